@@ -1,0 +1,122 @@
+"""Cases to score, loaded from JSONL (one case a line) with errors naming file, line and field.
+
+A line: ``{"id": ..., "conversation": "text" | [{"role": ..., "text": ...}, ...], "record": "...",
+"important": false, "meta": {...}}``. ``record`` is the AI-generated summary being scored.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from consensus_eval._errors import InputError, format_validation_error
+
+
+class Turn(BaseModel):
+    """One turn of a conversation: who spoke (``doctor``, ``patient``, ...) and what was said."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    role: str = Field(min_length=1)
+    text: str
+
+
+class Case(BaseModel):
+    """A case to score: the source conversation and the record generated from it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(min_length=1)
+    conversation: str | list[Turn]
+    record: str
+    important: bool = False
+    meta: dict[str, Any] = {}
+
+    @field_validator("id", mode="before")
+    @classmethod
+    def _id_str(cls, v: Any) -> Any:
+        return str(v) if isinstance(v, int) and not isinstance(v, bool) else v
+
+    @field_validator("record")
+    @classmethod
+    def _record_not_empty(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("the record to score is empty")
+        return v
+
+    @field_validator("conversation")
+    @classmethod
+    def _conversation_not_empty(cls, v: str | list[Turn]) -> str | list[Turn]:
+        if (isinstance(v, str) and not v.strip()) or (isinstance(v, list) and not v):
+            raise ValueError("the conversation is empty")
+        return v
+
+    @property
+    def conversation_text(self) -> str:
+        """The conversation as plain text, one ``role: text`` line per turn."""
+        if isinstance(self.conversation, str):
+            return self.conversation
+        names = {"doctor": "医生", "patient": "患者", "family": "家属"}
+        return "\n".join(f"{names.get(t.role, t.role)}：{t.text}" for t in self.conversation)
+
+
+@dataclass
+class LoadResult:
+    """Cases that loaded, and the errors of the lines that did not (``file:line: field: message``)."""
+
+    cases: list[Case] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+def load_cases(path: str | Path, *, skip_invalid: bool = False) -> LoadResult:
+    """Load cases from a JSONL file.
+
+    Every line is checked; without ``skip_invalid`` any error raises :class:`InputError` listing all
+    of them (nothing runs on a partly bad file). With it, the valid lines load and the errors are
+    returned beside them. Blank lines are ignored; duplicate ids are errors.
+    """
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+    except OSError as e:
+        raise InputError(f"{p}: cannot read cases: {e.strerror}") from None
+    result = LoadResult()
+    seen: dict[str, int] = {}
+    for lineno, line in enumerate(raw.splitlines(), start=1):
+        where = f"{p}:{lineno}"
+        try:
+            text = line.decode("utf-8")
+        except UnicodeDecodeError as e:
+            result.errors.append(f"{where}: not UTF-8 (byte {e.start}: {line[e.start:e.start + 1]!r})")
+            continue
+        if not text.strip():
+            continue
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            result.errors.append(f"{where}: not valid JSON: {e.msg} at column {e.colno}")
+            continue
+        if not isinstance(data, dict):
+            result.errors.append(f"{where}: a case must be a JSON object, got {type(data).__name__}")
+            continue
+        try:
+            case = Case.model_validate(data)
+        except ValidationError as e:
+            detail = format_validation_error(e, data).strip().replace("\n  ", "; ")
+            result.errors.append(f"{where}: {detail}")
+            continue
+        if case.id in seen:
+            result.errors.append(f"{where}: id: duplicate case id {case.id!r} (first on line {seen[case.id]})")
+            continue
+        seen[case.id] = lineno
+        result.cases.append(case)
+    if result.errors and not skip_invalid:
+        listing = "\n".join(result.errors)
+        raise InputError(f"{len(result.errors)} invalid line(s) in {p}; fix them or pass --skip-invalid:\n{listing}")
+    if not result.cases and not result.errors:
+        raise InputError(f"{p}: no cases (the file is empty)")
+    return result

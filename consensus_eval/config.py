@@ -1,0 +1,172 @@
+"""Evaluation config: the rubric, the runs, the consensus rules and the judge panel (YAML).
+
+Judges are configured, not coded. A judge's API key is never in the config: ``api_key_env`` names
+the environment variable that holds it, read only when a call is made.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from functools import cached_property
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from consensus_eval._errors import InputError, format_validation_error
+from consensus_eval._resources import resolve
+
+Mode = Literal["tools", "json", "json_schema", "md_json"]
+
+# Strings that look like a provider key (OpenAI/DeepSeek "sk-...", Anthropic "sk-ant-...", Google "AIza...").
+_KEY_PATTERN = re.compile(r"\b(sk-[A-Za-z0-9_\-]{16,}|AIza[0-9A-Za-z_\-]{30,})")
+
+
+class JudgeConfig(BaseModel):
+    """One judge of the panel.
+
+    ``kind: rules`` is the built-in deterministic judge (no other field applies). ``kind: llm``
+    (the default when ``model`` is given) calls ``model`` (a litellm id such as
+    ``deepseek/deepseek-reasoner``, ``openai/gpt-4.1``, ``dashscope/qwen-max`` or
+    ``hosted_vllm/<name>``) through instructor in ``mode``.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.\-]+$")]
+    kind: Literal["llm", "rules"] = "llm"
+    model: str | None = None
+    api_base: str | None = None
+    api_key_env: str | None = None
+    mode: Mode = "tools"
+    temperature: Annotated[float, Field(ge=0, le=2)] = 0.0
+    max_tokens: Annotated[int, Field(gt=0)] = 4096
+    concurrency: Annotated[int, Field(gt=0)] = 8
+    rpm: Annotated[float, Field(gt=0)] | None = None
+    timeout_s: Annotated[float, Field(gt=0)] = 120.0
+    max_retries: Annotated[int, Field(ge=0)] = 4
+    max_reasks: Annotated[int, Field(ge=0)] = 2
+    input_cost_per_token: Annotated[float, Field(ge=0)] | None = None
+    output_cost_per_token: Annotated[float, Field(ge=0)] | None = None
+    extra_body: dict[str, Any] = {}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _infer_kind(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "kind" not in data:
+            data = {**data, "kind": "rules" if data.get("name") == "rules" and "model" not in data else "llm"}
+        return data
+
+    @model_validator(mode="after")
+    def _check(self) -> JudgeConfig:
+        if self.kind == "llm" and not self.model:
+            raise ValueError("an llm judge needs `model` (a litellm model id such as openai/gpt-4.1)")
+        if self.api_key_env is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", self.api_key_env):
+            raise ValueError("api_key_env must be the NAME of an environment variable (e.g. DEEPSEEK_API_KEY), "
+                             "not the key itself")
+        return self
+
+    def api_key(self) -> str | None:
+        """The key from the environment, or None when the judge needs none (``api_key_env`` unset)."""
+        return os.environ.get(self.api_key_env) if self.api_key_env else None
+
+    def missing_key(self) -> str | None:
+        """A message if this judge needs a key that is not set, else None."""
+        if self.kind == "llm" and self.api_key_env and not os.environ.get(self.api_key_env):
+            return (f"judge {self.name!r}: environment variable {self.api_key_env} is not set; "
+                    f"export {self.api_key_env}=<your key> or remove the judge from the config")
+        return None
+
+    @cached_property
+    def identity(self) -> str:
+        """A hash of what determines this judge's answers (model, endpoint, mode, sampling).
+
+        Concurrency, rate limits, timeouts, retries and prices do not change answers and are
+        left out, so tuning them does not invalidate stored results.
+        """
+        keys = ("kind", "model", "api_base", "mode", "temperature", "max_tokens", "extra_body")
+        blob = json.dumps({k: getattr(self, k) for k in keys}, sort_keys=True, ensure_ascii=False)
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+class ConsensusConfig(BaseModel):
+    """How runs and judges combine, and when a case is flagged for audit."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    aggregate: Literal["mean", "median", "trimmed_mean"] = "mean"
+    trim: Annotated[float, Field(ge=0, lt=0.5)] = 0.2
+    min_judges: Annotated[int, Field(ge=1)] = 1
+    flag_spread: Annotated[float, Field(ge=0)] = 10.0
+    flag_star_gap: Annotated[int, Field(ge=1)] = 2
+
+
+class EvalConfig(BaseModel):
+    """A whole evaluation: rubric, prompts, runs, consensus rules and the panel of judges."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    rubric: str = "medical_record"
+    prompts_dir: str | None = None
+    runs: Annotated[int, Field(ge=1)] = 1
+    important_runs: Annotated[int, Field(ge=1)] = 3
+    consensus: ConsensusConfig = ConsensusConfig()
+    judges: list[JudgeConfig] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> EvalConfig:
+        names = [j.name for j in self.judges]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"duplicate judge name(s): {', '.join(dup)}")
+        return self
+
+    def runs_for(self, important: bool) -> int:
+        return self.important_runs if important else self.runs
+
+    def judge(self, name: str) -> JudgeConfig:
+        for j in self.judges:
+            if j.name == name:
+                return j
+        raise KeyError(name)
+
+
+DEFAULT_CONFIG = "configs/default.yaml"
+
+
+def load_config(path: str | Path = DEFAULT_CONFIG) -> EvalConfig:
+    """Load a config YAML; bundled configs (``configs/default.yaml``...) are found from anywhere.
+
+    A literal API key anywhere in the file is refused: keys belong in environment variables.
+    """
+    p = resolve(path, "configs")
+    if not p.is_file():
+        raise InputError(f"{path}: config file not found")
+    text = p.read_text(encoding="utf-8")
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if _KEY_PATTERN.search(line) or re.match(r"\s*-?\s*api_key\s*:", line):
+            raise InputError(f"{p}:{lineno}: this looks like a literal API key; put the key in an "
+                             "environment variable and name it with `api_key_env: VAR_NAME`")
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise InputError(f"{p}: not valid YAML: {e}") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{p}: a config must be a mapping with at least `judges`")
+    try:
+        cfg = EvalConfig.model_validate(data)
+    except ValidationError as e:
+        raise InputError(f"{p}: invalid config:\n{format_validation_error(e, _named(data))}") from None
+    return cfg
+
+
+def _named(data: dict[str, Any]) -> dict[str, Any]:
+    """Give judges an ``id`` (their name) so error paths read ``judges[1 deepseek].mode``."""
+    judges = data.get("judges")
+    if isinstance(judges, list):
+        data = {**data, "judges": [{**j, "id": j.get("name")} if isinstance(j, dict) else j for j in judges]}
+    return data

@@ -1,0 +1,145 @@
+"""Typed judge outputs: the contract between every judge and the scoring.
+
+A :class:`Judgment` is what any judge (rules or LLM) returns for one (case, dimension): a list of
+itemized deductions, the fixed penalties that apply, and the judge's own claimed score and stars
+(kept, compared, never trusted). :func:`response_model` builds, from the rubric, the pydantic model
+an LLM must fill: categories and deduction types are closed sets, points are checked against the
+rubric, so a reply that breaks the rubric is a validation error (and is re-asked), never scored.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
+
+from consensus_eval.rubric import Dimension, Rubric
+
+
+class Deduction(BaseModel):
+    """One occurrence of a rubric deduction type.
+
+    ``category`` and ``type`` are rubric ids; ``points`` is the rubric's value for the type (or the
+    judge's choice within its range); ``evidence`` quotes the record or conversation.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    category: str
+    type: str
+    points: float
+    evidence: str = ""
+    reason: str = ""
+
+
+class PenaltyHit(BaseModel):
+    """A fixed penalty of the rubric that applies (seed 000: diabetes written into past history)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    evidence: str = ""
+    reason: str = ""
+
+
+class Judgment(BaseModel):
+    """A judge's verdict on one dimension of one case."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    dimension: str
+    deductions: list[Deduction] = []
+    fixed_penalties: list[PenaltyHit] = []
+    claimed_score: float | None = None
+    claimed_stars: int | None = None
+    comment: str = ""
+
+
+# --------------------------------------------------------------------------- LLM response models
+
+
+class _ReplyBase(BaseModel):
+    """Common shape of an LLM reply; subclasses narrow the ids to the rubric's closed sets."""
+
+    def to_judgment(self, dimension: Dimension) -> Judgment:
+        """Convert a validated reply to a :class:`Judgment`, taking fixed points from the rubric."""
+        deductions = []
+        for d in self.deductions:  # type: ignore[attr-defined]
+            _, typ = dimension.find_type(d.type)
+            points = d.points if typ.is_range else typ.low
+            deductions.append(Deduction(category=d.category, type=d.type, points=points,
+                                        evidence=d.evidence, reason=d.reason))
+        return Judgment(
+            dimension=dimension.id,
+            deductions=deductions,
+            fixed_penalties=[PenaltyHit(id=p.id, evidence=p.evidence, reason=p.reason)
+                             for p in self.fixed_penalties],  # type: ignore[attr-defined]
+            claimed_score=self.score,  # type: ignore[attr-defined]
+            claimed_stars=self.stars,  # type: ignore[attr-defined]
+            comment=self.comment,  # type: ignore[attr-defined]
+        )
+
+
+def _literal(values: list[str]):  # noqa: ANN202 - a typing construct
+    return Literal[tuple(values)]  # type: ignore[valid-type]
+
+
+_MODELS: dict[tuple[str, str], type[_ReplyBase]] = {}
+
+
+def _build_response_model(rubric: Rubric, dimension_id: str) -> type[_ReplyBase]:
+    dim = rubric.dimension(dimension_id)
+    cat_ids = [c.id for c in dim.categories]
+    type_ids = [t.id for c in dim.categories for t in c.types]
+    type_help = "; ".join(
+        f"{t.id} ({c.id}, {t.points_text()})" for c in dim.categories for t in c.types
+    )
+
+    def _check(self: BaseModel) -> BaseModel:
+        cat, typ = dim.find_type(self.type)  # type: ignore[attr-defined]
+        if cat.id != self.category:  # type: ignore[attr-defined]
+            raise ValueError(f"type {typ.id!r} belongs to category {cat.id!r}, not {self.category!r}")  # type: ignore[attr-defined]
+        pts = self.points  # type: ignore[attr-defined]
+        if typ.is_range:
+            if pts is None or not typ.accepts(pts):
+                raise ValueError(f"type {typ.id!r} takes {typ.points_text()} points; give a value in that range, got {pts}")
+        elif pts is not None and not typ.accepts(pts):
+            raise ValueError(f"type {typ.id!r} takes exactly {typ.points_text()} points, got {pts}")
+        return self
+
+    deduction = create_model(
+        f"{dim.id.title()}Deduction",
+        __config__=ConfigDict(extra="forbid"),
+        __validators__={"_check": model_validator(mode="after")(_check)},
+        category=(_literal(cat_ids), Field(description="category id")),
+        type=(_literal(type_ids), Field(description=f"deduction type id: {type_help}")),
+        points=(float | None, Field(None, description="the type's points; for a range type, a value in the range")),
+        evidence=(str, Field(description="verbatim quote from the record or conversation")),
+        reason=(str, Field(description="why this is a deduction")),
+    )
+    fields: dict = {
+        "deductions": (list[deduction], Field(description="one item per occurrence; empty if nothing to deduct")),
+        "score": (float, Field(ge=0, le=dim.max, description=f"your score, 0-{dim.max:g}")),
+        "stars": (int, Field(ge=1, le=5, description="your stars, 1-5")),
+        "comment": (str, Field(description="a short comment")),
+    }
+    if dim.fixed_penalties:
+        penalty = create_model(
+            f"{dim.id.title()}Penalty",
+            __config__=ConfigDict(extra="forbid"),
+            id=(_literal([p.id for p in dim.fixed_penalties]), Field(description="fixed penalty id")),
+            evidence=(str, ""),
+            reason=(str, ""),
+        )
+        fields["fixed_penalties"] = (list[penalty], Field(default_factory=list, description="fixed penalties that apply"))
+    else:
+        fields["fixed_penalties"] = (list[None], Field(default_factory=list, max_length=0))  # type: ignore[valid-type]
+    return create_model(f"{dim.id.title()}Judgment", __base__=_ReplyBase, **fields)
+
+
+def response_model(rubric: Rubric, dimension_id: str) -> type[_ReplyBase]:
+    """The pydantic model an LLM judge fills for ``dimension_id`` of ``rubric`` (cached)."""
+    key = (rubric.fingerprint, dimension_id)
+    if key not in _MODELS:
+        _MODELS[key] = _build_response_model(rubric, dimension_id)
+    return _MODELS[key]

@@ -1,0 +1,69 @@
+"""Prompt rendering: one Jinja template per rubric dimension, in a sandboxed environment.
+
+A template renders two messages separated by ``{{ message_break }}``: first the system message
+(static: role, the rubric text for the dimension, the output contract), then the user message (the
+case, fenced as untrusted data). The split is taken at the first break, which always lies in the
+static part, so case text cannot forge one. Static text first and the case
+last lets providers cache the shared prefix across cases. The rubric text comes from the rubric
+data, so editing the rubric YAML edits the prompt.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+from pathlib import Path
+
+from jinja2 import FileSystemLoader, StrictUndefined, TemplateNotFound
+from jinja2.sandbox import SandboxedEnvironment
+
+from consensus_eval._errors import InputError
+from consensus_eval._resources import data_dir
+from consensus_eval.cases import Case
+from consensus_eval.rubric import Dimension, Rubric
+
+MESSAGE_BREAK = "\x1e--- consensus-eval message break ---\x1e"
+_FENCE = re.compile(r"<{2,}\s*/?\s*(BEGIN|END)[^>]*>{2,}", re.IGNORECASE)
+
+
+def fence(text: str, label: str) -> str:
+    """Wrap untrusted ``text`` between BEGIN/END markers it cannot forge.
+
+    Marker-like sequences inside the text are defanged (``<<<`` -> ``‹‹‹``) so a case cannot close
+    the fence early and smuggle instructions outside it.
+    """
+    clean = _FENCE.sub(lambda m: m.group(0).replace("<", "‹").replace(">", "›"), text)
+    return f"<<<BEGIN {label}>>>\n{clean}\n<<<END {label}>>>"
+
+
+@cache
+def _environment(prompts_root: str) -> SandboxedEnvironment:
+    env = SandboxedEnvironment(
+        loader=FileSystemLoader(prompts_root), undefined=StrictUndefined,
+        trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=False, autoescape=False,
+    )
+    env.filters["fence"] = fence
+    env.filters["num"] = lambda x: f"{x:g}" if isinstance(x, float) else str(x)
+    return env
+
+
+def prompts_root(override: str | Path | None = None) -> Path:
+    return Path(override) if override else data_dir("prompts")
+
+
+def render(rubric: Rubric, dimension: Dimension, case: Case, prompts_dir: str | Path | None = None) -> list[dict[str, str]]:
+    """Render the chat messages (system, user) for one case and dimension."""
+    root = prompts_root(prompts_dir)
+    name = f"{rubric.prompts or rubric.id}/{dimension.id}.j2"
+    env = _environment(str(root))
+    try:
+        template = env.get_template(name)
+    except TemplateNotFound:
+        raise InputError(f"{root / name}: prompt template not found (one .j2 per rubric dimension)") from None
+    text = template.render(rubric=rubric, dimension=dimension, case=case, message_break=MESSAGE_BREAK)
+    if MESSAGE_BREAK not in text:
+        raise InputError(f"{root / name}: the template must separate the system and user messages "
+                         "with {{ message_break }}")
+    system, user = text.split(MESSAGE_BREAK, 1)
+    return [{"role": "system", "content": system.strip()}, {"role": "user", "content": user.strip()}]
+
