@@ -1,7 +1,119 @@
-"""CLI for the text2dt metrics (being written)."""
+"""CLI for the Text2DT metrics: `consensus-eval metrics text2dt PRED GOLD`.
+
+Kept light: only the standard library, typer and (for the table) rich; never litellm.
+"""
+
+import enum
+import json
+from pathlib import Path
+from typing import Annotated, Any, Optional
 
 import typer
+
+from consensus_eval.metrics.text2dt import Text2DTError, Text2DTResult, evaluate, load_trees
+
+EXIT_INPUT_ERROR = 2
+MAX_INVALID_SHOWN = 20
+
+METRIC_LABELS = {
+    "tree_accuracy": "Tree accuracy",
+    "triple_f1": "Triple F1",
+    "path_f1": "Decision-path F1",
+    "mean_edit_distance": "Mean edit distance",
+    "node_f1": "Node F1 (extra)",
+    "edit_ratio": "Edit ratio (extra)",
+}
+
+
+class OnInvalid(str, enum.Enum):
+    error = "error"
+    zero = "zero"
+
+
+def _f1_detail(counts: dict[str, Any]) -> str:
+    return f"P {counts['correct']}/{counts['predicted']}, R {counts['correct']}/{counts['gold']}"
+
+
+def _details(summary: dict[str, Any]) -> dict[str, str]:
+    counts = summary["counts"]
+    trees, distance = counts["trees"], counts["edit_distance"]
+    return {
+        "tree_accuracy": f"{trees['correct']} equal / {trees['nonempty_predictions']} non-empty preds",
+        "triple_f1": _f1_detail(counts["triples"]),
+        "path_f1": _f1_detail(counts["paths"]),
+        "mean_edit_distance": f"{distance['sum']} edits / {distance['divided_by']} non-empty preds",
+        "node_f1": _f1_detail(counts["nodes"]),
+        "edit_ratio": f"1 - {distance['sum']}/{distance['ratio_denominator']}",
+    }
+
+
+def render_table(result: Text2DTResult) -> None:
+    """Print the metrics as a rich table, then the pairing and the invalid predictions."""
+    from rich.console import Console
+    from rich.table import Table
+
+    summary = result.as_dict()
+    console = Console()
+    table = Table(title=f"Text2DT metrics: {result.n_trees} trees, paired by {result.pairing}")
+    table.add_column("Metric", no_wrap=True)
+    table.add_column("Value", justify="right")
+    table.add_column("Exact", justify="right")
+    table.add_column("Counts")
+    details = _details(summary)
+    for name, label in METRIC_LABELS.items():
+        value, exact = summary["metrics"][name], summary["exact"][name]
+        table.add_row(label, "n/a" if value is None else f"{value:.6f}", exact or "n/a", details[name])
+    console.print(table)
+    if result.invalid:
+        console.print(f"[bold red]{len(result.invalid)} invalid prediction(s) scored as empty:[/]")
+        for item in result.invalid[:MAX_INVALID_SHOWN]:
+            console.print(f"  - {item.message}", markup=False, highlight=False)
+        if len(result.invalid) > MAX_INVALID_SHOWN:
+            console.print(f"  ... and {len(result.invalid) - MAX_INVALID_SHOWN} more (see --json)")
+    else:
+        console.print("No invalid predictions.")
+
+
+def write_per_tree(result: Text2DTResult, path: Path) -> None:
+    """Write one JSON object per tree pair: its counts, edit distance and edit operations."""
+    with path.open("w", encoding="utf-8") as handle:
+        for row in result.per_tree or ():
+            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+
+def text2dt_command(
+    pred: Annotated[Path, typer.Argument(metavar="PRED", help="Predicted trees (JSON list or .jsonl).", show_default=False)],
+    gold: Annotated[Path, typer.Argument(metavar="GOLD", help="Gold trees (JSON list or .jsonl).", show_default=False)],
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON summary instead of a table.")] = False,
+    per_tree: Annotated[Optional[Path], typer.Option(
+        "--per-tree", help="Write each pair's metrics and edit operations to this JSONL file.")] = None,
+    on_invalid: Annotated[OnInvalid, typer.Option(
+        "--on-invalid", help="error: stop at the first invalid prediction; zero: score it as empty and list it.",
+        case_sensitive=False)] = OnInvalid.error,
+) -> None:
+    """Text2DT (CHIP-2022) metrics with exact parity to the organisers' scorer.
+
+    Tree accuracy, triple F1, decision-path F1 and mean edit distance as the organisers compute them,
+    plus node F1 and PromptCBLUE's edit ratio. Trees are paired by id when every tree has one, else
+    by position. Exit code 2 on unreadable or invalid input.
+    """
+    try:
+        result = evaluate(load_trees(pred, "prediction"), load_trees(gold, "gold"),
+                          on_invalid=on_invalid.value, per_tree=per_tree is not None)
+        if per_tree is not None:
+            write_per_tree(result, per_tree)
+    except Text2DTError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(EXIT_INPUT_ERROR) from None
+    except OSError as exc:
+        typer.echo(f"error: cannot write {per_tree}: {exc.strerror or exc}", err=True)
+        raise typer.Exit(EXIT_INPUT_ERROR) from None
+    if as_json:
+        typer.echo(json.dumps(result.as_dict(), ensure_ascii=False, indent=2))
+    else:
+        render_table(result)
 
 
 def register(app: typer.Typer) -> None:
     """Add the `text2dt` command to the `metrics` sub-app."""
+    app.command("text2dt")(text2dt_command)
