@@ -1,0 +1,148 @@
+"""Runs -> judge score -> panel score, with quorum, spread and disagreement flags.
+
+For each case and dimension, a judge's score is the mean of its successful runs (each run's score
+re-derived from its deductions); the panel score aggregates the judges (mean, median or trimmed
+mean). Failed runs are left out, never counted as zeros. A case has a panel score only if every
+dimension has at least ``min_judges`` judges with a score: otherwise it is ``inconclusive``
+(some judges answered, too few) or ``failed`` (no judge answered at all).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from typing import Literal
+
+from pydantic import BaseModel
+
+from consensus_eval.config import ConsensusConfig
+from consensus_eval.rubric import DimensionScore, Rubric, derive
+from consensus_eval.store import CallRecord
+
+Status = Literal["ok", "inconclusive", "failed"]
+
+
+class JudgeScore(BaseModel):
+    """One judge on one dimension of one case: its runs' re-derived scores and their mean.
+
+    ``spread`` is the range (max - min) over runs: 0 for a single run or perfectly stable runs.
+    """
+
+    judge: str
+    dimension: str
+    runs: list[float]
+    failed_runs: int
+    mean: float | None
+    spread: float | None
+    stars: int | None
+    claim_mismatches: int
+
+
+class CaseConsensus(BaseModel):
+    """The panel's verdict on one case, with what it rests on."""
+
+    case_id: str
+    status: Status
+    scores: dict[str, float | None]          # dimension -> panel score
+    stars: dict[str, int | None]             # dimension -> stars of the panel score
+    total: float | None
+    star_total: float | None
+    n_judges: int                            # judges with a score on every dimension
+    judges: dict[str, dict[str, JudgeScore]]  # judge -> dimension -> score
+    judge_totals: dict[str, float]            # judges with a complete total
+    spread: float | None                      # max - min of judge totals
+    flags: list[str]
+
+    @property
+    def flagged(self) -> bool:
+        return bool(self.flags)
+
+
+def aggregate(values: Sequence[float], how: str = "mean", trim: float = 0.2) -> float:
+    """Combine judges' scores: ``mean``, ``median`` or ``trimmed_mean`` (drop ``trim`` of each end).
+
+    The trimmed mean drops ``floor(trim x n)`` values from each end; with fewer than 3 judges it is
+    the mean.
+    """
+    if not values:
+        raise ValueError("nothing to aggregate")
+    if how == "median":
+        return float(statistics.median(values))
+    if how == "trimmed_mean":
+        k = int(trim * len(values))
+        values = sorted(values)[k: len(values) - k] if len(values) - 2 * k > 0 else values
+    return float(statistics.fmean(values))
+
+
+def derive_all(rubric: Rubric, records: Iterable[CallRecord]) -> dict[str, DimensionScore]:
+    """Re-derived score of every ``ok`` record, by request hash."""
+    return {r.request_hash: derive(rubric.dimension(r.dimension), r.judgment)
+            for r in records if r.status == "ok" and r.judgment is not None}
+
+
+def build(
+    rubric: Rubric, records: Sequence[CallRecord], judges: Sequence[str], case_ids: Sequence[str],
+    config: ConsensusConfig,
+) -> list[CaseConsensus]:
+    """The consensus of every case, in ``case_ids`` order."""
+    derived = derive_all(rubric, records)
+    by_key: dict[tuple[str, str, str], list[CallRecord]] = defaultdict(list)
+    for r in records:
+        by_key[(r.case_id, r.judge, r.dimension)].append(r)
+    return [_case(rubric, cid, judges, by_key, derived, config) for cid in case_ids]
+
+
+def _judge_score(judge: str, dim: str, recs: list[CallRecord], derived: dict[str, DimensionScore],
+                 rubric: Rubric) -> JudgeScore:
+    ok = [derived[r.request_hash] for r in recs if r.request_hash in derived]
+    runs = [d.score for d in ok]
+    mean = statistics.fmean(runs) if runs else None
+    return JudgeScore(
+        judge=judge, dimension=dim, runs=runs, failed_runs=len(recs) - len(ok), mean=mean,
+        spread=(max(runs) - min(runs)) if runs else None,
+        stars=rubric.dimension(dim).stars_for(mean) if mean is not None else None,
+        claim_mismatches=sum(d.claim_mismatch for d in ok),
+    )
+
+
+def _case(rubric: Rubric, case_id: str, judges: Sequence[str],
+          by_key: dict[tuple[str, str, str], list[CallRecord]], derived: dict[str, DimensionScore],
+          config: ConsensusConfig) -> CaseConsensus:
+    dims = [d.id for d in rubric.dimensions]
+    table = {j: {d: _judge_score(j, d, by_key.get((case_id, j, d), []), derived, rubric) for d in dims}
+             for j in judges}
+    scores: dict[str, float | None] = {}
+    for d in dims:
+        vals = [table[j][d].mean for j in judges if table[j][d].mean is not None]
+        scores[d] = aggregate(vals, config.aggregate, config.trim) if len(vals) >= config.min_judges else None  # type: ignore[arg-type]
+    judge_totals = {j: sum(table[j][d].mean for d in dims)  # type: ignore[misc]
+                    for j in judges if all(table[j][d].mean is not None for d in dims)}
+    any_answer = any(table[j][d].runs for j in judges for d in dims)
+    complete = all(s is not None for s in scores.values())
+    status: Status = "ok" if complete else ("inconclusive" if any_answer else "failed")
+    stars = {d: (rubric.dimension(d).stars_for(s) if s is not None else None) for d, s in scores.items()}
+    total = sum(scores.values()) if complete else None  # type: ignore[arg-type]
+    star_total = rubric.star_total(stars) if complete else None  # type: ignore[arg-type]
+    spread = (max(judge_totals.values()) - min(judge_totals.values())) if len(judge_totals) >= 2 else None
+    return CaseConsensus(
+        case_id=case_id, status=status, scores=scores, stars=stars, total=total, star_total=star_total,
+        n_judges=len(judge_totals), judges=table, judge_totals=judge_totals, spread=spread,
+        flags=_flags(table, judges, dims, spread, config),
+    )
+
+
+def _flags(table: dict[str, dict[str, JudgeScore]], judges: Sequence[str], dims: list[str],
+           spread: float | None, config: ConsensusConfig) -> list[str]:
+    flags = []
+    if spread is not None and spread > config.flag_spread:
+        flags.append(f"totals spread {spread:g} > {config.flag_spread:g}")
+    for d in dims:
+        stars = [table[j][d].stars for j in judges if table[j][d].stars is not None]
+        if len(stars) >= 2 and max(stars) - min(stars) >= config.flag_star_gap:  # type: ignore[operator]
+            flags.append(f"{d} stars differ by {max(stars) - min(stars)}")  # type: ignore[operator]
+    for j in judges:
+        n = sum(table[j][d].claim_mismatches for d in dims)
+        if n:
+            flags.append(f"{j}: claimed score differs from derived ({n} run(s))")
+    return flags

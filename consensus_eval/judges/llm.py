@@ -1,0 +1,281 @@
+"""LLM judges: litellm (any provider) + instructor (typed replies), with our own retry policy.
+
+Every HTTP attempt goes through :meth:`LLMJudge._send`, which the instructor client wraps:
+
+- it waits for the judge's rate limiter (``rpm``), so re-asks and retries are throttled too;
+- it enforces a hard timeout (``timeout_s``) per attempt with ``asyncio.wait_for``;
+- it retries 429, 5xx, timeouts and dropped connections with exponential backoff and full jitter,
+  honouring ``Retry-After``; 400, 401, 403, 404 and 422 are not retried;
+- it counts attempts, tokens and cost of every attempt into the current call's :class:`_Usage`.
+
+instructor itself only re-asks (``max_reasks``) when a reply fails validation against the
+rubric's response model; a reply that still fails is recorded as ``failed`` with the reason.
+litellm's own retries are off (``num_retries=0``): they differ per provider (STACK_NOTES.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import email.utils
+import logging
+import os
+import random
+import time
+from dataclasses import dataclass
+from typing import Any
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # never fetch the price map at import
+
+import instructor  # noqa: E402
+import litellm  # noqa: E402
+from asyncio_throttle import Throttler  # noqa: E402
+from instructor.core import InstructorRetryException  # noqa: E402
+
+from consensus_eval.cases import Case  # noqa: E402
+from consensus_eval.config import JudgeConfig  # noqa: E402
+from consensus_eval.judges.base import CallOutcome  # noqa: E402
+from consensus_eval.judgment import response_model  # noqa: E402
+from consensus_eval.rubric import Dimension, Rubric  # noqa: E402
+
+litellm.suppress_debug_info = True
+# Every attempt and failure is recorded in the store; the libraries' own log lines would only repeat
+# them (and could echo request details), so keep them quiet.
+for _name in ("instructor", "LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "httpx"):
+    logging.getLogger(_name).setLevel(logging.CRITICAL)
+litellm.telemetry = False
+
+MODES = {
+    "tools": instructor.Mode.TOOLS,
+    "json": instructor.Mode.JSON,
+    "json_schema": instructor.Mode.JSON_SCHEMA,
+    "md_json": instructor.Mode.MD_JSON,
+}
+
+#: HTTP failures worth another attempt; anything else (400/401/403/404/422) fails the call at once.
+RETRYABLE = (
+    litellm.RateLimitError,
+    litellm.InternalServerError,
+    litellm.BadGatewayError,
+    litellm.ServiceUnavailableError,
+    litellm.Timeout,
+    litellm.APIConnectionError,
+    asyncio.TimeoutError,
+)
+BACKOFF_BASE_S = 1.0
+BACKOFF_MAX_S = 60.0
+
+
+@dataclass
+class _Usage:
+    """Counts of one judge call over all its HTTP attempts."""
+
+    attempts: int = 0
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    completion_tokens: int = 0
+    reasoning_tokens: int = 0
+    cost: float | None = 0.0
+    raw: str | None = None
+    last_error: str | None = None
+
+
+_current: contextvars.ContextVar[_Usage] = contextvars.ContextVar("consensus_eval_llm_usage")
+
+
+class HTTPFailure(Exception):
+    """An HTTP failure that was not retried or ran out of retries."""
+
+
+class LLMJudge:
+    """A judge backed by any litellm model, configured entirely by a :class:`JudgeConfig`."""
+
+    deterministic = False
+    version = "llm-1"
+
+    def __init__(self, config: JudgeConfig, rubric: Rubric) -> None:
+        self.config = config
+        self.rubric = rubric
+        self._client = instructor.from_litellm(self._send, mode=MODES[config.mode])
+        self._throttler: Throttler | None = None
+        self.backoff_base_s = BACKOFF_BASE_S
+        self.backoff_max_s = BACKOFF_MAX_S
+
+    # ---------------------------------------------------------------- one judgment
+
+    async def judge(self, case: Case, dimension: Dimension, messages: list[dict[str, str]]) -> CallOutcome:
+        usage = _Usage()
+        token = _current.set(usage)
+        try:
+            reply, _raw = await self._client.chat.completions.create_with_completion(
+                model=self.config.model,
+                response_model=response_model(self.rubric, dimension.id),
+                messages=[dict(m) for m in messages],
+                max_retries=self.config.max_reasks,
+                **self._params(),
+            )
+            judgment = reply.to_judgment(dimension)
+            return self._outcome(usage, status="ok", judgment=judgment)
+        except InstructorRetryException as e:
+            cause = e.__cause__ if isinstance(e.__cause__, HTTPFailure) else None
+            reason = str(cause) if cause else f"reply failed validation after {e.n_attempts} attempt(s): {_last_line(e)}"
+            return self._outcome(usage, status="failed", error=reason)
+        except HTTPFailure as e:
+            return self._outcome(usage, status="failed", error=str(e))
+        except Exception as e:  # noqa: BLE001 - anything else is this call's failure, not the run's
+            return self._outcome(usage, status="failed", error=f"{type(e).__name__}: {e}")
+        finally:
+            _current.reset(token)
+
+    def _params(self) -> dict[str, Any]:
+        c = self.config
+        params: dict[str, Any] = {
+            "temperature": c.temperature, "max_tokens": c.max_tokens, "num_retries": 0,
+            "timeout": c.timeout_s, "drop_params": True,
+        }
+        if c.api_base:
+            params["api_base"] = c.api_base
+        key = c.api_key()
+        if key:
+            params["api_key"] = key
+        elif c.api_base:
+            params["api_key"] = "none"  # local OpenAI-compatible servers want some key
+        if c.extra_body:
+            params["extra_body"] = c.extra_body
+        return params
+
+    def _outcome(self, usage: _Usage, **kw: Any) -> CallOutcome:
+        if "error" in kw:
+            kw["error"] = self._scrub(kw["error"])
+        return CallOutcome(
+            model=self.config.model, raw=self._scrub(usage.raw) if usage.raw else None,
+            attempts=max(usage.attempts, 1), prompt_tokens=usage.prompt_tokens,
+            cached_tokens=usage.cached_tokens, completion_tokens=usage.completion_tokens,
+            reasoning_tokens=usage.reasoning_tokens, cost=usage.cost, **kw,
+        )
+
+    def _scrub(self, text: str) -> str:
+        """Remove the API key from any text that leaves this module."""
+        key = self.config.api_key()
+        return text.replace(key, "***") if key and len(key) >= 4 else text
+
+    # ---------------------------------------------------------------- one HTTP attempt (+ retries)
+
+    async def _send(self, **kwargs: Any) -> Any:
+        """litellm.acompletion behind the rate limit, the hard timeout and the retry policy."""
+        usage = _current.get()
+        retries = self.config.max_retries
+        for attempt in range(retries + 1):
+            usage.attempts += 1
+            try:
+                async with self._limiter():
+                    resp = await asyncio.wait_for(litellm.acompletion(**kwargs), self.config.timeout_s)
+            except RETRYABLE as e:
+                usage.last_error = _describe(e)
+                if attempt == retries:
+                    raise HTTPFailure(f"gave up after {attempt + 1} attempt(s): {usage.last_error}") from e
+                await asyncio.sleep(self._delay(attempt, e))
+                continue
+            except litellm.APIError as e:
+                raise HTTPFailure(f"not retried: {_describe(e)}") from e
+            self._count(usage, resp)
+            return resp
+        raise AssertionError("unreachable")
+
+    def _limiter(self) -> Any:
+        if self.config.rpm is None:
+            return _NoLimit()
+        if self._throttler is None:
+            rpm = self.config.rpm
+            self._throttler = Throttler(rate_limit=round(rpm), period=60.0) if rpm >= 1 else Throttler(1, 60.0 / rpm)
+        return self._throttler
+
+    def _delay(self, attempt: int, error: BaseException) -> float:
+        """Seconds to wait before the next attempt: Retry-After if the server gave one, else
+        exponential backoff with full jitter (``uniform(0, min(max, base x 2^attempt))``)."""
+        after = retry_after_s(error)
+        if after is not None:
+            return min(after, self.backoff_max_s) + random.uniform(0, self.backoff_base_s / 10)
+        return random.uniform(0, min(self.backoff_max_s, self.backoff_base_s * 2**attempt))
+
+    def _count(self, usage: _Usage, resp: Any) -> None:
+        u = getattr(resp, "usage", None)
+        if u is not None:
+            usage.prompt_tokens += u.prompt_tokens or 0
+            usage.completion_tokens += u.completion_tokens or 0
+            details = getattr(u, "prompt_tokens_details", None)
+            usage.cached_tokens += (getattr(details, "cached_tokens", 0) or 0) if details else 0
+            cdetails = getattr(u, "completion_tokens_details", None)
+            usage.reasoning_tokens += (getattr(cdetails, "reasoning_tokens", 0) or 0) if cdetails else 0
+        cost = self._cost(resp)
+        usage.cost = None if cost is None or usage.cost is None else usage.cost + cost
+        usage.raw = _raw_text(resp)
+
+    def _cost(self, resp: Any) -> float | None:
+        """Cost of one response: the config's prices if given, else litellm's price map, else None."""
+        c = self.config
+        u = getattr(resp, "usage", None)
+        if c.input_cost_per_token is not None and c.output_cost_per_token is not None:
+            if u is None:
+                return None
+            return (u.prompt_tokens or 0) * c.input_cost_per_token + (u.completion_tokens or 0) * c.output_cost_per_token
+        try:
+            return float(litellm.completion_cost(completion_response=resp, model=c.model))
+        except Exception:  # noqa: BLE001 - unknown model: cost unknown, not zero
+            return None
+
+
+class _NoLimit:
+    async def __aenter__(self) -> None:
+        return None
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
+
+
+def retry_after_s(error: BaseException) -> float | None:
+    """The server's Retry-After (seconds or HTTP date; or retry-after-ms), if the error carries one."""
+    headers = None
+    resp = getattr(error, "response", None)
+    if resp is not None:
+        headers = getattr(resp, "headers", None)
+    headers = headers or getattr(error, "litellm_response_headers", None)
+    if not headers:
+        return None
+    try:
+        if headers.get("retry-after-ms") is not None:
+            return max(0.0, float(headers["retry-after-ms"]) / 1000)
+        value = headers.get("retry-after")
+        if value is None:
+            return None
+        try:
+            return max(0.0, float(value))
+        except ValueError:
+            when = email.utils.parsedate_to_datetime(value)
+            return max(0.0, when.timestamp() - time.time())
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
+def _describe(e: BaseException) -> str:
+    if isinstance(e, asyncio.TimeoutError):
+        return "timeout (hard per-call limit)"
+    status = getattr(e, "status_code", None)
+    msg = str(e).splitlines()[0][:300] if str(e) else type(e).__name__
+    return f"{type(e).__name__}" + (f" {status}" if status else "") + f": {msg}"
+
+
+def _raw_text(resp: Any) -> str | None:
+    try:
+        msg = resp.choices[0].message
+    except (AttributeError, IndexError):
+        return None
+    calls = getattr(msg, "tool_calls", None)
+    if calls:
+        return calls[0].function.arguments
+    return getattr(msg, "content", None)
+
+
+def _last_line(e: InstructorRetryException) -> str:
+    text = str(e).strip().splitlines()
+    return " ".join(t.strip() for t in text[:6])[:600] if text else type(e).__name__

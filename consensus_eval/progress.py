@@ -1,0 +1,45 @@
+"""Progress of a run: a live bar on a terminal, plain lines otherwise (CI logs, pipes)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress as RichProgress, TextColumn, TimeRemainingColumn
+
+from consensus_eval.runner import Progress, ProgressHook
+
+
+def _status(p: Progress) -> str:
+    return f"failed {p.failed}, resumed {p.skipped}, cost ${p.cost:.4f}"
+
+
+@contextmanager
+def progress_hook(console: Console, every_s: float = 5.0) -> Iterator[ProgressHook]:
+    """Yield a hook for :func:`consensus_eval.runner.execute` that shows progress on ``console``."""
+    if console.is_terminal:
+        with RichProgress(TextColumn("judging"), BarColumn(), MofNCompleteColumn(),
+                          TextColumn("{task.fields[status]}"), TimeRemainingColumn(),
+                          console=console, transient=False) as bar:
+            task = bar.add_task("judging", total=None, status="")
+
+            def live(p: Progress) -> None:
+                bar.update(task, total=p.total, completed=p.skipped + p.done, status=_status(p))
+
+            yield live
+        return
+
+    last = [0.0]
+
+    def plain(p: Progress) -> None:
+        now = time.monotonic()
+        finished = p.skipped + p.done >= p.total
+        if finished or now - last[0] >= every_s:
+            last[0] = now
+            eta = p.eta_s()
+            tail = f", ETA {eta:.0f}s" if eta is not None and not finished else ""
+            console.print(f"calls {p.skipped + p.done}/{p.total} ({_status(p)}){tail}", highlight=False)
+
+    yield plain

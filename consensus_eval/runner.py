@@ -1,0 +1,142 @@
+"""Plan the calls (case x dimension x judge x run) and run them concurrently into the store.
+
+Each judge has its own pool of ``concurrency`` workers (its ``rpm`` is enforced per HTTP attempt by
+the judge itself), so a slow or failing judge never stalls the others. Every outcome is stored the
+moment it lands; calls whose judgment is already stored are not made again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from consensus_eval.cases import Case
+from consensus_eval.config import EvalConfig
+from consensus_eval.judges.base import CallOutcome, Judge
+from consensus_eval.prompts import render
+from consensus_eval.rubric import Rubric
+from consensus_eval.store import CallRecord, PlannedCall, Store
+
+
+@dataclass(frozen=True)
+class Call:
+    """A planned call with what it needs to run: the case, the dimension and the rendered prompt."""
+
+    planned: PlannedCall
+    case: Case
+    messages: list[dict[str, str]]
+
+
+def request_hash(judge: Judge, rubric: Rubric, messages: list[dict[str, str]], run: int, dimension: str) -> str:
+    """The identity of a call: the judge's model and sampling, the rubric, the exact prompt, the run.
+
+    Change any of them and the hash changes, so a stored result is never reused for another request.
+    """
+    blob = json.dumps(
+        [judge.config.identity, judge.version, rubric.fingerprint, dimension, run, messages],
+        ensure_ascii=False, separators=(",", ":"),
+    )
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def plan(cases: Sequence[Case], rubric: Rubric, config: EvalConfig, judges: Sequence[Judge]) -> list[Call]:
+    """Every call the evaluation needs, in a stable order (case, dimension, judge, run).
+
+    A case gets ``config.runs`` runs per judge, or ``config.important_runs`` if it is important;
+    a deterministic judge (rules) gets one run, since repeating it cannot change anything.
+    """
+    calls: list[Call] = []
+    for case in cases:
+        n_runs = config.runs_for(case.important)
+        for dim in rubric.dimensions:
+            messages = render(rubric, dim, case, config.prompts_dir)
+            for judge in judges:
+                for run in range(1 if judge.deterministic else n_runs):
+                    h = request_hash(judge, rubric, messages, run, dim.id)
+                    calls.append(Call(PlannedCall(h, case.id, dim.id, judge.config.name, run), case, messages))
+    return calls
+
+
+@dataclass
+class Progress:
+    """Counts of a run, reported as calls land (done / total, failures, cost, ETA)."""
+
+    total: int
+    skipped: int = 0
+    done: int = 0
+    failed: int = 0
+    cost: float = 0.0
+    started: float = field(default_factory=time.monotonic)
+    by_judge: Counter[str] = field(default_factory=Counter)
+
+    def eta_s(self) -> float | None:
+        if not self.done:
+            return None
+        elapsed = time.monotonic() - self.started
+        return elapsed / self.done * (self.total - self.skipped - self.done)
+
+
+ProgressHook = Callable[[Progress], None]
+
+
+async def execute(
+    calls: Sequence[Call], judges: Sequence[Judge], rubric: Rubric, store: Store,
+    on_progress: ProgressHook | None = None,
+) -> Progress:
+    """Run the calls not yet stored, each judge with its own worker pool; store each outcome."""
+    done = store.done_hashes()
+    todo: dict[str, list[Call]] = {j.config.name: [] for j in judges}
+    for c in calls:
+        if c.planned.request_hash not in done:
+            todo[c.planned.judge].append(c)
+    progress = Progress(total=len(calls), skipped=len(calls) - sum(map(len, todo.values())))
+    if on_progress:
+        on_progress(progress)
+
+    async def worker(judge: Judge, queue: asyncio.Queue[Call]) -> None:
+        while True:
+            try:
+                call = queue.get_nowait()
+            except asyncio.QueueEmpty:
+                return
+            start = time.monotonic()
+            outcome = await _judge_safely(judge, call, rubric)
+            store.record(_to_record(call, outcome, time.monotonic() - start))
+            progress.done += 1
+            progress.failed += outcome.status == "failed"
+            progress.cost += outcome.cost or 0.0
+            progress.by_judge[judge.config.name] += 1
+            if on_progress:
+                on_progress(progress)
+
+    tasks = []
+    for judge in judges:
+        queue: asyncio.Queue[Call] = asyncio.Queue()
+        for c in todo[judge.config.name]:
+            queue.put_nowait(c)
+        n_workers = min(judge.config.concurrency, queue.qsize())
+        tasks += [asyncio.create_task(worker(judge, queue)) for _ in range(n_workers)]
+    if tasks:
+        await asyncio.gather(*tasks)
+    return progress
+
+
+async def _judge_safely(judge: Judge, call: Call, rubric: Rubric) -> CallOutcome:
+    try:
+        return await judge.judge(call.case, rubric.dimension(call.planned.dimension), call.messages)
+    except Exception as e:  # a judge bug must not take the run down: record it as failed
+        return CallOutcome(status="failed", error=f"{type(e).__name__}: {e}")
+
+
+def _to_record(call: Call, outcome: CallOutcome, latency_s: float) -> CallRecord:
+    p = call.planned
+    return CallRecord(
+        request_hash=p.request_hash, case_id=p.case_id, dimension=p.dimension, judge=p.judge, run=p.run,
+        latency_s=latency_s, **outcome.model_dump(),
+    )
+
