@@ -66,7 +66,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 __all__ = [
     "EMPTY_LEAF",
@@ -89,8 +89,6 @@ __all__ = [
 OnInvalid = Literal["error", "zero"]
 Pairing = Literal["id", "position"]
 Triple = tuple[str, str, str]
-NodeKey = tuple[str, str, frozenset[Triple]]
-"""(role, logical relation, triple set): what the organisers compare when they compare two nodes."""
 
 NO_RELATION = "null"
 MISSING_NODE_BASE_COST = 2
@@ -121,22 +119,17 @@ class Text2DTError(ValueError):
 # Parsed trees
 
 
-@dataclass(frozen=True, slots=True)
-class Node:
-    """One normalised node.
+class Node(NamedTuple):
+    """One normalised node; the node is its own key (what the organisers compare).
 
     ``role`` is ``"C"`` (condition) or ``"D"`` (decision or empty leaf); ``logical_rel`` the relation
     between the triples (``"and"``, ``"or"``, ``"null"`` for none); ``triples`` the lower-cased set.
+    Two nodes are equal exactly when role, logical relation and triple set are.
     """
 
     role: str
     logical_rel: str
     triples: frozenset[Triple]
-
-    @property
-    def key(self) -> NodeKey:
-        """What node equality means for tree accuracy, paths and node F1."""
-        return (self.role, self.logical_rel, self.triples)
 
     @property
     def is_empty_leaf(self) -> bool:
@@ -153,7 +146,8 @@ class Tree:
     """A full binary decision tree, kept in pre-order.
 
     ``left[i]`` / ``right[i]`` are the pre-order indices of node ``i``'s children, ``-1`` for a leaf.
-    An empty tree (no nodes) is a valid, empty *prediction*.
+    An empty tree (no nodes) is a valid, empty *prediction*. Two trees are equal (tree accuracy)
+    exactly when their ``nodes`` are: the roles fix the shape.
     """
 
     nodes: tuple[Node, ...]
@@ -163,36 +157,35 @@ class Tree:
     def __len__(self) -> int:
         return len(self.nodes)
 
-    def keys(self) -> tuple[NodeKey, ...]:
-        """The node keys in pre-order; two trees are equal exactly when these are."""
-        return tuple(node.key for node in self.nodes)
-
     def triple_set(self) -> frozenset[Triple]:
         """All triples of the tree, as one set (what triple F1 counts)."""
-        return frozenset().union(*(node.triples for node in self.nodes))
+        return frozenset().union(*[node.triples for node in self.nodes])
 
     def paths(self) -> set[tuple[Any, ...]]:
-        """Every root-to-leaf decision path: ``(key, 'L'|'R', key, ..., leaf key)``."""
-        if not self.nodes:
-            return set()
+        """Every root-to-leaf decision path: ``(node, 'L'|'R', node, ..., leaf)``, empty leaves included."""
+        nodes, left, right = self.nodes, self.left, self.right
         found: set[tuple[Any, ...]] = set()
-        stack: list[tuple[int, tuple[Any, ...]]] = [(0, ())]
+        stack: list[tuple[int, tuple[Any, ...]]] = [(0, ())] if nodes else []
         while stack:
             index, prefix = stack.pop()
-            here = prefix + (self.nodes[index].key,)
-            if self.left[index] < 0:
+            here = prefix + (nodes[index],)
+            if left[index] < 0:
                 found.add(here)
             else:
-                stack.append((self.right[index], here + ("R",)))
-                stack.append((self.left[index], here + ("L",)))
+                stack.append((right[index], here + ("R",)))
+                stack.append((left[index], here + ("L",)))
         return found
 
-    def node_keys_with_triples(self) -> Counter[NodeKey]:
-        """Multiset of the keys of nodes that have at least one triple (what node F1 counts)."""
-        return Counter(node.key for node in self.nodes if node.triples)
+    def nodes_with_triples(self) -> list[Node]:
+        """The nodes that have at least one triple (what node F1 and the edit ratio count)."""
+        return [node for node in self.nodes if node.triples]
 
 
 EMPTY_TREE = Tree((), (), ())
+
+
+def _is_triple(triple: Any) -> bool:
+    return isinstance(triple, (list, tuple)) and len(triple) == 3 and all(isinstance(x, str) for x in triple)
 
 
 def _normalise_triples(raw: Any, tree_ref: str | None, index: int) -> frozenset[Triple]:
@@ -203,7 +196,7 @@ def _normalise_triples(raw: Any, tree_ref: str | None, index: int) -> frozenset[
                            tree_ref=tree_ref, node_index=index)
     triples = []
     for position, triple in enumerate(raw):
-        if not (isinstance(triple, (list, tuple)) and len(triple) == 3 and all(isinstance(x, str) for x in triple)):
+        if not _is_triple(triple):
             raise Text2DTError(f"triple {position} is not three strings: {triple!r}",
                                tree_ref=tree_ref, node_index=index)
         triples.append((triple[0].lower(), triple[1].lower(), triple[2].lower()))
@@ -218,12 +211,41 @@ def _normalise_logical_rel(raw: Any, tree_ref: str | None, index: int) -> str:
     return raw
 
 
+_ROLES = {"C": "C", "D": "D", "c": "C", "d": "D"}
+
+
+def _common_node(raw: Any) -> Node | None:
+    """The internal form of a node in the common, well-formed shape (dict, role C/D/c/d, string
+    relation, list of three-string lists), or ``None`` for anything else. Only exact types are
+    accepted, so this is fast; :func:`normalise_node` handles (and reports) everything else."""
+    if type(raw) is not dict:
+        return None
+    role, relation, raw_triples = raw.get("role"), raw.get("logical_rel"), raw.get("triples")
+    if type(role) is not str or type(relation) is not str or not relation or type(raw_triples) is not list:
+        return None
+    role = _ROLES.get(role)
+    if role is None:
+        return None
+    triples = []
+    for triple in raw_triples:
+        if type(triple) is not list or len(triple) != 3:
+            return None
+        head, relation_name, tail = triple
+        if type(head) is not str or type(relation_name) is not str or type(tail) is not str:
+            return None
+        triples.append((head.lower(), relation_name.lower(), tail.lower()))
+    return Node(role, relation, frozenset(triples))
+
+
 def normalise_node(raw: Any, *, tree_ref: str | None = None, index: int = 0) -> Node:
     """Validate one raw node (either spelling) and return its internal form.
 
     Raises :class:`Text2DTError` for a non-object, a missing field, a role other than C/D/c/d or
     ``''`` (empty leaf), an empty-role node with triples, or a triple that is not three strings.
     """
+    node = _common_node(raw)
+    if node is not None:
+        return node
     if not isinstance(raw, Mapping):
         raise Text2DTError(f"a node must be an object with role, triples, logical_rel; got {raw!r}",
                            tree_ref=tree_ref, node_index=index)
@@ -238,9 +260,10 @@ def normalise_node(raw: Any, *, tree_ref: str | None = None, index: int = 0) -> 
             raise Text2DTError("role '' marks an empty leaf, but the node has triples",
                                tree_ref=tree_ref, node_index=index)
         return EMPTY_LEAF if logical_rel == NO_RELATION else Node("D", logical_rel, triples)
-    if not isinstance(role, str) or role.upper() not in ("C", "D"):
+    canonical = _ROLES.get(role) if isinstance(role, str) else None
+    if canonical is None:
         raise Text2DTError(f"role {role!r} is not C, D (c, d) or '' (empty leaf)", tree_ref=tree_ref, node_index=index)
-    return Node(role.upper(), logical_rel, triples)
+    return Node(canonical, logical_rel, triples)
 
 
 def link_preorder(roles: Sequence[str], *, tree_ref: str | None = None) -> tuple[list[int], list[int]]:
@@ -284,7 +307,7 @@ def parse_tree(nodes: Any, *, tree_ref: str | None = None) -> Tree:
     """
     if not isinstance(nodes, (list, tuple)):
         raise Text2DTError(f"a tree must be a list of nodes, got {type(nodes).__name__}", tree_ref=tree_ref)
-    parsed = tuple(normalise_node(raw, tree_ref=tree_ref, index=index) for index, raw in enumerate(nodes))
+    parsed = tuple([normalise_node(raw, tree_ref=tree_ref, index=index) for index, raw in enumerate(nodes)])
     left, right = link_preorder([node.role for node in parsed], tree_ref=tree_ref)
     return Tree(parsed, tuple(left), tuple(right))
 
@@ -354,22 +377,18 @@ class TreeScore:
         return out
 
 
-def triple_counts(pred: Tree, gold: Tree) -> F1Counts:
-    """Triple F1 counts of one pair: the tree's triples pooled into one set per side."""
-    predicted, expected = pred.triple_set(), gold.triple_set()
-    return F1Counts(len(predicted & expected), len(predicted), len(expected))
+def _overlap(predicted: set[Any] | frozenset[Any], expected: set[Any] | frozenset[Any]) -> tuple[int, int, int]:
+    """(hits, predicted, gold) for two sets."""
+    return len(predicted & expected), len(predicted), len(expected)
 
 
-def path_counts(pred: Tree, gold: Tree) -> F1Counts:
-    """Decision-path counts of one pair (paths of one tree are distinct, so sets lose nothing)."""
-    predicted, expected = pred.paths(), gold.paths()
-    return F1Counts(len(predicted & expected), len(predicted), len(expected))
-
-
-def node_counts(pred: Tree, gold: Tree) -> F1Counts:
-    """Node counts of one pair: nodes with triples, matched as multisets of keys."""
-    predicted, expected = pred.node_keys_with_triples(), gold.node_keys_with_triples()
-    return F1Counts(sum((predicted & expected).values()), sum(predicted.values()), sum(expected.values()))
+def _multiset_overlap(predicted: list[Any], expected: list[Any]) -> tuple[int, int, int]:
+    """(hits, predicted, gold) for two multisets: an item seen k times on one side and m on the other
+    is min(k, m) hits (sets when neither side repeats an item, which is the common case)."""
+    predicted_set, expected_set = set(predicted), set(expected)
+    if len(predicted_set) == len(predicted) and len(expected_set) == len(expected):
+        return len(predicted_set & expected_set), len(predicted), len(expected)
+    return sum((Counter(predicted) & Counter(expected)).values()), len(predicted), len(expected)
 
 
 def node_distance(pred: Node, gold: Node) -> int:
@@ -439,28 +458,40 @@ def edit_distance(pred: Tree, gold: Tree, operations: list[dict[str, Any]] | Non
     return total
 
 
-def edit_ratio_denominator(pred: Tree, gold: Tree) -> int:
-    """PromptCBLUE's maximal edit count of a pair: #triples + 2 x #nodes with triples, both sides."""
-    def size(tree: Tree) -> int:
-        return len(tree.triple_set()) + 2 * sum(1 for node in tree.nodes if node.triples)
+def _pair_counts(pred: Tree, gold: Tree, operations: list[dict[str, Any]] | None = None) -> tuple[int, ...]:
+    """The integers one pair adds to the data-set totals, in :data:`_COUNT_FIELDS` order."""
+    pred_triples, gold_triples = pred.triple_set(), gold.triple_set()
+    pred_nodes, gold_nodes = pred.nodes_with_triples(), gold.nodes_with_triples()
+    return (
+        1 if pred.nodes else 0,
+        1 if pred.nodes == gold.nodes else 0,
+        *_overlap(pred_triples, gold_triples),
+        *_overlap(pred.paths(), gold.paths()),
+        *_multiset_overlap(pred_nodes, gold_nodes),
+        edit_distance(pred, gold, operations),
+        # PromptCBLUE's maximal edit count: #triples + 2 x #nodes with triples, on both sides
+        len(pred_triples) + 2 * len(pred_nodes) + len(gold_triples) + 2 * len(gold_nodes),
+    )
 
-    return size(pred) + size(gold)
+
+_COUNT_FIELDS = ("nonempty_prediction", "tree_equal", "triples_correct", "triples_predicted", "triples_gold",
+                 "paths_correct", "paths_predicted", "paths_gold", "nodes_correct", "nodes_predicted", "nodes_gold",
+                 "edit_distance", "edit_ratio_denominator")
+
+
+def _score_from_counts(counts: Sequence[int], operations: list[dict[str, Any]] | None) -> TreeScore:
+    return TreeScore(
+        nonempty_prediction=bool(counts[0]), tree_equal=bool(counts[1]),
+        triples=F1Counts(*counts[2:5]), paths=F1Counts(*counts[5:8]), nodes=F1Counts(*counts[8:11]),
+        edit_distance=counts[11], edit_ratio_denominator=counts[12],
+        operations=None if operations is None else tuple(operations),
+    )
 
 
 def score_pair(pred: Tree, gold: Tree, *, with_operations: bool = False) -> TreeScore:
     """All per-tree counts of one (prediction, gold) pair; ``with_operations`` lists the edits too."""
     operations: list[dict[str, Any]] | None = [] if with_operations else None
-    distance = edit_distance(pred, gold, operations)
-    return TreeScore(
-        nonempty_prediction=bool(pred.nodes),
-        tree_equal=pred.keys() == gold.keys(),
-        triples=triple_counts(pred, gold),
-        paths=path_counts(pred, gold),
-        nodes=node_counts(pred, gold),
-        edit_distance=distance,
-        edit_ratio_denominator=edit_ratio_denominator(pred, gold),
-        operations=None if operations is None else tuple(operations),
-    )
+    return _score_from_counts(_pair_counts(pred, gold, operations), operations)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -701,8 +732,7 @@ def evaluate(preds: Sequence[Any], golds: Sequence[Any], on_invalid: OnInvalid =
     pairs, pairing = pair_records(as_records(preds, "prediction"), as_records(golds, "gold"))
     invalid: list[InvalidTree] = []
     details: list[dict[str, Any]] | None = [] if per_tree else None
-    nonempty = correct = distance_sum = ratio_denominator = 0
-    triples = paths = nodes = F1Counts()
+    totals = [0] * len(_COUNT_FIELDS)
     for index, (pred_record, gold_record) in enumerate(pairs):
         gold = _parse_gold(gold_record)
         error: Text2DTError | None = None
@@ -713,20 +743,17 @@ def evaluate(preds: Sequence[Any], golds: Sequence[Any], on_invalid: OnInvalid =
                 raise
             error, pred = exc, EMPTY_TREE
             invalid.append(InvalidTree(index, gold_record.id, exc.node_index, exc.reason, str(exc)))
-        score = score_pair(pred, gold, with_operations=per_tree)
-        nonempty += score.nonempty_prediction
-        correct += score.tree_equal
-        triples, paths, nodes = triples + score.triples, paths + score.paths, nodes + score.nodes
-        distance_sum += score.edit_distance
-        ratio_denominator += score.edit_ratio_denominator
+        operations: list[dict[str, Any]] | None = [] if per_tree else None
+        counts = _pair_counts(pred, gold, operations)
+        totals = [total + count for total, count in zip(totals, counts)]
         if details is not None:
             details.append({"index": index, "id": gold_record.id, "gold_index": gold_record.index,
                             "pred_index": None if pred_record is None else pred_record.index,
                             "invalid": error is not None, "error": None if error is None else str(error),
-                            **score.as_dict()})
+                            **_score_from_counts(counts, operations).as_dict()})
     return Text2DTResult(
-        n_trees=len(pairs), pairing=pairing, n_nonempty_predictions=nonempty, correct_trees=correct,
-        triples=triples, paths=paths, nodes=nodes, edit_distance_sum=distance_sum,
-        edit_ratio_denominator=ratio_denominator, invalid=tuple(invalid),
+        n_trees=len(pairs), pairing=pairing, n_nonempty_predictions=totals[0], correct_trees=totals[1],
+        triples=F1Counts(*totals[2:5]), paths=F1Counts(*totals[5:8]), nodes=F1Counts(*totals[8:11]),
+        edit_distance_sum=totals[11], edit_ratio_denominator=totals[12], invalid=tuple(invalid),
         per_tree=None if details is None else tuple(details),
     )
