@@ -1,7 +1,729 @@
-"""CLI for the tcm metrics (being written)."""
+"""CLI for the TCM metrics of seed 001: ``consensus-eval metrics tcm TASK PRED GOLD``.
+
+PRED and GOLD are JSONL files, one case a line: an ``id`` plus the fields of the task family (see
+:data:`FAMILIES`). Lines are paired by ``id``. Kept light: the standard library, typer and, for the
+table only, rich; never litellm.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any, Optional
 
 import typer
+
+from consensus_eval._resources import resolve
+from consensus_eval.metrics import tcm
+
+EXIT_INPUT_ERROR = 2
+MAX_IDS_SHOWN = 5
+
+
+class TcmInputError(Exception):
+    """Unreadable or invalid input; the message names the file, the line and the field."""
+
+
+# --- records --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Record:
+    """One JSONL line: its case id, 1-based line number and parsed fields."""
+
+    id: str
+    line: int
+    data: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Source:
+    """The records of one file, by id."""
+
+    path: Path
+    records: dict[str, Record]
+
+    def where(self, record: Record) -> str:
+        """``file:line`` of a record, for error messages."""
+        return f"{self.path}:{record.line}"
+
+
+@dataclass(frozen=True)
+class Case:
+    """A predicted and a gold record with the same id."""
+
+    id: str
+    pred: Record
+    gold: Record
+
+    def get(self, side: str, name: str) -> Any:
+        """The value of field ``name`` on ``side`` ("pred" or "gold"); ``None`` when absent."""
+        return (self.pred if side == "pred" else self.gold).data.get(name)
+
+
+def _json_type(value: Any) -> str:
+    """The JSON name of a Python value's type, for error messages."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return "an object"
+
+
+def _case_id(value: Any) -> str | None:
+    """A usable case id (non-empty string or integer) as a string, else ``None``."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str) and value.strip():
+        return value.strip()
+    return None
+
+
+def read_jsonl(path: Path) -> Source:
+    """Read a JSONL file of cases; raise :class:`TcmInputError` naming file and line on any problem."""
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except FileNotFoundError:
+        raise TcmInputError(f"{path}: file not found") from None
+    except UnicodeDecodeError as exc:
+        raise TcmInputError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except OSError as exc:
+        raise TcmInputError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    records: dict[str, Record] = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise TcmInputError(f"{path}:{number}: invalid JSON: {exc.msg} (column {exc.colno})") from None
+        if not isinstance(data, dict):
+            raise TcmInputError(f"{path}:{number}: expected a JSON object, got {_json_type(data)}")
+        if "id" not in data:
+            raise TcmInputError(f"{path}:{number}: field 'id' is missing")
+        case_id = _case_id(data["id"])
+        if case_id is None:
+            raise TcmInputError(
+                f"{path}:{number}: field 'id': expected a non-empty string or an integer, got {_json_type(data['id'])}"
+            )
+        if case_id in records:
+            raise TcmInputError(
+                f"{path}:{number}: field 'id': duplicate id {case_id!r} (first on line {records[case_id].line})"
+            )
+        records[case_id] = Record(case_id, number, data)
+    if not records:
+        raise TcmInputError(f"{path}: no cases (the file has no JSON line)")
+    return Source(path, records)
+
+
+def _missing(ids: Sequence[str], present: Source, absent: Source) -> str:
+    """Message for ids that are in ``present`` but have no line in ``absent``."""
+    shown = ", ".join(f"{i!r} ({present.where(present.records[i])})" for i in ids[:MAX_IDS_SHOWN])
+    more = f" and {len(ids) - MAX_IDS_SHOWN} more" if len(ids) > MAX_IDS_SHOWN else ""
+    return f"{absent.path}: no line with field 'id' = {shown}{more}"
+
+
+def pair_by_id(pred: Source, gold: Source) -> list[Case]:
+    """Pair the predicted and gold records by id, in gold order; every id must be on both sides."""
+    no_pred = [i for i in gold.records if i not in pred.records]
+    if no_pred:
+        raise TcmInputError(_missing(no_pred, gold, pred))
+    no_gold = [i for i in pred.records if i not in gold.records]
+    if no_gold:
+        raise TcmInputError(_missing(no_gold, pred, gold))
+    return [Case(i, pred.records[i], gold.records[i]) for i in gold.records]
+
+
+# --- field validation -----------------------------------------------------------------------------
+
+Validator = Callable[[Any], Optional[str]]  # None when valid, else what was expected and found
+
+
+def _is_scalar(value: Any) -> bool:
+    return value is None or isinstance(value, (str, int, float, bool))
+
+
+def _v_labels(value: Any) -> str | None:
+    if value is None or isinstance(value, str):
+        return None
+    if isinstance(value, list):
+        for i, item in enumerate(value):
+            if item is not None and not isinstance(item, str):
+                return f"expected a string or an array of strings, but item {i} is {_json_type(item)}"
+        return None
+    return f"expected a string or an array of strings, got {_json_type(value)}"
+
+
+def _v_text(value: Any) -> str | None:
+    return None if value is None or isinstance(value, str) else f"expected a string, got {_json_type(value)}"
+
+
+def _v_object(value: Any) -> str | None:
+    return None if value is None or isinstance(value, dict) else f"expected an object, got {_json_type(value)}"
+
+
+def _v_features(value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        return f"expected an object of feature -> value, got {_json_type(value)}"
+    for key, item in value.items():
+        ok = _is_scalar(item) or (isinstance(item, list) and all(_is_scalar(x) for x in item))
+        if not ok:
+            return f"expected an object of feature -> value, but {key!r} is {_json_type(item)}"
+    return None
+
+
+def _v_classes(value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        return f"expected an object of symptom -> class, got {_json_type(value)}"
+    for key, item in value.items():
+        if item is not None and not isinstance(item, str):
+            return f"expected an object of symptom -> class (a string), but {key!r} is {_json_type(item)}"
+    return None
+
+
+def _v_dialogue(value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, list):
+        return f'expected an array of turns like {{"role": "doctor", "content": "..."}}, got {_json_type(value)}'
+    for i, turn in enumerate(value):
+        if not isinstance(turn, dict):
+            return f"expected an array of turn objects, but turn {i} is {_json_type(turn)}"
+        if "role" in turn and not isinstance(turn["role"], str):
+            return f"turn {i}: 'role' must be a string, got {_json_type(turn['role'])}"
+    return None
+
+
+def _v_modal(value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        return f"expected an object of examination -> syndromes, got {_json_type(value)}"
+    for key, item in value.items():
+        problem = _v_labels(item)
+        if problem:
+            return f"examination {key!r}: {problem}"
+    return None
+
+
+def _is_dose(value: Any) -> bool:
+    return value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))
+
+
+def _v_doses(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, dict):
+        for herb, dose in value.items():
+            if not _is_dose(dose):
+                return f"expected an object of herb -> dose (a number), but {herb!r} is {_json_type(dose)}"
+    elif isinstance(value, list):
+        for i, pair in enumerate(value):
+            if not (isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], str) and _is_dose(pair[1])):
+                return f"expected an array of [herb, dose] pairs, but item {i} is not one"
+    else:
+        return f"expected an object of herb -> dose, got {_json_type(value)}"
+    try:
+        tcm.normalize_dosages(value, "dosages")  # duplicates, negative or non-finite doses
+    except (TypeError, ValueError) as exc:
+        return str(exc).removeprefix("dosages: ")
+    return None
+
+
+def _v_herbs(value: Any) -> str | None:
+    if isinstance(value, dict):
+        return _v_doses(value)
+    problem = _v_labels(value)
+    return problem and problem.replace("a string or an array of strings", "an array of herb names or an object herb -> dose")
+
+
+# --- task families --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FieldSpec:
+    """A field a task family reads: its JSON name, validator, side and meaning."""
+
+    name: str
+    validate: Validator
+    side: str  # "both": compared pred vs gold; "pred" or "gold": read from that side only
+    help: str
+
+
+@dataclass(frozen=True)
+class Options:
+    """Command options the metrics need."""
+
+    aspects: list[str] | None = None
+    tolerance: float = 0.2
+    knowledge: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Row:
+    """One reported metric: name, value and number of cases it was computed over."""
+
+    metric: str
+    value: float
+    cases: int
+
+
+Compute = Callable[[list[Case], Options], list[Row]]
+
+
+@dataclass(frozen=True)
+class Family:
+    """A task family: its fields and the function computing its metrics."""
+
+    name: str
+    title: str
+    fields: tuple[FieldSpec, ...]
+    compute: Compute
+
+
+def _with(cases: list[Case], side: str, name: str) -> list[Case]:
+    """The cases whose ``side`` record carries a non-null ``name``."""
+    return [c for c in cases if c.get(side, name) is not None]
+
+
+def _values(cases: list[Case], side: str, name: str) -> list[Any]:
+    return [c.get(side, name) for c in cases]
+
+
+def _mean_rows(metric: str, per_case: list[dict[str, float]] | list[float], n: int) -> list[Row]:
+    """Average per-case values (floats, or dictionaries of floats) over cases into rows."""
+    if not per_case:
+        return []
+    first = per_case[0]
+    if isinstance(first, dict):
+        return [Row(f"{metric}.{k}", sum(d[k] for d in per_case) / n, n) for k in first]  # type: ignore[index]
+    return [Row(metric, sum(per_case) / n, n)]  # type: ignore[arg-type]
+
+
+def _dict_rows(metric: str, result: dict[str, float], n: int) -> list[Row]:
+    return [Row(f"{metric}.{k}", v, n) for k, v in result.items()]
+
+
+def _feature_rows(cases: list[Case], fn: Callable[[list[Any], list[Any]], dict[str, float]], metric: str) -> list[Row]:
+    scored = _with(cases, "gold", "features")
+    if not scored:
+        return []
+    return _dict_rows(metric, fn(_values(scored, "pred", "features"), _values(scored, "gold", "features")), len(scored))
+
+
+def _completeness_row(cases: list[Case], name: str, fn: Callable[..., float], metric: str, opts: Options) -> list[Row]:
+    scored = _with(cases, "pred", name)
+    if not scored:
+        return []
+    return [Row(metric, fn(_values(scored, "pred", name), opts.aspects), len(scored))]
+
+
+def _syndrome_rows(cases: list[Case], per_case: Callable[[Case], float]) -> list[Row]:
+    scored = _with(cases, "gold", "syndromes")
+    return _mean_rows("syndrome_correlation", [per_case(c) for c in scored], len(scored))
+
+
+def _face(cases: list[Case], opts: Options) -> list[Row]:
+    matrix = opts.knowledge.get("syndrome_similarity")
+    return (
+        _feature_rows(cases, tcm.calculate_feature_recognition_accuracy, "feature_accuracy")
+        + _completeness_row(cases, "description", tcm.calculate_face_description_completeness,
+                            "description_completeness", opts)
+        + _syndrome_rows(cases, lambda c: tcm.calculate_face_syndrome_correlation(
+            c.get("pred", "syndromes"), c.get("gold", "syndromes"), matrix))
+    )
+
+
+def _tongue(cases: list[Case], opts: Options) -> list[Row]:
+    kb = opts.knowledge.get("tongue_knowledge_base")
+    return (
+        _feature_rows(cases, tcm.calculate_tongue_feature_recognition_accuracy, "feature_accuracy")
+        + _completeness_row(cases, "description", tcm.calculate_tongue_description_completeness,
+                            "description_completeness", opts)
+        + _syndrome_rows(cases, lambda c: tcm.calculate_tongue_syndrome_correlation(
+            c.get("pred", "syndromes"), c.get("gold", "syndromes"), kb))
+    )
+
+
+def _sound(cases: list[Case], opts: Options) -> list[Row]:
+    rows: list[Row] = []
+    typed = _with(cases, "gold", "sound_type")
+    if typed:
+        value = tcm.calculate_sound_classification_accuracy(
+            _values(typed, "pred", "sound_type"), _values(typed, "gold", "sound_type"))
+        rows.append(Row("classification_accuracy", value, len(typed)))
+    rows += _feature_rows(cases, tcm.calculate_sound_feature_recognition_detail, "feature_detail")
+    voiced = _with(cases, "gold", "voice")
+    if voiced:
+        value = tcm.calculate_voice_analysis_accuracy(_values(voiced, "pred", "voice"), _values(voiced, "gold", "voice"))
+        rows.append(Row("voice_accuracy", value, len(voiced)))
+    rows += _completeness_row(cases, "description", tcm.calculate_sound_description_completeness,
+                              "description_completeness", opts)
+    smap = opts.knowledge.get("sound_syndrome_map")
+    rows += _syndrome_rows(cases, lambda c: tcm.calculate_sound_syndrome_correlation(
+        c.get("gold", "sound_features"), c.get("pred", "syndromes"), c.get("gold", "syndromes"), smap))
+    return rows
+
+
+def _inquiry(cases: list[Case], opts: Options) -> list[Row]:
+    rows: list[Row] = []
+    required = opts.aspects if opts.aspects is not None else list(tcm.INQUIRY_REQUIRED_INFO)
+    symptomatic = _with(cases, "gold", "symptoms")
+    if symptomatic:
+        result = tcm.calculate_symptom_recognition_rate(
+            _values(symptomatic, "pred", "symptoms"), _values(symptomatic, "gold", "symptoms"))
+        rows += _dict_rows("symptom_recognition", result, len(symptomatic))
+    classed = _with(cases, "gold", "symptom_classes")
+    if classed:
+        value = tcm.calculate_symptom_classification_accuracy(
+            _values(classed, "pred", "symptom_classes"), _values(classed, "gold", "symptom_classes"))
+        rows.append(Row("symptom_classification_accuracy", value, len(classed)))
+    collected = _with(cases, "pred", "collected")
+    if collected:
+        value = tcm.calculate_inquiry_completeness(_values(collected, "pred", "collected"), required)
+        rows.append(Row("inquiry_completeness", value, len(collected)))
+    talked = _with(cases, "pred", "dialogue")
+    if talked:
+        value = tcm.calculate_inquiry_efficiency(
+            _values(talked, "pred", "dialogue"), _values(talked, "pred", "collected"), required)
+        rows.append(Row("inquiry_efficiency", value, len(talked)))
+    diagnosed = _with(cases, "gold", "diagnoses")
+    if diagnosed:
+        value = tcm.calculate_diagnosis_relevance(
+            _values(diagnosed, "pred", "diagnoses"), _values(diagnosed, "gold", "diagnoses"))
+        rows.append(Row("diagnosis_relevance", value, len(diagnosed)))
+    return rows
+
+
+def _pulse(cases: list[Case], opts: Options) -> list[Row]:
+    rows: list[Row] = []
+    felt = _with(cases, "gold", "pulse")
+    if felt:
+        value = tcm.calculate_pulse_classification_accuracy(_values(felt, "pred", "pulse"), _values(felt, "gold", "pulse"))
+        rows.append(Row("classification_accuracy", value, len(felt)))
+    rows += _feature_rows(cases, tcm.calculate_pulse_feature_accuracy, "feature_accuracy")
+    rows += _completeness_row(cases, "interpretation", tcm.calculate_pulse_interpretation_completeness,
+                              "interpretation_completeness", opts)
+    pmap = opts.knowledge.get("pulse_syndrome_map")
+    rows += _syndrome_rows(cases, lambda c: tcm.calculate_pulse_syndrome_correlation(
+        c.get("pred", "syndromes"), c.get("gold", "syndromes"), c.get("gold", "pulse_features"), pmap))
+    return rows
+
+
+def _syndrome(cases: list[Case], opts: Options) -> list[Row]:
+    scored = _with(cases, "gold", "syndromes")
+    rows = _mean_rows("differentiation", [
+        tcm.calculate_syndrome_differentiation_accuracy(c.get("pred", "syndromes"), c.get("gold", "syndromes"))
+        for c in scored], len(scored))
+    modal = _with(cases, "pred", "modal")
+    rows += _mean_rows("modal_consistency", [tcm.calculate_modal_consistency(c.get("pred", "modal")) for c in modal],
+                       len(modal))
+    cmap = opts.knowledge.get("syndrome_clinical_map")
+    if cmap:
+        observed = _with(cases, "gold", "clinical_features")
+        rows += _mean_rows("clinical_relevance", [
+            tcm.calculate_clinical_relevance(c.get("pred", "syndromes"), c.get("gold", "clinical_features"), cmap)
+            for c in observed], len(observed))
+    return rows
+
+
+def _prescription(cases: list[Case], opts: Options) -> list[Row]:
+    scored = _with(cases, "gold", "herbs")
+    rows = _mean_rows("herbs", [
+        tcm.calculate_prescription_accuracy(c.get("pred", "herbs"), c.get("gold", "herbs")) for c in scored],
+        len(scored))
+    explained = [c for c in cases if c.get("gold", "keywords") is not None or c.get("gold", "reasonings") is not None]
+    rows += _mean_rows("explanation", [
+        tcm.calculate_explanation_rationality(
+            c.get("pred", "explanation"), c.get("gold", "keywords"), c.get("gold", "reasonings"))
+        for c in explained], len(explained))
+    psmap = opts.knowledge.get("prescription_syndrome_map")
+    if psmap:
+        indicated = _with(cases, "gold", "syndromes")
+        rows += _mean_rows("syndrome_match", [
+            tcm.calculate_prescription_syndrome_match(c.get("pred", "name"), c.get("gold", "syndromes"), psmap)
+            for c in indicated], len(indicated))
+    return rows
+
+
+def _dosage(cases: list[Case], opts: Options) -> list[Row]:
+    scored = _with(cases, "gold", "dosages")
+    per_case = []
+    for c in scored:
+        try:
+            per_case.append(tcm.calculate_dosage_rationality(c.get("pred", "dosages"), c.get("gold", "dosages"),
+                                                             opts.tolerance))
+        except ValueError as exc:  # defensive: the validator already normalised both sides
+            raise TcmInputError(f"case {c.id!r} (pred line {c.pred.line}, gold line {c.gold.line}): "
+                                f"field 'dosages': {exc}") from None
+    return _mean_rows("dosage_rationality", per_case, len(scored))
+
+
+def _agreement(cases: list[Case], opts: Options) -> list[Row]:
+    scored = _with(cases, "gold", "diagnoses")
+    if not scored:
+        return []
+    value = tcm.calculate_human_ai_agreement(_values(scored, "gold", "diagnoses"), _values(scored, "pred", "diagnoses"))
+    return [Row("human_ai_agreement", value, len(scored))]
+
+
+_FEATURES = "object feature -> value"
+_SYNDROMES = FieldSpec("syndromes", _v_labels, "both", "syndromes (array of strings)")
+
+FAMILIES: dict[str, Family] = {
+    f.name: f
+    for f in (
+        Family("face", "望诊 face (seed 1)", (
+            FieldSpec("features", _v_features, "both", f'{_FEATURES}, e.g. {{"face_color": "淡白"}}'),
+            FieldSpec("description", _v_text, "pred", "text, scored for --aspects (default 面色,形体,神态,表情)"),
+            _SYNDROMES,
+        ), _face),
+        Family("tongue", "望诊 tongue (seed 2)", (
+            FieldSpec("features", _v_features, "both", f"{_FEATURES}: tongue_color, tongue_shape, tongue_coating"),
+            FieldSpec("description", _v_text, "pred", "text, scored for --aspects (default 舌质,舌色,舌形,舌苔,...)"),
+            _SYNDROMES,
+        ), _tongue),
+        Family("sound", "闻诊 sound and voice (seed 3)", (
+            FieldSpec("sound_type", _v_text, "both", "sound class, e.g. 咳嗽"),
+            FieldSpec("features", _v_features, "both",
+                      f"{_FEATURES}: sound_type, intensity, frequency, quality, rhythm"),
+            FieldSpec("voice", _v_features, "both", f'{_FEATURES}, e.g. {{"tone": "低沉"}}'),
+            FieldSpec("description", _v_text, "pred", "text, scored for --aspects (default 音色,强度,持续时间,节律,病理特征)"),
+            _SYNDROMES,
+            FieldSpec("sound_features", _v_labels, "gold", "sound cues for the knowledge sound_syndrome_map"),
+        ), _sound),
+        Family("inquiry", "问诊 inquiry (seed 4)", (
+            FieldSpec("symptoms", _v_labels, "both", "array of symptoms"),
+            FieldSpec("symptom_classes", _v_classes, "both", "object symptom -> TCM class"),
+            FieldSpec("collected", _v_object, "pred", "object category -> info, scored for --aspects "
+                                                       "(default 主诉,发病时间,伴随症状,既往史)"),
+            FieldSpec("dialogue", _v_dialogue, "pred", 'array of {"role": "doctor"|"patient", "content": ...}'),
+            FieldSpec("diagnoses", _v_labels, "both", "diagnosis or array of diagnoses"),
+        ), _inquiry),
+        Family("pulse", "切诊 pulse (seed 5)", (
+            FieldSpec("pulse", _v_labels, "both", "pulse type, 兼 for compound (弦兼数), or an array of types"),
+            FieldSpec("features", _v_features, "both", f"{_FEATURES}: rate, strength, rhythm, depth, width"),
+            FieldSpec("interpretation", _v_text, "pred", "text, scored for --aspects (default 脉象类型,脉率,...)"),
+            _SYNDROMES,
+            FieldSpec("pulse_features", _v_labels, "gold", "pulse cues for the knowledge pulse_syndrome_map"),
+        ), _pulse),
+        Family("syndrome", "四诊合参 syndrome differentiation (seed 6)", (
+            _SYNDROMES,
+            FieldSpec("modal", _v_modal, "pred", "object examination -> syndromes, e.g. {\"望诊\": [...]}"),
+            FieldSpec("clinical_features", _v_labels, "gold", "observed features, for syndrome_clinical_map"),
+        ), _syndrome),
+        Family("prescription", "方剂 prescription composition and explanation (seed 7.1, 7.3, 7.4)", (
+            FieldSpec("herbs", _v_herbs, "both", "array of herb names (or object herb -> dose)"),
+            FieldSpec("explanation", _v_text, "pred", "text explaining the prescription"),
+            FieldSpec("keywords", _v_labels, "gold", "keywords the explanation should contain"),
+            FieldSpec("reasonings", _v_labels, "gold", "reasonings, clauses split on commas"),
+            FieldSpec("name", _v_text, "pred", "formula name, for prescription_syndrome_map"),
+            FieldSpec("syndromes", _v_labels, "gold", "syndromes the formula should treat"),
+        ), _prescription),
+        Family("dosage", "方剂 dosage (seed 7.2)", (
+            FieldSpec("dosages", _v_doses, "both", "object herb -> dose in grams (or [herb, dose] pairs)"),
+        ), _dosage),
+        Family("agreement", "人机一致性 human-AI agreement (seed 9.2): gold = expert, pred = model", (
+            FieldSpec("diagnoses", _v_labels, "both", "diagnosis or array of diagnoses"),
+        ), _agreement),
+    )
+}
+
+TcmTask = enum.Enum("TcmTask", {name: name for name in FAMILIES}, type=str)  # type: ignore[misc]
+
+KNOWLEDGE_KEYS: dict[str, str] = {
+    "syndrome_similarity": "face: {syndrome: {syndrome: similarity in [0, 1]}}",
+    "tongue_knowledge_base": 'tongue: {syndrome: {"tongue_color": [...], "tongue_shape": [...], '
+                             '"tongue_coating": [...]}}',
+    "sound_syndrome_map": "sound: {sound feature: [syndromes]}, read with gold sound_features",
+    "pulse_syndrome_map": "pulse: {pulse feature: [syndromes]}, read with gold pulse_features",
+    "syndrome_clinical_map": "syndrome: {syndrome: [clinical features]}, read with gold clinical_features",
+    "prescription_syndrome_map": "prescription: {formula name: [syndromes]}, read with pred name",
+}
+
+# One call per knowledge key that makes the metric parse (and so validate) the whole mapping.
+_KNOWLEDGE_PROBES: dict[str, Callable[[Any], object]] = {
+    "syndrome_similarity": lambda m: tcm.calculate_face_syndrome_correlation(["?"], ["?"], m),
+    "tongue_knowledge_base": lambda m: tcm.calculate_tongue_syndrome_correlation(["?"], ["?"], m),
+    "sound_syndrome_map": lambda m: tcm.calculate_sound_syndrome_correlation(["?"], ["?"], ["?"], m),
+    "pulse_syndrome_map": lambda m: tcm.calculate_pulse_syndrome_correlation(["?"], ["?"], ["?"], m),
+    "syndrome_clinical_map": lambda m: tcm.calculate_clinical_relevance(["?"], ["?"], m),
+    "prescription_syndrome_map": lambda m: tcm.calculate_prescription_syndrome_match("?", ["?"], m),
+}
+
+
+def validate_fields(family: Family, source: Source, side: str) -> None:
+    """Check the type of every field of ``family`` present on ``side``; raise naming file, line, field."""
+    specs = [s for s in family.fields if s.side in ("both", side)]
+    for record in source.records.values():
+        for spec in specs:
+            if spec.name in record.data:
+                problem = spec.validate(record.data[spec.name])
+                if problem:
+                    raise TcmInputError(f"{source.where(record)}: field {spec.name!r}: {problem}")
+
+
+def load_knowledge(path: Path | None) -> dict[str, Any]:
+    """Read the optional knowledge JSON file (similarity matrix and maps) and validate each entry."""
+    if path is None:
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8-sig"))
+    except FileNotFoundError:
+        raise TcmInputError(f"{path}: file not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TcmInputError(f"{path}: cannot read: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise TcmInputError(f"{path}:{exc.lineno}: invalid JSON: {exc.msg} (column {exc.colno})") from None
+    if not isinstance(data, dict):
+        raise TcmInputError(f"{path}: expected a JSON object with keys {', '.join(KNOWLEDGE_KEYS)}")
+    for key, value in data.items():
+        if key not in KNOWLEDGE_KEYS:
+            raise TcmInputError(f"{path}: unknown key {key!r}; known keys: {', '.join(KNOWLEDGE_KEYS)}")
+        if not isinstance(value, dict):
+            raise TcmInputError(f"{path}: key {key!r}: expected an object, got {_json_type(value)}")
+        try:
+            _KNOWLEDGE_PROBES[key](value)
+        except (TypeError, ValueError) as exc:
+            raise TcmInputError(f"{path}: key {key!r}: {exc}") from None
+    return data
+
+
+def parse_aspects(raw: str | None) -> list[str] | None:
+    """Split ``--aspects`` on commas (ASCII, full-width or 、); ``None`` keeps the task's default."""
+    if raw is None:
+        return None
+    for sep in ("，", "、"):
+        raw = raw.replace(sep, ",")
+    aspects = [a.strip() for a in raw.split(",") if a.strip()]
+    if not aspects:
+        raise TcmInputError("--aspects is empty: give a comma-separated list such as 舌质,舌苔")
+    return aspects
+
+
+def evaluate_files(task: str, pred_path: Path, gold_path: Path, opts: Options) -> dict[str, Any]:
+    """Read, validate and pair the two files, compute the task's metrics; return a JSON-ready summary."""
+    family = FAMILIES[task]
+    pred = read_jsonl(pred_path)
+    gold = read_jsonl(gold_path)
+    validate_fields(family, pred, "pred")
+    validate_fields(family, gold, "gold")
+    cases = pair_by_id(pred, gold)
+    try:
+        rows = family.compute(cases, opts)
+    except (TypeError, ValueError) as exc:  # defensive: field types were validated above
+        raise TcmInputError(str(exc)) from None
+    if not rows:
+        gold_fields = [s.name for s in family.fields if s.side in ("both", "gold")]
+        pred_fields = [s.name for s in family.fields if s.side == "pred"]
+        raise TcmInputError(
+            f"nothing to score for task {task!r}: {gold_path} has none of the fields {', '.join(gold_fields)}"
+            + (f" and {pred_path} none of {', '.join(pred_fields)}" if pred_fields else "")
+            + (" (some metrics also need --knowledge)" if task in ("syndrome", "prescription") else "")
+        )
+    return {
+        "task": task,
+        "pred": str(pred_path),
+        "gold": str(gold_path),
+        "cases": len(cases),
+        "metrics": {r.metric: r.value for r in rows},
+        "cases_per_metric": {r.metric: r.cases for r in rows},
+    }
+
+
+def render_table(summary: dict[str, Any]) -> None:
+    """Print the metrics as a rich table."""
+    from rich.console import Console
+    from rich.table import Table
+
+    family = FAMILIES[summary["task"]]
+    table = Table(title=f"TCM {family.name}: {summary['cases']} cases paired by id", caption=family.title)
+    table.add_column("Metric", no_wrap=True)
+    table.add_column("Value", justify="right")
+    table.add_column("Cases", justify="right")  # cases carrying the metric's field
+    for metric, value in summary["metrics"].items():
+        table.add_row(metric, f"{value:.4f}", str(summary["cases_per_metric"][metric]))
+    Console().print(table)
+
+
+def _escape(text: str) -> str:
+    """Escape square brackets for typer's rich help rendering."""
+    return text.replace("[", "\\[")
+
+
+def _help() -> str:
+    """The command help: usage, then each family's fields (built from :data:`FAMILIES`)."""
+    lines = [
+        "TCM metrics of seed 001 over two JSONL files, one case a line, paired by `id`.",
+        "",
+        "Each line holds an `id` plus the fields of TASK below (other fields are ignored). A metric is"
+        " reported when its field is present: compared fields are read from GOLD and PRED (a missing"
+        " PRED value scores as no answer), \\[pred] and \\[gold] fields from that file only. Labels are compared"
+        " after NFKC normalisation and strip. Exit code 2 on unreadable or invalid input.",
+        "",
+        "Example: consensus-eval metrics tcm tongue examples/tcm/tongue_pred.jsonl examples/tcm/tongue_gold.jsonl",
+    ]
+    for family in FAMILIES.values():
+        lines += ["", f"[bold]{family.name}[/bold] — {family.title}:"]
+        for spec in family.fields:
+            tag = "" if spec.side == "both" else f" [{spec.side}]"
+            lines += ["", _escape(f"  • {spec.name}{tag}: {spec.help}")]
+    return "\n".join(lines)
+
+
+def tcm_command(
+    task: Annotated[TcmTask, typer.Argument(metavar="TASK", help="Task family.", show_default=False,  # type: ignore[valid-type]
+                                            case_sensitive=False)],
+    pred: Annotated[Path, typer.Argument(metavar="PRED", help="Predictions, JSONL.", show_default=False)],
+    gold: Annotated[Path, typer.Argument(metavar="GOLD", help="Gold references, JSONL.", show_default=False)],
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON summary instead of a table.")] = False,
+    aspects: Annotated[Optional[str], typer.Option(
+        "--aspects", help="Comma-separated required aspects (face, tongue, sound descriptions; pulse "
+                          "interpretation) or required information categories (inquiry). Default: the seed's list.",
+        show_default=False)] = None,
+    tolerance: Annotated[float, typer.Option(
+        "--tolerance", help="dosage: relative dose error scored in full; the score then falls linearly to 0 "
+                            "at 100% error. In [0, 1).")] = 0.2,
+    knowledge: Annotated[Optional[Path], typer.Option(
+        "--knowledge", help=_escape("JSON object with any of: " + "; ".join(
+            f"{k} ({v})" for k, v in KNOWLEDGE_KEYS.items())), show_default=False)] = None,
+) -> None:
+    try:
+        if not 0.0 <= tolerance < 1.0:
+            raise TcmInputError(f"--tolerance must be in [0, 1), got {tolerance}")
+        opts = Options(
+            aspects=parse_aspects(aspects),
+            tolerance=tolerance,
+            knowledge=load_knowledge(None if knowledge is None else resolve(knowledge, "examples")),
+        )
+        summary = evaluate_files(task.value, resolve(pred, "examples"), resolve(gold, "examples"), opts)
+    except TcmInputError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(EXIT_INPUT_ERROR) from None
+    if as_json:
+        typer.echo(json.dumps(summary, ensure_ascii=False, indent=2))
+    else:
+        render_table(summary)
+
+
+tcm_command.__doc__ = _help()
 
 
 def register(app: typer.Typer) -> None:
     """Add the `tcm` command to the `metrics` sub-app."""
+    app.command("tcm")(tcm_command)

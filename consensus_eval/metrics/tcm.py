@@ -1,6 +1,6 @@
 """TCM (traditional Chinese medicine) metrics of seed 001, sections 1 to 9.
 
-Every function keeps the seed's name and argument order, and gives the seed's numbers on ordinary
+Every ``calculate_*`` function keeps the seed's name and argument order, and gives the seed's numbers on ordinary
 input (well-formed lists of clean labels, equal lengths, positive doses). Where the seed's code
 crashes or silently misbehaves, these functions follow the rules below instead; each function's
 docstring repeats the rules that matter for it.
@@ -80,6 +80,7 @@ __all__ = [
     "calculate_tongue_feature_recognition_accuracy",
     "calculate_tongue_syndrome_correlation",
     "calculate_voice_analysis_accuracy",
+    "normalize_dosages",
     "normalize_label",
 ]
 
@@ -925,11 +926,14 @@ def calculate_prescription_accuracy(
     return _prf(set(_labels(predicted_herbs)), set(_labels(reference_herbs)))
 
 
-def _dose_map(dosages: Any, name: str) -> dict[Hashable, float | None]:
-    """Normalise ``{herb: dose}`` (or a list of ``(herb, dose)`` pairs) to normalised herb -> dose.
+def normalize_dosages(dosages: Any, name: str = "dosages") -> dict[Hashable, float | None]:
+    """Return ``{herb: dose}`` with normalised herb names, checking every dose.
 
-    A dose must be a finite number >= 0 or ``None``. The same herb twice (after normalisation)
-    with equal doses is kept once; with different doses it raises ``ValueError``.
+    Accepts a mapping herb -> dose or a list of ``(herb, dose)`` pairs; ``None`` is empty. A dose
+    must be a finite number >= 0, or ``None`` (unknown). The same herb twice (after NFKC + strip,
+    so ``"黄芪"`` and ``"黄芪　"`` are one herb) with equal doses is kept once; with different
+    doses it raises ``ValueError``, as do empty herb names and negative or non-numeric doses.
+    ``name`` is the argument name used in error messages.
     """
     if dosages is None:
         return {}
@@ -946,13 +950,13 @@ def _dose_map(dosages: Any, name: str) -> dict[Hashable, float | None]:
     out: dict[Hashable, float | None] = {}
     for herb_raw, dose_raw in items:
         herb = normalize_label(herb_raw) if isinstance(herb_raw, str) else herb_raw
-        if herb == "" or herb is None:
-            raise ValueError(f"{name} has an empty herb name")
-        dose = None if dose_raw is None else _finite(dose_raw, f"{name}[{herb_raw!r}]")
+        if herb is None or herb == "":
+            raise ValueError(f"{name}: empty herb name")
+        dose = None if dose_raw is None else _finite(dose_raw, f"{name}: dose of {herb_raw!r}")
         if dose is not None and dose < 0:
-            raise ValueError(f"{name}[{herb_raw!r}] must not be negative, got {dose_raw!r}")
+            raise ValueError(f"{name}: dose of {herb_raw!r} must not be negative, got {dose_raw!r}")
         if herb in out and out[herb] != dose:
-            raise ValueError(f"{name} lists herb {herb!r} twice with different doses ({out[herb]!r} and {dose!r})")
+            raise ValueError(f"{name}: herb {herb!r} is listed twice with different doses ({out[herb]!r} and {dose!r})")
         out[herb] = dose
     return out
 
@@ -993,8 +997,8 @@ def calculate_dosage_rationality(
     tol = _finite(tolerance, "tolerance")
     if not 0.0 <= tol < 1.0:
         raise ValueError(f"tolerance must be in [0, 1), got {tolerance!r}")
-    predicted = _dose_map(predicted_dosages, "predicted_dosages")
-    reference = _dose_map(reference_dosages, "reference_dosages")
+    predicted = normalize_dosages(predicted_dosages, "predicted_dosages")
+    reference = normalize_dosages(reference_dosages, "reference_dosages")
     if not predicted or not reference:
         return 0.0
     scores = [
