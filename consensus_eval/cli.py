@@ -74,6 +74,44 @@ def score(
     print_summary(out_console, out, progress)
 
 
+judges_app = typer.Typer(help="Inspect and check the judges of a config.", no_args_is_help=True)
+app.add_typer(judges_app, name="judges")
+
+
+@judges_app.command("check")
+@friendly_errors
+def judges_check(config: ConfigOpt = DEFAULT_CONFIG) -> None:
+    """Ping each LLM judge with one tiny call; report missing keys before any call is made."""
+    import asyncio
+
+    from consensus_eval.config import load_config
+    from consensus_eval.rubric import load_rubric
+
+    cfg = load_config(config)
+    missing = [m for j in cfg.judges if (m := j.missing_key())]
+    if missing:
+        raise InputError("\n".join(missing))
+    rubric = load_rubric(cfg.rubric)
+    from consensus_eval.judges import build_judge
+
+    async def check_all() -> list[tuple[str, bool, str]]:
+        async def one(j):  # noqa: ANN001, ANN202
+            judge = build_judge(j, rubric)
+            if j.kind == "rules":
+                return j.name, True, "built-in, offline"
+            ok, msg = await judge.ping()  # type: ignore[attr-defined]
+            return j.name, ok, msg
+
+        return list(await asyncio.gather(*(one(j) for j in cfg.judges)))
+
+    results = asyncio.run(check_all())
+    for name, ok, msg in results:
+        mark = "[green]ok[/]" if ok else "[bold red]FAILED[/]"
+        out_console.print(f"{mark} {name} ({cfg.judge(name).model or 'rules'}): {msg}", highlight=False)
+    if not all(ok for _, ok, _ in results):
+        raise typer.Exit(1)
+
+
 def main() -> None:  # pragma: no cover - console entry point alias
     app(prog_name="consensus-eval")
 

@@ -28,10 +28,12 @@ from typing import Any
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # never fetch the price map at import
 
 import instructor  # noqa: E402
+import pydantic  # noqa: E402
 import litellm  # noqa: E402
 from asyncio_throttle import Throttler  # noqa: E402
 from instructor.core import InstructorRetryException  # noqa: E402
 
+from consensus_eval._errors import format_validation_error  # noqa: E402
 from consensus_eval.cases import Case  # noqa: E402
 from consensus_eval.config import JudgeConfig  # noqa: E402
 from consensus_eval.judges.base import CallOutcome  # noqa: E402
@@ -127,6 +129,22 @@ class LLMJudge:
         finally:
             _current.reset(token)
 
+    async def ping(self) -> tuple[bool, str]:
+        """One tiny call (a few output tokens) to check model id, endpoint and key. Never raises."""
+        usage = _Usage()
+        token = _current.set(usage)
+        start = time.monotonic()
+        try:
+            params = {**self._params(), "max_tokens": 5}
+            await self._send(model=self.config.model, messages=[{"role": "user", "content": "Reply with OK."}], **params)
+            return True, f"ok in {time.monotonic() - start:.2f}s ({usage.attempts} attempt(s))"
+        except HTTPFailure as e:
+            return False, self._scrub(str(e))
+        except Exception as e:  # noqa: BLE001
+            return False, self._scrub(f"{type(e).__name__}: {e}")
+        finally:
+            _current.reset(token)
+
     def _params(self) -> dict[str, Any]:
         c = self.config
         params: dict[str, Any] = {
@@ -176,7 +194,7 @@ class LLMJudge:
                     raise HTTPFailure(f"gave up after {attempt + 1} attempt(s): {usage.last_error}") from e
                 await asyncio.sleep(self._delay(attempt, e))
                 continue
-            except litellm.APIError as e:
+            except Exception as e:  # 400/401/403/404/422 and anything unexpected: retrying won't help
                 raise HTTPFailure(f"not retried: {_describe(e)}") from e
             self._count(usage, resp)
             return resp
@@ -277,5 +295,10 @@ def _raw_text(resp: Any) -> str | None:
 
 
 def _last_line(e: InstructorRetryException) -> str:
-    text = str(e).strip().splitlines()
-    return " ".join(t.strip() for t in text[:6])[:600] if text else type(e).__name__
+    """What was wrong with the last reply: its validation errors, one ``field: message`` each."""
+    attempts = getattr(e, "failed_attempts", None) or []
+    last = attempts[-1].exception if attempts else e.__cause__
+    if isinstance(last, pydantic.ValidationError):
+        return format_validation_error(last).strip().replace("\n  ", "; ")[:800]
+    text = str(last or e).strip().splitlines()
+    return " ".join(t.strip() for t in text[:6])[:800] if text else type(e).__name__

@@ -1,0 +1,71 @@
+"""Shared fixtures: the bundled rubric, example cases, and panel configs pointing at mocked judges."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples" / "cases.jsonl"
+FAKE_KEY = "sk-test-DO-NOT-LEAK-0123456789abcdef"
+
+
+@pytest.fixture
+def rubric():
+    from consensus_eval.rubric import load_rubric
+
+    return load_rubric("medical_record")
+
+
+@pytest.fixture(autouse=True)
+def fast_backoff(monkeypatch):
+    """Retries wait milliseconds, not seconds, in tests."""
+    import consensus_eval.judges.llm as llm
+
+    monkeypatch.setattr(llm, "BACKOFF_BASE_S", 0.01)
+    monkeypatch.setattr(llm, "BACKOFF_MAX_S", 0.2)
+
+
+@pytest.fixture
+def api_keys(monkeypatch):
+    for var in ("JUDGE_A_KEY", "JUDGE_B_KEY", "DEEPSEEK_API_KEY"):
+        monkeypatch.setenv(var, FAKE_KEY)
+    return FAKE_KEY
+
+
+def write_config(path: Path, judges: str, **top: object) -> Path:
+    """Write a config YAML with the given judges block (YAML text) and top-level settings."""
+    head = "".join(f"{k}: {v}\n" for k, v in {"rubric": "medical_record", "runs": 1, "important_runs": 3, **top}.items())
+    path.write_text(head + "judges:\n" + judges, encoding="utf-8")
+    return path
+
+
+PANEL = """\
+  - name: judge-a
+    model: openai/fake-a
+    api_base: http://judge-a.test/v1
+    api_key_env: JUDGE_A_KEY
+    mode: tools
+    concurrency: 4
+    input_cost_per_token: 0.000001
+    output_cost_per_token: 0.000002
+  - name: judge-b
+    model: hosted_vllm/fake-b
+    api_base: http://judge-b.test/v1
+    api_key_env: JUDGE_B_KEY
+    mode: json
+    concurrency: 4
+    input_cost_per_token: 0.000001
+    output_cost_per_token: 0.000002
+  - name: deepseek
+    model: deepseek/deepseek-reasoner
+    api_key_env: DEEPSEEK_API_KEY
+    mode: md_json
+    concurrency: 4
+  - name: rules
+    kind: rules
+"""

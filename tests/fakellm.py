@@ -1,0 +1,81 @@
+"""Fake OpenAI-compatible chat completions for tests: replies in the shapes instructor expects.
+
+``chat_response(request, reply)`` answers a chat-completions request body with ``reply`` (a dict)
+as a tool call (when the request offered tools), plain JSON content (``response_format`` set:
+JSON mode) or a fenced json block (MD_JSON). ``dimension_of(request)`` tells which rubric dimension
+a request is about, from the response model's name that instructor puts in the request.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+DIMENSIONS = ("accuracy", "completeness", "standardization")
+
+# A few valid deductions per dimension (category id, type id, points) to build varied judgments.
+CANDIDATES: dict[str, list[tuple[str, str, float | None]]] = {
+    "accuracy": [("numbers", "value_error", 2), ("drugs", "dose_error", 2), ("timeline", "time_error", 2),
+                 ("diagnosis", "diagnosis_missing", 2), ("course", "fact_error", 2), ("numbers", "value_missing", 1.5)],
+    "completeness": [("chief_complaint", "cc_duration_missing", 3), ("present_illness", "pi_recent_missing", 4),
+                     ("family_history", "fh_absent", 4), ("personal_history", "personal_unrecorded", 1),
+                     ("past_history", "ph_important_missing", 2.5)],
+    "standardization": [("terminology", "colloquial", 1), ("structure", "order_error", 2),
+                        ("drug_writing", "dose_unclear", 1), ("time_expression", "time_vague", 1),
+                        ("professionalism", "unprofessional", 1)],
+}
+MAXIMA = {"accuracy": 40, "completeness": 35, "standardization": 25}
+
+
+def dimension_of(request: dict[str, Any]) -> str:
+    """The dimension a judge request is about (from the response model named in the request)."""
+    blob = json.dumps(request, ensure_ascii=False)
+    for d in DIMENSIONS:
+        if f"{d.title()}Judgment" in blob or f"{d.title()}Deduction" in blob:
+            return d
+    raise ValueError("not a judge request")
+
+
+def case_of(request: dict[str, Any]) -> str:
+    """The case id written in the user message (``【病例 ID】``)."""
+    for m in request.get("messages", []):
+        content = m.get("content") or ""
+        if isinstance(content, str) and "【病例 " in content:
+            return content.split("【病例 ", 1)[1].split("】", 1)[0]
+    return ""
+
+
+def make_reply(dimension: str, rng: random.Random, n: int | None = None, honest: bool = True) -> dict[str, Any]:
+    """A valid reply with ``n`` (or 0-3 random) deductions; ``honest`` claims the derived score."""
+    n = rng.randint(0, 3) if n is None else n
+    picks = [rng.choice(CANDIDATES[dimension]) for _ in range(n)]
+    deductions = [{"category": c, "type": t, "points": p, "evidence": "原文", "reason": "理由"} for c, t, p in picks]
+    score = max(0.0, MAXIMA[dimension] - sum(p for _, _, p in picks))
+    return {"deductions": deductions, "fixed_penalties": [], "score": score if honest else MAXIMA[dimension],
+            "stars": 3, "comment": "fake"}
+
+
+def chat_response(request: dict[str, Any], reply: dict[str, Any] | str, *, prompt_tokens: int = 1000,
+                  completion_tokens: int = 200, cached_tokens: int = 0, reasoning_tokens: int = 0) -> dict[str, Any]:
+    """An OpenAI chat.completion body answering ``request`` with ``reply`` in the request's mode.
+
+    ``reply`` may be a raw string (to send malformed JSON).
+    """
+    text = reply if isinstance(reply, str) else json.dumps(reply, ensure_ascii=False)
+    if request.get("tools"):
+        name = request["tools"][0]["function"]["name"]
+        message = {"role": "assistant", "content": None,
+                   "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": name, "arguments": text}}]}
+    elif request.get("response_format"):
+        message = {"role": "assistant", "content": text}
+    else:
+        message = {"role": "assistant", "content": f"好的，评分如下：\n```json\n{text}\n```"}
+    return {
+        "id": "chatcmpl-fake", "object": "chat.completion", "created": 1700000000, "model": request.get("model", "fake"),
+        "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if request.get("tools") else "stop"}],
+        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                  "total_tokens": prompt_tokens + completion_tokens,
+                  "prompt_tokens_details": {"cached_tokens": cached_tokens},
+                  "completion_tokens_details": {"reasoning_tokens": reasoning_tokens}},
+    }
