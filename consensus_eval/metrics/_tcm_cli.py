@@ -151,10 +151,12 @@ Validator = Callable[[Any], Optional[str]]  # None when valid, else what was exp
 
 
 def _is_scalar(value: Any) -> bool:
+    """A JSON scalar: null, string, number or boolean."""
     return value is None or isinstance(value, (str, int, float, bool))
 
 
 def _v_labels(value: Any) -> str | None:
+    """A label or a list of labels: a string, an array of strings (nulls allowed) or null."""
     if value is None or isinstance(value, str):
         return None
     if isinstance(value, list):
@@ -166,14 +168,17 @@ def _v_labels(value: Any) -> str | None:
 
 
 def _v_text(value: Any) -> str | None:
+    """Free text: a string or null."""
     return None if value is None or isinstance(value, str) else f"expected a string, got {_json_type(value)}"
 
 
 def _v_object(value: Any) -> str | None:
+    """Any JSON object, or null."""
     return None if value is None or isinstance(value, dict) else f"expected an object, got {_json_type(value)}"
 
 
 def _v_features(value: Any) -> str | None:
+    """An object feature -> scalar value (or array of scalars), or null."""
     if value is None:
         return None
     if not isinstance(value, dict):
@@ -186,6 +191,7 @@ def _v_features(value: Any) -> str | None:
 
 
 def _v_classes(value: Any) -> str | None:
+    """An object symptom -> class (string or null), or null."""
     if value is None:
         return None
     if not isinstance(value, dict):
@@ -197,6 +203,7 @@ def _v_classes(value: Any) -> str | None:
 
 
 def _v_dialogue(value: Any) -> str | None:
+    """An array of turn objects whose optional ``role`` is a string, or null."""
     if value is None:
         return None
     if not isinstance(value, list):
@@ -210,6 +217,7 @@ def _v_dialogue(value: Any) -> str | None:
 
 
 def _v_modal(value: Any) -> str | None:
+    """An object examination -> labels, or null."""
     if value is None:
         return None
     if not isinstance(value, dict):
@@ -222,10 +230,12 @@ def _v_modal(value: Any) -> str | None:
 
 
 def _is_dose(value: Any) -> bool:
+    """A dose: a number (not a boolean) or null."""
     return value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))
 
 
 def _v_doses(value: Any) -> str | None:
+    """An object herb -> dose or an array of [herb, dose] pairs, with no conflicting duplicate herb."""
     if value is None:
         return None
     if isinstance(value, dict):
@@ -246,6 +256,7 @@ def _v_doses(value: Any) -> str | None:
 
 
 def _v_herbs(value: Any) -> str | None:
+    """Herb names: an array of strings, or an object herb -> dose (its herbs are used)."""
     if isinstance(value, dict):
         return _v_doses(value)
     problem = _v_labels(value)
@@ -302,6 +313,7 @@ def _with(cases: list[Case], side: str, name: str) -> list[Case]:
 
 
 def _values(cases: list[Case], side: str, name: str) -> list[Any]:
+    """The values of field ``name`` on ``side`` for each case (``None`` where absent)."""
     return [c.get(side, name) for c in cases]
 
 
@@ -316,10 +328,12 @@ def _mean_rows(metric: str, per_case: list[dict[str, float]] | list[float], n: i
 
 
 def _dict_rows(metric: str, result: dict[str, float], n: int) -> list[Row]:
+    """One row per key of a metric returning a dictionary (feature accuracies, P/R/F1)."""
     return [Row(f"{metric}.{k}", v, n) for k, v in result.items()]
 
 
 def _feature_rows(cases: list[Case], fn: Callable[[list[Any], list[Any]], dict[str, float]], metric: str) -> list[Row]:
+    """Feature accuracy rows over the cases whose gold carries ``features``."""
     scored = _with(cases, "gold", "features")
     if not scored:
         return []
@@ -327,6 +341,7 @@ def _feature_rows(cases: list[Case], fn: Callable[[list[Any], list[Any]], dict[s
 
 
 def _completeness_row(cases: list[Case], name: str, fn: Callable[..., float], metric: str, opts: Options) -> list[Row]:
+    """Completeness over the cases whose prediction carries the text field ``name``."""
     scored = _with(cases, "pred", name)
     if not scored:
         return []
@@ -334,11 +349,13 @@ def _completeness_row(cases: list[Case], name: str, fn: Callable[..., float], me
 
 
 def _syndrome_rows(cases: list[Case], per_case: Callable[[Case], float]) -> list[Row]:
+    """Mean syndrome correlation over the cases whose gold carries ``syndromes``."""
     scored = _with(cases, "gold", "syndromes")
     return _mean_rows("syndrome_correlation", [per_case(c) for c in scored], len(scored))
 
 
 def _face(cases: list[Case], opts: Options) -> list[Row]:
+    """face: feature accuracy (seed 1.1), description completeness (1.2), syndrome correlation (1.3)."""
     matrix = opts.knowledge.get("syndrome_similarity")
     return (
         _feature_rows(cases, tcm.calculate_feature_recognition_accuracy, "feature_accuracy")
@@ -350,6 +367,7 @@ def _face(cases: list[Case], opts: Options) -> list[Row]:
 
 
 def _tongue(cases: list[Case], opts: Options) -> list[Row]:
+    """tongue: feature accuracy (seed 2.1), description completeness (2.2), syndrome correlation (2.3)."""
     kb = opts.knowledge.get("tongue_knowledge_base")
     return (
         _feature_rows(cases, tcm.calculate_tongue_feature_recognition_accuracy, "feature_accuracy")
@@ -361,6 +379,7 @@ def _tongue(cases: list[Case], opts: Options) -> list[Row]:
 
 
 def _sound(cases: list[Case], opts: Options) -> list[Row]:
+    """sound: classification (seed 3.1), feature detail (3.2), syndromes (3.3), description (3.4), voice (3.5)."""
     rows: list[Row] = []
     typed = _with(cases, "gold", "sound_type")
     if typed:
@@ -381,6 +400,7 @@ def _sound(cases: list[Case], opts: Options) -> list[Row]:
 
 
 def _inquiry(cases: list[Case], opts: Options) -> list[Row]:
+    """inquiry: symptom recognition and classification, completeness, efficiency, diagnosis (seed 4.1-4.5)."""
     rows: list[Row] = []
     required = opts.aspects if opts.aspects is not None else list(tcm.INQUIRY_REQUIRED_INFO)
     symptomatic = _with(cases, "gold", "symptoms")
@@ -411,6 +431,7 @@ def _inquiry(cases: list[Case], opts: Options) -> list[Row]:
 
 
 def _pulse(cases: list[Case], opts: Options) -> list[Row]:
+    """pulse: classification (seed 5.1), features (5.2), syndrome correlation (5.3), interpretation (5.4)."""
     rows: list[Row] = []
     felt = _with(cases, "gold", "pulse")
     if felt:
@@ -426,6 +447,7 @@ def _pulse(cases: list[Case], opts: Options) -> list[Row]:
 
 
 def _syndrome(cases: list[Case], opts: Options) -> list[Row]:
+    """syndrome: differentiation P/R/F1 (seed 6.3), modal consistency (6.1), clinical relevance (6.4)."""
     scored = _with(cases, "gold", "syndromes")
     rows = _mean_rows("differentiation", [
         tcm.calculate_syndrome_differentiation_accuracy(c.get("pred", "syndromes"), c.get("gold", "syndromes"))
@@ -443,6 +465,7 @@ def _syndrome(cases: list[Case], opts: Options) -> list[Row]:
 
 
 def _prescription(cases: list[Case], opts: Options) -> list[Row]:
+    """prescription: herb P/R/F1 (seed 7.1), explanation (7.3), prescription-syndrome match (7.4)."""
     scored = _with(cases, "gold", "herbs")
     rows = _mean_rows("herbs", [
         tcm.calculate_prescription_accuracy(c.get("pred", "herbs"), c.get("gold", "herbs")) for c in scored],
@@ -462,6 +485,7 @@ def _prescription(cases: list[Case], opts: Options) -> list[Row]:
 
 
 def _dosage(cases: list[Case], opts: Options) -> list[Row]:
+    """dosage: mean dosage rationality over cases (seed 7.2)."""
     scored = _with(cases, "gold", "dosages")
     per_case = []
     for c in scored:
@@ -475,6 +499,7 @@ def _dosage(cases: list[Case], opts: Options) -> list[Row]:
 
 
 def _agreement(cases: list[Case], opts: Options) -> list[Row]:
+    """agreement: human-AI agreement (seed 9.2), gold = expert, pred = model."""
     scored = _with(cases, "gold", "diagnoses")
     if not scored:
         return []

@@ -179,7 +179,7 @@ def _check_lengths(**sequences: Sequence[Any]) -> None:
     """Raise ``ValueError`` naming each argument and its length unless all lengths are equal."""
     lengths = {name: len(seq) for name, seq in sequences.items()}
     if len(set(lengths.values())) > 1:
-        detail = ", ".join(f"{name} has {n} items" for name, n in lengths.items())
+        detail = ", ".join(f"{name} has {n} item{'' if n == 1 else 's'}" for name, n in lengths.items())
         raise ValueError(f"mismatched lengths: {detail}; they must be paired one to one")
 
 
