@@ -98,7 +98,7 @@ def text2dt_command(
     by position. Exit code 2 on unreadable or invalid input.
     """
     try:
-        result = evaluate(load_trees(pred, "prediction"), load_trees(gold, "gold"),
+        result = evaluate(load_trees(pred), load_trees(gold),
                           on_invalid=on_invalid.value, per_tree=per_tree is not None)
         if per_tree is not None:
             write_per_tree(result, per_tree)

@@ -36,9 +36,11 @@ Two extras:
   missing ``null`` node costs 1 + its triples. The ratio can be negative when structures differ a lot.
 
 Exact values: every ratio is a :class:`fractions.Fraction` of integer counts. The organisers start
-every counter at ``1e-6`` (so ``0/0`` becomes ``1``); their printed values differ from ours by about
-``1e-8``. A ratio whose denominator is 0 is ``None`` here (e.g. tree accuracy when every prediction is
-empty, which the original reports as 1.0, and mean edit distance, which it reports as ``sum x 1e6``).
+every counter (not the edit-distance sum) at ``1e-6``, so their values are off by a relative error of
+about ``1e-6`` divided by the counts involved: ~1e-8 for F1s on the test set, but 2.49999875 instead of
+5/2 for the mean edit distance of the two-tree worked example. A ratio whose denominator is 0 is
+``None`` here; the original turns ``0/0`` into 1.0 (e.g. tree accuracy when every prediction is empty)
+and ``x/0`` into ``x * 1e6`` (mean edit distance in the same case).
 
 Input normalisation (both spellings give identical numbers):
 
@@ -500,38 +502,49 @@ def score_pair(pred: Tree, gold: Tree, *, with_operations: bool = False) -> Tree
 
 @dataclass(frozen=True, slots=True)
 class TreeRecord:
-    """One entry of a tree file: its 0-based ``index``, its ``id`` (``None`` if the entry has none)
-    and its raw pre-order ``nodes`` (validated later by :func:`parse_tree`)."""
+    """One entry of a tree file: its 0-based ``index``, its ``id`` (``None`` if the entry has none),
+    its raw pre-order ``nodes`` (validated later by :func:`parse_tree`) and, for an entry that holds no
+    tree at all, the ``problem`` (reported when the tree is parsed, so ``on_invalid`` applies)."""
 
     index: int
     id: str | None
     nodes: Any
+    problem: str | None = None
 
     def describe(self, side: str) -> str:
         """How error messages name this tree, e.g. ``"prediction tree 3 (id 'a7')"``."""
         return f"{side} tree {self.index}" + ("" if self.id is None else f" (id {self.id!r})")
 
+    def parse(self, side: str) -> Tree:
+        """The parsed tree; :class:`Text2DTError` naming this entry if it is not a valid tree."""
+        if self.problem is not None:
+            raise Text2DTError(self.problem, tree_ref=self.describe(side))
+        return parse_tree(self.nodes, tree_ref=self.describe(side))
 
-def _record_from_entry(entry: Any, index: int, side: str) -> TreeRecord:
+
+def _record_from_entry(entry: Any, index: int) -> TreeRecord:
     if isinstance(entry, TreeRecord):
         return entry
     if isinstance(entry, (list, tuple)):
         return TreeRecord(index, None, entry)
-    if isinstance(entry, Mapping):
-        if "tree" not in entry:
-            hint = " (it looks like a single node: a file must be a list of trees)" if "role" in entry else ""
-            raise Text2DTError(f"entry has no 'tree' field{hint}", tree_ref=f"{side} tree {index}")
-        raw_id = entry.get("id")
-        if raw_id is not None and (isinstance(raw_id, bool) or not isinstance(raw_id, (str, int))):
-            raise Text2DTError(f"'id' must be a string or an integer, got {raw_id!r}", tree_ref=f"{side} tree {index}")
-        return TreeRecord(index, None if raw_id is None else str(raw_id), entry["tree"])
-    raise Text2DTError(f"entry must be a node list or an object with 'tree', got {type(entry).__name__}",
-                       tree_ref=f"{side} tree {index}")
+    if not isinstance(entry, Mapping):
+        return TreeRecord(index, None, None, f"entry must be a node list or an object with 'tree', "
+                                             f"got {type(entry).__name__}")
+    raw_id = entry.get("id")
+    if raw_id is not None and (isinstance(raw_id, bool) or not isinstance(raw_id, (str, int))):
+        return TreeRecord(index, None, None, f"'id' must be a string or an integer, got {raw_id!r}")
+    record_id = None if raw_id is None else str(raw_id)
+    if "tree" not in entry:
+        hint = " (it looks like a single node: a file must be a list of trees)" if "role" in entry else ""
+        return TreeRecord(index, record_id, None, f"entry has no 'tree' field{hint}")
+    return TreeRecord(index, record_id, entry["tree"])
 
 
-def as_records(entries: Iterable[Any], side: str = "input") -> list[TreeRecord]:
-    """Turn file entries (bare node lists, ``{"tree", "id"?, ...}`` objects or records) into records."""
-    return [_record_from_entry(entry, index, side) for index, entry in enumerate(entries)]
+def as_records(entries: Iterable[Any]) -> list[TreeRecord]:
+    """Turn file entries (bare node lists, ``{"tree", "id"?, ...}`` objects or records) into records.
+
+    Never raises: an entry that holds no tree becomes a record with a ``problem``."""
+    return [_record_from_entry(entry, index) for index, entry in enumerate(entries)]
 
 
 def _read_json_or_jsonl(path: Path) -> Any:
@@ -551,7 +564,7 @@ def _read_json_or_jsonl(path: Path) -> Any:
     return entries
 
 
-def load_trees(path: str | Path, side: str = "input") -> list[TreeRecord]:
+def load_trees(path: str | Path) -> list[TreeRecord]:
     """Read a tree file: a JSON list (or ``.jsonl`` lines) of ``{"text", "tree", "id"?}`` objects or of
     bare pre-order node lists. Raises :class:`Text2DTError` if the file is missing or unreadable."""
     path = Path(path)
@@ -561,7 +574,7 @@ def load_trees(path: str | Path, side: str = "input") -> list[TreeRecord]:
         raise Text2DTError(f"cannot read {path}: {exc.strerror or exc}") from None
     if not isinstance(data, list):
         raise Text2DTError(f"{path}: expected a JSON list of trees, got {type(data).__name__}")
-    return as_records(data, side)
+    return as_records(data)
 
 
 def _ids_by_record(records: Sequence[TreeRecord], side: str) -> dict[str, TreeRecord]:
@@ -580,8 +593,9 @@ def pair_records(preds: Sequence[TreeRecord], golds: Sequence[TreeRecord]) -> tu
 
     By ``id`` when every entry on both sides has one (a gold id without a prediction is paired with
     ``None``; a prediction id absent from the gold, or a duplicate id, is an error); otherwise by
-    position, which needs equally many entries on both sides. Returns the pairs and ``"id"`` or
-    ``"position"``.
+    position, which needs equally many entries on both sides (the original pairs by position only,
+    silently ignores gold trees beyond the last prediction and crashes on extra predictions).
+    Returns the pairs and ``"id"`` or ``"position"``.
     """
     if preds and golds and all(r.id is not None for r in preds) and all(r.id is not None for r in golds):
         pred_by_id = _ids_by_record(preds, "prediction")
@@ -704,17 +718,16 @@ def _as_float(value: Fraction | None) -> float | None:
 
 
 def _parse_gold(record: TreeRecord) -> Tree:
-    ref = record.describe("gold")
-    tree = parse_tree(record.nodes, tree_ref=ref)
+    tree = record.parse("gold")
     if not tree.nodes:
-        raise Text2DTError("gold tree is empty", tree_ref=ref)
+        raise Text2DTError("gold tree is empty", tree_ref=record.describe("gold"))
     return tree
 
 
 def _parse_prediction(record: TreeRecord | None, gold: TreeRecord) -> Tree:
     if record is None:
         raise Text2DTError("no prediction with this id", tree_ref=gold.describe("prediction for gold"))
-    return parse_tree(record.nodes, tree_ref=record.describe("prediction"))
+    return record.parse("prediction")
 
 
 def evaluate(preds: Sequence[Any], golds: Sequence[Any], on_invalid: OnInvalid = "error",
@@ -729,7 +742,7 @@ def evaluate(preds: Sequence[Any], golds: Sequence[Any], on_invalid: OnInvalid =
     """
     if on_invalid not in ("error", "zero"):
         raise ValueError(f"on_invalid must be 'error' or 'zero', not {on_invalid!r}")
-    pairs, pairing = pair_records(as_records(preds, "prediction"), as_records(golds, "gold"))
+    pairs, pairing = pair_records(as_records(preds), as_records(golds))
     invalid: list[InvalidTree] = []
     details: list[dict[str, Any]] | None = [] if per_tree else None
     totals = [0] * len(_COUNT_FIELDS)

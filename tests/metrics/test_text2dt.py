@@ -461,14 +461,27 @@ def test_load_trees_formats(tmp_path):
 @pytest.mark.parametrize("content, words", [
     ("{not json", "not valid JSON"),
     ('{"tree": []}', "expected a JSON list of trees"),
-    (json.dumps(GOLD), "looks like a single node"),
-    ("[3]", "entry must be a node list"),
 ])
 def test_load_trees_errors(tmp_path, content, words):
     path = tmp_path / "trees.json"
     path.write_text(content, encoding="utf-8")
     with pytest.raises(Text2DTError, match=words):
         load_trees(path)
+
+
+@pytest.mark.parametrize("entry, words", [
+    (GOLD[0], "prediction tree 1: entry has no 'tree' field (it looks like a single node"),
+    ({"id": 7, "text": "no tree"}, "prediction tree 1 (id '7'): entry has no 'tree' field"),
+    (3, "prediction tree 1: entry must be a node list or an object with 'tree', got int"),
+    ({"id": [1], "tree": GOLD}, "prediction tree 1: 'id' must be a string or an integer"),
+])
+def test_entries_without_a_tree_are_invalid_predictions(entry, words):
+    with pytest.raises(Text2DTError) as caught:
+        evaluate([GOLD, entry], [GOLD, GOLD])
+    assert str(caught.value).startswith(words)
+    assert [item.index for item in evaluate([GOLD, entry], [GOLD, GOLD], on_invalid="zero").invalid] == [1]
+    with pytest.raises(Text2DTError, match="gold tree 1"):
+        evaluate([GOLD, GOLD], [GOLD, entry], on_invalid="zero")
 
 
 def test_load_trees_missing_file(tmp_path):
