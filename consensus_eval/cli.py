@@ -74,6 +74,55 @@ def score(
     print_summary(out_console, out, progress)
 
 
+@app.command()
+@friendly_errors
+def reliability(
+    run_dir: Annotated[Path | None, typer.Argument(help="Output folder of a `score` run.")] = None,
+    ratings: Annotated[Path | None, typer.Option(help="Any ratings table instead: CSV with unit,rater,value.")] = None,
+    level: Annotated[str, typer.Option(help="nominal | ordinal | interval | ratio (with --ratings).")] = "interval",
+    human: Annotated[Path | None, typer.Option(help="Human labels (CSV/JSONL: case_id, dimension scores, [categories]).")] = None,
+    bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples for the 95% CI (0: none).")] = 1000,
+    seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 20261122,
+    json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Krippendorff's alpha with bootstrap CIs: of a run's judges (and a human), or of any ratings table."""
+    import json
+
+    from consensus_eval import reliability as rel
+
+    if ratings is not None:
+        if level not in rel.LEVELS:
+            raise InputError(f"--level must be one of {', '.join(rel.LEVELS)}, got {level!r}")
+        arr, raters, units = rel.load_ratings(ratings)
+        a = rel.alpha_with_ci(arr, level, bootstrap, seed)  # type: ignore[arg-type]
+        if json_out:
+            print(json.dumps({**a.model_dump(), "raters": raters, "n_units_total": len(units)}, indent=2))
+        else:
+            ci = f"  95% CI [{a.ci[0]:.3f}, {a.ci[1]:.3f}]" if a.ci else ""
+            val = f"{a.value:.3f}" if a.value is not None else f"undefined ({a.reason})"
+            out_console.print(f"Krippendorff's alpha ({level}) = {val}{ci}\n"
+                              f"{len(raters)} raters, {a.n_units} of {len(units)} units rated at least twice, "
+                              f"{a.n_values} pairable values", highlight=False)
+        return
+    if run_dir is None:
+        raise InputError("give a run folder (RUN_DIR) or --ratings FILE.csv")
+    from consensus_eval.evaluate import load_results
+    from consensus_eval.outputs import write_json
+    from consensus_eval.store import Store
+
+    with Store.open_existing(run_dir) as store:
+        res = load_results(store)
+    labels = rel.load_human(human, res.rubric) if human else None
+    report = rel.run_reliability(res, labels, n_boot=bootstrap, seed=seed)
+    write_json(run_dir / "reliability.json", report)
+    if json_out:
+        print(json.dumps(report, ensure_ascii=False, indent=2))
+    else:
+        from consensus_eval.summary import print_reliability
+
+        print_reliability(out_console, report)
+
+
 judges_app = typer.Typer(help="Inspect and check the judges of a config.", no_args_is_help=True)
 app.add_typer(judges_app, name="judges")
 

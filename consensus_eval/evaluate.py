@@ -87,12 +87,15 @@ def load_results(store: Store) -> Results:
     return Results(rubric, config, cases, records, cons)
 
 
-def rebuild(store: Store, out: Path) -> Results:
-    """(Re)write judgments.jsonl, consensus.csv and consensus.jsonl from the store."""
+def rebuild(store: Store, out: Path, n_boot: int = 1000) -> Results:
+    """(Re)write judgments.jsonl, consensus.csv/jsonl and reliability.json from the store."""
+    from consensus_eval.reliability import run_reliability
+
     res = load_results(store)
     outputs.write_judgments(out / "judgments.jsonl", res.rubric, res.records,
                             consensus.derive_all(res.rubric, res.records))
     outputs.write_consensus(out, res.rubric, res.consensus)
+    outputs.write_json(out / "reliability.json", run_reliability(res, n_boot=n_boot))
     return res
 
 

@@ -68,15 +68,21 @@ def write_consensus(folder: Path, rubric: Rubric, cases: Sequence[CaseConsensus]
         w.writerow(["case_id", *dims, "total", "star_total", *(f"{d}_stars" for d in dims),
                     "n_judges", "status", "spread", "flagged", "flags"])
         for c in cases:
-            w.writerow([c.case_id, *(_num(c.scores[d]) for d in dims), _num(c.total), _num(c.star_total),
+            w.writerow([c.case_id, *(fmt_num(c.scores[d]) for d in dims), fmt_num(c.total), fmt_num(c.star_total),
                         *(c.stars[d] if c.stars[d] is not None else "" for d in dims),
-                        c.n_judges, c.status, _num(c.spread), int(c.flagged), "; ".join(c.flags)])
+                        c.n_judges, c.status, fmt_num(c.spread), int(c.flagged), "; ".join(c.flags)])
     with _atomic(folder / "consensus.jsonl") as f:
         for c in cases:
             f.write(c.model_dump_json() + "\n")
 
 
-def _num(x: float | None) -> str:
+def write_json(path: Path, data: Any) -> None:
+    with _atomic(path) as f:
+        json.dump(data, f, ensure_ascii=False, indent=2)
+        f.write("\n")
+
+
+def fmt_num(x: float | None) -> str:
     if x is None:
         return ""
     return f"{x:.4f}".rstrip("0").rstrip(".") if x != int(x) else str(int(x))
