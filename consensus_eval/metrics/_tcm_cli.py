@@ -260,7 +260,9 @@ def _v_herbs(value: Any) -> str | None:
     if isinstance(value, dict):
         return _v_doses(value)
     problem = _v_labels(value)
-    return problem and problem.replace("a string or an array of strings", "an array of herb names or an object herb -> dose")
+    if problem is None:
+        return None
+    return problem.replace("a string or an array of strings", "an array of herb names or an object herb -> dose")
 
 
 # --- task families --------------------------------------------------------------------------------
@@ -389,7 +391,8 @@ def _sound(cases: list[Case], opts: Options) -> list[Row]:
     rows += _feature_rows(cases, tcm.calculate_sound_feature_recognition_detail, "feature_detail")
     voiced = _with(cases, "gold", "voice")
     if voiced:
-        value = tcm.calculate_voice_analysis_accuracy(_values(voiced, "pred", "voice"), _values(voiced, "gold", "voice"))
+        value = tcm.calculate_voice_analysis_accuracy(
+            _values(voiced, "pred", "voice"), _values(voiced, "gold", "voice"))
         rows.append(Row("voice_accuracy", value, len(voiced)))
     rows += _completeness_row(cases, "description", tcm.calculate_sound_description_completeness,
                               "description_completeness", opts)
@@ -435,7 +438,8 @@ def _pulse(cases: list[Case], opts: Options) -> list[Row]:
     rows: list[Row] = []
     felt = _with(cases, "gold", "pulse")
     if felt:
-        value = tcm.calculate_pulse_classification_accuracy(_values(felt, "pred", "pulse"), _values(felt, "gold", "pulse"))
+        value = tcm.calculate_pulse_classification_accuracy(
+            _values(felt, "pred", "pulse"), _values(felt, "gold", "pulse"))
         rows.append(Row("classification_accuracy", value, len(felt)))
     rows += _feature_rows(cases, tcm.calculate_pulse_feature_accuracy, "feature_accuracy")
     rows += _completeness_row(cases, "interpretation", tcm.calculate_pulse_interpretation_completeness,
@@ -712,8 +716,8 @@ def _help() -> str:
 
 
 def tcm_command(
-    task: Annotated[TcmTask, typer.Argument(metavar="TASK", help="Task family.", show_default=False,  # type: ignore[valid-type]
-                                            case_sensitive=False)],
+    task: Annotated[TcmTask, typer.Argument(  # type: ignore[valid-type]
+        metavar="TASK", help="Task family.", show_default=False, case_sensitive=False)],
     pred: Annotated[Path, typer.Argument(metavar="PRED", help="Predictions, JSONL.", show_default=False)],
     gold: Annotated[Path, typer.Argument(metavar="GOLD", help="Gold references, JSONL.", show_default=False)],
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON summary instead of a table.")] = False,

@@ -1075,9 +1075,8 @@ def calculate_tcm_professionalism_score(
     are normalised. No usable dimension gives 0.0, as in the seed. Negative weights, weights summing
     to 0 over the used dimensions (the seed divided by zero) and non-finite scores raise ``ValueError``.
     """
-    weight_map = {
-        normalize_label(k): _finite(v, f"weights[{k!r}]") for k, v in (DEFAULT_TCM_WEIGHTS if weights is None else weights).items()
-    }
+    raw_weights = DEFAULT_TCM_WEIGHTS if weights is None else weights
+    weight_map = {normalize_label(k): _finite(v, f"weights[{k!r}]") for k, v in raw_weights.items()}
     negative = [k for k, w in weight_map.items() if w < 0]
     if negative:
         raise ValueError(f"weights must not be negative: {negative}")
