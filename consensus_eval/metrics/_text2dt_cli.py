@@ -82,8 +82,10 @@ def write_per_tree(result: Text2DTResult, path: Path) -> None:
 
 
 def text2dt_command(
-    pred: Annotated[Path, typer.Argument(metavar="PRED", help="Predicted trees (JSON list or .jsonl).", show_default=False)],
-    gold: Annotated[Path, typer.Argument(metavar="GOLD", help="Gold trees (JSON list or .jsonl).", show_default=False)],
+    pred: Annotated[Path, typer.Argument(
+        metavar="PRED", help="Predicted trees (JSON list or .jsonl).", show_default=False)],
+    gold: Annotated[Path, typer.Argument(
+        metavar="GOLD", help="Gold trees (JSON list or .jsonl).", show_default=False)],
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON summary instead of a table.")] = False,
     per_tree: Annotated[Optional[Path], typer.Option(
         "--per-tree", help="Write each pair's metrics and edit operations to this JSONL file.")] = None,

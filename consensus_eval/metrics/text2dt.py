@@ -414,8 +414,8 @@ def _matched_operations(position: str, p: int, g: int, pred: Node, gold: Node) -
         ops.append({"op": "change_role", **where, "from": pred.role, "to": gold.role, "cost": 1})
     if pred.logical_rel != gold.logical_rel:
         ops.append({"op": "change_logical_rel", **where, "from": pred.logical_rel, "to": gold.logical_rel, "cost": 1})
-    ops += [{"op": "delete_triple", **where, "triple": t, "cost": 1} for t in _sorted_triples(pred.triples - gold.triples)]
-    ops += [{"op": "insert_triple", **where, "triple": t, "cost": 1} for t in _sorted_triples(gold.triples - pred.triples)]
+    for op, triples in (("delete_triple", pred.triples - gold.triples), ("insert_triple", gold.triples - pred.triples)):
+        ops += [{"op": op, **where, "triple": triple, "cost": 1} for triple in _sorted_triples(triples)]
     return ops
 
 
@@ -588,7 +588,10 @@ def _ids_by_record(records: Sequence[TreeRecord], side: str) -> dict[str, TreeRe
     return by_id
 
 
-def pair_records(preds: Sequence[TreeRecord], golds: Sequence[TreeRecord]) -> tuple[list[tuple[TreeRecord | None, TreeRecord]], Pairing]:
+PairedRecords = list[tuple[TreeRecord | None, TreeRecord]]
+
+
+def pair_records(preds: Sequence[TreeRecord], golds: Sequence[TreeRecord]) -> tuple[PairedRecords, Pairing]:
     """Pair predictions with gold trees, in gold order.
 
     By ``id`` when every entry on both sides has one (a gold id without a prediction is paired with

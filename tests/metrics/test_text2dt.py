@@ -215,7 +215,8 @@ def test_hand_built_perturbations_aggregate():
 def test_edit_operations_of_the_worked_example():
     result = evaluate(load_trees(WORKED / "pred.json"), load_trees(WORKED / "gold.json"), per_tree=True)
     first, second = result.per_tree
-    ops = [(op["op"], op["position"], op.get("from"), op.get("to"), op.get("triple")) for op in first["edit_operations"]]
+    ops = [(op["op"], op["position"], op.get("from"), op.get("to"), op.get("triple"))
+           for op in first["edit_operations"]]
     assert ops == [
         ("change_logical_rel", "root.R.L", "and", "null", None),
         ("change_logical_rel", "root.R.R", "or", "and", None),
@@ -285,10 +286,11 @@ def test_parse_tree_structure_and_normal_form():
     assert tree == parse_tree(GOLD)
 
 
-def test_both_spellings_give_identical_results_on_real_trees(real_trees):
+def test_both_spellings_give_identical_results_on_real_trees():
     preds, golds = bench.make_workload(1000, seed=11)
     reference = evaluate(preds, golds)
-    for pred_side, gold_side in [(to_seed_spelling, to_seed_spelling), (to_seed_spelling, list), (list, to_seed_spelling)]:
+    spellings = [(to_seed_spelling, to_seed_spelling), (to_seed_spelling, list), (list, to_seed_spelling)]
+    for pred_side, gold_side in spellings:
         result = evaluate([pred_side(p) for p in preds], [gold_side(g) for g in golds])
         assert result == reference
     assert reference.n_trees == 1000 and reference.edit_distance_sum > 0
