@@ -12,7 +12,6 @@ import typer
 from rich.console import Console
 
 from consensus_eval._errors import InputError
-from consensus_eval.config import DEFAULT_CONFIG
 from consensus_eval.metrics.cli import metrics_app
 
 app = typer.Typer(
@@ -43,6 +42,7 @@ def friendly_errors(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+DEFAULT_CONFIG = "configs/default.yaml"  # = config.DEFAULT_CONFIG; not imported, to keep start-up light
 ConfigOpt = Annotated[str, typer.Option("--config", "-c", help="Config YAML (judges, rubric, runs).")]
 
 
