@@ -123,6 +123,40 @@ def reliability(
         print_reliability(out_console, report)
 
 
+@app.command()
+@friendly_errors
+def audit(
+    run_dir: Annotated[Path, typer.Argument(help="Output folder of a `score` run.")],
+    top: Annotated[int, typer.Option(help="Show (and export) the N most disputed cases; 0 for all.")] = 10,
+    export: Annotated[Path | None, typer.Option(help="Write an adjudication sheet (CSV, UTF-8 with BOM) here.")] = None,
+) -> None:
+    """Rank cases by judge disagreement; show each judge's deductions side by side. Calls no judge.
+
+    disagreement = spread of judge totals + 5 x star gaps + singletons + 2 x claimed-vs-derived
+    mismatches; failed and inconclusive cases come first.
+    """
+    from consensus_eval.audit import audit_folder, write_adjudication_csv
+    from consensus_eval.report.console import print_audit
+
+    _, audits = audit_folder(run_dir)
+    print_audit(out_console, audits, top)
+    if export is not None:
+        path = write_adjudication_csv(export, audits[:top] if top > 0 else audits)
+        out_console.print(f"adjudication sheet: {path}", highlight=False)
+
+
+@app.command()
+@friendly_errors
+def report(
+    run_dir: Annotated[Path, typer.Argument(help="Output folder of a `score` run.")],
+) -> None:
+    """(Re)write RUN_DIR/report.md and a self-contained RUN_DIR/report.html from the store. Calls no judge."""
+    from consensus_eval.report import write_reports
+
+    md, html = write_reports(run_dir)
+    out_console.print(f"wrote {md} and {html}", highlight=False)
+
+
 judges_app = typer.Typer(help="Inspect and check the judges of a config.", no_args_is_help=True)
 app.add_typer(judges_app, name="judges")
 
