@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, field_validator
 
 from consensus_eval._errors import InputError, format_validation_error
 
@@ -33,7 +33,7 @@ class Case(BaseModel):
     id: str = Field(min_length=1)
     conversation: str | list[Turn]
     record: str
-    important: bool = False
+    important: StrictBool = False
     meta: dict[str, Any] = {}
 
     @field_validator("id", mode="before")
@@ -89,7 +89,7 @@ def load_cases(path: str | Path, *, skip_invalid: bool = False) -> LoadResult:
     for lineno, line in enumerate(raw.splitlines(), start=1):
         where = f"{p}:{lineno}"
         try:
-            text = line.decode("utf-8")
+            text = line.decode("utf-8-sig" if lineno == 1 else "utf-8")  # tolerate a BOM
         except UnicodeDecodeError as e:
             result.errors.append(f"{where}: not UTF-8 (byte {e.start}: {line[e.start:e.start + 1]!r})")
             continue

@@ -36,6 +36,12 @@ def fence(text: str, label: str) -> str:
     return f"<<<BEGIN {label}>>>\n{clean}\n<<<END {label}>>>"
 
 
+def inline(text: str) -> str:
+    """Untrusted text shown outside a fence (a case id): one line, markers defanged."""
+    one_line = " ".join(str(text).split())
+    return _FENCE.sub(lambda m: m.group(0).replace("<", "‹").replace(">", "›"), one_line).replace("【", "[").replace("】", "]")
+
+
 @cache
 def _environment(prompts_root: str) -> SandboxedEnvironment:
     env = SandboxedEnvironment(
@@ -43,6 +49,7 @@ def _environment(prompts_root: str) -> SandboxedEnvironment:
         trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=False, autoescape=False,
     )
     env.filters["fence"] = fence
+    env.filters["inline"] = inline
     env.filters["num"] = lambda x: f"{x:g}" if isinstance(x, float) else str(x)
     return env
 

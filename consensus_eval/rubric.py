@@ -274,13 +274,16 @@ class DimensionScore(BaseModel):
 def derive(dimension: Dimension, judgment: Judgment) -> DimensionScore:
     """Re-derive a dimension's score from a judgment's deductions and fixed penalties.
 
-    Each category takes off ``min(sum of its deductions, cap)``; fixed penalties are taken off
-    outside the caps; the result is floored at 0. Raises ``ValueError`` for a deduction whose
+    Each category takes off ``min(sum of its deductions, cap)``; each fixed penalty that applies is
+    taken off once, outside the caps; the result is floored at 0. Raises ``ValueError`` for a deduction whose
     category or type the dimension does not have (judgments are validated before they get here).
     """
     per_cat: dict[str, list[float]] = {c.id: [] for c in dimension.categories}
     for d in judgment.deductions:
-        cat, typ = dimension.find_type(d.type)
+        try:
+            cat, typ = dimension.find_type(d.type)
+        except KeyError:
+            raise ValueError(f"dimension {dimension.id!r} has no deduction type {d.type!r}") from None
         if cat.id != d.category:
             raise ValueError(f"deduction type {d.type!r} belongs to category {cat.id!r}, not {d.category!r}")
         if not typ.accepts(d.points):
@@ -291,7 +294,11 @@ def derive(dimension: Dimension, judgment: Judgment) -> DimensionScore:
                       taken=min(sum(per_cat[c.id]), c.cap), n=len(per_cat[c.id]))
         for c in dimension.categories
     ]
-    penalties = sum(dimension.penalties_by_id[p.id].points for p in judgment.fixed_penalties)
+    unknown = [p.id for p in judgment.fixed_penalties if p.id not in dimension.penalties_by_id]
+    if unknown:
+        raise ValueError(f"dimension {dimension.id!r} has no fixed penalty {unknown[0]!r}")
+    # a fixed penalty applies once, however many times a judge lists it ("直接扣10分")
+    penalties = sum(dimension.penalties_by_id[pid].points for pid in dict.fromkeys(p.id for p in judgment.fixed_penalties))
     score = max(0.0, dimension.max - sum(c.taken for c in cats) - penalties)
     score = round(score, 9)
     if math.isclose(score, round(score)):

@@ -131,9 +131,6 @@ def test_conversation_int_names_both_accepted_shapes():
     assert "valid string" in res.errors[0] and "valid list" in res.errors[0]
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: Case.important is a lax pydantic bool, so the string "
-                   "\"yes\" (also \"true\", \"on\", \"1\", 1) is silently coerced to True instead of being "
-                   "rejected as a wrong type")
 def test_important_string_is_rejected():
     path = BAD / "cases_important_yes.jsonl"
     res = load_cases(path, skip_invalid=True)

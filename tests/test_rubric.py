@@ -395,8 +395,6 @@ def test_fixed_penalty_outside_caps():
     assert (numbers.deducted, numbers.taken) == (12, 8)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: derive() sums a fixed penalty once per PenaltyHit; the same "
-                   "fixed penalty listed twice takes 20 points instead of the fixed 10")
 def test_fixed_penalty_counts_once():
     acc = RUBRIC.dimension("accuracy")
     # seed: 糖尿病写入既往史 "直接扣10分" is one fixed penalty, not per occurrence: 40 - 10 = 30
@@ -486,8 +484,6 @@ def test_points_within_tolerance_are_accepted():
     assert derive(comp, _judgment("completeness", ("chief_complaint", "cc_nonstandard", 2 + 1e-12))).score == 33
 
 
-@pytest.mark.xfail(strict=True, raises=KeyError, reason="BUG: derive() docstring promises ValueError for a "
-                   "deduction type the dimension does not have; Dimension.find_type raises KeyError instead")
 def test_unknown_type_raises_value_error():
     with pytest.raises(ValueError):
         derive(RUBRIC.dimension("accuracy"), _judgment("accuracy", ("numbers", "colloquial", 1)))
