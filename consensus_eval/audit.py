@@ -132,6 +132,11 @@ class DimensionAudit(BaseModel):
     star_gap: int
     judges: list[JudgeView]
 
+    @property
+    def quiet(self) -> bool:
+        """True when every judge answered and none deducted anything (nothing to look at)."""
+        return all(v.runs_ok and not v.deductions for v in self.judges)
+
 
 class CaseAudit(BaseModel):
     """The audit of one case: its place in the ranking, the score's parts, and the details.
@@ -153,6 +158,16 @@ class CaseAudit(BaseModel):
     flags: list[str]
     dimensions: list[DimensionAudit]
     mismatch_runs: list[Mismatch]
+
+    def errors_by_judge(self) -> dict[str, list[str]]:
+        """Each judge's distinct error messages over the dimensions (judges without errors left out)."""
+        out: dict[str, list[str]] = {}
+        for dim in self.dimensions:
+            for v in dim.judges:
+                for e in v.errors:
+                    if e not in out.setdefault(v.judge, []):
+                        out[v.judge].append(e)
+        return {j: es for j, es in out.items() if es}
 
     def singleton_deductions(self) -> list[AuditDeduction]:
         """Every deduction (per run) that only its judge made."""

@@ -38,9 +38,11 @@ def print_audit(console: Console, audits: list[CaseAudit], top: int) -> None:
         if a.status == "failed":
             _print_failures(console, a)
             continue
-        for dim in a.dimensions:
-            if _worth_showing(dim):
-                console.print(dimension_table(dim))
+        shown_dims = [dim for dim in a.dimensions if not dim.quiet]
+        for dim in shown_dims:
+            console.print(dimension_table(dim))
+        if not shown_dims:
+            console.print(Text("  no judge deducted anything; every judge gave full marks", style="dim"))
         _print_singletons(console, a)
         _print_mismatches(console, a.mismatch_runs)
 
@@ -62,7 +64,7 @@ def dimension_table(dim: DimensionAudit) -> Table:
     """The judges of one dimension side by side: one column per judge, its deductions in the cell."""
     panel = fmt_num(dim.panel_score) or "-"
     t = Table(title=Text(f"{dim.name} ({dim.dimension}, /{fmt_num(dim.max)}; panel {panel}, star gap {dim.star_gap})"),
-              show_lines=True, expand=True)
+              show_lines=True, expand=len(dim.judges) > 1)
     for v in dim.judges:
         head = f"{v.judge}\n{fmt_num(v.score) or '-'}" + (f" ({v.stars}★)" if v.stars else "")
         t.add_column(Text(head))
@@ -94,15 +96,9 @@ def _deduction_text(d: AuditDeduction) -> Text:
     return t
 
 
-def _worth_showing(dim: DimensionAudit) -> bool:
-    """A dimension is shown when some judge deducted, failed, or the judges' stars differ."""
-    return dim.star_gap > 0 or any(v.deductions or not v.runs_ok for v in dim.judges)
-
-
 def _print_failures(console: Console, a: CaseAudit) -> None:
     """A case no judge answered: one line per judge with its distinct errors."""
-    for judge in (v.judge for v in a.dimensions[0].judges) if a.dimensions else ():
-        errors = dict.fromkeys(e for dim in a.dimensions for v in dim.judges if v.judge == judge for e in v.errors)
+    for judge, errors in a.errors_by_judge().items():
         console.print(Text(f"  {judge}: failed: " + "; ".join(errors), style="red"))
 
 
