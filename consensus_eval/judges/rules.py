@@ -546,13 +546,13 @@ _INSULIN_NOT_DRUG_AFTER = re.compile(r"抵抗|分泌|释放|水平|敏感|功能
 _INSULIN_NOT_DRUG_BEFORE = re.compile(r"(?:空腹|餐后|血清|血|内源性|胰岛|自身)$")
 _NEG_USE = re.compile(r"(?:否认|未曾|从未|从来没|未|没有|没|无|不|拒绝)(?:曾|再)?"
                       r"(?:使用|应用|服用|口服|注射|用过|用|服过|服|打过|打|吃过|吃|予|加用|接受)")
-_NEG_USE_AFTER = re.compile(r"^[^,;。]{0,3}(?:没用过|没打过|没吃过|没用|不用|没有用|未用|未使用)")
+_NEG_USE_AFTER = re.compile(r"[^,;。]{0,3}(?:没用过|没打过|没吃过|没用|不用|没有用|未用|未使用)")
 _STOPPED = re.compile(r"停用|停药|停掉|已停|停服|停了")
 _ONCE_USED = re.compile(r"曾(?:经)?(?:口服|服用|使用|用|注射|应用)?$")
 _TREATMENT_MODE = re.compile(r"^\s*(?:口服|皮下注射|注射|静脉)?\s*(?:等)?\s*(?:药物)?\s*治疗")
 _CONNECTOR_ONLY = re.compile(r"^[^,;。]*?[、及和与/+]\s*$")
-_FORM_ORAL = re.compile(r"^(?:钙|钠|钾|盐酸|酒石酸|琥珀酸)?(?:缓释片|控释片|肠溶片|分散片|咀嚼片|片|胶囊|颗粒|滴丸)")
-_FORM_INJECTION = re.compile(r"^(?:注射液|注射笔|笔)")
+_FORM_ORAL = re.compile(r"(?:钙|钠|钾|盐酸|酒石酸|琥珀酸)?(?:缓释片|控释片|肠溶片|分散片|咀嚼片|片|胶囊|颗粒|滴丸)")
+_FORM_INJECTION = re.compile(r"(?:注射液|注射笔|笔)")
 _DOSE = re.compile(r"(?P<num>\d+(?:\.\d+)?|[零一二两三四五六七八九十百半]+)\s*"
                    r"(?P<unit>mg|毫克|μg|ug|mcg|微克|IU|iu|U|u|个单位|单位|g|克|片|粒|支|袋|ml|mL|毫升)(?![A-Za-z])")
 _DOSE_UNITS = {"mg": ("mass", 1.0), "毫克": ("mass", 1.0), "μg": ("mass", 0.001), "ug": ("mass", 0.001),
@@ -992,7 +992,7 @@ def _conversation_drugs(doc: _Doc) -> list[_ConvDrug]:
                                        first_text)) and not _NEG_CONV.match(first_text)
         else:
             q = doc.question_before(ti)
-            in_use = not negated and not _HYPOTHETICAL.search(clause) and rel is not True \
+            in_use = not negated and not _HYPOTHETICAL.search(clause) and rel is not True and "过敏" not in clause \
                 and not (q and _FAMILY_QUESTION.search(q))
         # window: the rest of the turn up to the next drug, then up to two drug-free turns after it
         nxt_drug = hits[idx + 1].start if idx + 1 < len(hits) else len(doc.cv)

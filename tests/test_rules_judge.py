@@ -1,0 +1,625 @@
+"""The deterministic rules judge (consensus_eval/judges/rules.py): each check on positive and negative
+hand-written cases, then the whole judge on examples/cases.jsonl against the defects planted there."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from consensus_eval._errors import InputError
+from consensus_eval.cases import Case, Turn, load_cases
+from consensus_eval.judges.rules import RULES_VERSION, check_case, require_compatible
+from consensus_eval.rubric import Rubric, derive, load_rubric
+
+RUBRIC = load_rubric("medical_record")
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "cases.jsonl"
+
+# A small, clean case: every check below changes one thing in it.
+CONV = """医生：您好，哪里不舒服？
+患者：我糖尿病3年了，最近半年口干、喝水多。
+医生：3年前是怎么发现的？
+患者：3年前体检空腹血糖7.9，诊断的2型糖尿病。
+医生：现在吃什么药？
+患者：二甲双胍片500毫克，一天两次，饭后吃。
+医生：今天空腹9.6，糖化8.1%，血压130/80。有没有手脚麻、看东西模糊？
+患者：都没有。
+医生：有没有高血压、冠心病？
+患者：都没有。
+医生：家里有人有糖尿病吗？
+患者：我母亲有糖尿病。
+医生：抽烟喝酒吗？
+患者：不抽烟，不喝酒。"""
+
+RECORD = """主诉：血糖升高3年，口干、多饮6个月。
+现病史：患者3年前体检发现空腹血糖7.9mmol/L，诊断为“2型糖尿病”，予二甲双胍片500mg 每日2次 餐后口服。近6个月口干、多饮。今日查空腹血糖9.6mmol/L，HbA1c 8.1%，血压130/80mmHg。无肢体麻木、视物模糊。
+既往史：否认高血压、冠心病病史。
+家族史：母亲患糖尿病。
+个人史：否认吸烟、饮酒。"""
+
+
+def judge(record: str = RECORD, conversation: str | list[Turn] = CONV) -> dict:
+    return check_case(Case(id="t", conversation=conversation, record=record), RUBRIC)
+
+
+def found(judgments: dict) -> list[str]:
+    """Every deduction type and fixed penalty id, in order."""
+    return [d.type for j in judgments.values() for d in j.deductions] + \
+           [p.id for j in judgments.values() for p in j.fixed_penalties]
+
+
+def hits(judgments: dict, type_id: str) -> list:
+    return [d for j in judgments.values() for d in [*j.deductions, *j.fixed_penalties]
+            if getattr(d, "type", getattr(d, "id", None)) == type_id]
+
+
+def edit(old: str, new: str, text: str = RECORD) -> str:
+    assert old in text, old
+    return text.replace(old, new)
+
+
+def with_past_history(body: str) -> str:
+    return edit("既往史：否认高血压、冠心病病史。", f"既往史：{body}")
+
+
+# --------------------------------------------------------------------------- the baseline and the API
+
+
+def test_clean_case_has_no_findings():
+    js = judge()
+    assert list(js) == ["accuracy", "completeness", "standardization"]
+    assert found(js) == []
+    assert all(j.comment == "rules: 0 findings" and j.claimed_score is None and j.claimed_stars is None
+               for j in js.values())
+
+
+def test_same_case_same_output_and_version():
+    rec = edit("500mg 每日2次 餐后口服", "一天两次")
+    assert judge(rec) == judge(rec)
+    assert RULES_VERSION == "1"
+
+
+def test_points_come_from_the_rubric_low_end_and_comment_counts():
+    js = judge(edit("个人史：否认吸烟、饮酒。", "个人史：无特殊。"))  # personal_unrecorded is [1, 2]
+    d = hits(js, "personal_unrecorded")
+    assert [x.points for x in d] == [1.0, 1.0]  # smoking and drinking, once each
+    assert js["completeness"].comment == "rules: 2 findings"
+
+
+def test_require_compatible_rejects_a_rubric_without_the_ids():
+    require_compatible(RUBRIC)
+    data = RUBRIC.model_dump()
+    terms = data["dimensions"][2]["categories"][0]
+    terms["types"] = [t for t in terms["types"] if t["id"] != "colloquial"]
+    other = Rubric.model_validate(data)
+    with pytest.raises(InputError, match=r"standardization\.terminology\.colloquial"):
+        require_compatible(other)
+    with pytest.raises(InputError, match="rules judge"):
+        check_case(Case(id="t", conversation=CONV, record=RECORD), other)
+
+
+def test_require_compatible_names_a_missing_dimension_and_penalty():
+    data = RUBRIC.model_dump()
+    data["dimensions"][0]["fixed_penalties"] = []
+    data["dimensions"] = [data["dimensions"][0]]
+    with pytest.raises(InputError) as e:
+        require_compatible(Rubric.model_validate(data))
+    assert "dimension completeness" in str(e.value) and "fixed penalty accuracy.diabetes_in_past_history" in str(e.value)
+
+
+# --------------------------------------------------------------------------- 1. sections
+
+
+@pytest.mark.parametrize("style", [
+    "{name}:{body}", "{name}：{body}", "  {name}：{body}", "【{name}】{body}", "**{name}**：{body}",
+    "{n}. {name}：{body}", "{name}\n{body}",
+])
+def test_headings_in_many_styles(style):
+    parts = [line.split("：", 1) for line in RECORD.splitlines()]
+    rec = "\n".join(style.format(name=n, body=b, n=i + 1) for i, (n, b) in enumerate(parts))
+    assert found(judge(rec)) == []
+
+
+def test_headings_on_one_line():
+    assert found(judge(RECORD.replace("\n", ""))) == []
+
+
+def test_missing_family_history_quotes_the_conversation():
+    js = judge(edit("家族史：母亲患糖尿病。\n", ""))
+    (d,) = hits(js, "fh_absent")
+    assert d.category == "family_history" and d.points == 4 and d.evidence == "我母亲有糖尿病"
+    assert found(js) == ["fh_absent"]
+
+
+def test_missing_chief_complaint_takes_both_types():
+    js = judge(edit("主诉：血糖升高3年，口干、多饮6个月。\n", ""))
+    assert sorted(found(js)) == ["cc_duration_missing", "cc_symptom_missing"]
+
+
+def test_missing_present_illness_takes_its_four_parts():
+    rec = "\n".join(line for line in RECORD.splitlines() if not line.startswith("现病史"))
+    js = judge(rec)
+    assert {d.type for d in js["completeness"].deductions} == {
+        "pi_initial_diagnosis_missing", "pi_treatment_missing", "pi_recent_missing", "pi_complications_missing"}
+
+
+def test_missing_past_history():
+    rec = edit("既往史：否认高血压、冠心病病史。\n", "")
+    assert found(judge(rec)) == ["ph_important_missing"]
+    conv = edit("患者：都没有。\n医生：家里", "患者：有高血压，5年了。\n医生：家里", CONV)
+    assert found(judge(rec, conv)) == ["ph_hypertension_missing"]
+
+
+def test_no_headings_is_structure_confused_only():
+    rec = "".join(line.split("：", 1)[1] for line in RECORD.splitlines())
+    assert found(judge(rec)) == ["structure_confused"]  # section checks are skipped, content checks run
+
+
+def test_wrong_order_once():
+    lines = RECORD.splitlines()
+    rec = "\n".join([lines[4], lines[2], lines[0], lines[3], lines[1]])
+    js = judge(rec)
+    assert found(js) == ["order_error"]
+    assert "应为主诉→现病史→既往史→家族史→个人史" in js["standardization"].deductions[0].reason
+
+
+def test_other_headings_end_a_section():
+    rec = RECORD + "\n诊断：2型糖尿病\n处理意见：继续二甲双胍片500mg 每日2次 餐后口服。"
+    assert found(judge(rec)) == []
+
+
+# --------------------------------------------------------------------------- 2. diabetes in past history
+
+
+@pytest.mark.parametrize("body", [
+    "2型糖尿病病史10年，否认高血压。",
+    "否认高血压，有糖尿病史。",
+    "否认高血压但有糖尿病。",
+    "高血压、糖尿病病史5年。",
+    "否认冠心病；T2DM 8年。",
+    "糖尿病肾病3年。",
+    "高血压病史5年\n糖尿病病史3年",
+])
+def test_affirmed_diabetes_in_past_history(body):
+    rec = with_past_history(body)
+    (p,) = check_case(Case(id="t", conversation=CONV, record=rec), RUBRIC)["accuracy"].fixed_penalties
+    assert p.id == "diabetes_in_past_history" and p.evidence and p.evidence in rec
+
+
+def test_diabetes_penalty_is_ten_points_outside_the_caps():
+    js = judge(with_past_history("2型糖尿病病史3年，否认高血压。"))
+    assert found(js) == ["diabetes_in_past_history"]
+    assert derive(RUBRIC.dimension("accuracy"), js["accuracy"]).score == 30
+
+
+@pytest.mark.parametrize("body", [
+    "否认高血压、糖尿病、冠心病病史。",
+    "无糖尿病。",
+    "否认糖尿病。",
+    "无高血压及糖尿病病史。",
+    "高血压、糖尿病病史均否认。",
+    "糖尿病(-)，高血压(-)。",
+    "糖尿病史不详。",
+    "妊娠期糖尿病史，产后血糖正常。",
+    "有糖尿病家族史。",
+    "父亲糖尿病。",
+    "糖尿病前期2年。",
+    "没有糖尿病、冠心病。",
+])
+def test_negated_or_other_diabetes_mentions_do_not_trigger(body):
+    assert judge(with_past_history(body))["accuracy"].fixed_penalties == []
+
+
+def test_diabetes_outside_past_history_does_not_trigger():
+    rec = edit("近6个月口干", "既往有糖尿病史3年。近6个月口干")
+    assert judge(rec)["accuracy"].fixed_penalties == []
+
+
+# --------------------------------------------------------------------------- 3. colloquial terms
+
+
+@pytest.mark.parametrize("phrase, standard", [
+    ("尿很多", "多尿"), ("看不清楚", "视物模糊"), ("脚麻", "下肢麻木"), ("经常口渴", "多饮"), ("没劲", "乏力"),
+    ("手脚发麻", "肢端麻木"), ("老是饿", "多食"), ("上厕所", "排尿/尿频"),
+])
+def test_colloquial_terms(phrase, standard):
+    js = judge(edit("近6个月口干、多饮。", f"近6个月口干、多饮，{phrase}。"))
+    (d,) = js["standardization"].deductions
+    assert (d.type, d.category, d.points, d.evidence) == ("colloquial", "terminology", 1, phrase)
+    assert standard in d.reason
+
+
+def test_colloquial_each_occurrence_and_blood_sugar():
+    js = judge(edit("主诉：血糖升高3年", "主诉：血糖高3年", edit("近6个月口干、多饮。", "近6个月血糖高，口干、多饮。")))
+    assert [d.evidence for d in js["standardization"].deductions] == ["血糖高", "血糖高"]
+
+
+def test_thirst_alone_is_colloquial_but_not_beside_polydipsia():
+    assert found(judge(edit("口干、多饮6个月", "口渴6个月"))) == ["colloquial"]
+    assert found(judge(edit("口干、多饮6个月", "口渴、多饮6个月"))) == []
+
+
+@pytest.mark.parametrize("text", ["血糖升高", "血糖高于正常", "血糖高峰出现在餐后", "双足麻木", "口干", "多尿"])
+def test_standard_terms_are_not_colloquial(text):
+    assert found(judge(edit("近6个月口干、多饮。", f"近6个月口干、多饮，{text}。"))) == []
+
+
+# --------------------------------------------------------------------------- 4. vague time
+
+
+@pytest.mark.parametrize("phrase", ["很久以前", "最近", "前段时间", "这几天", "近期", "多年前", "一段时间"])
+def test_vague_time(phrase):
+    js = judge(edit("近6个月口干、多饮。", f"{phrase}口干、多饮。"))
+    assert [(d.type, d.evidence) for d in js["standardization"].deductions] == [("time_vague", phrase)]
+
+
+def test_clause_initial_before_is_vague():
+    js = judge(edit("近6个月口干、多饮。", "近6个月口干、多饮，以前血糖控制可。"))
+    assert found(js) == ["time_vague"]
+
+
+@pytest.mark.parametrize("text", ["最近3个月口干、多饮。", "近6个月口干、多饮，最近一次HbA1c 8.1%。",
+                                  "最近两周口干、多饮。", "近6个月口干、多饮，服药之前血糖更高。"])
+def test_concrete_times_are_not_vague(text):
+    assert "time_vague" not in found(judge(edit("近6个月口干、多饮。", text)))
+
+
+# --------------------------------------------------------------------------- 5. drug writing
+
+
+def test_drug_without_dose_and_route():
+    js = judge(edit("二甲双胍片500mg 每日2次 餐后口服", "二甲双胍 一天两次"))  # the seed's own bad example
+    ds = {d.type: d for d in js["standardization"].deductions}
+    assert set(ds) == {"dose_unclear", "usage_unclear"}
+    assert ds["dose_unclear"].evidence == "二甲双胍 一天两次" and ds["dose_unclear"].category == "drug_writing"
+    assert "给药途径" in ds["usage_unclear"].reason and "频率" not in ds["usage_unclear"].reason
+
+
+def test_drug_without_frequency():
+    js = judge(edit("二甲双胍片500mg 每日2次 餐后口服", "口服二甲双胍500mg"))
+    assert found(js) == ["usage_unclear"] and "用药频率" in js["standardization"].deductions[0].reason
+
+
+def test_tablet_form_implies_oral_route():
+    assert found(judge(edit("500mg 每日2次 餐后口服", "500mg 每日2次"))) == []
+
+
+def test_injected_insulin_is_nonstandard_when_the_conversation_names_it():
+    conv = edit("二甲双胍片500毫克，一天两次，饭后吃。", "二甲双胍片500毫克，一天两次，饭后吃；还打甘精胰岛素，睡前12个单位。", CONV)
+    rec = edit("餐后口服。", "餐后口服，打胰岛素。")
+    assert sorted(found(judge(rec, conv))) == ["dose_unclear", "drug_name_nonstandard", "usage_unclear"]
+    rec_ok = edit("餐后口服。", "餐后口服，甘精胰岛素12U 睡前皮下注射。")
+    assert found(judge(rec_ok, conv)) == []
+
+
+@pytest.mark.parametrize("said, sentence", [
+    ("没用过胰岛素。", "未使用胰岛素。"),
+    ("以前吃过格列美脲，后来停了。", "曾口服格列美脲，后停用。"),
+    ("怀孕时打过胰岛素。", "3年前孕期予胰岛素治疗。"),
+    ("我对阿司匹林过敏。", "对阿司匹林过敏。"),
+])
+def test_drug_mentions_that_need_no_dose(said, sentence):
+    conv = edit("都没有。\n医生：家里", f"都没有。{said}\n医生：家里", CONV)
+    assert found(judge(edit("近6个月口干", sentence + "近6个月口干"), conv)) == []
+
+
+def test_enumerated_drugs_share_their_usage():
+    conv = edit("饭后吃。", "饭后吃，阿卡波糖50毫克一天三次。", CONV)
+    rec = edit("予二甲双胍片500mg 每日2次 餐后口服", "予二甲双胍片500mg、阿卡波糖片50mg 每日3次 口服")
+    assert "usage_unclear" not in found(judge(rec, conv))
+
+
+def test_brand_name_is_nonstandard():
+    conv = edit("二甲双胍片500毫克", "格华止500毫克", CONV)
+    js = judge(edit("二甲双胍片500mg", "格华止500mg"), conv)
+    (d,) = js["standardization"].deductions
+    assert (d.type, d.evidence) == ("drug_name_nonstandard", "格华止") and "二甲双胍" in d.reason
+
+
+# --------------------------------------------------------------------------- 6. numbers
+
+
+def test_wrong_value_names_both_values():
+    js = judge(edit("今日查空腹血糖9.6mmol/L", "今日查空腹血糖8.6mmol/L"))
+    (d,) = js["accuracy"].deductions
+    assert (d.type, d.category, d.points) == ("value_error", "numbers", 2)
+    assert d.reason == "对话中空腹血糖为9.6，病历记为8.6" and d.evidence == "空腹血糖8.6mmol/L"
+
+
+def test_fabricated_value():
+    js = judge(edit("血压130/80mmHg。", "血压130/80mmHg，甘油三酯2.3mmol/L。"))
+    (d,) = js["accuracy"].deductions
+    assert d.type == "value_error" and d.reason == "对话中未提及甘油三酯2.3"
+
+
+def test_value_missing_from_record():
+    js = judge(edit("，HbA1c 8.1%", ""))
+    (d,) = js["accuracy"].deductions
+    assert (d.type, d.points, d.evidence) == ("value_missing", 1.5, "糖化8.1%")
+
+
+def test_blood_pressure_missing_and_wrong():
+    assert found(judge(edit("，血压130/80mmHg", ""))) == ["value_missing"]
+    js = judge(edit("血压130/80mmHg", "血压150/80mmHg"))
+    assert [d.reason for d in js["accuracy"].deductions] == ["对话中血压为130/80，病历记为150/80"]
+
+
+def test_unit_error_without_value_error():
+    js = judge(edit("空腹血糖9.6mmol/L", "空腹血糖9.6mg/dL"))
+    assert [(d.type, d.points) for d in js["accuracy"].deductions] == [("unit_error", 1)]
+
+
+@pytest.mark.parametrize("said", ["空腹九点六", "空腹是９.６", "空腹9.60"])
+def test_numbers_are_normalised(said):
+    assert found(judge(conversation=edit("空腹9.6", said, CONV))) == []
+
+
+def test_targets_and_weights_in_jin():
+    conv = edit("都没有。\n医生：家里", "都没有。体重150斤，空腹血糖要控制在7以下。\n医生：家里", CONV)
+    rec = edit("，血压130/80mmHg", "，血压130/80mmHg，体重75kg")
+    assert found(judge(rec, conv)) == []
+
+
+def test_values_of_another_kind_are_not_confused():
+    conv = edit("今天空腹9.6", "今天空腹9.6，餐后两小时12.5", CONV)
+    js = judge(edit("今日查空腹血糖9.6mmol/L", "今日查空腹血糖9.6mmol/L，餐后2小时血糖12.5mmol/L"), conv)
+    assert found(js) == []
+
+
+# --------------------------------------------------------------------------- 6. doses, usage, durations
+
+
+def test_dose_error():
+    js = judge(edit("二甲双胍片500mg", "二甲双胍片1000mg"))
+    (d,) = js["accuracy"].deductions
+    assert (d.type, d.category, d.points) == ("dose_error", "drugs", 2)
+    assert d.reason == "对话中二甲双胍剂量为500毫克，病历记为1000mg"
+
+
+@pytest.mark.parametrize("said, written", [
+    ("二甲双胍缓释片，500毫克一片，每天吃2片", "二甲双胍缓释片1000mg 每日1次 口服"),
+    ("二甲双胍片0.5克，一天两次，饭后吃", "二甲双胍片500mg 每日2次 餐后口服"),
+])
+def test_equivalent_doses(said, written):
+    conv = edit("二甲双胍片500毫克，一天两次，饭后吃", said, CONV)
+    assert found(judge(edit("二甲双胍片500mg 每日2次 餐后口服", written), conv)) == []
+
+
+def test_frequency_and_timing_errors():
+    assert found(judge(edit("每日2次", "每日3次"))) == ["usage_error"]
+    conv = edit("饭后吃。", "饭后吃；甘精胰岛素12个单位，睡前打。", CONV)
+    rec = edit("餐后口服。", "餐后口服，甘精胰岛素12U 每日1次 早餐前皮下注射。")
+    js = judge(rec, conv)
+    assert found(js) == ["usage_error"] and "睡前" in js["accuracy"].deductions[0].reason
+
+
+def test_duration_errors():
+    js = judge(edit("主诉：血糖升高3年", "主诉：血糖升高5年"))
+    (d,) = js["accuracy"].deductions
+    assert (d.type, d.category) == ("time_error", "timeline") and "5年" in d.reason
+    assert found(judge(edit("近6个月", "近半年"))) == []
+    dated = edit("我糖尿病3年了", "我2021年查出糖尿病", CONV)
+    assert "time_error" not in found(judge(edit("主诉：血糖升高3年", "主诉：血糖升高5年"), dated))
+
+
+# --------------------------------------------------------------------------- 7. drug names
+
+
+def test_drug_in_record_not_in_conversation():
+    js = judge(edit("餐后口服。", "餐后口服，阿卡波糖片50mg 每日3次 随餐嚼服。"))
+    assert [(d.type, d.points, d.reason) for d in js["accuracy"].deductions] == [
+        ("drug_name_error", 3, "对话中未提及阿卡波糖")]
+
+
+def test_wrong_drug_of_the_same_class_is_one_error():
+    js = judge(edit("二甲双胍片500mg", "格列齐特片500mg"), edit("二甲双胍片500毫克", "格列美脲片500毫克", CONV))
+    assert [(d.type, d.reason) for d in js["accuracy"].deductions] == [
+        ("drug_name_error", "对话中为格列美脲，病历记为格列齐特")]
+
+
+def test_drug_missing_from_record():
+    conv = edit("饭后吃。", "饭后吃。还有西格列汀100毫克，每天1次。", CONV)
+    js = judge(conversation=conv)
+    (d,) = js["accuracy"].deductions
+    assert (d.type, d.points) == ("drug_missing", 2) and "西格列汀" in d.evidence
+
+
+@pytest.mark.parametrize("turns", [
+    "医生：用过胰岛素吗？\n患者：没有，没用过胰岛素。",
+    "医生：用过胰岛素吗？\n患者：没有。",
+    "医生：我再给您加上西格列汀100毫克，每天一次。\n患者：好的。",
+    "医生：以后可能要打胰岛素。\n患者：好。",
+    "医生：您母亲用什么药？\n患者：我妈打胰岛素。",
+])
+def test_drugs_the_record_need_not_carry(turns):
+    assert found(judge(conversation=CONV + "\n" + turns)) == []
+
+
+def test_confirmed_drug_is_required():
+    conv = CONV + "\n医生：您是不是也在吃阿司匹林？\n患者：对，每天一片。"
+    assert found(judge(conversation=conv)) == ["drug_missing"]
+
+
+# --------------------------------------------------------------------------- 8. chief complaint
+
+
+@pytest.mark.parametrize("cc, missing", [
+    ("多饮、血糖控制不佳。", True), ("血糖升高。", True), ("血糖升高10余年。", False), ("多饮半年。", False),
+    ("口干、多饮2周。", False),
+])
+def test_chief_complaint_duration(cc, missing):
+    js = judge(edit("血糖升高3年，口干、多饮6个月。", cc))
+    assert ("cc_duration_missing" in found(js)) is missing
+
+
+# --------------------------------------------------------------------------- 9. family and personal history
+
+
+def test_family_history_without_the_diabetes_said():
+    js = judge(edit("家族史：母亲患糖尿病。", "家族史：不详。"))
+    (d,) = js["completeness"].deductions
+    assert (d.type, d.points, d.evidence) == ("fh_diabetes_missing", 3, "我母亲有糖尿病")
+    js = judge(edit("家族史：母亲患糖尿病。", "家族史：否认家族遗传病史。"))
+    assert found(js) == ["fh_diabetes_missing"]
+
+
+def test_family_other_disease():
+    conv = edit("我母亲有糖尿病。", "我母亲有糖尿病，父亲有高血压。", CONV)
+    assert found(judge(conversation=conv)) == ["fh_other_missing"]
+    assert found(judge(edit("母亲患糖尿病。", "母亲患糖尿病，父亲患高血压。"), conv)) == []
+
+
+@pytest.mark.parametrize("answer", ["没有，我父母都没有糖尿病。", "我父母那一辈没听说有糖尿病。", "不清楚。",
+                                    "没有，我爸有高血压。"])
+def test_family_history_not_affirmed(answer):
+    conv = edit("我母亲有糖尿病。", answer, CONV)
+    rec = edit("家族史：母亲患糖尿病。", "家族史：否认糖尿病家族史。")
+    assert "fh_diabetes_missing" not in found(judge(rec, conv))
+
+
+def test_family_member_speaking_about_the_patient():
+    conv = [Turn(role="doctor", text="家里有人有糖尿病吗？"), Turn(role="family", text="我爸就是糖尿病14年了，他妈妈也有。")]
+    rec = edit("家族史：母亲患糖尿病。", "家族史：祖母患糖尿病。")
+    js = judge(rec, conv)
+    assert "fh_diabetes_missing" not in found(js) and "ph_hypertension_missing" not in found(js)
+    rec_bad = edit("家族史：母亲患糖尿病。", "家族史：不详。")
+    assert hits(judge(rec_bad, conv), "fh_diabetes_missing")[0].evidence == "他妈妈也有"
+
+
+def test_personal_history_unrecorded_once_per_topic():
+    rec = edit("\n个人史：否认吸烟、饮酒。", "")
+    js = judge(rec)
+    assert [(d.type, d.evidence) for d in js["completeness"].deductions] == [
+        ("personal_unrecorded", "不抽烟"), ("personal_unrecorded", "不抽烟")] or \
+        [d.type for d in js["completeness"].deductions] == ["personal_unrecorded"] * 2
+    assert "吸烟" in js["completeness"].deductions[0].reason and "饮酒" in js["completeness"].deductions[1].reason
+
+
+def test_personal_topics_only_when_the_patient_speaks_of_them():
+    conv = CONV + "\n医生：以后要多运动，少吃甜食。\n患者：好的。"
+    assert found(judge(conversation=conv)) == []
+    conv = CONV + "\n医生：平时运动吗？\n患者：很少。"
+    assert found(judge(conversation=conv)) == ["personal_unrecorded"]
+    assert found(judge(edit("否认吸烟、饮酒。", "否认吸烟、饮酒，缺乏运动。"), conv)) == []
+
+
+# --------------------------------------------------------------------------- 10. past history, present illness, diagnosis
+
+
+@pytest.mark.parametrize("answer, expected", [
+    ("有高血压，5年了。", ["ph_hypertension_missing"]),
+    ("有，5年了。", []),  # a question about two diseases: a bare yes is not attributed
+    ("血脂有点高，没吃药。", ["ph_hyperlipidemia_missing"]),
+    ("冠心病3年，放过支架。", ["ph_chd_missing"]),
+    ("我没有高血压，也没有冠心病。", []),
+    ("我老伴有高血压。", []),
+    ("不知道有没有高血压。", []),
+])
+def test_past_history_diseases(answer, expected):
+    conv = edit("患者：都没有。\n医生：家里", f"患者：{answer}\n医生：家里", CONV)
+    assert found(judge(conversation=conv)) == expected
+
+
+def test_single_topic_question_answered_yes():
+    conv = CONV + "\n医生：血压高吗？\n患者：有，吃着药呢。"
+    assert found(judge(conversation=conv)) == ["ph_hypertension_missing"]
+
+
+def test_comorbidity_recorded_elsewhere_is_not_missing():
+    conv = edit("患者：都没有。\n医生：家里", "患者：有高血压，5年了。\n医生：家里", CONV)
+    rec = edit("否认高血压、冠心病病史。", "高血压病史5年；否认冠心病病史。")
+    assert found(judge(rec, conv)) == []
+
+
+def test_present_illness_without_complications():
+    js = judge(edit("无肢体麻木、视物模糊。", ""))
+    assert found(js) == ["pi_complications_missing"]
+
+
+def test_diabetes_type_error_and_missing_complication():
+    js = judge(edit("诊断为“2型糖尿病”", "诊断为“1型糖尿病”"))
+    assert [(d.type, d.points) for d in js["accuracy"].deductions] == [("diagnosis_error", 3)]
+    conv = CONV + "\n医生：尿蛋白高，诊断糖尿病肾病。\n患者：好的。"
+    js = judge(conversation=conv)
+    assert [(d.type, d.evidence) for d in js["accuracy"].deductions] == [("diagnosis_missing", "诊断糖尿病肾病")]
+    assert found(judge(edit("无肢体麻木", "诊断糖尿病肾病。无肢体麻木"), conv)) == []
+
+
+# --------------------------------------------------------------------------- de-duplication and evidence
+
+
+def test_evidence_is_quoted_from_the_record_or_conversation():
+    rec = edit("血糖升高3年，口干、多饮6个月", "血糖高，口渴", edit("500mg 每日2次 餐后口服", "一天两次"))
+    rec = edit("家族史：母亲患糖尿病。", "家族史：不详。", rec)
+    js = judge(rec)
+    for j in js.values():
+        for d in [*j.deductions, *j.fixed_penalties]:
+            assert d.evidence == "" or d.evidence in rec or d.evidence in CONV, d
+    keys = Counter((d.type, d.evidence, d.reason) for j in js.values() for d in j.deductions)
+    assert max(keys.values()) == 1
+
+
+# --------------------------------------------------------------------------- the examples
+
+#: defect tag (as written in examples/cases.jsonl meta.defects) -> deduction types that catch it
+TAG_TYPES: dict[str, set[str]] = {
+    "wrong_value": {"value_error"}, "fabricated_value": {"value_error"}, "omitted_value": {"value_missing"},
+    "wrong_unit": {"unit_error"}, "wrong_drug_name": {"drug_name_error"}, "fabricated_drug": {"drug_name_error"},
+    "omitted_drug": {"drug_missing"}, "wrong_dose": {"dose_error"}, "wrong_usage": {"usage_error"},
+    "wrong_time": {"time_error"}, "wrong_diagnosis": {"diagnosis_error"}, "missing_complication": {"diagnosis_missing"},
+    "diabetes_in_past_history": {"diabetes_in_past_history"}, "missing_module_family_history": {"fh_absent"},
+    "missing_module_personal_history": {"personal_unrecorded"},
+    "missing_comorbidity": {"ph_hypertension_missing", "ph_hyperlipidemia_missing", "ph_chd_missing",
+                            "ph_other_missing", "drug_missing"},
+    "colloquial_term": {"colloquial"}, "vague_time": {"time_vague"}, "wrong_section_order": {"order_error"},
+    "chief_complaint_no_duration": {"cc_duration_missing"},
+    "drug_no_dose": {"dose_unclear", "usage_unclear", "drug_name_nonstandard"},
+}
+
+
+def _example_cases() -> list[Case]:
+    if not EXAMPLES.is_file():
+        pytest.skip("examples/cases.jsonl not written yet")
+    return load_cases(EXAMPLES).cases
+
+
+def _tags(case: Case) -> list[str]:
+    return [d.split(":", 1)[0].strip() for d in case.meta.get("defects", [])]
+
+
+def test_examples_every_output_derives():
+    for case in _example_cases():
+        for dim_id, j in check_case(case, RUBRIC).items():
+            s = derive(RUBRIC.dimension(dim_id), j)  # raises on an unknown category/type or points out of range
+            assert 0 <= s.score <= s.max
+
+
+def test_examples_diabetes_in_past_history_exactly_where_planted():
+    for case in _example_cases():
+        penalized = bool(check_case(case, RUBRIC)["accuracy"].fixed_penalties)
+        assert penalized == ("diabetes_in_past_history" in _tags(case)), case.id
+
+
+def test_examples_good_cases_are_near_full_marks():
+    good = [c for c in _example_cases() if not _tags(c)]
+    assert good
+    for case in good:
+        js = check_case(case, RUBRIC)
+        total = sum(derive(RUBRIC.dimension(d), j).score for d, j in js.items())
+        assert total >= 98, (case.id, found(js))
+
+
+def test_examples_planted_defects_are_caught_and_little_else():
+    caught = planted = 0
+    for case in _example_cases():
+        types = set(found(check_case(case, RUBRIC)))
+        allowed: set[str] = set()
+        for tag in _tags(case):
+            if tag in TAG_TYPES:
+                planted += 1
+                caught += bool(types & TAG_TYPES[tag])
+                allowed |= TAG_TYPES[tag]
+        unexplained = types - allowed
+        assert len(unexplained) <= 1, (case.id, unexplained)
+    assert planted and caught / planted >= 0.8, (caught, planted)
