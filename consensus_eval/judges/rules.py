@@ -300,13 +300,15 @@ PERSONAL_TOPICS: tuple[tuple[str, str, str], ...] = (
      r"运动|锻炼|散步|跑步|健身|步行|快走|活动量|太极|广场舞|久坐|游泳|骑车"),
 )
 
-#: complications/diagnoses that, stated in the conversation, the record must carry: (label, pattern)
-DIAGNOSES: tuple[tuple[str, str], ...] = (
-    ("糖尿病肾病/慢性肾脏病", r"糖尿病肾病|慢性肾脏病|慢性肾病|(?<![A-Za-z])(?:CKD|DKD)(?![A-Za-z])"),
-    ("糖尿病视网膜病变", r"视网膜病变"),
-    ("糖尿病周围神经病变", r"周围神经病变"),
-    ("糖尿病足", r"糖尿病足"),
-    ("糖尿病酮症酸中毒", r"酮症酸中毒"),
+#: complications stated in the conversation that the record must carry: (label, conversation pattern,
+#: record pattern; the record may word it more loosely)
+DIAGNOSES: tuple[tuple[str, str, str], ...] = (
+    ("糖尿病肾病/慢性肾脏病", r"糖尿病肾病|慢性肾脏病|慢性肾病|(?<![A-Za-z])(?:CKD|DKD)(?![A-Za-z])",
+     r"糖尿病肾|肾病|肾脏病|肾脏疾病|(?<![A-Za-z])(?:CKD|DKD)(?![A-Za-z])"),
+    ("糖尿病视网膜病变", r"视网膜病变", r"视网膜病变|眼底病变|(?<![A-Za-z])DR(?![A-Za-z])"),
+    ("糖尿病周围神经病变", r"周围神经病变", r"神经病变|(?<![A-Za-z])DPN(?![A-Za-z])"),
+    ("糖尿病足", r"糖尿病足", r"糖尿病足|足溃疡|足部溃疡"),
+    ("糖尿病酮症酸中毒", r"酮症酸中毒", r"酮症"),
 )
 
 #: present-illness parts: (deduction type, label, pattern of words that show the part is there)
@@ -459,6 +461,7 @@ _AFFIRM_BETWEEN = re.compile(r"但|却|而|然而|可是|不过|合并|伴有|�
 _YES = re.compile(r"^(?:嗯|对|是的|是|有的|有|得过|查出|确诊|诊断过)")
 _UNSURE = re.compile(r"不知道|不清楚|不确定|记不清|不记得")
 _QUESTION_WORDS = re.compile(r"吗|么|呢|吧|多少|多久|多长|几|什么|怎么|怎样|哪|有没有|是不是|是否|还是")
+_NOT_STATED = re.compile(r"有没有|是否|是不是|排除|预防|避免|防止|筛查|警惕|注意")
 _HYPOTHETICAL = re.compile(r"如果|要是|假如|万一|可能|考虑|以后|将来|会不会|能不能|是不是|要不要|建议")
 
 
@@ -485,6 +488,7 @@ class _Turn:
 
 _ROLE_LINE = re.compile(r"^[ \t]*(医生|大夫|医师|患者家属|患者|病人|家属|doctor|patient|family|D|P)[ \t]*:[ \t]*",
                         re.M | re.I)
+_DOCTORISH = re.compile(r"\?|吗|给您|给你开|我给|建议您|您的")
 _ROLES = {"医生": "doctor", "大夫": "doctor", "医师": "doctor", "doctor": "doctor", "d": "doctor",
           "患者": "patient", "病人": "patient", "patient": "patient", "p": "patient",
           "家属": "family", "患者家属": "family", "family": "family"}
@@ -494,8 +498,9 @@ def _parse_turns(text: str) -> list[_Turn]:
     """Split a conversation into turns at ``role:`` line starts; lines without a role join the turn."""
     turns: list[_Turn] = []
     matches = list(_ROLE_LINE.finditer(text))
-    if not matches:
-        return [_Turn("unknown", a, b) for a, b in _pieces(text, 0, len(text), re.compile(r"\n"))]
+    if not matches:  # unlabelled lines: questions and prescriptions are taken as the doctor's
+        return [_Turn("doctor" if _DOCTORISH.search(text, a, b) else "unknown", a, b)
+                for a, b in _pieces(text, 0, len(text), re.compile(r"\n"))]
     for i, m in enumerate(matches):
         end = matches[i + 1].start() if i + 1 < len(matches) else len(text)
         turns.append(_Turn(_ROLES[m.group(1).lower()], m.end(), end))
@@ -605,6 +610,8 @@ def _find_drugs(text: str, lo: int = 0, hi: int | None = None) -> list[_DrugHit]
     out = []
     for m in _DRUG_RE.finditer(text, lo, len(text) if hi is None else hi):
         s = m.group()
+        if s in BRAND_NAMES and len(s) == 2 and re.match(r"氨酸|冬|酸", text[m.end():m.end() + 2]):
+            continue  # 门冬氨酸钾镁 is not insulin aspart
         if s == "胰岛素" and (_INSULIN_NOT_DRUG_AFTER.match(text, m.end())
                            or _INSULIN_NOT_DRUG_BEFORE.search(text, max(0, m.start() - 4), m.start())):
             continue
@@ -686,6 +693,8 @@ def _read_value(text: str, kind: str, kw_end: int, limit: int) -> _Measure | Non
         if len(filler) > 12 or _FILLER_BAD.search(filler) or _TARGET.search(filler):
             return None
         num = m.group()
+        if re.fullmatch(r"(?:19|20)\d\d", num):
+            continue  # a year (a date), not a value
         nxt = text[m.end():m.end() + 1]
         if not num[0].isdigit() and _CJK.match(nxt) and nxt not in _CN_FOLLOW_OK:
             continue
@@ -748,7 +757,8 @@ _DURATION = re.compile(r"(?P<num>\d+(?:\.\d+)?|[一二两三四五六七八九�
                        r"(?P<unit>年|月|周|星期|天|日)(?P<post>[余多半]?)")
 _RELATIVE_DAYS = {"去年": ("m", 12.0), "前年": ("m", 24.0), "上个月": ("m", 1.0), "上月": ("m", 1.0),
                   "上周": ("d", 7.0), "上个星期": ("d", 7.0), "昨天": ("d", 1.0), "前天": ("d", 2.0)}
-_CALENDAR = re.compile(r"(?:19|20)\d\d\s*年|\d{1,2}\s*月份|[一二三四五六七八九十]{1,2}月份")
+_CALENDAR = re.compile(r"(?:19|20)\d\d\s*年|(?<![个\d])(?:\d{1,2}|十[一二]?|[一二三四五六七八九])\s*月(?!余|多)|"
+                       r"今年|年初|年底|年中|春节|过年|开春|夏天|冬天|秋天|春天")
 
 
 @dataclass(frozen=True)
@@ -769,6 +779,8 @@ def _durations(text: str, lo: int = 0, hi: int | None = None) -> list[_Duration]
             continue  # calendar dates: 2019年, 2019年3月, 3月5日
         if unit == "日" and m.start() > 0 and text[m.start() - 1] in "每今昨次":
             continue
+        if unit in ("日", "天", "周") and re.match(r"\s*(?:\d+|[一两二三四五六])\s*(?:次|片|粒|针)", text[m.end():]):
+            continue  # 1日3次: a frequency
         if unit == "月" and "个" not in mid and not post and re.match(r"\s*(?:\d|份)", text[m.end():]):
             continue
         value = _to_number(num) if num not in ("数", "几", "多") else None
@@ -857,8 +869,21 @@ class _Doc:
         return _find_drugs(self.rec)
 
     @cached_property
+    def rec_drug_mentions(self) -> list[_RecDrug]:
+        return _record_drugs(self)
+
+    @cached_property
     def conv_drugs(self) -> list[_ConvDrug]:
         return _conversation_drugs(self)
+
+    def drug_quote(self, d: _RecDrug) -> tuple[str, tuple[int, int]]:
+        """The record's text of a drug line: the name up to the end of its first clause."""
+        end = min(d.own[1], _bounds(self.rec, d.hit.end, _CLAUSE_END)[1])
+        while end > d.hit.end and self.rec[end - 1] in " 、和及与":
+            end -= 1
+        verb = re.search(r"(?:打|用|注射|口服|服用)$", self.rec[max(0, d.hit.start - 2):d.hit.start])
+        start = d.hit.start - (len(verb.group()) if verb else 0)
+        return self.rq(start, end), (start, end)
 
 
 # ============================================================================ conversation facts
@@ -1123,15 +1148,14 @@ def _record_drugs(doc: _Doc) -> list[_RecDrug]:
 
 
 def _check_drug_writing(doc: _Doc) -> Iterator[_Finding]:
-    drugs = _record_drugs(doc)
+    drugs = doc.rec_drug_mentions
     groups: dict[str, list[_RecDrug]] = {}
     for d in drugs:
         if not d.skip_writing:
             groups.setdefault(d.hit.generic, []).append(d)
     for generic, ds in groups.items():
         first = ds[0]
-        ev_span = (first.hit.start, first.own[1])
-        evidence = doc.rq(*ev_span).rstrip(",，、;；")
+        evidence, ev_span = doc.drug_quote(first)
         if not any(_DOSE.search(doc.rec, *d.own) for d in ds):
             yield _Finding("dose_unclear", evidence, f"“{first.hit.surface}”未写明剂量（数值+单位）",
                            ("record", *ev_span))
@@ -1180,7 +1204,7 @@ def _covered(generic: str, rec_generics: set[str]) -> bool:
 
 
 def _check_drug_accuracy(doc: _Doc) -> Iterator[_Finding]:
-    rec = _record_drugs(doc)
+    rec = doc.rec_drug_mentions
     rec_generics = {d.hit.generic for d in rec}
     conv = doc.conv_drugs
     conv_generics = {c.hit.generic for c in conv}
@@ -1242,9 +1266,9 @@ def _dose_and_usage_errors(doc: _Doc, rec: list[_RecDrug], conv: list[_ConvDrug]
                        if re.match(r"\d", rd.text)):
                     continue
                 shown = "、".join(dict.fromkeys(x.text for x in cdoses if x.family == rd.family))
-                yield _Finding("dose_error", doc.rq(d.hit.start, d.own[1]).rstrip(",，、;；"),
-                               f"对话中{d.hit.surface}剂量为{shown}，病历记为{rd.text}",
-                               ("record", d.hit.start, d.own[1]))
+                quote, span = doc.drug_quote(d)
+                yield _Finding("dose_error", quote, f"对话中{d.hit.surface}剂量为{shown}，病历记为{rd.text}",
+                               ("record", *span))
                 break
         yield from _usage_errors(doc, rds, conv_text)
 
@@ -1254,8 +1278,8 @@ def _usage_errors(doc: _Doc, rds: list[_RecDrug], conv_text: str) -> Iterator[_F
     for d in rds:
         own = doc.rec[slice(*d.own)]
         counts, times = _freq_counts(own), _timing(own)
-        ev = doc.rq(d.hit.start, d.own[1]).rstrip(",，、;；")
-        where = ("record", d.hit.start, d.own[1])
+        ev, span = doc.drug_quote(d)
+        where = ("record", *span)
         if counts and conv_counts and not counts & conv_counts:
             yield _Finding("usage_error", ev, f"对话中{d.hit.surface}为每日{'/'.join(map(str, sorted(conv_counts)))}次，"
                                               f"病历记为每日{'/'.join(map(str, sorted(counts)))}次", where)
@@ -1441,9 +1465,9 @@ def _check_diagnosis(doc: _Doc) -> Iterator[_Finding]:
         said = "、".join(f"{x}型糖尿病" for x in sorted(conv_types))
         yield _Finding("diagnosis_error", doc.rq(m.start(), m.end()),
                        f"对话中为{said}，病历记为{doc.rq(m.start(), m.end())}", ("record", m.start(), m.end()))
-    for label, pattern in DIAGNOSES:
-        span = _conversation_states(doc, pattern)
-        if span and not re.search(pattern, doc.rec):
+    for label, conv_pattern, rec_pattern in DIAGNOSES:
+        span = _conversation_states(doc, conv_pattern)
+        if span and not re.search(rec_pattern, doc.rec):
             yield _Finding("diagnosis_missing", doc.cq(*span), f"对话中明确{label}，病历未记录",
                            ("conversation", *span))
 
@@ -1456,7 +1480,7 @@ def _conversation_states(doc: _Doc, pattern: str) -> tuple[int, int] | None:
             cl = doc.cv[a:b]
             m = rx.search(cl)
             if not m or _is_question_clause(doc, a, b) or _about_relative(cl, turn.role) is True \
-                    or _HYPOTHETICAL.search(cl) or _UNSURE.search(cl):
+                    or _HYPOTHETICAL.search(cl) or _UNSURE.search(cl) or _NOT_STATED.search(cl):
                 continue
             if not _negated(cl, m.start(), m.end(), _NEG_CONV, _POST_NEG_CONV):
                 return a, b
