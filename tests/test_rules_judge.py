@@ -623,3 +623,79 @@ def test_examples_planted_defects_are_caught_and_little_else():
         unexplained = types - allowed
         assert len(unexplained) <= 1, (case.id, unexplained)
     assert planted and caught / planted >= 0.8, (caught, planted)
+
+
+# --------------------------------------------------------------------------- realistic wording, false alarms
+
+REAL_CONV = """医生：您好，哪里不舒服？
+患者：我是2型糖尿病，查出来快5年了。最近两个月晚上起夜多，一晚上三四次，口也干。
+医生：现在用什么药控制？
+患者：早上吃一片格华止，0.5的，晚上也一片。还有拜糖平，一次一片，一天三次，吃饭的时候嚼。
+医生：血糖测了没？
+患者：空腹七点多，饭后没测。上个月查的糖化是百分之七点八。
+医生：今天空腹血糖7.6，正常应该在6.1以下。血压145/90，有点高。以前血压高吗？
+患者：血压高好几年了，没吃药。
+医生：有没有看东西模糊、手脚麻？
+患者：左脚有时候麻。
+医生：家里人有糖尿病吗？
+患者：我爸妈都没有，我姐姐有。
+医生：抽烟吗？
+患者：抽，一天半包。酒不喝。
+医生：那血压药要吃起来，我给您开氨氯地平5毫克，每天一次。糖尿病肾病也要定期筛查。"""
+
+REAL_RECORD = """## 主诉
+多尿、口干2个月，发现血糖升高5年。
+
+## 现病史
+患者5年前诊断为2型糖尿病，目前口服二甲双胍片0.5g bid、阿卡波糖片50mg tid（随餐嚼服）。近2个月夜尿增多（3～4次/晚），伴口干。自测空腹血糖7mmol/L余；1个月前HbA1c 7.8%。今日空腹血糖7.6mmol/L，血压145/90mmHg。偶有左足麻木，无视物模糊。
+
+## 既往史
+高血压病史5年，未规律治疗。否认冠心病、脑卒中病史。
+
+## 家族史
+姐姐患糖尿病，父母无糖尿病。
+
+## 个人史
+吸烟，约10支/日；不饮酒。
+
+## 处理
+加用氨氯地平片5mg qd 口服；定期筛查糖尿病肾病。"""
+
+
+def test_realistic_record_with_colloquial_conversation_is_clean():
+    assert found(judge(REAL_RECORD, REAL_CONV)) == []
+
+
+def test_unlabelled_conversation_lines():
+    bare = "\n".join(line.split("：", 1)[1] for line in REAL_CONV.splitlines())
+    assert found(judge(REAL_RECORD, bare)) == []
+
+
+def test_realistic_defects():
+    rec = edit("姐姐患糖尿病，父母无糖尿病。", "父母无糖尿病。", REAL_RECORD)
+    rec = edit("高血压病史5年，未规律治疗。", "", rec)
+    rec = edit("二甲双胍片0.5g bid", "格华止 一天两次", rec)
+    js = judge(rec, REAL_CONV)
+    assert sorted(found(js)) == ["dose_unclear", "drug_name_nonstandard", "fh_diabetes_missing",
+                                 "ph_hypertension_missing"]
+    assert hits(js, "fh_diabetes_missing")[0].evidence == "我姐姐有"
+
+
+@pytest.mark.parametrize("sentence", [
+    "予门冬氨酸钾镁口服。",                 # not insulin aspart
+    "查胰岛素释放试验示胰岛素分泌延迟。",    # a lab test, not a drug
+    "空腹血糖(2023年5月)9.6mmol/L。",       # a year is not a value
+    "近6个月口干、多饮。",
+])
+def test_not_drugs_not_values(sentence):
+    assert found(judge(edit("近6个月口干、多饮。", sentence))) == []
+
+
+def test_a_frequency_is_not_a_duration():
+    rec = edit("二甲双胍片500mg 每日2次 餐后口服", "二甲双胍片500mg 1日2次 餐后口服")
+    assert found(judge(rec)) == []
+
+
+def test_screening_is_not_a_stated_complication():
+    conv = CONV + "\n医生：以后每年查一次眼底，看看有没有视网膜病变。\n患者：好。"
+    assert found(judge(conversation=conv)) == []
