@@ -55,7 +55,7 @@ EXPECTED_ORDER = ["c4", "c2", "c3", "c1"]
 
 
 def panel_cases() -> list[Case]:
-    return [Case(id=f"c{i}", conversation=[{"role": "patient", "text": f"患者{i}：口干多饮<script>alert({i})</script>"}],
+    return [Case(id=f"c{i}", conversation=[{"role": "patient", "text": f"患者{i}：口干<script>alert({i})</script>"}],
                  record=f"主诉：口干{i}年。\n现病史：……") for i in range(1, 5)]
 
 
@@ -170,7 +170,8 @@ def test_fixed_penalties_are_listed_and_matched(audits):
     acc = _by_id(audits)["c1"].dimensions[0]
     for v in acc.judges:
         pen = [d for d in v.deductions if d.kind == "penalty"]
-        assert [(p.type, p.points, p.category, p.match) for p in pen] == [("糖尿病写入既往史", 10, "fixed penalty", "type")]
+        expected = [("糖尿病写入既往史", 10, "fixed penalty", "type")]
+        assert [(p.type, p.points, p.category, p.match) for p in pen] == expected
 
 
 def test_failed_calls_show_errors(audits):
@@ -231,7 +232,7 @@ def test_export_csv_columns_bom_and_rows(audits, tmp_path):
     mism = [r for r in rows if r["claim_mismatch"]]
     assert [(r["case_id"], r["judge"], r["claim_mismatch"]) for r in mism] == [
         ("c3", "judge-a", "run 0: claimed 25/5★, derived 24/5★")]
-    assert [r["case_id"] for r in rows][0] == "c4"
+    assert rows[0]["case_id"] == "c4"
 
 
 # --------------------------------------------------------------------------- command line

@@ -62,7 +62,8 @@ def _position(case_id: str) -> int:
 class _Resources(HTMLParser):
     """Collects tags and every attribute that could make a browser fetch something."""
 
-    FETCHING = {"src", "href", "srcset", "action", "formaction", "poster", "data", "xlink:href", "background"}
+    FETCHING = frozenset({"src", "href", "srcset", "action", "formaction", "poster", "data", "xlink:href",
+                          "background"})
 
     def __init__(self) -> None:
         super().__init__()
@@ -71,7 +72,7 @@ class _Resources(HTMLParser):
         self.styles: list[str] = []
         self._in_style = False
 
-    def handle_starttag(self, tag, attrs):  # noqa: ANN001
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         self.tags.append(tag)
         self._in_style = tag == "style"
         for k, v in attrs:
@@ -80,10 +81,10 @@ class _Resources(HTMLParser):
             if k == "style":
                 self.styles.append(v or "")
 
-    def handle_endtag(self, tag):  # noqa: ANN001
+    def handle_endtag(self, tag: str) -> None:
         self._in_style = False
 
-    def handle_data(self, data):  # noqa: ANN001
+    def handle_data(self, data: str) -> None:
         if self._in_style:
             self.styles.append(data)
 
@@ -182,7 +183,8 @@ def test_html_escapes_case_and_judge_text(real_run, panel_run):
 
 
 def test_prompt_injection_case_is_shown_as_data(real_run):
-    injected = [json.loads(line) for line in EXAMPLES.read_text(encoding="utf-8").splitlines() if "忽略以上评分标准" in line]
+    lines = EXAMPLES.read_text(encoding="utf-8").splitlines()
+    injected = [json.loads(line) for line in lines if "忽略以上评分标准" in line]
     assert injected, "the examples should contain a prompt-injection case"
     html = (real_run / "report.html").read_text(encoding="utf-8")
     drill = html.split(f'id="case-{_position(injected[0]["id"])}"')[1].split("</details>\n</div>")[0]
@@ -251,6 +253,46 @@ def test_deterministic_metrics_section(panel_run):
     assert "broken.json" in html and "cannot read" in html
     section = html.split('<section id="metrics">')[1].split("</section>")[0]
     assert ">ok<" not in section and ">list<" not in section   # booleans and lists are not metrics
+
+
+def test_stale_or_minimal_reliability_json(panel_run):
+    rel = {"judges": JUDGES, "n_cases": 4, "across_judges": {"total": {"level": "interval", "value": 0.5,
+                                                                       "ci": [0.1, 0.9], "n_units": 3}}}
+    (panel_run / "reliability.json").write_text(json.dumps(rel), encoding="utf-8")
+    md_path, html_path = write_reports(panel_run)
+    html = html_path.read_text(encoding="utf-8")
+    assert ">0.500<" in html and ">[0.10, 0.90]<" in html          # judges' alpha on the total, with its CI
+    assert "Source: reliability.json" in md_path.read_text(encoding="utf-8")
+    (panel_run / "reliability.json").write_text(json.dumps({**rel, "judges": ["someone-else"]}), encoding="utf-8")
+    assert build_report_data(panel_run, n_boot=20).reliability_source == "computed"
+
+
+def test_write_reports_while_a_run_holds_the_store(tmp_path):
+    """What `score` does when it writes the reports at the end of `rebuild`: the store is still open."""
+    from consensus_eval import evaluate
+    from consensus_eval.store import Store
+
+    out = build_panel_store(tmp_path / "open")
+    with Store(out / "results.sqlite") as store:
+        evaluate.rebuild(store, out, n_boot=20)
+        md, html = write_reports(out)
+    assert md.is_file() and html.is_file()
+    assert build_report_data(out).reliability_source == "reliability.json"
+
+
+def test_histogram_bins_are_shared_and_round():
+    from consensus_eval.report.charts import Domain, box_plot, domain, histograms
+
+    assert domain([88, 90, 99]) == Domain(88, 100, 1)
+    assert domain([55, 100]) == Domain(55, 105, 5)          # widths 0.5, 1, 2 would need more than 20 bins
+    assert domain([]) == Domain(0, 1, 1)
+    hs = histograms({"a": [88, 90, 99], "b": [88, 97, 98], "c": []})
+    assert [[b.count for b in h.bars if b.count] for h in hs] == [[1, 1, 1], [1, 1, 1], []]
+    assert {len(h.bars) for h in hs} == {12}
+    assert [b.lo for b in hs[0].bars if b.count] == [88, 90, 99]
+    bp = box_plot({"a": [88, 90, 99], "c": []})
+    assert [b.stats["median"] for b in bp.boxes] == [90] and bp.judges_without_data == ["c"]
+    assert bp.boxes[0].min_x < bp.boxes[0].q1_x <= bp.boxes[0].median_x <= bp.boxes[0].q3_x < bp.boxes[0].max_x
 
 
 def test_flatten_numbers():

@@ -8,7 +8,7 @@ judge names, which the template escapes like everything else. Coordinates are SV
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -123,7 +123,8 @@ def summary_stats(values: Sequence[float]) -> dict[str, float]:
             "q3": float(q3), "max": float(a.max()), "mean": float(a.mean())}
 
 
-def _ticks(dom: Domain, to_x, max_ticks: int = 6) -> list[Tick]:  # noqa: ANN001 - a float -> float scale
+def _ticks(dom: Domain, to_x: Callable[[float], float], max_ticks: int = 6) -> list[Tick]:
+    """Ticks from ``dom.lo`` to ``dom.hi`` every bin width (doubled until there are at most ``max_ticks``)."""
     step = dom.bin_width
     while (dom.hi - dom.lo) / step > max_ticks:
         step *= 2

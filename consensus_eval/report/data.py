@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ from consensus_eval.consensus import CaseConsensus
 from consensus_eval.evaluate import Results, judge_totals, load_results
 from consensus_eval.reliability import Alpha, krippendorff_alpha
 from consensus_eval.report.charts import BoxPlot, Histogram, box_plot, histograms
+from consensus_eval.rubric import Rubric
 from consensus_eval.store import Store
 
 #: cases shown with full details in report.md (the HTML has every case)
@@ -77,7 +78,7 @@ class ReportData:
     metrics: list[MetricsFile]
 
     @property
-    def rubric(self):  # noqa: ANN201 - a Rubric
+    def rubric(self) -> Rubric:
         return self.results.rubric
 
     @property
@@ -101,7 +102,7 @@ def build_report_data(folder: Path, n_boot: int = 1000) -> ReportData:
     totals = {j: [c.judge_totals[j] for c in results.consensus if j in c.judge_totals] for j in results.judges}
     reliability, source = load_reliability(folder, results, n_boot)
     return ReportData(
-        folder=folder, generated_at=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        folder=folder, generated_at=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         results=results, cases={c.id: c for c in results.cases},
         anchors={c.case_id: f"case-{i}" for i, c in enumerate(results.consensus, 1)},
         totals=totals, histograms=histograms(totals), box_plot=box_plot(totals),
@@ -126,7 +127,7 @@ def pair_agreement(cons: list[CaseConsensus], a: str, b: str) -> PairAgreement:
     """Mean absolute difference and interval alpha of two judges' totals."""
     ta = [c.judge_totals.get(a) for c in cons]
     tb = [c.judge_totals.get(b) for c in cons]
-    diffs = [abs(x - y) for x, y in zip(ta, tb) if x is not None and y is not None]
+    diffs = [abs(x - y) for x, y in zip(ta, tb, strict=True) if x is not None and y is not None]
     mad = sum(diffs) / len(diffs) if diffs else None
     return PairAgreement(a, b, len(diffs), mad, krippendorff_alpha([ta, tb], "interval"))
 

@@ -202,5 +202,6 @@ def _dimension_lines(dim: DimensionAudit) -> list[str]:
         lines.append(head + ("" if v.deductions else ": no deduction"))
         for x in v.deductions:
             quote = f" «{md_text(x.evidence)}»" if x.evidence else ""
-            lines.append(f"  - {md_text(x.category)} / {md_text(x.type)} −{fmt.num(x.points)}{_MATCH_NOTE[x.match]}{quote}")
+            item = f"{md_text(x.category)} / {md_text(x.type)} −{fmt.num(x.points)}"
+            lines.append(f"  - {item}{_MATCH_NOTE[x.match]}{quote}")
     return lines
