@@ -437,10 +437,6 @@ def _close(a: float, b: float, tol: float = 1e-6) -> bool:
     return abs(a - b) <= tol
 
 
-def _fmt(v: float) -> str:
-    return str(int(v)) if float(v).is_integer() else f"{v:g}"
-
-
 def _alternation(words: Iterable[str]) -> str:
     return "|".join(re.escape(w) for w in sorted(set(words), key=len, reverse=True))
 
@@ -456,13 +452,14 @@ _SELF_START = re.compile(r"^(?:我|本人|自己|俺)")
 _NEG_CONV = re.compile(r"否认|没有|没|无|未曾|从未|从来没|未|不是|不")
 _POST_NEG_CONV = re.compile(r"^(?:倒是|倒|也|都|还|是|的话)?(?:没有|没|不是)(?:$|的|啊|呢|吧|过)")
 _NEG_RECORD = re.compile(r"否认|没有|无|未曾|从未|未患|未诊断|未诊|未发现|未见|未有|排除|不伴|不详")
-_POST_NEG_RECORD = re.compile(r"^[^,;。]*?(?:否认|阴性|\(-\)|不详|:\s*(?:无|否认)|均无)")
+_POST_NEG_RECORD = re.compile(r"^[^,;。\s\d]*?(?:否认|阴性|\(-\)|不详|:\s*(?:无|否认)|均无)")
 _AFFIRM_BETWEEN = re.compile(r"但|却|而|然而|可是|不过|合并|伴有|患有")
 _YES = re.compile(r"^(?:嗯|对|是的|是|有的|有|得过|查出|确诊|诊断过)")
 _UNSURE = re.compile(r"不知道|不清楚|不确定|记不清|不记得")
 _QUESTION_WORDS = re.compile(r"吗|么|呢|吧|多少|多久|多长|几|什么|怎么|怎样|哪|有没有|是不是|是否|还是")
 _NOT_STATED = re.compile(r"有没有|是否|是不是|排除|预防|避免|防止|筛查|警惕|注意")
 _HYPOTHETICAL = re.compile(r"如果|要是|假如|万一|可能|考虑|以后|将来|会不会|能不能|是不是|要不要|建议")
+_TENTATIVE = re.compile(r"如果|要是|假如|万一|可能|以后|将来|会不会|能不能|要不要")  # 考虑 X is a diagnosis
 
 
 def _negated(clause: str, a: int, b: int, neg: re.Pattern[str], post: re.Pattern[str]) -> bool:
@@ -1480,7 +1477,7 @@ def _conversation_states(doc: _Doc, pattern: str) -> tuple[int, int] | None:
             cl = doc.cv[a:b]
             m = rx.search(cl)
             if not m or _is_question_clause(doc, a, b) or _about_relative(cl, turn.role) is True \
-                    or _HYPOTHETICAL.search(cl) or _UNSURE.search(cl) or _NOT_STATED.search(cl):
+                    or _TENTATIVE.search(cl) or _UNSURE.search(cl) or _NOT_STATED.search(cl):
                 continue
             if not _negated(cl, m.start(), m.end(), _NEG_CONV, _POST_NEG_CONV):
                 return a, b
