@@ -88,14 +88,16 @@ def load_results(store: Store) -> Results:
 
 
 def rebuild(store: Store, out: Path, n_boot: int = 1000) -> Results:
-    """(Re)write judgments.jsonl, consensus.csv/jsonl and reliability.json from the store."""
+    """(Re)write judgments.jsonl, consensus.csv/jsonl, reliability.json and the reports from the store."""
     from consensus_eval.reliability import run_reliability
+    from consensus_eval.report import write_reports
 
     res = load_results(store)
     outputs.write_judgments(out / "judgments.jsonl", res.rubric, res.records,
                             consensus.derive_all(res.rubric, res.records))
     outputs.write_consensus(out, res.rubric, res.consensus)
     outputs.write_json(out / "reliability.json", run_reliability(res, n_boot=n_boot))
+    write_reports(out)
     return res
 
 

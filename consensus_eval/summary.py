@@ -40,7 +40,7 @@ def print_summary(console: Console, out: Path, progress: Progress) -> None:
     console.print(jt)
     console.print(f"{progress.done} call(s) made, {progress.skipped} resumed from the store, "
                   f"{progress.failed} failed. Outputs in {out}/: judgments.jsonl, consensus.csv, "
-                  f"consensus.jsonl, {STORE_NAME}", highlight=False)
+                  f"consensus.jsonl, reliability.json, report.md, report.html, {STORE_NAME}", highlight=False)
 
 
 def _alpha_text(a: dict) -> str:
