@@ -32,6 +32,7 @@ import pydantic  # noqa: E402
 import litellm  # noqa: E402
 from asyncio_throttle import Throttler  # noqa: E402
 from instructor.core import InstructorRetryException  # noqa: E402
+from instructor.v2.core.response_model import prepare_response_model  # noqa: E402
 
 from consensus_eval._errors import format_validation_error  # noqa: E402
 from consensus_eval.cases import Case  # noqa: E402
@@ -100,6 +101,7 @@ class LLMJudge:
         self.rubric = rubric
         self._client = instructor.from_litellm(self._send, mode=MODES[config.mode])
         self._throttler: Throttler | None = None
+        self._models: dict[str, type] = {}
         self.backoff_base_s = BACKOFF_BASE_S
         self.backoff_max_s = BACKOFF_MAX_S
 
@@ -111,7 +113,7 @@ class LLMJudge:
         try:
             reply, _raw = await self._client.chat.completions.create_with_completion(
                 model=self.config.model,
-                response_model=response_model(self.rubric, dimension.id),
+                response_model=self._response_model(dimension.id),
                 messages=[dict(m) for m in messages],
                 max_retries=self.config.max_reasks,
                 **self._params(),
@@ -128,6 +130,18 @@ class LLMJudge:
             return self._outcome(usage, status="failed", error=f"{type(e).__name__}: {e}")
         finally:
             _current.reset(token)
+
+    def _response_model(self, dimension_id: str) -> type:
+        """The dimension's response model, prepared for instructor once per judge.
+
+        instructor wraps a plain model in a new ``ResponseSchema`` subclass on every call, and its
+        schema cache is keyed by class, so each call rebuilt the class and its JSON schema. Given
+        the already-wrapped class, instructor keeps it (and the cached schema) as is.
+        """
+        model = self._models.get(dimension_id)
+        if model is None:
+            model = self._models[dimension_id] = prepare_response_model(response_model(self.rubric, dimension_id))
+        return model
 
     async def ping(self) -> tuple[bool, str]:
         """One tiny call (a few output tokens) to check model id, endpoint and key. Never raises."""
@@ -204,8 +218,11 @@ class LLMJudge:
         if self.config.rpm is None:
             return _NoLimit()
         if self._throttler is None:
+            # rpm spread over windows of about a second (k requests per 60k/rpm s): a 60 s window
+            # would let the whole minute's quota go out in one burst, which providers punish with 429s.
             rpm = self.config.rpm
-            self._throttler = Throttler(rate_limit=round(rpm), period=60.0) if rpm >= 1 else Throttler(1, 60.0 / rpm)
+            k = max(1, int(rpm // 60))
+            self._throttler = Throttler(rate_limit=k, period=60.0 * k / rpm)
         return self._throttler
 
     def _delay(self, attempt: int, error: BaseException) -> float:
