@@ -22,6 +22,7 @@ import logging
 import os
 import random
 import time
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -104,6 +105,7 @@ class LLMJudge:
         self._models: dict[str, type] = {}
         self.backoff_base_s = BACKOFF_BASE_S
         self.backoff_max_s = BACKOFF_MAX_S
+        _register_prices(config)
 
     # ---------------------------------------------------------------- one judgment
 
@@ -140,7 +142,9 @@ class LLMJudge:
         """
         model = self._models.get(dimension_id)
         if model is None:
-            model = self._models[dimension_id] = prepare_response_model(response_model(self.rubric, dimension_id))
+            plain = response_model(self.rubric, dimension_id)
+            model = self._models[dimension_id] = prepare_response_model(plain)  # checks both classes
+            _VETTED.update((plain, model))
         return model
 
     async def ping(self) -> tuple[bool, str]:
@@ -258,6 +262,65 @@ class LLMJudge:
             return float(litellm.completion_cost(completion_response=resp, model=c.model))
         except Exception:  # noqa: BLE001 - unknown model: cost unknown, not zero
             return None
+
+
+#: Response model classes that passed instructor's async-validator check once (see below).
+_VETTED: weakref.WeakSet[type] = weakref.WeakSet()
+
+
+def _skip_vetted_async_validator_checks() -> None:
+    """Let instructor skip its async-validator check for classes that already passed it.
+
+    instructor 1.17 walks the whole response model (every class in its MRO, every field, ~250
+    nodes for ours) to reject async validators, seven times per call; about a third of its CPU per
+    call. The answer depends only on the class, and ours are built once per judge and dimension,
+    so the check runs once (in :meth:`LLMJudge._response_model`) and is skipped for those classes
+    afterwards. Every other class still gets the full check.
+    """
+    try:
+        from instructor.v2.core import patch as _patch
+        from instructor.v2.validation import async_validators as _av
+    except ImportError:  # another instructor layout: keep its behaviour, lose only the speed-up
+        return
+    original = _av.reject_async_validators
+    if getattr(original, "_skips_vetted", False):
+        return
+
+    def reject_async_validators(response_model: Any) -> None:
+        if isinstance(response_model, type) and response_model in _VETTED:
+            return
+        original(response_model)
+
+    reject_async_validators._skips_vetted = True  # type: ignore[attr-defined]
+    reject_async_validators._original = original  # type: ignore[attr-defined]
+    _av.reject_async_validators = reject_async_validators
+    if getattr(_patch, "reject_async_validators", None) is original:
+        _patch.reject_async_validators = reject_async_validators
+
+
+_skip_vetted_async_validator_checks()
+
+
+def _register_prices(c: JudgeConfig) -> None:
+    """Tell litellm the prices of a model it does not know, when the config gives them.
+
+    litellm prices every response itself (``_hidden_params["response_cost"]``, for its logging),
+    whatever we do with it; for a model missing from its price map that lookup walks every name
+    variant and capability pattern before giving up, about 1 ms of CPU per call. Registered, it is
+    a dict hit. Our own accounting is unchanged: :meth:`LLMJudge._cost` still uses the config's
+    prices. Models litellm already prices are left alone.
+    """
+    if c.model is None or c.input_cost_per_token is None or c.output_cost_per_token is None:
+        return
+    try:
+        litellm.get_model_info(c.model)
+        return  # known: keep litellm's own entry
+    except Exception:  # noqa: BLE001 - unknown model
+        pass
+    provider = c.model.split("/", 1)[0] if "/" in c.model else "openai"
+    litellm.register_model({c.model: {"input_cost_per_token": c.input_cost_per_token,
+                                      "output_cost_per_token": c.output_cost_per_token,
+                                      "litellm_provider": provider, "mode": "chat"}})
 
 
 class _NoLimit:

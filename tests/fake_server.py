@@ -1,0 +1,559 @@
+"""A local OpenAI-compatible chat-completions server for benchmarks and fault-tolerance tests.
+
+It answers ``POST <any prefix>/chat/completions`` on 127.0.0.1 in the shapes instructor expects
+(tool calls, JSON content or a fenced json block: :func:`tests.fakellm.chat_response`) with valid,
+varied judgments, and can be slow, rate-limited and faulty on purpose.
+
+Determinism. The judgment in a reply is a function of the seed, the model and the request's
+*base* messages (every message up to the first user message: the rubric and the case), never of
+arrival order; so a re-ask after a malformed reply, a retry after a 503 and a rerun after a crash
+all get the same judgment. A run index is not visible at the HTTP layer (the runs of a case send
+identical requests), unless the request carries one (``seed``, ``user`` or ``metadata.run``
+in the body, or an ``X-Run`` header), which then enters the hash. The fault decision for a request
+is a function of the seed, the full request body and how many times the server has seen that exact
+body (the attempt number), so the faults of a run are reproducible too, and from attempt
+``fault_free_after`` on a request always succeeds.
+
+Judges disagree realistically: each (case, dimension) has a hidden number of defects; each model
+finds it give or take noise, shifted by the model's bias (``bias``: more deductions = stricter; by
+default a bias in [-1, 1] derived from the model name; a model whose name contains ``strict`` or
+``lenient`` gets +1.5 or -1.5).
+
+Bounded: it serves at most ``max_requests`` requests and lives at most ``max_lifetime_s`` seconds,
+then stops by itself (a hang lasts at most ``hang_s``). Every request is logged (arrival and end
+time, body hash, judgment key, model, case, dimension, attempt, status, fault, tokens): in memory
+(``server.log``), at ``GET /_log`` and, when ``log_file`` is set, as JSON lines (flushed per line).
+
+Use in tests (a thread with its own event loop)::
+
+    with FakeServer(FakeConfig(seed=1, latency_ms=50, p_503=0.1)) as srv:
+        api_base = srv.url + "/v1"   # judges: model openai/<name>, api_base=api_base
+        ...
+        srv.log                       # list of dicts
+
+As a separate process (benchmarks)::
+
+    python -m tests.fake_server --port 0 --latency-ms 500 --rate-limit 200 --seed 1
+    # prints "READY http://127.0.0.1:PORT" on stdout once it listens
+
+or :func:`spawn` which does that and returns ``(process, url)``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import functools
+import hashlib
+import json
+import math
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from tests.fakellm import case_of, chat_response, dimension_of, make_reply
+
+FAULTS = ("p_429", "p_500", "p_503", "p_timeout", "p_drop", "p_malformed", "p_invalid")
+
+
+@dataclass
+class FakeConfig:
+    """How the fake server behaves. Rates are probabilities per request (attempt)."""
+
+    seed: int = 0
+    #: fixed latency, or the median of the lognormal distribution (``latency_dist="lognormal"``)
+    latency_ms: float = 0.0
+    latency_dist: str = "fixed"  # fixed | lognormal
+    latency_sigma: float = 0.5  # lognormal shape (sigma of the underlying normal)
+    latency_max_ms: float = 30_000.0
+    #: requests per second per model (sliding 1 s window); over it: 429 with Retry-After
+    rate_limit: float | None = None
+    #: Retry-After of an *injected* 429 (a rate-limited 429 says when the window frees)
+    retry_after_s: float = 0.05
+    p_429: float = 0.0
+    p_500: float = 0.0
+    p_503: float = 0.0
+    p_timeout: float = 0.0  # hang for ``hang_s`` (the client's timeout should cut it)
+    p_drop: float = 0.0  # close the connection without a reply
+    p_malformed: float = 0.0  # 200 with truncated JSON
+    p_invalid: float = 0.0  # 200 with a deduction type the rubric does not have
+    hang_s: float = 10.0
+    #: fraction of valid replies whose claimed score and stars match the rubric's derivation
+    honest_rate: float = 0.9
+    #: from this attempt (per identical request body) on, no fault; None: faults at every attempt
+    fault_free_after: int | None = 4
+    #: prompts longer than this many characters get 400 context_length_exceeded
+    context_limit_chars: int | None = None
+    #: per-model bias (extra deductions on average); models not listed get one from their name
+    bias: dict[str, float] = field(default_factory=dict)
+    max_requests: int = 200_000
+    max_lifetime_s: float = 600.0
+    log_file: str | None = None
+    #: keep the request log in memory (the ``/_log`` endpoint and ``server.log``)
+    keep_log: bool = True
+
+
+def _h(*parts: object) -> str:
+    return hashlib.sha256("\x1f".join(map(str, parts)).encode()).hexdigest()
+
+
+def _uniform(*parts: object) -> float:
+    """A deterministic uniform [0, 1) draw from the hash of ``parts``."""
+    return int(_h(*parts)[:13], 16) / 16**13
+
+
+def model_bias(cfg: FakeConfig, model: str) -> float:
+    if model in cfg.bias:
+        return cfg.bias[model]
+    short = model.split("/", 1)[-1]
+    if short in cfg.bias:
+        return cfg.bias[short]
+    if "strict" in model:
+        return 1.5
+    if "lenient" in model:
+        return -1.5
+    return round(_uniform("bias", model) * 2 - 1, 2)
+
+
+def base_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The messages up to and including the first user message (a re-ask appends after them)."""
+    for i, m in enumerate(messages):
+        if m.get("role") == "user":
+            return messages[: i + 1]
+    return messages
+
+
+def _text(m: dict[str, Any]) -> str:
+    c = m.get("content")
+    if isinstance(c, str):
+        return c
+    if isinstance(c, list):
+        return "".join(p.get("text", "") for p in c if isinstance(p, dict))
+    return ""
+
+
+def run_marker(body: dict[str, Any], headers: Any) -> str:
+    meta = body.get("metadata") if isinstance(body.get("metadata"), dict) else {}
+    for v in (body.get("seed"), body.get("user"), meta.get("run"), headers.get("X-Run")):
+        if v is not None:
+            return str(v)
+    return ""
+
+
+@functools.cache
+def _rubric() -> Any:
+    from consensus_eval.rubric import load_rubric
+
+    return load_rubric("medical_record")
+
+
+def judgment_reply(cfg: FakeConfig, model: str, case: str, dim: str, key: str) -> dict[str, Any]:
+    """A valid reply: the (case, dimension)'s hidden defects found by ``model``, give or take.
+
+    The claimed score and stars are the rubric's derivation of the deductions, except for a
+    fraction ``1 - honest_rate`` of replies, which claim the maximum (an arithmetic slip).
+    """
+    hidden = _uniform(cfg.seed, "defects", case, dim) * 3.5
+    rng = random.Random(f"{cfg.seed}|{key}")
+    n = round(hidden + model_bias(cfg, model) + rng.gauss(0, 0.6))
+    reply = make_reply(dim, rng, n=max(0, min(6, n)))
+    if rng.random() < cfg.honest_rate:
+        from consensus_eval.judgment import Deduction, Judgment
+        from consensus_eval.rubric import derive
+
+        d = _rubric().dimension(dim)
+        deductions = []
+        for x in reply["deductions"]:
+            _, typ = d.find_type(x["type"])
+            deductions.append(Deduction(category=x["category"], type=x["type"],
+                                        points=x["points"] if typ.is_range and typ.accepts(x["points"]) else typ.low))
+        derived = derive(d, Judgment(dimension=dim, deductions=deductions))
+        reply["score"], reply["stars"] = derived.score, derived.stars
+    return reply
+
+
+def invalid_reply(dim: str, rng: random.Random) -> dict[str, Any]:
+    reply = make_reply(dim, rng, n=1)
+    reply["deductions"][0]["type"] = "made_up_type"
+    return reply
+
+
+class _Dropped(Exception):
+    pass
+
+
+class FakeServer:
+    """The server; run it in a thread (``start_thread``/``with``) or in an event loop (``serve``)."""
+
+    def __init__(self, cfg: FakeConfig | None = None, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.cfg = cfg or FakeConfig()
+        self.host, self.port = host, port
+        self.log: list[dict[str, Any]] = []
+        self.n_requests = 0
+        self.started = 0.0
+        self._attempts: collections.Counter[str] = collections.Counter()
+        self._windows: dict[str, collections.deque[float]] = collections.defaultdict(collections.deque)
+        self._stop: asyncio.Event | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._ready = threading.Event()
+        self._log_fh = None
+        self.error: BaseException | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    # ------------------------------------------------------------------ request handling
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        arrived = time.time()
+        if not request.path.endswith("/chat/completions"):
+            return web.json_response({"error": {"message": f"no route {request.path}"}}, status=404)
+        self.n_requests += 1
+        if self.n_requests >= self.cfg.max_requests:
+            self._request_stop()
+            if self.n_requests > self.cfg.max_requests:
+                return web.json_response({"error": {"message": "fake server: max_requests reached"}}, status=503)
+        raw = await request.read()
+        try:
+            body = json.loads(raw)
+            messages = body["messages"]
+            model = str(body.get("model", ""))
+        except (ValueError, KeyError, TypeError):
+            return web.json_response({"error": {"message": "request body is not a chat request"}}, status=400)
+        cfg = self.cfg
+        body_hash = hashlib.sha256(raw).hexdigest()[:20]
+        self._attempts[body_hash] += 1
+        attempt = self._attempts[body_hash]
+        base = base_messages(messages)
+        marker = run_marker(body, request.headers)
+        key = _h(cfg.seed, model, marker, *(_text(m) for m in base))[:20]
+        try:
+            dim = dimension_of(body)
+        except ValueError:
+            dim = ""
+        case = case_of(body)
+        entry: dict[str, Any] = {"t": arrived, "hash": body_hash, "key": key, "model": model, "case": case,
+                                 "dim": dim, "attempt": attempt, "status": 0, "fault": "",
+                                 "prompt_tokens": 0, "completion_tokens": 0}
+        try:
+            return await self._answer(request, body, body_hash, attempt, key, model, case, dim, entry)
+        except _Dropped:
+            if not entry["status"]:
+                entry["status"] = "drop"
+            if request.transport is not None:
+                request.transport.abort()
+            raise asyncio.CancelledError from None  # aiohttp drops the connection, writes nothing
+        finally:
+            entry["t_end"] = time.time()
+            self._record(entry)
+
+    async def _answer(self, request: web.Request, body: dict[str, Any], body_hash: str, attempt: int,
+                      key: str, model: str, case: str, dim: str, entry: dict[str, Any]) -> web.StreamResponse:
+        cfg = self.cfg
+        # rate limit (not a random fault: depends on timing)
+        if cfg.rate_limit:
+            now = time.monotonic()
+            win = self._windows[model]
+            while win and now - win[0] >= 1.0:
+                win.popleft()
+            if len(win) >= cfg.rate_limit:
+                wait = max(0.001, 1.0 - (now - win[0]))
+                entry.update(status=429, fault="rate_limit")
+                return web.json_response(
+                    {"error": {"message": "Rate limit reached for requests", "type": "requests",
+                               "code": "rate_limit_exceeded"}},
+                    status=429, headers={"Retry-After": f"{wait:.3f}", "retry-after-ms": str(round(wait * 1000))})
+            win.append(now)
+        prompt_chars = sum(len(_text(m)) for m in body["messages"])
+        if cfg.context_limit_chars is not None and prompt_chars > cfg.context_limit_chars:
+            entry.update(status=400, fault="context")
+            limit_tokens = cfg.context_limit_chars // 2
+            return web.json_response(
+                {"error": {"message": f"This model's maximum context length is {limit_tokens} tokens. However, "
+                                      f"your messages resulted in {prompt_chars // 2} tokens. Please reduce the "
+                                      "length of the messages.",
+                           "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}},
+                status=400)
+        fault = self._fault(body_hash, attempt)
+        entry["fault"] = fault
+        await asyncio.sleep(self._latency(body_hash, attempt))
+        if fault == "p_timeout":
+            entry["status"] = "hang"
+            await self._sleep_bounded(cfg.hang_s)
+            raise _Dropped
+        if fault == "p_drop":
+            raise _Dropped
+        if fault in ("p_429", "p_500", "p_503"):
+            status = int(fault[2:])
+            entry["status"] = status
+            headers = {"Retry-After": f"{cfg.retry_after_s:g}"} if status == 429 else None
+            return web.json_response({"error": {"message": f"fake server: injected {status}"}},
+                                     status=status, headers=headers)
+        if not dim:  # not a judge request (e.g. `judges check`): a short plain reply
+            reply: dict[str, Any] | str = "OK"
+            data = chat_response({k: v for k, v in body.items() if k not in ("tools", "response_format")}, "")
+            data["choices"][0]["message"]["content"] = "OK"
+        else:
+            rng = random.Random(f"{cfg.seed}|{body_hash}|{attempt}")
+            if fault == "p_malformed":
+                good = json.dumps(judgment_reply(cfg, model, case, dim, key), ensure_ascii=False)
+                reply = good[: max(1, int(len(good) * rng.uniform(0.2, 0.8)))]
+            elif fault == "p_invalid":
+                reply = invalid_reply(dim, rng)
+            else:
+                reply = judgment_reply(cfg, model, case, dim, key)
+            text = reply if isinstance(reply, str) else json.dumps(reply, ensure_ascii=False)
+            prompt_chars = sum(len(_text(m)) for m in body["messages"])
+            data = chat_response(body, reply, prompt_tokens=max(1, prompt_chars // 2),
+                                 completion_tokens=max(1, len(text) // 2),
+                                 cached_tokens=len(_text(body["messages"][0])) // 2 if attempt > 1 else 0)
+        data["id"] = f"chatcmpl-{body_hash}-{attempt}"
+        entry.update(status=200, prompt_tokens=data["usage"]["prompt_tokens"],
+                     completion_tokens=data["usage"]["completion_tokens"])
+        return web.Response(body=json.dumps(data, ensure_ascii=False).encode(), content_type="application/json")
+
+    def _fault(self, body_hash: str, attempt: int) -> str:
+        cfg = self.cfg
+        if cfg.fault_free_after is not None and attempt >= cfg.fault_free_after:
+            return ""
+        u = _uniform(cfg.seed, "fault", body_hash, attempt)
+        acc = 0.0
+        for name in FAULTS:
+            acc += getattr(cfg, name)
+            if u < acc:
+                return name
+        return ""
+
+    def _latency(self, body_hash: str, attempt: int) -> float:
+        cfg = self.cfg
+        if cfg.latency_ms <= 0:
+            return 0.0
+        if cfg.latency_dist == "fixed":
+            ms = cfg.latency_ms
+        else:  # lognormal with the given median
+            u = min(max(_uniform(cfg.seed, "latency", body_hash, attempt), 1e-12), 1 - 1e-12)
+            z = _norm_ppf(u)
+            ms = cfg.latency_ms * math.exp(cfg.latency_sigma * z)
+        return min(ms, cfg.latency_max_ms) / 1000
+
+    async def _sleep_bounded(self, seconds: float) -> None:
+        assert self._stop is not None
+        try:
+            await asyncio.wait_for(self._stop.wait(), timeout=seconds)
+        except asyncio.TimeoutError:
+            pass
+
+    def _record(self, entry: dict[str, Any]) -> None:
+        if self.cfg.keep_log:
+            self.log.append(entry)
+        if self._log_fh is not None:
+            self._log_fh.write(json.dumps(entry) + "\n")
+            self._log_fh.flush()
+
+    async def _get_log(self, request: web.Request) -> web.Response:
+        return web.json_response(self.log)
+
+    async def _get_stats(self, request: web.Request) -> web.Response:
+        statuses = collections.Counter(str(e["status"]) for e in self.log)
+        cpu = os.times()
+        return web.json_response({"requests": self.n_requests, "statuses": statuses,
+                                  "uptime_s": time.monotonic() - self.started,
+                                  "cpu_s": cpu.user + cpu.system,
+                                  "first_t": self.log[0]["t"] if self.log else None,
+                                  "last_t_end": max((e["t_end"] for e in self.log), default=None)})
+
+    async def _post_stop(self, request: web.Request) -> web.Response:
+        self._request_stop()
+        return web.json_response({"stopping": True})
+
+    def _request_stop(self) -> None:
+        if self._stop is not None:
+            self._stop.set()
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def serve(self, on_ready: Any = None) -> None:
+        """Serve until stopped, ``max_requests`` reached or ``max_lifetime_s`` elapsed."""
+        self._loop = asyncio.get_running_loop()
+        self._stop = asyncio.Event()
+        if self.cfg.log_file:
+            self._log_fh = open(self.cfg.log_file, "a", encoding="utf-8")  # noqa: SIM115
+        app = web.Application(client_max_size=64 * 1024**2)
+        app.router.add_get("/_log", self._get_log)
+        app.router.add_get("/_stats", self._get_stats)
+        app.router.add_post("/_stop", self._post_stop)
+        app.router.add_route("POST", "/{tail:.*}", self._handle)
+        runner = web.AppRunner(app, access_log=None, handle_signals=False, keepalive_timeout=75)
+        await runner.setup()
+        site = web.TCPSite(runner, self.host, self.port, backlog=2048, shutdown_timeout=0.5)
+        await site.start()
+        sockets = site._server.sockets  # type: ignore[union-attr]
+        self.port = sockets[0].getsockname()[1]
+        self.started = time.monotonic()
+        if on_ready:
+            on_ready(self)
+        self._ready.set()
+        try:
+            await asyncio.wait_for(self._stop.wait(), timeout=self.cfg.max_lifetime_s)
+        except asyncio.TimeoutError:
+            pass
+        finally:
+            self._stop.set()
+            await runner.cleanup()
+            if self._log_fh is not None:
+                self._log_fh.close()
+                self._log_fh = None
+
+    def start_thread(self) -> str:
+        """Start serving in a daemon thread; returns the base URL once it listens."""
+
+        def main() -> None:
+            try:
+                asyncio.run(self.serve())
+            except BaseException as e:  # noqa: BLE001 - reported by stop() / the waiter
+                self.error = e
+                self._ready.set()
+
+        self._thread = threading.Thread(target=main, name="fake-llm-server", daemon=True)
+        self._thread.start()
+        if not self._ready.wait(10):
+            raise RuntimeError("fake server did not start within 10 s")
+        if self.error:
+            raise RuntimeError(f"fake server failed to start: {self.error!r}")
+        return self.url
+
+    def stop(self, timeout: float = 10.0) -> None:
+        if self._loop is not None and self._stop is not None and not self._loop.is_closed():
+            try:
+                self._loop.call_soon_threadsafe(self._stop.set)
+            except RuntimeError:  # loop already closed
+                pass
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def __enter__(self) -> FakeServer:
+        self.start_thread()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # ------------------------------------------------------------------ helpers for tests
+
+    def requests_for(self, *, model: str | None = None, case: str | None = None, dim: str | None = None) -> list[dict]:
+        return [e for e in list(self.log) if (model is None or e["model"] == model)
+                and (case is None or e["case"] == case) and (dim is None or e["dim"] == dim)]
+
+
+def _norm_ppf(p: float) -> float:
+    """Inverse standard normal CDF (Acklam's rational approximation, |error| < 1.2e-9)."""
+    a = (-3.969683028665376e01, 2.209460984245205e02, -2.759285104469687e02, 1.383577518672690e02,
+         -3.066479806614716e01, 2.506628277459239e00)
+    b = (-5.447609879822406e01, 1.615858368580409e02, -1.556989798598866e02, 6.680131188771972e01,
+         -1.328068155288572e01)
+    c = (-7.784894002430293e-03, -3.223964580411365e-01, -2.400758277161838e00, -2.549732539343734e00,
+         4.374664141464968e00, 2.938163982698783e00)
+    d = (7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e00, 3.754408661907416e00)
+    lo = 0.02425
+    if p < lo:
+        q = math.sqrt(-2 * math.log(p))
+        return (((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) / \
+               ((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1)
+    if p > 1 - lo:
+        return -_norm_ppf(1 - p)
+    q = p - 0.5
+    r = q * q
+    return (((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5]) * q / \
+           (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1)
+
+
+# ---------------------------------------------------------------------- as a separate process
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m tests.fake_server", description=__doc__.split("\n\n")[0])
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=0, help="0: any free port (printed as READY <url>)")
+    defaults = FakeConfig()
+    for f in fields(FakeConfig):
+        if f.name in ("bias", "keep_log"):
+            continue
+        flag = "--" + f.name.replace("_", "-")
+        default = getattr(defaults, f.name)
+        if isinstance(default, bool):
+            continue
+        kind: Any = {int: int, float: float}.get(type(default), str)
+        if f.name in ("rate_limit", "context_limit_chars", "fault_free_after"):
+            kind = float if f.name == "rate_limit" else int
+        p.add_argument(flag, type=kind, default=default)
+    p.add_argument("--bias", action="append", default=[], metavar="MODEL=X",
+                   help="per-model bias (extra deductions on average), repeatable")
+    p.add_argument("--no-keep-log", action="store_true", help="do not keep the request log in memory")
+    return p
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = _parser().parse_args(argv)
+    kw = {f.name: getattr(args, f.name) for f in fields(FakeConfig) if f.name not in ("bias", "keep_log")}
+    kw["bias"] = {k: float(v) for k, v in (b.split("=", 1) for b in args.bias)}
+    kw["keep_log"] = not args.no_keep_log
+    server = FakeServer(FakeConfig(**kw), host=args.host, port=args.port)
+
+    def ready(s: FakeServer) -> None:
+        print(f"READY {s.url}", flush=True)
+
+    async def run() -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, server._request_stop)
+        await server.serve(on_ready=ready)
+
+    asyncio.run(run())
+
+
+def spawn(cfg: FakeConfig, *, timeout: float = 20.0, cwd: str | Path | None = None) -> tuple[subprocess.Popen, str]:
+    """Start the server as a separate process; returns ``(process, base_url)`` once it listens."""
+    args = [sys.executable, "-m", "tests.fake_server", "--port", "0"]
+    for f in fields(FakeConfig):
+        v = getattr(cfg, f.name)
+        if f.name == "bias":
+            args += [x for k, b in v.items() for x in ("--bias", f"{k}={b}")]
+        elif f.name == "keep_log":
+            if not v:
+                args.append("--no-keep-log")
+        elif v is not None:
+            args += ["--" + f.name.replace("_", "-"), str(v)]
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": f"{root}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True, cwd=cwd or root, env=env)
+    deadline = time.monotonic() + timeout
+    assert proc.stdout is not None
+    line = ""
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if line.startswith("READY "):
+            return proc, line.split()[1]
+        if not line and proc.poll() is not None:
+            break
+    proc.kill()
+    raise RuntimeError(f"fake server process did not start: {line!r}")
+
+
+def config_dict(cfg: FakeConfig) -> dict[str, Any]:
+    return asdict(cfg)
+
+
+if __name__ == "__main__":
+    main()
