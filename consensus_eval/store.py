@@ -19,8 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
-
+from consensus_eval.judges.base import CallOutcome
 from consensus_eval.judgment import Judgment
 
 SCHEMA_VERSION = 1
@@ -58,26 +57,16 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 
 
-class CallRecord(BaseModel):
-    """One call's outcome, as stored. ``judgment`` is None unless ``status == 'ok'``."""
+class CallRecord(CallOutcome):
+    """One call's outcome (:class:`CallOutcome`) as stored: which call it was, how long it took,
+    when it landed. ``judgment`` is None unless ``status == 'ok'``."""
 
     request_hash: str
     case_id: str
     dimension: str
     judge: str
     run: int
-    model: str | None = None
-    status: str
-    raw: str | None = None
-    judgment: Judgment | None = None
-    prompt_tokens: int | None = None
-    cached_tokens: int | None = None
-    completion_tokens: int | None = None
-    reasoning_tokens: int | None = None
-    cost: float | None = None
     latency_s: float | None = None
-    attempts: int = 1
-    error: str | None = None
     finished_at: float = 0.0
 
 
