@@ -8,6 +8,7 @@ moment it lands; calls whose judgment is already stored are not made again.
 from __future__ import annotations
 
 import asyncio
+import gc
 import hashlib
 import json
 import time
@@ -122,7 +123,14 @@ async def execute(
         n_workers = min(judge.config.concurrency, queue.qsize())
         tasks += [asyncio.create_task(worker(judge, queue)) for _ in range(n_workers)]
     if tasks:
-        await asyncio.gather(*tasks)
+        # Keep the objects alive so far (the loaded libraries: ~500k objects once litellm is in)
+        # out of the cyclic GC while the calls run: each full collection rescanned all of them,
+        # about 0.25 s of CPU each, ~0.5 ms per call over a run. They are handed back afterwards.
+        gc.freeze()
+        try:
+            await asyncio.gather(*tasks)
+        finally:
+            gc.unfreeze()
     return progress
 
 

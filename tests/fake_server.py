@@ -246,7 +246,9 @@ class FakeServer:
         case = case_of(body)
         entry: dict[str, Any] = {"t": arrived, "hash": body_hash, "key": key, "model": model, "case": case,
                                  "dim": dim, "attempt": attempt, "status": 0, "fault": "",
-                                 "prompt_tokens": 0, "completion_tokens": 0}
+                                 "prompt_tokens": 0, "completion_tokens": 0, "t_end": None}
+        if cfg.keep_log:
+            self.log.append(entry)  # now, so a hanging request is visible while it hangs
         try:
             return await self._answer(request, body, body_hash, attempt, key, model, case, dim, entry)
         except _Dropped:
@@ -356,8 +358,6 @@ class FakeServer:
             pass
 
     def _record(self, entry: dict[str, Any]) -> None:
-        if self.cfg.keep_log:
-            self.log.append(entry)
         if self._log_fh is not None:
             self._log_fh.write(json.dumps(entry) + "\n")
             self._log_fh.flush()
@@ -372,7 +372,7 @@ class FakeServer:
                                   "uptime_s": time.monotonic() - self.started,
                                   "cpu_s": cpu.user + cpu.system,
                                   "first_t": self.log[0]["t"] if self.log else None,
-                                  "last_t_end": max((e["t_end"] for e in self.log), default=None)})
+                                  "last_t_end": max((e["t_end"] for e in self.log if e["t_end"]), default=None)})
 
     async def _post_stop(self, request: web.Request) -> web.Response:
         self._request_stop()
@@ -395,9 +395,10 @@ class FakeServer:
         app.router.add_get("/_stats", self._get_stats)
         app.router.add_post("/_stop", self._post_stop)
         app.router.add_route("POST", "/{tail:.*}", self._handle)
-        runner = web.AppRunner(app, access_log=None, handle_signals=False, keepalive_timeout=75)
+        runner = web.AppRunner(app, access_log=None, handle_signals=False, keepalive_timeout=75,
+                               shutdown_timeout=0.5)
         await runner.setup()
-        site = web.TCPSite(runner, self.host, self.port, backlog=2048, shutdown_timeout=0.5)
+        site = web.TCPSite(runner, self.host, self.port, backlog=2048)
         await site.start()
         sockets = site._server.sockets  # type: ignore[union-attr]
         self.port = sockets[0].getsockname()[1]

@@ -1,0 +1,280 @@
+"""Fault tolerance against a real local HTTP server (tests/fake_server.py), not a mocked transport.
+
+- A fault storm (429s, 5xx, hangs past the timeout, malformed and schema-invalid replies): every
+  planned call ends ``ok`` or ``failed`` with a reason, the counts add up, nothing is lost or stored
+  twice, tokens and cost match what the server sent, and the judgments equal those of a calm run.
+- Crash and resume: ``consensus-eval score`` killed with SIGKILL at seeded random points, rerun until
+  it finishes; its outputs equal an uninterrupted run's, and the server never saw a request for a
+  judgment after it had been stored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import json
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from consensus_eval import evaluate
+from consensus_eval.store import Store
+from tests.conftest import EXAMPLES, ROOT
+from tests.fake_server import FakeConfig, FakeServer
+
+N_CASES = 20
+PRICE_IN, PRICE_OUT = 1e-6, 2e-6
+REASONS = ("gave up after", "reply failed validation", "not retried")
+
+
+def write_cases(path: Path, n: int = N_CASES) -> Path:
+    """``n`` cases cycled from the examples, each with its own id; none important (one run each)."""
+    examples = [json.loads(x) for x in EXAMPLES.read_text(encoding="utf-8").splitlines() if x.strip()]
+    lines = []
+    for i in range(n):
+        d = dict(examples[i % len(examples)])
+        d["id"], d["important"] = f"ft-{i:03d}", False
+        lines.append(json.dumps(d, ensure_ascii=False))
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def write_panel(path: Path, url: str, *, timeout_s: float = 3.0, concurrency: int = 8,
+                retries: tuple[int, int] = (4, 2)) -> Path:
+    """Two LLM judges on the fake server: one in TOOLS mode, one stricter in JSON mode."""
+    path.write_text(f"""\
+rubric: medical_record
+runs: 1
+important_runs: 1
+judges:
+  - name: judge-a
+    model: openai/fake-a
+    api_base: {url}/v1
+    mode: tools
+    concurrency: {concurrency}
+    timeout_s: {timeout_s}
+    max_retries: {retries[0]}
+    max_reasks: 2
+    input_cost_per_token: {PRICE_IN}
+    output_cost_per_token: {PRICE_OUT}
+  - name: judge-b
+    model: hosted_vllm/fake-strict
+    api_base: {url}/v1
+    mode: json
+    concurrency: {concurrency}
+    timeout_s: {timeout_s}
+    max_retries: {retries[1]}
+    max_reasks: 2
+    input_cost_per_token: {PRICE_IN}
+    output_cost_per_token: {PRICE_OUT}
+""", encoding="utf-8")
+    return path
+
+
+MODEL_OF = {"judge-a": "fake-a", "judge-b": "fake-strict"}  # the model name the server sees
+
+
+def _key(model: str, case: str, dim: str) -> tuple[str, str, str]:
+    return model, case, dim
+
+
+@pytest.fixture(scope="module")
+def warm_litellm():
+    """One call through litellm first: its lazy start-up (~0.3 s) must not eat a call's timeout."""
+    from consensus_eval.config import JudgeConfig
+    from consensus_eval.judges.llm import LLMJudge
+    from consensus_eval.rubric import load_rubric
+
+    with FakeServer(FakeConfig(seed=0, max_lifetime_s=30)) as srv:
+        judge = LLMJudge(JudgeConfig(name="warm", model="openai/warm", api_base=srv.url + "/v1"),
+                         load_rubric("medical_record"))
+        ok, msg = asyncio.run(judge.ping())
+        assert ok, msg
+
+
+# --------------------------------------------------------------------------- fault storm
+
+
+STORM = dict(p_429=0.20, p_500=0.05, p_503=0.05, p_timeout=0.05, p_malformed=0.04, p_invalid=0.01,
+             retry_after_s=0.02, hang_s=60.0, latency_ms=5.0, fault_free_after=None, max_lifetime_s=120)
+
+
+def test_fault_storm_every_call_ends_ok_or_failed_and_nothing_is_lost(tmp_path, warm_litellm):
+    cases = write_cases(tmp_path / "cases.jsonl")
+    # a calm run (same seed, so the same judgments) to compare with
+    with FakeServer(FakeConfig(seed=7, latency_ms=5.0, max_lifetime_s=60)) as calm:
+        calm_cfg = write_panel(tmp_path / "calm.yaml", calm.url)
+        evaluate.run(evaluate.prepare(cases, calm_cfg), tmp_path / "calm")
+    with Store(tmp_path / "calm" / "results.sqlite") as s:
+        calm_rows = {(r.judge, r.case_id, r.dimension): r for r in s.calls()}
+    assert len(calm_rows) == N_CASES * 3 * 2 and all(r.status == "ok" for r in calm_rows.values())
+
+    with FakeServer(FakeConfig(seed=7, **STORM)) as srv:
+        # judge-b gets fewer retries (3 attempts), so some of its calls run out of them
+        cfg = write_panel(tmp_path / "storm.yaml", srv.url, retries=(4, 2))
+        prep = evaluate.prepare(cases, cfg)
+        planned = [c.planned for c in prep.calls]
+        start = time.monotonic()
+        progress = evaluate.run(prep, tmp_path / "out")
+        elapsed = time.monotonic() - start
+        log = [e for e in srv.log if e["dim"]]
+
+        with Store(tmp_path / "out" / "results.sqlite") as store:
+            rows = store.calls()
+            all_rows = store.calls(planned_only=False)
+
+        # --- every call ended, once, ok or failed with a reason; the counts add up
+        n = len(planned)
+        assert n == N_CASES * 3 * 2
+        assert progress.total == n and progress.done == n and progress.skipped == 0
+        ok = [r for r in rows if r.status == "ok"]
+        failed = [r for r in rows if r.status == "failed"]
+        assert len(ok) + len(failed) == n == len(rows) == len(all_rows)
+        assert progress.failed == len(failed)
+        assert sorted(r.request_hash for r in rows) == sorted(p.request_hash for p in planned)
+        assert len({r.request_hash for r in rows}) == n  # no judgment duplicated
+        assert all(r.judgment is not None and r.error is None for r in ok)
+        for r in failed:
+            assert r.judgment is None and r.error and r.error.startswith(REASONS), r.error
+        assert failed, "the storm should exhaust some of judge-b's 3 attempts"
+
+        # --- the server's view agrees with the store's
+        statuses = collections.Counter(str(e["status"]) for e in log)
+        assert statuses["429"] and statuses["500"] and statuses["503"] and statuses["hang"]
+        assert sum(r.attempts for r in rows) == len(log)  # every HTTP attempt counted, none invisible
+        served = [e for e in log if e["status"] == 200]
+        assert sum(r.prompt_tokens for r in rows) == sum(e["prompt_tokens"] for e in served)
+        assert sum(r.completion_tokens for r in rows) == sum(e["completion_tokens"] for e in served)
+        expected_cost = sum(e["prompt_tokens"] * PRICE_IN + e["completion_tokens"] * PRICE_OUT for e in served)
+        assert sum(r.cost for r in rows) == pytest.approx(expected_cost)
+        # one valid reply per ok judgment, none for a failed one
+        valid = collections.Counter((e["model"], e["case"], e["dim"]) for e in served if not e["fault"])
+        for r in rows:
+            assert valid[_key(MODEL_OF[r.judge], r.case_id, r.dimension)] == (r.status == "ok"), r
+
+        # --- faults change how a judgment is reached, never what it is
+        for r in ok:
+            assert r.judgment == calm_rows[(r.judge, r.case_id, r.dimension)].judgment
+        assert any(r.attempts > 1 for r in ok)
+
+        # --- a rerun retries the failed calls only; the stored ones are not asked again
+        n_before = len(srv.log)
+        again = evaluate.run(evaluate.prepare(cases, cfg), tmp_path / "out")
+        new = srv.log[n_before:]
+        assert again.skipped == len(ok) and again.done == len(failed)
+        failed_keys = {_key(MODEL_OF[r.judge], r.case_id, r.dimension) for r in failed}
+        assert {(e["model"], e["case"], e["dim"]) for e in new} == failed_keys
+        with Store(tmp_path / "out" / "results.sqlite") as store:
+            after = {r.request_hash: r for r in store.calls()}
+        for r in ok:
+            assert after[r.request_hash].finished_at == r.finished_at  # untouched
+    print(f"\nfault storm: {n} calls, {len(ok)} ok, {len(failed)} failed; {len(log)} HTTP attempts "
+          f"{dict(statuses)}; {elapsed:.1f} s")
+
+
+# --------------------------------------------------------------------------- crash and resume
+
+
+def _cli() -> list[str]:
+    script = Path(sys.executable).with_name("consensus-eval")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "consensus_eval.cli"]
+
+
+def _ok_count(db: Path) -> int:
+    try:
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1)
+        try:
+            return con.execute("SELECT count(*) FROM calls WHERE status = 'ok'").fetchone()[0]
+        finally:
+            con.close()
+    except sqlite3.Error:  # not created yet, or the schema is being written
+        return 0
+
+
+def _comparable(path: Path) -> list[dict]:
+    rows = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()]
+    for r in rows:
+        r.pop("latency_s", None)
+    return sorted(rows, key=lambda r: (r["case_id"], r["dimension"], r["judge"], r["run"]))
+
+
+def test_kill_9_and_resume_gives_the_uninterrupted_result(tmp_path, warm_litellm):
+    cases = write_cases(tmp_path / "cases.jsonl")
+    server_cfg = dict(seed=11, latency_ms=60.0, latency_dist="lognormal", latency_sigma=0.3, max_lifetime_s=110)
+
+    # the uninterrupted run (in-process: no start-up cost), on its own server with the same seed
+    with FakeServer(FakeConfig(**server_cfg)) as ref_srv:
+        ref_cfg = write_panel(tmp_path / "ref.yaml", ref_srv.url, concurrency=2)
+        evaluate.run(evaluate.prepare(cases, ref_cfg), tmp_path / "ref")
+
+    rng = random.Random(20261122)
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+           "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    out = tmp_path / "out"
+    db = out / "results.sqlite"
+    total = N_CASES * 3 * 2
+    kills: list[tuple[int, int]] = []  # (ok rows seen just before the kill, ok rows after it)
+    with FakeServer(FakeConfig(**server_cfg)) as srv:
+        # another server (so another api_base, so other request hashes), same seed: same replies
+        cfg = write_panel(tmp_path / "panel.yaml", srv.url, concurrency=2)
+        cmd = [*_cli(), "score", str(cases), "--config", str(cfg), "--out", str(out)]
+        for _ in range(3):
+            have = _ok_count(db)
+            target = have + rng.randint(5, max(6, (total - have) // 2))
+            proc = subprocess.Popen(cmd, env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            deadline = time.monotonic() + 60
+            seen = have
+            while proc.poll() is None and time.monotonic() < deadline:
+                seen = _ok_count(db)
+                if seen >= target:
+                    break
+                time.sleep(0.01)
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGKILL)
+            proc.wait(10)
+            kills.append((seen, _ok_count(db)))
+            assert proc.returncode == -signal.SIGKILL, proc.stderr.read().decode()[-2000:] if proc.stderr else ""
+            proc.stderr.close()
+        final = subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=90)
+        assert final.returncode == 0, final.stderr[-3000:]
+        log = [e for e in srv.log if e["dim"]]
+
+    # a kill loses at most the calls in flight: every row seen committed is still there
+    for seen, after in kills:
+        assert after >= seen
+    assert kills[-1][1] < total, f"the kills came too late to interrupt anything: {kills}"
+
+    # the outputs equal the uninterrupted run's
+    assert _comparable(out / "judgments.jsonl") == _comparable_with_hashes_of(tmp_path / "ref", out)
+    assert (out / "consensus.csv").read_text(encoding="utf-8") == (tmp_path / "ref" / "consensus.csv").read_text(encoding="utf-8")
+
+    # the server never saw a request for a judgment once it was stored
+    with Store(db) as store:
+        rows = store.calls()
+    assert len(rows) == total and all(r.status == "ok" for r in rows)
+    stored_at = {_key(MODEL_OF[r.judge], r.case_id, r.dimension): r.finished_at for r in rows}
+    per_key = collections.Counter((e["model"], e["case"], e["dim"]) for e in log)
+    assert set(per_key) == set(stored_at)
+    late = [e for e in log if e["t"] > stored_at[(e["model"], e["case"], e["dim"])]]
+    assert not late, late[:3]
+    repeated = sum(c - 1 for c in per_key.values())
+    assert repeated <= len(kills) * 4  # only calls in flight at a kill (2 judges x 2 workers) are made again
+    print(f"\ncrash/resume: kills at {kills} (ok rows before, after); {len(log)} requests for {total} "
+          f"judgments ({repeated} repeated: in flight at a kill)")
+
+
+def _comparable_with_hashes_of(ref: Path, out: Path) -> list[dict]:
+    """The reference rows, with request hashes mapped to the crashed run's (api_base differs)."""
+    with Store(out / "results.sqlite") as b:
+        mine = {(r.judge, r.case_id, r.dimension, r.run): r.request_hash for r in b.calls()}
+    rows = _comparable(ref / "judgments.jsonl")
+    for r in rows:
+        r["request_hash"] = mine[(r["judge"], r["case_id"], r["dimension"], r["run"])]
+    return rows
