@@ -468,3 +468,30 @@ def test_missing_key_fails_fast_before_any_call(tmp_path, monkeypatch):
         with pytest.raises(InputError, match="JUDGE_A_KEY is not set"):
             evaluate.prepare(_cases(tmp_path, 1), cfg)
     assert route.call_count == 0
+
+
+def test_important_cases_get_distinct_runs_that_are_averaged(tmp_path, api_keys):
+    cases = _cases(tmp_path, 1, important=True)
+    judges = """\
+  - name: judge-a
+    model: openai/fake-a
+    api_base: http://judge-a.test/v1
+    api_key_env: JUDGE_A_KEY
+    input_cost_per_token: 0
+    output_cost_per_token: 0
+"""
+    cfg = write_config(tmp_path / "c.yaml", judges)
+
+    def by_seed(r):  # a stricter judgment on each later run: 0, 1, 2 deductions
+        body = _body(r)
+        return httpx.Response(200, json=chat_response(body, make_reply(dimension_of(body), random.Random(0),
+                                                                       n=body["seed"])))
+
+    with respx.mock(using="httpx", assert_all_called=False) as mock:
+        route = mock.post(URL_A).mock(side_effect=by_seed)
+        evaluate.run(evaluate.prepare(cases, cfg), tmp_path / "out")
+    seeds = sorted(_body(c.request)["seed"] for c in route.calls)
+    assert seeds == [0, 0, 0, 1, 1, 1, 2, 2, 2]  # 3 dimensions x important_runs 3, each run its own request
+    [c] = [json.loads(x) for x in (tmp_path / "out" / "consensus.jsonl").read_text().splitlines()]
+    acc = c["judges"]["judge-a"]["accuracy"]
+    assert len(acc["runs"]) == 3 and acc["mean"] == pytest.approx(sum(acc["runs"]) / 3)

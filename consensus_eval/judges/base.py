@@ -40,6 +40,6 @@ class Judge(Protocol):
     #: deterministic judges are run once per (case, dimension), whatever ``runs`` says
     deterministic: bool
 
-    async def judge(self, case: Case, dimension: Dimension, messages: list[dict[str, str]]) -> CallOutcome:
-        """Judge one dimension of one case; never raises for a judge-side failure."""
+    async def judge(self, case: Case, dimension: Dimension, messages: list[dict[str, str]], run: int = 0) -> CallOutcome:
+        """Judge one dimension of one case (``run``: which repetition); never raises for a judge-side failure."""
         ...

@@ -22,7 +22,7 @@ class RulesJudge:
         self.version = f"rules-{rules.RULES_VERSION}"
         self._cache: dict[str, dict[str, Judgment]] = {}
 
-    async def judge(self, case: Case, dimension: Dimension, messages: list[dict[str, str]]) -> CallOutcome:
+    async def judge(self, case: Case, dimension: Dimension, messages: list[dict[str, str]], run: int = 0) -> CallOutcome:
         if case.id not in self._cache:
             self._cache[case.id] = rules.check_case(case, self.rubric)
         judgment = self._cache[case.id][dimension.id]
