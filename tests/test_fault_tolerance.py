@@ -99,6 +99,60 @@ def warm_litellm():
         assert ok, msg
 
 
+# --------------------------------------------------------------------------- the fake server itself
+
+
+def test_fake_server_is_deterministic_bounded_and_biased():
+    import httpx
+
+    from tests.fakellm import dimension_of
+
+    def body(model: str, case: str, extra: list | None = None, seed: int | None = None) -> dict:
+        b = {"model": model, "response_format": {"type": "json_object"},
+             "messages": [{"role": "system", "content": "rubric ... AccuracyJudgment"},
+                          {"role": "user", "content": f"【病例 {case}】 record"}, *(extra or [])]}
+        if seed is not None:
+            b["seed"] = seed
+        return b
+
+    client = httpx.Client(timeout=5)
+
+    def ask(url: str, b: dict) -> dict:
+        r = client.post(url + "/v1/chat/completions", json=b)
+        assert r.status_code == 200, r.text
+        return json.loads(r.json()["choices"][0]["message"]["content"])
+
+    cfg = FakeConfig(seed=3, max_requests=400, max_lifetime_s=20)
+    with FakeServer(cfg) as a, FakeServer(cfg) as b:
+        first = ask(a.url, body("m", "c1"))
+        # a function of (seed, model, base messages, run marker), not of arrival order or server
+        assert ask(b.url, body("m", "c1")) == first == ask(a.url, body("m", "c1"))
+        # a re-ask (messages appended after the user message) gets the same judgment
+        assert ask(a.url, body("m", "c1", [{"role": "assistant", "content": "{"},
+                                           {"role": "user", "content": "fix it"}])) == first
+        assert ask(a.url, body("m", "c1", seed=1)) != ask(a.url, body("m", "c1", seed=2))  # runs differ
+        assert dimension_of(body("m", "c1")) == "accuracy"
+        # a stricter model deducts more on average than a lenient one
+        n = {m: sum(len(ask(a.url, body(m, f"c{i}"))["deductions"]) for i in range(40))
+             for m in ("judge-strict", "judge-lenient")}
+        assert n["judge-strict"] > n["judge-lenient"] + 40
+    # bounded: it stops by itself after max_requests ...
+    with FakeServer(FakeConfig(seed=1, max_requests=3, max_lifetime_s=20)) as c:
+        for i in range(3):
+            ask(c.url, body("m", f"x{i}"))
+        c._thread.join(5)
+        assert not c._thread.is_alive()
+    client.close()
+    # ... or after max_lifetime_s, even with a request hanging
+    with FakeServer(FakeConfig(seed=1, p_timeout=1.0, hang_s=60, max_lifetime_s=1.0)) as d:
+        start = time.monotonic()
+        with pytest.raises(httpx.HTTPError):
+            httpx.post(d.url + "/v1/chat/completions", json=body("m", "y"), timeout=10)
+        d._thread.join(5)
+        assert not d._thread.is_alive() and time.monotonic() - start < 5
+        assert [e["status"] for e in d.log] == ["hang"]
+
+
 # --------------------------------------------------------------------------- fault storm
 
 
