@@ -61,15 +61,28 @@ class Alpha(BaseModel):
     reason: str | None = None
 
 
-def _pairable(data: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
-    """Per unit, its non-missing values (units with >= 2 only); and all of them concatenated."""
-    units = []
-    for col in data.T:
-        vals = col[~np.isnan(col)]
-        if vals.size >= 2:
-            units.append(vals)
-    allv = np.concatenate(units) if units else np.empty(0)
-    return units, allv
+def _pairable(data: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The units (columns) with at least two ratings, and all their ratings as one flat array."""
+    keep = (~np.isnan(data)).sum(axis=0) >= 2
+    units = data[:, keep]
+    return units, units[~np.isnan(units)]
+
+
+def _observed(units: np.ndarray, delta: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> float:
+    """Sum over units of (sum over ordered pairs of ratings in the unit of delta) / (m_u - 1).
+
+    Vectorised over units: one pass per pair of raters (raters are few, units many).
+    """
+    present = ~np.isnan(units)
+    m = present.sum(axis=0)
+    total = np.zeros(units.shape[1])
+    for i in range(units.shape[0]):
+        for j in range(units.shape[0]):
+            if i != j:
+                both = present[i] & present[j]
+                if both.any():
+                    total[both] += delta(units[i, both], units[j, both])
+    return float((total / (m - 1)).sum())
 
 
 def _interval_stats(arr: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -95,13 +108,10 @@ def _interval_from(do: np.ndarray, m: np.ndarray, s1: np.ndarray, s2: np.ndarray
     return do * (n - 1), 2 * (n * s2 - s1 * s1)
 
 
-def _by_value(units: list[np.ndarray], allv: np.ndarray, delta: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> tuple[float, float]:
+def _by_value(units: np.ndarray, allv: np.ndarray, delta: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> tuple[float, float]:
     """(D_o, D_e) x n(n-1) for any metric ``delta(values_a, values_b)`` (pairwise over value counts)."""
     n = allv.size
-    do = 0.0
-    for u in units:
-        d = delta(u[:, None], u[None, :])
-        do += d.sum() / (u.size - 1)
+    do = _observed(units, delta)
     values, counts = np.unique(allv, return_counts=True)
     de = 0.0
     step = max(1, 4_000_000 // max(values.size, 1))  # bounded memory: rows of the V x V matrix at a time
@@ -130,12 +140,9 @@ def _ratio_delta(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.where(s == 0, 0.0, d)
 
 
-def _nominal(units: list[np.ndarray], allv: np.ndarray) -> tuple[float, float]:
+def _nominal(units: np.ndarray, allv: np.ndarray) -> tuple[float, float]:
     n = allv.size
-    do = 0.0
-    for u in units:
-        _, c = np.unique(u, return_counts=True)
-        do += (u.size ** 2 - np.dot(c, c)) / (u.size - 1)
+    do = _observed(units, lambda a, b: (a != b).astype(float))
     _, counts = np.unique(allv, return_counts=True)
     de = n * n - float(np.dot(counts, counts))
     return do * (n - 1), de
@@ -154,8 +161,8 @@ def krippendorff_alpha(data: np.ndarray | Sequence[Sequence[float | None]], leve
     if arr.ndim != 2:
         raise ValueError("reliability data must be a raters x units matrix")
     units, allv = _pairable(arr)
-    base = {"level": level, "n_units": len(units), "n_values": int(allv.size), "n_raters": arr.shape[0]}
-    if not units:
+    base = {"level": level, "n_units": units.shape[1], "n_values": int(allv.size), "n_raters": arr.shape[0]}
+    if not units.shape[1]:
         return Alpha(value=None, reason="no unit has two or more ratings", **base)
     if np.unique(allv).size == 1:
         return Alpha(value=None, reason="no variation: every pairable rating is the same value", **base)
