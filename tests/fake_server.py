@@ -55,7 +55,7 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -483,6 +483,13 @@ def _norm_ppf(p: float) -> float:
 # ---------------------------------------------------------------------- as a separate process
 
 
+_OPTIONAL = {"rate_limit": float, "context_limit_chars": int, "fault_free_after": int, "log_file": str}
+
+
+def _optional(kind: Any) -> Any:
+    return lambda text: None if text.lower() == "none" else kind(text)
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m tests.fake_server", description=__doc__.split("\n\n")[0])
     p.add_argument("--host", default="127.0.0.1")
@@ -496,8 +503,8 @@ def _parser() -> argparse.ArgumentParser:
         if isinstance(default, bool):
             continue
         kind: Any = {int: int, float: float}.get(type(default), str)
-        if f.name in ("rate_limit", "context_limit_chars", "fault_free_after"):
-            kind = float if f.name == "rate_limit" else int
+        if f.name in _OPTIONAL:
+            kind = _optional(_OPTIONAL[f.name])
         p.add_argument(flag, type=kind, default=default)
     p.add_argument("--bias", action="append", default=[], metavar="MODEL=X",
                    help="per-model bias (extra deductions on average), repeatable")
@@ -534,7 +541,7 @@ def spawn(cfg: FakeConfig, *, timeout: float = 20.0, cwd: str | Path | None = No
         elif f.name == "keep_log":
             if not v:
                 args.append("--no-keep-log")
-        elif v is not None:
+        elif v is not None or f.name in _OPTIONAL:
             args += ["--" + f.name.replace("_", "-"), str(v)]
     root = Path(__file__).resolve().parents[1]
     env = {**os.environ, "PYTHONPATH": f"{root}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
@@ -550,10 +557,6 @@ def spawn(cfg: FakeConfig, *, timeout: float = 20.0, cwd: str | Path | None = No
             break
     proc.kill()
     raise RuntimeError(f"fake server process did not start: {line!r}")
-
-
-def config_dict(cfg: FakeConfig) -> dict[str, Any]:
-    return asdict(cfg)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ import pytest
 from consensus_eval import evaluate
 from consensus_eval.store import Store
 from tests.conftest import EXAMPLES, ROOT
-from tests.fake_server import FakeConfig, FakeServer
+from tests.fake_server import FakeConfig, FakeServer, spawn
 
 N_CASES = 20
 PRICE_IN, PRICE_OUT = 1e-6, 2e-6
@@ -122,11 +122,18 @@ def test_fake_server_is_deterministic_bounded_and_biased():
         assert r.status_code == 200, r.text
         return json.loads(r.json()["choices"][0]["message"]["content"])
 
-    cfg = FakeConfig(seed=3, max_requests=400, max_lifetime_s=20)
+    cfg = FakeConfig(seed=3, max_requests=400, max_lifetime_s=20, fault_free_after=None)
+    proc, proc_url = spawn(cfg)  # the same server as a separate process (what the benchmark uses)
+    try:
+        from_process = ask(proc_url, body("m", "c1"))
+        assert client.get(proc_url + "/_stats").json()["requests"] == 1
+    finally:
+        proc.terminate()
+        proc.wait(10)
     with FakeServer(cfg) as a, FakeServer(cfg) as b:
         first = ask(a.url, body("m", "c1"))
         # a function of (seed, model, base messages, run marker), not of arrival order or server
-        assert ask(b.url, body("m", "c1")) == first == ask(a.url, body("m", "c1"))
+        assert ask(b.url, body("m", "c1")) == first == ask(a.url, body("m", "c1")) == from_process
         # a re-ask (messages appended after the user message) gets the same judgment
         assert ask(a.url, body("m", "c1", [{"role": "assistant", "content": "{"},
                                            {"role": "user", "content": "fix it"}])) == first
