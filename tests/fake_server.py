@@ -222,7 +222,8 @@ class FakeServer:
             return web.json_response({"error": {"message": f"no route {request.path}"}}, status=404)
         self.n_requests += 1
         if self.n_requests >= self.cfg.max_requests:
-            self._request_stop()
+            # stop once this last reply has gone out (stopping now would cut it off)
+            asyncio.get_running_loop().call_later(0.2, self._request_stop)
             if self.n_requests > self.cfg.max_requests:
                 return web.json_response({"error": {"message": "fake server: max_requests reached"}}, status=503)
         raw = await request.read()
