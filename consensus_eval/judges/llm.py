@@ -3,7 +3,7 @@
 Every HTTP attempt goes through :meth:`LLMJudge._send`, which the instructor client wraps:
 
 - it waits for the judge's rate limiter (``rpm``), so re-asks and retries are throttled too;
-- it enforces a hard timeout (``timeout_s``) per attempt with ``asyncio.wait_for``;
+- it enforces a hard timeout (``timeout_s``) per attempt (``asyncio.timeout``);
 - it retries 429, 5xx, timeouts and dropped connections with exponential backoff and full jitter,
   honouring ``Retry-After``; 400, 401, 403, 404 and 422 are not retried;
 - it counts attempts, tokens and cost of every attempt into the current call's :class:`_Usage`.
@@ -11,6 +11,7 @@ Every HTTP attempt goes through :meth:`LLMJudge._send`, which the instructor cli
 instructor itself only re-asks (``max_reasks``) when a reply fails validation against the
 rubric's response model; a reply that still fails is recorded as ``failed`` with the reason.
 litellm's own retries are off (``num_retries=0``): they differ per provider (STACK_NOTES.md).
+CPU savings in the libraries underneath live in :mod:`consensus_eval.judges._speedups`.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ import logging
 import os
 import random
 import time
-import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +38,7 @@ from instructor.v2.core.response_model import prepare_response_model  # noqa: E4
 from consensus_eval._errors import format_validation_error  # noqa: E402
 from consensus_eval.cases import Case  # noqa: E402
 from consensus_eval.config import JudgeConfig  # noqa: E402
+from consensus_eval.judges import _speedups  # noqa: E402
 from consensus_eval.judges.base import CallOutcome  # noqa: E402
 from consensus_eval.judgment import response_model  # noqa: E402
 from consensus_eval.rubric import Dimension, Rubric  # noqa: E402
@@ -48,6 +49,7 @@ litellm.suppress_debug_info = True
 for _name in ("instructor", "LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "httpx"):
     logging.getLogger(_name).setLevel(logging.CRITICAL)
 litellm.telemetry = False
+_speedups.install()
 
 MODES = {
     "tools": instructor.Mode.TOOLS,
@@ -105,7 +107,7 @@ class LLMJudge:
         self._models: dict[str, type] = {}
         self.backoff_base_s = BACKOFF_BASE_S
         self.backoff_max_s = BACKOFF_MAX_S
-        _register_prices(config)
+        _speedups.register_prices(config)
 
     # ---------------------------------------------------------------- one judgment
 
@@ -148,7 +150,7 @@ class LLMJudge:
         if model is None:
             plain = response_model(self.rubric, dimension_id)
             model = self._models[dimension_id] = prepare_response_model(plain)  # checks both classes
-            _VETTED.update((plain, model))
+            _speedups.mark_vetted(plain, model)
         return model
 
     async def ping(self) -> tuple[bool, str]:
@@ -209,12 +211,9 @@ class LLMJudge:
             usage.attempts += 1
             try:
                 async with self._limiter():
-                    quiet = _skip_litellm_logging()
-                    try:  # the flag is copied into the task wait_for creates
-                        resp = await asyncio.wait_for(litellm.acompletion(**kwargs), self.config.timeout_s)
-                    finally:
-                        if quiet is not None:
-                            _LITELLM_INTERNAL.reset(quiet)  # type: ignore[union-attr]
+                    with _speedups.quiet_litellm_logging():
+                        async with asyncio.timeout(self.config.timeout_s):
+                            resp = await litellm.acompletion(**kwargs)
             except RETRYABLE as e:
                 usage.last_error = _describe(e)
                 if attempt == retries:
@@ -271,87 +270,6 @@ class LLMJudge:
             return float(litellm.completion_cost(completion_response=resp, model=c.model))
         except Exception:  # noqa: BLE001 - unknown model: cost unknown, not zero
             return None
-
-
-try:  # litellm's flag for its own nested calls: they skip its logging callbacks (litellm pinned)
-    from litellm._internal_context import is_internal_call as _LITELLM_INTERNAL
-except ImportError:  # another litellm layout: keep its logging, lose only the speed-up
-    _LITELLM_INTERNAL = None
-_CALLBACK_LISTS = ("callbacks", "success_callback", "failure_callback", "_async_success_callback",
-                   "_async_failure_callback", "input_callback", "_async_input_callback", "service_callback")
-
-
-def _skip_litellm_logging() -> contextvars.Token[bool] | None:
-    """Skip litellm's success/failure logging for this attempt when no litellm callback is set.
-
-    After every response litellm builds a "standard logging payload" and prices the response
-    again in a background task, for callbacks (Langfuse, custom loggers...) that this project
-    does not register: ~0.3 ms of CPU per call, 5-6 % of the judge layer. Whenever someone does
-    register one (``litellm.success_callback = [...]``), nothing is skipped. Errors are raised and
-    mapped to litellm's exceptions exactly as before; our own accounting does not use any of it.
-    """
-    if _LITELLM_INTERNAL is None or any(getattr(litellm, n, None) for n in _CALLBACK_LISTS):
-        return None
-    return _LITELLM_INTERNAL.set(True)
-
-
-#: Response model classes that passed instructor's async-validator check once (see below).
-_VETTED: weakref.WeakSet[type] = weakref.WeakSet()
-
-
-def _skip_vetted_async_validator_checks() -> None:
-    """Let instructor skip its async-validator check for classes that already passed it.
-
-    instructor 1.17 walks the whole response model (every class in its MRO, every field, ~250
-    nodes for ours) to reject async validators, seven times per call; about a third of its CPU per
-    call. The answer depends only on the class, and ours are built once per judge and dimension,
-    so the check runs once (in :meth:`LLMJudge._response_model`) and is skipped for those classes
-    afterwards. Every other class still gets the full check.
-    """
-    try:
-        from instructor.v2.core import patch as _patch
-        from instructor.v2.validation import async_validators as _av
-    except ImportError:  # another instructor layout: keep its behaviour, lose only the speed-up
-        return
-    original = _av.reject_async_validators
-    if getattr(original, "_skips_vetted", False):
-        return
-
-    def reject_async_validators(response_model: Any) -> None:
-        if isinstance(response_model, type) and response_model in _VETTED:
-            return
-        original(response_model)
-
-    reject_async_validators._skips_vetted = True  # type: ignore[attr-defined]
-    reject_async_validators._original = original  # type: ignore[attr-defined]
-    _av.reject_async_validators = reject_async_validators
-    if getattr(_patch, "reject_async_validators", None) is original:
-        _patch.reject_async_validators = reject_async_validators
-
-
-_skip_vetted_async_validator_checks()
-
-
-def _register_prices(c: JudgeConfig) -> None:
-    """Tell litellm the prices of a model it does not know, when the config gives them.
-
-    litellm prices every response itself (``_hidden_params["response_cost"]``, for its logging),
-    whatever we do with it; for a model missing from its price map that lookup walks every name
-    variant and capability pattern before giving up, about 1 ms of CPU per call. Registered, it is
-    a dict hit. Our own accounting is unchanged: :meth:`LLMJudge._cost` still uses the config's
-    prices. Models litellm already prices are left alone.
-    """
-    if c.model is None or c.input_cost_per_token is None or c.output_cost_per_token is None:
-        return
-    try:
-        litellm.get_model_info(c.model)
-        return  # known: keep litellm's own entry
-    except Exception:  # noqa: BLE001 - unknown model
-        pass
-    provider = c.model.split("/", 1)[0] if "/" in c.model else "openai"
-    litellm.register_model({c.model: {"input_cost_per_token": c.input_cost_per_token,
-                                      "output_cost_per_token": c.output_cost_per_token,
-                                      "litellm_provider": provider, "mode": "chat"}})
 
 
 class _NoLimit:
