@@ -28,6 +28,7 @@ median over ``--repeat`` repeats:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import json
 import os
@@ -37,6 +38,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -215,6 +217,20 @@ def layer_costs(prep) -> dict:  # noqa: ANN001
     return {"litellm": _pool(prep, via_litellm), "judge_no_store": _pool(prep, via_judge)}
 
 
+@contextlib.contextmanager
+def _unpatched_openai() -> Iterator[None]:
+    """The openai SDK as shipped: undo the judge layer's request-transform shortcut
+    (``consensus_eval.judges._speedups``) for the baseline, so the floor is bare openai."""
+    from openai.resources.chat.completions import completions as cc
+
+    patched = cc.async_maybe_transform
+    cc.async_maybe_transform = getattr(patched, "_original", patched)
+    try:
+        yield
+    finally:
+        cc.async_maybe_transform = patched
+
+
 def bare_openai(args: argparse.Namespace, prep) -> dict:  # noqa: ANN001
     """The same calls with openai.AsyncOpenAI: J x C workers, tool schema precomputed, args parsed."""
     import asyncio
@@ -260,8 +276,9 @@ def bare_openai(args: argparse.Namespace, prep) -> dict:  # noqa: ANN001
 
         gc.freeze()  # as the runner does: a floor should not pay for rescanning litellm's heap either
         t, c = time.time(), _cpu()
-        await asyncio.gather(*(worker(j) for j, judge in enumerate(prep.judges)
-                               for _ in range(judge.config.concurrency)))
+        with _unpatched_openai():
+            await asyncio.gather(*(worker(j) for j, judge in enumerate(prep.judges)
+                                   for _ in range(judge.config.concurrency)))
         wall, cpu = time.time() - t, _cpu() - c
         gc.unfreeze()
         for cl in clients:

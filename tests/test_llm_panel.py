@@ -335,9 +335,10 @@ def test_interrupted_run_resumes_without_repeating_a_stored_call(tmp_path, api_k
     def counting(seed):
         inner = honest_judge(seed)
 
-        def answer(r):
+        async def answer(r):
             b = _body(r)
             seen.append(f"{r.url.host}|{case_of(b)}|{dimension_of(b)}")
+            await asyncio.sleep(0.002)  # a reply takes a while, as over a network: the run can be cut mid-way
             return inner(r)
 
         return answer

@@ -15,14 +15,29 @@ has a test showing the bytes on the wire are the same with and without it.
 - :func:`plain_openai_requests`: the openai SDK's request "transform" walking every message
   against its TypedDicts (aliases and formats); none of the chat-completion request types has an
   alias or a format (checked at start-up), so for plain JSON it returns its input.
+- :func:`prompt_requests`: ``litellm.acompletion`` builds each request in a worker thread;
+  for providers whose set-up is pure computation it is built in the event loop's thread instead,
+  so a call's CPU work runs in one stretch (see the function for why that matters).
+- :func:`_eager_body_writes` (Python 3.11 only): aiohttp starts each request body's writer task
+  eagerly on 3.12+ but only at the next loop iteration on 3.11; it is started first in line here.
+
+The last two are about *when* requests leave, not CPU: with many calls in flight and a fixed
+latency, anything that holds requests back until the end of a burst of replies makes the next
+replies land together again, and the client alternates between a busy burst and idling
+(bench/README.md: 0.67 of the latency bound before them, at 4.8 ms of CPU per call).
 """
 
 from __future__ import annotations
 
+import asyncio
+import collections
 import contextlib
+import contextvars
+import functools
+import sys
 import typing
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import litellm
@@ -207,10 +222,145 @@ def _plain_openai_requests() -> None:
     _cc.async_maybe_transform = async_maybe_transform
 
 
+# ---------------------------------------------------------------------------- litellm's executor hop
+
+#: Providers whose ``litellm.completion`` set-up (with ``acompletion=True``) is pure computation:
+#: it maps parameters and returns the coroutine that will do the HTTP call. Providers whose
+#: set-up may block on the network (Azure AD tokens, Vertex/Google auth refresh, Bedrock and
+#: SageMaker credentials, watsonx IAM) are not listed and keep litellm's worker thread.
+INLINE_SAFE_PROVIDERS = frozenset({
+    "openai", "custom_openai", "hosted_vllm", "deepseek", "dashscope", "openrouter", "together_ai",
+    "groq", "mistral", "moonshot", "xai", "fireworks_ai", "deepinfra", "anthropic", "lm_studio",
+})
+
+_INLINE: contextvars.ContextVar[bool] = contextvars.ContextVar("consensus_eval_inline_litellm_setup", default=False)
+try:
+    from litellm import main as _litellm_main
+except ImportError:  # pragma: no cover - litellm always has it at the pinned version
+    _litellm_main = None  # type: ignore[assignment]
+
+
+def inline_safe(model: str | None, api_base: str | None) -> bool:
+    """True if the judge's provider builds its requests without I/O (:data:`INLINE_SAFE_PROVIDERS`)."""
+    if not model or _litellm_main is None or not hasattr(_litellm_main, "completion"):
+        return False
+    try:
+        _, provider, _, _ = litellm.get_llm_provider(model=model, api_base=api_base)
+    except Exception:  # noqa: BLE001 - a provider litellm cannot name: keep its thread
+        return False
+    return provider in INLINE_SAFE_PROVIDERS
+
+
+def _is_litellm_setup(func: Callable[..., Any], args: tuple[Any, ...]) -> bool:
+    """``litellm.acompletion``'s hand-off: ``partial(ctx.run, partial(litellm.main.completion, ...))``."""
+    return (not args and isinstance(func, functools.partial) and len(func.args) == 1 and not func.keywords
+            and isinstance(func.args[0], functools.partial) and func.args[0].func is _litellm_main.completion)
+
+
+def _serve_inline(loop: asyncio.AbstractEventLoop) -> None:
+    """Give ``loop`` a ``run_in_executor`` that runs litellm's set-up in place when asked to."""
+    original = loop.run_in_executor
+
+    def run_in_executor(executor: Any, func: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
+        if executor is None and _INLINE.get() and _is_litellm_setup(func, args):
+            fut = loop.create_future()
+            try:
+                fut.set_result(func())
+            except (KeyboardInterrupt, SystemExit):
+                raise
+            except BaseException as e:  # noqa: BLE001 - delivered to the awaiting caller, as the thread would
+                fut.set_exception(e if not isinstance(e, StopIteration) else RuntimeError(repr(e)))
+            return fut
+        return original(executor, func, *args)
+
+    loop.run_in_executor = run_in_executor  # type: ignore[method-assign]
+
+
+# ---------------------------------------------------------------------------- aiohttp's body writer
+
+try:
+    from aiohttp.client_reqrep import ClientRequest as _AiohttpRequest
+
+    _WRITE_BYTES: Any = _AiohttpRequest.write_bytes.__code__
+except (ImportError, AttributeError):  # another aiohttp layout: requests leave as aiohttp sends them
+    _WRITE_BYTES = None
+
+
+def _eager_body_writes(loop: asyncio.AbstractEventLoop) -> None:
+    """On Python 3.11, start aiohttp's request-body writer before anything else waiting to run.
+
+    aiohttp writes a request's headers in the caller's step and its body in a new task. On 3.12+
+    it starts that task eagerly (``eager_start=True``: the body is on the wire before the caller
+    goes on); on 3.11 it can only ``create_task``, which runs at the next loop iteration, after
+    every callback already queued in this one. When a burst of replies is being processed, every
+    request made during the burst therefore left together at its end: the requests of one burst
+    came back as the next burst, for the whole run. Here the writer task's first step is moved
+    from the back of the loop's ready queue to its front, so it runs as soon as the caller's step
+    ends: the order of everything else is unchanged, and the task is an ordinary task.
+
+    Installed only on 3.11, when the loop has no task factory of its own and keeps its ready
+    callbacks in a deque (asyncio's own loops; not uvloop, which would be left as it is).
+    """
+    if sys.version_info >= (3, 12) or _WRITE_BYTES is None or loop.get_task_factory() is not None:
+        return
+    ready = getattr(loop, "_ready", None)
+    if not isinstance(ready, collections.deque):
+        return
+
+    def task_factory(loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
+        task = asyncio.Task(coro, loop=loop, **kwargs)
+        if (getattr(coro, "cr_code", None) is _WRITE_BYTES and ready
+                and getattr(getattr(ready[-1], "_callback", None), "__self__", None) is task):
+            ready.appendleft(ready.pop())  # the task's first step, queued by Task() just now
+        return task
+
+    loop.set_task_factory(task_factory)
+
+
+def _prepare_loop(loop: asyncio.AbstractEventLoop) -> None:
+    """Install the loop-level pieces once per event loop (each run has its own loop)."""
+    if getattr(loop, "_consensus_eval_prepared", False):
+        return
+    if _litellm_main is not None:
+        _serve_inline(loop)
+    _eager_body_writes(loop)
+    loop._consensus_eval_prepared = True  # type: ignore[attr-defined]
+
+
+@contextlib.contextmanager
+def prompt_requests(inline_setup: bool) -> Iterator[None]:
+    """Around one ``litellm.acompletion``: its request leaves as soon as it is built.
+
+    Prepares the running loop once (:func:`_eager_body_writes`) and, with ``inline_setup``
+    (:func:`inline_safe` providers), lets litellm build the request in this thread (below).
+
+    ``acompletion`` hands the synchronous ``completion()`` (provider lookup, parameter mapping,
+    logging object: about half of litellm's CPU per call) to the default thread pool and awaits
+    it. That costs a thread hand-off and GIL contention with the event loop on every call, and it
+    cuts each call's CPU work in two steps with a trip through the loop between them. With many
+    calls in flight, replies that land together then advance in lock-step (everyone's first step,
+    then everyone's second), so their next requests leave together and the burst never spreads
+    out: at 96 requests in flight and 500 ms latency the client sat idle between bursts.
+    Run in place, the future is already done when awaited, so a reply is processed and the next
+    request sent in one stretch. Same function, same arguments, same context (``ctx.run``); only
+    the thread differs. Used only for :func:`inline_safe` providers; anything else goes to the pool.
+    """
+    _prepare_loop(asyncio.get_running_loop())
+    if not inline_setup:
+        yield
+        return
+    token = _INLINE.set(True)
+    try:
+        yield
+    finally:
+        _INLINE.reset(token)
+
+
 def install() -> None:
     """Install the library patches (idempotent)."""
     _skip_vetted_async_validator_checks()
     _plain_openai_requests()
 
 
-__all__ = ["install", "is_plain_json", "mark_vetted", "quiet_litellm_logging", "register_prices"]
+__all__ = ["inline_safe", "prompt_requests", "install", "is_plain_json", "mark_vetted",
+           "quiet_litellm_logging", "register_prices"]

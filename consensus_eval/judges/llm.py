@@ -108,6 +108,7 @@ class LLMJudge:
         self.backoff_base_s = BACKOFF_BASE_S
         self.backoff_max_s = BACKOFF_MAX_S
         _speedups.register_prices(config)
+        self._inline_setup = _speedups.inline_safe(config.model, config.api_base)
 
     # ---------------------------------------------------------------- one judgment
 
@@ -211,7 +212,7 @@ class LLMJudge:
             usage.attempts += 1
             try:
                 async with self._limiter():
-                    with _speedups.quiet_litellm_logging():
+                    with _speedups.quiet_litellm_logging(), _speedups.prompt_requests(self._inline_setup):
                         async with asyncio.timeout(self.config.timeout_s):
                             resp = await litellm.acompletion(**kwargs)
             except RETRYABLE as e:
