@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import json
 import random
+import sys
 from typing import Annotated, TypedDict
 
 import httpx
@@ -32,6 +33,8 @@ def _unpatched(monkeypatch: pytest.MonkeyPatch):
         m.setattr(av, "reject_async_validators", reject)
         m.setattr(ipatch, "reject_async_validators", reject)
         m.setattr(_speedups, "_LITELLM_INTERNAL", None)
+        m.setattr(_speedups, "_is_litellm_setup", lambda func, args: False)  # litellm's worker thread
+        m.setattr(_speedups, "_WRITE_BYTES", None)  # aiohttp's own task scheduling
         yield
 
 
@@ -159,3 +162,129 @@ def test_a_registered_litellm_callback_disables_the_logging_skip(monkeypatch):
     monkeypatch.setattr(litellm, "success_callback", [lambda *a, **k: None])
     with _speedups.quiet_litellm_logging():
         assert _speedups._LITELLM_INTERNAL.get() is False
+
+
+# --------------------------------------------------------------------------- when requests leave
+
+
+@pytest.mark.parametrize("model, api_base, expected", [
+    ("openai/gpt-4o-mini", None, True),
+    ("openai/fake", "http://127.0.0.1:8000/v1", True),
+    ("hosted_vllm/qwen", "http://127.0.0.1:8000/v1", True),
+    ("deepseek/deepseek-reasoner", None, True),
+    ("dashscope/qwen-max", None, True),
+    ("azure/my-deployment", "https://x.openai.azure.com", False),  # may fetch an Azure AD token
+    ("vertex_ai/gemini-1.5-pro", None, False),  # may refresh Google credentials
+    ("bedrock/anthropic.claude-3", None, False),  # boto3 credential look-ups
+    ("no-such-provider-model-xyz", None, False),
+    (None, None, False),
+])
+def test_inline_set_up_only_for_providers_whose_set_up_does_no_io(model, api_base, expected):
+    assert _speedups.inline_safe(model, api_base) is expected
+
+
+def _setup_threads(rubric, monkeypatch, model: str, api_base: str) -> tuple[int, set[int]]:
+    """(the event loop's thread, the threads litellm.completion ran in) for one judge call."""
+    import threading
+
+    import litellm.main
+
+    from consensus_eval.config import JudgeConfig
+    from consensus_eval.judges.llm import LLMJudge
+
+    threads: set[int] = set()
+    original = litellm.main.completion
+
+    def completion(*args, **kwargs):
+        threads.add(threading.get_ident())
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(litellm.main, "completion", completion)
+    judge = LLMJudge(JudgeConfig(name="j", model=model, api_base=api_base, api_key_env="JUDGE_A_KEY"), rubric)
+    reply = make_reply("accuracy", random.Random(3), n=1)
+    with respx.mock(using="httpx", assert_all_called=False) as mock:
+        mock.post(url__regex=r".*/chat/completions").mock(
+            side_effect=lambda r: httpx.Response(200, json=chat_response(_body(r), reply)))
+        out = _one_call(rubric, judge)
+    assert out.status == "ok", out.error
+    return threading.get_ident(), threads  # asyncio.run runs the loop in this thread
+
+
+def test_litellm_builds_the_request_in_the_loops_thread_for_an_inline_safe_provider(rubric, api_keys, monkeypatch):
+    loop_thread, threads = _setup_threads(rubric, monkeypatch, "openai/fake", "http://judge-a.test/v1")
+    assert threads == {loop_thread}
+
+
+def test_other_providers_keep_litellms_worker_thread(rubric, api_keys, monkeypatch):
+    monkeypatch.setattr(_speedups, "INLINE_SAFE_PROVIDERS", frozenset())
+    loop_thread, threads = _setup_threads(rubric, monkeypatch, "openai/fake", "http://judge-a.test/v1")
+    assert len(threads) == 1 and loop_thread not in threads
+
+
+def test_only_litellms_set_up_runs_in_place():
+    import threading
+
+    async def main() -> tuple[int, int]:
+        loop = asyncio.get_running_loop()
+        with _speedups.prompt_requests(True):
+            other = await loop.run_in_executor(None, threading.get_ident)  # not litellm's: a worker thread
+        assert _speedups._INLINE.get() is False  # restored on leaving
+        return threading.get_ident(), other
+
+    here, other = asyncio.run(main())
+    assert here != other
+
+
+def test_a_failing_set_up_reaches_the_caller_as_it_would_from_the_thread(rubric, api_keys, monkeypatch):
+    import litellm.main
+
+    def completion(*args, **kwargs):
+        raise ValueError("bad parameter")
+
+    monkeypatch.setattr(litellm.main, "completion", completion)
+    with respx.mock(using="httpx", assert_all_called=False):
+        out = _one_call(rubric, _judge(rubric, max_retries=0))
+    assert out.status == "failed" and "bad parameter" in out.error
+
+
+async def _ordered(eager: bool, monkeypatch) -> list[str]:
+    order: list[str] = []
+
+    async def body_writer() -> None:  # stands in for aiohttp's ClientRequest.write_bytes
+        order.append("body written")
+
+    monkeypatch.setattr(_speedups, "_WRITE_BYTES", body_writer.__code__ if eager else None)
+    loop = asyncio.get_running_loop()
+    _speedups._eager_body_writes(loop)
+    loop.call_soon(order.append, "reply of another call processed")  # already waiting to run
+    task = asyncio.create_task(body_writer())
+    await task
+    loop.set_task_factory(None)
+    return order
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="aiohttp starts the writer eagerly itself on 3.12+")
+def test_the_body_writer_runs_before_callbacks_already_waiting(monkeypatch):
+    assert asyncio.run(_ordered(True, monkeypatch)) == ["body written", "reply of another call processed"]
+    # as aiohttp schedules it on 3.11 without the patch: after everything already queued
+    assert asyncio.run(_ordered(False, monkeypatch)) == ["reply of another call processed", "body written"]
+
+
+def test_the_body_writer_patch_leaves_a_loop_with_its_own_task_factory_alone(monkeypatch):
+    async def main() -> object:
+        loop = asyncio.get_running_loop()
+
+        def mine(loop, coro, **kw):
+            return asyncio.Task(coro, loop=loop, **kw)
+
+        loop.set_task_factory(mine)
+        _speedups._eager_body_writes(loop)
+        return loop.get_task_factory() is mine
+
+    assert asyncio.run(main())
+
+
+def test_aiohttps_body_writer_is_where_the_patch_expects_it():
+    from aiohttp.client_reqrep import ClientRequest
+
+    assert _speedups._WRITE_BYTES is ClientRequest.write_bytes.__code__
