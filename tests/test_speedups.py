@@ -288,3 +288,34 @@ def test_aiohttps_body_writer_is_where_the_patch_expects_it():
     from aiohttp.client_reqrep import ClientRequest
 
     assert _speedups._WRITE_BYTES is ClientRequest.write_bytes.__code__
+
+
+@pytest.mark.parametrize("config_prices, litellm_prices", [(True, False), (False, True)])
+def test_litellm_prices_responses_only_when_the_config_does_not(rubric, api_keys, monkeypatch, config_prices,
+                                                                 litellm_prices):
+    from litellm.litellm_core_utils.litellm_logging import Logging
+
+    from consensus_eval.config import JudgeConfig
+    from consensus_eval.judges.llm import LLMJudge
+
+    priced: list[object] = []
+    current = Logging._response_cost_calculator
+
+    def spy(self, *args, **kwargs):
+        priced.append(current(self, *args, **kwargs))
+        return priced[-1]
+
+    monkeypatch.setattr(Logging, "_response_cost_calculator", spy)
+    prices = {"input_cost_per_token": 1e-6, "output_cost_per_token": 2e-6} if config_prices else {}
+    cfg = JudgeConfig(name="j", model="openai/gpt-4o-mini", api_base="http://judge-a.test/v1",
+                      api_key_env="JUDGE_A_KEY", **prices)
+    reply = make_reply("accuracy", random.Random(3), n=1)
+    with respx.mock(using="httpx", assert_all_called=False) as mock:
+        mock.post(URL_A).mock(side_effect=lambda r: httpx.Response(200, json=chat_response(_body(r), reply)))
+        out = _one_call(rubric, LLMJudge(cfg, rubric))
+    assert out.status == "ok" and out.cost is not None and out.cost > 0
+    assert len(priced) == 1
+    assert (isinstance(priced[0], float) and priced[0] > 0) is litellm_prices
+    if config_prices:
+        assert priced[0] is None
+        assert out.cost == pytest.approx(out.prompt_tokens * 1e-6 + out.completion_tokens * 2e-6)

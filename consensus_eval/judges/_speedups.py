@@ -79,24 +79,54 @@ _CALLBACK_LISTS = ("callbacks", "success_callback", "failure_callback", "_async_
                    "_async_failure_callback", "input_callback", "_async_input_callback", "service_callback")
 
 
+_SKIP_PRICING: contextvars.ContextVar[bool] = contextvars.ContextVar("consensus_eval_skip_litellm_pricing",
+                                                                      default=False)
+
+
 @contextlib.contextmanager
-def quiet_litellm_logging() -> Iterator[None]:
-    """Skip litellm's success/failure logging inside the block when no litellm callback is set.
+def quiet_litellm_logging(priced_by_us: bool = False) -> Iterator[None]:
+    """Skip litellm's work for callbacks inside the block when no litellm callback is set.
 
     After every response litellm builds a "standard logging payload" and prices the response
     again in a background task, for callbacks (Langfuse, custom loggers...) that this project
-    does not register: ~0.3 ms of CPU per call, 5-6 % of the judge layer. Whenever someone does
-    register one (``litellm.success_callback = [...]``), nothing is skipped. Errors are raised and
+    does not register: ~0.3 ms of CPU per call, 5-6 % of the judge layer. With ``priced_by_us``
+    (the judge prices its calls from the config's prices), litellm's own pricing of each response
+    for ``_hidden_params["response_cost"]`` (~0.5 ms: model-info look-ups, usage walk) is skipped
+    as well; that field is then None, and nothing here reads it. Whenever someone does register a
+    callback (``litellm.success_callback = [...]``), nothing is skipped. Errors are raised and
     mapped to litellm's exceptions exactly as before; our own accounting does not use any of it.
     """
     if _LITELLM_INTERNAL is None or any(getattr(litellm, n, None) for n in _CALLBACK_LISTS):
         yield
         return
     token = _LITELLM_INTERNAL.set(True)
+    pricing = _SKIP_PRICING.set(priced_by_us)
     try:
         yield
     finally:
+        _SKIP_PRICING.reset(pricing)
         _LITELLM_INTERNAL.reset(token)
+
+
+def _skip_unused_response_pricing() -> None:
+    """Let litellm's per-response pricing return None inside ``quiet_litellm_logging(priced_by_us=True)``."""
+    try:
+        from litellm.litellm_core_utils.litellm_logging import Logging
+    except ImportError:  # another litellm layout: it keeps pricing, we lose only the speed-up
+        return
+    original = getattr(Logging, "_response_cost_calculator", None)
+    if original is None or getattr(original, "_skips_when_priced_by_us", False):
+        return
+
+    @functools.wraps(original)
+    def _response_cost_calculator(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if _SKIP_PRICING.get():
+            return None
+        return original(self, *args, **kwargs)
+
+    _response_cost_calculator._skips_when_priced_by_us = True  # type: ignore[attr-defined]
+    _response_cost_calculator._original = original  # type: ignore[attr-defined]
+    Logging._response_cost_calculator = _response_cost_calculator
 
 
 # ---------------------------------------------------------------------------- instructor
@@ -360,6 +390,7 @@ def install() -> None:
     """Install the library patches (idempotent)."""
     _skip_vetted_async_validator_checks()
     _plain_openai_requests()
+    _skip_unused_response_pricing()
 
 
 __all__ = ["inline_safe", "prompt_requests", "install", "is_plain_json", "mark_vetted",

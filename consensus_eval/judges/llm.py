@@ -109,6 +109,7 @@ class LLMJudge:
         self.backoff_max_s = BACKOFF_MAX_S
         _speedups.register_prices(config)
         self._inline_setup = _speedups.inline_safe(config.model, config.api_base)
+        self._priced_by_config = config.input_cost_per_token is not None and config.output_cost_per_token is not None
 
     # ---------------------------------------------------------------- one judgment
 
@@ -212,7 +213,8 @@ class LLMJudge:
             usage.attempts += 1
             try:
                 async with self._limiter():
-                    with _speedups.quiet_litellm_logging(), _speedups.prompt_requests(self._inline_setup):
+                    with (_speedups.quiet_litellm_logging(priced_by_us=self._priced_by_config),
+                          _speedups.prompt_requests(inline_setup=self._inline_setup)):
                         async with asyncio.timeout(self.config.timeout_s):
                             resp = await litellm.acompletion(**kwargs)
             except RETRYABLE as e:
