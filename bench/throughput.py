@@ -31,6 +31,7 @@ import argparse
 import contextlib
 import gc
 import json
+import math
 import os
 import resource
 import statistics
@@ -366,8 +367,14 @@ def main(argv: list[str] | None = None) -> int:
 
     n = args.cases * 3 * args.judges * args.runs
     bound = None
+    sys.path.insert(0, str(ROOT))
+    from tests.fake_server import FakeConfig
+
     if args.latency_ms > 0:
-        bound = args.judges * args.concurrency / (args.latency_ms / 1000)
+        # lognormal: --latency-ms is the median; the bound needs the mean, median x exp(sigma^2 / 2)
+        mean_s = args.latency_ms / 1000 * (math.exp(FakeConfig.latency_sigma ** 2 / 2)
+                                           if args.latency_dist == "lognormal" else 1.0)
+        bound = args.judges * args.concurrency / mean_s
     if args.rate_limit:
         bound = min(bound or float("inf"), args.judges * args.rate_limit)
     print(f"regime {args.regime}: {args.cases} cases x 3 dimensions x {args.judges} judges x {args.runs} run(s) "

@@ -61,6 +61,10 @@ def test_the_patches_are_installed():
     assert getattr(cc.async_maybe_transform, "_plain_json_skip", False)
     assert getattr(av.reject_async_validators, "_skips_vetted", False)
     assert _speedups._LITELLM_INTERNAL is not None
+    from litellm.litellm_core_utils.litellm_logging import Logging
+
+    assert getattr(Logging._response_cost_calculator, "_skips_when_priced_by_us", False)
+    assert _speedups._litellm_main is not None and _speedups._WRITE_BYTES is not None
 
 
 @pytest.mark.parametrize("mode", ["tools", "json", "md_json", "json_schema"])
