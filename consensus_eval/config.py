@@ -81,6 +81,13 @@ class JudgeConfig(BaseModel):
                     f"export {self.api_key_env}=<your key> or remove the judge from the config")
         return None
 
+    @property
+    def config_prices(self) -> tuple[float, float] | None:
+        """(input, output) USD per token when the config gives both prices, else None."""
+        if self.input_cost_per_token is None or self.output_cost_per_token is None:
+            return None
+        return self.input_cost_per_token, self.output_cost_per_token
+
     @cached_property
     def identity(self) -> str:
         """A hash of what determines this judge's answers (model, endpoint, mode, sampling).

@@ -34,8 +34,8 @@ class JudgeEstimate:
 
 def prices(cfg: JudgeConfig) -> tuple[float, float] | None:
     """(input, output) USD per token: the config's, else litellm's price map, else None."""
-    if cfg.input_cost_per_token is not None and cfg.output_cost_per_token is not None:
-        return cfg.input_cost_per_token, cfg.output_cost_per_token
+    if cfg.config_prices is not None:
+        return cfg.config_prices
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     import litellm
 

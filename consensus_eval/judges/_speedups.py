@@ -56,7 +56,7 @@ def register_prices(c: JudgeConfig) -> None:
     a dict hit. Our own accounting is unchanged: the judge still prices calls from the config.
     Models litellm already prices are left alone.
     """
-    if c.model is None or c.input_cost_per_token is None or c.output_cost_per_token is None:
+    if c.model is None or c.config_prices is None:
         return
     try:
         litellm.get_model_info(c.model)

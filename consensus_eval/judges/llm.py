@@ -109,7 +109,7 @@ class LLMJudge:
         self.backoff_max_s = BACKOFF_MAX_S
         _speedups.register_prices(config)
         self._inline_setup = _speedups.inline_safe(config.model, config.api_base)
-        self._priced_by_config = config.input_cost_per_token is not None and config.output_cost_per_token is not None
+        self._priced_by_config = config.config_prices is not None
 
     # ---------------------------------------------------------------- one judgment
 
@@ -265,10 +265,11 @@ class LLMJudge:
         """Cost of one response: the config's prices if given, else litellm's price map, else None."""
         c = self.config
         u = getattr(resp, "usage", None)
-        if c.input_cost_per_token is not None and c.output_cost_per_token is not None:
+        if c.config_prices is not None:
             if u is None:
                 return None
-            return (u.prompt_tokens or 0) * c.input_cost_per_token + (u.completion_tokens or 0) * c.output_cost_per_token
+            price_in, price_out = c.config_prices
+            return (u.prompt_tokens or 0) * price_in + (u.completion_tokens or 0) * price_out
         try:
             return float(litellm.completion_cost(completion_response=resp, model=c.model))
         except Exception:  # noqa: BLE001 - unknown model: cost unknown, not zero
