@@ -1,6 +1,6 @@
 """Throughput of the judge layer against a local fake OpenAI-compatible server.
 
-N cases x 3 dimensions x J judges x R runs, through ``consensus_eval.evaluate.prepare/run`` (litellm +
+N cases x 3 dimensions x J judges x R runs, through ``consensus_eval.api.prepare/run`` (litellm +
 instructor + the store), against ``tests/fake_server.py`` running in its own process with latency L;
 each judge has C workers. In the same client process, the same calls are then made with the bare
 ``openai.AsyncOpenAI`` client (same messages, same tool schema, J x C workers, the arguments parsed
@@ -106,7 +106,7 @@ def client(args: argparse.Namespace) -> dict:
     """One measured run in this (fresh) process: judge layer, then bare openai; returns figures."""
     t_proc = process_start_time()
     t0 = time.time()
-    from consensus_eval import evaluate  # noqa: F401 - the judge layer: imports litellm lazily
+    from consensus_eval import api as evaluate  # noqa: F401 - the judge layer: imports litellm lazily
     from consensus_eval.judges import llm  # noqa: F401
     t_import = time.time()
     work = Path(args.workdir)
@@ -196,7 +196,7 @@ def layer_costs(prep) -> dict:  # noqa: ANN001
     from instructor.processing.response import handle_response_model
 
     from consensus_eval.judges.llm import MODES
-    from consensus_eval.judgment import response_model
+    from consensus_eval.domain.judgment import response_model
 
     kwargs = {}
     for call in prep.calls:
@@ -241,7 +241,7 @@ def bare_openai(args: argparse.Namespace, prep) -> dict:  # noqa: ANN001
     from instructor.processing.response import handle_response_model
 
     from consensus_eval.judges.llm import MODES
-    from consensus_eval.judgment import response_model
+    from consensus_eval.domain.judgment import response_model
 
     work = []  # (judge index, request kwargs), built before the clock starts
     by_judge = {j.config.name: i for i, j in enumerate(prep.judges)}

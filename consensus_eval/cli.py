@@ -56,18 +56,18 @@ def score(
     dry_run: Annotated[bool, typer.Option(help="Render every prompt, count tokens, estimate cost; call nothing.")] = False,
 ) -> None:
     """Score CASES with the judges of CONFIG; resumes where a previous run into OUT stopped."""
-    from consensus_eval import evaluate
-    from consensus_eval.summary import print_summary
+    from consensus_eval import api as evaluate
+    from consensus_eval.output.console import print_summary
 
     prep = evaluate.prepare(cases, config, skip_invalid=skip_invalid, check_keys=not dry_run)
     for line in prep.invalid_lines:
         err_console.print(f"[yellow]skipped:[/] {line}", highlight=False, soft_wrap=True)
     if dry_run:
-        from consensus_eval.estimate import estimate, print_estimate
+        from consensus_eval.run.estimate import estimate, print_estimate
 
         print_estimate(out_console, estimate(prep))
         return
-    from consensus_eval.progress import progress_hook
+    from consensus_eval.output.progress import progress_hook
 
     with progress_hook(err_console) as hook:
         progress = evaluate.run(prep, out, hook)
@@ -88,7 +88,7 @@ def reliability(
     """Krippendorff's alpha with bootstrap CIs: of a run's judges (and a human), or of any ratings table."""
     import json
 
-    from consensus_eval import reliability as rel
+    from consensus_eval.analysis import reliability as rel
 
     if ratings is not None:
         if level not in rel.LEVELS:
@@ -106,9 +106,9 @@ def reliability(
         return
     if run_dir is None:
         raise InputError("give a run folder (RUN_DIR) or --ratings FILE.csv")
-    from consensus_eval.evaluate import load_results
-    from consensus_eval.outputs import write_json
-    from consensus_eval.store import Store
+    from consensus_eval.api import load_results
+    from consensus_eval.output.files import write_json
+    from consensus_eval.run.store import Store
 
     with Store.open_existing(run_dir) as store:
         res = load_results(store)
@@ -118,7 +118,7 @@ def reliability(
     if json_out:
         print(json.dumps(report, ensure_ascii=False, indent=2))
     else:
-        from consensus_eval.summary import print_reliability
+        from consensus_eval.output.console import print_reliability
 
         print_reliability(out_console, report)
 
@@ -135,8 +135,8 @@ def audit(
     disagreement = spread of judge totals + 5 x star gaps + singletons + 2 x claimed-vs-derived
     mismatches; failed and inconclusive cases come first.
     """
-    from consensus_eval.audit import audit_folder, write_adjudication_csv
-    from consensus_eval.report.console import print_audit
+    from consensus_eval.analysis.audit import audit_folder, write_adjudication_csv
+    from consensus_eval.output.audit_console import print_audit
 
     _, audits = audit_folder(run_dir)
     print_audit(out_console, audits, top)
@@ -151,7 +151,7 @@ def report(
     run_dir: Annotated[Path, typer.Argument(help="Output folder of a `score` run.")],
 ) -> None:
     """(Re)write RUN_DIR/report.md and a self-contained RUN_DIR/report.html from the store. Calls no judge."""
-    from consensus_eval.report import write_reports
+    from consensus_eval.output.report import write_reports
 
     md, html = write_reports(run_dir)
     out_console.print(f"wrote {md} and {html}", highlight=False)
@@ -167,8 +167,8 @@ def judges_check(config: ConfigOpt = DEFAULT_CONFIG) -> None:
     """Ping each LLM judge with one tiny call; report missing keys before any call is made."""
     import asyncio
 
-    from consensus_eval.config import load_config
-    from consensus_eval.rubric import load_rubric
+    from consensus_eval.domain.config import load_config
+    from consensus_eval.domain.rubric import load_rubric
 
     cfg = load_config(config)
     missing = [m for j in cfg.judges if (m := j.missing_key())]

@@ -16,7 +16,7 @@ FAKE_KEY = "sk-test-DO-NOT-LEAK-0123456789abcdef"
 
 @pytest.fixture
 def rubric():
-    from consensus_eval.rubric import load_rubric
+    from consensus_eval.domain.rubric import load_rubric
 
     return load_rubric("medical_record")
 

@@ -152,7 +152,7 @@ def run_marker(body: dict[str, Any], headers: Any) -> str:
 
 @functools.cache
 def _rubric() -> Any:
-    from consensus_eval.rubric import load_rubric
+    from consensus_eval.domain.rubric import load_rubric
 
     return load_rubric("medical_record")
 
@@ -168,8 +168,8 @@ def judgment_reply(cfg: FakeConfig, model: str, case: str, dim: str, key: str) -
     n = round(hidden + model_bias(cfg, model) + rng.gauss(0, 0.6))
     reply = make_reply(dim, rng, n=max(0, min(6, n)))
     if rng.random() < cfg.honest_rate:
-        from consensus_eval.judgment import Deduction, Judgment
-        from consensus_eval.rubric import derive
+        from consensus_eval.domain.judgment import Deduction, Judgment
+        from consensus_eval.domain.rubric import derive
 
         d = _rubric().dimension(dim)
         deductions = []

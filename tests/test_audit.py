@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from consensus_eval import audit as audit_mod
-from consensus_eval.cases import Case
-from consensus_eval.config import EvalConfig
-from consensus_eval.judgment import Deduction, Judgment, PenaltyHit
-from consensus_eval.rubric import load_rubric
-from consensus_eval.store import CallRecord, PlannedCall, Store
+from consensus_eval.analysis import audit as audit_mod
+from consensus_eval.domain.cases import Case
+from consensus_eval.domain.config import EvalConfig
+from consensus_eval.domain.judgment import Deduction, Judgment, PenaltyHit
+from consensus_eval.domain.rubric import load_rubric
+from consensus_eval.run.store import CallRecord, PlannedCall, Store
 
 JUDGES = ["judge-a", "judge-b", "judge-c"]
 DIMS = ["accuracy", "completeness", "standardization"]

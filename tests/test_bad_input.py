@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from consensus_eval import evaluate
+from consensus_eval import api as evaluate
 from consensus_eval.cli import app
-from consensus_eval.store import Store
+from consensus_eval.run.store import Store
 from tests.fake_server import FakeConfig, FakeServer
 from tests.test_fault_tolerance import MODEL_OF, write_cases, write_panel
 
@@ -125,11 +125,11 @@ def test_context_error_message_names_the_limit(tmp_path, mode):
     """The reason a user reads says what happened (context length), from both provider routes."""
     import asyncio
 
-    from consensus_eval.cases import Case
-    from consensus_eval.config import JudgeConfig
+    from consensus_eval.domain.cases import Case
+    from consensus_eval.domain.config import JudgeConfig
     from consensus_eval.judges.llm import LLMJudge
-    from consensus_eval.prompts import render
-    from consensus_eval.rubric import load_rubric
+    from consensus_eval.domain.prompts import render
+    from consensus_eval.domain.rubric import load_rubric
 
     rubric = load_rubric("medical_record")
     case = Case(id="big", conversation="医生：你好\n患者：你好", record="主诉：" + "多饮" * 20_000)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from consensus_eval._errors import InputError
-from consensus_eval.cases import Case, Turn, load_cases
+from consensus_eval.domain.cases import Case, Turn, load_cases
 
 BAD = Path(__file__).parent / "data" / "bad"
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "cases.jsonl"

@@ -9,7 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from consensus_eval._errors import InputError
-from consensus_eval.config import EvalConfig, JudgeConfig, load_config
+from consensus_eval.domain.config import EvalConfig, JudgeConfig, load_config
 
 BAD = Path(__file__).parent / "data" / "bad"
 FAKE_KEY = "sk-FAKEFAKEFAKEFAKEFAKE1234"

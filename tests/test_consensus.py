@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from consensus_eval.config import ConsensusConfig
-from consensus_eval.consensus import aggregate, build
-from consensus_eval.judgment import Deduction, Judgment, PenaltyHit
-from consensus_eval.store import CallRecord
+from consensus_eval.domain.config import ConsensusConfig
+from consensus_eval.analysis.consensus import aggregate, build
+from consensus_eval.domain.judgment import Deduction, Judgment, PenaltyHit
+from consensus_eval.run.store import CallRecord
 
 DIMS = ("accuracy", "completeness", "standardization")
 # one deduction of each fixed-points type used below, by dimension: (category, type, points)

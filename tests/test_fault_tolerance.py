@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from consensus_eval import evaluate
-from consensus_eval.store import Store
+from consensus_eval import api as evaluate
+from consensus_eval.run.store import Store
 from tests.conftest import EXAMPLES, ROOT
 from tests.fake_server import FakeConfig, FakeServer, spawn
 
@@ -88,9 +88,9 @@ def _key(model: str, case: str, dim: str) -> tuple[str, str, str]:
 @pytest.fixture(scope="module")
 def warm_litellm():
     """One call through litellm first: its lazy start-up (~0.3 s) must not eat a call's timeout."""
-    from consensus_eval.config import JudgeConfig
+    from consensus_eval.domain.config import JudgeConfig
     from consensus_eval.judges.llm import LLMJudge
-    from consensus_eval.rubric import load_rubric
+    from consensus_eval.domain.rubric import load_rubric
 
     with FakeServer(FakeConfig(seed=0, max_lifetime_s=30)) as srv:
         judge = LLMJudge(JudgeConfig(name="warm", model="openai/warm", api_base=srv.url + "/v1"),

@@ -14,12 +14,12 @@ import httpx
 import pytest
 import respx
 
-from consensus_eval import evaluate
-from consensus_eval.cases import Case
-from consensus_eval.config import JudgeConfig
+from consensus_eval import api as evaluate
+from consensus_eval.domain.cases import Case
+from consensus_eval.domain.config import JudgeConfig
 from consensus_eval.judges.llm import LLMJudge, retry_after_s
-from consensus_eval.prompts import render
-from consensus_eval.store import Store
+from consensus_eval.domain.prompts import render
+from consensus_eval.run.store import Store
 from tests.conftest import EXAMPLES, FAKE_KEY, PANEL, write_config
 from tests.fakellm import case_of, chat_response, dimension_of, make_reply
 
@@ -275,7 +275,7 @@ def test_swapping_one_model_reruns_only_that_judge(tmp_path, api_keys):
 
 
 def test_editing_the_rubric_or_prompt_changes_every_hash(tmp_path, api_keys, rubric):
-    from consensus_eval.runner import request_hash
+    from consensus_eval.run.execute import request_hash
 
     judge = _judge(rubric)
     case = Case(id="c", conversation="医生：你好", record="主诉：多饮3年")
@@ -344,7 +344,7 @@ def test_interrupted_run_resumes_without_repeating_a_stored_call(tmp_path, api_k
         return answer
 
     async def interrupted():
-        from consensus_eval.runner import execute
+        from consensus_eval.run.execute import execute
 
         with Store(tmp_path / "out" / "results.sqlite") as store:
             store.set_plan(c.planned for c in prep.calls)

@@ -10,9 +10,9 @@ import yaml
 from jinja2.exceptions import SecurityError, TemplateNotFound
 
 from consensus_eval._errors import InputError
-from consensus_eval.cases import Case, Turn
-from consensus_eval.prompts import MESSAGE_BREAK, fence, render
-from consensus_eval.rubric import Rubric, load_rubric
+from consensus_eval.domain.cases import Case, Turn
+from consensus_eval.domain.prompts import MESSAGE_BREAK, fence, render
+from consensus_eval.domain.rubric import Rubric, load_rubric
 
 RUBRIC = load_rubric("medical_record")
 DIMS = [d.id for d in RUBRIC.dimensions]

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from consensus_eval.cli import app
-from consensus_eval.reliability import (
+from consensus_eval.analysis.reliability import (
     agreement,
     alpha_with_ci,
     bootstrap_ci,

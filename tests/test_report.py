@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from consensus_eval.report import write_reports
-from consensus_eval.report.data import build_report_data, flatten_numbers, pair_agreement
+from consensus_eval.output.report import write_reports
+from consensus_eval.output.report.data import build_report_data, flatten_numbers, pair_agreement
 from tests.conftest import EXAMPLES, ROOT
 from tests.test_audit import JUDGES, XSS_EVIDENCE, build_panel_store, panel_cases
 
@@ -32,7 +32,7 @@ HTML_SECTIONS = ["summary", "distributions", "agreement", "reliability", "metric
 @pytest.fixture(scope="module")
 def real_run(tmp_path_factory) -> Path:
     """The bundled examples scored by the default config (rules judge only), reports written."""
-    from consensus_eval import evaluate
+    from consensus_eval import api as evaluate
 
     out = tmp_path_factory.mktemp("real") / "out"
     prep = evaluate.prepare(EXAMPLES, ROOT / "configs" / "default.yaml")
@@ -196,9 +196,9 @@ def test_prompt_injection_case_is_shown_as_data(real_run):
 
 def test_report_regenerates_from_the_store_alone(real_run, tmp_path, monkeypatch):
     import consensus_eval.judges as judges
-    import consensus_eval.runner as runner
+    import consensus_eval.run.execute as runner
     from consensus_eval.cli import app
-    from consensus_eval.store import Store
+    from consensus_eval.run.store import Store
 
     out = tmp_path / "copy"
     shutil.copytree(real_run, out)
@@ -269,8 +269,8 @@ def test_stale_or_minimal_reliability_json(panel_run):
 
 def test_write_reports_while_a_run_holds_the_store(tmp_path):
     """What `score` does when it writes the reports at the end of `rebuild`: the store is still open."""
-    from consensus_eval import evaluate
-    from consensus_eval.store import Store
+    from consensus_eval import api as evaluate
+    from consensus_eval.run.store import Store
 
     out = build_panel_store(tmp_path / "open")
     with Store(out / "results.sqlite") as store:
@@ -281,7 +281,7 @@ def test_write_reports_while_a_run_holds_the_store(tmp_path):
 
 
 def test_histogram_bins_are_shared_and_round():
-    from consensus_eval.report.charts import Domain, box_plot, domain, histograms
+    from consensus_eval.output.report.charts import Domain, box_plot, domain, histograms
 
     assert domain([88, 90, 99]) == Domain(88, 100, 1)
     assert domain([55, 100]) == Domain(55, 105, 5)          # widths 0.5, 1, 2 would need more than 20 bins
@@ -346,7 +346,7 @@ PWN_IMG = "<img id=pwned src=x onerror=\"document.title='PWNED'\">"
 
 
 def test_browser_does_not_execute_injected_markup(tmp_path):
-    from consensus_eval.judgment import Deduction, Judgment
+    from consensus_eval.domain.judgment import Deduction, Judgment
 
     cases = panel_cases()
     cases[0] = cases[0].model_copy(update={"record": f"主诉：口干3年。{PWN_CASE}{PWN_IMG}"})

@@ -193,7 +193,7 @@ def _setup_threads(rubric, monkeypatch, model: str, api_base: str) -> tuple[int,
 
     import litellm.main
 
-    from consensus_eval.config import JudgeConfig
+    from consensus_eval.domain.config import JudgeConfig
     from consensus_eval.judges.llm import LLMJudge
 
     threads: set[int] = set()
@@ -299,7 +299,7 @@ def test_litellm_prices_responses_only_when_the_config_does_not(rubric, api_keys
                                                                  litellm_prices):
     from litellm.litellm_core_utils.litellm_logging import Logging
 
-    from consensus_eval.config import JudgeConfig
+    from consensus_eval.domain.config import JudgeConfig
     from consensus_eval.judges.llm import LLMJudge
 
     priced: list[object] = []

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from consensus_eval.config import JudgeConfig
+from consensus_eval.domain.config import JudgeConfig
 from consensus_eval.judges.base import CallOutcome, Judge
-from consensus_eval.rubric import Rubric
+from consensus_eval.domain.rubric import Rubric
 
 __all__ = ["CallOutcome", "Judge", "build_judge"]
 

@@ -42,7 +42,7 @@ from typing import Any
 
 import litellm
 
-from consensus_eval.config import JudgeConfig
+from consensus_eval.domain.config import JudgeConfig
 
 # ---------------------------------------------------------------------------- prices
 

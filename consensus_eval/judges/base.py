@@ -6,10 +6,10 @@ from typing import Literal, Protocol
 
 from pydantic import BaseModel
 
-from consensus_eval.cases import Case
-from consensus_eval.config import JudgeConfig
-from consensus_eval.judgment import Judgment
-from consensus_eval.rubric import Dimension
+from consensus_eval.domain.cases import Case
+from consensus_eval.domain.config import JudgeConfig
+from consensus_eval.domain.judgment import Judgment
+from consensus_eval.domain.rubric import Dimension
 
 
 class CallOutcome(BaseModel):

@@ -36,12 +36,12 @@ from instructor.core import InstructorRetryException  # noqa: E402
 from instructor.v2.core.response_model import prepare_response_model  # noqa: E402
 
 from consensus_eval._errors import format_validation_error  # noqa: E402
-from consensus_eval.cases import Case  # noqa: E402
-from consensus_eval.config import JudgeConfig  # noqa: E402
+from consensus_eval.domain.cases import Case  # noqa: E402
+from consensus_eval.domain.config import JudgeConfig  # noqa: E402
 from consensus_eval.judges import _speedups  # noqa: E402
 from consensus_eval.judges.base import CallOutcome  # noqa: E402
-from consensus_eval.judgment import response_model  # noqa: E402
-from consensus_eval.rubric import Dimension, Rubric  # noqa: E402
+from consensus_eval.domain.judgment import response_model  # noqa: E402
+from consensus_eval.domain.rubric import Dimension, Rubric  # noqa: E402
 
 litellm.suppress_debug_info = True
 # Every attempt and failure is recorded in the store; the libraries' own log lines would only repeat

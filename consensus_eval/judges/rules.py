@@ -1,7 +1,7 @@
 """The built-in deterministic ``rules`` judge for the seed 000 medical-record rubric.
 
 :func:`check_case` reads one case (the conversation and the record generated from it) and returns,
-for each dimension of the rubric, a :class:`~consensus_eval.judgment.Judgment` whose deductions use
+for each dimension of the rubric, a :class:`~consensus_eval.domain.judgment.Judgment` whose deductions use
 the rubric's category and type ids and the type's points (the low end of a range). Everything here is
 pure text rules: no model, no network, the same output for the same input. The rules are built to be
 precise rather than exhaustive: where a rule cannot tell, it stays silent.
@@ -103,9 +103,9 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from consensus_eval._errors import InputError
-from consensus_eval.cases import Case
-from consensus_eval.judgment import Deduction, Judgment, PenaltyHit
-from consensus_eval.rubric import Rubric
+from consensus_eval.domain.cases import Case
+from consensus_eval.domain.judgment import Deduction, Judgment, PenaltyHit
+from consensus_eval.domain.rubric import Rubric
 
 RULES_VERSION = "1"
 

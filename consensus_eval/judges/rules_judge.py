@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from consensus_eval.cases import Case
-from consensus_eval.config import JudgeConfig
+from consensus_eval.domain.cases import Case
+from consensus_eval.domain.config import JudgeConfig
 from consensus_eval.judges import rules
 from consensus_eval.judges.base import CallOutcome
-from consensus_eval.judgment import Judgment
-from consensus_eval.rubric import Dimension, Rubric
+from consensus_eval.domain.judgment import Judgment
+from consensus_eval.domain.rubric import Dimension, Rubric
 
 
 class RulesJudge:

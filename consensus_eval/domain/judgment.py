@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
-from consensus_eval.rubric import Dimension, Rubric
+from consensus_eval.domain.rubric import Dimension, Rubric
 
 
 class Deduction(BaseModel):

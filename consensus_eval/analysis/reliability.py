@@ -35,10 +35,10 @@ import numpy as np
 from pydantic import BaseModel
 
 from consensus_eval._errors import InputError
-from consensus_eval.rubric import Rubric
+from consensus_eval.domain.rubric import Rubric
 
 if TYPE_CHECKING:
-    from consensus_eval.evaluate import Results
+    from consensus_eval.api import Results
 
 Level = Literal["nominal", "ordinal", "interval", "ratio"]
 LEVELS: tuple[Level, ...] = ("nominal", "ordinal", "interval", "ratio")
@@ -362,7 +362,7 @@ def run_reliability(results: Results, human: dict[str, HumanLabel] | None = None
       deduction categories (seed 001, 9.2).
     Each alpha comes with its bootstrap 95% CI over cases (seeded).
     """
-    from consensus_eval.consensus import derive_all
+    from consensus_eval.analysis.consensus import derive_all
 
     rubric, judges = results.rubric, results.judges
     dims = [d.id for d in rubric.dimensions]

@@ -11,10 +11,10 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from consensus_eval.audit import CaseAudit, DimensionAudit
-from consensus_eval.report import fmt
-from consensus_eval.report.charts import summary_stats
-from consensus_eval.report.data import MARKDOWN_TOP, ReportData
+from consensus_eval.analysis.audit import CaseAudit, DimensionAudit
+from consensus_eval.output.report import fmt
+from consensus_eval.output.report.charts import summary_stats
+from consensus_eval.output.report.data import MARKDOWN_TOP, ReportData
 
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]|~])")
 _HTML = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}

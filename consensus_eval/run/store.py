@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from consensus_eval.judges.base import CallOutcome
-from consensus_eval.judgment import Judgment
+from consensus_eval.domain.judgment import Judgment
 
 SCHEMA_VERSION = 1
 

@@ -7,13 +7,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from consensus_eval import consensus, outputs
-from consensus_eval.cases import Case, load_cases
-from consensus_eval.config import EvalConfig, load_config
+from consensus_eval.analysis import consensus
+from consensus_eval.output import files as outputs
+from consensus_eval.domain.cases import Case, load_cases
+from consensus_eval.domain.config import EvalConfig, load_config
 from consensus_eval.judges import Judge, build_judge
-from consensus_eval.rubric import Rubric, load_rubric
-from consensus_eval.runner import Call, Progress, ProgressHook, execute, plan
-from consensus_eval.store import CallRecord, Store
+from consensus_eval.domain.rubric import Rubric, load_rubric
+from consensus_eval.run.execute import Call, Progress, ProgressHook, execute, plan
+from consensus_eval.run.store import CallRecord, Store
 
 STORE_NAME = "results.sqlite"
 
@@ -89,8 +90,8 @@ def load_results(store: Store) -> Results:
 
 def rebuild(store: Store, out: Path, n_boot: int = 1000) -> Results:
     """(Re)write judgments.jsonl, consensus.csv/jsonl, reliability.json and the reports from the store."""
-    from consensus_eval.reliability import run_reliability
-    from consensus_eval.report import write_reports
+    from consensus_eval.analysis.reliability import run_reliability
+    from consensus_eval.output.report import write_reports
 
     res = load_results(store)
     outputs.write_judgments(out / "judgments.jsonl", res.rubric, res.records,

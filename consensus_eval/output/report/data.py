@@ -15,14 +15,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from consensus_eval.audit import CaseAudit, audit
-from consensus_eval.cases import Case
-from consensus_eval.consensus import CaseConsensus
-from consensus_eval.evaluate import Results, judge_totals, load_results
-from consensus_eval.reliability import Alpha, krippendorff_alpha
-from consensus_eval.report.charts import BoxPlot, Histogram, box_plot, histograms
-from consensus_eval.rubric import Rubric
-from consensus_eval.store import Store
+from consensus_eval.analysis.audit import CaseAudit, audit
+from consensus_eval.domain.cases import Case
+from consensus_eval.analysis.consensus import CaseConsensus
+from consensus_eval.api import Results, judge_totals, load_results
+from consensus_eval.analysis.reliability import Alpha, krippendorff_alpha
+from consensus_eval.output.report.charts import BoxPlot, Histogram, box_plot, histograms
+from consensus_eval.domain.rubric import Rubric
+from consensus_eval.run.store import Store
 
 #: cases shown with full details in report.md (the HTML has every case)
 MARKDOWN_TOP = 10
@@ -146,7 +146,7 @@ def load_reliability(folder: Path, results: Results, n_boot: int = 1000) -> tupl
         if (isinstance(data, dict) and data.get("judges") == results.judges
                 and data.get("n_cases") == len(results.consensus) and "across_judges" in data):
             return data, "reliability.json"
-    from consensus_eval.reliability import run_reliability
+    from consensus_eval.analysis.reliability import run_reliability
 
     return run_reliability(results, n_boot=n_boot), "computed"
 

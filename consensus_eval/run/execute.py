@@ -17,12 +17,12 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
-from consensus_eval.cases import Case
-from consensus_eval.config import EvalConfig
+from consensus_eval.domain.cases import Case
+from consensus_eval.domain.config import EvalConfig
 from consensus_eval.judges.base import CallOutcome, Judge
-from consensus_eval.prompts import render
-from consensus_eval.rubric import Rubric
-from consensus_eval.store import CallRecord, PlannedCall, Store
+from consensus_eval.domain.prompts import render
+from consensus_eval.domain.rubric import Rubric
+from consensus_eval.run.store import CallRecord, PlannedCall, Store
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from consensus_eval.outputs import fmt_num
+from consensus_eval.output.files import fmt_num
 
 DASH = "–"
 

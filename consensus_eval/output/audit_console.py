@@ -10,7 +10,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from consensus_eval.audit import (
+from consensus_eval.analysis.audit import (
     MISMATCH_WEIGHT,
     SINGLETON_WEIGHT,
     STAR_GAP_WEIGHT,
@@ -20,7 +20,7 @@ from consensus_eval.audit import (
     JudgeView,
     Mismatch,
 )
-from consensus_eval.outputs import fmt_num
+from consensus_eval.output.files import fmt_num
 
 SCORE_HELP = (f"disagreement = spread of judge totals + {STAR_GAP_WEIGHT:g} x star gaps + "
               f"{SINGLETON_WEIGHT:g} x singletons + {MISMATCH_WEIGHT:g} x claimed-vs-derived mismatches; "

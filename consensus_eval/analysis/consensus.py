@@ -16,9 +16,9 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from consensus_eval.config import ConsensusConfig
-from consensus_eval.rubric import DimensionScore, Rubric, derive
-from consensus_eval.store import CallRecord
+from consensus_eval.domain.config import ConsensusConfig
+from consensus_eval.domain.rubric import DimensionScore, Rubric, derive
+from consensus_eval.run.store import CallRecord
 
 Status = Literal["ok", "inconclusive", "failed"]
 

@@ -7,10 +7,10 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from consensus_eval.evaluate import STORE_NAME, judge_totals, load_results
-from consensus_eval.outputs import fmt_num
-from consensus_eval.runner import Progress
-from consensus_eval.store import Store
+from consensus_eval.api import STORE_NAME, judge_totals, load_results
+from consensus_eval.output.files import fmt_num
+from consensus_eval.run.execute import Progress
+from consensus_eval.run.store import Store
 
 
 def print_summary(console: Console, out: Path, progress: Progress) -> None:

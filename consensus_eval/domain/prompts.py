@@ -19,8 +19,8 @@ from jinja2.sandbox import SandboxedEnvironment
 
 from consensus_eval._errors import InputError
 from consensus_eval._resources import data_dir
-from consensus_eval.cases import Case
-from consensus_eval.rubric import Dimension, Rubric
+from consensus_eval.domain.cases import Case
+from consensus_eval.domain.rubric import Dimension, Rubric
 
 MESSAGE_BREAK = "\x1e--- consensus-eval message break ---\x1e"
 _FENCE = re.compile(r"<{2,}\s*/?\s*(BEGIN|END)[^>]*>{2,}", re.IGNORECASE)

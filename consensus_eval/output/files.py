@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from consensus_eval.consensus import CaseConsensus
-from consensus_eval.rubric import DimensionScore, Rubric
-from consensus_eval.store import CallRecord
+from consensus_eval.analysis.consensus import CaseConsensus
+from consensus_eval.domain.rubric import DimensionScore, Rubric
+from consensus_eval.run.store import CallRecord
 
 
 def judgment_row(rubric: Rubric, rec: CallRecord, score: DimensionScore | None) -> dict[str, Any]:

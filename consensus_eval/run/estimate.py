@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from rich.console import Console
 from rich.table import Table
 
-from consensus_eval.config import JudgeConfig
+from consensus_eval.domain.config import JudgeConfig
 
 ASSUMED_OUTPUT_TOKENS = 800
 

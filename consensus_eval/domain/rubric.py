@@ -26,7 +26,7 @@ from consensus_eval._errors import InputError, format_validation_error
 from consensus_eval._resources import resolve
 
 if TYPE_CHECKING:
-    from consensus_eval.judgment import Judgment
+    from consensus_eval.domain.judgment import Judgment
 
 _EPS = 1e-9
 

@@ -1,6 +1,6 @@
 """Reports of a run, rebuilt from its store alone (no judge is called): ``report.md`` and a
 self-contained ``report.html`` (inline CSS and SVG, no script, no network), plus the `audit`
-command's terminal view (:mod:`consensus_eval.report.console`).
+command's terminal view (:mod:`consensus_eval.output.audit_console`).
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ def write_reports(out_dir: str | Path) -> tuple[Path, Path]:
     Reads ``out_dir/results.sqlite`` (and ``reliability.json`` and ``metrics/*.json`` when present);
     raises FileNotFoundError when the folder has no store.
     """
-    from consensus_eval.report.data import build_report_data
-    from consensus_eval.report.html import render_html
-    from consensus_eval.report.markdown import render_markdown
+    from consensus_eval.output.report.data import build_report_data
+    from consensus_eval.output.report.html import render_html
+    from consensus_eval.output.report.markdown import render_markdown
 
     out = Path(out_dir)
     data = build_report_data(out)

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-from consensus_eval.report import fmt
-from consensus_eval.report.data import ReportData
+from consensus_eval.output.report import fmt
+from consensus_eval.output.report.data import ReportData
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 

@@ -41,11 +41,11 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from consensus_eval.consensus import CaseConsensus, derive_all
-from consensus_eval.evaluate import Results, load_results
-from consensus_eval.outputs import fmt_num
-from consensus_eval.rubric import DimensionScore, Rubric
-from consensus_eval.store import CallRecord, Store
+from consensus_eval.analysis.consensus import CaseConsensus, derive_all
+from consensus_eval.api import Results, load_results
+from consensus_eval.output.files import fmt_num
+from consensus_eval.domain.rubric import DimensionScore, Rubric
+from consensus_eval.run.store import CallRecord, Store
 
 STAR_GAP_WEIGHT = 5.0
 SINGLETON_WEIGHT = 1.0
