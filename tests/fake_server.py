@@ -169,7 +169,7 @@ def judgment_reply(cfg: FakeConfig, model: str, case: str, dim: str, key: str) -
     reply = make_reply(dim, rng, n=max(0, min(6, n)))
     if rng.random() < cfg.honest_rate:
         from consensus_eval.domain.judgment import Deduction, Judgment
-        from consensus_eval.domain.rubric import derive
+        from consensus_eval.domain.scoring import derive
 
         d = _rubric().dimension(dim)
         deductions = []

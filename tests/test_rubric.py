@@ -14,7 +14,8 @@ from pydantic import ValidationError
 
 from consensus_eval._errors import InputError
 from consensus_eval.domain.judgment import Deduction, Judgment, PenaltyHit, response_model
-from consensus_eval.domain.rubric import _EPS, Dimension, Rubric, derive, load_rubric
+from consensus_eval.domain.rubric import _EPS, Dimension, Rubric, load_rubric
+from consensus_eval.domain.scoring import derive
 
 BAD = Path(__file__).parent / "data" / "bad"
 RUBRIC = load_rubric("medical_record")

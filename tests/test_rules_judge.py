@@ -11,7 +11,8 @@ import pytest
 from consensus_eval._errors import InputError
 from consensus_eval.domain.cases import Case, Turn, load_cases
 from consensus_eval.judges.rules import RULES_VERSION, check_case, require_compatible
-from consensus_eval.domain.rubric import Rubric, derive, load_rubric
+from consensus_eval.domain.rubric import Rubric, load_rubric
+from consensus_eval.domain.scoring import derive
 
 RUBRIC = load_rubric("medical_record")
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "cases.jsonl"

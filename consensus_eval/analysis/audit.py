@@ -44,7 +44,8 @@ from pydantic import BaseModel
 from consensus_eval.analysis.consensus import CaseConsensus, derive_all
 from consensus_eval.api import Results, load_results
 from consensus_eval.output.files import fmt_num
-from consensus_eval.domain.rubric import DimensionScore, Rubric
+from consensus_eval.domain.rubric import Rubric
+from consensus_eval.domain.scoring import DimensionScore
 from consensus_eval.run.store import CallRecord, Store
 
 STAR_GAP_WEIGHT = 5.0

@@ -17,7 +17,8 @@ from typing import Literal
 from pydantic import BaseModel
 
 from consensus_eval.domain.config import ConsensusConfig
-from consensus_eval.domain.rubric import DimensionScore, Rubric, derive
+from consensus_eval.domain.rubric import Rubric
+from consensus_eval.domain.scoring import DimensionScore, derive
 from consensus_eval.run.store import CallRecord
 
 Status = Literal["ok", "inconclusive", "failed"]

@@ -55,6 +55,27 @@ class Judgment(BaseModel):
     comment: str = ""
 
 
+class CallOutcome(BaseModel):
+    """The outcome of one judge call (all its attempts): what every judge returns.
+
+    ``status`` is ``ok`` with a validated ``judgment``, or ``failed`` with ``error`` saying why; a
+    failed call is never scored. Token counts and cost cover every attempt (re-asks included);
+    ``cost`` is None when unknown (never 0 for "unknown").
+    """
+
+    status: Literal["ok", "failed"]
+    judgment: Judgment | None = None
+    raw: str | None = None
+    error: str | None = None
+    model: str | None = None
+    prompt_tokens: int | None = None
+    cached_tokens: int | None = None
+    completion_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    cost: float | None = None
+    attempts: int = 1
+
+
 # --------------------------------------------------------------------------- LLM response models
 
 

@@ -1,37 +1,16 @@
-"""What every judge is: something that turns one rendered prompt into a :class:`CallOutcome`."""
+"""What every judge is: something that turns one case and dimension into a :class:`CallOutcome`."""
 
 from __future__ import annotations
 
-from typing import Literal, Protocol
-
-from pydantic import BaseModel
+from typing import Protocol
 
 from consensus_eval.domain.cases import Case
 from consensus_eval.domain.config import JudgeConfig
-from consensus_eval.domain.judgment import Judgment
 from consensus_eval.domain.rubric import Dimension
 
+from consensus_eval.domain.judgment import CallOutcome
 
-class CallOutcome(BaseModel):
-    """The outcome of one judge call (all its attempts).
-
-    ``status`` is ``ok`` with a validated ``judgment``, or ``failed`` with ``error`` saying why; a
-    failed call is never scored. Token counts and cost cover every attempt (re-asks included).
-    """
-
-    status: Literal["ok", "failed"]
-    judgment: Judgment | None = None
-    raw: str | None = None
-    error: str | None = None
-    model: str | None = None
-    prompt_tokens: int | None = None
-    cached_tokens: int | None = None
-    completion_tokens: int | None = None
-    reasoning_tokens: int | None = None
-    cost: float | None = None
-    attempts: int = 1
-
-
+__all__ = ["CallOutcome", "Judge"]
 class Judge(Protocol):
     """A judge of the panel. ``version`` enters every request hash (bump it to invalidate)."""
 

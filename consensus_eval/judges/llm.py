@@ -39,7 +39,7 @@ from consensus_eval._errors import format_validation_error  # noqa: E402
 from consensus_eval.domain.cases import Case  # noqa: E402
 from consensus_eval.domain.config import JudgeConfig  # noqa: E402
 from consensus_eval.judges import _speedups  # noqa: E402
-from consensus_eval.judges.base import CallOutcome  # noqa: E402
+from consensus_eval.domain.judgment import CallOutcome  # noqa: E402
 from consensus_eval.domain.judgment import response_model  # noqa: E402
 from consensus_eval.domain.rubric import Dimension, Rubric  # noqa: E402
 

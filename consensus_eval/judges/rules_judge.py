@@ -5,7 +5,7 @@ from __future__ import annotations
 from consensus_eval.domain.cases import Case
 from consensus_eval.domain.config import JudgeConfig
 from consensus_eval.judges import rules
-from consensus_eval.judges.base import CallOutcome
+from consensus_eval.domain.judgment import CallOutcome
 from consensus_eval.domain.judgment import Judgment
 from consensus_eval.domain.rubric import Dimension, Rubric
 

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from consensus_eval.analysis.consensus import CaseConsensus
-from consensus_eval.domain.rubric import DimensionScore, Rubric
+from consensus_eval.domain.rubric import Rubric
+from consensus_eval.domain.scoring import DimensionScore
 from consensus_eval.run.store import CallRecord
 
 

@@ -19,8 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from consensus_eval.judges.base import CallOutcome
-from consensus_eval.domain.judgment import Judgment
+from consensus_eval.domain.judgment import CallOutcome, Judgment
 
 SCHEMA_VERSION = 1
 
