@@ -57,7 +57,10 @@ def score(
 ) -> None:
     """Score CASES with the judges of CONFIG; resumes where a previous run into OUT stopped."""
     from consensus_eval import api as evaluate
+    from consensus_eval.judges.quiet import quiet_libraries
     from consensus_eval.output.console import print_summary
+
+    quiet_libraries()
 
     prep = evaluate.prepare(cases, config, skip_invalid=skip_invalid, check_keys=not dry_run)
     for line in prep.invalid_lines:
@@ -170,6 +173,9 @@ def judges_check(config: ConfigOpt = DEFAULT_CONFIG) -> None:
     from consensus_eval.domain.config import load_config
     from consensus_eval.domain.rubric import load_rubric
 
+    from consensus_eval.judges.quiet import quiet_libraries
+
+    quiet_libraries()
     cfg = load_config(config)
     missing = [m for j in cfg.judges if (m := j.missing_key())]
     if missing:

@@ -11,7 +11,11 @@ Every HTTP attempt goes through :meth:`LLMJudge._send`, which the instructor cli
 instructor itself only re-asks (``max_reasks``) when a reply fails validation against the
 rubric's response model; a reply that still fails is recorded as ``failed`` with the reason.
 litellm's own retries are off (``num_retries=0``): they differ per provider (STACK_NOTES.md).
-CPU savings in the libraries underneath live in :mod:`consensus_eval.judges._speedups`.
+
+Importing this module changes no global state (no environment variable, no logger level, no
+library setting): the command line does that (:func:`consensus_eval.cli`), and a host application
+decides for itself (``consensus_eval.quiet_libraries()`` does what the CLI does). Nothing inside
+litellm, instructor, the openai SDK or aiohttp is patched: what they do per call is their cost.
 """
 
 from __future__ import annotations
@@ -19,37 +23,23 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import email.utils
-import logging
-import os
 import random
 import time
 from dataclasses import dataclass
 from typing import Any
 
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # never fetch the price map at import
+import instructor
+import litellm
+import pydantic
+from asyncio_throttle import Throttler
+from instructor.core import InstructorRetryException
+from instructor.v2.core.response_model import prepare_response_model
 
-import instructor  # noqa: E402
-import pydantic  # noqa: E402
-import litellm  # noqa: E402
-from asyncio_throttle import Throttler  # noqa: E402
-from instructor.core import InstructorRetryException  # noqa: E402
-from instructor.v2.core.response_model import prepare_response_model  # noqa: E402
-
-from consensus_eval._errors import format_validation_error  # noqa: E402
-from consensus_eval.domain.cases import Case  # noqa: E402
-from consensus_eval.domain.config import JudgeConfig  # noqa: E402
-from consensus_eval.judges import _speedups  # noqa: E402
-from consensus_eval.domain.judgment import CallOutcome  # noqa: E402
-from consensus_eval.domain.judgment import response_model  # noqa: E402
-from consensus_eval.domain.rubric import Dimension, Rubric  # noqa: E402
-
-litellm.suppress_debug_info = True
-# Every attempt and failure is recorded in the store; the libraries' own log lines would only repeat
-# them (and could echo request details), so keep them quiet.
-for _name in ("instructor", "LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "httpx"):
-    logging.getLogger(_name).setLevel(logging.CRITICAL)
-litellm.telemetry = False
-_speedups.install()
+from consensus_eval._errors import format_validation_error
+from consensus_eval.domain.cases import Case
+from consensus_eval.domain.config import JudgeConfig
+from consensus_eval.domain.judgment import CallOutcome, response_model
+from consensus_eval.domain.rubric import Dimension, Rubric
 
 MODES = {
     "tools": instructor.Mode.TOOLS,
@@ -107,9 +97,7 @@ class LLMJudge:
         self._models: dict[str, type] = {}
         self.backoff_base_s = BACKOFF_BASE_S
         self.backoff_max_s = BACKOFF_MAX_S
-        _speedups.register_prices(config)
-        self._inline_setup = _speedups.inline_safe(config.model, config.api_base)
-        self._priced_by_config = config.config_prices is not None
+        register_prices(config)
 
     # ---------------------------------------------------------------- one judgment
 
@@ -152,7 +140,6 @@ class LLMJudge:
         if model is None:
             plain = response_model(self.rubric, dimension_id)
             model = self._models[dimension_id] = prepare_response_model(plain)  # checks both classes
-            _speedups.mark_vetted(plain, model)
         return model
 
     async def ping(self) -> tuple[bool, str]:
@@ -212,11 +199,8 @@ class LLMJudge:
         for attempt in range(retries + 1):
             usage.attempts += 1
             try:
-                async with self._limiter():
-                    with (_speedups.quiet_litellm_logging(priced_by_us=self._priced_by_config),
-                          _speedups.prompt_requests(inline_setup=self._inline_setup)):
-                        async with asyncio.timeout(self.config.timeout_s):
-                            resp = await litellm.acompletion(**kwargs)
+                async with self._limiter(), asyncio.timeout(self.config.timeout_s):
+                    resp = await litellm.acompletion(**kwargs)
             except RETRYABLE as e:
                 usage.last_error = _describe(e)
                 if attempt == retries:
@@ -274,6 +258,27 @@ class LLMJudge:
             return float(litellm.completion_cost(completion_response=resp, model=c.model))
         except Exception:  # noqa: BLE001 - unknown model: cost unknown, not zero
             return None
+
+
+def register_prices(c: JudgeConfig) -> None:
+    """Tell litellm (``litellm.register_model``, its public API) the prices of a model it does not
+    know, when the config gives them, so litellm's own per-response pricing finds them.
+
+    Our accounting does not depend on it (the judge prices its calls from the config); without it,
+    litellm's look-up of an unknown model walks every name variant on every response. Models
+    litellm already prices are left alone.
+    """
+    if c.model is None or c.config_prices is None:
+        return
+    try:
+        litellm.get_model_info(c.model)
+        return  # known: keep litellm's own entry
+    except Exception:  # noqa: BLE001 - unknown model
+        pass
+    provider = c.model.split("/", 1)[0] if "/" in c.model else "openai"
+    litellm.register_model({c.model: {"input_cost_per_token": c.input_cost_per_token,
+                                      "output_cost_per_token": c.output_cost_per_token,
+                                      "litellm_provider": provider, "mode": "chat"}})
 
 
 class _NoLimit:
