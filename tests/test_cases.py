@@ -14,6 +14,9 @@ from consensus_eval.domain.cases import Case, Turn, load_cases
 BAD = Path(__file__).parent / "data" / "bad"
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "cases.jsonl"
 
+#: the medical-record rubric's role labels (configs/rubrics/medical_record.yaml)
+ROLES = {"doctor": "医生", "patient": "患者", "family": "家属"}
+
 
 def _write(tmp_path: Path, *lines: str | dict, name: str = "cases.jsonl") -> Path:
     p = tmp_path / name
@@ -40,15 +43,15 @@ def test_loads_turns_and_plain_text(tmp_path):
                                   Turn(role="nurse", text="请量血压。")]
     assert turns.important is False and turns.meta == {}
     # known roles get their Chinese names, unknown roles are shown as written
-    assert turns.conversation_text == "医生：哪里不舒服？\n患者：口渴3个月。\nnurse：请量血压。"
-    assert plain.conversation_text == "医生：您好\n患者：尿多一年了"
+    assert turns.conversation_as_text(ROLES) == "医生：哪里不舒服？\n患者：口渴3个月。\nnurse：请量血压。"
+    assert plain.conversation_as_text(ROLES) == "医生：您好\n患者：尿多一年了"
     assert plain.important is True and plain.meta == {"source": "clinic"}
     assert plain.record == "主诉：多尿1年"
 
 
 def test_family_role_name():
     c = Case(id="x", record="r", conversation=[Turn(role="family", text="他最近瘦了")])
-    assert c.conversation_text == "家属：他最近瘦了"
+    assert c.conversation_as_text(ROLES) == "家属：他最近瘦了"
 
 
 def test_integer_ids_become_strings(tmp_path):
@@ -91,7 +94,7 @@ def test_examples_load():
     assert len(res.cases) == 16
     ids = [c.id for c in res.cases]
     assert len(set(ids)) == 16
-    assert all(c.record.strip() and c.conversation_text.strip() for c in res.cases)
+    assert all(c.record.strip() and c.conversation_as_text(ROLES).strip() for c in res.cases)
 
 
 # --------------------------------------------------------------------------- the bad corpus

@@ -30,6 +30,9 @@ CASE_B = Case(
     record="主诉：血糖控制不佳6个月\n现病史：口服二甲双胍片 500mg 每日2次。",
 )
 
+#: the medical-record rubric's role labels (configs/rubrics/medical_record.yaml)
+ROLES = {"doctor": "医生", "patient": "患者", "family": "家属"}
+
 
 def _n(x: float) -> str:
     """Numbers as the prompt shows them: 40.0 -> "40", 1.5 -> "1.5"."""
@@ -135,8 +138,8 @@ def test_system_message_is_static(dim_id):
     for case in (CASE_A, CASE_B):
         assert case.id not in sys_a
         assert case.record not in sys_a
-        assert case.conversation_text not in sys_a
-        for line in case.record.splitlines() + case.conversation_text.splitlines():
+        assert case.conversation_as_text(ROLES) not in sys_a
+        for line in case.record.splitlines() + case.conversation_as_text(ROLES).splitlines():
             assert line not in sys_a
     assert MESSAGE_BREAK not in sys_a and MESSAGE_BREAK not in user_a
 
@@ -144,7 +147,7 @@ def test_system_message_is_static(dim_id):
 @pytest.mark.parametrize("dim_id", DIMS)
 def test_user_message_fences_the_case(dim_id):
     _, user = _render(dim_id, CASE_A)
-    assert _between(user, CONV_LABEL) == CASE_A.conversation_text == "医生：这种情况多久了？\n患者：大概有3个月了，空腹7.2。"
+    assert _between(user, CONV_LABEL) == CASE_A.conversation_as_text(ROLES) == "医生：这种情况多久了？\n患者：大概有3个月了，空腹7.2。"
     assert _between(user, REC_LABEL) == CASE_A.record
     assert user.index(f"<<<END {CONV_LABEL}>>>") < user.index(f"<<<BEGIN {REC_LABEL}>>>")
     assert f"【病例 {CASE_A.id}】" in user

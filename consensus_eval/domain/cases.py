@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -55,13 +56,21 @@ class Case(BaseModel):
             raise ValueError("the conversation is empty")
         return v
 
-    @property
-    def conversation_text(self) -> str:
-        """The conversation as plain text, one ``role: text`` line per turn."""
+    def conversation_as_text(self, roles: Mapping[str, str] | None = None) -> str:
+        """The conversation as plain text, one ``label：text`` line per turn.
+
+        ``roles`` maps a turn's role to its label (the rubric's ``roles``, e.g. ``doctor: 医生``);
+        a role it does not list is written as given. A conversation given as text is returned as is.
+        """
         if isinstance(self.conversation, str):
             return self.conversation
-        names = {"doctor": "医生", "patient": "患者", "family": "家属"}
+        names = roles or {}
         return "\n".join(f"{names.get(t.role, t.role)}：{t.text}" for t in self.conversation)
+
+    @property
+    def content(self) -> dict[str, Any]:
+        """What a judge reads of the case (the conversation and the record), for request hashes."""
+        return {"conversation": self.model_dump(mode="json")["conversation"], "record": self.record}
 
 
 @dataclass

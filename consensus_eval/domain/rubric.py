@@ -156,6 +156,8 @@ class Rubric(_Frozen):
     prompts: str | None = None
     sections: list[str] = []
     required_sections: list[str] = []
+    #: how a conversation's speakers are written out (``doctor: 医生``); roles not listed as given
+    roles: dict[str, str] = {}
     dimensions: list[Dimension] = Field(min_length=1)
 
     @model_validator(mode="after")

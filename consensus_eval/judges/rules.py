@@ -806,10 +806,10 @@ class _Finding:
 class _Doc:
     """A case read once: normalized texts, sections, turns, drug mentions."""
 
-    def __init__(self, case: Case) -> None:
+    def __init__(self, case: Case, roles: dict[str, str] | None = None) -> None:
         self.record = case.record
         self.rec = _norm(case.record)
-        self.conversation = case.conversation_text
+        self.conversation = case.conversation_as_text(roles)
         self.cv = _norm(self.conversation)
         self.sections: dict[str, _Section] = {}
         self.headings = _find_sections(self.rec)
@@ -1525,7 +1525,7 @@ def check_case(case: Case, rubric: Rubric) -> dict[str, Judgment]:
     Pure and deterministic. Points come from the rubric (the low end of a range type).
     """
     require_compatible(rubric)
-    doc = _Doc(case)
+    doc = _Doc(case, rubric.roles)
     findings = [f for check in _CHECKS for f in check(doc)]
     return _judgments(findings, rubric)
 
