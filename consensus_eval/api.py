@@ -13,7 +13,8 @@ from consensus_eval.domain.cases import Case, load_cases
 from consensus_eval.domain.config import EvalConfig, load_config
 from consensus_eval.judges import Judge, build_judge
 from consensus_eval.domain.rubric import Rubric, load_rubric
-from consensus_eval.run.execute import Call, Progress, ProgressHook, execute, plan
+from consensus_eval.run.execute import Progress, ProgressHook, execute
+from consensus_eval.run.plan import Call, plan
 from consensus_eval.run.store import CallRecord, Store
 
 STORE_NAME = "results.sqlite"

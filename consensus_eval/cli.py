@@ -188,7 +188,7 @@ def judges_check(config: ConfigOpt = DEFAULT_CONFIG) -> None:
             judge = build_judge(j, rubric)
             if j.kind == "rules":
                 return j.name, True, "built-in, offline"
-            ok, msg = await judge.ping()  # type: ignore[attr-defined]
+            ok, msg = await judge.check()  # type: ignore[attr-defined]
             return j.name, ok, msg
 
         return list(await asyncio.gather(*(one(j) for j in cfg.judges)))

@@ -126,7 +126,7 @@ def test_context_error_message_names_the_limit(tmp_path, mode):
     import asyncio
 
     from consensus_eval.domain.cases import Case
-    from consensus_eval.domain.config import JudgeConfig
+    from consensus_eval.domain.config import LLMJudgeConfig
     from consensus_eval.judges.llm import LLMJudge
     from consensus_eval.domain.prompts import render
     from consensus_eval.domain.rubric import load_rubric
@@ -136,7 +136,7 @@ def test_context_error_message_names_the_limit(tmp_path, mode):
     d = rubric.dimension("accuracy")
     with FakeServer(FakeConfig(seed=1, context_limit_chars=CONTEXT_CHARS, max_lifetime_s=30)) as srv:
         model = "openai/fake-a" if mode == "tools" else "hosted_vllm/fake-b"
-        judge = LLMJudge(JudgeConfig(name="j", model=model, api_base=srv.url + "/v1", mode=mode), rubric)
+        judge = LLMJudge(LLMJudgeConfig(name="j", model=model, api_base=srv.url + "/v1", mode=mode), rubric)
         out = asyncio.run(judge.judge(case, d, render(rubric, d, case)))
         assert len(srv.log) == 1
     assert out.status == "failed" and out.attempts == 1

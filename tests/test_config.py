@@ -11,6 +11,11 @@ from pydantic import ValidationError
 from consensus_eval._errors import InputError
 from consensus_eval.domain.config import EvalConfig, JudgeConfig, load_config
 
+
+def _judge_config(**fields: object) -> JudgeConfig:
+    """A judge config validated from a mapping, as a config file's entry is (the class follows ``kind``)."""
+    return JudgeConfig.model_validate(fields)
+
 BAD = Path(__file__).parent / "data" / "bad"
 FAKE_KEY = "sk-FAKEFAKEFAKEFAKEFAKE1234"
 
@@ -121,18 +126,18 @@ def test_api_key_env_must_be_a_variable_name():
     assert "judges[0 gpt]: api_key_env must be the NAME of an environment variable" in msg
     assert "7f3a-secret-token" not in msg
     with pytest.raises(ValidationError, match="NAME of an environment variable"):
-        JudgeConfig(name="x", model="openai/gpt-4.1", api_key_env=FAKE_KEY)
+        _judge_config(name="x", model="openai/gpt-4.1", api_key_env=FAKE_KEY)
 
 
 def test_api_key_env_name_is_accepted_and_read(monkeypatch):
-    j = JudgeConfig(name="gpt", model="openai/gpt-4.1", api_key_env="CE_TEST_OPENAI_KEY")
+    j = _judge_config(name="gpt", model="openai/gpt-4.1", api_key_env="CE_TEST_OPENAI_KEY")
     monkeypatch.setenv("CE_TEST_OPENAI_KEY", "dummy-value")
     assert j.api_key() == "dummy-value" and j.missing_key() is None
 
 
 def test_missing_env_var_names_the_variable(monkeypatch):
     monkeypatch.delenv("CE_TEST_MISSING_KEY", raising=False)
-    j = JudgeConfig(name="gpt", model="openai/gpt-4.1", api_key_env="CE_TEST_MISSING_KEY")
+    j = _judge_config(name="gpt", model="openai/gpt-4.1", api_key_env="CE_TEST_MISSING_KEY")
     msg = j.missing_key()
     assert msg is not None
     assert "'gpt'" in msg and "CE_TEST_MISSING_KEY is not set" in msg
@@ -193,11 +198,11 @@ def test_missing_config_file(tmp_path):
 
 
 def test_judge_kind_inference():
-    assert JudgeConfig(name="rules").kind == "rules"
-    assert JudgeConfig(name="rules", model="openai/gpt-4.1").kind == "llm"
-    assert JudgeConfig(name="gpt", model="openai/gpt-4.1").kind == "llm"
+    assert _judge_config(name="rules").kind == "rules"
+    assert _judge_config(name="rules", model="openai/gpt-4.1").kind == "llm"
+    assert _judge_config(name="gpt", model="openai/gpt-4.1").kind == "llm"
     with pytest.raises(ValidationError, match="needs `model`"):
-        JudgeConfig(name="gpt")
+        _judge_config(name="gpt")
 
 
 # --------------------------------------------------------------------------- identity
@@ -215,7 +220,7 @@ BASE = dict(name="gpt", model="openai/gpt-4.1", api_key_env="OPENAI_API_KEY", mo
     ("extra_body", {"reasoning_effort": "high"}),
 ])
 def test_identity_changes_with_what_changes_answers(field, value):
-    assert JudgeConfig(**{**BASE, field: value}).identity != JudgeConfig(**BASE).identity
+    assert _judge_config(**{**BASE, field: value}).identity != _judge_config(**BASE).identity
 
 
 @pytest.mark.parametrize(("field", "value"), [
@@ -229,17 +234,17 @@ def test_identity_changes_with_what_changes_answers(field, value):
     ("api_key_env", "OTHER_KEY"),
 ])
 def test_identity_ignores_operational_settings(field, value):
-    assert JudgeConfig(**{**BASE, field: value}).identity == JudgeConfig(**BASE).identity
+    assert _judge_config(**{**BASE, field: value}).identity == _judge_config(**BASE).identity
 
 
 def test_identity_is_stable_and_short():
-    a, b = JudgeConfig(**BASE), JudgeConfig(**BASE)
+    a, b = _judge_config(**BASE), _judge_config(**BASE)
     assert a.identity == b.identity
     assert re.fullmatch(r"[0-9a-f]{16}", a.identity)
 
 
 def test_eval_config_direct_construction():
-    cfg = EvalConfig(judges=[JudgeConfig(name="rules"), JudgeConfig(**BASE)])
+    cfg = EvalConfig(judges=[_judge_config(name="rules"), _judge_config(**BASE)])
     assert cfg.rubric == "medical_record" and cfg.prompts_dir is None
     with pytest.raises(ValidationError, match=r"duplicate judge name\(s\): gpt"):
-        EvalConfig(judges=[JudgeConfig(**BASE), JudgeConfig(**BASE)])
+        EvalConfig(judges=[_judge_config(**BASE), _judge_config(**BASE)])

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from consensus_eval.domain.config import ConsensusConfig
-from consensus_eval.analysis.consensus import aggregate, build
+from consensus_eval.analysis.consensus import build
+from consensus_eval.domain.aggregate import aggregate
 from consensus_eval.domain.judgment import Deduction, Judgment, PenaltyHit
 from consensus_eval.run.store import CallRecord
 

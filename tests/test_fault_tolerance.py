@@ -88,14 +88,14 @@ def _key(model: str, case: str, dim: str) -> tuple[str, str, str]:
 @pytest.fixture(scope="module")
 def warm_litellm():
     """One call through litellm first: its lazy start-up (~0.3 s) must not eat a call's timeout."""
-    from consensus_eval.domain.config import JudgeConfig
+    from consensus_eval.domain.config import LLMJudgeConfig
     from consensus_eval.judges.llm import LLMJudge
     from consensus_eval.domain.rubric import load_rubric
 
     with FakeServer(FakeConfig(seed=0, max_lifetime_s=30)) as srv:
-        judge = LLMJudge(JudgeConfig(name="warm", model="openai/warm", api_base=srv.url + "/v1"),
+        judge = LLMJudge(LLMJudgeConfig(name="warm", model="openai/warm", api_base=srv.url + "/v1"),
                          load_rubric("medical_record"))
-        ok, msg = asyncio.run(judge.ping())
+        ok, msg = asyncio.run(judge.check())
         assert ok, msg
 
 

@@ -16,7 +16,7 @@ import respx
 
 from consensus_eval import api as evaluate
 from consensus_eval.domain.cases import Case
-from consensus_eval.domain.config import JudgeConfig
+from consensus_eval.domain.config import LLMJudgeConfig
 from consensus_eval.judges.llm import LLMJudge, retry_after_s
 from consensus_eval.domain.prompts import render
 from consensus_eval.run.store import Store
@@ -58,7 +58,7 @@ def _cases(tmp_path: Path, n: int, important: bool = False) -> Path:
 
 
 def _judge(rubric, mode="tools", **kw) -> LLMJudge:
-    cfg = JudgeConfig(name="j", model="openai/fake", api_base="http://judge-a.test/v1", api_key_env="JUDGE_A_KEY",
+    cfg = LLMJudgeConfig(name="j", model="openai/fake", api_base="http://judge-a.test/v1", api_key_env="JUDGE_A_KEY",
                       mode=mode, **kw)
     return LLMJudge(cfg, rubric)
 
@@ -275,7 +275,7 @@ def test_swapping_one_model_reruns_only_that_judge(tmp_path, api_keys):
 
 
 def test_editing_the_rubric_or_prompt_changes_every_hash(tmp_path, api_keys, rubric):
-    from consensus_eval.run.execute import request_hash
+    from consensus_eval.run.plan import request_hash
 
     judge = _judge(rubric)
     case = Case(id="c", conversation="医生：你好", record="主诉：多饮3年")

@@ -48,10 +48,10 @@ def test_no_library_function_is_replaced_by_a_judged_call(rubric, api_keys):
 def test_config_prices_are_registered_with_litellm(rubric):
     import litellm
 
-    from consensus_eval.domain.config import JudgeConfig
+    from consensus_eval.domain.config import LLMJudgeConfig
     from consensus_eval.judges.llm import LLMJudge
 
-    LLMJudge(JudgeConfig(name="p", model="openai/ce-unknown-model-x", api_base="http://x.test/v1",
+    LLMJudge(LLMJudgeConfig(name="p", model="openai/ce-unknown-model-x", api_base="http://x.test/v1",
                          input_cost_per_token=3e-6, output_cost_per_token=7e-6), rubric)
     info = litellm.get_model_info("openai/ce-unknown-model-x")
     assert info["input_cost_per_token"] == 3e-6 and info["output_cost_per_token"] == 7e-6

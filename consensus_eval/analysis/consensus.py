@@ -16,6 +16,7 @@ from typing import Literal
 
 from pydantic import BaseModel
 
+from consensus_eval.domain.aggregate import aggregate
 from consensus_eval.domain.config import ConsensusConfig
 from consensus_eval.domain.rubric import Rubric
 from consensus_eval.domain.scoring import DimensionScore, derive
@@ -58,22 +59,6 @@ class CaseConsensus(BaseModel):
     @property
     def flagged(self) -> bool:
         return bool(self.flags)
-
-
-def aggregate(values: Sequence[float], how: str = "mean", trim: float = 0.2) -> float:
-    """Combine judges' scores: ``mean``, ``median`` or ``trimmed_mean`` (drop ``trim`` of each end).
-
-    The trimmed mean drops ``floor(trim x n)`` values from each end; with fewer than 3 judges it is
-    the mean.
-    """
-    if not values:
-        raise ValueError("nothing to aggregate")
-    if how == "median":
-        return float(statistics.median(values))
-    if how == "trimmed_mean":
-        k = int(trim * len(values))
-        values = sorted(values)[k: len(values) - k] if len(values) - 2 * k > 0 else values
-    return float(statistics.fmean(values))
 
 
 def derive_all(rubric: Rubric, records: Iterable[CallRecord]) -> dict[str, DimensionScore]:

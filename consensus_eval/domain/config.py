@@ -10,15 +10,27 @@ import hashlib
 import json
 import os
 import re
+from collections.abc import Mapping
 from functools import cached_property
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ModelWrapValidatorHandler,
+    SerializeAsAny,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from consensus_eval._errors import InputError, format_validation_error
 from consensus_eval._resources import resolve
+from consensus_eval.domain.aggregate import aggregator
+from consensus_eval.domain.plugins import load_plugins
 
 Mode = Literal["tools", "json", "json_schema", "md_json"]
 
@@ -27,25 +39,59 @@ _KEY_PATTERN = re.compile(r"\b(sk-[A-Za-z0-9_\-]{16,}|AIza[0-9A-Za-z_\-]{30,})")
 
 
 class JudgeConfig(BaseModel):
-    """One judge of the panel.
+    """What every judge of the panel has: a ``name`` and a ``kind``; each kind adds its own fields.
 
-    ``kind: rules`` is the built-in deterministic judge (no other field applies). ``kind: llm``
-    (the default when ``model`` is given) calls ``model`` (a litellm id such as
-    ``deepseek/deepseek-reasoner``, ``openai/gpt-4.1``, ``dashscope/qwen-max`` or
-    ``hosted_vllm/<name>``) through instructor in ``mode``.
+    The built-in kinds are ``llm`` (:class:`LLMJudgeConfig`) and ``rules``
+    (:class:`RulesJudgeConfig`); a plugin adds a kind with
+    :func:`consensus_eval.judges.register_judge`. Validating a ``JudgeConfig`` from a mapping picks
+    the class registered for its ``kind`` (a union discriminated on ``kind``); without ``kind``, a
+    judge named ``rules`` with no ``model`` is the rules judge and anything else an LLM judge.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.\-]+$")]
-    kind: Literal["llm", "rules"] = "llm"
-    model: str | None = None
+    kind: str
+    concurrency: Annotated[int, Field(gt=0)] = 8
+
+    #: fields that change the judge's answers, hashed into :attr:`identity` (bump nothing else)
+    IDENTITY_FIELDS: ClassVar[tuple[str, ...]] = ("kind",)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _by_kind(cls, data: Any, handler: ModelWrapValidatorHandler[JudgeConfig]) -> JudgeConfig:
+        if cls is JudgeConfig and isinstance(data, Mapping):
+            kind = data.get("kind") or _infer_kind(data)
+            return judge_config_class(kind).model_validate({**data, "kind": kind})
+        return handler(data)
+
+    def missing_key(self) -> str | None:
+        """A message if this judge needs a secret that is not set, else None."""
+        return None
+
+    @cached_property
+    def identity(self) -> str:
+        """A hash of what determines this judge's answers (:attr:`IDENTITY_FIELDS`).
+
+        Concurrency, rate limits, timeouts, retries and prices do not change answers and are
+        left out, so tuning them does not invalidate stored results.
+        """
+        blob = json.dumps({k: getattr(self, k) for k in self.IDENTITY_FIELDS}, sort_keys=True, ensure_ascii=False)
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+class LLMJudgeConfig(JudgeConfig):
+    """An LLM judge: ``model`` (a litellm id such as ``deepseek/deepseek-reasoner``,
+    ``openai/gpt-4.1``, ``dashscope/qwen-max`` or ``hosted_vllm/<name>``) called through instructor
+    in ``mode``. Its key is never in the config: ``api_key_env`` names the environment variable."""
+
+    kind: Literal["llm"] = "llm"
+    model: str = ""
     api_base: str | None = None
     api_key_env: str | None = None
     mode: Mode = "tools"
     temperature: Annotated[float, Field(ge=0, le=2)] = 0.0
     max_tokens: Annotated[int, Field(gt=0)] = 4096
-    concurrency: Annotated[int, Field(gt=0)] = 8
     rpm: Annotated[float, Field(gt=0)] | None = None
     timeout_s: Annotated[float, Field(gt=0)] = 120.0
     max_retries: Annotated[int, Field(ge=0)] = 4
@@ -54,16 +100,12 @@ class JudgeConfig(BaseModel):
     output_cost_per_token: Annotated[float, Field(ge=0)] | None = None
     extra_body: dict[str, Any] = {}
 
-    @model_validator(mode="before")
-    @classmethod
-    def _infer_kind(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "kind" not in data:
-            data = {**data, "kind": "rules" if data.get("name") == "rules" and "model" not in data else "llm"}
-        return data
+    IDENTITY_FIELDS: ClassVar[tuple[str, ...]] = (
+        "kind", "model", "api_base", "mode", "temperature", "max_tokens", "extra_body")
 
     @model_validator(mode="after")
-    def _check(self) -> JudgeConfig:
-        if self.kind == "llm" and not self.model:
+    def _check(self) -> LLMJudgeConfig:
+        if not self.model:
             raise ValueError("an llm judge needs `model` (a litellm model id such as openai/gpt-4.1)")
         if self.api_key_env is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", self.api_key_env):
             raise ValueError("api_key_env must be the NAME of an environment variable (e.g. DEEPSEEK_API_KEY), "
@@ -75,8 +117,7 @@ class JudgeConfig(BaseModel):
         return os.environ.get(self.api_key_env) if self.api_key_env else None
 
     def missing_key(self) -> str | None:
-        """A message if this judge needs a key that is not set, else None."""
-        if self.kind == "llm" and self.api_key_env and not os.environ.get(self.api_key_env):
+        if self.api_key_env and not os.environ.get(self.api_key_env):
             return (f"judge {self.name!r}: environment variable {self.api_key_env} is not set; "
                     f"export {self.api_key_env}=<your key> or remove the judge from the config")
         return None
@@ -88,16 +129,46 @@ class JudgeConfig(BaseModel):
             return None
         return self.input_cost_per_token, self.output_cost_per_token
 
-    @cached_property
-    def identity(self) -> str:
-        """A hash of what determines this judge's answers (model, endpoint, mode, sampling).
 
-        Concurrency, rate limits, timeouts, retries and prices do not change answers and are
-        left out, so tuning them does not invalidate stored results.
-        """
-        keys = ("kind", "model", "api_base", "mode", "temperature", "max_tokens", "extra_body")
-        blob = json.dumps({k: getattr(self, k) for k in keys}, sort_keys=True, ensure_ascii=False)
-        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+class RulesJudgeConfig(JudgeConfig):
+    """The built-in deterministic judge of a rubric that has rules registered (seed 000's has):
+    offline, free, no other setting."""
+
+    kind: Literal["rules"] = "rules"
+
+
+def _infer_kind(data: Mapping[str, Any]) -> str:
+    return "rules" if data.get("name") == "rules" and "model" not in data else "llm"
+
+
+_JUDGE_KINDS: dict[str, type[JudgeConfig]] = {"llm": LLMJudgeConfig, "rules": RulesJudgeConfig}
+#: entry-point group through which installed packages add judge kinds (see judges.registry)
+JUDGE_ENTRY_POINTS = "consensus_eval.judges"
+
+
+def register_judge_config(cls: type[JudgeConfig]) -> None:
+    """Make ``kind: <cls's kind>`` valid in configs. The kind is the default of ``cls.kind``."""
+    kind = cls.model_fields["kind"].default
+    if not isinstance(kind, str) or not kind:
+        raise TypeError(f"{cls.__name__}.kind needs a default naming the kind, e.g. kind: Literal['mine'] = 'mine'")
+    _JUDGE_KINDS[kind] = cls
+
+
+def judge_kinds() -> dict[str, type[JudgeConfig]]:
+    """Every judge kind a config may use: the built-ins and those of installed plugins."""
+    load_plugins(JUDGE_ENTRY_POINTS)
+    return dict(_JUDGE_KINDS)
+
+
+def judge_config_class(kind: str) -> type[JudgeConfig]:
+    """The config class of ``kind`` (plugins are loaded on the first unknown kind)."""
+    if kind not in _JUDGE_KINDS:
+        load_plugins(JUDGE_ENTRY_POINTS)
+    try:
+        return _JUDGE_KINDS[kind]
+    except KeyError:
+        raise ValueError(f"unknown judge kind {kind!r}; known kinds: {', '.join(sorted(_JUDGE_KINDS))} "
+                         "(an installed plugin can add more)") from None
 
 
 class ConsensusConfig(BaseModel):
@@ -105,11 +176,18 @@ class ConsensusConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    aggregate: Literal["mean", "median", "trimmed_mean"] = "mean"
+    #: how judges' scores combine: a registered aggregator (:mod:`consensus_eval.domain.aggregate`)
+    aggregate: str = "mean"
     trim: Annotated[float, Field(ge=0, lt=0.5)] = 0.2
     min_judges: Annotated[int, Field(ge=1)] = 1
     flag_spread: Annotated[float, Field(ge=0)] = 10.0
     flag_star_gap: Annotated[int, Field(ge=1)] = 2
+
+    @field_validator("aggregate")
+    @classmethod
+    def _known_aggregator(cls, v: str) -> str:
+        aggregator(v)  # raises ValueError naming the known ones
+        return v
 
 
 class EvalConfig(BaseModel):
@@ -122,7 +200,7 @@ class EvalConfig(BaseModel):
     runs: Annotated[int, Field(ge=1)] = 1
     important_runs: Annotated[int, Field(ge=1)] = 3
     consensus: ConsensusConfig = ConsensusConfig()
-    judges: list[JudgeConfig] = Field(min_length=1)
+    judges: list[SerializeAsAny[JudgeConfig]] = Field(min_length=1)
 
     @model_validator(mode="after")
     def _unique_names(self) -> EvalConfig:
@@ -134,6 +212,10 @@ class EvalConfig(BaseModel):
 
     def runs_for(self, important: bool) -> int:
         return self.important_runs if important else self.runs
+
+    def to_json(self) -> dict[str, Any]:
+        """The config as JSON data, each judge with the fields of its kind (no secret is in it)."""
+        return self.model_dump(mode="json")
 
     def judge(self, name: str) -> JudgeConfig:
         for j in self.judges:

@@ -1,4 +1,9 @@
-"""What every judge is: something that turns one case and dimension into a :class:`CallOutcome`."""
+"""What every judge is: something that turns one case and dimension into a :class:`CallOutcome`.
+
+A judge kind is one module and one registration (:func:`consensus_eval.judges.register_judge`):
+a config class (a :class:`~consensus_eval.domain.config.JudgeConfig` subclass with its own
+``kind``) and a factory ``(config, rubric) -> Judge``. The runner only ever talks to this protocol.
+"""
 
 from __future__ import annotations
 
@@ -6,19 +11,43 @@ from typing import Protocol
 
 from consensus_eval.domain.cases import Case
 from consensus_eval.domain.config import JudgeConfig
+from consensus_eval.domain.judgment import CallOutcome
 from consensus_eval.domain.rubric import Dimension
 
-from consensus_eval.domain.judgment import CallOutcome
-
 __all__ = ["CallOutcome", "Judge"]
+
+
 class Judge(Protocol):
-    """A judge of the panel. ``version`` enters every request hash (bump it to invalidate)."""
+    """A judge of the panel.
+
+    - ``version`` enters every request hash: bump it when what the judge does changes, and its
+      stored results are no longer reused.
+    - ``deterministic``: the same input always gives the same judgment, so it is judged once per
+      (case, dimension) whatever ``runs`` says.
+    - ``reads_prompt``: whether the judge reads the rendered prompt (LLM judges). A judge that reads
+      the case itself (the rules judge) gets no prompt, and its request hash covers the case's
+      content instead, so editing a template does not throw its stored results away.
+    """
 
     config: JudgeConfig
     version: str
-    #: deterministic judges are run once per (case, dimension), whatever ``runs`` says
     deterministic: bool
+    reads_prompt: bool
 
-    async def judge(self, case: Case, dimension: Dimension, messages: list[dict[str, str]], run: int = 0) -> CallOutcome:
-        """Judge one dimension of one case (``run``: which repetition); never raises for a judge-side failure."""
+    async def judge(self, case: Case, dimension: Dimension, messages: list[dict[str, str]],
+                    run: int = 0) -> CallOutcome:
+        """Judge one dimension of one case (``run``: which repetition). Never raises for a failure
+        of the judge's own (a provider error, an invalid reply): that is a ``failed`` outcome."""
+        ...
+
+    async def check(self) -> tuple[bool, str]:
+        """Whether the judge can work (for an LLM: one tiny call), and a line saying so. Never raises."""
+        ...
+
+    def count_tokens(self, messages: list[dict[str, str]]) -> int:
+        """Prompt tokens of one call as this judge would send it (0 for a judge that sends nothing)."""
+        ...
+
+    def prices(self) -> tuple[float, float] | None:
+        """(input, output) USD per token, or None when unknown."""
         ...

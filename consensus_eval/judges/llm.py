@@ -37,7 +37,7 @@ from instructor.v2.core.response_model import prepare_response_model
 
 from consensus_eval._errors import format_validation_error
 from consensus_eval.domain.cases import Case
-from consensus_eval.domain.config import JudgeConfig
+from consensus_eval.domain.config import LLMJudgeConfig
 from consensus_eval.domain.judgment import CallOutcome, response_model
 from consensus_eval.domain.rubric import Dimension, Rubric
 
@@ -84,12 +84,13 @@ class HTTPFailure(Exception):
 
 
 class LLMJudge:
-    """A judge backed by any litellm model, configured entirely by a :class:`JudgeConfig`."""
+    """A judge backed by any litellm model, configured entirely by an :class:`LLMJudgeConfig`."""
 
     deterministic = False
+    reads_prompt = True
     version = "llm-2"  # bump when what is sent changes (2: the run index is sent as `seed`)
 
-    def __init__(self, config: JudgeConfig, rubric: Rubric) -> None:
+    def __init__(self, config: LLMJudgeConfig, rubric: Rubric) -> None:
         self.config = config
         self.rubric = rubric
         self._client = instructor.from_litellm(self._send, mode=MODES[config.mode])
@@ -142,7 +143,7 @@ class LLMJudge:
             model = self._models[dimension_id] = prepare_response_model(plain)  # checks both classes
         return model
 
-    async def ping(self) -> tuple[bool, str]:
+    async def check(self) -> tuple[bool, str]:
         """One tiny call (a few output tokens) to check model id, endpoint and key. Never raises."""
         usage = _Usage()
         token = _current.set(usage)
@@ -157,6 +158,22 @@ class LLMJudge:
             return False, self._scrub(f"{type(e).__name__}: {e}")
         finally:
             _current.reset(token)
+
+    def count_tokens(self, messages: list[dict[str, str]]) -> int:
+        """Prompt tokens of the messages for this judge's model (litellm's counter; offline)."""
+        return int(litellm.token_counter(model=self.config.model, messages=messages))
+
+    def prices(self) -> tuple[float, float] | None:
+        """(input, output) USD per token: the config's, else litellm's price map, else None."""
+        if self.config.config_prices is not None:
+            return self.config.config_prices
+        try:
+            info = litellm.get_model_info(self.config.model)
+        except Exception:  # noqa: BLE001 - unknown model
+            return None
+        if info.get("input_cost_per_token") is None or info.get("output_cost_per_token") is None:
+            return None
+        return float(info["input_cost_per_token"]), float(info["output_cost_per_token"])
 
     def _params(self) -> dict[str, Any]:
         c = self.config
@@ -260,7 +277,7 @@ class LLMJudge:
             return None
 
 
-def register_prices(c: JudgeConfig) -> None:
+def register_prices(c: LLMJudgeConfig) -> None:
     """Tell litellm (``litellm.register_model``, its public API) the prices of a model it does not
     know, when the config gives them, so litellm's own per-response pricing finds them.
 

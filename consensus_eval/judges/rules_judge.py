@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from consensus_eval.domain.cases import Case
-from consensus_eval.domain.config import JudgeConfig
+from consensus_eval.domain.config import RulesJudgeConfig
 from consensus_eval.judges import rules
 from consensus_eval.domain.judgment import CallOutcome
 from consensus_eval.domain.judgment import Judgment
@@ -14,8 +14,9 @@ class RulesJudge:
     """Deterministic, offline, free: runs every rules check once per case and serves each dimension."""
 
     deterministic = True
+    reads_prompt = False
 
-    def __init__(self, config: JudgeConfig, rubric: Rubric) -> None:
+    def __init__(self, config: RulesJudgeConfig, rubric: Rubric) -> None:
         rules.require_compatible(rubric)
         self.config = config
         self.rubric = rubric
@@ -28,3 +29,12 @@ class RulesJudge:
         judgment = self._cache[case.id][dimension.id]
         return CallOutcome(status="ok", judgment=judgment, raw=None, model="rules",
                            prompt_tokens=0, completion_tokens=0, cost=0.0)
+
+    async def check(self) -> tuple[bool, str]:
+        return True, "built-in, offline"
+
+    def count_tokens(self, messages: list[dict[str, str]]) -> int:
+        return 0
+
+    def prices(self) -> tuple[float, float] | None:
+        return 0.0, 0.0

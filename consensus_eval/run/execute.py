@@ -1,4 +1,4 @@
-"""Plan the calls (case x dimension x judge x run) and run them concurrently into the store.
+"""Run the planned calls concurrently into the store.
 
 Each judge has its own pool of ``concurrency`` workers (its ``rpm`` is enforced per HTTP attempt by
 the judge itself), so a slow or failing judge never stalls the others. Every outcome is stored the
@@ -8,58 +8,15 @@ moment it lands; calls whose judgment is already stored are not made again.
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from consensus_eval.domain.cases import Case
-from consensus_eval.domain.config import EvalConfig
 from consensus_eval.judges.base import CallOutcome, Judge
-from consensus_eval.domain.prompts import render
 from consensus_eval.domain.rubric import Rubric
-from consensus_eval.run.store import CallRecord, PlannedCall, Store
-
-
-@dataclass(frozen=True)
-class Call:
-    """A planned call with what it needs to run: the case, the dimension and the rendered prompt."""
-
-    planned: PlannedCall
-    case: Case
-    messages: list[dict[str, str]]
-
-
-def request_hash(judge: Judge, rubric: Rubric, messages: list[dict[str, str]], run: int, dimension: str) -> str:
-    """The identity of a call: the judge's model and sampling, the rubric, the exact prompt, the run.
-
-    Change any of them and the hash changes, so a stored result is never reused for another request.
-    """
-    blob = json.dumps(
-        [judge.config.identity, judge.version, rubric.fingerprint, dimension, run, messages],
-        ensure_ascii=False, separators=(",", ":"),
-    )
-    return hashlib.sha256(blob.encode()).hexdigest()
-
-
-def plan(cases: Sequence[Case], rubric: Rubric, config: EvalConfig, judges: Sequence[Judge]) -> list[Call]:
-    """Every call the evaluation needs, in a stable order (case, dimension, judge, run).
-
-    A case gets ``config.runs`` runs per judge, or ``config.important_runs`` if it is important;
-    a deterministic judge (rules) gets one run, since repeating it cannot change anything.
-    """
-    calls: list[Call] = []
-    for case in cases:
-        n_runs = config.runs_for(case.important)
-        for dim in rubric.dimensions:
-            messages = render(rubric, dim, case, config.prompts_dir)
-            for judge in judges:
-                for run in range(1 if judge.deterministic else n_runs):
-                    h = request_hash(judge, rubric, messages, run, dim.id)
-                    calls.append(Call(PlannedCall(h, case.id, dim.id, judge.config.name, run), case, messages))
-    return calls
+from consensus_eval.run.plan import Call
+from consensus_eval.run.store import CallRecord, Store
 
 
 @dataclass

@@ -1,0 +1,63 @@
+"""How the judges' scores of one case and dimension combine into the panel's: named aggregators.
+
+An aggregator is ``(values, trim) -> float``: ``values`` are the judges' scores (each already the
+mean of that judge's runs; never empty), ``trim`` the config's ``consensus.trim`` (used by trimmed
+means, ignored by the others). Built in: ``mean``, ``median``, ``trimmed_mean``. A plugin adds one
+with :func:`register_aggregator` (entry-point group ``consensus_eval.aggregators``).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Sequence
+
+from consensus_eval.domain.plugins import load_plugins
+
+Aggregator = Callable[[Sequence[float], float], float]
+
+#: entry-point group through which installed packages add aggregators
+AGGREGATOR_ENTRY_POINTS = "consensus_eval.aggregators"
+
+
+def mean(values: Sequence[float], trim: float = 0.0) -> float:
+    """The arithmetic mean."""
+    return float(statistics.fmean(values))
+
+
+def median(values: Sequence[float], trim: float = 0.0) -> float:
+    """The median (the mean of the two middle values for an even count)."""
+    return float(statistics.median(values))
+
+
+def trimmed_mean(values: Sequence[float], trim: float = 0.2) -> float:
+    """The mean after dropping ``floor(trim x n)`` values from each end; with too few values to
+    drop any (fewer than 3 judges at trim 0.2), the mean."""
+    k = int(trim * len(values))
+    kept = sorted(values)[k: len(values) - k] if len(values) - 2 * k > 0 else list(values)
+    return float(statistics.fmean(kept))
+
+
+_AGGREGATORS: dict[str, Aggregator] = {"mean": mean, "median": median, "trimmed_mean": trimmed_mean}
+
+
+def register_aggregator(name: str, fn: Aggregator) -> None:
+    """Make ``consensus.aggregate: <name>`` valid in configs."""
+    _AGGREGATORS[name] = fn
+
+
+def aggregator(name: str) -> Aggregator:
+    """The aggregator called ``name`` (plugins are loaded on the first unknown name)."""
+    if name not in _AGGREGATORS:
+        load_plugins(AGGREGATOR_ENTRY_POINTS)
+    try:
+        return _AGGREGATORS[name]
+    except KeyError:
+        raise ValueError(f"unknown aggregator {name!r}; known: {', '.join(sorted(_AGGREGATORS))} "
+                         "(an installed plugin can add more)") from None
+
+
+def aggregate(values: Sequence[float], how: str = "mean", trim: float = 0.2) -> float:
+    """Combine judges' scores with the aggregator called ``how``."""
+    if not values:
+        raise ValueError("nothing to aggregate")
+    return aggregator(how)(values, trim)
