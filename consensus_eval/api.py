@@ -1,23 +1,51 @@
-"""The main job, end to end: load, plan, run into the store, then rebuild every output from the store."""
+"""The Python API: score cases with a panel, read a run back, rebuild its outputs.
+
+Everything the command line does goes through here, and it is usable from a notebook or another
+event loop (``evaluate_async``/``run_async``; the synchronous ``evaluate``/``run`` refuse to start
+inside a running loop and say so). A typical use::
+
+    from consensus_eval import evaluate, load_run
+
+    results = evaluate("examples/cases.jsonl", "configs/default.yaml", out="out/example")
+    for case in results.consensus:
+        print(case.case_id, case.total, case.status)
+    results = load_run("out/example")            # later, from the store alone
+    print(results.reliability.across_judges["total"].value)
+
+Nothing here prints, and importing it changes no global state.
+"""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Coroutine, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 
-from consensus_eval.analysis import consensus
-from consensus_eval.output import files as outputs
+from pydantic import ValidationError
+
+from consensus_eval._errors import InputError, format_validation_error
+from consensus_eval.analysis.agreement import HumanLabel
+from consensus_eval.analysis.alpha import DEFAULT_SEED
+from consensus_eval.analysis.reliability import ReliabilityReport
+from consensus_eval.analysis.results import Results, analyze
 from consensus_eval.domain.cases import Case, load_cases
-from consensus_eval.domain.config import EvalConfig, load_config
-from consensus_eval.judges import Judge, build_judge
+from consensus_eval.domain.config import DEFAULT_CONFIG, EvalConfig, load_config
 from consensus_eval.domain.rubric import Rubric, load_rubric
-from consensus_eval.run.execute import Progress, ProgressHook, execute
+from consensus_eval.judges import Judge, build_judge
+from consensus_eval.output.files import write_outputs
+from consensus_eval.output.report import write_reports
+from consensus_eval.run.estimate import JudgeEstimate, estimate
+from consensus_eval.run.execute import ProgressHook, execute
 from consensus_eval.run.plan import Call, plan
-from consensus_eval.run.store import CallRecord, Store
+from consensus_eval.run.results import read_run
+from consensus_eval.run.store import STORE_NAME, Store
 
-STORE_NAME = "results.sqlite"
+T = TypeVar("T")
+
+CasesInput = str | Path | Iterable[Case | Mapping[str, Any]]
+ConfigInput = str | Path | EvalConfig | Mapping[str, Any]
 
 
 @dataclass
@@ -32,86 +60,170 @@ class Prepared:
     calls: list[Call]
 
 
-def prepare(cases_path: str | Path, config_path: str | Path, *, skip_invalid: bool = False,
+def prepare(cases: CasesInput, config: ConfigInput = DEFAULT_CONFIG, *, skip_invalid: bool = False,
             check_keys: bool = True) -> Prepared:
-    """Load config, rubric and cases, build the judges and plan the calls. Raises InputError."""
-    config = load_config(config_path)
-    rubric = load_rubric(config.rubric)
+    """Load the config, its rubric and the cases, build the judges and plan the calls.
+
+    ``cases``: a JSONL path, or Case objects / mappings. ``config``: a YAML path, an
+    :class:`EvalConfig` or a mapping. ``check_keys``: refuse judges whose API key variable is unset.
+    Raises :class:`InputError` naming the file, line and field of what is wrong.
+    """
+    cfg = _config(config)
+    rubric = load_rubric(cfg.rubric)
     if check_keys:
-        missing = [m for j in config.judges if (m := j.missing_key())]
+        missing = [m for j in cfg.judges if (m := j.missing_key())]
         if missing:
-            from consensus_eval._errors import InputError
-
             raise InputError("\n".join(missing))
-    loaded = load_cases(cases_path, skip_invalid=skip_invalid)
-    judges = [build_judge(j, rubric) for j in config.judges]
-    calls = plan(loaded.cases, rubric, config, judges)
-    return Prepared(config, rubric, loaded.cases, loaded.errors, judges, calls)
+    case_list, invalid = _cases(cases, skip_invalid)
+    judges = [build_judge(j, rubric) for j in cfg.judges]
+    return Prepared(cfg, rubric, case_list, invalid, judges, plan(case_list, rubric, cfg, judges))
 
 
-def run(prep: Prepared, out_dir: str | Path, on_progress: ProgressHook | None = None) -> Progress:
-    """Make every planned call not yet stored, then rebuild the outputs. Resumable at any point."""
-    out = Path(out_dir)
+async def run_async(prep: Prepared, out: str | Path, on_progress: ProgressHook | None = None,
+                    *, n_boot: int = 1000) -> Results:
+    """Make every planned call not yet stored in ``out``, then rebuild the outputs, and return the
+    results (``results.progress``: calls made, resumed from the store, failed). Resumable at any
+    point: rerun it after an interruption and only the missing calls are made."""
+    return await _run(prep, Path(out), on_progress, n_boot)
+
+
+def run(prep: Prepared, out: str | Path, on_progress: ProgressHook | None = None, *, n_boot: int = 1000) -> Results:
+    """:func:`run_async` for code that is not inside an event loop."""
+    return _sync(run_async(prep, out, on_progress, n_boot=n_boot))
+
+
+async def evaluate_async(cases: CasesInput, config: ConfigInput = DEFAULT_CONFIG, *, out: str | Path,
+                         skip_invalid: bool = False, on_progress: ProgressHook | None = None,
+                         n_boot: int = 1000) -> Results:
+    """Score ``cases`` with the panel of ``config`` into the folder ``out`` (store, judgments,
+    consensus, reliability, reports) and return the results, with ``results.progress`` saying how
+    many calls were made, resumed and failed."""
+    return await _run(prepare(cases, config, skip_invalid=skip_invalid), Path(out), on_progress, n_boot)
+
+
+def evaluate(cases: CasesInput, config: ConfigInput = DEFAULT_CONFIG, *, out: str | Path,
+             skip_invalid: bool = False, on_progress: ProgressHook | None = None, n_boot: int = 1000) -> Results:
+    """:func:`evaluate_async` for code that is not inside an event loop (a script, a test)."""
+    return _sync(evaluate_async(cases, config, out=out, skip_invalid=skip_invalid, on_progress=on_progress,
+                                n_boot=n_boot))
+
+
+def dry_run(prep: Prepared) -> list[JudgeEstimate]:
+    """Tokens and estimated cost per judge of the prepared plan; nothing is sent."""
+    return estimate(prep.calls, prep.judges)
+
+
+async def check_judges_async(config: ConfigInput = DEFAULT_CONFIG) -> list[tuple[str, bool, str]]:
+    """(judge, ok, message) for each judge of ``config``: one tiny call per LLM judge, concurrently.
+    A judge whose key variable is unset is reported before any call is made (InputError)."""
+    cfg = _config(config)
+    missing = [m for j in cfg.judges if (m := j.missing_key())]
+    if missing:
+        raise InputError("\n".join(missing))
+    rubric = load_rubric(cfg.rubric)
+
+    async def one(judge: Judge) -> tuple[str, bool, str]:
+        ok, msg = await judge.check()
+        return judge.config.name, ok, msg
+
+    return list(await asyncio.gather(*(one(build_judge(j, rubric)) for j in cfg.judges)))
+
+
+def load_run(folder: str | Path, *, human: dict[str, HumanLabel] | None = None, n_boot: int = 1000,
+             seed: int = DEFAULT_SEED, reuse_saved: bool = True) -> Results:
+    """The results of a run, read back from ``folder/results.sqlite`` (no judge is called).
+
+    With ``reuse_saved``, the reliability report is taken from ``folder/reliability.json`` when it
+    describes this run (same judges and cases; it may carry a human section) and no ``human`` labels
+    are given; otherwise it is computed on first use of ``results.reliability``.
+    """
+    out = Path(folder)
+    with Store.open_existing(out) as store:
+        stored = read_run(store)
+    reuse = reuse_saved and human is None
+    saved = _saved_reliability(out, stored.judges, len(stored.cases)) if reuse else None
+    return analyze(stored, human=human, n_boot=n_boot, seed=seed, reliability=saved,
+                   reliability_source="reliability.json")
+
+
+def rebuild(folder: str | Path, *, n_boot: int = 1000) -> Results:
+    """Rewrite every output of ``folder`` (judgments.jsonl, consensus.csv/jsonl, reliability.json,
+    report.md, report.html) from its store: one read, one derivation, one analysis."""
+    out = Path(folder)
+    with Store.open_existing(out) as store:
+        return _rebuild(store, out, n_boot)
+
+
+# --------------------------------------------------------------------------- internals
+
+
+async def _run(prep: Prepared, out: Path, on_progress: ProgressHook | None, n_boot: int) -> Results:
     with Store(out / STORE_NAME) as store:
         store.set_meta("rubric", prep.rubric.model_dump(mode="json"))
-        store.set_meta("config", prep.config.model_dump(mode="json"))
+        store.set_meta("config", prep.config.to_json())
         store.set_meta("cases", [c.model_dump(mode="json") for c in prep.cases])
         store.set_meta("invalid_lines", prep.invalid_lines)
         store.set_plan(c.planned for c in prep.calls)
-        progress = asyncio.run(execute(prep.calls, prep.judges, prep.rubric, store, on_progress))
-        rebuild(store, out)
-    return progress
+        progress = await execute(prep.calls, prep.judges, prep.rubric, store, on_progress)
+        results = _rebuild(store, out, n_boot)
+    results.progress = progress
+    return results
 
 
-@dataclass
-class Results:
-    """What the outputs are made of, read back from a store."""
-
-    rubric: Rubric
-    config: EvalConfig
-    cases: list[Case]
-    records: list[CallRecord]
-    consensus: list[consensus.CaseConsensus]
-
-    @property
-    def judges(self) -> list[str]:
-        return [j.name for j in self.config.judges]
+def _rebuild(store: Store, out: Path, n_boot: int) -> Results:
+    results = analyze(read_run(store), n_boot=n_boot)
+    write_outputs(results, out)
+    write_reports(results, out)
+    return results
 
 
-def load_results(store: Store) -> Results:
-    """Rebuild the run's results from the store alone (no judge is called)."""
-    rubric = Rubric.model_validate(store.get_meta("rubric"))
-    config = EvalConfig.model_validate(store.get_meta("config"))
-    cases = [Case.model_validate(c) for c in store.get_meta("cases", [])]
-    records = store.calls()
-    judges = [j.name for j in config.judges]
-    cons = consensus.build(rubric, records, judges, [c.id for c in cases], config.consensus)
-    return Results(rubric, config, cases, records, cons)
+def _saved_reliability(folder: Path, judges: list[str], n_cases: int) -> ReliabilityReport | None:
+    path = folder / "reliability.json"
+    if not path.is_file():
+        return None
+    try:
+        report = ReliabilityReport.model_validate_json(path.read_bytes())
+    except (OSError, ValidationError, ValueError):
+        return None  # unreadable or of another shape: recomputed
+    return report if report.describes(judges, n_cases) else None
 
 
-def rebuild(store: Store, out: Path, n_boot: int = 1000) -> Results:
-    """(Re)write judgments.jsonl, consensus.csv/jsonl, reliability.json and the reports from the store."""
-    from consensus_eval.analysis.reliability import run_reliability
-    from consensus_eval.output.report import write_reports
-
-    res = load_results(store)
-    outputs.write_judgments(out / "judgments.jsonl", res.rubric, res.records,
-                            consensus.derive_all(res.rubric, res.records))
-    outputs.write_consensus(out, res.rubric, res.consensus)
-    outputs.write_json(out / "reliability.json", run_reliability(res, n_boot=n_boot))
-    write_reports(out)
-    return res
+def _config(config: ConfigInput) -> EvalConfig:
+    if isinstance(config, EvalConfig):
+        return config
+    if isinstance(config, Mapping):
+        try:
+            return EvalConfig.model_validate(dict(config))
+        except ValidationError as e:
+            raise InputError(f"invalid config:\n{format_validation_error(e, dict(config))}") from None
+    return load_config(config)
 
 
-def judge_totals(records: Sequence[CallRecord]) -> dict[str, dict[str, float]]:
-    """Per judge: calls ok / failed, attempts, tokens and cost (summed over every stored call)."""
-    totals: dict[str, dict[str, float]] = {}
-    for r in records:
-        t = totals.setdefault(r.judge, {"ok": 0, "failed": 0, "attempts": 0, "prompt_tokens": 0,
-                                        "cached_tokens": 0, "completion_tokens": 0,
-                                        "reasoning_tokens": 0, "cost": 0.0})
-        t[r.status] += 1
-        t["attempts"] += r.attempts
-        for k in ("prompt_tokens", "cached_tokens", "completion_tokens", "reasoning_tokens", "cost"):
-            t[k] += getattr(r, k) or 0
-    return totals
+def _cases(cases: CasesInput, skip_invalid: bool) -> tuple[list[Case], list[str]]:
+    if isinstance(cases, (str, Path)):
+        loaded = load_cases(cases, skip_invalid=skip_invalid)
+        return loaded.cases, loaded.errors
+    out: list[Case] = []
+    for i, c in enumerate(cases):
+        try:
+            out.append(c if isinstance(c, Case) else Case.model_validate(dict(c)))
+        except ValidationError as e:
+            raise InputError(f"case {i}: {format_validation_error(e).strip()}") from None
+    ids = [c.id for c in out]
+    dup = sorted({i for i in ids if ids.count(i) > 1})
+    if dup:
+        raise InputError(f"duplicate case id(s): {', '.join(dup)}")
+    if not out:
+        raise InputError("no cases to score")
+    return out, []
+
+
+def _sync(coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` to completion from synchronous code; refuse inside a running event loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    coro.close()
+    raise RuntimeError("an event loop is already running here (a notebook, an async app): "
+                       "await the *_async function instead (evaluate_async, run_async)")

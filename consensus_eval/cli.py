@@ -56,25 +56,23 @@ def score(
     dry_run: Annotated[bool, typer.Option(help="Render every prompt, count tokens, estimate cost; call nothing.")] = False,
 ) -> None:
     """Score CASES with the judges of CONFIG; resumes where a previous run into OUT stopped."""
-    from consensus_eval import api as evaluate
+    import asyncio
+
+    from consensus_eval import api
     from consensus_eval.judges.quiet import quiet_libraries
-    from consensus_eval.output.console import print_summary
+    from consensus_eval.output.console import print_estimate, print_summary
+    from consensus_eval.output.progress import progress_hook
 
     quiet_libraries()
-
-    prep = evaluate.prepare(cases, config, skip_invalid=skip_invalid, check_keys=not dry_run)
+    prep = api.prepare(cases, config, skip_invalid=skip_invalid, check_keys=not dry_run)
     for line in prep.invalid_lines:
         err_console.print(f"[yellow]skipped:[/] {line}", highlight=False, soft_wrap=True)
     if dry_run:
-        from consensus_eval.run.estimate import estimate, print_estimate
-
-        print_estimate(out_console, estimate(prep))
+        print_estimate(out_console, api.dry_run(prep))
         return
-    from consensus_eval.output.progress import progress_hook
-
     with progress_hook(err_console) as hook:
-        progress = evaluate.run(prep, out, hook)
-    print_summary(out_console, out, progress)
+        results = asyncio.run(api.run_async(prep, out, hook))
+    print_summary(out_console, results, out)
 
 
 @app.command()
@@ -91,13 +89,13 @@ def reliability(
     """Krippendorff's alpha with bootstrap CIs: of a run's judges (and a human), or of any ratings table."""
     import json
 
-    from consensus_eval.analysis import reliability as rel
+    from consensus_eval.analysis import alpha as al
 
     if ratings is not None:
-        if level not in rel.LEVELS:
-            raise InputError(f"--level must be one of {', '.join(rel.LEVELS)}, got {level!r}")
-        arr, raters, units = rel.load_ratings(ratings)
-        a = rel.alpha_with_ci(arr, level, bootstrap, seed)  # type: ignore[arg-type]
+        if level not in al.LEVELS:
+            raise InputError(f"--level must be one of {', '.join(al.LEVELS)}, got {level!r}")
+        arr, raters, units = al.load_ratings(ratings)
+        a = al.alpha_with_ci(arr, level, bootstrap, seed)  # type: ignore[arg-type]
         if json_out:
             print(json.dumps({**a.model_dump(), "raters": raters, "n_units_total": len(units)}, indent=2))
         else:
@@ -109,20 +107,19 @@ def reliability(
         return
     if run_dir is None:
         raise InputError("give a run folder (RUN_DIR) or --ratings FILE.csv")
-    from consensus_eval.api import load_results
+    from consensus_eval import api
+    from consensus_eval.analysis.agreement import load_human
+    from consensus_eval.output.console import print_reliability
     from consensus_eval.output.files import write_json
-    from consensus_eval.run.store import Store
 
-    with Store.open_existing(run_dir) as store:
-        res = load_results(store)
-    labels = rel.load_human(human, res.rubric) if human else None
-    report = rel.run_reliability(res, labels, n_boot=bootstrap, seed=seed)
-    write_json(run_dir / "reliability.json", report)
+    results = api.load_run(run_dir, n_boot=bootstrap, seed=seed, reuse_saved=False)
+    if human is not None:
+        results.human = load_human(human, results.rubric)
+    report = results.reliability
+    write_json(run_dir / "reliability.json", report.to_json())
     if json_out:
-        print(json.dumps(report, ensure_ascii=False, indent=2))
+        print(json.dumps(report.to_json(), ensure_ascii=False, indent=2))
     else:
-        from consensus_eval.output.console import print_reliability
-
         print_reliability(out_console, report)
 
 
@@ -138,10 +135,11 @@ def audit(
     disagreement = spread of judge totals + 5 x star gaps + singletons + 2 x claimed-vs-derived
     mismatches; failed and inconclusive cases come first.
     """
-    from consensus_eval.analysis.audit import audit_folder, write_adjudication_csv
+    from consensus_eval import api
     from consensus_eval.output.audit_console import print_audit
+    from consensus_eval.output.files import write_adjudication_csv
 
-    _, audits = audit_folder(run_dir)
+    audits = api.load_run(run_dir).audit
     print_audit(out_console, audits, top)
     if export is not None:
         path = write_adjudication_csv(export, audits[:top] if top > 0 else audits)
@@ -154,9 +152,10 @@ def report(
     run_dir: Annotated[Path, typer.Argument(help="Output folder of a `score` run.")],
 ) -> None:
     """(Re)write RUN_DIR/report.md and a self-contained RUN_DIR/report.html from the store. Calls no judge."""
+    from consensus_eval import api
     from consensus_eval.output.report import write_reports
 
-    md, html = write_reports(run_dir)
+    md, html = write_reports(api.load_run(run_dir), run_dir)
     out_console.print(f"wrote {md} and {html}", highlight=False)
 
 
@@ -170,33 +169,16 @@ def judges_check(config: ConfigOpt = DEFAULT_CONFIG) -> None:
     """Ping each LLM judge with one tiny call; report missing keys before any call is made."""
     import asyncio
 
-    from consensus_eval.domain.config import load_config
-    from consensus_eval.domain.rubric import load_rubric
-
+    from consensus_eval import api
     from consensus_eval.judges.quiet import quiet_libraries
 
     quiet_libraries()
-    cfg = load_config(config)
-    missing = [m for j in cfg.judges if (m := j.missing_key())]
-    if missing:
-        raise InputError("\n".join(missing))
-    rubric = load_rubric(cfg.rubric)
-    from consensus_eval.judges import build_judge
-
-    async def check_all() -> list[tuple[str, bool, str]]:
-        async def one(j):  # noqa: ANN001, ANN202
-            judge = build_judge(j, rubric)
-            if j.kind == "rules":
-                return j.name, True, "built-in, offline"
-            ok, msg = await judge.check()  # type: ignore[attr-defined]
-            return j.name, ok, msg
-
-        return list(await asyncio.gather(*(one(j) for j in cfg.judges)))
-
-    results = asyncio.run(check_all())
+    cfg = api.load_config(config)
+    results = asyncio.run(api.check_judges_async(cfg))
     for name, ok, msg in results:
+        j = cfg.judge(name)
         mark = "[green]ok[/]" if ok else "[bold red]FAILED[/]"
-        out_console.print(f"{mark} {name} ({cfg.judge(name).model or 'rules'}): {msg}", highlight=False)
+        out_console.print(f"{mark} {name} ({getattr(j, 'model', None) or j.kind}): {msg}", highlight=False)
     if not all(ok for _, ok, _ in results):
         raise typer.Exit(1)
 

@@ -13,6 +13,8 @@ import pytest
 from typer.testing import CliRunner
 
 from consensus_eval.analysis import audit as audit_mod
+from consensus_eval.api import load_run
+from consensus_eval.output.files import EXPORT_COLUMNS, write_adjudication_csv
 from consensus_eval.domain.cases import Case
 from consensus_eval.domain.config import EvalConfig
 from consensus_eval.domain.judgment import Deduction, Judgment, PenaltyHit
@@ -93,7 +95,7 @@ def panel_dir(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def audits(panel_dir: Path) -> list[audit_mod.CaseAudit]:
-    return audit_mod.audit_folder(panel_dir)[1]
+    return load_run(panel_dir).audit
 
 
 def _by_id(audits: list[audit_mod.CaseAudit]) -> dict[str, audit_mod.CaseAudit]:
@@ -191,7 +193,7 @@ def test_single_judge_has_no_peer(tmp_path):
                 p = PlannedCall(f"c1|{j}|{d}|0", "c1", d, j, 0)
                 store._db.execute("DELETE FROM calls WHERE request_hash = ?", (p.request_hash,))
                 store.record(_record(p, "failed"))
-    a = _by_id(audit_mod.audit_folder(folder)[1])["c1"]
+    a = _by_id(load_run(folder).audit)["c1"]
     d = a.dimensions[0].judges[0].deductions[0]
     assert (d.match, d.singleton, a.singletons) == ("no_peer", False, 0)
 
@@ -211,11 +213,11 @@ def test_mismatch_listing(audits):
 
 
 def test_export_csv_columns_bom_and_rows(audits, tmp_path):
-    path = audit_mod.write_adjudication_csv(tmp_path / "sheet.csv", audits)
+    path = write_adjudication_csv(tmp_path / "sheet.csv", audits)
     raw = path.read_bytes()
     assert raw.startswith(b"\xef\xbb\xbf")
     rows = list(csv.DictReader(raw.decode("utf-8-sig").splitlines()))
-    assert list(rows[0]) == audit_mod.EXPORT_COLUMNS
+    assert list(rows[0]) == EXPORT_COLUMNS
     assert {"human_verdict", "human_points", "human_score", "human_comment"} <= set(rows[0])
     assert all(r[c] == "" for r in rows for c in ("human_verdict", "human_points", "human_score", "human_comment"))
     # c2 accuracy: a 4 deductions + b 1 + c 1 = 6 rows; 2 other dims x 3 judges "no deduction" = 6
@@ -275,4 +277,4 @@ def test_audit_never_calls_a_judge(panel_dir, monkeypatch):
         raise AssertionError("audit must not build or call a judge")
 
     monkeypatch.setattr(judges, "build_judge", boom)
-    assert [a.case_id for a in audit_mod.audit_folder(panel_dir)[1]] == EXPECTED_ORDER
+    assert [a.case_id for a in load_run(panel_dir).audit] == EXPECTED_ORDER

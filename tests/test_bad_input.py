@@ -35,7 +35,7 @@ def test_record_beyond_the_context_window_fails_that_call_with_a_clear_reason(tm
 
     with FakeServer(FakeConfig(seed=3, context_limit_chars=CONTEXT_CHARS, max_lifetime_s=60)) as srv:
         cfg = write_panel(tmp_path / "panel.yaml", srv.url)
-        progress = evaluate.run(evaluate.prepare(cases, cfg), tmp_path / "out")
+        progress = evaluate.run(evaluate.prepare(cases, cfg), tmp_path / "out").progress
         log = [e for e in srv.log if e["dim"]]
 
     assert progress.done == 18 and progress.failed == 6  # the huge case's 3 dimensions x 2 judges

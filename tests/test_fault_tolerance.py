@@ -183,7 +183,7 @@ def test_fault_storm_every_call_ends_ok_or_failed_and_nothing_is_lost(tmp_path, 
         prep = evaluate.prepare(cases, cfg)
         planned = [c.planned for c in prep.calls]
         start = time.monotonic()
-        progress = evaluate.run(prep, tmp_path / "out")
+        progress = evaluate.run(prep, tmp_path / "out").progress
         elapsed = time.monotonic() - start
         log = [e for e in srv.log if e["dim"]]
 
@@ -227,7 +227,7 @@ def test_fault_storm_every_call_ends_ok_or_failed_and_nothing_is_lost(tmp_path, 
 
         # --- a rerun retries the failed calls only; the stored ones are not asked again
         n_before = len(srv.log)
-        again = evaluate.run(evaluate.prepare(cases, cfg), tmp_path / "out")
+        again = evaluate.run(evaluate.prepare(cases, cfg), tmp_path / "out").progress
         new = srv.log[n_before:]
         assert again.skipped == len(ok) and again.done == len(failed)
         failed_keys = {_key(MODEL_OF[r.judge], r.case_id, r.dimension) for r in failed}

@@ -234,7 +234,7 @@ def test_panel_end_to_end_and_resume(tmp_path, api_keys):
     with respx.mock(using="httpx", assert_all_called=False) as mock:
         routes = _mock_panel(mock)
         prep = evaluate.prepare(cases, cfg)
-        progress = evaluate.run(prep, out)
+        progress = evaluate.run(prep, out).progress
     # 4 cases x 3 dimensions x 3 LLM judges, plus the rules judge once per case and dimension
     assert [r.call_count for r in routes] == [12, 12, 12]
     assert progress.done == 48 and progress.failed == 0
@@ -255,7 +255,7 @@ def test_panel_end_to_end_and_resume(tmp_path, api_keys):
     # a second run resumes: zero calls
     with respx.mock(using="httpx", assert_all_called=False) as mock:
         routes = _mock_panel(mock)
-        progress = evaluate.run(evaluate.prepare(cases, cfg), out)
+        progress = evaluate.run(evaluate.prepare(cases, cfg), out).progress
     assert [r.call_count for r in routes] == [0, 0, 0] and progress.done == 0 and progress.skipped == 48
 
 
@@ -300,7 +300,7 @@ def test_persistent_failure_is_recorded_and_excluded(tmp_path, api_keys):
         mock.post(URL_A).mock(return_value=httpx.Response(200, json=chat_response({"tools": [{"function": {"name": "X"}}]}, "not json")))
         mock.post(URL_B).mock(side_effect=honest_judge(2))
         mock.post(URL_DS).mock(side_effect=honest_judge(3))
-        progress = evaluate.run(evaluate.prepare(cases, cfg), tmp_path / "out")
+        progress = evaluate.run(evaluate.prepare(cases, cfg), tmp_path / "out").progress
     assert progress.failed == 6
     rows = [json.loads(x) for x in (tmp_path / "out" / "judgments.jsonl").read_text().splitlines()]
     failed = [r for r in rows if r["status"] == "failed"]
@@ -319,10 +319,10 @@ def test_failed_calls_are_retried_on_the_next_run(tmp_path, api_keys):
         mock.post(URL_A).mock(return_value=httpx.Response(401, json={"error": {"message": "bad key"}}))
         mock.post(URL_B).mock(side_effect=honest_judge(2))
         mock.post(URL_DS).mock(side_effect=honest_judge(3))
-        assert evaluate.run(evaluate.prepare(cases, cfg), tmp_path / "out").failed == 3
+        assert evaluate.run(evaluate.prepare(cases, cfg), tmp_path / "out").progress.failed == 3
     with respx.mock(using="httpx", assert_all_called=False) as mock:
         routes = _mock_panel(mock)
-        progress = evaluate.run(evaluate.prepare(cases, cfg), tmp_path / "out")
+        progress = evaluate.run(evaluate.prepare(cases, cfg), tmp_path / "out").progress
     assert [r.call_count for r in routes] == [3, 0, 0] and progress.failed == 0
 
 
@@ -367,7 +367,7 @@ def test_interrupted_run_resumes_without_repeating_a_stored_call(tmp_path, api_k
                            and r.judge in hosts}
         n_first = len(seen)
         assert 15 <= stored < 48
-        progress = evaluate.run(evaluate.prepare(cases, cfg), tmp_path / "out")
+        progress = evaluate.run(evaluate.prepare(cases, cfg), tmp_path / "out").progress
     assert progress.skipped == stored and progress.done == 48 - stored
     second = seen[n_first:]
     assert not stored_keys & set(second)  # no stored judgment was asked for again

@@ -9,16 +9,9 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from consensus_eval.analysis.agreement import agreement, pearson, spearman
+from consensus_eval.analysis.alpha import alpha_with_ci, bootstrap_ci, krippendorff_alpha, load_ratings
 from consensus_eval.cli import app
-from consensus_eval.analysis.reliability import (
-    agreement,
-    alpha_with_ci,
-    bootstrap_ci,
-    krippendorff_alpha,
-    load_ratings,
-    pearson,
-    spearman,
-)
 
 NAN = np.nan
 # Krippendorff (2011), "Computing Krippendorff's Alpha-Reliability": 4 coders x 12 units, missing data.

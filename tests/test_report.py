@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from consensus_eval.api import load_run
 from consensus_eval.output.report import write_reports
 from consensus_eval.output.report.data import build_report_data, flatten_numbers, pair_agreement
 from tests.conftest import EXAMPLES, ROOT
@@ -37,7 +38,7 @@ def real_run(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("real") / "out"
     prep = evaluate.prepare(EXAMPLES, ROOT / "configs" / "default.yaml")
     evaluate.run(prep, out)
-    write_reports(out)
+    write_reports(load_run(out), out)
     return out
 
 
@@ -49,7 +50,7 @@ def example_ids() -> list[str]:
 @pytest.fixture
 def panel_run(tmp_path) -> Path:
     out = build_panel_store(tmp_path / "panel")
-    write_reports(out)
+    write_reports(load_run(out), out)
     return out
 
 
@@ -148,7 +149,7 @@ def test_html_panel_figures(panel_run):
 def test_pair_agreement_alpha_matches_krippendorff_package(panel_run):
     import krippendorff
 
-    data = build_report_data(panel_run)
+    data = build_report_data(load_run(panel_run), panel_run)
     p = pair_agreement(data.consensus, "judge-a", "judge-b")
     assert p.n == 3 and p.mad == pytest.approx(8 / 3)
     ref = krippendorff.alpha(reliability_data=np.array([[88, 90, 99, np.nan], [88, 97, 98, np.nan]]),
@@ -231,7 +232,7 @@ def test_report_without_store_is_an_error(tmp_path):
 
 
 def test_reliability_json_is_used_when_it_matches(real_run):
-    assert build_report_data(real_run).reliability_source == "reliability.json"
+    assert load_run(real_run).reliability_source == "reliability.json"
 
 
 def test_deterministic_metrics_section(panel_run):
@@ -246,7 +247,7 @@ def test_deterministic_metrics_section(panel_run):
     (mdir / "text2dt.json").write_text(json.dumps({"task": "text2dt", "tree_acc": 0.5, "ok": True,
                                                    "node": {"f1": 0.75, "deep": {"x": 2}}, "list": [1, 2]}))
     (mdir / "broken.json").write_text("{not json")
-    md_path, html_path = write_reports(panel_run)
+    md_path, html_path = write_reports(load_run(panel_run), panel_run)
     md, html = md_path.read_text(encoding="utf-8"), html_path.read_text(encoding="utf-8")
     assert "metrics.feature\\_accuracy.tongue\\_color" in md and "node.deep.x" in md
     assert "metrics.feature_accuracy.tongue_color" in html and "node.f1" in html and "0.75" in html
@@ -259,12 +260,12 @@ def test_stale_or_minimal_reliability_json(panel_run):
     rel = {"judges": JUDGES, "n_cases": 4, "across_judges": {"total": {"level": "interval", "value": 0.5,
                                                                        "ci": [0.1, 0.9], "n_units": 3}}}
     (panel_run / "reliability.json").write_text(json.dumps(rel), encoding="utf-8")
-    md_path, html_path = write_reports(panel_run)
+    md_path, html_path = write_reports(load_run(panel_run), panel_run)
     html = html_path.read_text(encoding="utf-8")
     assert ">0.500<" in html and ">[0.10, 0.90]<" in html          # judges' alpha on the total, with its CI
     assert "Source: reliability.json" in md_path.read_text(encoding="utf-8")
     (panel_run / "reliability.json").write_text(json.dumps({**rel, "judges": ["someone-else"]}), encoding="utf-8")
-    assert build_report_data(panel_run, n_boot=20).reliability_source == "computed"
+    assert load_run(panel_run, n_boot=20).reliability_source == "computed"
 
 
 def test_write_reports_while_a_run_holds_the_store(tmp_path):
@@ -273,11 +274,11 @@ def test_write_reports_while_a_run_holds_the_store(tmp_path):
     from consensus_eval.run.store import Store
 
     out = build_panel_store(tmp_path / "open")
-    with Store(out / "results.sqlite") as store:
-        evaluate.rebuild(store, out, n_boot=20)
-        md, html = write_reports(out)
+    with Store(out / "results.sqlite"):
+        evaluate.rebuild(out, n_boot=20)
+        md, html = write_reports(load_run(out), out)
     assert md.is_file() and html.is_file()
-    assert build_report_data(out).reliability_source == "reliability.json"
+    assert load_run(out).reliability_source == "reliability.json"
 
 
 def test_histogram_bins_are_shared_and_round():
@@ -308,7 +309,7 @@ def test_human_section(panel_run, tmp_path):
                       "c1,30,35,25,numbers\nc2,33,35,25,drugs;diagnosis\nc3,40,35,23,terminology\n", encoding="utf-8")
     res = CliRunner().invoke(app, ["reliability", str(panel_run), "--human", str(labels), "--bootstrap", "50"])
     assert res.exit_code == 0, res.output
-    _, html_path = write_reports(panel_run)
+    _, html_path = write_reports(load_run(panel_run), panel_run)
     html = html_path.read_text(encoding="utf-8")
     assert '<section id="human">' in html and 'id="human-judges"' in html
     section = html.split('<section id="human">')[1].split("</section>")[0]
@@ -353,7 +354,7 @@ def test_browser_does_not_execute_injected_markup(tmp_path):
     panel = {("c1", "judge-a", "accuracy"): Judgment(dimension="accuracy", deductions=[
         Deduction(category="numbers", type="value_error", points=2, evidence=PWN_IMG, reason=PWN_CASE)])}
     out = build_panel_store(tmp_path / "pwn", panel, cases)
-    _, html = write_reports(out)
+    _, html = write_reports(load_run(out), out)
     dom = _chromium(tmp_path, "--dump-dom", html.as_uri()).stdout
     title = re.search(r"<title>(.*?)</title>", dom, re.S).group(1)
     assert "PWNED" not in title and "病历摘要评测" in title

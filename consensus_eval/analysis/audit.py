@@ -1,7 +1,8 @@
 """Where the judges disagree: cases ranked by disagreement, and who deducted what in each.
 
-Everything here is read back from the store of a run (``Store.open_existing`` + ``load_results``);
-no judge is ever called, and nothing is printed (the console and HTML views render these objects).
+Everything here works on a stored run (:class:`~consensus_eval.run.results.StoredRun`) and its
+consensus; no judge is ever called, and nothing is printed or written (the console, the reports and
+the adjudication sheet render these objects).
 
 **Disagreement score** of a case (higher means a human should look first)::
 
@@ -34,19 +35,16 @@ dimension (any of their successful runs):
 
 from __future__ import annotations
 
-import csv
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel
 
-from consensus_eval.analysis.consensus import CaseConsensus, derive_all
-from consensus_eval.api import Results, load_results
-from consensus_eval.output.files import fmt_num
+from consensus_eval.analysis.consensus import CaseConsensus
 from consensus_eval.domain.rubric import Rubric
 from consensus_eval.domain.scoring import DimensionScore
-from consensus_eval.run.store import CallRecord, Store
+from consensus_eval.run.results import StoredRun
+from consensus_eval.run.store import CallRecord
 
 STAR_GAP_WEIGHT = 5.0
 SINGLETON_WEIGHT = 1.0
@@ -178,21 +176,12 @@ class CaseAudit(BaseModel):
 # --------------------------------------------------------------------------- building the audit
 
 
-def audit_folder(folder: str | Path) -> tuple[Results, list[CaseAudit]]:
-    """Open the store of an output folder and audit it (no judge is called)."""
-    with Store.open_existing(folder) as store:
-        results = load_results(store)
-    return results, audit(results)
-
-
-def audit(results: Results) -> list[CaseAudit]:
+def audit(run: StoredRun, cons: Sequence[CaseConsensus]) -> list[CaseAudit]:
     """Every case of a run, audited and ranked (module docstring: score, ranking, matching)."""
-    derived = derive_all(results.rubric, results.records)
     by_case: dict[str, list[CallRecord]] = {}
-    for r in results.records:
+    for r in run.records:
         by_case.setdefault(r.case_id, []).append(r)
-    audits = [_audit_case(results.rubric, results.judges, c, by_case.get(c.case_id, []), derived)
-              for c in results.consensus]
+    audits = [_audit_case(run.rubric, run.judges, c, by_case.get(c.case_id, []), run.scores) for c in cons]
     return rank(audits)
 
 
@@ -305,74 +294,3 @@ def _mismatches(rubric: Rubric, records: list[CallRecord], derived: dict[str, Di
                                 claimed_score=s.claimed_score, claimed_stars=s.claimed_stars,
                                 derived_score=s.score, derived_stars=s.stars))
     return out
-
-
-# --------------------------------------------------------------------------- adjudication sheet
-
-#: columns of the adjudication sheet; the ``human_*`` ones are left empty for the adjudicator
-EXPORT_COLUMNS = [
-    "rank", "case_id", "status", "disagreement", "dimension", "dimension_name",
-    "judge", "judge_score", "judge_stars", "run", "kind", "category", "type", "points", "match",
-    "matched_by", "evidence", "reason", "claim_mismatch", "category_id", "type_id",
-    "human_verdict", "human_points", "human_score", "human_comment",
-]
-
-
-def export_rows(audits: Iterable[CaseAudit]) -> list[dict[str, object]]:
-    """The rows of the adjudication sheet: one per case x dimension x judge's deduction.
-
-    A judge with no deduction on a dimension gets one row of ``kind`` ``no deduction`` (or
-    ``failed`` when none of its runs succeeded), so every judge's verdict can be adjudicated.
-    ``claim_mismatch`` describes the judge's mismatched runs on that dimension (empty if none).
-    The adjudicator fills ``human_verdict`` (agree / reject / unsure), ``human_points`` (the points
-    the deduction deserves), ``human_score`` (their score for the dimension) and ``human_comment``.
-    """
-    rows: list[dict[str, object]] = []
-    for a in audits:
-        for dim in a.dimensions:
-            for jv in dim.judges:
-                base = {
-                    "rank": a.rank, "case_id": a.case_id, "status": a.status,
-                    "disagreement": _num(a.disagreement), "dimension": dim.dimension,
-                    "dimension_name": dim.name, "judge": jv.judge, "judge_score": _num(jv.score),
-                    "judge_stars": jv.stars if jv.stars is not None else "",
-                    "claim_mismatch": _mismatch_text(a, dim.dimension, jv.judge),
-                }
-                rows.extend(_judge_rows(base, jv))
-    return rows
-
-
-def _judge_rows(base: dict[str, object], jv: JudgeView) -> list[dict[str, object]]:
-    if not jv.deductions:
-        kind = "failed" if not jv.runs_ok else "no deduction"
-        reason = "; ".join(jv.errors) if not jv.runs_ok else "; ".join(jv.comments)
-        return [{**base, "kind": kind, "reason": reason}]
-    return [{**base, "run": d.run, "kind": d.kind, "category": d.category, "type": d.type,
-             "points": _num(d.points), "match": d.match, "matched_by": ", ".join(d.matched_by),
-             "evidence": d.evidence, "reason": d.reason, "category_id": d.category_id,
-             "type_id": d.type_id}
-            for d in jv.deductions]
-
-
-def _mismatch_text(a: CaseAudit, dimension: str, judge: str) -> str:
-    parts = []
-    for m in a.mismatch_runs:
-        if m.dimension == dimension and m.judge == judge:
-            claimed = f"{_num(m.claimed_score) or '-'}/{m.claimed_stars if m.claimed_stars is not None else '-'}★"
-            parts.append(f"run {m.run}: claimed {claimed}, derived {_num(m.derived_score)}/{m.derived_stars}★")
-    return "; ".join(parts)
-
-
-def write_adjudication_csv(path: str | Path, audits: Iterable[CaseAudit]) -> Path:
-    """Write the adjudication sheet as CSV in UTF-8 with a BOM (so Excel reads the Chinese)."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    with open(p, "w", encoding="utf-8-sig", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=EXPORT_COLUMNS, restval="")
-        w.writeheader()
-        w.writerows(export_rows(audits))
-    return p
-
-
-def _num(x: float | None) -> str:
-    return fmt_num(x)

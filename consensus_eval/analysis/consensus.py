@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Literal
 
 from pydantic import BaseModel
@@ -19,7 +19,8 @@ from pydantic import BaseModel
 from consensus_eval.domain.aggregate import aggregate
 from consensus_eval.domain.config import ConsensusConfig
 from consensus_eval.domain.rubric import Rubric
-from consensus_eval.domain.scoring import DimensionScore, derive
+from consensus_eval.domain.scoring import DimensionScore
+from consensus_eval.run.results import StoredRun, derive_all
 from consensus_eval.run.store import CallRecord
 
 Status = Literal["ok", "inconclusive", "failed"]
@@ -61,22 +62,22 @@ class CaseConsensus(BaseModel):
         return bool(self.flags)
 
 
-def derive_all(rubric: Rubric, records: Iterable[CallRecord]) -> dict[str, DimensionScore]:
-    """Re-derived score of every ``ok`` record, by request hash."""
-    return {r.request_hash: derive(rubric.dimension(r.dimension), r.judgment)
-            for r in records if r.status == "ok" and r.judgment is not None}
-
-
 def build(
     rubric: Rubric, records: Sequence[CallRecord], judges: Sequence[str], case_ids: Sequence[str],
-    config: ConsensusConfig,
+    config: ConsensusConfig, scores: dict[str, DimensionScore] | None = None,
 ) -> list[CaseConsensus]:
-    """The consensus of every case, in ``case_ids`` order."""
-    derived = derive_all(rubric, records)
+    """The consensus of every case, in ``case_ids`` order. ``scores`` are the records' re-derived
+    scores by request hash (:attr:`StoredRun.scores`); derived here when not given."""
+    derived = scores if scores is not None else derive_all(rubric, records)
     by_key: dict[tuple[str, str, str], list[CallRecord]] = defaultdict(list)
     for r in records:
         by_key[(r.case_id, r.judge, r.dimension)].append(r)
     return [_case(rubric, cid, judges, by_key, derived, config) for cid in case_ids]
+
+
+def of_run(run: StoredRun) -> list[CaseConsensus]:
+    """The consensus of every case of a stored run, from its already-derived scores."""
+    return build(run.rubric, run.records, run.judges, [c.id for c in run.cases], run.config.consensus, run.scores)
 
 
 def _judge_score(judge: str, dim: str, recs: list[CallRecord], derived: dict[str, DimensionScore],

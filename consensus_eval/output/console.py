@@ -1,4 +1,5 @@
-"""The short summary printed at the end of `score`: per case and per judge."""
+"""What the commands print: the summary at the end of `score`, the reliability tables, the dry-run
+estimate. Every function renders objects it is given; none reads a file."""
 
 from __future__ import annotations
 
@@ -7,15 +8,18 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from consensus_eval.api import STORE_NAME, judge_totals, load_results
+from consensus_eval.analysis.alpha import Alpha
+from consensus_eval.analysis.reliability import ReliabilityReport
+from consensus_eval.analysis.results import Results
 from consensus_eval.output.files import fmt_num
+from consensus_eval.run.estimate import ASSUMED_OUTPUT_TOKENS, JudgeEstimate
 from consensus_eval.run.execute import Progress
-from consensus_eval.run.store import Store
+from consensus_eval.run.store import STORE_NAME
 
 
-def print_summary(console: Console, out: Path, progress: Progress) -> None:
-    with Store(out / STORE_NAME) as store:
-        res = load_results(store)
+def print_summary(console: Console, res: Results, out: Path) -> None:
+    """Per case (panel scores, stars, judges, status) and per judge (calls, tokens, cost)."""
+    progress = res.progress or Progress(total=len(res.records))
     dims = res.rubric.dimensions
     t = Table(title=f"{res.rubric.name}: {len(res.consensus)} cases, {len(res.judges)} judge(s)")
     t.add_column("case")
@@ -34,45 +38,59 @@ def print_summary(console: Console, out: Path, progress: Progress) -> None:
     jt = Table(title="judges")
     for col in ("judge", "ok", "failed", "attempts", "prompt tok", "completion tok", "cost $"):
         jt.add_column(col, justify="left" if col == "judge" else "right")
-    for name, v in judge_totals(res.records).items():
-        jt.add_row(name, str(int(v["ok"])), str(int(v["failed"])), str(int(v["attempts"])),
-                   str(int(v["prompt_tokens"])), str(int(v["completion_tokens"])), f"{v['cost']:.4f}")
+    for name, v in res.usage.items():
+        jt.add_row(name, str(v.ok), str(v.failed), str(v.attempts), str(v.prompt_tokens),
+                   str(v.completion_tokens), f"{v.cost:.4f}")
     console.print(jt)
     console.print(f"{progress.done} call(s) made, {progress.skipped} resumed from the store, "
                   f"{progress.failed} failed. Outputs in {out}/: judgments.jsonl, consensus.csv, "
                   f"consensus.jsonl, reliability.json, report.md, report.html, {STORE_NAME}", highlight=False)
 
 
-def _alpha_text(a: dict) -> str:
-    if a["value"] is None:
-        return f"undefined ({a['reason']})"
-    ci = f" [{a['ci'][0]:.2f}, {a['ci'][1]:.2f}]" if a.get("ci") else ""
-    return f"{a['value']:.3f}{ci}"
+def _alpha_text(a: Alpha) -> str:
+    if a.value is None:
+        return f"undefined ({a.reason})"
+    ci = f" [{a.ci[0]:.2f}, {a.ci[1]:.2f}]" if a.ci else ""
+    return f"{a.value:.3f}{ci}"
 
 
-def print_reliability(console: Console, report: dict) -> None:
+def print_reliability(console: Console, report: ReliabilityReport) -> None:
     """Alpha per dimension (across judges, stars, within judges) and agreement with the human."""
-    t = Table(title=f"Krippendorff's alpha, {len(report['judges'])} judges x {report['n_cases']} cases (95% CI)")
+    t = Table(title=f"Krippendorff's alpha, {len(report.judges)} judges x {report.n_cases} cases (95% CI)")
     for col in ("", "across judges (interval)", "stars (ordinal)"):
         t.add_column(col)
-    for k, a in report["across_judges"].items():
-        s = report["stars"].get(k)
+    for k, a in report.across_judges.items():
+        s = report.stars.get(k)
         t.add_row(k, _alpha_text(a), _alpha_text(s) if s else "")
     console.print(t)
-    for j, dims in report.get("within_judge", {}).items():
+    for j, dims in report.within_judge.items():
         console.print(f"run-to-run stability of {j}: " + ", ".join(f"{d} {_alpha_text(a)}" for d, a in dims.items()),
                       highlight=False)
-    h = report.get("human")
+    h = report.human
     if h:
-        ht = Table(title=f"against the human ({h['n_cases']} cases): MAE / bias / Spearman on the total")
+        ht = Table(title=f"against the human ({h.n_cases} cases): MAE / bias / Spearman on the total")
         for col in ("rater", "MAE", "bias", "Pearson", "Spearman", "category Jaccard"):
             ht.add_column(col)
-        rows = [*h["judges"].items(), ("panel", h["panel"])]
-        for name, v in rows:
+        for name, v in [*h.judges.items(), ("panel", h.panel)]:
             tot = v["total"]
-            jac = h.get("category_jaccard", {}).get(name)
-            ht.add_row(name, *(("-" if tot[k] is None else f"{tot[k]:.2f}") for k in ("mae", "bias", "pearson", "spearman")),
-                       "-" if jac is None else f"{jac:.2f}")
+            jac = (h.category_jaccard or {}).get(name)
+            values = (tot.mae, tot.bias, tot.pearson, tot.spearman)
+            ht.add_row(name, *("-" if x is None else f"{x:.2f}" for x in values), "-" if jac is None else f"{jac:.2f}")
         console.print(ht)
-        console.print("alpha with the human: " + ", ".join(f"{k} {_alpha_text(a)}" for k, a in h["alpha_with_human"].items()),
+        console.print("alpha with the human: " + ", ".join(f"{k} {_alpha_text(a)}" for k, a in h.alpha_with_human.items()),
                       highlight=False)
+
+
+def print_estimate(console: Console, estimates: list[JudgeEstimate]) -> None:
+    """The dry run's table: calls, prompt tokens, estimated and maximum cost per judge."""
+    t = Table(title="dry run: nothing was sent")
+    for col in ("judge", "model", "calls", "prompt tokens", "output tokens (est.)", "cost $ (est.)", "cost $ (max)"):
+        t.add_column(col, justify="left" if col in ("judge", "model") else "right")
+    for e in estimates:
+        t.add_row(e.judge, e.model, str(e.calls), str(e.prompt_tokens), str(e.output_tokens),
+                  "unknown" if e.cost is None else f"{e.cost:.4f}",
+                  "unknown" if e.max_cost is None else f"{e.max_cost:.4f}")
+    console.print(t)
+    console.print(f"Estimated with {ASSUMED_OUTPUT_TOKENS} output tokens per call; the max uses each "
+                  "judge's max_tokens. 'unknown': the model has no price; set input_cost_per_token and "
+                  "output_cost_per_token in its config.", highlight=False)

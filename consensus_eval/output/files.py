@@ -1,4 +1,5 @@
-"""The output files of a run, (re)written from the store alone: judgments.jsonl, consensus.csv/jsonl.
+"""The output files of a run, written from its results: judgments.jsonl, consensus.csv/jsonl,
+reliability.json and the adjudication sheet. Every file is written atomically (:func:`atomic_writer`).
 
 Category and type values are written as the rubric's display names (the seed's Chinese names),
 with the stable ids beside them (``category_id``, ``type_id``).
@@ -8,11 +9,14 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
+from consensus_eval.analysis.audit import CaseAudit, JudgeView
 from consensus_eval.analysis.consensus import CaseConsensus
+from consensus_eval.analysis.results import Results
 from consensus_eval.domain.rubric import Rubric
 from consensus_eval.domain.scoring import DimensionScore
 from consensus_eval.run.store import CallRecord
@@ -54,9 +58,16 @@ def judgment_row(rubric: Rubric, rec: CallRecord, score: DimensionScore | None) 
     }
 
 
+def write_outputs(results: Results, out: Path) -> None:
+    """judgments.jsonl, consensus.csv/jsonl and reliability.json of a run's results, into ``out``."""
+    write_judgments(out / "judgments.jsonl", results.rubric, results.records, results.scores)
+    write_consensus(out, results.rubric, results.consensus)
+    write_json(out / "reliability.json", results.reliability.to_json())
+
+
 def write_judgments(path: Path, rubric: Rubric, records: Sequence[CallRecord],
                     derived: dict[str, DimensionScore]) -> None:
-    with _atomic(path) as f:
+    with atomic_writer(path) as f:
         for rec in records:
             f.write(json.dumps(judgment_row(rubric, rec, derived.get(rec.request_hash)), ensure_ascii=False) + "\n")
 
@@ -64,7 +75,7 @@ def write_judgments(path: Path, rubric: Rubric, records: Sequence[CallRecord],
 def write_consensus(folder: Path, rubric: Rubric, cases: Sequence[CaseConsensus]) -> None:
     """consensus.csv (one row per case) and consensus.jsonl (everything, per judge and run)."""
     dims = [d.id for d in rubric.dimensions]
-    with _atomic(folder / "consensus.csv") as f:
+    with atomic_writer(folder / "consensus.csv") as f:
         w = csv.writer(f)
         w.writerow(["case_id", *dims, "total", "star_total", *(f"{d}_stars" for d in dims),
                     "n_judges", "status", "spread", "flagged", "flags"])
@@ -72,13 +83,13 @@ def write_consensus(folder: Path, rubric: Rubric, cases: Sequence[CaseConsensus]
             w.writerow([c.case_id, *(fmt_num(c.scores[d]) for d in dims), fmt_num(c.total), fmt_num(c.star_total),
                         *(c.stars[d] if c.stars[d] is not None else "" for d in dims),
                         c.n_judges, c.status, fmt_num(c.spread), int(c.flagged), "; ".join(c.flags)])
-    with _atomic(folder / "consensus.jsonl") as f:
+    with atomic_writer(folder / "consensus.jsonl") as f:
         for c in cases:
             f.write(c.model_dump_json() + "\n")
 
 
 def write_json(path: Path, data: Any) -> None:
-    with _atomic(path) as f:
+    with atomic_writer(path) as f:
         json.dump(data, f, ensure_ascii=False, indent=2)
         f.write("\n")
 
@@ -89,20 +100,90 @@ def fmt_num(x: float | None) -> str:
     return f"{x:.4f}".rstrip("0").rstrip(".") if x != int(x) else str(int(x))
 
 
-class _atomic:
-    """Write to ``path.tmp`` and rename over ``path``: readers never see half a file."""
+@contextmanager
+def atomic_writer(path: Path, encoding: str = "utf-8") -> Iterator[IO[str]]:
+    """Write ``path`` through ``path.tmp`` renamed over it at the end: a reader never sees half a file,
+    and a failure leaves the previous file as it was."""
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    try:
+        with open(tmp, "w", encoding=encoding, newline="") as f:
+            yield f
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.tmp = path.with_suffix(path.suffix + ".tmp")
 
-    def __enter__(self):  # noqa: ANN204
-        self.f = open(self.tmp, "w", encoding="utf-8", newline="")
-        return self.f
+def write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically (UTF-8)."""
+    with atomic_writer(path) as f:
+        f.write(text)
 
-    def __exit__(self, exc_type: object, *rest: object) -> None:
-        self.f.close()
-        if exc_type is None:
-            self.tmp.replace(self.path)
-        else:
-            self.tmp.unlink(missing_ok=True)
+
+# --------------------------------------------------------------------------- adjudication sheet
+
+#: columns of the adjudication sheet; the ``human_*`` ones are left empty for the adjudicator
+EXPORT_COLUMNS = [
+    "rank", "case_id", "status", "disagreement", "dimension", "dimension_name",
+    "judge", "judge_score", "judge_stars", "run", "kind", "category", "type", "points", "match",
+    "matched_by", "evidence", "reason", "claim_mismatch", "category_id", "type_id",
+    "human_verdict", "human_points", "human_score", "human_comment",
+]
+
+
+def export_rows(audits: Iterable[CaseAudit]) -> list[dict[str, object]]:
+    """The rows of the adjudication sheet: one per case x dimension x judge's deduction.
+
+    A judge with no deduction on a dimension gets one row of ``kind`` ``no deduction`` (or
+    ``failed`` when none of its runs succeeded), so every judge's verdict can be adjudicated.
+    ``claim_mismatch`` describes the judge's mismatched runs on that dimension (empty if none).
+    The adjudicator fills ``human_verdict`` (agree / reject / unsure), ``human_points`` (the points
+    the deduction deserves), ``human_score`` (their score for the dimension) and ``human_comment``.
+    """
+    rows: list[dict[str, object]] = []
+    for a in audits:
+        for dim in a.dimensions:
+            for jv in dim.judges:
+                base = {
+                    "rank": a.rank, "case_id": a.case_id, "status": a.status,
+                    "disagreement": _num(a.disagreement), "dimension": dim.dimension,
+                    "dimension_name": dim.name, "judge": jv.judge, "judge_score": _num(jv.score),
+                    "judge_stars": jv.stars if jv.stars is not None else "",
+                    "claim_mismatch": _mismatch_text(a, dim.dimension, jv.judge),
+                }
+                rows.extend(_judge_rows(base, jv))
+    return rows
+
+
+def _judge_rows(base: dict[str, object], jv: JudgeView) -> list[dict[str, object]]:
+    if not jv.deductions:
+        kind = "failed" if not jv.runs_ok else "no deduction"
+        reason = "; ".join(jv.errors) if not jv.runs_ok else "; ".join(jv.comments)
+        return [{**base, "kind": kind, "reason": reason}]
+    return [{**base, "run": d.run, "kind": d.kind, "category": d.category, "type": d.type,
+             "points": _num(d.points), "match": d.match, "matched_by": ", ".join(d.matched_by),
+             "evidence": d.evidence, "reason": d.reason, "category_id": d.category_id,
+             "type_id": d.type_id}
+            for d in jv.deductions]
+
+
+def _mismatch_text(a: CaseAudit, dimension: str, judge: str) -> str:
+    parts = []
+    for m in a.mismatch_runs:
+        if m.dimension == dimension and m.judge == judge:
+            claimed = f"{_num(m.claimed_score) or '-'}/{m.claimed_stars if m.claimed_stars is not None else '-'}★"
+            parts.append(f"run {m.run}: claimed {claimed}, derived {_num(m.derived_score)}/{m.derived_stars}★")
+    return "; ".join(parts)
+
+
+def write_adjudication_csv(path: str | Path, audits: Iterable[CaseAudit]) -> Path:
+    """Write the adjudication sheet as CSV in UTF-8 with a BOM (so Excel reads the Chinese)."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_writer(p, encoding="utf-8-sig") as f:
+        w = csv.DictWriter(f, fieldnames=EXPORT_COLUMNS, restval="")
+        w.writeheader()
+        w.writerows(export_rows(audits))
+    return p
+
+
+_num = fmt_num

@@ -22,6 +22,8 @@ from typing import Any
 from consensus_eval.domain.judgment import CallOutcome, Judgment
 
 SCHEMA_VERSION = 1
+#: the store's file name inside an output folder
+STORE_NAME = "results.sqlite"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS calls (
@@ -102,7 +104,7 @@ class Store:
     @classmethod
     def open_existing(cls, folder: str | Path) -> Store:
         """Open ``folder/results.sqlite`` of a finished or interrupted run (no judge is called)."""
-        path = Path(folder) / "results.sqlite"
+        path = Path(folder) / STORE_NAME
         if not path.is_file():
             raise FileNotFoundError(f"{path}: no store here; run `consensus-eval score ... --out {folder}` first")
         return cls(path)
@@ -136,6 +138,10 @@ class Store:
                 "INSERT OR REPLACE INTO plan VALUES (?, ?, ?, ?, ?, ?)",
                 ((c.request_hash, c.case_id, c.dimension, c.judge, c.run, i) for i, c in enumerate(calls)),
             )
+
+    def plan_size(self) -> int:
+        """How many calls the current plan has."""
+        return int(self._db.execute("SELECT COUNT(*) FROM plan").fetchone()[0])
 
     def plan(self) -> list[PlannedCall]:
         rows = self._db.execute(

@@ -1,9 +1,5 @@
-"""Everything the reports show, gathered from an output folder (the store, plus optional files).
-
-Sources, all inside the folder: ``results.sqlite`` (the only required one; read with
-``load_results``, no judge is called), ``reliability.json`` (used when it matches the store's
-judges and cases, else reliability is recomputed), and ``metrics/*.json`` (deterministic metrics
-saved by the user, shown as they are).
+"""Everything the reports show: a run's :class:`~consensus_eval.analysis.results.Results`, plus the
+deterministic metrics a user saved in the output folder (``metrics/*.json``, shown as they are).
 """
 
 from __future__ import annotations
@@ -15,14 +11,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from consensus_eval.analysis.audit import CaseAudit, audit
-from consensus_eval.domain.cases import Case
+from consensus_eval.analysis.agreement import HumanAgreement
+from consensus_eval.analysis.alpha import Alpha, krippendorff_alpha
+from consensus_eval.analysis.audit import CaseAudit
 from consensus_eval.analysis.consensus import CaseConsensus
-from consensus_eval.api import Results, judge_totals, load_results
-from consensus_eval.analysis.reliability import Alpha, krippendorff_alpha
-from consensus_eval.output.report.charts import BoxPlot, Histogram, box_plot, histograms
+from consensus_eval.analysis.reliability import ReliabilityReport
+from consensus_eval.analysis.results import Results
+from consensus_eval.domain.cases import Case
 from consensus_eval.domain.rubric import Rubric
-from consensus_eval.run.store import Store
+from consensus_eval.output.report.charts import BoxPlot, Histogram, box_plot, histograms
+from consensus_eval.run.results import JudgeUsage
 
 #: cases shown with full details in report.md (the HTML has every case)
 MARKDOWN_TOP = 10
@@ -71,9 +69,9 @@ class ReportData:
     histograms: list[Histogram]
     box_plot: BoxPlot
     agreement: dict[tuple[str, str], PairAgreement]
-    reliability: dict[str, Any]
+    reliability: ReliabilityReport
     reliability_source: str              # "reliability.json" or "computed"
-    costs: dict[str, dict[str, float]]
+    costs: dict[str, JudgeUsage]
     ranking: list[CaseAudit]
     metrics: list[MetricsFile]
 
@@ -90,25 +88,22 @@ class ReportData:
         return self.results.consensus
 
     @property
-    def human(self) -> dict[str, Any] | None:
-        """The ``human`` section of reliability.json (present when human labels were given)."""
-        return self.reliability.get("human")
+    def human(self) -> HumanAgreement | None:
+        """Agreement with the human (present when human labels were given)."""
+        return self.reliability.human
 
 
-def build_report_data(folder: Path, n_boot: int = 1000) -> ReportData:
-    """Read the folder's store (and optional files) and compute every figure of the report."""
-    with Store.open_existing(folder) as store:
-        results = load_results(store)
+def build_report_data(results: Results, folder: Path) -> ReportData:
+    """Every figure of the report, from a run's results (and ``folder/metrics/*.json``)."""
     totals = {j: [c.judge_totals[j] for c in results.consensus if j in c.judge_totals] for j in results.judges}
-    reliability, source = load_reliability(folder, results, n_boot)
     return ReportData(
         folder=folder, generated_at=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         results=results, cases={c.id: c for c in results.cases},
         anchors={c.case_id: f"case-{i}" for i, c in enumerate(results.consensus, 1)},
         totals=totals, histograms=histograms(totals), box_plot=box_plot(totals),
         agreement=pairwise_agreement(results.consensus, results.judges),
-        reliability=reliability, reliability_source=source,
-        costs=judge_totals(results.records), ranking=audit(results), metrics=load_metrics(folder),
+        reliability=results.reliability, reliability_source=results.reliability_source,
+        costs=results.usage, ranking=results.audit, metrics=load_metrics(folder),
     )
 
 
@@ -130,25 +125,6 @@ def pair_agreement(cons: list[CaseConsensus], a: str, b: str) -> PairAgreement:
     diffs = [abs(x - y) for x, y in zip(ta, tb, strict=True) if x is not None and y is not None]
     mad = sum(diffs) / len(diffs) if diffs else None
     return PairAgreement(a, b, len(diffs), mad, krippendorff_alpha([ta, tb], "interval"))
-
-
-def load_reliability(folder: Path, results: Results, n_boot: int = 1000) -> tuple[dict[str, Any], str]:
-    """reliability.json when it describes this store's judges and cases, else computed afresh.
-
-    Returns the report dict (as ``run_reliability`` makes it) and where it came from.
-    """
-    path = folder / "reliability.json"
-    if path.is_file():
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            data = None
-        if (isinstance(data, dict) and data.get("judges") == results.judges
-                and data.get("n_cases") == len(results.consensus) and "across_judges" in data):
-            return data, "reliability.json"
-    from consensus_eval.analysis.reliability import run_reliability
-
-    return run_reliability(results, n_boot=n_boot), "computed"
 
 
 def load_metrics(folder: Path) -> list[MetricsFile]:

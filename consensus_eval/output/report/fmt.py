@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from consensus_eval.analysis.alpha import Alpha
+from consensus_eval.domain.rubric import Rubric
 from consensus_eval.output.files import fmt_num
 
 DASH = "–"
@@ -35,31 +37,31 @@ def stars(n: int | None) -> str:
     return "★" * n + "☆" * (5 - n) if n is not None else DASH
 
 
-def alpha_value(a: dict[str, Any] | None) -> str:
+def alpha_value(a: Alpha | None) -> str:
     """Alpha to 3 decimals, or ``undefined``."""
-    if not a or a.get("value") is None:
+    if a is None or a.value is None:
         return "undefined"
-    return f"{a['value']:.3f}"
+    return f"{a.value:.3f}"
 
 
-def alpha_ci(a: dict[str, Any] | None) -> str:
+def alpha_ci(a: Alpha | None) -> str:
     """The bootstrap 95% interval as ``[0.61, 0.92]``, or empty when there is none."""
-    if not a or not a.get("ci"):
+    if a is None or not a.ci:
         return ""
-    lo, hi = a["ci"]
+    lo, hi = a.ci
     return f"[{lo:.2f}, {hi:.2f}]"
 
 
-def alpha_text(a: dict[str, Any] | None) -> str:
+def alpha_text(a: Alpha | None) -> str:
     """``0.812 [0.61, 0.92]``, or ``undefined (reason)``."""
-    if not a or a.get("value") is None:
-        reason = (a or {}).get("reason")
+    if a is None or a.value is None:
+        reason = a.reason if a is not None else None
         return f"undefined ({reason})" if reason else "undefined"
     ci = alpha_ci(a)
     return f"{alpha_value(a)} {ci}".strip()
 
 
-def key_label(rubric: Any, key: str) -> str:
+def key_label(rubric: Rubric, key: str) -> str:
     """A reliability key (a dimension id or ``total``) as ``准确性 (accuracy)``."""
     if key == "total":
         return "total"

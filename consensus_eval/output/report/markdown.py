@@ -11,6 +11,7 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from consensus_eval.analysis.agreement import Agreement
 from consensus_eval.analysis.audit import CaseAudit, DimensionAudit
 from consensus_eval.output.report import fmt
 from consensus_eval.output.report.charts import summary_stats
@@ -96,14 +97,17 @@ def _agreement(d: ReportData) -> str:
 def _reliability(d: ReportData) -> str:
     rel = d.reliability
     keys = [x.id for x in d.rubric.dimensions] + ["total"]
-    rows = [[md_text(fmt.key_label(d.rubric, k)), fmt.alpha_value(rel["across_judges"].get(k)),
-             fmt.alpha_ci(rel["across_judges"].get(k)), str((rel["across_judges"].get(k) or {}).get("n_units", "")),
-             fmt.alpha_text(rel.get("stars", {}).get(k)) if k in rel.get("stars", {}) else ""] for k in keys]
+    rows = []
+    for k in keys:
+        a = rel.across_judges.get(k)
+        rows.append([md_text(fmt.key_label(d.rubric, k)), fmt.alpha_value(a), fmt.alpha_ci(a),
+                     str(a.n_units) if a is not None else "",
+                     fmt.alpha_text(rel.stars[k]) if k in rel.stars else ""])
     text = (f"## Reliability (Krippendorff's alpha)\n\nAcross judges, with the bootstrap 95% interval over cases. "
             f"Source: {d.reliability_source}.\n\n"
             + table(["", "scores (interval)", "95% CI", "cases", "stars (ordinal)"], rows,
                     [False, True, True, True, True]))
-    within = rel.get("within_judge") or {}
+    within = rel.within_judge
     if within:
         dims = d.rubric.dimensions
         wrows = [[md_text(j), *(fmt.alpha_text(per.get(x.id)) for x in dims)] for j, per in within.items()]
@@ -134,14 +138,14 @@ def _human(d: ReportData) -> str:
     if not h:
         return ""
     keys = [x.id for x in d.rubric.dimensions] + ["total"]
-    arows = [[md_text(fmt.key_label(d.rubric, k)), fmt.alpha_text(h["alpha_without_human"].get(k)),
-              fmt.alpha_text(h["alpha_with_human"].get(k))] for k in keys]
-    jac = h.get("category_jaccard", {})
-    raters: list[tuple[str, Any]] = [*h["judges"].items(), ("panel", h["panel"])]
-    jrows = [[md_text(name), str(per["total"]["n"]), fmt.fixed(per["total"]["mae"]), fmt.fixed(per["total"]["bias"]),
-              fmt.fixed(per["total"]["pearson"], 3), fmt.fixed(per["total"]["spearman"], 3), fmt.fixed(jac.get(name))]
+    arows = [[md_text(fmt.key_label(d.rubric, k)), fmt.alpha_text(h.alpha_without_human.get(k)),
+              fmt.alpha_text(h.alpha_with_human.get(k))] for k in keys]
+    jac = h.category_jaccard or {}
+    raters: list[tuple[str, dict[str, Agreement]]] = [*h.judges.items(), ("panel", h.panel)]
+    jrows = [[md_text(name), str(per["total"].n), fmt.fixed(per["total"].mae), fmt.fixed(per["total"].bias),
+              fmt.fixed(per["total"].pearson, 3), fmt.fixed(per["total"].spearman, 3), fmt.fixed(jac.get(name))]
              for name, per in raters]
-    return (f"## Agreement with the human\n\n{h['n_cases']} case(s) with human labels.\n\n"
+    return (f"## Agreement with the human\n\n{h.n_cases} case(s) with human labels.\n\n"
             + table(["", "alpha, judges only", "alpha, judges + human"], arows)
             + "\n\nEach judge against the human, on the total (bias: mean of rater - human):\n\n"
             + table(["rater", "n", "MAE", "bias", "Pearson", "Spearman", "category Jaccard"], jrows,
@@ -149,8 +153,9 @@ def _human(d: ReportData) -> str:
 
 
 def _costs(d: ReportData) -> str:
-    rows = [[md_text(j), *(fmt.integer(t[k]) for k in ("ok", "failed", "attempts", "prompt_tokens", "cached_tokens",
-                                                        "completion_tokens", "reasoning_tokens")), fmt.money(t["cost"])]
+    rows = [[md_text(j), *(fmt.integer(getattr(t, k)) for k in ("ok", "failed", "attempts", "prompt_tokens",
+                                                                 "cached_tokens", "completion_tokens", "reasoning_tokens")),
+             fmt.money(t.cost)]
             for j, t in d.costs.items()]
     header = ["judge", "calls ok", "failed", "attempts", "prompt tokens", "cached", "completion", "reasoning", "cost"]
     return "## Cost and tokens per judge\n\n" + table(header, rows, [False] + [True] * 8)

@@ -1,0 +1,231 @@
+"""Agreement with a reference rater (a human): errors, correlations, alpha with and without the human.
+
+Human labels are a CSV or JSONL file: ``case_id``, one column per dimension id (``total`` optional),
+optional ``categories`` (the deduction categories the human would deduct in, ``;``-separated).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel
+
+from consensus_eval._errors import InputError
+from consensus_eval.analysis.alpha import DEFAULT_SEED, Alpha, alpha_with_ci
+from consensus_eval.analysis.consensus import CaseConsensus
+from consensus_eval.domain.rubric import Rubric
+from consensus_eval.domain.sets import jaccard
+from consensus_eval.run.results import StoredRun
+
+
+def pearson(x: Sequence[float], y: Sequence[float]) -> float | None:
+    """Pearson's r; None with fewer than 3 pairs or a constant side."""
+    a, b = np.asarray(x, float), np.asarray(y, float)
+    if a.size < 3 or a.std() == 0 or b.std() == 0:
+        return None
+    return float(np.corrcoef(a, b)[0, 1])
+
+
+def _ranks(x: np.ndarray) -> np.ndarray:
+    """Ranks with ties sharing their average rank (1-based)."""
+    order = np.argsort(x, kind="mergesort")
+    ranks = np.empty(x.size)
+    sorted_x = x[order]
+    i = 0
+    while i < x.size:
+        j = i
+        while j + 1 < x.size and sorted_x[j + 1] == sorted_x[i]:
+            j += 1
+        ranks[order[i:j + 1]] = (i + j) / 2 + 1
+        i = j + 1
+    return ranks
+
+
+def spearman(x: Sequence[float], y: Sequence[float]) -> float | None:
+    """Spearman's rho (Pearson on average ranks); None with fewer than 3 pairs or a constant side."""
+    a, b = np.asarray(x, float), np.asarray(y, float)
+    if a.size < 3:
+        return None
+    return pearson(_ranks(a), _ranks(b))
+
+
+class Agreement(BaseModel):
+    """One rater against a reference (a judge against the human): errors and correlations.
+
+    ``bias`` is the mean of (rater - reference): positive means the rater scores higher.
+    """
+
+    n: int
+    mae: float | None
+    bias: float | None
+    pearson: float | None
+    spearman: float | None
+
+
+def agreement(rater: Sequence[float | None], reference: Sequence[float | None]) -> Agreement:
+    """Compare paired scores, skipping pairs where either side is missing."""
+    pairs = [(a, b) for a, b in zip(rater, reference, strict=True)
+             if a is not None and b is not None and not (math.isnan(a) or math.isnan(b))]
+    if not pairs:
+        return Agreement(n=0, mae=None, bias=None, pearson=None, spearman=None)
+    a = np.array([p[0] for p in pairs])
+    b = np.array([p[1] for p in pairs])
+    return Agreement(n=len(pairs), mae=float(np.abs(a - b).mean()), bias=float((a - b).mean()),
+                     pearson=pearson(a, b), spearman=spearman(a, b))
+
+
+# --------------------------------------------------------------------------- the reliability of a run
+
+
+class HumanLabel(BaseModel):
+    """A human's scores for one case (any subset of dimensions) and, optionally, the deduction
+    categories they would deduct in (rubric category ids or display names)."""
+
+    case_id: str
+    scores: dict[str, float]
+    categories: set[str] | None = None
+
+
+def load_human(path: str | Path, rubric: Rubric) -> dict[str, HumanLabel]:
+    """Human labels from CSV or JSONL: ``case_id``, one column per dimension id (``total``
+    optional), optional ``categories`` (separated by ``;``). Errors name file, line and field."""
+    p = Path(path)
+    dims = [d.id for d in rubric.dimensions]
+    names = {c.name: c.id for d in rubric.dimensions for c in d.categories}
+    ids = {c.id for d in rubric.dimensions for c in d.categories}
+    rows: list[tuple[int, dict[str, Any]]] = []
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(f"{p}: cannot read human labels: {e}") from None
+    if p.suffix == ".jsonl":
+        for i, line in enumerate(text.splitlines(), 1):
+            if line.strip():
+                try:
+                    rows.append((i, json.loads(line)))
+                except json.JSONDecodeError as e:
+                    raise InputError(f"{p}:{i}: not valid JSON: {e.msg}") from None
+    else:
+        rows = [(i, r) for i, r in enumerate(csv.DictReader(io.StringIO(text)), 2)]
+    out: dict[str, HumanLabel] = {}
+    for line, r in rows:
+        cid = str(r.get("case_id") or "").strip()
+        if not cid:
+            raise InputError(f"{p}:{line}: case_id: missing")
+        scores = {}
+        for d in [*dims, "total"]:
+            v = r.get(d)
+            if v in (None, ""):
+                continue
+            try:
+                scores[d] = float(v)
+            except (TypeError, ValueError):
+                raise InputError(f"{p}:{line}: {d}: not a number: {v!r}") from None
+            if d != "total" and not 0 <= scores[d] <= rubric.dimension(d).max:
+                raise InputError(f"{p}:{line}: {d}: {v} is outside 0..{rubric.dimension(d).max:g}")
+        if "total" not in scores and all(d in scores for d in dims):
+            scores["total"] = sum(scores[d] for d in dims)
+        cats = r.get("categories")
+        categories = None
+        if cats is not None:
+            items = cats if isinstance(cats, list) else [c for c in str(cats).split(";")]
+            categories = set()
+            for c in (str(x).strip() for x in items):
+                if not c:
+                    continue
+                if c not in ids and c not in names:
+                    raise InputError(f"{p}:{line}: categories: unknown category {c!r}")
+                categories.add(names.get(c, c))
+        if cid in out:
+            raise InputError(f"{p}:{line}: case_id: duplicate {cid!r}")
+        out[cid] = HumanLabel(case_id=cid, scores=scores, categories=categories)
+    return out
+
+
+def matrix(rows: Sequence[Sequence[float | None]]) -> np.ndarray:
+    """A raters x units float matrix, None as NaN."""
+    return np.array([[np.nan if v is None else v for v in r] for r in rows], dtype=float).reshape(len(rows), -1)
+
+
+def judge_value(c: CaseConsensus, judge: str, key: str) -> float | None:
+    """A judge's score of a case on ``key`` (a dimension id, or ``total`` for its complete total)."""
+    return c.judge_totals.get(judge) if key == "total" else c.judges[judge][key].mean
+
+
+def points_taken(run: StoredRun) -> dict[tuple[str, str, str], list[float]]:
+    """(case, judge, category id) -> the points each of the judge's ok runs took off in it (capped)."""
+    taken: dict[tuple[str, str, str], list[float]] = {}
+    for r in run.records:
+        score = run.scores.get(r.request_hash)
+        if score is not None:
+            for cs in score.categories:
+                taken.setdefault((r.case_id, r.judge, cs.id), []).append(cs.taken)
+    return taken
+
+
+class HumanAgreement(BaseModel):
+    """The judges (and the panel) against the human, on the cases the human labelled.
+
+    Keys of the per-score maps are dimension ids and ``total``. ``alpha_with_human`` adds the human
+    as one more rater; ``judges``/``panel``: error, bias (rater - human) and correlations.
+    ``category_jaccard``: per judge, the mean over labelled cases of the Jaccard similarity of the
+    categories it deducted in and the human's (two empty sets agree: 1); ``category_jaccard_seed``:
+    the same under seed 001's 9.2 rule (a case where either side is empty scores 0), for comparison.
+    """
+
+    n_cases: int
+    unmatched_case_ids: list[str]
+    alpha_with_human: dict[str, Alpha]
+    alpha_without_human: dict[str, Alpha]
+    judges: dict[str, dict[str, Agreement]]
+    panel: dict[str, Agreement]
+    category_jaccard: dict[str, float] | None = None
+    category_jaccard_seed: dict[str, float] | None = None
+    category_jaccard_cases: int | None = None
+
+
+def human_agreement(run: StoredRun, cons: Sequence[CaseConsensus], human: dict[str, HumanLabel],
+                    n_boot: int = 1000, seed: int = DEFAULT_SEED) -> HumanAgreement:
+    """Every figure of agreement between the run's judges, its panel and the human labels."""
+    judges = run.judges
+    keys = [*(d.id for d in run.rubric.dimensions), "total"]
+    labelled = [c for c in cons if c.case_id in human]
+    unknown = sorted(set(human) - {c.case_id for c in cons})
+    hv = {k: [human[c.case_id].scores.get(k) for c in labelled] for k in keys}
+
+    def a(rows: Sequence[Sequence[float | None]]) -> Alpha:
+        return alpha_with_ci(matrix(rows), "interval", n_boot, seed)
+
+    section = HumanAgreement(
+        n_cases=len(labelled), unmatched_case_ids=unknown,
+        alpha_with_human={k: a([*([judge_value(c, j, k) for c in labelled] for j in judges), hv[k]]) for k in keys},
+        alpha_without_human={k: a([[judge_value(c, j, k) for c in labelled] for j in judges]) for k in keys},
+        judges={j: {k: agreement([judge_value(c, j, k) for c in labelled], hv[k]) for k in keys} for j in judges},
+        panel={k: agreement([(c.total if k == "total" else c.scores[k]) for c in labelled], hv[k]) for k in keys},
+    )
+    with_categories = [c for c in labelled if human[c.case_id].categories is not None]
+    if with_categories:
+        taken = points_taken(run)
+        cat_ids = [cat.id for d in run.rubric.dimensions for cat in d.categories]
+
+        def judged(j: str, c: CaseConsensus) -> set[str]:
+            return {k for k in cat_ids if any(t > 0 for t in taken.get((c.case_id, j, k), []))}
+
+        def mean_jaccard(j: str, either_empty_scores_zero: bool) -> float:
+            scores = []
+            for c in with_categories:
+                h, m = human[c.case_id].categories or set(), judged(j, c)
+                scores.append(0.0 if either_empty_scores_zero and (not h or not m) else jaccard(h, m))
+            return float(np.mean(scores))
+
+        section.category_jaccard = {j: mean_jaccard(j, False) for j in judges}
+        section.category_jaccard_seed = {j: mean_jaccard(j, True) for j in judges}
+        section.category_jaccard_cases = len(with_categories)
+    return section

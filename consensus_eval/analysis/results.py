@@ -1,0 +1,100 @@
+"""The results of a run: the stored run plus everything computed from it, as one typed object.
+
+:func:`analyze` is what every writer and renderer receives: consensus is computed at once; the
+audit ranking and the reliability report are computed on first use (the ``audit`` command needs no
+bootstrap), once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from consensus_eval.analysis import consensus
+from consensus_eval.analysis.agreement import HumanLabel, human_agreement
+from consensus_eval.analysis.alpha import DEFAULT_SEED
+from consensus_eval.analysis.audit import CaseAudit, audit
+from consensus_eval.analysis.consensus import CaseConsensus
+from consensus_eval.analysis.reliability import ReliabilityReport, reliability_report
+from consensus_eval.domain.cases import Case
+from consensus_eval.domain.config import EvalConfig
+from consensus_eval.domain.rubric import Rubric
+from consensus_eval.domain.scoring import DimensionScore
+from consensus_eval.run.execute import Progress
+from consensus_eval.run.results import JudgeUsage, StoredRun
+from consensus_eval.run.store import CallRecord
+
+
+@dataclass
+class Results:
+    """A run and what it says: cases, judgments (``records`` and their re-derived ``scores``), the
+    panel's ``consensus`` per case, the ``reliability`` report and the ``audit`` ranking.
+
+    ``reliability_source`` says where the reliability report came from: ``computed`` here, or a
+    ``reliability.json`` that describes this run (it may carry a human section).
+    """
+
+    run: StoredRun
+    consensus: list[CaseConsensus]
+    human: dict[str, HumanLabel] | None = None
+    n_boot: int = 1000
+    seed: int = DEFAULT_SEED
+    reliability_source: str = "computed"
+    #: this invocation's calls (made, resumed from the store, failed), when it made any
+    progress: Progress | None = None
+    _reliability: ReliabilityReport | None = field(default=None, repr=False)
+
+    @property
+    def rubric(self) -> Rubric:
+        return self.run.rubric
+
+    @property
+    def config(self) -> EvalConfig:
+        return self.run.config
+
+    @property
+    def cases(self) -> list[Case]:
+        return self.run.cases
+
+    @property
+    def records(self) -> list[CallRecord]:
+        """Every stored call of the plan (ok and failed), in plan order."""
+        return self.run.records
+
+    @property
+    def scores(self) -> dict[str, DimensionScore]:
+        """The re-derived score of every ok call, by request hash."""
+        return self.run.scores
+
+    @property
+    def judges(self) -> list[str]:
+        return self.run.judges
+
+    @property
+    def usage(self) -> dict[str, JudgeUsage]:
+        return self.run.usage
+
+    @property
+    def reliability(self) -> ReliabilityReport:
+        """Alpha across judges, stars, categories and runs (and against the human, with labels)."""
+        if self._reliability is None:
+            report = reliability_report(self.run, self.consensus, self.n_boot, self.seed)
+            if self.human is not None:
+                report.human = human_agreement(self.run, self.consensus, self.human, self.n_boot, self.seed)
+            self._reliability = report
+        return self._reliability
+
+    @cached_property
+    def audit(self) -> list[CaseAudit]:
+        """Every case, ranked by disagreement (:mod:`consensus_eval.analysis.audit`)."""
+        return audit(self.run, self.consensus)
+
+
+def analyze(run: StoredRun, *, human: dict[str, HumanLabel] | None = None, n_boot: int = 1000,
+            seed: int = DEFAULT_SEED, reliability: ReliabilityReport | None = None,
+            reliability_source: str = "computed") -> Results:
+    """The results of a stored run. ``reliability``: a report already at hand (from reliability.json)
+    to use instead of computing one."""
+    return Results(run=run, consensus=consensus.of_run(run), human=human, n_boot=n_boot, seed=seed,
+                   reliability_source=reliability_source if reliability is not None else "computed",
+                   _reliability=reliability)
