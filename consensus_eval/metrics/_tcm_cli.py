@@ -16,6 +16,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from consensus_eval._errors import InputError
 from consensus_eval._resources import resolve
 from consensus_eval.metrics import tcm
 
@@ -23,7 +24,7 @@ EXIT_INPUT_ERROR = 2
 MAX_IDS_SHOWN = 5
 
 
-class TcmInputError(Exception):
+class TcmInputError(InputError):
     """Unreadable or invalid input; the message names the file, the line and the field."""
 
 

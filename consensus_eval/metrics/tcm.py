@@ -23,6 +23,9 @@ Rules shared by all functions
   **A broken configuration raises ValueError** instead of dividing by zero: an empty list of required
   aspects, a tolerance outside ``[0, 1)``, negative or all-zero weights, an empty baseline for the
   fusion gain, non-finite numbers.
+* **Two empty label sets are identical**: their Jaccard similarity is 1.0 (the package's one
+  Jaccard, :func:`consensus_eval.domain.sets.jaccard`), where the seed's code writes 0.0 for 0/0.
+  Seed 9.2's human-AI agreement keeps its own rule on top: a case where either side is empty scores 0.
 * **Text coverage** (description completeness, explanation keywords) is a case-insensitive substring
   test on NFKC-normalised text.
 
@@ -36,6 +39,8 @@ import math
 import unicodedata
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Any
+
+from consensus_eval.domain.sets import jaccard
 
 __all__ = [
     "DEFAULT_SYNDROME_SIMILARITY",
@@ -202,9 +207,10 @@ def _feature_dict(value: Any, where: str) -> dict[Any, Any]:
 
 
 def _jaccard(a: set[Hashable], b: set[Hashable]) -> float:
-    """|a ∩ b| / |a ∪ b| in [0, 1]; 0.0 when both sets are empty."""
-    union = a | b
-    return len(a & b) / len(union) if union else 0.0
+    """The package's one Jaccard (:func:`consensus_eval.domain.sets.jaccard`): two empty sets are
+    identical and score 1.0, where the seed's code divides 0 by 0 and writes 0.0 (a documented
+    deviation: predicting no label for a case whose reference has none is right, not wrong)."""
+    return jaccard(a, b)
 
 
 def _prf(predicted: set[Hashable], reference: set[Hashable]) -> dict[str, float]:

@@ -70,6 +70,8 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
+from consensus_eval._errors import InputError
+
 __all__ = [
     "EMPTY_LEAF",
     "F1Counts",
@@ -101,7 +103,7 @@ MISSING_NODE_BASE_COST = 2
 # Errors
 
 
-class Text2DTError(ValueError):
+class Text2DTError(InputError):
     """Input the organisers' scorer would hang or crash on, or a file that cannot be read.
 
     ``tree_ref`` names the tree (e.g. ``"prediction tree 3 (id 'a7')"``), ``node_index`` the 0-based

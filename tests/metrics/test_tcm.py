@@ -347,7 +347,7 @@ class TestPulse:
         assert calculate_pulse_syndrome_correlation(pred, ["肝火上炎"], ["弦", "数"], pmap) == approx(0.3 + 0.8 / 3)
         assert calculate_pulse_syndrome_correlation(pred, ["肝火上炎"]) == 0.5
         assert calculate_pulse_syndrome_correlation(pred, ["肝火上炎"], [], pmap) == 0.5
-        assert calculate_pulse_syndrome_correlation([], []) == 0.0
+        assert calculate_pulse_syndrome_correlation([], []) == 1.0  # two empty sets agree (domain.sets.jaccard)
 
     def test_interpretation_completeness(self):
         # 6 default aspects; covers 脉象类型, 脉率, 临床意义 -> 3/6   (seed: same)
