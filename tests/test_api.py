@@ -1,0 +1,96 @@
+"""The Python API and the one-read rebuild: a run is read from its store once, every score derived once."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+from typer.testing import CliRunner
+
+from tests.conftest import EXAMPLES
+
+
+@pytest.fixture
+def counted(monkeypatch):
+    """Count store openings, reads of the calls table, and score derivations."""
+    import consensus_eval.run.results as results_mod
+    from consensus_eval.run.store import Store
+
+    counts: Counter[str] = Counter()
+    real_init, real_calls, real_derive = Store.__init__, Store.calls, results_mod.derive
+
+    def init(self, *a, **k):
+        counts["store opened"] += 1
+        real_init(self, *a, **k)
+
+    def calls(self, *a, **k):
+        counts["calls read"] += 1
+        return real_calls(self, *a, **k)
+
+    def derive(*a, **k):
+        counts["derived"] += 1
+        return real_derive(*a, **k)
+
+    monkeypatch.setattr(Store, "__init__", init)
+    monkeypatch.setattr(Store, "calls", calls)
+    monkeypatch.setattr(results_mod, "derive", derive)
+    return counts
+
+
+def test_score_reads_the_store_once_and_derives_each_judgment_once(tmp_path, counted):
+    from consensus_eval.cli import app
+
+    res = CliRunner().invoke(app, ["score", str(EXAMPLES), "--out", str(tmp_path / "out")])
+    assert res.exit_code == 0, res.output
+    # 16 cases x 3 dimensions x the rules judge: 48 judgments, each derived once, one read of the store
+    assert counted == {"store opened": 1, "calls read": 1, "derived": 48}
+    for name in ("judgments.jsonl", "consensus.csv", "consensus.jsonl", "reliability.json", "report.md", "report.html"):
+        assert (tmp_path / "out" / name).is_file()
+
+
+def test_report_and_audit_read_the_store_once(tmp_path, counted):
+    from consensus_eval import evaluate
+    from consensus_eval.cli import app
+
+    evaluate(EXAMPLES, out=tmp_path / "out", n_boot=0)
+    for command in (["report", str(tmp_path / "out")], ["audit", str(tmp_path / "out")]):
+        counted.clear()
+        res = CliRunner().invoke(app, command)
+        assert res.exit_code == 0, res.output
+        assert counted == {"store opened": 1, "calls read": 1, "derived": 48}, command
+
+
+def test_load_run_returns_typed_results(tmp_path):
+    from consensus_eval import Results, evaluate, load_run
+    from consensus_eval.analysis.reliability import ReliabilityReport
+
+    first = evaluate(EXAMPLES, out=tmp_path / "out", n_boot=0)
+    again = load_run(tmp_path / "out")
+    assert isinstance(again, Results) and isinstance(again.reliability, ReliabilityReport)
+    assert again.reliability_source == "reliability.json"          # the file the run wrote describes it
+    assert [c.model_dump() for c in again.consensus] == [c.model_dump() for c in first.consensus]
+    assert again.reliability.model_dump() == first.reliability.model_dump()
+    assert [c.id for c in again.cases] == [c.id for c in first.cases] and len(again.records) == 48
+    assert again.usage["rules"].ok == 48 and again.usage["rules"].cost == 0.0
+
+
+def test_cases_and_config_as_objects(tmp_path):
+    from consensus_eval import Case, EvalConfig, RulesJudgeConfig, evaluate
+    from consensus_eval.domain.cases import load_cases
+
+    cases = load_cases(EXAMPLES).cases[:2]
+    as_dicts = [c.model_dump() for c in cases]
+    cfg = EvalConfig(judges=[RulesJudgeConfig(name="rules")])
+    a = evaluate(cases, cfg, out=tmp_path / "a", n_boot=0)
+    b = evaluate(as_dicts, {"judges": [{"name": "rules"}]}, out=tmp_path / "b", n_boot=0)
+    assert [c.total for c in a.consensus] == [c.total for c in b.consensus] and len(a.consensus) == 2
+    assert all(isinstance(c, Case) for c in a.cases)
+
+
+def test_bad_objects_are_input_errors(tmp_path):
+    from consensus_eval import InputError, evaluate
+
+    with pytest.raises(InputError, match="case 0: .*record"):
+        evaluate([{"id": "x", "conversation": "医生：你好"}], out=tmp_path / "o")
+    with pytest.raises(InputError, match="invalid config:\n  judges"):
+        evaluate(EXAMPLES, {"judges": []}, out=tmp_path / "o")
