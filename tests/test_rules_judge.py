@@ -1,8 +1,10 @@
-"""The deterministic rules judge (consensus_eval/judges/rules.py): each check on positive and negative
-hand-written cases, then the whole judge on examples/cases.jsonl against the defects planted there."""
+"""The deterministic rules judge (consensus_eval/judges/rules/): each check on positive and negative
+hand-written cases, then the whole judge on examples/cases.jsonl against the defects planted there;
+then the registry of rubric rules and the rules judge's request hash."""
 
 from __future__ import annotations
 
+import shutil
 from collections import Counter
 from pathlib import Path
 
@@ -10,9 +12,21 @@ import pytest
 
 from consensus_eval._errors import InputError
 from consensus_eval.domain.cases import Case, Turn, load_cases
-from consensus_eval.judges.rules import RULES_VERSION, check_case, require_compatible
+from consensus_eval.domain.config import EvalConfig, LLMJudgeConfig, RulesJudgeConfig
+from consensus_eval.domain.judgment import Judgment
 from consensus_eval.domain.rubric import Rubric, load_rubric
 from consensus_eval.domain.scoring import derive
+from consensus_eval.judges import build_judge
+from consensus_eval.judges.rules import (
+    RULES_VERSION,
+    RubricRules,
+    RulesJudge,
+    check_case,
+    register_rules,
+    registry as rules_registry,
+    require_compatible,
+)
+from consensus_eval.run.plan import plan
 
 RUBRIC = load_rubric("medical_record")
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "cases.jsonl"
@@ -700,3 +714,87 @@ def test_a_frequency_is_not_a_duration():
 def test_screening_is_not_a_stated_complication():
     conv = CONV + "\n医生：以后每年查一次眼底，看看有没有视网膜病变。\n患者：好。"
     assert found(judge(conversation=conv)) == []
+
+
+# --------------------------------------------------------------------------- rules per rubric, the judge
+
+
+def other_rubric(rubric_id: str) -> Rubric:
+    """The medical-record rubric under another id (same dimensions, categories and types)."""
+    return Rubric.model_validate({**RUBRIC.model_dump(), "id": rubric_id})
+
+
+@pytest.fixture
+def rules_registry_copy(monkeypatch):
+    """Rules registered in a test are forgotten after it."""
+    monkeypatch.setattr(rules_registry, "_RULES", dict(rules_registry._RULES))
+
+
+def test_rules_judge_serves_the_medical_record_rubric():
+    judge = RulesJudge(RulesJudgeConfig(name="rules"), RUBRIC)
+    assert judge.version == f"rules-medical_record-{RULES_VERSION}"
+    assert judge.deterministic and not judge.reads_prompt
+    built = build_judge(RulesJudgeConfig(name="rules"), RUBRIC)
+    assert isinstance(built, RulesJudge) and built.version == judge.version
+
+
+def test_rubric_without_registered_rules_is_refused(rules_registry_copy):
+    with pytest.raises(InputError, match=r"no rules are registered for rubric 'no_such_rubric'") as e:
+        RulesJudge(RulesJudgeConfig(name="rules"), other_rubric("no_such_rubric"))
+    assert "kind: rules" in str(e.value)
+    with pytest.raises(InputError, match="no_such_rubric"):
+        build_judge(RulesJudgeConfig(name="rules"), other_rubric("no_such_rubric"))
+
+
+async def test_registered_rules_serve_their_rubric(rules_registry_copy):
+    seen: list[str] = []
+
+    def tiny(case: Case, rubric: Rubric) -> dict[str, Judgment]:
+        seen.append(case.id)
+        return {d.id: Judgment(dimension=d.id, comment=f"tiny {rubric.id}") for d in rubric.dimensions}
+
+    other = other_rubric("other")
+    register_rules(RubricRules(rubric_id="other", version="7", check_case=tiny,
+                               emits={"standardization": {"terminology": ("colloquial",)}}))
+    judge = RulesJudge(RulesJudgeConfig(name="rules"), other)
+    assert judge.version == "rules-other-7"
+    case = Case(id="t", conversation=CONV, record=RECORD)
+    outcomes = [await judge.judge(case, d, []) for d in other.dimensions]
+    assert [o.judgment.comment for o in outcomes] == ["tiny other"] * 3
+    assert all(o.status == "ok" and o.cost == 0.0 for o in outcomes)
+    assert seen == ["t"]  # run once per case, every dimension served from it
+    # the medical-record rubric keeps its own rules
+    assert RulesJudge(RulesJudgeConfig(name="rules"), RUBRIC).version == f"rules-medical_record-{RULES_VERSION}"
+    # the registered rules' emits are checked against the rubric they are used with
+    register_rules(RubricRules(rubric_id="other", version="7", check_case=tiny,
+                               emits={"standardization": {"terminology": ("colloquial", "slang")}}))
+    with pytest.raises(InputError, match=r"standardization\.terminology\.slang"):
+        RulesJudge(RulesJudgeConfig(name="rules"), other)
+
+
+def test_rules_request_hash_follows_the_case_not_the_prompt_templates(tmp_path):
+    prompts = tmp_path / "prompts"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "prompts", prompts)
+    llm_config = LLMJudgeConfig(name="j", model="openai/x", api_base="http://x.test/v1")
+    judges = [RulesJudge(RulesJudgeConfig(name="rules"), RUBRIC), build_judge(llm_config, RUBRIC)]
+    config = EvalConfig(judges=[RulesJudgeConfig(name="rules"), llm_config], prompts_dir=str(prompts))
+
+    def hashes(record: str = RECORD) -> dict[tuple[str, str], str]:
+        calls = plan([Case(id="t", conversation=CONV, record=record)], RUBRIC, config, judges)
+        return {(c.planned.judge, c.planned.dimension): c.planned.request_hash for c in calls}
+
+    def of(judge: str, got: dict[tuple[str, str], str]) -> dict[str, str]:
+        return {dim: h for (j, dim), h in got.items() if j == judge}
+
+    before = hashes()
+    template = prompts / "medical_record" / "accuracy.j2"  # a child template: text counts inside its block
+    text = template.read_text(encoding="utf-8")
+    assert text.rstrip().endswith("{% endblock %}")
+    template.write_text(text.rstrip()[:-len("{% endblock %}")] + "- 请逐条核对对话与病历。\n{% endblock %}\n",
+                        encoding="utf-8")
+    after = hashes()
+    assert of("rules", after) == of("rules", before)
+    assert of("j", after)["accuracy"] != of("j", before)["accuracy"]
+    assert of("j", after)["completeness"] == of("j", before)["completeness"]
+    changed = hashes(edit("空腹血糖9.6mmol/L", "空腹血糖9.7mmol/L"))
+    assert all(changed[k] != after[k] for k in after if k[0] == "rules")

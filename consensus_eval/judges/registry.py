@@ -59,7 +59,7 @@ def _build_llm(config: LLMJudgeConfig, rubric: Rubric) -> Judge:
 
 
 def _build_rules(config: RulesJudgeConfig, rubric: Rubric) -> Judge:
-    from consensus_eval.judges.rules_judge import RulesJudge
+    from consensus_eval.judges.rules import RulesJudge
 
     return RulesJudge(config, rubric)
 

@@ -1,13 +1,13 @@
-"""The rules judge behind the :class:`Judge` interface (the checks live in ``rules.py``)."""
+"""The rules judge behind the :class:`~consensus_eval.judges.base.Judge` protocol: it runs the rules
+registered for its rubric (``registry.py``) once per case and serves each dimension from that."""
 
 from __future__ import annotations
 
 from consensus_eval.domain.cases import Case
 from consensus_eval.domain.config import RulesJudgeConfig
-from consensus_eval.judges import rules
-from consensus_eval.domain.judgment import CallOutcome
-from consensus_eval.domain.judgment import Judgment
+from consensus_eval.domain.judgment import CallOutcome, Judgment
 from consensus_eval.domain.rubric import Dimension, Rubric
+from consensus_eval.judges.rules.registry import rules_for
 
 
 class RulesJudge:
@@ -17,15 +17,18 @@ class RulesJudge:
     reads_prompt = False
 
     def __init__(self, config: RulesJudgeConfig, rubric: Rubric) -> None:
+        rules = rules_for(rubric)
         rules.require_compatible(rubric)
         self.config = config
         self.rubric = rubric
-        self.version = f"rules-{rules.RULES_VERSION}"
+        self.rules = rules
+        self.version = f"rules-{rules.rubric_id}-{rules.version}"
         self._cache: dict[str, dict[str, Judgment]] = {}
 
-    async def judge(self, case: Case, dimension: Dimension, messages: list[dict[str, str]], run: int = 0) -> CallOutcome:
+    async def judge(self, case: Case, dimension: Dimension, messages: list[dict[str, str]],
+                    run: int = 0) -> CallOutcome:
         if case.id not in self._cache:
-            self._cache[case.id] = rules.check_case(case, self.rubric)
+            self._cache[case.id] = self.rules.check_case(case, self.rubric)
         judgment = self._cache[case.id][dimension.id]
         return CallOutcome(status="ok", judgment=judgment, raw=None, model="rules",
                            prompt_tokens=0, completion_tokens=0, cost=0.0)

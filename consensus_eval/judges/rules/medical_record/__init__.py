@@ -1,0 +1,195 @@
+"""The seed 000 medical-record rules: what the built-in ``rules`` judge checks for the medical-record rubric.
+
+:func:`check_case` reads one case (the conversation and the record generated from it) and returns,
+for each dimension of the rubric, a :class:`~consensus_eval.domain.judgment.Judgment` whose deductions use
+the rubric's category and type ids and the type's points (the low end of a range). Everything here is
+pure text rules: no model, no network, the same output for the same input. The rules are built to be
+precise rather than exhaustive: where a rule cannot tell, it stays silent.
+
+Checks and what they emit (``dimension.category.type``):
+
+1. Sections. Headings ``主诉/现病史/既往史/家族史/个人史`` are found at line starts (``主诉:``,
+   ``主诉：``, ``【主诉】``, ``**主诉**：``, ``1. 主诉：``, leading spaces) or after a full stop with a
+   colon. Other headings (体格检查, 诊断, 处理意见 ...) end a section; sub-headings of past history
+   (手术史, 过敏史 ...) do not.
+   - no rubric section heading at all -> ``standardization.structure.structure_confused`` (once), and
+     the section-based completeness checks are skipped (nothing can be located);
+   - sections out of order -> ``standardization.structure.order_error`` (once);
+   - 主诉 missing -> ``cc_symptom_missing`` + ``cc_duration_missing`` (the whole category: neither a
+     symptom nor a duration is written);
+   - 现病史 missing -> all four ``pi_*_missing`` types (the whole category);
+   - 既往史 missing -> the ``ph_*_missing`` types of the diseases the patient affirms in the
+     conversation, or, if there are none, ``ph_important_missing`` once;
+   - 家族史 missing -> ``fh_absent`` (it is a required section), with the conversation's family
+     mention as evidence when there is one;
+   - 个人史 is optional: only topics the conversation mentions are checked (check 9).
+2. Diabetes affirmed in 既往史 -> fixed penalty ``accuracy.diabetes_in_past_history``. The body is cut
+   into clauses at ``，,；;。`` (not at ``、``); a negation word (否认, 无, 没有, 未患, 未发现, 排除 ...)
+   earlier in the clause negates every term after it (enumerations with ``、``), unless a turn such as
+   ``但``/``有``/``合并`` comes between; a trailing ``否认/阴性/(-)/不详`` negates too. Not counted:
+   gestational diabetes (妊娠期糖尿病: a resolved past condition that legitimately belongs in past
+   history), ``糖尿病前期`` (not diabetes), ``糖尿病家族史`` and clauses about relatives (misplaced
+   family history, not the patient's diabetes). Diabetic complications (``糖尿病肾病``) affirm diabetes
+   and do count. Diabetes mentioned outside 既往史 (e.g. ``既往有糖尿病`` in 现病史) does not count.
+3. Colloquial terms in the record (:data:`lexicon.COLLOQUIAL_TERMS`) -> ``terminology.colloquial`` per
+   occurrence. ``口渴`` counts only when ``多饮`` is not in the same sentence (the seed's own good
+   record writes ``口渴、多饮、多尿``); ``血糖高`` is not matched in ``血糖高于/高达/高峰``.
+4. Vague time words (:data:`lexicon.VAGUE_TIME_WORDS`) -> ``time_expression.time_vague`` per occurrence.
+   ``最近``/``近期`` followed by a number or ``一次`` (最近3个月, 最近一次) are concrete; ``之前``/``以前``
+   count only at a clause start (``3年以前``, ``服药之前`` are anchored); ``多年/几年/几个月`` after a
+   numeral (``十几年``, ``10多年``) are not counted.
+5. Drug writing (standardization.drug_writing), per drug of :data:`lexicon.DRUGS` written in the record,
+   looking at all its mentions: ``dose_unclear`` if no mention has a dose (number + mg/g/μg/U/IU/
+   单位/片/粒/支/ml), ``usage_unclear`` if no mention has both a frequency and a route (a dosage form
+   such as 片/胶囊 implies oral; ``打`` is not a route). Skipped: negated, allergy and family-history
+   mentions, drugs the record says were stopped (停用) or used once (曾), and treatment-mode phrases
+   (``予胰岛素治疗``). Bare ``胰岛素`` is skipped when the record also names a specific insulin.
+   ``drug_name_nonstandard``: a brand or short name (:data:`lexicon.BRAND_NAMES`, e.g. 诺和锐, 甘精), bare
+   ``胰岛素`` while the conversation names the insulin, or a class word (降压药) standing for a drug the
+   conversation names.
+6. Numbers (accuracy.numbers). Measurements are found by keyword (:data:`lexicon.MEASURES`: glucose fasting/
+   post-meal/random, HbA1c, weight, BMI, blood pressure, lipids, creatinine, eGFR, UACR ...) with the
+   first value after it in the same clause (full-width digits and Chinese numerals such as 九点六 are
+   read; targets such as ``控制在7以下`` are ignored). A record value equal to a conversation value of
+   the same kind, or appearing anywhere in the conversation as a number, is fine; otherwise
+   ``value_error`` (paired with the conversation's value of that kind when there is one, else "对话中
+   未提及"). A conversation value of a kind the record does not give at all (height excepted), and
+   whose number is nowhere in the record, -> ``value_missing`` (once per kind and value). Glucose
+   in mg/dL or % (a mmol/L-sized value) and HbA1c in mmol/L -> ``unit_error``.
+   Doses go to the drugs category: a record dose for a drug that differs from every dose the
+   conversation gives for the same drug (same unit family; tablet count x strength and daily sums
+   are accepted) -> ``dose_error``. Frequency per day that differs (每日2次 vs 一天3次), or morning vs
+   bedtime timing that contradicts the conversation -> ``usage_error``.
+   Durations (年/月/周/天, ``N年前``) in the record that match no duration of the same base (months
+   or days) in the conversation -> ``timeline.time_error``; skipped when the conversation dates things
+   by calendar year or month (2019年, 3月份), since then the record's relative times are computed.
+7. Drug names (accuracy.drugs). A drug the record states positively that the conversation never
+   mentions -> ``drug_name_error`` (reason names the conversation's drug of the same class when there
+   is an unrecorded one, which is then not also counted missing); a specific insulin in the record is
+   not an error when the conversation says only ``胰岛素``. A drug the patient uses or used (said by the
+   patient, or confirmed to a doctor's single-drug question; not negated, not hypothetical, not a
+   relative's) that the record never names -> ``drug_missing``. Drugs only prescribed by the doctor in
+   the conversation are not required (the record need not have a plan section).
+8. Chief complaint without any duration (number or 数/几/半 + 年/月/周/天/日) -> ``cc_duration_missing``;
+   a chief complaint with no symptom text left once durations are removed -> ``cc_symptom_missing``.
+9. Family history present but omitting a relative's diabetes that the conversation affirms ->
+   ``fh_diabetes_missing``; omitting a relative's hypertension, coronary disease or stroke ->
+   ``fh_other_missing`` (once per disease). Personal history: smoking, drinking, diet and exercise
+   each mentioned by the patient (or answered to the doctor's question about it, either way) and
+   recorded nowhere in the record -> ``personal_unrecorded`` once per topic (1 point).
+10. Past history: hypertension, dyslipidaemia, coronary disease the patient affirms that the record
+   does not affirm anywhere outside 家族史 -> ``ph_hypertension_missing`` / ``ph_hyperlipidemia_missing``
+   / ``ph_chd_missing``; stroke, gout, thyroid disease, COPD/asthma -> ``ph_other_missing``.
+   Present illness: no words of initial diagnosis, treatment, recent course or complications at all
+   -> the matching ``pi_*_missing``. Diagnosis: diabetes type in the record (1型/2型) that the
+   conversation never gives while it gives another -> ``diagnosis_error``; a complication stated in
+   the conversation (diabetic kidney disease / CKD, retinopathy, neuropathy, diabetic foot,
+   ketoacidosis) and absent from the record -> ``diagnosis_missing``.
+
+Conversation reading: turns are ``医生/患者/家属:`` lines (or the case's role list). The patient's own
+facts come from patient and family turns, clause by clause, skipping clauses about a relative or a
+spouse (and the clauses after a relative in the same turn) and turns answering a family question;
+``我爸``/``我女儿`` in a family member's turn is the patient, ``她外婆`` is a relative. A doctor's
+question about exactly one topic answered ``有/对/是/嗯`` counts as the patient affirming it.
+
+Deduplication: one deduction per (type, evidence span); absence findings per (type, reason).
+
+Where each part lives (each module's docstring repeats the paragraphs of the checks it implements):
+
+- reading: ``lexicon`` (word lists and tables), ``text`` (normalisation, clauses, numbers,
+  negation), ``conversation`` (turns; who a clause is about), ``sections`` (record headings),
+  ``medication`` (drug names, doses, frequency, route in a text), ``quantities`` (measurements and
+  durations in a text), ``document`` (a case read once, with its drug mentions), ``facts`` (what the
+  conversation affirms about the patient or a relative, what the record affirms);
+- checks: ``structure`` (check 1, structure), ``history`` (checks 1, 2, 9, 10: past, family and
+  personal history), ``wording`` (checks 3, 4), ``drugs`` (checks 5, 6 doses, 7), ``numbers`` (check 6:
+  measurements, durations), ``complaint`` (checks 1, 8, 10: chief complaint, present illness),
+  ``diagnosis`` (check 10);
+- ``findings``: a check's finding, and findings to one judgment per dimension.
+
+Importing this package registers these rules (:class:`~consensus_eval.judges.rules.RubricRules`) for
+rubric id ``medical_record``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from consensus_eval.domain.cases import Case
+from consensus_eval.domain.judgment import Judgment
+from consensus_eval.domain.rubric import Rubric
+from consensus_eval.judges.rules.medical_record.complaint import check_chief_complaint, check_present_illness
+from consensus_eval.judges.rules.medical_record.diagnosis import check_diagnosis
+from consensus_eval.judges.rules.medical_record.document import Doc
+from consensus_eval.judges.rules.medical_record.drugs import check_drug_accuracy, check_drug_writing
+from consensus_eval.judges.rules.medical_record.findings import Finding, judgments
+from consensus_eval.judges.rules.medical_record.history import (
+    check_diabetes_in_past_history,
+    check_family_history,
+    check_past_history,
+    check_personal_history,
+)
+from consensus_eval.judges.rules.medical_record.numbers import check_durations, check_numbers
+from consensus_eval.judges.rules.medical_record.structure import check_structure
+from consensus_eval.judges.rules.medical_record.wording import check_colloquial, check_vague_time
+from consensus_eval.judges.rules.registry import RubricRules, register_rules
+
+__all__ = ["EMITS", "PENALTIES", "RULES", "RULES_VERSION", "check_case", "require_compatible"]
+
+RULES_VERSION = "1"
+
+#: dimension -> category -> deduction types the rules judge can emit (checked by require_compatible)
+EMITS: dict[str, dict[str, tuple[str, ...]]] = {
+    "accuracy": {
+        "numbers": ("value_error", "unit_error", "value_missing"),
+        "drugs": ("drug_name_error", "dose_error", "usage_error", "drug_missing"),
+        "timeline": ("time_error",),
+        "diagnosis": ("diagnosis_error", "diagnosis_missing"),
+    },
+    "completeness": {
+        "chief_complaint": ("cc_symptom_missing", "cc_duration_missing"),
+        "present_illness": ("pi_initial_diagnosis_missing", "pi_treatment_missing",
+                            "pi_recent_missing", "pi_complications_missing"),
+        "past_history": ("ph_hypertension_missing", "ph_hyperlipidemia_missing", "ph_chd_missing",
+                         "ph_other_missing", "ph_important_missing"),
+        "family_history": ("fh_absent", "fh_diabetes_missing", "fh_other_missing"),
+        "personal_history": ("personal_unrecorded",),
+    },
+    "standardization": {
+        "terminology": ("colloquial",),
+        "structure": ("order_error", "structure_confused"),
+        "drug_writing": ("drug_name_nonstandard", "dose_unclear", "usage_unclear"),
+        "time_expression": ("time_vague",),
+    },
+}
+#: dimension -> fixed penalties the rules judge can emit
+PENALTIES: dict[str, tuple[str, ...]] = {"accuracy": ("diabetes_in_past_history",)}
+
+#: every check, in the order their findings are listed
+_CHECKS: tuple[Callable[[Doc], Iterable[Finding]], ...] = (
+    check_structure, check_diabetes_in_past_history, check_colloquial, check_vague_time,
+    check_drug_writing, check_drug_accuracy, check_numbers, check_durations, check_chief_complaint,
+    check_present_illness, check_past_history, check_family_history, check_personal_history,
+    check_diagnosis,
+)
+
+
+def require_compatible(rubric: Rubric) -> None:
+    """Raise :class:`~consensus_eval._errors.InputError` unless ``rubric`` has every id the rules judge emits."""
+    RULES.require_compatible(rubric)
+
+
+def check_case(case: Case, rubric: Rubric) -> dict[str, Judgment]:
+    """Run every rules check on one case; one :class:`Judgment` per dimension of ``rubric``.
+
+    Pure and deterministic. Points come from the rubric (the low end of a range type).
+    """
+    require_compatible(rubric)
+    doc = Doc(case, rubric.roles)
+    findings = [f for check in _CHECKS for f in check(doc)]
+    return judgments(findings, rubric, EMITS, PENALTIES)
+
+
+RULES = RubricRules(rubric_id="medical_record", version=RULES_VERSION, check_case=check_case, emits=EMITS,
+                    penalties=PENALTIES)
+register_rules(RULES)

@@ -1,0 +1,189 @@
+"""Drugs: how the record writes them and whether it has them right (checks 5, 6 (doses) and 7).
+
+Drug writing (``standardization.drug_writing``), per drug of
+:data:`~consensus_eval.judges.rules.medical_record.lexicon.DRUGS` written in the record, looking at all
+its mentions: ``dose_unclear`` if no mention has a dose (number + mg/g/μg/U/IU/单位/片/粒/支/ml),
+``usage_unclear`` if no mention has both a frequency and a route (a dosage form such as 片/胶囊 implies
+oral; ``打`` is not a route). Skipped: negated, allergy and family-history mentions, drugs the record
+says were stopped (停用) or used once (曾), and treatment-mode phrases (``予胰岛素治疗``). Bare ``胰岛素``
+is skipped when the record also names a specific insulin. ``drug_name_nonstandard``: a brand or short
+name (:data:`~consensus_eval.judges.rules.medical_record.lexicon.BRAND_NAMES`, e.g. 诺和锐, 甘精), bare
+``胰岛素`` while the conversation names the insulin, or a class word (降压药) standing for a drug the
+conversation names.
+
+Drug names (``accuracy.drugs``). A drug the record states positively that the conversation never
+mentions -> ``drug_name_error`` (reason names the conversation's drug of the same class when there is
+an unrecorded one, which is then not also counted missing); a specific insulin in the record is not an
+error when the conversation says only ``胰岛素``. A drug the patient uses or used (said by the patient,
+or confirmed to a doctor's single-drug question; not negated, not hypothetical, not a relative's) that
+the record never names -> ``drug_missing``. Drugs only prescribed by the doctor in the conversation are
+not required (the record need not have a plan section).
+
+Doses and usage (``accuracy.drugs``): a record dose for a drug that differs from every dose the
+conversation gives for the same drug (same unit family; tablet count x strength and daily sums are
+accepted) -> ``dose_error``. Frequency per day that differs (每日2次 vs 一天3次), or morning vs bedtime
+timing that contradicts the conversation -> ``usage_error``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from consensus_eval.judges.rules.medical_record.document import ConvDrug, Doc, RecDrug
+from consensus_eval.judges.rules.medical_record.findings import Finding
+from consensus_eval.judges.rules.medical_record.lexicon import CLASS_WORDS, DRUGS
+from consensus_eval.judges.rules.medical_record.medication import (
+    DOSE,
+    FORM_INJECTION,
+    FORM_ORAL,
+    FREQ,
+    ROUTE,
+    doses,
+    freq_counts,
+    timing,
+)
+from consensus_eval.judges.rules.medical_record.text import CLAUSE_END, all_numbers, bounds, close, to_number
+
+
+def check_drug_writing(doc: Doc) -> Iterator[Finding]:
+    drugs = doc.rec_drug_mentions
+    groups: dict[str, list[RecDrug]] = {}
+    for d in drugs:
+        if not d.skip_writing:
+            groups.setdefault(d.hit.generic, []).append(d)
+    for ds in groups.values():
+        first = ds[0]
+        evidence, ev_span = doc.drug_quote(first)
+        if not any(DOSE.search(doc.rec, *d.own) for d in ds):
+            yield Finding("dose_unclear", evidence, f"“{first.hit.surface}”未写明剂量（数值+单位）",
+                          ("record", *ev_span))
+        has_freq = any(FREQ.search(doc.rec, *d.usage) for d in ds)
+        has_route = any(ROUTE.search(doc.rec, *d.usage) or FORM_ORAL.match(doc.rec, d.hit.end)
+                        or FORM_INJECTION.match(doc.rec, d.hit.end) for d in ds)
+        missing = [w for w, ok in (("用药频率", has_freq), ("给药途径", has_route)) if not ok]
+        if missing:
+            yield Finding("usage_unclear", evidence, f"“{first.hit.surface}”未写明{'、'.join(missing)}",
+                          ("record", *ev_span))
+    # names: brand or short names, bare insulin, class words
+    conv_specific = sorted({c.hit.generic for c in doc.conv_drugs if c.hit.insulin and c.hit.generic != "胰岛素"})
+    rec_specific = any(d.hit.insulin and d.hit.generic != "胰岛素" for d in drugs)
+    for d in drugs:
+        h = d.hit
+        if h.nonstandard:
+            yield Finding("drug_name_nonstandard", h.surface,
+                          f"药名“{h.surface}”为商品名或简称，应写通用名{h.generic}", ("record", h.start, h.end))
+        elif h.generic == "胰岛素" and not rec_specific and conv_specific and not d.negated:
+            yield Finding("drug_name_nonstandard", h.surface,
+                          f"病历仅写“胰岛素”，未写明种类（对话中为{'、'.join(conv_specific)}）",
+                          ("record", h.start, h.end))
+    yield from _class_word_findings(doc)
+
+
+def _class_word_findings(doc: Doc) -> Iterator[Finding]:
+    """A class word (降压药) in the record standing for a drug the patient named and the record did not."""
+    rec_generics = {h.generic for h in doc.rec_drugs}
+    for word, classes in CLASS_WORDS.items():
+        m = re.search(word, doc.rec)
+        if not m:
+            continue
+        named = sorted({c.hit.generic for c in doc.conv_drugs
+                        if c.in_use and c.hit.cls in classes and c.hit.generic not in rec_generics})
+        if named:
+            yield Finding("drug_name_nonstandard", word, f"病历写“{word}”，未写明药名（对话中为{'、'.join(named)}）",
+                          ("record", m.start(), m.end()))
+
+
+def _covered(generic: str, rec_generics: set[str]) -> bool:
+    """Whether the record names ``generic`` (bare 胰岛素 and a specific insulin cover each other)."""
+    if generic in rec_generics:
+        return True
+    if DRUGS[generic] == "胰岛素":
+        return "胰岛素" in rec_generics or (generic == "胰岛素" and any(DRUGS[g] == "胰岛素" for g in rec_generics))
+    return False
+
+
+def check_drug_accuracy(doc: Doc) -> Iterator[Finding]:
+    rec = doc.rec_drug_mentions
+    rec_generics = {d.hit.generic for d in rec}
+    conv = doc.conv_drugs
+    conv_generics = {c.hit.generic for c in conv}
+    in_use: dict[str, ConvDrug] = {}
+    for c in conv:
+        if c.in_use:
+            in_use.setdefault(c.hit.generic, c)
+    consumed: set[str] = set()
+    seen: set[str] = set()
+    for d in rec:
+        h = d.hit
+        if d.negated or h.generic in seen:
+            continue
+        seen.add(h.generic)
+        if h.generic in conv_generics or (h.insulin and _covered(h.generic, conv_generics)):
+            continue
+        partner = next((c for g, c in in_use.items() if c.hit.cls == h.cls and not _covered(g, rec_generics)
+                        and g not in consumed), None)
+        if partner:
+            consumed.add(partner.hit.generic)
+            reason = f"对话中为{partner.hit.surface}，病历记为{h.surface}"
+        else:
+            reason = f"对话中未提及{h.surface}"
+        yield Finding("drug_name_error", doc.rq(h.start, h.end), reason, ("record", h.start, h.end))
+    class_words = [w for w in CLASS_WORDS if w in doc.rec]
+    for g, c in in_use.items():
+        if g in consumed or _covered(g, rec_generics):
+            continue
+        if any(c.hit.cls in CLASS_WORDS[w] for w in class_words):
+            continue  # the record wrote a class word instead: drug_name_nonstandard
+        a, b = bounds(doc.cv, c.hit.start, CLAUSE_END)
+        yield Finding("drug_missing", doc.cq(a, b), f"对话中患者使用{c.hit.surface}，病历未记录",
+                      ("conversation", a, b, g))
+    yield from _dose_and_usage_errors(doc, rec, conv)
+
+
+def _dose_and_usage_errors(doc: Doc, rec: list[RecDrug], conv: list[ConvDrug]) -> Iterator[Finding]:
+    for generic in dict.fromkeys(d.hit.generic for d in rec if not d.negated):
+        cws = [c for c in conv if c.hit.generic == generic]
+        rds = [d for d in rec if d.hit.generic == generic and not d.negated]
+        if not cws or generic == "胰岛素":
+            continue
+        conv_text = " ".join(doc.cv[slice(*c.window)] for c in cws)
+        cdoses = doses(conv_text)
+        accepted = {(x.family, x.value) for x in cdoses}
+        for m in (x for x in cdoses if x.family == "mass"):
+            for n in (x for x in cdoses if x.family == "count"):
+                accepted.add(("mass", m.value * n.value))
+        numbers = all_numbers(conv_text)
+        for d in rds:
+            rdoses = doses(doc.rec[slice(*d.own)])
+            for rd in rdoses:
+                if not any(f == rd.family for f, _ in accepted):
+                    continue
+                total = sum(x.value for x in rdoses if x.family == rd.family)
+                if any(f == rd.family and (close(v, rd.value) or close(v, total)) for f, v in accepted):
+                    continue
+                written = re.match(r"\d[\d.]*", rd.text)  # the dose's number, when written in digits
+                if written and any(close(n, to_number(written.group()) or -1) for n in numbers):
+                    continue
+                shown = "、".join(dict.fromkeys(x.text for x in cdoses if x.family == rd.family))
+                quote, span = doc.drug_quote(d)
+                yield Finding("dose_error", quote, f"对话中{d.hit.surface}剂量为{shown}，病历记为{rd.text}",
+                              ("record", *span))
+                break
+        yield from _usage_errors(doc, rds, conv_text)
+
+
+def _usage_errors(doc: Doc, rds: list[RecDrug], conv_text: str) -> Iterator[Finding]:
+    conv_counts, conv_times = freq_counts(conv_text), timing(conv_text)
+    for d in rds:
+        own = doc.rec[slice(*d.own)]
+        counts, times = freq_counts(own), timing(own)
+        ev, span = doc.drug_quote(d)
+        where = ("record", *span)
+        if counts and conv_counts and not counts & conv_counts:
+            yield Finding("usage_error", ev, f"对话中{d.hit.surface}为每日{'/'.join(map(str, sorted(conv_counts)))}次，"
+                                              f"病历记为每日{'/'.join(map(str, sorted(counts)))}次", where)
+        elif len(times) == 1 and conv_times and not times & conv_times:
+            said = {"morning": "早晨", "evening": "晚间/睡前"}
+            yield Finding("usage_error", ev, f"对话中{d.hit.surface}于{said[next(iter(conv_times))]}使用，"
+                                              f"病历记为{said[next(iter(times))]}", where)

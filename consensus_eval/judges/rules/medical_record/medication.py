@@ -1,0 +1,122 @@
+"""How drugs are written in a text: names (generic, brand and short names), doses, frequency,
+route and timing. Pure text reading; which mentions of a case count (negated, stopped, a relative's
+...) is decided in ``document.py``.
+
+Bare ``胰岛素`` is not a drug in ``胰岛素抵抗``, ``空腹胰岛素`` and the like; ``门冬`` is not insulin
+aspart in ``门冬氨酸钾镁``. A dose is a number and a unit (mg/g/μg/U/IU/单位/片/粒/支/ml); tablet
+counts and masses are kept apart (unit families) so a dose is compared only with doses of its family.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from consensus_eval.judges.rules.medical_record.lexicon import BRAND_NAMES, DRUGS
+from consensus_eval.judges.rules.medical_record.text import alternation, to_number
+
+_DRUG_NAMES = {**{g: g for g in DRUGS}, **BRAND_NAMES}
+DRUG_RE = re.compile(alternation(_DRUG_NAMES))
+_INSULIN_NOT_DRUG_AFTER = re.compile(r"抵抗|分泌|释放|水平|敏感|功能|自身抗体|抗体|瘤|泵|原|样|峰|曲线|指数|测定|促泌")
+_INSULIN_NOT_DRUG_BEFORE = re.compile(r"(?:空腹|餐后|血清|血|内源性|胰岛|自身)$")
+NEG_USE = re.compile(r"(?:否认|未曾|从未|从来没|未|没有|没|无|不|拒绝)(?:曾|再)?"
+                     r"(?:使用|应用|服用|口服|注射|用过|用|服过|服|打过|打|吃过|吃|予|加用|接受)")
+NEG_USE_AFTER = re.compile(r"[^,;。]{0,3}(?:没用过|没打过|没吃过|没用|不用|没有用|未用|未使用)")
+STOPPED = re.compile(r"停用|停药|停掉|已停|停服|停了")
+ONCE_USED = re.compile(r"曾(?:经)?(?:口服|服用|使用|用|注射|应用)?$")
+TREATMENT_MODE = re.compile(r"^\s*(?:口服|皮下注射|注射|静脉)?\s*(?:等)?\s*(?:药物)?\s*治疗")
+CONNECTOR_ONLY = re.compile(r"^[^,;。]*?[、及和与/+]\s*$")
+FORM_ORAL = re.compile(r"(?:钙|钠|钾|盐酸|酒石酸|琥珀酸)?(?:缓释片|控释片|肠溶片|分散片|咀嚼片|片|胶囊|颗粒|滴丸)")
+FORM_INJECTION = re.compile(r"(?:注射液|注射笔|笔)")
+DOSE = re.compile(r"(?P<num>\d+(?:\.\d+)?|[零一二两三四五六七八九十百半]+)\s*"
+                  r"(?P<unit>mg|毫克|μg|ug|mcg|微克|IU|iu|U|u|个单位|单位|g|克|片|粒|支|袋|ml|mL|毫升)(?![A-Za-z])")
+_DOSE_UNITS = {"mg": ("mass", 1.0), "毫克": ("mass", 1.0), "μg": ("mass", 0.001), "ug": ("mass", 0.001),
+               "mcg": ("mass", 0.001), "微克": ("mass", 0.001), "g": ("mass", 1000.0), "克": ("mass", 1000.0),
+               "IU": ("unit", 1.0), "iu": ("unit", 1.0), "U": ("unit", 1.0), "u": ("unit", 1.0),
+               "个单位": ("unit", 1.0), "单位": ("unit", 1.0), "片": ("count", 1.0), "粒": ("count", 1.0),
+               "支": ("count", 1.0), "袋": ("count", 1.0), "ml": ("volume", 1.0), "mL": ("volume", 1.0),
+               "毫升": ("volume", 1.0)}
+FREQ = re.compile(r"(?:每|一)\s*(?:日|天)[^\d一两二三四五六,;。]{0,4}?(?:\d+|[一两二三四五六])\s*(?:次|回|顿|针)|"
+                  r"(?:\d+|[一两二三四])\s*次\s*/\s*(?:日|天|d)|(?<![A-Za-z])(?:qd|bid|tid|qid|qn|qm|qod|qw|biw|prn|st|q\d+h)(?![A-Za-z])|"
+                  r"每晚|每早|每晨|睡前|睡觉前|早晚|早中晚|三餐前|三餐时|三餐后|餐前|餐后|餐时|随餐|饭前|饭后|每餐|每顿|"
+                  r"早餐前|晚餐前|早餐后|晚餐后|午餐前|每周\s*(?:\d+|[一两二三])\s*次|"
+                  r"晨起|早上|晚上|中午|随第一口饭", re.I)
+_FREQ_COUNT = re.compile(r"(?:每|一)\s*(?:日|天)[^\d一两二三四五六,;。]{0,4}?"
+                         r"(?P<n>\d+|[一两二三四五六])\s*(?:次|回|针)|"
+                         r"(?P<n2>\d+|[一两二三四])\s*次\s*/\s*(?:日|天|d)|"
+                         r"(?<![A-Za-z])(?P<abbr>qd|bid|tid|qid|qn|qm)(?![A-Za-z])|"
+                         r"(?P<word>早中晚|三餐前|三餐时|三餐后|早晚)", re.I)
+_FREQ_WORDS = {"qd": 1, "bid": 2, "tid": 3, "qid": 4, "qn": 1, "qm": 1, "早中晚": 3, "三餐前": 3, "三餐时": 3,
+               "三餐后": 3, "早晚": 2}
+ROUTE = re.compile(r"口服|服用|服药|嚼服|嚼碎|含服|舌下|皮下注射|皮下|注射|静脉|静滴|静推|肌注|肌内注射|泵入|吸入|外用|"
+                   r"(?<![A-Za-z])(?:po|ih|iv|im)(?![A-Za-z])", re.I)
+_MORNING = re.compile(r"早餐前|早饭前|早餐后|早饭后|晨起|早上|每早|每晨|早晨|清晨|(?<![A-Za-z])qm(?![A-Za-z])", re.I)
+_EVENING = re.compile(r"睡前|睡觉前|临睡|每晚|晚上|晚餐前|晚饭前|晚餐后|晚饭后|(?<![A-Za-z])qn(?![A-Za-z])", re.I)
+_BOTH_TIMES = re.compile(r"早晚|早中晚|三餐|每餐|每顿")
+
+
+@dataclass(frozen=True)
+class Dose:
+    family: str
+    value: float
+    text: str
+
+
+@dataclass(frozen=True)
+class DrugHit:
+    start: int
+    end: int
+    surface: str
+    generic: str
+    nonstandard: bool
+
+    @property
+    def cls(self) -> str:
+        return DRUGS[self.generic]
+
+    @property
+    def insulin(self) -> bool:
+        return self.cls == "胰岛素"
+
+
+def find_drugs(text: str, lo: int = 0, hi: int | None = None) -> list[DrugHit]:
+    out = []
+    for m in DRUG_RE.finditer(text, lo, len(text) if hi is None else hi):
+        s = m.group()
+        if s in BRAND_NAMES and len(s) == 2 and re.match(r"氨酸|冬|酸", text[m.end():m.end() + 2]):
+            continue  # 门冬氨酸钾镁 is not insulin aspart
+        if s == "胰岛素" and (_INSULIN_NOT_DRUG_AFTER.match(text, m.end())
+                           or _INSULIN_NOT_DRUG_BEFORE.search(text, max(0, m.start() - 4), m.start())):
+            continue
+        out.append(DrugHit(m.start(), m.end(), s, _DRUG_NAMES[s], s in BRAND_NAMES))
+    return out
+
+
+def doses(text: str) -> list[Dose]:
+    out = []
+    for m in DOSE.finditer(text):
+        v = to_number(m.group("num"))
+        if v is None:
+            continue
+        family, factor = _DOSE_UNITS[m.group("unit")]
+        out.append(Dose(family, v * factor, m.group()))
+    return out
+
+
+def freq_counts(text: str) -> set[int]:
+    out = set()
+    for m in _FREQ_COUNT.finditer(text):
+        n = m.group("n") or m.group("n2")
+        if n:
+            v = to_number(n)
+            if v:
+                out.add(int(v))
+        else:
+            out.add(_FREQ_WORDS[(m.group("abbr") or m.group("word")).lower()])
+    return out
+
+
+def timing(text: str) -> set[str]:
+    if _BOTH_TIMES.search(text):
+        return {"morning", "evening"}
+    return {t for t, rx in (("morning", _MORNING), ("evening", _EVENING)) if rx.search(text)}

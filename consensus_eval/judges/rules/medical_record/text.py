@@ -1,0 +1,151 @@
+"""Text helpers shared by the checks: normalisation, clause and sentence bounds, numbers, negation.
+
+Normalisation (:func:`norm`) maps full-width ASCII to half-width one character for one, so offsets
+found in the normalised text quote the original. Clauses end at ``，,；;。!?``, a line end, a full stop
+that is not a decimal point or a run of spaces (not at ``、``); sentences do not end at commas.
+
+Negation (:func:`is_negated`): a negation word (否认, 无, 没有, 未患, 未发现, 排除 ...) earlier in the
+clause negates every term after it (enumerations with ``、``), unless a turn such as ``但``/``有``/
+``合并`` comes between; a trailing ``否认/阴性/(-)/不详`` (record) or ``没有/不是`` (conversation)
+negates too.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+_FULLWIDTH = str.maketrans({**{chr(c): chr(c - 0xFEE0) for c in range(0xFF01, 0xFF5F)},
+                            "\u3000": " ", "µ": "μ", "−": "-"})
+
+
+def norm(text: str) -> str:
+    """Full-width ASCII to half-width, one character for one (offsets stay valid for the original)."""
+    return text.translate(_FULLWIDTH)
+
+
+CLAUSE_END = re.compile(r"[,;。!?\n]|\.(?!\d)|[ \t]{2,}")
+SENTENCE_END = re.compile(r"[;。!?\n]|\.(?!\d)")
+
+
+def bounds(text: str, pos: int, end_re: re.Pattern[str], lo: int = 0, hi: int | None = None) -> tuple[int, int]:
+    """The piece of ``text[lo:hi]`` around ``pos`` delimited by ``end_re``."""
+    hi = len(text) if hi is None else hi
+    start = lo
+    for m in end_re.finditer(text, lo, pos):
+        start = m.end()
+    stop = end_re.search(text, pos, hi)
+    return start, (stop.start() if stop else hi)
+
+
+def pieces(text: str, lo: int, hi: int, end_re: re.Pattern[str] = CLAUSE_END) -> list[tuple[int, int]]:
+    """The non-blank pieces of ``text[lo:hi]`` split by ``end_re``, as stripped (start, end) spans."""
+    out, start = [], lo
+    for m in [*end_re.finditer(text, lo, hi), None]:
+        end = m.start() if m else hi
+        a, b = start, end
+        while a < b and text[a].isspace():
+            a += 1
+        while b > a and text[b - 1].isspace():
+            b -= 1
+        if a < b:
+            out.append((a, b))
+        if m:
+            start = m.end()
+    return out
+
+
+_CN_DIGIT = {"零": 0, "〇": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9}
+_CN_UNIT = {"十": 10, "百": 100}
+
+
+def _cn_int(s: str) -> int | None:
+    """Chinese numeral to int (三, 十二, 二十四, 一百五 = 150, 一百零五); None for ranges (五六) or junk."""
+    total, digit, prev_unit, zero = 0, None, None, False
+    for ch in s:
+        if ch in _CN_DIGIT:
+            d = _CN_DIGIT[ch]
+            if d == 0:
+                zero = True
+                continue
+            if digit is not None:
+                return None
+            digit = d
+        elif ch in _CN_UNIT:
+            u = _CN_UNIT[ch]
+            if prev_unit is not None and u >= prev_unit:
+                return None
+            total += (1 if digit is None else digit) * u
+            digit, prev_unit = None, u
+        else:
+            return None
+    if digit is not None:
+        if prev_unit and prev_unit >= 100 and not zero:
+            digit *= prev_unit // 10
+        total += digit
+    elif not total and not zero:
+        return None
+    return total
+
+
+def to_number(s: str) -> float | None:
+    """``9.6``, ``九点六``, ``十二``, ``半`` -> float; None if it cannot be read as one number."""
+    if re.fullmatch(r"\d+(?:\.\d+)?", s):
+        return float(s)
+    if s == "半":
+        return 0.5
+    if "点" in s:
+        whole, _, frac = s.partition("点")
+        w = float(whole) if whole.isdigit() else _cn_int(whole)
+        digits = "".join(str(_CN_DIGIT[c]) if c in _CN_DIGIT else c for c in frac)
+        if w is None or not digits.isdigit():
+            return None
+        return float(f"{int(w)}.{digits}")
+    v = _cn_int(s)
+    return None if v is None else float(v)
+
+
+ARABIC = re.compile(r"\d+(?:\.\d+)?")
+CN_NUMERAL = re.compile(r"[零〇一二两三四五六七八九十百]+(?:点[零〇一二三四五六七八九]+)?")
+
+
+def all_numbers(text: str) -> list[float]:
+    """Every number written in ``text``: Arabic, and Chinese ones with 十/百/点 (not a lone 一)."""
+    out = [float(m.group()) for m in ARABIC.finditer(text)]
+    for m in CN_NUMERAL.finditer(text):
+        s = m.group()
+        if re.search("[十百点]", s):
+            v = to_number(s)
+            if v is not None:
+                out.append(v)
+    return out
+
+
+def close(a: float, b: float, tol: float = 1e-6) -> bool:
+    return abs(a - b) <= tol
+
+
+def alternation(words: Iterable[str]) -> str:
+    return "|".join(re.escape(w) for w in sorted(set(words), key=len, reverse=True))
+
+
+# negation words before a term, and negations after it, in the conversation and in the record
+NEG_CONV = re.compile(r"否认|没有|没|无|未曾|从未|从来没|未|不是|不")
+POST_NEG_CONV = re.compile(r"^(?:倒是|倒|也|都|还|是|的话)?(?:没有|没|不是)(?:$|的|啊|呢|吧|过)")
+NEG_RECORD = re.compile(r"否认|没有|无|未曾|从未|未患|未诊断|未诊|未发现|未见|未有|排除|不伴|不详")
+POST_NEG_RECORD = re.compile(r"^[^,;。\s\d]*?(?:否认|阴性|\(-\)|不详|:\s*(?:无|否认)|均无)")
+_AFFIRM_BETWEEN = re.compile(r"但|却|而|然而|可是|不过|合并|伴有|患有")
+
+
+def is_negated(clause: str, a: int, b: int, neg: re.Pattern[str], post: re.Pattern[str]) -> bool:
+    """Whether the term at ``clause[a:b]`` is negated within its clause (see the module docstring)."""
+    last = None
+    for last in neg.finditer(clause, 0, a):  # noqa: B007 - keep the last match
+        pass
+    if last is not None:
+        between = clause[last.end():a]
+        if between.startswith("有"):
+            between = between[1:]
+        if not _AFFIRM_BETWEEN.search(between):
+            return True
+    return bool(post.match(clause[b:]))
