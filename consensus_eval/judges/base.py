@@ -29,7 +29,11 @@ class Judge(Protocol):
       content instead, so editing a template does not throw its stored results away.
     """
 
-    config: JudgeConfig
+    @property
+    def config(self) -> JudgeConfig:
+        """The judge's entry of the config (a subclass of JudgeConfig for its kind)."""
+        ...
+
     version: str
     deterministic: bool
     reads_prompt: bool
