@@ -61,7 +61,15 @@ _EXPORTS = {
     "InputError": "consensus_eval._errors",
 }
 
-__all__ = ["__version__", *_EXPORTS]
+# Spelled out (not built from _EXPORTS) so that linters and type checkers see the re-exports;
+# tests/test_architecture.py checks that it names exactly the keys of _EXPORTS.
+__all__ = [
+    "Alpha", "CallOutcome", "Case", "Deduction", "EvalConfig", "HumanLabel", "InputError", "Judge", "JudgeConfig",
+    "Judgment", "LLMJudgeConfig", "PenaltyHit", "Prepared", "Results", "Rubric", "RulesJudgeConfig", "__version__",
+    "check_judges_async", "dry_run", "evaluate", "evaluate_async", "krippendorff_alpha", "load_cases", "load_config",
+    "load_human", "load_rubric", "load_run", "prepare", "quiet_libraries", "rebuild", "register_aggregator",
+    "register_judge", "run", "run_async",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from functools import wraps
 from pathlib import Path
@@ -53,7 +52,8 @@ def score(
     config: ConfigOpt = DEFAULT_CONFIG,
     out: Annotated[Path, typer.Option("--out", "-o", help="Output folder (results.sqlite and reports).")] = Path("out"),
     skip_invalid: Annotated[bool, typer.Option(help="Score the valid lines when some are invalid.")] = False,
-    dry_run: Annotated[bool, typer.Option(help="Render every prompt, count tokens, estimate cost; call nothing.")] = False,
+    dry_run: Annotated[bool, typer.Option(
+        help="Render every prompt, count tokens, estimate cost; call nothing.")] = False,
 ) -> None:
     """Score CASES with the judges of CONFIG; resumes where a previous run into OUT stopped."""
     import asyncio
@@ -81,7 +81,8 @@ def reliability(
     run_dir: Annotated[Path | None, typer.Argument(help="Output folder of a `score` run.")] = None,
     ratings: Annotated[Path | None, typer.Option(help="Any ratings table instead: CSV with unit,rater,value.")] = None,
     level: Annotated[str, typer.Option(help="nominal | ordinal | interval | ratio (with --ratings).")] = "interval",
-    human: Annotated[Path | None, typer.Option(help="Human labels (CSV/JSONL: case_id, dimension scores, [categories]).")] = None,
+    human: Annotated[Path | None, typer.Option(
+        help="Human labels (CSV/JSONL: case_id, dimension scores, [categories]).")] = None,
     bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples for the 95% CI (0: none).")] = 1000,
     seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 20261122,
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
@@ -95,7 +96,7 @@ def reliability(
         if level not in al.LEVELS:
             raise InputError(f"--level must be one of {', '.join(al.LEVELS)}, got {level!r}")
         arr, raters, units = al.load_ratings(ratings)
-        a = al.alpha_with_ci(arr, level, bootstrap, seed)  # type: ignore[arg-type]
+        a = al.alpha_with_ci(arr, level, bootstrap, seed)
         if json_out:
             print(json.dumps({**a.model_dump(), "raters": raters, "n_units_total": len(units)}, indent=2))
         else:
@@ -170,10 +171,11 @@ def judges_check(config: ConfigOpt = DEFAULT_CONFIG) -> None:
     import asyncio
 
     from consensus_eval import api
+    from consensus_eval.domain.config import load_config
     from consensus_eval.judges.quiet import quiet_libraries
 
     quiet_libraries()
-    cfg = api.load_config(config)
+    cfg = load_config(config)
     results = asyncio.run(api.check_judges_async(cfg))
     for name, ok, msg in results:
         j = cfg.judge(name)
@@ -188,4 +190,4 @@ def main() -> None:  # pragma: no cover - console entry point alias
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    main()

@@ -100,6 +100,14 @@ print(json.dumps({"env": dict(os.environ) == env,
     assert out == {"env": True, "loggers": True, "litellm_quiet": False, "api": True}
 
 
+def test_all_names_exactly_the_lazy_exports():
+    """``__all__`` is spelled out for linters and type checkers; it must not drift from ``_EXPORTS``."""
+    import consensus_eval
+
+    assert len(consensus_eval.__all__) == len(set(consensus_eval.__all__))
+    assert set(consensus_eval.__all__) == {"__version__", *consensus_eval._EXPORTS}
+
+
 def test_the_metrics_do_not_load_the_judge_layer():
     code = ("import sys, consensus_eval.metrics.tcm, consensus_eval.metrics.text2dt;"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('litellm', 'instructor', 'openai')))")

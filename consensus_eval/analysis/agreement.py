@@ -25,7 +25,7 @@ from consensus_eval.domain.sets import jaccard
 from consensus_eval.run.results import StoredRun
 
 
-def pearson(x: Sequence[float], y: Sequence[float]) -> float | None:
+def pearson(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray) -> float | None:
     """Pearson's r; None with fewer than 3 pairs or a constant side."""
     a, b = np.asarray(x, float), np.asarray(y, float)
     if a.size < 3 or a.std() == 0 or b.std() == 0:
@@ -48,7 +48,7 @@ def _ranks(x: np.ndarray) -> np.ndarray:
     return ranks
 
 
-def spearman(x: Sequence[float], y: Sequence[float]) -> float | None:
+def spearman(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray) -> float | None:
     """Spearman's rho (Pearson on average ranks); None with fewer than 3 pairs or a constant side."""
     a, b = np.asarray(x, float), np.asarray(y, float)
     if a.size < 3:
@@ -106,10 +106,10 @@ def load_human(path: str | Path, rubric: Rubric) -> dict[str, HumanLabel]:
     except (OSError, UnicodeDecodeError) as e:
         raise InputError(f"{p}: cannot read human labels: {e}") from None
     if p.suffix == ".jsonl":
-        for i, line in enumerate(text.splitlines(), 1):
-            if line.strip():
+        for i, text_line in enumerate(text.splitlines(), 1):
+            if text_line.strip():
                 try:
-                    rows.append((i, json.loads(line)))
+                    rows.append((i, json.loads(text_line)))
                 except json.JSONDecodeError as e:
                     raise InputError(f"{p}:{i}: not valid JSON: {e.msg}") from None
     else:

@@ -25,11 +25,9 @@ from __future__ import annotations
 
 import csv
 import io
-import json
-import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar
 
 import numpy as np
 from pydantic import BaseModel
@@ -101,13 +99,19 @@ def _interval_stats(arr: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray
     return do, m, s1, s2
 
 
-def _interval_from(do: np.ndarray, m: np.ndarray, s1: np.ndarray, s2: np.ndarray) -> tuple:
+#: a float (one sample) or an array (one value per resample)
+_FloatOrArray = TypeVar("_FloatOrArray", float, np.ndarray)
+
+
+def _interval_from(do: _FloatOrArray, m: _FloatOrArray, s1: _FloatOrArray,
+                   s2: _FloatOrArray) -> tuple[_FloatOrArray, _FloatOrArray]:
     """(D_o, D_e) x n(n-1) from summed unit statistics (arrays: one value per resample)."""
     n = m
     return do * (n - 1), 2 * (n * s2 - s1 * s1)
 
 
-def _by_value(units: np.ndarray, allv: np.ndarray, delta: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> tuple[float, float]:
+def _by_value(units: np.ndarray, allv: np.ndarray,
+              delta: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> tuple[float, float]:
     """(D_o, D_e) x n(n-1) for any metric ``delta(values_a, values_b)`` (pairwise over value counts)."""
     n = allv.size
     do = _observed(units, delta)
@@ -243,7 +247,8 @@ def load_ratings(path: str | Path) -> tuple[np.ndarray, list[str], list[str]]:
         try:
             value = float(raw)
         except ValueError:
-            raise InputError(f"{p}:{line}: value: not a number: {raw!r} (leave it empty for a missing rating)") from None
+            raise InputError(
+                f"{p}:{line}: value: not a number: {raw!r} (leave it empty for a missing rating)") from None
         if (unit, rater) in cells:
             raise InputError(f"{p}:{line}: rater {rater!r} rated unit {unit!r} twice")
         cells[(unit, rater)] = value

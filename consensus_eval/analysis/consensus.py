@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Literal
 
 from pydantic import BaseModel
@@ -101,16 +101,15 @@ def _case(rubric: Rubric, case_id: str, judges: Sequence[str],
              for j in judges}
     scores: dict[str, float | None] = {}
     for d in dims:
-        vals = [table[j][d].mean for j in judges if table[j][d].mean is not None]
-        scores[d] = aggregate(vals, config.aggregate, config.trim) if len(vals) >= config.min_judges else None  # type: ignore[arg-type]
-    judge_totals = {j: sum(table[j][d].mean for d in dims)  # type: ignore[misc]
-                    for j in judges if all(table[j][d].mean is not None for d in dims)}
+        vals = [m for j in judges if (m := table[j][d].mean) is not None]
+        scores[d] = aggregate(vals, config.aggregate, config.trim) if len(vals) >= config.min_judges else None
+    judge_totals = {j: t for j in judges if (t := _sum_if_complete(table[j][d].mean for d in dims)) is not None}
     any_answer = any(table[j][d].runs for j in judges for d in dims)
     complete = all(s is not None for s in scores.values())
     status: Status = "ok" if complete else ("inconclusive" if any_answer else "failed")
     stars = {d: (rubric.dimension(d).stars_for(s) if s is not None else None) for d, s in scores.items()}
-    total = sum(scores.values()) if complete else None  # type: ignore[arg-type]
-    star_total = rubric.star_total(stars) if complete else None  # type: ignore[arg-type]
+    total = _sum_if_complete(scores.values())
+    star_total = rubric.star_total({d: s for d, s in stars.items() if s is not None}) if complete else None
     spread = (max(judge_totals.values()) - min(judge_totals.values())) if len(judge_totals) >= 2 else None
     return CaseConsensus(
         case_id=case_id, status=status, scores=scores, stars=stars, total=total, star_total=star_total,
@@ -119,15 +118,23 @@ def _case(rubric: Rubric, case_id: str, judges: Sequence[str],
     )
 
 
+def _sum_if_complete(values: Iterable[float | None]) -> float | None:
+    """The sum of ``values`` in order, or None if any of them is None."""
+    present = list(values)
+    if any(v is None for v in present):
+        return None
+    return sum(v for v in present if v is not None)
+
+
 def _flags(table: dict[str, dict[str, JudgeScore]], judges: Sequence[str], dims: list[str],
            spread: float | None, config: ConsensusConfig) -> list[str]:
     flags = []
     if spread is not None and spread > config.flag_spread:
         flags.append(f"totals spread {spread:g} > {config.flag_spread:g}")
     for d in dims:
-        stars = [table[j][d].stars for j in judges if table[j][d].stars is not None]
-        if len(stars) >= 2 and max(stars) - min(stars) >= config.flag_star_gap:  # type: ignore[operator]
-            flags.append(f"{d} stars differ by {max(stars) - min(stars)}")  # type: ignore[operator]
+        stars = [s for j in judges if (s := table[j][d].stars) is not None]
+        if len(stars) >= 2 and max(stars) - min(stars) >= config.flag_star_gap:
+            flags.append(f"{d} stars differ by {max(stars) - min(stars)}")
     for j in judges:
         n = sum(table[j][d].claim_mismatches for d in dims)
         if n:

@@ -7,8 +7,8 @@ A line: ``{"id": ..., "conversation": "text" | [{"role": ..., "text": ...}, ...]
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 

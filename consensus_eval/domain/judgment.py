@@ -9,11 +9,15 @@ rubric, so a reply that breaks the rubric is a validation error (and is re-asked
 
 from __future__ import annotations
 
-from typing import Literal
+from types import GenericAlias
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
 from consensus_eval.domain.rubric import Dimension, Rubric
+
+if TYPE_CHECKING:
+    from typing_extensions import TypeForm
 
 
 class Deduction(BaseModel):
@@ -101,8 +105,15 @@ class _ReplyBase(BaseModel):
         )
 
 
-def _literal(values: list[str]):  # noqa: ANN202 - a typing construct
-    return Literal[tuple(values)]  # type: ignore[valid-type]
+def _literal(values: list[str]) -> TypeForm[Any]:
+    """``Literal[*values]``: a closed set of ids, known only at run time."""
+    return cast("TypeForm[Any]", Literal[tuple(values)])
+
+
+def _list_of(model: type[BaseModel]) -> TypeForm[Any]:
+    """``list[model]`` (the very same object) for a model class built at run time, which a type
+    checker cannot take as a type argument."""
+    return cast("TypeForm[Any]", GenericAlias(list, (model,)))
 
 
 _MODELS: dict[tuple[str, str], type[_ReplyBase]] = {}
@@ -123,7 +134,8 @@ def _build_response_model(rubric: Rubric, dimension_id: str) -> type[_ReplyBase]
         pts = self.points  # type: ignore[attr-defined]
         if typ.is_range:
             if pts is None or not typ.accepts(pts):
-                raise ValueError(f"type {typ.id!r} takes {typ.points_text()} points; give a value in that range, got {pts}")
+                raise ValueError(
+                    f"type {typ.id!r} takes {typ.points_text()} points; give a value in that range, got {pts}")
         elif pts is not None and not typ.accepts(pts):
             raise ValueError(f"type {typ.id!r} takes exactly {typ.points_text()} points, got {pts}")
         return self
@@ -131,19 +143,15 @@ def _build_response_model(rubric: Rubric, dimension_id: str) -> type[_ReplyBase]
     deduction = create_model(
         f"{dim.id.title()}Deduction",
         __config__=ConfigDict(extra="forbid"),
-        __validators__={"_check": model_validator(mode="after")(_check)},
+        # pydantic documents decorated validators here but annotates the values as plain callables
+        __validators__={"_check": model_validator(mode="after")(_check)},  # type: ignore[dict-item]
         category=(_literal(cat_ids), Field(description="category id")),
         type=(_literal(type_ids), Field(description=f"deduction type id: {type_help}")),
         points=(float | None, Field(None, description="the type's points; for a range type, a value in the range")),
         evidence=(str, Field(description="verbatim quote from the record or conversation")),
         reason=(str, Field(description="why this is a deduction")),
     )
-    fields: dict = {
-        "deductions": (list[deduction], Field(description="one item per occurrence; empty if nothing to deduct")),
-        "score": (float, Field(ge=0, le=dim.max, description=f"your score, 0-{dim.max:g}")),
-        "stars": (int, Field(ge=1, le=5, description="your stars, 1-5")),
-        "comment": (str, Field(description="a short comment")),
-    }
+    fixed_penalties: tuple[TypeForm[Any], Any]
     if dim.fixed_penalties:
         penalty = create_model(
             f"{dim.id.title()}Penalty",
@@ -152,10 +160,18 @@ def _build_response_model(rubric: Rubric, dimension_id: str) -> type[_ReplyBase]
             evidence=(str, ""),
             reason=(str, ""),
         )
-        fields["fixed_penalties"] = (list[penalty], Field(default_factory=list, description="fixed penalties that apply"))
+        fixed_penalties = (_list_of(penalty), Field(default_factory=list, description="fixed penalties that apply"))
     else:
-        fields["fixed_penalties"] = (list[None], Field(default_factory=list, max_length=0))  # type: ignore[valid-type]
-    return create_model(f"{dim.id.title()}Judgment", __base__=_ReplyBase, **fields)
+        fixed_penalties = (list[None], Field(default_factory=list, max_length=0))
+    return create_model(
+        f"{dim.id.title()}Judgment",
+        __base__=_ReplyBase,
+        deductions=(_list_of(deduction), Field(description="one item per occurrence; empty if nothing to deduct")),
+        score=(float, Field(ge=0, le=dim.max, description=f"your score, 0-{dim.max:g}")),
+        stars=(int, Field(ge=1, le=5, description="your stars, 1-5")),
+        comment=(str, Field(description="a short comment")),
+        fixed_penalties=fixed_penalties,
+    )
 
 
 def response_model(rubric: Rubric, dimension_id: str) -> type[_ReplyBase]:

@@ -34,6 +34,6 @@ def load_plugins(group: str) -> None:
             target = ep.load()
             if callable(target) and not isinstance(target, type):
                 target()
-        except Exception as e:  # noqa: BLE001 - a broken plugin is named, not hidden
+        except Exception as e:  # re-raised: a broken plugin is named, not hidden
             raise PluginError(f"plugin {ep.name!r} ({ep.value}, entry point group {group}) failed to load: "
                               f"{type(e).__name__}: {e}") from e

@@ -39,7 +39,8 @@ def fence(text: str, label: str) -> str:
 def inline(text: str) -> str:
     """Untrusted text shown outside a fence (a case id): one line, markers defanged."""
     one_line = " ".join(str(text).split())
-    return _FENCE.sub(lambda m: m.group(0).replace("<", "‹").replace(">", "›"), one_line).replace("【", "[").replace("】", "]")
+    defanged = _FENCE.sub(lambda m: m.group(0).replace("<", "‹").replace(">", "›"), one_line)
+    return defanged.replace("【", "[").replace("】", "]")
 
 
 @cache
@@ -58,7 +59,8 @@ def prompts_root(override: str | Path | None = None) -> Path:
     return Path(override) if override else data_dir("prompts")
 
 
-def render(rubric: Rubric, dimension: Dimension, case: Case, prompts_dir: str | Path | None = None) -> list[dict[str, str]]:
+def render(rubric: Rubric, dimension: Dimension, case: Case,
+           prompts_dir: str | Path | None = None) -> list[dict[str, str]]:
     """Render the chat messages (system, user) for one case and dimension."""
     root = prompts_root(prompts_dir)
     name = f"{rubric.prompts or rubric.id}/{dimension.id}.j2"

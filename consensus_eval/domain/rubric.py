@@ -10,8 +10,9 @@ fixed number of points or a range. Scores are re-derived from judgments in
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from functools import cached_property
+from itertools import pairwise
 from pathlib import Path
 from typing import Annotated
 
@@ -112,7 +113,7 @@ class Dimension(_Frozen):
         if sorted(self.stars) != [2, 3, 4, 5]:
             raise ValueError(f"stars must give thresholds for 5, 4, 3 and 2 stars, got keys {sorted(self.stars)}")
         thresholds = [self.stars[s] for s in (5, 4, 3, 2)]
-        if not all(a > b for a, b in zip(thresholds, thresholds[1:])):
+        if not all(a > b for a, b in pairwise(thresholds)):
             raise ValueError(f"star thresholds must decrease strictly from 5 to 2 stars, got {thresholds}")
         if thresholds[0] > self.max or thresholds[-1] < 0:
             raise ValueError(f"star thresholds {thresholds} must lie within 0..{_fmt(self.max)}")
@@ -189,7 +190,7 @@ class Rubric(_Frozen):
     def max_total(self) -> float:
         return sum(d.max for d in self.dimensions)
 
-    def star_total(self, stars: dict[str, float]) -> float:
+    def star_total(self, stars: Mapping[str, float]) -> float:
         """The seed's star formula: sum over dimensions of stars x star_weight."""
         return sum(stars[d.id] * d.star_weight for d in self.dimensions if d.id in stars)
 

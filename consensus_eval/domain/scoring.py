@@ -74,7 +74,8 @@ def derive(dimension: Dimension, judgment: Judgment) -> DimensionScore:
     if unknown:
         raise ValueError(f"dimension {dimension.id!r} has no fixed penalty {unknown[0]!r}")
     # a fixed penalty applies once, however many times a judge lists it ("直接扣10分")
-    penalties = sum(dimension.penalties_by_id[pid].points for pid in dict.fromkeys(p.id for p in judgment.fixed_penalties))
+    penalties = sum(dimension.penalties_by_id[pid].points
+                    for pid in dict.fromkeys(p.id for p in judgment.fixed_penalties))
     score = max(0.0, dimension.max - sum(c.taken for c in cats) - penalties)
     score = round(score, 9)
     if math.isclose(score, round(score)):

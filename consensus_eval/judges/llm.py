@@ -26,20 +26,24 @@ import email.utils
 import random
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import instructor
 import litellm
+import litellm.exceptions
 import pydantic
-from asyncio_throttle import Throttler
+from asyncio_throttle.throttler import Throttler  # where it is defined: the package root does not re-export it
 from instructor.core import InstructorRetryException
 from instructor.v2.core.response_model import prepare_response_model
 
 from consensus_eval._errors import format_validation_error
 from consensus_eval.domain.cases import Case
 from consensus_eval.domain.config import LLMJudgeConfig
-from consensus_eval.domain.judgment import CallOutcome, response_model
+from consensus_eval.domain.judgment import CallOutcome, _ReplyBase, response_model
 from consensus_eval.domain.rubric import Dimension, Rubric
+
+if TYPE_CHECKING:
+    from openai.types.chat import ChatCompletionMessageParam
 
 MODES = {
     "tools": instructor.Mode.TOOLS,
@@ -50,12 +54,12 @@ MODES = {
 
 #: HTTP failures worth another attempt; anything else (400/401/403/404/422) fails the call at once.
 RETRYABLE = (
-    litellm.RateLimitError,
-    litellm.InternalServerError,
-    litellm.BadGatewayError,
-    litellm.ServiceUnavailableError,
-    litellm.Timeout,
-    litellm.APIConnectionError,
+    litellm.exceptions.RateLimitError,
+    litellm.exceptions.InternalServerError,
+    litellm.exceptions.BadGatewayError,
+    litellm.exceptions.ServiceUnavailableError,
+    litellm.exceptions.Timeout,
+    litellm.exceptions.APIConnectionError,
     asyncio.TimeoutError,
 )
 BACKOFF_BASE_S = 1.0
@@ -93,16 +97,18 @@ class LLMJudge:
     def __init__(self, config: LLMJudgeConfig, rubric: Rubric) -> None:
         self.config = config
         self.rubric = rubric
-        self._client = instructor.from_litellm(self._send, mode=MODES[config.mode])
+        # async_client=True: what instructor infers from a coroutine function, said so the client is typed async
+        self._client = instructor.from_litellm(self._send, mode=MODES[config.mode], async_client=True)
         self._throttler: Throttler | None = None
-        self._models: dict[str, type] = {}
+        self._models: dict[str, type[_ReplyBase]] = {}
         self.backoff_base_s = BACKOFF_BASE_S
         self.backoff_max_s = BACKOFF_MAX_S
         register_prices(config)
 
     # ---------------------------------------------------------------- one judgment
 
-    async def judge(self, case: Case, dimension: Dimension, messages: list[dict[str, str]], run: int = 0) -> CallOutcome:
+    async def judge(self, case: Case, dimension: Dimension, messages: list[dict[str, str]],
+                    run: int = 0) -> CallOutcome:
         """One judgment. ``run`` is sent as the request's ``seed``: the runs of an important case are
         distinct requests (not one reply served again by a provider-side cache) and, where the
         provider honours seeds, reproducible. Providers without ``seed`` have it dropped."""
@@ -112,7 +118,8 @@ class LLMJudge:
             reply, _raw = await self._client.chat.completions.create_with_completion(
                 model=self.config.model,
                 response_model=self._response_model(dimension.id),
-                messages=[dict(m) for m in messages],
+                # the rendered {"role", "content"} messages are OpenAI chat messages
+                messages=cast("list[ChatCompletionMessageParam]", [dict(m) for m in messages]),
                 max_retries=self.config.max_reasks,
                 seed=run,
                 **self._params(),
@@ -121,7 +128,8 @@ class LLMJudge:
             return self._outcome(usage, status="ok", judgment=judgment)
         except InstructorRetryException as e:
             cause = e.__cause__ if isinstance(e.__cause__, HTTPFailure) else None
-            reason = str(cause) if cause else f"reply failed validation after {e.n_attempts} attempt(s): {_last_line(e)}"
+            reason = (str(cause) if cause
+                      else f"reply failed validation after {e.n_attempts} attempt(s): {_last_line(e)}")
             return self._outcome(usage, status="failed", error=reason)
         except HTTPFailure as e:
             return self._outcome(usage, status="failed", error=str(e))
@@ -130,7 +138,7 @@ class LLMJudge:
         finally:
             _current.reset(token)
 
-    def _response_model(self, dimension_id: str) -> type:
+    def _response_model(self, dimension_id: str) -> type[_ReplyBase]:
         """The dimension's response model, prepared for instructor once per judge.
 
         instructor wraps a plain model in a new ``ResponseSchema`` subclass on every call, and its
@@ -140,7 +148,9 @@ class LLMJudge:
         model = self._models.get(dimension_id)
         if model is None:
             plain = response_model(self.rubric, dimension_id)
-            model = self._models[dimension_id] = prepare_response_model(plain)  # checks both classes
+            prepared = prepare_response_model(plain)  # checks both classes
+            assert prepared is not None  # None only for a None model; instructor's signature does not say so
+            model = self._models[dimension_id] = prepared
         return model
 
     async def check(self) -> tuple[bool, str]:
@@ -150,7 +160,8 @@ class LLMJudge:
         start = time.monotonic()
         try:
             params = {**self._params(), "max_tokens": 5}
-            await self._send(model=self.config.model, messages=[{"role": "user", "content": "Reply with OK."}], **params)
+            await self._send(model=self.config.model, messages=[{"role": "user", "content": "Reply with OK."}],
+                             **params)
             return True, f"ok in {time.monotonic() - start:.2f}s ({usage.attempts} attempt(s))"
         except HTTPFailure as e:
             return False, self._scrub(str(e))
@@ -171,9 +182,10 @@ class LLMJudge:
             info = litellm.get_model_info(self.config.model)
         except Exception:  # noqa: BLE001 - unknown model
             return None
-        if info.get("input_cost_per_token") is None or info.get("output_cost_per_token") is None:
+        price_in, price_out = info.get("input_cost_per_token"), info.get("output_cost_per_token")
+        if price_in is None or price_out is None:
             return None
-        return float(info["input_cost_per_token"]), float(info["output_cost_per_token"])
+        return float(price_in), float(price_out)
 
     def _params(self) -> dict[str, Any]:
         c = self.config
@@ -345,7 +357,8 @@ def _raw_text(resp: Any) -> str | None:
         return None
     calls = getattr(msg, "tool_calls", None)
     if calls:
-        return calls[0].function.arguments
+        arguments: str | None = calls[0].function.arguments
+        return arguments
     return getattr(msg, "content", None)
 
 

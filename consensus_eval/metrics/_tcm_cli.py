@@ -12,7 +12,7 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -148,7 +148,7 @@ def pair_by_id(pred: Source, gold: Source) -> list[Case]:
 
 # --- field validation -----------------------------------------------------------------------------
 
-Validator = Callable[[Any], Optional[str]]  # None when valid, else what was expected and found
+Validator = Callable[[Any], str | None]  # None when valid, else what was expected and found
 
 
 def _is_scalar(value: Any) -> bool:
@@ -324,10 +324,10 @@ def _mean_rows(metric: str, per_case: list[dict[str, float]] | list[float], n: i
     """Average per-case values (floats, or dictionaries of floats) over cases into rows."""
     if not per_case:
         return []
-    first = per_case[0]
-    if isinstance(first, dict):
-        return [Row(f"{metric}.{k}", sum(d[k] for d in per_case) / n, n) for k in first]  # type: ignore[index]
-    return [Row(metric, sum(per_case) / n, n)]  # type: ignore[arg-type]
+    dicts = [case for case in per_case if isinstance(case, dict)]
+    if dicts:
+        return [Row(f"{metric}.{k}", sum(d[k] for d in dicts) / n, n) for k in dicts[0]]
+    return [Row(metric, sum(case for case in per_case if not isinstance(case, dict)) / n, n)]
 
 
 def _dict_rows(metric: str, result: dict[str, float], n: int) -> list[Row]:
@@ -533,7 +533,8 @@ FAMILIES: dict[str, Family] = {
             FieldSpec("features", _v_features, "both",
                       f"{_FEATURES}: sound_type, intensity, frequency, quality, rhythm"),
             FieldSpec("voice", _v_features, "both", f'{_FEATURES}, e.g. {{"tone": "低沉"}}'),
-            FieldSpec("description", _v_text, "pred", "text, scored for --aspects (default 音色,强度,持续时间,节律,病理特征)"),
+            FieldSpec("description", _v_text, "pred",
+                      "text, scored for --aspects (default 音色,强度,持续时间,节律,病理特征)"),
             _SYNDROMES,
             FieldSpec("sound_features", _v_labels, "gold", "sound cues for the knowledge sound_syndrome_map"),
         ), _sound),
@@ -717,19 +718,19 @@ def _help() -> str:
 
 
 def tcm_command(
-    task: Annotated[TcmTask, typer.Argument(  # type: ignore[valid-type]
+    task: Annotated[TcmTask, typer.Argument(
         metavar="TASK", help="Task family.", show_default=False, case_sensitive=False)],
     pred: Annotated[Path, typer.Argument(metavar="PRED", help="Predictions, JSONL.", show_default=False)],
     gold: Annotated[Path, typer.Argument(metavar="GOLD", help="Gold references, JSONL.", show_default=False)],
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON summary instead of a table.")] = False,
-    aspects: Annotated[Optional[str], typer.Option(
+    aspects: Annotated[str | None, typer.Option(
         "--aspects", help="Comma-separated required aspects (face, tongue, sound descriptions; pulse "
                           "interpretation) or required information categories (inquiry). Default: the seed's list.",
         show_default=False)] = None,
     tolerance: Annotated[float, typer.Option(
         "--tolerance", help="dosage: relative dose error scored in full; the score then falls linearly to 0 "
                             "at 100% error. In [0, 1).")] = 0.2,
-    knowledge: Annotated[Optional[Path], typer.Option(
+    knowledge: Annotated[Path | None, typer.Option(
         "--knowledge", help=_escape("JSON object with any of: " + "; ".join(
             f"{k} ({v})" for k, v in KNOWLEDGE_KEYS.items())), show_default=False)] = None,
 ) -> None:

@@ -6,7 +6,7 @@ Kept light: only the standard library, typer and (for the table) rich; never lit
 import enum
 import json
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -25,7 +25,7 @@ METRIC_LABELS = {
 }
 
 
-class OnInvalid(str, enum.Enum):
+class OnInvalid(enum.StrEnum):
     error = "error"
     zero = "zero"
 
@@ -87,7 +87,7 @@ def text2dt_command(
     gold: Annotated[Path, typer.Argument(
         metavar="GOLD", help="Gold trees (JSON list or .jsonl).", show_default=False)],
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON summary instead of a table.")] = False,
-    per_tree: Annotated[Optional[Path], typer.Option(
+    per_tree: Annotated[Path | None, typer.Option(
         "--per-tree", help="Write each pair's metrics and edit operations to this JSONL file.")] = None,
     on_invalid: Annotated[OnInvalid, typer.Option(
         "--on-invalid", help="error: stop at the first invalid prediction; zero: score it as empty and list it.",

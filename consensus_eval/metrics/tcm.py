@@ -141,7 +141,7 @@ def normalize_label(value: str) -> str:
     return unicodedata.normalize("NFKC", value).strip()
 
 
-def _norm_value(value: Any) -> Any:
+def _norm_value(value: object) -> object:
     """Normalise a compared value: strings by :func:`normalize_label`, lists and tuples item by item."""
     if isinstance(value, str):
         return normalize_label(value)
@@ -281,7 +281,7 @@ def _tally_features(
     _check_lengths(predictions=preds, references=refs)
     correct: dict[Any, int] = {}
     count: dict[Any, int] = {}
-    for i, (pred_raw, ref_raw) in enumerate(zip(preds, refs)):
+    for i, (pred_raw, ref_raw) in enumerate(zip(preds, refs, strict=True)):
         pred = _feature_dict(pred_raw, f"predictions[{i}]")
         ref = _feature_dict(ref_raw, f"references[{i}]")
         keys = features if features is not None else list(ref)
@@ -515,7 +515,7 @@ def calculate_sound_classification_accuracy(
     preds = _as_list(predictions, "predictions")
     refs = _as_list(references, "references")
     _check_lengths(predictions=preds, references=refs)
-    scored = [(p, r) for p, r in zip(preds, refs) if r is not None]
+    scored = [(p, r) for p, r in zip(preds, refs, strict=True) if r is not None]
     correct = sum(_same(p, r) for p, r in scored)
     return correct / len(scored) if scored else 0.0
 
@@ -601,7 +601,7 @@ def calculate_symptom_recognition_rate(
     preds = _as_list(predictions, "predictions")
     refs = _as_list(references, "references")
     _check_lengths(predictions=preds, references=refs)
-    per_case = [_prf(set(_labels(p)), set(_labels(r))) for p, r in zip(preds, refs) if r is not None]
+    per_case = [_prf(set(_labels(p)), set(_labels(r))) for p, r in zip(preds, refs, strict=True) if r is not None]
     return {m: _mean([case[m] for case in per_case]) for m in ("precision", "recall", "f1")}
 
 
@@ -620,7 +620,7 @@ def calculate_symptom_classification_accuracy(
     refs = _as_list(reference_classifications, "reference_classifications")
     _check_lengths(symptom_classifications=preds, reference_classifications=refs)
     total = correct = 0
-    for i, (pred_raw, ref_raw) in enumerate(zip(preds, refs)):
+    for i, (pred_raw, ref_raw) in enumerate(zip(preds, refs, strict=True)):
         pred = _feature_dict(pred_raw, f"symptom_classifications[{i}]")
         ref = _feature_dict(ref_raw, f"reference_classifications[{i}]")
         for symptom, ref_class in ref.items():
@@ -712,7 +712,7 @@ def calculate_inquiry_efficiency(
     infos = _as_list(collected_info, "collected_info")
     _check_lengths(dialogues=dialogs, collected_info=infos)
     scores: list[float] = []
-    for i, (dialogue, info) in enumerate(zip(dialogs, infos)):
+    for i, (dialogue, info) in enumerate(zip(dialogs, infos, strict=True)):
         questions = _doctor_turns(dialogue, f"dialogues[{i}]")
         if questions == 0:
             scores.append(0.0)
@@ -729,7 +729,7 @@ def _mean_case_jaccard(predicted: Sequence[Any], reference: Sequence[Any], empty
     plain Jaccard applies (0 unless both are empty, which also gives 0).
     """
     scores: list[float] = []
-    for pred, ref in zip(predicted, reference):
+    for pred, ref in zip(predicted, reference, strict=True):
         if ref is None:
             continue
         p, r = set(_labels(pred)), set(_labels(ref))
@@ -790,7 +790,7 @@ def calculate_pulse_classification_accuracy(
     preds = _as_list(predictions, "predictions")
     refs = _as_list(references, "references")
     _check_lengths(predictions=preds, references=refs)
-    scores = [_pulse_score(p, r) for p, r in zip(preds, refs) if r is not None]
+    scores = [_pulse_score(p, r) for p, r in zip(preds, refs, strict=True) if r is not None]
     return _mean(scores)
 
 
@@ -879,11 +879,9 @@ def calculate_fusion_gain(single_modal_scores: Mapping[str, float | None], multi
         raise ValueError("single_modal_scores is empty: the fusion gain needs at least one single-modality score")
     multimodal = _finite(multimodal_score, "multimodal_score")
     mean_single = sum(values) / len(values)
-    if mean_single > 0:
-        gain = (multimodal - mean_single) / mean_single
-    else:
-        gain = 0.0 if multimodal == 0 else 1.0
-    return max(0.0, gain)
+    if mean_single <= 0:
+        return 0.0 if multimodal == 0 else 1.0
+    return max(0.0, (multimodal - mean_single) / mean_single)
 
 
 def calculate_syndrome_differentiation_accuracy(
@@ -1015,8 +1013,10 @@ def calculate_dosage_rationality(
     return _mean(scores)
 
 
-def _reasoning_parts(reasoning: str) -> list[str]:
+def _reasoning_parts(reasoning: Hashable) -> list[str]:
     """Clauses of a reference reasoning: split on commas (ASCII or full-width), blanks dropped."""
+    if not isinstance(reasoning, str):
+        raise TypeError(f"a reference reasoning must be a string, got {type(reasoning).__name__}")
     return [part.strip().casefold() for part in unicodedata.normalize("NFKC", reasoning).split(",") if part.strip()]
 
 

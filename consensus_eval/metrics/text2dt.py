@@ -172,12 +172,12 @@ class Tree:
         stack: list[tuple[int, tuple[Any, ...]]] = [(0, ())] if nodes else []
         while stack:
             index, prefix = stack.pop()
-            here = prefix + (nodes[index],)
+            here = (*prefix, nodes[index])
             if left[index] < 0:
                 found.add(here)
             else:
-                stack.append((right[index], here + ("R",)))
-                stack.append((left[index], here + ("L",)))
+                stack.append((right[index], (*here, "R")))
+                stack.append((left[index], (*here, "L")))
         return found
 
     def nodes_with_triples(self) -> list[Node]:
@@ -763,7 +763,7 @@ def evaluate(preds: Sequence[Any], golds: Sequence[Any], on_invalid: OnInvalid =
             invalid.append(InvalidTree(index, gold_record.id, exc.node_index, exc.reason, str(exc)))
         operations: list[dict[str, Any]] | None = [] if per_tree else None
         counts = _pair_counts(pred, gold, operations)
-        totals = [total + count for total, count in zip(totals, counts)]
+        totals = [total + count for total, count in zip(totals, counts, strict=True)]
         if details is not None:
             details.append({"index": index, "id": gold_record.id, "gold_index": gold_record.index,
                             "pred_index": None if pred_record is None else pred_record.index,

@@ -77,7 +77,8 @@ def print_reliability(console: Console, report: ReliabilityReport) -> None:
             values = (tot.mae, tot.bias, tot.pearson, tot.spearman)
             ht.add_row(name, *("-" if x is None else f"{x:.2f}" for x in values), "-" if jac is None else f"{jac:.2f}")
         console.print(ht)
-        console.print("alpha with the human: " + ", ".join(f"{k} {_alpha_text(a)}" for k, a in h.alpha_with_human.items()),
+        console.print("alpha with the human: "
+                      + ", ".join(f"{k} {_alpha_text(a)}" for k, a in h.alpha_with_human.items()),
                       highlight=False)
 
 

@@ -13,8 +13,8 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from consensus_eval.judges.base import CallOutcome, Judge
 from consensus_eval.domain.rubric import Rubric
+from consensus_eval.judges.base import CallOutcome, Judge
 from consensus_eval.run.plan import Call
 from consensus_eval.run.store import CallRecord, Store
 
@@ -86,7 +86,7 @@ async def execute(
 async def _judge_safely(judge: Judge, call: Call, rubric: Rubric) -> CallOutcome:
     try:
         return await judge.judge(call.case, rubric.dimension(call.planned.dimension), call.messages, call.planned.run)
-    except Exception as e:  # a judge bug must not take the run down: record it as failed
+    except Exception as e:  # noqa: BLE001 - a judge bug must not take the run down: record it as failed
         return CallOutcome(status="failed", error=f"{type(e).__name__}: {e}")
 
 

@@ -179,7 +179,7 @@ class Store:
 
     @staticmethod
     def _to_record(row: tuple[Any, ...]) -> CallRecord:
-        d = dict(zip(_COLUMNS, row))
+        d = dict(zip(_COLUMNS, row, strict=True))  # the row of SELECT {_COLUMNS}
         if d["judgment"]:
             d["judgment"] = Judgment.model_validate_json(d["judgment"])
         return CallRecord.model_validate(d)

@@ -3,8 +3,6 @@ the renderer's job)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from consensus_eval.analysis.alpha import Alpha
 from consensus_eval.domain.rubric import Rubric
 from consensus_eval.output.files import fmt_num

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 from consensus_eval.analysis.agreement import Agreement
 from consensus_eval.analysis.audit import CaseAudit, DimensionAudit
@@ -153,9 +152,8 @@ def _human(d: ReportData) -> str:
 
 
 def _costs(d: ReportData) -> str:
-    rows = [[md_text(j), *(fmt.integer(getattr(t, k)) for k in ("ok", "failed", "attempts", "prompt_tokens",
-                                                                 "cached_tokens", "completion_tokens", "reasoning_tokens")),
-             fmt.money(t.cost)]
+    counts = ("ok", "failed", "attempts", "prompt_tokens", "cached_tokens", "completion_tokens", "reasoning_tokens")
+    rows = [[md_text(j), *(fmt.integer(getattr(t, k)) for k in counts), fmt.money(t.cost)]
             for j, t in d.costs.items()]
     header = ["judge", "calls ok", "failed", "attempts", "prompt tokens", "cached", "completion", "reasoning", "cost"]
     return "## Cost and tokens per judge\n\n" + table(header, rows, [False] + [True] * 8)
