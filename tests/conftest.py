@@ -39,7 +39,8 @@ def api_keys(monkeypatch):
 
 def write_config(path: Path, judges: str, **top: object) -> Path:
     """Write a config YAML with the given judges block (YAML text) and top-level settings."""
-    head = "".join(f"{k}: {v}\n" for k, v in {"rubric": "medical_record", "runs": 1, "important_runs": 3, **top}.items())
+    settings = {"rubric": "medical_record", "runs": 1, "important_runs": 3, **top}
+    head = "".join(f"{k}: {v}\n" for k, v in settings.items())
     path.write_text(head + "judges:\n" + judges, encoding="utf-8")
     return path
 

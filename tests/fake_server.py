@@ -44,6 +44,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import contextlib
 import functools
 import hashlib
 import json
@@ -353,10 +354,8 @@ class FakeServer:
 
     async def _sleep_bounded(self, seconds: float) -> None:
         assert self._stop is not None
-        try:
+        with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._stop.wait(), timeout=seconds)
-        except asyncio.TimeoutError:
-            pass
 
     def _record(self, entry: dict[str, Any]) -> None:
         if self._log_fh is not None:
@@ -409,7 +408,7 @@ class FakeServer:
         self._ready.set()
         try:
             await asyncio.wait_for(self._stop.wait(), timeout=self.cfg.max_lifetime_s)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
         finally:
             self._stop.set()
@@ -438,10 +437,8 @@ class FakeServer:
 
     def stop(self, timeout: float = 10.0) -> None:
         if self._loop is not None and self._stop is not None and not self._loop.is_closed():
-            try:
+            with contextlib.suppress(RuntimeError):  # loop already closed
                 self._loop.call_soon_threadsafe(self._stop.set)
-            except RuntimeError:  # loop already closed
-                pass
         if self._thread is not None:
             self._thread.join(timeout)
 

@@ -72,8 +72,10 @@ def chat_response(request: dict[str, Any], reply: dict[str, Any] | str, *, promp
     else:
         message = {"role": "assistant", "content": f"好的，评分如下：\n```json\n{text}\n```"}
     return {
-        "id": "chatcmpl-fake", "object": "chat.completion", "created": 1700000000, "model": request.get("model", "fake"),
-        "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if request.get("tools") else "stop"}],
+        "id": "chatcmpl-fake", "object": "chat.completion", "created": 1700000000,
+        "model": request.get("model", "fake"),
+        "choices": [{"index": 0, "message": message,
+                     "finish_reason": "tool_calls" if request.get("tools") else "stop"}],
         "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                   "total_tokens": prompt_tokens + completion_tokens,
                   "prompt_tokens_details": {"cached_tokens": cached_tokens},

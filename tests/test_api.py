@@ -90,7 +90,7 @@ def test_cases_and_config_as_objects(tmp_path):
 def test_bad_objects_are_input_errors(tmp_path):
     from consensus_eval import InputError, evaluate
 
-    with pytest.raises(InputError, match="case 0: .*record"):
+    with pytest.raises(InputError, match=r"case 0: .*record"):
         evaluate([{"id": "x", "conversation": "医生：你好"}], out=tmp_path / "o")
     with pytest.raises(InputError, match="invalid config:\n  judges"):
         evaluate(EXAMPLES, {"judges": []}, out=tmp_path / "o")

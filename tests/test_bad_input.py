@@ -56,7 +56,8 @@ def test_record_beyond_the_context_window_fails_that_call_with_a_clear_reason(tm
     # the outputs are written and say so: the case has no score rather than a wrong one
     rows_out = [json.loads(x) for x in (tmp_path / "out" / "judgments.jsonl").read_text(encoding="utf-8").splitlines()]
     bad = [r for r in rows_out if r["case_id"] == huge["id"]]
-    assert len(bad) == 6 and all(r["status"] == "failed" and r["score"] is None and "context" in r["error"] for r in bad)
+    assert len(bad) == 6
+    assert all(r["status"] == "failed" and r["score"] is None and "context" in r["error"] for r in bad)
     cons = {json.loads(x)["case_id"]: json.loads(x) for x in
             (tmp_path / "out" / "consensus.jsonl").read_text(encoding="utf-8").splitlines()}
     assert cons[huge["id"]]["n_judges"] == 0 and cons[huge["id"]]["status"] != "ok"
@@ -127,9 +128,9 @@ def test_context_error_message_names_the_limit(tmp_path, mode):
 
     from consensus_eval.domain.cases import Case
     from consensus_eval.domain.config import LLMJudgeConfig
-    from consensus_eval.judges.llm import LLMJudge
     from consensus_eval.domain.prompts import render
     from consensus_eval.domain.rubric import load_rubric
+    from consensus_eval.judges.llm import LLMJudge
 
     rubric = load_rubric("medical_record")
     case = Case(id="big", conversation="医生：你好\n患者：你好", record="主诉：" + "多饮" * 20_000)

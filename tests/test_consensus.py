@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from consensus_eval.domain.config import ConsensusConfig
 from consensus_eval.analysis.consensus import build
 from consensus_eval.domain.aggregate import aggregate
+from consensus_eval.domain.config import ConsensusConfig
 from consensus_eval.domain.judgment import Deduction, Judgment, PenaltyHit
 from consensus_eval.run.store import CallRecord
 
@@ -97,5 +97,6 @@ def test_flags(rubric):
     assert c1.flags == ["totals spread 12 > 10"]
     assert "accuracy stars differ by 3" in c2.flags
     assert c3.flags == ["a: claimed score differs from derived (1 run(s))"]
-    [c1_loose, *_] = build(rubric, records, ["a", "b"], ["c1", "c2", "c3"], ConsensusConfig(flag_spread=12))  # not more than 12
+    # a spread of 12 is not more than flag_spread=12: no flag
+    [c1_loose, *_] = build(rubric, records, ["a", "b"], ["c1", "c2", "c3"], ConsensusConfig(flag_spread=12))
     assert not any("spread" in f for f in c1_loose.flags)

@@ -89,8 +89,8 @@ def _key(model: str, case: str, dim: str) -> tuple[str, str, str]:
 def warm_litellm():
     """One call through litellm first: its lazy start-up (~0.3 s) must not eat a call's timeout."""
     from consensus_eval.domain.config import LLMJudgeConfig
-    from consensus_eval.judges.llm import LLMJudge
     from consensus_eval.domain.rubric import load_rubric
+    from consensus_eval.judges.llm import LLMJudge
 
     with FakeServer(FakeConfig(seed=0, max_lifetime_s=30)) as srv:
         judge = LLMJudge(LLMJudgeConfig(name="warm", model="openai/warm", api_base=srv.url + "/v1"),
@@ -314,7 +314,8 @@ def test_kill_9_and_resume_gives_the_uninterrupted_result(tmp_path, warm_litellm
 
     # the outputs equal the uninterrupted run's
     assert _comparable(out / "judgments.jsonl") == _comparable_with_hashes_of(tmp_path / "ref", out)
-    assert (out / "consensus.csv").read_text(encoding="utf-8") == (tmp_path / "ref" / "consensus.csv").read_text(encoding="utf-8")
+    assert ((out / "consensus.csv").read_text(encoding="utf-8")
+            == (tmp_path / "ref" / "consensus.csv").read_text(encoding="utf-8"))
 
     # the server never saw a request for a judgment once it was stored
     with Store(db) as store:

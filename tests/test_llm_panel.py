@@ -17,8 +17,8 @@ import respx
 from consensus_eval import api as evaluate
 from consensus_eval.domain.cases import Case
 from consensus_eval.domain.config import LLMJudgeConfig
-from consensus_eval.judges.llm import LLMJudge, retry_after_s
 from consensus_eval.domain.prompts import render
+from consensus_eval.judges.llm import LLMJudge, retry_after_s
 from consensus_eval.run.store import Store
 from tests.conftest import EXAMPLES, FAKE_KEY, PANEL, write_config
 from tests.fakellm import case_of, chat_response, dimension_of, make_reply
@@ -91,7 +91,8 @@ def test_malformed_json_then_valid_is_one_reask(rubric, api_keys):
     good = make_reply("accuracy", random.Random(2), n=1)
     replies = iter(['{"deductions": [', good])
     with respx.mock(using="httpx", assert_all_called=False) as mock:
-        route = mock.post(URL_A).mock(side_effect=lambda r: httpx.Response(200, json=chat_response(_body(r), next(replies))))
+        route = mock.post(URL_A).mock(
+            side_effect=lambda r: httpx.Response(200, json=chat_response(_body(r), next(replies))))
         out = _one_call(rubric, _judge(rubric, mode="json", input_cost_per_token=1e-6, output_cost_per_token=0))
     assert out.status == "ok" and route.call_count == 2 and out.attempts == 2
     # the re-ask tells the model what was wrong, after its bad reply
@@ -107,7 +108,8 @@ def test_unknown_deduction_type_is_rejected_and_reasked(rubric, api_keys):
     good = make_reply("accuracy", random.Random(3), n=1)
     replies = iter([bad, good])
     with respx.mock(using="httpx", assert_all_called=False) as mock:
-        route = mock.post(URL_A).mock(side_effect=lambda r: httpx.Response(200, json=chat_response(_body(r), next(replies))))
+        route = mock.post(URL_A).mock(
+            side_effect=lambda r: httpx.Response(200, json=chat_response(_body(r), next(replies))))
         out = _one_call(rubric, _judge(rubric))
     assert out.status == "ok" and route.call_count == 2
     assert "made_up_type" in json.dumps(_body(route.calls[1].request), ensure_ascii=False)
@@ -116,7 +118,8 @@ def test_unknown_deduction_type_is_rejected_and_reasked(rubric, api_keys):
 
 def test_points_outside_a_range_type_are_rejected(rubric, api_keys):
     bad = {"deductions": [{"category": "chief_complaint", "type": "cc_nonstandard", "points": 5,
-                           "evidence": "x", "reason": "y"}], "fixed_penalties": [], "score": 30, "stars": 4, "comment": ""}
+                           "evidence": "x", "reason": "y"}],
+           "fixed_penalties": [], "score": 30, "stars": 4, "comment": ""}
     with respx.mock(using="httpx", assert_all_called=False) as mock:
         route = mock.post(URL_A).mock(side_effect=lambda r: httpx.Response(200, json=chat_response(_body(r), bad)))
         out = _one_call(rubric, _judge(rubric, max_reasks=1), dim="completeness")
@@ -244,7 +247,7 @@ def test_panel_end_to_end_and_resume(tmp_path, api_keys):
     # the panel score of a case is the mean of the judges' re-derived scores
     csv_lines = (out / "consensus.csv").read_text(encoding="utf-8").splitlines()
     header = csv_lines[0].split(",")
-    first = dict(zip(header, csv_lines[1].split(",")))
+    first = dict(zip(header, csv_lines[1].split(","), strict=False))  # a naive split: only the first columns are read
     acc = [r["score"] for r in rows if r["case_id"] == first["case_id"] and r["dimension"] == "accuracy"]
     assert float(first["accuracy"]) == pytest.approx(sum(acc) / 4, abs=1e-4)
     assert first["n_judges"] == "4"
@@ -283,7 +286,7 @@ def test_editing_the_rubric_or_prompt_changes_every_hash(tmp_path, api_keys, rub
     msgs = render(rubric, d, case)
     h = request_hash(judge, rubric, msgs, 0, "accuracy")
     assert request_hash(judge, rubric, msgs, 1, "accuracy") != h  # run index
-    edited = msgs[:1] + [{"role": "user", "content": msgs[1]["content"] + " "}]
+    edited = [*msgs[:1], {"role": "user", "content": msgs[1]["content"] + " "}]
     assert request_hash(judge, rubric, edited, 0, "accuracy") != h  # prompt
     data = rubric.model_dump()
     data["dimensions"][0]["categories"][0]["types"][0]["points"] = 3
@@ -297,7 +300,8 @@ def test_persistent_failure_is_recorded_and_excluded(tmp_path, api_keys):
     cases = _cases(tmp_path, 2)
     cfg = write_config(tmp_path / "panel.yaml", PANEL)
     with respx.mock(using="httpx", assert_all_called=False) as mock:
-        mock.post(URL_A).mock(return_value=httpx.Response(200, json=chat_response({"tools": [{"function": {"name": "X"}}]}, "not json")))
+        mock.post(URL_A).mock(
+            return_value=httpx.Response(200, json=chat_response({"tools": [{"function": {"name": "X"}}]}, "not json")))
         mock.post(URL_B).mock(side_effect=honest_judge(2))
         mock.post(URL_DS).mock(side_effect=honest_judge(3))
         progress = evaluate.run(evaluate.prepare(cases, cfg), tmp_path / "out").progress
@@ -441,7 +445,8 @@ def test_api_key_never_reaches_store_outputs_or_logs(tmp_path, api_keys, caplog,
     cases = _cases(tmp_path, 2)
     cfg = write_config(tmp_path / "panel.yaml", PANEL)
     with respx.mock(using="httpx", assert_all_called=False) as mock:
-        route_a = mock.post(URL_A).mock(return_value=httpx.Response(401, json={"error": {"message": f"invalid key {FAKE_KEY}"}}))
+        route_a = mock.post(URL_A).mock(
+            return_value=httpx.Response(401, json={"error": {"message": f"invalid key {FAKE_KEY}"}}))
         mock.post(URL_B).mock(side_effect=honest_judge(2))
         mock.post(URL_DS).mock(side_effect=honest_judge(3))
         evaluate.run(evaluate.prepare(cases, cfg), tmp_path / "out")

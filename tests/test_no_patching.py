@@ -39,7 +39,8 @@ def test_no_library_function_is_replaced_by_a_judged_call(rubric, api_keys):
     judge = _judge(rubric)
     reply = make_reply("accuracy", random.Random(1), n=2)
     with respx.mock(using="httpx") as mock:
-        mock.post(URL_A).mock(side_effect=lambda r: httpx.Response(200, json=chat_response(json.loads(r.content), reply)))
+        mock.post(URL_A).mock(
+            side_effect=lambda r: httpx.Response(200, json=chat_response(json.loads(r.content), reply)))
         outcome = _one_call(rubric, judge)
     assert outcome.status == "ok"
     assert _library_functions() == before

@@ -147,7 +147,8 @@ def test_system_message_is_static(dim_id):
 @pytest.mark.parametrize("dim_id", DIMS)
 def test_user_message_fences_the_case(dim_id):
     _, user = _render(dim_id, CASE_A)
-    assert _between(user, CONV_LABEL) == CASE_A.conversation_as_text(ROLES) == "医生：这种情况多久了？\n患者：大概有3个月了，空腹7.2。"
+    assert (_between(user, CONV_LABEL) == CASE_A.conversation_as_text(ROLES)
+            == "医生：这种情况多久了？\n患者：大概有3个月了，空腹7.2。")
     assert _between(user, REC_LABEL) == CASE_A.record
     assert user.index(f"<<<END {CONV_LABEL}>>>") < user.index(f"<<<BEGIN {REC_LABEL}>>>")
     assert f"【病例 {CASE_A.id}】" in user

@@ -347,7 +347,8 @@ def test_every_category_cap(dim_id, cat_id):
     # course: logic_error 1.5 x 5 = 7.5 -> 6 -> 34
     ("accuracy", [("course", "logic_error", 1.5)] * 5, 34),
     # numbers below the cap: 2 + 1 + 1.5 = 4.5 -> 35.5
-    ("accuracy", [("numbers", "value_error", 2), ("numbers", "unit_error", 1), ("numbers", "value_missing", 1.5)], 35.5),
+    ("accuracy", [("numbers", "value_error", 2), ("numbers", "unit_error", 1), ("numbers", "value_missing", 1.5)],
+     35.5),
     # present illness 4 + 4 + 3 + 3 + 2 = 16 -> 14; family history absent 4 + diabetes missing 3 = 7 -> 4
     # 35 - 14 - 4 = 17
     ("completeness", [("present_illness", "pi_treatment_missing", 4), ("present_illness", "pi_recent_missing", 4),

@@ -160,7 +160,8 @@ class TestTongue:
         # "舌质淡红，舌苔白腻": 舌质, 舌苔 -> 2/6
         # "舌苔颜色黄，舌苔厚薄适中": 舌苔, 舌苔颜色, 舌苔厚薄 -> 3/6
         # mean (2/6 + 3/6) / 2 = 5/12     (seed: same)
-        assert calculate_tongue_description_completeness(["舌质淡红，舌苔白腻", "舌苔颜色黄，舌苔厚薄适中"]) == approx(5 / 12)
+        assert calculate_tongue_description_completeness(
+            ["舌质淡红，舌苔白腻", "舌苔颜色黄，舌苔厚薄适中"]) == approx(5 / 12)
         with pytest.raises(ValueError):
             calculate_tongue_description_completeness(["舌质"], ["", "  "])
 
@@ -188,7 +189,8 @@ class TestTongue:
 class TestSound:
     def test_classification_accuracy(self):
         # 咳嗽=咳嗽, 喘息!=咳嗽, 呃逆=呃逆 -> 2/3   (seed: same)
-        assert calculate_sound_classification_accuracy(["咳嗽", "喘息", "呃逆"], ["咳嗽", "咳嗽", "呃逆"]) == approx(2 / 3)
+        assert calculate_sound_classification_accuracy(
+            ["咳嗽", "喘息", "呃逆"], ["咳嗽", "咳嗽", "呃逆"]) == approx(2 / 3)
         # "咳嗽　" normalises to 咳嗽; the None reference is left out -> 1/1
         assert calculate_sound_classification_accuracy(["咳嗽　", "x"], ["咳嗽", None]) == 1.0
         assert calculate_sound_classification_accuracy([], []) == 0.0
@@ -411,7 +413,8 @@ class TestCombined:
 class TestPrescription:
     def test_accuracy(self):
         # 炙甘草 != 甘草: 3 common of 4 and 4 -> P = R = F1 = 0.75   (seed: same)
-        assert calculate_prescription_accuracy(["党参", "白术", "茯苓", "炙甘草"], ["党参", "白术", "茯苓", "甘草"]) == {
+        assert calculate_prescription_accuracy(
+            ["党参", "白术", "茯苓", "炙甘草"], ["党参", "白术", "茯苓", "甘草"]) == {
             "precision": 0.75, "recall": 0.75, "f1": 0.75}
 
     def test_accuracy_normalises_herb_names(self):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from consensus_eval import CallOutcome, Deduction, Judgment, JudgeConfig, register_judge
+from consensus_eval import CallOutcome, Deduction, JudgeConfig, Judgment, register_judge
 from consensus_eval.domain.cases import Case
 from consensus_eval.domain.rubric import Dimension, Rubric
 
@@ -28,7 +28,8 @@ class EchoJudge:
     def __init__(self, config: EchoConfig, rubric: Rubric) -> None:
         self.config = config
 
-    async def judge(self, case: Case, dimension: Dimension, messages: list[dict[str, str]], run: int = 0) -> CallOutcome:
+    async def judge(self, case: Case, dimension: Dimension, messages: list[dict[str, str]],
+                    run: int = 0) -> CallOutcome:
         deductions = []
         t = self.config.penalty_type
         if t is not None and any(t in c.types_by_id for c in dimension.categories):
