@@ -33,14 +33,14 @@ from consensus_eval.analysis.results import Results, analyze
 from consensus_eval.domain.cases import Case, load_cases
 from consensus_eval.domain.config import DEFAULT_CONFIG, EvalConfig, load_config
 from consensus_eval.domain.rubric import Rubric, load_rubric
+from consensus_eval.execution.estimate import JudgeEstimate, estimate
+from consensus_eval.execution.execute import ProgressHook, execute
+from consensus_eval.execution.plan import Call, plan
+from consensus_eval.execution.results import read_run
+from consensus_eval.execution.store import STORE_NAME, Store
 from consensus_eval.judges import Judge, build_judge
 from consensus_eval.output.files import write_outputs
 from consensus_eval.output.report import write_reports
-from consensus_eval.run.estimate import JudgeEstimate, estimate
-from consensus_eval.run.execute import ProgressHook, execute
-from consensus_eval.run.plan import Call, plan
-from consensus_eval.run.results import read_run
-from consensus_eval.run.store import STORE_NAME, Store
 
 T = TypeVar("T")
 

@@ -13,8 +13,8 @@ from tests.conftest import EXAMPLES
 @pytest.fixture
 def counted(monkeypatch):
     """Count store openings, reads of the calls table, and score derivations."""
-    import consensus_eval.run.results as results_mod
-    from consensus_eval.run.store import Store
+    import consensus_eval.execution.results as results_mod
+    from consensus_eval.execution.store import Store
 
     counts: Counter[str] = Counter()
     real_init, real_calls, real_derive = Store.__init__, Store.calls, results_mod.derive

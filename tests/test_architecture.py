@@ -108,6 +108,24 @@ def test_all_names_exactly_the_lazy_exports():
     assert set(consensus_eval.__all__) == {"__version__", *consensus_eval._EXPORTS}
 
 
+def test_every_public_name_resolves_to_what_it_names_whatever_was_imported_first():
+    """A subpackage must not shadow an exported name (``consensus_eval.run`` was a subpackage once,
+    and importing it replaced the exported ``run`` function)."""
+    code = """
+import importlib, pkgutil, json
+import consensus_eval
+for m in pkgutil.walk_packages(consensus_eval.__path__, "consensus_eval."):
+    if not m.name.endswith("cli"):
+        importlib.import_module(m.name)
+bad = [n for n, mod in consensus_eval._EXPORTS.items()
+       if getattr(consensus_eval, n) is not getattr(importlib.import_module(mod), n)]
+print(json.dumps(bad))
+"""
+    res = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout.strip().splitlines()[-1]) == []
+
+
 def test_the_metrics_do_not_load_the_judge_layer():
     code = ("import sys, consensus_eval.metrics.tcm, consensus_eval.metrics.text2dt;"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('litellm', 'instructor', 'openai')))")

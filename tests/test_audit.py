@@ -18,8 +18,8 @@ from consensus_eval.domain.cases import Case
 from consensus_eval.domain.config import EvalConfig
 from consensus_eval.domain.judgment import Deduction, Judgment, PenaltyHit
 from consensus_eval.domain.rubric import load_rubric
+from consensus_eval.execution.store import CallRecord, PlannedCall, Store
 from consensus_eval.output.files import EXPORT_COLUMNS, write_adjudication_csv
-from consensus_eval.run.store import CallRecord, PlannedCall, Store
 
 JUDGES = ["judge-a", "judge-b", "judge-c"]
 DIMS = ["accuracy", "completeness", "standardization"]

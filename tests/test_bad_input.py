@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from consensus_eval import api as evaluate
 from consensus_eval.cli import app
-from consensus_eval.run.store import Store
+from consensus_eval.execution.store import Store
 from tests.fake_server import FakeConfig, FakeServer
 from tests.test_fault_tolerance import MODEL_OF, write_cases, write_panel
 

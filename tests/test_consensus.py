@@ -8,7 +8,7 @@ from consensus_eval.analysis.consensus import build
 from consensus_eval.domain.aggregate import aggregate
 from consensus_eval.domain.config import ConsensusConfig
 from consensus_eval.domain.judgment import Deduction, Judgment, PenaltyHit
-from consensus_eval.run.store import CallRecord
+from consensus_eval.execution.store import CallRecord
 
 DIMS = ("accuracy", "completeness", "standardization")
 # one deduction of each fixed-points type used below, by dimension: (category, type, points)

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from consensus_eval import api as evaluate
-from consensus_eval.run.store import Store
+from consensus_eval.execution.store import Store
 from tests.conftest import EXAMPLES, ROOT
 from tests.fake_server import FakeConfig, FakeServer, spawn
 

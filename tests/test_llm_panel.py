@@ -18,8 +18,8 @@ from consensus_eval import api as evaluate
 from consensus_eval.domain.cases import Case
 from consensus_eval.domain.config import LLMJudgeConfig
 from consensus_eval.domain.prompts import render
+from consensus_eval.execution.store import Store
 from consensus_eval.judges.llm import LLMJudge, retry_after_s
-from consensus_eval.run.store import Store
 from tests.conftest import EXAMPLES, FAKE_KEY, PANEL, write_config
 from tests.fakellm import case_of, chat_response, dimension_of, make_reply
 
@@ -278,7 +278,7 @@ def test_swapping_one_model_reruns_only_that_judge(tmp_path, api_keys):
 
 
 def test_editing_the_rubric_or_prompt_changes_every_hash(tmp_path, api_keys, rubric):
-    from consensus_eval.run.plan import request_hash
+    from consensus_eval.execution.plan import request_hash
 
     judge = _judge(rubric)
     case = Case(id="c", conversation="医生：你好", record="主诉：多饮3年")
@@ -348,7 +348,7 @@ def test_interrupted_run_resumes_without_repeating_a_stored_call(tmp_path, api_k
         return answer
 
     async def interrupted():
-        from consensus_eval.run.execute import execute
+        from consensus_eval.execution.execute import execute
 
         with Store(tmp_path / "out" / "results.sqlite") as store:
             store.set_plan(c.planned for c in prep.calls)

@@ -196,10 +196,10 @@ def test_prompt_injection_case_is_shown_as_data(real_run):
 
 
 def test_report_regenerates_from_the_store_alone(real_run, tmp_path, monkeypatch):
+    import consensus_eval.execution.execute as runner
     import consensus_eval.judges as judges
-    import consensus_eval.run.execute as runner
     from consensus_eval.cli import app
-    from consensus_eval.run.store import Store
+    from consensus_eval.execution.store import Store
 
     out = tmp_path / "copy"
     shutil.copytree(real_run, out)
@@ -271,7 +271,7 @@ def test_stale_or_minimal_reliability_json(panel_run):
 def test_write_reports_while_a_run_holds_the_store(tmp_path):
     """What `score` does when it writes the reports at the end of `rebuild`: the store is still open."""
     from consensus_eval import api as evaluate
-    from consensus_eval.run.store import Store
+    from consensus_eval.execution.store import Store
 
     out = build_panel_store(tmp_path / "open")
     with Store(out / "results.sqlite"):

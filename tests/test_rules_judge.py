@@ -16,6 +16,7 @@ from consensus_eval.domain.config import EvalConfig, LLMJudgeConfig, RulesJudgeC
 from consensus_eval.domain.judgment import Judgment
 from consensus_eval.domain.rubric import Rubric, load_rubric
 from consensus_eval.domain.scoring import derive
+from consensus_eval.execution.plan import plan
 from consensus_eval.judges import build_judge
 from consensus_eval.judges.rules import (
     RULES_VERSION,
@@ -26,7 +27,6 @@ from consensus_eval.judges.rules import (
     registry as rules_registry,
     require_compatible,
 )
-from consensus_eval.run.plan import plan
 
 RUBRIC = load_rubric("medical_record")
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "cases.jsonl"

@@ -22,7 +22,7 @@ from consensus_eval.analysis.alpha import DEFAULT_SEED, Alpha, alpha_with_ci
 from consensus_eval.analysis.consensus import CaseConsensus
 from consensus_eval.domain.rubric import Rubric
 from consensus_eval.domain.sets import jaccard
-from consensus_eval.run.results import StoredRun
+from consensus_eval.execution.results import StoredRun
 
 
 def pearson(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray) -> float | None:

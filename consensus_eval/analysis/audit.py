@@ -1,6 +1,6 @@
 """Where the judges disagree: cases ranked by disagreement, and who deducted what in each.
 
-Everything here works on a stored run (:class:`~consensus_eval.run.results.StoredRun`) and its
+Everything here works on a stored run (:class:`~consensus_eval.execution.results.StoredRun`) and its
 consensus; no judge is ever called, and nothing is printed or written (the console, the reports and
 the adjudication sheet render these objects).
 
@@ -43,8 +43,8 @@ from pydantic import BaseModel
 from consensus_eval.analysis.consensus import CaseConsensus
 from consensus_eval.domain.rubric import Rubric
 from consensus_eval.domain.scoring import DimensionScore
-from consensus_eval.run.results import StoredRun
-from consensus_eval.run.store import CallRecord
+from consensus_eval.execution.results import StoredRun
+from consensus_eval.execution.store import CallRecord
 
 STAR_GAP_WEIGHT = 5.0
 SINGLETON_WEIGHT = 1.0

@@ -20,8 +20,8 @@ from consensus_eval.domain.aggregate import aggregate
 from consensus_eval.domain.config import ConsensusConfig
 from consensus_eval.domain.rubric import Rubric
 from consensus_eval.domain.scoring import DimensionScore
-from consensus_eval.run.results import StoredRun, derive_all
-from consensus_eval.run.store import CallRecord
+from consensus_eval.execution.results import StoredRun, derive_all
+from consensus_eval.execution.store import CallRecord
 
 Status = Literal["ok", "inconclusive", "failed"]
 

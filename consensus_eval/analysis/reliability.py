@@ -16,7 +16,7 @@ from pydantic import BaseModel
 from consensus_eval.analysis.agreement import HumanAgreement, judge_value, matrix, points_taken
 from consensus_eval.analysis.alpha import DEFAULT_SEED, Alpha, Level, alpha_with_ci
 from consensus_eval.analysis.consensus import CaseConsensus
-from consensus_eval.run.results import StoredRun
+from consensus_eval.execution.results import StoredRun
 
 
 class Bootstrap(BaseModel):

@@ -20,9 +20,9 @@ from consensus_eval.domain.cases import Case
 from consensus_eval.domain.config import EvalConfig
 from consensus_eval.domain.rubric import Rubric
 from consensus_eval.domain.scoring import DimensionScore
-from consensus_eval.run.execute import Progress
-from consensus_eval.run.results import JudgeUsage, StoredRun
-from consensus_eval.run.store import CallRecord
+from consensus_eval.execution.execute import Progress
+from consensus_eval.execution.results import JudgeUsage, StoredRun
+from consensus_eval.execution.store import CallRecord
 
 
 @dataclass

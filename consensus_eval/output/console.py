@@ -11,10 +11,10 @@ from rich.table import Table
 from consensus_eval.analysis.alpha import Alpha
 from consensus_eval.analysis.reliability import ReliabilityReport
 from consensus_eval.analysis.results import Results
+from consensus_eval.execution.estimate import ASSUMED_OUTPUT_TOKENS, JudgeEstimate
+from consensus_eval.execution.execute import Progress
+from consensus_eval.execution.store import STORE_NAME
 from consensus_eval.output.files import fmt_num
-from consensus_eval.run.estimate import ASSUMED_OUTPUT_TOKENS, JudgeEstimate
-from consensus_eval.run.execute import Progress
-from consensus_eval.run.store import STORE_NAME
 
 
 def print_summary(console: Console, res: Results, out: Path) -> None:

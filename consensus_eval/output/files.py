@@ -19,7 +19,7 @@ from consensus_eval.analysis.consensus import CaseConsensus
 from consensus_eval.analysis.results import Results
 from consensus_eval.domain.rubric import Rubric
 from consensus_eval.domain.scoring import DimensionScore
-from consensus_eval.run.store import CallRecord
+from consensus_eval.execution.store import CallRecord
 
 
 def judgment_row(rubric: Rubric, rec: CallRecord, score: DimensionScore | None) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress as RichProgress, TextColumn, TimeRemainingColumn
 
-from consensus_eval.run.execute import Progress, ProgressHook
+from consensus_eval.execution.execute import Progress, ProgressHook
 
 
 def _status(p: Progress) -> str:
@@ -18,7 +18,7 @@ def _status(p: Progress) -> str:
 
 @contextmanager
 def progress_hook(console: Console, every_s: float = 5.0) -> Iterator[ProgressHook]:
-    """Yield a hook for :func:`consensus_eval.run.execute.execute` that shows progress on ``console``."""
+    """Yield a hook for :func:`consensus_eval.execution.execute.execute` that shows progress on ``console``."""
     if console.is_terminal:
         with RichProgress(TextColumn("judging"), BarColumn(), MofNCompleteColumn(),
                           TextColumn("{task.fields[status]}"), TimeRemainingColumn(),

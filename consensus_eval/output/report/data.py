@@ -19,8 +19,8 @@ from consensus_eval.analysis.reliability import ReliabilityReport
 from consensus_eval.analysis.results import Results
 from consensus_eval.domain.cases import Case
 from consensus_eval.domain.rubric import Rubric
+from consensus_eval.execution.results import JudgeUsage
 from consensus_eval.output.report.charts import BoxPlot, Histogram, box_plot, histograms
-from consensus_eval.run.results import JudgeUsage
 
 #: cases shown with full details in report.md (the HTML has every case)
 MARKDOWN_TOP = 10

@@ -15,8 +15,8 @@ from consensus_eval.domain.cases import Case
 from consensus_eval.domain.config import EvalConfig
 from consensus_eval.domain.prompts import render
 from consensus_eval.domain.rubric import Rubric
+from consensus_eval.execution.store import PlannedCall
 from consensus_eval.judges.base import Judge
-from consensus_eval.run.store import PlannedCall
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,8 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from consensus_eval.execution.plan import Call
 from consensus_eval.judges.base import Judge
-from consensus_eval.run.plan import Call
 
 ASSUMED_OUTPUT_TOKENS = 800
 

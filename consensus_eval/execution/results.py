@@ -16,7 +16,7 @@ from consensus_eval.domain.cases import Case
 from consensus_eval.domain.config import EvalConfig
 from consensus_eval.domain.rubric import Rubric
 from consensus_eval.domain.scoring import DimensionScore, derive
-from consensus_eval.run.store import CallRecord, Store
+from consensus_eval.execution.store import CallRecord, Store
 
 
 def derive_all(rubric: Rubric, records: Iterable[CallRecord]) -> dict[str, DimensionScore]:

@@ -14,9 +14,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from consensus_eval.domain.rubric import Rubric
+from consensus_eval.execution.plan import Call
+from consensus_eval.execution.store import CallRecord, Store
 from consensus_eval.judges.base import CallOutcome, Judge
-from consensus_eval.run.plan import Call
-from consensus_eval.run.store import CallRecord, Store
 
 
 @dataclass
