@@ -727,7 +727,7 @@ def other_rubric(rubric_id: str) -> Rubric:
 @pytest.fixture
 def rules_registry_copy(monkeypatch):
     """Rules registered in a test are forgotten after it."""
-    monkeypatch.setattr(rules_registry, "_RULES", dict(rules_registry._RULES))
+    monkeypatch.setattr(rules_registry._RULES, "_items", dict(rules_registry._RULES._items))
 
 
 def test_rules_judge_serves_the_medical_record_rubric():

@@ -11,7 +11,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable, Sequence
 
-from consensus_eval.domain.plugins import load_plugins
+from consensus_eval.domain.plugins import Registry
 
 Aggregator = Callable[[Sequence[float], float], float]
 
@@ -37,23 +37,19 @@ def trimmed_mean(values: Sequence[float], trim: float = 0.2) -> float:
     return float(statistics.fmean(kept))
 
 
-_AGGREGATORS: dict[str, Aggregator] = {"mean": mean, "median": median, "trimmed_mean": trimmed_mean}
+_AGGREGATORS: Registry[Aggregator] = Registry("aggregator", AGGREGATOR_ENTRY_POINTS)
+for _name, _fn in (("mean", mean), ("median", median), ("trimmed_mean", trimmed_mean)):
+    _AGGREGATORS.register(_name, _fn)
 
 
 def register_aggregator(name: str, fn: Aggregator) -> None:
     """Make ``consensus.aggregate: <name>`` valid in configs."""
-    _AGGREGATORS[name] = fn
+    _AGGREGATORS.register(name, fn)
 
 
 def aggregator(name: str) -> Aggregator:
     """The aggregator called ``name`` (plugins are loaded on the first unknown name)."""
-    if name not in _AGGREGATORS:
-        load_plugins(AGGREGATOR_ENTRY_POINTS)
-    try:
-        return _AGGREGATORS[name]
-    except KeyError:
-        raise ValueError(f"unknown aggregator {name!r}; known: {', '.join(sorted(_AGGREGATORS))} "
-                         "(an installed plugin can add more)") from None
+    return _AGGREGATORS.get(name)
 
 
 def aggregate(values: Sequence[float], how: str = "mean", trim: float = 0.2) -> float:

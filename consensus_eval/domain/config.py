@@ -30,7 +30,7 @@ from pydantic import (
 from consensus_eval._errors import InputError, format_validation_error
 from consensus_eval._resources import resolve
 from consensus_eval.domain.aggregate import aggregator
-from consensus_eval.domain.plugins import load_plugins
+from consensus_eval.domain.plugins import Registry
 
 Mode = Literal["tools", "json", "json_schema", "md_json"]
 
@@ -141,34 +141,34 @@ def _infer_kind(data: Mapping[str, Any]) -> str:
     return "rules" if data.get("name") == "rules" and "model" not in data else "llm"
 
 
-_JUDGE_KINDS: dict[str, type[JudgeConfig]] = {"llm": LLMJudgeConfig, "rules": RulesJudgeConfig}
 #: entry-point group through which installed packages add judge kinds (see judges.registry)
 JUDGE_ENTRY_POINTS = "consensus_eval.judges"
 
 
-def register_judge_config(cls: type[JudgeConfig]) -> None:
-    """Make ``kind: <cls's kind>`` valid in configs. The kind is the default of ``cls.kind``."""
+def _unknown_kind(kind: str, known: list[str]) -> ValueError:
+    return ValueError(f"unknown judge kind {kind!r}; known kinds: {', '.join(known)} "
+                      f"(an installed plugin can add more: entry-point group {JUDGE_ENTRY_POINTS})")
+
+
+_JUDGE_KINDS: Registry[type[JudgeConfig]] = Registry("judge kind", JUDGE_ENTRY_POINTS, _unknown_kind)
+
+
+def register_judge_config(cls: type[JudgeConfig]) -> str:
+    """Make ``kind: <cls's kind>`` valid in configs, and return the kind (the default of ``cls.kind``)."""
     kind = cls.model_fields["kind"].default
     if not isinstance(kind, str) or not kind:
         raise TypeError(f"{cls.__name__}.kind needs a default naming the kind, e.g. kind: Literal['mine'] = 'mine'")
-    _JUDGE_KINDS[kind] = cls
-
-
-def judge_kinds() -> dict[str, type[JudgeConfig]]:
-    """Every judge kind a config may use: the built-ins and those of installed plugins."""
-    load_plugins(JUDGE_ENTRY_POINTS)
-    return dict(_JUDGE_KINDS)
+    _JUDGE_KINDS.register(kind, cls)
+    return kind
 
 
 def judge_config_class(kind: str) -> type[JudgeConfig]:
     """The config class of ``kind`` (plugins are loaded on the first unknown kind)."""
-    if kind not in _JUDGE_KINDS:
-        load_plugins(JUDGE_ENTRY_POINTS)
-    try:
-        return _JUDGE_KINDS[kind]
-    except KeyError:
-        raise ValueError(f"unknown judge kind {kind!r}; known kinds: {', '.join(sorted(_JUDGE_KINDS))} "
-                         "(an installed plugin can add more)") from None
+    return _JUDGE_KINDS.get(kind)
+
+
+register_judge_config(LLMJudgeConfig)
+register_judge_config(RulesJudgeConfig)
 
 
 class ConsensusConfig(BaseModel):

@@ -13,9 +13,13 @@ silently.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from importlib.metadata import entry_points
+from typing import Generic, TypeVar
 
 from consensus_eval._errors import InputError
+
+T = TypeVar("T")
 
 _LOADED: set[str] = set()
 
@@ -37,3 +41,35 @@ def load_plugins(group: str) -> None:
         except Exception as e:  # re-raised: a broken plugin is named, not hidden
             raise PluginError(f"plugin {ep.name!r} ({ep.value}, entry point group {group}) failed to load: "
                               f"{type(e).__name__}: {e}") from e
+
+
+class Registry(Generic[T]):
+    """Named things of one kind (judge kinds, aggregators, rubric rules) that plugins can add to.
+
+    ``get(name)`` loads the entry points of ``group`` on the first miss, then raises ``unknown``'s
+    error (by default a ValueError naming the known names) if the name is still unknown.
+    """
+
+    def __init__(self, what: str, group: str, unknown: Callable[[str, list[str]], Exception] | None = None) -> None:
+        self.what, self.group = what, group
+        self._unknown = unknown
+        self._items: dict[str, T] = {}
+
+    def register(self, name: str, item: T) -> None:
+        """Add ``item`` under ``name``, replacing any registered before."""
+        self._items[name] = item
+
+    def names(self) -> list[str]:
+        """The names registered so far (plugins not loaded), sorted."""
+        return sorted(self._items)
+
+    def get(self, name: str) -> T:
+        if name not in self._items:
+            load_plugins(self.group)
+        try:
+            return self._items[name]
+        except KeyError:
+            if self._unknown is not None:
+                raise self._unknown(name, self.names()) from None
+            raise ValueError(f"unknown {self.what} {name!r}; known: {', '.join(self.names())} "
+                             f"(an installed plugin can add more: entry-point group {self.group})") from None

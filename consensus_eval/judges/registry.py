@@ -24,32 +24,26 @@ from consensus_eval.domain.config import (
     RulesJudgeConfig,
     register_judge_config,
 )
-from consensus_eval.domain.plugins import load_plugins
+from consensus_eval.domain.plugins import Registry
 from consensus_eval.domain.rubric import Rubric
 from consensus_eval.judges.base import Judge
 
 C = TypeVar("C", bound=JudgeConfig)
 JudgeFactory = Callable[[C, Rubric], Judge]
 
-_FACTORIES: dict[str, Callable[[JudgeConfig, Rubric], Judge]] = {}
+_FACTORIES: Registry[Callable[[JudgeConfig, Rubric], Judge]] = Registry("judge kind", JUDGE_ENTRY_POINTS)
 
 
 def register_judge(config: type[C], factory: Callable[[C, Rubric], Judge]) -> None:
     """Add a judge kind: ``config`` (a :class:`JudgeConfig` subclass whose ``kind`` defaults to the
     kind's name) and ``factory(config, rubric)`` building a :class:`Judge` from one config entry."""
-    register_judge_config(config)
-    _FACTORIES[config.model_fields["kind"].default] = factory  # type: ignore[assignment]
+    # the factory is only ever called with configs of its own class (configs are validated by kind)
+    _FACTORIES.register(register_judge_config(config), factory)  # type: ignore[arg-type]
 
 
 def build_judge(config: JudgeConfig, rubric: Rubric) -> Judge:
     """The judge a config entry describes."""
-    if config.kind not in _FACTORIES:
-        load_plugins(JUDGE_ENTRY_POINTS)
-    try:
-        factory = _FACTORIES[config.kind]
-    except KeyError:
-        raise ValueError(f"judge {config.name!r}: no judge kind {config.kind!r} is registered") from None
-    return factory(config, rubric)
+    return _FACTORIES.get(config.kind)(config, rubric)
 
 
 def _build_llm(config: LLMJudgeConfig, rubric: Rubric) -> Judge:

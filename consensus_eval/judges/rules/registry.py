@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from consensus_eval._errors import InputError
 from consensus_eval.domain.cases import Case
 from consensus_eval.domain.judgment import Judgment
-from consensus_eval.domain.plugins import load_plugins
+from consensus_eval.domain.plugins import Registry
 from consensus_eval.domain.rubric import Rubric
 
 RULES_ENTRY_POINTS = "consensus_eval.rules"
@@ -66,24 +66,22 @@ class RubricRules:
                 "Use LLM judges only for this rubric.")
 
 
-_RULES: dict[str, RubricRules] = {}
+def _no_rules(rubric_id: str, known: list[str]) -> InputError:
+    return InputError(
+        f"no rules are registered for rubric {rubric_id!r} (rules exist for: {', '.join(known) or 'none'}); a judge "
+        "of `kind: rules` needs them. Use LLM judges only for this rubric, or install a package that "
+        f"registers rules for it (entry-point group {RULES_ENTRY_POINTS}).")
+
+
+_RULES: Registry[RubricRules] = Registry("rubric rules", RULES_ENTRY_POINTS, _no_rules)
 
 
 def register_rules(rules: RubricRules) -> None:
     """Make ``rules`` the rules of rubric ``rules.rubric_id`` (replacing any registered before)."""
-    _RULES[rules.rubric_id] = rules
+    _RULES.register(rules.rubric_id, rules)
 
 
 def rules_for(rubric: Rubric) -> RubricRules:
     """The rules registered for ``rubric`` (by its id), loading the ``consensus_eval.rules`` plugins once
     if none are; :class:`InputError` if there are still none."""
-    if rubric.id not in _RULES:
-        load_plugins(RULES_ENTRY_POINTS)
-    try:
-        return _RULES[rubric.id]
-    except KeyError:
-        known = ", ".join(sorted(_RULES)) or "none"
-        raise InputError(
-            f"no rules are registered for rubric {rubric.id!r} (rules exist for: {known}); a judge of "
-            "`kind: rules` needs them. Use LLM judges only for this rubric, or install a package that "
-            f"registers rules for it (entry-point group {RULES_ENTRY_POINTS}).") from None
+    return _RULES.get(rubric.id)
