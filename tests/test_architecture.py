@@ -198,3 +198,53 @@ def test_readme_python_example_runs(tmp_path, monkeypatch):
     namespace: dict[str, object] = {}
     exec(compile(block, "README.md", "exec"), namespace)  # noqa: S102 - the documented example
     assert (work / "out" / "example" / "report.html").is_file()
+
+
+def _installed_plugin(site: Path, module: str, source: str, group: str = "consensus_eval.judges") -> None:
+    """A distribution as pip would install it: the module, and a dist-info with its entry point."""
+    (site / f"{module}.py").write_text(source, encoding="utf-8")
+    info = site / f"{module}-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {module}\nVersion: 0.1\n", encoding="utf-8")
+    (info / "entry_points.txt").write_text(f"[{group}]\n{module} = {module}\n", encoding="utf-8")
+
+
+_PLUGIN_RUN = """
+import json, sys
+from consensus_eval import evaluate
+from tests.conftest import write_config
+from pathlib import Path
+tmp = Path(sys.argv[1])
+cfg = write_config(tmp / "c.yaml", "  - name: mine\\n    kind: {kind}\\n")
+try:
+    r = evaluate("examples/cases.jsonl", cfg, out=tmp / "out", n_boot=0)
+    print(json.dumps({{"judges": r.judges, "ok": r.usage["mine"].ok}}))
+except Exception as e:
+    print(json.dumps({{"error": type(e).__name__, "message": str(e)}}))
+"""
+
+
+def test_an_installed_package_adds_a_judge_kind_through_its_entry_point(tmp_path):
+    """No import of the plugin anywhere: the config names the kind, the entry point is found."""
+    site = tmp_path / "site"
+    site.mkdir()
+    echo = (ROOT / "tests" / "plugins" / "echo_judge.py").read_text(encoding="utf-8")
+    _installed_plugin(site, "ce_echo_plugin", echo.replace('"echo"', '"echo2"').replace("echo-1", "echo2-1"))
+    env = {**__import__("os").environ, "PYTHONPATH": f"{site}:{ROOT}", "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    res = subprocess.run([sys.executable, "-c", _PLUGIN_RUN.format(kind="echo2"), str(tmp_path)], cwd=ROOT,
+                         capture_output=True, text=True, env=env, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout.strip().splitlines()[-1]) == {"judges": ["mine"], "ok": 48}
+
+
+def test_a_broken_plugin_is_named_not_skipped(tmp_path):
+    site = tmp_path / "site"
+    site.mkdir()
+    _installed_plugin(site, "ce_broken_plugin", "raise RuntimeError('half-installed')\n")
+    env = {**__import__("os").environ, "PYTHONPATH": f"{site}:{ROOT}", "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    res = subprocess.run([sys.executable, "-c", _PLUGIN_RUN.format(kind="nosuch"), str(tmp_path)], cwd=ROOT,
+                         capture_output=True, text=True, env=env, timeout=120)
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout.strip().splitlines()[-1])
+    assert out["error"] == "InputError"
+    assert "plugin 'ce_broken_plugin'" in out["message"] and "half-installed" in out["message"]
