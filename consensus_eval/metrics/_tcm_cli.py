@@ -53,7 +53,7 @@ class Source:
 
 
 @dataclass(frozen=True)
-class Case:
+class PairedRecord:
     """A predicted and a gold record with the same id."""
 
     id: str
@@ -135,7 +135,7 @@ def _missing(ids: Sequence[str], present: Source, absent: Source) -> str:
     return f"{absent.path}: no line with field 'id' = {shown}{more}"
 
 
-def pair_by_id(pred: Source, gold: Source) -> list[Case]:
+def pair_by_id(pred: Source, gold: Source) -> list[PairedRecord]:
     """Pair the predicted and gold records by id, in gold order; every id must be on both sides."""
     no_pred = [i for i in gold.records if i not in pred.records]
     if no_pred:
@@ -143,7 +143,7 @@ def pair_by_id(pred: Source, gold: Source) -> list[Case]:
     no_gold = [i for i in pred.records if i not in gold.records]
     if no_gold:
         raise TcmInputError(_missing(no_gold, pred, gold))
-    return [Case(i, pred.records[i], gold.records[i]) for i in gold.records]
+    return [PairedRecord(i, pred.records[i], gold.records[i]) for i in gold.records]
 
 
 # --- field validation -----------------------------------------------------------------------------
@@ -297,7 +297,7 @@ class Row:
     cases: int
 
 
-Compute = Callable[[list[Case], Options], list[Row]]
+Compute = Callable[[list[PairedRecord], Options], list[Row]]
 
 
 @dataclass(frozen=True)
@@ -310,12 +310,12 @@ class Family:
     compute: Compute
 
 
-def _with(cases: list[Case], side: str, name: str) -> list[Case]:
+def _with(cases: list[PairedRecord], side: str, name: str) -> list[PairedRecord]:
     """The cases whose ``side`` record carries a non-null ``name``."""
     return [c for c in cases if c.get(side, name) is not None]
 
 
-def _values(cases: list[Case], side: str, name: str) -> list[Any]:
+def _values(cases: list[PairedRecord], side: str, name: str) -> list[Any]:
     """The values of field ``name`` on ``side`` for each case (``None`` where absent)."""
     return [c.get(side, name) for c in cases]
 
@@ -335,7 +335,8 @@ def _dict_rows(metric: str, result: dict[str, float], n: int) -> list[Row]:
     return [Row(f"{metric}.{k}", v, n) for k, v in result.items()]
 
 
-def _feature_rows(cases: list[Case], fn: Callable[[list[Any], list[Any]], dict[str, float]], metric: str) -> list[Row]:
+def _feature_rows(cases: list[PairedRecord], fn: Callable[[list[Any], list[Any]], dict[str, float]],
+                  metric: str) -> list[Row]:
     """Feature accuracy rows over the cases whose gold carries ``features``."""
     scored = _with(cases, "gold", "features")
     if not scored:
@@ -343,7 +344,8 @@ def _feature_rows(cases: list[Case], fn: Callable[[list[Any], list[Any]], dict[s
     return _dict_rows(metric, fn(_values(scored, "pred", "features"), _values(scored, "gold", "features")), len(scored))
 
 
-def _completeness_row(cases: list[Case], name: str, fn: Callable[..., float], metric: str, opts: Options) -> list[Row]:
+def _completeness_row(cases: list[PairedRecord], name: str, fn: Callable[..., float], metric: str,
+                      opts: Options) -> list[Row]:
     """Completeness over the cases whose prediction carries the text field ``name``."""
     scored = _with(cases, "pred", name)
     if not scored:
@@ -351,13 +353,13 @@ def _completeness_row(cases: list[Case], name: str, fn: Callable[..., float], me
     return [Row(metric, fn(_values(scored, "pred", name), opts.aspects), len(scored))]
 
 
-def _syndrome_rows(cases: list[Case], per_case: Callable[[Case], float]) -> list[Row]:
+def _syndrome_rows(cases: list[PairedRecord], per_case: Callable[[PairedRecord], float]) -> list[Row]:
     """Mean syndrome correlation over the cases whose gold carries ``syndromes``."""
     scored = _with(cases, "gold", "syndromes")
     return _mean_rows("syndrome_correlation", [per_case(c) for c in scored], len(scored))
 
 
-def _face(cases: list[Case], opts: Options) -> list[Row]:
+def _face(cases: list[PairedRecord], opts: Options) -> list[Row]:
     """face: feature accuracy (seed 1.1), description completeness (1.2), syndrome correlation (1.3)."""
     matrix = opts.knowledge.get("syndrome_similarity")
     return (
@@ -369,7 +371,7 @@ def _face(cases: list[Case], opts: Options) -> list[Row]:
     )
 
 
-def _tongue(cases: list[Case], opts: Options) -> list[Row]:
+def _tongue(cases: list[PairedRecord], opts: Options) -> list[Row]:
     """tongue: feature accuracy (seed 2.1), description completeness (2.2), syndrome correlation (2.3)."""
     kb = opts.knowledge.get("tongue_knowledge_base")
     return (
@@ -381,7 +383,7 @@ def _tongue(cases: list[Case], opts: Options) -> list[Row]:
     )
 
 
-def _sound(cases: list[Case], opts: Options) -> list[Row]:
+def _sound(cases: list[PairedRecord], opts: Options) -> list[Row]:
     """sound: classification (seed 3.1), feature detail (3.2), syndromes (3.3), description (3.4), voice (3.5)."""
     rows: list[Row] = []
     typed = _with(cases, "gold", "sound_type")
@@ -403,7 +405,7 @@ def _sound(cases: list[Case], opts: Options) -> list[Row]:
     return rows
 
 
-def _inquiry(cases: list[Case], opts: Options) -> list[Row]:
+def _inquiry(cases: list[PairedRecord], opts: Options) -> list[Row]:
     """inquiry: symptom recognition and classification, completeness, efficiency, diagnosis (seed 4.1-4.5)."""
     rows: list[Row] = []
     required = opts.aspects if opts.aspects is not None else list(tcm.INQUIRY_REQUIRED_INFO)
@@ -434,7 +436,7 @@ def _inquiry(cases: list[Case], opts: Options) -> list[Row]:
     return rows
 
 
-def _pulse(cases: list[Case], opts: Options) -> list[Row]:
+def _pulse(cases: list[PairedRecord], opts: Options) -> list[Row]:
     """pulse: classification (seed 5.1), features (5.2), syndrome correlation (5.3), interpretation (5.4)."""
     rows: list[Row] = []
     felt = _with(cases, "gold", "pulse")
@@ -451,7 +453,7 @@ def _pulse(cases: list[Case], opts: Options) -> list[Row]:
     return rows
 
 
-def _syndrome(cases: list[Case], opts: Options) -> list[Row]:
+def _syndrome(cases: list[PairedRecord], opts: Options) -> list[Row]:
     """syndrome: differentiation P/R/F1 (seed 6.3), modal consistency (6.1), clinical relevance (6.4)."""
     scored = _with(cases, "gold", "syndromes")
     rows = _mean_rows("differentiation", [
@@ -469,7 +471,7 @@ def _syndrome(cases: list[Case], opts: Options) -> list[Row]:
     return rows
 
 
-def _prescription(cases: list[Case], opts: Options) -> list[Row]:
+def _prescription(cases: list[PairedRecord], opts: Options) -> list[Row]:
     """prescription: herb P/R/F1 (seed 7.1), explanation (7.3), prescription-syndrome match (7.4)."""
     scored = _with(cases, "gold", "herbs")
     rows = _mean_rows("herbs", [
@@ -489,7 +491,7 @@ def _prescription(cases: list[Case], opts: Options) -> list[Row]:
     return rows
 
 
-def _dosage(cases: list[Case], opts: Options) -> list[Row]:
+def _dosage(cases: list[PairedRecord], opts: Options) -> list[Row]:
     """dosage: mean dosage rationality over cases (seed 7.2)."""
     scored = _with(cases, "gold", "dosages")
     per_case = []
@@ -503,7 +505,7 @@ def _dosage(cases: list[Case], opts: Options) -> list[Row]:
     return _mean_rows("dosage_rationality", per_case, len(scored))
 
 
-def _agreement(cases: list[Case], opts: Options) -> list[Row]:
+def _agreement(cases: list[PairedRecord], opts: Options) -> list[Row]:
     """agreement: human-AI agreement (seed 9.2), gold = expert, pred = model."""
     scored = _with(cases, "gold", "diagnoses")
     if not scored:
