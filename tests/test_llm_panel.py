@@ -501,3 +501,15 @@ def test_important_cases_get_distinct_runs_that_are_averaged(tmp_path, api_keys)
     [c] = [json.loads(x) for x in (tmp_path / "out" / "consensus.jsonl").read_text().splitlines()]
     acc = c["judges"]["judge-a"]["accuracy"]
     assert len(acc["runs"]) == 3 and acc["mean"] == pytest.approx(sum(acc["runs"]) / 3)
+
+
+@pytest.mark.parametrize("offset", [0, 150, 280, 290, 295, 299, 300, 310])
+def test_a_key_echoed_anywhere_in_an_error_is_scrubbed_before_the_line_is_cut(rubric, api_keys, offset):
+    """The failure line keeps 300 characters of the provider's message; the key is scrubbed first, so
+    no part of it survives whichever side of the cut it straddles."""
+    from consensus_eval.judges.llm import _describe
+
+    judge = _judge(rubric)
+    error = RuntimeError("x" * offset + f"invalid key {api_keys} given" + "y" * 400)
+    line = _describe(error, judge._scrub)
+    assert api_keys[:8] not in line and "sk-test" not in line

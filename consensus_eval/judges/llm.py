@@ -25,6 +25,7 @@ import contextvars
 import email.utils
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
@@ -231,13 +232,15 @@ class LLMJudge:
                 async with self._limiter(), asyncio.timeout(self.config.timeout_s):
                     resp = await litellm.acompletion(**kwargs)
             except RETRYABLE as e:
-                usage.last_error = _describe(e)
+                usage.last_error = _describe(e, self._scrub)
                 if attempt == retries:
-                    raise HTTPFailure(f"gave up after {attempt + 1} attempt(s): {usage.last_error}") from e
+                    # `from None`: the provider's own error may echo the key, and whoever logs this
+                    # failure (instructor's retry logger does, at ERROR) would print it with its cause
+                    raise HTTPFailure(f"gave up after {attempt + 1} attempt(s): {usage.last_error}") from None
                 await asyncio.sleep(self._delay(attempt, e))
                 continue
-            except Exception as e:  # 400/401/403/404/422 and anything unexpected: retrying won't help
-                raise HTTPFailure(f"not retried: {_describe(e)}") from e
+            except Exception as e:  # noqa: BLE001 - 400/401/403/404/422 and anything unexpected: no retry helps
+                raise HTTPFailure(f"not retried: {_describe(e, self._scrub)}") from None
             self._count(usage, resp)
             return resp
         raise AssertionError("unreachable")
@@ -342,11 +345,14 @@ def retry_after_s(error: BaseException) -> float | None:
         return None
 
 
-def _describe(e: BaseException) -> str:
+def _describe(e: BaseException, scrub: Callable[[str], str]) -> str:
+    """One line on a failed attempt: the error's class, status and first line, secrets scrubbed first
+    (truncating first could cut a key in two and leave its start unscrubbed)."""
     if isinstance(e, asyncio.TimeoutError):
         return "timeout (hard per-call limit)"
     status = getattr(e, "status_code", None)
-    msg = str(e).splitlines()[0][:300] if str(e) else type(e).__name__
+    text = scrub(str(e))
+    msg = text.splitlines()[0][:300] if text else type(e).__name__
     return f"{type(e).__name__}" + (f" {status}" if status else "") + f": {msg}"
 
 
