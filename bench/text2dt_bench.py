@@ -26,8 +26,9 @@ import statistics
 import sys
 import time
 import tracemalloc
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from consensus_eval.metrics.text2dt import evaluate
 
@@ -130,7 +131,7 @@ def _baseline_paths(tree: list[dict], matrix: list[list[Any]]) -> list[list[Any]
 def _baseline_path_equal(a: list[Any], b: list[Any]) -> bool:
     if len(a) != len(b):
         return False
-    for x, y in zip(a, b):
+    for x, y in zip(a, b, strict=True):
         if isinstance(x, dict) and isinstance(y, dict):
             if not (x["role"] == y["role"] and x["logical_rel"] == y["logical_rel"]
                     and set(x["triples"]) == set(y["triples"])):
@@ -151,7 +152,7 @@ def _baseline_nodes_equal(a: dict, b: dict) -> bool:
 
 
 def baseline_tree_equal(pred: list[dict], gold: list[dict]) -> int:
-    return int(len(pred) == len(gold) and all(_baseline_nodes_equal(p, g) for p, g in zip(pred, gold)))
+    return int(len(pred) == len(gold) and all(_baseline_nodes_equal(p, g) for p, g in zip(pred, gold, strict=True)))
 
 
 def baseline_triples(pred, gold) -> tuple[int, int, int]:
@@ -190,9 +191,9 @@ def baseline_metrics(preds: list[list[dict]], golds: list[list[dict]]) -> dict[s
     sums = [SMOOTHING] * 12
     sums[8] = 0  # the edit distance starts at 0
     max_edits = 0
-    for pred, gold in zip(preds, golds):
+    for pred, gold in zip(preds, golds, strict=True):
         counts = baseline_eval_one(pred, gold)
-        sums = [s + c for s, c in zip(sums, counts)]
+        sums = [s + c for s, c in zip(sums, counts, strict=True)]
         max_edits += counts[3] + 2 * counts[10] + counts[4] + 2 * counts[11]
     trees, correct_trees, *rest = sums
     return {
