@@ -94,3 +94,21 @@ def test_bad_objects_are_input_errors(tmp_path):
         evaluate([{"id": "x", "conversation": "医生：你好"}], out=tmp_path / "o")
     with pytest.raises(InputError, match="invalid config:\n  judges"):
         evaluate(EXAMPLES, {"judges": []}, out=tmp_path / "o")
+
+
+def test_a_version_1_store_is_upgraded_in_place(tmp_path):
+    import sqlite3
+
+    from consensus_eval import evaluate, load_run
+
+    first = evaluate(EXAMPLES, out=tmp_path / "out", n_boot=0)
+    db = sqlite3.connect(tmp_path / "out" / "results.sqlite")
+    db.execute("ALTER TABLE calls DROP COLUMN error_kind")
+    db.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+    db.commit()
+    db.close()
+    again = load_run(tmp_path / "out")
+    assert [c.total for c in again.consensus] == [c.total for c in first.consensus]
+    db = sqlite3.connect(tmp_path / "out" / "results.sqlite")
+    assert "error_kind" in [r[1] for r in db.execute("PRAGMA table_info(calls)")]
+    assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == "2"

@@ -59,6 +59,16 @@ class Judgment(BaseModel):
     comment: str = ""
 
 
+#: Why a call failed, by cause. Only ``rate_limit``, ``server_error``, ``timeout`` and ``connection``
+#: (a dropped connection) are worth another attempt; ``connection_refused`` (refused, DNS, TLS),
+#: ``authentication``, ``not_found`` (model or endpoint) and ``local`` (an exception raised on this
+#: machine) cannot succeed by retrying; ``bad_request`` is the request's fault; ``invalid_reply``:
+#: the replies failed validation against the rubric after every re-ask; ``record_too_long``: the case
+#: is over the judge's documented maximum and was not sent.
+ErrorKind = Literal["rate_limit", "server_error", "timeout", "connection", "connection_refused", "authentication",
+                    "not_found", "bad_request", "invalid_reply", "local", "record_too_long"]
+
+
 class CallOutcome(BaseModel):
     """The outcome of one judge call (all its attempts): what every judge returns.
 
@@ -71,6 +81,8 @@ class CallOutcome(BaseModel):
     judgment: Judgment | None = None
     raw: str | None = None
     error: str | None = None
+    #: what kind of failure (:data:`ErrorKind`), None for an ok call
+    error_kind: ErrorKind | None = None
     model: str | None = None
     prompt_tokens: int | None = None
     cached_tokens: int | None = None

@@ -21,7 +21,7 @@ from typing import Any
 
 from consensus_eval.domain.judgment import CallOutcome, Judgment
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: calls.error_kind (a version-1 store is upgraded in place)
 #: the store's file name inside an output folder
 STORE_NAME = "results.sqlite"
 
@@ -44,6 +44,7 @@ CREATE TABLE IF NOT EXISTS calls (
     latency_s         REAL,
     attempts          INTEGER NOT NULL DEFAULT 1,
     error             TEXT,
+    error_kind        TEXT,
     finished_at       REAL NOT NULL
 );
 CREATE TABLE IF NOT EXISTS plan (
@@ -97,6 +98,9 @@ class Store:
         self._db.executescript(_SCHEMA)
         found = self.get_meta("schema_version")
         if found is None:
+            self.set_meta("schema_version", SCHEMA_VERSION)
+        elif found == 1:
+            self._db.execute("ALTER TABLE calls ADD COLUMN error_kind TEXT")
             self.set_meta("schema_version", SCHEMA_VERSION)
         elif found != SCHEMA_VERSION:
             raise RuntimeError(f"{self.path}: store schema {found}, this version reads {SCHEMA_VERSION}")
