@@ -68,6 +68,12 @@ class Case(BaseModel):
         return "\n".join(f"{names.get(t.role, t.role)}：{t.text}" for t in self.conversation)
 
     @property
+    def size(self) -> int:
+        """Characters of the record and the conversation: what a judge's maximum case size counts."""
+        turns = self.conversation if isinstance(self.conversation, str) else "".join(t.text for t in self.conversation)
+        return len(self.record) + len(turns)
+
+    @property
     def content(self) -> dict[str, Any]:
         """What a judge reads of the case (the conversation and the record), for request hashes."""
         return {"conversation": self.model_dump(mode="json")["conversation"], "record": self.record}

@@ -99,6 +99,10 @@ class LLMJudgeConfig(JudgeConfig):
     input_cost_per_token: Annotated[float, Field(ge=0)] | None = None
     output_cost_per_token: Annotated[float, Field(ge=0)] | None = None
     extra_body: dict[str, Any] = {}
+    #: the largest case (record + conversation, characters) sent to this judge; larger cases are
+    #: recorded failed (``record_too_long``) without a call. 200,000 characters of Chinese is beyond
+    #: every context window this tool has met; lower it to your model's.
+    max_case_chars: Annotated[int, Field(gt=0)] = 200_000
 
     IDENTITY_FIELDS: ClassVar[tuple[str, ...]] = (
         "kind", "model", "api_base", "mode", "temperature", "max_tokens", "extra_body")

@@ -84,10 +84,15 @@ async def execute(
 
 
 async def _judge_safely(judge: Judge, call: Call, rubric: Rubric) -> CallOutcome:
+    limit = judge.max_case_chars
+    if limit is not None and call.case.size > limit:
+        return CallOutcome(status="failed", error_kind="record_too_long",
+                           error=f"case of {call.case.size:,} characters (record + conversation) is over judge "
+                                 f"{judge.config.name!r}'s maximum of {limit:,}; not sent")
     try:
         return await judge.judge(call.case, rubric.dimension(call.planned.dimension), call.messages, call.planned.run)
     except Exception as e:  # noqa: BLE001 - a judge bug must not take the run down: record it as failed
-        return CallOutcome(status="failed", error=f"{type(e).__name__}: {e}")
+        return CallOutcome(status="failed", error_kind="local", error=f"{type(e).__name__}: {e}")
 
 
 def _to_record(call: Call, outcome: CallOutcome, latency_s: float) -> CallRecord:

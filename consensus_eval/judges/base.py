@@ -27,6 +27,7 @@ class Judge(Protocol):
     - ``reads_prompt``: whether the judge reads the rendered prompt (LLM judges). A judge that reads
       the case itself (the rules judge) gets no prompt, and its request hash covers the case's
       content instead, so editing a template does not throw its stored results away.
+    - ``max_case_chars``: see the attribute.
     """
 
     @property
@@ -37,6 +38,9 @@ class Judge(Protocol):
     version: str
     deterministic: bool
     reads_prompt: bool
+    #: the largest case (record + conversation, in characters) the judge takes; a larger one is not
+    #: sent: its calls are recorded failed (``record_too_long``) and the run goes on. None: no limit.
+    max_case_chars: int | None
 
     async def judge(self, case: Case, dimension: Dimension, messages: list[dict[str, str]],
                     run: int = 0) -> CallOutcome:

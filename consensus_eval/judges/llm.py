@@ -98,6 +98,7 @@ class LLMJudge:
     def __init__(self, config: LLMJudgeConfig, rubric: Rubric) -> None:
         self.config = config
         self.rubric = rubric
+        self.max_case_chars: int | None = config.max_case_chars
         # async_client=True: what instructor infers from a coroutine function, said so the client is typed async
         self._client = instructor.from_litellm(self._send, mode=MODES[config.mode], async_client=True)
         self._throttler: Throttler | None = None

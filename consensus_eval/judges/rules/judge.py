@@ -3,6 +3,8 @@ registered for its rubric (``registry.py``) once per case and serves each dimens
 
 from __future__ import annotations
 
+import asyncio
+
 from consensus_eval.domain.cases import Case
 from consensus_eval.domain.config import RulesJudgeConfig
 from consensus_eval.domain.judgment import CallOutcome, Judgment
@@ -15,6 +17,8 @@ class RulesJudge:
 
     deterministic = True
     reads_prompt = False
+    #: the largest case the rules read (record + conversation, characters); documented in the README
+    max_case_chars: int | None = 1_000_000
 
     def __init__(self, config: RulesJudgeConfig, rubric: Rubric) -> None:
         rules = rules_for(rubric)
@@ -23,13 +27,17 @@ class RulesJudge:
         self.rubric = rubric
         self.rules = rules
         self.version = f"rules-{rules.rubric_id}-{rules.version}"
-        self._cache: dict[str, dict[str, Judgment]] = {}
+        # one check per case, shared by its dimensions' calls (which may be in flight at once)
+        self._cache: dict[str, asyncio.Task[dict[str, Judgment]]] = {}
 
     async def judge(self, case: Case, dimension: Dimension, messages: list[dict[str, str]],
                     run: int = 0) -> CallOutcome:
-        if case.id not in self._cache:
-            self._cache[case.id] = self.rules.check_case(case, self.rubric)
-        judgment = self._cache[case.id][dimension.id]
+        task = self._cache.get(case.id)
+        if task is None:
+            # off the event loop: a long record must not stall the LLM judges or delay Ctrl-C
+            check = asyncio.to_thread(self.rules.check_case, case, self.rubric)
+            task = self._cache[case.id] = asyncio.create_task(check)
+        judgment = (await task)[dimension.id]
         return CallOutcome(status="ok", judgment=judgment, raw=None, model="rules",
                            prompt_tokens=0, completion_tokens=0, cost=0.0)
 
