@@ -80,11 +80,15 @@ def prepare(cases: CasesInput, config: ConfigInput = DEFAULT_CONFIG, *, skip_inv
 
 
 async def run_async(prep: Prepared, out: str | Path, on_progress: ProgressHook | None = None,
-                    *, n_boot: int = 1000) -> Results:
+                    *, n_boot: int = 1000, stop: asyncio.Event | None = None) -> Results:
     """Make every planned call not yet stored in ``out``, then rebuild the outputs, and return the
-    results (``results.progress``: calls made, resumed from the store, failed). Resumable at any
-    point: rerun it after an interruption and only the missing calls are made."""
-    return await _run(prep, Path(out), on_progress, n_boot)
+    results (``results.progress``: calls made, resumed from the store, failed, interrupted).
+    Resumable at any point: rerun it after an interruption and only the missing calls are made.
+
+    Setting ``stop`` (from a signal handler, a UI) ends the calls at once; the outputs are still
+    rebuilt from what is stored, and the cases with calls missing are ``incomplete``.
+    """
+    return await _run(prep, Path(out), on_progress, n_boot, stop)
 
 
 def run(prep: Prepared, out: str | Path, on_progress: ProgressHook | None = None, *, n_boot: int = 1000) -> Results:
@@ -157,14 +161,15 @@ def rebuild(folder: str | Path, *, n_boot: int = 1000) -> Results:
 # --------------------------------------------------------------------------- internals
 
 
-async def _run(prep: Prepared, out: Path, on_progress: ProgressHook | None, n_boot: int) -> Results:
+async def _run(prep: Prepared, out: Path, on_progress: ProgressHook | None, n_boot: int,
+               stop: asyncio.Event | None = None) -> Results:
     with Store(out / STORE_NAME) as store:
         store.set_meta("rubric", prep.rubric.model_dump(mode="json"))
         store.set_meta("config", prep.config.to_json())
         store.set_meta("cases", [c.model_dump(mode="json") for c in prep.cases])
         store.set_meta("invalid_lines", prep.invalid_lines)
         store.set_plan(c.planned for c in prep.calls)
-        progress = await execute(prep.calls, prep.judges, prep.rubric, store, on_progress)
+        progress = await execute(prep.calls, prep.judges, prep.rubric, store, on_progress, stop)
         results = _rebuild(store, out, n_boot)
     results.progress = progress
     return results

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from functools import wraps
 from pathlib import Path
@@ -45,6 +46,10 @@ DEFAULT_CONFIG = "configs/default.yaml"  # = config.DEFAULT_CONFIG; not imported
 ConfigOpt = Annotated[str, typer.Option("--config", "-c", help="Config YAML (judges, rubric, runs).")]
 
 
+#: exit codes of `score` (README, "Exit codes")
+EXIT_OK, EXIT_INPUT, EXIT_FAILURES, EXIT_INTERRUPTED = 0, 2, 3, 130
+
+
 @app.command()
 @friendly_errors
 def score(
@@ -54,13 +59,20 @@ def score(
     skip_invalid: Annotated[bool, typer.Option(help="Score the valid lines when some are invalid.")] = False,
     dry_run: Annotated[bool, typer.Option(
         help="Render every prompt, count tokens, estimate cost; call nothing.")] = False,
+    allow_failures: Annotated[float, typer.Option(
+        min=0.0, max=1.0,
+        help="Exit 0 when at most this fraction of the planned calls failed (default 0: any failure exits 3).",
+    )] = 0.0,
 ) -> None:
-    """Score CASES with the judges of CONFIG; resumes where a previous run into OUT stopped."""
-    import asyncio
+    """Score CASES with the judges of CONFIG; resumes where a previous run into OUT stopped.
 
+    Exit codes: 0 every planned call stored ok (or failures within --allow-failures); 2 bad input;
+    3 completed with failures (outputs written; the last lines say which and why); 130 interrupted
+    (Ctrl-C or SIGTERM: outputs rebuilt from what is stored; rerun the same command to resume).
+    """
     from consensus_eval import api
     from consensus_eval.judges.quiet import quiet_libraries
-    from consensus_eval.output.console import print_estimate, print_summary
+    from consensus_eval.output.console import print_estimate, print_run_end, print_summary
     from consensus_eval.output.progress import progress_hook
 
     quiet_libraries()
@@ -71,8 +83,48 @@ def score(
         print_estimate(out_console, api.dry_run(prep))
         return
     with progress_hook(err_console) as hook:
-        results = asyncio.run(api.run_async(prep, out, hook))
+        results = _run_until_done_or_interrupted(api.run_async, prep, out, hook)
     print_summary(out_console, results, out)
+    code = print_run_end(out_console, results, allow_failures)
+    if code:
+        raise typer.Exit(code)
+
+
+def _run_until_done_or_interrupted(run_async: Callable[..., Any], *args: Any) -> Any:
+    """``asyncio.run(run_async(*args, stop=...))`` with Ctrl-C and SIGTERM turned into a clean stop.
+
+    The first signal sets ``stop``: calls in flight are cancelled, the outputs are rebuilt from what
+    is stored and the run returns (interrupted). A second signal exits at once (130), no traceback.
+    """
+    import asyncio
+    import os
+    import signal
+
+    async def main() -> Any:
+        loop = asyncio.get_running_loop()
+        stop = asyncio.Event()
+
+        def again(signum: int, frame: object) -> None:
+            sys.stderr.write("\ninterrupted again: exiting now, without rebuilding the outputs\n")
+            sys.stderr.flush()
+            os._exit(EXIT_INTERRUPTED)
+
+        def first(signum: int, frame: object) -> None:
+            sys.stderr.write("\ninterrupting: stopping the calls in flight and rebuilding the outputs from what is "
+                             "stored (press Ctrl-C again to exit at once)\n")
+            sys.stderr.flush()
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                signal.signal(sig, again)
+            loop.call_soon_threadsafe(stop.set)
+
+        previous = {sig: signal.signal(sig, first) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            return await run_async(*args, stop=stop)
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    return asyncio.run(main())
 
 
 @app.command()
@@ -83,7 +135,7 @@ def reliability(
     level: Annotated[str, typer.Option(help="nominal | ordinal | interval | ratio (with --ratings).")] = "interval",
     human: Annotated[Path | None, typer.Option(
         help="Human labels (CSV/JSONL: case_id, dimension scores, [categories]).")] = None,
-    bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples for the 95% CI (0: none).")] = 1000,
+    bootstrap: Annotated[int, typer.Option(min=0, help="Bootstrap resamples for the 95% CI (0: none).")] = 1000,
     seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 20261122,
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:

@@ -18,8 +18,9 @@ the adjudication sheet render these objects).
   arithmetic or reading of the rubric disagrees with its own deductions).
 
 **Ranking**: cases with no panel verdict come first, ``failed`` (no judge answered) then
-``inconclusive`` (too few judges answered), because a human has to decide them anyway; then by
-disagreement, highest first; ties keep the order of the cases in the run.
+``inconclusive`` (too few judges answered), because a human has to decide them anyway; then
+``incomplete`` ones (calls still missing: provisional); then by disagreement, highest first; ties
+keep the order of the cases in the run.
 
 **Matching** a deduction of judge J against the other judges that answered the same case and
 dimension (any of their successful runs):
@@ -55,7 +56,7 @@ PENALTY_CATEGORY = "fixed_penalty"
 PENALTY_CATEGORY_NAME = "fixed penalty"
 
 Match = Literal["type", "category", "none", "no_peer"]
-_STATUS_ORDER = {"failed": 0, "inconclusive": 1, "ok": 2}
+_STATUS_ORDER = {"failed": 0, "inconclusive": 1, "incomplete": 2, "ok": 3}
 
 
 class AuditDeduction(BaseModel):
@@ -186,8 +187,8 @@ def audit(run: StoredRun, cons: Sequence[CaseConsensus]) -> list[CaseAudit]:
 
 
 def rank(audits: Iterable[CaseAudit]) -> list[CaseAudit]:
-    """Sort: failed, then inconclusive, then by disagreement (highest first); set ``rank`` from 1."""
-    ordered = sorted(audits, key=lambda a: (_STATUS_ORDER.get(a.status, 3), -a.disagreement))
+    """Sort: failed, inconclusive, incomplete, then by disagreement (highest first); set ``rank`` from 1."""
+    ordered = sorted(audits, key=lambda a: (_STATUS_ORDER.get(a.status, 4), -a.disagreement))
     for i, a in enumerate(ordered, 1):
         a.rank = i
     return ordered

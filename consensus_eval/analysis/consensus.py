@@ -4,14 +4,16 @@ For each case and dimension, a judge's score is the mean of its successful runs 
 re-derived from its deductions); the panel score aggregates the judges (mean, median or trimmed
 mean). Failed runs are left out, never counted as zeros. A case has a panel score only if every
 dimension has at least ``min_judges`` judges with a score: otherwise it is ``inconclusive``
-(some judges answered, too few) or ``failed`` (no judge answered at all).
+(some judges answered, too few) or ``failed`` (no judge answered at all). A case some of whose
+planned calls are not stored yet (an interrupted run) is ``incomplete``, whatever it has so far: its
+scores are provisional until the run is resumed.
 """
 
 from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Literal
 
 from pydantic import BaseModel
@@ -23,7 +25,7 @@ from consensus_eval.domain.scoring import DimensionScore
 from consensus_eval.execution.results import StoredRun, derive_all
 from consensus_eval.execution.store import CallRecord
 
-Status = Literal["ok", "inconclusive", "failed"]
+Status = Literal["ok", "inconclusive", "failed", "incomplete"]
 
 
 class JudgeScore(BaseModel):
@@ -56,6 +58,7 @@ class CaseConsensus(BaseModel):
     judge_totals: dict[str, float]            # judges with a complete total
     spread: float | None                      # max - min of judge totals
     flags: list[str]
+    missing_calls: int = 0                    # planned calls not stored yet (status incomplete)
 
     @property
     def flagged(self) -> bool:
@@ -65,19 +68,23 @@ class CaseConsensus(BaseModel):
 def build(
     rubric: Rubric, records: Sequence[CallRecord], judges: Sequence[str], case_ids: Sequence[str],
     config: ConsensusConfig, scores: dict[str, DimensionScore] | None = None,
+    missing: Mapping[str, int] | None = None,
 ) -> list[CaseConsensus]:
     """The consensus of every case, in ``case_ids`` order. ``scores`` are the records' re-derived
-    scores by request hash (:attr:`StoredRun.scores`); derived here when not given."""
+    scores by request hash (:attr:`StoredRun.scores`); derived here when not given. ``missing``:
+    per case, planned calls not stored yet (such a case is ``incomplete``)."""
     derived = scores if scores is not None else derive_all(rubric, records)
     by_key: dict[tuple[str, str, str], list[CallRecord]] = defaultdict(list)
     for r in records:
         by_key[(r.case_id, r.judge, r.dimension)].append(r)
-    return [_case(rubric, cid, judges, by_key, derived, config) for cid in case_ids]
+    gaps = missing or {}
+    return [_case(rubric, cid, judges, by_key, derived, config, gaps.get(cid, 0)) for cid in case_ids]
 
 
 def of_run(run: StoredRun) -> list[CaseConsensus]:
     """The consensus of every case of a stored run, from its already-derived scores."""
-    return build(run.rubric, run.records, run.judges, [c.id for c in run.cases], run.config.consensus, run.scores)
+    return build(run.rubric, run.records, run.judges, [c.id for c in run.cases], run.config.consensus, run.scores,
+                 run.missing)
 
 
 def _judge_score(judge: str, dim: str, recs: list[CallRecord], derived: dict[str, DimensionScore],
@@ -95,7 +102,7 @@ def _judge_score(judge: str, dim: str, recs: list[CallRecord], derived: dict[str
 
 def _case(rubric: Rubric, case_id: str, judges: Sequence[str],
           by_key: dict[tuple[str, str, str], list[CallRecord]], derived: dict[str, DimensionScore],
-          config: ConsensusConfig) -> CaseConsensus:
+          config: ConsensusConfig, missing: int = 0) -> CaseConsensus:
     dims = [d.id for d in rubric.dimensions]
     table = {j: {d: _judge_score(j, d, by_key.get((case_id, j, d), []), derived, rubric) for d in dims}
              for j in judges}
@@ -106,7 +113,8 @@ def _case(rubric: Rubric, case_id: str, judges: Sequence[str],
     judge_totals = {j: t for j in judges if (t := _sum_if_complete(table[j][d].mean for d in dims)) is not None}
     any_answer = any(table[j][d].runs for j in judges for d in dims)
     complete = all(s is not None for s in scores.values())
-    status: Status = "ok" if complete else ("inconclusive" if any_answer else "failed")
+    status: Status = ("incomplete" if missing else "ok" if complete else
+                      "inconclusive" if any_answer else "failed")
     stars = {d: (rubric.dimension(d).stars_for(s) if s is not None else None) for d, s in scores.items()}
     total = _sum_if_complete(scores.values())
     star_total = rubric.star_total({d: s for d, s in stars.items() if s is not None}) if complete else None
@@ -114,7 +122,7 @@ def _case(rubric: Rubric, case_id: str, judges: Sequence[str],
     return CaseConsensus(
         case_id=case_id, status=status, scores=scores, stars=stars, total=total, star_total=star_total,
         n_judges=len(judge_totals), judges=table, judge_totals=judge_totals, spread=spread,
-        flags=_flags(table, judges, dims, spread, config),
+        flags=_flags(table, judges, dims, spread, config), missing_calls=missing,
     )
 
 

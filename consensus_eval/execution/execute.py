@@ -12,6 +12,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from consensus_eval.domain.rubric import Rubric
 from consensus_eval.execution.plan import Call
@@ -30,6 +31,8 @@ class Progress:
     cost: float = 0.0
     started: float = field(default_factory=time.monotonic)
     by_judge: Counter[str] = field(default_factory=Counter)
+    #: the run was stopped (``stop`` was set) before every call was made
+    interrupted: bool = False
 
     def eta_s(self) -> float | None:
         if not self.done:
@@ -43,9 +46,14 @@ ProgressHook = Callable[[Progress], None]
 
 async def execute(
     calls: Sequence[Call], judges: Sequence[Judge], rubric: Rubric, store: Store,
-    on_progress: ProgressHook | None = None,
+    on_progress: ProgressHook | None = None, stop: asyncio.Event | None = None,
 ) -> Progress:
-    """Run the calls not yet stored, each judge with its own worker pool; store each outcome."""
+    """Run the calls not yet stored, each judge with its own worker pool; store each outcome.
+
+    Setting ``stop`` ends the run at once: calls in flight are cancelled (nothing is stored for
+    them, so a resumed run makes them again), no new call starts, and the progress says
+    ``interrupted``. Every outcome stored before that stays stored.
+    """
     done = store.done_hashes()
     todo: dict[str, list[Call]] = {j.config.name: [] for j in judges}
     for c in calls:
@@ -78,8 +86,20 @@ async def execute(
             queue.put_nowait(c)
         n_workers = min(judge.config.concurrency, queue.qsize())
         tasks += [asyncio.create_task(worker(judge, queue)) for _ in range(n_workers)]
-    if tasks:
-        await asyncio.gather(*tasks)
+    if not tasks:
+        return progress
+    work = asyncio.gather(*tasks)
+    if stop is None:
+        await work
+        return progress
+    stopper = asyncio.create_task(stop.wait())
+    waiters: list[asyncio.Future[Any]] = [work, stopper]
+    await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+    if not work.done():
+        progress.interrupted = True
+        work.cancel()
+        await asyncio.gather(work, return_exceptions=True)
+    stopper.cancel()
     return progress
 
 

@@ -62,7 +62,8 @@ class StoredRun:
     """A run as stored: its context (rubric, config, cases), every call of the current plan, and the
     score re-derived from each successful call's deductions (``scores``, by request hash).
 
-    ``planned`` is the number of calls the plan has; ``len(records)`` of them are stored (ok or failed).
+    ``planned`` is the number of calls the plan has; ``len(records)`` of them are stored (ok or failed);
+    ``missing`` counts, per case, the planned calls with nothing stored yet (an interrupted run).
     """
 
     rubric: Rubric
@@ -72,11 +73,17 @@ class StoredRun:
     records: list[CallRecord]
     scores: dict[str, DimensionScore]
     planned: int
+    missing: dict[str, int]
 
     @property
     def judges(self) -> list[str]:
         """Judge names, in panel order."""
         return [j.name for j in self.config.judges]
+
+    @property
+    def missing_calls(self) -> int:
+        """Planned calls with nothing stored yet (0 for a finished run)."""
+        return sum(self.missing.values())
 
     @cached_property
     def usage(self) -> dict[str, JudgeUsage]:
@@ -90,5 +97,11 @@ def read_run(store: Store) -> StoredRun:
     config = EvalConfig.model_validate(store.get_meta("config"))
     cases = [Case.model_validate(c) for c in store.get_meta("cases", [])]
     records = store.calls()
+    stored = {r.request_hash for r in records}
+    plan = store.plan()
+    missing: dict[str, int] = {}
+    for p in plan:
+        if p.request_hash not in stored:
+            missing[p.case_id] = missing.get(p.case_id, 0) + 1
     return StoredRun(rubric=rubric, config=config, cases=cases, invalid_lines=store.get_meta("invalid_lines", []),
-                     records=records, scores=derive_all(rubric, records), planned=store.plan_size())
+                     records=records, scores=derive_all(rubric, records), planned=len(plan), missing=missing)

@@ -47,6 +47,62 @@ def print_summary(console: Console, res: Results, out: Path) -> None:
                   f"consensus.jsonl, reliability.json, report.md, report.html, {STORE_NAME}", highlight=False)
 
 
+#: reasons listed per judge in the failure summary (the rest are counted)
+MAX_REASONS = 3
+
+
+def print_run_end(console: Console, res: Results, allow_failures: float = 0.0) -> int:
+    """The last lines of `score`: what failed, per judge and why (grouped), the cases without a verdict,
+    whether the run was interrupted; returns the exit code (0, 3 completed with failures, 130).
+
+    Exit 0 only when every planned call is stored ``ok``, or the failed share is at most
+    ``allow_failures`` (a fraction of the planned calls) and nothing is missing.
+    """
+    planned = res.run.planned
+    failed = [r for r in res.records if r.status == "failed"]
+    missing = res.run.missing_calls
+    interrupted = res.progress is not None and res.progress.interrupted
+    by_status: dict[str, int] = {}
+    for c in res.consensus:
+        by_status[c.status] = by_status.get(c.status, 0) + 1
+    if failed:
+        console.print(f"{len(failed)} of {planned} planned call(s) failed ({len(failed) / max(planned, 1):.1%}):",
+                      highlight=False)
+        for judge in res.judges:
+            mine = [r for r in failed if r.judge == judge]
+            if not mine:
+                continue
+            reasons: dict[str, int] = {}
+            for r in mine:
+                why = (r.error or "no reason recorded").splitlines()[0][:200]
+                key = f"{r.error_kind}: {why}" if r.error_kind and not why.startswith(r.error_kind) else why
+                reasons[key] = reasons.get(key, 0) + 1
+            top = sorted(reasons.items(), key=lambda kv: -kv[1])
+            console.print(f"  {judge}: {len(mine)} failed", highlight=False)
+            for why, n in top[:MAX_REASONS]:
+                console.print(f"    {n} x {why}", highlight=False, soft_wrap=True)
+            if len(top) > MAX_REASONS:
+                console.print(f"    ... and {len(top) - MAX_REASONS} other reason(s)", highlight=False)
+    no_verdict = {k: v for k, v in by_status.items() if k in ("inconclusive", "failed")}
+    if no_verdict:
+        console.print("cases without a panel verdict: "
+                      + ", ".join(f"{n} {k} ({'below the quorum' if k == 'inconclusive' else 'no judge answered'})"
+                                  for k, n in no_verdict.items()), highlight=False)
+    if interrupted or missing:
+        stored = planned - missing
+        console.print(f"interrupted: {stored} of {planned} judgments stored; rerun the same command to resume "
+                      f"({by_status.get('incomplete', 0)} case(s) incomplete).", highlight=False)
+        return 130
+    if failed and len(failed) / max(planned, 1) > allow_failures:
+        console.print(f"completed with failures: exit 3 (--allow-failures {allow_failures:g} allows "
+                      f"{int(allow_failures * planned)} of {planned}).", highlight=False)
+        return 3
+    if failed:
+        console.print(f"completed: {len(failed)} failure(s), within --allow-failures {allow_failures:g}.",
+                      highlight=False)
+    return 0
+
+
 def _alpha_text(a: Alpha) -> str:
     if a.value is None:
         return f"undefined ({a.reason})"

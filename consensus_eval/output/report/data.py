@@ -88,6 +88,19 @@ class ReportData:
         return self.results.consensus
 
     @property
+    def missing_calls(self) -> int:
+        """Planned calls not stored yet (an interrupted run); 0 when the run is complete."""
+        return self.results.run.missing_calls
+
+    @property
+    def planned_calls(self) -> int:
+        return self.results.run.planned
+
+    @property
+    def incomplete_cases(self) -> int:
+        return sum(c.status == "incomplete" for c in self.results.consensus)
+
+    @property
     def human(self) -> HumanAgreement | None:
         """Agreement with the human (present when human labels were given)."""
         return self.reliability.human

@@ -47,10 +47,15 @@ def render_markdown(data: ReportData) -> str:
 
 def _header(d: ReportData) -> str:
     r = d.rubric
-    return (f"# {md_text(r.name)}\n\nconsensus-eval report · {len(d.consensus)} cases · {len(d.judges)} judge(s): "
+    text = (f"# {md_text(r.name)}\n\nconsensus-eval report · {len(d.consensus)} cases · {len(d.judges)} judge(s): "
             f"{md_text(', '.join(d.judges))} · rubric {md_text(r.id)} v{md_text(r.version)} · generated "
             f"{d.generated_at} from the store alone (no judge called). The HTML report (report.html) has "
             "every case's deductions, evidence and record.")
+    if d.missing_calls:
+        text += (f"\n\n**This run is incomplete: {d.missing_calls} of {d.planned_calls} planned calls are not stored "
+                 f"yet, so {d.incomplete_cases} case(s) are incomplete and their scores are provisional.** Rerun the "
+                 "same `consensus-eval score` command to resume.")
+    return text
 
 
 def _summary(d: ReportData) -> str:

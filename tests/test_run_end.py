@@ -1,0 +1,185 @@
+"""How a run ends: exit codes, the failure summary, interrupts with real signals, incomplete cases."""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+import respx
+from typer.testing import CliRunner
+
+from tests.conftest import ROOT, write_config
+from tests.fake_server import FakeConfig, FakeServer
+from tests.test_fault_tolerance import _cli, _ok_count, write_cases, write_panel
+
+ENV = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+       "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+
+
+def _statuses(out: Path) -> dict[str, str]:
+    with open(out / "consensus.csv", encoding="utf-8") as f:
+        return {r["case_id"]: r["status"] for r in csv.DictReader(f)}
+
+
+def _start_and_wait_for(cmd: list[str], cwd: Path, db: Path, rows: int) -> subprocess.Popen[str]:
+    proc = subprocess.Popen(cmd, env=ENV, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while proc.poll() is None and _ok_count(db) < rows and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert proc.poll() is None, f"the run ended before it could be interrupted: {proc.communicate()}"
+    return proc
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_a_signal_stops_the_run_rebuilds_the_outputs_and_the_rerun_resumes(tmp_path, sig):
+    cases = write_cases(tmp_path / "cases.jsonl", n=20)
+    with FakeServer(FakeConfig(seed=3, latency_ms=400.0, max_lifetime_s=120)) as srv:
+        cfg = write_panel(tmp_path / "panel.yaml", srv.url, concurrency=2)
+        out = tmp_path / "out"
+        cmd = [*_cli(), "score", str(cases), "--config", str(cfg), "--out", str(out)]
+        proc = _start_and_wait_for(cmd, tmp_path, out / "results.sqlite", rows=6)
+        sent = time.monotonic()
+        proc.send_signal(sig)
+        stdout, stderr = proc.communicate(timeout=30)
+        took = time.monotonic() - sent
+        assert proc.returncode == 130, stdout + stderr
+        assert took < 10, f"took {took:.1f} s to stop"
+        assert "Traceback" not in stdout + stderr
+        stored = _ok_count(out / "results.sqlite")
+        assert f"interrupted: {stored} of 120 judgments stored; rerun the same command to resume" in stdout
+        # the outputs were rebuilt from what is stored: the cases with calls missing say so
+        statuses = _statuses(out)
+        assert "incomplete" in statuses.values() and len(statuses) == 20
+        assert "This run is incomplete" in (out / "report.md").read_text(encoding="utf-8")
+        assert 'id="incomplete"' in (out / "report.html").read_text(encoding="utf-8")
+
+        again = subprocess.run(cmd, env=ENV, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert f"{stored} resumed from the store" in again.stdout
+    assert set(_statuses(out).values()) == {"ok"}
+    assert "This run is incomplete" not in (out / "report.md").read_text(encoding="utf-8")
+
+
+def test_a_second_ctrl_c_exits_at_once_without_a_traceback(tmp_path):
+    cases = write_cases(tmp_path / "cases.jsonl", n=20)
+    with FakeServer(FakeConfig(seed=3, latency_ms=400.0, max_lifetime_s=120)) as srv:
+        cfg = write_panel(tmp_path / "panel.yaml", srv.url, concurrency=2)
+        out = tmp_path / "out"
+        cmd = [*_cli(), "score", str(cases), "--config", str(cfg), "--out", str(out)]
+        proc = _start_and_wait_for(cmd, tmp_path, out / "results.sqlite", rows=4)
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=15)
+    assert proc.returncode == 130
+    assert "Traceback" not in stdout + stderr and "KeyboardInterrupt" not in stdout + stderr
+    assert "interrupted again: exiting now" in stderr
+
+
+def test_stop_event_of_the_api_leaves_incomplete_cases(tmp_path):
+    from consensus_eval import api
+
+    cases = write_cases(tmp_path / "cases.jsonl", n=6)
+
+    async def go() -> api.Results:
+        stop = asyncio.Event()
+        done = 0
+
+        def hook(p: api.Progress) -> None:  # type: ignore[name-defined]
+            nonlocal done
+            done = p.done
+            if p.done >= 3:
+                stop.set()
+
+        with FakeServer(FakeConfig(seed=5, latency_ms=100.0, max_lifetime_s=60)) as srv:
+            cfg = write_panel(tmp_path / "panel.yaml", srv.url, concurrency=1)
+            return await api.run_async(api.prepare(cases, cfg), tmp_path / "out", hook, n_boot=0, stop=stop)
+
+    results = asyncio.run(go())
+    assert results.progress is not None and results.progress.interrupted
+    assert 0 < results.run.missing_calls < 36
+    incomplete = [c for c in results.consensus if c.status == "incomplete"]
+    assert incomplete and all(c.missing_calls > 0 for c in incomplete)
+    assert sum(c.missing_calls for c in results.consensus) == results.run.missing_calls
+    assert results.audit[-1].status == "incomplete" or results.audit[0].status in ("failed", "inconclusive",
+                                                                                    "incomplete")
+
+
+# --------------------------------------------------------------------------- exit codes and the failure summary
+
+RULES_AND_BROKEN = """\
+  - name: rules
+    kind: rules
+  - name: broken
+    model: openai/broken
+    api_base: http://broken.test/v1
+    api_key_env: JUDGE_A_KEY
+    max_retries: 0
+    max_reasks: 0
+"""
+
+
+def _two_cases(tmp_path: Path) -> Path:
+    return write_cases(tmp_path / "cases.jsonl", n=2)
+
+
+def test_a_run_with_failures_exits_3_and_says_which_judge_failed_and_why(tmp_path, api_keys):
+    from consensus_eval.cli import app
+
+    cfg = write_config(tmp_path / "c.yaml", RULES_AND_BROKEN, important_runs=1)
+    with respx.mock(using="httpx") as mock:
+        mock.post("http://broken.test/v1/chat/completions").mock(
+            return_value=httpx.Response(401, json={"error": {"message": "invalid key", "type": "auth"}}))
+        res = CliRunner().invoke(app, ["score", str(_two_cases(tmp_path)), "--config", str(cfg),
+                                       "--out", str(tmp_path / "out")])
+    assert res.exit_code == 3, res.output
+    tail = res.output.strip().splitlines()[-6:]
+    text = "\n".join(tail)
+    assert "6 of 12 planned call(s) failed (50.0%)" in text
+    assert "broken: 6 failed" in text and "401" in text
+    assert "completed with failures: exit 3" in text
+    assert api_keys not in res.output
+    # every output was written all the same
+    assert {p.name for p in (tmp_path / "out").iterdir()} >= {"consensus.csv", "report.html", "judgments.jsonl"}
+
+
+def test_allow_failures_accepts_a_share_of_failed_calls(tmp_path, api_keys):
+    from consensus_eval.cli import app
+
+    cfg = write_config(tmp_path / "c.yaml", RULES_AND_BROKEN, important_runs=1)
+    with respx.mock(using="httpx") as mock:
+        mock.post("http://broken.test/v1/chat/completions").mock(return_value=httpx.Response(401, json={}))
+        ok = CliRunner().invoke(app, ["score", str(_two_cases(tmp_path)), "--config", str(cfg),
+                                      "--out", str(tmp_path / "a"), "--allow-failures", "0.5"])
+        strict = CliRunner().invoke(app, ["score", str(_two_cases(tmp_path)), "--config", str(cfg),
+                                          "--out", str(tmp_path / "b"), "--allow-failures", "0.49"])
+    assert ok.exit_code == 0, ok.output
+    assert "within --allow-failures 0.5" in ok.output
+    assert strict.exit_code == 3, strict.output
+
+
+def test_cases_below_the_quorum_are_counted(tmp_path, api_keys):
+    from consensus_eval.cli import app
+
+    cfg = write_config(tmp_path / "c.yaml", RULES_AND_BROKEN, important_runs=1, consensus="{min_judges: 2}")
+    with respx.mock(using="httpx") as mock:
+        mock.post("http://broken.test/v1/chat/completions").mock(return_value=httpx.Response(401, json={}))
+        res = CliRunner().invoke(app, ["score", str(_two_cases(tmp_path)), "--config", str(cfg),
+                                       "--out", str(tmp_path / "out")])
+    assert res.exit_code == 3
+    assert "cases without a panel verdict: 2 inconclusive (below the quorum)" in res.output
+
+
+def test_a_clean_run_exits_0(tmp_path):
+    from consensus_eval.cli import app
+
+    res = CliRunner().invoke(app, ["score", str(_two_cases(tmp_path)), "--out", str(tmp_path / "out")])
+    assert res.exit_code == 0, res.output
+    assert "failed" not in res.output.strip().splitlines()[-1] or "0 failed" in res.output
