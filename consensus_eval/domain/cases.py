@@ -2,11 +2,18 @@
 
 A line: ``{"id": ..., "conversation": "text" | [{"role": ..., "text": ...}, ...], "record": "...",
 "important": false, "meta": {...}}``. ``record`` is the AI-generated summary being scored.
+
+Encoding: a cases file is JSON Lines, and JSON is UTF-8 (RFC 8259), so it is read as UTF-8 only (a
+byte-order mark at the start is tolerated); a line that is not UTF-8 is an error naming the file, the
+line and the byte, never guessed at (unlike CSV labels, which may be GBK: see
+:mod:`consensus_eval.domain.textio`). A case id may not hold control characters or line breaks: ids
+are written into CSV files, reports and the store.
 """
 
 from __future__ import annotations
 
 import json
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +48,17 @@ class Case(BaseModel):
     @classmethod
     def _id_str(cls, v: Any) -> Any:
         return str(v) if isinstance(v, int) and not isinstance(v, bool) else v
+
+    @field_validator("id")
+    @classmethod
+    def _id_printable(cls, v: str) -> str:
+        for i, ch in enumerate(v):
+            if unicodedata.category(ch) in ("Cc", "Zl", "Zp"):
+                raise ValueError(f"the case id {v!r} holds a control character or line break ({ch!r} at position "
+                                 f"{i}); ids are written into CSV files and reports, use printable characters")
+        if not v.strip():
+            raise ValueError("the case id is blank")
+        return v
 
     @field_validator("record")
     @classmethod
@@ -92,13 +110,16 @@ def load_cases(path: str | Path, *, skip_invalid: bool = False) -> LoadResult:
 
     Every line is checked; without ``skip_invalid`` any error raises :class:`InputError` listing all
     of them (nothing runs on a partly bad file). With it, the valid lines load and the errors are
-    returned beside them. Blank lines are ignored; duplicate ids are errors.
+    returned beside them (possibly none: the caller decides whether that is a run). Blank lines are
+    ignored; duplicate ids are errors. The file must be UTF-8 (a BOM is tolerated).
     """
     p = Path(path)
     try:
         raw = p.read_bytes()
+    except IsADirectoryError:
+        raise InputError(f"{p}: is a folder, not a cases file (JSONL)") from None
     except OSError as e:
-        raise InputError(f"{p}: cannot read cases: {e.strerror}") from None
+        raise InputError(f"{p}: cannot read cases: {e.strerror or e}") from None
     result = LoadResult()
     seen: dict[str, int] = {}
     for lineno, line in enumerate(raw.splitlines(), start=1):
@@ -131,6 +152,8 @@ def load_cases(path: str | Path, *, skip_invalid: bool = False) -> LoadResult:
         result.cases.append(case)
     if result.errors and not skip_invalid:
         listing = "\n".join(result.errors)
+        if any(": not UTF-8 (byte" in e for e in result.errors):
+            listing += "\n(a cases file is JSON Lines and must be saved as UTF-8)"
         raise InputError(f"{len(result.errors)} invalid line(s) in {p}; fix them or pass --skip-invalid:\n{listing}")
     if not result.cases and not result.errors:
         raise InputError(f"{p}: no cases (the file is empty)")

@@ -31,6 +31,7 @@ from consensus_eval._errors import InputError, format_validation_error
 from consensus_eval._resources import resolve
 from consensus_eval.domain.aggregate import aggregator
 from consensus_eval.domain.plugins import Registry
+from consensus_eval.domain.textio import read_text
 
 Mode = Literal["tools", "json", "json_schema", "md_json"]
 
@@ -54,8 +55,10 @@ class JudgeConfig(BaseModel):
     kind: str
     concurrency: Annotated[int, Field(gt=0)] = 8
 
-    #: fields that change the judge's answers, hashed into :attr:`identity` (bump nothing else)
-    IDENTITY_FIELDS: ClassVar[tuple[str, ...]] = ("kind",)
+    #: fields that change the judge's answers, hashed into :attr:`identity` (bump nothing else). The
+    #: ``name`` is always part of the identity (added by :attr:`identity` if a kind leaves it out): two
+    #: judges of the same model and settings under two names are two judges, each with its own calls.
+    IDENTITY_FIELDS: ClassVar[tuple[str, ...]] = ("name", "kind")
 
     @model_validator(mode="wrap")
     @classmethod
@@ -74,9 +77,12 @@ class JudgeConfig(BaseModel):
         """A hash of what determines this judge's answers (:attr:`IDENTITY_FIELDS`).
 
         Concurrency, rate limits, timeouts, retries and prices do not change answers and are
-        left out, so tuning them does not invalidate stored results.
+        left out, so tuning them does not invalidate stored results. The judge's ``name`` is always in
+        it: without it, two judges with the same model and settings under different names would share
+        request hashes, and the second one's calls would never be made (it would silently vanish).
         """
-        blob = json.dumps({k: getattr(self, k) for k in self.IDENTITY_FIELDS}, sort_keys=True, ensure_ascii=False)
+        fields = dict.fromkeys(("name", *self.IDENTITY_FIELDS))
+        blob = json.dumps({k: getattr(self, k) for k in fields}, sort_keys=True, ensure_ascii=False)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -105,7 +111,17 @@ class LLMJudgeConfig(JudgeConfig):
     max_case_chars: Annotated[int, Field(gt=0)] = 200_000
 
     IDENTITY_FIELDS: ClassVar[tuple[str, ...]] = (
-        "kind", "model", "api_base", "mode", "temperature", "max_tokens", "extra_body")
+        "name", "kind", "model", "api_base", "mode", "temperature", "max_tokens", "extra_body")
+
+    @field_validator("extra_body")
+    @classmethod
+    def _no_credentials(cls, v: dict[str, Any]) -> dict[str, Any]:
+        found = _credential_key(v, "extra_body")
+        if found:
+            raise ValueError(f"{found} looks like a credential; a secret does not belong in the config: put the "
+                             "key in an environment variable and name it with `api_key_env: VAR_NAME` "
+                             "(it is sent as the provider expects)")
+        return v
 
     @model_validator(mode="after")
     def _check(self) -> LLMJudgeConfig:
@@ -139,6 +155,44 @@ class RulesJudgeConfig(JudgeConfig):
     offline, free, no other setting."""
 
     kind: Literal["rules"] = "rules"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_llm_settings(cls, data: Any) -> Any:
+        if isinstance(data, Mapping):
+            llm_only = [k for k in data if k in LLMJudgeConfig.model_fields and k not in cls.model_fields]
+            if llm_only:
+                raise ValueError(
+                    f"{', '.join(f'`{k}`' for k in llm_only)}: LLM settings on a rules judge (kind: rules); "
+                    f"a rules judge takes only {', '.join(cls.model_fields)}; for an LLM judge write kind: llm")
+        return data
+
+
+#: header and field names that carry a secret (case-insensitive), refused anywhere in ``extra_body``:
+#: any name containing one of these (``token`` but not ``max_tokens``, ``budget_tokens``, ``tokenizer``,
+#: ``token_ids``), and ``cookie``
+_CREDENTIAL_PART = re.compile(r"authori[sz]ation|api[-_ ]?key|secret|password|passwd|token(?!s|iz|_?ids?(?![a-z]))",
+                              re.IGNORECASE)
+_CREDENTIAL_NAMES = {"cookie", "set-cookie"}
+
+
+def _credential_key(value: Any, path: str) -> str | None:
+    """The path of the first key under ``value`` (nested mappings and lists) that names a credential."""
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            key = str(k)
+            here = f"{path}.{key}"
+            if key.strip().lower() in _CREDENTIAL_NAMES or _CREDENTIAL_PART.search(key):
+                return here
+            found = _credential_key(v, here)
+            if found:
+                return found
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            found = _credential_key(v, f"{path}[{i}]")
+            if found:
+                return found
+    return None
 
 
 def _infer_kind(data: Mapping[str, Any]) -> str:
@@ -212,6 +266,10 @@ class EvalConfig(BaseModel):
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
             raise ValueError(f"duplicate judge name(s): {', '.join(dup)}")
+        if self.consensus.min_judges > len(self.judges):
+            raise ValueError(f"consensus.min_judges is {self.consensus.min_judges} but the panel has "
+                             f"{len(self.judges)} judge(s): every case would be inconclusive; lower "
+                             f"min_judges to at most {len(self.judges)} or add judges")
         return self
 
     def runs_for(self, important: bool) -> int:
@@ -234,12 +292,17 @@ DEFAULT_CONFIG = "configs/default.yaml"
 def load_config(path: str | Path = DEFAULT_CONFIG) -> EvalConfig:
     """Load a config YAML; bundled configs (``configs/default.yaml``...) are found from anywhere.
 
-    A literal API key anywhere in the file is refused: keys belong in environment variables.
+    The file is read as UTF-8 (a BOM is allowed) or, if it is not UTF-8, as GB18030 (a config saved by
+    Notepad on Chinese Windows); bytes that are neither are refused naming the line and byte
+    (:func:`consensus_eval.domain.textio.read_text`). A literal API key anywhere in the file is
+    refused: keys belong in environment variables.
     """
     p = resolve(path, "configs")
+    if p.is_dir():
+        raise InputError(f"{path}: is a folder, not a config file")
     if not p.is_file():
         raise InputError(f"{path}: config file not found")
-    text = p.read_text(encoding="utf-8")
+    text = read_text(p, what="config", hint="save it as UTF-8")
     for lineno, line in enumerate(text.splitlines(), 1):
         if _KEY_PATTERN.search(line) or re.match(r"\s*-?\s*api_key\s*:", line):
             raise InputError(f"{p}:{lineno}: this looks like a literal API key; put the key in an "
