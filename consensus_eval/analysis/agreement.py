@@ -2,6 +2,8 @@
 
 Human labels are a CSV or JSONL file: ``case_id``, one column per dimension id (``total`` optional),
 optional ``categories`` (the deduction categories the human would deduct in, ``;``-separated).
+A CSV may be UTF-8 (with or without Excel's BOM) or GBK/GB18030 (Excel on Chinese Windows), or any
+encoding named with ``encoding`` (:func:`consensus_eval.domain.textio.read_text`).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from consensus_eval.analysis.alpha import DEFAULT_SEED, Alpha, alpha_with_ci
 from consensus_eval.analysis.consensus import CaseConsensus
 from consensus_eval.domain.rubric import Rubric
 from consensus_eval.domain.sets import jaccard
+from consensus_eval.domain.textio import read_text
 from consensus_eval.execution.results import StoredRun
 
 
@@ -86,48 +89,83 @@ def agreement(rater: Sequence[float | None], reference: Sequence[float | None]) 
 
 class HumanLabel(BaseModel):
     """A human's scores for one case (any subset of dimensions) and, optionally, the deduction
-    categories they would deduct in (rubric category ids or display names)."""
+    categories they would deduct in (rubric category ids or display names). ``file`` and ``line``:
+    where the label was read, when it was read from a file (for messages)."""
 
     case_id: str
     scores: dict[str, float]
     categories: set[str] | None = None
+    file: str | None = None
+    line: int | None = None
 
 
-def load_human(path: str | Path, rubric: Rubric) -> dict[str, HumanLabel]:
+def load_human(path: str | Path, rubric: Rubric, encoding: str | None = None) -> dict[str, HumanLabel]:
     """Human labels from CSV or JSONL: ``case_id``, one column per dimension id (``total``
-    optional), optional ``categories`` (separated by ``;``). Errors name file, line and field."""
+    optional), optional ``categories`` (separated by ``;``). Errors name file, line and field.
+
+    ``encoding``: the file's encoding; by default UTF-8 (BOM or not), else GB18030/GBK
+    (:func:`consensus_eval.domain.textio.read_text`). A file with no ``case_id`` column, or with no
+    column (key) named after a dimension, ``total`` or ``categories``, is refused: it would match nothing.
+    """
     p = Path(path)
     dims = [d.id for d in rubric.dimensions]
     names = {c.name: c.id for d in rubric.dimensions for c in d.categories}
     ids = {c.id for d in rubric.dimensions for c in d.categories}
+    wanted = [*dims, "total", "categories"]
     rows: list[tuple[int, dict[str, Any]]] = []
-    try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError(f"{p}: cannot read human labels: {e}") from None
-    if p.suffix == ".jsonl":
+    text = read_text(p, encoding, what="human labels")
+    if p.suffix.lower() == ".jsonl":
         for i, text_line in enumerate(text.splitlines(), 1):
             if text_line.strip():
                 try:
-                    rows.append((i, json.loads(text_line)))
+                    data = json.loads(text_line)
                 except json.JSONDecodeError as e:
-                    raise InputError(f"{p}:{i}: not valid JSON: {e.msg}") from None
+                    raise InputError(f"{p}:{i}: not valid JSON: {e.msg} (column {e.colno})") from None
+                if not isinstance(data, dict):
+                    raise InputError(f"{p}:{i}: a human label must be a JSON object with case_id and scores, "
+                                     f"got {_json_type(data)}")
+                rows.append((i, data))
+        if rows and not any(k in r for _, r in rows for k in wanted):
+            raise InputError(f"{p}: no line has a key named {', '.join(wanted)}; the labels would match "
+                             f"nothing (line {rows[0][0]} has: {', '.join(map(str, rows[0][1])) or 'no key'})")
     else:
-        rows = [(i, r) for i, r in enumerate(csv.DictReader(io.StringIO(text)), 2)]
+        reader = csv.DictReader(io.StringIO(text))
+        header = [h.strip() for h in reader.fieldnames or []]
+        if not header:
+            raise InputError(f"{p}: no header line; expected case_id,{','.join(dims)}[,total][,categories]")
+        reader.fieldnames = header
+        if "case_id" not in header:
+            raise InputError(f"{p}:1: no column named case_id (the header has: {_shown(header)})")
+        if not any(h in wanted for h in header):
+            raise InputError(f"{p}:1: no column named {', '.join(wanted)}; the labels would match nothing "
+                             f"(the header has: {_shown(header)})")
+        for i, r in enumerate(reader, 2):
+            extra = r.pop(None, None)
+            if extra and any(str(x).strip() for x in extra):
+                raise InputError(f"{p}:{i}: more cells than the header has columns ({len(header)})")
+            rows.append((i, r))
+    if not rows:
+        raise InputError(f"{p}: no human labels (the file has no data line)")
     out: dict[str, HumanLabel] = {}
     for line, r in rows:
-        cid = str(r.get("case_id") or "").strip()
+        raw_id = r.get("case_id")
+        cid = "" if raw_id is None or isinstance(raw_id, (dict, list, bool)) else str(raw_id).strip()
         if not cid:
-            raise InputError(f"{p}:{line}: case_id: missing")
+            raise InputError(f"{p}:{line}: case_id: missing" if raw_id in (None, "")
+                             else f"{p}:{line}: case_id: not a case id: {raw_id!r}")
         scores = {}
         for d in [*dims, "total"]:
             v = r.get(d)
-            if v in (None, ""):
+            if v in (None, "") or (isinstance(v, str) and not v.strip()):
                 continue
+            if isinstance(v, bool):
+                raise InputError(f"{p}:{line}: {d}: not a number: {v!r}")
             try:
                 scores[d] = float(v)
             except (TypeError, ValueError):
                 raise InputError(f"{p}:{line}: {d}: not a number: {v!r}") from None
+            if not math.isfinite(scores[d]):
+                raise InputError(f"{p}:{line}: {d}: not a finite number: {v!r}")
             if d != "total" and not 0 <= scores[d] <= rubric.dimension(d).max:
                 raise InputError(f"{p}:{line}: {d}: {v} is outside 0..{rubric.dimension(d).max:g}")
         if "total" not in scores and all(d in scores for d in dims):
@@ -135,6 +173,9 @@ def load_human(path: str | Path, rubric: Rubric) -> dict[str, HumanLabel]:
         cats = r.get("categories")
         categories = None
         if cats is not None:
+            if isinstance(cats, dict) or (isinstance(cats, list) and any(isinstance(x, (dict, list)) for x in cats)):
+                raise InputError(f"{p}:{line}: categories: expected a list of category ids or names, "
+                                 f"or a ';'-separated string, got {cats!r}")
             items = cats if isinstance(cats, list) else [c for c in str(cats).split(";")]
             categories = set()
             for c in (str(x).strip() for x in items):
@@ -144,9 +185,18 @@ def load_human(path: str | Path, rubric: Rubric) -> dict[str, HumanLabel]:
                     raise InputError(f"{p}:{line}: categories: unknown category {c!r}")
                 categories.add(names.get(c, c))
         if cid in out:
-            raise InputError(f"{p}:{line}: case_id: duplicate {cid!r}")
-        out[cid] = HumanLabel(case_id=cid, scores=scores, categories=categories)
+            raise InputError(f"{p}:{line}: case_id: duplicate {cid!r} (first on line {out[cid].line})")
+        out[cid] = HumanLabel(case_id=cid, scores=scores, categories=categories, file=str(p), line=line)
     return out
+
+
+def _shown(header: Sequence[str]) -> str:
+    return ", ".join(repr(h) for h in header[:12]) + (", ..." if len(header) > 12 else "")
+
+
+def _json_type(value: Any) -> str:
+    return {list: "an array", str: "a string", bool: "a boolean", int: "a number", float: "a number",
+            type(None): "null"}.get(type(value), type(value).__name__)
 
 
 def matrix(rows: Sequence[Sequence[float | None]]) -> np.ndarray:
@@ -198,6 +248,13 @@ def human_agreement(run: StoredRun, cons: Sequence[CaseConsensus], human: dict[s
     keys = [*(d.id for d in run.rubric.dimensions), "total"]
     labelled = [c for c in cons if c.case_id in human]
     unknown = sorted(set(human) - {c.case_id for c in cons})
+    if human and not labelled:
+        first = next(iter(human.values()))
+        where = f"in {first.file}" if first.file else "of the human labels"
+        at = f", line {first.line}" if first.line is not None else ""
+        raise InputError(f"none of the {len(human)} case ids {where} is a case of this run "
+                         f"(first: {first.case_id!r}{at}; the run's first case: "
+                         f"{cons[0].case_id if cons else '(none)'!r})")
     hv = {k: [human[c.case_id].scores.get(k) for c in labelled] for k in keys}
 
     def a(rows: Sequence[Sequence[float | None]]) -> Alpha:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Literal, TypeVar
@@ -33,6 +34,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from consensus_eval._errors import InputError
+from consensus_eval.domain.textio import read_text
 
 Level = Literal["nominal", "ordinal", "interval", "ratio"]
 LEVELS: tuple[Level, ...] = ("nominal", "ordinal", "interval", "ratio")
@@ -163,6 +165,8 @@ def krippendorff_alpha(data: np.ndarray | Sequence[Sequence[float | None]], leve
         if not isinstance(data, np.ndarray) else data.astype(float)
     if arr.ndim != 2:
         raise ValueError("reliability data must be a raters x units matrix")
+    if np.isinf(arr).any():
+        raise InputError("reliability data holds an infinite value; ratings must be finite numbers")
     units, allv = _pairable(arr)
     base = {"level": level, "n_units": units.shape[1], "n_values": int(allv.size), "n_raters": arr.shape[0]}
     if not units.shape[1]:
@@ -177,7 +181,8 @@ def krippendorff_alpha(data: np.ndarray | Sequence[Sequence[float | None]], leve
         do, de = _by_value(units, allv, _ordinal_delta(allv))
     else:
         if (allv < 0).any():
-            raise ValueError("the ratio level needs non-negative values")
+            raise InputError(f"the ratio level needs values >= 0, and {float(allv[allv < 0][0]):g} is negative "
+                             "(use the interval level for values that can be negative)")
         do, de = _by_value(units, allv, _ratio_delta)
     if de <= 0:
         return Alpha(value=None, reason="no expected disagreement", **base)
@@ -221,18 +226,26 @@ def alpha_with_ci(data: np.ndarray, level: Level = "interval", n_boot: int = 100
     return a
 
 
-def load_ratings(path: str | Path) -> tuple[np.ndarray, list[str], list[str]]:
-    """A long ratings table (CSV with columns ``unit``, ``rater``, ``value``; empty value = missing)
-    as a raters x units matrix, with the rater and unit names. Errors name file, line and field."""
+def load_ratings(path: str | Path, encoding: str | None = None, *,
+                 level: Level | None = None) -> tuple[np.ndarray, list[str], list[str]]:
+    """A long ratings table (CSV with columns ``unit``, ``rater``, ``value``; an empty value, ``NA``
+    or ``.`` = missing) as a raters x units matrix, with the rater and unit names. Errors name file,
+    line and field: a value that is not a finite number (``inf``, ``nan`` are refused: leave the cell
+    empty for a missing rating), a rating given twice, and, with ``level="ratio"``, a negative value.
+
+    ``encoding``: the file's encoding; by default UTF-8 (BOM or not), else GB18030/GBK
+    (:func:`consensus_eval.domain.textio.read_text`).
+    """
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError(f"{p}: cannot read ratings: {e}") from None
+    text = read_text(p, encoding, what="ratings")
     reader = csv.DictReader(io.StringIO(text))
-    missing = {"unit", "rater", "value"} - set(reader.fieldnames or [])
+    header = [h.strip() for h in reader.fieldnames or []]
+    reader.fieldnames = header
+    missing = {"unit", "rater", "value"} - set(header)
     if missing:
-        raise InputError(f"{p}:1: missing column(s) {', '.join(sorted(missing))}; expected unit,rater,value")
+        names = ", ".join(sorted(missing))
+        raise InputError(f"{p}:1: no column named {names}; expected unit,rater,value "
+                         f"(missing column(s) {names}; the header has: {', '.join(map(repr, header)) or 'nothing'})")
     cells: dict[tuple[str, str], float] = {}
     units: dict[str, None] = {}
     raters: dict[str, None] = {}
@@ -242,16 +255,24 @@ def load_ratings(path: str | Path) -> tuple[np.ndarray, list[str], list[str]]:
             raise InputError(f"{p}:{line}: {'unit' if not unit else 'rater'}: missing")
         units.setdefault(unit)
         raters.setdefault(rater)
-        if raw in ("", "NA", "nan", "."):
+        if raw in MISSING_MARKS:
             continue
         try:
             value = float(raw)
         except ValueError:
             raise InputError(
                 f"{p}:{line}: value: not a number: {raw!r} (leave it empty for a missing rating)") from None
+        if not math.isfinite(value):
+            raise InputError(f"{p}:{line}: value: {raw!r} is not a finite number "
+                             "(leave it empty for a missing rating)")
+        if level == "ratio" and value < 0:
+            raise InputError(f"{p}:{line}: value: {raw} is negative; the ratio level needs values >= 0 "
+                             "(use --level interval for values that can be negative)")
         if (unit, rater) in cells:
             raise InputError(f"{p}:{line}: rater {rater!r} rated unit {unit!r} twice")
         cells[(unit, rater)] = value
+    if not units:
+        raise InputError(f"{p}: no ratings (the file has a header and no data line)")
     ul, rl = list(units), list(raters)
     arr = np.full((len(rl), len(ul)), np.nan)
     ui = {u: i for i, u in enumerate(ul)}
@@ -260,3 +281,7 @@ def load_ratings(path: str | Path) -> tuple[np.ndarray, list[str], list[str]]:
             if (u, rater) in cells:
                 arr[ri, ui[u]] = cells[(u, rater)]
     return arr, rl, ul
+
+
+#: values of a ratings table that mean "no rating" (besides an empty cell)
+MISSING_MARKS = frozenset({"", "NA", "N/A", "."})

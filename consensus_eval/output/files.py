@@ -1,19 +1,37 @@
 """The output files of a run, written from its results: judgments.jsonl, consensus.csv/jsonl,
-reliability.json and the adjudication sheet. Every file is written atomically (:func:`atomic_writer`).
+reliability.json and the adjudication sheet. Every file is written atomically (:func:`atomic_writer`);
+a file that cannot be written (a read-only folder, a path that is a folder) is an :class:`InputError`
+saying so.
 
 Category and type values are written as the rubric's display names (the seed's Chinese names),
 with the stable ids beside them (``category_id``, ``type_id``).
+
+CSV formula injection: the CSV files are meant to be opened in Excel or another spreadsheet, and a
+cell that starts with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return is run there as a
+formula (``=HYPERLINK(...)``, ``=cmd|...``). Case ids come from the user's file and evidence, reasons
+and comments from a judge (an LLM quoting the record), so every text cell of every CSV written here
+goes through :func:`csv_cell`: such a cell is prefixed with ``'`` (OWASP's recommendation; Excel
+shows the text as written and hides the quote). A cell that is a plain number (``-3.5``, ``+2``,
+``1e-3``) is left as it is, so numbers stay numbers.
+
+judgments.jsonl re-derives: each line lists the deductions and the fixed penalties that were
+charged, and ``score = max - sum over categories of min(points in the category, cap) - sum of the
+fixed penalties``, floored at 0. A fixed penalty is charged once however many times a judge listed
+it, so it is listed once (``times_listed`` says how often the judge gave it); the judge's reply as
+given is kept in the store (``results.sqlite``: ``raw`` and ``judgment``).
 """
 
 from __future__ import annotations
 
 import csv
 import json
+import re
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import IO, Any
 
+from consensus_eval._errors import InputError
 from consensus_eval.analysis.audit import CaseAudit, JudgeView
 from consensus_eval.analysis.consensus import CaseConsensus
 from consensus_eval.analysis.results import Results
@@ -34,10 +52,16 @@ def judgment_row(rubric: Rubric, rec: CallRecord, score: DimensionScore | None) 
             deductions.append({"category": cat.name, "type": typ.name, "points": d.points,
                                "evidence": d.evidence, "reason": d.reason,
                                "category_id": cat.id, "type_id": typ.id})
+        # what was charged: each fixed penalty once (the first time the judge gave it), as derive() does
+        listed: dict[str, int] = {}
         for p in j.fixed_penalties:
+            listed[p.id] = listed.get(p.id, 0) + 1
+        for p in j.fixed_penalties:
+            if listed.get(p.id, 0) == 0:
+                continue
             pen = dim.penalties_by_id[p.id]
             penalties.append({"name": pen.name, "points": pen.points, "evidence": p.evidence,
-                              "reason": p.reason, "id": pen.id})
+                              "reason": p.reason, "id": pen.id, "times_listed": listed.pop(p.id)})
     return {
         "case_id": rec.case_id, "dimension": rec.dimension, "judge": rec.judge, "run": rec.run,
         "status": rec.status,
@@ -77,12 +101,13 @@ def write_consensus(folder: Path, rubric: Rubric, cases: Sequence[CaseConsensus]
     dims = [d.id for d in rubric.dimensions]
     with atomic_writer(folder / "consensus.csv") as f:
         w = csv.writer(f)
-        w.writerow(["case_id", *dims, "total", "star_total", *(f"{d}_stars" for d in dims),
-                    "n_judges", "status", "spread", "flagged", "flags"])
+        w.writerow([csv_cell(h) for h in ["case_id", *dims, "total", "star_total", *(f"{d}_stars" for d in dims),
+                                          "n_judges", "status", "spread", "flagged", "flags"]])
         for c in cases:
-            w.writerow([c.case_id, *(fmt_num(c.scores[d]) for d in dims), fmt_num(c.total), fmt_num(c.star_total),
-                        *(c.stars[d] if c.stars[d] is not None else "" for d in dims),
-                        c.n_judges, c.status, fmt_num(c.spread), int(c.flagged), "; ".join(c.flags)])
+            w.writerow([csv_cell(v) for v in [
+                c.case_id, *(fmt_num(c.scores[d]) for d in dims), fmt_num(c.total), fmt_num(c.star_total),
+                *(c.stars[d] if c.stars[d] is not None else "" for d in dims),
+                c.n_judges, c.status, fmt_num(c.spread), int(c.flagged), "; ".join(c.flags)]])
     with atomic_writer(folder / "consensus.jsonl") as f:
         for c in cases:
             f.write(c.model_dump_json() + "\n")
@@ -100,17 +125,57 @@ def fmt_num(x: float | None) -> str:
     return f"{x:.4f}".rstrip("0").rstrip(".") if x != int(x) else str(int(x))
 
 
+#: the first characters that make a spreadsheet read a cell as a formula (OWASP: CSV injection)
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+_PLAIN_NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
+
+
+def csv_cell(value: object) -> object:
+    """``value`` made safe for a spreadsheet: a string starting with ``=``, ``+``, ``-``, ``@``, a tab or
+    a carriage return gets a leading ``'`` unless it is a plain number; anything else is unchanged."""
+    if isinstance(value, str) and value.startswith(_FORMULA_START) and not _PLAIN_NUMBER.fullmatch(value):
+        return "'" + value
+    return value
+
+
 @contextmanager
 def atomic_writer(path: Path, encoding: str = "utf-8") -> Iterator[IO[str]]:
     """Write ``path`` through ``path.tmp`` renamed over it at the end: a reader never sees half a file,
-    and a failure leaves the previous file as it was."""
+    and a failure leaves the previous file as it was.
+
+    A file that cannot be written is an :class:`InputError` naming it: a read-only folder, a path that
+    is a folder, a folder that does not exist.
+    """
+    if path.is_dir():
+        raise InputError(f"{path}: is a folder; cannot write a file there (give a file name)")
     tmp = path.with_suffix(path.suffix + ".tmp")
     try:
-        with open(tmp, "w", encoding=encoding, newline="") as f:
+        try:
+            f = open(tmp, "w", encoding=encoding, newline="")  # noqa: SIM115 - closed below, errors named
+        except OSError as e:
+            raise _write_error(path, e) from None
+        with f:
             yield f
-        tmp.replace(path)
+        try:
+            tmp.replace(path)
+        except OSError as e:
+            raise _write_error(path, e) from None
     finally:
-        tmp.unlink(missing_ok=True)
+        with suppress(OSError):  # a read-only folder: there is no tmp file either
+            tmp.unlink(missing_ok=True)
+
+
+def _write_error(path: Path, e: OSError) -> InputError:
+    if isinstance(e, PermissionError) or e.errno == 30:  # EROFS: a read-only file system
+        return InputError(f"cannot write {path}: the folder {path.parent} is read-only "
+                          "(or not writable by you)")
+    if isinstance(e, FileNotFoundError):
+        return InputError(f"cannot write {path}: the folder {path.parent} does not exist")
+    if isinstance(e, NotADirectoryError):
+        return InputError(f"cannot write {path}: part of the path is a file, not a folder")
+    if isinstance(e, IsADirectoryError):
+        return InputError(f"cannot write {path}: it is a folder")
+    return InputError(f"cannot write {path}: {e.strerror or e}")
 
 
 def write_text(path: Path, text: str) -> None:
@@ -176,13 +241,22 @@ def _mismatch_text(a: CaseAudit, dimension: str, judge: str) -> str:
 
 
 def write_adjudication_csv(path: str | Path, audits: Iterable[CaseAudit]) -> Path:
-    """Write the adjudication sheet as CSV in UTF-8 with a BOM (so Excel reads the Chinese)."""
+    """Write the adjudication sheet as CSV in UTF-8 with a BOM (so Excel reads the Chinese); its
+    folder is created if needed. Text cells are neutralised against formula injection (:func:`csv_cell`).
+    Raises :class:`InputError` when ``path`` is a folder or cannot be written."""
     p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
+    if p.is_dir():
+        raise InputError(f"{p}: is a folder; give the adjudication sheet a file name, e.g. {p / 'adjudication.csv'}")
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise InputError(f"cannot write {p}: {p.parent} is a file, not a folder") from None
+    except OSError as e:
+        raise _write_error(p, e) from None
     with atomic_writer(p, encoding="utf-8-sig") as f:
         w = csv.DictWriter(f, fieldnames=EXPORT_COLUMNS, restval="")
         w.writeheader()
-        w.writerows(export_rows(audits))
+        w.writerows({k: csv_cell(v) for k, v in row.items()} for row in export_rows(audits))
     return p
 
 
