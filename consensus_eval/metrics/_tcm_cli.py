@@ -649,6 +649,51 @@ def parse_aspects(raw: str | None) -> list[str] | None:
     return aspects
 
 
+#: the feature keys a family scores, where it has a fixed list (other keys are ignored by its metrics)
+FIXED_FEATURE_KEYS: dict[str, tuple[str, ...]] = {
+    "tongue": tcm.TONGUE_FEATURES,
+    "sound": tcm.SOUND_FEATURES,
+    "pulse": tcm.PULSE_FEATURES,
+}
+
+
+def check_task_fields(task: str, pred: Source, gold: Source) -> None:
+    """Refuse the files of another task before they are scored as zeros.
+
+    - A compared field (side ``both``) the gold carries but no prediction line has at all (not even
+      as ``null``): the predictions are of another task (or another field name).
+    - tongue, sound, pulse: a gold ``features`` object with none of the keys the task scores.
+    - face (free feature keys): gold ``features`` whose keys all belong to tongue, sound or pulse.
+    """
+    family = FAMILIES[task]
+    for spec in family.fields:
+        if spec.side != "both":
+            continue
+        in_gold = [r for r in gold.records.values() if r.data.get(spec.name) is not None]
+        if in_gold and not any(spec.name in r.data for r in pred.records.values()):
+            raise TcmInputError(
+                f"{pred.path}: no line has the field {spec.name!r} that task {task!r} compares "
+                f"({gold.where(in_gold[0])} has it): are these predictions of another task? "
+                f"(write \"{spec.name}\": null for a case with no answer)")
+    expected = FIXED_FEATURE_KEYS.get(task)
+    featured = [r for r in gold.records.values() if isinstance(r.data.get("features"), dict) and r.data["features"]]
+    if expected is not None:
+        for r in featured:
+            found = list(r.data["features"])
+            if not any(k in expected for k in found):
+                raise TcmInputError(
+                    f"{gold.where(r)}: field 'features': none of the keys task {task!r} scores "
+                    f"({', '.join(expected)}); this line has {', '.join(map(str, found))}: "
+                    "are these the files of another task?")
+    elif task == "face" and featured:
+        keys = {k for r in featured for k in r.data["features"]}
+        for other, other_keys in FIXED_FEATURE_KEYS.items():
+            if keys <= set(other_keys):
+                raise TcmInputError(
+                    f"{gold.path}: field 'features': every key ({', '.join(sorted(keys))}) is a {other} "
+                    f"feature, none a face feature (face_color, ...): are these the files of task {other!r}?")
+
+
 def evaluate_files(task: str, pred_path: Path, gold_path: Path, opts: Options) -> dict[str, Any]:
     """Read, validate and pair the two files, compute the task's metrics; return a JSON-ready summary."""
     family = FAMILIES[task]
@@ -656,6 +701,7 @@ def evaluate_files(task: str, pred_path: Path, gold_path: Path, opts: Options) -
     gold = read_jsonl(gold_path)
     validate_fields(family, pred, "pred")
     validate_fields(family, gold, "gold")
+    check_task_fields(task, pred, gold)
     cases = pair_by_id(pred, gold)
     try:
         rows = family.compute(cases, opts)

@@ -38,10 +38,10 @@ def _details(summary: dict[str, Any]) -> dict[str, str]:
     counts = summary["counts"]
     trees, distance = counts["trees"], counts["edit_distance"]
     return {
-        "tree_accuracy": f"{trees['correct']} equal / {trees['nonempty_predictions']} non-empty preds",
+        "tree_accuracy": f"{trees['correct']} equal / {trees['scored_predictions']} non-empty or invalid preds",
         "triple_f1": _f1_detail(counts["triples"]),
         "path_f1": _f1_detail(counts["paths"]),
-        "mean_edit_distance": f"{distance['sum']} edits / {distance['divided_by']} non-empty preds",
+        "mean_edit_distance": f"{distance['sum']} edits / {distance['divided_by']} non-empty or invalid preds",
         "node_f1": _f1_detail(counts["nodes"]),
         "edit_ratio": f"1 - {distance['sum']}/{distance['ratio_denominator']}",
     }
@@ -65,7 +65,7 @@ def render_table(result: Text2DTResult) -> None:
         table.add_row(label, "n/a" if value is None else f"{value:.6f}", exact or "n/a", details[name])
     console.print(table)
     if result.invalid:
-        console.print(f"[bold red]{len(result.invalid)} invalid prediction(s) scored as empty:[/]")
+        console.print(f"[bold red]{len(result.invalid)} invalid prediction(s) scored as empty (each a wrong tree):[/]")
         for item in result.invalid[:MAX_INVALID_SHOWN]:
             console.print(f"  - {item.message}", markup=False, highlight=False)
         if len(result.invalid) > MAX_INVALID_SHOWN:

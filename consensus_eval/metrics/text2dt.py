@@ -55,9 +55,10 @@ Input normalisation (both spellings give identical numbers):
 Where the original hangs or crashes (malformed pre-order sequence, unknown role, trailing nodes, a
 triple that is not three strings, an empty gold tree) :func:`parse_tree` and :func:`evaluate` raise
 :class:`Text2DTError` naming the tree and the node. With ``on_invalid="zero"`` an invalid *prediction*
-is scored as an empty prediction (it adds gold counts and edit cost, not to the tree-accuracy and
-edit-distance denominators, exactly like an empty prediction in the original) and is listed in
-:attr:`Text2DTResult.invalid`. Invalid *gold* trees always raise.
+is scored as a wrong tree: it predicts nothing (it adds gold counts and its full edit cost, like an
+empty prediction) and, unlike an empty prediction in the original, it *does* count in the tree-accuracy
+and mean-edit-distance denominators, so a file of one correct and one invalid tree has tree accuracy
+1/2, not 1. It is listed in :attr:`Text2DTResult.invalid`. Invalid *gold* trees always raise.
 """
 
 from __future__ import annotations
@@ -550,7 +551,13 @@ def as_records(entries: Iterable[Any]) -> list[TreeRecord]:
 
 
 def _read_json_or_jsonl(path: Path) -> Any:
-    text = path.read_text(encoding="utf-8")
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8-sig")  # JSON is UTF-8; a BOM is tolerated
+    except UnicodeDecodeError as exc:
+        bad_line = raw.count(b"\n", 0, exc.start) + 1
+        raise Text2DTError(f"{path}: not UTF-8 text (line {bad_line}, byte {exc.start}: 0x{raw[exc.start]:02x}); "
+                           "JSON files must be saved as UTF-8") from None
     if path.suffix.lower() != ".jsonl":
         try:
             return json.loads(text)
@@ -572,6 +579,8 @@ def load_trees(path: str | Path) -> list[TreeRecord]:
     path = Path(path)
     try:
         data = _read_json_or_jsonl(path)
+    except IsADirectoryError:
+        raise Text2DTError(f"cannot read {path}: it is a folder, not a tree file") from None
     except OSError as exc:
         raise Text2DTError(f"cannot read {path}: {exc.strerror or exc}") from None
     if not isinstance(data, list):
@@ -641,7 +650,8 @@ class Text2DTResult:
     """Data-set level Text2DT metrics; every ratio is an exact :class:`~fractions.Fraction` or ``None``.
 
     Counts: ``n_trees`` pairs, paired by ``pairing`` (``"id"``/``"position"``); ``n_nonempty_predictions``
-    (the tree-accuracy and mean-edit-distance denominator); ``correct_trees``; ``triples``, ``paths``,
+    (valid non-empty predictions); ``scored_predictions`` (those plus the ``invalid`` ones: the
+    tree-accuracy and mean-edit-distance denominator); ``correct_trees``; ``triples``, ``paths``,
     ``nodes`` (:class:`F1Counts`); ``edit_distance_sum``; ``edit_ratio_denominator``; ``invalid``
     predictions scored as empty; ``per_tree`` scores when requested.
     """
@@ -659,9 +669,15 @@ class Text2DTResult:
     per_tree: tuple[dict[str, Any], ...] | None = field(default=None, repr=False)
 
     @property
+    def scored_predictions(self) -> int:
+        """The tree-accuracy and mean-edit-distance denominator: non-empty predictions (the
+        organisers') plus invalid ones scored under ``on_invalid="zero"`` (each a wrong tree)."""
+        return self.n_nonempty_predictions + len(self.invalid)
+
+    @property
     def tree_accuracy(self) -> Fraction | None:
-        """Correct trees / non-empty predictions (the organisers' denominator)."""
-        return Fraction(self.correct_trees, self.n_nonempty_predictions) if self.n_nonempty_predictions else None
+        """Correct trees / scored predictions (non-empty ones, the organisers' denominator, and invalid ones)."""
+        return Fraction(self.correct_trees, self.scored_predictions) if self.scored_predictions else None
 
     @property
     def triple_f1(self) -> Fraction | None:
@@ -675,8 +691,9 @@ class Text2DTResult:
 
     @property
     def mean_edit_distance(self) -> Fraction | None:
-        """Sum of edit distances / non-empty predictions (empty predictions add cost, not count)."""
-        return Fraction(self.edit_distance_sum, self.n_nonempty_predictions) if self.n_nonempty_predictions else None
+        """Sum of edit distances / scored predictions (empty predictions add cost, not count; invalid ones
+        add both)."""
+        return Fraction(self.edit_distance_sum, self.scored_predictions) if self.scored_predictions else None
 
     @property
     def node_f1(self) -> Fraction | None:
@@ -705,11 +722,12 @@ class Text2DTResult:
             "exact": {name: None if value is None else str(value) for name, value in exact.items()},
             "counts": {
                 "trees": {"pairs": self.n_trees, "nonempty_predictions": self.n_nonempty_predictions,
+                          "invalid_predictions": len(self.invalid), "scored_predictions": self.scored_predictions,
                           "correct": self.correct_trees},
                 "triples": self.triples.as_dict(),
                 "paths": self.paths.as_dict(),
                 "nodes": self.nodes.as_dict(),
-                "edit_distance": {"sum": self.edit_distance_sum, "divided_by": self.n_nonempty_predictions,
+                "edit_distance": {"sum": self.edit_distance_sum, "divided_by": self.scored_predictions,
                                   "ratio_denominator": self.edit_ratio_denominator},
             },
             "n_trees": self.n_trees,

@@ -377,11 +377,13 @@ def test_malformed_prediction_scores_as_empty_in_zero_mode(name):
     assert result.as_dict()["invalid"][0]["message"].startswith("prediction tree 1, node")
 
 
-def test_zero_mode_counts_invalid_like_an_empty_prediction():
+def test_zero_mode_counts_invalid_as_a_wrong_tree():
     result = evaluate([GOLD, flip(GOLD, 1, "C")], [GOLD, GOLD], on_invalid="zero")
-    # the invalid tree adds gold counts and its full edit cost (15), not a denominator entry
-    assert result.n_nonempty_predictions == 1 and result.tree_accuracy == 1
-    assert result.edit_distance_sum == 15 and result.mean_edit_distance == 15
+    # the invalid tree adds gold counts and its full edit cost (15), and counts in the tree-accuracy and
+    # edit-distance denominators as a wrong tree (issue 12: 1 correct + 1 invalid is 1/2, not 1)
+    assert result.n_nonempty_predictions == 1 and result.scored_predictions == 2
+    assert result.tree_accuracy == Fraction(1, 2)
+    assert result.edit_distance_sum == 15 and result.mean_edit_distance == Fraction(15, 2)
     assert (result.triples.correct, result.triples.predicted, result.triples.gold) == (5, 5, 10)
 
 
