@@ -75,6 +75,9 @@ def prepare(cases: CasesInput, config: ConfigInput = DEFAULT_CONFIG, *, skip_inv
         if missing:
             raise InputError("\n".join(missing))
     case_list, invalid = _cases(cases, skip_invalid)
+    if not case_list:
+        raise InputError(f"{cases}: no valid case to score ({len(invalid)} invalid line(s), skipped):\n"
+                         + "\n".join(invalid))
     judges = [build_judge(j, rubric) for j in cfg.judges]
     return Prepared(cfg, rubric, case_list, invalid, judges, plan(case_list, rubric, cfg, judges))
 
@@ -142,7 +145,7 @@ def load_run(folder: str | Path, *, human: dict[str, HumanLabel] | None = None, 
     are given; otherwise it is computed on first use of ``results.reliability``.
     """
     out = Path(folder)
-    with Store.open_existing(out) as store:
+    with Store.open_existing(out, read_only=True) as store:
         stored = read_run(store)
     reuse = reuse_saved and human is None
     saved = _saved_reliability(out, stored.judges, len(stored.cases)) if reuse else None

@@ -10,6 +10,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
 from consensus_eval._errors import InputError
 from consensus_eval.metrics.cli import metrics_app
@@ -36,7 +37,7 @@ def friendly_errors(fn: F) -> F:
         try:
             return fn(*args, **kwargs)
         except (InputError, FileNotFoundError) as e:
-            err_console.print(f"[bold red]error:[/] {e}", markup=True, highlight=False, soft_wrap=True)
+            err_console.print(Text.assemble(("error:", "bold red"), " ", str(e)), highlight=False, soft_wrap=True)
             raise typer.Exit(2) from None
 
     return wrapper  # type: ignore[return-value]
@@ -138,6 +139,8 @@ def reliability(
     bootstrap: Annotated[int, typer.Option(min=0, help="Bootstrap resamples for the 95% CI (0: none).")] = 1000,
     seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 20261122,
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    encoding: Annotated[str | None, typer.Option(
+        help="Encoding of the --human / --ratings file (default: UTF-8, with or without BOM, then GB18030).")] = None,
 ) -> None:
     """Krippendorff's alpha with bootstrap CIs: of a run's judges (and a human), or of any ratings table."""
     import json
@@ -147,7 +150,7 @@ def reliability(
     if ratings is not None:
         if level not in al.LEVELS:
             raise InputError(f"--level must be one of {', '.join(al.LEVELS)}, got {level!r}")
-        arr, raters, units = al.load_ratings(ratings)
+        arr, raters, units = al.load_ratings(ratings, encoding, level=level)
         a = al.alpha_with_ci(arr, level, bootstrap, seed)
         if json_out:
             print(json.dumps({**a.model_dump(), "raters": raters, "n_units_total": len(units)}, indent=2))
@@ -167,7 +170,7 @@ def reliability(
 
     results = api.load_run(run_dir, n_boot=bootstrap, seed=seed, reuse_saved=False)
     if human is not None:
-        results.human = load_human(human, results.rubric)
+        results.human = load_human(human, results.rubric, encoding)
     report = results.reliability
     write_json(run_dir / "reliability.json", report.to_json())
     if json_out:

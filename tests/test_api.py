@@ -96,7 +96,7 @@ def test_bad_objects_are_input_errors(tmp_path):
         evaluate(EXAMPLES, {"judges": []}, out=tmp_path / "o")
 
 
-def test_a_version_1_store_is_upgraded_in_place(tmp_path):
+def test_a_version_1_store_is_read_as_is_and_upgraded_by_the_next_score(tmp_path):
     import sqlite3
 
     from consensus_eval import evaluate, load_run
@@ -107,8 +107,18 @@ def test_a_version_1_store_is_upgraded_in_place(tmp_path):
     db.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
     db.commit()
     db.close()
-    again = load_run(tmp_path / "out")
+
+    def schema() -> tuple[str, list[str]]:
+        con = sqlite3.connect(tmp_path / "out" / "results.sqlite")
+        try:
+            version = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0]
+            return version, [r[1] for r in con.execute("PRAGMA table_info(calls)")]
+        finally:
+            con.close()
+
+    again = load_run(tmp_path / "out")                     # read-only: reads version 1 as it is
     assert [c.total for c in again.consensus] == [c.total for c in first.consensus]
-    db = sqlite3.connect(tmp_path / "out" / "results.sqlite")
-    assert "error_kind" in [r[1] for r in db.execute("PRAGMA table_info(calls)")]
-    assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == "2"
+    assert schema()[0] == "1" and "error_kind" not in schema()[1]
+    resumed = evaluate(EXAMPLES, out=tmp_path / "out", n_boot=0)   # a writer upgrades it in place
+    assert resumed.progress is not None and resumed.progress.skipped == 48 and resumed.progress.done == 0
+    assert schema() == ("2", schema()[1]) and "error_kind" in schema()[1]

@@ -10,8 +10,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
+from consensus_eval._errors import InputError, format_validation_error
 from consensus_eval.domain.cases import Case
 from consensus_eval.domain.config import EvalConfig
 from consensus_eval.domain.rubric import Rubric
@@ -92,10 +93,18 @@ class StoredRun:
 
 
 def read_run(store: Store) -> StoredRun:
-    """Read a run back from its store (no judge is called): one read of each table, one derivation."""
-    rubric = Rubric.model_validate(store.get_meta("rubric"))
-    config = EvalConfig.model_validate(store.get_meta("config"))
-    cases = [Case.model_validate(c) for c in store.get_meta("cases", [])]
+    """Read a run back from its store (no judge is called): one read of each table, one derivation.
+
+    A run context this version no longer accepts (written by an older consensus-eval whose checks
+    were looser) is an :class:`InputError` saying so, not a traceback.
+    """
+    try:
+        rubric = Rubric.model_validate(store.get_meta("rubric"))
+        config = EvalConfig.model_validate(store.get_meta("config"))
+        cases = [Case.model_validate(c) for c in store.get_meta("cases", [])]
+    except ValidationError as e:
+        raise InputError(f"{store.path}: the run recorded in this store is not valid for this version of "
+                         f"consensus-eval (rerun `score` into a new folder):\n{format_validation_error(e)}") from None
     records = store.calls()
     stored = {r.request_hash for r in records}
     plan = store.plan()
