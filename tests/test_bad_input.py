@@ -44,7 +44,9 @@ def test_record_beyond_the_context_window_fails_that_call_with_a_clear_reason(tm
     for r in rows:
         if r.case_id == huge["id"]:
             assert r.status == "failed" and r.judgment is None and r.attempts == 1
-            assert r.error.startswith("not retried: ContextWindowExceededError 400"), r.error
+            assert r.error_kind == "bad_request", r.error
+            assert r.error.startswith("bad request (400, context window exceeded), not retried: "
+                                      "ContextWindowExceededError 400"), r.error
             assert "maximum context length" in r.error
         else:
             assert r.status == "ok", r.error

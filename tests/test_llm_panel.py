@@ -125,8 +125,77 @@ def test_points_outside_a_range_type_are_rejected(rubric, api_keys):
         out = _one_call(rubric, _judge(rubric, max_reasks=1), dim="completeness")
     assert out.status == "failed" and out.judgment is None
     assert route.call_count == 2  # one call + one re-ask, then given up
-    assert "cc_nonstandard" in out.error and "validation" in out.error
+    assert out.error_kind == "invalid_reply" and out.attempts == 2
+    assert out.error.startswith("invalid reply, failed validation after 2 attempt(s): ")
+    assert "cc_nonstandard" in out.error
     assert out.raw and '"points": 5' in out.raw
+
+
+# --------------------------------------------------------------------------- re-asks under the retry policy
+
+
+def _scripted(steps, seen: list[int]):
+    """A side effect playing ``steps`` in order, then valid replies: "hang" (sleeps far past the
+    timeout), an int (that HTTP status), "bad" (a reply that fails validation), "good". ``seen``
+    gets the number of messages of every request as it arrives (respx records a call only once
+    answered: not one cut by the timeout)."""
+    good = make_reply("accuracy", random.Random(8), n=1)
+    script = iter(steps)
+
+    async def answer(r):
+        seen.append(len(_body(r)["messages"]))
+        step = next(script, "good")
+        if step == "hang":
+            await asyncio.sleep(30)
+        if isinstance(step, int):
+            return httpx.Response(step, json={"error": {"message": f"status {step}"}})
+        return httpx.Response(200, json=chat_response(_body(r), '{"deductions": [' if step == "bad" else good))
+
+    return answer
+
+
+def test_a_reask_after_a_slow_first_ask_is_still_made(rubric, api_keys):
+    """The root cause of issue 12's "reply failed validation after 1 attempt(s)": given `timeout`,
+    instructor also stops re-asking once that many seconds have passed since the call began
+    (tenacity's stop_after_delay). A first ask that hung until the hard timeout and was retried has
+    used that time up, so its invalid reply was never re-asked. instructor no longer sees `timeout`."""
+    seen: list[int] = []
+    with respx.mock(using="httpx", assert_all_called=False) as mock:
+        mock.post(URL_A).mock(side_effect=_scripted(["hang", "bad"], seen))
+        out = _one_call(rubric, _judge(rubric, mode="json", timeout_s=0.3, max_reasks=2))
+    assert out.status == "ok", out.error
+    assert len(seen) == out.attempts == 3  # hang (cut, retried), invalid reply, re-ask
+    assert seen[0] == seen[1] < seen[2]
+
+
+def test_hangs_and_5xx_during_a_reask_are_retried_like_a_first_ask(rubric, api_keys):
+    seen: list[int] = []
+    with respx.mock(using="httpx", assert_all_called=False) as mock:
+        mock.post(URL_A).mock(side_effect=_scripted(["bad", "hang", 503, 429, "bad", 502, "hang"], seen))
+        out = _one_call(rubric, _judge(rubric, mode="json", timeout_s=0.3, max_retries=4, max_reasks=2))
+    assert out.status == "ok", out.error
+    assert len(seen) == out.attempts == 8  # ask; re-ask 1 (3 retries); re-ask 2 (2 retries)
+    assert seen[0] < seen[1] == seen[2] == seen[3] == seen[4] < seen[5] == seen[6] == seen[7]
+
+
+def test_a_reask_that_runs_out_of_retries_fails_with_its_own_kind(rubric, api_keys):
+    seen: list[int] = []
+    with respx.mock(using="httpx", assert_all_called=False) as mock:
+        mock.post(URL_A).mock(side_effect=_scripted(["bad", "hang", 503, "hang"], seen))
+        out = _one_call(rubric, _judge(rubric, mode="json", timeout_s=0.3, max_retries=2, max_reasks=2))
+    assert out.status == "failed" and len(seen) == out.attempts == 4
+    assert out.error_kind == "timeout"  # the last failure's kind; `invalid_reply` only when the re-asks run out
+    assert out.error.startswith("timeout, gave up after 3 attempt(s): ") and out.error.endswith("(on re-ask 1 of 2)")
+
+
+def test_a_bad_request_on_a_reask_is_a_bad_request(rubric, api_keys):
+    """A re-ask makes the prompt longer: one over the context window fails as bad_request, at once."""
+    seen: list[int] = []
+    with respx.mock(using="httpx", assert_all_called=False) as mock:
+        mock.post(URL_A).mock(side_effect=_scripted(["bad", 400], seen))
+        out = _one_call(rubric, _judge(rubric, mode="json"))
+    assert out.status == "failed" and len(seen) == out.attempts == 2
+    assert out.error_kind == "bad_request" and out.error.startswith("bad request (400), not retried: ")
 
 
 # --------------------------------------------------------------------------- HTTP failures
@@ -200,6 +269,7 @@ def test_client_errors_are_not_retried(rubric, api_keys, status):
         out = _one_call(rubric, _judge(rubric))
     assert out.status == "failed" and route.call_count == 1 and out.attempts == 1
     assert "not retried" in out.error and str(status) in out.error
+    assert out.error_kind == {400: "bad_request", 401: "authentication", 404: "not_found"}[status]
 
 
 def test_persistent_5xx_gives_up_after_max_retries(rubric, api_keys):
@@ -207,7 +277,8 @@ def test_persistent_5xx_gives_up_after_max_retries(rubric, api_keys):
         route = mock.post(URL_A).mock(return_value=httpx.Response(503, json={"error": {"message": "down"}}))
         out = _one_call(rubric, _judge(rubric, max_retries=2))
     assert out.status == "failed" and route.call_count == 3 and out.attempts == 3
-    assert "gave up after 3 attempt(s)" in out.error
+    assert out.error_kind == "server_error"
+    assert out.error.startswith("server error (503), gave up after 3 attempt(s): ")
 
 
 def test_retry_after_parsing():
@@ -309,6 +380,8 @@ def test_persistent_failure_is_recorded_and_excluded(tmp_path, api_keys):
     rows = [json.loads(x) for x in (tmp_path / "out" / "judgments.jsonl").read_text().splitlines()]
     failed = [r for r in rows if r["status"] == "failed"]
     assert {r["judge"] for r in failed} == {"judge-a"} and all(r["score"] is None and r["error"] for r in failed)
+    with Store(tmp_path / "out" / "results.sqlite") as store:  # a reply that never validates: that call's failure
+        assert {(r.error_kind, r.attempts) for r in store.calls() if r.status == "failed"} == {("invalid_reply", 3)}
     cons = [json.loads(x) for x in (tmp_path / "out" / "consensus.jsonl").read_text().splitlines()]
     for c in cons:
         assert "judge-a" not in c["judge_totals"] and c["n_judges"] == 3
@@ -438,6 +511,26 @@ def test_concurrency_and_rpm_limits_are_respected(tmp_path, api_keys):
     in_first_second = sum(1 for s in starts if s - starts[0] < 0.9)
     assert in_first_second <= 10, [round(s - starts[0], 2) for s in starts]
     assert starts[-1] - starts[0] >= 0.9
+
+
+def test_waiting_for_the_rate_limiter_is_not_part_of_the_timeout(rubric, api_keys):
+    """rpm 60 lets one request a second through; a call waiting its turn has not timed out (before,
+    the hard timeout also covered the limiter's wait: such a call counted a failed attempt that never
+    reached the server, and slept a backoff)."""
+    reply = make_reply("accuracy", random.Random(9))
+    judge = _judge(rubric, rpm=60, timeout_s=0.5)
+    d = rubric.dimension("accuracy")
+    cases = [Case(id=f"c{i}", conversation="医生：你好", record="主诉：多饮3年") for i in range(3)]
+
+    async def three():
+        return await asyncio.gather(*(judge.judge(c, d, render(rubric, d, c)) for c in cases))
+
+    with respx.mock(using="httpx", assert_all_called=False) as mock:
+        route = mock.post(URL_A).mock(side_effect=lambda r: httpx.Response(200, json=chat_response(_body(r), reply)))
+        start = time.monotonic()
+        outs = asyncio.run(three())
+    assert [o.status for o in outs] == ["ok"] * 3 and [o.attempts for o in outs] == [1, 1, 1]
+    assert route.call_count == 3 and time.monotonic() - start >= 1.9  # the limiter did make them wait
 
 
 def test_api_key_never_reaches_store_outputs_or_logs(tmp_path, api_keys, caplog, capsys):

@@ -1,16 +1,27 @@
 """LLM judges: litellm (any provider) + instructor (typed replies), with our own retry policy.
 
-Every HTTP attempt goes through :meth:`LLMJudge._send`, which the instructor client wraps:
+Every HTTP attempt, first ask or re-ask, goes through :meth:`LLMJudge._send`, which the instructor
+client wraps:
 
 - it waits for the judge's rate limiter (``rpm``), so re-asks and retries are throttled too;
-- it enforces a hard timeout (``timeout_s``) per attempt (``asyncio.timeout``);
-- it retries 429, 5xx, timeouts and dropped connections with exponential backoff and full jitter,
-  honouring ``Retry-After``; 400, 401, 403, 404 and 422 are not retried;
+- it enforces a hard timeout (``timeout_s``) per attempt (``asyncio.timeout``; the limiter's wait
+  is not part of it) and gives litellm the same ``timeout``;
+- it classifies every failure by its real cause (:func:`classify`: the exception chain, not
+  litellm's class or status alone, which call a refused connection a 500) into an
+  :data:`~consensus_eval.domain.judgment.ErrorKind`, and retries only what another attempt can
+  cure: ``rate_limit``, ``server_error``, ``timeout``, ``connection`` (exponential backoff with full
+  jitter, honouring ``Retry-After``); anything else fails the attempt at once;
+- a failure no call of this judge can get past (``authentication``, ``connection_refused``,
+  ``not_found``, ``local``) stops the judge: its later calls fail at once with that kind, without a
+  request (``bad_request`` and ``invalid_reply`` are the call's own and do not);
 - it counts attempts, tokens and cost of every attempt into the current call's :class:`_Usage`.
 
 instructor itself only re-asks (``max_reasks``) when a reply fails validation against the
-rubric's response model; a reply that still fails is recorded as ``failed`` with the reason.
-litellm's own retries are off (``num_retries=0``): they differ per provider (STACK_NOTES.md).
+rubric's response model; a reply that still fails is recorded as ``failed`` (``invalid_reply``).
+instructor is never given ``timeout``: it would read it as a deadline for the whole re-ask loop
+(``stop_after_delay``) and end a call whose first attempts were slow (a hang cut by the timeout, a
+429 backoff) before its re-asks, as "failed validation after 1 attempt". litellm's own retries are
+off (``num_retries=0``): they differ per provider (STACK_NOTES.md).
 
 Importing this module changes no global state (no environment variable, no logger level, no
 library setting): the command line does that (:func:`consensus_eval.cli`), and a host application
@@ -23,24 +34,36 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import email.utils
+import json
 import random
+import socket
+import ssl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
+import aiohttp
+import httpx
 import instructor
 import litellm
 import litellm.exceptions
+import openai
 import pydantic
 from asyncio_throttle.throttler import Throttler  # where it is defined: the package root does not re-export it
-from instructor.core import InstructorRetryException
+from instructor.core import (
+    AsyncValidationError,
+    IncompleteOutputException,
+    InstructorRetryException,
+    ResponseParsingError,
+    ValidationError as InstructorValidationError,
+)
 from instructor.v2.core.response_model import prepare_response_model
 
 from consensus_eval._errors import format_validation_error
 from consensus_eval.domain.cases import Case
 from consensus_eval.domain.config import LLMJudgeConfig
-from consensus_eval.domain.judgment import CallOutcome, _ReplyBase, response_model
+from consensus_eval.domain.judgment import CallOutcome, ErrorKind, _ReplyBase, response_model
 from consensus_eval.domain.rubric import Dimension, Rubric
 
 if TYPE_CHECKING:
@@ -53,16 +76,13 @@ MODES = {
     "md_json": instructor.Mode.MD_JSON,
 }
 
-#: HTTP failures worth another attempt; anything else (400/401/403/404/422) fails the call at once.
-RETRYABLE = (
-    litellm.exceptions.RateLimitError,
-    litellm.exceptions.InternalServerError,
-    litellm.exceptions.BadGatewayError,
-    litellm.exceptions.ServiceUnavailableError,
-    litellm.exceptions.Timeout,
-    litellm.exceptions.APIConnectionError,
-    asyncio.TimeoutError,
-)
+#: failures another attempt can cure: retried with backoff (up to ``max_retries``)
+RETRYABLE: frozenset[ErrorKind] = frozenset({"rate_limit", "server_error", "timeout", "connection"})
+#: failures no call of the judge can get past: the judge stops (its later calls are not attempted)
+STOPS_THE_JUDGE: frozenset[ErrorKind] = frozenset({"authentication", "connection_refused", "not_found", "local"})
+#: what instructor re-asks on (its own list, ``instructor.v2.core.retry``): a reply that did not parse or validate
+_INVALID_REPLY = (pydantic.ValidationError, json.JSONDecodeError, AsyncValidationError, ResponseParsingError,
+                  InstructorValidationError)
 BACKOFF_BASE_S = 1.0
 BACKOFF_MAX_S = 60.0
 
@@ -85,7 +105,11 @@ _current: contextvars.ContextVar[_Usage] = contextvars.ContextVar("consensus_eva
 
 
 class HTTPFailure(Exception):
-    """An HTTP failure that was not retried or ran out of retries."""
+    """An attempt's failure that was not retried or ran out of retries; ``kind`` is its cause."""
+
+    def __init__(self, kind: ErrorKind, reason: str) -> None:
+        super().__init__(reason)
+        self.kind: ErrorKind = kind
 
 
 class LLMJudge:
@@ -103,6 +127,8 @@ class LLMJudge:
         self._client = instructor.from_litellm(self._send, mode=MODES[config.mode], async_client=True)
         self._throttler: Throttler | None = None
         self._models: dict[str, type[_ReplyBase]] = {}
+        #: set by the first failure in :data:`STOPS_THE_JUDGE`: every later call fails with it, unsent
+        self.stopped: HTTPFailure | None = None
         self.backoff_base_s = BACKOFF_BASE_S
         self.backoff_max_s = BACKOFF_MAX_S
         register_prices(config)
@@ -113,10 +139,17 @@ class LLMJudge:
                     run: int = 0) -> CallOutcome:
         """One judgment. ``run`` is sent as the request's ``seed``: the runs of an important case are
         distinct requests (not one reply served again by a provider-side cache) and, where the
-        provider honours seeds, reproducible. Providers without ``seed`` have it dropped."""
+        provider honours seeds, reproducible. Providers without ``seed`` have it dropped.
+
+        A failed call's ``error_kind`` is the cause of its last failure; ``invalid_reply`` only when
+        the re-asks ran out."""
         usage = _Usage()
+        if self.stopped is not None:
+            return self._outcome(usage, status="failed", error_kind=self.stopped.kind, error=str(self.stopped))
         token = _current.set(usage)
         try:
+            # no `timeout` here: instructor would take it as a deadline for all re-asks (_send sets it per attempt)
+            params = {k: v for k, v in self._params().items() if k != "timeout"}
             reply, _raw = await self._client.chat.completions.create_with_completion(
                 model=self.config.model,
                 response_model=self._response_model(dimension.id),
@@ -124,21 +157,41 @@ class LLMJudge:
                 messages=cast("list[ChatCompletionMessageParam]", [dict(m) for m in messages]),
                 max_retries=self.config.max_reasks,
                 seed=run,
-                **self._params(),
+                **params,
             )
             judgment = reply.to_judgment(dimension)
             return self._outcome(usage, status="ok", judgment=judgment)
         except InstructorRetryException as e:
-            cause = e.__cause__ if isinstance(e.__cause__, HTTPFailure) else None
-            reason = (str(cause) if cause
-                      else f"reply failed validation after {e.n_attempts} attempt(s): {_last_line(e)}")
-            return self._outcome(usage, status="failed", error=reason)
+            cause = e.__cause__
+            if isinstance(cause, HTTPFailure):  # an attempt (first ask or re-ask) failed for good
+                where = f" (on re-ask {e.n_attempts - 1} of {self.config.max_reasks})" if e.n_attempts > 1 else ""
+                return self._outcome(usage, status="failed", error_kind=cause.kind, error=f"{cause}{where}")
+            if isinstance(cause, _INVALID_REPLY) or (cause is None and e.failed_attempts):
+                return self._outcome(usage, status="failed", error_kind="invalid_reply",
+                                     error=f"invalid reply, failed validation after {e.n_attempts} attempt(s): "
+                                           f"{_last_line(e)}")
+            return self._local(usage, cause or e)
         except HTTPFailure as e:
-            return self._outcome(usage, status="failed", error=str(e))
-        except Exception as e:  # noqa: BLE001 - anything else is this call's failure, not the run's
-            return self._outcome(usage, status="failed", error=f"{type(e).__name__}: {e}")
+            return self._outcome(usage, status="failed", error_kind=e.kind, error=str(e))
+        except IncompleteOutputException as e:  # finish_reason "length": the reply was cut off
+            return self._outcome(usage, status="failed", error_kind="invalid_reply",
+                                 error=f"invalid reply, cut off at max_tokens ({self.config.max_tokens}): "
+                                       f"{_first_line(str(e), self._scrub)}")
+        except Exception as e:  # noqa: BLE001 - anything else was raised here (a bug, a missing module): local
+            return self._local(usage, e)
         finally:
             _current.reset(token)
+
+    def _local(self, usage: _Usage, error: BaseException) -> CallOutcome:
+        """A call that failed on this machine (not at the provider): no call of this judge will do better."""
+        failure = self._stop(HTTPFailure("local", f"local error, not retried: {_exc_line(error, self._scrub)}"))
+        return self._outcome(usage, status="failed", error_kind=failure.kind, error=str(failure))
+
+    def _stop(self, failure: HTTPFailure) -> HTTPFailure:
+        """Remember the first failure that stops the judge; its later calls fail with it, unsent."""
+        if self.stopped is None:
+            self.stopped = HTTPFailure(failure.kind, f"not attempted: judge stopped after {failure}")
+        return failure
 
     def _response_model(self, dimension_id: str) -> type[_ReplyBase]:
         """The dimension's response model, prepared for instructor once per judge.
@@ -156,7 +209,8 @@ class LLMJudge:
         return model
 
     async def check(self) -> tuple[bool, str]:
-        """One tiny call (a few output tokens) to check model id, endpoint and key. Never raises."""
+        """One tiny call (a few output tokens) to check model id, endpoint and key. Never raises.
+        A failure says its kind: ``"connection refused, not retried: ... [connection_refused]"``."""
         usage = _Usage()
         token = _current.set(usage)
         start = time.monotonic()
@@ -166,9 +220,9 @@ class LLMJudge:
                              **params)
             return True, f"ok in {time.monotonic() - start:.2f}s ({usage.attempts} attempt(s))"
         except HTTPFailure as e:
-            return False, self._scrub(str(e))
-        except Exception as e:  # noqa: BLE001
-            return False, self._scrub(f"{type(e).__name__}: {e}")
+            return False, self._scrub(f"{e} [{e.kind}]")
+        except Exception as e:  # noqa: BLE001 - _send raises HTTPFailure only; anything else is ours
+            return False, self._scrub(f"local error: {_exc_line(e, self._scrub)} [local]")
         finally:
             _current.reset(token)
 
@@ -190,6 +244,7 @@ class LLMJudge:
         return float(price_in), float(price_out)
 
     def _params(self) -> dict[str, Any]:
+        """What litellm is given besides model and messages (``timeout`` included: see :meth:`judge`)."""
         c = self.config
         params: dict[str, Any] = {
             "temperature": c.temperature, "max_tokens": c.max_tokens, "num_retries": 0,
@@ -211,7 +266,7 @@ class LLMJudge:
             kw["error"] = self._scrub(kw["error"])
         return CallOutcome(
             model=self.config.model, raw=self._scrub(usage.raw) if usage.raw else None,
-            attempts=max(usage.attempts, 1), prompt_tokens=usage.prompt_tokens,
+            attempts=usage.attempts, prompt_tokens=usage.prompt_tokens,
             cached_tokens=usage.cached_tokens, completion_tokens=usage.completion_tokens,
             reasoning_tokens=usage.reasoning_tokens, cost=usage.cost, **kw,
         )
@@ -221,27 +276,42 @@ class LLMJudge:
         key = self.config.api_key()
         return text.replace(key, "***") if key and len(key) >= 4 else text
 
+    def _endpoint(self) -> str:
+        c = self.config
+        return c.api_base or f"{c.model.split('/', 1)[0] if '/' in c.model else 'openai'}'s default endpoint"
+
     # ---------------------------------------------------------------- one HTTP attempt (+ retries)
 
     async def _send(self, **kwargs: Any) -> Any:
-        """litellm.acompletion behind the rate limit, the hard timeout and the retry policy."""
+        """litellm.acompletion behind the rate limit, the hard timeout and the retry policy.
+
+        Raises :class:`HTTPFailure` (with the cause's kind) only; instructor passes it on as the
+        ``__cause__`` of its ``InstructorRetryException``, whichever ask it came from."""
         usage = _current.get()
-        retries = self.config.max_retries
+        c = self.config
+        kwargs["timeout"] = c.timeout_s
+        retries = c.max_retries
         for attempt in range(retries + 1):
-            usage.attempts += 1
+            if self.stopped is not None:  # another call found the judge dead while this one waited
+                raise HTTPFailure(self.stopped.kind, str(self.stopped)) from None
             try:
-                async with self._limiter(), asyncio.timeout(self.config.timeout_s):
-                    resp = await litellm.acompletion(**kwargs)
-            except RETRYABLE as e:
-                usage.last_error = _describe(e, self._scrub)
-                if attempt == retries:
-                    # `from None`: the provider's own error may echo the key, and whoever logs this
-                    # failure (instructor's retry logger does, at ERROR) would print it with its cause
-                    raise HTTPFailure(f"gave up after {attempt + 1} attempt(s): {usage.last_error}") from None
-                await asyncio.sleep(self._delay(attempt, e))
-                continue
-            except Exception as e:  # noqa: BLE001 - 400/401/403/404/422 and anything unexpected: no retry helps
-                raise HTTPFailure(f"not retried: {_describe(e, self._scrub)}") from None
+                async with self._limiter():
+                    usage.attempts += 1  # counted once the request may go out (the limiter's wait is not one)
+                    async with asyncio.timeout(c.timeout_s):
+                        resp = await litellm.acompletion(**kwargs)
+            except Exception as e:  # noqa: BLE001 - every failure is classified; only RETRYABLE ones are retried
+                kind, head, detail = classify(e, self._scrub, timeout_s=c.timeout_s, endpoint=self._endpoint())
+                usage.last_error = f"{head}: {detail}"
+                if kind in RETRYABLE and attempt < retries:
+                    await asyncio.sleep(self._delay(attempt, e))
+                    continue
+                how = f"gave up after {attempt + 1} attempt(s)" if kind in RETRYABLE else "not retried"
+                # `from None`: the provider's own error may echo the key, and whoever logs this
+                # failure (instructor's retry logger does, at ERROR) would print it with its cause
+                failure = HTTPFailure(kind, f"{head}, {how}: {detail}")
+                if kind in STOPS_THE_JUDGE:
+                    self._stop(failure)
+                raise failure from None
             self._count(usage, resp)
             return resp
         raise AssertionError("unreachable")
@@ -291,6 +361,156 @@ class LLMJudge:
             return float(litellm.completion_cost(completion_response=resp, model=c.model))
         except Exception:  # noqa: BLE001 - unknown model: cost unknown, not zero
             return None
+
+
+# ---------------------------------------------------------------------- what a failure was
+
+
+_WORDS: dict[ErrorKind, str] = {
+    "rate_limit": "rate limited", "server_error": "server error", "timeout": "timeout",
+    "connection": "connection dropped", "connection_refused": "connection refused",
+    "authentication": "authentication failed", "not_found": "not found", "bad_request": "bad request",
+    "invalid_reply": "invalid reply", "local": "local error", "record_too_long": "record too long",
+}
+
+
+def classify(error: BaseException, scrub: Callable[[str], str] = str, *, timeout_s: float | None = None,
+             endpoint: str = "the endpoint") -> tuple[ErrorKind, str, str]:
+    """``(kind, head, detail)`` of a failed attempt: its :data:`ErrorKind` by the real cause, the kind
+    in words (with the HTTP status when the server sent one: ``"authentication failed (401)"``) and
+    one line on what happened (secrets scrubbed, then cut).
+
+    The exception chain (``__cause__``/``__context__``) is read, not only the outer exception:
+    litellm turns a refused connection into ``InternalServerError`` (500), and an exception raised
+    inside it (``No module named 'mcp'``, a TypeError) into ``APIConnectionError``. In order:
+
+    1. our hard timeout (a bare ``TimeoutError``) → ``timeout``;
+    2. refused, DNS or TLS failure when connecting (``ConnectionRefusedError``, ``socket.gaierror``,
+       ``ssl.SSLError``, aiohttp's ``ClientConnector*Error``) → ``connection_refused``;
+    3. an HTTP status the server sent (``httpx.HTTPStatusError``, the openai SDK's status errors,
+       aiohttp's ``ClientResponseError``): 401/402/403 → ``authentication``, 404 → ``not_found``,
+       408/504 → ``timeout``, 429 → ``rate_limit``, other 4xx → ``bad_request`` (a context window
+       exceeded included), 5xx or an unreadable 2xx reply → ``server_error``;
+    4. a timeout anywhere in the chain (ours, the transport's, the provider's) → ``timeout``;
+    5. any other failure to connect → ``connection_refused``; a connection that broke during the
+       request (disconnected, reset, a truncated body) → ``connection``;
+    6. litellm's catch-all ``APIConnectionError`` with none of the above under it, or an exception
+       that is not litellm's at all → ``local`` (raised on this machine);
+    7. otherwise litellm's class and status code.
+    """
+    chain = _chain(error)
+    if isinstance(error, TimeoutError):
+        limit = f"{timeout_s:g} s" if timeout_s is not None else "the time limit"
+        return "timeout", _WORDS["timeout"], f"no reply within {limit} (hard per-attempt limit)"
+
+    connecting = any(isinstance(x, (aiohttp.ClientConnectorError, httpx.ConnectError)) for x in chain)
+    for x in chain:
+        what = None
+        if isinstance(x, (aiohttp.ClientSSLError, ssl.SSLCertVerificationError)) or (
+                isinstance(x, ssl.SSLError) and connecting):
+            what = "TLS failed"
+        elif isinstance(x, (socket.gaierror, aiohttp.ClientConnectorDNSError)):
+            what = "DNS lookup failed"
+        elif isinstance(x, ConnectionRefusedError):
+            what = "refused"
+        if what:
+            root = _deepest(chain, (ssl.SSLError, socket.gaierror, ConnectionRefusedError)) or x
+            return ("connection_refused", _WORDS["connection_refused"],
+                    f"cannot reach {endpoint} ({what}: {_exc_line(root, scrub)})")
+
+    status = _http_status(chain)
+    if status is not None:
+        kind = _status_kind(status)
+        words = _WORDS[kind]
+        if status < 400:
+            head = f"{words} (unreadable reply, HTTP {status})"
+        elif isinstance(error, litellm.exceptions.ContextWindowExceededError):
+            head = f"{words} ({status}, context window exceeded)"
+        else:
+            head = f"{words} ({status})"
+        return kind, head, _describe(error, scrub)
+
+    if any(isinstance(x, (TimeoutError, httpx.TimeoutException, openai.APITimeoutError)) for x in chain):
+        return "timeout", _WORDS["timeout"], _describe(error, scrub)
+
+    if connecting:
+        root = _deepest(chain, (OSError,)) or error
+        return ("connection_refused", _WORDS["connection_refused"],
+                f"cannot reach {endpoint} ({_exc_line(root, scrub)})")
+    dropped = _deepest(chain, (aiohttp.ClientError, httpx.TransportError, ConnectionError))
+    if dropped is not None:
+        return "connection", _WORDS["connection"], _exc_line(dropped, scrub)
+
+    if isinstance(error, litellm.exceptions.APIConnectionError) or not isinstance(error, openai.OpenAIError):
+        root = chain[-1]
+        where = (f" (raised inside litellm, which reported it as {type(error).__name__})"
+                 if root is not error and isinstance(error, openai.OpenAIError) else "")
+        return "local", _WORDS["local"], _exc_line(root, scrub) + where
+
+    kind = _status_kind(getattr(error, "status_code", None))
+    if isinstance(error, (litellm.exceptions.AuthenticationError, litellm.exceptions.PermissionDeniedError)):
+        kind = "authentication"
+    elif isinstance(error, litellm.exceptions.NotFoundError):
+        kind = "not_found"
+    elif isinstance(error, (litellm.exceptions.BadRequestError, litellm.exceptions.UnprocessableEntityError)):
+        kind = "bad_request"
+    elif isinstance(error, litellm.exceptions.RateLimitError):
+        kind = "rate_limit"
+    status = getattr(error, "status_code", None)
+    unreadable = kind == "server_error" and isinstance(status, int) and status < 400  # a 200 litellm could not read
+    return kind, _WORDS[kind] + (f" (unreadable reply, HTTP {status})" if unreadable else ""), _describe(error, scrub)
+
+
+def _status_kind(status: int | None) -> ErrorKind:
+    if status in (401, 402, 403):  # 402: payment required, the account cannot use the model
+        return "authentication"
+    if status == 404:
+        return "not_found"
+    if status == 429:
+        return "rate_limit"
+    if status in (408, 504):
+        return "timeout"
+    if status is not None and 400 <= status < 500:
+        return "bad_request"
+    return "server_error"  # 5xx, or a reply (2xx) that could not be read
+
+
+def _chain(error: BaseException) -> list[BaseException]:
+    """The error and what caused it, outermost first (``__cause__``, else ``__context__``)."""
+    out: list[BaseException] = []
+    e: BaseException | None = error
+    while e is not None and all(e is not x for x in out) and len(out) < 32:
+        out.append(e)
+        e = e.__cause__ if e.__cause__ is not None else e.__context__
+    return out
+
+
+def _deepest(chain: list[BaseException], types: tuple[type[BaseException], ...]) -> BaseException | None:
+    """The innermost exception of ``types`` in the chain (the most specific account of the cause)."""
+    return next((x for x in reversed(chain) if isinstance(x, types)), None)
+
+
+def _http_status(chain: list[BaseException]) -> int | None:
+    """The status of a reply the server actually sent, if any. litellm's own classes carry a
+    status code even when nothing was received (a refused connection is its "500"): not read."""
+    for x in chain:
+        if isinstance(x, httpx.HTTPStatusError):
+            return x.response.status_code
+        if isinstance(x, aiohttp.ClientResponseError):
+            return x.status
+        if isinstance(x, openai.APIStatusError) and not type(x).__module__.startswith("litellm"):
+            return x.status_code
+    return None
+
+
+def _exc_line(e: BaseException, scrub: Callable[[str], str]) -> str:
+    return f"{type(e).__name__}: {_first_line(str(e), scrub)}" if str(e) else type(e).__name__
+
+
+def _first_line(text: str, scrub: Callable[[str], str]) -> str:
+    """The first line, scrubbed before it is cut (cutting first could leave half a key)."""
+    text = scrub(text).strip()
+    return text.splitlines()[0][:300] if text else ""
 
 
 def register_prices(c: LLMJudgeConfig) -> None:
@@ -349,11 +569,8 @@ def retry_after_s(error: BaseException) -> float | None:
 def _describe(e: BaseException, scrub: Callable[[str], str]) -> str:
     """One line on a failed attempt: the error's class, status and first line, secrets scrubbed first
     (truncating first could cut a key in two and leave its start unscrubbed)."""
-    if isinstance(e, asyncio.TimeoutError):
-        return "timeout (hard per-call limit)"
     status = getattr(e, "status_code", None)
-    text = scrub(str(e))
-    msg = text.splitlines()[0][:300] if text else type(e).__name__
+    msg = _first_line(str(e), scrub) or type(e).__name__
     return f"{type(e).__name__}" + (f" {status}" if status else "") + f": {msg}"
 
 
