@@ -74,6 +74,7 @@ def judgment_row(rubric: Rubric, rec: CallRecord, score: DimensionScore | None) 
         "claim_mismatch": score.claim_mismatch if score else None,
         "comment": j.comment if j else None,
         "error": rec.error,
+        "error_kind": rec.error_kind,
         "model": rec.model,
         "attempts": rec.attempts,
         "prompt_tokens": rec.prompt_tokens, "completion_tokens": rec.completion_tokens,
