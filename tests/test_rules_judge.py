@@ -4,8 +4,17 @@ then the registry of rubric rules and the rules judge's request hash."""
 
 from __future__ import annotations
 
+import cProfile
+import importlib
+import pkgutil
+import pstats
+import random
+import re
 import shutil
+import sys
+import types
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,9 +32,34 @@ from consensus_eval.judges.rules import (
     RubricRules,
     RulesJudge,
     check_case,
+    medical_record,
     register_rules,
     registry as rules_registry,
     require_compatible,
+)
+from consensus_eval.judges.rules.medical_record.drugs import _UsageSearch
+from consensus_eval.judges.rules.medical_record.lexicon import GLUCOSE_KINDS
+from consensus_eval.judges.rules.medical_record.medication import (
+    _FREQ_COUNT,
+    DOSE,
+    FREQ,
+    NEG_USE,
+    NEG_USE_LONGEST,
+    NOT_USAGE,
+    ROUTE,
+    TREATMENT_MODE,
+    treatment_mode_after,
+)
+from consensus_eval.judges.rules.medical_record.numbers import _Candidates, _distance
+from consensus_eval.judges.rules.medical_record.quantities import DURATION, Measure
+from consensus_eval.judges.rules.medical_record.text import (
+    CLAUSE_END,
+    SENTENCE_END,
+    Boundaries,
+    GrowingSearch,
+    Numbers,
+    bounds,
+    close,
 )
 
 RUBRIC = load_rubric("medical_record")
@@ -798,3 +832,231 @@ def test_rules_request_hash_follows_the_case_not_the_prompt_templates(tmp_path):
     assert of("j", after)["completeness"] == of("j", before)["completeness"]
     changed = hashes(edit("空腹血糖9.6mmol/L", "空腹血糖9.7mmol/L"))
     assert all(changed[k] != after[k] for k in after if k[0] == "rules")
+
+
+# --------------------------------------------------------------------------- cost: linear in the case's length
+# (issue 12: clause bounds were found by rescanning the record from its start for each keyword, and other
+# steps redid work per mention: 51 s at 530 KB; bench/rules_bench.py measures the time per KB). Timed tests
+# are not used here (shared, noisy machines): the work of a check is counted instead, as the function calls
+# cProfile sees (Python and built-in) and the characters the regular expressions of the rules walk over
+# (every pattern of the package and every re.search/match/sub/... it makes, counted to where each search
+# stops). Before the fix, doubling the examples' case multiplied both by about 4.
+
+
+class _CountingPattern:
+    """A compiled pattern that adds to ``walked[0]`` the characters each call walks over (to the match's end,
+    or to the window's end when nothing is found; ``finditer`` as it is consumed)."""
+
+    def __init__(self, rx: re.Pattern[str], walked: list[int]) -> None:
+        self._rx, self._walked, self.pattern, self.flags = rx, walked, rx.pattern, rx.flags
+
+    def _to(self, string: str, pos: int, endpos: int, m: re.Match[str] | None) -> re.Match[str] | None:
+        self._walked[0] += 1 + max(0, (m.end() if m else min(endpos, len(string))) - pos)
+        return m
+
+    def search(self, string: str, pos: int = 0, endpos: int = sys.maxsize) -> re.Match[str] | None:
+        return self._to(string, pos, endpos, self._rx.search(string, pos, endpos))
+
+    def match(self, string: str, pos: int = 0, endpos: int = sys.maxsize) -> re.Match[str] | None:
+        m = self._rx.match(string, pos, endpos)
+        self._walked[0] += 1 + (m.end() - pos if m else 0)
+        return m
+
+    def fullmatch(self, string: str, pos: int = 0, endpos: int = sys.maxsize) -> re.Match[str] | None:
+        m = self._rx.fullmatch(string, pos, endpos)
+        self._walked[0] += 1 + (m.end() - pos if m else 0)
+        return m
+
+    def finditer(self, string: str, pos: int = 0, endpos: int = sys.maxsize) -> Iterator[re.Match[str]]:
+        last = pos
+        for m in self._rx.finditer(string, pos, endpos):
+            self._walked[0] += 1 + m.end() - last
+            last = m.end()
+            yield m
+        self._walked[0] += max(0, min(endpos, len(string)) - last)
+
+    def sub(self, repl: str, string: str, count: int = 0) -> str:
+        self._walked[0] += 1 + len(string)
+        return self._rx.sub(repl, string, count)
+
+
+def _work(case: Case, monkeypatch: pytest.MonkeyPatch) -> tuple[int, int]:
+    """(function calls, characters walked by regular expressions) of one check of ``case``: deterministic,
+    unlike its time."""
+    walked = [0]
+    proxies: dict[int, _CountingPattern] = {}
+
+    def compiled(p: str | re.Pattern[str] | _CountingPattern, flags: int = 0) -> _CountingPattern:
+        return p if isinstance(p, _CountingPattern) else _CountingPattern(re.compile(p, flags), walked)
+
+    shim = types.SimpleNamespace(**{k: getattr(re, k) for k in dir(re) if not k.startswith("__")})
+    shim.compile = compiled
+    shim.search = lambda p, s, flags=0: compiled(p, flags).search(s)
+    shim.match = lambda p, s, flags=0: compiled(p, flags).match(s)
+    shim.fullmatch = lambda p, s, flags=0: compiled(p, flags).fullmatch(s)
+    shim.finditer = lambda p, s, flags=0: compiled(p, flags).finditer(s)
+    shim.sub = lambda p, r, s, count=0, flags=0: compiled(p, flags).sub(r, s, count)
+    with monkeypatch.context() as m:
+        for info in pkgutil.iter_modules(medical_record.__path__):
+            module = importlib.import_module(f"{medical_record.__name__}.{info.name}")
+            for name, value in list(vars(module).items()):
+                if isinstance(value, re.Pattern):  # one proxy per pattern: identity checks still hold
+                    m.setattr(module, name, proxies.setdefault(id(value), _CountingPattern(value, walked)))
+            if getattr(module, "re", None) is re:
+                m.setattr(module, "re", shim)
+        profile = cProfile.Profile()
+        profile.enable()
+        try:
+            check_case(case, RUBRIC)
+        finally:
+            profile.disable()
+    return pstats.Stats(profile).total_calls, walked[0]  # type: ignore[attr-defined]
+
+
+def _copies(n: int) -> Case:
+    """The 16 example cases' records and conversations, repeated to ``n`` copies, the values shifted per round."""
+    cases = _example_cases()
+    records, conversations = [], []
+    for i in range(n):
+        c, shift = cases[i % len(cases)], i // len(cases)
+
+        def vary(text: str, shift: int = shift) -> str:
+            return re.sub(r"\d+\.\d", lambda m: f"{float(m.group()) + 0.1 * (shift % 7):.1f}", text)
+
+        records.append(vary(c.record))
+        conversations.append(vary(c.conversation_as_text(RUBRIC.roles)))
+    return Case(id=f"copies-{n}", record="\n".join(records), conversation="\n".join(conversations))
+
+
+def _degenerate(unit: str, n: int) -> Case:
+    if unit == "drug list in one clause":  # no clause end: one clause with n drugs, joined or not
+        body = "".join(("、" if i % 3 else "") + ("二甲双胍片500mg", "格列美脲", "阿卡波糖")[i % 3] for i in range(n))
+        return Case(id="d", record=edit("予二甲双胍片500mg 每日2次 餐后口服", f"予{body}"), conversation=CONV)
+    # a transcript without punctuation: one long turn of the patient
+    said = "".join(("我吃二甲双胍500毫克", "没吃过格列美脲", "我爸有高血压", "空腹血糖7点多")[i % 4] for i in range(n))
+    return Case(id="d", record=RECORD, conversation=f"医生：吃什么药\n患者：{said}")
+
+
+@pytest.mark.parametrize("kind", ["examples", "drug list in one clause", "unpunctuated conversation"])
+def test_doubling_the_case_doubles_the_work(kind, monkeypatch):
+    if kind == "examples":  # a record of ~96 KB (and a conversation of ~125 KB), then twice that
+        small, large = _copies(250), _copies(500)
+        assert 90_000 < len(small.record) < 100_000
+    else:  # these were quadratic in the clause's or turn's length: 4x the characters walked
+        small, large = _degenerate(kind, 2_000), _degenerate(kind, 4_000)
+    (calls, walked), (calls2, walked2) = _work(small, monkeypatch), _work(large, monkeypatch)
+    assert walked > len(small.record) + len(small.conversation)  # the counting sees the scans
+    assert 1.7 < calls2 / calls < 2.4, (calls, calls2)
+    assert 1.7 < walked2 / walked < 2.4, (walked, walked2)
+
+
+def test_a_large_case_is_judged_the_same_each_time():
+    big, other = _copies(120), _copies(17)
+    first = check_case(big, RUBRIC)
+    assert sum(len(j.deductions) for j in first.values()) > 100
+    check_case(other, RUBRIC)  # nothing carries over from one case to the next
+    assert check_case(big, RUBRIC) == first
+    assert check_case(Case(id="again", record=big.record, conversation=big.conversation), RUBRIC) == first
+
+
+def test_boundaries_give_what_bounds_gives():
+    rng = random.Random(12)
+    for _ in range(400):
+        text = "".join(rng.choice(",.;。!?\n \t \t1a") for _ in range(rng.randint(0, 9)))
+        for end_re in (CLAUSE_END, SENTENCE_END):
+            index = Boundaries(text, end_re)
+            for lo in range(len(text) + 1):
+                for pos in range(len(text) + 1):
+                    for hi in [*range(len(text) + 1), None]:
+                        assert index.bounds(pos, lo, hi) == bounds(text, pos, end_re, lo, hi), (text, lo, pos, hi)
+    with pytest.raises(ValueError):
+        Boundaries("a", re.compile(","))
+
+
+def test_numbers_has_close_as_any_close():
+    rng = random.Random(3)
+    pool = [0.0, 0.5, 1.0, 7.2, 7.25, 7.3, 100.0, 1e300, float("inf"), float("nan")]
+    for _ in range(3_000):
+        ns = [rng.choice(pool) + rng.choice([0.0, 0.05, 0.051, -0.051, 1e-7]) for _ in range(rng.randint(0, 6))]
+        v = rng.choice(pool) + rng.choice([0.0, 0.05, 1e-6, 2e-6])
+        tol = rng.choice([1e-6, 0.051])
+        assert Numbers(ns).has_close(v, tol) == any(close(v, n, tol) for n in ns), (ns, v, tol)
+
+
+def _measure(kind: str, value: float | tuple[float, float], threshold: bool = False) -> Measure:
+    return Measure(kind, value, 0, 1, str(value), False, threshold)
+
+
+def test_value_error_pairing_takes_what_min_took():
+    """_Candidates.take against the list-and-min it replaces (ties, infinities, pairs, glucose kinds)."""
+    rng = random.Random(5)
+    values: list[float | tuple[float, float]] = [5.0, 5.5, 6.0, 6.0, 7.0, 7.5, float("inf"), (120.0, 80.0),
+                                                  (130.0, 80.0), (130.0, 85.0)]
+    kinds = ["fpg", "ppg", "glucose", "hba1c", "bp"]
+    for _ in range(1_500):
+        conv = [_measure(rng.choice(kinds), rng.choice(values), rng.random() < 0.1) for _ in range(rng.randint(0, 10))]
+        used = {i for i in range(len(conv)) if rng.random() < 0.2}
+        expected_used = set(used)
+        pool = _Candidates(conv, used)
+        for _ in range(rng.randint(1, 8)):
+            r = _measure(rng.choice(kinds), rng.choice([*values, 5.8, 6.5, (125.0, 82.0)]))
+            same = [i for i, c in enumerate(conv) if c.kind == r.kind]
+            cands = [i for i in same if not conv[i].threshold and i not in expected_used] or \
+                [i for i, c in enumerate(conv) if not c.threshold and i not in expected_used
+                 and {c.kind, r.kind} <= GLUCOSE_KINDS and "glucose" in (c.kind, r.kind)]
+            want = min(cands, key=lambda i: _distance(conv[i], r)) if cands else None
+            got = pool.take(r)
+            assert got is (conv[want] if want is not None else None), (conv, r, want)
+            if want is not None:
+                expected_used.add(want)
+        assert used == expected_used
+
+
+def test_guarded_number_patterns_match_as_before():
+    """The run-start lookbehinds of DURATION, DOSE and FREQ change no match (they only spare rescans)."""
+    guards = ["(?<!\\d)", "(?<![一二两三四五六七八九十百数几])", "(?<![^年月周期天日][半多])",
+              "(?<![零一二两三四五六七八九十百半])"]
+
+    def unguarded(rx: re.Pattern[str]) -> re.Pattern[str]:
+        pattern = rx.pattern
+        for g in guards:
+            pattern = pattern.replace(g, "")
+        assert pattern != rx.pattern
+        return re.compile(pattern, rx.flags)
+
+    patterns = [(rx, unguarded(rx)) for rx in (DURATION, DOSE, FREQ, _FREQ_COUNT)]
+    rng = random.Random(7)
+    alphabet = [*"0123456789.一二三十百半多几零余个 年月日天周期次片/dmgq每", "星期", "个单位", "3年多", "一年半", "qd"]
+    for _ in range(6_000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 16)))
+        for new, old in patterns:
+            assert [(m.span(), m.groupdict()) for m in new.finditer(text)] == \
+                [(m.span(), m.groupdict()) for m in old.finditer(text)], (new.pattern, text)
+    # and a long run is read once (10,000 digits took 9 s, 20,000 took 41 s)
+    assert [m.group() for m in DURATION.finditer("1" * 200_000 + "年")] == ["1" * 200_000 + "年"]
+
+
+def test_incremental_searches_answer_as_the_plain_ones():
+    rng = random.Random(9)
+    drugs = ["二甲双胍", "阿卡波糖", "胰岛素", "甘精", "门冬"]
+    after = [*" \t口服皮下注射静脉等药物治疗、及和与片胶囊x", *drugs, "治疗", "  "]
+    for _ in range(3_000):
+        text = "".join(rng.choice(after) for _ in range(rng.randint(0, 14)))
+        stop = rng.randint(0, len(text))
+        ends = sorted(rng.sample(range(stop + 1), rng.randint(0, min(5, stop + 1))))
+        assert treatment_mode_after(text, ends, stop) == \
+            [bool(TREATMENT_MODE.match(NOT_USAGE.sub("", text[e:stop]))) for e in ends], (text, ends, stop)
+    negations = [*"否认未曾从来没有无不拒绝再使用应服口注射过打吃予加接受x，", "从来没", "服用"]
+    usage = [*"qdbhtiopvmx12 次/日天dD每早晚餐前后口服注射ſK，", "qd", "q8h", "po", "每日2次", "2次/日", "饭后"]
+    for _ in range(3_000):
+        text = "".join(rng.choice(negations) for _ in range(rng.randint(0, 16)))
+        search = GrowingSearch(text, NEG_USE, NEG_USE_LONGEST)
+        lo = rng.randint(0, len(text))
+        for hi in sorted(rng.randint(lo, len(text)) for _ in range(4)):
+            assert search.search(lo, hi) == bool(NEG_USE.search(text, lo, hi)), (text, lo, hi)
+        text = "".join(rng.choice(usage) for _ in range(rng.randint(0, 16)))
+        spans = [(a, rng.randint(a, len(text))) for a in (rng.randint(0, len(text)) for _ in range(5))]
+        for rx in (FREQ, ROUTE):
+            found = _UsageSearch(text, rx, spans)
+            for a, e in spans:
+                assert found.found(a, e) == bool(rx.search(text, a, e)), (text, rx.pattern[:9], a, e)

@@ -15,7 +15,7 @@ from consensus_eval.judges.rules.medical_record.document import Doc
 from consensus_eval.judges.rules.medical_record.facts import conversation_states
 from consensus_eval.judges.rules.medical_record.findings import Finding
 from consensus_eval.judges.rules.medical_record.lexicon import DIAGNOSES
-from consensus_eval.judges.rules.medical_record.text import CLAUSE_END, NEG_RECORD, POST_NEG_RECORD, bounds, is_negated
+from consensus_eval.judges.rules.medical_record.text import NEG_RECORD, POST_NEG_RECORD, is_negated
 
 _DM_TYPE = re.compile(r"(?P<t>[12一二ⅠⅡ]|I{1,2})\s*型\s*糖尿病|(?<![A-Za-z])T(?P<t2>[12])DM(?![A-Za-z])")
 _TYPE_NAMES = {"1": "1", "一": "1", "Ⅰ": "1", "I": "1", "2": "2", "二": "2", "Ⅱ": "2", "II": "2"}
@@ -27,7 +27,7 @@ def check_diagnosis(doc: Doc) -> Iterator[Finding]:
         t = _TYPE_NAMES[m.group("t") or m.group("t2")]
         if not conv_types or t in conv_types or doc.in_family_section(m.start()):
             continue
-        a, b = bounds(doc.rec, m.start(), CLAUSE_END)
+        a, b = doc.rec_clause(m.start())
         if is_negated(doc.rec[a:b], m.start() - a, m.end() - a, NEG_RECORD, POST_NEG_RECORD) or \
                 re.search(r"不是|并非|排除", doc.rec[a:m.start()]):
             continue

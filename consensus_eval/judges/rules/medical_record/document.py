@@ -15,6 +15,7 @@ not in use.
 from __future__ import annotations
 
 import re
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
@@ -30,21 +31,34 @@ from consensus_eval.judges.rules.medical_record.conversation import (
 )
 from consensus_eval.judges.rules.medical_record.medication import (
     CONNECTOR_ONLY,
-    DRUG_RE,
     NEG_USE,
     NEG_USE_AFTER,
+    NEG_USE_LONGEST,
     ONCE_USED,
     STOPPED,
-    TREATMENT_MODE,
     DrugHit,
     find_drugs,
+    treatment_mode_after,
 )
 from consensus_eval.judges.rules.medical_record.sections import Section, find_sections
-from consensus_eval.judges.rules.medical_record.text import CLAUSE_END, NEG_CONV, SENTENCE_END, bounds, norm, pieces
+from consensus_eval.judges.rules.medical_record.text import (
+    CLAUSE_END,
+    NEG_CONV,
+    SENTENCE_END,
+    Boundaries,
+    GrowingSearch,
+    norm,
+    pieces,
+)
 
 
 class Doc:
-    """A case read once: normalized texts, sections, turns, drug mentions."""
+    """A case read once: normalized texts, sections, turns, drug mentions.
+
+    What the checks look up many times is found once here, so that a check costs time in proportion
+    to the text's length: clause and sentence delimiters (:class:`Boundaries`; ``rec_clause(pos)`` in
+    O(log n)), the turn at a position (by bisection), each turn's clauses and the question before it.
+    """
 
     def __init__(self, case: Case, roles: dict[str, str] | None = None) -> None:
         self.record = case.record
@@ -57,6 +71,9 @@ class Doc:
             if s.canonical and s.name not in self.sections:
                 self.sections[s.name] = s
         self.turns = parse_turns(self.cv)
+        self._turn_starts = [t.start for t in self.turns]
+        self._questions: dict[int, str] = {}
+        self._turn_pieces: dict[int, list[tuple[int, int]]] = {}
 
     # -- quoting (normalization is one character for one, so offsets hold in the original)
     def rq(self, a: int, b: int) -> str:
@@ -81,19 +98,51 @@ class Doc:
         b = self.body("家族史")
         return bool(b and b[0] <= pos < b[1])
 
+    # -- clauses and sentences (delimiters found once per text)
+    @cached_property
+    def rec_clauses(self) -> Boundaries:
+        return Boundaries(self.rec, CLAUSE_END)
+
+    @cached_property
+    def rec_sentences(self) -> Boundaries:
+        return Boundaries(self.rec, SENTENCE_END)
+
+    @cached_property
+    def cv_clauses(self) -> Boundaries:
+        return Boundaries(self.cv, CLAUSE_END)
+
+    def rec_clause(self, pos: int, lo: int = 0, hi: int | None = None) -> tuple[int, int]:
+        """The record's clause around ``pos`` (within ``rec[lo:hi]``): ``bounds(rec, pos, CLAUSE_END, lo, hi)``."""
+        return self.rec_clauses.bounds(pos, lo, hi)
+
     # -- conversation structure
     def turn_text(self, t: Turn) -> str:
         return self.cv[t.start:t.end]
+
+    def turn_at(self, pos: int) -> int | None:
+        """Index of the turn whose text holds ``pos`` (turns are disjoint and in order), or None."""
+        i = bisect_right(self._turn_starts, pos) - 1
+        return i if i >= 0 and pos < self.turns[i].end else None
+
+    def turn_pieces(self, i: int) -> list[tuple[int, int]]:
+        """The clauses of turn ``i``: ``pieces(cv, turn.start, turn.end)``, found once."""
+        got = self._turn_pieces.get(i)
+        if got is None:
+            t = self.turns[i]
+            got = self._turn_pieces[i] = pieces(self.cv, t.start, t.end)
+        return got
 
     def question_before(self, i: int) -> str:
         """The previous turn's text when it is the doctor's (or an unlabelled) question, else ''."""
         if i == 0:
             return ""
-        prev = self.turns[i - 1]
-        text = self.turn_text(prev)
-        if prev.role in ("doctor", "unknown") and ("?" in text or QUESTION_WORDS.search(text)):
-            return text
-        return ""
+        got = self._questions.get(i)
+        if got is None:
+            prev = self.turns[i - 1]
+            text = self.turn_text(prev)
+            asks = prev.role in ("doctor", "unknown") and ("?" in text or QUESTION_WORDS.search(text))
+            got = self._questions[i] = text if asks else ""
+        return got
 
     def patient_turns(self) -> Iterator[tuple[int, Turn]]:
         for i, t in enumerate(self.turns):
@@ -115,7 +164,7 @@ class Doc:
 
     def drug_quote(self, d: RecDrug) -> tuple[str, tuple[int, int]]:
         """The record's text of a drug line: the name up to the end of its first clause."""
-        end = min(d.own[1], bounds(self.rec, d.hit.end, CLAUSE_END)[1])
+        end = min(d.own[1], self.rec_clauses.stop(d.hit.end))
         while end > d.hit.end and self.rec[end - 1] in " 、和及与":
             end -= 1
         verb = re.search(r"(?:打|用|注射|口服|服用)$", self.rec[max(0, d.hit.start - 2):d.hit.start])
@@ -130,39 +179,49 @@ class ConvDrug:
     window: tuple[int, int]
 
 
+_CONFIRMS_USE = re.compile(r"^(?:嗯|对|是|有|在用|在吃|在打|用着|吃着|打着|用的|吃的|打的|用过|吃过|打过)")
+
+
 def _conversation_drugs(doc: Doc) -> list[ConvDrug]:
     hits = find_drugs(doc.cv)
+    starts = [h.start for h in hits]  # in order (found left to right)
+
+    def hits_in(t: Turn) -> int:
+        return bisect_left(starts, t.end) - bisect_left(starts, t.start)
+
+    clause_facts: dict[tuple[int, int], tuple[bool | None, bool]] = {}  # per clause: about a relative, hedged
+    neg_use = GrowingSearch(doc.cv, NEG_USE, NEG_USE_LONGEST)  # cv[a:h.start], a clause's mentions in order
     out = []
     for idx, h in enumerate(hits):
-        ti = next((i for i, t in enumerate(doc.turns) if t.start <= h.start < t.end), None)
+        ti = doc.turn_at(h.start)
         if ti is None:
             continue
         turn = doc.turns[ti]
-        a, b = bounds(doc.cv, h.start, CLAUSE_END, turn.start, turn.end)
-        clause = doc.cv[a:b]
-        rel = about_relative(clause, turn.role)
-        negated = bool(NEG_USE.search(doc.cv, a, h.start) or NEG_USE_AFTER.match(doc.cv, h.end, b))
+        a, b = doc.cv_clauses.bounds(h.start, turn.start, turn.end)
+        got = clause_facts.get((a, b))
+        if got is None:
+            clause = doc.cv[a:b]
+            got = clause_facts[a, b] = (about_relative(clause, turn.role),
+                                        bool(HYPOTHETICAL.search(clause)) or "过敏" in clause)
+        rel, hedged = got
+        negated = bool(neg_use.search(a, h.start) or NEG_USE_AFTER.match(doc.cv, h.end, b))
         if turn.role == "doctor":
             in_use = False
-            q = doc.turn_text(turn)
-            same_turn = [x for x in hits if turn.start <= x.start < turn.end]
-            if ti + 1 < len(doc.turns) and doc.turns[ti + 1].role != "doctor" and len(same_turn) == 1 \
-                    and ("?" in q or QUESTION_WORDS.search(q)):
-                nxt = doc.turns[ti + 1]
-                first = pieces(doc.cv, nxt.start, nxt.end)
-                first_text = doc.cv[first[0][0]:first[0][1]] if first else ""
-                in_use = bool(re.match(r"^(?:嗯|对|是|有|在用|在吃|在打|用着|吃着|打着|用的|吃的|打的|用过|吃过|打过)",
-                                       first_text)) and not NEG_CONV.match(first_text)
+            if ti + 1 < len(doc.turns) and doc.turns[ti + 1].role != "doctor" and hits_in(turn) == 1:
+                q = doc.turn_text(turn)
+                if "?" in q or QUESTION_WORDS.search(q):
+                    first = doc.turn_pieces(ti + 1)
+                    first_text = doc.cv[first[0][0]:first[0][1]] if first else ""
+                    in_use = bool(_CONFIRMS_USE.match(first_text)) and not NEG_CONV.match(first_text)
         else:
             q = doc.question_before(ti)
-            in_use = not negated and not HYPOTHETICAL.search(clause) and rel is not True and "过敏" not in clause \
-                and not (q and FAMILY_QUESTION.search(q))
+            in_use = not negated and not hedged and rel is not True and not (q and FAMILY_QUESTION.search(q))
         # window: the rest of the turn up to the next drug, then up to two drug-free turns after it
         nxt_drug = hits[idx + 1].start if idx + 1 < len(hits) else len(doc.cv)
         end = min(turn.end, nxt_drug)
         if end == turn.end:
             for t in doc.turns[ti + 1:ti + 3]:
-                if any(t.start <= x.start < t.end for x in hits):
+                if hits_in(t):
                     break
                 end = t.end
         out.append(ConvDrug(h, in_use, (h.end, end)))
@@ -180,29 +239,53 @@ class RecDrug:
 
 def _record_drugs(doc: Doc) -> list[RecDrug]:
     hits = [h for h in doc.rec_drugs if not doc.in_family_section(h.start)]
-    stopped = {h.generic for h in hits
-               if STOPPED.search(doc.rec, *bounds(doc.rec, h.start, CLAUSE_END))}
+    clauses = [doc.rec_clause(h.start) for h in hits]
+    stopped_clauses = {(a, b) for a, b in set(clauses) if STOPPED.search(doc.rec, a, b)}
+    stopped = {h.generic for h, clause in zip(hits, clauses, strict=True) if clause in stopped_clauses}
     specific_insulin = any(h.insulin and h.generic != "胰岛素" for h in hits)
     own_ends: list[int] = []
-    usage_ends: list[int] = []
     for i, h in enumerate(hits):
-        s_end = bounds(doc.rec, h.start, SENTENCE_END)[1]
+        s_end = doc.rec_sentences.stop(h.start)
         nxt = hits[i + 1].start if i + 1 < len(hits) and hits[i + 1].start < s_end else s_end
         own_ends.append(nxt)
+    usage_ends: list[int] = []  # built from the last drug back, reversed below
     for i in range(len(hits) - 1, -1, -1):  # a drug joined to the next by 、/和/及 shares its usage
         joined = i + 1 < len(hits) and own_ends[i] == hits[i + 1].start and \
             CONNECTOR_ONLY.match(doc.rec[hits[i].end:own_ends[i]])
-        usage_ends.insert(0, usage_ends[0] if joined else own_ends[i])
+        usage_ends.append(usage_ends[-1] if joined else own_ends[i])
+    usage_ends.reverse()
+    # per clause (a clause may hold many mentions): what does not depend on the mention; whether each
+    # mention is followed by a treatment-mode phrase (予二甲双胍、阿卡波糖治疗)
+    facts: dict[tuple[int, int], tuple[bool, bool]] = {}
+    treatment: dict[int, bool] = {}
+    for (a, b), group in _by_clause(hits, clauses).items():
+        clause = doc.rec[a:b]
+        facts[a, b] = ("过敏" in clause, bool(_USE_HISTORY.search(clause)))
+        ends = [h.end for h in group]
+        treatment.update(zip(ends, treatment_mode_after(doc.rec, ends, b), strict=True))
+    neg_use = GrowingSearch(doc.rec, NEG_USE, NEG_USE_LONGEST)  # rec[a:h.start], a clause's mentions in order
+    neg_word = GrowingSearch(doc.rec, _NEG_WORD, 2)
     out = []
     for i, h in enumerate(hits):
-        a, b = bounds(doc.rec, h.start, CLAUSE_END)
-        clause = doc.rec[a:b]
-        negated = bool(NEG_USE.search(doc.rec, a, h.start) or NEG_USE_AFTER.match(doc.rec, h.end, b)
-                       or (re.search(r"否认|无|未曾|从未", doc.rec[a:h.start])
-                           and re.search(r"使用史|用药史|治疗史", clause)))
-        rest = re.sub(DRUG_RE.pattern + r"|[、及和与]|片|胶囊", "", doc.rec[h.end:b])
-        skip = (negated or "过敏" in clause or h.generic in stopped
-                or bool(ONCE_USED.search(doc.rec[a:h.start])) or bool(TREATMENT_MODE.match(rest))
+        a, b = clauses[i]
+        allergy, use_history = facts[a, b]
+        negated = bool(neg_use.search(a, h.start) or NEG_USE_AFTER.match(doc.rec, h.end, b)
+                       or (neg_word.search(a, h.start) and use_history))
+        # (ONCE_USED ends the text before the name; it is at most 4 characters long)
+        skip = (negated or allergy or h.generic in stopped
+                or bool(ONCE_USED.search(doc.rec, max(a, h.start - 4), h.start)) or treatment[h.end]
                 or (h.generic == "胰岛素" and specific_insulin))
         out.append(RecDrug(h, negated, skip, (h.end, own_ends[i]), (a, usage_ends[i])))
+    return out
+
+
+_NEG_WORD = re.compile(r"否认|无|未曾|从未")
+_USE_HISTORY = re.compile(r"使用史|用药史|治疗史")
+
+
+def _by_clause(hits: list[DrugHit], clauses: list[tuple[int, int]]) -> dict[tuple[int, int], list[DrugHit]]:
+    """Mentions grouped by their clause, each group in order."""
+    out: dict[tuple[int, int], list[DrugHit]] = {}
+    for h, clause in zip(hits, clauses, strict=True):
+        out.setdefault(clause, []).append(h)
     return out

@@ -43,7 +43,7 @@ from consensus_eval.judges.rules.medical_record.medication import (
     freq_counts,
     timing,
 )
-from consensus_eval.judges.rules.medical_record.text import CLAUSE_END, all_numbers, bounds, close, to_number
+from consensus_eval.judges.rules.medical_record.text import Numbers, all_numbers, to_number
 
 
 def check_drug_writing(doc: Doc) -> Iterator[Finding]:
@@ -52,14 +52,16 @@ def check_drug_writing(doc: Doc) -> Iterator[Finding]:
     for d in drugs:
         if not d.skip_writing:
             groups.setdefault(d.hit.generic, []).append(d)
+    spans = [d.usage for d in drugs if not d.skip_writing]
+    has_freq_in, has_route_in = _UsageSearch(doc.rec, FREQ, spans), _UsageSearch(doc.rec, ROUTE, spans)
     for ds in groups.values():
         first = ds[0]
         evidence, ev_span = doc.drug_quote(first)
         if not any(DOSE.search(doc.rec, *d.own) for d in ds):
             yield Finding("dose_unclear", evidence, f"“{first.hit.surface}”未写明剂量（数值+单位）",
                           ("record", *ev_span))
-        has_freq = any(FREQ.search(doc.rec, *d.usage) for d in ds)
-        has_route = any(ROUTE.search(doc.rec, *d.usage) or FORM_ORAL.match(doc.rec, d.hit.end)
+        has_freq = any(has_freq_in.found(*d.usage) for d in ds)
+        has_route = any(has_route_in.found(*d.usage) or FORM_ORAL.match(doc.rec, d.hit.end)
                         or FORM_INJECTION.match(doc.rec, d.hit.end) for d in ds)
         missing = [w for w, ok in (("用药频率", has_freq), ("给药途径", has_route)) if not ok]
         if missing:
@@ -78,6 +80,45 @@ def check_drug_writing(doc: Doc) -> Iterator[Finding]:
                           f"病历仅写“胰岛素”，未写明种类（对话中为{'、'.join(conv_specific)}）",
                           ("record", h.start, h.end))
     yield from _class_word_findings(doc)
+
+
+class _UsageSearch:
+    """``bool(rx.search(text, a, e))`` for the usage spans ``(a, e)`` of the record's drug mentions, each
+    span from its clause start: the mentions of one clause share ``a``, so a long clause with many
+    drugs would be searched from its start once per drug. For FREQ and ROUTE, whose only lookahead is
+    ``(?![A-Za-z])`` at the end of a match (lookbehinds see the text before the window either way): a
+    match inside ``text[a:e]`` is one inside the widest span from ``a`` too, unless it ends at ``e`` and
+    a letter follows there (the window hides it); so after one search of the widest span, a narrower
+    one is searched from where that found its first match (or not at all if none), unless a letter
+    follows it. Each span is answered once.
+    """
+
+    def __init__(self, text: str, rx: re.Pattern[str], spans: list[tuple[int, int]]) -> None:
+        self.text, self.rx = text, rx
+        self.letter = re.compile("[A-Za-z]", rx.flags)  # as (?![A-Za-z]) reads under rx's flags
+        self.widest: dict[int, int] = {}
+        for a, e in spans:
+            self.widest[a] = max(e, self.widest.get(a, e))
+        self.first: dict[int, int | None] = {}  # a -> start of the first match in the widest span
+        self.answers: dict[tuple[int, int], bool] = {}
+
+    def found(self, a: int, e: int) -> bool:
+        got = self.answers.get((a, e))
+        if got is None:
+            got = self.answers[a, e] = self._search(a, e)
+        return got
+
+    def _search(self, a: int, e: int) -> bool:
+        widest = self.widest[a]
+        if a not in self.first:
+            m = self.rx.search(self.text, a, widest)
+            self.first[a] = m.start() if m else None
+        first = self.first[a]
+        if e == widest:
+            return first is not None
+        if self.letter.match(self.text, e):
+            return bool(self.rx.search(self.text, a, e))
+        return first is not None and bool(self.rx.search(self.text, first, e))
 
 
 def _class_word_findings(doc: Doc) -> Iterator[Finding]:
@@ -135,53 +176,74 @@ def check_drug_accuracy(doc: Doc) -> Iterator[Finding]:
             continue
         if any(c.hit.cls in CLASS_WORDS[w] for w in class_words):
             continue  # the record wrote a class word instead: drug_name_nonstandard
-        a, b = bounds(doc.cv, c.hit.start, CLAUSE_END)
+        a, b = doc.cv_clauses.bounds(c.hit.start)
         yield Finding("drug_missing", doc.cq(a, b), f"对话中患者使用{c.hit.surface}，病历未记录",
                       ("conversation", a, b, g))
     yield from _dose_and_usage_errors(doc, rec, conv)
 
 
 def _dose_and_usage_errors(doc: Doc, rec: list[RecDrug], conv: list[ConvDrug]) -> Iterator[Finding]:
-    for generic in dict.fromkeys(d.hit.generic for d in rec if not d.negated):
-        cws = [c for c in conv if c.hit.generic == generic]
-        rds = [d for d in rec if d.hit.generic == generic and not d.negated]
+    by_generic: dict[str, list[ConvDrug]] = {}
+    for c in conv:
+        by_generic.setdefault(c.hit.generic, []).append(c)
+    rec_by_generic: dict[str, list[RecDrug]] = {}  # in the order the record first names them
+    for d in rec:
+        if not d.negated:
+            rec_by_generic.setdefault(d.hit.generic, []).append(d)
+    for generic, rds in rec_by_generic.items():
+        cws = by_generic.get(generic)
         if not cws or generic == "胰岛素":
             continue
         conv_text = " ".join(doc.cv[slice(*c.window)] for c in cws)
-        cdoses = doses(conv_text)
-        accepted = {(x.family, x.value) for x in cdoses}
-        for m in (x for x in cdoses if x.family == "mass"):
-            for n in (x for x in cdoses if x.family == "count"):
-                accepted.add(("mass", m.value * n.value))
-        numbers = all_numbers(conv_text)
-        for d in rds:
-            rdoses = doses(doc.rec[slice(*d.own)])
-            for rd in rdoses:
-                if not any(f == rd.family for f, _ in accepted):
-                    continue
-                total = sum(x.value for x in rdoses if x.family == rd.family)
-                if any(f == rd.family and (close(v, rd.value) or close(v, total)) for f, v in accepted):
-                    continue
-                written = re.match(r"\d[\d.]*", rd.text)  # the dose's number, when written in digits
-                if written and any(close(n, to_number(written.group()) or -1) for n in numbers):
-                    continue
-                shown = "、".join(dict.fromkeys(x.text for x in cdoses if x.family == rd.family))
-                quote, span = doc.drug_quote(d)
-                yield Finding("dose_error", quote, f"对话中{d.hit.surface}剂量为{shown}，病历记为{rd.text}",
-                              ("record", *span))
-                break
+        yield from _dose_errors(doc, rds, conv_text)
         yield from _usage_errors(doc, rds, conv_text)
+
+
+def _dose_errors(doc: Doc, rds: list[RecDrug], conv_text: str) -> Iterator[Finding]:
+    """A record dose that matches no dose of the conversation's text about the drug (see the module docstring)."""
+    cdoses = doses(conv_text)
+    accepted: dict[str, list[float]] = {}  # family -> values: the doses, and tablet count x strength
+    for x in cdoses:
+        accepted.setdefault(x.family, []).append(x.value)
+    masses = list(dict.fromkeys(x.value for x in cdoses if x.family == "mass"))  # equal values, equal products
+    counts = list(dict.fromkeys(x.value for x in cdoses if x.family == "count"))
+    if masses and counts:
+        accepted["mass"].extend(m * n for m in masses for n in counts)
+    close_to = {family: Numbers(values) for family, values in accepted.items()}
+    numbers = Numbers(all_numbers(conv_text))
+    shown: dict[str, str] = {}
+    for d in rds:
+        rdoses = doses(doc.rec[slice(*d.own)])
+        totals: dict[str, float] = {}
+        for rd in rdoses:
+            ok = close_to.get(rd.family)
+            if ok is None:
+                continue
+            if rd.family not in totals:
+                totals[rd.family] = sum(x.value for x in rdoses if x.family == rd.family)
+            if ok.has_close(rd.value) or ok.has_close(totals[rd.family]):
+                continue
+            written = re.match(r"\d[\d.]*", rd.text)  # the dose's number, when written in digits
+            if written and numbers.has_close(to_number(written.group()) or -1):
+                continue
+            if rd.family not in shown:
+                shown[rd.family] = "、".join(dict.fromkeys(x.text for x in cdoses if x.family == rd.family))
+            quote, span = doc.drug_quote(d)
+            yield Finding("dose_error", quote, f"对话中{d.hit.surface}剂量为{shown[rd.family]}，病历记为{rd.text}",
+                          ("record", *span))
+            break
 
 
 def _usage_errors(doc: Doc, rds: list[RecDrug], conv_text: str) -> Iterator[Finding]:
     conv_counts, conv_times = freq_counts(conv_text), timing(conv_text)
+    conv_said = "/".join(map(str, sorted(conv_counts)))
     for d in rds:
         own = doc.rec[slice(*d.own)]
         counts, times = freq_counts(own), timing(own)
         ev, span = doc.drug_quote(d)
         where = ("record", *span)
         if counts and conv_counts and not counts & conv_counts:
-            yield Finding("usage_error", ev, f"对话中{d.hit.surface}为每日{'/'.join(map(str, sorted(conv_counts)))}次，"
+            yield Finding("usage_error", ev, f"对话中{d.hit.surface}为每日{conv_said}次，"
                                               f"病历记为每日{'/'.join(map(str, sorted(counts)))}次", where)
         elif len(times) == 1 and conv_times and not times & conv_times:
             said = {"morning": "早晨", "evening": "晚间/睡前"}

@@ -24,14 +24,11 @@ from consensus_eval.judges.rules.medical_record.conversation import (
 )
 from consensus_eval.judges.rules.medical_record.document import Doc
 from consensus_eval.judges.rules.medical_record.text import (
-    CLAUSE_END,
     NEG_CONV,
     NEG_RECORD,
     POST_NEG_CONV,
     POST_NEG_RECORD,
-    bounds,
     is_negated,
-    pieces,
 )
 
 
@@ -46,7 +43,7 @@ def self_affirmed(doc: Doc, pattern: str, topics: list[str]) -> tuple[int, int] 
         q = doc.question_before(i)
         if q and FAMILY_QUESTION.search(q):
             continue
-        clauses = pieces(doc.cv, turn.start, turn.end)
+        clauses = doc.turn_pieces(i)
         seen_relative = found = False
         for a, b in clauses:
             cl = doc.cv[a:b]
@@ -77,7 +74,7 @@ def family_affirmed(doc: Doc, pattern: str, topics: list[str]) -> tuple[int, int
         q = doc.question_before(i)
         fam_q = bool(q and (FAMILY_QUESTION.search(q) or KIN.search(q)))
         single = bool(q and rx.search(q) and sum(bool(re.search(t, q)) for t in topics) == 1)
-        clauses = pieces(doc.cv, turn.start, turn.end)
+        clauses = doc.turn_pieces(i)
         for k, (a, b) in enumerate(clauses):
             cl = doc.cv[a:b]
             rel = about_relative(cl, turn.role)
@@ -106,7 +103,7 @@ def topic_mentioned(doc: Doc, pattern: str) -> tuple[int, int] | None:
     rx = re.compile(pattern)
     for i, turn in doc.patient_turns():
         q = doc.question_before(i)
-        clauses = pieces(doc.cv, turn.start, turn.end)
+        clauses = doc.turn_pieces(i)
         for a, b in clauses:
             cl = doc.cv[a:b]
             if rx.search(cl) and about_relative(cl, turn.role) is not True and not OTHER_PERSON.search(cl) \
@@ -122,7 +119,7 @@ def record_affirms(doc: Doc, pattern: str, lo: int = 0, hi: int | None = None, s
     for m in re.finditer(pattern, doc.rec[:hi]):
         if m.start() < lo or (skip_family and doc.in_family_section(m.start())):
             continue
-        a, b = bounds(doc.rec, m.start(), CLAUSE_END, lo, hi)
+        a, b = doc.rec_clause(m.start(), lo, hi)
         clause = doc.rec[a:b]
         if skip_family and KIN.search(clause):
             continue
@@ -134,8 +131,8 @@ def record_affirms(doc: Doc, pattern: str, lo: int = 0, hi: int | None = None, s
 def conversation_states(doc: Doc, pattern: str) -> tuple[int, int] | None:
     """A non-question, non-negated clause of any speaker stating ``pattern`` about the patient."""
     rx = re.compile(pattern)
-    for turn in doc.turns:
-        for a, b in pieces(doc.cv, turn.start, turn.end):
+    for i, turn in enumerate(doc.turns):
+        for a, b in doc.turn_pieces(i):
             cl = doc.cv[a:b]
             m = rx.search(cl)
             if not m or _is_question_clause(doc, a, b) or about_relative(cl, turn.role) is True \

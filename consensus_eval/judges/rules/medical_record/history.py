@@ -45,21 +45,26 @@ from consensus_eval.judges.rules.medical_record.lexicon import (
     PAST_DISEASES,
     PERSONAL_TOPICS,
 )
-from consensus_eval.judges.rules.medical_record.text import CLAUSE_END, NEG_RECORD, POST_NEG_RECORD, bounds, is_negated
+from consensus_eval.judges.rules.medical_record.text import NEG_RECORD, POST_NEG_RECORD, is_negated
+
+_DIABETES = re.compile(r"糖尿病|(?<![A-Za-z])(?:T1DM|T2DM|DM)(?![A-Za-z])")
+_GESTATIONAL = re.compile(r"(?:妊娠期?|孕期|怀孕时|怀孕期间)$")
+_NOT_DIABETES_AFTER = re.compile(r"前期|家族")
 
 
 def check_diabetes_in_past_history(doc: Doc) -> Iterator[Finding]:
     body = doc.body("既往史")
     if body is None:
         return
-    for m in re.finditer(r"糖尿病|(?<![A-Za-z])(?:T1DM|T2DM|DM)(?![A-Za-z])", doc.rec[:body[1]]):
+    for m in _DIABETES.finditer(doc.rec[:body[1]]):
         if m.start() < body[0]:
             continue
-        a, b = bounds(doc.rec, m.start(), CLAUSE_END, body[0], body[1])
+        a, b = doc.rec_clause(m.start(), body[0], body[1])
         clause = doc.rec[a:b]
-        if re.search(r"(?:妊娠期?|孕期|怀孕时|怀孕期间)$", doc.rec[a:m.start()]):
+        # (the clause has no line end: $ is the end of rec[a:m.start()]; the longest word is 4 characters)
+        if _GESTATIONAL.search(doc.rec, max(a, m.start() - 4), m.start()):
             continue  # gestational diabetes: a resolved past condition
-        if re.match(r"前期|家族", doc.rec[m.end():]) or KIN.search(clause):
+        if _NOT_DIABETES_AFTER.match(doc.rec, m.end()) or KIN.search(clause):
             continue  # prediabetes; family history written in the wrong place
         if is_negated(clause, m.start() - a, m.end() - a, NEG_RECORD, POST_NEG_RECORD):
             continue

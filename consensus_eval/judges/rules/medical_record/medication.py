@@ -25,10 +25,17 @@ NEG_USE_AFTER = re.compile(r"[^,;。]{0,3}(?:没用过|没打过|没吃过|没�
 STOPPED = re.compile(r"停用|停药|停掉|已停|停服|停了")
 ONCE_USED = re.compile(r"曾(?:经)?(?:口服|服用|使用|用|注射|应用)?$")
 TREATMENT_MODE = re.compile(r"^\s*(?:口服|皮下注射|注射|静脉)?\s*(?:等)?\s*(?:药物)?\s*治疗")
+#: matches of NEG_USE are at most 6 characters long (从来没 + 曾 + a verb of 2), for GrowingSearch
+NEG_USE_LONGEST = 6
+#: taken out of the text after a drug before TREATMENT_MODE is tried (予二甲双胍、阿卡波糖片治疗)
+NOT_USAGE = re.compile(DRUG_RE.pattern + r"|[、及和与]|片|胶囊")
+_TREATMENT_MODE_CHARS = 9  # TREATMENT_MODE consumes at most 9 non-blank characters (皮下注射 等 药物 治疗)
 CONNECTOR_ONLY = re.compile(r"^[^,;。]*?[、及和与/+]\s*$")
 FORM_ORAL = re.compile(r"(?:钙|钠|钾|盐酸|酒石酸|琥珀酸)?(?:缓释片|控释片|肠溶片|分散片|咀嚼片|片|胶囊|颗粒|滴丸)")
 FORM_INJECTION = re.compile(r"(?:注射液|注射笔|笔)")
-DOSE = re.compile(r"(?P<num>\d+(?:\.\d+)?|[零一二两三四五六七八九十百半]+)\s*"
+# A number starts where its run of digits or numerals starts (see quantities.DURATION): no match of
+# these ends in such a run, so nothing else is lost, and a long run is not rescanned from each digit.
+DOSE = re.compile(r"(?P<num>(?<!\d)\d+(?:\.\d+)?|(?<![零一二两三四五六七八九十百半])[零一二两三四五六七八九十百半]+)\s*"
                   r"(?P<unit>mg|毫克|μg|ug|mcg|微克|IU|iu|U|u|个单位|单位|g|克|片|粒|支|袋|ml|mL|毫升)(?![A-Za-z])")
 _DOSE_UNITS = {"mg": ("mass", 1.0), "毫克": ("mass", 1.0), "μg": ("mass", 0.001), "ug": ("mass", 0.001),
                "mcg": ("mass", 0.001), "微克": ("mass", 0.001), "g": ("mass", 1000.0), "克": ("mass", 1000.0),
@@ -37,13 +44,13 @@ _DOSE_UNITS = {"mg": ("mass", 1.0), "毫克": ("mass", 1.0), "μg": ("mass", 0.0
                "支": ("count", 1.0), "袋": ("count", 1.0), "ml": ("volume", 1.0), "mL": ("volume", 1.0),
                "毫升": ("volume", 1.0)}
 FREQ = re.compile(r"(?:每|一)\s*(?:日|天)[^\d一两二三四五六,;。]{0,4}?(?:\d+|[一两二三四五六])\s*(?:次|回|顿|针)|"
-                  r"(?:\d+|[一两二三四])\s*次\s*/\s*(?:日|天|d)|(?<![A-Za-z])(?:qd|bid|tid|qid|qn|qm|qod|qw|biw|prn|st|q\d+h)(?![A-Za-z])|"
+                  r"(?:(?<!\d)\d+|[一两二三四])\s*次\s*/\s*(?:日|天|d)|(?<![A-Za-z])(?:qd|bid|tid|qid|qn|qm|qod|qw|biw|prn|st|q\d+h)(?![A-Za-z])|"
                   r"每晚|每早|每晨|睡前|睡觉前|早晚|早中晚|三餐前|三餐时|三餐后|餐前|餐后|餐时|随餐|饭前|饭后|每餐|每顿|"
                   r"早餐前|晚餐前|早餐后|晚餐后|午餐前|每周\s*(?:\d+|[一两二三])\s*次|"
                   r"晨起|早上|晚上|中午|随第一口饭", re.I)
 _FREQ_COUNT = re.compile(r"(?:每|一)\s*(?:日|天)[^\d一两二三四五六,;。]{0,4}?"
                          r"(?P<n>\d+|[一两二三四五六])\s*(?:次|回|针)|"
-                         r"(?P<n2>\d+|[一两二三四])\s*次\s*/\s*(?:日|天|d)|"
+                         r"(?P<n2>(?<!\d)\d+|[一两二三四])\s*次\s*/\s*(?:日|天|d)|"
                          r"(?<![A-Za-z])(?P<abbr>qd|bid|tid|qid|qn|qm)(?![A-Za-z])|"
                          r"(?P<word>早中晚|三餐前|三餐时|三餐后|早晚)", re.I)
 _FREQ_WORDS = {"qd": 1, "bid": 2, "tid": 3, "qid": 4, "qn": 1, "qm": 1, "早中晚": 3, "三餐前": 3, "三餐时": 3,
@@ -120,3 +127,68 @@ def timing(text: str) -> set[str]:
     if _BOTH_TIMES.search(text):
         return {"morning", "evening"}
     return {t for t, rx in (("morning", _MORNING), ("evening", _EVENING)) if rx.search(text)}
+
+
+
+class _Key:
+    """Text with blank runs made one space, cut after 10 other characters (see :func:`treatment_mode_after`)."""
+
+    __slots__ = ("_blank", "_n", "_parts")
+
+    def __init__(self) -> None:
+        self._parts: list[str] = []
+        self._n = 0
+        self._blank = False
+
+    def add(self, s: str) -> bool:
+        """Append ``s``; True once the key is full."""
+        for ch in s:
+            if self._n > _TREATMENT_MODE_CHARS:
+                return True
+            if ch.isspace():  # what \s matches
+                if not self._blank:
+                    self._parts.append(" ")
+                    self._blank = True
+            else:
+                self._parts.append(ch)
+                self._blank = False
+                self._n += 1
+        return self._n > _TREATMENT_MODE_CHARS
+
+    def text(self) -> str:
+        return "".join(self._parts)
+
+
+def treatment_mode_after(text: str, ends: list[int], stop: int) -> list[bool]:
+    """For drug names ending at ``ends`` (in order) in one clause ending at ``stop``: whether the text after
+    each, with :data:`NOT_USAGE` taken out, is a treatment-mode phrase, i.e.
+    ``TREATMENT_MODE.match(NOT_USAGE.sub("", text[end:stop]))``, in time linear in the clause.
+
+    Only a prefix decides: blanks matter only as runs (every blank in TREATMENT_MODE is ``\\s*``) and it
+    consumes at most 9 other characters, so each mention gets a key, its text with ``NOT_USAGE`` out and
+    blank runs made one space, cut after 10 other characters. ``NOT_USAGE`` has no lookaround: the
+    removal scan from one end, once it stands at a later mention's end, goes on as that mention's own
+    scan did; so the mentions are read from the last back, and a scan stops at the first later end it
+    stands at (then that mention's key follows), at 10 characters, or at the clause end.
+    """
+    keys: dict[int, str] = {}
+    out = [False] * len(ends)
+    for i in range(len(ends) - 1, -1, -1):
+        key = _Key()
+        pos, j = ends[i], i + 1
+        matches = NOT_USAGE.finditer(text, pos, stop)
+        while True:
+            m = next(matches, None)
+            seg_end = stop if m is None else m.start()  # the scan stands at every position up to seg_end
+            while j < len(ends) and ends[j] < pos:
+                j += 1
+            if j < len(ends) and ends[j] <= seg_end:
+                key.add(text[pos:ends[j]])
+                key.add(keys[ends[j]])
+                break
+            if key.add(text[pos:seg_end]) or m is None:
+                break
+            pos = m.end()
+        keys[ends[i]] = key.text()
+        out[i] = bool(TREATMENT_MODE.match(keys[ends[i]]))
+    return out

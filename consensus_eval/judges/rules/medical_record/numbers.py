@@ -14,24 +14,29 @@ calendar year or month (2019年, 3月份), since then the record's relative time
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
+from collections import deque
 from collections.abc import Iterator
 
 from consensus_eval.judges.rules.medical_record.document import Doc
 from consensus_eval.judges.rules.medical_record.findings import Finding
 from consensus_eval.judges.rules.medical_record.lexicon import GLUCOSE_KINDS, OPTIONAL_KINDS
-from consensus_eval.judges.rules.medical_record.quantities import CALENDAR, Measure, durations, measures
-from consensus_eval.judges.rules.medical_record.text import CLAUSE_END, all_numbers, bounds, close
+from consensus_eval.judges.rules.medical_record.quantities import CALENDAR, Duration, Measure, durations, measures
+from consensus_eval.judges.rules.medical_record.text import Numbers, all_numbers
 
 
 def check_numbers(doc: Doc) -> Iterator[Finding]:
-    rec = [m for m in measures(doc.rec) if not doc.in_family_section(m.start)]
-    conv = measures(doc.cv)
-    conv_numbers = all_numbers(doc.cv) + [m.value for m in conv if isinstance(m.value, float)]
-    rec_numbers = all_numbers(doc.rec)
-    used = {id(c) for c in conv for r in rec if c.kind == r.kind and _same_value(c, r)}
+    rec = [m for m in measures(doc.rec, clauses=doc.rec_clauses) if not doc.in_family_section(m.start)]
+    conv = measures(doc.cv, clauses=doc.cv_clauses)
+    conv_numbers = Numbers(all_numbers(doc.cv) + [m.value for m in conv if isinstance(m.value, float)])
+    rec_numbers = Numbers(all_numbers(doc.rec))
+    rec_values, conv_values = _Values(rec), _Values(conv)
+    # conv measures (by index) that a record value of the same kind matches, then those paired with an error
+    used = {i for i, c in enumerate(conv) if rec_values.has_same(c)}
+    pool = _Candidates(conv, used)
 
     def said(v: float) -> bool:
-        return any(close(v, n, 0.051) for n in conv_numbers)
+        return conv_numbers.has_close(v, 0.051)
 
     for r in rec:
         span = ("record", r.start, r.end)
@@ -39,31 +44,26 @@ def check_numbers(doc: Doc) -> Iterator[Finding]:
             yield Finding("unit_error", doc.rq(r.start, r.end), f"{r.label}{r.num}的单位错误", span)
         if r.threshold:
             continue
-        same = [c for c in conv if c.kind == r.kind]
-        if any(_same_value(c, r) for c in same):
+        if conv_values.has_same(r):
             continue
         if (isinstance(r.value, tuple) and all(said(v) for v in r.value)) or \
                 (isinstance(r.value, float) and said(r.value)):
             continue
-        cands = [c for c in same if not c.threshold and id(c) not in used] or \
-                [c for c in conv if not c.threshold and id(c) not in used and
-                 {c.kind, r.kind} <= GLUCOSE_KINDS and "glucose" in (c.kind, r.kind)]
-        if cands:
-            best = min(cands, key=lambda c: _distance(c, r))
-            used.add(id(best))
+        best = pool.take(r)
+        if best is not None:
             reason = f"对话中{best.label}为{best.num}，病历记为{r.num}"
         else:
             reason = f"对话中未提及{r.label}{r.num}"
         yield Finding("value_error", doc.rq(r.start, r.end), reason, span)
     rec_kinds = {r.kind for r in rec}
     reported: set[tuple[str, float | tuple[float, float]]] = set()
-    for c in conv:
-        if c.approx or c.threshold or id(c) in used or c.kind in OPTIONAL_KINDS or c.kind in rec_kinds:
+    for i, c in enumerate(conv):
+        if c.approx or c.threshold or i in used or c.kind in OPTIONAL_KINDS or c.kind in rec_kinds:
             continue
         if c.kind in GLUCOSE_KINDS and ("glucose" in rec_kinds or (c.kind == "glucose" and rec_kinds & GLUCOSE_KINDS)):
             continue
         values = c.value if isinstance(c.value, tuple) else (c.value,)
-        if all(any(close(v, n, 0.051) for n in rec_numbers) for v in values) or (c.kind, c.value) in reported:
+        if all(rec_numbers.has_close(v, 0.051) for v in values) or (c.kind, c.value) in reported:
             continue
         reported.add((c.kind, c.value))
         yield Finding("value_missing", doc.cq(c.start, c.end), f"对话中{c.label}为{c.num}，病历未记录",
@@ -76,25 +76,199 @@ def _distance(a: Measure, b: Measure) -> float:
     return sum(abs(x - y) for x, y in zip(va, vb, strict=True)) if len(va) == len(vb) else float("inf")
 
 
-def _same_value(a: Measure, b: Measure) -> bool:
-    if isinstance(a.value, tuple) or isinstance(b.value, tuple):
-        return a.value == b.value
-    return close(a.value, b.value, 0.051 if a.kind in ("weight", "height", "weight_change") else 1e-6)
+def _tolerance(kind: str) -> float:
+    return 0.051 if kind in ("weight", "height", "weight_change") else 1e-6
+
+
+class _Values:
+    """Measures by kind, to ask whether any has the same value as a given measure of its kind: equal
+    pairs (blood pressure; a pair never equals a number), numbers within the kind's tolerance."""
+
+    def __init__(self, ms: list[Measure]) -> None:
+        floats: dict[str, list[float]] = {}
+        self.pairs: dict[str, set[tuple[float, float]]] = {}
+        for m in ms:
+            if isinstance(m.value, tuple):
+                self.pairs.setdefault(m.kind, set()).add(m.value)
+            else:
+                floats.setdefault(m.kind, []).append(m.value)
+        self.floats = {kind: Numbers(vs) for kind, vs in floats.items()}
+
+    def has_same(self, m: Measure) -> bool:
+        if isinstance(m.value, tuple):
+            return m.value in self.pairs.get(m.kind, ())
+        got = self.floats.get(m.kind)
+        return got is not None and got.has_close(m.value, _tolerance(m.kind))
+
+
+class _Candidates:
+    """The conversation's measures a record value error can be paired with, taken one by one.
+
+    ``take(r)`` is what ``min(cands, key=lambda c: _distance(c, r))`` picks from the candidates (the
+    unused, non-threshold conversation measures of r's kind; when there are none, those of the other
+    glucose kinds if r is a glucose reading (any glucose kind for plain 血糖, plain 血糖 for the others)),
+    and marks it used; without scanning them all. ``min`` keeps the first of equal keys, and a NaN key
+    (an infinite value against an infinite one) never replaces nor is replaced, so: the candidate of
+    least finite distance, the earliest on a tie; if no distance is finite (r infinite, or no
+    candidate of r's shape), the earliest candidate. Numbers are found by bisection in each kind's
+    values sorted (value, index), unused ones by skip pointers; pairs (blood pressure) by their
+    distinct values.
+    """
+
+    def __init__(self, conv: list[Measure], used: set[int]) -> None:
+        self.conv = conv
+        self.used = used
+        self.order: dict[str, list[int]] = {}  # kind -> candidate indices in order
+        self.first: dict[str, int] = {}        # kind -> position in order before which all are used
+        self.left: dict[str, int] = {}         # kind -> candidates not used yet
+        self.values: dict[str, list[float]] = {}
+        self.indices: dict[str, list[int]] = {}
+        self.slot: dict[int, int] = {}         # index -> position in its kind's sorted values
+        self.right_free: dict[str, list[int]] = {}  # skip pointers: next free position at or after
+        self.left_free: dict[str, list[int]] = {}   # skip pointers (shifted by one): last free at or before
+        self.pairs: dict[str, dict[tuple[float, float], deque[int]]] = {}
+        floats: dict[str, list[tuple[float, int]]] = {}
+        for i, c in enumerate(conv):
+            if c.threshold:
+                continue
+            self.order.setdefault(c.kind, []).append(i)
+            if i in used:
+                continue
+            self.left[c.kind] = self.left.get(c.kind, 0) + 1
+            if isinstance(c.value, tuple):
+                self.pairs.setdefault(c.kind, {}).setdefault(c.value, deque()).append(i)
+            else:
+                floats.setdefault(c.kind, []).append((c.value, i))
+        for kind, vs in floats.items():
+            vs.sort()
+            self.values[kind] = [v for v, _ in vs]
+            self.indices[kind] = [i for _, i in vs]
+            for pos, (_, i) in enumerate(vs):
+                self.slot[i] = pos
+            self.right_free[kind] = list(range(len(vs) + 1))
+            self.left_free[kind] = list(range(len(vs) + 1))
+        for kind in self.order:
+            self.first[kind] = 0
+
+    def take(self, r: Measure) -> Measure | None:
+        if self.left.get(r.kind):
+            kinds = [r.kind]
+        elif r.kind == "glucose":
+            kinds = [k for k in sorted(GLUCOSE_KINDS) if self.left.get(k)]
+        elif r.kind in GLUCOSE_KINDS:
+            kinds = ["glucose"] if self.left.get("glucose") else []
+        else:
+            kinds = []
+        if not kinds:
+            return None
+        best: tuple[float, int] | None = None
+        for kind in kinds:
+            got = self._nearest_pair(kind, r) if isinstance(r.value, tuple) else self._nearest_number(kind, r.value)
+            if got is not None and (best is None or got < best):
+                best = got
+        i = best[1] if best is not None else min(self._first_free(k) for k in kinds)
+        self._use(i)
+        return self.conv[i]
+
+    # -- the earliest unused candidate of a kind
+    def _first_free(self, kind: str) -> int:
+        order, k = self.order[kind], self.first[kind]
+        while order[k] in self.used:
+            k += 1
+        self.first[kind] = k
+        return order[k]
+
+    def _use(self, i: int) -> None:
+        self.used.add(i)
+        c = self.conv[i]
+        self.left[c.kind] -= 1
+        pos = self.slot.get(i)
+        if pos is not None:
+            self.right_free[c.kind][pos] = pos + 1
+            self.left_free[c.kind][pos + 1] = pos
+
+    # -- numbers
+    @staticmethod
+    def _find(parent: list[int], i: int) -> int:
+        root = i
+        while parent[root] != root:
+            root = parent[root]
+        while parent[i] != root:
+            parent[i], i = root, parent[i]
+        return root
+
+    def _free_at_or_after(self, kind: str, pos: int) -> int:
+        """The first unused position >= pos of the kind's sorted values (their count if none)."""
+        return self._find(self.right_free[kind], pos)
+
+    def _free_at_or_before(self, kind: str, pos: int) -> int:
+        """The last unused position <= pos (-1 if none)."""
+        return self._find(self.left_free[kind], pos + 1) - 1
+
+    def _nearest_number(self, kind: str, x: float) -> tuple[float, int] | None:
+        """(distance, index) of the unused number of the kind nearest to x, the earliest on a tie; None
+        if there are no numbers or no finite distance."""
+        values = self.values.get(kind)
+        if not values or x != x or x == float("inf"):
+            return None
+        indices, n = self.indices[kind], len(values)
+        found: list[tuple[float, int]] = []
+        p = bisect_left(values, x)
+        # above x: distances grow with the value; the first unused of a value is its earliest
+        pos = self._free_at_or_after(kind, p)
+        if pos < n:
+            key = abs(values[pos] - x)
+            while pos < n and abs(values[pos] - x) == key:
+                found.append((key, indices[pos]))
+                pos = self._free_at_or_after(kind, bisect_right(values, values[pos]))
+        # below x: distances grow as the value falls; the earliest of a value is its first unused
+        pos = self._free_at_or_before(kind, p - 1)
+        if pos >= 0:
+            key = abs(values[pos] - x)
+            while pos >= 0 and abs(values[pos] - x) == key:
+                lo = bisect_left(values, values[pos])
+                found.append((key, indices[self._free_at_or_after(kind, lo)]))
+                pos = self._free_at_or_before(kind, lo - 1)
+        finite = [f for f in found if f[0] != float("inf")]
+        return min(finite) if finite else None
+
+    # -- pairs (blood pressure)
+    def _nearest_pair(self, kind: str, r: Measure) -> tuple[float, int] | None:
+        groups = self.pairs.get(kind)
+        if not groups:
+            return None
+        best: tuple[float, int] | None = None
+        exhausted = []
+        for value, idxs in groups.items():
+            while idxs and idxs[0] in self.used:
+                idxs.popleft()
+            if not idxs:
+                exhausted.append(value)
+                continue
+            got = (_distance(self.conv[idxs[0]], r), idxs[0])
+            if best is None or got < best:
+                best = got
+        for value in exhausted:
+            del groups[value]
+        return best
 
 
 def check_durations(doc: Doc) -> Iterator[Finding]:
     if CALENDAR.search(doc.cv):
         return
-    conv = [d for d in durations(doc.cv) if d.value is not None]
+    conv: dict[str, list[Duration]] = {}  # base -> the conversation's durations with a value
+    for d in durations(doc.cv):
+        if d.value is not None:
+            conv.setdefault(d.base, []).append(d)
+    values = {base: Numbers(c.value for c in same if c.value is not None) for base, same in conv.items()}
+    said = {base: "、".join(dict.fromkeys(c.text for c in same)) for base, same in conv.items()}
     fam = doc.body("家族史")
     for r in durations(doc.rec):
         if r.value is None or (fam and fam[0] <= r.start < fam[1]):
             continue
-        same_base = [c for c in conv if c.base == r.base]
-        if not same_base or any(c.value is not None and close(c.value, r.value) for c in same_base):
+        if r.base not in conv or values[r.base].has_close(r.value):
             continue
-        a, b = bounds(doc.rec, r.start, CLAUSE_END)
-        said = "、".join(dict.fromkeys(c.text for c in same_base))
+        a, b = doc.rec_clause(r.start)
         yield Finding("time_error", doc.rq(a, b),
-                      f"病历时间“{doc.rq(r.start, r.end)}”与对话不符（对话中的时间：{said}）",
+                      f"病历时间“{doc.rq(r.start, r.end)}”与对话不符（对话中的时间：{said[r.base]}）",
                       ("record", r.start, r.end))

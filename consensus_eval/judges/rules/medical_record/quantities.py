@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 
 from consensus_eval.judges.rules.medical_record.lexicon import GLUCOSE_KINDS, MEASURES
-from consensus_eval.judges.rules.medical_record.text import ARABIC, CLAUSE_END, CN_NUMERAL, bounds, to_number
+from consensus_eval.judges.rules.medical_record.text import ARABIC, CLAUSE_END, CN_NUMERAL, Boundaries, to_number
 
 # ============================================================================ measurements
 
@@ -43,6 +43,9 @@ _NOT_MEASURE_AFTER = re.compile(r"\s*(?:年|月|日|号|岁|次|天|周|个|小�
 _BP = re.compile(r"(?<![\d/.])(?P<s>\d{2,3})\s*/\s*(?P<d>\d{2,3})(?![\d/])(?:\s*mmHg)?")
 _BP_WORDS = re.compile(rf"高压\s*(?:是|有|在|大概|差不多)*\s*(?P<s>{ARABIC.pattern}|{CN_NUMERAL.pattern})"
                        rf"[^。\n]{{0,12}}?低压\s*(?:是|有|在|大概|差不多)*\s*(?P<d>{ARABIC.pattern}|{CN_NUMERAL.pattern})")
+
+
+_METRES_CM = re.compile(r"\s*米\s*(\d{1,2})")
 
 
 @dataclass(frozen=True)
@@ -83,9 +86,9 @@ def _read_value(text: str, kind: str, kw_end: int, limit: int) -> Measure | None
             continue
         end = unit_m.end()
         if kind == "height":
-            cm = re.match(r"\s*米\s*(\d{1,2})", text[m.end():])
+            cm = _METRES_CM.match(text, m.end())
             if cm and value < 3:
-                value, end = value * 100 + float(cm.group(1)), m.end() + cm.end()
+                value, end = value * 100 + float(cm.group(1)), cm.end()
             elif unit in ("米", "m") or value < 3:
                 value *= 100
         if kind in ("weight", "weight_change") and unit == "斤":
@@ -102,12 +105,14 @@ def _read_value(text: str, kind: str, kw_end: int, limit: int) -> Measure | None
     return None
 
 
-def measures(text: str, lo: int = 0, hi: int | None = None) -> list[Measure]:
+def measures(text: str, lo: int = 0, hi: int | None = None, clauses: Boundaries | None = None) -> list[Measure]:
+    """The measurements in ``text[lo:hi]``; ``clauses``: the text's clause delimiters, if already found."""
     hi = len(text) if hi is None else hi
+    clauses = Boundaries(text, CLAUSE_END) if clauses is None else clauses
     out: list[Measure] = []
     kws = list(_MEASURE_KW.finditer(text, lo, hi))
     for i, k in enumerate(kws):
-        limit = min(kws[i + 1].start() if i + 1 < len(kws) else hi, bounds(text, k.end(), CLAUSE_END, lo, hi)[1])
+        limit = min(kws[i + 1].start() if i + 1 < len(kws) else hi, clauses.stop(k.end(), hi))
         got = _read_value(text, _KW_KIND[k.group()], k.end(), limit)
         if got is not None:
             out.append(Measure(got.kind, got.value, k.start(), got.end, got.num, got.approx, got.threshold,
@@ -129,8 +134,15 @@ def measures(text: str, lo: int = 0, hi: int | None = None) -> list[Measure]:
 
 # ============================================================================ durations
 
-DURATION = re.compile(r"(?P<num>\d+(?:\.\d+)?|[一二两三四五六七八九十百半数几多]+)(?P<mid>[余多来+个半\s]{0,3})"
-                      r"(?P<unit>年|月|周|星期|天|日)(?P<post>[余多半]?)")
+# A number starts where its run of digits (or of numerals) starts: a number that fails there fails at
+# every later start inside the run too (the run can be read from its start), and without the
+# lookbehinds the scan would retry each one, in time quadratic in the run's length (10,000 digits took
+# seconds). No match ends inside a run, so the run's start has been tried, except after a 半 or 多 that
+# ends a match (3年多, 一年半: after a unit), so a numeral is refused only after a 半/多 that follows
+# something else.
+DURATION = re.compile(r"(?P<num>(?<!\d)\d+(?:\.\d+)?"
+                      r"|(?<![一二两三四五六七八九十百数几])(?<![^年月周期天日][半多])[一二两三四五六七八九十百半数几多]+)"
+                      r"(?P<mid>[余多来+个半\s]{0,3})(?P<unit>年|月|周|星期|天|日)(?P<post>[余多半]?)")
 _RELATIVE_DAYS = {"去年": ("m", 12.0), "前年": ("m", 24.0), "上个月": ("m", 1.0), "上月": ("m", 1.0),
                   "上周": ("d", 7.0), "上个星期": ("d", 7.0), "昨天": ("d", 1.0), "前天": ("d", 2.0)}
 CALENDAR = re.compile(r"(?:19|20)\d\d\s*年|(?<![个\d])(?:\d{1,2}|十[一二]?|[一二三四五六七八九])\s*月(?!余|多)|"
@@ -146,19 +158,31 @@ class Duration:
     text: str
 
 
+_FREQUENCY_AFTER = re.compile(r"\s*(?:\d+|[一两二三四五六])\s*(?:次|片|粒|针)")
+_MONTH_DAY_AFTER = re.compile(r"\s*(?:\d|份)")
+
+
+def _after_year_or_month(text: str, lo: int, pos: int) -> bool:
+    """Whether ``text[lo:pos]`` ends with 年 or 月 and blanks: ``re.search(r"[年月]\\s*$", text[lo:pos])``."""
+    i = pos
+    while i > lo and text[i - 1].isspace():  # \s is str.isspace; the blanks before each duration are its own
+        i -= 1
+    return i > lo and text[i - 1] in "年月"
+
+
 def durations(text: str, lo: int = 0, hi: int | None = None) -> list[Duration]:
     hi = len(text) if hi is None else hi
     out = []
     for m in DURATION.finditer(text, lo, hi):
         num, mid, unit, post = m.group("num"), m.group("mid"), m.group("unit"), m.group("post")
         if re.fullmatch(r"\d{4}", num) or (unit in ("月", "日") and "个" not in mid
-                                            and re.search(r"[年月]\s*$", text[lo:m.start()])):
+                                            and _after_year_or_month(text, lo, m.start())):
             continue  # calendar dates: 2019年, 2019年3月, 3月5日
         if unit == "日" and m.start() > 0 and text[m.start() - 1] in "每今昨次":
             continue
-        if unit in ("日", "天", "周") and re.match(r"\s*(?:\d+|[一两二三四五六])\s*(?:次|片|粒|针)", text[m.end():]):
+        if unit in ("日", "天", "周") and _FREQUENCY_AFTER.match(text, m.end()):
             continue  # 1日3次: a frequency
-        if unit == "月" and "个" not in mid and not post and re.match(r"\s*(?:\d|份)", text[m.end():]):
+        if unit == "月" and "个" not in mid and not post and _MONTH_DAY_AFTER.match(text, m.end()):
             continue
         value = to_number(num) if num not in ("数", "几", "多") else None
         if value is not None and ("半" in mid or post == "半"):

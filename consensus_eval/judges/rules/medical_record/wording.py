@@ -19,7 +19,6 @@ from collections.abc import Iterator
 from consensus_eval.judges.rules.medical_record.document import Doc
 from consensus_eval.judges.rules.medical_record.findings import Finding
 from consensus_eval.judges.rules.medical_record.lexicon import COLLOQUIAL_NOT_BEFORE, COLLOQUIAL_TERMS, VAGUE_TIME_WORDS
-from consensus_eval.judges.rules.medical_record.text import SENTENCE_END, bounds
 
 _COLLOQUIAL_RE = re.compile("|".join(
     re.escape(p) + (f"(?![{COLLOQUIAL_NOT_BEFORE[p]}])" if p in COLLOQUIAL_NOT_BEFORE else "")
@@ -27,11 +26,14 @@ _COLLOQUIAL_RE = re.compile("|".join(
 
 
 def check_colloquial(doc: Doc) -> Iterator[Finding]:
+    with_polydipsia: dict[tuple[int, int], bool] = {}  # per sentence: whether it writes 多饮
     for m in _COLLOQUIAL_RE.finditer(doc.rec):
         phrase = m.group()
         if phrase == "口渴":
-            a, b = bounds(doc.rec, m.start(), SENTENCE_END)
-            if "多饮" in doc.rec[a:b]:
+            a, b = doc.rec_sentences.bounds(m.start())
+            if (a, b) not in with_polydipsia:
+                with_polydipsia[a, b] = "多饮" in doc.rec[a:b]
+            if with_polydipsia[a, b]:
                 continue
             standard = "多饮"
         else:
@@ -46,13 +48,20 @@ _VAGUE_RE = re.compile("|".join(
     for w in sorted(VAGUE_TIME_WORDS, key=len, reverse=True)))
 
 
+# what comes before a vague word, matched at the end of the record up to the word (rec[:m.start()]); a
+# match is at most 3 characters long (4 with the line end $ may skip), so only the last 4 are searched
+_CLAUSE_START_BEFORE = re.compile(r"(?:^|[\s,;。:、()])(?:患者|病人|其|自)?$")
+_NUMBER_BEFORE = re.compile(r"[\d十百]$")
+_AFTER_NUMBER_OK = ("多年", "几年", "几个月", "数年", "数月", "数个月")
+
+
 def check_vague_time(doc: Doc) -> Iterator[Finding]:
     for m in _VAGUE_RE.finditer(doc.rec):
         w = m.group()
-        before = doc.rec[:m.start()]
-        if w in ("之前", "以前") and not re.search(r"(?:^|[\s,;。:、()])(?:患者|病人|其|自)?$", before):
+        s = m.start()
+        if w in ("之前", "以前") and not _CLAUSE_START_BEFORE.search(doc.rec, max(0, s - 4), s):
             continue  # anchored: 3年以前, 服药之前
-        if w in ("多年", "几年", "几个月", "数年", "数月", "数个月") and re.search(r"[\d十百]$", before):
+        if w in _AFTER_NUMBER_OK and _NUMBER_BEFORE.search(doc.rec, max(0, s - 2), s):
             continue  # 10多年, 十几年: a number is given
         yield Finding("time_vague", doc.rq(m.start(), m.end()),
                       f"时间表述不明确“{doc.rq(m.start(), m.end())}”，应写明具体时间", ("record", m.start(), m.end()))
