@@ -42,6 +42,7 @@ from typing import Literal
 from pydantic import BaseModel
 
 from consensus_eval.analysis.consensus import CaseConsensus
+from consensus_eval.domain.grounding import Grounding
 from consensus_eval.domain.rubric import Rubric
 from consensus_eval.domain.scoring import DimensionScore
 from consensus_eval.execution.results import StoredRun
@@ -81,6 +82,11 @@ class AuditDeduction(BaseModel):
     reason: str
     match: Match = "no_peer"
     matched_by: list[str] = []
+    #: stable id of this deduction across rebuilds: ``{request_hash}#d{i}`` (i-th deduction of the
+    #: call's judgment) or ``{request_hash}#p{i}`` (i-th fixed penalty); what human verdicts refer to
+    id: str = ""
+    #: where its evidence is in the case (None when not computed)
+    grounding: Grounding | None = None
 
     @property
     def singleton(self) -> bool:
@@ -250,16 +256,16 @@ def deductions_of(rubric: Rubric, rec: CallRecord) -> list[AuditDeduction]:
         return []
     dim = rubric.dimension(rec.dimension)
     items = []
-    for d in rec.judgment.deductions:
+    for i, d in enumerate(rec.judgment.deductions):
         cat, typ = dim.find_type(d.type)
         items.append(AuditDeduction(
-            judge=rec.judge, run=rec.run, dimension=rec.dimension, kind="deduction",
+            id=f"{rec.request_hash}#d{i}", judge=rec.judge, run=rec.run, dimension=rec.dimension, kind="deduction",
             category_id=cat.id, category=cat.name, type_id=typ.id, type=typ.name,
             points=d.points, evidence=d.evidence, reason=d.reason))
-    for p in rec.judgment.fixed_penalties:
+    for i, p in enumerate(rec.judgment.fixed_penalties):
         pen = dim.penalties_by_id[p.id]
         items.append(AuditDeduction(
-            judge=rec.judge, run=rec.run, dimension=rec.dimension, kind="penalty",
+            id=f"{rec.request_hash}#p{i}", judge=rec.judge, run=rec.run, dimension=rec.dimension, kind="penalty",
             category_id=PENALTY_CATEGORY, category=PENALTY_CATEGORY_NAME, type_id=pen.id, type=pen.name,
             points=pen.points, evidence=p.evidence, reason=p.reason))
     return items
