@@ -18,6 +18,7 @@ import typer
 
 from consensus_eval._errors import InputError
 from consensus_eval._resources import resolve
+from consensus_eval.domain.textio import read_text
 from consensus_eval.metrics import tcm
 
 EXIT_INPUT_ERROR = 2
@@ -93,14 +94,7 @@ def _case_id(value: Any) -> str | None:
 
 def read_jsonl(path: Path) -> Source:
     """Read a JSONL file of cases; raise :class:`TcmInputError` naming file and line on any problem."""
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except FileNotFoundError:
-        raise TcmInputError(f"{path}: file not found") from None
-    except UnicodeDecodeError as exc:
-        raise TcmInputError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    except OSError as exc:
-        raise TcmInputError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    text = read_text(path, what="cases")  # UTF-8 (BOM or not), UTF-16 with BOM, GB18030; else an InputError
     records: dict[str, Record] = {}
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
@@ -616,11 +610,7 @@ def load_knowledge(path: Path | None) -> dict[str, Any]:
     if path is None:
         return {}
     try:
-        data = json.loads(path.read_text(encoding="utf-8-sig"))
-    except FileNotFoundError:
-        raise TcmInputError(f"{path}: file not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TcmInputError(f"{path}: cannot read: {exc}") from None
+        data = json.loads(read_text(path, what="knowledge"))
     except json.JSONDecodeError as exc:
         raise TcmInputError(f"{path}:{exc.lineno}: invalid JSON: {exc.msg} (column {exc.colno})") from None
     if not isinstance(data, dict):
@@ -791,7 +781,7 @@ def tcm_command(
             knowledge=load_knowledge(None if knowledge is None else resolve(knowledge, "examples")),
         )
         summary = evaluate_files(task.value, resolve(pred, "examples"), resolve(gold, "examples"), opts)
-    except TcmInputError as exc:
+    except InputError as exc:  # TcmInputError, and read_text's errors
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(EXIT_INPUT_ERROR) from None
     if as_json:

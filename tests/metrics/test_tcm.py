@@ -659,7 +659,7 @@ def test_cli_dosage_conflict_names_line(cli, tmp_path):
 def test_cli_other_errors(cli, tmp_path):
     gold = write(tmp_path / "gold.jsonl", [{"id": "a", "other": 1}])
     assert_input_error(run(cli, "face", gold, gold), "nothing to score", "features")
-    assert_input_error(run(cli, "face", tmp_path / "nope.jsonl", gold), "nope.jsonl: file not found")
+    assert_input_error(run(cli, "face", tmp_path / "nope.jsonl", gold), "nope.jsonl: cases file not found")
     assert_input_error(run(cli, "dosage", gold, gold, "--tolerance", "1.5"), "--tolerance")
     kb = tmp_path / "kb.json"
     kb.write_text('{"unknown_map": {}}', encoding="utf-8")
@@ -684,3 +684,18 @@ def test_cli_import_is_light():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out[1] == "False"
     assert float(out[0]) < 0.5
+
+
+def test_cli_reads_excel_encodings(cli, tmp_path):
+    # Files saved by Excel on Chinese Windows (GBK) or with a UTF-8 BOM read like plain UTF-8.
+    rows = [{"id": "a", "syndromes": ["气虚", "血瘀"]}, {"id": "b", "syndromes": ["阴虚"]}]
+    text = "\n".join(json.dumps(r, ensure_ascii=False) for r in rows) + "\n"
+    gold = tmp_path / "gold.jsonl"
+    gold.write_text(text, encoding="utf-8")
+    for name, data in (("gbk.jsonl", text.encode("gbk")), ("bom.jsonl", b"\xef\xbb\xbf" + text.encode("utf-8"))):
+        pred = tmp_path / name
+        pred.write_bytes(data)
+        result = run(cli, "syndrome", pred, gold, "--json")
+        assert result.exit_code == 0, result.output
+        metrics = json.loads(result.stdout)["metrics"]
+        assert metrics["differentiation.f1"] == 1.0, metrics
