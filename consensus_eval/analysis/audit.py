@@ -1,26 +1,68 @@
-"""Where the judges disagree: cases ranked by disagreement, and who deducted what in each.
+"""Where the judges disagree, and which cases a human should review first: the review queue.
 
 Everything here works on a stored run (:class:`~consensus_eval.execution.results.StoredRun`) and its
 consensus; no judge is ever called, and nothing is printed or written (the console, the reports and
-the adjudication sheet render these objects).
+the adjudication sheet render these objects: :class:`ReviewQueue` and the :class:`CaseAudit` of each
+case, with its drill-down :meth:`JudgeView.drill_down`).
 
-**Disagreement score** of a case (higher means a human should look first)::
+**Disagreement score** of a case (panels of two judges or more; higher: look first)::
 
-    disagreement = spread + 5 x star_gaps + 1 x singletons + 2 x mismatches
+    disagreement = 100 x spread_share + 10 x star_gap_mean + 10 x singleton_share
 
-- ``spread``: max - min of the judges' totals, in points, over the judges with a score on every
-  dimension (0 with fewer than two such judges);
-- ``star_gaps``: summed over dimensions, max - min of the judges' stars on that dimension (one star
-  gap on one dimension weighs as much as 5 points of spread);
-- ``singletons``: distinct (judge, dimension, deduction type) that only that judge used, in a
-  category where no other judge deducted anything (see *matching* below);
-- ``mismatches``: runs whose claimed score or stars differ from the re-derived ones (the judge's
-  arithmetic or reading of the rubric disagrees with its own deductions).
+- ``spread_share``: for each dimension, max - min of the judges' scores (each judge's score is the
+  mean of its runs) as a share of the dimension's max; averaged over the dimensions at least two
+  judges scored. 0.25 means the judges are a quarter of the scale apart on an average dimension.
+- ``star_gap_mean``: for each dimension, max - min of the judges' stars; averaged the same way.
+- ``singleton_share``: of the distinct deductions (judge, dimension, deduction type) that another
+  judge could have matched, the share no other judge made anything like (*singletons*, see
+  *matching* below).
 
-**Ranking**: cases with no panel verdict come first, ``failed`` (no judge answered) then
-``inconclusive`` (too few judges answered), because a human has to decide them anyway; then
-``incomplete`` ones (calls still missing: provisional); then by disagreement, highest first; ties
-keep the order of the cases in the run.
+Why: the score must not grow with the number of runs or of dimensions. The previous score added
+spread in points, star gaps summed over dimensions and counts of singletons and claimed-vs-derived
+mismatches, so an important case judged 3 times (3 x the mismatches) or a rubric with more
+dimensions topped the list. Here every part is a mean or a share: identical runs give the judge the
+same mean, hence the same score, and a rubric with more dimensions disagreeing as much scores the
+same. Weights: 100 x a share reads as "percent of the scale apart"; one star apart on every
+dimension weighs as much as judges 10% of the scale apart on every dimension (a star of seed 000
+spans 15-25% of a dimension, so a star gap mostly comes with its spread already and adds weight
+where the disagreement changes the stars a reader sees); deductions seen by one judge only add at
+most 10. A judge's claimed score differing from the score re-derived from its own deductions is a
+fact about that judge (see ``mismatch_runs`` and the judge-quality section), never part of a case's
+score or a reason to review it.
+
+**Risk score** of a case (what a panel of one judge is ranked by; computed for every case)::
+
+    risk = 100 x lost_share + 10 x penalty_share + 10 x ungrounded_share
+
+- ``lost_share``: for each dimension, the share of its max the case lost (max - score) / max (the
+  panel score, or the mean of the judges' scores below the quorum); averaged over the dimensions.
+  A low score is where a mistaken judge costs most.
+- ``penalty_share``: over the judges and the dimensions whose rubric has fixed penalties, the share
+  of runs in which a fixed penalty was applied: a fixed penalty is one call that costs many points.
+- ``ungrounded_share``: the share of the deductions whose evidence was looked for in the case and
+  not found (an invented or garbled quote). 0 when grounding was not computed.
+
+Why a separate score: with one judge there is nothing to disagree with, so a "most disputed" list
+would rank by nothing; the queue's title follows the panel size ("Most disputed cases" with two
+judges or more, "Highest-risk cases" with one: :class:`ReviewQueue`).
+
+**Needs review** (:attr:`CaseAudit.needs_review`, with its :class:`ReviewReason` list): a case
+needs review when any of these holds:
+
+- ``failed`` (no judge answered), ``inconclusive`` (too few judges answered), ``incomplete``
+  (planned calls not stored yet: provisional);
+- ``spread``: the judges' totals are more than the config's ``consensus.flag_spread`` points apart;
+- ``star_gap``: on some dimension the judges' stars differ by ``consensus.flag_star_gap`` or more;
+- judged by a single judge (a panel of one, or the only judge of a panel that answered), its risk
+  signals: ``low_score`` (a dimension at :data:`LOW_STARS` stars or fewer) and ``fixed_penalty``
+  (a fixed penalty nobody else could confirm);
+- ``ungrounded``: a deduction quotes evidence not found in the case, when the config's
+  ``ungrounded`` policy is ``flag`` (the default).
+
+**Ranking** (:func:`rank`): cases with no panel verdict first, ``failed`` then ``inconclusive``
+(a human has to decide them anyway); then ``incomplete`` ones; then the other cases that need
+review, then the rest; within each, by the queue's score (disagreement, or risk for a panel of one),
+highest first, then by the other score; ties keep the order of the cases in the run.
 
 **Matching** a deduction of judge J against the other judges that answered the same case and
 dimension (any of their successful runs):
@@ -32,37 +74,79 @@ dimension (any of their successful runs):
 - ``none``: no other judge deducted anything in that category: a *singleton*, only J saw it;
 - ``no_peer``: no other judge has a successful run on that dimension, so there is nothing to
   compare with (never a singleton).
+
+**Drill-down** (:meth:`JudgeView.drill_down`): a judge's deductions on a dimension grouped by the
+runs they were made in. Runs are numbered from 1 for readers: stored run 0 is "run 1 of 3". The same
+deduction (same kind, type, points and evidence) made in several runs is shown once, in the group
+of those runs ("all 3 runs", "runs 1, 3 of 3"), with its count ("x3 runs"). A deduction listed twice
+in one run is shown twice (both are charged, up to the category cap); a fixed penalty listed more
+than once in one run is shown once and marked "applied once", as the score charges it
+(:func:`consensus_eval.domain.scoring.derive`: once per dimension and run).
+
+**Anchors** (:func:`case_anchors`): each case gets an id safe in HTML ids and URL fragments,
+``case-`` + the ASCII letters, digits, ``_`` and ``-`` of its id, + 8 hex digits of the id's SHA-256
+when anything else was dropped; unique within a run (a clash gets ``-2``, ``-3``...).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import hashlib
+import re
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Literal
 
 from pydantic import BaseModel
 
 from consensus_eval.analysis.consensus import CaseConsensus
+from consensus_eval.domain.config import ConsensusConfig, EvalConfig
 from consensus_eval.domain.grounding import Grounding
 from consensus_eval.domain.rubric import Rubric
 from consensus_eval.domain.scoring import DimensionScore
 from consensus_eval.execution.results import StoredRun
 from consensus_eval.execution.store import CallRecord
 
-STAR_GAP_WEIGHT = 5.0
-SINGLETON_WEIGHT = 1.0
-MISMATCH_WEIGHT = 2.0
+#: weights of the disagreement score's parts (module docstring)
+SPREAD_WEIGHT = 100.0
+STAR_GAP_WEIGHT = 10.0
+SINGLETON_WEIGHT = 10.0
+#: weights of the risk score's parts (module docstring)
+LOST_WEIGHT = 100.0
+PENALTY_WEIGHT = 10.0
+UNGROUNDED_WEIGHT = 10.0
+#: a dimension at this many stars or fewer is a single judge's ``low_score`` risk signal
+LOW_STARS = 2
+#: cases the console shows by default (``audit --top``, the end of ``score``)
+DEFAULT_TOP = 10
+
+DISAGREEMENT_FORMULA = (
+    f"disagreement = {SPREAD_WEIGHT:g} × mean per-dimension spread of the judges' scores (share of the "
+    f"dimension's max) + {STAR_GAP_WEIGHT:g} × mean star gap per dimension + {SINGLETON_WEIGHT:g} × share "
+    "of deductions only one judge made")
+RISK_FORMULA = (
+    f"risk = {LOST_WEIGHT:g} × mean share of each dimension's max lost + {PENALTY_WEIGHT:g} × share of runs "
+    f"with a fixed penalty + {UNGROUNDED_WEIGHT:g} × share of deductions whose evidence was not found in the case")
+ORDER_NOTE = ("failed and inconclusive cases first, then incomplete ones, then the cases that need review; "
+              "highest score first")
 
 #: category id and display name given to fixed penalties (outside the rubric's categories)
 PENALTY_CATEGORY = "fixed_penalty"
 PENALTY_CATEGORY_NAME = "fixed penalty"
 
 Match = Literal["type", "category", "none", "no_peer"]
+QueueMode = Literal["disagreement", "risk"]
+ReasonCode = Literal["failed", "inconclusive", "incomplete", "spread", "star_gap", "low_score", "fixed_penalty",
+                     "ungrounded"]
+#: every reason code, in the order reasons are listed
+REASON_CODES: tuple[ReasonCode, ...] = ("failed", "inconclusive", "incomplete", "spread", "star_gap", "low_score",
+                                        "fixed_penalty", "ungrounded")
 _STATUS_ORDER = {"failed": 0, "inconclusive": 1, "incomplete": 2, "ok": 3}
 
 
 class AuditDeduction(BaseModel):
     """One deduction (or fixed penalty) one judge made in one run, with how others matched it.
 
+    ``run`` is the stored run number, from 0 (shown to readers as "run 1 of N": :func:`run_label`).
     ``category``/``type`` are the rubric's display names, ``category_id``/``type_id`` its ids;
     ``points`` are the points of this one occurrence (before the category cap). ``matched_by``
     lists the other judges that made a deduction of the same type (``match == "type"``) or, failing
@@ -93,9 +177,18 @@ class AuditDeduction(BaseModel):
         """True when no other judge deducted in this category (and at least one could have)."""
         return self.match == "none"
 
+    @property
+    def ungrounded(self) -> bool:
+        """True when its evidence was looked for in the case and not found (False when not computed)."""
+        return self.grounding is not None and not self.grounding.grounded
+
 
 class Mismatch(BaseModel):
-    """A run whose claimed score or stars differ from the score re-derived from its deductions."""
+    """A run whose claimed score or stars differ from the score re-derived from its deductions.
+
+    A fact about the judge (its arithmetic or its reading of the rubric), listed in the case's
+    drill-down; it does not count in any case score and does not make a case need review.
+    """
 
     judge: str
     run: int
@@ -107,12 +200,55 @@ class Mismatch(BaseModel):
     derived_stars: int
 
 
+class DrillItem(BaseModel):
+    """One line of a judge's drill-down: a deduction, shown once for every run that made it.
+
+    ``deduction`` is its first occurrence (lowest run), ``occurrences`` every occurrence collapsed
+    into this line (their ``id`` are what human verdicts refer to), ``runs`` the stored run numbers
+    (from 0) it appears in, ``n_runs`` the judge's runs on this dimension (ok and failed).
+    ``times_listed`` is the most times it was listed within one run; ``applied_once`` is True for a
+    fixed penalty listed more than once in a run (the score charges it once per run).
+    """
+
+    deduction: AuditDeduction
+    occurrences: list[AuditDeduction]
+    runs: list[int]
+    n_runs: int
+    times_listed: int = 1
+    applied_once: bool = False
+
+    @property
+    def runs_label(self) -> str:
+        """``"x3 runs"`` when made in several runs, else ``""``."""
+        return f"x{len(self.runs)} runs" if len(self.runs) > 1 else ""
+
+    @property
+    def ids(self) -> list[str]:
+        """The ids of every occurrence collapsed into this line."""
+        return [o.id for o in self.occurrences]
+
+
+class RunGroup(BaseModel):
+    """The drill-down lines made in exactly the runs ``runs`` (stored numbers, from 0).
+
+    ``label`` says which runs in readers' numbering: ``"run 1 of 3"``, ``"runs 1, 3 of 3"``,
+    ``"all 3 runs"``; ``""`` when the judge has a single run (nothing to tell apart).
+    """
+
+    runs: list[int]
+    n_runs: int
+    label: str
+    items: list[DrillItem]
+
+
 class JudgeView(BaseModel):
     """One judge on one dimension of one case: its score and everything it deducted.
 
     ``score`` is the mean of the re-derived scores of its successful runs (None if none),
     ``stars`` the stars of that mean; ``errors`` are the error messages of its failed runs and
-    ``comments`` the non-empty comments of its successful runs.
+    ``comments`` the non-empty comments of its successful runs. ``runs`` are the stored run numbers
+    (from 0) of its successful runs, ``n_runs`` its runs on this dimension, ok and failed.
+    ``deductions`` lists every occurrence, run by run; :meth:`drill_down` is the collapsed view.
     """
 
     judge: str
@@ -123,12 +259,21 @@ class JudgeView(BaseModel):
     deductions: list[AuditDeduction]
     errors: list[str]
     comments: list[str]
+    runs: list[int] = []
+    n_runs: int = 0
+
+    def drill_down(self) -> list[RunGroup]:
+        """The deductions grouped by the runs they were made in, repeats collapsed (module docstring):
+        the group of every run first, then single runs in order, then the other combinations."""
+        return drill_down(self.deductions, self.runs, max(self.n_runs, self.runs_ok + self.runs_failed))
 
 
 class DimensionAudit(BaseModel):
     """One dimension of one case, side by side: each judge's view (in panel order).
 
-    ``star_gap`` is max - min of the judges' stars (0 with fewer than two judges with stars).
+    ``spread`` is max - min of the judges' scores in points (None with fewer than two judges with a
+    score), ``spread_share`` the same as a share of ``max``; ``star_gap`` is max - min of the
+    judges' stars (0 with fewer than two judges with stars).
     """
 
     dimension: str
@@ -137,6 +282,8 @@ class DimensionAudit(BaseModel):
     panel_score: float | None
     star_gap: int
     judges: list[JudgeView]
+    spread: float | None = None
+    spread_share: float | None = None
 
     @property
     def quiet(self) -> bool:
@@ -144,26 +291,63 @@ class DimensionAudit(BaseModel):
         return all(v.runs_ok and not v.deductions for v in self.judges)
 
 
-class CaseAudit(BaseModel):
-    """The audit of one case: its place in the ranking, the score's parts, and the details.
+class ReviewReason(BaseModel):
+    """Why a case needs review: ``code`` (stable, one of :data:`REASON_CODES`, for filters) and
+    ``text`` (plain words for the reader, naming the dimensions, judges or counts concerned)."""
 
-    ``rank`` starts at 1. ``spread``, ``star_gaps``, ``singletons`` and ``mismatches`` are the parts
-    of ``disagreement`` (module docstring); ``spread`` is None with fewer than two complete judges.
+    code: ReasonCode
+    text: str
+
+
+class CaseAudit(BaseModel):
+    """The audit of one case: its place in the queue, why it needs review, the scores and details.
+
+    ``rank`` starts at 1 (:func:`rank`). ``anchor`` is the case's HTML id / URL fragment
+    (:func:`case_anchors`). ``needs_review`` is True when ``reasons`` is not empty.
+
+    Disagreement (module docstring): ``disagreement`` from ``spread_share`` (mean per-dimension
+    spread as a share of the max, 0-1), ``star_gap_mean`` (stars, 0-4 on a 5-star scale) and
+    ``singleton_share`` (0-1); each None when nothing could be compared, and ``disagreement`` 0
+    then. Risk: ``risk`` from ``lost_share``, ``penalty_share`` and ``ungrounded_share`` (each 0-1,
+    None when there is nothing to measure). ``n_judges_answered``: judges with at least one
+    successful run on the case.
+
+    Facts kept for display, counted in no score: ``spread`` (max - min of the judges' totals, points;
+    None with fewer than two complete judges), ``star_gaps`` (star gaps summed over dimensions),
+    ``singletons`` (distinct singleton deductions), ``mismatches`` (runs whose claimed score differs
+    from the derived one, listed in ``mismatch_runs``), ``ungrounded`` (distinct deductions whose
+    evidence was not found). ``flags`` are the consensus flags (spread, star gaps).
     """
 
     rank: int = 0
     case_id: str
+    anchor: str = ""
     status: str
+    needs_review: bool = False
+    reasons: list[ReviewReason] = []
     disagreement: float
+    spread_share: float | None = None
+    star_gap_mean: float | None = None
+    singleton_share: float | None = None
+    risk: float = 0.0
+    lost_share: float | None = None
+    penalty_share: float | None = None
+    ungrounded_share: float | None = None
+    n_judges_answered: int = 0
     spread: float | None
     star_gaps: int
     singletons: int
     mismatches: int
+    ungrounded: int = 0
     total: float | None
     judge_totals: dict[str, float]
     flags: list[str]
     dimensions: list[DimensionAudit]
     mismatch_runs: list[Mismatch]
+
+    def score(self, mode: QueueMode) -> float:
+        """The score the queue ranks by: ``disagreement``, or ``risk`` for a panel of one."""
+        return self.risk if mode == "risk" else self.disagreement
 
     def errors_by_judge(self) -> dict[str, list[str]]:
         """Each judge's distinct error messages over the dimensions (judges without errors left out)."""
@@ -180,78 +364,336 @@ class CaseAudit(BaseModel):
         return [d for dim in self.dimensions for jv in dim.judges for d in jv.deductions if d.singleton]
 
 
+class ReviewQueue(BaseModel):
+    """The cases of a run in review order, with what heads the queue ("N cases need review").
+
+    ``mode`` follows the panel size (``panel_size``: judges in the config): ``disagreement`` with two
+    judges or more, ``risk`` with one; ``title`` ("Most disputed cases" / "Highest-risk cases"),
+    ``score_name`` and ``formula`` say the same in words. ``cases`` are every case, ranked (the
+    first ``n_needs_review`` need review); ``by_status`` counts cases per status, ``by_reason``
+    cases per reason code (a case counts once per code; codes with no case left out).
+    """
+
+    mode: QueueMode
+    title: str
+    score_name: str
+    formula: str
+    panel_size: int
+    n_cases: int
+    n_needs_review: int
+    by_status: dict[str, int]
+    by_reason: dict[str, int]
+    cases: list[CaseAudit]
+
+    @property
+    def headline(self) -> str:
+        """``"N cases need review"`` (``"1 case needs review"``, ``"no case needs review"``)."""
+        n = self.n_needs_review
+        return ("no case needs review" if n == 0 else "1 case needs review" if n == 1
+                else f"{n} cases need review")
+
+    def top(self, n: int) -> list[CaseAudit]:
+        """The first ``n`` cases of the queue (every case for ``n <= 0``)."""
+        return self.cases[:n] if n > 0 else list(self.cases)
+
+
 # --------------------------------------------------------------------------- building the audit
 
 
 def audit(run: StoredRun, cons: Sequence[CaseConsensus]) -> list[CaseAudit]:
-    """Every case of a run, audited and ranked (module docstring: score, ranking, matching)."""
+    """Every case of a run, audited and ranked (module docstring: scores, review, ranking, matching)."""
     by_case: dict[str, list[CallRecord]] = {}
     for r in run.records:
         by_case.setdefault(r.case_id, []).append(r)
-    audits = [_audit_case(run.rubric, run.judges, c, by_case.get(c.case_id, []), run.scores) for c in cons]
-    return rank(audits)
+    policy = ungrounded_policy(run.config)
+    anchors = case_anchors([c.case_id for c in cons])
+    audits = []
+    for c in cons:
+        a = _audit_case(run.rubric, run.judges, c, by_case.get(c.case_id, []), run.scores, run.config.consensus,
+                        policy, grounding=run.grounding)
+        a.anchor = anchors[c.case_id]
+        audits.append(a)
+    return rank(audits, queue_mode(len(run.judges)))
 
 
-def rank(audits: Iterable[CaseAudit]) -> list[CaseAudit]:
-    """Sort: failed, inconclusive, incomplete, then by disagreement (highest first); set ``rank`` from 1."""
-    ordered = sorted(audits, key=lambda a: (_STATUS_ORDER.get(a.status, 4), -a.disagreement))
+def queue_mode(panel_size: int) -> QueueMode:
+    """``risk`` for a panel of one judge, ``disagreement`` otherwise."""
+    return "risk" if panel_size == 1 else "disagreement"
+
+
+def review_queue(audits: Sequence[CaseAudit], panel_size: int) -> ReviewQueue:
+    """The queue of ranked ``audits`` (as :func:`audit` returns them) for a panel of ``panel_size``
+    judges: title, counts per status and reason, the cases in order."""
+    mode = queue_mode(panel_size)
+    by_status: dict[str, int] = {}
+    by_reason: dict[str, int] = {}
+    for a in audits:
+        by_status[a.status] = by_status.get(a.status, 0) + 1
+        for code in dict.fromkeys(r.code for r in a.reasons):
+            by_reason[code] = by_reason.get(code, 0) + 1
+    return ReviewQueue(
+        mode=mode, title="Highest-risk cases" if mode == "risk" else "Most disputed cases",
+        score_name=mode, formula=RISK_FORMULA if mode == "risk" else DISAGREEMENT_FORMULA,
+        panel_size=panel_size, n_cases=len(audits), n_needs_review=sum(a.needs_review for a in audits),
+        by_status=by_status, by_reason={c: by_reason[c] for c in REASON_CODES if c in by_reason},
+        cases=list(audits),
+    )
+
+
+def rank(audits: Iterable[CaseAudit], mode: QueueMode = "disagreement") -> list[CaseAudit]:
+    """Sort: failed, inconclusive, incomplete, then the cases that need review, then the rest; within
+    each by the ``mode`` score, then the other one (highest first); set ``rank`` from 1."""
+    other: QueueMode = "disagreement" if mode == "risk" else "risk"
+    ordered = sorted(audits, key=lambda a: (_STATUS_ORDER.get(a.status, 4), not a.needs_review,
+                                            -a.score(mode), -a.score(other)))
     for i, a in enumerate(ordered, 1):
         a.rank = i
     return ordered
 
 
-def disagreement_score(spread: float | None, star_gaps: int, singletons: int, mismatches: int) -> float:
-    """``spread + 5 x star_gaps + 1 x singletons + 2 x mismatches`` (a missing spread counts 0)."""
-    return ((spread or 0.0) + STAR_GAP_WEIGHT * star_gaps + SINGLETON_WEIGHT * singletons
-            + MISMATCH_WEIGHT * mismatches)
+def disagreement_score(spread_share: float | None, star_gap_mean: float | None,
+                       singleton_share: float | None) -> float:
+    """``100 x spread_share + 10 x star_gap_mean + 10 x singleton_share`` (a missing part counts 0)."""
+    return (SPREAD_WEIGHT * (spread_share or 0.0) + STAR_GAP_WEIGHT * (star_gap_mean or 0.0)
+            + SINGLETON_WEIGHT * (singleton_share or 0.0))
+
+
+def risk_score(lost_share: float | None, penalty_share: float | None, ungrounded_share: float | None) -> float:
+    """``100 x lost_share + 10 x penalty_share + 10 x ungrounded_share`` (a missing part counts 0)."""
+    return (LOST_WEIGHT * (lost_share or 0.0) + PENALTY_WEIGHT * (penalty_share or 0.0)
+            + UNGROUNDED_WEIGHT * (ungrounded_share or 0.0))
+
+
+def ungrounded_policy(config: EvalConfig) -> str:
+    """The config's ``ungrounded`` policy (keep | flag | drop | reask), ``flag`` when it has none."""
+    for holder in (config, getattr(config, "consensus", None)):
+        value = getattr(holder, "ungrounded", None)
+        if isinstance(value, str):
+            return value
+    return "flag"
+
+
+def run_label(run: int, n_runs: int) -> str:
+    """Stored run ``run`` (from 0) in readers' numbering: ``"run 1 of 3"``."""
+    return f"run {run + 1} of {n_runs}"
+
+
+def case_anchors(case_ids: Iterable[str]) -> dict[str, str]:
+    """A unique anchor per case id (module docstring), in the order given: a clash gets ``-2``, ``-3``."""
+    out: dict[str, str] = {}
+    taken: set[str] = set()
+    for cid in case_ids:
+        if cid in out:
+            continue
+        base = anchor = case_anchor(cid)
+        k = 2
+        while anchor in taken:
+            anchor, k = f"{base}-{k}", k + 1
+        taken.add(anchor)
+        out[cid] = anchor
+    return out
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
+
+
+def case_anchor(case_id: str) -> str:
+    """``case-`` + the id's ASCII letters, digits, ``_`` and ``-`` (others as ``-``, at most 48), + 8
+    hex digits of its SHA-256 when anything was dropped or changed; safe in HTML ids and URLs.
+    Unique per id only up to clashes :func:`case_anchors` resolves."""
+    slug = _UNSAFE.sub("-", case_id).strip("-")[:48].strip("-")
+    if slug != case_id:
+        digest = hashlib.sha256(case_id.encode("utf-8")).hexdigest()[:8]
+        slug = f"{slug}-{digest}" if slug else digest
+    return f"case-{slug}"
+
+
+def drill_down(deductions: Sequence[AuditDeduction], runs_ok: Sequence[int], n_runs: int) -> list[RunGroup]:
+    """A judge's deductions on one dimension as the drill-down shows them (module docstring)."""
+    items: dict[tuple[object, ...], DrillItem] = {}
+    by_run: dict[int, list[AuditDeduction]] = {}
+    for d in deductions:
+        by_run.setdefault(d.run, []).append(d)
+    for r in sorted(by_run):
+        listed: dict[tuple[object, ...], int] = {}
+        penalty_key: dict[str, tuple[object, ...]] = {}
+        seen: dict[tuple[object, ...], int] = {}
+        for d in by_run[r]:
+            if d.kind == "penalty" and d.type_id in penalty_key:
+                key = penalty_key[d.type_id]       # listed again in this run: charged once
+            else:
+                base: tuple[object, ...] = (d.kind, d.type_id, d.points, d.evidence.strip())
+                k = seen.get(base, 0)
+                seen[base] = k + 1
+                key = (*base, k)                   # the k-th listing within a run is its own line
+                if d.kind == "penalty":
+                    penalty_key[d.type_id] = key
+            item = items.get(key)
+            if item is None:
+                item = items[key] = DrillItem(deduction=d, occurrences=[], runs=[], n_runs=n_runs)
+            item.occurrences.append(d)
+            if r not in item.runs:
+                item.runs.append(r)
+            listed[key] = listed.get(key, 0) + 1
+        for key, n in listed.items():
+            item = items[key]
+            item.times_listed = max(item.times_listed, n)
+            item.applied_once = item.applied_once or (item.deduction.kind == "penalty" and n > 1)
+    groups: dict[tuple[int, ...], list[DrillItem]] = {}
+    for item in items.values():
+        groups.setdefault(tuple(item.runs), []).append(item)
+    every = tuple(sorted(runs_ok))
+
+    def order(runs: tuple[int, ...]) -> tuple[int, int, tuple[int, ...]]:
+        return (0 if runs == every else 1 if len(runs) == 1 else 2, len(runs), runs)
+
+    return [RunGroup(runs=list(runs), n_runs=n_runs, label=_group_label(runs, n_runs), items=its)
+            for runs, its in sorted(groups.items(), key=lambda kv: order(kv[0]))]
+
+
+def _group_label(runs: tuple[int, ...], n_runs: int) -> str:
+    if n_runs <= 1:
+        return ""
+    if len(runs) == n_runs:
+        return f"all {n_runs} runs"
+    if len(runs) == 1:
+        return run_label(runs[0], n_runs)
+    return f"runs {', '.join(str(r + 1) for r in runs)} of {n_runs}"
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return statistics.fmean(values) if values else None
 
 
 def _audit_case(rubric: Rubric, judges: Sequence[str], cons: CaseConsensus, records: list[CallRecord],
-                derived: dict[str, DimensionScore]) -> CaseAudit:
-    dims = [_audit_dimension(rubric, judges, cons, d.id, records, derived) for d in rubric.dimensions]
+                derived: dict[str, DimensionScore], config: ConsensusConfig | None = None,
+                policy: str = "flag", *, grounding: Mapping[str, Grounding] | None = None) -> CaseAudit:
+    dims = [_audit_dimension(rubric, judges, cons, d.id, records, derived, grounding=grounding)
+            for d in rubric.dimensions]
     mismatches = _mismatches(rubric, records, derived)
-    singletons = len({(x.judge, x.dimension, x.type_id)
-                      for dim in dims for jv in dim.judges for x in jv.deductions if x.singleton})
-    star_gaps = sum(d.star_gap for d in dims)
-    return CaseAudit(
+    views = [v for dim in dims for v in dim.judges]
+    every = [x for v in views for x in v.deductions]
+    singles = {(x.judge, x.dimension, x.type_id) for x in every if x.singleton}
+    comparable = {(x.judge, x.dimension, x.type_id) for x in every if x.match != "no_peer"}
+    compared = [dim for dim in dims if dim.spread is not None]
+    spread_share = _mean([dim.spread_share for dim in compared if dim.spread_share is not None])
+    star_gap_mean = _mean([float(dim.star_gap) for dim in compared])
+    singleton_share = len(singles) / len(comparable) if comparable else None
+    lost_share = _mean([x for dim in dims if (x := _lost(dim)) is not None])
+    with_penalties = {d.id for d in rubric.dimensions if d.fixed_penalties}
+    penalty_runs = [len({x.run for x in v.deductions if x.kind == "penalty"}) / v.runs_ok
+                    for dim in dims if dim.dimension in with_penalties for v in dim.judges if v.runs_ok]
+    checked = [x for x in every if x.grounding is not None]
+    ungrounded_share = sum(x.ungrounded for x in checked) / len(checked) if checked else None
+    ungrounded = {(x.judge, x.dimension, x.kind, x.type_id, x.evidence) for x in every if x.ungrounded}
+    answered = [j for j in judges if any(v.runs_ok for dim in dims for v in dim.judges if v.judge == j)]
+    a = CaseAudit(
         case_id=cons.case_id, status=cons.status,
-        disagreement=disagreement_score(cons.spread, star_gaps, singletons, len(mismatches)),
-        spread=cons.spread, star_gaps=star_gaps, singletons=singletons, mismatches=len(mismatches),
+        disagreement=disagreement_score(spread_share, star_gap_mean, singleton_share),
+        spread_share=spread_share, star_gap_mean=star_gap_mean, singleton_share=singleton_share,
+        lost_share=lost_share, penalty_share=_mean(penalty_runs), ungrounded_share=ungrounded_share,
+        n_judges_answered=len(answered),
+        spread=cons.spread, star_gaps=sum(d.star_gap for d in dims), singletons=len(singles),
+        mismatches=len(mismatches), ungrounded=len(ungrounded),
         total=cons.total, judge_totals=cons.judge_totals, flags=cons.flags,
         dimensions=dims, mismatch_runs=mismatches,
     )
+    a.risk = risk_score(a.lost_share, a.penalty_share, a.ungrounded_share)
+    a.reasons = review_reasons(a, config if config is not None else ConsensusConfig(), policy)
+    a.needs_review = bool(a.reasons)
+    return a
+
+
+def _lost(dim: DimensionAudit) -> float | None:
+    """The share of the dimension's max the case lost: panel score, else the judges' mean score."""
+    score = dim.panel_score
+    if score is None:
+        score = _mean([v.score for v in dim.judges if v.score is not None])
+    if score is None or dim.max <= 0:
+        return None
+    return (dim.max - score) / dim.max
+
+
+def review_reasons(a: CaseAudit, cfg: ConsensusConfig, policy: str = "flag") -> list[ReviewReason]:
+    """Why case ``a`` needs review (module docstring, *Needs review*); empty when it does not."""
+    out: list[ReviewReason] = []
+    if a.status == "failed":
+        out.append(ReviewReason(code="failed", text="no judge answered"))
+    elif a.status == "inconclusive":
+        out.append(ReviewReason(code="inconclusive", text=(
+            f"too few judges answered for a panel verdict ({a.n_judges_answered} answered, quorum "
+            f"{cfg.min_judges})")))
+    elif a.status == "incomplete":
+        out.append(ReviewReason(code="incomplete", text="calls still missing: the scores are provisional"))
+    if a.spread is not None and a.spread > cfg.flag_spread:
+        out.append(ReviewReason(code="spread", text=(
+            f"the judges' totals are {_num(a.spread)} points apart (more than {_num(cfg.flag_spread)})")))
+    gaps = [f"{dim.name} {dim.star_gap}★" for dim in a.dimensions if dim.star_gap >= cfg.flag_star_gap]
+    if gaps:
+        out.append(ReviewReason(code="star_gap", text=(
+            f"judges' stars differ by {cfg.flag_star_gap} or more: {', '.join(gaps)}")))
+    if a.n_judges_answered == 1:
+        low = [f"{dim.name} {v.stars}★" for dim in a.dimensions for v in dim.judges
+               if v.stars is not None and v.stars <= LOW_STARS]
+        if low:
+            out.append(ReviewReason(code="low_score", text=(
+                f"one judge only, and a low score: {', '.join(low)} ({LOW_STARS}★ or fewer)")))
+        pens = dict.fromkeys(f"{d.type} ({dim.name})" for dim in a.dimensions for v in dim.judges
+                             for d in v.deductions if d.kind == "penalty")
+        if pens:
+            out.append(ReviewReason(code="fixed_penalty", text=(
+                f"one judge only applied a fixed penalty: {', '.join(pens)}")))
+    if policy == "flag" and a.ungrounded:
+        n = a.ungrounded
+        out.append(ReviewReason(code="ungrounded", text=(
+            f"{n} deduction{'s' if n != 1 else ''} quote{'' if n != 1 else 's'} evidence not found in the case")))
+    return out
+
+
+def _num(x: float) -> str:
+    return f"{x:.1f}".rstrip("0").rstrip(".")
 
 
 def _audit_dimension(rubric: Rubric, judges: Sequence[str], cons: CaseConsensus, dim_id: str,
-                     records: list[CallRecord], derived: dict[str, DimensionScore]) -> DimensionAudit:
+                     records: list[CallRecord], derived: dict[str, DimensionScore], *,
+                     grounding: Mapping[str, Grounding] | None = None) -> DimensionAudit:
     dim = rubric.dimension(dim_id)
     recs = [r for r in records if r.dimension == dim_id]
-    views = [_judge_view(rubric, cons, j, dim_id, [r for r in recs if r.judge == j], derived) for j in judges]
+    views = [_judge_view(rubric, cons, j, dim_id, [r for r in recs if r.judge == j], derived, grounding=grounding)
+             for j in judges]
     _match_deductions(views)
     stars = [v.stars for v in views if v.stars is not None]
+    scores = [v.score for v in views if v.score is not None]
+    spread = (max(scores) - min(scores)) if len(scores) >= 2 else None
     return DimensionAudit(
         dimension=dim_id, name=dim.name, max=dim.max, panel_score=cons.scores.get(dim_id),
         star_gap=(max(stars) - min(stars)) if len(stars) >= 2 else 0, judges=views,
+        spread=spread, spread_share=(spread / dim.max) if spread is not None and dim.max > 0 else None,
     )
 
 
 def _judge_view(rubric: Rubric, cons: CaseConsensus, judge: str, dim_id: str, recs: list[CallRecord],
-                derived: dict[str, DimensionScore]) -> JudgeView:
-    ok = [r for r in recs if r.request_hash in derived]
+                derived: dict[str, DimensionScore], *,
+                grounding: Mapping[str, Grounding] | None = None) -> JudgeView:
+    ok = sorted((r for r in recs if r.request_hash in derived), key=lambda r: r.run)
     score = cons.judges.get(judge, {}).get(dim_id)
     return JudgeView(
         judge=judge,
         score=score.mean if score else None,
         stars=score.stars if score else None,
         runs_ok=len(ok), runs_failed=len(recs) - len(ok),
-        deductions=[d for r in ok for d in deductions_of(rubric, r)],
+        deductions=[d for r in ok for d in deductions_of(rubric, r, grounding)],
         errors=[r.error or "failed" for r in recs if r.request_hash not in derived],
         comments=[r.judgment.comment for r in ok if r.judgment and r.judgment.comment],
+        runs=[r.run for r in ok], n_runs=max([len(recs), *(r.run + 1 for r in recs)]),
     )
 
 
-def deductions_of(rubric: Rubric, rec: CallRecord) -> list[AuditDeduction]:
-    """The deductions and fixed penalties of one successful call, with the rubric's display names."""
+def deductions_of(rubric: Rubric, rec: CallRecord,
+                  grounding: Mapping[str, Grounding] | None = None) -> list[AuditDeduction]:
+    """The deductions and fixed penalties of one successful call, with the rubric's display names and,
+    from ``grounding`` (:attr:`StoredRun.grounding`, by deduction id), where each one's evidence is."""
+    found = grounding or {}
     if rec.judgment is None:
         return []
     dim = rubric.dimension(rec.dimension)
@@ -261,13 +703,15 @@ def deductions_of(rubric: Rubric, rec: CallRecord) -> list[AuditDeduction]:
         items.append(AuditDeduction(
             id=f"{rec.request_hash}#d{i}", judge=rec.judge, run=rec.run, dimension=rec.dimension, kind="deduction",
             category_id=cat.id, category=cat.name, type_id=typ.id, type=typ.name,
-            points=d.points, evidence=d.evidence, reason=d.reason))
+            points=d.points, evidence=d.evidence, reason=d.reason,
+            grounding=found.get(f"{rec.request_hash}#d{i}")))
     for i, p in enumerate(rec.judgment.fixed_penalties):
         pen = dim.penalties_by_id[p.id]
         items.append(AuditDeduction(
             id=f"{rec.request_hash}#p{i}", judge=rec.judge, run=rec.run, dimension=rec.dimension, kind="penalty",
             category_id=PENALTY_CATEGORY, category=PENALTY_CATEGORY_NAME, type_id=pen.id, type=pen.name,
-            points=pen.points, evidence=p.evidence, reason=p.reason))
+            points=pen.points, evidence=p.evidence, reason=p.reason,
+            grounding=found.get(f"{rec.request_hash}#p{i}")))
     return items
 
 

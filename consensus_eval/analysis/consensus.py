@@ -57,7 +57,7 @@ class CaseConsensus(BaseModel):
     judges: dict[str, dict[str, JudgeScore]]  # judge -> dimension -> score
     judge_totals: dict[str, float]            # judges with a complete total
     spread: float | None                      # max - min of judge totals
-    flags: list[str]
+    flags: list[str]                          # spread above flag_spread, star gaps >= flag_star_gap
     missing_calls: int = 0                    # planned calls not stored yet (status incomplete)
 
     @property
@@ -136,6 +136,8 @@ def _sum_if_complete(values: Iterable[float | None]) -> float | None:
 
 def _flags(table: dict[str, dict[str, JudgeScore]], judges: Sequence[str], dims: list[str],
            spread: float | None, config: ConsensusConfig) -> list[str]:
+    """Why the panel's verdict on a case is disputed: the judges' totals more than ``flag_spread`` apart,
+    a dimension's stars ``flag_star_gap`` or more apart."""
     flags = []
     if spread is not None and spread > config.flag_spread:
         flags.append(f"totals spread {spread:g} > {config.flag_spread:g}")
@@ -143,8 +145,6 @@ def _flags(table: dict[str, dict[str, JudgeScore]], judges: Sequence[str], dims:
         stars = [s for j in judges if (s := table[j][d].stars) is not None]
         if len(stars) >= 2 and max(stars) - min(stars) >= config.flag_star_gap:
             flags.append(f"{d} stars differ by {max(stars) - min(stars)}")
-    for j in judges:
-        n = sum(table[j][d].claim_mismatches for d in dims)
-        if n:
-            flags.append(f"{j}: claimed score differs from derived ({n} run(s))")
+    # a judge's claimed score differing from the derived one is a fact about the judge (judge quality),
+    # not about the case: it never flags a case on its own (issue 13)
     return flags

@@ -11,9 +11,8 @@ from rich.table import Table
 from rich.text import Text
 
 from consensus_eval.analysis.audit import (
-    MISMATCH_WEIGHT,
-    SINGLETON_WEIGHT,
-    STAR_GAP_WEIGHT,
+    DISAGREEMENT_FORMULA,
+    ORDER_NOTE,
     AuditDeduction,
     CaseAudit,
     DimensionAudit,
@@ -22,9 +21,7 @@ from consensus_eval.analysis.audit import (
 )
 from consensus_eval.output.files import fmt_num
 
-SCORE_HELP = (f"disagreement = spread of judge totals + {STAR_GAP_WEIGHT:g} x star gaps + "
-              f"{SINGLETON_WEIGHT:g} x singletons + {MISMATCH_WEIGHT:g} x claimed-vs-derived mismatches; "
-              "failed and inconclusive cases first")
+SCORE_HELP = f"{DISAGREEMENT_FORMULA}; {ORDER_NOTE}"
 
 
 def print_audit(console: Console, audits: list[CaseAudit], top: int) -> None:
