@@ -34,6 +34,8 @@ from consensus_eval.domain.plugins import Registry
 from consensus_eval.domain.textio import read_text
 
 Mode = Literal["tools", "json", "json_schema", "md_json"]
+#: what a deduction whose evidence is not found in the case does (:class:`EvalConfig`, README "Config")
+Ungrounded = Literal["keep", "flag", "drop", "reask"]
 
 # Strings that look like a provider key (OpenAI/DeepSeek "sk-...", Anthropic "sk-ant-...", Google "AIza...").
 _KEY_PATTERN = re.compile(r"\b(sk-[A-Za-z0-9_\-]{16,}|AIza[0-9A-Za-z_\-]{30,})")
@@ -109,6 +111,9 @@ class LLMJudgeConfig(JudgeConfig):
     #: recorded failed (``record_too_long``) without a call. 200,000 characters of Chinese is beyond
     #: every context window this tool has met; lower it to your model's.
     max_case_chars: Annotated[int, Field(gt=0)] = 200_000
+    #: ask once more, in the same conversation, for exact quotes when a reply's evidence is not found
+    #: in the case (set for every LLM judge by the run's ``ungrounded: reask``)
+    reask_ungrounded: bool = False
 
     IDENTITY_FIELDS: ClassVar[tuple[str, ...]] = (
         "name", "kind", "model", "api_base", "mode", "temperature", "max_tokens", "extra_body")
@@ -259,6 +264,17 @@ class EvalConfig(BaseModel):
     important_runs: Annotated[int, Field(ge=1)] = 3
     consensus: ConsensusConfig = ConsensusConfig()
     judges: list[SerializeAsAny[JudgeConfig]] = Field(min_length=1)
+    #: deductions whose evidence is not found in the case (grounding): ``keep`` (shown, not flagged),
+    #: ``flag`` (kept in the score, flagged), ``drop`` (scores re-derived without them; the reply stays
+    #: stored as given), ``reask`` (LLM judges ask once more for exact quotes; then as ``flag``)
+    ungrounded: Ungrounded = "flag"
+
+    @model_validator(mode="after")
+    def _reask_ungrounded(self) -> EvalConfig:
+        if self.ungrounded == "reask":
+            self.judges = [j.model_copy(update={"reask_ungrounded": True}) if isinstance(j, LLMJudgeConfig) else j
+                           for j in self.judges]
+        return self
 
     @model_validator(mode="after")
     def _unique_names(self) -> EvalConfig:

@@ -1,23 +1,68 @@
 """Where a judge's quoted evidence is in the case: grounding every deduction in the text it quotes.
 
-(Interface committed first so that the audit, the calibration and the report can code against it;
-the search itself is being written: see issue 13, section 1.)
-
 A :class:`Grounding` says how a quote was found (``exact``, ``normalised``: after folding whitespace,
 full-width/half-width forms and punctuation; ``fuzzy``: the best approximate alignment, with its
 score; ``not_found``; ``empty``: the judge quoted nothing) and every place it was found
 (:class:`Span`: characters ``[start, end)`` of the record or of the conversation as the prompt shows it,
 and the record section the span falls in).
+
+**The texts searched** are those the judge was shown: the record as given, and the conversation as
+the prompt renders it (``Case.conversation_as_text(rubric.roles)``: one ``医生：...`` line per turn), so
+that a quote of what the record omits (``患者：我父亲有糖尿病``) is found in the conversation.
+
+**The search**, for each text, stops at the first level that finds the quote:
+
+1. ``exact``: every occurrence of the evidence as written (stripped of surrounding blanks);
+2. ``normalised``: every occurrence after both texts are folded by :func:`normalise`: NFKC
+   (full-width ``ＡＢ１：`` to half-width, ``…`` to ``...``), lower case, whitespace dropped, quote marks
+   and brackets of every kind dropped, ``，,、；;`` folded to ``,``, ``。.．`` to ``.``, ``：`` to ``:``, dashes and
+   tildes to ``-``. Positions map back to the original text character for character (a span is
+   ``text[start:end]`` of the original, from the first to the last original character of the match);
+3. ``fuzzy``: rapidfuzz's ``fuzz.partial_ratio_alignment`` of the normalised quote against the
+   normalised text (the best window of the quote's length, scored by normalised Indel similarity,
+   0-100), kept when its score is at least :data:`FUZZY_THRESHOLD` **and** every number in the quote
+   (``7.8``, ``152/90`` as ``152`` and ``90``) occurs in the matched window (a quote that changes a
+   value is a wrong quote, not a near one). Quotes shorter than :data:`MIN_FUZZY_CHARS` normalised
+   characters are never fuzzy: one or two characters are found exactly or not at all.
+
+The level is the best over the record and the conversation; spans are those of that level in both
+(fuzzy: the best window in each text that passes). Where a quote occurs more than once, every
+occurrence is a span.
+
+**Quotes in parts.** When the whole quote is not found exactly or normalised, a quote that names
+several snippets is grounded part by part: parts are the quoted segments (``“...”``, ``「...」``,
+``"..."``) when it has any (``病历写“血糖高”`` -> ``血糖高``), else the pieces between elisions
+(``…``, ``...``, ``……``, ``⋯``) and separators (``；``, ``;``, `` / ``, ``/``). Parts shorter than two
+normalised characters are ignored. The result's kind is the worst kind of its parts (exact <
+normalised < fuzzy < not_found), its score the lowest part's, its spans those of all parts. If that
+finds nothing, the whole quote is tried fuzzily.
+
+**Threshold.** :data:`FUZZY_THRESHOLD` = 85 was chosen on real quotes (bench/README.md, "grounding"):
+the rules judge's quotes on the 16 examples and perturbed copies of them as LLM judges write them (a
+particle added or dropped, a character changed, punctuation swapped) against quotes of one case looked
+up in the other fifteen (same vocabulary, not there).
 """
 
 from __future__ import annotations
 
+import re
+import unicodedata
 from typing import Literal
 
 from pydantic import BaseModel
+from rapidfuzz import fuzz
+
+from consensus_eval.domain.sections import SectionIndex
 
 GroundingKind = Literal["exact", "normalised", "fuzzy", "not_found", "empty"]
 Source = Literal["record", "conversation"]
+
+#: lowest fuzzy similarity (0-100, rapidfuzz's partial ratio on normalised text) called grounded
+FUZZY_THRESHOLD = 85.0
+#: quotes shorter than this (normalised characters) are found exactly or normalised, never fuzzily
+MIN_FUZZY_CHARS = 4
+#: parts of a quote in parts shorter than this (normalised characters) are ignored
+MIN_PART_CHARS = 2
 
 
 class Span(BaseModel):
@@ -48,3 +93,212 @@ class Grounding(BaseModel):
     def grounded(self) -> bool:
         """True when the quote was found (exactly, normalised or fuzzily above the threshold)."""
         return self.kind in ("exact", "normalised", "fuzzy")
+
+
+_RANK: dict[str, int] = {"exact": 0, "normalised": 1, "fuzzy": 2, "not_found": 3, "empty": 4}
+
+# -------------------------------------------------------------------------------- normalisation
+
+_DROP = set(" \t\r\n\u3000\u00a0\u200b\ufeff"
+            "\"'`\u201c\u201d\u2018\u2019\u300c\u300d\u300e\u300f\u00ab\u00bb\u2039\u203a"
+            "()[]{}<>\u3010\u3011\u300a\u300b\u3008\u3009\u3014\u3015\uff08\uff09*_#")
+_FOLD = {**dict.fromkeys(",\uff0c\u3001;\uff1b", ","), **dict.fromkeys(".\u3002\uff0e\uff61", "."),
+         **dict.fromkeys(":\uff1a", ":"),
+         **dict.fromkeys("-\u2010\u2011\u2012\u2013\u2014\u2015\u2212~\uff5e\u301c", "-")}
+
+
+def _fold(c: str) -> str:
+    """What one original character becomes in the normalised text ("" when dropped)."""
+    if c in _DROP or c.isspace():
+        return ""
+    f = _FOLD.get(c)
+    if f is not None:
+        return f
+    out = []
+    for x in unicodedata.normalize("NFKC", c).lower():
+        if x in _DROP or x.isspace():
+            continue
+        out.append(_FOLD.get(x, x))
+    return "".join(out)
+
+
+class Normalised:
+    """A text folded by :func:`normalise`, with the map back: normalised character ``i`` came from
+    original characters ``[origin[i], origin_end[i])``."""
+
+    __slots__ = ("origin", "origin_end", "text")
+
+    def __init__(self, original: str) -> None:
+        chars: list[str] = []
+        origin: list[int] = []
+        origin_end: list[int] = []
+        for i, c in enumerate(original):
+            f = _fold(c)
+            for x in f:
+                chars.append(x)
+                origin.append(i)
+                origin_end.append(i + 1)
+        self.text = "".join(chars)
+        self.origin = origin
+        self.origin_end = origin_end
+
+    def span(self, a: int, b: int) -> tuple[int, int]:
+        """The original ``[start, end)`` of normalised ``[a, b)`` (``b > a``)."""
+        return self.origin[a], self.origin_end[b - 1]
+
+
+def normalise(text: str) -> str:
+    """The normalised form of ``text`` (module docstring, step 2)."""
+    return "".join(_fold(c) for c in text)
+
+
+# -------------------------------------------------------------------------------- parts of a quote
+
+_QUOTED = re.compile(r"\u201c([^\u201d]+)\u201d|\u300c([^\u300d]+)\u300d|\u300e([^\u300f]+)\u300f"
+                     r"|\"([^\"]+)\"|\u2018([^\u2019]+)\u2019")
+#: elisions and separators between snippets; a "/" inside a value or unit (152/90, mmol/L) is not one
+_SPLIT = re.compile(r"\u2026+|\.{3,}|\u22ef+|\uff1b|;|/(?![A-Za-z0-9.])")
+
+
+def quote_parts(evidence: str) -> list[str]:
+    """The snippets a quote names (module docstring, "quotes in parts"); ``[evidence]`` if one."""
+    quoted = [next(g for g in m.groups() if g) for m in _QUOTED.finditer(evidence)]
+    pieces = quoted if quoted else _SPLIT.split(evidence)
+    parts = [p.strip() for p in pieces if len(normalise(p)) >= MIN_PART_CHARS]
+    return parts or [evidence]
+
+
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+
+
+def _numbers_kept(quote: str, window: str) -> bool:
+    """Every number of ``quote`` (normalised) occurs in ``window`` (normalised, whole numbers)."""
+    wanted = _NUMBER.findall(quote)
+    if not wanted:
+        return True
+    have = set(_NUMBER.findall(window))
+    return all(n in have for n in wanted)
+
+
+# -------------------------------------------------------------------------------- the search
+
+
+class _Text:
+    """One searched text (record or conversation), folded once."""
+
+    __slots__ = ("norm", "original", "sections", "source")
+
+    def __init__(self, source: Source, original: str, sections: SectionIndex | None) -> None:
+        self.source: Source = source
+        self.original = original
+        self.norm = Normalised(original)
+        self.sections = sections
+
+    def span(self, start: int, end: int) -> Span:
+        return Span(source=self.source, start=start, end=end,
+                    section=self.sections.at(start) if self.sections is not None else None)
+
+
+def _occurrences(hay: str, needle: str) -> list[int]:
+    out = []
+    i = hay.find(needle)
+    while i >= 0:
+        out.append(i)
+        i = hay.find(needle, i + 1)
+    return out
+
+
+class CaseGrounder:
+    """Grounds quotes in one case: the record and the conversation folded once, their sections found
+    once, and each distinct quote searched once (:meth:`ground` is memoised by quote).
+
+    ``conversation`` is the conversation as the prompt renders it (module docstring).
+    """
+
+    def __init__(self, record: str, conversation: str) -> None:
+        self._texts = (_Text("record", record, SectionIndex(record)), _Text("conversation", conversation, None))
+        self._memo: dict[str, Grounding] = {}
+
+    def ground(self, evidence: str) -> Grounding:
+        """Where ``evidence`` is in the case (module docstring)."""
+        g = self._memo.get(evidence)
+        if g is None:
+            g = self._memo[evidence] = self._ground(evidence)
+        return g
+
+    def _ground(self, evidence: str) -> Grounding:
+        quote = evidence.strip()
+        nq = normalise(quote)
+        if not nq:
+            return Grounding(kind="empty")
+        whole = self._direct(quote, nq)
+        if whole is not None:
+            return whole
+        parts = quote_parts(quote)
+        if len(parts) > 1 or parts[0] != quote:
+            found = [self._one(p) for p in parts]
+            if all(g.grounded for g in found):
+                worst = max(found, key=lambda g: _RANK[g.kind])
+                spans = sorted({(s.source, s.start, s.end): s for g in found for s in g.spans}.values(),
+                               key=lambda s: (s.source != "record", s.start))
+                return Grounding(kind=worst.kind, score=min(g.score or 0.0 for g in found), spans=spans)
+        return self._fuzzy(nq) or Grounding(kind="not_found")
+
+    def _one(self, quote: str) -> Grounding:
+        nq = normalise(quote)
+        return self._direct(quote, nq) or self._fuzzy(nq) or Grounding(kind="not_found")
+
+    def _direct(self, quote: str, nq: str) -> Grounding | None:
+        """Exact occurrences, else normalised ones, in both texts (None if neither finds any)."""
+        spans = [t.span(i, i + len(quote)) for t in self._texts for i in _occurrences(t.original, quote)]
+        if spans:
+            return Grounding(kind="exact", score=100.0, spans=spans)
+        spans = [t.span(*t.norm.span(i, i + len(nq))) for t in self._texts for i in _occurrences(t.norm.text, nq)]
+        if spans:
+            return Grounding(kind="normalised", score=100.0, spans=spans)
+        return None
+
+    def _fuzzy(self, nq: str) -> Grounding | None:
+        """The best alignment in each text that passes (module docstring, step 3), None if none does."""
+        if len(nq) < MIN_FUZZY_CHARS:
+            return None
+        best: list[tuple[float, Span]] = []
+        for t in self._texts:
+            if not t.norm.text:
+                continue
+            al = fuzz.partial_ratio_alignment(nq, t.norm.text, score_cutoff=FUZZY_THRESHOLD)
+            if al is None or al.dest_end <= al.dest_start:
+                continue
+            a, b = al.dest_start, al.dest_end
+            # the window grown to whole numbers on both sides, for the number check
+            lo, hi = a, b
+            while lo > 0 and (t.norm.text[lo - 1].isdigit() or t.norm.text[lo - 1] == "."):
+                lo -= 1
+            while hi < len(t.norm.text) and (t.norm.text[hi].isdigit() or t.norm.text[hi] == "."):
+                hi += 1
+            if not _numbers_kept(nq, t.norm.text[lo:hi]):
+                continue
+            a, b = _tighten(nq, t.norm.text, a, b)
+            best.append((float(al.score), t.span(*t.norm.span(a, b))))
+        if not best:
+            return None
+        return Grounding(kind="fuzzy", score=round(max(s for s, _ in best), 1), spans=[sp for _, sp in best])
+
+
+def _tighten(quote: str, text: str, a: int, b: int, reach: int = 2) -> tuple[int, int]:
+    """The window's ends moved by up to ``reach`` characters to fit the quote best (``fuzz.ratio``;
+    ties keep the shorter window): partial_ratio's window has the quote's length, so a quote with a
+    character added or dropped gets a window one character off at one end."""
+    best = (fuzz.ratio(quote, text[a:b]), -(b - a), a, b)
+    for x in range(max(0, a - reach), min(b, a + reach + 1)):
+        for y in range(max(x + 1, b - reach), min(len(text), b + reach) + 1):
+            cand = (fuzz.ratio(quote, text[x:y]), -(y - x), x, y)
+            if cand > best:
+                best = cand
+    return best[2], best[3]
+
+
+def ground(evidence: str, record: str, conversation: str) -> Grounding:
+    """Where ``evidence`` is in a case's ``record`` or ``conversation`` (as the prompt renders it:
+    ``Case.conversation_as_text(rubric.roles)``). For many quotes of one case use :class:`CaseGrounder`."""
+    return CaseGrounder(record, conversation).ground(evidence)

@@ -2,12 +2,17 @@
 
 :func:`read_run` is the only place results are loaded from a store; analysis, outputs, reports and
 the Python API all work from the :class:`StoredRun` it returns.
+
+Grounding (:mod:`consensus_eval.domain.grounding`) is computed here too, once per read: every
+deduction's and fixed penalty's evidence located in its case (:func:`ground_all`, keyed by deduction id
+``{request_hash}#d{i}`` / ``{request_hash}#p{i}``). With ``ungrounded: drop`` the scores are derived
+without the deductions whose evidence was not found (the stored reply and judgment are untouched).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
 from functools import cached_property
 
 from pydantic import BaseModel, ValidationError
@@ -15,6 +20,8 @@ from pydantic import BaseModel, ValidationError
 from consensus_eval._errors import InputError, format_validation_error
 from consensus_eval.domain.cases import Case
 from consensus_eval.domain.config import EvalConfig
+from consensus_eval.domain.grounding import CaseGrounder, Grounding
+from consensus_eval.domain.judgment import Judgment
 from consensus_eval.domain.rubric import Rubric
 from consensus_eval.domain.scoring import DimensionScore, derive
 from consensus_eval.execution.store import CallRecord, Store
@@ -24,6 +31,62 @@ def derive_all(rubric: Rubric, records: Iterable[CallRecord]) -> dict[str, Dimen
     """Re-derived score of every ``ok`` record, by request hash (failed calls have none)."""
     return {r.request_hash: derive(rubric.dimension(r.dimension), r.judgment)
             for r in records if r.status == "ok" and r.judgment is not None}
+
+
+def evidence_of(rec: CallRecord) -> Iterator[tuple[str, str]]:
+    """``(deduction id, evidence)`` of every deduction (``#d{i}``) and fixed penalty (``#p{i}``) of a call."""
+    if rec.status != "ok" or rec.judgment is None:
+        return
+    for i, d in enumerate(rec.judgment.deductions):
+        yield f"{rec.request_hash}#d{i}", d.evidence
+    for i, p in enumerate(rec.judgment.fixed_penalties):
+        yield f"{rec.request_hash}#p{i}", p.evidence
+
+
+def ground_all(rubric: Rubric, cases: Sequence[Case], records: Iterable[CallRecord]) -> dict[str, Grounding]:
+    """The grounding of every deduction and fixed penalty of the ok records, by deduction id.
+
+    One :class:`~consensus_eval.domain.grounding.CaseGrounder` per case (its texts folded once, each
+    distinct quote searched once), dropped when the case is done: time and memory are linear in the
+    number of cases. The conversation is searched as the prompt renders it (``rubric.roles``).
+    """
+    by_case: dict[str, list[CallRecord]] = {}
+    for r in records:
+        if r.status == "ok" and r.judgment is not None:
+            by_case.setdefault(r.case_id, []).append(r)
+    out: dict[str, Grounding] = {}
+    for case in cases:
+        recs = by_case.get(case.id)
+        if not recs:
+            continue
+        grounder = CaseGrounder(case.record, case.conversation_as_text(rubric.roles))
+        for r in recs:
+            for did, evidence in evidence_of(r):
+                out[did] = grounder.ground(evidence)
+    return out
+
+
+def without_ungrounded(rec: CallRecord, grounding: dict[str, Grounding]) -> Judgment | None:
+    """The call's judgment without the deductions and fixed penalties whose evidence is not grounded
+    (not found, or no quote), or None when every one is grounded (``ungrounded: drop``). Its claimed
+    score and stars are None: the judge's claim was about every deduction it gave
+    (:meth:`StoredRun.score_as_judged` keeps that comparison)."""
+    j = rec.judgment
+    if j is None:
+        return None
+    h = rec.request_hash
+    keep_d = [d for i, d in enumerate(j.deductions) if _grounded(grounding, f"{h}#d{i}")]
+    keep_p = [p for i, p in enumerate(j.fixed_penalties) if _grounded(grounding, f"{h}#p{i}")]
+    if len(keep_d) == len(j.deductions) and len(keep_p) == len(j.fixed_penalties):
+        return None
+    # the judge claimed a score for all its deductions, not for these: no claim to compare with
+    return j.model_copy(update={"deductions": keep_d, "fixed_penalties": keep_p,
+                                "claimed_score": None, "claimed_stars": None})
+
+
+def _grounded(grounding: dict[str, Grounding], did: str) -> bool:
+    g = grounding.get(did)
+    return g is None or g.grounded
 
 
 class JudgeUsage(BaseModel):
@@ -65,6 +128,11 @@ class StoredRun:
 
     ``planned`` is the number of calls the plan has; ``len(records)`` of them are stored (ok or failed);
     ``missing`` counts, per case, the planned calls with nothing stored yet (an interrupted run).
+
+    ``grounding``: where each deduction's evidence is in its case, by deduction id (``{request_hash}#d{i}``
+    / ``#p{i}``; :func:`ground_all`). ``judged_scores``: under ``ungrounded: drop``, the score derived
+    from every deduction the judge gave, for the calls that lost some (``scores`` excludes them); empty
+    otherwise. What the judge's own claim is compared with: :meth:`score_as_judged`.
     """
 
     rubric: Rubric
@@ -75,6 +143,12 @@ class StoredRun:
     scores: dict[str, DimensionScore]
     planned: int
     missing: dict[str, int]
+    grounding: dict[str, Grounding] = field(default_factory=dict)
+    judged_scores: dict[str, DimensionScore] = field(default_factory=dict)
+
+    def score_as_judged(self, request_hash: str) -> DimensionScore | None:
+        """The score derived from every deduction the judge gave (before ``drop``), None for a failed call."""
+        return self.judged_scores.get(request_hash) or self.scores.get(request_hash)
 
     @property
     def judges(self) -> list[str]:
@@ -112,5 +186,15 @@ def read_run(store: Store) -> StoredRun:
     for p in plan:
         if p.request_hash not in stored:
             missing[p.case_id] = missing.get(p.case_id, 0) + 1
+    grounding = ground_all(rubric, cases, records)
+    scores = derive_all(rubric, records)
+    judged: dict[str, DimensionScore] = {}
+    if config.ungrounded == "drop":
+        for r in records:
+            kept = without_ungrounded(r, grounding) if r.request_hash in scores else None
+            if kept is not None:
+                judged[r.request_hash] = scores[r.request_hash]
+                scores[r.request_hash] = derive(rubric.dimension(r.dimension), kept)
     return StoredRun(rubric=rubric, config=config, cases=cases, invalid_lines=store.get_meta("invalid_lines", []),
-                     records=records, scores=derive_all(rubric, records), planned=len(plan), missing=missing)
+                     records=records, scores=scores, planned=len(plan), missing=missing, grounding=grounding,
+                     judged_scores=judged)

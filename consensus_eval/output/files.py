@@ -18,7 +18,8 @@ judgments.jsonl re-derives: each line lists the deductions and the fixed penalti
 charged, and ``score = max - sum over categories of min(points in the category, cap) - sum of the
 fixed penalties``, floored at 0. A fixed penalty is charged once however many times a judge listed
 it, so it is listed once (``times_listed`` says how often the judge gave it); the judge's reply as
-given is kept in the store (``results.sqlite``: ``raw`` and ``judgment``).
+given is kept in the store (``results.sqlite``: ``raw`` and ``judgment``). Under ``ungrounded: drop`` the
+deductions whose evidence was not found are listed with ``"dropped": true`` and left out of ``score``.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from __future__ import annotations
 import csv
 import json
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import IO, Any
@@ -35,33 +36,50 @@ from consensus_eval._errors import InputError
 from consensus_eval.analysis.audit import CaseAudit, JudgeView
 from consensus_eval.analysis.consensus import CaseConsensus
 from consensus_eval.analysis.results import Results
+from consensus_eval.domain.grounding import Grounding
 from consensus_eval.domain.rubric import Rubric
 from consensus_eval.domain.scoring import DimensionScore
 from consensus_eval.execution.store import CallRecord
 
 
-def judgment_row(rubric: Rubric, rec: CallRecord, score: DimensionScore | None) -> dict[str, Any]:
-    """One line of judgments.jsonl: a call's outcome with its re-derived score."""
+def judgment_row(rubric: Rubric, rec: CallRecord, score: DimensionScore | None,
+                 grounding: Mapping[str, Grounding] | None = None, *, drop: bool = False) -> dict[str, Any]:
+    """One line of judgments.jsonl: a call's outcome with its re-derived score.
+
+    Each deduction and fixed penalty carries its ``grounding`` (where its evidence is in the case:
+    ``kind``, ``score``, ``spans`` with ``source``, ``start``, ``end``, ``section``; None when not
+    computed). With ``drop`` (``ungrounded: drop``), those not grounded say ``"dropped": true`` and
+    ``score`` is derived without them."""
     dim = rubric.dimension(rec.dimension)
+    found = grounding or {}
+
+    def where(did: str) -> dict[str, Any]:
+        g = found.get(did)
+        out: dict[str, Any] = {"grounding": g.model_dump(mode="json") if g is not None else None}
+        if drop and g is not None and not g.grounded:
+            out["dropped"] = True
+        return out
+
     j = rec.judgment
     deductions = []
     penalties = []
     if j is not None:
-        for d in j.deductions:
+        for i, d in enumerate(j.deductions):
             cat, typ = dim.find_type(d.type)
             deductions.append({"category": cat.name, "type": typ.name, "points": d.points,
                                "evidence": d.evidence, "reason": d.reason,
-                               "category_id": cat.id, "type_id": typ.id})
+                               "category_id": cat.id, "type_id": typ.id, **where(f"{rec.request_hash}#d{i}")})
         # what was charged: each fixed penalty once (the first time the judge gave it), as derive() does
         listed: dict[str, int] = {}
         for p in j.fixed_penalties:
             listed[p.id] = listed.get(p.id, 0) + 1
-        for p in j.fixed_penalties:
+        for i, p in enumerate(j.fixed_penalties):
             if listed.get(p.id, 0) == 0:
                 continue
             pen = dim.penalties_by_id[p.id]
             penalties.append({"name": pen.name, "points": pen.points, "evidence": p.evidence,
-                              "reason": p.reason, "id": pen.id, "times_listed": listed.pop(p.id)})
+                              "reason": p.reason, "id": pen.id, "times_listed": listed.pop(p.id),
+                              **where(f"{rec.request_hash}#p{i}")})
     return {
         "case_id": rec.case_id, "dimension": rec.dimension, "judge": rec.judge, "run": rec.run,
         "status": rec.status,
@@ -85,16 +103,19 @@ def judgment_row(rubric: Rubric, rec: CallRecord, score: DimensionScore | None) 
 
 def write_outputs(results: Results, out: Path) -> None:
     """judgments.jsonl, consensus.csv/jsonl and reliability.json of a run's results, into ``out``."""
-    write_judgments(out / "judgments.jsonl", results.rubric, results.records, results.scores)
+    write_judgments(out / "judgments.jsonl", results.rubric, results.records, results.scores,
+                    results.run.grounding, drop=results.config.ungrounded == "drop")
     write_consensus(out, results.rubric, results.consensus)
     write_json(out / "reliability.json", results.reliability.to_json())
 
 
 def write_judgments(path: Path, rubric: Rubric, records: Sequence[CallRecord],
-                    derived: dict[str, DimensionScore]) -> None:
+                    derived: dict[str, DimensionScore], grounding: Mapping[str, Grounding] | None = None, *,
+                    drop: bool = False) -> None:
     with atomic_writer(path) as f:
         for rec in records:
-            f.write(json.dumps(judgment_row(rubric, rec, derived.get(rec.request_hash)), ensure_ascii=False) + "\n")
+            row = judgment_row(rubric, rec, derived.get(rec.request_hash), grounding, drop=drop)
+            f.write(json.dumps(row, ensure_ascii=False) + "\n")
 
 
 def write_consensus(folder: Path, rubric: Rubric, cases: Sequence[CaseConsensus]) -> None:

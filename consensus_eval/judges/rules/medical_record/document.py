@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from consensus_eval.domain.cases import Case
+from consensus_eval.domain.sections import Section, find_sections
 from consensus_eval.judges.rules.medical_record.conversation import (
     FAMILY_QUESTION,
     HYPOTHETICAL,
@@ -40,7 +41,6 @@ from consensus_eval.judges.rules.medical_record.medication import (
     find_drugs,
     treatment_mode_after,
 )
-from consensus_eval.judges.rules.medical_record.sections import Section, find_sections
 from consensus_eval.judges.rules.medical_record.text import (
     CLAUSE_END,
     NEG_CONV,

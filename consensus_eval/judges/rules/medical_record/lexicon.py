@@ -5,14 +5,12 @@ keywords, and the diseases, topics, diagnoses and present-illness parts the chec
 
 from __future__ import annotations
 
-SECTION_ORDER = ("主诉", "现病史", "既往史", "家族史", "个人史")
-SECTION_ALIASES = {"主诉": "主诉", "现病史": "现病史", "既往史": "既往史", "既往病史": "既往史",
-                   "家族史": "家族史", "个人史": "个人史", "个人生活史": "个人史"}
-#: headings that end a section without being one of the rubric's sections
-OTHER_HEADINGS = ("体格检查", "查体", "专科检查", "辅助检查", "实验室检查", "检查结果", "化验结果",
-                  "初步诊断", "临床诊断", "诊断意见", "诊断", "处理意见", "处理", "治疗方案", "治疗计划",
-                  "诊疗计划", "诊疗意见", "治疗建议", "建议", "医嘱", "婚育史", "月经史", "婚姻史",
-                  "生育史", "一般情况", "基本信息", "患者信息", "备注")
+# the section headings live in the domain (grounding reads them too); re-exported for the checks
+from consensus_eval.domain.sections import (
+    OTHER_HEADINGS as OTHER_HEADINGS,
+    SECTION_ALIASES as SECTION_ALIASES,
+    SECTION_ORDER as SECTION_ORDER,
+)
 
 #: colloquial phrase -> standard term (each occurrence in the record is a deduction)
 COLLOQUIAL_TERMS: dict[str, str] = {
