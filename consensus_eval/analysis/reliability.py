@@ -16,6 +16,7 @@ from pydantic import BaseModel
 from consensus_eval.analysis.agreement import HumanAgreement, judge_value, matrix, points_taken
 from consensus_eval.analysis.alpha import DEFAULT_SEED, Alpha, Level, alpha_with_ci
 from consensus_eval.analysis.consensus import CaseConsensus
+from consensus_eval.analysis.judge_quality import JudgeQuality, judge_quality
 from consensus_eval.execution.results import StoredRun
 
 
@@ -56,6 +57,9 @@ class ReliabilityReport(BaseModel):
     categories: dict[str, CategoryAlpha] = {}
     within_judge: dict[str, dict[str, Alpha]] = {}
     human: HumanAgreement | None = None
+    #: per judge: deductions by grounding kind, share ungrounded and claimed-vs-derived mismatch rate,
+    #: with Wilson CIs (:mod:`consensus_eval.analysis.judge_quality`)
+    judge_quality: dict[str, JudgeQuality] = {}
 
     def to_json(self) -> dict[str, Any]:
         """The report as written to reliability.json (``human`` only when there are labels)."""
@@ -94,6 +98,7 @@ def reliability_report(run: StoredRun, cons: Sequence[CaseConsensus], n_boot: in
             for d in rubric.dimensions for cat in d.categories
         },
         within_judge=within,
+        judge_quality=judge_quality(run),
     )
 
 

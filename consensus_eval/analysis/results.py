@@ -7,14 +7,17 @@ bootstrap), once.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
 from consensus_eval.analysis import consensus
-from consensus_eval.analysis.agreement import HumanLabel, human_agreement
+from consensus_eval.analysis.agreement import HumanLabel
 from consensus_eval.analysis.alpha import DEFAULT_SEED
 from consensus_eval.analysis.audit import CaseAudit, audit
 from consensus_eval.analysis.consensus import CaseConsensus
+from consensus_eval.analysis.human import DEFAULT_REVIEWER, HumanReview, build_review, human_agreement, labels_from_wide
+from consensus_eval.analysis.judge_quality import JudgeQuality, judge_quality
 from consensus_eval.analysis.reliability import ReliabilityReport, reliability_report
 from consensus_eval.domain.cases import Case
 from consensus_eval.domain.config import EvalConfig
@@ -22,7 +25,7 @@ from consensus_eval.domain.rubric import Rubric
 from consensus_eval.domain.scoring import DimensionScore
 from consensus_eval.execution.execute import Progress
 from consensus_eval.execution.results import JudgeUsage, StoredRun
-from consensus_eval.execution.store import CallRecord
+from consensus_eval.execution.store import CallRecord, HumanLabelRecord
 
 
 @dataclass
@@ -32,17 +35,21 @@ class Results:
 
     ``reliability_source`` says where the reliability report came from: ``computed`` here, or a
     ``reliability.json`` that describes this run (it may carry a human section).
+
+    ``labels``: the human labels of the run (from its store); ``review`` gathers them per case, and the
+    report's ``human`` section is computed from them (:mod:`consensus_eval.analysis.human`).
     """
 
     run: StoredRun
     consensus: list[CaseConsensus]
-    human: dict[str, HumanLabel] | None = None
+    labels: list[HumanLabelRecord] = field(default_factory=list)
     n_boot: int = 1000
     seed: int = DEFAULT_SEED
     reliability_source: str = "computed"
     #: this invocation's calls (made, resumed from the store, failed), when it made any
     progress: Progress | None = None
     _reliability: ReliabilityReport | None = field(default=None, repr=False)
+    _human_done: bool = field(default=False, repr=False)
 
     @property
     def rubric(self) -> Rubric:
@@ -78,11 +85,24 @@ class Results:
     def reliability(self) -> ReliabilityReport:
         """Alpha across judges, stars, categories and runs (and against the human, with labels)."""
         if self._reliability is None:
-            report = reliability_report(self.run, self.consensus, self.n_boot, self.seed)
-            if self.human is not None:
-                report.human = human_agreement(self.run, self.consensus, self.human, self.n_boot, self.seed)
-            self._reliability = report
+            self._reliability = reliability_report(self.run, self.consensus, self.n_boot, self.seed)
+            self._human_done = False
+        if self.review is not None and not self._human_done:
+            self._reliability.human = human_agreement(self.run, self.consensus, self.review, self.n_boot, self.seed)
+        self._human_done = True
         return self._reliability
+
+    @cached_property
+    def review(self) -> HumanReview | None:
+        """The human labels gathered per case (None without labels): what a drill-down shows beside
+        the panel (``review.case(case_id)``: each reviewer's scores, verdicts, comments)."""
+        return build_review(self.labels, self.rubric, self.consensus) if self.labels else None
+
+    @cached_property
+    def judge_quality(self) -> dict[str, JudgeQuality]:
+        """Per judge: share of deductions not grounded in the case, by grounding kind, and the
+        claimed-vs-derived mismatch rate, with Wilson CIs (:mod:`consensus_eval.analysis.judge_quality`)."""
+        return judge_quality(self.run)
 
     @cached_property
     def audit(self) -> list[CaseAudit]:
@@ -90,11 +110,16 @@ class Results:
         return audit(self.run, self.consensus)
 
 
-def analyze(run: StoredRun, *, human: dict[str, HumanLabel] | None = None, n_boot: int = 1000,
-            seed: int = DEFAULT_SEED, reliability: ReliabilityReport | None = None,
+def analyze(run: StoredRun, *, labels: Sequence[HumanLabelRecord] = (), human: dict[str, HumanLabel] | None = None,
+            n_boot: int = 1000, seed: int = DEFAULT_SEED, reliability: ReliabilityReport | None = None,
             reliability_source: str = "computed") -> Results:
-    """The results of a stored run. ``reliability``: a report already at hand (from reliability.json)
-    to use instead of computing one."""
-    return Results(run=run, consensus=consensus.of_run(run), human=human, n_boot=n_boot, seed=seed,
+    """The results of a stored run. ``labels``: its human labels (from the store); ``human``: labels
+    in the wide format, not stored, added as reviewer ``human``. ``reliability``: a report already at
+    hand (from reliability.json) to use instead of computing one (its human section is recomputed
+    from ``labels`` when there are any)."""
+    all_labels = list(labels)
+    if human:
+        all_labels += labels_from_wide(human, run.rubric, DEFAULT_REVIEWER, "api")
+    return Results(run=run, consensus=consensus.of_run(run), labels=all_labels, n_boot=n_boot, seed=seed,
                    reliability_source=reliability_source if reliability is not None else "computed",
                    _reliability=reliability)

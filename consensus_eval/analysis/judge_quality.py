@@ -1,0 +1,70 @@
+"""Judge quality: facts about each judge, not about any case.
+
+For each judge of the panel, over every successful run of the run:
+
+- ``deductions``: how many deductions and fixed penalties it gave (every run counted; a fixed penalty
+  listed twice counts twice: each listing quotes evidence);
+- ``by_kind``: how their evidence was found in the case (:mod:`consensus_eval.domain.grounding`:
+  ``exact``, ``normalised``, ``fuzzy``, ``not_found``, ``empty`` = no quote given);
+- ``ungrounded``: the share not grounded (``not_found`` + ``empty``) with its 95% Wilson interval
+  (:func:`consensus_eval.analysis.intervals.proportion`);
+- ``claim_mismatch``: the share of its runs that claimed a score or stars (``claimed_runs``) whose
+  claim differs from the score re-derived from all its deductions (:attr:`DimensionScore.claim_mismatch`;
+  under ``ungrounded: drop`` the comparison is with every deduction the judge gave, before the drop),
+  with its Wilson interval. A judge that never claims (the rules judge) has ``n = 0`` and no value.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+from consensus_eval.analysis.intervals import Proportion, proportion
+from consensus_eval.domain.grounding import GroundingKind
+from consensus_eval.execution.results import StoredRun, evidence_of
+
+KINDS: tuple[GroundingKind, ...] = ("exact", "normalised", "fuzzy", "not_found", "empty")
+
+
+class JudgeQuality(BaseModel):
+    """One judge's grounding and arithmetic over a run (module docstring says what each figure counts).
+
+    ``ok_runs`` is the number of its successful calls; ``claimed_runs`` of them made a claim.
+    """
+
+    judge: str
+    ok_runs: int
+    deductions: int
+    by_kind: dict[str, int]
+    ungrounded: Proportion
+    claimed_runs: int
+    claim_mismatch: Proportion
+
+
+def judge_quality(run: StoredRun) -> dict[str, JudgeQuality]:
+    """Per judge (panel order): deductions by grounding kind, the share ungrounded and the
+    claimed-vs-derived mismatch rate, each share with its 95% Wilson interval."""
+    kinds: dict[str, dict[str, int]] = {j: dict.fromkeys(KINDS, 0) for j in run.judges}
+    ok_runs = dict.fromkeys(run.judges, 0)
+    claimed = dict.fromkeys(run.judges, 0)
+    mismatched = dict.fromkeys(run.judges, 0)
+    for r in run.records:
+        score = run.score_as_judged(r.request_hash)
+        if score is None or r.judge not in kinds:
+            continue
+        ok_runs[r.judge] += 1
+        if score.claimed_score is not None or score.claimed_stars is not None:
+            claimed[r.judge] += 1
+            mismatched[r.judge] += score.claim_mismatch
+        for did, _ in evidence_of(r):
+            g = run.grounding.get(did)
+            if g is not None:
+                kinds[r.judge][g.kind] += 1
+    out = {}
+    for j in run.judges:
+        k = kinds[j]
+        n = sum(k.values())
+        out[j] = JudgeQuality(
+            judge=j, ok_runs=ok_runs[j], deductions=n, by_kind=k,
+            ungrounded=proportion(k["not_found"] + k["empty"], n),
+            claimed_runs=claimed[j], claim_mismatch=proportion(mismatched[j], claimed[j]))
+    return out
