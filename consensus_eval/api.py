@@ -28,6 +28,7 @@ from pydantic import ValidationError
 from consensus_eval._errors import InputError, format_validation_error
 from consensus_eval.analysis.agreement import HumanLabel
 from consensus_eval.analysis.alpha import DEFAULT_SEED
+from consensus_eval.analysis.human import label_counts, read_labels
 from consensus_eval.analysis.reliability import ReliabilityReport
 from consensus_eval.analysis.results import Results, analyze
 from consensus_eval.domain.cases import Case, load_cases
@@ -147,10 +148,46 @@ def load_run(folder: str | Path, *, human: dict[str, HumanLabel] | None = None, 
     out = Path(folder)
     with Store.open_existing(out, read_only=True) as store:
         stored = read_run(store)
+        labels = store.human_labels()
     reuse = reuse_saved and human is None
     saved = _saved_reliability(out, stored.judges, len(stored.cases)) if reuse else None
-    return analyze(stored, human=human, n_boot=n_boot, seed=seed, reliability=saved,
+    return analyze(stored, labels=labels, human=human, n_boot=n_boot, seed=seed, reliability=saved,
                    reliability_source="reliability.json")
+
+
+@dataclass
+class HumanImport:
+    """What :func:`import_human` did: the file read (``format`` ``sheet`` or ``wide``), how many labels
+    each reviewer got from it (``by_reviewer``; their earlier labels from the same file are replaced),
+    how many labels the store holds now (``stored``), and the rebuilt ``results``."""
+
+    path: Path
+    format: str
+    by_reviewer: dict[str, dict[str, int]]
+    stored: int
+    results: Results
+
+
+def import_human(folder: str | Path, path: str | Path, *, reviewer: str | None = None,
+                 encoding: str | None = None, n_boot: int = 1000, rebuild_outputs: bool = True) -> HumanImport:
+    """Read a file of human labels (the adjudication sheet of ``audit --export``, or the wide
+    ``case_id`` + dimension columns format) into ``folder``'s store, replacing what each reviewer had
+    from that file, then rebuild every output (reliability.json, report.md/html...) from the store.
+
+    ``reviewer``: the name for rows that do not give one (:func:`consensus_eval.analysis.human.read_labels`).
+    Raises :class:`InputError` naming the file, line and column of a problem; nothing is stored then.
+    """
+    out = Path(folder)
+    with Store.open_existing(out) as store:
+        stored = read_run(store)
+        found = read_labels(path, stored, reviewer=reviewer, encoding=encoding)
+        for name, labels in found.labels.items():
+            store.replace_human_labels(name, found.source, labels)
+        results = _rebuild(store, out, n_boot) if rebuild_outputs else analyze(
+            stored, labels=store.human_labels(), n_boot=n_boot)
+    return HumanImport(path=Path(path), format=found.format,
+                       by_reviewer={k: label_counts(v) for k, v in found.labels.items()},
+                       stored=len(results.labels), results=results)
 
 
 def rebuild(folder: str | Path, *, n_boot: int = 1000) -> Results:
@@ -179,7 +216,7 @@ async def _run(prep: Prepared, out: Path, on_progress: ProgressHook | None, n_bo
 
 
 def _rebuild(store: Store, out: Path, n_boot: int) -> Results:
-    results = analyze(read_run(store), n_boot=n_boot)
+    results = analyze(read_run(store), labels=store.human_labels(), n_boot=n_boot)
     write_outputs(results, out)
     write_reports(results, out)
     return results

@@ -22,6 +22,7 @@ from pydantic import BaseModel
 from consensus_eval._errors import InputError
 from consensus_eval.analysis.alpha import DEFAULT_SEED, Alpha, alpha_with_ci
 from consensus_eval.analysis.consensus import CaseConsensus
+from consensus_eval.analysis.intervals import Proportion
 from consensus_eval.domain.rubric import Rubric
 from consensus_eval.domain.sets import jaccard
 from consensus_eval.domain.textio import read_text
@@ -60,9 +61,13 @@ def spearman(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray) -
 
 
 class Agreement(BaseModel):
-    """One rater against a reference (a judge against the human): errors and correlations.
+    """One rater against a reference (a judge, or the panel, against the human), in score points.
 
-    ``bias`` is the mean of (rater - reference): positive means the rater scores higher.
+    ``n``: cases where both have a score. ``mae``: mean absolute error, the typical distance from
+    the human's score. ``bias``: mean of (rater - reference): positive means the rater scores higher
+    than the human, i.e. deducts less. ``mae_ci`` / ``bias_ci``: percentile bootstrap 95% intervals
+    over the cases (None without a bootstrap or with fewer than 2 cases). ``pearson`` / ``spearman``:
+    linear and rank correlation (None below 3 cases or when one side is constant).
     """
 
     n: int
@@ -70,18 +75,33 @@ class Agreement(BaseModel):
     bias: float | None
     pearson: float | None
     spearman: float | None
+    mae_ci: tuple[float, float] | None = None
+    bias_ci: tuple[float, float] | None = None
 
 
-def agreement(rater: Sequence[float | None], reference: Sequence[float | None]) -> Agreement:
-    """Compare paired scores, skipping pairs where either side is missing."""
+def agreement(rater: Sequence[float | None], reference: Sequence[float | None], n_boot: int = 0,
+              seed: int = DEFAULT_SEED) -> Agreement:
+    """Compare paired scores, skipping pairs where either side is missing; with ``n_boot`` > 0,
+    bootstrap 95% intervals of the MAE and the bias (cases resampled with replacement, seeded)."""
     pairs = [(a, b) for a, b in zip(rater, reference, strict=True)
              if a is not None and b is not None and not (math.isnan(a) or math.isnan(b))]
     if not pairs:
         return Agreement(n=0, mae=None, bias=None, pearson=None, spearman=None)
     a = np.array([p[0] for p in pairs])
     b = np.array([p[1] for p in pairs])
-    return Agreement(n=len(pairs), mae=float(np.abs(a - b).mean()), bias=float((a - b).mean()),
-                     pearson=pearson(a, b), spearman=spearman(a, b))
+    out = Agreement(n=len(pairs), mae=float(np.abs(a - b).mean()), bias=float((a - b).mean()),
+                    pearson=pearson(a, b), spearman=spearman(a, b))
+    if n_boot > 0 and len(pairs) >= 2:
+        diff = a - b
+        picks = np.random.default_rng(seed).integers(0, diff.size, (n_boot, diff.size))
+        out.mae_ci = _percentile_ci(np.abs(diff)[picks].mean(axis=1))
+        out.bias_ci = _percentile_ci(diff[picks].mean(axis=1))
+    return out
+
+
+def _percentile_ci(values: np.ndarray, confidence: float = 0.95) -> tuple[float, float]:
+    lo, hi = np.quantile(values, [(1 - confidence) / 2, 1 - (1 - confidence) / 2])
+    return float(lo), float(hi)
 
 
 # --------------------------------------------------------------------------- the reliability of a run
@@ -220,14 +240,49 @@ def points_taken(run: StoredRun) -> dict[tuple[str, str, str], list[float]]:
     return taken
 
 
-class HumanAgreement(BaseModel):
-    """The judges (and the panel) against the human, on the cases the human labelled.
+#: below this many labelled cases, the human section carries a small-sample warning
+SMALL_SAMPLE_CASES = 30
 
-    Keys of the per-score maps are dimension ids and ``total``. ``alpha_with_human`` adds the human
-    as one more rater; ``judges``/``panel``: error, bias (rater - human) and correlations.
-    ``category_jaccard``: per judge, the mean over labelled cases of the Jaccard similarity of the
-    categories it deducted in and the human's (two empty sets agree: 1); ``category_jaccard_seed``:
-    the same under seed 001's 9.2 rule (a case where either side is empty scores 0), for comparison.
+
+class JudgePrecision(BaseModel):
+    """How many of one judge's deductions the reviewers upheld: ``agree`` / ``disagree`` / ``unsure``
+    count verdicts (with two reviewers, a deduction judged by both counts twice). ``precision`` is
+    agree / (agree + disagree), unsure verdicts left out, with its 95% Wilson interval (``precision.n``
+    is agree + disagree; its value is None when no verdict was agree or disagree). 0.9 means nine in
+    ten of the judge's deductions that a reviewer decided on were upheld."""
+
+    judge: str
+    agree: int
+    disagree: int
+    unsure: int
+    precision: Proportion
+
+
+class HumanAgreement(BaseModel):
+    """The judges (and the panel) against the human reviewers, on the cases they labelled (the
+    ``human`` section of reliability.json).
+
+    Keys of the per-score maps are dimension ids and ``total``. The human's score of a case is the
+    mean over the reviewers who scored it (a reviewer's total: their ``total`` if given, else the sum
+    of their dimension scores when they scored every dimension).
+
+    - ``n_cases``: cases with at least one human score; ``reviewers``: who labelled (scores or verdicts);
+    - ``alpha_without_human`` / ``alpha_with_human``: interval alpha of the judges on those cases,
+      then with the human as one more rater: if adding the human lowers alpha, the human disagrees
+      with the panel more than the judges disagree with each other;
+    - ``judges`` / ``panel``: MAE and bias (rater - human, in points) with bootstrap CIs, and
+      correlations, of each judge and of the panel's consensus score;
+    - ``small_sample`` / ``warning``: fewer than 30 labelled cases (the intervals are wide: read the
+      figures as indications);
+    - ``precision``: per judge, the share of its deductions the reviewers agreed with
+      (:class:`JudgePrecision`); ``n_verdicts``: verdicts given, ``n_added_deductions``: deductions
+      the reviewers added (what the judges missed);
+    - ``inter_reviewer``: interval alpha between the reviewers per dimension and total, on the cases
+      two or more of them scored (empty with one reviewer); ``inter_reviewer_verdicts``: nominal alpha
+      of their verdicts on the deductions two or more of them judged (None when there are none);
+    - ``category_jaccard``: per judge, the mean over labelled cases of the Jaccard similarity of the
+      categories it deducted in and the human's (two empty sets agree: 1); ``category_jaccard_seed``:
+      the same under seed 001's 9.2 rule (a case where either side is empty scores 0), for comparison.
     """
 
     n_cases: int
@@ -239,6 +294,14 @@ class HumanAgreement(BaseModel):
     category_jaccard: dict[str, float] | None = None
     category_jaccard_seed: dict[str, float] | None = None
     category_jaccard_cases: int | None = None
+    reviewers: list[str] = []
+    small_sample: bool = False
+    warning: str | None = None
+    precision: dict[str, JudgePrecision] = {}
+    n_verdicts: int = 0
+    n_added_deductions: int = 0
+    inter_reviewer: dict[str, Alpha] = {}
+    inter_reviewer_verdicts: Alpha | None = None
 
 
 def human_agreement(run: StoredRun, cons: Sequence[CaseConsensus], human: dict[str, HumanLabel],

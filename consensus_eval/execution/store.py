@@ -13,6 +13,16 @@ Opened ``read_only`` (what ``report``, ``audit`` and ``reliability`` need), the 
 a read-only disk or shared without write permission can be read. (The WAL journal is used while a
 run writes; the last writer to close turns it back into a single file, see :meth:`Store.close`.)
 
+Human labels (schema 3): the ``human_labels`` table keeps every reviewer's scores, verdicts on
+deductions, comments and added deductions (:class:`HumanLabelRecord`), whoever wrote them (a sheet
+imported by ``consensus-eval human import``, the review web app, the API). Nothing a command rebuilds
+touches that table: ``score`` (a resume included) replaces the plan and adds calls, ``report`` /
+``audit`` / ``reliability`` only read. A reviewer has at most one label per (kind, case, dimension,
+deduction) (a unique index): :meth:`Store.upsert_human_label` writes one in one short transaction
+(what a click in the web app does), :meth:`Store.replace_human_labels` replaces everything one reviewer
+has from one source at once (a re-import of the same sheet replaces, never duplicates). Writers wait
+for each other (WAL journal, ``busy_timeout``), so a reviewer can label while a scoring run writes.
+
 Every problem a user can meet (an output path that is a file, a folder that is not writable, a file
 that is not a store, a store of a newer consensus-eval) is an :class:`InputError` saying so, never
 an sqlite3 traceback.
@@ -24,19 +34,21 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import quote
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from consensus_eval._errors import InputError
 from consensus_eval.domain.judgment import CallOutcome, Judgment
 
-SCHEMA_VERSION = 2  # 2: calls.error_kind (a version-1 store is upgraded in place)
+SCHEMA_VERSION = 3  # 2: calls.error_kind; 3: human_labels (versions 1 and 2 are upgraded in place)
+#: how long a writer waits for another writer's transaction before giving up (SQLite busy_timeout), seconds
+BUSY_TIMEOUT_S = 30.0
 #: the store's file name inside an output folder
 STORE_NAME = "results.sqlite"
 
@@ -71,6 +83,20 @@ CREATE TABLE IF NOT EXISTS plan (
     position     INTEGER NOT NULL
 );
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS human_labels (
+    case_id      TEXT NOT NULL,
+    dimension    TEXT,
+    deduction_id TEXT,
+    reviewer     TEXT NOT NULL,
+    kind         TEXT NOT NULL CHECK (kind IN ('score', 'verdict', 'comment', 'added_deduction', 'categories')),
+    value,
+    points       REAL,
+    comment      TEXT,
+    labelled_at  REAL NOT NULL,
+    source       TEXT NOT NULL
+);
+CREATE UNIQUE INDEX IF NOT EXISTS human_labels_key
+    ON human_labels (reviewer, kind, case_id, ifnull(dimension, ''), ifnull(deduction_id, ''));
 """
 
 
@@ -99,6 +125,54 @@ class PlannedCall:
 
 
 _COLUMNS = list(CallRecord.model_fields)
+
+#: what a human label is (:class:`HumanLabelRecord`)
+LabelKind = Literal["score", "verdict", "comment", "added_deduction", "categories"]
+LABEL_KINDS: tuple[LabelKind, ...] = ("score", "verdict", "comment", "added_deduction", "categories")
+#: a reviewer's verdict on one deduction of a judge
+Verdict = Literal["agree", "disagree", "unsure"]
+VERDICTS: tuple[Verdict, ...] = ("agree", "disagree", "unsure")
+
+
+class HumanLabelRecord(BaseModel):
+    """One human label as stored (table ``human_labels``). What ``value`` holds depends on ``kind``:
+
+    - ``score``: the reviewer's score (a float) of ``dimension`` (a dimension id, or ``total``) of the
+      case; ``deduction_id`` is None;
+    - ``verdict``: ``agree`` / ``disagree`` / ``unsure`` on the judge's deduction ``deduction_id``
+      (an :class:`~consensus_eval.analysis.audit.AuditDeduction` id, ``{request_hash}#d{i}`` or
+      ``#p{i}``) of ``dimension``; ``comment``: why, optional;
+    - ``comment``: a free comment (``value`` None, the text in ``comment``) on a deduction
+      (``deduction_id`` set), a dimension (``dimension`` set) or the whole case (both None);
+    - ``added_deduction``: a deduction the judges missed: ``value`` is the rubric's type id (or fixed
+      penalty id) in ``dimension``, ``points`` the points it takes off, ``comment`` the evidence or
+      reason; ``deduction_id`` is the reviewer's own id for it (several per dimension are allowed);
+    - ``categories``: the deduction categories the reviewer would deduct in (``;``-separated
+      category ids; the wide ``--human`` file's ``categories`` column), ``dimension`` None.
+
+    ``labelled_at``: when it was written (Unix time, seconds); ``source``: where from (the imported
+    file's path, or what wrote it, e.g. ``review``). A reviewer has at most one label per
+    (``kind``, ``case_id``, ``dimension``, ``deduction_id``).
+    """
+
+    case_id: str
+    dimension: str | None = None
+    deduction_id: str | None = None
+    reviewer: str
+    kind: LabelKind
+    value: float | str | None = None
+    points: float | None = None
+    comment: str | None = None
+    labelled_at: float = 0.0
+    source: str = ""
+
+    @property
+    def key(self) -> tuple[str, str, str, str, str]:
+        """What identifies the label among one store's labels (one per key)."""
+        return (self.reviewer, self.kind, self.case_id, self.dimension or "", self.deduction_id or "")
+
+
+_LABEL_COLUMNS = list(HumanLabelRecord.model_fields)
 
 
 class Store:
@@ -142,7 +216,8 @@ class Store:
             raise InputError(f"{folder}: the output folder is read-only: the store ({STORE_NAME}) cannot be "
                              "written there; give --out a folder you can write to")
         try:
-            db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
+                                 timeout=BUSY_TIMEOUT_S)
         except sqlite3.Error as e:
             raise self._open_error(e) from None
         try:
@@ -151,6 +226,7 @@ class Store:
                 db.close()
                 raise InputError(f"{self.path}: not a consensus-eval store (an SQLite database with other "
                                  f"tables: {', '.join(sorted(tables)[:5])}); move it away or give another --out")
+            db.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
             db.executescript(_SCHEMA)
@@ -203,11 +279,15 @@ class Store:
             return
         if found is None and not self.read_only:
             self.set_meta("schema_version", SCHEMA_VERSION)
-        elif found == 1:
+        elif found in (1, 2) and not isinstance(found, bool):
+            # read-only: read as is (no error_kind before 2, no human_labels before 3: none are read);
+            # else upgraded in place (the human_labels table was created by _SCHEMA on opening)
             if self.read_only:
-                self._select = ["NULL" if c == "error_kind" else c for c in _COLUMNS]
+                if found == 1:
+                    self._select = ["NULL" if c == "error_kind" else c for c in _COLUMNS]
             else:
-                self._db.execute("ALTER TABLE calls ADD COLUMN error_kind TEXT")
+                if found == 1:
+                    self._db.execute("ALTER TABLE calls ADD COLUMN error_kind TEXT")
                 self.set_meta("schema_version", SCHEMA_VERSION)
         elif isinstance(found, int) and not isinstance(found, bool) and found > SCHEMA_VERSION:
             raise InputError(f"{self.path}: this store has schema version {found}, written by a newer "
@@ -340,8 +420,77 @@ class Store:
             raise InputError(f"{self.path}: damaged store: the call {d.get('request_hash')!r} does not read back "
                              f"({e.error_count()} problem(s), first: {e.errors()[0]['msg']})") from None
 
-    def _transaction(self) -> _Tx:
-        return _Tx(self._db)
+    # ------------------------------------------------------------------ human labels
+
+    def human_labels(self, *, reviewer: str | None = None) -> list[HumanLabelRecord]:
+        """Every stored human label (of one ``reviewer`` if given), in the order they were written.
+        A store of schema 1 or 2 opened read-only has none."""
+        where, args = ("WHERE reviewer = ?", (reviewer,)) if reviewer is not None else ("", ())
+        with self._reading():
+            if not self._has_table("human_labels"):
+                return []
+            rows = self._db.execute(f"SELECT {', '.join(_LABEL_COLUMNS)} FROM human_labels {where} "
+                                    "ORDER BY labelled_at, rowid", args).fetchall()
+        out = []
+        for row in rows:
+            try:
+                out.append(HumanLabelRecord.model_validate(dict(zip(_LABEL_COLUMNS, row, strict=True))))
+            except ValidationError as e:
+                raise InputError(f"{self.path}: damaged store: a human label does not read back "
+                                 f"({e.errors()[0]['msg']}: {row!r})") from None
+        return out
+
+    def upsert_human_label(self, label: HumanLabelRecord) -> HumanLabelRecord:
+        """Write one label now (one short transaction, committed at once), replacing the reviewer's
+        label with the same key (kind, case, dimension, deduction) if there is one. ``labelled_at``
+        is set to now when 0. Returns the label as stored."""
+        self._writable()
+        stored = _stamped(label, time.time())
+        with self._transaction(immediate=True):
+            self._insert_labels([stored])
+        return stored
+
+    def delete_human_label(self, *, reviewer: str, kind: LabelKind, case_id: str, dimension: str | None = None,
+                           deduction_id: str | None = None) -> bool:
+        """Delete one reviewer's label of that key; whether there was one."""
+        self._writable()
+        with self._transaction(immediate=True):
+            cur = self._db.execute(
+                "DELETE FROM human_labels WHERE reviewer = ? AND kind = ? AND case_id = ? "
+                "AND ifnull(dimension, '') = ? AND ifnull(deduction_id, '') = ?",
+                (reviewer, kind, case_id, dimension or "", deduction_id or ""))
+        return cur.rowcount > 0
+
+    def replace_human_labels(self, reviewer: str, source: str, labels: Iterable[HumanLabelRecord]) -> int:
+        """Replace everything ``reviewer`` has from ``source`` by ``labels``, atomically (one
+        transaction: a reader sees the old set or the new one). A label of the same key from another
+        source (the web app, another sheet) is replaced too: the latest wins. Every label must be
+        ``reviewer``'s; ``source`` and a missing ``labelled_at`` are set here. Returns how many were written.
+        """
+        self._writable()
+        now = time.time()
+        rows = []
+        for label in labels:
+            if label.reviewer != reviewer:
+                raise ValueError(f"a label of reviewer {label.reviewer!r} in a replacement of {reviewer!r}'s labels")
+            rows.append(_stamped(label.model_copy(update={"source": source}), now))
+        with self._transaction(immediate=True):
+            self._db.execute("DELETE FROM human_labels WHERE reviewer = ? AND source = ?", (reviewer, source))
+            self._insert_labels(rows)
+        return len(rows)
+
+    def _insert_labels(self, labels: Sequence[HumanLabelRecord]) -> None:
+        self._db.executemany(
+            f"INSERT OR REPLACE INTO human_labels ({', '.join(_LABEL_COLUMNS)}) "
+            f"VALUES ({', '.join('?' for _ in _LABEL_COLUMNS)})",
+            ([getattr(lb, c) for c in _LABEL_COLUMNS] for lb in labels))
+
+    def _has_table(self, name: str) -> bool:
+        return self._db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+                                (name,)).fetchone() is not None
+
+    def _transaction(self, *, immediate: bool = False) -> _Tx:
+        return _Tx(self._db, immediate)
 
     def _writable(self) -> None:
         if self.read_only:
@@ -361,12 +510,20 @@ def _writable(folder: Path) -> bool:
     return os.access(folder, os.W_OK | os.X_OK, effective_ids=os.access in os.supports_effective_ids)
 
 
+def _stamped(label: HumanLabelRecord, now: float) -> HumanLabelRecord:
+    return label if label.labelled_at else label.model_copy(update={"labelled_at": now})
+
+
 class _Tx:
-    def __init__(self, db: sqlite3.Connection) -> None:
+    """A transaction; ``immediate`` takes the write lock at BEGIN (waiting up to the busy timeout for
+    another writer), so a write never fails half-way on a lock another connection holds."""
+
+    def __init__(self, db: sqlite3.Connection, immediate: bool = False) -> None:
         self.db = db
+        self.immediate = immediate
 
     def __enter__(self) -> None:
-        self.db.execute("BEGIN")
+        self.db.execute("BEGIN IMMEDIATE" if self.immediate else "BEGIN")
 
     def __exit__(self, exc_type: object, *rest: object) -> None:
         self.db.execute("ROLLBACK" if exc_type else "COMMIT")

@@ -1,0 +1,528 @@
+"""Human labels: what reviewers said about a run, read back from the adjudication sheet, gathered
+per case, and what they say about the judges.
+
+The loop (README, "Human review"): ``audit --export SHEET.csv`` writes the sheet (one ``score`` row
+per case and dimension, one ``deduction`` row per judge's deduction); a reviewer fills ``human_score``,
+``human_verdict`` (agree / disagree / unsure), ``human_comment`` and ``reviewer``;
+``consensus-eval human import SHEET --run DIR`` reads it back (:func:`read_labels`) into the store's
+``human_labels`` table (:class:`~consensus_eval.execution.store.HumanLabelRecord`); every command then
+reads the labels from the store (:class:`HumanReview`) and :func:`human_agreement` computes the
+``human`` section of reliability.json.
+
+The sheet is read back whatever a spreadsheet did to it: a BOM, GBK/GB18030 (Excel on Chinese
+Windows), ``;`` or tab as the delimiter (Excel in European locales), CRLF, a decimal comma, case ids
+that Excel turned from ``001`` into ``1``, the ``'`` the export put before a cell that looked like a
+formula, trailing empty rows and columns, verdicts typed in Chinese (同意 / 不同意 / 不确定) or in
+capitals. Every problem is an :class:`InputError` naming the file, the line and the column; a case
+or deduction id that is not in the run is an error naming it.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import re
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel
+
+from consensus_eval._errors import InputError
+from consensus_eval.analysis.agreement import (
+    SMALL_SAMPLE_CASES,
+    HumanAgreement,
+    HumanLabel,
+    JudgePrecision,
+    agreement,
+    judge_value,
+    load_human,
+    matrix,
+    points_taken,
+)
+from consensus_eval.analysis.alpha import DEFAULT_SEED, Alpha, alpha_with_ci
+from consensus_eval.analysis.audit import deductions_of
+from consensus_eval.analysis.consensus import CaseConsensus
+from consensus_eval.analysis.intervals import proportion
+from consensus_eval.domain.rubric import Rubric
+from consensus_eval.domain.sets import jaccard
+from consensus_eval.domain.textio import read_text
+from consensus_eval.execution.results import StoredRun
+from consensus_eval.execution.store import VERDICTS, HumanLabelRecord, Verdict
+
+#: the reviewer a label gets when neither the file nor ``--reviewer`` names one
+DEFAULT_REVIEWER = "human"
+
+# --------------------------------------------------------------------------- the sheet's columns
+
+#: ``row`` says what a sheet row asks: ``score`` (the reviewer's score of a case's dimension) or
+#: ``deduction`` (the reviewer's verdict on one judge's deduction)
+ROW_SCORE = "score"
+ROW_DEDUCTION = "deduction"
+#: the columns the reviewer fills (left empty by the export unless labels are written in)
+HUMAN_SCORE, HUMAN_VERDICT, HUMAN_COMMENT, REVIEWER = "human_score", "human_verdict", "human_comment", "reviewer"
+#: the stable id of a deduction (:attr:`consensus_eval.analysis.audit.AuditDeduction.id`)
+DEDUCTION_ID = "deduction_id"
+#: a column of the sheet showing one judge's score of the dimension on ``score`` rows
+JUDGE_SCORE_PREFIX = "score: "
+#: the sheet's columns before the judges' score columns
+SHEET_HEAD = ["row", "rank", "case_id", "dimension", "dimension_name", "max", "panel_score"]
+#: the sheet's columns after the judges' score columns
+SHEET_TAIL = ["judge", "run", "kind", "category", "type", "points", "evidence", "reason",
+              HUMAN_SCORE, HUMAN_VERDICT, HUMAN_COMMENT, REVIEWER,
+              "match", "matched_by", "claim_mismatch", "status", "disagreement", "category_id", "type_id",
+              DEDUCTION_ID]
+
+#: what a reviewer may type for each verdict (compared case-insensitively, spaces ignored)
+VERDICT_WORDS: dict[str, Verdict] = {
+    "agree": "agree", "agreed": "agree", "yes": "agree", "y": "agree", "同意": "agree", "是": "agree",
+    "disagree": "disagree", "reject": "disagree", "rejected": "disagree", "no": "disagree", "n": "disagree",
+    "不同意": "disagree", "否": "disagree", "反对": "disagree",
+    "unsure": "unsure", "not sure": "unsure", "?": "unsure", "不确定": "unsure", "不清楚": "unsure",
+    "？": "unsure",
+}
+
+
+def parse_verdict(text: str) -> Verdict | None:
+    """The verdict a reviewer typed (``Agree``, ``同意``, ``not sure``...), None if it is none of them."""
+    word = " ".join(text.strip().lower().split())
+    return VERDICT_WORDS.get(word)
+
+
+# --------------------------------------------------------------------------- labels gathered per case
+
+
+class CaseReview(BaseModel):
+    """Everything the reviewers said about one case: the lookup a drill-down shows beside the panel.
+
+    - ``scores``: reviewer -> key (dimension id or ``total``) -> their score, as given (a reviewer's
+      total is their ``total`` label if any, else the sum of their dimension scores when complete);
+    - ``human``: key -> the human score used in the agreement figures: the mean over the reviewers;
+    - ``panel``: key -> the panel's consensus score of the case (None: no panel verdict);
+    - ``verdicts``: deduction id -> reviewer -> agree / disagree / unsure;
+    - ``comments``: the reviewers' comments (labels of kind ``comment``, and ``verdict`` labels that
+      carry a comment), in the order written; ``added``: the deductions they added (kind ``added_deduction``).
+    """
+
+    case_id: str
+    scores: dict[str, dict[str, float]] = {}
+    human: dict[str, float] = {}
+    panel: dict[str, float | None] = {}
+    verdicts: dict[str, dict[str, Verdict]] = {}
+    comments: list[HumanLabelRecord] = []
+    added: list[HumanLabelRecord] = []
+
+
+class HumanReview(BaseModel):
+    """A run's human labels (from its store) gathered per case. ``labels``: every label as stored;
+    ``reviewers``: who labelled, in the order they first appear; ``cases``: case id -> its
+    :class:`CaseReview` (only cases with a label)."""
+
+    labels: list[HumanLabelRecord]
+    reviewers: list[str]
+    cases: dict[str, CaseReview]
+
+    def case(self, case_id: str) -> CaseReview | None:
+        """The reviewers' labels of one case (None: nobody labelled it)."""
+        return self.cases.get(case_id)
+
+    def verdicts(self, deduction_id: str) -> dict[str, Verdict]:
+        """reviewer -> verdict on one deduction (empty: no verdict)."""
+        case_id = self._case_of.get(deduction_id)
+        review = self.cases.get(case_id) if case_id is not None else None
+        return dict(review.verdicts.get(deduction_id, {})) if review else {}
+
+    @property
+    def _case_of(self) -> dict[str, str]:
+        return {lb.deduction_id: lb.case_id for lb in self.labels if lb.deduction_id}
+
+
+def build_review(labels: Sequence[HumanLabelRecord], rubric: Rubric,
+                 consensus: Sequence[CaseConsensus] = ()) -> HumanReview:
+    """Gather stored labels per case (:class:`CaseReview`); ``consensus`` fills each case's ``panel``."""
+    dims = [d.id for d in rubric.dimensions]
+    panel = {c.case_id: c for c in consensus}
+    reviewers: list[str] = []
+    cases: dict[str, CaseReview] = {}
+    for lb in labels:
+        if lb.reviewer not in reviewers:
+            reviewers.append(lb.reviewer)
+        cr = cases.setdefault(lb.case_id, CaseReview(case_id=lb.case_id))
+        if lb.kind == "score" and isinstance(lb.value, (int, float)) and lb.dimension:
+            cr.scores.setdefault(lb.reviewer, {})[lb.dimension] = float(lb.value)
+        elif lb.kind == "verdict" and lb.deduction_id and lb.value in VERDICTS:
+            cr.verdicts.setdefault(lb.deduction_id, {})[lb.reviewer] = lb.value
+        elif lb.kind == "added_deduction":
+            cr.added.append(lb)
+        if lb.comment and lb.kind in ("comment", "verdict"):
+            cr.comments.append(lb)
+    for cr in cases.values():
+        for given in cr.scores.values():
+            if "total" not in given and all(d in given for d in dims):
+                given["total"] = sum(given[d] for d in dims)
+        keys = {k for given in cr.scores.values() for k in given}
+        cr.human = {k: float(np.mean([g[k] for g in cr.scores.values() if k in g]))
+                    for k in [*dims, "total"] if k in keys}
+        c = panel.get(cr.case_id)
+        if c is not None:
+            cr.panel = {**{d: c.scores.get(d) for d in dims}, "total": c.total}
+    return HumanReview(labels=list(labels), reviewers=reviewers, cases=cases)
+
+
+def labels_from_wide(human: dict[str, HumanLabel], rubric: Rubric, reviewer: str,
+                     source: str) -> list[HumanLabelRecord]:
+    """The labels of the wide ``--human`` file (``case_id`` + one column per dimension, optional
+    ``total`` and ``categories``) as stored labels of one reviewer. A total that is only the sum of
+    the dimension scores (what :func:`load_human` fills in) is not stored: it is derived again."""
+    out = []
+    for h in human.values():
+        dims = {k: v for k, v in h.scores.items() if k != "total"}
+        for k, v in dims.items():
+            out.append(HumanLabelRecord(case_id=h.case_id, dimension=k, reviewer=reviewer, kind="score",
+                                        value=v, source=source))
+        total = h.scores.get("total")
+        complete = len(dims) == len(rubric.dimensions)
+        if total is not None and not (complete and math.isclose(total, sum(dims.values()))):
+            out.append(HumanLabelRecord(case_id=h.case_id, dimension="total", reviewer=reviewer, kind="score",
+                                        value=total, source=source))
+        if h.categories is not None:
+            out.append(HumanLabelRecord(case_id=h.case_id, reviewer=reviewer, kind="categories",
+                                        value=";".join(sorted(h.categories)), source=source))
+    return out
+
+
+# --------------------------------------------------------------------------- reading a file back
+
+
+class LabelFile(BaseModel):
+    """What one file of human labels gave: ``format`` ``sheet`` (the adjudication sheet) or ``wide``
+    (``case_id`` + one column per dimension); ``labels``: reviewer -> their labels in it (every
+    reviewer's labels from this ``source`` are replaced by these on import)."""
+
+    path: str
+    source: str
+    format: Literal["sheet", "wide"]
+    labels: dict[str, list[HumanLabelRecord]]
+
+    @property
+    def count(self) -> int:
+        return sum(len(v) for v in self.labels.values())
+
+
+def read_labels(path: str | Path, run: StoredRun, *, reviewer: str | None = None,
+                encoding: str | None = None) -> LabelFile:
+    """Read a file of human labels against ``run``: the adjudication sheet (``audit --export``),
+    or the wide format of :func:`~consensus_eval.analysis.agreement.load_human`.
+
+    ``reviewer``: the name for rows whose ``reviewer`` cell is empty (default: the one name the sheet
+    uses, else ``human``). Raises :class:`InputError` naming the file, line and column of a problem,
+    and any case or deduction id the run does not have.
+    """
+    p = Path(path)
+    text = read_text(p, encoding, what="human labels")
+    source = str(p.resolve())
+    rows = _csv_rows(p, text) if p.suffix.lower() != ".jsonl" else []
+    header = [h.strip().lstrip("\ufeff") for h in rows[0][1]] if rows else []
+    if not (set(header) & {HUMAN_SCORE, HUMAN_VERDICT, DEDUCTION_ID}):
+        wide = load_human(p, run.rubric, encoding)
+        unknown = [cid for cid in wide if cid not in {c.id for c in run.cases}]
+        if len(unknown) == len(wide):
+            first = next(iter(wide.values()))
+            raise InputError(f"none of the {len(wide)} case ids in {p} is a case of this run (first: "
+                             f"{first.case_id!r}, line {first.line}; the run's first case: "
+                             f"{run.cases[0].id if run.cases else '(none)'!r})")
+        if unknown:
+            h = wide[unknown[0]]
+            raise InputError(f"{p}:{h.line}: case_id: {h.case_id!r} is not a case of this run"
+                             + (f" ({len(unknown) - 1} more unknown)" if len(unknown) > 1 else ""))
+        name = reviewer or DEFAULT_REVIEWER
+        return LabelFile(path=str(p), source=source, format="wide",
+                         labels={name: labels_from_wide(wide, run.rubric, name, source)})
+    return LabelFile(path=str(p), source=source, format="sheet",
+                     labels=_sheet_labels(p, header, rows[1:], run, reviewer, source))
+
+
+def _csv_rows(p: Path, text: str) -> list[tuple[int, list[str]]]:
+    """(first line, cells) of every non-blank record, the header first; the delimiter is the one of
+    ``,`` ``;`` tab that the header line uses most (Excel writes ``;`` where the decimal mark is a comma)."""
+    first = next((ln for ln in text.splitlines() if ln.strip()), "")
+    delimiter = max([",", ";", "\t"], key=first.count)
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
+    out = []
+    start = 1
+    try:
+        for cells in reader:
+            if any(c.strip() for c in cells):
+                out.append((start, cells))
+            start = reader.line_num + 1
+    except csv.Error as e:
+        raise InputError(f"{p}:{reader.line_num}: not a readable CSV line: {e}") from None
+    return out
+
+
+def _letter(i: int) -> str:
+    """Column letters as a spreadsheet shows them: 0 -> A, 25 -> Z, 26 -> AA."""
+    s = ""
+    i += 1
+    while i:
+        i, r = divmod(i - 1, 26)
+        s = chr(65 + r) + s
+    return s
+
+
+_DECIMAL_COMMA = re.compile(r"[+-]?\d+,\d+")
+
+
+def _sheet_labels(p: Path, header: list[str], rows: list[tuple[int, list[str]]], run: StoredRun,
+                  reviewer: str | None, source: str) -> dict[str, list[HumanLabelRecord]]:
+    col = {h: i for i, h in enumerate(header) if h}
+    if "case_id" not in col:
+        raise InputError(f"{p}:1: no column named case_id (the header has: {', '.join(map(repr, header[:12]))})")
+    rubric = run.rubric
+    dims = {d.id: d for d in rubric.dimensions}
+    case_ids = [c.id for c in run.cases]
+    known = set(case_ids)
+    deductions = {d.id: d for r in run.records if r.status == "ok" for d in deductions_of(rubric, r)}
+    by_case = {r.request_hash: r.case_id for r in run.records}
+
+    def where(line: int, name: str) -> str:
+        return f"{p}:{line}: column {name} ({_letter(col[name])})" if name in col else f"{p}:{line}"
+
+    def cell(cells: list[str], name: str) -> str:
+        i = col.get(name)
+        return cells[i].strip() if i is not None and i < len(cells) else ""
+
+    names = {cell(c, REVIEWER) for _, c in rows} - {""}
+    fallback = reviewer or (next(iter(names)) if len(names) == 1 else None)
+    seen: dict[tuple[str, ...], tuple[int, HumanLabelRecord]] = {}
+    out: dict[str, list[HumanLabelRecord]] = {}
+    for line, cells in rows:
+        extra = [i for i in range(len(header), len(cells)) if cells[i].strip()]
+        blank_headed = [i for i in range(min(len(header), len(cells))) if not header[i] and cells[i].strip()]
+        if extra or blank_headed:
+            i = (extra or blank_headed)[0]
+            raise InputError(f"{p}:{line}: column {_letter(i)}: a value in a column with no header: {cells[i]!r}")
+        score, verdict, comment = cell(cells, HUMAN_SCORE), cell(cells, HUMAN_VERDICT), cell(cells, HUMAN_COMMENT)
+        if not (score or verdict or comment):
+            continue  # nothing filled in on this row
+        case_id = _case_id(cell(cells, "case_id"), known, case_ids, where(line, "case_id"))
+        name = cell(cells, REVIEWER) or fallback
+        if name is None:
+            raise InputError(f"{where(line, REVIEWER)}: empty, and the sheet names several reviewers "
+                             f"({', '.join(sorted(names))}): fill it in, or give --reviewer")
+        ded_id = cell(cells, DEDUCTION_ID)
+        row_kind = cell(cells, "row").lower() or (ROW_DEDUCTION if ded_id else ROW_SCORE)
+        labels: list[HumanLabelRecord] = []
+        if row_kind == ROW_DEDUCTION:
+            if not ded_id:
+                raise InputError(f"{where(line, DEDUCTION_ID)}: empty on a deduction row; the verdict must "
+                                 "say which deduction it is about (keep the exported deduction_id)")
+            d = deductions.get(ded_id)
+            if d is None:
+                raise InputError(f"{where(line, DEDUCTION_ID)}: {ded_id!r} is not a deduction of this run "
+                                 "(the sheet was exported from another run, or the run was scored again "
+                                 "with another judge, prompt or rubric)")
+            owner = by_case.get(ded_id.split("#", 1)[0])
+            if owner != case_id:
+                raise InputError(f"{where(line, 'case_id')}: {case_id!r}, but the deduction {ded_id!r} is of case "
+                                 f"{owner!r}")
+            if score:
+                raise InputError(f"{where(line, HUMAN_SCORE)}: {score!r} on a deduction row: a deduction takes a "
+                                 f"verdict ({'/'.join(VERDICTS)}) in {HUMAN_VERDICT}; scores go on the score rows")
+            if verdict:
+                v = parse_verdict(verdict)
+                if v is None:
+                    raise InputError(f"{where(line, HUMAN_VERDICT)}: {verdict!r} is not a verdict; write agree, "
+                                     "disagree or unsure (同意, 不同意, 不确定)")
+                labels.append(HumanLabelRecord(case_id=case_id, dimension=d.dimension, deduction_id=ded_id,
+                                               reviewer=name, kind="verdict", value=v, comment=comment or None,
+                                               source=source))
+            else:
+                labels.append(HumanLabelRecord(case_id=case_id, dimension=d.dimension, deduction_id=ded_id,
+                                               reviewer=name, kind="comment", comment=comment, source=source))
+        elif row_kind == ROW_SCORE:
+            dim_id = cell(cells, "dimension")
+            if dim_id not in dims:
+                raise InputError(f"{where(line, 'dimension')}: {dim_id!r} is not a dimension of the rubric "
+                                 f"({', '.join(dims)})")
+            if verdict:
+                raise InputError(f"{where(line, HUMAN_VERDICT)}: {verdict!r} on a score row: a dimension takes a "
+                                 f"score in {HUMAN_SCORE}; verdicts go on the deduction rows")
+            if score:
+                value = _number(score, where(line, HUMAN_SCORE))
+                top = dims[dim_id].max
+                if not 0 <= value <= top:
+                    raise InputError(f"{where(line, HUMAN_SCORE)}: {score} is outside 0..{top:g} ({dim_id})")
+                labels.append(HumanLabelRecord(case_id=case_id, dimension=dim_id, reviewer=name, kind="score",
+                                               value=value, comment=comment or None, source=source))
+            if comment:
+                labels.append(HumanLabelRecord(case_id=case_id, dimension=dim_id, reviewer=name, kind="comment",
+                                               comment=comment, source=source))
+        else:
+            raise InputError(f"{where(line, 'row')}: {row_kind!r}; a row is {ROW_SCORE!r} or {ROW_DEDUCTION!r}")
+        for lb in labels:
+            key = lb.key
+            if key in seen and seen[key][1].model_dump() != lb.model_dump():
+                raise InputError(f"{p}:{line}: the same {lb.kind} of {case_id!r} "
+                                 f"{lb.deduction_id or lb.dimension} by {name!r} is already on line {seen[key][0]}, "
+                                 "with another value")
+            if key not in seen:
+                seen[key] = (line, lb)
+                out.setdefault(name, []).append(lb)
+    return out
+
+
+def _case_id(raw: str, known: set[str], ordered: Sequence[str], where: str) -> str:
+    """The run's case id a cell means: as written; without the ``'`` the export put before a
+    formula-like id; or, for digits, the id Excel stripped of its leading zeros (``1`` for ``001``)."""
+    if not raw:
+        raise InputError(f"{where}: missing")
+    for candidate in (raw, raw[1:] if raw.startswith("'") else None):
+        if candidate is not None and candidate in known:
+            return candidate
+    digits = raw[:-2] if raw.endswith(".0") else raw
+    if digits.isdigit():
+        same = [c for c in ordered if c.isdigit() and int(c) == int(digits)]
+        if len(same) == 1:
+            return same[0]
+        if len(same) > 1:
+            raise InputError(f"{where}: {raw!r} could be any of the cases {', '.join(map(repr, same))} "
+                             "(a spreadsheet dropped the leading zeros): write the id in full")
+    raise InputError(f"{where}: {raw!r} is not a case of this run")
+
+
+def _number(text: str, where: str) -> float:
+    t = text.replace(",", ".") if _DECIMAL_COMMA.fullmatch(text) else text
+    try:
+        value = float(t)
+    except ValueError:
+        raise InputError(f"{where}: not a number: {text!r}") from None
+    if not math.isfinite(value):
+        raise InputError(f"{where}: not a finite number: {text!r}")
+    return value
+
+
+# --------------------------------------------------------------------------- what the labels say
+
+
+def human_agreement(run: StoredRun, cons: Sequence[CaseConsensus], review: HumanReview,
+                    n_boot: int = 1000, seed: int = DEFAULT_SEED) -> HumanAgreement:
+    """Every figure comparing the run's judges and panel with its human labels
+    (:class:`~consensus_eval.analysis.agreement.HumanAgreement` says what each one means)."""
+    judges = run.judges
+    keys = [*(d.id for d in run.rubric.dimensions), "total"]
+    in_run = {c.case_id for c in cons}
+    labelled = [c for c in cons if (r := review.case(c.case_id)) is not None and r.human]
+    hv = {k: [_ref(review, c.case_id, k) for c in labelled] for k in keys}
+
+    def a(rows: Sequence[Sequence[float | None]]) -> Alpha:
+        return alpha_with_ci(matrix(rows), "interval", n_boot, seed)
+
+    n = len(labelled)
+    section = HumanAgreement(
+        n_cases=n, unmatched_case_ids=sorted(set(review.cases) - in_run), reviewers=review.reviewers,
+        alpha_with_human={k: a([*([judge_value(c, j, k) for c in labelled] for j in judges), hv[k]])
+                          for k in keys} if n else {},
+        alpha_without_human={k: a([[judge_value(c, j, k) for c in labelled] for j in judges])
+                             for k in keys} if n else {},
+        judges={j: {k: agreement([judge_value(c, j, k) for c in labelled], hv[k], n_boot, seed) for k in keys}
+                for j in judges} if n else {},
+        panel={k: agreement([(c.total if k == "total" else c.scores[k]) for c in labelled], hv[k], n_boot, seed)
+               for k in keys} if n else {},
+        small_sample=n < SMALL_SAMPLE_CASES,
+        warning=(f"only {n} case(s) have a human score (fewer than {SMALL_SAMPLE_CASES}): the intervals are wide; "
+                 "read these figures as indications, not as verdicts on the judges")
+        if n < SMALL_SAMPLE_CASES else None,
+    )
+    _precision(run, review, section)
+    _inter_reviewer(review, [c.case_id for c in cons], keys, section, n_boot, seed)
+    _category_jaccard(run, review, cons, section)
+    return section
+
+
+def _ref(review: HumanReview, case_id: str, key: str) -> float | None:
+    r = review.case(case_id)
+    return r.human.get(key) if r else None
+
+
+def _precision(run: StoredRun, review: HumanReview, section: HumanAgreement) -> None:
+    judge_of = {r.request_hash: r.judge for r in run.records}
+    counts: dict[str, dict[str, int]] = {j: dict.fromkeys(VERDICTS, 0) for j in run.judges}
+    for lb in review.labels:
+        if lb.kind == "added_deduction":
+            section.n_added_deductions += 1
+        if lb.kind != "verdict" or not lb.deduction_id or lb.value not in VERDICTS:
+            continue
+        judge = judge_of.get(lb.deduction_id.split("#", 1)[0])
+        if judge is None:
+            continue  # a deduction of calls no longer in the plan
+        counts.setdefault(judge, dict.fromkeys(VERDICTS, 0))[str(lb.value)] += 1
+        section.n_verdicts += 1
+    if section.n_verdicts:
+        section.precision = {
+            j: JudgePrecision(judge=j, agree=c["agree"], disagree=c["disagree"], unsure=c["unsure"],
+                              precision=proportion(c["agree"], c["agree"] + c["disagree"]))
+            for j, c in counts.items()}
+
+
+def _inter_reviewer(review: HumanReview, case_ids: Sequence[str], keys: Sequence[str], section: HumanAgreement,
+                    n_boot: int, seed: int) -> None:
+    reviewers = review.reviewers
+    if len(reviewers) < 2:
+        return
+    scored = [cid for cid in case_ids if (r := review.case(cid)) is not None and len(r.scores) >= 2]
+    for k in keys:
+        rows = [[(rc.scores.get(rv, {}).get(k) if (rc := review.case(cid)) else None) for cid in scored]
+                for rv in reviewers]
+        if any(sum(row[i] is not None for row in rows) >= 2 for i in range(len(scored))):
+            section.inter_reviewer[k] = alpha_with_ci(matrix(rows), "interval", n_boot, seed)
+    shared = [(cid, did) for cid in case_ids if (rc := review.case(cid)) is not None
+              for did, by in rc.verdicts.items() if sum(v != "unsure" for v in by.values()) >= 2]
+    if shared:
+        code = {"agree": 1.0, "disagree": 0.0}
+        rows = []
+        for rv in reviewers:
+            row: list[float | None] = []
+            for cid, did in shared:
+                rc = review.case(cid)
+                v = rc.verdicts[did].get(rv) if rc else None
+                row.append(code.get(v) if v else None)
+            rows.append(row)
+        section.inter_reviewer_verdicts = alpha_with_ci(matrix(rows), "nominal", n_boot, seed)
+
+
+def _category_jaccard(run: StoredRun, review: HumanReview, cons: Sequence[CaseConsensus],
+                      section: HumanAgreement) -> None:
+    cats: dict[str, set[str]] = {}
+    for lb in review.labels:
+        if lb.kind == "categories" and isinstance(lb.value, str):
+            cats.setdefault(lb.case_id, set()).update(x for x in lb.value.split(";") if x)
+    with_categories = [c for c in cons if c.case_id in cats]
+    if not with_categories:
+        return
+    taken = points_taken(run)
+    cat_ids = [cat.id for d in run.rubric.dimensions for cat in d.categories]
+
+    def judged(j: str, c: CaseConsensus) -> set[str]:
+        return {k for k in cat_ids if any(t > 0 for t in taken.get((c.case_id, j, k), []))}
+
+    def mean_jaccard(j: str, either_empty_scores_zero: bool) -> float:
+        scores = []
+        for c in with_categories:
+            h, m = cats[c.case_id], judged(j, c)
+            scores.append(0.0 if either_empty_scores_zero and (not h or not m) else jaccard(h, m))
+        return float(np.mean(scores))
+
+    section.category_jaccard = {j: mean_jaccard(j, False) for j in run.judges}
+    section.category_jaccard_seed = {j: mean_jaccard(j, True) for j in run.judges}
+    section.category_jaccard_cases = len(with_categories)
+
+
+def label_counts(labels: Iterable[HumanLabelRecord]) -> dict[str, int]:
+    """How many labels of each kind (for messages: ``12 score, 30 verdict``)."""
+    out: dict[str, int] = {}
+    for lb in labels:
+        out[lb.kind] = out.get(lb.kind, 0) + 1
+    return out
