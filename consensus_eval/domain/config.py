@@ -34,6 +34,22 @@ from consensus_eval.domain.plugins import Registry
 from consensus_eval.domain.textio import read_text
 
 Mode = Literal["tools", "json", "json_schema", "md_json"]
+#: whether an LLM judge sends prompt-cache markers (:attr:`LLMJudgeConfig.prompt_cache`)
+PromptCache = Literal["auto", "on", "off"]
+
+#: providers (the litellm prefix of ``model``) that cache a prompt prefix only where the request marks
+#: it (``cache_control``), and for which litellm injects the marker: ``prompt_cache: auto`` sends it
+#: to these only. OpenAI, DeepSeek and xAI cache by themselves (no marker); others may ignore it.
+MARKER_PROVIDERS = frozenset({"anthropic", "dashscope", "bedrock", "vertex_ai", "azure_ai", "openrouter",
+                              "databricks", "minimax", "zai"})
+
+#: the price of a cached input token as a fraction of the input price, by provider, for judges priced
+#: from the config without ``cached_input_cost_per_token`` (each provider's published pricing):
+#: DeepSeek bills a cache hit at 1/10 of a miss; Anthropic a cache read at 0.1x the input price;
+#: DashScope (Qwen) an explicit cache hit (with markers) at 10% and an implicit one at 20%. Other
+#: providers (OpenAI's discount differs per model) have no default: cached tokens are billed at the
+#: full input price unless the config says otherwise.
+CACHED_INPUT_FRACTION = {"deepseek": 0.1, "anthropic": 0.1, "dashscope": 0.1}
 #: what a deduction whose evidence is not found in the case does (:class:`EvalConfig`, README "Config")
 Ungrounded = Literal["keep", "flag", "drop", "reask"]
 
@@ -55,7 +71,10 @@ class JudgeConfig(BaseModel):
 
     name: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.\-]+$")]
     kind: str
-    concurrency: Annotated[int, Field(gt=0)] = 8
+    #: how many of the judge's calls run at once: a number, or ``auto`` (LLM judges: sized from the
+    #: rate limits and the observed latency, cut on 429s: :mod:`consensus_eval.judges.pacing`; a kind
+    #: without adaptive pacing runs :attr:`max_workers` at once)
+    concurrency: Annotated[int, Field(gt=0)] | Literal["auto"] = 8
 
     #: fields that change the judge's answers, hashed into :attr:`identity` (bump nothing else). The
     #: ``name`` is always part of the identity (added by :attr:`identity` if a kind leaves it out): two
@@ -73,6 +92,11 @@ class JudgeConfig(BaseModel):
     def missing_key(self) -> str | None:
         """A message if this judge needs a secret that is not set, else None."""
         return None
+
+    @property
+    def max_workers(self) -> int:
+        """The most calls of this judge the runner starts at once: ``concurrency``, 8 for ``auto``."""
+        return 8 if self.concurrency == "auto" else self.concurrency
 
     @cached_property
     def identity(self) -> str:
@@ -100,12 +124,30 @@ class LLMJudgeConfig(JudgeConfig):
     mode: Mode = "tools"
     temperature: Annotated[float, Field(ge=0, le=2)] = 0.0
     max_tokens: Annotated[int, Field(gt=0)] = 4096
+    #: ``auto``: as many requests in flight as reach ``rpm``/``tpm`` at the observed latency (Little's
+    #: law), at most ``max_concurrency``, cut on 429s and regrown slowly (AIMD); a number fixes it
+    concurrency: Annotated[int, Field(gt=0)] | Literal["auto"] = "auto"
+    #: the most requests in flight ``concurrency: auto`` may reach
+    max_concurrency: Annotated[int, Field(gt=0)] = 256
+    #: requests per minute, paced evenly (one every 60/rpm s)
     rpm: Annotated[float, Field(gt=0)] | None = None
+    #: tokens per minute (prompt + completion): each request is charged its estimated prompt tokens
+    #: before it is sent and corrected by the usage its reply reports
+    tpm: Annotated[float, Field(gt=0)] | None = None
     timeout_s: Annotated[float, Field(gt=0)] = 120.0
     max_retries: Annotated[int, Field(ge=0)] = 4
     max_reasks: Annotated[int, Field(ge=0)] = 2
     input_cost_per_token: Annotated[float, Field(ge=0)] | None = None
     output_cost_per_token: Annotated[float, Field(ge=0)] | None = None
+    #: USD per input token served from the provider's prompt cache, for a judge priced from the config;
+    #: unset: the provider's published fraction of ``input_cost_per_token`` (:data:`CACHED_INPUT_FRACTION`),
+    #: else the full input price
+    cached_input_cost_per_token: Annotated[float, Field(ge=0)] | None = None
+    #: prompt-cache markers (``cache_control`` on the last message shared by the calls, the system
+    #: message): ``auto`` sends them to the providers that need them (:data:`MARKER_PROVIDERS`:
+    #: Anthropic, DashScope...), ``on`` to any provider, ``off`` never. Providers that cache by
+    #: themselves (OpenAI, DeepSeek) need none. Markers change the price, not the answer.
+    prompt_cache: PromptCache = "auto"
     extra_body: dict[str, Any] = {}
     #: the largest case (record + conversation, characters) sent to this judge; larger cases are
     #: recorded failed (``record_too_long``) without a call. 200,000 characters of Chinese is beyond
@@ -137,6 +179,11 @@ class LLMJudgeConfig(JudgeConfig):
                              "not the key itself")
         return self
 
+    @property
+    def max_workers(self) -> int:
+        """``concurrency``, or ``max_concurrency`` for ``auto`` (the judge's pacing admits fewer)."""
+        return self.max_concurrency if self.concurrency == "auto" else self.concurrency
+
     def api_key(self) -> str | None:
         """The key from the environment, or None when the judge needs none (``api_key_env`` unset)."""
         return os.environ.get(self.api_key_env) if self.api_key_env else None
@@ -153,6 +200,32 @@ class LLMJudgeConfig(JudgeConfig):
         if self.input_cost_per_token is None or self.output_cost_per_token is None:
             return None
         return self.input_cost_per_token, self.output_cost_per_token
+
+    @property
+    def provider(self) -> str:
+        """The litellm provider prefix of ``model`` (``deepseek`` of ``deepseek/deepseek-reasoner``)."""
+        return self.model.split("/", 1)[0] if "/" in self.model else "openai"
+
+    @property
+    def cache_markers(self) -> bool:
+        """Whether this judge's requests carry prompt-cache markers (:attr:`prompt_cache`)."""
+        if self.prompt_cache == "auto":
+            return self.provider in MARKER_PROVIDERS
+        return self.prompt_cache == "on"
+
+    @property
+    def cached_input_price(self) -> float | None:
+        """USD per cached input token for a judge priced from the config: ``cached_input_cost_per_token``,
+        else the provider's fraction of the input price (:data:`CACHED_INPUT_FRACTION`), else the input
+        price itself (no discount known). None when the config gives no input price."""
+        if self.cached_input_cost_per_token is not None:
+            return self.cached_input_cost_per_token
+        if self.input_cost_per_token is None:
+            return None
+        fraction = CACHED_INPUT_FRACTION.get(self.provider)
+        if self.provider == "dashscope" and not self.cache_markers:
+            fraction = 0.2  # DashScope's implicit cache (no marker) bills a hit at 20%
+        return self.input_cost_per_token * (fraction if fraction is not None else 1.0)
 
 
 class RulesJudgeConfig(JudgeConfig):
