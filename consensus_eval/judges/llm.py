@@ -58,6 +58,7 @@ from instructor.core import (
     ResponseParsingError,
     ValidationError as InstructorValidationError,
 )
+from instructor.processing import handle_response_model
 from instructor.v2.core.response_model import prepare_response_model
 
 from consensus_eval._errors import format_validation_error
@@ -227,8 +228,22 @@ class LLMJudge:
             _current.reset(token)
 
     def count_tokens(self, messages: list[dict[str, str]]) -> int:
-        """Prompt tokens of the messages for this judge's model (litellm's counter; offline)."""
+        """Prompt tokens of the messages alone for this judge's model (litellm's counter; offline).
+        What a call sends is :meth:`count_request_tokens` (the response schema instructor adds too)."""
         return int(litellm.token_counter(model=self.config.model, messages=messages))
+
+    def request(self, messages: list[dict[str, str]], dimension_id: str) -> dict[str, Any]:
+        """What instructor sends for this call besides the sampling settings: ``messages`` (with the
+        schema JSON/MD_JSON modes write into them), ``tools`` (TOOLS) or ``response_format``, built by
+        instructor's own public ``handle_response_model`` in this judge's mode. Nothing is sent."""
+        _, kwargs = handle_response_model(self._response_model(dimension_id), mode=self._client.mode,
+                                          provider=self._client.provider, messages=[dict(m) for m in messages])
+        return {k: v for k, v in kwargs.items() if k in ("messages", "tools", "tool_choice", "response_format")}
+
+    def count_request_tokens(self, messages: list[dict[str, str]], dimension_id: str) -> int:
+        """Prompt tokens of the request as sent (:meth:`request`: messages plus the tool or schema
+        instructor adds), with litellm's counter for this model (``litellm.token_counter``)."""
+        return request_tokens(self.config.model, self.request(messages, dimension_id))
 
     def prices(self) -> tuple[float, float] | None:
         """(input, output) USD per token: the config's, else litellm's price map, else None."""
@@ -259,6 +274,10 @@ class LLMJudge:
             params["api_key"] = "none"  # local OpenAI-compatible servers want some key
         if c.extra_body:
             params["extra_body"] = c.extra_body
+        if c.cache_markers:
+            # litellm's documented injection (cache_control on the system message, which carries the
+            # rubric, and the schema in JSON modes; Anthropic's tools come before it and are cached with it)
+            params["cache_control_injection_points"] = CACHE_POINTS
         return params
 
     def _outcome(self, usage: _Usage, **kw: Any) -> CallOutcome:
@@ -340,8 +359,7 @@ class LLMJudge:
         if u is not None:
             usage.prompt_tokens += u.prompt_tokens or 0
             usage.completion_tokens += u.completion_tokens or 0
-            details = getattr(u, "prompt_tokens_details", None)
-            usage.cached_tokens += (getattr(details, "cached_tokens", 0) or 0) if details else 0
+            usage.cached_tokens += cached_tokens(u)
             cdetails = getattr(u, "completion_tokens_details", None)
             usage.reasoning_tokens += (getattr(cdetails, "reasoning_tokens", 0) or 0) if cdetails else 0
         cost = self._cost(resp)
@@ -356,11 +374,42 @@ class LLMJudge:
             if u is None:
                 return None
             price_in, price_out = c.config_prices
-            return (u.prompt_tokens or 0) * price_in + (u.completion_tokens or 0) * price_out
+            cached = min(cached_tokens(u), u.prompt_tokens or 0)
+            price_cached = c.cached_input_price if c.cached_input_price is not None else price_in
+            return ((u.prompt_tokens or 0) - cached) * price_in + cached * price_cached \
+                + (u.completion_tokens or 0) * price_out
         try:
             return float(litellm.completion_cost(completion_response=resp, model=c.model))
         except Exception:  # noqa: BLE001 - unknown model: cost unknown, not zero
             return None
+
+
+#: where litellm puts the prompt-cache marker (``cache_control_injection_points``, its documented
+#: parameter): the system message, the last message every call of a dimension shares
+CACHE_POINTS: list[dict[str, str]] = [{"location": "message", "role": "system"}]
+
+
+def cached_tokens(usage: Any) -> int:
+    """Prompt tokens the provider served from its cache, from a litellm usage object.
+
+    litellm normalises every provider's figure to ``prompt_tokens_details.cached_tokens``: OpenAI's
+    own field, DeepSeek's ``prompt_cache_hit_tokens``, Anthropic's ``cache_read_input_tokens`` (cache
+    writes, ``cache_creation_input_tokens``, are not hits)."""
+    details = getattr(usage, "prompt_tokens_details", None)
+    n = getattr(details, "cached_tokens", None) if details is not None else None
+    if n is None:  # a provider litellm did not normalise: its own field names
+        n = getattr(usage, "prompt_cache_hit_tokens", None) or getattr(usage, "cache_read_input_tokens", None)
+    return int(n or 0)
+
+
+def request_tokens(model: str, request: dict[str, Any]) -> int:
+    """Prompt tokens of a chat request body (``messages`` and ``tools``, plus a ``response_format``
+    schema counted as text) with litellm's counter for ``model``: the estimate of what a call sends."""
+    n = int(litellm.token_counter(model=model, messages=request.get("messages", []), tools=request.get("tools")))
+    fmt = request.get("response_format")
+    if isinstance(fmt, dict) and fmt.get("type") == "json_schema":
+        n += int(litellm.token_counter(model=model, text=json.dumps(fmt.get("json_schema"), ensure_ascii=False)))
+    return n
 
 
 # ---------------------------------------------------------------------- what a failure was
