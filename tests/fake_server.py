@@ -62,7 +62,7 @@ from typing import Any
 
 from aiohttp import web
 
-from tests.fakellm import case_of, chat_response, dimension_of, make_reply
+from tests.fakellm import INVENTED_MARK, case_of, case_texts, chat_response, dimension_of, make_reply, quote
 
 FAULTS = ("p_429", "p_500", "p_503", "p_timeout", "p_drop", "p_malformed", "p_invalid")
 
@@ -79,6 +79,14 @@ class FakeConfig:
     latency_max_ms: float = 30_000.0
     #: requests per second per model (sliding 1 s window); over it: 429 with Retry-After
     rate_limit: float | None = None
+    #: a limit the client is not told (per model): at most hidden_rpm x hidden_window_s / 60 requests
+    #: accepted in any sliding window of hidden_window_s s; over it: 429 at once (Retry-After: when the
+    #: window frees, only if hidden_retry_after)
+    hidden_rpm: float | None = None
+    hidden_window_s: float = 60.0
+    hidden_retry_after: int = 1
+    #: a hidden limit on requests in flight (per model); over it: 429 at once, no Retry-After
+    hidden_concurrency: int | None = None
     #: Retry-After of an *injected* 429 (a rate-limited 429 says when the window frees)
     retry_after_s: float = 0.05
     p_429: float = 0.0
@@ -91,6 +99,9 @@ class FakeConfig:
     hang_s: float = 10.0
     #: fraction of valid replies whose claimed score and stars match the rubric's derivation
     honest_rate: float = 0.9
+    #: fraction of deductions whose evidence is invented (a statement the case does not make; its
+    #: reason ends with `` [invented quote]``); the others quote the case (tests.fakellm.quote)
+    p_invented_quote: float = 0.2
     #: from this attempt (per identical request body) on, no fault; None: faults at every attempt
     fault_free_after: int | None = 4
     #: prompts longer than this many characters get 400 context_length_exceeded
@@ -102,6 +113,9 @@ class FakeConfig:
     log_file: str | None = None
     #: keep the request log in memory (the ``/_log`` endpoint and ``server.log``)
     keep_log: bool = True
+    #: scripted replies: ``"model|case id"`` -> dimension -> the reply (a judgment dict), used instead of a
+    #: generated one (the calibration tests' oracle, random and lying judges)
+    replies: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
 
 
 def _h(*parts: object) -> str:
@@ -158,11 +172,14 @@ def _rubric() -> Any:
     return load_rubric("medical_record")
 
 
-def judgment_reply(cfg: FakeConfig, model: str, case: str, dim: str, key: str) -> dict[str, Any]:
+def judgment_reply(cfg: FakeConfig, model: str, case: str, dim: str, key: str,
+                   texts: tuple[str, str] = ("", "")) -> dict[str, Any]:
     """A valid reply: the (case, dimension)'s hidden defects found by ``model``, give or take.
 
     The claimed score and stars are the rubric's derivation of the deductions, except for a
-    fraction ``1 - honest_rate`` of replies, which claim the maximum (an arithmetic slip).
+    fraction ``1 - honest_rate`` of replies, which claim the maximum (an arithmetic slip). Evidence
+    quotes ``texts`` (record, conversation) or is invented (``p_invented_quote``; :func:`tests.fakellm.quote`),
+    drawn from a generator of its own so the rest of the reply does not depend on it.
     """
     hidden = _uniform(cfg.seed, "defects", case, dim) * 3.5
     rng = random.Random(f"{cfg.seed}|{key}")
@@ -180,6 +197,11 @@ def judgment_reply(cfg: FakeConfig, model: str, case: str, dim: str, key: str) -
                                         points=x["points"] if typ.is_range and typ.accepts(x["points"]) else typ.low))
         derived = derive(d, Judgment(dimension=dim, deductions=deductions))
         reply["score"], reply["stars"] = derived.score, derived.stars
+    qrng = random.Random(f"{cfg.seed}|{key}|evidence")
+    for x in reply["deductions"]:
+        x["evidence"], invented = quote(qrng, texts[0], texts[1], cfg.p_invented_quote)
+        if invented:
+            x["reason"] += INVENTED_MARK
     return reply
 
 
@@ -204,6 +226,8 @@ class FakeServer:
         self.started = 0.0
         self._attempts: collections.Counter[str] = collections.Counter()
         self._windows: dict[str, collections.deque[float]] = collections.defaultdict(collections.deque)
+        self._hidden: dict[str, collections.deque[float]] = collections.defaultdict(collections.deque)
+        self._in_flight: collections.Counter[str] = collections.Counter()
         self._stop: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -280,6 +304,38 @@ class FakeServer:
                                "code": "rate_limit_exceeded"}},
                     status=429, headers={"Retry-After": f"{wait:.3f}", "retry-after-ms": str(round(wait * 1000))})
             win.append(now)
+        hidden = self._hidden_limit(model, entry)
+        if hidden is not None:
+            return hidden
+        self._in_flight[model] += 1
+        try:
+            return await self._reply(body, body_hash, attempt, key, model, case, dim, entry)
+        finally:
+            self._in_flight[model] -= 1
+
+    def _hidden_limit(self, model: str, entry: dict[str, Any]) -> web.Response | None:
+        """A 429 when the request is over a hidden limit (``hidden_rpm``, ``hidden_concurrency``), else None."""
+        cfg = self.cfg
+        error = {"error": {"message": "Rate limit reached", "type": "requests", "code": "rate_limit_exceeded"}}
+        if cfg.hidden_concurrency is not None and self._in_flight[model] >= cfg.hidden_concurrency:
+            entry.update(status=429, fault="hidden_concurrency")
+            return web.json_response(error, status=429)
+        if cfg.hidden_rpm:
+            now = time.monotonic()
+            win = self._hidden[model]
+            while win and now - win[0] >= cfg.hidden_window_s:
+                win.popleft()
+            if len(win) >= cfg.hidden_rpm * cfg.hidden_window_s / 60:
+                entry.update(status=429, fault="hidden_rpm")
+                wait = max(0.001, cfg.hidden_window_s - (now - win[0]))
+                headers = {"Retry-After": f"{wait:.3f}"} if cfg.hidden_retry_after else None
+                return web.json_response(error, status=429, headers=headers)
+            win.append(now)
+        return None
+
+    async def _reply(self, body: dict[str, Any], body_hash: str, attempt: int, key: str, model: str, case: str,
+                     dim: str, entry: dict[str, Any]) -> web.StreamResponse:
+        cfg = self.cfg
         prompt_chars = sum(len(_text(m)) for m in body["messages"])
         if cfg.context_limit_chars is not None and prompt_chars > cfg.context_limit_chars:
             entry.update(status=400, fault="context")
@@ -312,12 +368,13 @@ class FakeServer:
         else:
             rng = random.Random(f"{cfg.seed}|{body_hash}|{attempt}")
             if fault == "p_malformed":
-                good = json.dumps(judgment_reply(cfg, model, case, dim, key), ensure_ascii=False)
+                good = json.dumps(judgment_reply(cfg, model, case, dim, key, case_texts(body)), ensure_ascii=False)
                 reply = good[: max(1, int(len(good) * rng.uniform(0.2, 0.8)))]
             elif fault == "p_invalid":
                 reply = invalid_reply(dim, rng)
             else:
-                reply = judgment_reply(cfg, model, case, dim, key)
+                reply = (cfg.replies.get(f"{model}|{case}", {}).get(dim)
+                         or judgment_reply(cfg, model, case, dim, key, case_texts(body)))
             text = reply if isinstance(reply, str) else json.dumps(reply, ensure_ascii=False)
             prompt_chars = sum(len(_text(m)) for m in body["messages"])
             data = chat_response(body, reply, prompt_tokens=max(1, prompt_chars // 2),
@@ -481,7 +538,8 @@ def _norm_ppf(p: float) -> float:
 # ---------------------------------------------------------------------- as a separate process
 
 
-_OPTIONAL = {"rate_limit": float, "context_limit_chars": int, "fault_free_after": int, "log_file": str}
+_OPTIONAL = {"rate_limit": float, "hidden_rpm": float, "hidden_concurrency": int, "context_limit_chars": int,
+             "fault_free_after": int, "log_file": str}
 
 
 def _optional(kind: Any) -> Any:
