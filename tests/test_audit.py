@@ -1,5 +1,8 @@
 """Audit: ranking by disagreement, singletons, claim mismatches and the adjudication sheet.
 
+(The review queue's invariances, the single-judge risk ranking, the drill-down, anchors and the
+console at 2,000 cases: tests/test_review_queue.py.)
+
 The hand-built store (:func:`build_panel_store`) has 3 judges x 4 cases with known deductions, so
 every expected figure below is computed by hand in the comments.
 """
@@ -37,7 +40,8 @@ PANEL: dict[tuple[str, str, str], Judgment | str] = {
     **{("c1", j, "accuracy"): Judgment(dimension="accuracy", deductions=[_d("numbers", "value_error", 2, "空腹7.9")],
                                        fixed_penalties=[PENALTY]) for j in JUDGES},
     # c2, big disagreement: a 40-10=30 (3*), b 37 (4*), c 38 (5*); totals 90 / 97 / 98, spread 8,
-    # star gap 2; a's diagnosis_error and time_error are singletons (2); score 8 + 5*2 + 2 = 20.
+    # star gap 2; a's diagnosis_error and time_error are singletons (2 of the 6 distinct deductions);
+    # score 100 x (8/40 + 0 + 0)/3 + 10 x (2 + 0 + 0)/3 + 10 x 2/6 = 50/3.
     ("c2", "judge-a", "accuracy"): Judgment(dimension="accuracy", deductions=[
         _d("drugs", "drug_name_error", 3, XSS_EVIDENCE, "药名写错"), _d("drugs", "dose_error", 2, "500mg"),
         _d("diagnosis", "diagnosis_error", 3, "1型糖尿病"), _d("timeline", "time_error", 2, "5年前")]),
@@ -45,7 +49,8 @@ PANEL: dict[tuple[str, str, str], Judgment | str] = {
         _d("drugs", "drug_name_error", 3, XSS_EVIDENCE)]),
     ("c2", "judge-c", "accuracy"): Judgment(dimension="accuracy", deductions=[_d("drugs", "dose_error", 2, "500mg")]),
     # c3: a colloquial (1) claiming 25 (derived 24: a mismatch), b term_error (2): same category only;
-    # totals 99 / 98 / 100, spread 2; standardization stars 5 / 4 / 5, gap 1; score 2 + 5 + 0 + 2*1 = 9.
+    # totals 99 / 98 / 100, spread 2; standardization stars 5 / 4 / 5, gap 1;
+    # score 100 x (2/25)/3 + 10 x 1/3 + 10 x 0 = 6 (the mismatch is the judge's, not counted).
     ("c3", "judge-a", "standardization"): Judgment(dimension="standardization", claimed_score=25, claimed_stars=5,
                                                    deductions=[_d("terminology", "colloquial", 1, "口干")]),
     ("c3", "judge-b", "standardization"): Judgment(dimension="standardization",
@@ -56,9 +61,14 @@ PANEL: dict[tuple[str, str, str], Judgment | str] = {
 EXPECTED_ORDER = ["c4", "c2", "c3", "c1"]
 
 
+# every quote of PANEL is in the record: grounded, so no case needs review for evidence not found
+RECORD = ("主诉：口干{i}年。\n现病史：1型糖尿病，5年前起病，血糖高，空腹7.9，" + XSS_EVIDENCE + " 500mg 口干。\n"
+          "既往史：糖尿病3年。")
+
+
 def panel_cases() -> list[Case]:
     return [Case(id=f"c{i}", conversation=[{"role": "patient", "text": f"患者{i}：口干<script>alert({i})</script>"}],
-                 record=f"主诉：口干{i}年。\n现病史：……") for i in range(1, 5)]
+                 record=RECORD.format(i=i)) for i in range(1, 5)]
 
 
 def build_panel_store(folder: Path, panel: dict | None = None, cases: list[Case] | None = None) -> Path:
@@ -113,28 +123,48 @@ def test_ranking_order_and_ranks(audits):
 def test_score_parts_by_hand(audits):
     a = _by_id(audits)
     assert (a["c2"].spread, a["c2"].star_gaps, a["c2"].singletons, a["c2"].mismatches) == (8, 2, 2, 0)
-    assert a["c2"].disagreement == 20
+    assert a["c2"].disagreement == pytest.approx(50 / 3)
+    parts = (a["c2"].spread_share, a["c2"].star_gap_mean, a["c2"].singleton_share)
+    assert parts == pytest.approx((0.2 / 3, 2 / 3, 1 / 3))
     assert (a["c3"].spread, a["c3"].star_gaps, a["c3"].singletons, a["c3"].mismatches) == (2, 1, 0, 1)
-    assert a["c3"].disagreement == 9
+    assert a["c3"].disagreement == pytest.approx(6)
     assert (a["c1"].spread, a["c1"].disagreement, a["c1"].status) == (0, 0, "ok")
     assert a["c1"].judge_totals == {j: 88 for j in JUDGES}
     assert a["c4"].status == "failed" and a["c4"].spread is None and a["c4"].disagreement == 0
 
 
-def test_disagreement_formula():
-    assert audit_mod.disagreement_score(None, 0, 0, 0) == 0
-    assert audit_mod.disagreement_score(3.5, 1, 2, 3) == 3.5 + 5 + 2 + 6
+def test_disagreement_and_risk_formulas():
+    assert audit_mod.disagreement_score(None, None, None) == 0
+    assert audit_mod.disagreement_score(0.25, 1.5, 0.5) == 25 + 15 + 5
+    assert audit_mod.risk_score(None, None, None) == 0
+    assert audit_mod.risk_score(0.3, 0.5, 0.25) == pytest.approx(30 + 5 + 2.5)
+
+
+def test_needs_review_reasons(audits):
+    a = _by_id(audits)
+    assert [(r.code, r.text) for r in a["c4"].reasons] == [("failed", "no judge answered")]
+    assert [(r.code, r.text) for r in a["c2"].reasons] == [("star_gap", "judges' stars differ by 2 or more: 准确性 2★")]
+    assert not a["c3"].needs_review and not a["c1"].needs_review   # c3's claimed-vs-derived mismatch is the judge's
+    assert [x.needs_review for x in audits] == [True, True, False, False]
 
 
 def test_failed_then_inconclusive_come_first():
-    def fake(cid: str, status: str, score: float) -> audit_mod.CaseAudit:
-        return audit_mod.CaseAudit(case_id=cid, status=status, disagreement=score, spread=None, star_gaps=0,
-                                   singletons=0, mismatches=0, total=None, judge_totals={}, flags=[],
-                                   dimensions=[], mismatch_runs=[])
+    def fake(cid: str, status: str, score: float, review: bool = False, risk: float = 0) -> audit_mod.CaseAudit:
+        return audit_mod.CaseAudit(case_id=cid, status=status, disagreement=score, risk=risk, needs_review=review,
+                                   spread=None, star_gaps=0, singletons=0, mismatches=0, total=None,
+                                   judge_totals={}, flags=[], dimensions=[], mismatch_runs=[])
 
-    ranked = audit_mod.rank([fake("ok-low", "ok", 1), fake("inc", "inconclusive", 0), fake("ok-high", "ok", 50),
-                             fake("fail", "failed", 0), fake("ok-tie", "ok", 1)])
-    assert [a.case_id for a in ranked] == ["fail", "inc", "ok-high", "ok-low", "ok-tie"]
+    cases = [fake("ok-low", "ok", 1), fake("inc", "inconclusive", 0), fake("ok-high", "ok", 50),
+             fake("fail", "failed", 0), fake("ok-tie", "ok", 1), fake("review-low", "ok", 0.5, True),
+             fake("incomplete", "incomplete", 0), fake("ok-tie-risky", "ok", 1, risk=9)]
+    ranked = audit_mod.rank(cases)
+    assert [a.case_id for a in ranked] == ["fail", "inc", "incomplete", "review-low", "ok-high", "ok-tie-risky",
+                                           "ok-low", "ok-tie"]
+    assert [a.rank for a in ranked] == list(range(1, 9))
+    # a panel of one ranks by risk, then by disagreement
+    by_risk = audit_mod.rank([fake("a", "ok", 50, risk=1), fake("b", "ok", 0, risk=5), fake("c", "ok", 60, risk=1)],
+                             "risk")
+    assert [a.case_id for a in by_risk] == ["b", "c", "a"]
 
 
 # --------------------------------------------------------------------------- side by side, singletons

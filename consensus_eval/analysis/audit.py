@@ -465,12 +465,9 @@ def risk_score(lost_share: float | None, penalty_share: float | None, ungrounded
 
 
 def ungrounded_policy(config: EvalConfig) -> str:
-    """The config's ``ungrounded`` policy (keep | flag | drop | reask), ``flag`` when it has none."""
-    for holder in (config, getattr(config, "consensus", None)):
-        value = getattr(holder, "ungrounded", None)
-        if isinstance(value, str):
-            return value
-    return "flag"
+    """The config's ``ungrounded`` policy (keep | flag | drop | reask; default flag): only ``flag`` makes a
+    case with evidence not found in it need review."""
+    return str(config.ungrounded)
 
 
 def run_label(run: int, n_runs: int) -> str:

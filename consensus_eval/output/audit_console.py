@@ -1,4 +1,10 @@
-"""The `audit` command's terminal view: the disagreement ranking and, per top case, who deducted what.
+"""The review queue in the terminal: "N cases need review", the top of the queue, the totals, and (for
+`audit`) the drill-down of each case shown.
+
+The queue is :class:`~consensus_eval.analysis.audit.ReviewQueue` (its title follows the panel size:
+"Most disputed cases", or "Highest-risk cases" for a panel of one judge). Only the top of the queue is
+printed (``top`` cases, 10 by default; 0 for every case), so 2,000 cases print a screenful, not
+2,000 rows.
 
 All case and judge text goes through :class:`rich.text.Text`, never through console markup, so a
 ``[bold]`` or ``<script>`` inside a record or an evidence quote is printed as it is.
@@ -6,32 +12,53 @@ All case and judge text goes through :class:`rich.text.Text`, never through cons
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
 from consensus_eval.analysis.audit import (
-    DISAGREEMENT_FORMULA,
+    DEFAULT_TOP,
     ORDER_NOTE,
-    AuditDeduction,
     CaseAudit,
     DimensionAudit,
+    DrillItem,
     JudgeView,
     Mismatch,
+    ReviewQueue,
+    review_queue,
 )
 from consensus_eval.output.files import fmt_num
 
-SCORE_HELP = f"{DISAGREEMENT_FORMULA}; {ORDER_NOTE}"
+#: readers' names of the reason codes, for the totals line
+REASON_NAMES = {
+    "failed": "failed", "inconclusive": "inconclusive", "incomplete": "incomplete",
+    "spread": "totals spread", "star_gap": "star gap", "low_score": "low score (one judge)",
+    "fixed_penalty": "fixed penalty (one judge)", "ungrounded": "evidence not found",
+}
 
 
-def print_audit(console: Console, audits: list[CaseAudit], top: int) -> None:
-    """Print the ranking (the first ``top`` cases; 0 for all) and the details of each of them."""
-    shown = audits[:top] if top > 0 else audits
-    console.print(ranking_table(shown, len(audits)))
-    console.print(Text(SCORE_HELP, style="dim"))
+def as_queue(cases: ReviewQueue | Sequence[CaseAudit]) -> ReviewQueue:
+    """``cases`` as a queue: ranked audits (as ``Results.audit`` gives them) get the queue of their panel,
+    whose size is read from the audits (each dimension lists every judge of the panel)."""
+    if isinstance(cases, ReviewQueue):
+        return cases
+    panel = len(cases[0].dimensions[0].judges) if cases and cases[0].dimensions else 0
+    return review_queue(cases, panel)
+
+
+def print_audit(console: Console, cases: ReviewQueue | Sequence[CaseAudit], top: int = DEFAULT_TOP) -> None:
+    """The `audit` command: headline, the first ``top`` cases of the queue (0: all), the totals, then
+    the drill-down of each case shown."""
+    queue = as_queue(cases)
+    shown = queue.top(top)
+    print_queue(console, queue, top)
     for a in shown:
         console.print()
-        console.rule(Text(f"#{a.rank} {a.case_id}  {a.status}  disagreement {fmt_num(a.disagreement)}"))
+        console.rule(Text(f"#{a.rank} {a.case_id}  {a.status}  {queue.score_name} {_one(a.score(queue.mode))}"))
+        if a.reasons:
+            console.print(Text("needs review: " + "; ".join(r.text for r in a.reasons), style="bold"))
         if a.status == "failed":
             _print_failures(console, a)
             continue
@@ -44,21 +71,46 @@ def print_audit(console: Console, audits: list[CaseAudit], top: int) -> None:
         _print_mismatches(console, a.mismatch_runs)
 
 
-def ranking_table(audits: list[CaseAudit], n_total: int) -> Table:
-    """One row per case: its rank, the disagreement score and the score's parts."""
-    t = Table(title=f"Disagreement ranking ({len(audits)} of {n_total} cases)")
-    for col in ("#", "case", "status", "disagreement", "spread", "star gaps", "singletons", "mismatches", "total"):
+def print_queue(console: Console, cases: ReviewQueue | Sequence[CaseAudit], top: int = DEFAULT_TOP) -> None:
+    """"N cases need review", the queue's first ``top`` rows (0: all) and the totals: what `score` and
+    `audit` print instead of one row per case."""
+    queue = as_queue(cases)
+    console.print(Text(f"{queue.headline} (of {queue.n_cases})", style="bold"))
+    shown = queue.top(top)
+    if shown:
+        console.print(queue_table(queue, shown))
+    console.print(Text(totals_line(queue), style="dim"))
+    console.print(Text(f"{queue.formula}; {ORDER_NOTE}", style="dim"))
+
+
+def queue_table(queue: ReviewQueue, shown: list[CaseAudit]) -> Table:
+    """One row per case shown: rank, case, status, the queue's score and its parts, total, why."""
+    more = f"top {len(shown)} of {queue.n_cases}" if len(shown) < queue.n_cases else f"all {queue.n_cases}"
+    t = Table(title=f"{queue.title} ({more} cases)")
+    risk = queue.mode == "risk"
+    parts = (("lost %", "penalty runs %", "not found %") if risk
+             else ("spread %", "star gap", "one judge only %"))
+    for col in ("#", "case", "status", queue.score_name, *parts, "total"):
         t.add_column(col, justify="left" if col in ("case", "status") else "right")
-    t.add_column("flags")
-    for a in audits:
-        t.add_row(str(a.rank), Text(a.case_id), a.status, fmt_num(a.disagreement), fmt_num(a.spread) or "-",
-                  str(a.star_gaps), str(a.singletons), str(a.mismatches), fmt_num(a.total) or "-",
-                  Text("; ".join(a.flags)))
+    t.add_column("why")
+    for a in shown:
+        values = ((_pct(a.lost_share), _pct(a.penalty_share), _pct(a.ungrounded_share)) if risk
+                  else (_pct(a.spread_share), _one(a.star_gap_mean), _pct(a.singleton_share)))
+        why = "; ".join(r.text for r in a.reasons) or "-"
+        t.add_row(str(a.rank), Text(a.case_id), a.status, _one(a.score(queue.mode)), *values,
+                  fmt_num(a.total) or "-", Text(why))
     return t
 
 
+def totals_line(queue: ReviewQueue) -> str:
+    """Cases per status and cases per review reason, in one line."""
+    status = ", ".join(f"{n} {s}" for s, n in queue.by_status.items())
+    reasons = ", ".join(f"{REASON_NAMES.get(c, c)} {n}" for c, n in queue.by_reason.items())
+    return f"{queue.n_cases} cases: {status}" + (f"; needing review by reason: {reasons}" if reasons else "")
+
+
 def dimension_table(dim: DimensionAudit) -> Table:
-    """The judges of one dimension side by side: one column per judge, its deductions in the cell."""
+    """The judges of one dimension side by side: one column per judge, its drill-down in the cell."""
     panel = fmt_num(dim.panel_score) or "-"
     t = Table(title=Text(f"{dim.name} ({dim.dimension}, /{fmt_num(dim.max)}; panel {panel}, star gap {dim.star_gap})"),
               show_lines=True, expand=len(dim.judges) > 1)
@@ -74,18 +126,32 @@ def _judge_cell(v: JudgeView) -> Group | Text:
         return Text("failed: " + "; ".join(v.errors), style="red")
     if not v.deductions:
         return Text("(no deduction)", style="dim")
-    return Group(*(_deduction_text(d) for d in v.deductions))
+    parts: list[Text] = []
+    for g in v.drill_down():
+        if g.label:
+            parts.append(Text(g.label, style="underline"))
+        parts.extend(_item_text(item) for item in g.items)
+    if v.runs_failed:
+        parts.append(Text(f"{v.runs_failed} run(s) failed: " + "; ".join(dict.fromkeys(v.errors)), style="red"))
+    return Group(*parts)
 
 
-def _deduction_text(d: AuditDeduction) -> Text:
+def _item_text(item: DrillItem) -> Text:
+    d = item.deduction
     t = Text()
     t.append(f"{d.category} / {d.type} -{fmt_num(d.points)}", style="bold")
-    if d.run:
-        t.append(f" (run {d.run})")
+    if item.runs_label:
+        t.append(f" {item.runs_label}")
+    if item.applied_once:
+        t.append(f" (listed {item.times_listed}x, applied once)", style="magenta")
+    elif item.times_listed > 1:
+        t.append(f" (listed {item.times_listed}x in a run)")
     if d.singleton:
-        t.append("  [singleton]", style="yellow")
+        t.append("  [only this judge]", style="yellow")
     elif d.match == "category":
         t.append("  [same category only]", style="cyan")
+    if any(o.ungrounded for o in item.occurrences):
+        t.append("  [not found in the case]", style="red")
     if d.evidence:
         t.append(f"\n  «{d.evidence}»")
     if d.reason:
@@ -100,7 +166,7 @@ def _print_failures(console: Console, a: CaseAudit) -> None:
 
 
 def _print_singletons(console: Console, a: CaseAudit) -> None:
-    singles = a.singleton_deductions()
+    singles = list({(d.judge, d.dimension, d.type_id, d.evidence): d for d in a.singleton_deductions()}.values())
     if not singles:
         return
     console.print(Text("Only one judge deducted (singletons):", style="bold"))
@@ -112,8 +178,17 @@ def _print_singletons(console: Console, a: CaseAudit) -> None:
 def _print_mismatches(console: Console, mismatches: list[Mismatch]) -> None:
     if not mismatches:
         return
-    console.print(Text("Claimed vs derived (the judge's own score disagrees with its deductions):", style="bold"))
+    console.print(Text("Claimed vs derived (a fact about the judge, not counted in the case's score):",
+                       style="dim"))
     for m in mismatches:
         claimed = f"{fmt_num(m.claimed_score) or '-'}/{m.claimed_stars if m.claimed_stars is not None else '-'}★"
-        console.print(Text(f"  {m.judge} run {m.run}, {m.dimension_name} ({m.dimension}): claimed {claimed}, "
-                           f"derived {fmt_num(m.derived_score)}/{m.derived_stars}★"))
+        console.print(Text(f"  {m.judge} run {m.run + 1}, {m.dimension_name} ({m.dimension}): claimed {claimed}, "
+                           f"derived {fmt_num(m.derived_score)}/{m.derived_stars}★", style="dim"))
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.0f}"
+
+
+def _one(x: float | None) -> str:
+    return "-" if x is None else f"{x:.1f}"
