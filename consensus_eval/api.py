@@ -28,11 +28,21 @@ from pydantic import ValidationError
 from consensus_eval._errors import InputError, format_validation_error
 from consensus_eval.analysis.agreement import HumanLabel
 from consensus_eval.analysis.alpha import DEFAULT_SEED
+from consensus_eval.analysis.calibration import CalibrationReport, calibrate
 from consensus_eval.analysis.human import label_counts, read_labels
 from consensus_eval.analysis.reliability import ReliabilityReport
 from consensus_eval.analysis.results import Results, analyze
+from consensus_eval.domain.calibration.generator import (
+    DEFAULT_SEED as DEFAULT_SUITE_SEED,
+    RUBRIC_ID as SUITE_RUBRIC_ID,
+    builtin_suite,
+    sample as sample_suite,
+)
+from consensus_eval.domain.calibration.operators import UNPLANTABLE
+from consensus_eval.domain.calibration.suite import SuiteCase, load_suite
 from consensus_eval.domain.cases import Case, load_cases
 from consensus_eval.domain.config import DEFAULT_CONFIG, EvalConfig, load_config
+from consensus_eval.domain.grounding import ground
 from consensus_eval.domain.rubric import Rubric, load_rubric
 from consensus_eval.execution.estimate import JudgeEstimate, estimate
 from consensus_eval.execution.execute import ProgressHook, execute
@@ -40,6 +50,7 @@ from consensus_eval.execution.plan import Call, plan
 from consensus_eval.execution.results import read_run
 from consensus_eval.execution.store import STORE_NAME, Store
 from consensus_eval.judges import Judge, build_judge
+from consensus_eval.output.calibration import write_calibration
 from consensus_eval.output.files import write_outputs
 from consensus_eval.output.report import write_reports
 
@@ -114,6 +125,49 @@ def evaluate(cases: CasesInput, config: ConfigInput = DEFAULT_CONFIG, *, out: st
     """:func:`evaluate_async` for code that is not inside an event loop (a script, a test)."""
     return _sync(evaluate_async(cases, config, out=out, skip_invalid=skip_invalid, on_progress=on_progress,
                                 n_boot=n_boot))
+
+
+@dataclass
+class PreparedCalibration:
+    """A calibration run, prepared: the suite (built-in or a user's file, possibly sampled) and the
+    scoring run of its cases (:class:`Prepared`, the same pipeline as ``score``)."""
+
+    suite: list[SuiteCase]
+    prepared: Prepared
+
+
+def prepare_calibration(config: ConfigInput = DEFAULT_CONFIG, suite: str | Path = "builtin", *,
+                        sample: int | None = None, seed: int = DEFAULT_SUITE_SEED,
+                        check_keys: bool = True) -> PreparedCalibration:
+    """Load the config and the calibration suite (``builtin``: the suite shipped for the
+    ``medical_record`` rubric; else a suite JSONL file, checked against the config's rubric), draw
+    ``sample`` cases of it with ``seed`` when given, and plan the calls like :func:`prepare`."""
+    cfg = _config(config)
+    rubric = load_rubric(cfg.rubric)
+    if str(suite) == "builtin":
+        if rubric.id != SUITE_RUBRIC_ID:
+            raise InputError(f"the built-in calibration suite is written for the rubric {SUITE_RUBRIC_ID!r}; "
+                             f"the config's rubric is {rubric.id!r}: give your own suite with --suite FILE")
+        cases = list(builtin_suite(seed))
+    else:
+        cases = load_suite(suite, rubric)
+    if sample is not None:
+        if sample < 1:
+            raise InputError(f"--sample must be at least 1, got {sample}")
+        cases = sample_suite(cases, sample, seed)
+    return PreparedCalibration(cases, prepare([c.case for c in cases], cfg, check_keys=check_keys))
+
+
+async def calibrate_async(prep: PreparedCalibration, out: str | Path, on_progress: ProgressHook | None = None,
+                          *, n_boot: int = 1000, stop: asyncio.Event | None = None
+                          ) -> tuple[Results, CalibrationReport]:
+    """Run the suite's cases like :func:`run_async` (store, resume, outputs in ``out``), measure every
+    judge and the panel against the planted errors, and write ``out/calibration.json`` and the suite
+    run (``out/suite.jsonl``)."""
+    results = await _run(prep.prepared, Path(out), on_progress, n_boot, stop)
+    report = calibrate(prep.suite, results, ground, UNPLANTABLE)
+    write_calibration(Path(out), report, prep.suite)
+    return results, report
 
 
 def dry_run(prep: Prepared) -> list[JudgeEstimate]:

@@ -45,6 +45,13 @@ def friendly_errors(fn: F) -> F:
 
 DEFAULT_CONFIG = "configs/default.yaml"  # = config.DEFAULT_CONFIG; not imported, to keep start-up light
 ConfigOpt = Annotated[str, typer.Option("--config", "-c", help="Config YAML (judges, rubric, runs).")]
+HumanOpt = Annotated[Path | None, typer.Option(
+    help="Human labels to import into the run's store first: the filled-in sheet of `audit --export`, "
+         "or a CSV/JSONL of case_id + one column per dimension [+ categories].")]
+ReviewerOpt = Annotated[str | None, typer.Option(
+    help="Reviewer name for rows that give none (default: the one name in the sheet, else 'human').")]
+EncodingOpt = Annotated[str | None, typer.Option(
+    help="Encoding of the --human file (default: UTF-8, with or without BOM, then GB18030/GBK).")]
 
 
 #: exit codes of `score` (README, "Exit codes")
@@ -87,6 +94,45 @@ def score(
         results = _run_until_done_or_interrupted(api.run_async, prep, out, hook)
     print_summary(out_console, results, out)
     code = print_run_end(out_console, results, allow_failures)
+    if code:
+        raise typer.Exit(code)
+
+
+@app.command()
+@friendly_errors
+def calibrate(
+    config: ConfigOpt = DEFAULT_CONFIG,
+    out: Annotated[Path, typer.Option(
+        "--out", "-o", help="Output folder (results.sqlite, calibration.json).")] = Path("out/calibration"),
+    suite: Annotated[str, typer.Option(
+        help="'builtin' (the suite shipped for the medical_record rubric) or a suite JSONL file (README).",
+    )] = "builtin",
+    sample: Annotated[int | None, typer.Option(min=1, help="Run N cases of the suite, drawn with --seed.")] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the built-in suite and of --sample.")] = 15,
+    dry_run: Annotated[bool, typer.Option(
+        help="Render every prompt, count tokens, estimate cost; call nothing.")] = False,
+) -> None:
+    """Measure each judge of CONFIG, and the panel, against records with planted errors: recall per
+    deduction type and category, false alarms on clean records, score error. Resumes like `score`.
+
+    Exit codes as `score`: 0 every call stored ok; 2 bad input; 3 completed with failures; 130 interrupted.
+    """
+    from consensus_eval import api
+    from consensus_eval.judges.quiet import quiet_libraries
+    from consensus_eval.output.calibration import print_calibration
+    from consensus_eval.output.console import print_estimate, print_run_end
+    from consensus_eval.output.progress import progress_hook
+
+    quiet_libraries()
+    prep = api.prepare_calibration(config, suite, sample=sample, seed=seed, check_keys=not dry_run)
+    if dry_run:
+        print_estimate(out_console, api.dry_run(prep.prepared))
+        return
+    with progress_hook(err_console) as hook:
+        results, report = _run_until_done_or_interrupted(api.calibrate_async, prep, out, hook)
+    print_calibration(out_console, report)
+    out_console.print(f"wrote {out / 'calibration.json'}", highlight=False)
+    code = print_run_end(out_console, results, 0.0)
     if code:
         raise typer.Exit(code)
 
@@ -134,8 +180,8 @@ def reliability(
     run_dir: Annotated[Path | None, typer.Argument(help="Output folder of a `score` run.")] = None,
     ratings: Annotated[Path | None, typer.Option(help="Any ratings table instead: CSV with unit,rater,value.")] = None,
     level: Annotated[str, typer.Option(help="nominal | ordinal | interval | ratio (with --ratings).")] = "interval",
-    human: Annotated[Path | None, typer.Option(
-        help="Human labels (CSV/JSONL: case_id, dimension scores, [categories]).")] = None,
+    human: HumanOpt = None,
+    reviewer: ReviewerOpt = None,
     bootstrap: Annotated[int, typer.Option(min=0, help="Bootstrap resamples for the 95% CI (0: none).")] = 1000,
     seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 20261122,
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
@@ -164,13 +210,12 @@ def reliability(
     if run_dir is None:
         raise InputError("give a run folder (RUN_DIR) or --ratings FILE.csv")
     from consensus_eval import api
-    from consensus_eval.analysis.agreement import load_human
     from consensus_eval.output.console import print_reliability
     from consensus_eval.output.files import write_json
 
-    results = api.load_run(run_dir, n_boot=bootstrap, seed=seed, reuse_saved=False)
     if human is not None:
-        results.human = load_human(human, results.rubric, encoding)
+        _import_human(run_dir, human, reviewer, encoding, bootstrap)
+    results = api.load_run(run_dir, n_boot=bootstrap, seed=seed, reuse_saved=False)
     report = results.reliability
     write_json(run_dir / "reliability.json", report.to_json())
     if json_out:
@@ -183,36 +228,95 @@ def reliability(
 @friendly_errors
 def audit(
     run_dir: Annotated[Path, typer.Argument(help="Output folder of a `score` run.")],
-    top: Annotated[int, typer.Option(help="Show (and export) the N most disputed cases; 0 for all.")] = 10,
-    export: Annotated[Path | None, typer.Option(help="Write an adjudication sheet (CSV, UTF-8 with BOM) here.")] = None,
+    top: Annotated[int, typer.Option(
+        help="Show (and export) the first N cases of the review queue; 0 for all.")] = 10,
+    export: Annotated[Path | None, typer.Option(
+        help="Write the adjudication sheet (CSV, UTF-8 with BOM) here; `human import` reads it back.")] = None,
+    human: HumanOpt = None,
+    reviewer: Annotated[str | None, typer.Option(
+        help="With --human: the reviewer of rows that name none. With --export: write this reviewer's "
+             "stored labels into the sheet.")] = None,
+    encoding: EncodingOpt = None,
 ) -> None:
-    """Rank cases by judge disagreement; show each judge's deductions side by side. Calls no judge.
+    """The review queue: "N cases need review", the top cases with why, each judge's deductions side
+    by side. Calls no judge.
 
-    disagreement = spread of judge totals + 5 x star gaps + singletons + 2 x claimed-vs-derived
-    mismatches; failed and inconclusive cases come first.
+    A case needs review when it failed, is inconclusive or incomplete, its judges' totals are more than
+    flag_spread apart, its stars differ by flag_star_gap or more, a single judge scored it low or applied a
+    fixed penalty, or a deduction quotes evidence not found in the case. Panels of two judges or more are
+    ranked by disagreement (per-dimension spread as a share of the max, star gaps, deductions only one
+    judge made: rates, so neither runs nor dimensions inflate it); a panel of one by risk (score lost,
+    fixed penalties, evidence not found). README, "Review queue".
     """
     from consensus_eval import api
+    from consensus_eval.analysis.audit import review_queue
     from consensus_eval.output.audit_console import print_audit
     from consensus_eval.output.files import write_adjudication_csv
 
-    audits = api.load_run(run_dir).audit
-    print_audit(out_console, audits, top)
+    if human is not None:
+        _import_human(run_dir, human, reviewer, encoding)
+    results = api.load_run(run_dir)
+    audits = results.audit
+    print_audit(out_console, review_queue(audits, len(results.judges)), top)
     if export is not None:
-        path = write_adjudication_csv(export, audits[:top] if top > 0 else audits)
-        out_console.print(f"adjudication sheet: {path}", highlight=False)
+        path = write_adjudication_csv(export, audits[:top] if top > 0 else audits, judges=results.judges,
+                                      review=results.review, reviewer=reviewer)
+        out_console.print(f"adjudication sheet: {path} (fill in human_score, human_verdict, human_comment, "
+                          f"reviewer; then: consensus-eval human import {path} --run {run_dir})", highlight=False)
 
 
 @app.command()
 @friendly_errors
 def report(
     run_dir: Annotated[Path, typer.Argument(help="Output folder of a `score` run.")],
+    human: HumanOpt = None,
+    reviewer: ReviewerOpt = None,
+    encoding: EncodingOpt = None,
 ) -> None:
-    """(Re)write RUN_DIR/report.md and a self-contained RUN_DIR/report.html from the store. Calls no judge."""
+    """(Re)write RUN_DIR/report.md and a self-contained RUN_DIR/report.html from the store. Calls no judge.
+
+    With --human SHEET, the labels are imported into the store first (`human import`)."""
     from consensus_eval import api
     from consensus_eval.output.report import write_reports
 
+    if human is not None:
+        _import_human(run_dir, human, reviewer, encoding)
     md, html = write_reports(api.load_run(run_dir), run_dir)
     out_console.print(f"wrote {md} and {html}", highlight=False)
+
+
+human_app = typer.Typer(help="Human labels: import the filled-in adjudication sheet into a run's store.",
+                        no_args_is_help=True)
+app.add_typer(human_app, name="human")
+
+
+@human_app.command("import")
+@friendly_errors
+def human_import(
+    sheet: Annotated[Path, typer.Argument(
+        help="The sheet `audit --export` wrote, filled in (or a CSV/JSONL of case_id + dimension scores).")],
+    run: Annotated[Path, typer.Option("--run", help="Output folder of the `score` run the sheet is about.")],
+    reviewer: ReviewerOpt = None,
+    encoding: EncodingOpt = None,
+    bootstrap: Annotated[int, typer.Option(min=0, help="Bootstrap resamples for the rebuilt 95% CIs.")] = 1000,
+) -> None:
+    """Store a reviewer's labels in RUN/results.sqlite (a re-import of the same sheet replaces them),
+    then rebuild reliability.json and the reports. Calls no judge."""
+    _import_human(run, sheet, reviewer, encoding, bootstrap)
+
+
+def _import_human(run_dir: Path, sheet: Path, reviewer: str | None, encoding: str | None,
+                  bootstrap: int = 1000) -> None:
+    from consensus_eval import api
+
+    done = api.import_human(run_dir, sheet, reviewer=reviewer, encoding=encoding, n_boot=bootstrap)
+    for name, counts in done.by_reviewer.items():
+        what = ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items())) or "no label"
+        out_console.print(f"imported {sheet} ({done.format}) for reviewer {name}: {what}", highlight=False)
+    if not done.by_reviewer:
+        out_console.print(f"imported {sheet} ({done.format}): no human cell is filled in", highlight=False)
+    out_console.print(f"{done.stored} human label(s) in {run_dir}/results.sqlite; rebuilt reliability.json, "
+                      "report.md, report.html", highlight=False)
 
 
 judges_app = typer.Typer(help="Inspect and check the judges of a config.", no_args_is_help=True)

@@ -1,0 +1,6 @@
+"""Calibration: records with planted errors and what a judge should find in them (issue 15).
+
+``suite``: the suite's models and the JSONL loader of a user suite; ``operators``: one planting
+operator per plantable deduction type, and the types no operator plants (``UNPLANTABLE``);
+``generator``: the built-in suite, seeded and deterministic, from the clean base cases.
+"""

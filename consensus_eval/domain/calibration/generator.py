@@ -1,0 +1,159 @@
+"""The built-in calibration suite: clean base cases (``base_cases.yaml``) and seeded planted errors.
+
+:func:`build_suite` is deterministic: the same seed gives a byte-identical suite (:func:`dumps_suite`).
+The default suite (seed :data:`DEFAULT_SEED`) holds, for each plantable type, up to
+:data:`PER_TYPE` single-error cases drawn from every place an operator can plant it, two-error cases
+(two types planted in one record, in parts of it that do not touch) until every type is planted at
+least :data:`MIN_PER_TYPE` times, and one clean control per base case (byte-identical to it: any
+deduction on it is a false alarm). One only: a call is identified by what the judge reads, so a second
+identical copy would be the same call (the store keeps one), telling nothing new.
+"""
+
+from __future__ import annotations
+
+import random
+from functools import cache
+from pathlib import Path
+
+import yaml
+
+from consensus_eval.domain.calibration.operators import OPERATORS, BaseCase, Plant
+from consensus_eval.domain.calibration.suite import PlantedError, PlantedSpan, SuiteCase
+from consensus_eval.domain.cases import Case
+from consensus_eval.domain.rubric import Rubric, load_rubric
+
+BASE_CASES = Path(__file__).with_name("base_cases.yaml")
+DEFAULT_SEED = 15
+PER_TYPE = 12
+MIN_PER_TYPE = 10
+N_PAIRS = 50
+#: the rubric the built-in suite is written for
+RUBRIC_ID = "medical_record"
+
+
+@cache
+def base_cases() -> tuple[BaseCase, ...]:
+    """The clean base cases shipped with the package."""
+    data = yaml.safe_load(BASE_CASES.read_text(encoding="utf-8"))
+    return tuple(BaseCase.model_validate(d) for d in data)
+
+
+def expectation(rubric: Rubric, type_id: str) -> tuple[str, str, float, bool]:
+    """(dimension, category, points, penalty) of a deduction type or fixed penalty id of ``rubric``
+    (points: the type's points, the low end of a range)."""
+    for dim in rubric.dimensions:
+        if type_id in dim.penalties_by_id:
+            return dim.id, type_id, dim.penalties_by_id[type_id].points, True
+        try:
+            cat, typ = dim.find_type(type_id)
+        except KeyError:
+            continue
+        return dim.id, cat.id, typ.low, False
+    raise KeyError(f"the rubric {rubric.id!r} has no deduction type or fixed penalty {type_id!r}")
+
+
+def overlaps(a: Plant, b: Plant) -> bool:
+    """True when two plants touch the same record characters (or are adjacent): not combined."""
+    (a0, a1), (b0, b1) = a.region, b.region
+    return a0 <= b1 and b0 <= a1
+
+
+def apply(base: BaseCase, plants: list[Plant], rubric: Rubric, case_id: str) -> SuiteCase:
+    """The suite case with ``plants`` planted in ``base`` (plants must not overlap)."""
+    edits = sorted(((e, p) for p in plants for e in p.edits), key=lambda ep: (ep[0].start, ep[0].end))
+    out: list[str] = []
+    pos = 0
+    spans: dict[int, list[PlantedSpan]] = {id(p): [] for p in plants}
+    for e, p in edits:
+        if e.start < pos:
+            raise ValueError(f"{case_id}: overlapping edits")
+        out.append(base.record[pos:e.start])
+        at = sum(len(s) for s in out)
+        for a, z in e.spans:
+            spans[id(p)].append(PlantedSpan(source="record", start=at + a, end=at + z, text=e.new[a:z]))
+        out.append(e.new)
+        pos = e.end
+    out.append(base.record[pos:])
+    expected = []
+    for p in plants:
+        dim, cat, points, penalty = expectation(rubric, p.type)
+        if p.conversation_span is not None:
+            j, k = p.conversation_span
+            found = [PlantedSpan(source="conversation", start=j, end=k, text=base.conversation[j:k])]
+        else:
+            found = spans[id(p)]
+        expected.append(PlantedError(operator=p.operator, dimension=dim, category=cat, type=p.type, points=points,
+                                     penalty=penalty, spans=found))
+    case = Case(id=case_id, conversation=base.conversation, record="".join(out))
+    return SuiteCase(case=case, base=base.id, expected=expected)
+
+
+def clean_control(base: BaseCase, case_id: str) -> SuiteCase:
+    """A clean control: the base case as is (nothing planted)."""
+    return SuiteCase(case=Case(id=case_id, conversation=base.conversation, record=base.record), base=base.id)
+
+
+def candidates(bases: tuple[BaseCase, ...] | None = None) -> dict[str, list[tuple[BaseCase, Plant]]]:
+    """Every plant every operator can make in every base case, by type, in a fixed order."""
+    out: dict[str, list[tuple[BaseCase, Plant]]] = {t: [] for t in OPERATORS}
+    for b in bases or base_cases():
+        for type_id, op in OPERATORS.items():
+            out[type_id].extend((b, p) for p in op(b))
+    return out
+
+
+def build_suite(seed: int = DEFAULT_SEED, rubric: Rubric | None = None) -> list[SuiteCase]:
+    """The built-in suite for ``seed`` (module docstring): clean controls, single-error cases, then
+    two-error cases. Same seed, same suite (byte for byte); another seed draws other plants."""
+    rub = rubric or load_rubric(RUBRIC_ID)
+    rng = random.Random(seed)
+    bases = base_cases()
+    cands = candidates(bases)
+    suite = [clean_control(b, f"{b.id}~clean") for b in bases]
+    records: set[str] = {b.record for b in bases}
+    count = dict.fromkeys(cands, 0)
+    for type_id, lst in cands.items():
+        picked = rng.sample(lst, min(PER_TYPE, len(lst)))
+        for n, (b, p) in enumerate(picked, start=1):
+            sc = apply(b, [p], rub, f"{b.id}~{type_id}~{n}")
+            if sc.case.record in records:
+                continue
+            records.add(sc.case.record)
+            suite.append(sc)
+            count[type_id] += 1
+    pairs = 0
+    types = [t for t in cands if cands[t]]
+    attempts = 0
+    while attempts < 20000 and (pairs < N_PAIRS or any(count[t] < MIN_PER_TYPE for t in types)):
+        attempts += 1
+        needy = [t for t in types if count[t] < MIN_PER_TYPE]
+        t1 = rng.choice(needy or types)
+        b, p1 = rng.choice(cands[t1])
+        others = [(t, q) for t in types if t != t1 for bb, q in cands[t] if bb.id == b.id and not overlaps(p1, q)]
+        if not others:
+            continue
+        t2, p2 = rng.choice(others)
+        sc = apply(b, [p1, p2], rub, f"{b.id}~{t1}+{t2}~{pairs + 1}")
+        if sc.case.record in records:
+            continue
+        records.add(sc.case.record)
+        suite.append(sc)
+        pairs += 1
+        count[t1] += 1
+        count[t2] += 1
+    return suite
+
+
+@cache
+def builtin_suite(seed: int = DEFAULT_SEED) -> tuple[SuiteCase, ...]:
+    """The built-in suite (cached per seed)."""
+    return tuple(build_suite(seed))
+
+
+def sample(suite: list[SuiteCase] | tuple[SuiteCase, ...], n: int, seed: int) -> list[SuiteCase]:
+    """``n`` cases of ``suite`` drawn without replacement with ``seed`` (all of it when n >= its size),
+    in suite order."""
+    if n >= len(suite):
+        return list(suite)
+    keep = set(random.Random(seed).sample(range(len(suite)), n))
+    return [c for i, c in enumerate(suite) if i in keep]

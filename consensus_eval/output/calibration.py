@@ -1,0 +1,103 @@
+"""Calibration outputs: ``calibration.json``, the suite run (``suite.jsonl``), the console table with
+its plain recommendation, and the calibration section of report.md (:func:`markdown_section`; the
+report includes it when the run folder has a calibration.json)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from consensus_eval.analysis.calibration import PANEL, CalibrationReport, Recall
+from consensus_eval.domain.calibration.suite import SuiteCase, dumps_suite
+from consensus_eval.output.files import atomic_writer, write_json
+
+CALIBRATION_JSON = "calibration.json"
+SUITE_JSONL = "suite.jsonl"
+
+
+def write_calibration(out: Path, report: CalibrationReport, suite: list[SuiteCase]) -> Path:
+    """Write ``out/calibration.json`` (the report) and ``out/suite.jsonl`` (the suite that was run)."""
+    write_json(out / CALIBRATION_JSON, report.model_dump(mode="json"))
+    with atomic_writer(out / SUITE_JSONL) as f:
+        f.write(dumps_suite(suite))
+    return out / CALIBRATION_JSON
+
+
+def load_calibration(path: Path) -> CalibrationReport:
+    """A calibration.json read back."""
+    return CalibrationReport.model_validate_json(path.read_bytes())
+
+
+def cell(r: Recall | None, strict: bool = False) -> str:
+    """``83% [70-91] 10/12``: recall, its Wilson 95% interval, found / planted ('' when none planted)."""
+    if r is None:
+        return ""
+    p = r.type_match if strict else r.found
+    if p.value is None or p.low is None or p.high is None:
+        return ""
+    return f"{p.value:.0%} [{p.low:.0%}-{p.high:.0%}] {p.k}/{p.n}"
+
+
+def _columns(report: CalibrationReport) -> list[str]:
+    return [j for j in report.judges if j != PANEL] + [PANEL]
+
+
+def print_calibration(console: Console, report: CalibrationReport) -> None:
+    """Recall by category and by type (judges and the panel), false alarms, score error, recommendation."""
+    cols = _columns(report)
+    for title, key in (("recall by category", "by_category"), ("recall by type", "by_type")):
+        t = Table(title=f"{title}: planted errors found (category + evidence on the error), "
+                        "95% Wilson CI, found/planted")
+        t.add_column(key.removeprefix("by_"))
+        for c in cols:
+            t.add_column(c, justify="right")
+        rows = sorted({k for c in cols for k in getattr(report.judges[c], key)})
+        for k in rows:
+            t.add_row(k, *(cell(getattr(report.judges[c], key).get(k)) for c in cols))
+        t.add_row("all", *(cell(report.judges[c].overall) for c in cols), style="bold")
+        t.add_row("all, type matched", *(cell(report.judges[c].overall, strict=True) for c in cols))
+        console.print(t)
+    t = Table(title="false alarms and score error")
+    for h in ("judge", "items per clean record", "clean records flagged", "precision on planted",
+              *(f"{d} MAE / bias" for d in report.judges[cols[0]].score_error)):
+        t.add_column(h, justify="left" if h == "judge" else "right")
+    for c in cols:
+        jc = report.judges[c]
+        fa = "" if jc.false_alarms_per_case is None else f"{jc.false_alarms_per_case:.2f}"
+        flagged = "" if jc.clean_flagged.value is None else f"{jc.clean_flagged.k}/{jc.clean_flagged.n}"
+        prec = "" if jc.precision.value is None else f"{jc.precision.value:.0%} ({jc.precision.k}/{jc.precision.n})"
+        errs = [f"{e.mae:.2f} / {e.bias:+.2f}" if e.mae is not None and e.bias is not None else ""
+                for e in jc.score_error.values()]
+        t.add_row(c, fa, flagged, prec, *errs)
+    console.print(t)
+    console.print(f"{report.suite_cases} cases: {report.planted} with {report.errors} planted errors, {report.clean} "
+                  f"clean controls; panel = found by at least {report.quorum} judges. Types not planted: "
+                  f"{', '.join(report.unplantable) or 'none'} (reasons in calibration.json).", highlight=False)
+    console.print("[bold]recommendation[/]")
+    for line in report.recommendation:
+        console.print(f"- {line}", highlight=False)
+
+
+def markdown_section(report: CalibrationReport) -> str:
+    """The calibration section of report.md: the recall matrix (types by judges, with intervals),
+    false alarms, score error and the recommendation."""
+    cols = _columns(report)
+    lines = ["## Calibration", "",
+             f"{report.suite_cases} cases ({report.planted} with {report.errors} planted errors, {report.clean} clean "
+             f"controls). A planted error is found when the judge deducts in its category with evidence on it; "
+             f"cells: recall, 95% Wilson interval, found/planted. Panel: found by at least {report.quorum} judges.",
+             "", "| type | " + " | ".join(cols) + " |", "|---|" + "---:|" * len(cols)]
+    types = sorted({k for c in cols for k in report.judges[c].by_type})
+    for k in types:
+        lines.append(f"| {k} | " + " | ".join(cell(report.judges[c].by_type.get(k)) for c in cols) + " |")
+    lines.append("| **all** | " + " | ".join(cell(report.judges[c].overall) for c in cols) + " |")
+    lines += ["", "| judge | items per clean record | precision on planted |", "|---|---:|---:|"]
+    for c in cols:
+        jc = report.judges[c]
+        fa = "" if jc.false_alarms_per_case is None else f"{jc.false_alarms_per_case:.2f}"
+        prec = "" if jc.precision.value is None else f"{jc.precision.value:.0%}"
+        lines.append(f"| {c} | {fa} | {prec} |")
+    lines += ["", "Recommendation:", ""] + [f"- {r}" for r in report.recommendation] + [""]
+    return "\n".join(lines)

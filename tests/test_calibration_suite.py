@@ -1,0 +1,177 @@
+"""The calibration suite (issue 15): base cases clean by the rubric, operators' output (golden
+examples), spans, determinism, the default suite's coverage, and the suite file loader."""
+
+from __future__ import annotations
+
+import collections
+import json
+
+import pytest
+
+from consensus_eval._errors import InputError
+from consensus_eval.domain.calibration.generator import (
+    DEFAULT_SEED,
+    apply,
+    base_cases,
+    build_suite,
+    builtin_suite,
+    candidates,
+    sample,
+)
+from consensus_eval.domain.calibration.operators import OPERATORS, UNPLANTABLE
+from consensus_eval.domain.calibration.suite import dumps_suite, load_suite
+from consensus_eval.judges.rules.medical_record import check_case
+
+
+def _line(record: str, heading: str) -> str:
+    return next(ln for ln in record.split("\n") if ln.startswith(heading))
+
+
+def test_base_cases_are_clean_by_the_rules_judge(rubric):
+    bases = base_cases()
+    assert len(bases) >= 12
+    assert {"1型糖尿病", "2型糖尿病"} <= {t for b in bases for t in ("1型糖尿病", "2型糖尿病") if t in b.record}
+    assert any("胰岛素" in b.record for b in bases) and any("二甲双胍片" in b.record for b in bases)
+    for b in bases:
+        from consensus_eval.domain.cases import Case
+        judgments = check_case(Case(id=b.id, conversation=b.conversation, record=b.record), rubric)
+        found = [(d.type, d.evidence) for j in judgments.values() for d in j.deductions]
+        found += [(p.id, p.evidence) for j in judgments.values() for p in j.fixed_penalties]
+        assert found == [], (b.id, found)
+
+
+def test_every_rubric_type_is_planted_or_listed_unplantable(rubric):
+    types = {t.id for d in rubric.dimensions for c in d.categories for t in c.types}
+    penalties = {p.id for d in rubric.dimensions for p in d.fixed_penalties}
+    assert set(OPERATORS) | set(UNPLANTABLE) == types | penalties
+    assert not set(OPERATORS) & set(UNPLANTABLE)
+
+
+def test_default_suite_coverage():
+    suite = builtin_suite()
+    planted = [c for c in suite if not c.clean]
+    assert len(planted) >= 300
+    counts = collections.Counter(e.type for c in planted for e in c.expected)
+    assert set(counts) == set(OPERATORS)
+    assert min(counts.values()) >= 8, counts
+    assert sum(len(c.expected) == 2 for c in suite) >= 30
+    assert len({c.case.id for c in suite}) == len(suite)
+    # every case's content is distinct (a call is identified by what the judge reads)
+    assert len({c.case.record for c in suite}) == len(suite)
+
+
+def test_clean_controls_are_byte_identical_to_their_base():
+    bases = {b.id: b for b in base_cases()}
+    clean = [c for c in builtin_suite() if c.clean]
+    assert len(clean) == len(bases)
+    for c in clean:
+        assert c.case.record == bases[c.base].record and c.case.conversation == bases[c.base].conversation
+
+
+def test_every_planted_error_is_inside_its_span(rubric):
+    bases = {b.id: b for b in base_cases()}
+    for c in builtin_suite():
+        conv = c.case.conversation_as_text(rubric.roles)
+        assert conv == bases[c.base].conversation
+        for e in c.expected:
+            for s in e.spans:
+                text = c.case.record if s.source == "record" else conv
+                assert text[s.start:s.end] == s.text and s.text, (c.case.id, e)
+            if e.spans[0].source == "record":
+                assert c.case.record != bases[c.base].record
+
+
+def test_a_seed_reproduces_the_suite_and_another_differs():
+    a = dumps_suite(build_suite(DEFAULT_SEED))
+    assert a == dumps_suite(build_suite(DEFAULT_SEED))
+    assert a == dumps_suite(list(builtin_suite()))
+    assert a != dumps_suite(build_suite(DEFAULT_SEED + 1))
+    picked = sample(builtin_suite(), 40, 7)
+    assert len(picked) == 40 and picked == sample(builtin_suite(), 40, 7) and picked != sample(builtin_suite(), 40, 8)
+
+
+def _plant(rubric, type_id, base=0, k=0):
+    b = base_cases()[base]
+    plants = [p for p in OPERATORS[type_id](b)]
+    return b, apply(b, [plants[k]], rubric, "x")
+
+
+# golden examples: what each operator writes, on base-01 (exact text)
+@pytest.mark.parametrize(("type_id", "heading", "expected_line", "span"), [
+    ("diabetes_in_past_history", "既往史",
+     "既往史：2型糖尿病病史3年；高血压病史5年，口服氨氯地平片5mg 每日1次；否认高脂血症、冠心病病史。",
+     "2型糖尿病病史3年；"),
+    ("cc_duration_missing", "主诉", "主诉：血糖升高，控制不佳。", "血糖升高，控制不佳。"),
+])
+def test_golden_whole_line(rubric, type_id, heading, expected_line, span):
+    _, sc = _plant(rubric, type_id)
+    assert _line(sc.case.record, heading) == expected_line
+    assert [s.text for s in sc.expected[0].spans] == [span]
+
+
+@pytest.mark.parametrize(("type_id", "old", "new"), [
+    ("value_error", "发现空腹血糖7.9mmol/L", "发现空腹血糖8.7mmol/L"),
+    ("dose_error", "予二甲双胍片500mg 每日2次", "予二甲双胍片850mg 每日2次"),
+    ("colloquial", "伴口干、多饮；", "伴口干、喝水多；"),
+    ("usage_unclear", "予二甲双胍片500mg 每日2次 餐后口服。", "予二甲双胍片500mg。"),
+    ("drug_name_nonstandard", "予二甲双胍片500mg", "予格华止500mg"),
+    ("unit_error", "发现空腹血糖7.9mmol/L", "发现空腹血糖7.9mg/dL"),
+])
+def test_golden_substitutions(rubric, type_id, old, new):
+    b, sc = _plant(rubric, type_id)
+    assert old in b.record and sc.case.record == b.record.replace(old, new, 1)
+
+
+def test_golden_time_swap(rubric):
+    b, sc = _plant(rubric, "time_order_confused")
+    want = b.record.replace("患者3年前单位体检", "患者1年前单位体检")
+    want = want.replace("。1年前加用格列美脲", "。3年前加用格列美脲")
+    assert sc.case.record == want
+    assert [s.text for s in sc.expected[0].spans] == ["1年前", "3年前"]
+
+
+def test_golden_omission_points_at_the_conversation(rubric):
+    _, sc = _plant(rubric, "drug_missing")
+    assert "格列美脲" not in sc.case.record
+    (e,) = sc.expected
+    assert (e.dimension, e.category, e.points) == ("accuracy", "drugs", 2)
+    assert e.spans[0].source == "conversation" and e.spans[0].text == "1年前又加了格列美脲，2毫克，每天早饭前吃一次"
+
+
+def test_two_errors_in_one_record_keep_both_spans(rubric):
+    b = base_cases()[0]
+    p1 = next(OPERATORS["cc_duration_missing"](b))
+    p2 = next(OPERATORS["dose_error"](b))
+    sc = apply(b, [p2, p1], rubric, "two")
+    assert {e.type for e in sc.expected} == {"cc_duration_missing", "dose_error"}
+    for e in sc.expected:
+        s = e.spans[0]
+        assert sc.case.record[s.start:s.end] == s.text
+
+
+def test_operators_have_enough_places_to_plant():
+    assert all(len(v) >= 3 for v in candidates().values())
+
+
+def test_suite_file_round_trip_and_errors(tmp_path, rubric):
+    suite = list(builtin_suite())[:20]
+    p = tmp_path / "suite.jsonl"
+    p.write_text(dumps_suite(suite), encoding="utf-8")
+    back = load_suite(p, rubric)
+    assert dumps_suite(back) == dumps_suite(suite)
+    lines = p.read_text(encoding="utf-8").splitlines()
+    bad = json.loads(lines[15])
+    bad["expected"][0]["spans"][0]["text"] = "不在这里"
+    nocat = json.loads(lines[16])
+    nocat["expected"][0]["type"] = "no_such_type"
+    noexp = json.loads(lines[17])
+    del noexp["expected"]
+    for i, d in ((15, bad), (16, nocat), (17, noexp)):
+        lines[i] = json.dumps(d, ensure_ascii=False)
+    p.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with pytest.raises(InputError) as ei:
+        load_suite(p, rubric)
+    msg = str(ei.value)
+    assert f"{p}:16: expected[0].spans[0].text" in msg
+    assert f"{p}:17: expected[0].type: dimension" in msg and "no_such_type" in msg
+    assert f"{p}:18: expected: missing" in msg
