@@ -1,0 +1,175 @@
+"""Calibration measured (issue 15): the rules judge on the built-in suite, offline; LLM judges against
+the local fake server (an oracle, a random judge, a judge quoting text the case does not have); the
+`calibrate` command (dry run, outputs)."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+from typer.testing import CliRunner
+
+from consensus_eval import api
+from consensus_eval.analysis.calibration import PANEL, calibrate
+from consensus_eval.analysis.intervals import wilson
+from consensus_eval.cli import app
+from consensus_eval.domain.calibration.generator import builtin_suite
+from consensus_eval.domain.calibration.suite import PlantedError, SuiteCase
+from consensus_eval.domain.grounding import ground
+from tests.conftest import write_config
+from tests.fake_server import FakeConfig, FakeServer
+
+RULES = "  - name: rules\n    kind: rules\n"
+
+
+@pytest.fixture(scope="module")
+def rules_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("cal")
+    cfg = write_config(out / "rules.yaml", RULES, consensus="{min_judges: 1}")
+    prep = api.prepare_calibration(cfg)
+    results, report = api._sync(api.calibrate_async(prep, out / "run", n_boot=0))
+    return out / "run", results, report
+
+
+def test_rules_judge_on_the_builtin_suite(rules_run):
+    out, _, rep = rules_run
+    assert rep.planted >= 300 and rep.clean == 12
+    rules = rep.judges["rules"]
+    # no false alarm on a clean control
+    assert rules.clean_cases == 12 and rules.false_alarms_per_case == 0
+    # the types it covers: sane recall; the ones it does not cover (course, order of sections): none
+    cats = {k: v.found.value for k, v in rules.by_category.items()}
+    for cat in ("numbers", "diagnosis", "terminology", "time_expression", "chief_complaint", "family_history",
+                "drug_writing", "diabetes_in_past_history"):
+        assert cats[cat] is not None and cats[cat] >= 0.9, (cat, cats[cat])
+    assert cats["drugs"] >= 0.7
+    assert cats["course"] == 0  # the rules judge has no course check
+    assert 0.6 < rules.overall.found.value < 1
+    assert rules.precision.value > 0.85
+    assert all(e.mae is not None and e.mae < 1.5 for e in rules.score_error.values())
+    # one judge: the panel is that judge
+    assert rep.judges[PANEL].overall.found.k == rules.overall.found.k
+    saved = json.loads((out / "calibration.json").read_text(encoding="utf-8"))
+    assert saved["judges"]["rules"]["by_type"]["dose_error"]["found"]["n"] >= 8
+    assert "time_unclear" in saved["unplantable"]
+    assert (out / "suite.jsonl").read_text(encoding="utf-8").count("\n") == rep.suite_cases
+    assert any(line.startswith("rules misses") for line in rep.recommendation)
+
+
+def test_resume_makes_no_new_call(rules_run, tmp_path):
+    out, results, _ = rules_run
+    prep = api.prepare_calibration(out.parent / "rules.yaml")
+    again, rep = api._sync(api.calibrate_async(prep, out, n_boot=0))
+    assert again.progress is not None and again.progress.done == 0
+
+
+# --------------------------------------------------------------------------- fake LLM judges
+
+
+ABSENT = "患者否认任何不适，血糖控制理想，无需调整治疗"
+
+
+def _small_suite() -> list[SuiteCase]:
+    """A dozen single-error cases (record and conversation spans, a fixed penalty) and 3 clean controls."""
+    suite = builtin_suite()
+    picked: list[SuiteCase] = []
+    seen: set[str] = set()
+    for sc in suite:
+        if len(sc.expected) == 1 and sc.expected[0].type not in seen and len(seen) < 14:
+            seen.add(sc.expected[0].type)
+            picked.append(sc)
+    return picked + [c for c in suite if c.clean][:3]
+
+
+def _deduction(e: PlantedError, category: str, evidence: str) -> dict:
+    return {"category": category, "type": e.type, "points": e.points, "evidence": evidence, "reason": "fake"}
+
+
+def _reply(items: list[dict], penalties: list[dict]) -> dict:
+    return {"deductions": items, "fixed_penalties": penalties, "score": 0, "stars": 1, "comment": "fake"}
+
+
+def _scripts(suite: list[SuiteCase], rubric) -> tuple[dict, int]:
+    """Replies of the oracle (finds every planted error), the random judge (the planted text, in a
+    category drawn at random among the dimension's) and the liar (right category, absent quote);
+    and how many of the random judge's draws hit the right category."""
+    rng = random.Random(5)
+    scripts: dict[str, dict[str, dict]] = {}
+    lucky = 0
+    for sc in suite:
+        for model in ("oracle", "random", "liar"):
+            per_dim = {}
+            for dim in rubric.dimensions:
+                items, pens = [], []
+                for e in (x for x in sc.expected if x.dimension == dim.id):
+                    quote = e.spans[0].text
+                    if e.penalty:
+                        pens.append({"id": e.type, "evidence": ABSENT if model == "liar" else quote, "reason": "fake"})
+                        continue
+                    if model == "random":
+                        cat = rng.choice(dim.categories)
+                        typ = cat.types[0]
+                        lucky += cat.id == e.category
+                        items.append({"category": cat.id, "type": typ.id, "points": typ.low, "evidence": quote,
+                                      "reason": "fake"})
+                    else:
+                        items.append(_deduction(e, e.category, ABSENT if model == "liar" else quote))
+                per_dim[dim.id] = _reply(items, pens)
+            scripts[f"{model}|{sc.case.id}"] = per_dim
+    return scripts, lucky
+
+
+def test_fake_llm_judges(tmp_path, rubric, monkeypatch):
+    suite = _small_suite()
+    scripts, lucky = _scripts(suite, rubric)
+    monkeypatch.setenv("FAKE_KEY", "sk-fake-0000")
+    with FakeServer(FakeConfig(seed=1, replies=scripts, fault_free_after=1)) as srv:
+        judges = "".join(
+            f"  - name: {m}\n    model: openai/{m}\n    api_base: {srv.url}/v1\n    api_key_env: FAKE_KEY\n"
+            f"    mode: tools\n    concurrency: 4\n    input_cost_per_token: 0.000001\n"
+            f"    output_cost_per_token: 0.000002\n" for m in ("oracle", "random", "liar"))
+        cfg = write_config(tmp_path / "fake.yaml", judges, consensus="{min_judges: 2}")
+        prep = api.prepare([sc.case for sc in suite], cfg)
+        results = api.run(prep, tmp_path / "run", n_boot=0)
+    rep = calibrate(suite, results, ground)
+    n = sum(len(sc.expected) for sc in suite)
+    oracle, rnd, liar = rep.judges["oracle"], rep.judges["random"], rep.judges["liar"]
+    # the oracle: recall 1 with the Wilson interval of n / n
+    assert (oracle.overall.found.k, oracle.overall.found.n) == (n, n)
+    assert (oracle.overall.found.low, oracle.overall.found.high) == pytest.approx(wilson(n, n))
+    assert oracle.overall.type_match.k == n
+    assert oracle.false_alarms_per_case == 0 and oracle.precision.value == 1
+    assert all(e.mae == 0 for e in oracle.score_error.values())
+    # the random judge: found exactly when its category draw hit (chance: 1/5 per error here)
+    n_random = sum(1 for sc in suite for e in sc.expected if not e.penalty)
+    n_pen = n - n_random
+    assert rnd.overall.found.k == lucky + n_pen
+    chance = (n_random / 5 + n_pen) / n
+    assert rnd.overall.found.low <= chance <= rnd.overall.found.high
+    # the liar: right category and type, a quote the case does not have: no credit
+    assert liar.overall.found.k == 0 and liar.overall.found.high == pytest.approx(wilson(0, n)[1])
+    # the panel (2 of 3): oracle + random agree only where random was lucky
+    assert rep.judges[PANEL].overall.found.k == lucky + n_pen
+    assert rep.best_judge == "oracle" and rep.panel_gain is not None and rep.panel_gain < 0
+
+
+def test_calibrate_command_dry_run_and_run(tmp_path):
+    cfg = write_config(tmp_path / "rules.yaml", RULES)
+    r = CliRunner().invoke(app, ["calibrate", "--config", str(cfg), "--out", str(tmp_path / "o"), "--dry-run",
+                                 "--sample", "30", "--seed", "3"])
+    assert r.exit_code == 0, r.output
+    assert "dry run" in r.output and not (tmp_path / "o" / "calibration.json").exists()
+    r = CliRunner().invoke(app, ["calibrate", "--config", str(cfg), "--out", str(tmp_path / "o"),
+                                 "--sample", "30", "--seed", "3"])
+    assert r.exit_code == 0, r.output
+    assert "recall by type" in r.output and "recommendation" in r.output
+    assert json.loads((tmp_path / "o" / "calibration.json").read_text(encoding="utf-8"))["suite_cases"] == 30
+
+
+def test_calibrate_command_bad_suite(tmp_path):
+    cfg = write_config(tmp_path / "rules.yaml", RULES)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "a", "conversation": "医生：你好", "record": "主诉：口干1年。"}\n', encoding="utf-8")
+    r = CliRunner().invoke(app, ["calibrate", "--config", str(cfg), "--out", str(tmp_path / "o"), "--suite", str(bad)])
+    assert r.exit_code == 2 and f"{bad}:1: expected: missing" in r.output
