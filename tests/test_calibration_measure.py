@@ -57,10 +57,10 @@ def test_rules_judge_on_the_builtin_suite(rules_run):
     assert any(line.startswith("rules misses") for line in rep.recommendation)
 
 
-def test_resume_makes_no_new_call(rules_run, tmp_path):
-    out, results, _ = rules_run
+def test_resume_makes_no_new_call(rules_run):
+    out, _, _ = rules_run
     prep = api.prepare_calibration(out.parent / "rules.yaml")
-    again, rep = api._sync(api.calibrate_async(prep, out, n_boot=0))
+    again, _ = api._sync(api.calibrate_async(prep, out, n_boot=0))
     assert again.progress is not None and again.progress.done == 0
 
 
