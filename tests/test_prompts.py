@@ -93,9 +93,54 @@ def test_fixed_penalty_only_for_accuracy():
     assert "得分 = 40 - 各类别扣分之和（每类不超过其上限） - 固定扣分，最低0分" in acc
     for dim_id in ("completeness", "standardization"):
         system, _ = _render(dim_id)
+        _, section = _split_dimension(system)
         assert "diabetes_in_past_history" not in system
-        assert "固定扣分" not in system
+        assert "固定扣分" not in section            # the generic output format names the field, no penalty
         assert "直接扣10分" not in system
+
+
+# --------------------------------------------------------------------------- cacheable prefix
+
+
+DIM_HEADING = "\n【评测维度："
+
+
+def _split_dimension(system: str) -> tuple[str, str]:
+    """(generic part, the dimension's section) of a system message."""
+    assert system.count(DIM_HEADING) == 1
+    generic, section = system.split(DIM_HEADING)
+    return generic, DIM_HEADING + section
+
+
+def test_generic_part_comes_first_and_is_the_same_for_every_dimension():
+    """Providers cache the longest prefix seen before: everything before the dimension's heading is
+    word for word the same in every call, and nothing in it depends on the dimension."""
+    generics = {}
+    for dim in RUBRIC.dimensions:
+        system, _ = _render(dim.id)
+        generic, section = _split_dimension(system)
+        generics[dim.id] = generic
+        assert section.startswith(f"{DIM_HEADING}{dim.name}（满分{_n(dim.max)}分）】")
+        for other in RUBRIC.dimensions:   # no dimension's name, score or ids before the heading
+            assert other.name not in generic
+            assert f"满分{_n(other.max)}" not in generic
+            assert all(c.id not in generic and all(t.id not in generic for t in c.types) for c in other.categories)
+        for heading in ("【安全说明】", "【评分步骤】", "【输出格式】"):
+            assert heading in generic
+        for heading in ("【扣分项目", "【得分与星级】"):
+            assert heading in section
+    assert len(set(generics.values())) == 1
+    # the generic part is a real share of the prompt, not a sentence
+    assert len(generics["accuracy"]) > 400
+
+
+def test_systems_of_two_dimensions_share_exactly_the_generic_part():
+    acc, _ = _render("accuracy")
+    comp, _ = _render("completeness")
+    shared = next(i for i, (a, b) in enumerate(zip(acc, comp, strict=False)) if a != b)
+    generic, _ = _split_dimension(acc)
+    assert shared >= len(generic) + len(DIM_HEADING)
+    assert shared < len(generic) + len(DIM_HEADING) + 2   # 准确性 / 完整性 differ at their first character
 
 
 @pytest.mark.parametrize(("dim_id", "stars_line"), [

@@ -1,24 +1,61 @@
-"""`score --dry-run`: count every planned call's prompt tokens and estimate each judge's cost.
+"""`score --dry-run`: count every planned call's prompt tokens as sent, estimate each judge's cost,
+and measure how much of each request a provider's prompt cache can serve.
 
-Nothing is sent. Output tokens are unknown before a call, so two figures are given: an estimate
-with ``assumed_output_tokens`` per call, and an upper bound with each judge's ``max_tokens``.
+Nothing is sent. A judge that can show its request as sent (:class:`WireJudge`: the LLM judge gives
+the messages with instructor's response schema, ``tools`` or ``response_format``, built by
+instructor itself) is counted on that request; any other judge on its messages. Output tokens are
+unknown before a call, so two figures are given: an estimate with ``assumed_output_tokens`` per
+call, and an upper bound with each judge's ``max_tokens``.
+
+Shared prefix. Providers cache the longest prefix of a request they have seen before (OpenAI from
+1,024 tokens, DeepSeek in blocks of 64, Anthropic and DashScope up to a ``cache_control`` marker),
+in the order ``tools``, ``response_format``, then the messages. :func:`shared_prefix` is that prefix
+for a set of requests; the dry run reports, per judge, the share of prompt tokens in it across the
+cases of each dimension (what every call after a dimension's first can be served from the cache),
+across the dimensions of one case, and across every call.
 """
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
 
 from consensus_eval.execution.plan import Call
 from consensus_eval.judges.base import Judge
 
 ASSUMED_OUTPUT_TOKENS = 800
 
+#: a chat request body as sent: ``messages`` and, by instructor mode, ``tools`` or ``response_format``
+Request = dict[str, Any]
+
+
+@runtime_checkable
+class WireJudge(Protocol):
+    """A judge that can show the request it would send for a call, and count its tokens."""
+
+    def request(self, messages: list[dict[str, str]], dimension_id: str) -> Request:
+        """The request body of one call (messages, tools, response_format), as it would be sent."""
+        ...
+
+    def count_request(self, request: Request) -> int:
+        """Prompt tokens of a request body with the judge's tokenizer."""
+        ...
+
 
 @dataclass
 class JudgeEstimate:
-    """Projected calls, tokens and cost of one judge (cost None when the model has no known price)."""
+    """Projected calls, tokens and cost of one judge (cost None when the model has no known price).
+
+    ``prompt_tokens`` counts what is sent (messages plus the response schema the judge's mode adds).
+    The prefix shares are fractions (0-1) of a call's prompt tokens that lie in a prefix shared with
+    other calls, None where not measured (fewer than two calls to compare, or a judge that sends no
+    prompt): ``prefix_share`` per dimension, across its cases (mean over the dimension's calls);
+    ``case_prefix_share`` across the dimensions of one case (mean over cases);
+    ``all_prefix_share`` across every call of the judge.
+    """
 
     judge: str
     model: str
@@ -28,11 +65,15 @@ class JudgeEstimate:
     max_output_tokens: int
     cost: float | None
     max_cost: float | None
+    prefix_share: dict[str, float | None] = field(default_factory=dict)
+    case_prefix_share: float | None = None
+    all_prefix_share: float | None = None
 
 
 def estimate(calls: Sequence[Call], judges: Sequence[Judge],
              assumed_output_tokens: int = ASSUMED_OUTPUT_TOKENS) -> list[JudgeEstimate]:
-    """Every judge's tokens and cost over the planned calls (a judge that sends nothing costs 0)."""
+    """Every judge's tokens, cost and shared-prefix shares over the planned calls (a judge that sends
+    nothing costs 0)."""
     by_judge: dict[str, list[Call]] = defaultdict(list)
     for c in calls:
         by_judge[c.planned.judge].append(c)
@@ -43,20 +84,115 @@ def estimate(calls: Sequence[Call], judges: Sequence[Judge],
         if not judge.reads_prompt:
             out.append(JudgeEstimate(cfg.name, cfg.kind, len(mine), 0, 0, 0, 0.0, 0.0))
             continue
-        counted: dict[int, int] = {}  # calls of one case and dimension share their messages
-        prompt_tokens = 0
-        for c in mine:
-            key = id(c.messages)
-            if key not in counted:
-                counted[key] = judge.count_tokens(c.messages)
-            prompt_tokens += counted[key]
         max_tokens = getattr(cfg, "max_tokens", assumed_output_tokens)
         out_tokens = assumed_output_tokens * len(mine)
         max_out = max_tokens * len(mine)
         p = judge.prices()
+        if isinstance(judge, WireJudge):
+            prompt_tokens, shares = _wire_counts(judge, mine)
+        else:
+            prompt_tokens, shares = _message_counts(judge, mine), _Shares()
         out.append(JudgeEstimate(
             cfg.name, str(getattr(cfg, "model", cfg.kind)), len(mine), prompt_tokens, out_tokens, max_out,
             cost=(prompt_tokens * p[0] + out_tokens * p[1]) if p else None,
             max_cost=(prompt_tokens * p[0] + max_out * p[1]) if p else None,
+            prefix_share=shares.by_dimension, case_prefix_share=shares.across_dimensions,
+            all_prefix_share=shares.across_all,
         ))
     return out
+
+
+def _message_counts(judge: Judge, calls: list[Call]) -> int:
+    counted: dict[int, int] = {}  # calls of one case and dimension share their messages
+    total = 0
+    for c in calls:
+        key = id(c.messages)
+        if key not in counted:
+            counted[key] = judge.count_tokens(c.messages)
+        total += counted[key]
+    return total
+
+
+@dataclass
+class _Shares:
+    by_dimension: dict[str, float | None] = field(default_factory=dict)
+    across_dimensions: float | None = None
+    across_all: float | None = None
+
+
+def _wire_counts(judge: WireJudge, calls: list[Call]) -> tuple[int, _Shares]:
+    """Prompt tokens of every call as sent, and the shared-prefix shares (see :class:`JudgeEstimate`)."""
+    requests: dict[tuple[int, str], tuple[Request, int]] = {}  # the runs of a case share one request
+    by_dim: dict[str, list[tuple[Request, int]]] = defaultdict(list)
+    by_case: dict[str, list[tuple[Request, int]]] = defaultdict(list)
+    total = 0
+    for c in calls:
+        key = (id(c.messages), c.planned.dimension)
+        if key not in requests:
+            req = judge.request(c.messages, c.planned.dimension)
+            requests[key] = (req, judge.count_request(req))
+            by_dim[c.planned.dimension].append(requests[key])
+            by_case[c.planned.case_id].append(requests[key])
+        total += requests[key][1]
+
+    def share(group: list[tuple[Request, int]]) -> float | None:
+        if len(group) < 2:
+            return None
+        prefix = shared_prefix([r for r, _ in group])
+        n = judge.count_request(prefix) if prefix.get("messages") or prefix.get("tools") else 0
+        return min(1.0, n / (sum(t for _, t in group) / len(group)))
+
+    shares = _Shares(by_dimension={d: share(g) for d, g in by_dim.items()})
+    per_case = [s for s in (share(g) for g in by_case.values()) if s is not None]
+    shares.across_dimensions = sum(per_case) / len(per_case) if per_case else None
+    shares.across_all = share(list(requests.values()))
+    return total, shares
+
+
+def shared_prefix(requests: Sequence[Request]) -> Request:
+    """The longest prefix every request shares, as a request (for counting its tokens).
+
+    Compared in the order providers cache a request: ``tools``, then ``response_format`` (each
+    shared whole or not at all: a schema that differs differs from its first fields, the model's
+    name), then the messages in order, the first differing message cut to the text all share
+    (same role, text content). An empty request when the first part already differs.
+    """
+    if not requests:
+        return {"messages": []}
+    first = requests[0]
+    prefix: Request = {"messages": []}
+    for part in ("tools", "response_format"):
+        value = first.get(part)
+        if any(_dumps(r.get(part)) != _dumps(value) for r in requests[1:]):
+            return prefix
+        if value is not None:
+            prefix[part] = value
+    shared: list[dict[str, Any]] = []
+    for i, m in enumerate(first.get("messages", [])):
+        others = [r.get("messages", [])[i] if i < len(r.get("messages", [])) else None for r in requests[1:]]
+        if all(o == m for o in others):
+            shared.append(m)
+            continue
+        text = m.get("content")
+        if isinstance(text, str) and all(o is not None and o.get("role") == m.get("role")
+                                         and isinstance(o.get("content"), str) for o in others):
+            common = _common_start([text, *(str(o["content"]) for o in others if o is not None)])
+            if common:
+                shared.append({"role": m["role"], "content": common})
+        break
+    prefix["messages"] = shared
+    return prefix
+
+
+def _common_start(texts: list[str]) -> str:
+    """The longest string every text starts with."""
+    first, n = texts[0], min(len(t) for t in texts)
+    for i in range(n):
+        c = first[i]
+        if any(t[i] != c for t in texts[1:]):
+            return first[:i]
+    return first[:n]
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False)

@@ -243,7 +243,11 @@ class LLMJudge:
     def count_request_tokens(self, messages: list[dict[str, str]], dimension_id: str) -> int:
         """Prompt tokens of the request as sent (:meth:`request`: messages plus the tool or schema
         instructor adds), with litellm's counter for this model (``litellm.token_counter``)."""
-        return request_tokens(self.config.model, self.request(messages, dimension_id))
+        return self.count_request(self.request(messages, dimension_id))
+
+    def count_request(self, request: dict[str, Any]) -> int:
+        """Prompt tokens of a request body (:func:`request_tokens` with this judge's model)."""
+        return request_tokens(self.config.model, request)
 
     def prices(self) -> tuple[float, float] | None:
         """(input, output) USD per token: the config's, else litellm's price map, else None."""

@@ -139,7 +139,8 @@ def print_reliability(console: Console, report: ReliabilityReport) -> None:
 
 
 def print_estimate(console: Console, estimates: list[JudgeEstimate]) -> None:
-    """The dry run's table: calls, prompt tokens, estimated and maximum cost per judge."""
+    """The dry run's table: calls, prompt tokens, estimated and maximum cost per judge, then the
+    shared-prefix shares (:func:`print_prefix_shares`)."""
     t = Table(title="dry run: nothing was sent")
     for col in ("judge", "model", "calls", "prompt tokens", "output tokens (est.)", "cost $ (est.)", "cost $ (max)"):
         t.add_column(col, justify="left" if col in ("judge", "model") else "right")
@@ -148,6 +149,37 @@ def print_estimate(console: Console, estimates: list[JudgeEstimate]) -> None:
                   "unknown" if e.cost is None else f"{e.cost:.4f}",
                   "unknown" if e.max_cost is None else f"{e.max_cost:.4f}")
     console.print(t)
-    console.print(f"Estimated with {ASSUMED_OUTPUT_TOKENS} output tokens per call; the max uses each "
+    console.print(f"Prompt tokens are counted as sent (messages and the response schema of the judge's mode). "
+                  f"Estimated with {ASSUMED_OUTPUT_TOKENS} output tokens per call; the max uses each "
                   "judge's max_tokens. 'unknown': the model has no price; set input_cost_per_token and "
                   "output_cost_per_token in its config.", highlight=False)
+    print_prefix_shares(console, estimates)
+
+
+def print_prefix_shares(console: Console, estimates: list[JudgeEstimate]) -> None:
+    """Per judge, the share of a call's prompt tokens in a prefix shared with other calls: what a
+    provider's prompt cache can serve (per dimension across cases; across the dimensions of a case)."""
+    shown = [e for e in estimates if e.prefix_share]
+    if not shown:
+        return
+    dims = sorted({d for e in shown for d in e.prefix_share}, key=lambda d: next(
+        i for e in shown for i, x in enumerate(e.prefix_share) if x == d))
+    t = Table(title="shared prompt prefix: share of each call's prompt tokens a prompt cache can serve")
+    t.add_column("judge")
+    for d in dims:
+        t.add_column(f"{d}\nacross cases", justify="right")
+    t.add_column("across the dimensions\nof a case", justify="right")
+    t.add_column("across\nevery call", justify="right")
+    for e in shown:
+        t.add_row(e.judge, *(_share(e.prefix_share.get(d)) for d in dims), _share(e.case_prefix_share),
+                  _share(e.all_prefix_share))
+    console.print(t)
+    console.print("A provider caches the longest prefix it has seen (tools and schema first, then the messages): "
+                  "'across cases' is what every call after a dimension's first can be served from the cache; the "
+                  "response schema differs per dimension and comes before the case in every instructor mode, so "
+                  "the dimensions of a case share only what precedes it. '-': fewer than two calls to compare.",
+                  highlight=False)
+
+
+def _share(x: float | None) -> str:
+    return "-" if x is None else f"{x:.0%}"
