@@ -9,32 +9,31 @@ from rich.console import Console
 from rich.table import Table
 
 from consensus_eval.analysis.alpha import Alpha
+from consensus_eval.analysis.audit import DEFAULT_TOP, review_queue
 from consensus_eval.analysis.reliability import ReliabilityReport
 from consensus_eval.analysis.results import Results
 from consensus_eval.execution.estimate import ASSUMED_OUTPUT_TOKENS, JudgeEstimate
 from consensus_eval.execution.execute import Progress
 from consensus_eval.execution.store import STORE_NAME
+from consensus_eval.output.audit_console import print_queue
 from consensus_eval.output.files import fmt_num
 
 
-def print_summary(console: Console, res: Results, out: Path) -> None:
-    """Per case (panel scores, stars, judges, status) and per judge (calls, tokens, cost)."""
+def print_summary(console: Console, res: Results, out: Path, top: int = DEFAULT_TOP) -> None:
+    """"N cases need review", the top ``top`` cases of the review queue (0: all) and the totals (cases per
+    status, the mean panel score per dimension), then per judge: calls, tokens, cost. Never one row per
+    case: ``consensus-eval audit DIR`` prints the drill-down, consensus.csv has every case."""
     progress = res.progress or Progress(total=len(res.records))
-    dims = res.rubric.dimensions
-    t = Table(title=f"{res.rubric.name}: {len(res.consensus)} cases, {len(res.judges)} judge(s)")
-    t.add_column("case")
-    for d in dims:
-        t.add_column(f"{d.name}\n/{fmt_num(d.max)}", justify="right")
-    t.add_column(f"total\n/{fmt_num(res.rubric.max_total)}", justify="right")
-    t.add_column("stars", justify="right")
-    t.add_column("judges", justify="right")
-    t.add_column("status")
-    for c in res.consensus:
-        stars = "/".join(str(c.stars[d.id] or "-") for d in dims)
-        status = c.status + (" ⚑" if c.flagged else "")
-        t.add_row(c.case_id, *(fmt_num(c.scores[d.id]) for d in dims), fmt_num(c.total), stars,
-                  str(c.n_judges), status)
-    console.print(t)
+    console.print(f"{res.rubric.name}: {len(res.consensus)} cases, {len(res.judges)} judge(s)", highlight=False)
+    print_queue(console, review_queue(res.audit, len(res.judges)), top)
+    means = []
+    for d in res.rubric.dimensions:
+        vals = [s for c in res.consensus if c.status == "ok" and (s := c.scores[d.id]) is not None]
+        means.append(f"{d.name} {sum(vals) / len(vals):.1f}/{fmt_num(d.max)}" if vals else f"{d.name} -")
+    totals = [c.total for c in res.consensus if c.status == "ok" and c.total is not None]
+    if totals:
+        means.append(f"total {sum(totals) / len(totals):.1f}/{fmt_num(res.rubric.max_total)}")
+    console.print(f"mean panel score over the {len(totals)} ok case(s): " + ", ".join(means), highlight=False)
     jt = Table(title="judges")
     for col in ("judge", "ok", "failed", "attempts", "prompt tok", "completion tok", "cost $"):
         jt.add_column(col, justify="left" if col == "judge" else "right")
