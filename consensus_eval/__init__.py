@@ -20,15 +20,20 @@ if TYPE_CHECKING:
     from consensus_eval._errors import InputError
     from consensus_eval.analysis.agreement import HumanLabel, load_human
     from consensus_eval.analysis.alpha import Alpha, krippendorff_alpha
+    from consensus_eval.analysis.calibration import CalibrationReport
     from consensus_eval.analysis.results import Results
     from consensus_eval.api import (
         Prepared,
+        PreparedCalibration,
+        calibrate,
+        calibrate_async,
         check_judges_async,
         dry_run,
         evaluate,
         evaluate_async,
         load_run,
         prepare,
+        prepare_calibration,
         rebuild,
         run,
         run_async,
@@ -44,7 +49,9 @@ if TYPE_CHECKING:
 #: public name -> the module that defines it
 _EXPORTS = {
     **dict.fromkeys(["Prepared", "check_judges_async", "dry_run", "evaluate", "evaluate_async", "load_run",
-                     "prepare", "rebuild", "run", "run_async"], "consensus_eval.api"),
+                     "prepare", "rebuild", "run", "run_async", "PreparedCalibration", "calibrate", "calibrate_async",
+                     "prepare_calibration"], "consensus_eval.api"),
+    "CalibrationReport": "consensus_eval.analysis.calibration",
     "Results": "consensus_eval.analysis.results",
     "Alpha": "consensus_eval.analysis.alpha",
     "krippendorff_alpha": "consensus_eval.analysis.alpha",
@@ -64,10 +71,11 @@ _EXPORTS = {
 # Spelled out (not built from _EXPORTS) so that linters and type checkers see the re-exports;
 # tests/test_architecture.py checks that it names exactly the keys of _EXPORTS.
 __all__ = [
-    "Alpha", "CallOutcome", "Case", "Deduction", "EvalConfig", "HumanLabel", "InputError", "Judge", "JudgeConfig",
-    "Judgment", "LLMJudgeConfig", "PenaltyHit", "Prepared", "Results", "Rubric", "RulesJudgeConfig", "__version__",
-    "check_judges_async", "dry_run", "evaluate", "evaluate_async", "krippendorff_alpha", "load_cases", "load_config",
-    "load_human", "load_rubric", "load_run", "prepare", "quiet_libraries", "rebuild", "register_aggregator",
+    "Alpha", "CalibrationReport", "CallOutcome", "Case", "Deduction", "EvalConfig", "HumanLabel", "InputError",
+    "Judge", "JudgeConfig", "Judgment", "LLMJudgeConfig", "PenaltyHit", "Prepared", "PreparedCalibration", "Results",
+    "Rubric", "RulesJudgeConfig", "__version__", "calibrate", "calibrate_async", "check_judges_async", "dry_run",
+    "evaluate", "evaluate_async", "krippendorff_alpha", "load_cases", "load_config", "load_human", "load_rubric",
+    "load_run", "prepare", "prepare_calibration", "quiet_libraries", "rebuild", "register_aggregator",
     "register_judge", "run", "run_async",
 ]
 

@@ -28,7 +28,7 @@ from pydantic import ValidationError
 from consensus_eval._errors import InputError, format_validation_error
 from consensus_eval.analysis.agreement import HumanLabel
 from consensus_eval.analysis.alpha import DEFAULT_SEED
-from consensus_eval.analysis.calibration import CalibrationReport, calibrate
+from consensus_eval.analysis.calibration import CalibrationReport, calibrate as measure
 from consensus_eval.analysis.human import label_counts, read_labels
 from consensus_eval.analysis.reliability import ReliabilityReport
 from consensus_eval.analysis.results import Results, analyze
@@ -165,9 +165,17 @@ async def calibrate_async(prep: PreparedCalibration, out: str | Path, on_progres
     judge and the panel against the planted errors, and write ``out/calibration.json`` and the suite
     run (``out/suite.jsonl``)."""
     results = await _run(prep.prepared, Path(out), on_progress, n_boot, stop)
-    report = calibrate(prep.suite, results, ground, UNPLANTABLE)
+    report = measure(prep.suite, results, ground, UNPLANTABLE)
     write_calibration(Path(out), report, prep.suite)
     return results, report
+
+
+def calibrate(config: ConfigInput = DEFAULT_CONFIG, *, out: str | Path, suite: str | Path = "builtin",
+              sample: int | None = None, seed: int = DEFAULT_SUITE_SEED) -> CalibrationReport:
+    """:func:`prepare_calibration` then :func:`calibrate_async`, for code that is not inside an event
+    loop; returns the calibration report (also written to ``out/calibration.json``)."""
+    prep = prepare_calibration(config, suite, sample=sample, seed=seed)
+    return _sync(calibrate_async(prep, out))[1]
 
 
 def dry_run(prep: Prepared) -> list[JudgeEstimate]:

@@ -17,6 +17,7 @@ from consensus_eval.cli import app
 from consensus_eval.domain.calibration.generator import builtin_suite
 from consensus_eval.domain.calibration.suite import PlantedError, SuiteCase
 from consensus_eval.domain.grounding import ground
+from consensus_eval.output.calibration import html_section, markdown_section
 from tests.conftest import write_config
 from tests.fake_server import FakeConfig, FakeServer
 
@@ -129,7 +130,7 @@ def test_fake_llm_judges(tmp_path, rubric, monkeypatch):
             f"  - name: {m}\n    model: openai/{m}\n    api_base: {srv.url}/v1\n    api_key_env: FAKE_KEY\n"
             f"    mode: tools\n    concurrency: 4\n    input_cost_per_token: 0.000001\n"
             f"    output_cost_per_token: 0.000002\n" for m in ("oracle", "random", "liar"))
-        cfg = write_config(tmp_path / "fake.yaml", judges, consensus="{min_judges: 2}")
+        cfg = write_config(tmp_path / "fake.yaml", judges, consensus="{min_judges: 2}", runs=2)
         prep = api.prepare([sc.case for sc in suite], cfg)
         results = api.run(prep, tmp_path / "run", n_boot=0)
     rep = calibrate(suite, results, ground)
@@ -141,6 +142,8 @@ def test_fake_llm_judges(tmp_path, rubric, monkeypatch):
     assert oracle.overall.type_match.k == n
     assert oracle.false_alarms_per_case == 0 and oracle.precision.value == 1
     assert all(e.mae == 0 for e in oracle.score_error.values())
+    # two runs, the same replies: stable
+    assert oracle.runs_recall == [1.0, 1.0] and oracle.consistent is not None and oracle.consistent.value == 1
     # the random judge: found exactly when its category draw hit (chance: 1/5 per error here)
     n_random = sum(1 for sc in suite for e in sc.expected if not e.penalty)
     n_pen = n - n_random
@@ -152,6 +155,16 @@ def test_fake_llm_judges(tmp_path, rubric, monkeypatch):
     # the panel (2 of 3): oracle + random agree only where random was lucky
     assert rep.judges[PANEL].overall.found.k == lucky + n_pen
     assert rep.best_judge == "oracle" and rep.panel_gain is not None and rep.panel_gain < 0
+
+
+def test_api_calibrate_and_sections(tmp_path):
+    cfg = write_config(tmp_path / "rules.yaml", RULES)
+    rep = api.calibrate(cfg, out=tmp_path / "o", sample=25, seed=1)
+    assert rep.suite_cases == 25 and rep.judges["rules"].runs_recall == []  # one run: no stability figures
+    md = markdown_section(rep)
+    assert md.startswith("## Calibration") and "| rules | panel |" in md
+    html = html_section(rep)
+    assert html.count("<tr") >= 3 and "rules" in html and "<script" not in html
 
 
 def test_calibrate_command_dry_run_and_run(tmp_path):

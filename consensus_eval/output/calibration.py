@@ -4,6 +4,7 @@ report includes it when the run folder has a calibration.json)."""
 
 from __future__ import annotations
 
+from html import escape
 from pathlib import Path
 
 from rich.console import Console
@@ -78,6 +79,39 @@ def print_calibration(console: Console, report: CalibrationReport) -> None:
     console.print("[bold]recommendation[/]")
     for line in report.recommendation:
         console.print(f"- {line}", highlight=False)
+
+
+def _colour(r: Recall | None) -> str:
+    """Background by recall: red (0) through amber to green (1); grey when nothing was planted."""
+    if r is None or r.found.value is None:
+        return "#eeeeee"
+    v = r.found.value
+    red, green = (int(220 - 120 * v), int(90 + 110 * v))
+    return f"rgb({red},{green},110)"
+
+
+def html_section(report: CalibrationReport) -> str:
+    """The calibration section as a self-contained HTML fragment: the recall matrix (types by judges and
+    the panel), each cell coloured by recall with its interval and count shown, then the recommendation."""
+    cols = _columns(report)
+    head = "".join(f"<th>{escape(c)}</th>" for c in cols)
+    rows = []
+    for k in sorted({k for c in cols for k in report.judges[c].by_type}):
+        cells = "".join(
+            f'<td style="background:{_colour(report.judges[c].by_type.get(k))}">'
+            f"{escape(cell(report.judges[c].by_type.get(k)))}</td>" for c in cols)
+        rows.append(f"<tr><th>{escape(k)}</th>{cells}</tr>")
+    total = "".join(f'<td style="background:{_colour(report.judges[c].overall)}"><b>'
+                    f"{escape(cell(report.judges[c].overall))}</b></td>" for c in cols)
+    rows.append(f"<tr><th>all</th>{total}</tr>")
+    recs = "".join(f"<li>{escape(r)}</li>" for r in report.recommendation)
+    return (f'<section id="calibration"><h2>Calibration</h2>'
+            f"<p>{report.suite_cases} cases ({report.planted} with {report.errors} planted errors, {report.clean} "
+            f"clean controls). A planted error is found when the judge deducts in its category with evidence on it. "
+            f"Cells: recall, 95% Wilson interval, found/planted; colour by recall. Panel: found by at least "
+            f"{report.quorum} judges.</p>"
+            f'<table class="calibration"><tr><th>type</th>{head}</tr>{"".join(rows)}</table>'
+            f"<p>Recommendation:</p><ul>{recs}</ul></section>")
 
 
 def markdown_section(report: CalibrationReport) -> str:
