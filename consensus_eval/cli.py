@@ -257,7 +257,7 @@ def audit(
         _import_human(run_dir, human, reviewer, encoding)
     results = api.load_run(run_dir)
     audits = results.audit
-    print_audit(out_console, review_queue(audits, len(results.judges)), top)
+    print_audit(out_console, review_queue(audits, len(results.judges)), top, results.judge_quality)
     if export is not None:
         path = write_adjudication_csv(export, audits[:top] if top > 0 else audits, judges=results.judges,
                                       review=results.review, reviewer=reviewer)

@@ -372,3 +372,17 @@ def test_cli_audit_top_n_and_top_0(tmp_path):
         assert res.exit_code == 0, res.output
         assert len(_printed_ids(res.output)) == expected, top
         assert "Most disputed cases" in res.output
+
+
+def test_cli_audit_shows_judge_quality_not_a_case_flag(tmp_path):
+    from consensus_eval.cli import app
+
+    # judge-a claims 35 on accuracy where its deductions derive 40, in both cases: 2 of its 6 runs
+    claim = Judgment(dimension="accuracy", claimed_score=35)
+    panel: dict[tuple[str, str, str], Outcome] = {(c, "judge-a", "accuracy"): claim for c in ("c1", "c2")}
+    folder = _write_store(tmp_path / "q", make_run(panel, PANEL3, ["c1", "c2"]))
+    res = CliRunner().invoke(app, ["audit", str(folder)], env={"COLUMNS": "250"})
+    assert res.exit_code == 0, res.output
+    assert "no case needs review (of 2)" in res.output and "Judge quality" in res.output
+    row = next(line for line in res.output.splitlines() if "judge-a" in line and "claimed a score" in line)
+    assert "100% [34-100%] (2 of 2 runs that claimed a score)" in row     # Wilson(2, 2) = [0.342, 1]

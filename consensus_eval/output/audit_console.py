@@ -12,7 +12,7 @@ All case and judge text goes through :class:`rich.text.Text`, never through cons
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from rich.console import Console, Group
 from rich.table import Table
@@ -29,6 +29,8 @@ from consensus_eval.analysis.audit import (
     ReviewQueue,
     review_queue,
 )
+from consensus_eval.analysis.intervals import Proportion
+from consensus_eval.analysis.judge_quality import JudgeQuality
 from consensus_eval.output.files import fmt_num
 
 #: readers' names of the reason codes, for the totals line
@@ -48,12 +50,16 @@ def as_queue(cases: ReviewQueue | Sequence[CaseAudit]) -> ReviewQueue:
     return review_queue(cases, panel)
 
 
-def print_audit(console: Console, cases: ReviewQueue | Sequence[CaseAudit], top: int = DEFAULT_TOP) -> None:
-    """The `audit` command: headline, the first ``top`` cases of the queue (0: all), the totals, then
-    the drill-down of each case shown."""
+def print_audit(console: Console, cases: ReviewQueue | Sequence[CaseAudit], top: int = DEFAULT_TOP,
+                quality: Mapping[str, JudgeQuality] | None = None) -> None:
+    """The `audit` command: headline, the first ``top`` cases of the queue (0: all), the totals, the
+    judges' quality (``quality``: ``Results.judge_quality``, when given), then the drill-down of each
+    case shown."""
     queue = as_queue(cases)
     shown = queue.top(top)
     print_queue(console, queue, top)
+    if quality:
+        console.print(judge_quality_table(quality))
     for a in shown:
         console.print()
         console.rule(Text(f"#{a.rank} {a.case_id}  {a.status}  {queue.score_name} {_one(a.score(queue.mode))}"))
@@ -107,6 +113,26 @@ def totals_line(queue: ReviewQueue) -> str:
     status = ", ".join(f"{n} {s}" for s, n in queue.by_status.items())
     reasons = ", ".join(f"{REASON_NAMES.get(c, c)} {n}" for c, n in queue.by_reason.items())
     return f"{queue.n_cases} cases: {status}" + (f"; needing review by reason: {reasons}" if reasons else "")
+
+
+def judge_quality_table(quality: Mapping[str, JudgeQuality]) -> Table:
+    """Facts about each judge, not about any case: its deductions whose evidence was not found in the
+    case, and its runs whose claimed score differs from the score derived from its own deductions, each
+    as a share with its 95% Wilson interval (:mod:`consensus_eval.analysis.judge_quality`)."""
+    t = Table(title="Judge quality (95% Wilson intervals)")
+    for col in ("judge", "ok runs", "deductions", "evidence not found", "claimed ≠ derived"):
+        t.add_column(col, justify="left" if col == "judge" else "right")
+    for name, q in quality.items():
+        t.add_row(Text(name), str(q.ok_runs), str(q.deductions), _share(q.ungrounded, "deductions"),
+                  _share(q.claim_mismatch, "runs that claimed a score"))
+    return t
+
+
+def _share(p: Proportion, of: str) -> str:
+    """``"12% [8-17%] (6 of 50 deductions)"``; ``"- (no ...)"`` when there was nothing to count."""
+    if p.value is None or p.low is None or p.high is None:
+        return f"- (no {of})"
+    return f"{100 * p.value:.0f}% [{100 * p.low:.0f}-{100 * p.high:.0f}%] ({p.k} of {p.n} {of})"
 
 
 def dimension_table(dim: DimensionAudit) -> Table:
