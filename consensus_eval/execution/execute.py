@@ -1,7 +1,8 @@
 """Run the planned calls concurrently into the store.
 
-Each judge has its own pool of ``concurrency`` workers (its ``rpm`` is enforced per HTTP attempt by
-the judge itself), so a slow or failing judge never stalls the others. Every outcome is stored the
+Each judge has its own pool of workers (``config.max_workers``: its ``concurrency``, or the cap of
+``concurrency: auto``; the judge's own pacing admits its HTTP attempts under the in-flight limit, ``rpm``
+and ``tpm``), so a slow or failing judge never stalls the others. Every outcome is stored the
 moment it lands; calls whose judgment is already stored are not made again.
 """
 
@@ -18,6 +19,7 @@ from consensus_eval.domain.rubric import Rubric
 from consensus_eval.execution.plan import Call
 from consensus_eval.execution.store import CallRecord, Store
 from consensus_eval.judges.base import CallOutcome, Judge
+from consensus_eval.judges.pacing import PacingReport
 
 
 @dataclass
@@ -33,6 +35,8 @@ class Progress:
     by_judge: Counter[str] = field(default_factory=Counter)
     #: the run was stopped (``stop`` was set) before every call was made
     interrupted: bool = False
+    #: per judge that paces its requests (LLM judges), what limited it in this run (set at the end)
+    pacing: dict[str, PacingReport] = field(default_factory=dict)
 
     def eta_s(self) -> float | None:
         if not self.done:
@@ -84,14 +88,26 @@ async def execute(
         queue: asyncio.Queue[Call] = asyncio.Queue()
         for c in todo[judge.config.name]:
             queue.put_nowait(c)
-        n_workers = min(judge.config.concurrency, queue.qsize())
+        n_workers = min(judge.config.max_workers, queue.qsize())
         tasks += [asyncio.create_task(worker(judge, queue)) for _ in range(n_workers)]
     if not tasks:
         return progress
     work = asyncio.gather(*tasks)
+    try:
+        await _until_done_or_stopped(work, stop, progress)
+    finally:
+        for judge in judges:
+            report = getattr(judge, "pacing_report", None)
+            pacing = report() if callable(report) else None
+            if isinstance(pacing, PacingReport):
+                progress.pacing[judge.config.name] = pacing
+    return progress
+
+
+async def _until_done_or_stopped(work: asyncio.Future[Any], stop: asyncio.Event | None, progress: Progress) -> None:
     if stop is None:
         await work
-        return progress
+        return
     stopper = asyncio.create_task(stop.wait())
     waiters: list[asyncio.Future[Any]] = [work, stopper]
     await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
@@ -100,7 +116,6 @@ async def execute(
         work.cancel()
         await asyncio.gather(work, return_exceptions=True)
     stopper.cancel()
-    return progress
 
 
 async def _judge_safely(judge: Judge, call: Call, rubric: Rubric) -> CallOutcome:

@@ -3,7 +3,10 @@
 Every HTTP attempt, first ask or re-ask, goes through :meth:`LLMJudge._send`, which the instructor
 client wraps:
 
-- it waits for the judge's rate limiter (``rpm``), so re-asks and retries are throttled too;
+- it waits for the judge's pacing (:mod:`consensus_eval.judges.pacing`: a slot under the in-flight
+  limit ``concurrency``, then its turn under ``rpm`` and ``tpm``), so re-asks and retries are paced
+  too, and tells the pacing how the attempt ended (latency, tokens, a 429: ``concurrency: auto``
+  adapts to them); a backoff sleep holds no slot;
 - it enforces a hard timeout (``timeout_s``) per attempt (``asyncio.timeout``; the limiter's wait
   is not part of it) and gives litellm the same ``timeout``;
 - it classifies every failure by its real cause (:func:`classify`: the exception chain, not
@@ -50,7 +53,6 @@ import litellm
 import litellm.exceptions
 import openai
 import pydantic
-from asyncio_throttle.throttler import Throttler  # where it is defined: the package root does not re-export it
 from instructor.core import (
     AsyncValidationError,
     IncompleteOutputException,
@@ -64,8 +66,10 @@ from instructor.v2.core.response_model import prepare_response_model
 from consensus_eval._errors import format_validation_error
 from consensus_eval.domain.cases import Case
 from consensus_eval.domain.config import LLMJudgeConfig
-from consensus_eval.domain.judgment import CallOutcome, ErrorKind, _ReplyBase, response_model
+from consensus_eval.domain.grounding import reask_prompt, ungrounded_quotes
+from consensus_eval.domain.judgment import CallOutcome, ErrorKind, Judgment, _ReplyBase, response_model
 from consensus_eval.domain.rubric import Dimension, Rubric
+from consensus_eval.judges.pacing import Pacing, PacingReport
 
 if TYPE_CHECKING:
     from openai.types.chat import ChatCompletionMessageParam
@@ -126,13 +130,16 @@ class LLMJudge:
         self.max_case_chars: int | None = config.max_case_chars
         # async_client=True: what instructor infers from a coroutine function, said so the client is typed async
         self._client = instructor.from_litellm(self._send, mode=MODES[config.mode], async_client=True)
-        self._throttler: Throttler | None = None
+        #: the judge's pacing: in-flight limit, rpm, tpm (made on first use, inside the event loop)
+        self._pacing: Pacing | None = None
         self._models: dict[str, type[_ReplyBase]] = {}
         #: set by the first failure in :data:`STOPS_THE_JUDGE`: every later call fails with it, unsent
         self.stopped: HTTPFailure | None = None
         self.backoff_base_s = BACKOFF_BASE_S
         self.backoff_max_s = BACKOFF_MAX_S
         register_prices(config)
+        if config.reask_ungrounded:  # a re-ask changes what is asked and what is kept: other requests
+            self.version = f"{self.version}+reask-ungrounded"
 
     # ---------------------------------------------------------------- one judgment
 
@@ -161,6 +168,8 @@ class LLMJudge:
                 **params,
             )
             judgment = reply.to_judgment(dimension)
+            if self.config.reask_ungrounded:
+                judgment = await self._reask_ungrounded(case, dimension, messages, judgment, run, params)
             return self._outcome(usage, status="ok", judgment=judgment)
         except InstructorRetryException as e:
             cause = e.__cause__
@@ -182,6 +191,32 @@ class LLMJudge:
             return self._local(usage, e)
         finally:
             _current.reset(token)
+
+    async def _reask_ungrounded(self, case: Case, dimension: Dimension, messages: list[dict[str, str]],
+                                judgment: Judgment, run: int, params: dict[str, Any]) -> Judgment:
+        """``ungrounded: reask``: when evidence of a valid reply is not found in the case
+        (:func:`~consensus_eval.domain.grounding.ungrounded_quotes`), ask once more in the same
+        conversation (the reply, then :func:`~consensus_eval.domain.grounding.reask_prompt`) and keep
+        the second reply if it is valid, else the first. Attempts, tokens and cost of both count (the
+        call's one :class:`_Usage`); the stored raw reply is the one kept."""
+        evidence = [d.evidence for d in judgment.deductions] + [p.evidence for p in judgment.fixed_penalties]
+        missing = ungrounded_quotes(case.record, case.conversation_as_text(self.rubric.roles), evidence)
+        if not missing:
+            return judgment
+        usage = _current.get()
+        first_raw = usage.raw
+        asked = [*messages, {"role": "assistant", "content": first_raw or judgment.model_dump_json()},
+                 {"role": "user", "content": reask_prompt(missing)}]
+        try:
+            reply, _raw = await self._client.chat.completions.create_with_completion(
+                model=self.config.model, response_model=self._response_model(dimension.id),
+                messages=cast("list[ChatCompletionMessageParam]", asked),
+                max_retries=self.config.max_reasks, seed=run, **params)
+        except Exception as e:  # noqa: BLE001 - the second reply failed: the first, valid one stands
+            usage.raw = first_raw
+            usage.last_error = f"re-ask for exact quotes failed, first reply kept: {_exc_line(e, self._scrub)}"
+            return judgment
+        return reply.to_judgment(dimension)
 
     def _local(self, usage: _Usage, error: BaseException) -> CallOutcome:
         """A call that failed on this machine (not at the provider): no call of this judge will do better."""
@@ -317,13 +352,19 @@ class LLMJudge:
         for attempt in range(retries + 1):
             if self.stopped is not None:  # another call found the judge dead while this one waited
                 raise HTTPFailure(self.stopped.kind, str(self.stopped)) from None
+            pacing = self.pacing
+            # the pacing's wait is not part of the attempt's hard timeout
+            ticket = await pacing.acquire(self._estimate_tokens(kwargs) if c.tpm is not None else 0)
+            if self.stopped is not None:  # the judge stopped while this attempt waited for its turn
+                pacing.release(ticket)
+                raise HTTPFailure(self.stopped.kind, str(self.stopped)) from None
             try:
-                async with self._limiter():
-                    usage.attempts += 1  # counted once the request may go out (the limiter's wait is not one)
-                    async with asyncio.timeout(c.timeout_s):
-                        resp = await litellm.acompletion(**kwargs)
+                usage.attempts += 1  # counted once the request may go out (the pacing's wait is not one)
+                async with asyncio.timeout(c.timeout_s):
+                    resp = await litellm.acompletion(**kwargs)
             except Exception as e:  # noqa: BLE001 - every failure is classified; only RETRYABLE ones are retried
                 kind, head, detail = classify(e, self._scrub, timeout_s=c.timeout_s, endpoint=self._endpoint())
+                pacing.release(ticket, rate_limited=kind == "rate_limit")
                 usage.last_error = f"{head}: {detail}"
                 if kind in RETRYABLE and attempt < retries:
                     await asyncio.sleep(self._delay(attempt, e))
@@ -335,20 +376,33 @@ class LLMJudge:
                 if kind in STOPS_THE_JUDGE:
                     self._stop(failure)
                 raise failure from None
+            except BaseException:  # cancelled: the slot goes back
+                pacing.release(ticket)
+                raise
+            pacing.release(ticket, tokens=_total_tokens(resp))
             self._count(usage, resp)
             return resp
         raise AssertionError("unreachable")
 
-    def _limiter(self) -> Any:
-        if self.config.rpm is None:
-            return _NoLimit()
-        if self._throttler is None:
-            # rpm spread over windows of about a second (k requests per 60k/rpm s): a 60 s window
-            # would let the whole minute's quota go out in one burst, which providers punish with 429s.
-            rpm = self.config.rpm
-            k = max(1, int(rpm // 60))
-            self._throttler = Throttler(rate_limit=k, period=60.0 * k / rpm)
-        return self._throttler
+    @property
+    def pacing(self) -> Pacing:
+        """This judge's pacing (one per judge, shared by all its calls)."""
+        if self._pacing is None:
+            c = self.config
+            self._pacing = Pacing(rpm=c.rpm, tpm=c.tpm, concurrency=c.concurrency, max_concurrency=c.max_concurrency)
+        return self._pacing
+
+    def pacing_report(self) -> PacingReport | None:
+        """What limited this judge's requests so far (None before its first request)."""
+        return self._pacing.report() if self._pacing is not None and self._pacing.requests else None
+
+    def _estimate_tokens(self, kwargs: dict[str, Any]) -> int:
+        """The prompt tokens of an attempt, as charged to ``tpm`` before it is sent (messages as sent,
+        re-asks included; instructor's tool schema is not counted: the reply's usage corrects it)."""
+        try:
+            return int(litellm.token_counter(model=self.config.model, messages=kwargs.get("messages") or []))
+        except Exception:  # noqa: BLE001 - a model litellm cannot count: about 4 characters a token
+            return sum(len(str(m.get("content") or "")) for m in kwargs.get("messages") or []) // 4 + 1
 
     def _delay(self, attempt: int, error: BaseException) -> float:
         """Seconds to wait before the next attempt: Retry-After if the server gave one, else
@@ -587,14 +641,6 @@ def register_prices(c: LLMJudgeConfig) -> None:
                                       "litellm_provider": provider, "mode": "chat"}})
 
 
-class _NoLimit:
-    async def __aenter__(self) -> None:
-        return None
-
-    async def __aexit__(self, *exc: object) -> None:
-        return None
-
-
 def retry_after_s(error: BaseException) -> float | None:
     """The server's Retry-After (seconds or HTTP date; or retry-after-ms), if the error carries one."""
     headers = None
@@ -625,6 +671,14 @@ def _describe(e: BaseException, scrub: Callable[[str], str]) -> str:
     status = getattr(e, "status_code", None)
     msg = _first_line(str(e), scrub) or type(e).__name__
     return f"{type(e).__name__}" + (f" {status}" if status else "") + f": {msg}"
+
+
+def _total_tokens(resp: Any) -> int:
+    """Prompt + completion tokens a reply reports (0 when it reports none)."""
+    u = getattr(resp, "usage", None)
+    if u is None:
+        return 0
+    return int(getattr(u, "prompt_tokens", 0) or 0) + int(getattr(u, "completion_tokens", 0) or 0)
 
 
 def _raw_text(resp: Any) -> str | None:

@@ -41,9 +41,17 @@ def print_summary(console: Console, res: Results, out: Path, top: int = DEFAULT_
         jt.add_row(name, str(v.ok), str(v.failed), str(v.attempts), str(v.prompt_tokens),
                    str(v.completion_tokens), f"{v.cost:.4f}")
     console.print(jt)
+    print_pacing(console, progress)
     console.print(f"{progress.done} call(s) made, {progress.skipped} resumed from the store, "
                   f"{progress.failed} failed. Outputs in {out}/: judgments.jsonl, consensus.csv, "
                   f"consensus.jsonl, reliability.json, report.md, report.html, {STORE_NAME}", highlight=False)
+
+
+def print_pacing(console: Console, progress: Progress) -> None:
+    """One line per LLM judge that sent requests in this run: which limit bound it (rpm, tpm,
+    concurrency, provider 429s or latency) and the achieved requests/min against its limit."""
+    for name, p in progress.pacing.items():
+        console.print(f"pace of {name}: {p.explain()}", highlight=False)
 
 
 #: reasons listed per judge in the failure summary (the rest are counted)

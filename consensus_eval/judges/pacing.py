@@ -1,0 +1,493 @@
+"""Pacing of one judge's HTTP attempts: an even request rate (``rpm``), a token budget (``tpm``) and
+an in-flight limit (``concurrency``: a number, or ``auto``), all event-driven.
+
+Every attempt (first ask, re-ask, retry) passes :meth:`Pacing.acquire` before it is sent and
+:meth:`Pacing.release` when its reply (or failure) is in. In that order it waits for:
+
+1. a **slot** under the in-flight limit (:class:`Gate`, FIFO);
+2. its turn under ``rpm`` (:class:`Spacer`): one release every ``60 / rpm`` s, never two closer, so no
+   window of any length (a second, an exact minute) sees more than ``ceil(window x rpm / 60)``;
+3. its turn under ``tpm`` (a :class:`Spacer` whose unit is a token): after a request charged ``n``
+   tokens the next may go ``n x 60 / tpm`` s later. The charge is the request's *estimated prompt
+   tokens*; when the reply is in, the difference to its *actual* usage (prompt + completion tokens)
+   moves the next release later (or earlier); a 429 is refunded (nothing was processed); any other
+   failure keeps its charge (the provider may have processed it). So the tokens sent in any window of
+   ``W`` s stay within ``tpm x W / 60`` plus one request's worth, and the estimate's error is paid
+   back on the following requests.
+
+No waiter polls: each sleeps on a future, woken by the releaser or by one ``loop.call_at`` timer per
+spacer (one wake-up per release). A waiter cancelled while waiting leaves the queue; one cancelled
+after it was released gives its slot/turn back to the next in line.
+
+``concurrency: auto`` (:class:`AutoLimit`) sets the in-flight limit to
+``min(max_concurrency, Little's-law target, AIMD ceiling)``:
+
+- **Little's law**: requests in flight = rate x latency. With a known rate (``rpm``, and ``tpm``
+  divided by the mean tokens per request; the lower), the target is
+  ``ceil(rate/s x mean latency x 1.25) + 1`` (25 % headroom: the extra slots wait at the spacer, which
+  keeps the rate). The mean latency is that of the last 50 successful attempts; before the first
+  one it is assumed to be :data:`ASSUMED_LATENCY_S` (so ``rpm 120`` starts at 26 in flight).
+- **AIMD** for limits the provider does not publish: a 429 sets a ceiling of ``0.7 x`` the current
+  limit (multiplicative decrease; once per round trip: a 429 of a request sent before the last cut
+  is not news), and each success while the limit is in use raises it by ``1 / ceiling`` (additive: +1
+  per round trip of successes). A ceiling that climbs back to the Little's-law target is lifted.
+  With no rate known there is no target: the ceiling starts at :data:`INITIAL_CONCURRENCY` and grows
+  the same way until 429s stop it (or the cap).
+- **cap**: ``max_concurrency`` (default 256 for an LLM judge): what one client keeps open.
+
+:meth:`Pacing.report` says, per judge, what limited it (:class:`PacingReport`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections import deque
+from dataclasses import dataclass
+from typing import Literal
+
+#: assumed latency of a request before the first reply has come in (Little's-law target of ``auto``)
+ASSUMED_LATENCY_S = 10.0
+#: headroom over Little's law (extra slots wait at the rate spacer, so the rate is not exceeded)
+HEADROOM = 1.25
+#: in-flight limit of ``auto`` when no rate (rpm, tpm) is known: AIMD starts here
+INITIAL_CONCURRENCY = 8
+#: multiplicative decrease of the in-flight ceiling on a 429
+DECREASE = 0.7
+#: latencies kept for the mean (Little's law)
+LATENCY_WINDOW = 50
+
+Binding = Literal["rpm", "tpm", "concurrency", "provider 429s", "latency"]
+
+
+class Spacer:
+    """Releases waiters one at a time, first come first served, at least ``cost x unit_s`` seconds
+    after the previous release (``cost``: that previous release's cost; 1 for a request).
+
+    ``per_minute`` units per minute: ``unit_s = 60 / per_minute``. No credit builds up while idle: a
+    request after a pause goes at once and the next one ``unit_s`` later, so there is no burst.
+    """
+
+    def __init__(self, per_minute: float) -> None:
+        if per_minute <= 0:
+            raise ValueError("per_minute must be positive")
+        self.unit_s = 60.0 / per_minute
+        self._next = -math.inf  # earliest time of the next release (loop time)
+        self._last_cost = 0.0  # cost of the last release (to give it back)
+        self._waiters: deque[tuple[asyncio.Future[None], float]] = deque()
+        self._timer: asyncio.TimerHandle | None = None
+        #: releases made (acquisitions that returned), timer callbacks run (wake-ups), seconds waited
+        self.releases = 0
+        self.wakeups = 0
+        self.waited_s = 0.0
+        self.waits = 0  # acquisitions that had to wait
+        #: seconds during which at least one caller waited for its turn
+        self.queued_s = 0.0
+        self._live = 0  # callers waiting now
+        self._since = 0.0
+
+    @property
+    def waiting(self) -> int:
+        return self._live
+
+    def _count(self, loop: asyncio.AbstractEventLoop, delta: int) -> None:
+        now = loop.time()
+        if self._live > 0:
+            self.queued_s += now - self._since
+        self._since = now
+        self._live += delta
+
+    async def acquire(self, cost: float = 1.0) -> float:
+        """Wait for this caller's turn; returns the seconds waited."""
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        self._drop_done()
+        if not self._waiters and now >= self._next:
+            self._release(now, cost)
+            self.releases += 1
+            return 0.0
+        fut: asyncio.Future[None] = loop.create_future()
+        self._waiters.append((fut, cost))
+        self._count(loop, +1)
+        self._arm(loop)
+        try:
+            await fut
+        except asyncio.CancelledError:
+            if fut.done() and not fut.cancelled():  # released, then cancelled before it ran: give the turn back
+                self._give_back(loop)
+            else:
+                self._count(loop, -1)
+            raise
+        waited = loop.time() - now
+        self.releases += 1
+        self.waits += 1
+        self.waited_s += waited
+        return waited
+
+    def adjust(self, cost: float) -> None:
+        """Move the next release by ``cost`` units (negative: earlier), e.g. an estimate corrected."""
+        self._next += cost * self.unit_s
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+            self._arm(asyncio.get_running_loop())
+
+    def _release(self, now: float, cost: float) -> None:
+        self._next = max(now, self._next) + cost * self.unit_s
+        self._last_cost = cost
+
+    def _drop_done(self) -> None:
+        while self._waiters and self._waiters[0][0].done():  # cancelled waiters leave at the head
+            self._waiters.popleft()
+
+    def _arm(self, loop: asyncio.AbstractEventLoop) -> None:
+        if self._timer is None and self._waiters:
+            self._timer = loop.call_at(self._next, self._fire, loop)
+
+    def _fire(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._timer = None
+        self.wakeups += 1
+        self._drop_done()
+        if not self._waiters:
+            return
+        now = loop.time()
+        if now < self._next - 1e-9:  # early (clock resolution): wait the rest
+            self._arm(loop)
+            return
+        fut, cost = self._waiters.popleft()
+        self._release(now, cost)
+        self._count(loop, -1)
+        fut.set_result(None)
+        self._arm(loop)
+
+    def _give_back(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._next -= self._last_cost * self.unit_s  # as if that release had not happened
+        self._last_cost = 0.0
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._arm(loop)
+
+
+class Gate:
+    """At most ``limit`` holders at a time; waiters served first come first served. ``limit`` may
+    change at any time (a lower limit lets nobody new in until enough have left)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = max(1, limit)
+        self.in_flight = 0
+        self._waiters: deque[asyncio.Future[None]] = deque()
+        self.waited_s = 0.0
+        self.waits = 0
+
+    @property
+    def waiting(self) -> int:
+        return sum(not f.done() for f in self._waiters)
+
+    async def acquire(self) -> float:
+        loop = asyncio.get_running_loop()
+        while self._waiters and self._waiters[0].done():
+            self._waiters.popleft()
+        if not self._waiters and self.in_flight < self.limit:
+            self.in_flight += 1
+            return 0.0
+        start = loop.time()
+        fut: asyncio.Future[None] = loop.create_future()
+        self._waiters.append(fut)
+        try:
+            await fut  # the releaser counted this holder in before waking it
+        except asyncio.CancelledError:
+            if fut.done() and not fut.cancelled():
+                self.release()
+            raise
+        waited = loop.time() - start
+        self.waits += 1
+        self.waited_s += waited
+        return waited
+
+    def release(self) -> None:
+        self.in_flight -= 1
+        self._wake()
+
+    def set_limit(self, limit: int) -> None:
+        self.limit = max(1, limit)
+        self._wake()
+
+    def _wake(self) -> None:
+        while self.in_flight < self.limit and self._waiters:
+            fut = self._waiters.popleft()
+            if fut.done():
+                continue
+            self.in_flight += 1
+            fut.set_result(None)
+
+
+class AutoLimit:
+    """The in-flight limit of ``concurrency: auto`` (module docstring): Little's law, AIMD, cap."""
+
+    def __init__(self, *, rpm: float | None, tpm: float | None, cap: int) -> None:
+        self.rpm, self.tpm, self.cap = rpm, tpm, cap
+        self.latencies: deque[float] = deque(maxlen=LATENCY_WINDOW)
+        self.tokens: deque[float] = deque(maxlen=LATENCY_WINDOW)  # tokens per request, as reported
+        self.charged: deque[float] = deque(maxlen=LATENCY_WINDOW)  # tokens per request, as estimated
+        known_rate = rpm is not None or tpm is not None
+        #: AIMD ceiling (None: none); without a known rate AIMD alone sets the limit
+        self.ceiling: float | None = None if known_rate else float(min(INITIAL_CONCURRENCY, cap))
+        self.last_cut = -math.inf
+        self.cuts = 0
+
+    def rate_per_s(self) -> float | None:
+        """The known rate limit in requests per second (the lower of rpm's and tpm's), or None."""
+        rates = []
+        if self.rpm is not None:
+            rates.append(self.rpm / 60)
+        seen = self.tokens or self.charged  # reported usage once there is some, else the estimates
+        if self.tpm is not None and seen:
+            rates.append(self.tpm / 60 / max(1.0, sum(seen) / len(seen)))
+        return min(rates) if rates else None
+
+    def mean_latency(self) -> float:
+        return sum(self.latencies) / len(self.latencies) if self.latencies else ASSUMED_LATENCY_S
+
+    def target(self) -> int | None:
+        """Little's law: what in flight reaches the known rate at the mean latency (None: no rate known)."""
+        rate = self.rate_per_s()
+        if rate is None:
+            return None
+        return math.ceil(rate * self.mean_latency() * HEADROOM) + 1
+
+    def limit(self) -> int:
+        target = self.target()
+        limit = self.cap if target is None else min(self.cap, target)
+        if self.ceiling is not None:
+            limit = min(limit, int(self.ceiling))
+        return max(1, limit)
+
+    def on_success(self, latency_s: float, busy: bool) -> None:
+        self.latencies.append(latency_s)
+        if self.ceiling is not None and busy:
+            self.ceiling = min(float(self.cap), self.ceiling + 1 / self.ceiling)
+            target = self.target()
+            if target is not None and self.ceiling >= target:
+                self.ceiling = None  # back at Little's law: the provider's limit is not the binding one
+
+    def on_rate_limited(self, sent_at: float, now: float) -> bool:
+        """A 429: cut the ceiling, once per round trip. Returns whether it was cut."""
+        if sent_at < self.last_cut:
+            return False
+        self.ceiling = max(1.0, DECREASE * self.limit())
+        self.last_cut = now
+        self.cuts += 1
+        return True
+
+
+@dataclass
+class Ticket:
+    """One attempt's passage: when it was sent and what it was charged."""
+
+    sent_at: float
+    charged_tokens: float
+    busy: bool  # the limit was in use (demand at the limit) when it went
+
+
+@dataclass
+class PacingReport:
+    """What limited a judge's requests during a run, with the figures to judge it by.
+
+    ``requests``: HTTP attempts sent; ``rate_limited``: those answered 429; ``active_s``: seconds from
+    the first attempt's request for a slot to the last attempt's end; ``achieved_rpm``: requests per
+    minute over that time; ``achieved_tpm``: tokens (prompt + completion, as reported) per minute;
+    ``rpm``/``tpm``: the configured limits (None: none); ``concurrency``: as configured (a number or
+    ``auto``); ``limit_final``/``limit_min``/``limit_max``: the in-flight limit at the end and its range;
+    ``mean_in_flight``: time-weighted mean of attempts in flight (slots held); ``mean_latency_s``: mean
+    latency (sent to reply) of the successful attempts; ``cuts``: AIMD decreases after 429s;
+    ``rpm_wait_share`` / ``tpm_wait_share``: share of the active time during which some attempt waited
+    for its rpm / tpm turn; ``slot_wait_share``: share of attempts that waited for a slot;
+    ``full_share``: share of the active time during which every slot was taken; ``ceiling_share``: share
+    of the active time during which an AIMD ceiling (after a 429) held the limit below what the
+    configured limits allow.
+
+    ``binding`` (first match): ``provider 429s`` when the limit was cut after 429s and spent at least
+    half the time below what the configured limits allow; ``rpm`` / ``tpm`` when some attempt waited for
+    its turn there at least half the time; ``concurrency`` when every slot was taken at least half the
+    time; else ``latency`` (no limit held requests back: the provider's latency, or too few calls to
+    fill the limits, set the pace).
+    """
+
+    requests: int
+    rate_limited: int
+    active_s: float
+    achieved_rpm: float
+    achieved_tpm: float
+    rpm: float | None
+    tpm: float | None
+    concurrency: int | str
+    limit_final: int
+    limit_min: int
+    limit_max: int
+    mean_in_flight: float
+    mean_latency_s: float | None
+    cuts: int
+    rpm_wait_share: float
+    tpm_wait_share: float
+    slot_wait_share: float
+    full_share: float
+    ceiling_share: float
+    binding: Binding
+
+    def explain(self) -> str:
+        """One line: the binding limit and the figures behind it."""
+        rpm = f"{self.achieved_rpm:.1f} requests/min"
+        limit = {
+            "rpm": f" of rpm {self.rpm:g}",
+            "tpm": f" ({self.achieved_tpm:,.0f} tokens/min of tpm {self.tpm or 0:,.0f})",
+            "concurrency": f" with {self.limit_final} in flight (concurrency {self.concurrency})",
+            "provider 429s": f" ({self.rate_limited} of {self.requests} requests answered 429, limit cut "
+                             f"{self.cuts} time(s), {self.limit_final} in flight at the end)",
+            "latency": f" (mean latency {self.mean_latency_s or 0:.1f} s, {self.mean_in_flight:.1f} in flight "
+                       f"on average, limit {self.limit_final})",
+        }[self.binding]
+        return f"{self.binding}: {rpm}{limit}"
+
+
+class Pacing:
+    """One judge's pacing: a :class:`Gate` whose limit is fixed or :class:`AutoLimit`'s, and spacers
+    for ``rpm`` and ``tpm``. Use::
+
+        ticket = await pacing.acquire(estimated_prompt_tokens)
+        ... send ...
+        pacing.release(ticket, latency_s=..., tokens=actual_total_tokens)   # or rate_limited=True / failed=True
+    """
+
+    def __init__(self, *, rpm: float | None = None, tpm: float | None = None,
+                 concurrency: int | Literal["auto"] = "auto", max_concurrency: int = 256) -> None:
+        self.rpm, self.tpm, self.concurrency = rpm, tpm, concurrency
+        self.auto = AutoLimit(rpm=rpm, tpm=tpm, cap=max_concurrency) if concurrency == "auto" else None
+        first = self.auto.limit() if self.auto is not None else int(concurrency)
+        self.gate = Gate(first)
+        self.rpm_spacer = Spacer(rpm) if rpm is not None else None
+        self.tpm_spacer = Spacer(tpm) if tpm is not None else None
+        self.requests = 0
+        self.rate_limited = 0
+        self.tokens = 0
+        self.limit_min = self.limit_max = first
+        self._first: float | None = None
+        self._last = 0.0
+        self._area = 0.0  # integral of in-flight over time
+        self._full = 0.0  # time with every slot taken
+        self._under_ceiling = 0.0  # time with an AIMD ceiling below what the configured limits allow
+        self._mark_t: float | None = None
+        self._latency_sum = 0.0
+        self._latency_n = 0
+
+    async def acquire(self, tokens: float = 0.0) -> Ticket:
+        """Wait for a slot, then the rpm turn, then the tpm turn (charged ``tokens``)."""
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        if self._first is None:
+            self._first = now
+        self._mark(now)
+        demand = self.gate.in_flight + self.gate.waiting + 1
+        await self.gate.acquire()
+        try:
+            if self.rpm_spacer is not None:
+                await self.rpm_spacer.acquire()
+            if self.tpm_spacer is not None:
+                await self.tpm_spacer.acquire(tokens)
+                if self.auto is not None:
+                    self.auto.charged.append(tokens)
+        except BaseException:
+            self._leave(loop.time())
+            raise
+        self.requests += 1
+        return Ticket(sent_at=loop.time(), charged_tokens=tokens if self.tpm_spacer is not None else 0.0,
+                      busy=demand >= self.gate.limit)
+
+    def release(self, ticket: Ticket, *, tokens: int | None = None, rate_limited: bool = False) -> None:
+        """The attempt is over: ``tokens`` it used (None: unknown), whether it was answered 429."""
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        if self.tpm_spacer is not None:
+            if rate_limited:
+                self.tpm_spacer.adjust(-ticket.charged_tokens)  # nothing processed: refunded
+            elif tokens is not None:
+                self.tpm_spacer.adjust(tokens - ticket.charged_tokens)
+                if self.auto is not None:
+                    self.auto.tokens.append(tokens)
+        if tokens is not None:
+            self.tokens += tokens
+        if self.auto is not None and rate_limited:
+            self._mark(now)
+            self.auto.on_rate_limited(ticket.sent_at, now)
+        elif tokens is not None:
+            self._latency_sum += now - ticket.sent_at
+            self._latency_n += 1
+            if self.auto is not None:
+                self.auto.on_success(now - ticket.sent_at, ticket.busy)
+        if rate_limited:
+            self.rate_limited += 1
+        self._leave(now)
+
+    def _leave(self, now: float) -> None:
+        self._mark(now)
+        self.gate.release()
+        self._last = now
+        self._update_limit()
+
+    def _update_limit(self) -> None:
+        if self.auto is None:
+            return
+        limit = self.auto.limit()
+        if limit != self.gate.limit:
+            self.gate.set_limit(limit)
+            self.limit_min = min(self.limit_min, limit)
+            self.limit_max = max(self.limit_max, limit)
+
+    def _mark(self, now: float) -> None:
+        """Integrate in-flight, full and under-ceiling time up to ``now`` (called before each change)."""
+        if self._mark_t is not None:
+            dt = now - self._mark_t
+            self._area += self.gate.in_flight * dt
+            if self.gate.in_flight >= self.gate.limit:
+                self._full += dt
+            if self._held_down():
+                self._under_ceiling += dt
+        self._mark_t = now
+
+    def _held_down(self) -> bool:
+        """Whether 429s hold the limit below what the configured limits allow (an AIMD ceiling after a cut)."""
+        auto = self.auto
+        if auto is None or auto.ceiling is None or not auto.cuts:
+            return False
+        target = auto.target()
+        return auto.ceiling < (auto.cap if target is None else min(auto.cap, target))
+
+    def report(self) -> PacingReport:
+        active = max(self._last - (self._first if self._first is not None else self._last), 1e-9)
+        rpm_share = self.rpm_spacer.queued_s / active if self.rpm_spacer else 0.0
+        tpm_share = self.tpm_spacer.queued_s / active if self.tpm_spacer else 0.0
+        slot_share = self.gate.waits / self.requests if self.requests else 0.0
+        full = self._full / active
+        ceiling = self._under_ceiling / active
+        cuts = self.auto.cuts if self.auto is not None else 0
+        binding: Binding
+        if cuts and ceiling >= 0.5:
+            binding = "provider 429s"
+        elif rpm_share >= 0.5:
+            binding = "rpm"
+        elif tpm_share >= 0.5:
+            binding = "tpm"
+        elif full >= 0.5:
+            binding = "concurrency"
+        else:
+            binding = "latency"
+        return PacingReport(
+            requests=self.requests, rate_limited=self.rate_limited, active_s=active if self.requests else 0.0,
+            achieved_rpm=self.requests / active * 60 if self.requests else 0.0,
+            achieved_tpm=self.tokens / active * 60 if self.requests else 0.0,
+            rpm=self.rpm, tpm=self.tpm, concurrency=self.concurrency, limit_final=self.gate.limit,
+            limit_min=self.limit_min, limit_max=self.limit_max,
+            mean_in_flight=self._area / active if self.requests else 0.0,
+            mean_latency_s=self._latency_sum / self._latency_n if self._latency_n else None, cuts=cuts,
+            rpm_wait_share=rpm_share, tpm_wait_share=tpm_share, slot_wait_share=slot_share,
+            full_share=full, ceiling_share=ceiling, binding=binding)

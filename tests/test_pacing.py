@@ -1,0 +1,393 @@
+"""Pacing (consensus_eval/judges/pacing.py): the rpm/tpm spacer's window bounds, FIFO order,
+cancellation and wake-ups, the in-flight gate, ``concurrency: auto`` sized by Little's law, AIMD
+against the fake server's hidden limit, and the binding limit the run summary names.
+
+Time is simulated: :class:`VirtualLoop` is an event loop whose clock jumps to the next timer
+instead of sleeping, so the window properties are checked exactly and nothing here is timed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import math
+import random
+import selectors
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import pytest
+
+from consensus_eval.domain.cases import Case
+from consensus_eval.domain.config import LLMJudgeConfig, RulesJudgeConfig, load_config
+from consensus_eval.domain.prompts import render
+from consensus_eval.judges.llm import LLMJudge
+from consensus_eval.judges.pacing import (
+    ASSUMED_LATENCY_S,
+    HEADROOM,
+    INITIAL_CONCURRENCY,
+    Gate,
+    Pacing,
+    Spacer,
+)
+from tests.fake_server import FakeConfig, FakeServer
+
+T = TypeVar("T")
+EPS = 1e-6
+
+
+class _JumpingSelector(selectors.SelectSelector):
+    """A selector that never sleeps: with nothing ready it moves the virtual clock by the timeout."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.now = 0.0
+
+    def select(self, timeout: float | None = None) -> list[Any]:
+        ready = super().select(0)
+        if ready:
+            return ready
+        if timeout is None:
+            raise RuntimeError("deadlock: nothing scheduled and nothing to wait for")
+        self.now += max(0.0, timeout)
+        return []
+
+
+class VirtualLoop(asyncio.SelectorEventLoop):
+    def __init__(self) -> None:
+        self._jump = _JumpingSelector()
+        super().__init__(self._jump)
+
+    def time(self) -> float:
+        return self._jump.now
+
+
+def virtual(main: Callable[[], Awaitable[T]]) -> T:
+    loop = VirtualLoop()
+    try:
+        return loop.run_until_complete(main())
+    finally:
+        loop.close()
+
+
+def max_in_window(times: list[float], window: float) -> int:
+    """The most events in any half-open window [t, t + window) (float noise allowed for)."""
+    times = sorted(times)
+    best, j = 0, 0
+    for i, t in enumerate(times):
+        while j < len(times) and times[j] < t + window - EPS:
+            j += 1
+        best = max(best, j - i)
+    return best
+
+
+# --------------------------------------------------------------------------- the rpm spacer
+
+
+@pytest.mark.parametrize("rpm", [300, 1200])
+def test_no_window_sees_more_than_the_rate_with_400_waiters(rpm):
+    """400 workers, each sending requests with a random latency in between: in any sliding second
+    at most rpm/60 releases, in any sliding minute at most rpm, and the rate is reached (the old
+    limiter released 5 at once every second: up to 11 in a sliding second at rpm 300)."""
+    per_worker = 1 if rpm == 300 else 4  # 400 or 1,600 releases: more than a minute's worth either way
+    rng = random.Random(rpm)
+
+    async def main() -> tuple[list[float], Spacer]:
+        loop = asyncio.get_running_loop()
+        spacer = Spacer(rpm)
+        times: list[float] = []
+
+        async def worker() -> None:
+            for _ in range(per_worker):
+                await spacer.acquire()
+                times.append(loop.time())
+                await asyncio.sleep(rng.uniform(0.0, 3.0))
+
+        await asyncio.gather(*(worker() for _ in range(400)))
+        return times, spacer
+
+    times, spacer = virtual(main)
+    n = 400 * per_worker
+    assert len(times) == n == spacer.releases
+    assert max_in_window(times, 1.0) <= rpm / 60
+    assert max_in_window(times, 60.0) <= rpm
+    gaps = [b - a for a, b in itertools.pairwise(times)]
+    assert min(gaps) >= 60 / rpm - EPS  # never two closer than one interval
+    assert times[-1] - times[0] == pytest.approx((n - 1) * 60 / rpm, rel=1e-6)  # and no slower: the rate is reached
+    # event-driven: one timer callback per release that had to wait, no polling
+    assert spacer.wakeups <= spacer.releases
+    assert spacer.waits >= n - 1
+
+
+def test_releases_are_first_come_first_served_and_an_idle_pause_builds_no_burst():
+    async def main() -> list[tuple[int, float]]:
+        loop = asyncio.get_running_loop()
+        spacer = Spacer(60)  # one a second
+        order: list[tuple[int, float]] = []
+
+        async def one(i: int, arrive: float) -> None:
+            await asyncio.sleep(arrive)
+            await spacer.acquire()
+            order.append((i, loop.time()))
+
+        # arrivals out of creation order; then a long pause, then 3 together
+        arrivals = [0.5, 0.1, 0.3, 0.2, 0.4, 30.0, 30.001, 30.002]
+        await asyncio.gather(*(one(i, a) for i, a in enumerate(arrivals)))
+        return order
+
+    order = virtual(main)
+    assert [i for i, _ in order] == [1, 3, 2, 4, 0, 5, 6, 7]
+    times = [t for _, t in order]
+    assert times[:5] == pytest.approx([0.1, 1.1, 2.1, 3.1, 4.1])
+    assert times[5:] == pytest.approx([30.0, 31.0, 32.0])  # after 26 s idle: still one a second
+
+
+def test_a_cancelled_waiter_leaves_the_queue_and_a_released_one_gives_its_turn_back():
+    """Waiter 2 is cancelled while waiting: it never goes, and 3 takes the next turn. Waiter 4 is
+    cancelled right after its release, before it ran: its turn goes to 5 at once, not a second later."""
+    released: list[tuple[int, float]] = []
+    tasks: dict[int, asyncio.Task[None]] = {}
+
+    class CancelAfterRelease(Spacer):
+        victim: asyncio.Future[None] | None = None
+
+        def _fire(self, loop: asyncio.AbstractEventLoop) -> None:
+            head = self._waiters[0][0] if self._waiters else None
+            super()._fire(loop)
+            if head is not None and head is self.victim and head.done():
+                tasks[4].cancel()
+
+    async def main() -> CancelAfterRelease:
+        loop = asyncio.get_running_loop()
+        spacer = CancelAfterRelease(60)
+
+        async def one(i: int) -> None:
+            await spacer.acquire()
+            released.append((i, loop.time()))
+
+        for i in range(7):
+            tasks[i] = asyncio.create_task(one(i))
+            await asyncio.sleep(0)  # each in the queue before the next is created
+        spacer.victim = spacer._waiters[3][0]  # waiter 4 (0 went at once; 1, 2, 3, 4 wait)
+        await asyncio.sleep(0.5)
+        tasks[2].cancel()
+        results = await asyncio.gather(*tasks.values(), return_exceptions=True)
+        assert [isinstance(r, asyncio.CancelledError) for r in results] == [False, False, True, False, True,
+                                                                             False, False]
+        return spacer
+
+    spacer = virtual(main)
+    assert released == [(0, 0.0), (1, 1.0), (3, 2.0), (5, pytest.approx(3.0)), (6, pytest.approx(4.0))]
+    assert spacer.releases == 5
+    assert max_in_window([t for _, t in released], 1.0) == 1
+
+
+def test_tpm_spacing_charges_the_estimate_and_corrects_by_the_usage():
+    """tpm 6,000 = 100 tokens a second. A 200-token estimate holds the next request 2 s; its usage of
+    500 moves the next one to 5 s; a 429 refunds its charge."""
+    async def main() -> list[float]:
+        loop = asyncio.get_running_loop()
+        pacing = Pacing(tpm=6000, concurrency=10)
+        t: list[float] = []
+        first = await pacing.acquire(200)
+        t.append(loop.time())
+        second = asyncio.create_task(pacing.acquire(200))
+        await asyncio.sleep(1.0)
+        pacing.release(first, tokens=500)  # 300 more than charged: the next turn moves 3 s later
+        ticket = await second
+        t.append(loop.time())
+        pacing.release(ticket, rate_limited=True)  # refunded: the next goes at once
+        third = await pacing.acquire(100)
+        t.append(loop.time())
+        pacing.release(third, tokens=100)
+        return t
+
+    assert virtual(main) == pytest.approx([0.0, 5.0, 5.0])
+
+
+# --------------------------------------------------------------------------- the in-flight gate
+
+
+def test_the_gate_admits_at_most_its_limit_first_come_first_served_and_follows_a_lower_limit():
+    async def main() -> tuple[list[int], int, int]:
+        gate = Gate(3)
+        order: list[int] = []
+        peak = 0
+
+        async def one(i: int) -> None:
+            nonlocal peak
+            await gate.acquire()
+            order.append(i)
+            peak = max(peak, gate.in_flight)
+            await asyncio.sleep(1.0)
+            gate.release()
+
+        tasks = []
+        for i in range(10):
+            tasks.append(asyncio.create_task(one(i)))
+            await asyncio.sleep(0)
+        await asyncio.sleep(0.5)
+        gate.set_limit(1)
+        low_peak = 0
+
+        async def watch() -> None:
+            nonlocal low_peak
+            await asyncio.sleep(1.0)  # once the first three are out
+            while any(not t.done() for t in tasks):
+                low_peak = max(low_peak, gate.in_flight)
+                await asyncio.sleep(0.25)
+
+        await asyncio.gather(*tasks, watch())
+        return order, peak, low_peak
+
+    order, peak, low_peak = virtual(main)
+    assert order == list(range(10)) and peak == 3 and low_peak == 1
+
+
+# --------------------------------------------------------------------------- concurrency: auto
+
+
+def _simulate(pacing: Pacing, n: int, latency: Callable[[int], float], *, workers: int = 256,
+              hidden_in_flight: int | None = None) -> tuple[float, list[int], int, list[float]]:
+    """``n`` requests through ``pacing`` by ``workers`` workers against a simulated provider that
+    answers 429 at once (after 10 ms) to a request beyond ``hidden_in_flight`` in flight: returns
+    (seconds, the limit after each reply, 429s, send times)."""
+    limits: list[int] = []
+    sent: list[float] = []
+    n429 = 0
+    at_server = 0
+
+    async def main() -> float:
+        nonlocal n429
+        loop = asyncio.get_running_loop()
+        queue = list(range(n))
+
+        async def worker() -> None:
+            nonlocal n429, at_server
+            while queue:
+                i = queue.pop()
+                while True:
+                    ticket = await pacing.acquire(0)
+                    sent.append(loop.time())
+                    if hidden_in_flight is not None and at_server >= hidden_in_flight:
+                        await asyncio.sleep(0.01)
+                        pacing.release(ticket, rate_limited=True)
+                        n429 += 1
+                        await asyncio.sleep(1.0)  # backoff
+                        continue
+                    at_server += 1
+                    await asyncio.sleep(latency(i))
+                    at_server -= 1
+                    pacing.release(ticket, tokens=100)
+                    limits.append(pacing.gate.limit)
+                    break
+
+        start = loop.time()
+        await asyncio.gather(*(worker() for _ in range(workers)))
+        return loop.time() - start
+
+    return virtual(main), limits, n429, sent
+
+
+def test_auto_concurrency_is_sized_from_rpm_and_the_observed_latency():
+    """The example panel's deepseek judge: rpm 120 at a 30 s latency needs 60 in flight (Little's law).
+    auto starts from the assumed 10 s latency, then sizes from the latencies that come in, and
+    reaches the rpm; concurrency 8 (the old default) gets 16 a minute."""
+    rng = random.Random(7)
+    lat = [30.0 * math.exp(0.3 * rng.gauss(0, 1)) for _ in range(600)]
+    auto = Pacing(rpm=120, concurrency="auto")
+    first = auto.gate.limit
+    assert first == math.ceil(2 * ASSUMED_LATENCY_S * HEADROOM) + 1
+    seconds, limits, _, sent = _simulate(auto, 600, lambda i: lat[i])
+    mean = sum(lat) / len(lat)
+    assert limits[-1] == pytest.approx(2 * mean * HEADROOM + 1, abs=6)  # the target follows the latencies
+    steady = [t for t in sent if t >= 60.0]  # once the first replies have sized the limit
+    assert (len(steady) - 1) / (steady[-1] - steady[0]) * 60 == pytest.approx(120, rel=0.01)
+    assert 600 / seconds * 60 >= 0.8 * 120  # the whole run: ramp-up and the last replies' tail included
+    report = auto.report()
+    assert report.binding == "rpm" and report.achieved_rpm == pytest.approx(600 / seconds * 60, rel=0.05)
+
+    fixed = Pacing(rpm=120, concurrency=8)
+    seconds8, _, _, _ = _simulate(fixed, 120, lambda i: lat[i], workers=8)
+    assert 120 / seconds8 * 60 == pytest.approx(8 / mean * 60, rel=0.1)  # ~16 a minute
+    assert fixed.report().binding == "concurrency"
+
+
+def test_auto_concurrency_without_a_known_rate_grows_additively_and_is_cut_on_429():
+    """No rpm: AIMD alone. A hidden limit of 20 in flight answers 429 above it: the limit is cut
+    (multiplicatively), grows back slowly, and settles around the hidden limit; the report blames 429s."""
+    pacing = Pacing(concurrency="auto")
+    assert pacing.gate.limit == INITIAL_CONCURRENCY
+    rng = random.Random(3)
+    lat = [rng.uniform(0.8, 1.2) for _ in range(3000)]
+    _, limits, n429, _ = _simulate(pacing, 3000, lambda i: lat[i], hidden_in_flight=20)
+    assert max(limits) <= 21 + 1
+    assert pacing.auto is not None and pacing.auto.cuts >= 1 and n429 >= 1
+    assert sum(limits[-500:]) / 500 >= 0.7 * 20  # AIMD saw-tooth between 0.7 and 1 of the hidden limit
+    assert n429 / 3000 < 0.05
+    assert pacing.report().binding == "provider 429s"
+
+
+def test_auto_without_any_limit_grows_to_the_cap_and_no_further():
+    pacing = Pacing(concurrency="auto", max_concurrency=12)
+    _, limits, _, _ = _simulate(pacing, 500, lambda i: 1.0, workers=40)
+    assert limits[0] <= INITIAL_CONCURRENCY + 1 and max(limits) == 12
+
+
+def test_the_report_names_latency_when_no_limit_held_requests_back():
+    pacing = Pacing(rpm=600, concurrency=50)
+    _simulate(pacing, 10, lambda i: 5.0 + i, workers=10)
+    report = pacing.report()
+    assert report.binding == "latency" and report.requests == 10
+    assert "latency" in report.explain()
+
+
+# --------------------------------------------------------------------------- config
+
+
+def test_concurrency_auto_is_the_llm_default_and_a_number_still_works():
+    llm = LLMJudgeConfig(name="a", model="openai/x")
+    assert llm.concurrency == "auto" and llm.max_workers == 256
+    assert LLMJudgeConfig(name="a", model="openai/x", concurrency=4).max_workers == 4
+    assert LLMJudgeConfig(name="a", model="openai/x", max_concurrency=32).max_workers == 32
+    assert RulesJudgeConfig(name="rules").max_workers == 8
+    assert LLMJudgeConfig(name="a", model="openai/x", tpm=90_000).tpm == 90_000
+
+
+def test_a_bad_concurrency_is_refused_naming_the_field(tmp_path):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("rubric: medical_record\njudges:\n  - name: a\n    model: openai/x\n    concurrency: lots\n",
+                   encoding="utf-8")
+    with pytest.raises(Exception, match="concurrency"):
+        load_config(cfg)
+
+
+# --------------------------------------------------------------------------- against the fake server
+
+
+def test_aimd_reacts_to_the_fake_servers_hidden_limit(rubric, api_keys):
+    """A hidden limit of 4 requests in flight (429 above it, no Retry-After): concurrency auto with no
+    rpm starts at 8, is cut on the first 429s, and every call still ends ok; the report says 429s bound it."""
+    cfg = FakeConfig(seed=3, latency_ms=60, hidden_concurrency=4, max_lifetime_s=120)
+    d = rubric.dimension("accuracy")
+    cases = [Case(id=f"c{i}", conversation="医生：血糖多少？\n患者：空腹9.6。", record=f"主诉：多饮{i}年")
+             for i in range(40)]
+    with FakeServer(cfg) as srv:
+        judge = LLMJudge(LLMJudgeConfig(name="j", model="openai/fake", api_base=srv.url + "/v1",
+                                        api_key_env="JUDGE_A_KEY", mode="tools", max_retries=8,
+                                        input_cost_per_token=0, output_cost_per_token=0), rubric)
+        judge.backoff_base_s = 0.05
+
+        async def run() -> list[Any]:
+            return await asyncio.gather(*(judge.judge(c, d, render(rubric, d, c)) for c in cases))
+
+        outs = asyncio.run(run())
+        statuses = [e["status"] for e in srv.log]
+    assert all(o.status == "ok" for o in outs), [o.error for o in outs if o.status != "ok"]
+    assert statuses.count(429) >= 1
+    pacing = judge.pacing
+    assert pacing.auto is not None and pacing.auto.cuts >= 1
+    assert pacing.gate.limit < INITIAL_CONCURRENCY
+    report = judge.pacing_report()
+    assert report is not None and report.rate_limited == statuses.count(429)
+    assert report.requests == len(statuses)
