@@ -90,19 +90,20 @@ def print_queue(console: Console, cases: ReviewQueue | Sequence[CaseAudit], top:
 
 
 def queue_table(queue: ReviewQueue, shown: list[CaseAudit]) -> Table:
-    """One row per case shown: rank, case, status, the queue's score and its parts, total, why."""
+    """One row per case shown: rank, case, status, the queue's score and its parts, total, and why (the
+    reasons' short names; their full words are in `audit`'s drill-down and the reports)."""
     more = f"top {len(shown)} of {queue.n_cases}" if len(shown) < queue.n_cases else f"all {queue.n_cases}"
     t = Table(title=f"{queue.title} ({more} cases)")
     risk = queue.mode == "risk"
     parts = (("lost %", "penalty runs %", "not found %") if risk
              else ("spread %", "star gap", "one judge only %"))
     for col in ("#", "case", "status", queue.score_name, *parts, "total"):
-        t.add_column(col, justify="left" if col in ("case", "status") else "right")
+        t.add_column(col, justify="left" if col in ("case", "status") else "right", no_wrap=col == "case")
     t.add_column("why")
     for a in shown:
         values = ((_pct(a.lost_share), _pct(a.penalty_share), _pct(a.ungrounded_share)) if risk
                   else (_pct(a.spread_share), _one(a.star_gap_mean), _pct(a.singleton_share)))
-        why = "; ".join(r.text for r in a.reasons) or "-"
+        why = ", ".join(dict.fromkeys(REASON_NAMES.get(r.code, r.code) for r in a.reasons)) or "-"
         t.add_row(str(a.rank), Text(a.case_id), a.status, _one(a.score(queue.mode)), *values,
                   fmt_num(a.total) or "-", Text(why))
     return t
