@@ -22,7 +22,7 @@ from consensus_eval.domain.config import EvalConfig
 from consensus_eval.domain.judgment import Deduction, Judgment, PenaltyHit
 from consensus_eval.domain.rubric import load_rubric
 from consensus_eval.execution.store import CallRecord, PlannedCall, Store
-from consensus_eval.output.files import EXPORT_COLUMNS, write_adjudication_csv
+from consensus_eval.output.files import export_columns, write_adjudication_csv
 
 JUDGES = ["judge-a", "judge-b", "judge-c"]
 DIMS = ["accuracy", "completeness", "standardization"]
@@ -247,23 +247,26 @@ def test_export_csv_columns_bom_and_rows(audits, tmp_path):
     raw = path.read_bytes()
     assert raw.startswith(b"\xef\xbb\xbf")
     rows = list(csv.DictReader(raw.decode("utf-8-sig").splitlines()))
-    assert list(rows[0]) == EXPORT_COLUMNS
-    assert {"human_verdict", "human_points", "human_score", "human_comment"} <= set(rows[0])
-    assert all(r[c] == "" for r in rows for c in ("human_verdict", "human_points", "human_score", "human_comment"))
-    # c2 accuracy: a 4 deductions + b 1 + c 1 = 6 rows; 2 other dims x 3 judges "no deduction" = 6
+    assert list(rows[0]) == export_columns(JUDGES)
+    assert {"human_verdict", "human_score", "human_comment", "reviewer", "deduction_id"} <= set(rows[0])
+    assert all(r[c] == "" for r in rows for c in ("human_verdict", "human_score", "human_comment", "reviewer"))
+    # c2: one score row per dimension (3) + accuracy's deductions: a 4 + b 1 + c 1 = 6 deduction rows
     c2 = [r for r in rows if r["case_id"] == "c2"]
-    assert len(c2) == 12 and {r["rank"] for r in c2} == {"2"}
+    assert len(c2) == 9 and {r["rank"] for r in c2} == {"2"}
+    assert [(r["dimension"], r["panel_score"], r["score: judge-a"], r["score: judge-b"]) for r in c2
+            if r["row"] == "score"][:1] == [("accuracy", "35", "30", "37")]  # mean of 30, 37, 38
     a_rows = [r for r in c2 if r["judge"] == "judge-a" and r["dimension"] == "accuracy"]
     assert [r["type"] for r in a_rows] == ["药名错误", "剂量错误", "诊断错误", "时间错误"]
     assert [r["match"] for r in a_rows] == ["type", "type", "none", "none"]
     assert a_rows[0]["evidence"] == XSS_EVIDENCE and a_rows[0]["matched_by"] == "judge-b"
-    assert {r["kind"] for r in c2 if r["dimension"] != "accuracy"} == {"no deduction"}
-    # failed judges get one row each, with the error
+    assert [r["deduction_id"] for r in a_rows] == [f"c2|judge-a|accuracy|0#d{i}" for i in range(4)]
+    # failed judges: "failed" in their score column, no deduction row
     c4 = [r for r in rows if r["case_id"] == "c4"]
-    assert len(c4) == 9 and {r["kind"] for r in c4} == {"failed"} and c4[0]["reason"] == "timeout after 120 s"
+    assert len(c4) == 3 and {r["row"] for r in c4} == {"score"}
+    assert {r[f"score: {j}"] for r in c4 for j in JUDGES} == {"failed"}
     mism = [r for r in rows if r["claim_mismatch"]]
-    assert [(r["case_id"], r["judge"], r["claim_mismatch"]) for r in mism] == [
-        ("c3", "judge-a", "run 0: claimed 25/5★, derived 24/5★")]
+    assert {(r["case_id"], r["judge"], r["claim_mismatch"]) for r in mism} == {
+        ("c3", "judge-a", "run 0: claimed 25/5★, derived 24/5★")}
     assert rows[0]["case_id"] == "c4"
 
 

@@ -295,7 +295,7 @@ def _sheet_labels(p: Path, header: list[str], rows: list[tuple[int, list[str]]],
         return cells[i].strip() if i is not None and i < len(cells) else ""
 
     names = {cell(c, REVIEWER) for _, c in rows} - {""}
-    fallback = reviewer or (next(iter(names)) if len(names) == 1 else None)
+    fallback = reviewer or (next(iter(names)) if len(names) == 1 else None if names else DEFAULT_REVIEWER)
     seen: dict[tuple[str, ...], tuple[int, HumanLabelRecord]] = {}
     out: dict[str, list[HumanLabelRecord]] = {}
     for line, cells in rows:
@@ -356,7 +356,7 @@ def _sheet_labels(p: Path, header: list[str], rows: list[tuple[int, list[str]]],
                 if not 0 <= value <= top:
                     raise InputError(f"{where(line, HUMAN_SCORE)}: {score} is outside 0..{top:g} ({dim_id})")
                 labels.append(HumanLabelRecord(case_id=case_id, dimension=dim_id, reviewer=name, kind="score",
-                                               value=value, comment=comment or None, source=source))
+                                               value=value, source=source))
             if comment:
                 labels.append(HumanLabelRecord(case_id=case_id, dimension=dim_id, reviewer=name, kind="comment",
                                                comment=comment, source=source))

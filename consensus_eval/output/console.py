@@ -8,6 +8,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from consensus_eval.analysis.agreement import HumanAgreement
 from consensus_eval.analysis.alpha import Alpha
 from consensus_eval.analysis.audit import DEFAULT_TOP, review_queue
 from consensus_eval.analysis.reliability import ReliabilityReport
@@ -129,20 +130,55 @@ def print_reliability(console: Console, report: ReliabilityReport) -> None:
     for j, dims in report.within_judge.items():
         console.print(f"run-to-run stability of {j}: " + ", ".join(f"{d} {_alpha_text(a)}" for d, a in dims.items()),
                       highlight=False)
-    h = report.human
-    if h:
-        ht = Table(title=f"against the human ({h.n_cases} cases): MAE / bias / Spearman on the total")
+    if report.human:
+        print_human(console, report.human)
+
+
+def _ci(ci: tuple[float, float] | None) -> str:
+    return f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else ""
+
+
+def print_human(console: Console, h: HumanAgreement) -> None:
+    """Agreement with the human reviewers: each judge's and the panel's MAE and bias on the total
+    (95% bootstrap CIs), alpha with and without the human, deduction precision per judge (Wilson CI),
+    alpha between reviewers, and the small-sample warning."""
+    who = ", ".join(h.reviewers) or "human"
+    if h.n_cases:
+        ht = Table(title=f"against the human ({who}; {h.n_cases} cases), on the total: MAE = typical distance "
+                         "in points, bias = judge - human (95% CI)")
         for col in ("rater", "MAE", "bias", "Pearson", "Spearman", "category Jaccard"):
             ht.add_column(col)
         for name, v in [*h.judges.items(), ("panel", h.panel)]:
-            tot = v["total"]
+            tot = v.get("total")
+            if tot is None:
+                continue
             jac = (h.category_jaccard or {}).get(name)
-            values = (tot.mae, tot.bias, tot.pearson, tot.spearman)
-            ht.add_row(name, *("-" if x is None else f"{x:.2f}" for x in values), "-" if jac is None else f"{jac:.2f}")
+            ht.add_row(name, "-" if tot.mae is None else f"{tot.mae:.2f}{_ci(tot.mae_ci)}",
+                       "-" if tot.bias is None else f"{tot.bias:+.2f}{_ci(tot.bias_ci)}",
+                       *("-" if x is None else f"{x:.2f}" for x in (tot.pearson, tot.spearman)),
+                       "-" if jac is None else f"{jac:.2f}")
         console.print(ht)
-        console.print("alpha with the human: "
-                      + ", ".join(f"{k} {_alpha_text(a)}" for k, a in h.alpha_with_human.items()),
-                      highlight=False)
+        for label, alphas in (("alpha, judges only", h.alpha_without_human),
+                              ("alpha, judges + human", h.alpha_with_human)):
+            console.print(f"{label}: " + ", ".join(f"{k} {_alpha_text(a)}" for k, a in alphas.items()),
+                          highlight=False)
+    if h.precision:
+        pt = Table(title=f"deduction precision: share of each judge's deductions the reviewers agreed with "
+                         f"({h.n_verdicts} verdicts; unsure left out; 95% Wilson CI)")
+        for col in ("judge", "agree", "disagree", "unsure", "precision"):
+            pt.add_column(col, justify="left" if col == "judge" else "right")
+        for j, p in h.precision.items():
+            pr = p.precision
+            shown = "-" if pr.value is None else f"{pr.value:.0%} [{pr.low:.0%}, {pr.high:.0%}] (n={pr.n})"
+            pt.add_row(j, str(p.agree), str(p.disagree), str(p.unsure), shown)
+        console.print(pt)
+    if h.inter_reviewer:
+        console.print("alpha between reviewers: "
+                      + ", ".join(f"{k} {_alpha_text(a)}" for k, a in h.inter_reviewer.items())
+                      + (f"; verdicts (nominal) {_alpha_text(h.inter_reviewer_verdicts)}"
+                         if h.inter_reviewer_verdicts else ""), highlight=False)
+    if h.warning:
+        console.print(f"[yellow]warning:[/] {h.warning}", highlight=False)
 
 
 def print_estimate(console: Console, estimates: list[JudgeEstimate]) -> None:

@@ -33,8 +33,21 @@ from pathlib import Path
 from typing import IO, Any
 
 from consensus_eval._errors import InputError
-from consensus_eval.analysis.audit import CaseAudit, JudgeView
+from consensus_eval.analysis.audit import CaseAudit
 from consensus_eval.analysis.consensus import CaseConsensus
+from consensus_eval.analysis.human import (
+    DEDUCTION_ID,
+    HUMAN_COMMENT,
+    HUMAN_SCORE,
+    HUMAN_VERDICT,
+    JUDGE_SCORE_PREFIX,
+    REVIEWER,
+    ROW_DEDUCTION,
+    ROW_SCORE,
+    SHEET_HEAD,
+    SHEET_TAIL,
+    HumanReview,
+)
 from consensus_eval.analysis.results import Results
 from consensus_eval.domain.grounding import Grounding
 from consensus_eval.domain.rubric import Rubric
@@ -208,49 +221,68 @@ def write_text(path: Path, text: str) -> None:
 
 # --------------------------------------------------------------------------- adjudication sheet
 
-#: columns of the adjudication sheet; the ``human_*`` ones are left empty for the adjudicator
-EXPORT_COLUMNS = [
-    "rank", "case_id", "status", "disagreement", "dimension", "dimension_name",
-    "judge", "judge_score", "judge_stars", "run", "kind", "category", "type", "points", "match",
-    "matched_by", "evidence", "reason", "claim_mismatch", "category_id", "type_id",
-    "human_verdict", "human_points", "human_score", "human_comment",
-]
+
+def export_columns(judges: Sequence[str]) -> list[str]:
+    """The sheet's columns: :data:`~consensus_eval.analysis.human.SHEET_HEAD`, one ``score: <judge>``
+    column per judge (its score of the dimension, on ``score`` rows), then
+    :data:`~consensus_eval.analysis.human.SHEET_TAIL` (the deduction's details, the reviewer's cells
+    ``human_score`` / ``human_verdict`` / ``human_comment`` / ``reviewer``, and the ids)."""
+    return [*SHEET_HEAD, *(JUDGE_SCORE_PREFIX + j for j in judges), *SHEET_TAIL]
 
 
-def export_rows(audits: Iterable[CaseAudit]) -> list[dict[str, object]]:
-    """The rows of the adjudication sheet: one per case x dimension x judge's deduction.
+#: the columns of a sheet of a panel of three judges named a, b, c (the columns depend on the panel)
+EXPORT_COLUMNS = export_columns(["a", "b", "c"])
 
-    A judge with no deduction on a dimension gets one row of ``kind`` ``no deduction`` (or
-    ``failed`` when none of its runs succeeded), so every judge's verdict can be adjudicated.
-    ``claim_mismatch`` describes the judge's mismatched runs on that dimension (empty if none).
-    The adjudicator fills ``human_verdict`` (agree / reject / unsure), ``human_points`` (the points
-    the deduction deserves), ``human_score`` (their score for the dimension) and ``human_comment``.
+
+def export_rows(audits: Iterable[CaseAudit], review: HumanReview | None = None,
+                reviewer: str | None = None) -> list[dict[str, object]]:
+    """The rows of the adjudication sheet, per case (in ranking order) and dimension:
+
+    - one ``score`` row: the panel's score (``panel_score``), each judge's (``score: <judge>``;
+      ``failed`` when none of its runs answered) and the dimension's ``max``, beside the empty
+      ``human_score`` the reviewer fills;
+    - one ``deduction`` row per deduction or fixed penalty of each judge, each run (``judge``, ``run``,
+      ``kind``, ``category``, ``type``, ``points``, ``evidence``, ``reason``, how the other judges
+      matched it, its ``deduction_id``), beside the empty ``human_verdict`` (agree / disagree /
+      unsure) and ``human_comment``.
+
+    ``reviewer`` (with ``review``): that reviewer's stored labels are written into the human cells
+    (a sheet "filled in", e.g. downloaded from the review app); the sheet reads back the same.
     """
     rows: list[dict[str, object]] = []
     for a in audits:
+        case = review.case(a.case_id) if review is not None and reviewer is not None else None
+        mine_scores = case.scores.get(reviewer, {}) if case and reviewer else {}
+        notes = {(lb.dimension, lb.deduction_id): lb.comment for lb in (case.comments if case else [])
+                 if lb.reviewer == reviewer}
         for dim in a.dimensions:
+            base: dict[str, object] = {"rank": a.rank, "case_id": a.case_id, "status": a.status,
+                                       "disagreement": _num(a.disagreement), "dimension": dim.dimension,
+                                       "dimension_name": dim.name}
+            score_row = {**base, "row": ROW_SCORE, "max": _num(dim.max), "panel_score": _num(dim.panel_score)}
             for jv in dim.judges:
-                base = {
-                    "rank": a.rank, "case_id": a.case_id, "status": a.status,
-                    "disagreement": _num(a.disagreement), "dimension": dim.dimension,
-                    "dimension_name": dim.name, "judge": jv.judge, "judge_score": _num(jv.score),
-                    "judge_stars": jv.stars if jv.stars is not None else "",
-                    "claim_mismatch": _mismatch_text(a, dim.dimension, jv.judge),
-                }
-                rows.extend(_judge_rows(base, jv))
+                score_row[JUDGE_SCORE_PREFIX + jv.judge] = _num(jv.score) if jv.runs_ok else "failed"
+            if case is not None and reviewer is not None:
+                score_row[HUMAN_SCORE] = _num(mine_scores.get(dim.dimension))
+                score_row[HUMAN_COMMENT] = notes.get((dim.dimension, None)) or ""
+                score_row[REVIEWER] = reviewer if score_row[HUMAN_SCORE] or score_row[HUMAN_COMMENT] else ""
+            rows.append(score_row)
+            for jv in dim.judges:
+                mismatch = _mismatch_text(a, dim.dimension, jv.judge)
+                for d in jv.deductions:
+                    row: dict[str, object] = {
+                        **base, "row": ROW_DEDUCTION, "judge": d.judge, "run": d.run, "kind": d.kind,
+                        "category": d.category, "type": d.type, "points": _num(d.points),
+                        "evidence": d.evidence, "reason": d.reason, "match": d.match,
+                        "matched_by": ", ".join(d.matched_by), "claim_mismatch": mismatch,
+                        "category_id": d.category_id, "type_id": d.type_id, DEDUCTION_ID: d.id}
+                    if case is not None and reviewer is not None:
+                        verdict = case.verdicts.get(d.id, {}).get(reviewer)
+                        row[HUMAN_VERDICT] = verdict or ""
+                        row[HUMAN_COMMENT] = notes.get((d.dimension, d.id)) or ""
+                        row[REVIEWER] = reviewer if verdict or row[HUMAN_COMMENT] else ""
+                    rows.append(row)
     return rows
-
-
-def _judge_rows(base: dict[str, object], jv: JudgeView) -> list[dict[str, object]]:
-    if not jv.deductions:
-        kind = "failed" if not jv.runs_ok else "no deduction"
-        reason = "; ".join(jv.errors) if not jv.runs_ok else "; ".join(jv.comments)
-        return [{**base, "kind": kind, "reason": reason}]
-    return [{**base, "run": d.run, "kind": d.kind, "category": d.category, "type": d.type,
-             "points": _num(d.points), "match": d.match, "matched_by": ", ".join(d.matched_by),
-             "evidence": d.evidence, "reason": d.reason, "category_id": d.category_id,
-             "type_id": d.type_id}
-            for d in jv.deductions]
 
 
 def _mismatch_text(a: CaseAudit, dimension: str, judge: str) -> str:
@@ -262,10 +294,14 @@ def _mismatch_text(a: CaseAudit, dimension: str, judge: str) -> str:
     return "; ".join(parts)
 
 
-def write_adjudication_csv(path: str | Path, audits: Iterable[CaseAudit]) -> Path:
-    """Write the adjudication sheet as CSV in UTF-8 with a BOM (so Excel reads the Chinese); its
-    folder is created if needed. Text cells are neutralised against formula injection (:func:`csv_cell`).
-    Raises :class:`InputError` when ``path`` is a folder or cannot be written."""
+def write_adjudication_csv(path: str | Path, audits: Iterable[CaseAudit], *, judges: Sequence[str] | None = None,
+                           review: HumanReview | None = None, reviewer: str | None = None) -> Path:
+    """Write the adjudication sheet (:func:`export_rows`) as CSV in UTF-8 with a BOM (so Excel reads the
+    Chinese); its folder is created if needed. ``judges``: the panel, in order (default: the judges of
+    the audits). ``review`` + ``reviewer``: write that reviewer's labels into the human cells.
+    ``consensus-eval human import`` reads it back. Text cells are neutralised against formula injection
+    (:func:`csv_cell`; the import strips the quote again from case ids). Raises :class:`InputError`
+    when ``path`` is a folder or cannot be written."""
     p = Path(path)
     if p.is_dir():
         raise InputError(f"{p}: is a folder; give the adjudication sheet a file name, e.g. {p / 'adjudication.csv'}")
@@ -275,10 +311,14 @@ def write_adjudication_csv(path: str | Path, audits: Iterable[CaseAudit]) -> Pat
         raise InputError(f"cannot write {p}: {p.parent} is a file, not a folder") from None
     except OSError as e:
         raise _write_error(p, e) from None
+    audits = list(audits)
+    if judges is None:
+        judges = list(dict.fromkeys(jv.judge for a in audits for dim in a.dimensions for jv in dim.judges))
     with atomic_writer(p, encoding="utf-8-sig") as f:
-        w = csv.DictWriter(f, fieldnames=EXPORT_COLUMNS, restval="")
+        # a header cell never starts like a formula: the judges' columns start with "score: "
+        w = csv.DictWriter(f, fieldnames=export_columns(judges), restval="")
         w.writeheader()
-        w.writerows({k: csv_cell(v) for k, v in row.items()} for row in export_rows(audits))
+        w.writerows({k: csv_cell(v) for k, v in row.items()} for row in export_rows(audits, review, reviewer))
     return p
 
 

@@ -1,0 +1,462 @@
+"""Human labels (issue 13, section 3): the adjudication sheet out and back in whatever Excel did to it,
+kept in the store (schema 3) across every rebuild, and what the labels say about the judges.
+
+The hand-built panel (tests/test_audit.py: 3 judges x 4 cases with known deductions) gives figures
+computed by hand; the 16 examples scored by the offline rules judge give the CLI loop.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import shutil
+import sqlite3
+import threading
+from pathlib import Path
+
+import krippendorff
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from consensus_eval import load_run
+from consensus_eval._errors import InputError
+from consensus_eval.analysis.human import parse_verdict, read_labels
+from consensus_eval.analysis.intervals import wilson
+from consensus_eval.api import import_human
+from consensus_eval.cli import app
+from consensus_eval.execution.results import read_run
+from consensus_eval.execution.store import SCHEMA_VERSION, HumanLabelRecord, Store
+from consensus_eval.output.files import write_adjudication_csv
+from tests.test_audit import build_panel_store
+
+EXAMPLES = Path(__file__).parent.parent / "examples" / "cases.jsonl"
+
+
+def _cli(*args: str) -> str:
+    res = CliRunner().invoke(app, [str(a) for a in args], env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    return res.output
+
+
+def _cli_error(*args: str) -> str:
+    res = CliRunner().invoke(app, [str(a) for a in args], env={"COLUMNS": "400"})
+    assert res.exit_code == 2, res.output
+    assert "Traceback" not in res.output
+    return " ".join(res.output.split())
+
+
+@pytest.fixture(scope="module")
+def scored(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The 16 examples scored by the rules judge, with ids 001..016 (Excel turns them into 1..16)."""
+    d = tmp_path_factory.mktemp("scored")
+    lines = []
+    for i, line in enumerate(EXAMPLES.read_text(encoding="utf-8").splitlines(), 1):
+        case = json.loads(line)
+        case["id"] = f"{i:03d}"
+        lines.append(json.dumps(case, ensure_ascii=False))
+    (d / "cases.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    _cli("score", d / "cases.jsonl", "--out", d / "run")
+    return d
+
+
+@pytest.fixture
+def run(scored: Path, tmp_path: Path) -> Path:
+    shutil.copytree(scored / "run", tmp_path / "run")
+    shutil.copy(scored / "cases.jsonl", tmp_path / "cases.jsonl")
+    return tmp_path / "run"
+
+
+def _export(run: Path, sheet: Path) -> list[dict[str, str]]:
+    _cli("audit", run, "--top", "4", "--export", sheet)
+    raw = sheet.read_bytes()
+    assert raw.startswith(b"\xef\xbb\xbf")
+    return list(csv.DictReader(io.StringIO(raw.decode("utf-8-sig"))))
+
+
+def _fill(rows: list[dict[str, str]], reviewer: str = "", verdicts: tuple[str, ...] = ("同意", "Disagree", "不确定"),
+          bump: float = 0.0) -> tuple[list[dict[str, str]], dict[tuple[str, str], float], dict[str, str]]:
+    """Fill every score row (panel score - 1 + bump) and every deduction row (verdicts in turn)."""
+    scores: dict[tuple[str, str], float] = {}
+    given: dict[str, str] = {}
+    k = 0
+    for r in rows:
+        r["reviewer"] = reviewer
+        if r["row"] == "score":
+            value = max(0.0, float(r["panel_score"]) - 1 + bump)
+            r["human_score"] = f"{value:g}"
+            scores[(r["case_id"], r["dimension"])] = value
+        else:
+            word = verdicts[k % len(verdicts)]
+            k += 1
+            r["human_verdict"] = word
+            r["human_comment"] = f"看过 {k}"
+            given[r["deduction_id"]] = str(parse_verdict(word))
+    return rows, scores, given
+
+
+def _write(rows: list[dict[str, str]], path: Path, *, encoding: str = "utf-8-sig", delimiter: str = ",",
+           newline: str = "\r\n", excel_ids: bool = False, decimal_comma: bool = False,
+           trailing: bool = False) -> Path:
+    """The sheet as Excel would save it: encoding, delimiter, CRLF, ids as numbers, empty trailing
+    rows and columns."""
+    buf = io.StringIO()
+    header = list(rows[0]) + ([""] * 2 if trailing else [])
+    w = csv.writer(buf, delimiter=delimiter, lineterminator=newline)
+    w.writerow(header)
+    for r in rows:
+        cells = []
+        for key in rows[0]:
+            v = r[key]
+            if excel_ids and key == "case_id":
+                v = str(int(v))
+            if decimal_comma and key in ("human_score", "panel_score") and v:
+                v = v.replace(".", ",")
+            cells.append(v)
+        w.writerow(cells + ([""] * 2 if trailing else []))
+    if trailing:
+        w.writerow([""] * len(header))
+        w.writerow([""] * len(header))
+    path.write_bytes(buf.getvalue().encode(encoding))
+    return path
+
+
+def _stored(run: Path) -> list[HumanLabelRecord]:
+    with Store.open_existing(run, read_only=True) as store:
+        return store.human_labels()
+
+
+# --------------------------------------------------------------------------- the round trip
+
+
+@pytest.mark.parametrize("variant", ["as-exported", "gbk", "gb18030-semicolon-decimal-comma", "excel-ids-trailing"])
+def test_the_sheet_round_trips_whatever_excel_did(run: Path, tmp_path: Path, variant: str) -> None:
+    rows = _export(run, tmp_path / "sheet.csv")
+    assert {r["row"] for r in rows} == {"score", "deduction"}
+    assert all(r["human_score"] == r["human_verdict"] == r["human_comment"] == "" for r in rows)
+    score_rows = [r for r in rows if r["row"] == "score"]
+    assert all(r["panel_score"] and r["score: rules"] for r in score_rows)   # the panel and each judge, beside
+    assert len(score_rows) == 4 * 3                                            # --top 4 cases x 3 dimensions
+    words = ("同意", "Disagree", "不确定") if variant != "gbk" else ("AGREE", "不同意", "Unsure")
+    rows, scores, verdicts = _fill(rows, reviewer="" if variant != "gbk" else "李医生", verdicts=words)
+    kwargs = {
+        "as-exported": {},
+        "gbk": {"encoding": "gbk"},
+        "gb18030-semicolon-decimal-comma": {"encoding": "gb18030", "delimiter": ";", "decimal_comma": True},
+        "excel-ids-trailing": {"excel_ids": True, "trailing": True},
+    }[variant]
+    sheet = _write(rows, tmp_path / "filled.csv", **kwargs)
+    if variant == "excel-ids-trailing":
+        assert ",1," in sheet.read_text(encoding="utf-8-sig") or ",4," in sheet.read_text(encoding="utf-8-sig")
+    out = _cli("human", "import", sheet, "--run", run, "--bootstrap", "0")
+    reviewer = "李医生" if variant == "gbk" else "human"
+    assert f"for reviewer {reviewer}" in out
+    labels = _stored(run)
+    assert {lb.reviewer for lb in labels} == {reviewer}
+    assert {(lb.case_id, lb.dimension): lb.value for lb in labels if lb.kind == "score"} == pytest.approx(scores)
+    assert {lb.deduction_id: lb.value for lb in labels if lb.kind == "verdict"} == verdicts
+    assert all(lb.comment and lb.comment.startswith("看过") for lb in labels if lb.kind == "verdict")
+    assert {lb.source for lb in labels} == {str(sheet.resolve())}
+    # reliability.json and the reports are rebuilt with the human section
+    rel = json.loads((run / "reliability.json").read_text(encoding="utf-8"))
+    assert rel["human"]["n_cases"] == 4 and rel["human"]["reviewers"] == [reviewer]
+    assert rel["human"]["small_sample"] is True and "fewer than 30" in rel["human"]["warning"]
+    # the panel scored every dimension 1 point above the human: bias +1 on each, +3 on the total
+    assert rel["human"]["panel"]["accuracy"]["bias"] == pytest.approx(1.0)
+    assert rel["human"]["panel"]["total"]["bias"] == pytest.approx(3.0)
+
+
+def test_a_reimport_replaces_never_duplicates(run: Path, tmp_path: Path) -> None:
+    rows, _, _ = _fill(_export(run, tmp_path / "sheet.csv"), reviewer="li")
+    sheet = _write(rows, tmp_path / "filled.csv")
+    _cli("human", "import", sheet, "--run", run, "--bootstrap", "0")
+    first = _stored(run)
+    _cli("human", "import", sheet, "--run", run, "--bootstrap", "0")
+    again = _stored(run)
+    assert len(again) == len(first) and sorted(lb.key for lb in again) == sorted(lb.key for lb in first)
+    # the reviewer changes one score and clears one verdict: the store follows the sheet
+    i = next(i for i, r in enumerate(rows) if r["row"] == "score")
+    j = next(i for i, r in enumerate(rows) if r["row"] == "deduction")
+    rows[i]["human_score"] = "0"
+    cleared = rows[j]["deduction_id"]
+    rows[j]["human_verdict"] = rows[j]["human_comment"] = ""
+    _write(rows, sheet)
+    _cli("human", "import", sheet, "--run", run, "--bootstrap", "0")
+    now = _stored(run)
+    assert len(now) == len(first) - 1 and cleared not in {lb.deduction_id for lb in now}
+    assert [lb.value for lb in now if lb.kind == "score" and lb.case_id == rows[i]["case_id"]
+            and lb.dimension == rows[i]["dimension"]] == [0.0]
+
+
+def test_two_reviewers_and_their_alpha_against_the_krippendorff_package(run: Path, tmp_path: Path) -> None:
+    rows = _export(run, tmp_path / "sheet.csv")
+    li, li_scores, _ = _fill([dict(r) for r in rows], reviewer="li", verdicts=("agree", "disagree"))
+    wang, wang_scores, _ = _fill([dict(r) for r in rows], reviewer="wang", verdicts=("agree", "agree", "unsure"))
+    for n, r in enumerate(r for r in wang if r["row"] == "score"):   # wang differs on some dimensions
+        if n % 3 == 0:
+            r["human_score"] = str(float(r["human_score"]) - n % 5)
+            wang_scores[(r["case_id"], r["dimension"])] = float(r["human_score"])
+    _cli("human", "import", _write(li, tmp_path / "li.csv"), "--run", run, "--bootstrap", "0")
+    _cli("report", run, "--human", _write(wang, tmp_path / "wang.csv", encoding="gbk"))
+    labels = _stored(run)
+    assert {lb.reviewer for lb in labels} == {"li", "wang"}
+    results = load_run(run, n_boot=0)
+    h = results.reliability.human
+    assert h is not None and h.reviewers == ["li", "wang"]
+    for dim in ("accuracy", "completeness", "standardization"):
+        keys = sorted(k for k in li_scores if k[1] == dim)
+        data = np.array([[li_scores[k] for k in keys], [wang_scores[k] for k in keys]])
+        assert h.inter_reviewer[dim].value == pytest.approx(
+            krippendorff.alpha(reliability_data=data, level_of_measurement="interval"))
+    # per case, each reviewer's score and their mean beside the panel's
+    review = results.review
+    assert review is not None
+    case_id, dim = next(iter(li_scores))
+    case = review.case(case_id)
+    assert case is not None
+    assert case.scores["li"][dim] == li_scores[(case_id, dim)]
+    assert case.scores["wang"][dim] == wang_scores[(case_id, dim)]
+    assert case.human[dim] == pytest.approx((li_scores[(case_id, dim)] + wang_scores[(case_id, dim)]) / 2)
+    assert case.panel[dim] == next(c.scores[dim] for c in results.consensus if c.case_id == case_id)
+    # verdicts on deductions both judged, agree/disagree only: nominal alpha against the package
+    li_v = {lb.deduction_id: lb.value for lb in labels if lb.kind == "verdict" and lb.reviewer == "li"}
+    wang_v = {lb.deduction_id: lb.value for lb in labels if lb.kind == "verdict" and lb.reviewer == "wang"}
+    shared = [d for d in li_v if d in wang_v and "unsure" not in (li_v[d], wang_v[d])]
+    if len(shared) >= 2 and h.inter_reviewer_verdicts is not None and h.inter_reviewer_verdicts.value is not None:
+        code = {"agree": 1, "disagree": 0}
+        data = np.array([[code[str(li_v[d])] for d in shared], [code[str(wang_v[d])] for d in shared]], float)
+        assert h.inter_reviewer_verdicts.value == pytest.approx(
+            krippendorff.alpha(reliability_data=data, level_of_measurement="nominal"))
+    # the report shows the human section
+    assert '<section id="human">' in (run / "report.html").read_text(encoding="utf-8")
+
+
+def test_labels_survive_score_resume_and_report(run: Path, tmp_path: Path) -> None:
+    rows, _, _ = _fill(_export(run, tmp_path / "sheet.csv"), reviewer="li")
+    _cli("human", "import", _write(rows, tmp_path / "filled.csv"), "--run", run, "--bootstrap", "0")
+    before = sorted(lb.model_dump_json() for lb in _stored(run))
+    assert before
+    out = _cli("score", run.parent / "cases.jsonl", "--out", run)       # a no-op resume rebuilds everything
+    assert "48 resumed" in out or "resumed" in out
+    assert sorted(lb.model_dump_json() for lb in _stored(run)) == before
+    rel = json.loads((run / "reliability.json").read_text(encoding="utf-8"))
+    assert rel["human"]["n_cases"] == 4                                  # rebuilt from the store, not lost
+    _cli("report", run)
+    _cli("reliability", run, "--bootstrap", "0")
+    assert sorted(lb.model_dump_json() for lb in _stored(run)) == before
+    assert '<section id="human">' in (run / "report.html").read_text(encoding="utf-8")
+    # a sheet exported for that reviewer comes back filled in, and reads back to the same labels
+    filled = tmp_path / "again.csv"
+    _cli("audit", run, "--top", "4", "--export", filled, "--reviewer", "li")
+    again = list(csv.DictReader(io.StringIO(filled.read_text(encoding="utf-8-sig"))))
+    assert [r["human_score"] for r in again] == [r["human_score"] for r in rows]
+    assert [r["human_verdict"] for r in again if r["row"] == "deduction"] == [
+        {"同意": "agree", "Disagree": "disagree", "不确定": "unsure"}[r["human_verdict"]]
+        for r in rows if r["row"] == "deduction"]
+
+
+def test_the_wide_human_file_is_stored_the_same_way(run: Path, tmp_path: Path) -> None:
+    wide = tmp_path / "h.csv"
+    wide.write_text("case_id,accuracy,completeness,standardization,categories\n001,38,33,24,\n002,30,35,20,数值准确性\n",
+                    encoding="gbk")
+    _cli("reliability", run, "--human", wide, "--bootstrap", "0", "--reviewer", "zhang")
+    labels = _stored(run)
+    assert sorted((lb.case_id, lb.dimension, lb.value) for lb in labels if lb.kind == "score") == [
+        ("001", "accuracy", 38), ("001", "completeness", 33), ("001", "standardization", 24),
+        ("002", "accuracy", 30), ("002", "completeness", 35), ("002", "standardization", 20)]
+    # an empty categories cell: the reviewer would deduct in no category (stored, as an empty list)
+    assert sorted(lb.value for lb in labels if lb.kind == "categories") == ["", "numbers"]
+    assert {lb.reviewer for lb in labels} == {"zhang"}
+    _cli("report", run)
+    h = load_run(run, n_boot=0).reliability.human
+    assert h is not None and h.n_cases == 2 and h.category_jaccard_cases == 2
+
+
+# --------------------------------------------------------------------------- bad sheets
+
+
+@pytest.mark.parametrize(("edit", "expect"), [
+    (lambda r: r.update(case_id="999"), ["column case_id (C)", "'999' is not a case of this run"]),
+    (lambda r: r.update(human_score="41"), ["column human_score", "41 is outside 0..40"]),
+    (lambda r: r.update(human_score="abc"), ["column human_score", "not a number: 'abc'"]),
+    (lambda r: r.update(human_verdict="agree"), ["column human_verdict", "on a score row"]),
+])
+def test_a_bad_score_row_names_file_line_and_column(run: Path, tmp_path: Path, edit, expect) -> None:
+    rows = _export(run, tmp_path / "sheet.csv")
+    assert rows[0]["row"] == "score" and rows[0]["dimension"] == "accuracy"
+    rows[0]["human_score"] = "30"
+    edit(rows[0])
+    sheet = _write(rows, tmp_path / "bad.csv")
+    msg = _cli_error("human", "import", sheet, "--run", run)
+    for part in [f"{sheet}:2:", *expect]:
+        assert part in msg, msg
+    assert _stored(run) == []                                  # nothing stored
+
+
+@pytest.mark.parametrize(("edit", "expect"), [
+    (lambda r: r.update(human_verdict="maybe"), ["column human_verdict", "'maybe' is not a verdict", "同意"]),
+    (lambda r: r.update(deduction_id="nope#d0", human_verdict="agree"),
+     ["column deduction_id", "'nope#d0' is not a deduction of this run"]),
+    (lambda r: r.update(human_score="3", human_verdict=""), ["column human_score", "on a deduction row"]),
+])
+def test_a_bad_deduction_row_names_file_line_and_column(run: Path, tmp_path: Path, edit, expect) -> None:
+    rows = _export(run, tmp_path / "sheet.csv")
+    i = next(i for i, r in enumerate(rows) if r["row"] == "deduction")
+    edit(rows[i])
+    sheet = _write(rows, tmp_path / "bad.csv", encoding="gbk", delimiter=";")
+    msg = _cli_error("human", "import", sheet, "--run", run)
+    for part in [f"{sheet}:{i + 2}:", *expect]:
+        assert part in msg, msg
+
+
+def test_parse_verdict() -> None:
+    assert [parse_verdict(w) for w in ("Agree", " 同意 ", "DISAGREE", "不同意", "Not  sure", "不确定", "x")] == [
+        "agree", "agree", "disagree", "disagree", "unsure", "unsure", None]
+
+
+# --------------------------------------------------------------------------- the store
+
+
+def test_stores_of_schema_1_and_2_upgrade_in_place_and_read_as_is(run: Path) -> None:
+    for version in (1, 2):
+        con = sqlite3.connect(run / "results.sqlite")
+        con.execute("DROP TABLE IF EXISTS human_labels")
+        if version == 1:
+            con.execute("ALTER TABLE calls DROP COLUMN error_kind")
+        con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(version),))
+        con.commit()
+        con.close()
+        before = (run / "results.sqlite").read_bytes()
+        with Store.open_existing(run, read_only=True) as store:
+            assert store.human_labels() == [] and store.calls()
+        assert load_run(run, n_boot=0).labels == []
+        assert (run / "results.sqlite").read_bytes() == before
+        with Store.open_existing(run) as store:
+            assert store.get_meta("schema_version") == SCHEMA_VERSION == 3
+            store.upsert_human_label(HumanLabelRecord(case_id="001", dimension="accuracy", reviewer="li",
+                                                      kind="score", value=30, source="test"))
+        assert [lb.value for lb in _stored(run)] == [30.0]
+
+
+def test_upsert_one_label_per_key_and_delete(run: Path) -> None:
+    with Store.open_existing(run) as store:
+        base = {"case_id": "001", "dimension": "accuracy", "deduction_id": "x#d0", "reviewer": "li", "kind": "verdict"}
+        store.upsert_human_label(HumanLabelRecord(**base, value="agree", source="review"))
+        store.upsert_human_label(HumanLabelRecord(**base, value="disagree", comment="no", source="review"))
+        store.upsert_human_label(HumanLabelRecord(**{**base, "reviewer": "wang"}, value="agree", source="review"))
+        labels = store.human_labels()
+        assert [(lb.reviewer, lb.value, lb.comment) for lb in labels] == [
+            ("li", "disagree", "no"), ("wang", "agree", None)]
+        assert all(lb.labelled_at > 0 for lb in labels)
+        assert store.delete_human_label(reviewer="li", kind="verdict", case_id="001", dimension="accuracy",
+                                        deduction_id="x#d0")
+        assert [lb.reviewer for lb in store.human_labels()] == ["wang"]
+        with pytest.raises(ValueError, match="reviewer"):
+            store.replace_human_labels("li", "f.csv", [HumanLabelRecord(**{**base, "reviewer": "wang"})])
+
+
+def test_two_connections_write_at_the_same_time(run: Path) -> None:
+    """A reviewer clicking (one upsert each) while a scoring run records calls on another connection:
+    every write lands (WAL + busy timeout + BEGIN IMMEDIATE), none fails on a lock."""
+    from consensus_eval.execution.store import CallRecord
+
+    errors: list[Exception] = []
+    start = threading.Barrier(2)
+
+    def reviewer() -> None:
+        try:
+            with Store.open_existing(run) as store:
+                start.wait()
+                for i in range(150):
+                    store.upsert_human_label(HumanLabelRecord(case_id="001", dimension="accuracy", reviewer="li",
+                                                              kind="comment", deduction_id=f"x#d{i}",
+                                                              comment=f"c{i}", source="review"))
+        except Exception as e:  # noqa: BLE001 - reported below, in the test's thread
+            errors.append(e)
+
+    def scorer() -> None:
+        try:
+            with Store.open_existing(run) as store:
+                start.wait()
+                for i in range(150):
+                    store.record(CallRecord(request_hash=f"extra{i}", case_id="001", dimension="accuracy",
+                                            judge="rules", run=9, status="failed", error="x"))
+                    if i % 25 == 0:
+                        store.replace_human_labels("wang", "sheet.csv", [HumanLabelRecord(
+                            case_id="002", dimension="accuracy", reviewer="wang", kind="score", value=float(i))])
+        except Exception as e:  # noqa: BLE001 - reported below, in the test's thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=reviewer), threading.Thread(target=scorer)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    labels = _stored(run)
+    assert len([lb for lb in labels if lb.reviewer == "li"]) == 150
+    assert [lb.value for lb in labels if lb.reviewer == "wang"] == [125.0]
+    with Store.open_existing(run, read_only=True) as store:
+        assert len([r for r in store.calls(planned_only=False) if r.request_hash.startswith("extra")]) == 150
+
+
+# --------------------------------------------------------------------------- what the labels say, by hand
+
+
+def test_precision_and_agreement_on_a_hand_built_panel(tmp_path: Path) -> None:
+    """c1 accuracy: each judge 1 deduction (#d0) + 1 fixed penalty (#p0); c2 accuracy: judge-a 4
+    deductions, judge-b 1, judge-c 1. Verdicts by hand: judge-a 3 agree, 1 disagree, 1 unsure;
+    judge-b 1 agree, 1 disagree; judge-c none decided (1 unsure)."""
+    run = build_panel_store(tmp_path / "run")
+    a, b, c = "c2|judge-a|accuracy|0", "c2|judge-b|accuracy|0", "c2|judge-c|accuracy|0"
+    rows = [("c2", f"{a}#d0", "agree"), ("c2", f"{a}#d1", "同意"), ("c2", f"{a}#d2", "不同意"),
+            ("c2", f"{a}#d3", "unsure"), ("c1", "c1|judge-a|accuracy|0#p0", "Agree"),
+            ("c2", f"{b}#d0", "agree"), ("c1", "c1|judge-b|accuracy|0#d0", "disagree"),
+            ("c2", f"{c}#d0", "不确定")]
+    sheet = tmp_path / "v.csv"
+    sheet.write_text("row,case_id,deduction_id,human_verdict,reviewer\n"
+                     + "".join(f"deduction,{cid},{did},{v},li\n" for cid, did, v in rows), encoding="utf-8")
+    done = import_human(run, sheet, n_boot=200)
+    assert done.by_reviewer == {"li": {"verdict": 8}} and done.format == "sheet"
+    h = done.results.reliability.human
+    assert h is not None and h.n_verdicts == 8 and h.n_cases == 0
+    pa, pb, pc = h.precision["judge-a"], h.precision["judge-b"], h.precision["judge-c"]
+    assert (pa.agree, pa.disagree, pa.unsure, pa.precision.value) == (3, 1, 1, 0.75)
+    assert (pa.precision.low, pa.precision.high) == pytest.approx(wilson(3, 4))
+    assert (pb.agree, pb.disagree, pb.precision.value, pb.precision.n) == (1, 1, 0.5, 2)
+    assert (pc.unsure, pc.precision.n, pc.precision.value) == (1, 0, None)
+    # scores: the human gives c1..c3 totals; judge totals (test_audit): a 88/90/99, b 95/97/98, c 95/98/100
+    scores = tmp_path / "s.csv"
+    scores.write_text("case_id,accuracy,completeness,standardization\n"
+                      "c1,30,35,25\nc2,33,35,25\nc3,40,35,23\n", encoding="utf-8")
+    done = import_human(run, scores, reviewer="wang", n_boot=200)
+    h = done.results.reliability.human
+    assert h is not None and h.n_cases == 3 and h.reviewers == ["li", "wang"] and h.small_sample
+    tot = h.judges["judge-a"]["total"]
+    # judge-a's totals 88, 90, 99 against the human's 90, 93, 98: MAE (2 + 3 + 1) / 3, bias -4/3
+    assert (tot.n, tot.mae, tot.bias) == (3, pytest.approx(2.0), pytest.approx(-4 / 3))
+    assert tot.mae_ci is not None and tot.mae_ci[0] <= 2.0 <= tot.mae_ci[1]
+    assert tot.bias_ci is not None and -3 <= tot.bias_ci[0] <= -4 / 3 <= tot.bias_ci[1] <= 1
+    assert h.inter_reviewer == {}                              # li gave verdicts only: nothing to compare
+    assert set(h.alpha_with_human) == {"accuracy", "completeness", "standardization", "total"}
+
+
+def test_read_labels_refuses_a_deduction_of_another_case(tmp_path: Path) -> None:
+    run = build_panel_store(tmp_path / "run")
+    sheet = tmp_path / "v.csv"
+    sheet.write_text("case_id,deduction_id,human_verdict\nc1,c2|judge-b|accuracy|0#d0,agree\n", encoding="utf-8")
+    with Store.open_existing(run, read_only=True) as store:
+        stored = read_run(store)
+    with pytest.raises(InputError, match=r"v.csv:2: column case_id \(A\): 'c1', but the deduction .* is of case 'c2'"):
+        read_labels(sheet, stored)
+
+
+def test_write_adjudication_csv_neutralises_and_has_a_column_per_judge(tmp_path: Path) -> None:
+    run = build_panel_store(tmp_path / "run")
+    res = load_run(run, n_boot=0)
+    path = write_adjudication_csv(tmp_path / "s.csv", res.audit, judges=res.judges)
+    rows = list(csv.DictReader(io.StringIO(path.read_text(encoding="utf-8-sig"))))
+    assert [k for k in rows[0] if k.startswith("score: ")] == ["score: judge-a", "score: judge-b", "score: judge-c"]
+    c4 = [r for r in rows if r["case_id"] == "c4" and r["row"] == "score"]
+    assert {r["score: judge-b"] for r in c4} == {"failed"}
