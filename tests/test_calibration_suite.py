@@ -11,11 +11,13 @@ import pytest
 from consensus_eval._errors import InputError
 from consensus_eval.domain.calibration.generator import (
     DEFAULT_SEED,
+    STYLES,
     apply,
     base_cases,
     build_suite,
     builtin_suite,
     candidates,
+    restyle,
     sample,
 )
 from consensus_eval.domain.calibration.operators import OPERATORS, UNPLANTABLE
@@ -63,9 +65,23 @@ def test_default_suite_coverage():
 def test_clean_controls_are_byte_identical_to_their_base():
     bases = {b.id: b for b in base_cases()}
     clean = [c for c in builtin_suite() if c.clean]
-    assert len(clean) == len(bases)
+    assert len(clean) == len(bases) * len(STYLES) >= 40
     for c in clean:
-        assert c.case.record == bases[c.base].record and c.case.conversation == bases[c.base].conversation
+        style = c.case.id.split("~")[2] if c.case.id.count("~") == 2 else "plain"
+        assert c.case.conversation == bases[c.base].conversation
+        assert c.case.record == restyle(bases[c.base].record, style)[0]
+        if style == "plain":
+            assert c.case.record == bases[c.base].record
+    # the styles only rewrite headings
+    heads = {restyle(bases["base-01"].record, s)[0].split("\n")[3] for s in STYLES}
+    assert heads == {f"{h}母亲患糖尿病，父亲患高血压。" for h in ("家族史：", "【家族史】", "**家族史**：", "4. 家族史：")}
+
+
+def test_styled_clean_controls_are_clean_by_the_rules_judge(rubric):
+    for c in builtin_suite():
+        if c.clean:
+            js = check_case(c.case, rubric)
+            assert not any(j.deductions or j.fixed_penalties for j in js.values()), c.case.id
 
 
 def test_every_planted_error_is_inside_its_span(rubric):
@@ -138,6 +154,19 @@ def test_golden_omission_points_at_the_conversation(rubric):
     assert e.spans[0].source == "conversation" and e.spans[0].text == "1年前又加了格列美脲，2毫克，每天早饭前吃一次"
 
 
+@pytest.mark.parametrize("style", list(STYLES))
+def test_spans_follow_the_headings(rubric, style):
+    b = base_cases()[0]
+    for type_id in ("order_error", "cc_duration_missing", "diabetes_in_past_history", "dose_error"):
+        sc = apply(b, [next(OPERATORS[type_id](b))], rubric, "x", style)
+        s = sc.expected[0].spans[0]
+        assert sc.case.record[s.start:s.end] == s.text
+        if type_id == "order_error":
+            assert s.text.startswith(STYLES[style]("家族史", 3))
+        if type_id == "cc_duration_missing":
+            assert s.text == "血糖升高，控制不佳。"
+
+
 def test_two_errors_in_one_record_keep_both_spans(rubric):
     b = base_cases()[0]
     p1 = next(OPERATORS["cc_duration_missing"](b))
@@ -154,7 +183,7 @@ def test_operators_have_enough_places_to_plant():
 
 
 def test_suite_file_round_trip_and_errors(tmp_path, rubric):
-    suite = list(builtin_suite())[:20]
+    suite = list(builtin_suite())[48:68]  # after the 48 clean controls
     p = tmp_path / "suite.jsonl"
     p.write_text(dumps_suite(suite), encoding="utf-8")
     back = load_suite(p, rubric)

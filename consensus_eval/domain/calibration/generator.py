@@ -4,14 +4,18 @@
 The default suite (seed :data:`DEFAULT_SEED`) holds, for each plantable type, up to
 :data:`PER_TYPE` single-error cases drawn from every place an operator can plant it, two-error cases
 (two types planted in one record, in parts of it that do not touch) until every type is planted at
-least :data:`MIN_PER_TYPE` times, and one clean control per base case (byte-identical to it: any
-deduction on it is a false alarm). One only: a call is identified by what the judge reads, so a second
-identical copy would be the same call (the store keeps one), telling nothing new.
+least :data:`MIN_PER_TYPE` times, and clean controls: every base case in each heading style of
+:data:`STYLES` (``主诉：``, ``【主诉】``, ``**主诉**：``, ``1. 主诉：``; the base files write the first), its
+text otherwise byte-identical to the base (any deduction on it is a false alarm). Not several copies
+of one record: a call is identified by what the judge reads, so a copy would be the same call (the
+store keeps one), telling nothing new. Each planted case is written in a heading style drawn with the seed.
 """
 
 from __future__ import annotations
 
 import random
+import re
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 
@@ -29,6 +33,40 @@ MIN_PER_TYPE = 10
 N_PAIRS = 50
 #: the rubric the built-in suite is written for
 RUBRIC_ID = "medical_record"
+
+
+#: heading styles models write: style -> (section name, line number) -> the heading text
+STYLES: dict[str, Callable[[str, int], str]] = {
+    "plain": lambda name, i: f"{name}：",
+    "bracket": lambda name, i: f"【{name}】",
+    "bold": lambda name, i: f"**{name}**：",
+    "numbered": lambda name, i: f"{i}. {name}：",
+}
+_HEADING = re.compile(r"^(主诉|现病史|既往史|家族史|个人史)：", re.M)
+
+
+def restyle(record: str, style: str) -> tuple[str, list[tuple[int, int, int]]]:
+    """``record`` (written ``主诉：`` style) with its headings in ``style``, and the edits made
+    (position, old length, new length) for moving spans."""
+    edits: list[tuple[int, int, int]] = []
+    out: list[str] = []
+    pos = 0
+    for i, m in enumerate(_HEADING.finditer(record), start=1):
+        new = STYLES[style](m.group(1), i)
+        out += [record[pos:m.start()], new]
+        edits.append((m.start(), m.end() - m.start(), len(new)))
+        pos = m.end()
+    out.append(record[pos:])
+    return "".join(out), edits
+
+
+def _moved(x: int, edits: list[tuple[int, int, int]]) -> int:
+    """Where position ``x`` of the record is after the heading ``edits`` (a span starting at a heading's
+    first character starts at the new heading's; one ending after a heading includes all of it)."""
+    for p, old, _ in edits:
+        if p < x < p + old:
+            raise ValueError("a planted span starts or ends inside a heading")
+    return x + sum(new - old for p, old, new in edits if p + old <= x)
 
 
 @cache
@@ -58,8 +96,9 @@ def overlaps(a: Plant, b: Plant) -> bool:
     return a0 <= b1 and b0 <= a1
 
 
-def apply(base: BaseCase, plants: list[Plant], rubric: Rubric, case_id: str) -> SuiteCase:
-    """The suite case with ``plants`` planted in ``base`` (plants must not overlap)."""
+def apply(base: BaseCase, plants: list[Plant], rubric: Rubric, case_id: str, style: str = "plain") -> SuiteCase:
+    """The suite case with ``plants`` planted in ``base`` (plants must not overlap), its headings
+    written in ``style`` (:data:`STYLES`)."""
     edits = sorted(((e, p) for p in plants for e in p.edits), key=lambda ep: (ep[0].start, ep[0].end))
     out: list[str] = []
     pos = 0
@@ -74,6 +113,11 @@ def apply(base: BaseCase, plants: list[Plant], rubric: Rubric, case_id: str) -> 
         out.append(e.new)
         pos = e.end
     out.append(base.record[pos:])
+    record, moves = restyle("".join(out), style)
+    for lst in spans.values():
+        for i, s in enumerate(lst):
+            a, z = _moved(s.start, moves), _moved(s.end, moves)
+            lst[i] = PlantedSpan(source="record", start=a, end=z, text=record[a:z])
     expected = []
     for p in plants:
         dim, cat, points, penalty = expectation(rubric, p.type)
@@ -84,13 +128,14 @@ def apply(base: BaseCase, plants: list[Plant], rubric: Rubric, case_id: str) -> 
             found = spans[id(p)]
         expected.append(PlantedError(operator=p.operator, dimension=dim, category=cat, type=p.type, points=points,
                                      penalty=penalty, spans=found))
-    case = Case(id=case_id, conversation=base.conversation, record="".join(out))
+    case = Case(id=case_id, conversation=base.conversation, record=record)
     return SuiteCase(case=case, base=base.id, expected=expected)
 
 
-def clean_control(base: BaseCase, case_id: str) -> SuiteCase:
-    """A clean control: the base case as is (nothing planted)."""
-    return SuiteCase(case=Case(id=case_id, conversation=base.conversation, record=base.record), base=base.id)
+def clean_control(base: BaseCase, case_id: str, style: str = "plain") -> SuiteCase:
+    """A clean control: the base case as is (nothing planted), its headings in ``style``."""
+    record = restyle(base.record, style)[0]
+    return SuiteCase(case=Case(id=case_id, conversation=base.conversation, record=record), base=base.id)
 
 
 def candidates(bases: tuple[BaseCase, ...] | None = None) -> dict[str, list[tuple[BaseCase, Plant]]]:
@@ -109,13 +154,14 @@ def build_suite(seed: int = DEFAULT_SEED, rubric: Rubric | None = None) -> list[
     rng = random.Random(seed)
     bases = base_cases()
     cands = candidates(bases)
-    suite = [clean_control(b, f"{b.id}~clean") for b in bases]
-    records: set[str] = {b.record for b in bases}
+    suite = [clean_control(b, f"{b.id}~clean" + ("" if s == "plain" else f"~{s}"), s) for s in STYLES for b in bases]
+    records: set[str] = {c.case.record for c in suite}
+    styles = list(STYLES)
     count = dict.fromkeys(cands, 0)
     for type_id, lst in cands.items():
         picked = rng.sample(lst, min(PER_TYPE, len(lst)))
         for n, (b, p) in enumerate(picked, start=1):
-            sc = apply(b, [p], rub, f"{b.id}~{type_id}~{n}")
+            sc = apply(b, [p], rub, f"{b.id}~{type_id}~{n}", rng.choice(styles))
             if sc.case.record in records:
                 continue
             records.add(sc.case.record)
@@ -133,7 +179,7 @@ def build_suite(seed: int = DEFAULT_SEED, rubric: Rubric | None = None) -> list[
         if not others:
             continue
         t2, p2 = rng.choice(others)
-        sc = apply(b, [p1, p2], rub, f"{b.id}~{t1}+{t2}~{pairs + 1}")
+        sc = apply(b, [p1, p2], rub, f"{b.id}~{t1}+{t2}~{pairs + 1}", rng.choice(styles))
         if sc.case.record in records:
             continue
         records.add(sc.case.record)
