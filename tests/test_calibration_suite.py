@@ -74,7 +74,8 @@ def test_clean_controls_are_byte_identical_to_their_base():
             assert c.case.record == bases[c.base].record
     # the styles only rewrite headings
     heads = {restyle(bases["base-01"].record, s)[0].split("\n")[3] for s in STYLES}
-    assert heads == {f"{h}母亲患糖尿病，父亲患高血压。" for h in ("家族史：", "【家族史】", "**家族史**：", "4. 家族史：")}
+    styled = ("家族史：", "【家族史】", "**家族史**：", "4. 家族史：")
+    assert heads == {f"{h}母亲患糖尿病，父亲患高血压。" for h in styled}
 
 
 def test_styled_clean_controls_are_clean_by_the_rules_judge(rubric):
