@@ -96,7 +96,7 @@ import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from consensus_eval.analysis.consensus import CaseConsensus
 from consensus_eval.domain.config import ConsensusConfig, EvalConfig
@@ -165,7 +165,7 @@ class AuditDeduction(BaseModel):
     evidence: str
     reason: str
     match: Match = "no_peer"
-    matched_by: list[str] = []
+    matched_by: list[str] = Field(default_factory=list)
     #: stable id of this deduction across rebuilds: ``{request_hash}#d{i}`` (i-th deduction of the
     #: call's judgment) or ``{request_hash}#p{i}`` (i-th fixed penalty); what human verdicts refer to
     id: str = ""
