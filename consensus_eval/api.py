@@ -243,8 +243,7 @@ def import_human(folder: str | Path, path: str | Path, *, reviewer: str | None =
     with Store.open_existing(out) as store:
         stored = read_run(store)
         found = read_labels(path, stored, reviewer=reviewer, encoding=encoding)
-        for name, labels in found.labels.items():
-            store.replace_human_labels(name, found.source, labels)
+        store.replace_human_labels_of(found.source, found.labels)
         results = _rebuild(store, out, n_boot) if rebuild_outputs else analyze(
             stored, labels=store.human_labels(), n_boot=n_boot)
     return HumanImport(path=Path(path), format=found.format,

@@ -460,3 +460,42 @@ def test_write_adjudication_csv_neutralises_and_has_a_column_per_judge(tmp_path:
     assert [k for k in rows[0] if k.startswith("score: ")] == ["score: judge-a", "score: judge-b", "score: judge-c"]
     c4 = [r for r in rows if r["case_id"] == "c4" and r["row"] == "score"]
     assert {r["score: judge-b"] for r in c4} == {"failed"}
+
+
+def test_threads_sharing_one_store_write_one_transaction_at_a_time(run: Path) -> None:
+    """A web app may hand one Store to several request threads: their transactions never interleave."""
+    errors: list[Exception] = []
+    with Store.open_existing(run) as store:
+        def click(reviewer: str) -> None:
+            try:
+                for i in range(100):
+                    store.upsert_human_label(HumanLabelRecord(case_id="001", dimension="accuracy", reviewer=reviewer,
+                                                              kind="verdict", deduction_id=f"x#d{i}", value="agree"))
+                    if i % 20 == 0:
+                        store.replace_human_labels(reviewer, "s.csv", [HumanLabelRecord(
+                            case_id="002", dimension="accuracy", reviewer=reviewer, kind="score", value=float(i))])
+            except Exception as e:  # noqa: BLE001 - reported below, in the test's thread
+                errors.append(e)
+
+        threads = [threading.Thread(target=click, args=(f"r{k}",)) for k in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == []
+        labels = store.human_labels()
+    assert sorted({(lb.reviewer, lb.kind): 0 for lb in labels}) == sorted(
+        (f"r{k}", kind) for k in range(4) for kind in ("score", "verdict"))
+    assert len(labels) == 4 * 101
+
+
+def test_the_human_section_follows_the_store_not_a_saved_file(run: Path, tmp_path: Path) -> None:
+    rows, _, _ = _fill(_export(run, tmp_path / "sheet.csv"), reviewer="li")
+    _cli("human", "import", _write(rows, tmp_path / "filled.csv"), "--run", run, "--bootstrap", "0")
+    assert load_run(run).reliability.human is not None
+    with Store.open_existing(run) as store:              # every label deleted (e.g. by the review app)
+        for lb in store.human_labels():
+            store.delete_human_label(reviewer=lb.reviewer, kind=lb.kind, case_id=lb.case_id,
+                                     dimension=lb.dimension, deduction_id=lb.deduction_id)
+    assert "human" in json.loads((run / "reliability.json").read_text(encoding="utf-8"))   # stale file
+    assert load_run(run).reliability.human is None

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel
+from pydantic import BaseModel, PrivateAttr
 
 from consensus_eval._errors import InputError
 from consensus_eval.analysis.agreement import (
@@ -123,6 +123,7 @@ class HumanReview(BaseModel):
     labels: list[HumanLabelRecord]
     reviewers: list[str]
     cases: dict[str, CaseReview]
+    _case_of: dict[str, str] | None = PrivateAttr(default=None)
 
     def case(self, case_id: str) -> CaseReview | None:
         """The reviewers' labels of one case (None: nobody labelled it)."""
@@ -130,13 +131,11 @@ class HumanReview(BaseModel):
 
     def verdicts(self, deduction_id: str) -> dict[str, Verdict]:
         """reviewer -> verdict on one deduction (empty: no verdict)."""
+        if self._case_of is None:
+            self._case_of = {lb.deduction_id: lb.case_id for lb in self.labels if lb.deduction_id}
         case_id = self._case_of.get(deduction_id)
         review = self.cases.get(case_id) if case_id is not None else None
         return dict(review.verdicts.get(deduction_id, {})) if review else {}
-
-    @property
-    def _case_of(self) -> dict[str, str]:
-        return {lb.deduction_id: lb.case_id for lb in self.labels if lb.deduction_id}
 
 
 def build_review(labels: Sequence[HumanLabelRecord], rubric: Rubric,

@@ -87,8 +87,10 @@ class Results:
         if self._reliability is None:
             self._reliability = reliability_report(self.run, self.consensus, self.n_boot, self.seed)
             self._human_done = False
-        if self.review is not None and not self._human_done:
-            self._reliability.human = human_agreement(self.run, self.consensus, self.review, self.n_boot, self.seed)
+        if not self._human_done:
+            # the human section always says what the store's labels say (a saved one may be stale)
+            self._reliability.human = (human_agreement(self.run, self.consensus, self.review, self.n_boot, self.seed)
+                                       if self.review is not None else None)
         self._human_done = True
         return self._reliability
 

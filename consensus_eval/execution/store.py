@@ -33,8 +33,9 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -181,6 +182,8 @@ class Store:
     def __init__(self, path: str | Path, *, read_only: bool = False) -> None:
         self.path = Path(path)
         self.read_only = read_only
+        #: one write transaction at a time on this connection (a web app may share one Store across threads)
+        self._lock = threading.RLock()
         #: the calls table's columns as selected (a version-1 store read as is has no error_kind)
         self._select = list(_COLUMNS)
         if read_only:
@@ -467,15 +470,23 @@ class Store:
         source (the web app, another sheet) is replaced too: the latest wins. Every label must be
         ``reviewer``'s; ``source`` and a missing ``labelled_at`` are set here. Returns how many were written.
         """
+        return self.replace_human_labels_of(source, {reviewer: list(labels)})
+
+    def replace_human_labels_of(self, source: str, by_reviewer: Mapping[str, Sequence[HumanLabelRecord]]) -> int:
+        """:meth:`replace_human_labels` for several reviewers of one source (a sheet naming several),
+        all in one transaction."""
         self._writable()
         now = time.time()
         rows = []
-        for label in labels:
-            if label.reviewer != reviewer:
-                raise ValueError(f"a label of reviewer {label.reviewer!r} in a replacement of {reviewer!r}'s labels")
-            rows.append(_stamped(label.model_copy(update={"source": source}), now))
+        for reviewer, labels in by_reviewer.items():
+            for label in labels:
+                if label.reviewer != reviewer:
+                    raise ValueError(f"a label of reviewer {label.reviewer!r} in a replacement of "
+                                     f"{reviewer!r}'s labels")
+                rows.append(_stamped(label.model_copy(update={"source": source}), now))
         with self._transaction(immediate=True):
-            self._db.execute("DELETE FROM human_labels WHERE reviewer = ? AND source = ?", (reviewer, source))
+            self._db.executemany("DELETE FROM human_labels WHERE reviewer = ? AND source = ?",
+                                 [(reviewer, source) for reviewer in by_reviewer])
             self._insert_labels(rows)
         return len(rows)
 
@@ -490,7 +501,7 @@ class Store:
                                 (name,)).fetchone() is not None
 
     def _transaction(self, *, immediate: bool = False) -> _Tx:
-        return _Tx(self._db, immediate)
+        return _Tx(self._db, self._lock, immediate)
 
     def _writable(self) -> None:
         if self.read_only:
@@ -518,12 +529,21 @@ class _Tx:
     """A transaction; ``immediate`` takes the write lock at BEGIN (waiting up to the busy timeout for
     another writer), so a write never fails half-way on a lock another connection holds."""
 
-    def __init__(self, db: sqlite3.Connection, immediate: bool = False) -> None:
+    def __init__(self, db: sqlite3.Connection, lock: threading.RLock, immediate: bool = False) -> None:
         self.db = db
+        self.lock = lock
         self.immediate = immediate
 
     def __enter__(self) -> None:
-        self.db.execute("BEGIN IMMEDIATE" if self.immediate else "BEGIN")
+        self.lock.acquire()
+        try:
+            self.db.execute("BEGIN IMMEDIATE" if self.immediate else "BEGIN")
+        except BaseException:
+            self.lock.release()
+            raise
 
     def __exit__(self, exc_type: object, *rest: object) -> None:
-        self.db.execute("ROLLBACK" if exc_type else "COMMIT")
+        try:
+            self.db.execute("ROLLBACK" if exc_type else "COMMIT")
+        finally:
+            self.lock.release()
