@@ -442,10 +442,11 @@ def review_queue(audits: Sequence[CaseAudit], panel_size: int) -> ReviewQueue:
 
 def rank(audits: Iterable[CaseAudit], mode: QueueMode = "disagreement") -> list[CaseAudit]:
     """Sort: failed, inconclusive, incomplete, then the cases that need review, then the rest; within
-    each by the ``mode`` score, then the other one (highest first); set ``rank`` from 1."""
+    each by the ``mode`` score, then the other one (highest first; scores equal to 9 decimals are ties,
+    so float noise never reorders equal cases); ties keep the given order; set ``rank`` from 1."""
     other: QueueMode = "disagreement" if mode == "risk" else "risk"
     ordered = sorted(audits, key=lambda a: (_STATUS_ORDER.get(a.status, 4), not a.needs_review,
-                                            -a.score(mode), -a.score(other)))
+                                            -round(a.score(mode), 9), -round(a.score(other), 9)))
     for i, a in enumerate(ordered, 1):
         a.rank = i
     return ordered
