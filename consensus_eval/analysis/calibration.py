@@ -18,8 +18,13 @@ interval; all from each judge's first run, run 0, unless said otherwise):
   scores full marks; the expected score is re-derived from the planted deductions with
   :func:`~consensus_eval.domain.scoring.derive`, so category caps apply): MAE and bias (mean signed);
 - stability (runs > 1): recall of each run, and the share of planted errors found in every run or in none;
-- the panel: an error is found by the panel when at least ``consensus.min_judges`` judges find it; its
-  score error uses the consensus scores. ``panel_gain`` = panel recall minus the best single judge's.
+- the panel: an error is found by the panel when at least ``consensus.min_judges`` judges find it (with
+  fewer judges answering, the panel has no verdict on it: unjudged, as an inconclusive case); its score
+  error uses the consensus scores. ``panel_gain`` = panel recall minus the best single judge's.
+
+Evidence must quote where the error is: the record's wrong text for a substitution (a judge quoting only
+the conversation's correct value gets no credit), the conversation's statement of a dropped fact for an
+omission.
 """
 
 from __future__ import annotations
@@ -125,7 +130,7 @@ class _Case:
 
     def touches(self, item: Deduction | PenaltyHit) -> bool:
         """True when the item is about some planted error (its evidence overlaps a planted span)."""
-        return any(self.hit(item, e)[0] or _overlaps(self.where(item.evidence), e) for e in self.sc.expected)
+        return any(_overlaps(self.where(item.evidence), e) for e in self.sc.expected)
 
 
 def _items(judgments: Iterable[Judgment]) -> list[Deduction | PenaltyHit]:
@@ -216,11 +221,10 @@ def calibrate(suite: Sequence[SuiteCase], results: Results, ground: Grounder,
         for i in range(len(c.sc.expected)):
             votes = [found[(j, 0)].get((cid, i)) for j in judges if (j, 0) in found]
             judged = [v for v in votes if v is not None]
-            if not judged:
-                panel_found[(cid, i)] = None
+            if len(judged) < quorum:
+                panel_found[(cid, i)] = None  # too few judges answered: the panel has no verdict (inconclusive)
                 continue
-            panel_found[(cid, i)] = (sum(v[0] for v in judged) >= min(quorum, len(judged)),
-                                     sum(v[1] for v in judged) >= min(quorum, len(judged)))
+            panel_found[(cid, i)] = (sum(v[0] for v in judged) >= quorum, sum(v[1] for v in judged) >= quorum)
     report_judges[PANEL] = _panel_figures(by_id, results, panel_found, rubric)
     overall = {j: report_judges[j].overall.found.value for j in judges}
     ranked = [j for j in judges if overall[j] is not None]
