@@ -54,6 +54,10 @@ EncodingOpt = Annotated[str | None, typer.Option(
     help="Encoding of the --human file (default: UTF-8, with or without BOM, then GB18030/GBK).")]
 
 
+LangOpt = Annotated[str | None, typer.Option(
+    "--lang", help="Language of report.md/report.html headings and labels: zh | en (default: the rubric's).")]
+
+
 #: exit codes of `score` (README, "Exit codes")
 EXIT_OK, EXIT_INPUT, EXIT_FAILURES, EXIT_INTERRUPTED = 0, 2, 3, 130
 
@@ -71,6 +75,7 @@ def score(
         min=0.0, max=1.0,
         help="Exit 0 when at most this fraction of the planned calls failed (default 0: any failure exits 3).",
     )] = 0.0,
+    lang: LangOpt = None,
 ) -> None:
     """Score CASES with the judges of CONFIG; resumes where a previous run into OUT stopped.
 
@@ -84,6 +89,10 @@ def score(
     from consensus_eval.output.progress import progress_hook
 
     quiet_libraries()
+    if lang is not None:
+        from consensus_eval.output.report.i18n import messages
+
+        messages(lang)  # an unknown language is refused before any call
     prep = api.prepare(cases, config, skip_invalid=skip_invalid, check_keys=not dry_run)
     for line in prep.invalid_lines:
         err_console.print(f"[yellow]skipped:[/] {line}", highlight=False, soft_wrap=True)
@@ -92,6 +101,10 @@ def score(
         return
     with progress_hook(err_console) as hook:
         results = _run_until_done_or_interrupted(api.run_async, prep, out, hook)
+    if lang is not None:
+        from consensus_eval.output.report import write_reports
+
+        write_reports(results, out, lang)
     print_summary(out_console, results, out)
     code = print_run_end(out_console, results, allow_failures)
     if code:
@@ -272,6 +285,7 @@ def report(
     human: HumanOpt = None,
     reviewer: ReviewerOpt = None,
     encoding: EncodingOpt = None,
+    lang: LangOpt = None,
 ) -> None:
     """(Re)write RUN_DIR/report.md and a self-contained RUN_DIR/report.html from the store. Calls no judge.
 
@@ -281,8 +295,37 @@ def report(
 
     if human is not None:
         _import_human(run_dir, human, reviewer, encoding)
-    md, html = write_reports(api.load_run(run_dir), run_dir)
+    md, html = write_reports(api.load_run(run_dir), run_dir, lang)
     out_console.print(f"wrote {md} and {html}", highlight=False)
+
+
+@app.command()
+@friendly_errors
+def review(
+    run_dir: Annotated[Path, typer.Argument(help="Output folder of a `score` run.")],
+    port: Annotated[int, typer.Option(min=1, max=65535, help="Port to listen on.")] = 8765,
+    reviewer: Annotated[str | None, typer.Option(
+        help="Your name, stored with every label (default: the page asks each browser).")] = None,
+    host: Annotated[str, typer.Option(
+        help="Address to listen on. Default: this machine only (127.0.0.1); any other address lets "
+             "other machines reach the page (anyone with the printed link can label).")] = "127.0.0.1",
+) -> None:
+    """A local web page where clinicians adjudicate the review queue: the record and the conversation
+    side by side, each judge's deductions with their evidence highlighted, a verdict per deduction,
+    a score per dimension; every change is stored at once in RUN_DIR/results.sqlite under the
+    reviewer's name. Calls no judge. Ctrl-C stops the server (nothing is lost)."""
+    from consensus_eval.review import serve
+    from consensus_eval.review.app import is_loopback
+
+    if not is_loopback(host):
+        err_console.print(Text.assemble(("warning:", "bold yellow"), f" listening on {host}, not only on this "
+                                        "machine: anyone who can reach it and has the printed link can read "
+                                        "the cases and write labels"), highlight=False, soft_wrap=True)
+
+    def ready(url: str) -> None:
+        out_console.print(f"reviewing {run_dir}: open {url}  (Ctrl-C to stop)", highlight=False, soft_wrap=True)
+
+    serve(run_dir, host=host, port=port, reviewer=reviewer, on_ready=ready)
 
 
 human_app = typer.Typer(help="Human labels: import the filled-in adjudication sheet into a run's store.",

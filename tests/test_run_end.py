@@ -57,14 +57,14 @@ def test_a_signal_stops_the_run_rebuilds_the_outputs_and_the_rerun_resumes(tmp_p
         # the outputs were rebuilt from what is stored: the cases with calls missing say so
         statuses = _statuses(out)
         assert "incomplete" in statuses.values() and len(statuses) == 20
-        assert "This run is incomplete" in (out / "report.md").read_text(encoding="utf-8")
+        assert "本次运行尚未完成" in (out / "report.md").read_text(encoding="utf-8")   # the rubric is Chinese
         assert 'id="incomplete"' in (out / "report.html").read_text(encoding="utf-8")
 
         again = subprocess.run(cmd, env=ENV, cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert again.returncode == 0, again.stdout + again.stderr
     assert f"{stored} resumed from the store" in again.stdout
     assert set(_statuses(out).values()) == {"ok"}
-    assert "This run is incomplete" not in (out / "report.md").read_text(encoding="utf-8")
+    assert "本次运行尚未完成" not in (out / "report.md").read_text(encoding="utf-8")
 
 
 def test_a_second_ctrl_c_exits_at_once_without_a_traceback(tmp_path):

@@ -159,6 +159,9 @@ class Rubric(_Frozen):
     required_sections: list[str] = []
     #: how a conversation's speakers are written out (``doctor: 医生``); roles not listed as given
     roles: dict[str, str] = {}
+    #: the language the rubric is written in (``zh``, ``en``): the default language of the reports'
+    #: headings and labels; display only, not part of :attr:`fingerprint`
+    language: str | None = None
     dimensions: list[Dimension] = Field(min_length=1)
 
     @model_validator(mode="after")
@@ -172,8 +175,9 @@ class Rubric(_Frozen):
 
     @cached_property
     def fingerprint(self) -> str:
-        """A hash of the rubric's content: part of every request hash, so edits invalidate results."""
-        return hashlib.sha256(self.model_dump_json().encode()).hexdigest()[:16]
+        """A hash of the rubric's content: part of every request hash, so edits invalidate results.
+        ``language`` is left out: it changes how reports are labelled, not what a judge is asked."""
+        return hashlib.sha256(self.model_dump_json(exclude={"language"}).encode()).hexdigest()[:16]
 
     @cached_property
     def dimensions_by_id(self) -> dict[str, Dimension]:

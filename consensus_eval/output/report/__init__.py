@@ -1,5 +1,7 @@
-"""The reports of a run: ``report.md`` and a self-contained ``report.html`` (inline CSS and SVG, no
-script, no network), rendered from its :class:`~consensus_eval.analysis.results.Results`.
+"""The reports of a run: ``report.md`` and a self-contained ``report.html`` (inline CSS, SVG and data,
+one script allowed by its hash, no network), rendered from its
+:class:`~consensus_eval.analysis.results.Results`, in Chinese or English
+(:mod:`consensus_eval.output.report.i18n`).
 """
 
 from __future__ import annotations
@@ -15,10 +17,13 @@ from consensus_eval.output.report.markdown import render_markdown
 __all__ = ["write_reports"]
 
 
-def write_reports(results: Results, out_dir: str | Path) -> tuple[Path, Path]:
-    """Write ``out_dir/report.md`` and ``out_dir/report.html``; return their paths."""
+def write_reports(results: Results, out_dir: str | Path, lang: str | None = None) -> tuple[Path, Path]:
+    """Write ``out_dir/report.md`` and ``out_dir/report.html``; return their paths.
+
+    ``lang``: ``zh`` or ``en`` for the reports' headings and labels; by default the rubric's language.
+    """
     out = Path(out_dir)
-    data = build_report_data(results, out)
+    data = build_report_data(results, out, lang)
     md_path, html_path = out / "report.md", out / "report.html"
     write_text(md_path, render_markdown(data))
     write_text(html_path, render_html(data))

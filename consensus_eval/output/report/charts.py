@@ -16,6 +16,8 @@ import numpy as np
 #: bin widths a histogram may use, smallest first (the first one giving at most MAX_BINS bins wins)
 BIN_WIDTHS = (0.5, 1, 2, 5, 10, 20, 25, 50, 100, 200, 500, 1000)
 MAX_BINS = 20
+#: a box plot draws one dot per total up to this many totals per judge (beyond, the box says enough)
+MAX_DOTS = 300
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,10 @@ class Histogram:
     baseline: float
     left: float
     right: float
+    #: the axes' titles (with their units) and where the count axis starts and ends (y of 0 and max_count)
+    x_title: str = ""
+    y_title: str = ""
+    top: float = 10.0
 
 
 @dataclass(frozen=True)
@@ -85,6 +91,36 @@ class BoxPlot:
     boxes: list[Box]
     ticks: list[Tick]
     judges_without_data: list[str] = field(default_factory=list)
+    x_title: str = ""
+
+
+@dataclass(frozen=True)
+class IntervalBar:
+    """An alpha and its 95% interval drawn on a 0-1 scale ``width`` wide: the interval as a bar from
+    ``lo_x`` to ``hi_x`` (None without an interval), the value as a dot at ``x``, and the guide's
+    thresholds (0.667 and 0.8) as marks at ``tentative_x`` and ``reliable_x``. Values below 0 are drawn
+    at 0 (``clipped``)."""
+
+    width: float
+    x: float
+    lo_x: float | None
+    hi_x: float | None
+    tentative_x: float
+    reliable_x: float
+    clipped: bool
+
+
+def interval_bar(value: float, ci: tuple[float, float] | None, width: float = 120,
+                 thresholds: bool = True) -> IntervalBar:
+    """The geometry of :class:`IntervalBar` for one alpha, or any share in [0, 1] (2 px of margin on
+    each side); ``thresholds``: whether the template draws the guide's marks (alpha only)."""
+    pad = 2.0
+
+    def to_x(v: float) -> float:
+        return round(pad + max(0.0, min(1.0, v)) * (width - 2 * pad), 2)
+
+    return IntervalBar(width=width, x=to_x(value), lo_x=to_x(ci[0]) if ci else None, hi_x=to_x(ci[1]) if ci else None,
+                       tentative_x=to_x(0.667), reliable_x=to_x(0.8), clipped=value < 0 or bool(ci and ci[0] < 0))
 
 
 @dataclass(frozen=True)
@@ -133,13 +169,19 @@ def _ticks(dom: Domain, to_x: Callable[[float], float], max_ticks: int = 6) -> l
     while v <= dom.hi + 1e-9:
         out.append(Tick(to_x(v), f"{v:g}"))
         v += step
+    if abs(out[-1].x - to_x(dom.hi)) > 1e-6:   # always a tick at the end of the axis
+        if to_x(dom.hi) - out[-1].x < 28:
+            out.pop()
+        out.append(Tick(to_x(dom.hi), f"{dom.hi:g}"))
     return out
 
 
-def histograms(totals: Mapping[str, Sequence[float]], width: float = 300, height: float = 120) -> list[Histogram]:
-    """One histogram per judge (in the mapping's order), all on the same axis and bins."""
+def histograms(totals: Mapping[str, Sequence[float]], width: float = 300, height: float = 140,
+               x_title: str = "", y_title: str = "") -> list[Histogram]:
+    """One histogram per judge (in the mapping's order), all on the same axis and bins; the count
+    axis has a tick at 0 and at the tallest bar (``max_count``)."""
     dom = domain([v for vs in totals.values() for v in vs])
-    left, right, top, bottom = 28.0, 10.0, 10.0, 22.0
+    left, right, top, bottom = 40.0, 10.0, 10.0, 36.0
     plot_w, plot_h = width - left - right, height - top - bottom
     baseline = height - bottom
 
@@ -161,11 +203,12 @@ def histograms(totals: Mapping[str, Sequence[float]], width: float = 300, height
                             lo=lo, hi=lo + dom.bin_width, count=c))
         out.append(Histogram(judge=judge, n=len(values), width=width, height=height, bars=bars,
                              ticks=_ticks(dom, to_x), max_count=max_count, baseline=baseline,
-                             left=left, right=width - right))
+                             left=left, right=width - right, x_title=x_title, y_title=y_title, top=top))
     return out
 
 
-def box_plot(totals: Mapping[str, Sequence[float]], width: float = 640, row_height: float = 34) -> BoxPlot:
+def box_plot(totals: Mapping[str, Sequence[float]], width: float = 640, row_height: float = 34,
+             x_title: str = "") -> BoxPlot:
     """Every judge's totals as a box (quartiles), whiskers (min-max) and dots, on a shared axis."""
     dom = domain([v for vs in totals.values() for v in vs])
     label_w, right, top = 110.0, 14.0, 8.0
@@ -180,6 +223,8 @@ def box_plot(totals: Mapping[str, Sequence[float]], width: float = 640, row_heig
         s = summary_stats(values)
         boxes.append(Box(judge=judge, y=round(top + row_height * (i + 0.5), 2), min_x=to_x(s["min"]),
                          q1_x=to_x(s["q1"]), median_x=to_x(s["median"]), q3_x=to_x(s["q3"]),
-                         max_x=to_x(s["max"]), points=[to_x(v) for v in values], stats=s))
-    return BoxPlot(width=width, height=axis_y + 24, label_width=label_w, axis_y=axis_y, boxes=boxes,
-                   ticks=_ticks(dom, to_x), judges_without_data=[j for j, vs in totals.items() if not vs])
+                         max_x=to_x(s["max"]), stats=s,
+                         points=[to_x(v) for v in values] if len(values) <= MAX_DOTS else []))
+    return BoxPlot(width=width, height=axis_y + 38, label_width=label_w, axis_y=axis_y, boxes=boxes,
+                   ticks=_ticks(dom, to_x), judges_without_data=[j for j, vs in totals.items() if not vs],
+                   x_title=x_title)

@@ -6,24 +6,33 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from consensus_eval.analysis.agreement import HumanAgreement
 from consensus_eval.analysis.alpha import Alpha, krippendorff_alpha
-from consensus_eval.analysis.audit import CaseAudit
+from consensus_eval.analysis.audit import CaseAudit, ReviewQueue, case_anchors, review_queue
 from consensus_eval.analysis.consensus import CaseConsensus
+from consensus_eval.analysis.human import CaseReview, HumanReview
+from consensus_eval.analysis.judge_quality import JudgeQuality
 from consensus_eval.analysis.reliability import ReliabilityReport
 from consensus_eval.analysis.results import Results
 from consensus_eval.domain.cases import Case
 from consensus_eval.domain.rubric import Rubric
 from consensus_eval.execution.results import JudgeUsage
 from consensus_eval.output.report.charts import BoxPlot, Histogram, box_plot, histograms
+from consensus_eval.output.report.drill import drill_payload
+from consensus_eval.output.report.i18n import Messages, default_lang, messages
 
-#: cases shown with full details in report.md (the HTML has every case)
+#: cases shown with full details in report.md (the HTML has every case, drilled down on demand)
 MARKDOWN_TOP = 10
+#: rows of the review queue at the top of both reports (the case table has all of them)
+QUEUE_TOP = 20
+#: report.md lists every case in its summary up to this many; beyond, the queue and the totals only
+MARKDOWN_ALL_CASES = 200
 
 
 @dataclass(frozen=True)
@@ -74,6 +83,55 @@ class ReportData:
     costs: dict[str, JudgeUsage]
     ranking: list[CaseAudit]
     metrics: list[MetricsFile]
+    t: Messages = field(default_factory=lambda: messages("en"))
+
+    @property
+    def lang(self) -> str:
+        return self.t.lang
+
+    @cached_property
+    def queue(self) -> list[CaseAudit]:
+        """The cases that need a human's review, in ranking order (the review queue)."""
+        return [a for a in self.ranking if needs_review(a)]
+
+    @cached_property
+    def review_queue(self) -> ReviewQueue:
+        """The queue's heading facts (mode, counts per status and reason): :func:`review_queue`."""
+        return review_queue(self.ranking, len(self.judges))
+
+    @property
+    def single_judge(self) -> bool:
+        return len(self.judges) < 2
+
+    @property
+    def review(self) -> HumanReview | None:
+        """The human labels gathered per case (None without labels)."""
+        return self.results.review
+
+    @property
+    def judge_quality(self) -> dict[str, JudgeQuality]:
+        """Per judge: the share of its deductions not grounded and its claimed-vs-derived mismatch rate."""
+        return self.results.judge_quality
+
+    def drill_payloads(self) -> list[dict[str, Any]]:
+        """Every case's drill-down as plain data (rendered by the page's script on open), ranking order."""
+        roles = self.rubric.roles
+        review = self.review
+        out = []
+        for a in self.ranking:
+            case = self.cases.get(a.case_id)
+            conv = case.conversation_as_text(roles) if case else ""
+            out.append(drill_payload(a, case.record if case else "", conv, self.judges, self.anchors[a.case_id],
+                                     review=review.case(a.case_id) if review else None))
+        return out
+
+    def human_of(self, case_id: str) -> CaseReview | None:
+        """The reviewers' labels of one case (None: nobody labelled it)."""
+        return self.review.case(case_id) if self.review else None
+
+    @cached_property
+    def consensus_by_id(self) -> dict[str, CaseConsensus]:
+        return {c.case_id: c for c in self.results.consensus}
 
     @property
     def rubric(self) -> Rubric:
@@ -106,18 +164,44 @@ class ReportData:
         return self.reliability.human
 
 
-def build_report_data(results: Results, folder: Path) -> ReportData:
-    """Every figure of the report, from a run's results (and ``folder/metrics/*.json``)."""
+def build_report_data(results: Results, folder: Path, lang: str | None = None) -> ReportData:
+    """Every figure of the report, from a run's results (and ``folder/metrics/*.json``).
+
+    ``lang``: the language of the report's headings and labels (``zh`` or ``en``); by default the
+    rubric's (:func:`~consensus_eval.output.report.i18n.default_lang`).
+    """
     totals = {j: [c.judge_totals[j] for c in results.consensus if j in c.judge_totals] for j in results.judges}
+    t = messages(lang or default_lang(results.rubric))
     return ReportData(
         folder=folder, generated_at=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         results=results, cases={c.id: c for c in results.cases},
-        anchors={c.case_id: f"case-{i}" for i, c in enumerate(results.consensus, 1)},
-        totals=totals, histograms=histograms(totals), box_plot=box_plot(totals),
+        anchors=_anchors(results),
+        totals=totals, histograms=histograms(totals, x_title=t("axis_total"), y_title=t("axis_cases")),
+        box_plot=box_plot(totals, x_title=t("axis_total")),
         agreement=pairwise_agreement(results.consensus, results.judges),
         reliability=results.reliability, reliability_source=results.reliability_source,
-        costs=results.usage, ranking=results.audit, metrics=load_metrics(folder),
+        costs=results.usage, ranking=results.audit, metrics=load_metrics(folder), t=t,
     )
+
+
+def _anchors(results: Results) -> dict[str, str]:
+    """case id -> the HTML id of its row and drill-down (the audit's anchors)."""
+    given = {a.case_id: a.anchor for a in results.audit if a.anchor}
+    missing = [c.case_id for c in results.consensus if c.case_id not in given]
+    return {**given, **case_anchors(missing)} if missing else given
+
+
+def review_reasons(a: CaseAudit, t: Messages) -> list[str]:
+    """Why a case is in the review queue, in the report's language: the audit's own words in
+    English; in another language each reason's code in the catalogue's words (``reason_<code>``)."""
+    if t.lang == "en":
+        return [r.text for r in a.reasons]
+    return [t("reason_" + r.code) for r in a.reasons]
+
+
+def needs_review(a: CaseAudit) -> bool:
+    """Whether a human should look at this case (the audit's decision: :attr:`CaseAudit.needs_review`)."""
+    return a.needs_review
 
 
 def pairwise_agreement(cons: list[CaseConsensus], judges: list[str]) -> dict[tuple[str, str], PairAgreement]:

@@ -1,26 +1,72 @@
-"""report.html: one self-contained file (inline CSS and SVG, no script, no external resource).
+"""report.html: one self-contained file (inline CSS, SVG, data, and one script allowed by its hash).
 
 Rendered with Jinja2 with autoescape on for every template: all text from cases and judges is
-escaped, and the template never marks data ``|safe``. A Content-Security-Policy meta tag forbids
-scripts and any fetch as a second line of defence, so the file works (and stays inert) offline.
+escaped, and the template never marks data ``|safe`` (the only ``|safe`` values are the package's
+own script and JSON passed through :func:`~consensus_eval.output.report.drill.embed_json`). The
+Content-Security-Policy allows that one script by its SHA-256 hash, computed here at render time,
+and forbids every other script and any fetch, so the file works (and stays inert) offline.
+
+At scale the page stays small: the case table is one row per case, and a case's drill-down (its
+deductions, record and conversation) is embedded as compressed JSON and built when opened
+(:mod:`consensus_eval.output.report.drill`). Without JavaScript the review queue, the case table and
+every summary section still show; only the drill-downs need the script.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
+from consensus_eval.analysis.audit import CaseAudit
 from consensus_eval.output.report import fmt
-from consensus_eval.output.report.data import ReportData
+from consensus_eval.output.report.charts import interval_bar
+from consensus_eval.output.report.data import QUEUE_TOP, ReportData, needs_review, review_reasons
+from consensus_eval.output.report.drill import category_options, embed_json, pack, row_facts
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
+#: catalogue keys the page's script uses (passed to it in the embedded meta JSON)
+JS_LABELS = ("showing", "loading", "no_stream", "total", "judge_totals", "human", "flags", "dim_sub", "quiet", "failed",
+             "no_deduction", "x_runs", "run_of", "runs_of", "applied_once", "singleton", "same_category", "shared",
+             "not_found", "fuzzy", "to_quote", "to_deduction", "failed_runs", "comment", "claimed_vs_derived",
+             "mismatch", "record", "conversation", "status_ok", "status_failed", "status_inconclusive",
+             "status_incomplete", "verdict_agree", "verdict_disagree", "verdict_unsure", "human_vs_panel",
+             "human_comments")
 
 
 def render_html(data: ReportData) -> str:
     """The whole report as one HTML document."""
-    return environment().get_template("report.html.j2").render(d=data, dims=data.rubric.dimensions)
+    script = script_text()
+    index, chunks = pack(data.drill_payloads())
+    meta = {"judges": data.judges, "index": index, "labels": {k: data.t(k) for k in JS_LABELS}}
+    judges = data.judges
+    options = category_options(data.rubric)
+    cat_ids = [c for c, _ in options]
+
+    def facts(a: CaseAudit) -> dict[str, str]:
+        return row_facts(a, judges, cat_ids)
+
+    formula, star_max = fmt.star_formula(data.rubric)
+    return environment().get_template("report.html.j2").render(
+        d=data, dims=data.rubric.dimensions, script=script, script_hash=script_hash(script),
+        meta_json=embed_json(meta), chunks=chunks, facts=facts, queue_top=QUEUE_TOP, star_formula=formula,
+        star_max=star_max, review_reasons=lambda a: review_reasons(a, data.t),
+        category_options=[(c, data.t("fixed_penalty") if c == "fixed_penalty" else label) for c, label in options])
+
+
+@cache
+def script_text() -> str:
+    """The page's script (``templates/report.js``), as embedded."""
+    return (TEMPLATES / "report.js").read_text(encoding="utf-8")
+
+
+def script_hash(script: str) -> str:
+    """The CSP source allowing exactly this inline script: ``sha256-<base64 of its SHA-256>``."""
+    return "sha256-" + base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode("ascii")
 
 
 @cache
@@ -29,9 +75,16 @@ def environment() -> Environment:
     env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=True, undefined=StrictUndefined,
                       trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
     env.filters.update(num=fmt.num, fixed=fmt.fixed, money=fmt.money, integer=fmt.integer, stars=fmt.stars,
-                       alpha_value=fmt.alpha_value, alpha_ci=fmt.alpha_ci)
-    env.globals.update(key_label=fmt.key_label, heat=heat, star_class=star_class)
+                       alpha_value=fmt.alpha_value, alpha_ci=fmt.alpha_ci, mean1=fmt.mean1,
+                       alpha_value_or_dash=_alpha_value_or_dash)
+    env.globals.update(key_label=fmt.key_label, heat=heat, star_class=star_class, verdict=fmt.verdict,
+                       alpha_cell=fmt.alpha_cell, interval_bar=interval_bar, is_review=needs_review, ci1=fmt.ci1,
+                       share=fmt.share)
     return env
+
+
+def _alpha_value_or_dash(a: Any) -> str:
+    return fmt.alpha_value(a) if a is not None and a.value is not None else fmt.DASH
 
 
 def heat(value: float | None, worst: float) -> str:

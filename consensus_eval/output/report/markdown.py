@@ -14,7 +14,15 @@ from consensus_eval.analysis.agreement import Agreement
 from consensus_eval.analysis.audit import CaseAudit, DimensionAudit
 from consensus_eval.output.report import fmt
 from consensus_eval.output.report.charts import summary_stats
-from consensus_eval.output.report.data import MARKDOWN_TOP, ReportData
+from consensus_eval.output.report.data import (
+    MARKDOWN_ALL_CASES,
+    MARKDOWN_TOP,
+    QUEUE_TOP,
+    ReportData,
+    needs_review,
+    review_reasons,
+)
+from consensus_eval.output.report.i18n import Messages
 
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]|~])")
 _HTML = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
@@ -37,94 +45,146 @@ def table(header: Sequence[str], rows: Iterable[Sequence[str]], right: Sequence[
 
 
 def render_markdown(data: ReportData) -> str:
-    """The whole report as Markdown."""
+    """The whole report as Markdown: the review queue first, then the summary sections."""
     parts = [
-        _header(data), _summary(data), _distributions(data), _agreement(data), _reliability(data),
-        _metrics(data), _human(data), _costs(data), _ranking(data),
+        _header(data), _queue(data), _summary(data), _quality(data), _distributions(data), _agreement(data),
+        _reliability(data), _human(data), _metrics(data), _costs(data), _details(data),
     ]
     return "\n\n".join(p for p in parts if p) + "\n"
 
 
 def _header(d: ReportData) -> str:
-    r = d.rubric
-    text = (f"# {md_text(r.name)}\n\nconsensus-eval report · {len(d.consensus)} cases · {len(d.judges)} judge(s): "
-            f"{md_text(', '.join(d.judges))} · rubric {md_text(r.id)} v{md_text(r.version)} · generated "
-            f"{d.generated_at} from the store alone (no judge called). The HTML report (report.html) has "
-            "every case's deductions, evidence and record.")
+    r, t = d.rubric, d.t
+    text = (f"# {md_text(r.name)}\n\n" + t("md_meta_line", n_cases=len(d.consensus), n_judges=len(d.judges),
+                                               judges=md_text(", ".join(d.judges)), rubric=md_text(r.id),
+                                               version=md_text(r.version), generated=d.generated_at))
     if d.missing_calls:
-        text += (f"\n\n**This run is incomplete: {d.missing_calls} of {d.planned_calls} planned calls are not stored "
-                 f"yet, so {d.incomplete_cases} case(s) are incomplete and their scores are provisional.** Rerun the "
-                 "same `consensus-eval score` command to resume.")
+        text += "\n\n**" + t("incomplete_banner", missing=d.missing_calls, planned=d.planned_calls,
+                               cases=d.incomplete_cases) + "**"
+    return text
+
+
+def _queue(d: ReportData) -> str:
+    t = d.t
+    queue = d.queue
+    text = f"## {t('n_need_review', n=len(queue))}\n\n" + (t("review_single_intro") if d.single_judge
+                                                            else t("review_intro"))
+    if not queue:
+        return text
+    col = t("col_risk") if d.single_judge else t("col_disagreement")
+    mode = d.review_queue.mode
+    rows = [[str(a.rank), md_text(a.case_id), t("status_" + a.status), fmt.mean1(a.score(mode)), fmt.num(a.total),
+             md_text("; ".join(review_reasons(a, t)))] for a in queue[:QUEUE_TOP]]
+    text += "\n\n" + table(["#", t("col_case"), t("col_status"), col, t("col_total"), t("col_why")], rows,
+                            [True, False, False, True, True, False])
+    if len(queue) > QUEUE_TOP:
+        text += "\n\n" + t("queue_more", shown=QUEUE_TOP, n=len(queue)) + " " + t("md_queue_more")
     return text
 
 
 def _summary(d: ReportData) -> str:
+    t = d.t
     dims = d.rubric.dimensions
-    header = ["case", *(f"{md_text(x.name)} /{fmt.num(x.max)}" for x in dims), f"total /{fmt.num(d.rubric.max_total)}",
-              "star total", "stars", "judges", "spread", "status", "flags"]
+    formula, star_max = fmt.star_formula(d.rubric)
+    intro = t("star_formula", formula=md_text(formula), max=fmt.num(star_max))
+    shown = d.consensus
+    if len(shown) > MARKDOWN_ALL_CASES:
+        flagged = {a.case_id for a in d.queue}
+        shown = [c for c in shown if c.case_id in flagged][:MARKDOWN_ALL_CASES]
+        intro += " " + t("md_summary_cut", shown=len(shown), n=len(d.consensus))
+    header = [t("col_case"), *(f"{md_text(x.name)} /{fmt.num(x.max)}" for x in dims),
+              f"{t('col_total')} /{fmt.num(d.rubric.max_total)}", t("col_star_total"), t("col_stars"), t("col_judges"),
+              t("col_spread"), t("col_status"), t("col_flags")]
     rows = [[md_text(c.case_id), *(fmt.num(c.scores[x.id]) for x in dims), fmt.num(c.total), fmt.num(c.star_total),
-             "/".join(str(c.stars[x.id] or "-") for x in dims), str(c.n_judges), fmt.num(c.spread), c.status,
-             md_text("; ".join(c.flags))] for c in d.consensus]
+             "/".join(str(c.stars[x.id] or "-") for x in dims), str(c.n_judges), fmt.num(c.spread),
+             t("status_" + c.status), md_text("; ".join(c.flags))] for c in shown]
     right = [False, *([True] * (len(dims) + 5)), False, False]
-    return "## Summary\n\n" + table(header, rows, right)
+    counts = {s: sum(c.status == s for c in d.consensus) for s in ("ok", "inconclusive", "failed", "incomplete")}
+    totals = [c.total for c in d.consensus if c.total is not None]
+    mean = sum(totals) / len(totals) if totals else None
+    line = t("md_totals", n=len(d.consensus), mean=fmt.mean1(mean),
+             statuses=", ".join(f"{t('status_' + s)} {n}" for s, n in counts.items() if n))
+    return f"## {t('h_cases')}\n\n{line}\n\n{intro}\n\n" + table(header, rows, right)
+
+
+def _quality(d: ReportData) -> str:
+    t = d.t
+    if not d.judge_quality:
+        return ""
+    kinds = ("exact", "normalised", "fuzzy", "not_found", "empty")
+    rows = [[md_text(j), fmt.integer(q.deductions), *(fmt.integer(q.by_kind.get(k, 0)) for k in kinds),
+             fmt.share(q.ungrounded), fmt.share(q.claim_mismatch) if q.claim_mismatch.n else t("no_claims")]
+            for j, q in d.judge_quality.items()]
+    header = [t("col_judge"), t("col_deductions"), *(t("col_" + k) for k in kinds), t("col_ungrounded"),
+              t("col_mismatch")]
+    return f"## {t('h_quality')}\n\n{t('quality_intro')}\n\n" + table(header, rows, [False] + [True] * 8)
 
 
 def _distributions(d: ReportData) -> str:
+    t = d.t
     rows = []
     for j, values in d.totals.items():
         if values:
             s = summary_stats(values)
             rows.append([md_text(j), str(len(values)), *(fmt.num(s[k]) for k in ("min", "q1", "median", "q3", "max")),
-                         fmt.fixed(s["mean"])])
+                         fmt.mean1(s["mean"])])
         else:
             rows.append([md_text(j), "0", *([fmt.DASH] * 6)])
-    header = ["judge", "n", "min", "Q1", "median", "Q3", "max", "mean"]
-    return ("## Score distributions per judge\n\nTotals of the cases each judge scored on every dimension.\n\n"
+    header = [t("col_judge"), "n", t("col_min"), "Q1", t("col_median"), "Q3", t("col_max"), t("col_mean")]
+    return (f"## {t('h_distributions')}\n\n{t('md_distributions_intro')}\n\n"
             + table(header, rows, [False] + [True] * 7))
 
 
 def _agreement(d: ReportData) -> str:
+    t = d.t
     if len(d.judges) < 2:
-        return "## Judge vs judge\n\nOne judge only: nothing to compare."
+        return f"## {t('h_agreement')}\n\n{t('one_judge')}"
     rows = []
     for a in d.judges:
         cells = []
         for b in d.judges:
             p = d.agreement.get((a, b))
-            cells.append(fmt.DASH if p is None else f"{fmt.fixed(p.mad)} / {fmt.fixed(p.alpha.value, 3)} (n={p.n})")
+            cells.append(fmt.DASH if p is None else f"{fmt.mean1(p.mad)} / {fmt.fixed(p.alpha.value, 3)} (n={p.n})")
         rows.append([md_text(a), *cells])
-    return ("## Judge vs judge\n\nEach cell: mean absolute difference of the two judges' totals / Krippendorff's "
-            "alpha (interval) of their totals, over the n cases both scored completely.\n\n"
+    return (f"## {t('h_agreement')}\n\n{t('md_agreement_intro')}\n\n"
             + table(["", *(md_text(j) for j in d.judges)], rows))
 
 
 def _reliability(d: ReportData) -> str:
+    t = d.t
     rel = d.reliability
     keys = [x.id for x in d.rubric.dimensions] + ["total"]
     rows = []
     for k in keys:
         a = rel.across_judges.get(k)
-        rows.append([md_text(fmt.key_label(d.rubric, k)), fmt.alpha_value(a), fmt.alpha_ci(a),
+        rows.append([md_text(fmt.key_label(d.rubric, k, t)), fmt.alpha_cell(a, t), md_text(fmt.verdict(a, t).text),
                      str(a.n_units) if a is not None else "",
-                     fmt.alpha_text(rel.stars[k]) if k in rel.stars else ""])
-    text = (f"## Reliability (Krippendorff's alpha)\n\nAcross judges, with the bootstrap 95% interval over cases. "
-            f"Source: {d.reliability_source}.\n\n"
-            + table(["", "scores (interval)", "95% CI", "cases", "stars (ordinal)"], rows,
-                    [False, True, True, True, True]))
+                     fmt.alpha_cell(rel.stars[k], t) if k in rel.stars else ""])
+    resamples = rel.bootstrap.resamples if rel.bootstrap else "?"
+    text = (f"## {t('h_reliability')}\n\n{t('reliability_intro', resamples=resamples, source=d.reliability_source)}"
+            f"\n\n" + table(["", t("md_alpha_ci"), t("col_verdict"), t("col_cases"), t("col_stars_alpha")], rows,
+                             [False, True, False, True, True]) + "\n\n" + t("guide"))
+    if rel.categories:
+        crows = [[md_text(f"{a.name} ({k})"), fmt.alpha_cell(a, t), md_text(fmt.verdict(a, t).text), str(a.n_units)]
+                 for k, a in rel.categories.items()]
+        text += (f"\n\n### {t('per_category')}\n\n"
+                 + table([t("col_category"), t("md_alpha_ci"), t("col_verdict"), t("col_cases")], crows,
+                         [False, True, False, True]))
     within = rel.within_judge
     if within:
         dims = d.rubric.dimensions
-        wrows = [[md_text(j), *(fmt.alpha_text(per.get(x.id)) for x in dims)] for j, per in within.items()]
-        text += ("\n\nRun-to-run stability (alpha across each judge's repeated runs):\n\n"
-                 + table(["judge", *(md_text(x.name) for x in dims)], wrows))
+        wrows = [[md_text(j), md_text(x.name), fmt.alpha_cell(per.get(x.id), t, runs=True),
+                  md_text(fmt.verdict(per.get(x.id), t, runs=True).text)] for j, per in within.items() for x in dims]
+        text += (f"\n\n### {t('h_within')}\n\n"
+                 + table([t("col_judge"), t("col_dimension"), t("md_alpha_ci"), t("col_verdict")], wrows))
     return text
 
 
 def _metrics(d: ReportData) -> str:
+    t = d.t
     if not d.metrics:
-        return ("## Deterministic metrics\n\nNone: save metric results as JSON in `metrics/` in the output folder "
-                "to show them here.")
-    blocks = ["## Deterministic metrics"]
+        return f"## {t('h_metrics')}\n\n" + t("metrics_none", folder=md_text(d.folder.name))
+    blocks = [f"## {t('h_metrics')}"]
     for m in d.metrics:
         block = f"### {md_text(m.name)}"
         if m.error:
@@ -138,78 +198,124 @@ def _metrics(d: ReportData) -> str:
 
 
 def _human(d: ReportData) -> str:
+    t = d.t
     h = d.human
     if not h:
         return ""
     keys = [x.id for x in d.rubric.dimensions] + ["total"]
-    arows = [[md_text(fmt.key_label(d.rubric, k)), fmt.alpha_text(h.alpha_without_human.get(k)),
-              fmt.alpha_text(h.alpha_with_human.get(k))] for k in keys]
+    arows = [[md_text(fmt.key_label(d.rubric, k, t)), fmt.alpha_cell(h.alpha_without_human.get(k), t),
+              fmt.alpha_cell(h.alpha_with_human.get(k), t), md_text(fmt.verdict(h.alpha_with_human.get(k), t).text)]
+             for k in keys if k in h.alpha_with_human]
     jac = h.category_jaccard or {}
-    raters: list[tuple[str, dict[str, Agreement]]] = [*h.judges.items(), ("panel", h.panel)]
-    jrows = [[md_text(name), str(per["total"].n), fmt.fixed(per["total"].mae), fmt.fixed(per["total"].bias),
+    raters: list[tuple[str, dict[str, Agreement]]] = [*h.judges.items(), (t("panel"), h.panel)]
+    jrows = [[md_text(name), str(per["total"].n),
+              f"{fmt.mean1(per['total'].mae)} {fmt.ci1(per['total'].mae_ci)}".strip(),
+              f"{fmt.mean1(per['total'].bias)} {fmt.ci1(per['total'].bias_ci)}".strip(),
               fmt.fixed(per["total"].pearson, 3), fmt.fixed(per["total"].spearman, 3), fmt.fixed(jac.get(name))]
-             for name, per in raters]
-    return (f"## Agreement with the human\n\n{h.n_cases} case(s) with human labels.\n\n"
-            + table(["", "alpha, judges only", "alpha, judges + human"], arows)
-            + "\n\nEach judge against the human, on the total (bias: mean of rater - human):\n\n"
-            + table(["rater", "n", "MAE", "bias", "Pearson", "Spearman", "category Jaccard"], jrows,
-                    [False] + [True] * 6))
-
-
-def _costs(d: ReportData) -> str:
-    counts = ("ok", "failed", "attempts", "prompt_tokens", "cached_tokens", "completion_tokens", "reasoning_tokens")
-    rows = [[md_text(j), *(fmt.integer(getattr(t, k)) for k in counts), fmt.money(t.cost)]
-            for j, t in d.costs.items()]
-    header = ["judge", "calls ok", "failed", "attempts", "prompt tokens", "cached", "completion", "reasoning", "cost"]
-    return "## Cost and tokens per judge\n\n" + table(header, rows, [False] + [True] * 8)
-
-
-def _ranking(d: ReportData) -> str:
-    rows = [[str(a.rank), md_text(a.case_id), a.status, fmt.num(a.disagreement), fmt.num(a.spread), str(a.star_gaps),
-             str(a.singletons), str(a.mismatches), fmt.num(a.total)] for a in d.ranking]
-    header = ["#", "case", "status", "disagreement", "spread", "star gaps", "singletons", "mismatches", "total"]
-    text = ("## Disagreement ranking\n\ndisagreement = spread of judge totals + 5 × star gaps + singletons + "
-            "2 × claimed-vs-derived mismatches; failed and inconclusive cases first.\n\n"
-            + table(header, rows, [True, False, False, True, True, True, True, True, True]))
-    top = d.ranking[:MARKDOWN_TOP]
-    if top:
-        text += f"\n\n### The {len(top)} most disputed cases\n\n" + "\n\n".join(_case_details(a) for a in top)
+             for name, per in raters if "total" in per]
+    warn = f"\n\n**{t('small_sample', n=h.n_cases)}**" if h.n_cases < 30 else ""
+    who = f" {t('reviewers', names=md_text(', '.join(h.reviewers)))}" if h.reviewers else ""
+    text = (f"## {t('h_human')}\n\n{t('human_intro', n=h.n_cases)}{who}{warn}\n\n"
+            + table(["", t("alpha_judges_only"), t("alpha_with_human"), t("col_verdict")], arows)
+            + f"\n\n{t('h_human_judges')}\n\n"
+            + table([t("col_rater"), "n", t("col_mae_ci"), t("col_bias_ci"), "Pearson", "Spearman", t("col_jaccard")],
+                    jrows, [False] + [True] * 6) + "\n\n" + t("human_notes"))
+    if h.precision:
+        prows = [[md_text(j), str(p.agree), str(p.disagree), str(p.unsure), fmt.share(p.precision)]
+                 for j, p in h.precision.items()]
+        text += (f"\n\n### {t('h_precision')}\n\n{t('precision_intro', n=h.n_verdicts, added=h.n_added_deductions)}"
+                 "\n\n" + table([t("col_judge"), t("col_agree"), t("col_disagree"), t("col_unsure"),
+                                  t("col_precision")], prows, [False, True, True, True, True]))
+    inter = [(fmt.key_label(d.rubric, k, t), a) for k, a in h.inter_reviewer.items()]
+    if h.inter_reviewer_verdicts is not None:
+        inter.append((t("inter_reviewer_verdicts"), h.inter_reviewer_verdicts))
+    if inter:
+        irows = [[md_text(name), fmt.alpha_cell(a, t), md_text(fmt.verdict(a, t).text), str(a.n_units)]
+                 for name, a in inter]
+        text += (f"\n\n### {t('h_inter_reviewer')}\n\n{t('inter_reviewer_intro')}\n\n"
+                 + table(["", t("md_alpha_ci"), t("col_verdict"), t("col_cases")], irows, [False, True, False, True]))
     return text
 
 
-def _case_details(a: CaseAudit) -> str:
-    lines = [f"#### #{a.rank} {md_text(a.case_id)} ({a.status}, disagreement {fmt.num(a.disagreement)})"]
+def _costs(d: ReportData) -> str:
+    t = d.t
+    counts = ("ok", "failed", "attempts", "prompt_tokens", "cached_tokens", "completion_tokens", "reasoning_tokens")
+    rows = [[md_text(j), *(fmt.integer(getattr(u, k)) for k in counts), fmt.money(u.cost)]
+            for j, u in d.costs.items()]
+    header = [t("col_judge"), t("col_calls_ok"), t("col_failed"), t("col_attempts"), t("col_prompt_tokens"),
+              t("col_cached"), t("col_completion"), t("col_reasoning"), t("col_cost")]
+    return f"## {t('h_cost')}\n\n" + table(header, rows, [False] + [True] * 8)
+
+
+def _details(d: ReportData) -> str:
+    t = d.t
+    top = [a for a in d.ranking if needs_review(a)][:MARKDOWN_TOP] or d.ranking[:MARKDOWN_TOP]
+    if not top:
+        return ""
+    title = t("md_top_risk", n=len(top)) if d.review_queue.mode == "risk" else t("md_top_disputed", n=len(top))
+    return f"## {title}\n\n" + "\n\n".join(_case_details(a, d) for a in top)
+
+
+def _case_details(a: CaseAudit, d: ReportData) -> str:
+    t = d.t
+    lines = [f"### #{a.rank} {md_text(a.case_id)} ({t('status_' + a.status)}, "
+             f"{t('col_risk') if d.single_judge else t('col_disagreement')} {fmt.mean1(a.score(d.review_queue.mode))})"]
     if a.flags:
-        lines.append(f"\nFlags: {md_text('; '.join(a.flags))}")
+        lines.append(f"\n{t('col_flags')}: {md_text('; '.join(a.flags))}")
+    review = d.human_of(a.case_id)
+    if review is not None and "total" in review.human:
+        lines.append(f"\n{t('md_human_vs_panel', human=fmt.num(review.human['total']), panel=fmt.num(a.total))}")
     if a.status == "failed":
-        lines.append("\nNo judge answered: " + " · ".join(f"{md_text(j)}: {md_text('; '.join(es))}"
-                                                      for j, es in a.errors_by_judge().items()))
+        lines.append("\n" + t("md_no_judge") + " " + " · ".join(f"{md_text(j)}: {md_text('; '.join(es))}"
+                                                           for j, es in a.errors_by_judge().items()))
     else:
         for dim in a.dimensions:
-            lines.extend(_dimension_lines(dim))
+            lines.extend(_dimension_lines(dim, t, review.human.get(dim.dimension) if review else None))
     if a.mismatch_runs:
-        lines.append("\nClaimed vs derived:")
+        lines.append(f"\n{t('claimed_vs_derived')}:")
         lines += [f"- {md_text(m.judge)} run {m.run}, {md_text(m.dimension_name)}: claimed {fmt.num(m.claimed_score)} "
                   f"({m.claimed_stars if m.claimed_stars is not None else fmt.DASH}★), derived "
                   f"{fmt.num(m.derived_score)} ({m.derived_stars}★)" for m in a.mismatch_runs]
     return "\n".join(lines)
 
 
-_MATCH_NOTE = {"none": " **[singleton]**", "category": " [same category]", "type": "", "no_peer": ""}
-
-
-def _dimension_lines(dim: DimensionAudit) -> list[str]:
+def _dimension_lines(dim: DimensionAudit, t: Messages, human: float | None = None) -> list[str]:
     if dim.quiet:
-        return [f"\n{md_text(dim.name)}: no judge deducted anything."]
-    lines = [f"\n{md_text(dim.name)} (panel {fmt.num(dim.panel_score)}, star gap {dim.star_gap}):\n"]
+        return [f"\n{md_text(dim.name)}: {t('quiet')}"]
+    sub = t("md_dim_sub", panel=fmt.num(dim.panel_score), gap=dim.star_gap)
+    if human is not None:
+        sub += f", {t('human')} {fmt.num(human)}"
+    lines = [f"\n{md_text(dim.name)} ({sub}):\n"]
     for v in dim.judges:
         head = f"- {md_text(v.judge)}: {fmt.num(v.score)} ({fmt.stars(v.stars)})"
         if not v.runs_ok:
-            lines.append(f"{head}: failed ({md_text('; '.join(v.errors))})")
+            lines.append(f"{head}: {t('failed')} ({md_text('; '.join(v.errors))})")
             continue
-        lines.append(head + ("" if v.deductions else ": no deduction"))
-        for x in v.deductions:
-            quote = f" «{md_text(x.evidence)}»" if x.evidence else ""
-            item = f"{md_text(x.category)} / {md_text(x.type)} −{fmt.num(x.points)}"
-            lines.append(f"  - {item}{_MATCH_NOTE[x.match]}{quote}")
+        lines.append(head + ("" if v.deductions else f": {t('no_deduction')}"))
+        for g in v.drill_down():
+            indent = "  "
+            if g.n_runs > 1:
+                lines.append(f"  - *{md_text(_runs_label(g.runs, g.n_runs, t))}*")
+                indent = "    "
+            for it in g.items:
+                x = it.deduction
+                quote = f" «{md_text(x.evidence)}»" if x.evidence else ""
+                item = f"{md_text(x.category)} / {md_text(x.type)} −{fmt.num(x.points)}"
+                note = f" **[{t('singleton')}]**" if x.match == "none" else \
+                    f" [{t('same_category')}]" if x.match == "category" else ""
+                if it.applied_once:
+                    note += f" [{t('applied_once')}]"
+                elif it.times_listed > 1:
+                    note += f" [×{it.times_listed}]"
+                if x.grounding is not None and x.grounding.kind == "not_found":
+                    note += f" **[{t('not_found')}]**"
+                lines.append(f"{indent}- {item}{note}{quote}")
     return lines
+
+
+def _runs_label(runs: Sequence[int], n_runs: int, t: Messages) -> str:
+    """A group of runs in readers' numbering (from 1), in the report's language."""
+    if len(runs) == n_runs:
+        return t("x_runs", n=n_runs)
+    key = "run_of" if len(runs) == 1 else "runs_of"
+    return t(key, r=", ".join(str(r + 1) for r in runs), n=n_runs)

@@ -1,0 +1,67 @@
+"""report.html at scale: its size and the time headless Chromium takes to open it.
+
+Builds (once) a run of N cases x J judges written straight into a store (tests/big_run.py: the
+bundled examples made distinct, 0-4 deductions per call quoting the record), writes the reports
+from the store, and opens report.html in Debian's /usr/bin/chromium through Playwright: the time
+to the ``load`` event and then to the first paint of the page, median of ``--repeats`` fresh pages.
+
+    .venv/bin/python bench/report_bench.py --cases 2000 --judges 4 --out /tmp/report-bench
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from consensus_eval.api import load_run
+from consensus_eval.output.report import write_reports
+from tests.big_run import build_big_run
+
+
+def open_times(html: Path, repeats: int) -> list[float]:
+    """Seconds from navigation to the load event, one fresh page per repeat."""
+    from playwright.sync_api import sync_playwright
+
+    out = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox"])
+        for _ in range(repeats):
+            page = browser.new_page()
+            t = time.perf_counter()
+            page.goto(html.as_uri(), wait_until="load")
+            page.evaluate("() => new Promise(r => requestAnimationFrame(() => r(0)))")
+            out.append(time.perf_counter() - t)
+            page.close()
+        browser.close()
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cases", type=int, default=2000)
+    ap.add_argument("--judges", type=int, default=4)
+    ap.add_argument("--out", type=Path, default=Path("/tmp/report-bench"))
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--lang", default=None)
+    args = ap.parse_args()
+    folder = args.out / f"{args.cases}x{args.judges}"
+    if not (folder / "results.sqlite").exists():
+        build_big_run(folder, args.cases, args.judges)
+    results = load_run(folder, n_boot=200)
+    t = time.perf_counter()
+    kwargs = {"lang": args.lang} if args.lang else {}
+    _, html = write_reports(results, folder, **kwargs)
+    render = time.perf_counter() - t
+    times = open_times(html, args.repeats)
+    print(f"{args.cases} cases x {args.judges} judges: report.html {html.stat().st_size / 1e6:.2f} MB, "
+          f"written in {render:.1f} s (analysis included); opened in Chromium in "
+          f"{statistics.median(times):.2f} s (median of {len(times)}: {', '.join(f'{x:.2f}' for x in times)})")
+
+
+if __name__ == "__main__":
+    main()

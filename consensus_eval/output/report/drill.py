@@ -1,0 +1,164 @@
+"""A case's drill-down as plain data, and how report.html embeds it.
+
+report.html does not carry every case's drill-down as HTML (at 2,000 cases that was 15-22 MB):
+it embeds each case's deductions, record and conversation as JSON, and the page's script builds
+the drill-down (with text nodes only, never markup) when the case is opened.
+
+- :func:`drill_payload`: one case as a dict of short keys (documented there);
+- :func:`pack`: the payloads in chunks of :data:`CHUNK` cases, each chunk's JSON gzip-compressed and
+  base64-encoded (records compress 3-4x; the browser inflates a chunk with DecompressionStream when a
+  case of it is opened), so the page stays small and loads fast;
+- :func:`embed_json`: JSON made safe inside ``<script type="application/json">``: ``<``, ``>``, ``&``
+  and the JavaScript line separators are written as ``\\u`` escapes, so a ``</script>`` or ``<!--`` in
+  any case text cannot end or change the script element.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from consensus_eval.analysis.audit import PENALTY_CATEGORY, PENALTY_CATEGORY_NAME, CaseAudit, DrillItem
+from consensus_eval.analysis.human import CaseReview
+from consensus_eval.domain.rubric import Rubric
+
+#: cases per compressed chunk: large enough to compress well, small enough to open a case quickly
+CHUNK = 25
+_SAFE = {ord("<"): "\\u003c", ord(">"): "\\u003e", ord("&"): "\\u0026", 0x2028: "\\u2028", 0x2029: "\\u2029"}
+
+
+def embed_json(value: Any) -> str:
+    """``value`` as JSON text safe to place inside a ``<script type="application/json">`` element."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).translate(_SAFE)
+
+
+def pack(payloads: Sequence[dict[str, Any]]) -> tuple[dict[str, int], list[str]]:
+    """(case id -> chunk index, the chunks): every :data:`CHUNK` payloads as gzip+base64 JSON.
+
+    Deterministic (gzip without a timestamp): the same run gives the same report.
+    """
+    index: dict[str, int] = {}
+    chunks = []
+    for k in range(0, len(payloads), CHUNK):
+        part = payloads[k:k + CHUNK]
+        for p in part:
+            index[p["id"]] = k // CHUNK
+        raw = json.dumps(part, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        chunks.append(base64.b64encode(gzip.compress(raw, compresslevel=9, mtime=0)).decode("ascii"))
+    return index, chunks
+
+
+def unpack(chunk: str) -> list[dict[str, Any]]:
+    """The payloads of one chunk (what the page's script does, for tests)."""
+    data: list[dict[str, Any]] = json.loads(gzip.decompress(base64.b64decode(chunk)).decode("utf-8"))
+    return data
+
+
+def drill_payload(a: CaseAudit, record: str, conversation: str, judges: Sequence[str], anchor_id: str,
+                  review: CaseReview | None = None) -> dict[str, Any]:
+    """One case's drill-down as data.
+
+    Keys: ``id``, ``a`` (anchor), ``rk`` (rank), ``st`` (status), ``tot`` (panel total), ``jt``
+    (judge index -> total), ``fl`` (flags), ``rec`` (record), ``conv`` (the conversation as the judges
+    read it: grounding spans index into it), ``err`` (judge -> errors, failed cases), ``mm``
+    (claimed-vs-derived mismatches: judge index, run, dimension, claimed score, claimed stars, derived
+    score, derived stars), ``h`` (the reviewers' labels, when any: ``m`` key -> the human score, mean
+    over reviewers; ``s`` reviewer -> key -> score; ``cm`` [reviewer, dimension, comment]) and
+    ``dims``, one per dimension: ``id``, ``n`` (name), ``max``, ``p`` (panel score), ``g`` (star gap),
+    ``q`` (nobody deducted), ``v``: per judge ``j`` (index in the judge list), ``s`` (score), ``k``
+    (stars), ``ok``/``nf`` (runs ok/failed), ``e`` (errors), ``c`` (comments), ``gr``: its
+    drill-down (:meth:`~consensus_eval.analysis.audit.JudgeView.drill_down`), groups of ``r`` (the
+    runs, from 0), ``n`` (the judge's runs) and ``d`` (lines): ``id``, ``c`` (category), ``t`` (type),
+    ``p`` (points), ``pen`` (a fixed penalty), ``x`` (most times listed in one run, when above 1),
+    ``once`` (a fixed penalty listed more than once in a run: charged once), ``ev`` (evidence),
+    ``why`` (reason), ``m`` (match: type/category/none/no_peer), ``mb`` (matched by), ``g``
+    (grounding kind, absent when not computed), ``gs`` (its score), ``sp`` (spans: source 0 record /
+    1 conversation, start, end, section), ``hv`` (reviewer -> verdict on it).
+    """
+    jidx = {j: i for i, j in enumerate(judges)}
+    dims = []
+    for dim in a.dimensions:
+        views = []
+        for v in dim.judges:
+            groups = [{"r": g.runs, "n": g.n_runs, "d": [_item(it, review) for it in g.items]} for g in v.drill_down()]
+            views.append(_lean({"j": jidx.get(v.judge, -1), "s": v.score, "k": v.stars, "ok": v.runs_ok,
+                                "nf": v.runs_failed, "e": v.errors, "c": v.comments, "gr": groups}))
+        dims.append({"id": dim.dimension, "n": dim.name, "max": dim.max, "p": dim.panel_score, "g": dim.star_gap,
+                     "q": dim.quiet, "v": views})
+    out: dict[str, Any] = {
+        "id": a.case_id, "a": anchor_id, "rk": a.rank, "st": a.status, "tot": a.total,
+        "jt": {str(jidx.get(j, j)): t for j, t in a.judge_totals.items()}, "fl": a.flags,
+        "rec": record, "conv": conversation, "dims": dims,
+        "mm": [[jidx.get(m.judge, -1), m.run, m.dimension_name, m.claimed_score, m.claimed_stars, m.derived_score,
+                m.derived_stars] for m in a.mismatch_runs],
+    }
+    if a.status == "failed":
+        out["err"] = a.errors_by_judge()
+    if review is not None:
+        out["h"] = {"m": review.human, "s": review.scores,
+                    "cm": [[lb.reviewer, lb.dimension, lb.comment] for lb in review.comments if lb.comment]}
+    return out
+
+
+def _lean(d: dict[str, Any]) -> dict[str, Any]:
+    """``d`` without its empty values (empty strings and lists, None, 0): the page reads them as absent."""
+    return {k: v for k, v in d.items() if v not in ("", [], None, 0) or k in ("j", "s", "p")}
+
+
+def _item(it: DrillItem, review: CaseReview | None) -> dict[str, Any]:
+    d = it.deduction
+    item: dict[str, Any] = _lean({"id": d.id, "c": d.category, "t": d.type, "p": d.points, "ev": d.evidence,
+                                  "why": d.reason, "m": d.match, "mb": d.matched_by})
+    if d.kind == "penalty":
+        item["pen"] = True
+    if it.times_listed > 1:
+        item["x"] = it.times_listed
+    if it.applied_once:
+        item["once"] = True
+    g = d.grounding
+    if g is not None:
+        item["g"] = g.kind
+        if g.score is not None:
+            item["gs"] = round(g.score, 1)
+        item["sp"] = [[0 if s.source == "record" else 1, s.start, s.end, s.section] for s in g.spans]
+    if review is not None:
+        verdicts: dict[str, str] = {}
+        for oid in it.ids:
+            verdicts.update(review.verdicts.get(oid, {}))
+        if verdicts:
+            item["hv"] = verdicts
+    return item
+
+
+def category_options(rubric: Rubric) -> list[tuple[str, str]]:
+    """The case table's category filter: (category id, label) for every category of the rubric, then
+    the fixed penalties; a row lists the indexes of this list (:func:`row_facts`)."""
+    out = [(c.id, f"{d.name} · {c.name}") for d in rubric.dimensions for c in d.categories]
+    return [*out, (PENALTY_CATEGORY, PENALTY_CATEGORY_NAME)]
+
+
+def row_facts(a: CaseAudit, judges: Sequence[str], categories: Sequence[str]) -> dict[str, str]:
+    """What the case table filters a case by, as ``data-*`` attribute values (space-separated indexes).
+
+    ``judges``: indexes of the judges that stand out on the case (a deduction no other judge made,
+    a quote not found in the case, a failed call, a claimed score that differs from its deductions);
+    ``cats``: indexes in ``categories`` of the categories anyone deducted in.
+    """
+    jidx = {j: i for i, j in enumerate(judges)}
+    cidx = {c: i for i, c in enumerate(categories)}
+    standing: set[int] = {jidx[m.judge] for m in a.mismatch_runs if m.judge in jidx}
+    cats: set[int] = set()
+    for dim in a.dimensions:
+        for v in dim.judges:
+            if v.runs_failed and v.judge in jidx:
+                standing.add(jidx[v.judge])
+            for d in v.deductions:
+                if d.category_id in cidx:
+                    cats.add(cidx[d.category_id])
+                ungrounded = d.grounding is not None and d.grounding.kind == "not_found"
+                if (d.singleton or ungrounded) and d.judge in jidx:
+                    standing.add(jidx[d.judge])
+    return {"judges": " ".join(map(str, sorted(standing))), "cats": " ".join(map(str, sorted(cats)))}

@@ -1,0 +1,58 @@
+"""The report's words in each language: a message catalogue per language, as data.
+
+``i18n/<lang>.json`` (shipped in the wheel with the package) maps a message key to its text, with
+``{name}`` placeholders filled by :meth:`Messages.__call__`. Only the report's own headings and
+labels are translated; the rubric's names (dimensions, categories, types) are shown as the rubric
+writes them. The default language is the rubric's ``language`` when it has one of the catalogue's
+languages, else Chinese when the rubric's name is written in Chinese, else English.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from consensus_eval._errors import InputError
+from consensus_eval.domain.rubric import Rubric
+
+CATALOGUES = Path(__file__).resolve().parent / "i18n"
+#: the languages with a catalogue (``i18n/<lang>.json``)
+LANGS = ("zh", "en")
+_CJK = re.compile(r"[\u4e00-\u9fff]")
+
+
+class Messages:
+    """One language's catalogue: ``t("key", n=3)`` is the text of ``key`` with ``{n}`` filled in."""
+
+    def __init__(self, lang: str, texts: dict[str, str]) -> None:
+        self.lang = lang
+        self.texts = texts
+
+    def __call__(self, key: str, **values: Any) -> str:
+        text = self.texts[key]
+        return text.format(**values) if values else text
+
+    @property
+    def html_lang(self) -> str:
+        """The ``<html lang>`` value: ``zh-CN`` or ``en``."""
+        return "zh-CN" if self.lang == "zh" else self.lang
+
+
+@cache
+def messages(lang: str) -> Messages:
+    """The catalogue of ``lang`` (one of :data:`LANGS`); an InputError names the choices otherwise."""
+    if lang not in LANGS:
+        raise InputError(f"--lang must be one of {', '.join(LANGS)}, got {lang!r}")
+    texts = json.loads((CATALOGUES / f"{lang}.json").read_text(encoding="utf-8"))
+    return Messages(lang, {k: v for k, v in texts.items() if not k.startswith("_")})
+
+
+def default_lang(rubric: Rubric) -> str:
+    """The rubric's ``language`` when a catalogue has it, else ``zh`` for a rubric named in Chinese, else ``en``."""
+    lang = getattr(rubric, "language", None)
+    if lang in LANGS:
+        return str(lang)
+    return "zh" if _CJK.search(rubric.name) else "en"

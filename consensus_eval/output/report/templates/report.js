@@ -1,0 +1,287 @@
+"use strict";
+/* report.html's only script, allowed by its hash in the page's Content-Security-Policy.
+   Sorts, filters and searches the case table, and builds a case's drill-down from the embedded
+   data when it is opened. It writes text nodes only (textContent, never innerHTML), fetches
+   nothing and stores nothing. */
+(function () {
+  var meta = JSON.parse(document.getElementById("report-meta").textContent);
+  var L = meta.labels, J = meta.judges;
+  var table = document.getElementById("case-table");
+  if (!table) { return; }
+  var tbody = table.tBodies[0];
+  var rows = Array.prototype.slice.call(tbody.rows);
+  var ncols = table.tHead.rows[0].cells.length;
+  var chunks = {};
+  var controls = document.getElementById("controls");
+  controls.hidden = false;
+  var q = document.getElementById("f-text"), fs = document.getElementById("f-status"),
+      ff = document.getElementById("f-flag"), fk = document.getElementById("f-stars"),
+      fj = document.getElementById("f-judge"), fc = document.getElementById("f-cat"),
+      shown = document.getElementById("f-count");
+
+  function el(tag, cls, text) {
+    var e = document.createElement(tag);
+    if (cls) { e.className = cls; }
+    if (text !== undefined && text !== null) { e.textContent = String(text); }
+    return e;
+  }
+  function num(x) { return x === null || x === undefined ? "\u2013" : String(Math.round(x * 100) / 100); }
+  function stars(k) { return k ? "\u2605".repeat(k) + "\u2606".repeat(5 - k) : "\u2013"; }
+  function has(list, v) { return (" " + list + " ").indexOf(" " + v + " ") >= 0; }
+
+  /* ---------------------------------------------------------------- filter, search, sort */
+  function applyFilters() {
+    var text = q.value.trim().toLowerCase(), n = 0;
+    closeDrill();
+    rows.forEach(function (r) {
+      var d = r.dataset, ok = true, cl = r.classList;
+      if (text && r.textContent.toLowerCase().indexOf(text) < 0) { ok = false; }
+      if (ok && fs.value && d.s !== fs.value) { ok = false; }
+      if (ok && ff.value === "review" && !cl.contains("review")) { ok = false; }
+      if (ok && ff.value === "flagged" && !cl.contains("flag")) { ok = false; }
+      if (ok && ff.value === "none" && (cl.contains("flag") || cl.contains("review"))) { ok = false; }
+      if (ok && fk.value && !(Number(d.k) <= Number(fk.value))) { ok = false; }
+      if (ok && fj.value && !has(d.j || "", fj.value)) { ok = false; }
+      if (ok && fc.value && !has(d.c || "", fc.value)) { ok = false; }
+      r.hidden = !ok;
+      if (ok) { n += 1; }
+    });
+    shown.textContent = L.showing.replace("{n}", n).replace("{total}", rows.length);
+  }
+  [q, fs, ff, fk, fj, fc].forEach(function (c) { c.addEventListener("input", applyFilters); });
+  document.getElementById("f-reset").addEventListener("click", function () {
+    q.value = ""; [fs, ff, fk, fj, fc].forEach(function (c) { c.value = ""; }); applyFilters();
+  });
+  var reviewLink = document.getElementById("show-review");
+  if (reviewLink) {
+    reviewLink.addEventListener("click", function () { ff.value = "review"; applyFilters(); });
+  }
+
+  var sortCol = -1, sortDir = 1;
+  Array.prototype.forEach.call(table.tHead.rows[0].cells, function (th, i) {
+    var b = th.querySelector("button");
+    if (!b) { return; }
+    b.addEventListener("click", function () {
+      sortDir = sortCol === i ? -sortDir : (th.classList.contains("n") ? -1 : 1);
+      sortCol = i;
+      closeDrill();
+      var keyed = rows.map(function (r, k) {
+        var v = r.cells[i].textContent.trim(), x = parseFloat(v);
+        return { r: r, k: k, v: isNaN(x) ? v : x, isnum: !isNaN(x) };
+      });
+      keyed.sort(function (a, b) {
+        if (a.isnum !== b.isnum) { return a.isnum ? -1 : 1; }
+        if (a.v < b.v) { return -sortDir; }
+        if (a.v > b.v) { return sortDir; }
+        return a.k - b.k;
+      });
+      rows = keyed.map(function (o) { return o.r; });
+      rows.forEach(function (r) { tbody.appendChild(r); });
+      Array.prototype.forEach.call(table.tHead.rows[0].cells, function (h) { h.removeAttribute("aria-sort"); });
+      th.setAttribute("aria-sort", sortDir > 0 ? "ascending" : "descending");
+    });
+  });
+
+  /* ---------------------------------------------------------------- drill-downs */
+  function b64bytes(s) {
+    var bin = atob(s), out = new Uint8Array(bin.length);
+    for (var i = 0; i < bin.length; i += 1) { out[i] = bin.charCodeAt(i); }
+    return out;
+  }
+  function chunk(k) {
+    if (!chunks[k]) {
+      var raw = document.getElementById("dd-" + k).textContent.trim();
+      var stream = new Blob([b64bytes(raw)]).stream().pipeThrough(new DecompressionStream("gzip"));
+      chunks[k] = new Response(stream).text().then(JSON.parse);
+    }
+    return chunks[k];
+  }
+  function closeDrill() {
+    var open = tbody.querySelectorAll("tr.drill");
+    Array.prototype.forEach.call(open, function (r) {
+      var prev = r.previousElementSibling;
+      if (prev) { prev.classList.remove("open"); }
+      r.remove();
+    });
+  }
+  function openCase(id, scroll) {
+    var row = document.getElementById(id);
+    if (!row || row.tagName !== "TR") { return; }
+    if (row.hidden) { document.getElementById("f-reset").click(); }
+    closeDrill();
+    var k = meta.index[row.dataset.id];
+    var tr = el("tr", "drill"), td = el("td");
+    td.colSpan = ncols;
+    td.appendChild(el("p", "muted", L.loading));
+    tr.appendChild(td);
+    row.after(tr);
+    row.classList.add("open");
+    if (typeof DecompressionStream === "undefined") {
+      td.textContent = L.no_stream;
+      return;
+    }
+    chunk(k).then(function (list) {
+      var p = list.filter(function (x) { return x.id === row.dataset.id; })[0];
+      td.textContent = "";
+      td.appendChild(render(p));
+      if (scroll) { row.scrollIntoView({ block: "start" }); }
+    });
+  }
+  function fromHash(scroll) {
+    var h = decodeURIComponent(location.hash.slice(1));
+    if (h.indexOf("case-") === 0) { openCase(h, scroll); }
+  }
+  window.addEventListener("hashchange", function () { fromHash(true); });
+  tbody.addEventListener("click", function (ev) {
+    var a = ev.target.closest && ev.target.closest("a.case");
+    if (!a) { return; }
+    var row = a.closest("tr");
+    if (row.classList.contains("open")) { ev.preventDefault(); closeDrill(); history.replaceState(null, "", "#cases"); }
+    else if (location.hash === "#" + row.id) { ev.preventDefault(); openCase(row.id, false); }
+  });
+
+  function badge(cls, text, title) {
+    var b = el("span", "badge " + cls, text);
+    if (title) { b.title = title; }
+    return b;
+  }
+  function runsLabel(r, n) {
+    if (r.length === n) { return L.x_runs.replace("{n}", n); }
+    var shown = r.map(function (k) { return k + 1; }).join(", ");
+    return (r.length === 1 ? L.run_of : L.runs_of).replace("{r}", shown).replace("{n}", n);
+  }
+  function render(p) {
+    var box = el("div", "dd"), a = p.a, n = 0, marks = [[], []];
+    function deduction(x) {
+      n += 1;
+      var li = el("li", "m-" + x.m);
+      li.id = "d-" + a + "-" + n;
+      li.appendChild(el("span", null, x.c + " / " + x.t + " "));
+      li.appendChild(el("span", "pts", "\u2212" + num(x.p)));
+      if (x.once) { li.appendChild(badge("once", L.applied_once)); }
+      else if (x.x) { li.appendChild(badge("runs", "\u00d7" + x.x)); }
+      if (x.m === "none") { li.appendChild(badge("m-none", L.singleton)); }
+      else if (x.m === "category") { li.appendChild(badge("m-category", L.same_category, (x.mb || []).join(", "))); }
+      else if (x.m === "type") { li.appendChild(badge("m-type", L.shared, (x.mb || []).join(", "))); }
+      if (x.g === "not_found") { li.appendChild(badge("ungrounded", L.not_found)); }
+      else if (x.g === "fuzzy") { li.appendChild(badge("fuzzy", L.fuzzy.replace("{s}", num(x.gs)))); }
+      if (x.hv) {
+        Object.keys(x.hv).forEach(function (r) {
+          li.appendChild(badge("hv " + x.hv[r], r + ": " + (L["verdict_" + x.hv[r]] || x.hv[r])));
+        });
+      }
+      if (x.ev) {
+        var bq = el("blockquote");
+        if (x.sp && x.sp.length) {
+          var link = el("a", "ev", x.ev);
+          link.href = "#q-" + a + "-" + n;
+          link.title = L.to_quote;
+          bq.appendChild(link);
+          var me = n;
+          x.sp.forEach(function (s) { marks[s[0]].push({ s: s[1], e: s[2], n: me, sec: s[3] }); });
+        } else { bq.textContent = x.ev; }
+        li.appendChild(bq);
+      }
+      if (x.why) { li.appendChild(el("p", "reason", x.why)); }
+      return li;
+    }
+    var head = el("p", "muted");
+    head.appendChild(el("span", "status " + p.st, L["status_" + p.st] || p.st));
+    var parts = [" " + L.total + " " + num(p.tot)];
+    var jt = Object.keys(p.jt).map(function (j) { return J[j] + " " + num(p.jt[j]); });
+    if (jt.length) { parts.push(L.judge_totals + ": " + jt.join(", ")); }
+    if (p.h && p.h.m.total !== undefined) { parts.push(L.human_vs_panel.replace("{human}", num(p.h.m.total)).replace("{panel}", num(p.tot))); }
+    if (p.fl.length) { parts.push(L.flags + ": " + p.fl.join("; ")); }
+    head.appendChild(document.createTextNode(parts.join(" \u00b7 ")));
+    box.appendChild(head);
+    if (p.err) {
+      Object.keys(p.err).forEach(function (j) { box.appendChild(el("p", "err", j + ": " + p.err[j].join("; "))); });
+    }
+    p.dims.forEach(function (d) {
+      var h = el("h4", null, d.n + " ");
+      var sub = L.dim_sub.replace("{max}", num(d.max)).replace("{panel}", num(d.p)).replace("{gap}", d.g);
+      if (p.h && p.h.m[d.id] !== undefined) {
+        sub += " \u00b7 " + L.human + " " + num(p.h.m[d.id]);
+        var per = Object.keys(p.h.s).filter(function (r) { return p.h.s[r][d.id] !== undefined; });
+        if (per.length > 1) { sub += " (" + per.map(function (r) { return r + " " + num(p.h.s[r][d.id]); }).join(", ") + ")"; }
+      }
+      h.appendChild(el("span", "muted", sub));
+      box.appendChild(h);
+      if (d.q) { box.appendChild(el("p", "muted", L.quiet)); return; }
+      var grid = el("div", "jgrid");
+      d.v.forEach(function (v) {
+        var col = el("div", "jcol s" + (v.k || 0));
+        var jh = el("div", "jhead", (J[v.j] || "?") + " \u00b7 " + num(v.s) + " ");
+        jh.appendChild(el("span", "stars", stars(v.k)));
+        col.appendChild(jh);
+        var lines = 0;
+        (v.gr || []).forEach(function (g) { lines += g.d.length; });
+        if (!v.ok) { col.appendChild(el("p", "err", L.failed + ": " + (v.e || []).join("; "))); }
+        else if (!lines) { col.appendChild(el("p", "muted", L.no_deduction)); }
+        else {
+          (v.gr || []).forEach(function (g) {
+            if (g.n > 1) { col.appendChild(el("div", "rungroup", runsLabel(g.r, g.n))); }
+            var ul = el("ul", "deds");
+            g.d.forEach(function (x) { ul.appendChild(deduction(x)); });
+            col.appendChild(ul);
+          });
+        }
+        if (v.ok && v.nf) { col.appendChild(el("p", "err", L.failed_runs.replace("{n}", v.nf) + ": " + (v.e || []).join("; "))); }
+        (v.c || []).forEach(function (c) { col.appendChild(el("p", "reason", L.comment + ": " + c)); });
+        grid.appendChild(col);
+      });
+      box.appendChild(grid);
+    });
+    if (p.mm.length) {
+      box.appendChild(el("h4", null, L.claimed_vs_derived));
+      var ml = el("ul");
+      p.mm.forEach(function (m) {
+        ml.appendChild(el("li", null, L.mismatch.replace("{judge}", J[m[0]]).replace("{run}", m[1]).replace("{dim}", m[2])
+          .replace("{claimed}", num(m[3])).replace("{cstars}", m[4] === null ? "\u2013" : m[4])
+          .replace("{derived}", num(m[5])).replace("{dstars}", m[6])));
+      });
+      box.appendChild(ml);
+    }
+    if (p.h && p.h.cm.length) {
+      box.appendChild(el("h4", null, L.human_comments));
+      var cl = el("ul");
+      p.h.cm.forEach(function (c) { cl.appendChild(el("li", null, c[0] + (c[1] ? " (" + c[1] + ")" : "") + ": " + c[2])); });
+      box.appendChild(cl);
+    }
+    box.appendChild(el("h4", null, L.record));
+    box.appendChild(marked("record", p.rec, marks[0], a));
+    box.appendChild(el("h4", null, L.conversation));
+    box.appendChild(marked("conversation", p.conv, marks[1], a));
+    return box;
+  }
+  /* the text with every quoted span in <mark>; a mark links back to its (first) deduction */
+  function marked(cls, text, spans, a) {
+    var pre = el("pre", cls), cuts = [0, text.length], firstSeen = {};
+    spans.forEach(function (s) { cuts.push(s.s, s.e); });
+    cuts = cuts.filter(function (c, i, all) { return c >= 0 && c <= text.length && all.indexOf(c) === i; })
+      .sort(function (x, y) { return x - y; });
+    for (var i = 0; i + 1 < cuts.length; i += 1) {
+      var lo = cuts[i], hi = cuts[i + 1], piece = text.slice(lo, hi);
+      var over = spans.filter(function (s) { return s.s <= lo && s.e >= hi && s.e > s.s; });
+      if (!over.length) { pre.appendChild(document.createTextNode(piece)); continue; }
+      var m = el("mark");
+      over.forEach(function (s) {
+        if (!firstSeen[s.n]) {
+          firstSeen[s.n] = true;
+          var target = el("span", "qa");
+          target.id = "q-" + a + "-" + s.n;
+          m.appendChild(target);
+        }
+      });
+      var back = el("a", null, piece);
+      back.href = "#d-" + a + "-" + over[0].n;
+      back.title = L.to_deduction + (over[0].sec ? " \u00b7 " + over[0].sec : "");
+      m.appendChild(back);
+      pre.appendChild(m);
+    }
+    return pre;
+  }
+
+  applyFilters();
+  fromHash(true);
+})();
