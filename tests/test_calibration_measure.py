@@ -186,3 +186,28 @@ def test_calibrate_command_bad_suite(tmp_path):
     bad.write_text('{"id": "a", "conversation": "医生：你好", "record": "主诉：口干1年。"}\n', encoding="utf-8")
     r = CliRunner().invoke(app, ["calibrate", "--config", str(cfg), "--out", str(tmp_path / "o"), "--suite", str(bad)])
     assert r.exit_code == 2 and f"{bad}:1: expected: missing" in r.output
+
+
+def test_failed_calls_are_unjudged_not_missed(tmp_path, rubric, monkeypatch):
+    suite = _small_suite()[:6]
+    scripts, _ = _scripts(suite, rubric)
+    bad = {"deductions": [{"category": "numbers", "type": "no_such_type", "points": 1, "evidence": "x",
+                           "reason": "x"}], "fixed_penalties": [], "score": 1, "stars": 1, "comment": "x"}
+    for sc in suite:
+        scripts[f"broken|{sc.case.id}"] = {d.id: bad for d in rubric.dimensions}
+    monkeypatch.setenv("FAKE_KEY", "sk-fake-0000")
+    with FakeServer(FakeConfig(seed=1, replies=scripts, fault_free_after=1)) as srv:
+        judges = "".join(
+            f"  - name: {m}\n    model: openai/{m}\n    api_base: {srv.url}/v1\n    api_key_env: FAKE_KEY\n"
+            f"    mode: tools\n    max_reasks: 0\n    input_cost_per_token: 0.000001\n"
+            f"    output_cost_per_token: 0.000002\n" for m in ("oracle", "broken"))
+        cfg = write_config(tmp_path / "fake.yaml", judges, consensus="{min_judges: 2}")
+        results = api.run(api.prepare([sc.case for sc in suite], cfg), tmp_path / "run", n_boot=0)
+    rep = calibrate(suite, results, ground)
+    n = sum(len(sc.expected) for sc in suite)
+    assert rep.judges["broken"].unjudged == n and rep.judges["broken"].overall.found.n == 0
+    assert rep.judges["broken"].overall.found.value is None
+    assert rep.judges["oracle"].overall.found.k == n
+    # a quorum of 2 with one judge answering: the panel has no verdict, it did not miss
+    assert rep.judges[PANEL].unjudged == n and rep.judges[PANEL].overall.found.n == 0
+    assert rep.best_judge == "oracle"
