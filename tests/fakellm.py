@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from typing import Any
 
 DIMENSIONS = ("accuracy", "completeness", "standardization")
@@ -54,6 +55,71 @@ def make_reply(dimension: str, rng: random.Random, n: int | None = None, honest:
     score = max(0.0, MAXIMA[dimension] - sum(p for _, _, p in picks))
     return {"deductions": deductions, "fixed_penalties": [], "score": score if honest else MAXIMA[dimension],
             "stars": 3, "comment": "fake"}
+
+
+#: plausible clinical statements that none of the example cases says (a judge's invented quotes)
+INVENTED_QUOTES = ("右侧踝关节扭伤后肿痛2天", "青霉素皮试阳性", "左眼视网膜脱离术后半年", "夜间阵发性呼吸困难",
+                   "双侧甲状腺多发结节", "胃镜示慢性浅表性胃炎", "曾行阑尾切除术", "头颅CT未见明显异常",
+                   "幼年患麻疹", "长期夜班工作", "海鲜过敏史", "腰椎间盘突出症病史")
+INVENTED_MARK = " [invented quote]"
+_FENCED = re.compile(r"<<<BEGIN (MEDICAL RECORD|CONVERSATION)[^>]*>>>\n(.*?)\n<<<END ", re.S)
+
+
+def case_texts(request: dict[str, Any]) -> tuple[str, str]:
+    """``(record, conversation)`` as fenced in the request's user message ("" when absent)."""
+    found = {"MEDICAL RECORD": "", "CONVERSATION": ""}
+    for m in request.get("messages", []):
+        content = m.get("content")
+        if m.get("role") == "user" and isinstance(content, str):
+            for label, text in _FENCED.findall(content):
+                found[label] = found[label] or text
+    return found["MEDICAL RECORD"], found["CONVERSATION"]
+
+
+def _snippet(rng: random.Random, text: str, low: int = 4, high: int = 16) -> str:
+    """A stretch of ``text`` without line breaks, ``low``-``high`` characters long where it can be."""
+    lines = [ln for ln in text.splitlines() if len(ln.strip()) >= low] or [text]
+    line = rng.choice(lines).strip()
+    size = min(len(line), rng.randint(low, high))
+    start = rng.randint(0, len(line) - size)
+    return line[start:start + size]
+
+
+_TO_FULL = {c: chr(ord(c) + 0xFEE0) for c in "0123456789.:%/abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"}
+
+
+def quote(rng: random.Random, record: str, conversation: str, p_invented: float) -> tuple[str, bool]:
+    """Evidence as an LLM judge writes it, and whether it was invented (``p_invented`` of the time).
+
+    Otherwise a real stretch of the record (or, one time in six, of the conversation), as is (55%),
+    in full-width characters or with a blank inserted and punctuation swapped (normalised: 15%), two stretches joined by
+    ``……`` (an elision: 15%) or with ``的`` inserted between two characters (a near quote: 15%; only in a
+    stretch of 8 characters or more without digits, so that no value is changed; else as is).
+    """
+    if rng.random() < p_invented or not record.strip():
+        return rng.choice(INVENTED_QUOTES), True
+    text = conversation if conversation.strip() and rng.random() < 1 / 6 else record
+    snippet = _snippet(rng, text)
+    u = rng.random()
+    if u < 0.55:
+        return snippet, False
+    if u < 0.70:
+        full = "".join(_TO_FULL.get(c, c) for c in snippet)
+        if full == snippet:  # no ASCII: a blank inside and half-width punctuation
+            mid = len(snippet) // 2
+            full = (snippet[:mid] + " " + snippet[mid:]).replace("，", ",").replace("。", ".").replace("、", ",")
+        return full, False
+    if u < 0.85:
+        return snippet + "……" + _snippet(rng, text), False
+    cjk = [i for i in range(1, len(snippet)) if _ideograph(snippet[i - 1]) and _ideograph(snippet[i])]
+    if len(snippet) >= 8 and cjk and not any(c.isdigit() for c in snippet):
+        i = cjk[len(cjk) // 2]
+        return snippet[:i] + "的" + snippet[i:], False
+    return snippet, False
+
+
+def _ideograph(c: str) -> bool:
+    return "\u4e00" <= c <= "\u9fff"
 
 
 def chat_response(request: dict[str, Any], reply: dict[str, Any] | str, *, prompt_tokens: int = 1000,

@@ -47,11 +47,15 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from array import array
 from typing import Literal
 
+from jinja2 import FileSystemLoader, StrictUndefined
+from jinja2.sandbox import SandboxedEnvironment
 from pydantic import BaseModel
 from rapidfuzz import fuzz
 
+from consensus_eval.domain.prompts import prompts_root
 from consensus_eval.domain.sections import SectionIndex
 
 GroundingKind = Literal["exact", "normalised", "fuzzy", "not_found", "empty"]
@@ -122,34 +126,52 @@ def _fold(c: str) -> str:
     return "".join(out)
 
 
+class _FoldTable(dict[int, str]):
+    """``str.translate`` table of :func:`_fold`, filled as characters are met (a text is folded at C speed)."""
+
+    def __missing__(self, key: int) -> str:
+        value = self[key] = _fold(chr(key))
+        return value
+
+
+_TABLE = _FoldTable()
+
+
 class Normalised:
     """A text folded by :func:`normalise`, with the map back: normalised character ``i`` came from
-    original characters ``[origin[i], origin_end[i])``."""
+    original characters ``[origin[i], origin_end[i])`` (the map is built on first use: an exact match
+    never needs it)."""
 
-    __slots__ = ("origin", "origin_end", "text")
+    __slots__ = ("_origin", "original", "text")
 
     def __init__(self, original: str) -> None:
-        chars: list[str] = []
-        origin: list[int] = []
-        origin_end: list[int] = []
-        for i, c in enumerate(original):
-            f = _fold(c)
-            for x in f:
-                chars.append(x)
-                origin.append(i)
-                origin_end.append(i + 1)
-        self.text = "".join(chars)
-        self.origin = origin
-        self.origin_end = origin_end
+        self.original = original
+        self.text = original.translate(_TABLE)
+        self._origin: array[int] | None = None
+
+    def _map(self) -> array[int]:
+        if self._origin is None:
+            origin = array("l")
+            table = _TABLE
+            for i, c in enumerate(self.original):
+                f = table[ord(c)]
+                if len(f) == 1:
+                    origin.append(i)
+                elif f:
+                    origin.extend([i] * len(f))
+            self._origin = origin
+        return self._origin
 
     def span(self, a: int, b: int) -> tuple[int, int]:
-        """The original ``[start, end)`` of normalised ``[a, b)`` (``b > a``)."""
-        return self.origin[a], self.origin_end[b - 1]
+        """The original ``[start, end)`` of normalised ``[a, b)`` (``b > a``): from the original
+        character that gave normalised ``a`` to the one that gave normalised ``b - 1``, inclusive."""
+        origin = self._map()
+        return origin[a], origin[b - 1] + 1
 
 
 def normalise(text: str) -> str:
     """The normalised form of ``text`` (module docstring, step 2)."""
-    return "".join(_fold(c) for c in text)
+    return text.translate(_TABLE)
 
 
 # -------------------------------------------------------------------------------- parts of a quote
@@ -195,8 +217,9 @@ class _Text:
         self.sections = sections
 
     def span(self, start: int, end: int) -> Span:
-        return Span(source=self.source, start=start, end=end,
-                    section=self.sections.at(start) if self.sections is not None else None)
+        # built here from checked values: no validation needed
+        return Span.model_construct(source=self.source, start=start, end=end,
+                                    section=self.sections.at(start) if self.sections is not None else None)
 
 
 def _occurrences(hay: str, needle: str) -> list[int]:
@@ -282,7 +305,7 @@ class CaseGrounder:
             best.append((float(al.score), t.span(*t.norm.span(a, b))))
         if not best:
             return None
-        return Grounding(kind="fuzzy", score=round(max(s for s, _ in best), 1), spans=[sp for _, sp in best])
+        return Grounding(kind="fuzzy", score=max(s for s, _ in best), spans=[sp for _, sp in best])
 
 
 def _tighten(quote: str, text: str, a: int, b: int, reach: int = 2) -> tuple[int, int]:
@@ -302,3 +325,23 @@ def ground(evidence: str, record: str, conversation: str) -> Grounding:
     """Where ``evidence`` is in a case's ``record`` or ``conversation`` (as the prompt renders it:
     ``Case.conversation_as_text(rubric.roles)``). For many quotes of one case use :class:`CaseGrounder`."""
     return CaseGrounder(record, conversation).ground(evidence)
+
+
+#: the re-ask prompt of ``ungrounded: reask`` (a bundled template: prompts/reask_ungrounded.j2)
+REASK_TEMPLATE = "reask_ungrounded.j2"
+
+
+def reask_prompt(quotes: list[str]) -> str:
+    """The message that asks a judge, in the same conversation, to quote the case exactly for the
+    evidence in ``quotes`` (not found in the case), or to drop those deductions."""
+    env = SandboxedEnvironment(loader=FileSystemLoader(str(prompts_root())), undefined=StrictUndefined,
+                               trim_blocks=True, lstrip_blocks=True, autoescape=False)
+    shown = [" ".join(q.split()) or "（未给出原文引用）" for q in quotes]
+    return env.get_template(REASK_TEMPLATE).render(quotes=shown).strip()
+
+
+def ungrounded_quotes(record: str, conversation: str, evidence: list[str]) -> list[str]:
+    """The distinct quotes of ``evidence`` that are not grounded in the case (in order; an empty quote
+    counts: the judge quoted nothing)."""
+    grounder = CaseGrounder(record, conversation)
+    return list(dict.fromkeys(q for q in evidence if not grounder.ground(q).grounded))

@@ -75,14 +75,20 @@ def find_sections(text: str) -> list[Section]:
 def fold_width(text: str) -> str:
     """Full-width forms to half-width (and the ideographic space to a space), one character for one:
     each character becomes its NFKC form when that is a single character, else stays as it is."""
-    return "".join(_fold_char(c) for c in text) if not text.isascii() else text
+    return text if text.isascii() else text.translate(_WIDTH)
 
 
-def _fold_char(c: str) -> str:
-    if c.isascii():
-        return c
-    f = unicodedata.normalize("NFKC", c)
-    return f if len(f) == 1 else c
+class _WidthTable(dict[int, str]):
+    """``str.translate`` table of the one-for-one NFKC fold, filled as characters are met."""
+
+    def __missing__(self, key: int) -> str:
+        c = chr(key)
+        f = unicodedata.normalize("NFKC", c)
+        value = self[key] = f if len(f) == 1 else c
+        return value
+
+
+_WIDTH = _WidthTable()
 
 
 class SectionIndex:
