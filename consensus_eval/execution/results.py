@@ -84,6 +84,20 @@ def without_ungrounded(rec: CallRecord, grounding: dict[str, Grounding]) -> Judg
                                 "claimed_score": None, "claimed_stars": None})
 
 
+def drop_ungrounded(rubric: Rubric, records: Iterable[CallRecord], grounding: dict[str, Grounding],
+                    scores: dict[str, DimensionScore]) -> dict[str, DimensionScore]:
+    """``ungrounded: drop``: re-derive, in ``scores``, the score of every call that has deductions not
+    grounded, without them (:func:`without_ungrounded`); returns the scores they replaced (derived
+    from every deduction the judge gave), by request hash."""
+    judged: dict[str, DimensionScore] = {}
+    for r in records:
+        kept = without_ungrounded(r, grounding) if r.request_hash in scores else None
+        if kept is not None:
+            judged[r.request_hash] = scores[r.request_hash]
+            scores[r.request_hash] = derive(rubric.dimension(r.dimension), kept)
+    return judged
+
+
 def _grounded(grounding: dict[str, Grounding], did: str) -> bool:
     g = grounding.get(did)
     return g is None or g.grounded
@@ -188,13 +202,7 @@ def read_run(store: Store) -> StoredRun:
             missing[p.case_id] = missing.get(p.case_id, 0) + 1
     grounding = ground_all(rubric, cases, records)
     scores = derive_all(rubric, records)
-    judged: dict[str, DimensionScore] = {}
-    if config.ungrounded == "drop":
-        for r in records:
-            kept = without_ungrounded(r, grounding) if r.request_hash in scores else None
-            if kept is not None:
-                judged[r.request_hash] = scores[r.request_hash]
-                scores[r.request_hash] = derive(rubric.dimension(r.dimension), kept)
+    judged = drop_ungrounded(rubric, records, grounding, scores) if config.ungrounded == "drop" else {}
     return StoredRun(rubric=rubric, config=config, cases=cases, invalid_lines=store.get_meta("invalid_lines", []),
                      records=records, scores=scores, planned=len(plan), missing=missing, grounding=grounding,
                      judged_scores=judged)
