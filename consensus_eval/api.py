@@ -50,7 +50,7 @@ from consensus_eval.execution.plan import Call, plan
 from consensus_eval.execution.results import read_run
 from consensus_eval.execution.store import STORE_NAME, Store
 from consensus_eval.judges import Judge, build_judge
-from consensus_eval.output.calibration import write_calibration
+from consensus_eval.output.calibration import add_to_reports, write_calibration
 from consensus_eval.output.files import write_outputs
 from consensus_eval.output.report import write_reports
 
@@ -167,6 +167,7 @@ async def calibrate_async(prep: PreparedCalibration, out: str | Path, on_progres
     results = await _run(prep.prepared, Path(out), on_progress, n_boot, stop)
     report = measure(prep.suite, results, ground, UNPLANTABLE)
     write_calibration(Path(out), report, prep.suite)
+    add_to_reports(Path(out))
     return results, report
 
 

@@ -17,7 +17,7 @@ from consensus_eval.cli import app
 from consensus_eval.domain.calibration.generator import builtin_suite
 from consensus_eval.domain.calibration.suite import PlantedError, SuiteCase
 from consensus_eval.domain.grounding import ground
-from consensus_eval.output.calibration import html_section, markdown_section
+from consensus_eval.output.calibration import add_to_reports, html_section, markdown_section
 from tests.conftest import write_config
 from tests.fake_server import FakeConfig, FakeServer
 
@@ -56,6 +56,14 @@ def test_rules_judge_on_the_builtin_suite(rules_run):
     assert "time_unclear" in saved["unplantable"]
     assert (out / "suite.jsonl").read_text(encoding="utf-8").count("\n") == rep.suite_cases
     assert any(line.startswith("rules misses") for line in rep.recommendation)
+    # the reports carry the calibration section, once, however often they are rebuilt with it
+    md = (out / "report.md").read_text(encoding="utf-8")
+    html = (out / "report.html").read_text(encoding="utf-8")
+    assert md.count("## Calibration") == 1 and "| dose_error |" in md
+    assert html.count('<section id="calibration">') == 1 and html.index('id="calibration"') < html.rindex("</body>")
+    assert add_to_reports(out)
+    assert (out / "report.md").read_text(encoding="utf-8") == md
+    assert (out / "report.html").read_text(encoding="utf-8") == html
 
 
 def test_resume_makes_no_new_call(rules_run):

@@ -1,18 +1,21 @@
 """Calibration outputs: ``calibration.json``, the suite run (``suite.jsonl``), the console table with
-its plain recommendation, and the calibration section of report.md (:func:`markdown_section`; the
-report includes it when the run folder has a calibration.json)."""
+its plain recommendation, and the calibration section of report.md and report.html
+(:func:`markdown_section`, :func:`html_section`; :func:`add_to_reports` puts them into the reports
+of a folder that has a calibration.json)."""
 
 from __future__ import annotations
 
 from html import escape
 from pathlib import Path
 
+from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
+from consensus_eval._errors import InputError, format_validation_error
 from consensus_eval.analysis.calibration import PANEL, CalibrationReport, Recall
 from consensus_eval.domain.calibration.suite import SuiteCase, dumps_suite
-from consensus_eval.output.files import atomic_writer, write_json
+from consensus_eval.output.files import atomic_writer, write_json, write_text
 
 CALIBRATION_JSON = "calibration.json"
 SUITE_JSONL = "suite.jsonl"
@@ -27,8 +30,48 @@ def write_calibration(out: Path, report: CalibrationReport, suite: list[SuiteCas
 
 
 def load_calibration(path: Path) -> CalibrationReport:
-    """A calibration.json read back."""
-    return CalibrationReport.model_validate_json(path.read_bytes())
+    """A calibration.json read back (:class:`InputError` naming the file when it is not one)."""
+    try:
+        return CalibrationReport.model_validate_json(path.read_bytes())
+    except OSError as e:
+        raise InputError(f"{path}: cannot read the calibration file: {e.strerror or e}") from None
+    except ValidationError as e:
+        raise InputError(f"{path}: not a calibration.json written by `consensus-eval calibrate`:\n"
+                         f"{format_validation_error(e)}") from None
+
+
+BEGIN, END = "<!-- consensus-eval calibration: begin -->", "<!-- consensus-eval calibration: end -->"
+
+
+def _splice(text: str, section: str, before: tuple[str, ...]) -> str:
+    """``text`` with the calibration section (between BEGIN and END) replaced or inserted before the
+    last of the first tag of ``before`` found (appended when none is)."""
+    a = text.find(BEGIN)
+    if a >= 0:
+        z = text.find(END, a)
+        text = text[:a] + text[z + len(END) + 1:] if z >= 0 else text[:a]  # END and its line end
+    block = f"{BEGIN}\n{section}\n{END}\n"
+    for tag in before:
+        i = text.rfind(tag)
+        if i >= 0:
+            return text[:i] + block + text[i:]
+    return text.rstrip("\n") + "\n\n" + block
+
+
+def add_to_reports(out: Path) -> bool:
+    """Put the calibration section of ``out/calibration.json`` into ``out/report.md`` and
+    ``out/report.html`` (replacing the one a previous call put there); False when the folder has no
+    calibration.json. The HTML section uses inline styles only (the report's CSP allows them)."""
+    path = out / CALIBRATION_JSON
+    if not path.is_file():
+        return False
+    report = load_calibration(path)
+    md, html = out / "report.md", out / "report.html"
+    if md.is_file():
+        write_text(md, _splice(md.read_text(encoding="utf-8"), markdown_section(report), ()))
+    if html.is_file():
+        write_text(html, _splice(html.read_text(encoding="utf-8"), html_section(report), ("</main>", "</body>")))
+    return True
 
 
 def cell(r: Recall | None, strict: bool = False) -> str:
