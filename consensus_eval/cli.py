@@ -299,6 +299,35 @@ def report(
     out_console.print(f"wrote {md} and {html}", highlight=False)
 
 
+@app.command()
+@friendly_errors
+def review(
+    run_dir: Annotated[Path, typer.Argument(help="Output folder of a `score` run.")],
+    port: Annotated[int, typer.Option(min=1, max=65535, help="Port to listen on.")] = 8765,
+    reviewer: Annotated[str | None, typer.Option(
+        help="Your name, stored with every label (default: the page asks each browser).")] = None,
+    host: Annotated[str, typer.Option(
+        help="Address to listen on. Default: this machine only (127.0.0.1); any other address lets "
+             "other machines reach the page (anyone with the printed link can label).")] = "127.0.0.1",
+) -> None:
+    """A local web page where clinicians adjudicate the review queue: the record and the conversation
+    side by side, each judge's deductions with their evidence highlighted, a verdict per deduction,
+    a score per dimension; every change is stored at once in RUN_DIR/results.sqlite under the
+    reviewer's name. Calls no judge. Ctrl-C stops the server (nothing is lost)."""
+    from consensus_eval.review import serve
+    from consensus_eval.review.app import is_loopback
+
+    if not is_loopback(host):
+        err_console.print(Text.assemble(("warning:", "bold yellow"), f" listening on {host}, not only on this "
+                                        "machine: anyone who can reach it and has the printed link can read "
+                                        "the cases and write labels"), highlight=False, soft_wrap=True)
+
+    def ready(url: str) -> None:
+        out_console.print(f"reviewing {run_dir}: open {url}  (Ctrl-C to stop)", highlight=False, soft_wrap=True)
+
+    serve(run_dir, host=host, port=port, reviewer=reviewer, on_ready=ready)
+
+
 human_app = typer.Typer(help="Human labels: import the filled-in adjudication sheet into a run's store.",
                         no_args_is_help=True)
 app.add_typer(human_app, name="human")

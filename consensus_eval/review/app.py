@@ -1,0 +1,307 @@
+"""The review web app (Starlette, served by uvicorn): pages, the label endpoint, and its guards.
+
+**Access.** The server makes a random access token at start and prints the URL with it
+(``http://127.0.0.1:8765/?token=...``). Opening that URL starts a browser session (an HttpOnly,
+SameSite=Strict cookie, then a redirect to the URL without the token); any request without a known
+session is refused (403). Only the hosts the server listens on are answered (``Host`` checked: no DNS
+rebinding from a web page).
+
+**Writes.** Every state-changing request is a POST that carries the session's CSRF token (header
+``X-CSRF-Token``, or form field ``csrf`` for the reviewer form), an HMAC of the session id under a
+per-server secret, compared in constant time; a POST without it, with another session's, or whose
+``Origin`` / ``Sec-Fetch-Site`` says it comes from another site is refused with 403 and stores
+nothing.
+
+**Pages.** Server-rendered with Jinja2 (autoescape on: every text of a case or a judge is escaped),
+under a Content-Security-Policy that allows scripts and styles from this server only (no inline
+script), so an injected ``<script>`` in a record is inert twice over. The two static files are read
+from the package once and served by fixed routes; no path parameter reaches the filesystem (a case is
+addressed by its position in the queue, an integer).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from importlib.resources import files
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, quote, urlencode, urlsplit
+
+from jinja2 import Environment, PackageLoader, select_autoescape
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.routing import Route
+
+from consensus_eval.analysis.audit import REASON_CODES
+from consensus_eval.output.files import fmt_num
+from consensus_eval.review.model import ActionError, Filters, ReviewRun, clean_reviewer
+
+#: loopback names the server answers to by default (Host header, without the port)
+LOOPBACK_HOSTS = ["127.0.0.1", "localhost", "::1", "[::1]"]
+#: Content-Security-Policy of every response: nothing but this server's own files
+CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+       "form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
+SECURITY_HEADERS = {"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff",
+                    "Referrer-Policy": "same-origin", "X-Frame-Options": "DENY", "Cache-Control": "no-store"}
+STATIC = {"review.js": "text/javascript; charset=utf-8", "review.css": "text/css; charset=utf-8"}
+#: the keyboard shortcuts, as the pages list them
+SHORTCUTS_QUEUE = [("j / ↓", "next case in the list"), ("k / ↑", "previous case in the list"),
+                   ("Enter / o", "open the selected case")]
+SHORTCUTS_CASE = [("j / →", "next case"), ("k / ←", "previous case"), ("q", "back to the queue"),
+                  ("n / p", "next / previous deduction (highlights its evidence)"),
+                  ("a / d / u", "agree / disagree / unsure on the selected deduction (again: clear)"),
+                  ("c", "comment on the selected deduction"),
+                  ("s", "confirm the scores shown (the case is done)"),
+                  ("Esc", "leave a text field")]
+
+
+@dataclass
+class Session:
+    """One browser session: its id (the cookie), the reviewer it labels as (None: not asked yet)."""
+
+    id: str
+    reviewer: str | None
+
+
+class Sessions:
+    """The browser sessions of this server (in memory: a restart asks for the token URL again)."""
+
+    def __init__(self, default_reviewer: str | None) -> None:
+        self.secret = secrets.token_bytes(32)
+        self.token = secrets.token_urlsafe(24)
+        self.default_reviewer = default_reviewer
+        self._by_id: dict[str, Session] = {}
+        self._lock = threading.Lock()
+
+    def new(self) -> Session:
+        s = Session(secrets.token_urlsafe(24), self.default_reviewer)
+        with self._lock:
+            self._by_id[s.id] = s
+        return s
+
+    def get(self, sid: str | None) -> Session | None:
+        with self._lock:
+            return self._by_id.get(sid) if sid else None
+
+    def csrf(self, s: Session) -> str:
+        return hmac.new(self.secret, s.id.encode(), hashlib.sha256).hexdigest()
+
+    def token_ok(self, token: str | None) -> bool:
+        return bool(token) and hmac.compare_digest(str(token), self.token)
+
+    def csrf_ok(self, s: Session, token: str | None) -> bool:
+        return bool(token) and hmac.compare_digest(str(token), self.csrf(s))
+
+
+def _env() -> Environment:
+    env = Environment(loader=PackageLoader("consensus_eval.review", "templates"),
+                      autoescape=select_autoescape(default=True, default_for_string=True), trim_blocks=True,
+                      lstrip_blocks=True)
+    env.filters["num"] = lambda x: fmt_num(x) if x is not None else "–"
+    env.filters["qs"] = lambda d: urlencode(d)
+    return env
+
+
+def create_app(run: ReviewRun, *, reviewer: str | None = None, hosts: list[str] | None = None,
+               cookie_name: str = "consensus_eval_review") -> tuple[Starlette, Sessions]:
+    """The app over ``run`` and its sessions (``sessions.token`` is what the printed URL carries).
+    ``reviewer``: the name new sessions label as (else each browser is asked); ``hosts``: the Host
+    names answered (default: loopback)."""
+    sessions = Sessions(clean_reviewer(reviewer) if reviewer else None)
+    env = _env()
+    static = {name: (files("consensus_eval.review") / "static" / name).read_bytes() for name in STATIC}
+    reasons = {code: code.replace("_", " ") for code in REASON_CODES}
+
+    def page(name: str, request: Request, s: Session, status: int = 200, **ctx: Any) -> HTMLResponse:
+        html = env.get_template(name).render(csrf=sessions.csrf(s), reviewer=s.reviewer, run=run,
+                                             folder=run.folder.name or str(run.folder), request=request,
+                                             reason_names=reasons, **ctx)
+        return HTMLResponse(html, status_code=status, headers=SECURITY_HEADERS)
+
+    def refused(why: str, status: int = 403) -> HTMLResponse:
+        html = env.get_template("refused.html.j2").render(why=why)
+        return HTMLResponse(html, status_code=status, headers=SECURITY_HEADERS)
+
+    def session_of(request: Request) -> Session | None:
+        return sessions.get(request.cookies.get(cookie_name))
+
+    def guarded(handler: Callable[[Request, Session], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
+        """A page: needs a session (the token URL starts one); asks for a name first."""
+
+        async def endpoint(request: Request) -> Response:
+            s = session_of(request)
+            token = request.query_params.get("token")
+            if token is not None and sessions.token_ok(token):
+                s = s or sessions.new()
+                rest = {k: v for k, v in request.query_params.items() if k != "token"}
+                target = request.url.path + (f"?{urlencode(rest)}" if rest else "")
+                resp = RedirectResponse(target, status_code=303, headers=SECURITY_HEADERS)
+                resp.set_cookie(cookie_name, s.id, httponly=True, samesite="strict", path="/")
+                return resp
+            if s is None:
+                return refused("This page needs the link that `consensus-eval review` printed in the terminal "
+                               "(it carries the session's access token).")
+            if s.reviewer is None and request.url.path != "/reviewer":
+                return page("reviewer.html.j2", request, s, next=str(request.url.path))
+            return await handler(request, s)
+
+        return endpoint
+
+    def post_guard(request: Request, s: Session | None, token: str | None) -> Response | None:
+        """403 unless the POST is same-origin and carries this session's CSRF token."""
+        if s is None:
+            return JSONResponse({"error": "no session: open the link the server printed"}, 403,
+                                headers=SECURITY_HEADERS)
+        origin = request.headers.get("origin")
+        if origin is not None:
+            own = urlsplit(str(request.url))
+            if origin != f"{own.scheme}://{own.netloc}":
+                return JSONResponse({"error": "cross-origin request refused"}, 403, headers=SECURITY_HEADERS)
+        if request.headers.get("sec-fetch-site") not in (None, "same-origin", "none"):
+            return JSONResponse({"error": "cross-site request refused"}, 403, headers=SECURITY_HEADERS)
+        if not sessions.csrf_ok(s, token):
+            return JSONResponse({"error": "missing or wrong CSRF token"}, 403, headers=SECURITY_HEADERS)
+        return None
+
+    async def queue_page(request: Request, s: Session) -> Response:
+        assert s.reviewer is not None
+        filters = Filters.from_query(request.query_params)
+        rows = run.rows(s.reviewer, filters)
+        return page("queue.html.j2", request, s, rows=rows, filters=filters, queue=run.queue,
+                    progress=run.progress(s.reviewer), shortcuts=SHORTCUTS_QUEUE,
+                    dimensions=run.dimensions, judges=run.results.judges, query=filters.query())
+
+    async def case_page(request: Request, s: Session) -> Response:
+        assert s.reviewer is not None
+        rank = request.path_params["rank"]
+        filters = Filters.from_query(request.query_params)
+        try:
+            view = run.case_view(s.reviewer, rank)
+        except ActionError as e:
+            return page("missing.html.j2", request, s, status=404, why=str(e), query=filters.query())
+        prev, nxt = run.neighbours(s.reviewer, rank, filters)
+        return page("case.html.j2", request, s, view=view, a=view.audit, prev=prev, next=nxt, query=filters.query(),
+                    progress=run.progress(s.reviewer), shortcuts=SHORTCUTS_CASE)
+
+    async def sheet(request: Request, s: Session) -> Response:
+        assert s.reviewer is not None
+        name = "".join(c if c.isascii() and (c.isalnum() or c in "-_") else "_" for c in s.reviewer)
+        headers = {**SECURITY_HEADERS, "Content-Disposition":
+                   f"attachment; filename=\"adjudication-{name}.csv\"; filename*=UTF-8''adjudication-"
+                   f"{quote(s.reviewer)}.csv"}
+        return Response(run.sheet(s.reviewer), media_type="text/csv; charset=utf-8", headers=headers)
+
+    async def static_file(request: Request) -> Response:
+        name = request.url.path.rsplit("/", 1)[-1]
+        return Response(static[name], media_type=STATIC[name], headers={"X-Content-Type-Options": "nosniff",
+                                                                         "Cache-Control": "no-cache"})
+
+    async def set_reviewer(request: Request) -> Response:
+        s = session_of(request)
+        form = {k: v[0] for k, v in parse_qs((await request.body()).decode("utf-8", "replace")).items()}
+        refusal = post_guard(request, s, request.headers.get("x-csrf-token") or form.get("csrf"))
+        if refusal is not None:
+            return refusal
+        assert s is not None
+        try:
+            s.reviewer = clean_reviewer(form.get("reviewer", ""))
+        except ActionError as e:
+            return page("reviewer.html.j2", request, s, status=400, error=str(e), next="/")
+        target = form.get("next", "/")
+        if not target.startswith("/") or target.startswith("//"):
+            target = "/"
+        return RedirectResponse(target, status_code=303, headers=SECURITY_HEADERS)
+
+    async def label(request: Request) -> Response:
+        s = session_of(request)
+        refusal = post_guard(request, s, request.headers.get("x-csrf-token"))
+        if refusal is not None:
+            return refusal
+        assert s is not None
+        if s.reviewer is None:
+            return JSONResponse({"error": "say who you are first"}, 400, headers=SECURITY_HEADERS)
+        try:
+            action = await request.json()
+        except ValueError:
+            return JSONResponse({"error": "the body is not JSON"}, 400, headers=SECURITY_HEADERS)
+        if not isinstance(action, dict):
+            return JSONResponse({"error": "the body is not a JSON object"}, 400, headers=SECURITY_HEADERS)
+        try:
+            reply = run.apply(s.reviewer, action)
+        except ActionError as e:
+            return JSONResponse({"error": str(e)}, 400, headers=SECURITY_HEADERS)
+        return JSONResponse({"ok": True, **reply}, headers=SECURITY_HEADERS)
+
+    async def reviewer_page(request: Request, s: Session) -> Response:
+        return page("reviewer.html.j2", request, s, next="/")
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        yield
+        run.close()
+
+    routes = [
+        Route("/", guarded(queue_page)),
+        Route("/case/{rank:int}", guarded(case_page)),
+        Route("/sheet.csv", guarded(sheet)),
+        Route("/reviewer", guarded(reviewer_page), methods=["GET"]),
+        Route("/reviewer", set_reviewer, methods=["POST"]),
+        Route("/api/label", label, methods=["POST"]),
+        *(Route(f"/static/{name}", static_file) for name in STATIC),
+    ]
+    allowed = hosts or LOOPBACK_HOSTS
+    app = Starlette(routes=routes, middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=allowed)],
+                    lifespan=lifespan)
+    return app, sessions
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (an address or name to bind) is this machine only."""
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def serve(folder: str | Path, *, host: str = "127.0.0.1", port: int = 8765, reviewer: str | None = None,
+          on_ready: Callable[[str], None] | None = None) -> None:
+    """Serve the review app over the run in ``folder`` until interrupted (Ctrl-C). ``on_ready`` gets
+    the URL to open (with the access token) once the server listens."""
+    import uvicorn
+
+    from consensus_eval.review.model import open_run
+
+    run = open_run(folder)
+    hosts = LOOPBACK_HOSTS if is_loopback(host) else ["*"]
+    app, sessions = create_app(run, reviewer=reviewer, hosts=hosts, cookie_name=f"consensus_eval_review_{port}")
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False, lifespan="on")
+    server = uvicorn.Server(config)
+    shown = f"[{host}]" if ":" in host else host
+    url = f"http://{shown}:{server.config.port}/?token={sessions.token}"
+    if on_ready is not None:
+        original = server.startup
+
+        async def startup(sockets: Any = None) -> None:
+            await original(sockets)
+            if server.started:
+                on_ready(url)
+
+        server.startup = startup  # type: ignore[method-assign]
+    try:
+        server.run()
+    finally:
+        if not server.started:
+            run.close()

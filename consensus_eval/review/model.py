@@ -1,0 +1,601 @@
+"""What the review app shows and writes: a run's review queue, one case as a reviewer sees it, and
+the reviewer's actions turned into stored human labels.
+
+Nothing here knows about HTTP. :class:`ReviewRun` holds the run (read once, read-only, through
+:func:`consensus_eval.api.load_run`) and one read-write :class:`~consensus_eval.execution.store.Store`
+connection for the labels; every action (:meth:`ReviewRun.apply`) writes at once, in one short
+transaction per label (``Store.upsert_human_label``: WAL journal, busy timeout), under the reviewer's
+name and the time. Labels are keyed by reviewer (one label set per reviewer), so two reviewers never
+overwrite each other, and a scoring run writing the same store only makes a write wait.
+
+**Queue.** The cases in the audit's order (:func:`consensus_eval.analysis.audit.review_queue`); by
+default those that need review. A case is *done* for a reviewer when they have a score for every
+dimension of the rubric (what "12 of 40 done" counts); verdicts and comments alone make it *started*.
+
+**Labels written** (:class:`~consensus_eval.execution.store.HumanLabelRecord`, ``source`` ``review``):
+
+- a verdict on a judge's deduction: one ``verdict`` label (with its comment) per occurrence of the
+  deduction (a deduction repeated in 3 runs is one line on the page, and 3 deduction ids, as on the
+  sheet); a comment without a verdict is a ``comment`` label on the deduction;
+- a dimension's score (``score``), a dimension's comment and the case's free comment (``comment``);
+- a deduction the judges missed (``added_deduction``: the rubric's type id or fixed penalty id in
+  ``value``, the points, the evidence or reason in ``comment``; its id ``added:<dimension>:<n>``).
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+import tempfile
+import threading
+import unicodedata
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+
+from consensus_eval._errors import InputError
+from consensus_eval.analysis.audit import CaseAudit, ReviewQueue, review_queue
+from consensus_eval.analysis.human import build_review
+from consensus_eval.analysis.results import Results
+from consensus_eval.api import load_run
+from consensus_eval.domain.cases import Case
+from consensus_eval.domain.rubric import Dimension
+from consensus_eval.domain.sections import find_sections, fold_width
+from consensus_eval.execution.store import VERDICTS, HumanLabelRecord, LabelKind, Store
+from consensus_eval.output.files import write_adjudication_csv
+
+#: the ``source`` of every label the app writes
+SOURCE = "review"
+#: the longest reviewer name and comment accepted (characters)
+MAX_NAME = 80
+MAX_COMMENT = 10_000
+
+
+class ActionError(ValueError):
+    """An action the app cannot apply (unknown case, dimension or deduction, a score out of range...)."""
+
+
+def clean_reviewer(name: str) -> str:
+    """A reviewer's name as stored: blanks trimmed; refused when empty, longer than :data:`MAX_NAME`
+    or holding control characters."""
+    name = " ".join(name.split())
+    if not name:
+        raise ActionError("the reviewer's name is empty")
+    if len(name) > MAX_NAME:
+        raise ActionError(f"the reviewer's name is longer than {MAX_NAME} characters")
+    if any(unicodedata.category(c).startswith("C") for c in name):
+        raise ActionError("the reviewer's name holds control characters")
+    return name
+
+
+# --------------------------------------------------------------------------- texts with evidence marks
+
+
+@dataclass(frozen=True)
+class Part:
+    """A run of text and the evidence marks covering it (``marks``: item numbers on the page)."""
+
+    text: str
+    marks: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class Block:
+    """A labelled piece of a text (a record section, a conversation turn) split into :class:`Part`."""
+
+    label: str | None
+    parts: list[Part]
+
+
+def record_blocks(record: str) -> list[tuple[str | None, int, int]]:
+    """The record cut at its section headings (domain/sections.py): ``(section, start, end)``; the text
+    before the first heading has no label."""
+    sections = find_sections(fold_width(record))
+    out: list[tuple[str | None, int, int]] = []
+    if not sections:
+        return [(None, 0, len(record))]
+    if sections[0].start > 0:
+        out.append((None, 0, sections[0].start))
+    out.extend((s.name, s.start, s.body_end) for s in sections)
+    return out
+
+
+def line_blocks(text: str, label_sep: str = "：") -> list[tuple[str | None, int, int]]:
+    """The conversation (as the prompt renders it: one ``医生：...`` line per turn) cut into its lines,
+    each labelled by its speaker."""
+    out: list[tuple[str | None, int, int]] = []
+    pos = 0
+    for line in text.split("\n"):
+        head = line.split(label_sep, 1)[0] if label_sep in line[:12] else None
+        out.append((head, pos, pos + len(line)))
+        pos += len(line) + 1
+    return out
+
+
+def mark_text(text: str, blocks: Sequence[tuple[str | None, int, int]],
+              marks: Iterable[tuple[int, int, int]]) -> list[Block]:
+    """``text`` cut into ``blocks``, each split where an evidence mark ``(start, end, item)`` starts or
+    ends; every part carries the items whose marks cover it (marks may overlap)."""
+    marks = [(max(0, a), min(len(text), b), n) for a, b, n in marks if b > a]
+    cuts = sorted({0, len(text), *(a for a, _, _ in marks), *(b for _, b, _ in marks),
+                   *(s for _, s, _ in blocks), *(e for _, _, e in blocks)})
+    out = []
+    for label, start, end in blocks:
+        parts = []
+        inner = [c for c in cuts if start <= c <= end]
+        for a, b in pairwise(inner):
+            if b > a:
+                covering = tuple(sorted({n for s, e, n in marks if s <= a and b <= e}))
+                parts.append(Part(text[a:b], covering))
+        out.append(Block(label, parts))
+    return out
+
+
+# --------------------------------------------------------------------------- one case as the page shows it
+
+
+@dataclass
+class ItemView:
+    """One line of a judge's drill-down on the page (a deduction, once for every run that made it),
+    with this reviewer's verdict and comment. ``n`` numbers it on the page (its evidence marks carry
+    it); ``ids`` are the deduction ids of its occurrences (what the verdict is stored against)."""
+
+    n: int
+    ids: list[str]
+    judge: str
+    kind: str
+    category: str
+    type: str
+    points: float
+    evidence: str
+    reason: str
+    runs_label: str
+    applied_once: bool
+    grounding: str | None
+    grounding_score: float | None
+    grounded: bool
+    sections: list[str]
+    matched_by: list[str]
+    verdict: str | None = None
+    comment: str = ""
+
+
+@dataclass
+class JudgeColumn:
+    """One judge on one dimension: its score (mean of its runs), stars, failures and items."""
+
+    judge: str
+    score: float | None
+    stars: int | None
+    runs_failed: int
+    errors: list[str]
+    items: list[ItemView]
+
+
+@dataclass
+class AddedView:
+    """A deduction this reviewer added (one the judges missed)."""
+
+    id: str
+    type_id: str
+    type_name: str
+    points: float | None
+    comment: str
+
+
+@dataclass
+class TypeChoice:
+    """A deduction type (or fixed penalty) a reviewer can add on a dimension: ``low``-``high`` points."""
+
+    id: str
+    label: str
+    low: float
+    high: float
+
+
+@dataclass
+class DimView:
+    """One dimension of the case on the page."""
+
+    id: str
+    name: str
+    max: float
+    panel_score: float | None
+    my_score: float | None
+    comment: str
+    star_gap: int
+    spread: float | None
+    judges: list[JudgeColumn]
+    types: list[TypeChoice]
+    added: list[AddedView]
+
+    @property
+    def shown_score(self) -> float | None:
+        """What the score field shows: the reviewer's score, else the panel's."""
+        return self.my_score if self.my_score is not None else self.panel_score
+
+
+@dataclass
+class CaseView:
+    """One case as a reviewer sees it: the texts with evidence marks, the dimensions, their labels."""
+
+    audit: CaseAudit
+    record: list[Block]
+    conversation: list[Block]
+    dims: list[DimView]
+    comment: str
+    state: str  # done | started | todo
+
+
+@dataclass
+class QueueRow:
+    """One case in the queue with this reviewer's progress on it (``state`` done | started | todo)."""
+
+    audit: CaseAudit
+    state: str
+    dimensions: list[str]
+    judges: list[str]
+
+
+@dataclass
+class Filters:
+    """The queue's filters (all optional): ``scope`` ``review`` (cases that need review, the default)
+    or ``all``; ``reason`` a reason code; ``dimension`` (a dimension with a deduction or a gap between
+    judges); ``judge`` (a judge that deducted something or failed on the case); ``state`` done |
+    started | todo (this reviewer's)."""
+
+    scope: str = "review"
+    reason: str = ""
+    dimension: str = ""
+    judge: str = ""
+    state: str = ""
+
+    @classmethod
+    def from_query(cls, q: Mapping[str, str]) -> Filters:
+        scope = q.get("scope", "review")
+        return cls(scope="all" if scope == "all" else "review", reason=q.get("reason", ""),
+                   dimension=q.get("dimension", ""), judge=q.get("judge", ""), state=q.get("state", ""))
+
+    def query(self) -> dict[str, str]:
+        """The non-default filters, as query parameters."""
+        out = {"scope": self.scope} if self.scope != "review" else {}
+        out.update({k: v for k, v in (("reason", self.reason), ("dimension", self.dimension),
+                                      ("judge", self.judge), ("state", self.state)) if v})
+        return out
+
+
+@dataclass
+class Progress:
+    """This reviewer's progress over the cases that need review (``done`` of ``total``)."""
+
+    done: int
+    started: int
+    total: int
+
+    @property
+    def text(self) -> str:
+        return f"{self.done} of {self.total} done"
+
+
+@dataclass
+class ReviewRun:
+    """A run opened for review: the results (read once), the queue, and the store the labels go to."""
+
+    folder: Path
+    results: Results
+    queue: ReviewQueue
+    store: Store
+    cases: dict[str, Case]
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @classmethod
+    def open(cls, folder: str | Path) -> ReviewRun:
+        """Read the run in ``folder`` (its store must exist) and open its store for the labels."""
+        out = Path(folder)
+        results = load_run(out)
+        queue = review_queue(results.audit, len(results.judges))
+        store = Store.open_existing(out)
+        return cls(out, results, queue, store, {c.id: c for c in results.cases})
+
+    def close(self) -> None:
+        with self.lock:
+            self.store.close()
+
+    # ------------------------------------------------------------------ reading
+
+    def labels(self, reviewer: str) -> list[HumanLabelRecord]:
+        with self.lock:
+            return self.store.human_labels(reviewer=reviewer)
+
+    def all_labels(self) -> list[HumanLabelRecord]:
+        with self.lock:
+            return self.store.human_labels()
+
+    @property
+    def dimensions(self) -> list[Dimension]:
+        return list(self.results.rubric.dimensions)
+
+    def states(self, labels: Sequence[HumanLabelRecord]) -> dict[str, str]:
+        """case id -> done | started for the cases these labels touch (of one reviewer)."""
+        dims = {d.id for d in self.dimensions}
+        scored: dict[str, set[str]] = {}
+        touched: set[str] = set()
+        for lb in labels:
+            touched.add(lb.case_id)
+            if lb.kind == "score" and lb.dimension in dims:
+                scored.setdefault(lb.case_id, set()).add(lb.dimension)
+        return {c: "done" if scored.get(c, set()) >= dims else "started" for c in touched}
+
+    def progress(self, reviewer: str, labels: Sequence[HumanLabelRecord] | None = None) -> Progress:
+        states = self.states(self.labels(reviewer) if labels is None else labels)
+        todo = [a.case_id for a in self.queue.cases if a.needs_review]
+        return Progress(done=sum(states.get(c) == "done" for c in todo),
+                        started=sum(states.get(c) == "started" for c in todo), total=len(todo))
+
+    def case_at(self, rank: int) -> CaseAudit:
+        if not 1 <= rank <= len(self.queue.cases):
+            raise ActionError(f"no case at position {rank} (the queue has {len(self.queue.cases)})")
+        return self.queue.cases[rank - 1]
+
+    def rows(self, reviewer: str, filters: Filters) -> list[QueueRow]:
+        """The queue's cases that pass ``filters``, in the audit's order."""
+        states = self.states(self.labels(reviewer))
+        out = []
+        for a in self.queue.cases:
+            dims = [d.dimension for d in a.dimensions
+                    if any(jv.deductions for jv in d.judges) or d.star_gap or (d.spread or 0) > 0]
+            judges = list(dict.fromkeys(jv.judge for d in a.dimensions for jv in d.judges
+                                        if jv.deductions or jv.errors))
+            row = QueueRow(a, states.get(a.case_id, "todo"), dims, judges)
+            if filters.scope != "all" and not a.needs_review:
+                continue
+            if filters.reason and filters.reason not in {r.code for r in a.reasons}:
+                continue
+            if filters.dimension and filters.dimension not in dims:
+                continue
+            if filters.judge and filters.judge not in judges:
+                continue
+            if filters.state and row.state != filters.state:
+                continue
+            out.append(row)
+        return out
+
+    def neighbours(self, reviewer: str, rank: int, filters: Filters) -> tuple[int | None, int | None]:
+        """The ranks of the previous and next case of the filtered queue around ``rank``."""
+        ranks = [r.audit.rank for r in self.rows(reviewer, filters)]
+        before = [r for r in ranks if r < rank]
+        after = [r for r in ranks if r > rank]
+        return (before[-1] if before else None, after[0] if after else None)
+
+    def case_view(self, reviewer: str, rank: int) -> CaseView:
+        """The case at ``rank`` of the queue, with ``reviewer``'s labels filled in."""
+        a = self.case_at(rank)
+        case = self.cases[a.case_id]
+        rubric = self.results.rubric
+        mine = [lb for lb in self.labels(reviewer) if lb.case_id == a.case_id]
+        verdicts = {lb.deduction_id: lb for lb in mine if lb.kind == "verdict" and lb.deduction_id}
+        notes = {lb.deduction_id: lb.comment or "" for lb in mine if lb.kind == "comment" and lb.deduction_id}
+        scores = {lb.dimension: lb.value for lb in mine if lb.kind == "score" and lb.dimension}
+        dim_notes = {lb.dimension: lb.comment or "" for lb in mine
+                     if lb.kind == "comment" and lb.dimension and not lb.deduction_id}
+        case_note = next((lb.comment or "" for lb in mine
+                          if lb.kind == "comment" and not lb.dimension and not lb.deduction_id), "")
+        record_marks: list[tuple[int, int, int]] = []
+        conv_marks: list[tuple[int, int, int]] = []
+        n = 0
+        dims = []
+        for dim in a.dimensions:
+            rd = rubric.dimension(dim.dimension)
+            columns = []
+            for jv in dim.judges:
+                items = []
+                for group in jv.drill_down():
+                    for it in group.items:
+                        d = it.deduction
+                        n += 1
+                        g = d.grounding
+                        for s in (g.spans if g else []):
+                            (record_marks if s.source == "record" else conv_marks).append((s.start, s.end, n))
+                        v = next((verdicts[i] for i in it.ids if i in verdicts), None)
+                        note = (v.comment or "") if v else next((notes[i] for i in it.ids if i in notes), "")
+                        items.append(ItemView(
+                            n=n, ids=it.ids, judge=d.judge, kind=d.kind, category=d.category, type=d.type,
+                            points=d.points, evidence=d.evidence, reason=d.reason,
+                            runs_label=" ".join(x for x in (group.label, it.runs_label) if x),
+                            applied_once=it.applied_once, grounding=g.kind if g else None,
+                            grounding_score=g.score if g else None, grounded=g.grounded if g else True,
+                            sections=list(dict.fromkeys(s.section for s in (g.spans if g else []) if s.section)),
+                            matched_by=d.matched_by, verdict=str(v.value) if v else None, comment=note))
+                columns.append(JudgeColumn(jv.judge, jv.score, jv.stars, jv.runs_failed, jv.errors, items))
+            types = [TypeChoice(t.id, f"{c.name} / {t.name} (−{t.points_text()})", t.low, t.high)
+                     for c in rd.categories for t in c.types]
+            types += [TypeChoice(p.id, f"fixed penalty / {p.name} (−{p.points:g})", p.points, p.points)
+                      for p in rd.fixed_penalties]
+            names = {t.id: t.label for t in types}
+            added = [AddedView(lb.deduction_id or "", str(lb.value), names.get(str(lb.value), str(lb.value)),
+                               lb.points, lb.comment or "")
+                     for lb in mine if lb.kind == "added_deduction" and lb.dimension == dim.dimension]
+            my = scores.get(dim.dimension)
+            dims.append(DimView(dim.dimension, dim.name, dim.max, dim.panel_score,
+                                float(my) if isinstance(my, (int, float)) else None, dim_notes.get(dim.dimension, ""),
+                                dim.star_gap, dim.spread, columns, types, added))
+        conv = case.conversation_as_text(rubric.roles)
+        return CaseView(a, mark_text(case.record, record_blocks(case.record), record_marks),
+                        mark_text(conv, line_blocks(conv), conv_marks), dims, case_note,
+                        self.states(mine).get(a.case_id, "todo"))
+
+    def sheet(self, reviewer: str) -> bytes:
+        """The adjudication sheet ``audit --export`` writes (every case, in the queue's order), with
+        ``reviewer``'s labels filled in; UTF-8 with a BOM."""
+        labels = self.all_labels()
+        review = build_review(labels, self.results.rubric, self.results.consensus) if labels else None
+        with tempfile.TemporaryDirectory(prefix="consensus-eval-sheet-") as tmp:
+            path = write_adjudication_csv(Path(tmp) / "sheet.csv", self.queue.cases, judges=self.results.judges,
+                                          review=review, reviewer=reviewer)
+            return path.read_bytes()
+
+    # ------------------------------------------------------------------ writing
+
+    def apply(self, reviewer: str, action: Mapping[str, Any]) -> dict[str, Any]:
+        """Apply one action of the page (``op``: verdict | score | scores | comment | add | remove) for
+        ``reviewer`` and store it at once; returns what the page needs back (the progress, the case's
+        state, an added deduction's id). Raises :class:`ActionError` for an action that does not fit
+        the run."""
+        op = action.get("op")
+        rank = action.get("case")
+        if not isinstance(rank, int) or isinstance(rank, bool):
+            raise ActionError("'case' must be the case's position in the queue (an integer)")
+        a = self.case_at(rank)
+        reply: dict[str, Any] = {}
+        if op == "verdict":
+            self._verdict(reviewer, a, action)
+        elif op == "score":
+            self._score(reviewer, a, _text(action, "dimension"), action.get("value"))
+        elif op == "scores":
+            scores = action.get("scores")
+            if not isinstance(scores, dict):
+                raise ActionError("'scores' must map dimensions to scores")
+            for dim_id in [d.id for d in self.dimensions]:
+                if dim_id not in scores:
+                    raise ActionError(f"'scores' gives no score for {dim_id}")
+            for dim_id, value in scores.items():
+                self._dimension(a, str(dim_id))
+                _score_value(value, self.results.rubric.dimension(str(dim_id)))
+            for dim_id, value in scores.items():
+                self._score(reviewer, a, str(dim_id), value)
+        elif op == "comment":
+            dim = action.get("dimension") or None
+            if dim is not None:
+                self._dimension(a, str(dim))
+            self._put_or_delete(HumanLabelRecord(case_id=a.case_id, dimension=dim, reviewer=reviewer, kind="comment",
+                                                 comment=_comment(action.get("comment"))))
+        elif op == "add":
+            reply["id"] = self._add(reviewer, a, action)
+        elif op == "remove":
+            did = _text(action, "id")
+            if not did.startswith("added:"):
+                raise ActionError(f"{did!r} is not a deduction added by a reviewer")
+            with self.lock:
+                self.store.delete_human_label(reviewer=reviewer, kind="added_deduction", case_id=a.case_id,
+                                              dimension=did.split(":")[1], deduction_id=did)
+        else:
+            raise ActionError(f"unknown action {op!r}")
+        labels = self.labels(reviewer)
+        reply["state"] = self.states(labels).get(a.case_id, "todo")
+        reply["progress"] = self.progress(reviewer, labels).text
+        return reply
+
+    def _dimension(self, a: CaseAudit, dim_id: str) -> Dimension:
+        if dim_id not in {d.dimension for d in a.dimensions}:
+            raise ActionError(f"{dim_id!r} is not a dimension of the rubric")
+        return self.results.rubric.dimension(dim_id)
+
+    def _verdict(self, reviewer: str, a: CaseAudit, action: Mapping[str, Any]) -> None:
+        ids = action.get("ids")
+        if not isinstance(ids, list) or not ids or not all(isinstance(i, str) for i in ids):
+            raise ActionError("'ids' must list the deduction ids of the line")
+        known = {d.id: d for dim in a.dimensions for jv in dim.judges for d in jv.deductions}
+        unknown = [i for i in ids if i not in known]
+        if unknown:
+            raise ActionError(f"{unknown[0]!r} is not a deduction of case {a.case_id!r}")
+        verdict = action.get("verdict") or None
+        if verdict is not None and verdict not in VERDICTS:
+            raise ActionError(f"{verdict!r} is not a verdict ({', '.join(VERDICTS)})")
+        comment = _comment(action.get("comment"))
+        for i in ids:
+            base = HumanLabelRecord(case_id=a.case_id, dimension=known[i].dimension, deduction_id=i,
+                                    reviewer=reviewer, kind="verdict", value=verdict, comment=comment)
+            if verdict is not None:
+                self._put(base)
+                self._delete(base.model_copy(update={"kind": "comment"}))
+            else:
+                self._delete(base)
+                self._put_or_delete(base.model_copy(update={"kind": "comment", "value": None}))
+
+    def _score(self, reviewer: str, a: CaseAudit, dim_id: str, value: Any) -> None:
+        rd = self._dimension(a, dim_id)
+        label = HumanLabelRecord(case_id=a.case_id, dimension=dim_id, reviewer=reviewer, kind="score")
+        if value is None or value == "":
+            self._delete(label)
+            return
+        self._put(label.model_copy(update={"value": _score_value(value, rd)}))
+
+    def _add(self, reviewer: str, a: CaseAudit, action: Mapping[str, Any]) -> str:
+        dim_id = _text(action, "dimension")
+        rd = self._dimension(a, dim_id)
+        type_id = _text(action, "type")
+        bounds = {t.id: (t.low, t.high) for c in rd.categories for t in c.types}
+        bounds.update({p.id: (p.points, p.points) for p in rd.fixed_penalties})
+        if type_id not in bounds:
+            raise ActionError(f"{type_id!r} is not a deduction type or fixed penalty of {dim_id}")
+        lo, hi = bounds[type_id]
+        raw = action.get("points")
+        points = lo if raw in (None, "") else _number(raw, "points")
+        if not lo - 1e-9 <= points <= hi + 1e-9:
+            raise ActionError(f"{points:g} points is outside {lo:g}..{hi:g} for {type_id}")
+        did = f"added:{dim_id}:{secrets.token_hex(4)}"
+        self._put(HumanLabelRecord(case_id=a.case_id, dimension=dim_id, deduction_id=did, reviewer=reviewer,
+                                   kind="added_deduction", value=type_id, points=points,
+                                   comment=_comment(action.get("comment"))))
+        return did
+
+    def _put(self, label: HumanLabelRecord) -> None:
+        with self.lock:
+            self.store.upsert_human_label(label.model_copy(update={"source": SOURCE, "labelled_at": 0.0}))
+
+    def _delete(self, label: HumanLabelRecord) -> None:
+        kind: LabelKind = label.kind
+        with self.lock:
+            self.store.delete_human_label(reviewer=label.reviewer, kind=kind, case_id=label.case_id,
+                                          dimension=label.dimension, deduction_id=label.deduction_id)
+
+    def _put_or_delete(self, label: HumanLabelRecord) -> None:
+        """A comment label: stored when it has text, deleted when emptied."""
+        if label.comment:
+            self._put(label)
+        else:
+            self._delete(label)
+
+
+def _text(action: Mapping[str, Any], key: str) -> str:
+    v = action.get(key)
+    if not isinstance(v, str) or not v:
+        raise ActionError(f"'{key}' must be a non-empty text")
+    return v
+
+
+def _comment(v: Any) -> str | None:
+    if v is None:
+        return None
+    if not isinstance(v, str):
+        raise ActionError("a comment must be text")
+    if len(v) > MAX_COMMENT:
+        raise ActionError(f"a comment is longer than {MAX_COMMENT} characters")
+    return v.strip() or None
+
+
+def _number(v: Any, what: str) -> float:
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        raise ActionError(f"{what}: {v!r} is not a number") from None
+    if isinstance(v, bool) or not math.isfinite(x):
+        raise ActionError(f"{what}: {v!r} is not a number")
+    return x
+
+
+def _score_value(value: Any, rd: Dimension) -> float:
+    x = _number(value, f"score of {rd.id}")
+    if not 0 <= x <= rd.max:
+        raise ActionError(f"a score of {rd.id} is between 0 and {rd.max:g}, got {x:g}")
+    return x
+
+
+def open_run(folder: str | Path) -> ReviewRun:
+    """:meth:`ReviewRun.open`, with a missing store said as an input error."""
+    try:
+        return ReviewRun.open(folder)
+    except FileNotFoundError as e:
+        raise InputError(str(e)) from None

@@ -1,0 +1,348 @@
+"""The review app without a browser: its model (texts with evidence marks, actions as stored labels,
+concurrent writers) and its HTTP guards (access token, CSRF, Origin, Host, escaping), through
+Starlette's TestClient. The browser flow is tests/test_review_browser.py."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import threading
+from pathlib import Path
+
+import pytest
+from starlette.testclient import TestClient
+
+from consensus_eval import api
+from consensus_eval.analysis.human import read_labels
+from consensus_eval.execution.results import read_run
+from consensus_eval.execution.store import CallRecord, Store
+from consensus_eval.review.app import create_app, is_loopback
+from consensus_eval.review.model import ActionError, ReviewRun, clean_reviewer, line_blocks, mark_text, record_blocks
+from tests.conftest import EXAMPLES, ROOT
+
+XSS = "<script>alert('xss')</script><img src=x onerror=alert(1)>"
+
+
+def review_cases(folder: Path) -> Path:
+    """The 16 examples plus a copy of case-04 (a fixed penalty: it needs review) with markup injected
+    into its record, its conversation and its id's neighbourhood."""
+    lines = [json.loads(x) for x in EXAMPLES.read_text(encoding="utf-8").splitlines() if x.strip()]
+    base = next(c for c in lines if c["id"] == "case-04")
+    xss = {**base, "id": "case-xss", "record": XSS + "\n" + base["record"],
+           "conversation": f"患者：{XSS}\n{base['conversation']}"}
+    path = folder / "cases.jsonl"
+    path.write_text("\n".join(json.dumps(c, ensure_ascii=False) for c in [*lines, xss]) + "\n", encoding="utf-8")
+    return path
+
+
+def score_run(folder: Path) -> Path:
+    """The cases of :func:`review_cases` scored by the default config (rules judge, offline)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    out = folder / "run"
+    api.run(api.prepare(review_cases(folder), ROOT / "configs" / "default.yaml"), out, n_boot=50)
+    return out
+
+
+@pytest.fixture(scope="module")
+def scored(tmp_path_factory) -> Path:
+    return score_run(tmp_path_factory.mktemp("review"))
+
+
+@pytest.fixture
+def run_dir(scored: Path, tmp_path: Path) -> Path:
+    """A fresh copy of the scored run (each test writes its own labels)."""
+    out = tmp_path / "run"
+    out.mkdir()
+    for f in scored.iterdir():
+        if f.is_file():
+            (out / f.name).write_bytes(f.read_bytes())
+    return out
+
+
+@pytest.fixture
+def review(run_dir: Path):
+    r = ReviewRun.open(run_dir)
+    yield r
+    r.close()
+
+
+def first_item(r: ReviewRun, reviewer: str, rank: int):
+    view = r.case_view(reviewer, rank)
+    return next(it for d in view.dims for jc in d.judges for it in jc.items)
+
+
+# --------------------------------------------------------------------------- texts and marks
+
+
+def test_mark_text_splits_at_overlapping_marks_and_blocks():
+    text = "主诉：口干3年。\n现病史：血糖高。"
+    blocks = record_blocks(text)
+    assert [(b[0], text[b[1]:b[2]]) for b in blocks] == [("主诉", "主诉：口干3年。\n"), ("现病史", "现病史：血糖高。")]
+    out = mark_text(text, blocks, [(3, 7, 1), (5, 13, 2)])
+    parts = [(p.text, p.marks) for b in out for p in b.parts]
+    assert parts == [("主诉：", ()), ("口干", (1,)), ("3年", (1, 2)), ("。\n", (2,)), ("现病史：", (2,)),
+                     ("血糖高。", ())]
+    assert "".join(p.text for b in out for p in b.parts) == text      # nothing lost or repeated
+
+
+def test_conversation_lines_are_labelled_by_speaker():
+    text = "医生：哪里不舒服？\n患者：口干。"
+    assert [(lb, text[a:b]) for lb, a, b in line_blocks(text)] == [("医生", "医生：哪里不舒服？"),
+                                                                    ("患者", "患者：口干。")]
+
+
+def test_case_view_marks_every_grounded_span(review):
+    a = next(a for a in review.queue.cases if a.case_id == "case-04")
+    view = review.case_view("alice", a.rank)
+    items = [it for d in view.dims for jc in d.judges for it in jc.items]
+    assert items and all(it.grounded for it in items)
+    marked = {n for blocks in (view.record, view.conversation) for b in blocks for p in b.parts for n in p.marks}
+    assert marked == {it.n for it in items}
+    penalty = next(it for it in items if it.kind == "penalty")
+    assert penalty.sections == ["既往史"]
+    text = "".join(p.text for b in view.record for p in b.parts if penalty.n in p.marks)
+    assert text == penalty.evidence
+
+
+# --------------------------------------------------------------------------- actions as labels
+
+
+def test_actions_store_labels_under_the_reviewer(review, run_dir):
+    it = first_item(review, "alice", 1)
+    review.apply("alice", {"op": "verdict", "case": 1, "ids": it.ids, "verdict": "disagree", "comment": "no"})
+    review.apply("alice", {"op": "score", "case": 1, "dimension": "accuracy", "value": 33})
+    review.apply("alice", {"op": "comment", "case": 1, "dimension": None, "comment": "looked at it"})
+    added = review.apply("alice", {"op": "add", "case": 1, "dimension": "completeness", "type": "fh_absent",
+                                   "points": None, "comment": "家族史"})["id"]
+    reply = review.apply("bob", {"op": "verdict", "case": 1, "ids": it.ids, "verdict": "agree", "comment": ""})
+    assert reply["state"] == "started" and reply["progress"].startswith("0 of ")
+    with Store.open_existing(run_dir, read_only=True) as store:
+        alice = {(lb.kind, lb.dimension, lb.deduction_id): lb for lb in store.human_labels(reviewer="alice")}
+        bob = store.human_labels(reviewer="bob")
+    verdicts = [lb for lb in alice.values() if lb.kind == "verdict"]
+    assert sorted(lb.deduction_id for lb in verdicts) == sorted(it.ids)
+    assert {(lb.value, lb.comment) for lb in verdicts} == {("disagree", "no")}
+    assert alice[("score", "accuracy", None)].value == 33
+    assert alice[("comment", None, None)].comment == "looked at it"
+    add = alice[("added_deduction", "completeness", added)]
+    assert (add.value, add.points, add.comment) == ("fh_absent", 4, "家族史")
+    assert all(lb.source == "review" and lb.labelled_at > 0 for lb in alice.values())
+    assert [(lb.kind, lb.value) for lb in bob] == [("verdict", "agree")] * len(it.ids)
+
+
+def test_a_verdict_cleared_keeps_its_comment_and_the_other_way_round(review, run_dir):
+    it = first_item(review, "alice", 1)
+    act = {"op": "verdict", "case": 1, "ids": it.ids}
+    review.apply("alice", {**act, "verdict": None, "comment": "why this?"})
+    review.apply("alice", {**act, "verdict": "unsure", "comment": "why this?"})
+    with Store.open_existing(run_dir, read_only=True) as store:
+        assert [(lb.kind, lb.value, lb.comment) for lb in store.human_labels()] == [("verdict", "unsure", "why this?")]
+    review.apply("alice", {**act, "verdict": None, "comment": "why this?"})
+    review.apply("alice", {**act, "verdict": None, "comment": ""})
+    with Store.open_existing(run_dir, read_only=True) as store:
+        assert store.human_labels() == []
+    assert first_item(review, "alice", 1).verdict is None
+
+
+def test_done_needs_a_score_for_every_dimension(review):
+    total = review.progress("alice").total
+    assert total == sum(a.needs_review for a in review.queue.cases) >= 3
+    reply = review.apply("alice", {"op": "scores", "case": 1,
+                                   "scores": {"accuracy": 30, "completeness": 31, "standardization": 25}})
+    assert reply == {"state": "done", "progress": f"1 of {total} done"}
+    review.apply("alice", {"op": "score", "case": 1, "dimension": "standardization", "value": None})
+    assert review.progress("alice").done == 0 and review.progress("alice").started == 1
+
+
+@pytest.mark.parametrize(("action", "message"), [
+    ({"op": "score", "case": 1, "dimension": "accuracy", "value": 41}, "between 0 and 40"),
+    ({"op": "score", "case": 1, "dimension": "accuracy", "value": "nan"}, "not a number"),
+    ({"op": "score", "case": 1, "dimension": "nope", "value": 1}, "not a dimension"),
+    ({"op": "score", "case": 999, "dimension": "accuracy", "value": 1}, "no case at position 999"),
+    ({"op": "score", "case": "1", "dimension": "accuracy", "value": 1}, "must be the case's position"),
+    ({"op": "verdict", "case": 1, "ids": ["deadbeef#d0"], "verdict": "agree"}, "not a deduction of case"),
+    ({"op": "scores", "case": 1, "scores": {"accuracy": 1}}, "no score for completeness"),
+    ({"op": "add", "case": 1, "dimension": "accuracy", "type": "fh_absent"}, "not a deduction type"),
+    ({"op": "add", "case": 1, "dimension": "completeness", "type": "fh_absent", "points": 99}, "outside"),
+    ({"op": "remove", "case": 1, "id": "abc#d0"}, "not a deduction added"),
+    ({"op": "drop_tables", "case": 1}, "unknown action"),
+])
+def test_bad_actions_are_refused_and_store_nothing(review, run_dir, action, message):
+    with pytest.raises(ActionError, match=message):
+        review.apply("alice", action)
+    with Store.open_existing(run_dir, read_only=True) as store:
+        assert store.human_labels() == []
+
+
+def test_a_verdict_on_another_cases_deduction_is_refused(review):
+    other = first_item(review, "alice", 2)
+    with pytest.raises(ActionError, match="not a deduction of case"):
+        review.apply("alice", {"op": "verdict", "case": 1, "ids": other.ids, "verdict": "agree"})
+
+
+def test_reviewer_names():
+    assert clean_reviewer("  Dr.  Li ") == "Dr. Li"
+    for bad in ("", "   ", "a\x00b", "x" * 81):
+        with pytest.raises(ActionError):
+            clean_reviewer(bad)
+
+
+def test_labels_while_a_scoring_run_writes_the_same_store(review, run_dir):
+    """Another connection writing calls in long transactions (as `score` does) only makes a label wait."""
+    rec = review.results.records[0]
+    errors: list[BaseException] = []
+    stop = threading.Event()
+
+    def scorer() -> None:
+        try:
+            with Store(run_dir / "results.sqlite") as store:
+                i = 0
+                while not stop.is_set():
+                    with store._transaction(immediate=True):
+                        for _ in range(20):
+                            store._db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+                                              (f"noise{i % 50}", json.dumps(i)))
+                            i += 1
+                    store.record(CallRecord.model_validate({**rec.model_dump(), "latency_s": float(i)}))
+        except BaseException as e:  # noqa: BLE001 - reported by the assertion below
+            errors.append(e)
+
+    t = threading.Thread(target=scorer)
+    t.start()
+    try:
+        it = first_item(review, "alice", 1)
+        for k in range(40):
+            review.apply("alice", {"op": "score", "case": 1, "dimension": "accuracy", "value": k % 40})
+            review.apply("alice", {"op": "verdict", "case": 1, "ids": it.ids, "verdict": ("agree", "unsure")[k % 2],
+                                   "comment": f"pass {k}"})
+    finally:
+        stop.set()
+        t.join()
+    assert errors == []
+    with Store.open_existing(run_dir, read_only=True) as store:
+        labels = store.human_labels(reviewer="alice")
+        assert len(store.calls()) == len(review.results.records)
+    assert {(lb.kind, lb.value if lb.kind == "score" else lb.comment) for lb in labels} == {
+        ("score", 39), ("verdict", "pass 39")}
+
+
+def test_the_sheet_is_the_audit_export_filled_in_and_reads_back(review, run_dir, tmp_path):
+    it = first_item(review, "alice", 1)
+    review.apply("alice", {"op": "verdict", "case": 1, "ids": it.ids, "verdict": "disagree", "comment": "=1+1"})
+    review.apply("alice", {"op": "scores", "case": 1,
+                           "scores": {"accuracy": 30, "completeness": 31, "standardization": 25}})
+    review.apply("bob", {"op": "verdict", "case": 1, "ids": it.ids, "verdict": "agree"})
+    data = review.sheet("alice")
+    assert data.startswith(b"\xef\xbb\xbf")
+    rows = list(csv.DictReader(io.StringIO(data.decode("utf-8-sig"))))
+    mine = [r for r in rows if r["reviewer"]]
+    assert {r["reviewer"] for r in mine} == {"alice"}
+    assert {(r["row"], r["human_verdict"] or r["human_score"]) for r in mine} == {
+        ("deduction", "disagree"), ("score", "30"), ("score", "31"), ("score", "25")}
+    assert next(r for r in mine if r["row"] == "deduction")["human_comment"] == "'=1+1"   # formula neutralised
+    assert len({r["case_id"] for r in rows}) == len(review.queue.cases)
+    sheet = tmp_path / "sheet.csv"
+    sheet.write_bytes(data)
+    back = read_labels(sheet, read_run(Store.open_existing(run_dir, read_only=True)))
+    assert sorted((lb.kind, str(lb.value)) for lb in back.labels["alice"]) == sorted(
+        [("verdict", "disagree")] * len(it.ids) + [("score", "30.0"), ("score", "31.0"), ("score", "25.0")])
+
+
+# --------------------------------------------------------------------------- HTTP guards
+
+
+@pytest.fixture
+def client(review):
+    app, sessions = create_app(review, reviewer="alice")
+    with TestClient(app, base_url="http://127.0.0.1:8765") as c:
+        c.sessions = sessions  # type: ignore[attr-defined]
+        yield c
+
+
+def login(c: TestClient) -> str:
+    r = c.get(f"/?token={c.sessions.token}", follow_redirects=False)
+    assert r.status_code == 303 and r.headers["location"] == "/"
+    page = c.get("/")
+    assert page.status_code == 200
+    return page.text.split('name="csrf-token" content="')[1].split('"')[0]
+
+
+def test_pages_need_the_token_link(client):
+    assert client.get("/").status_code == 403
+    assert client.get("/case/1").status_code == 403
+    assert client.get("/sheet.csv").status_code == 403
+    assert client.get("/?token=wrong").status_code == 403
+    login(client)
+    assert client.get("/case/1").status_code == 200
+    assert client.get("/case/999").status_code == 404
+    assert client.get("/case/..%2f..%2fetc%2fpasswd").status_code == 404
+    assert client.get("/static/../model.py").status_code == 404
+
+
+def test_posts_without_the_csrf_token_or_from_another_origin_are_refused(client, run_dir):
+    csrf = login(client)
+    act = {"op": "score", "case": 1, "dimension": "accuracy", "value": 12}
+    assert client.post("/api/label", json=act).status_code == 403
+    assert client.post("/api/label", json=act, headers={"X-CSRF-Token": "0" * 64}).status_code == 403
+    assert client.post("/api/label", json=act, headers={"X-CSRF-Token": csrf,
+                                                         "Origin": "http://evil.example"}).status_code == 403
+    assert client.post("/api/label", json=act, headers={"X-CSRF-Token": csrf,
+                                                         "Sec-Fetch-Site": "cross-site"}).status_code == 403
+    assert client.post("/reviewer", data={"reviewer": "mallory"}).status_code == 403
+    with Store.open_existing(run_dir, read_only=True) as store:
+        assert store.human_labels() == []
+    ok = client.post("/api/label", json=act, headers={"X-CSRF-Token": csrf, "Origin": "http://127.0.0.1:8765"})
+    assert ok.status_code == 200 and ok.json()["ok"] is True
+    bad = client.post("/api/label", json={**act, "value": 99}, headers={"X-CSRF-Token": csrf})
+    assert bad.status_code == 400 and "between 0 and 40" in bad.json()["error"]
+    with Store.open_existing(run_dir, read_only=True) as store:
+        assert [(lb.reviewer, lb.value) for lb in store.human_labels()] == [("alice", 12)]
+
+
+def test_another_sessions_token_does_not_work(client):
+    login(client)
+    other_csrf = client.sessions.csrf(client.sessions.new())
+    act = {"op": "score", "case": 1, "dimension": "accuracy", "value": 12}
+    assert client.post("/api/label", json=act, headers={"X-CSRF-Token": other_csrf}).status_code == 403
+
+
+def test_only_loopback_host_names_are_answered(client):
+    login(client)
+    assert client.get("/", headers={"Host": "evil.example:8765"}).status_code == 400
+    assert client.get("/", headers={"Host": "localhost:8765"}).status_code == 200
+    assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost")
+    assert not is_loopback("0.0.0.0") and not is_loopback("192.168.1.5")
+
+
+def test_case_text_is_escaped_and_pages_carry_a_strict_csp(client, review):
+    login(client)
+    rank = next(a.rank for a in review.queue.cases if a.case_id == "case-xss")
+    page = client.get(f"/case/{rank}")
+    assert "<script>alert" not in page.text and "<img src=x" not in page.text
+    assert "&lt;script&gt;alert(&#39;xss&#39;)&lt;/script&gt;" in page.text
+    assert "script-src 'self'" in page.headers["content-security-policy"]
+    assert "<script>" not in page.text.replace('<script src="/static/review.js" defer></script>', "")
+
+
+def test_a_session_without_a_name_is_asked_for_one(review):
+    app, sessions = create_app(review)
+    with TestClient(app, base_url="http://127.0.0.1:8765") as c:
+        c.get(f"/?token={sessions.token}")
+        page = c.get("/case/1")
+        assert 'id="reviewer-form"' in page.text
+        csrf = page.text.split('name="csrf" value="')[1].split('"')[0]
+        r = c.post("/reviewer", data={"reviewer": "Dr Wang", "csrf": csrf, "next": "//evil.example"},
+                   follow_redirects=False)
+        assert r.status_code == 303 and r.headers["location"] == "/"
+        assert "reviewer: <strong id=\"reviewer-name\">Dr Wang</strong>" in c.get("/").text
+
+
+def test_queue_filters(client, review):
+    login(client)
+    page = client.get("/")
+    assert page.text.count('class="row ') == review.progress("alice").total
+    assert "0 of " in page.text and "j / ↓" in page.text
+    assert client.get("/?scope=all").text.count('class="row ') == len(review.queue.cases)
+    assert client.get("/?reason=no_such_reason").text.count('class="row ') == 0
+    assert client.get("/?state=done").text.count('class="row ') == 0

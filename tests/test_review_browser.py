@@ -1,0 +1,268 @@
+"""`consensus-eval review` end to end in headless Chromium (Debian's /usr/bin/chromium driven by
+Playwright; no browser is downloaded): the server started as a user starts it, over the 16 examples
+(plus one case with markup injected) scored by the rules judge; two cases adjudicated, one with the
+keyboard and one with the mouse; a reload; a second reviewer in a second browser context; the
+injected ``<script>`` inert; POSTs without the token refused; the filled-in sheet downloaded; and
+`report` afterwards showing the human agreement section.
+
+Figures (start-up, page loads, time to the first adjudicated case) are printed with ``-s`` and
+written to ``$REVIEW_TIMINGS`` when set; screenshots go to ``$REVIEW_SCREENSHOTS`` when set. Nothing
+here asserts on time (bench/README.md has the figures).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from consensus_eval.execution.store import Store
+from tests.conftest import ROOT
+from tests.test_review import score_run
+
+CHROMIUM = Path("/usr/bin/chromium")
+
+pytestmark = pytest.mark.skipif(
+    not CHROMIUM.exists(), reason="Debian chromium is not installed (/usr/bin/chromium): apt-get install -y chromium")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_server(run_dir: Path, port: int, *extra: str) -> tuple[subprocess.Popen[str], str, float]:
+    """`consensus-eval review RUN --port P ...` as a subprocess; its URL and the seconds until printed."""
+    env = {**os.environ, "COLUMNS": "300", "PYTHONUNBUFFERED": "1"}
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "consensus_eval.cli", "review", str(run_dir), "--port", str(port),
+                             *extra], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=ROOT)
+    assert proc.stdout is not None
+    seen = []
+    for line in proc.stdout:
+        seen.append(line)
+        m = re.search(r"open (http://\S+)", line)
+        if m:
+            return proc, m.group(1), time.perf_counter() - t0
+    proc.wait(timeout=30)
+    raise AssertionError("the review server did not start:\n" + "".join(seen))
+
+
+def labels(run_dir: Path, reviewer: str | None = None):
+    with Store.open_existing(run_dir, read_only=True) as store:
+        return store.human_labels(reviewer=reviewer)
+
+
+@pytest.fixture
+def run_dir(tmp_path: Path) -> Path:
+    return score_run(tmp_path / "scored")
+
+
+def test_review_in_the_browser(run_dir: Path, tmp_path: Path):
+    from playwright.sync_api import expect, sync_playwright
+
+    expect.set_options(timeout=30_000)          # a shared, loaded machine: generous waits, no timing asserted
+    shots = Path(os.environ.get("REVIEW_SCREENSHOTS") or tmp_path / "shots")
+    shots.mkdir(parents=True, exist_ok=True)
+    timings: dict[str, float] = {}
+    port = free_port()
+    proc, url, timings["server_start_s"] = start_server(run_dir, port, "--reviewer", "alice")
+    base = f"http://127.0.0.1:{port}"
+    dialogs: list[str] = []
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
+            ctx = browser.new_context(viewport={"width": 1500, "height": 950}, accept_downloads=True)
+            ctx.set_default_timeout(60_000)
+            page = ctx.new_page()
+            page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+
+            # ---- the queue
+            t = time.perf_counter()
+            page.goto(url)
+            expect(page.locator("#queue")).to_be_visible()
+            timings["queue_load_s"] = time.perf_counter() - t
+            assert page.url == base + "/"                           # the token is dropped from the address
+            rows = page.locator("#queue tbody tr.row")
+            n_review = rows.count()
+            assert n_review >= 3
+            ids = [rows.nth(i).locator("td").nth(1).inner_text() for i in range(n_review)]
+            assert "case-xss" in ids and "case-04" in ids
+            expect(page.locator("#progress")).to_have_text(f"0 of {n_review} done")
+            assert "j / ↓" in page.locator("#shortcuts").inner_text()
+            page.screenshot(path=str(shots / "queue.png"), full_page=True)
+
+            # ---- case 1 with the keyboard: select, open, next deduction, agree, confirm scores, next case
+            page.keyboard.press("j")
+            expect(rows.nth(0)).to_have_class(re.compile("selected"))
+            t = time.perf_counter()
+            page.keyboard.press("Enter")
+            page.wait_for_url(base + "/case/1")
+            expect(page.locator("article.ded").first).to_be_visible()
+            timings["case_load_s"] = time.perf_counter() - t
+            first_case = page.locator(".case-id").inner_text()
+            page.keyboard.press("n")
+            first = page.locator("article.ded").first
+            expect(first).to_have_class(re.compile("selected"))
+            n = first.get_attribute("data-n")
+            active = page.locator("mark.ev.active")
+            expect(active.first).to_be_visible()
+            assert n in active.first.get_attribute("data-ev").split()
+            page.keyboard.press("a")
+            expect(first.locator("button[data-verdict=agree]")).to_have_attribute("aria-pressed", "true")
+            expect(page.locator("#save-status")).to_have_text(re.compile("^saved"))
+            page.keyboard.press("s")
+            expect(page.locator("#progress")).to_have_text(f"1 of {n_review} done")
+            expect(page.locator("#case-state")).to_have_text("done")
+            timings["first_case_adjudicated_s"] = time.perf_counter() - t
+            timings["review_start_to_first_adjudicated_s"] = (timings["server_start_s"] + timings["queue_load_s"]
+                                                              + timings["first_case_adjudicated_s"])
+            page.screenshot(path=str(shots / "case-keyboard.png"))
+            page.keyboard.press("j")
+            page.wait_for_url(base + "/case/2")
+
+            # ---- case 2 with the mouse
+            second_case = page.locator(".case-id").inner_text()
+            ded = page.locator("article.ded").first
+            ded.hover()
+            expect(page.locator("mark.ev.active").first).to_be_visible()
+            ded.locator("button[data-verdict=disagree]").click()
+            expect(ded.locator("button[data-verdict=disagree]")).to_have_attribute("aria-pressed", "true")
+            ded.locator(".ded-comment").fill("证据不足 <b>not bold</b>")
+            ded.locator(".ded-comment").press("Tab")
+            score = page.locator("input.score[data-dim=accuracy]")
+            score.fill("25")
+            score.press("Tab")
+            expect(page.locator("#dim-accuracy .score-note")).to_have_text("yours, saved")
+            dim = page.locator("#dim-completeness")
+            dim.locator("summary").click()
+            dim.locator(".add-type").select_option("fh_absent")
+            dim.locator(".add-comment").fill("家族史缺失")
+            dim.locator(".add-button").click()
+            expect(dim.locator(".added-list li")).to_have_count(1)
+            page.locator("#case-comment").fill("人工复核：扣分偏重")
+            page.locator("#case-comment").blur()
+            page.locator("#confirm-scores").click()
+            expect(page.locator("#progress")).to_have_text(f"2 of {n_review} done")
+            page.screenshot(path=str(shots / "case-mouse.png"))
+
+            # ---- reload: everything is still there, and in the store
+            page.reload()
+            ded = page.locator("article.ded").first
+            expect(ded.locator("button[data-verdict=disagree]")).to_have_attribute("aria-pressed", "true")
+            expect(ded.locator(".ded-comment")).to_have_value("证据不足 <b>not bold</b>")
+            expect(page.locator("input.score[data-dim=accuracy]")).to_have_value("25")
+            expect(page.locator("#dim-completeness .added-list li")).to_have_count(1)
+            expect(page.locator("#case-comment")).to_have_value("人工复核：扣分偏重")
+            expect(page.locator("#case-state")).to_have_text("done")
+            page.goto(base + "/case/1")
+            expect(page.locator("article.ded").first.locator("button[data-verdict=agree]")).to_have_attribute(
+                "aria-pressed", "true")
+            alice = labels(run_dir, "alice")
+            by = {(lb.case_id, lb.kind, lb.dimension, lb.deduction_id): lb for lb in alice}
+            assert {lb.case_id for lb in alice} == {first_case, second_case}
+            assert sum(lb.kind == "score" and lb.case_id == first_case for lb in alice) == 3
+            assert by[(second_case, "score", "accuracy", None)].value == 25
+            assert by[(second_case, "comment", None, None)].comment == "人工复核：扣分偏重"
+            assert {lb.value for lb in alice if lb.kind == "verdict" and lb.case_id == first_case} == {"agree"}
+            assert any(lb.value == "disagree" and lb.comment == "证据不足 <b>not bold</b>" for lb in alice)
+            assert [(lb.value, lb.points) for lb in alice if lb.kind == "added_deduction"] == [("fh_absent", 4)]
+            assert all(lb.source == "review" and lb.labelled_at > 0 for lb in alice)
+
+            # ---- a second reviewer in a second browser context labels the same case
+            ctx_b = browser.new_context(viewport={"width": 1500, "height": 950})
+            ctx_b.set_default_timeout(60_000)
+            page_b = ctx_b.new_page()
+            page_b.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+            page_b.goto(url)
+            page_b.get_by_role("link", name="change").click()
+            page_b.locator("#reviewer-input").fill("bob")
+            page_b.locator("#reviewer-form button").click()
+            expect(page_b.locator("#reviewer-name")).to_have_text("bob")
+            expect(page_b.locator("#progress")).to_have_text(f"0 of {n_review} done")
+            page_b.goto(base + "/case/1")
+            ded_b = page_b.locator("article.ded").first
+            expect(ded_b.locator("button[data-verdict=agree]")).to_have_attribute("aria-pressed", "false")
+            ded_b.locator("button[data-verdict=unsure]").click()
+            expect(page_b.locator("#save-status")).to_have_text(re.compile("^saved"))
+            page_b.locator("#confirm-scores").click()
+            expect(page_b.locator("#progress")).to_have_text(f"1 of {n_review} done")
+            bob = labels(run_dir, "bob")
+            assert {lb.value for lb in bob if lb.kind == "verdict"} == {"unsure"}
+            assert {lb.value for lb in labels(run_dir, "alice") if lb.kind == "verdict" and lb.case_id == first_case} \
+                == {"agree"}                                     # alice's label set untouched
+            page.reload()                                        # alice still sees her own verdict
+            expect(page.locator("article.ded").first.locator("button[data-verdict=agree]")).to_have_attribute(
+                "aria-pressed", "true")
+
+            # ---- the injected markup is text, and the page works
+            page.goto(base + "/?scope=all")
+            page.get_by_role("link", name="case-xss").click()
+            expect(page.locator("#record")).to_contain_text("<script>alert('xss')</script>")
+            expect(page.locator("#conversation")).to_contain_text("<img src=x onerror=alert(1)>")
+            assert page.locator("#record script, #record img, #conversation img").count() == 0
+            page.locator("article.ded").last.locator("button[data-verdict=unsure]").click()
+            expect(page.locator("#save-status")).to_have_text(re.compile("^saved"))
+            page.screenshot(path=str(shots / "case-xss.png"))
+            assert dialogs == []
+
+            # ---- POSTs without the token, with a wrong one, or from another origin: 403, nothing stored
+            before = len(labels(run_dir))
+            act = {"op": "score", "case": 1, "dimension": "accuracy", "value": 1}
+            csrf = page.locator('meta[name="csrf-token"]').get_attribute("content")
+            plain = {"Content-Type": "application/json"}
+            for headers in (plain, {**plain, "X-CSRF-Token": "f" * 64},
+                            {**plain, "X-CSRF-Token": csrf, "Origin": "http://evil.example"}):
+                assert page.request.post(base + "/api/label", data=json.dumps(act), headers=headers).status == 403
+            other = ctx.new_page()                               # a page of another origin posting blind
+            other.goto(f"http://localhost:{port}/nothing-here")
+            other.evaluate("""url => fetch(url, {method: 'POST', mode: 'no-cors', credentials: 'include',
+                               headers: {'Content-Type': 'text/plain'}, body: '{"op":"score","case":1,'
+                               + '"dimension":"accuracy","value":1}'}).catch(() => null)""", base + "/api/label")
+            assert len(labels(run_dir)) == before
+            fresh = browser.new_context()                        # no token link: no access
+            assert fresh.request.get(base + "/").status == 403
+            assert fresh.request.get(base + "/case/1").status == 403
+
+            # ---- the filled-in sheet
+            page.goto(base + "/")
+            with page.expect_download() as dl:
+                page.get_by_role("link", name=re.compile("Download the filled-in sheet")).click()
+            sheet = Path(dl.value.path()).read_bytes().decode("utf-8-sig")
+            rows_csv = [r for r in csv.DictReader(io.StringIO(sheet)) if r["reviewer"]]
+            assert {r["reviewer"] for r in rows_csv} == {"alice"}
+            assert {r["human_verdict"] for r in rows_csv if r["row"] == "deduction"} == {"agree", "disagree", "unsure"}
+            assert any(r["human_score"] == "25" and r["case_id"] == second_case for r in rows_csv)
+            browser.close()
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode in (0, -signal.SIGINT, 130), proc.returncode
+
+    # ---- `report` afterwards: the human section, from the labels in the store
+    res = subprocess.run([sys.executable, "-m", "consensus_eval.cli", "report", str(run_dir)], capture_output=True,
+                         text=True, cwd=ROOT, timeout=300)
+    assert res.returncode == 0, res.stdout + res.stderr
+    md = (run_dir / "report.md").read_text(encoding="utf-8")
+    assert "Agreement with the human" in md or "与人工评分的一致性" in md
+    assert re.search(r"\b2 case\(s\) with human labels|2 个病例有人工标注", md)
+
+    summary = {k: round(v, 3) for k, v in timings.items()}
+    print("review timings:", json.dumps(summary))
+    if os.environ.get("REVIEW_TIMINGS"):
+        Path(os.environ["REVIEW_TIMINGS"]).write_text(json.dumps(summary, indent=2), encoding="utf-8")
