@@ -117,7 +117,7 @@ def print_calibration(console: Console, report: CalibrationReport) -> None:
         t.add_row(c, fa, flagged, prec, *errs)
     console.print(t)
     console.print(f"{report.suite_cases} cases: {report.planted} with {report.errors} planted errors, {report.clean} "
-                  f"clean controls; panel = found by at least {report.quorum} judges. Types not planted: "
+                  f"clean controls; panel = found by at least {report.quorum} judge(s). Types not planted: "
                   f"{', '.join(report.unplantable) or 'none'} (reasons in calibration.json).", highlight=False)
     console.print("[bold]recommendation[/]")
     for line in report.recommendation:
@@ -152,7 +152,7 @@ def html_section(report: CalibrationReport) -> str:
             f"<p>{report.suite_cases} cases ({report.planted} with {report.errors} planted errors, {report.clean} "
             f"clean controls). A planted error is found when the judge deducts in its category with evidence on it. "
             f"Cells: recall, 95% Wilson interval, found/planted; colour by recall. Panel: found by at least "
-            f"{report.quorum} judges.</p>"
+            f"{report.quorum} judge(s).</p>"
             f'<table class="calibration"><tr><th>type</th>{head}</tr>{"".join(rows)}</table>'
             f"<p>Recommendation:</p><ul>{recs}</ul></section>")
 
@@ -164,7 +164,7 @@ def markdown_section(report: CalibrationReport) -> str:
     lines = ["## Calibration", "",
              f"{report.suite_cases} cases ({report.planted} with {report.errors} planted errors, {report.clean} clean "
              f"controls). A planted error is found when the judge deducts in its category with evidence on it; "
-             f"cells: recall, 95% Wilson interval, found/planted. Panel: found by at least {report.quorum} judges.",
+             f"cells: recall, 95% Wilson interval, found/planted. Panel: found by at least {report.quorum} judge(s).",
              "", "| type | " + " | ".join(cols) + " |", "|---|" + "---:|" * len(cols)]
     types = sorted({k for c in cols for k in report.judges[c].by_type})
     for k in types:
