@@ -346,3 +346,37 @@ def test_queue_filters(client, review):
     assert client.get("/?scope=all").text.count('class="row ') == len(review.queue.cases)
     assert client.get("/?reason=no_such_reason").text.count('class="row ') == 0
     assert client.get("/?state=done").text.count('class="row ') == 0
+
+
+# --------------------------------------------------------------------------- a panel of three judges
+
+
+def test_a_panel_case_shows_every_judge_escaped_and_takes_verdicts(tmp_path):
+    """The hand-built 3-judge store of tests/test_audit.py: c2 has judges far apart and a deduction
+    whose evidence is markup; every judge is a column, the markup is text, a verdict on a line goes to
+    that judge's deduction only."""
+    from tests.test_audit import JUDGES, XSS_EVIDENCE, build_panel_store
+
+    folder = build_panel_store(tmp_path / "panel")
+    r = ReviewRun.open(folder)
+    try:
+        a = next(a for a in r.queue.cases if a.case_id == "c2")
+        assert r.queue.mode == "disagreement" and a.needs_review
+        view = r.case_view("alice", a.rank)
+        accuracy = view.dims[0]
+        assert [jc.judge for jc in accuracy.judges] == JUDGES
+        assert [len(jc.items) for jc in accuracy.judges] == [4, 1, 1]
+        b_item = accuracy.judges[1].items[0]
+        assert b_item.evidence == XSS_EVIDENCE and b_item.grounded
+        r.apply("alice", {"op": "verdict", "case": a.rank, "ids": b_item.ids, "verdict": "disagree"})
+        verdicts = [lb for lb in r.labels("alice") if lb.kind == "verdict"]
+        assert [(lb.deduction_id, lb.value) for lb in verdicts] == [(b_item.ids[0], "disagree")]
+        app, sessions = create_app(r, reviewer="alice")
+        with TestClient(app, base_url="http://127.0.0.1:8765") as c:
+            c.get(f"/?token={sessions.token}")
+            page = c.get(f"/case/{a.rank}").text
+        assert "<img src=x" not in page and "二甲双胍&lt;img src=x onerror=alert(1)&gt;" in page
+        assert page.count('class="judge"') == 3 * len(view.dims)
+        assert page.count('aria-pressed="true"') == 1
+    finally:
+        r.close()

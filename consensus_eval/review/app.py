@@ -21,6 +21,7 @@ addressed by its position in the queue, an integer).
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import hmac
 import secrets
@@ -41,6 +42,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
+from consensus_eval._errors import InputError
 from consensus_eval.analysis.audit import REASON_CODES
 from consensus_eval.output.files import fmt_num
 from consensus_eval.review.model import ActionError, Filters, ReviewRun, clean_reviewer
@@ -279,18 +281,36 @@ def is_loopback(host: str) -> bool:
 def serve(folder: str | Path, *, host: str = "127.0.0.1", port: int = 8765, reviewer: str | None = None,
           on_ready: Callable[[str], None] | None = None) -> None:
     """Serve the review app over the run in ``folder`` until interrupted (Ctrl-C). ``on_ready`` gets
-    the URL to open (with the access token) once the server listens."""
+    the URL to open (with the access token) once the server listens. ``port`` 0 takes a free port.
+    Raises :class:`InputError` when the run cannot be read or the address cannot be bound."""
+    import socket
+
     import uvicorn
 
     from consensus_eval.review.model import open_run
 
-    run = open_run(folder)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host.strip("[]"), port))
+    except OSError as e:
+        sock.close()
+        raise InputError(f"cannot listen on {host}:{port}: {e.strerror or e}"
+                         + (" (another program uses that port: give another --port)"
+                            if e.errno == errno.EADDRINUSE else "")) from None
+    try:
+        run = open_run(folder)
+    except BaseException:
+        sock.close()
+        raise
+    port = sock.getsockname()[1]
     hosts = LOOPBACK_HOSTS if is_loopback(host) else ["*"]
     app, sessions = create_app(run, reviewer=reviewer, hosts=hosts, cookie_name=f"consensus_eval_review_{port}")
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False, lifespan="on")
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
     server = uvicorn.Server(config)
-    shown = f"[{host}]" if ":" in host else host
-    url = f"http://{shown}:{server.config.port}/?token={sessions.token}"
+    shown = f"[{host.strip('[]')}]" if ":" in host else host
+    url = f"http://{shown}:{port}/?token={sessions.token}"
     if on_ready is not None:
         original = server.startup
 
@@ -301,7 +321,8 @@ def serve(folder: str | Path, *, host: str = "127.0.0.1", port: int = 8765, revi
 
         server.startup = startup  # type: ignore[method-assign]
     try:
-        server.run()
+        server.run(sockets=[sock])
     finally:
+        sock.close()
         if not server.started:
             run.close()
