@@ -50,8 +50,8 @@ from consensus_eval.execution.plan import Call, plan
 from consensus_eval.execution.results import read_run
 from consensus_eval.execution.store import STORE_NAME, Store
 from consensus_eval.judges import Judge, build_judge
-from consensus_eval.output.calibration import add_to_reports, write_calibration
-from consensus_eval.output.files import write_outputs
+from consensus_eval.output.calibration import CALIBRATION_JSON, add_to_reports, load_calibration, write_calibration
+from consensus_eval.output.files import write_json, write_outputs
 from consensus_eval.output.report import write_reports
 
 T = TypeVar("T")
@@ -177,6 +177,17 @@ def calibrate(config: ConfigInput = DEFAULT_CONFIG, *, out: str | Path, suite: s
     loop; returns the calibration report (also written to ``out/calibration.json``)."""
     prep = prepare_calibration(config, suite, sample=sample, seed=seed)
     return _sync(calibrate_async(prep, out))[1]
+
+
+def attach_calibration(out: str | Path, calibration: str | Path) -> CalibrationReport:
+    """Put a calibration (a ``calibration.json`` of :func:`calibrate`) beside the run in ``out``: copied
+    to ``out/calibration.json``, its section added to the run's reports. Refuses a file that is not one."""
+    folder, src = Path(out), Path(calibration)
+    report = load_calibration(src)
+    if src.resolve() != (folder / CALIBRATION_JSON).resolve():
+        write_json(folder / CALIBRATION_JSON, report.model_dump(mode="json"))
+    add_to_reports(folder)
+    return report
 
 
 def dry_run(prep: Prepared) -> list[JudgeEstimate]:

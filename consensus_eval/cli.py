@@ -76,6 +76,8 @@ def score(
         help="Exit 0 when at most this fraction of the planned calls failed (default 0: any failure exits 3).",
     )] = 0.0,
     lang: LangOpt = None,
+    calibration: Annotated[Path | None, typer.Option(
+        help="A calibration.json of `calibrate` for these judges: its figures go into the reports.")] = None,
 ) -> None:
     """Score CASES with the judges of CONFIG; resumes where a previous run into OUT stopped.
 
@@ -93,6 +95,10 @@ def score(
         from consensus_eval.output.report.i18n import messages
 
         messages(lang)  # an unknown language is refused before any call
+    if calibration is not None:
+        from consensus_eval.output.calibration import load_calibration
+
+        load_calibration(calibration)  # a bad file is refused before any call
     prep = api.prepare(cases, config, skip_invalid=skip_invalid, check_keys=not dry_run)
     for line in prep.invalid_lines:
         err_console.print(f"[yellow]skipped:[/] {line}", highlight=False, soft_wrap=True)
@@ -105,6 +111,8 @@ def score(
         from consensus_eval.output.report import write_reports
 
         write_reports(results, out, lang)
+    if calibration is not None:
+        api.attach_calibration(out, calibration)
     print_summary(out_console, results, out)
     code = print_run_end(out_console, results, allow_failures)
     if code:

@@ -188,6 +188,25 @@ def test_calibrate_command_dry_run_and_run(tmp_path):
     assert json.loads((tmp_path / "o" / "calibration.json").read_text(encoding="utf-8"))["suite_cases"] == 30
 
 
+def test_score_with_a_calibration_file(rules_run, tmp_path):
+    out, _, _ = rules_run
+    cfg = write_config(tmp_path / "rules.yaml", RULES)
+    cases = tmp_path / "cases.jsonl"
+    cases.write_text("".join(json.dumps(sc.case.model_dump(mode="json"), ensure_ascii=False) + "\n"
+                             for sc in list(builtin_suite())[:3]), encoding="utf-8")
+    r = CliRunner().invoke(app, ["score", str(cases), "--config", str(cfg), "--out", str(tmp_path / "s"),
+                                 "--calibration", str(out / "calibration.json")])
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "s" / "calibration.json").is_file()
+    assert "## Calibration" in (tmp_path / "s" / "report.md").read_text(encoding="utf-8")
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"judges": 1}', encoding="utf-8")
+    r = CliRunner().invoke(app, ["score", str(cases), "--config", str(cfg), "--out", str(tmp_path / "t"),
+                                 "--calibration", str(bad)])
+    assert r.exit_code == 2 and f"{bad}: not a calibration.json" in r.output
+    assert not (tmp_path / "t").exists()
+
+
 def test_calibrate_command_bad_suite(tmp_path):
     cfg = write_config(tmp_path / "rules.yaml", RULES)
     bad = tmp_path / "bad.jsonl"
