@@ -332,7 +332,7 @@ def test_the_console_prints_the_top_of_the_queue_at_2000_cases(tmp_path):
     # 8 points apart on accuracy (i % 5 == 4): spread 8 <= 10, star gap 5★ vs 4★ = 1: none needs review
     assert "no case needs review (of 2000)" in text
     assert len(_printed_ids(text)) == 10
-    assert "Most disputed cases (top 10 of 2000 cases)" in text
+    assert "Most disputed cases, by disagreement (top 10 of 2000 cases)" in text
     assert "2000 cases: 2000 ok" in text
     assert "mean panel score over the 2000 ok case(s): 准确性 38.0/40" in text   # 40 - mean(0,1,2,3,4) x 2 / 2
     console = Console(record=True, width=250)
@@ -358,7 +358,7 @@ def test_cli_audit_of_a_single_judge_says_highest_risk(tmp_path):
     res = CliRunner().invoke(app, ["audit", str(folder), "--top", "2"], env={"COLUMNS": "200"})
     assert res.exit_code == 0, res.output
     out = res.output
-    assert "2 cases need review (of 4)" in out and "Highest-risk cases (top 2 of 4 cases)" in out
+    assert "2 cases need review (of 4)" in out and "Highest-risk cases, by risk (top 2 of 4 cases)" in out
     assert "disputed" not in out.lower()
     assert "minor" not in out and "clean" not in out and "糖尿病写入既往史" in out
 

@@ -86,26 +86,43 @@ def print_queue(console: Console, cases: ReviewQueue | Sequence[CaseAudit], top:
     if shown:
         console.print(queue_table(queue, shown))
     console.print(Text(totals_line(queue), style="dim"))
+    if shown:
+        console.print(Text(LEGEND[queue.mode], style="dim"))
     console.print(Text(f"{queue.formula}; {ORDER_NOTE}", style="dim"))
 
 
+#: the reasons' names in the queue table's narrow "why" column
+REASON_SHORT = {
+    "failed": "failed", "inconclusive": "inconclusive", "incomplete": "incomplete", "spread": "spread",
+    "star_gap": "stars", "low_score": "low score", "fixed_penalty": "penalty", "ungrounded": "not found",
+}
+#: what the queue table's columns mean, printed under it
+LEGEND = {
+    "disagreement": ("spread %: the judges' scores apart, as a share of each dimension's max (mean over the "
+                     "dimensions); star gap: stars apart per dimension (mean); solo %: share of deductions only "
+                     "one judge made"),
+    "risk": ("lost %: share of each dimension's max lost (mean); penalty %: runs with a fixed penalty; "
+             "not found %: deductions whose evidence was not found in the case"),
+}
+
+
 def queue_table(queue: ReviewQueue, shown: list[CaseAudit]) -> Table:
-    """One row per case shown: rank, case, status, the queue's score and its parts, total, and why (the
-    reasons' short names; their full words are in `audit`'s drill-down and the reports)."""
+    """One row per case shown: rank, case, the queue's score (its name is in the title) and its
+    parts (:data:`LEGEND`), the panel total (one decimal), and why (the reasons' short names,
+    :data:`REASON_SHORT`, the status first when a case has no verdict; their full words are in `audit`'s
+    drill-down and the reports)."""
     more = f"top {len(shown)} of {queue.n_cases}" if len(shown) < queue.n_cases else f"all {queue.n_cases}"
-    t = Table(title=f"{queue.title} ({more} cases)")
+    t = Table(title=f"{queue.title}, by {queue.score_name} ({more} cases)")
     risk = queue.mode == "risk"
-    parts = (("lost %", "penalty runs %", "not found %") if risk
-             else ("spread %", "star gap", "one judge only %"))
-    for col in ("#", "case", "status", queue.score_name, *parts, "total"):
-        t.add_column(col, justify="left" if col in ("case", "status") else "right", no_wrap=col == "case")
+    parts = ("lost %", "penalty %", "not found %") if risk else ("spread %", "star gap", "solo %")
+    for col in ("#", "case", "score", *parts, "total"):
+        t.add_column(col, justify="left" if col == "case" else "right", no_wrap=col == "case", overflow="fold")
     t.add_column("why")
     for a in shown:
         values = ((_pct(a.lost_share), _pct(a.penalty_share), _pct(a.ungrounded_share)) if risk
                   else (_pct(a.spread_share), _one(a.star_gap_mean), _pct(a.singleton_share)))
-        why = ", ".join(dict.fromkeys(REASON_NAMES.get(r.code, r.code) for r in a.reasons)) or "-"
-        t.add_row(str(a.rank), Text(a.case_id), a.status, _one(a.score(queue.mode)), *values,
-                  fmt_num(a.total) or "-", Text(why))
+        why = ", ".join(dict.fromkeys(REASON_SHORT.get(r.code, r.code) for r in a.reasons)) or "-"
+        t.add_row(str(a.rank), Text(a.case_id), _one(a.score(queue.mode)), *values, _one(a.total), Text(why))
     return t
 
 
