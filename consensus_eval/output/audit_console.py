@@ -155,11 +155,11 @@ def _share(p: Proportion, of: str) -> str:
 
 def dimension_table(dim: DimensionAudit) -> Table:
     """The judges of one dimension side by side: one column per judge, its drill-down in the cell."""
-    panel = fmt_num(dim.panel_score) or "-"
+    panel = _num1(dim.panel_score)
     t = Table(title=Text(f"{dim.name} ({dim.dimension}, /{fmt_num(dim.max)}; panel {panel}, star gap {dim.star_gap})"),
               show_lines=True, expand=len(dim.judges) > 1)
     for v in dim.judges:
-        head = f"{v.judge}\n{fmt_num(v.score) or '-'}" + (f" ({v.stars}★)" if v.stars else "")
+        head = f"{v.judge}\n{_num1(v.score)}" + (f" ({v.stars}★)" if v.stars else "")
         t.add_column(Text(head))
     t.add_row(*(_judge_cell(v) for v in dim.judges))
     return t
@@ -232,6 +232,11 @@ def _print_mismatches(console: Console, mismatches: list[Mismatch]) -> None:
 
 def _pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.0f}"
+
+
+def _num1(x: float | None) -> str:
+    """A score to one decimal, without a trailing ``.0`` (``36.4``, ``40``); ``-`` when missing."""
+    return "-" if x is None else f"{x:.1f}".removesuffix(".0")
 
 
 def _one(x: float | None) -> str:
