@@ -24,6 +24,11 @@ then stops by itself (a hang lasts at most ``hang_s``). Every request is logged 
 time, body hash, judgment key, model, case, dimension, attempt, status, fault, tokens): in memory
 (``server.log``), at ``GET /_log`` and, when ``log_file`` is set, as JSON lines (flushed per line).
 
+Prompt cache (``prompt_cache=True``): replies report cached prompt tokens as the providers do (:class:`PromptCache`: the
+longest prefix of the request this model served before, in DeepSeek's blocks of 64 tokens or
+OpenAI's of 128 from 1,024; DeepSeek's ``prompt_cache_hit_tokens`` for a ``deepseek`` model, OpenAI's
+``prompt_tokens_details.cached_tokens`` for any other).
+
 Use in tests (a thread with its own event loop)::
 
     with FakeServer(FakeConfig(seed=1, latency_ms=50, p_503=0.1)) as srv:
@@ -58,7 +63,7 @@ import threading
 import time
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from aiohttp import web
 
@@ -113,9 +118,62 @@ class FakeConfig:
     log_file: str | None = None
     #: keep the request log in memory (the ``/_log`` endpoint and ``server.log``)
     keep_log: bool = True
+    #: a provider's prompt cache: each reply reports as cached the longest prefix of its request this
+    #: model has served before (see :class:`PromptCache`); off by default, since what is cached depends
+    #: on the order requests arrive in (a resumed run is not served what an uninterrupted one is)
+    prompt_cache: bool = False
     #: scripted replies: ``"model|case id"`` -> dimension -> the reply (a judgment dict), used instead of a
     #: generated one (the calibration tests' oracle, random and lying judges)
     replies: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+
+
+class PromptCache:
+    """A provider's prompt cache, as DeepSeek and OpenAI describe theirs.
+
+    A request's prefix is cached in whole blocks of tokens (here a token is two characters, as the
+    server counts ``prompt_tokens``): DeepSeek in blocks of 64 tokens from the first, OpenAI in blocks
+    of 128 once the prefix reaches 1,024 tokens (a model whose name contains ``deepseek`` is served
+    as DeepSeek, any other as OpenAI). The prefix is the request's schema (``tools`` and
+    ``response_format``: a request with another schema shares nothing) then its messages in order.
+    A block is cached once a reply to a request containing it has gone out (requests in flight at the
+    same time do not serve each other), per model. Each block is kept as the hash of everything up to
+    its end (as vLLM's prefix caching does), so a look-up costs one pass over the request.
+    """
+
+    #: (block tokens, minimum cached tokens) by provider
+    STYLES: ClassVar[dict[str, tuple[int, int]]] = {"deepseek": (64, 0), "openai": (128, 1024)}
+
+    def __init__(self) -> None:
+        self._seen: dict[str, set[bytes]] = collections.defaultdict(set)
+
+    @staticmethod
+    def style(model: str) -> str:
+        return "deepseek" if "deepseek" in model else "openai"
+
+    def blocks(self, model: str, body: dict[str, Any]) -> list[bytes]:
+        """The hashes of the request's prefixes that end on a block boundary, shortest first."""
+        block_chars = 2 * self.STYLES[self.style(model)][0]
+        h = hashlib.blake2b(json.dumps([body.get("tools"), body.get("response_format")], sort_keys=True,
+                                       ensure_ascii=False).encode(), digest_size=16).digest()
+        text = "".join(f"\x1d{m.get('role')}\x1d{_text(m)}" for m in body.get("messages", []))
+        out = []
+        for start in range(0, len(text) - block_chars + 1, block_chars):
+            h = hashlib.blake2b(h + text[start:start + block_chars].encode(), digest_size=16).digest()
+            out.append(h)
+        return out
+
+    def cached_tokens(self, model: str, blocks: list[bytes], prompt_tokens: int) -> int:
+        """Tokens of the longest prefix of ``blocks`` served before, as the provider reports them."""
+        block_tokens, minimum = self.STYLES[self.style(model)]
+        seen = self._seen[model]
+        n = 0
+        while n < len(blocks) and blocks[n] in seen:
+            n += 1
+        cached = min(n * block_tokens, prompt_tokens)
+        return cached if cached >= max(minimum, 1) else 0
+
+    def add(self, model: str, blocks: list[bytes]) -> None:
+        self._seen[model].update(blocks)
 
 
 def _h(*parts: object) -> str:
@@ -228,6 +286,7 @@ class FakeServer:
         self._windows: dict[str, collections.deque[float]] = collections.defaultdict(collections.deque)
         self._hidden: dict[str, collections.deque[float]] = collections.defaultdict(collections.deque)
         self._in_flight: collections.Counter[str] = collections.Counter()
+        self.cache = PromptCache()
         self._stop: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -272,7 +331,7 @@ class FakeServer:
         case = case_of(body)
         entry: dict[str, Any] = {"t": arrived, "hash": body_hash, "key": key, "model": model, "case": case,
                                  "dim": dim, "attempt": attempt, "status": 0, "fault": "",
-                                 "prompt_tokens": 0, "completion_tokens": 0, "t_end": None}
+                                 "prompt_tokens": 0, "cached_tokens": 0, "completion_tokens": 0, "t_end": None}
         if cfg.keep_log:
             self.log.append(entry)  # now, so a hanging request is visible while it hangs
         try:
@@ -348,6 +407,9 @@ class FakeServer:
                 status=400)
         fault = self._fault(body_hash, attempt)
         entry["fault"] = fault
+        # the cache is looked up when the request arrives, filled when its reply goes out
+        blocks = self.cache.blocks(model, body) if cfg.prompt_cache else []
+        hit_blocks = self.cache.cached_tokens(model, blocks, 1 << 62) if cfg.prompt_cache else 0
         await asyncio.sleep(self._latency(body_hash, attempt))
         if fault == "p_timeout":
             entry["status"] = "hang"
@@ -377,9 +439,13 @@ class FakeServer:
                          or judgment_reply(cfg, model, case, dim, key, case_texts(body)))
             text = reply if isinstance(reply, str) else json.dumps(reply, ensure_ascii=False)
             prompt_chars = sum(len(_text(m)) for m in body["messages"])
-            data = chat_response(body, reply, prompt_tokens=max(1, prompt_chars // 2),
-                                 completion_tokens=max(1, len(text) // 2),
-                                 cached_tokens=len(_text(body["messages"][0])) // 2 if attempt > 1 else 0)
+            prompt_tokens = max(1, prompt_chars // 2)
+            cached = min(hit_blocks, prompt_tokens)
+            data = chat_response(body, reply, prompt_tokens=prompt_tokens, completion_tokens=max(1, len(text) // 2),
+                                 cached_tokens=cached, cache_style=self.cache.style(model))
+            if cfg.prompt_cache:
+                self.cache.add(model, blocks)
+            entry["cached_tokens"] = cached
         data["id"] = f"chatcmpl-{body_hash}-{attempt}"
         entry.update(status=200, prompt_tokens=data["usage"]["prompt_tokens"],
                      completion_tokens=data["usage"]["completion_tokens"])
@@ -552,25 +618,28 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=0, help="0: any free port (printed as READY <url>)")
     defaults = FakeConfig()
     for f in fields(FakeConfig):
-        if f.name in ("bias", "keep_log"):
+        if f.name in ("bias", "keep_log", "prompt_cache"):
             continue
         flag = "--" + f.name.replace("_", "-")
         default = getattr(defaults, f.name)
         if isinstance(default, bool):
             continue
-        kind: Any = {int: int, float: float}.get(type(default), str)
+        kind: Any = {int: int, float: float, dict: json.loads}.get(type(default), str)
         if f.name in _OPTIONAL:
             kind = _optional(_OPTIONAL[f.name])
         p.add_argument(flag, type=kind, default=default)
     p.add_argument("--bias", action="append", default=[], metavar="MODEL=X",
                    help="per-model bias (extra deductions on average), repeatable")
     p.add_argument("--no-keep-log", action="store_true", help="do not keep the request log in memory")
+    p.add_argument("--prompt-cache", action="store_true", help="report cached prompt tokens (PromptCache)")
     return p
 
 
 def main(argv: list[str] | None = None) -> None:
     args = _parser().parse_args(argv)
-    kw = {f.name: getattr(args, f.name) for f in fields(FakeConfig) if f.name not in ("bias", "keep_log")}
+    kw = {f.name: getattr(args, f.name) for f in fields(FakeConfig)
+          if f.name not in ("bias", "keep_log", "prompt_cache")}
+    kw["prompt_cache"] = args.prompt_cache
     kw["bias"] = {k: float(v) for k, v in (b.split("=", 1) for b in args.bias)}
     kw["keep_log"] = not args.no_keep_log
     server = FakeServer(FakeConfig(**kw), host=args.host, port=args.port)
@@ -597,8 +666,11 @@ def spawn(cfg: FakeConfig, *, timeout: float = 20.0, cwd: str | Path | None = No
         elif f.name == "keep_log":
             if not v:
                 args.append("--no-keep-log")
+        elif f.name == "prompt_cache":
+            if v:
+                args.append("--prompt-cache")
         elif v is not None or f.name in _OPTIONAL:
-            args += ["--" + f.name.replace("_", "-"), str(v)]
+            args += ["--" + f.name.replace("_", "-"), json.dumps(v) if isinstance(v, dict) else str(v)]
     root = Path(__file__).resolve().parents[1]
     env = {**os.environ, "PYTHONPATH": f"{root}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True, cwd=cwd or root, env=env)

@@ -123,10 +123,13 @@ def _ideograph(c: str) -> bool:
 
 
 def chat_response(request: dict[str, Any], reply: dict[str, Any] | str, *, prompt_tokens: int = 1000,
-                  completion_tokens: int = 200, cached_tokens: int = 0, reasoning_tokens: int = 0) -> dict[str, Any]:
+                  completion_tokens: int = 200, cached_tokens: int = 0, reasoning_tokens: int = 0,
+                  cache_style: str = "openai") -> dict[str, Any]:
     """An OpenAI chat.completion body answering ``request`` with ``reply`` in the request's mode.
 
-    ``reply`` may be a raw string (to send malformed JSON).
+    ``reply`` may be a raw string (to send malformed JSON). ``cached_tokens`` is reported as OpenAI
+    does (``usage.prompt_tokens_details.cached_tokens``) or, with ``cache_style="deepseek"``, as
+    DeepSeek does (``usage.prompt_cache_hit_tokens`` and ``prompt_cache_miss_tokens`` only).
     """
     text = reply if isinstance(reply, str) else json.dumps(reply, ensure_ascii=False)
     if request.get("tools"):
@@ -144,6 +147,8 @@ def chat_response(request: dict[str, Any], reply: dict[str, Any] | str, *, promp
                      "finish_reason": "tool_calls" if request.get("tools") else "stop"}],
         "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                   "total_tokens": prompt_tokens + completion_tokens,
-                  "prompt_tokens_details": {"cached_tokens": cached_tokens},
+                  **({"prompt_cache_hit_tokens": cached_tokens,
+                      "prompt_cache_miss_tokens": prompt_tokens - cached_tokens} if cache_style == "deepseek"
+                     else {"prompt_tokens_details": {"cached_tokens": cached_tokens}}),
                   "completion_tokens_details": {"reasoning_tokens": reasoning_tokens}},
     }
