@@ -375,6 +375,8 @@ def test_a_panel_case_shows_every_judge_escaped_and_takes_verdicts(tmp_path):
         with TestClient(app, base_url="http://127.0.0.1:8765") as c:
             c.get(f"/?token={sessions.token}")
             page = c.get(f"/case/{a.rank}").text
+            failed = c.get(f"/case/{next(x.rank for x in r.queue.cases if x.case_id == 'c4')}").text
+        assert failed.count("failed: timeout after 120 s") == len(JUDGES) * len(view.dims)
         assert "<img src=x" not in page and "二甲双胍&lt;img src=x onerror=alert(1)&gt;" in page
         assert page.count('class="judge"') == 3 * len(view.dims)
         assert page.count('aria-pressed="true"') == 1

@@ -157,7 +157,18 @@ def test_review_in_the_browser(run_dir: Path, tmp_path: Path):
             expect(page.locator("#progress")).to_have_text(f"2 of {n_review} done")
             page.screenshot(path=str(shots / "case-mouse.png"))
 
+            # ---- a comment typed and the page left at once (no pause, no blur): sent as the page goes
+            page.locator("input.dim-comment[data-dim=standardization]").type("离开前输入")
+            page.goto(base + "/")
+            for _ in range(100):
+                if any(lb.kind == "comment" and lb.dimension == "standardization" for lb in labels(run_dir)):
+                    break
+                page.wait_for_timeout(100)
+            assert [lb.comment for lb in labels(run_dir, "alice") if lb.dimension == "standardization"
+                    and lb.kind == "comment"] == ["离开前输入"]
+
             # ---- reload: everything is still there, and in the store
+            page.goto(base + "/case/2")
             page.reload()
             ded = page.locator("article.ded").first
             expect(ded.locator("button[data-verdict=disagree]")).to_have_attribute("aria-pressed", "true")

@@ -15,12 +15,12 @@
   }
 
   let pending = 0;
-  async function save(action) {
+  async function save(action, keepalive) {
     pending += 1;
     say("saving…", "saving");
     try {
       const resp = await fetch("/api/label", {
-        method: "POST", credentials: "same-origin",
+        method: "POST", credentials: "same-origin", keepalive: !!keepalive,
         headers: {"Content-Type": "application/json", "X-CSRF-Token": csrf},
         body: JSON.stringify(action),
       });
@@ -50,10 +50,16 @@
     return el && (el.tagName === "INPUT" || el.tagName === "TEXTAREA" || el.tagName === "SELECT" || el.isContentEditable);
   }
 
+  // text fields save after a pause in typing; anything still waiting is sent when the page goes away
+  const waiting = new Map();
   function debounced(fn, ms) {
     let t = null;
-    return (...args) => { clearTimeout(t); t = setTimeout(() => fn(...args), ms); };
+    const run = () => { clearTimeout(t); waiting.delete(run); fn(); };
+    return () => { clearTimeout(t); waiting.set(run, fn); t = setTimeout(run, ms); };
   }
+  window.addEventListener("pagehide", () => {
+    waiting.forEach((fn, run) => { waiting.delete(run); fn(true); });
+  });
 
   // ------------------------------------------------------------------ queue page
   const queue = document.getElementById("queue");
@@ -140,7 +146,7 @@
       setVerdict(ded, b.dataset.verdict);
     }));
     const input = ded.querySelector(".ded-comment");
-    const later = debounced(() => save(dedState(ded)), 700);
+    const later = debounced((keep) => save(dedState(ded), keep), 700);
     input.addEventListener("input", later);
     input.addEventListener("change", () => save(dedState(ded)));
   });
@@ -174,15 +180,15 @@
   if (confirm) confirm.addEventListener("click", confirmScores);
 
   document.querySelectorAll("input.dim-comment").forEach((input) => {
-    const send = () => save({op: "comment", case: caseRank, dimension: input.dataset.dim, comment: input.value});
+    const send = (keep) => save({op: "comment", case: caseRank, dimension: input.dataset.dim, comment: input.value}, keep);
     input.addEventListener("input", debounced(send, 700));
-    input.addEventListener("change", send);
+    input.addEventListener("change", () => send());
   });
   const caseComment = document.getElementById("case-comment");
   if (caseComment) {
-    const send = () => save({op: "comment", case: caseRank, dimension: null, comment: caseComment.value});
+    const send = (keep) => save({op: "comment", case: caseRank, dimension: null, comment: caseComment.value}, keep);
     caseComment.addEventListener("input", debounced(send, 700));
-    caseComment.addEventListener("change", send);
+    caseComment.addEventListener("change", () => send());
   }
 
   function addedItem(list, id, typeName, points, comment) {
