@@ -128,7 +128,8 @@ def calibrate(
     suite: Annotated[str, typer.Option(
         help="'builtin' (the suite shipped for the medical_record rubric) or a suite JSONL file (README).",
     )] = "builtin",
-    sample: Annotated[int | None, typer.Option(min=1, help="Run N cases of the suite, drawn with --seed.")] = None,
+    sample: Annotated[int | None, typer.Option(
+        min=1, help="Run N cases of the suite drawn with --seed (clean controls in proportion).")] = None,
     seed: Annotated[int, typer.Option(help="Seed of the built-in suite and of --sample.")] = 15,
     dry_run: Annotated[bool, typer.Option(
         help="Render every prompt, count tokens, estimate cost; call nothing.")] = False,

@@ -105,6 +105,9 @@ def test_a_seed_reproduces_the_suite_and_another_differs():
     assert a != dumps_suite(build_suite(DEFAULT_SEED + 1))
     picked = sample(builtin_suite(), 40, 7)
     assert len(picked) == 40 and picked == sample(builtin_suite(), 40, 7) and picked != sample(builtin_suite(), 40, 8)
+    share = sum(c.clean for c in builtin_suite()) / len(builtin_suite())
+    assert sum(c.clean for c in picked) == round(40 * share)
+    assert sum(c.clean for c in sample(builtin_suite(), 2, 1)) == 1
 
 
 def _plant(rubric, type_id, base=0, k=0):

@@ -198,8 +198,16 @@ def builtin_suite(seed: int = DEFAULT_SEED) -> tuple[SuiteCase, ...]:
 
 def sample(suite: list[SuiteCase] | tuple[SuiteCase, ...], n: int, seed: int) -> list[SuiteCase]:
     """``n`` cases of ``suite`` drawn without replacement with ``seed`` (all of it when n >= its size),
-    in suite order."""
+    in suite order; clean controls and planted cases in the suite's proportions (at least one clean
+    control when the suite has one and n >= 2), so a sample still measures false alarms."""
     if n >= len(suite):
         return list(suite)
-    keep = set(random.Random(seed).sample(range(len(suite)), n))
+    rng = random.Random(seed)
+    clean = [i for i, c in enumerate(suite) if c.clean]
+    planted = [i for i, c in enumerate(suite) if not c.clean]
+    k = round(n * len(clean) / len(suite))
+    if clean and n >= 2:
+        k = max(k, 1)
+    k = min(k, len(clean), n)
+    keep = set(rng.sample(clean, k)) | set(rng.sample(planted, min(n - k, len(planted))))
     return [c for i, c in enumerate(suite) if i in keep]
