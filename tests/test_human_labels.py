@@ -499,3 +499,14 @@ def test_the_human_section_follows_the_store_not_a_saved_file(run: Path, tmp_pat
                                      dimension=lb.dimension, deduction_id=lb.deduction_id)
     assert "human" in json.loads((run / "reliability.json").read_text(encoding="utf-8"))   # stale file
     assert load_run(run).reliability.human is None
+
+
+def test_deduction_ids_are_the_audits(run: Path, tmp_path: Path) -> None:
+    """The reader's ids (built without the audit's models) are exactly the audit's AuditDeduction ids."""
+    from consensus_eval.analysis.human import deduction_dimensions
+
+    for folder in (run, build_panel_store(tmp_path / "panel")):
+        res = load_run(folder, n_boot=0)
+        audited = {d.id: d.dimension for a in res.audit for dim in a.dimensions for jv in dim.judges
+                   for d in jv.deductions}
+        assert audited and deduction_dimensions(res.run) == audited

