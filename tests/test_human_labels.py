@@ -130,7 +130,8 @@ def _stored(run: Path) -> list[HumanLabelRecord]:
 # --------------------------------------------------------------------------- the round trip
 
 
-@pytest.mark.parametrize("variant", ["as-exported", "gbk", "gb18030-semicolon-decimal-comma", "excel-ids-trailing"])
+@pytest.mark.parametrize("variant", ["as-exported", "gbk", "gb18030-semicolon-decimal-comma", "excel-ids-trailing",
+                                     "utf16-tab-sorted"])
 def test_the_sheet_round_trips_whatever_excel_did(run: Path, tmp_path: Path, variant: str) -> None:
     rows = _export(run, tmp_path / "sheet.csv")
     assert {r["row"] for r in rows} == {"score", "deduction"}
@@ -145,7 +146,10 @@ def test_the_sheet_round_trips_whatever_excel_did(run: Path, tmp_path: Path, var
         "gbk": {"encoding": "gbk"},
         "gb18030-semicolon-decimal-comma": {"encoding": "gb18030", "delimiter": ";", "decimal_comma": True},
         "excel-ids-trailing": {"excel_ids": True, "trailing": True},
+        "utf16-tab-sorted": {"encoding": "utf-16", "delimiter": "\t"},   # Excel's "Unicode text"
     }[variant]
+    if variant == "utf16-tab-sorted":                      # the reviewer sorted the rows: each row stands alone
+        rows = sorted(rows, key=lambda r: (r["row"], r["dimension"], r["case_id"]), reverse=True)
     sheet = _write(rows, tmp_path / "filled.csv", **kwargs)
     if variant == "excel-ids-trailing":
         assert ",1," in sheet.read_text(encoding="utf-8-sig") or ",4," in sheet.read_text(encoding="utf-8-sig")
@@ -260,7 +264,9 @@ def test_the_wide_human_file_is_stored_the_same_way(run: Path, tmp_path: Path) -
     wide = tmp_path / "h.csv"
     wide.write_text("case_id,accuracy,completeness,standardization,categories\n001,38,33,24,\n002,30,35,20,数值准确性\n",
                     encoding="gbk")
-    _cli("reliability", run, "--human", wide, "--bootstrap", "0", "--reviewer", "zhang")
+    out = _cli("audit", run, "--human", wide, "--reviewer", "zhang")
+    assert "for reviewer zhang: 2 categories, 6 score" in " ".join(out.split())
+    _cli("reliability", run, "--human", wide, "--bootstrap", "0", "--reviewer", "zhang")   # again: replaced
     labels = _stored(run)
     assert sorted((lb.case_id, lb.dimension, lb.value) for lb in labels if lb.kind == "score") == [
         ("001", "accuracy", 38), ("001", "completeness", 33), ("001", "standardization", 24),
