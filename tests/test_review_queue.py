@@ -158,6 +158,9 @@ def test_review_reasons_follow_the_config():
         ("spread", "the judges' totals are 21 points apart (more than 10)"),
         ("star_gap", "judges' stars differ by 2 or more: 准确性 3★")]
     assert a["far"].needs_review and not a["calm"].needs_review
+    # the same facts for a renderer's own words
+    spread, gap = a["far"].reasons
+    assert (spread.value, spread.limit, gap.subjects, gap.limit) == (21, 10, ["准确性 3★"], 2)
     loose = by_id(audits_of(make_run({("far", "judge-a", "accuracy"): far}, PANEL3, ["far", "calm"],
                                      consensus={"flag_spread": 25, "flag_star_gap": 4})))
     assert loose["far"].reasons == [] and loose["far"].disagreement == a["far"].disagreement
@@ -224,6 +227,8 @@ def test_a_single_judge_is_ranked_by_risk_and_titled_highest_risk():
     assert [r.code for r in a["low"].reasons] == ["low_score", "fixed_penalty"]
     assert a["low"].reasons[0].text == "one judge only, and a low score: 准确性 2★ (2★ or fewer)"
     assert a["penalty"].reasons[0].text == "one judge only applied a fixed penalty: 糖尿病写入既往史 (准确性)"
+    assert [(r.subjects, r.limit) for r in a["low"].reasons] == [
+        (["准确性 2★"], 2), (["糖尿病写入既往史 (准确性)"], None)]
     assert not a["minor"].needs_review and not a["clean"].needs_review
     assert (queue.headline, queue.by_reason) == ("2 cases need review", {"low_score": 1, "fixed_penalty": 2})
 

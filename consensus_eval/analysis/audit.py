@@ -293,10 +293,20 @@ class DimensionAudit(BaseModel):
 
 class ReviewReason(BaseModel):
     """Why a case needs review: ``code`` (stable, one of :data:`REASON_CODES`, for filters) and
-    ``text`` (plain words for the reader, naming the dimensions, judges or counts concerned)."""
+    ``text`` (plain English words for the reader, naming the dimensions, penalties or counts concerned).
+
+    The same facts, for a renderer writing its own words (another language): ``subjects`` the
+    dimensions (``准确性 3★``: name and star gap, or the single judge's stars) or fixed penalties
+    (``糖尿病写入既往史 (准确性)``) concerned; ``value`` the figure (totals spread in points, answering
+    judges, deductions not found) and ``limit`` the threshold it is compared with (``flag_spread``,
+    ``flag_star_gap``, ``min_judges``, :data:`LOW_STARS`); None where the reason has none.
+    """
 
     code: ReasonCode
     text: str
+    subjects: list[str] = Field(default_factory=list)
+    value: float | None = None
+    limit: float | None = None
 
 
 class CaseAudit(BaseModel):
@@ -618,32 +628,32 @@ def review_reasons(a: CaseAudit, cfg: ConsensusConfig, policy: str = "flag") -> 
     if a.status == "failed":
         out.append(ReviewReason(code="failed", text="no judge answered"))
     elif a.status == "inconclusive":
-        out.append(ReviewReason(code="inconclusive", text=(
+        out.append(ReviewReason(code="inconclusive", value=a.n_judges_answered, limit=cfg.min_judges, text=(
             f"too few judges answered for a panel verdict ({a.n_judges_answered} answered, quorum "
             f"{cfg.min_judges})")))
     elif a.status == "incomplete":
         out.append(ReviewReason(code="incomplete", text="calls still missing: the scores are provisional"))
     if a.spread is not None and a.spread > cfg.flag_spread:
-        out.append(ReviewReason(code="spread", text=(
+        out.append(ReviewReason(code="spread", value=a.spread, limit=cfg.flag_spread, text=(
             f"the judges' totals are {_num(a.spread)} points apart (more than {_num(cfg.flag_spread)})")))
     gaps = [f"{dim.name} {dim.star_gap}★" for dim in a.dimensions if dim.star_gap >= cfg.flag_star_gap]
     if gaps:
-        out.append(ReviewReason(code="star_gap", text=(
+        out.append(ReviewReason(code="star_gap", subjects=gaps, limit=cfg.flag_star_gap, text=(
             f"judges' stars differ by {cfg.flag_star_gap} or more: {', '.join(gaps)}")))
     if a.n_judges_answered == 1:
         low = [f"{dim.name} {v.stars}★" for dim in a.dimensions for v in dim.judges
                if v.stars is not None and v.stars <= LOW_STARS]
         if low:
-            out.append(ReviewReason(code="low_score", text=(
+            out.append(ReviewReason(code="low_score", subjects=low, limit=LOW_STARS, text=(
                 f"one judge only, and a low score: {', '.join(low)} ({LOW_STARS}★ or fewer)")))
         pens = dict.fromkeys(f"{d.type} ({dim.name})" for dim in a.dimensions for v in dim.judges
                              for d in v.deductions if d.kind == "penalty")
         if pens:
-            out.append(ReviewReason(code="fixed_penalty", text=(
+            out.append(ReviewReason(code="fixed_penalty", subjects=list(pens), text=(
                 f"one judge only applied a fixed penalty: {', '.join(pens)}")))
     if policy == "flag" and a.ungrounded:
         n = a.ungrounded
-        out.append(ReviewReason(code="ungrounded", text=(
+        out.append(ReviewReason(code="ungrounded", value=n, text=(
             f"{n} deduction{'s' if n != 1 else ''} quote{'' if n != 1 else 's'} evidence not found in the case")))
     return out
 
