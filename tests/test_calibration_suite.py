@@ -62,13 +62,13 @@ def test_default_suite_coverage():
     assert len({c.case.record for c in suite}) == len(suite)
 
 
-def test_clean_controls_are_byte_identical_to_their_base():
+def test_clean_controls_are_byte_identical_to_their_base(rubric):
     bases = {b.id: b for b in base_cases()}
     clean = [c for c in builtin_suite() if c.clean]
     assert len(clean) == len(bases) * len(STYLES) >= 40
     for c in clean:
         style = c.case.id.split("~")[2] if c.case.id.count("~") == 2 else "plain"
-        assert c.case.conversation == bases[c.base].conversation
+        assert c.case.conversation_as_text(rubric.roles) == bases[c.base].conversation
         assert c.case.record == restyle(bases[c.base].record, style)[0]
         if style == "plain":
             assert c.case.record == bases[c.base].record

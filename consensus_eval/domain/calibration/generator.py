@@ -23,7 +23,7 @@ import yaml
 
 from consensus_eval.domain.calibration.operators import OPERATORS, BaseCase, Plant
 from consensus_eval.domain.calibration.suite import PlantedError, PlantedSpan, SuiteCase
-from consensus_eval.domain.cases import Case
+from consensus_eval.domain.cases import Case, Turn
 from consensus_eval.domain.rubric import Rubric, load_rubric
 
 BASE_CASES = Path(__file__).with_name("base_cases.yaml")
@@ -128,14 +128,29 @@ def apply(base: BaseCase, plants: list[Plant], rubric: Rubric, case_id: str, sty
             found = spans[id(p)]
         expected.append(PlantedError(operator=p.operator, dimension=dim, category=cat, type=p.type, points=points,
                                      penalty=penalty, spans=found))
-    case = Case(id=case_id, conversation=base.conversation, record=record)
+    case = Case(id=case_id, conversation=turns(base, rubric), record=record)
     return SuiteCase(case=case, base=base.id, expected=expected)
 
 
-def clean_control(base: BaseCase, case_id: str, style: str = "plain") -> SuiteCase:
+def turns(base: BaseCase, rubric: Rubric) -> list[Turn]:
+    """The base conversation as a list of turns (the shape of examples/cases.jsonl), read from its
+    ``医生：`` / ``患者：`` lines with the rubric's role labels; shown to a judge it is the same text."""
+    roles = {label: role for role, label in rubric.roles.items()}
+    out = []
+    for line in base.conversation.split("\n"):
+        label, sep, text = line.partition("：")
+        if not sep or label not in roles:
+            raise ValueError(f"base case {base.id}: a conversation line without a known speaker: {line!r}")
+        out.append(Turn(role=roles[label], text=text))
+    if "\n".join(f"{rubric.roles[t.role]}：{t.text}" for t in out) != base.conversation:
+        raise ValueError(f"base case {base.id}: the turns do not give back the conversation")
+    return out
+
+
+def clean_control(base: BaseCase, case_id: str, rubric: Rubric, style: str = "plain") -> SuiteCase:
     """A clean control: the base case as is (nothing planted), its headings in ``style``."""
     record = restyle(base.record, style)[0]
-    return SuiteCase(case=Case(id=case_id, conversation=base.conversation, record=record), base=base.id)
+    return SuiteCase(case=Case(id=case_id, conversation=turns(base, rubric), record=record), base=base.id)
 
 
 def candidates(bases: tuple[BaseCase, ...] | None = None) -> dict[str, list[tuple[BaseCase, Plant]]]:
@@ -154,7 +169,8 @@ def build_suite(seed: int = DEFAULT_SEED, rubric: Rubric | None = None) -> list[
     rng = random.Random(seed)
     bases = base_cases()
     cands = candidates(bases)
-    suite = [clean_control(b, f"{b.id}~clean" + ("" if s == "plain" else f"~{s}"), s) for s in STYLES for b in bases]
+    suite = [clean_control(b, f"{b.id}~clean" + ("" if s == "plain" else f"~{s}"), rub, s)
+             for s in STYLES for b in bases]
     records: set[str] = {c.case.record for c in suite}
     styles = list(STYLES)
     count = dict.fromkeys(cands, 0)
