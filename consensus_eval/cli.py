@@ -318,6 +318,8 @@ def review(
     host: Annotated[str, typer.Option(
         help="Address to listen on. Default: this machine only (127.0.0.1); any other address lets "
              "other machines reach the page (anyone with the printed link can label).")] = "127.0.0.1",
+    lang: Annotated[str | None, typer.Option(
+        help="Language of the pages: zh or en (default: zh for a rubric in Chinese, as the report).")] = None,
 ) -> None:
     """A local web page where clinicians adjudicate the review queue: the record and the conversation
     side by side, each judge's deductions with their evidence highlighted, a verdict per deduction,
@@ -334,7 +336,7 @@ def review(
     def ready(url: str) -> None:
         out_console.print(f"reviewing {run_dir}: open {url}  (Ctrl-C to stop)", highlight=False, soft_wrap=True)
 
-    serve(run_dir, host=host, port=port, reviewer=reviewer, on_ready=ready)
+    serve(run_dir, host=host, port=port, reviewer=reviewer, on_ready=ready, lang=lang)
 
 
 human_app = typer.Typer(help="Human labels: import the filled-in adjudication sheet into a run's store.",

@@ -14,6 +14,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from consensus_eval import api
+from consensus_eval._errors import InputError
 from consensus_eval.analysis.human import read_labels
 from consensus_eval.execution.results import read_run
 from consensus_eval.execution.store import CallRecord, Store
@@ -150,7 +151,7 @@ def test_done_needs_a_score_for_every_dimension(review):
     assert total == sum(a.needs_review for a in review.queue.cases) >= 3
     reply = review.apply("alice", {"op": "scores", "case": 1,
                                    "scores": {"accuracy": 30, "completeness": 31, "standardization": 25}})
-    assert reply == {"state": "done", "progress": f"1 of {total} done"}
+    assert reply == {"state": "done", "progress": f"1 of {total} done", "done": 1, "total": total}
     review.apply("alice", {"op": "score", "case": 1, "dimension": "standardization", "value": None})
     assert review.progress("alice").done == 0 and review.progress("alice").started == 1
 
@@ -254,7 +255,7 @@ def test_the_sheet_is_the_audit_export_filled_in_and_reads_back(review, run_dir,
 
 @pytest.fixture
 def client(review):
-    app, sessions = create_app(review, reviewer="alice")
+    app, sessions = create_app(review, reviewer="alice", lang="en")
     with TestClient(app, base_url="http://127.0.0.1:8765") as c:
         c.sessions = sessions  # type: ignore[attr-defined]
         yield c
@@ -326,7 +327,7 @@ def test_case_text_is_escaped_and_pages_carry_a_strict_csp(client, review):
 
 
 def test_a_session_without_a_name_is_asked_for_one(review):
-    app, sessions = create_app(review)
+    app, sessions = create_app(review, lang="en")
     with TestClient(app, base_url="http://127.0.0.1:8765") as c:
         c.get(f"/?token={sessions.token}")
         page = c.get("/case/1")
@@ -371,7 +372,7 @@ def test_a_panel_case_shows_every_judge_escaped_and_takes_verdicts(tmp_path):
         r.apply("alice", {"op": "verdict", "case": a.rank, "ids": b_item.ids, "verdict": "disagree"})
         verdicts = [lb for lb in r.labels("alice") if lb.kind == "verdict"]
         assert [(lb.deduction_id, lb.value) for lb in verdicts] == [(b_item.ids[0], "disagree")]
-        app, sessions = create_app(r, reviewer="alice")
+        app, sessions = create_app(r, reviewer="alice", lang="en")
         with TestClient(app, base_url="http://127.0.0.1:8765") as c:
             c.get(f"/?token={sessions.token}")
             page = c.get(f"/case/{a.rank}").text
@@ -382,3 +383,20 @@ def test_a_panel_case_shows_every_judge_escaped_and_takes_verdicts(tmp_path):
         assert page.count('aria-pressed="true"') == 1
     finally:
         r.close()
+
+
+def test_pages_in_chinese_by_default_for_a_chinese_rubric(review):
+    app, sessions = create_app(review, reviewer="李医生")
+    with TestClient(app, base_url="http://127.0.0.1:8765") as c:
+        c.get(f"/?token={sessions.token}")
+        queue = c.get("/").text
+        case = c.get("/case/1").text
+        csrf = case.split('name="csrf-token" content="')[1].split('"')[0]
+        reply = c.post("/api/label", json={"op": "score", "case": 1, "dimension": "accuracy", "value": 30},
+                       headers={"X-CSRF-Token": csrf}).json()
+    assert '<html lang="zh-CN">' in queue and "风险最高的病例" in queue and "已完成 0 / " in queue
+    assert "复核人：" in queue and "下载已填写的复核表" in queue and "固定扣分" in queue
+    assert "病历" in case and "对话" in case and ">同意</button>" in case and "确认评分" in case
+    assert reply["progress"].startswith("已完成 0 / ") and reply["state"] == "started"
+    with pytest.raises(InputError, match="--lang must be one of"):
+        create_app(review, lang="fr")

@@ -77,7 +77,7 @@ def test_review_in_the_browser(run_dir: Path, tmp_path: Path):
     shots.mkdir(parents=True, exist_ok=True)
     timings: dict[str, float] = {}
     port = free_port()
-    proc, url, timings["server_start_s"] = start_server(run_dir, port, "--reviewer", "alice")
+    proc, url, timings["server_start_s"] = start_server(run_dir, port, "--reviewer", "alice", "--lang", "en")
     base = f"http://127.0.0.1:{port}"
     dialogs: list[str] = []
     try:

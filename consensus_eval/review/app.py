@@ -24,6 +24,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import hmac
+import json
 import secrets
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -45,6 +46,7 @@ from starlette.routing import Route
 from consensus_eval._errors import InputError
 from consensus_eval.analysis.audit import REASON_CODES
 from consensus_eval.output.files import fmt_num
+from consensus_eval.output.report.i18n import Messages, default_lang
 from consensus_eval.review.model import ActionError, Filters, ReviewRun, clean_reviewer
 
 #: loopback names the server answers to by default (Host header, without the port)
@@ -55,15 +57,23 @@ CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' 
 SECURITY_HEADERS = {"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff",
                     "Referrer-Policy": "same-origin", "X-Frame-Options": "DENY", "Cache-Control": "no-store"}
 STATIC = {"review.js": "text/javascript; charset=utf-8", "review.css": "text/css; charset=utf-8"}
-#: the keyboard shortcuts, as the pages list them
-SHORTCUTS_QUEUE = [("j / ↓", "next case in the list"), ("k / ↑", "previous case in the list"),
-                   ("Enter / o", "open the selected case")]
-SHORTCUTS_CASE = [("j / →", "next case"), ("k / ←", "previous case"), ("q", "back to the queue"),
-                  ("n / p", "next / previous deduction (highlights its evidence)"),
-                  ("a / d / u", "agree / disagree / unsure on the selected deduction (again: clear)"),
-                  ("c", "comment on the selected deduction"),
-                  ("s", "confirm the scores shown (the case is done)"),
-                  ("Esc", "leave a text field")]
+#: the keyboard shortcuts, as the pages list them (key, catalogue key of what it does)
+SHORTCUTS_QUEUE = [("j / ↓", "k_list_next"), ("k / ↑", "k_list_prev"), ("Enter / o", "k_open")]
+SHORTCUTS_CASE = [("j / →", "k_next"), ("k / ←", "k_prev"), ("q", "k_queue"), ("n / p", "k_ded"),
+                  ("a / d / u", "k_verdict"), ("c", "k_comment"), ("s", "k_confirm"), ("Esc", "k_escape")]
+#: the catalogue keys the page's script uses
+JS_KEYS = ("js_saving", "js_saved", "js_not_saved", "js_unreachable", "js_need_scores", "state_todo", "s_todo",
+           "s_started", "s_done", "note_mine", "note_none", "remove", "missed")
+#: the languages of the pages (``i18n/<lang>.json``)
+LANGS = ("zh", "en")
+
+
+def messages(lang: str) -> Messages:
+    """The review pages' catalogue of ``lang``; an InputError names the choices otherwise."""
+    if lang not in LANGS:
+        raise InputError(f"--lang must be one of {', '.join(LANGS)}, got {lang!r}")
+    texts = json.loads((files("consensus_eval.review") / "i18n" / f"{lang}.json").read_text(encoding="utf-8"))
+    return Messages(lang, {k: v for k, v in texts.items() if not k.startswith("_")})
 
 
 @dataclass
@@ -114,23 +124,26 @@ def _env() -> Environment:
 
 
 def create_app(run: ReviewRun, *, reviewer: str | None = None, hosts: list[str] | None = None,
-               cookie_name: str = "consensus_eval_review") -> tuple[Starlette, Sessions]:
+               cookie_name: str = "consensus_eval_review", lang: str | None = None) -> tuple[Starlette, Sessions]:
     """The app over ``run`` and its sessions (``sessions.token`` is what the printed URL carries).
     ``reviewer``: the name new sessions label as (else each browser is asked); ``hosts``: the Host
-    names answered (default: loopback)."""
+    names answered (default: loopback); ``lang``: ``zh`` or ``en`` (default: the report's rule, the
+    rubric's language)."""
     sessions = Sessions(clean_reviewer(reviewer) if reviewer else None)
+    t = messages(lang or default_lang(run.results.rubric))
     env = _env()
     static = {name: (files("consensus_eval.review") / "static" / name).read_bytes() for name in STATIC}
-    reasons = {code: code.replace("_", " ") for code in REASON_CODES}
+    js_texts = {k: t(k) for k in JS_KEYS}
+    assert set(REASON_CODES) <= {k[2:] for k in t.texts if k.startswith("r_")}
 
     def page(name: str, request: Request, s: Session, status: int = 200, **ctx: Any) -> HTMLResponse:
         html = env.get_template(name).render(csrf=sessions.csrf(s), reviewer=s.reviewer, run=run,
                                              folder=run.folder.name or str(run.folder), request=request,
-                                             reason_names=reasons, **ctx)
+                                             t=t, js_texts=js_texts, **ctx)
         return HTMLResponse(html, status_code=status, headers=SECURITY_HEADERS)
 
-    def refused(why: str, status: int = 403) -> HTMLResponse:
-        html = env.get_template("refused.html.j2").render(why=why)
+    def refused(status: int = 403) -> HTMLResponse:
+        html = env.get_template("refused.html.j2").render(t=t)
         return HTMLResponse(html, status_code=status, headers=SECURITY_HEADERS)
 
     def session_of(request: Request) -> Session | None:
@@ -150,8 +163,7 @@ def create_app(run: ReviewRun, *, reviewer: str | None = None, hosts: list[str] 
                 resp.set_cookie(cookie_name, s.id, httponly=True, samesite="strict", path="/")
                 return resp
             if s is None:
-                return refused("This page needs the link that `consensus-eval review` printed in the terminal "
-                               "(it carries the session's access token).")
+                return refused()
             if s.reviewer is None and request.url.path != "/reviewer":
                 return page("reviewer.html.j2", request, s, next=str(request.url.path))
             return await handler(request, s)
@@ -241,6 +253,7 @@ def create_app(run: ReviewRun, *, reviewer: str | None = None, hosts: list[str] 
             reply = run.apply(s.reviewer, action)
         except ActionError as e:
             return JSONResponse({"error": str(e)}, 400, headers=SECURITY_HEADERS)
+        reply["progress"] = t("progress", done=reply["done"], total=reply["total"])
         return JSONResponse({"ok": True, **reply}, headers=SECURITY_HEADERS)
 
     async def reviewer_page(request: Request, s: Session) -> Response:
@@ -279,7 +292,7 @@ def is_loopback(host: str) -> bool:
 
 
 def serve(folder: str | Path, *, host: str = "127.0.0.1", port: int = 8765, reviewer: str | None = None,
-          on_ready: Callable[[str], None] | None = None) -> None:
+          on_ready: Callable[[str], None] | None = None, lang: str | None = None) -> None:
     """Serve the review app over the run in ``folder`` until interrupted (Ctrl-C). ``on_ready`` gets
     the URL to open (with the access token) once the server listens. ``port`` 0 takes a free port.
     Raises :class:`InputError` when the run cannot be read or the address cannot be bound."""
@@ -306,7 +319,13 @@ def serve(folder: str | Path, *, host: str = "127.0.0.1", port: int = 8765, revi
         raise
     port = sock.getsockname()[1]
     hosts = LOOPBACK_HOSTS if is_loopback(host) else ["*"]
-    app, sessions = create_app(run, reviewer=reviewer, hosts=hosts, cookie_name=f"consensus_eval_review_{port}")
+    try:
+        app, sessions = create_app(run, reviewer=reviewer, hosts=hosts, cookie_name=f"consensus_eval_review_{port}",
+                                   lang=lang)
+    except BaseException:
+        sock.close()
+        run.close()
+        raise
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
     server = uvicorn.Server(config)
     shown = f"[{host.strip('[]')}]" if ":" in host else host

@@ -440,9 +440,9 @@ class ReviewRun:
 
     def apply(self, reviewer: str, action: Mapping[str, Any]) -> dict[str, Any]:
         """Apply one action of the page (``op``: verdict | score | scores | comment | add | remove) for
-        ``reviewer`` and store it at once; returns what the page needs back (the progress, the case's
-        state, an added deduction's id). Raises :class:`ActionError` for an action that does not fit
-        the run."""
+        ``reviewer`` and store it at once; returns what the page needs back: the case's ``state``, the
+        reviewer's ``progress`` (text, and ``done`` of ``total``), an added deduction's ``id``. Raises
+        :class:`ActionError` for an action that does not fit the run."""
         op = action.get("op")
         rank = action.get("case")
         if not isinstance(rank, int) or isinstance(rank, bool):
@@ -483,8 +483,9 @@ class ReviewRun:
         else:
             raise ActionError(f"unknown action {op!r}")
         labels = self.labels(reviewer)
-        reply["state"] = self.states(labels).get(a.case_id, "todo")
-        reply["progress"] = self.progress(reviewer, labels).text
+        progress = self.progress(reviewer, labels)
+        reply.update(state=self.states(labels).get(a.case_id, "todo"), progress=progress.text, done=progress.done,
+                     total=progress.total)
         return reply
 
     def _dimension(self, a: CaseAudit, dim_id: str) -> Dimension:

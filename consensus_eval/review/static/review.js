@@ -5,6 +5,8 @@
 
 (function () {
   const csrf = (document.querySelector('meta[name="csrf-token"]') || {}).content || "";
+  const texts = JSON.parse(document.body.dataset.i18n || "{}");
+  const tr = (key, values) => (texts[key] || key).replace(/\{(\w+)\}/g, (m, k) => (values && k in values ? values[k] : m));
   const status = document.getElementById("save-status");
   const progress = document.getElementById("progress");
 
@@ -17,7 +19,7 @@
   let pending = 0;
   async function save(action, keepalive) {
     pending += 1;
-    say("saving…", "saving");
+    say(tr("js_saving"), "saving");
     try {
       const resp = await fetch("/api/label", {
         method: "POST", credentials: "same-origin", keepalive: !!keepalive,
@@ -26,19 +28,19 @@
       });
       const reply = await resp.json().catch(() => ({}));
       if (!resp.ok) {
-        say("not saved: " + (reply.error || resp.status), "error");
+        say(tr("js_not_saved", {why: reply.error || resp.status}), "error");
         return null;
       }
       if (progress && reply.progress) progress.textContent = reply.progress;
       const state = document.getElementById("case-state");
       if (state && reply.state) {
-        state.textContent = {todo: "not yet reviewed", started: "started", done: "done"}[reply.state];
+        state.textContent = tr(reply.state === "todo" ? "state_todo" : "s_" + reply.state);
         state.className = "state state-" + reply.state;
       }
-      say("saved " + new Date().toLocaleTimeString(), "saved");
+      say(tr("js_saved", {time: new Date().toLocaleTimeString()}), "saved");
       return reply;
     } catch (e) {
-      say("not saved: the server cannot be reached", "error");
+      say(tr("js_not_saved", {why: tr("js_unreachable")}), "error");
       return null;
     } finally {
       pending -= 1;
@@ -157,7 +159,7 @@
       if (reply) {
         input.dataset.mine = input.value === "" ? "no" : "yes";
         const note = input.closest(".your-score").querySelector(".score-note");
-        note.textContent = input.value === "" ? "no score from you" : "yours, saved";
+        note.textContent = tr(input.value === "" ? "note_none" : "note_mine");
       }
     });
   });
@@ -169,11 +171,11 @@
       if (input.value === "") missing = true;
       scores[input.dataset.dim] = Number(input.value);
     });
-    if (missing) { say("not saved: give every dimension a score first", "error"); return; }
+    if (missing) { say(tr("js_not_saved", {why: tr("js_need_scores")}), "error"); return; }
     const reply = await save({op: "scores", case: caseRank, scores});
     if (reply) document.querySelectorAll("input.score").forEach((input) => {
       input.dataset.mine = "yes";
-      input.closest(".your-score").querySelector(".score-note").textContent = "yours, saved";
+      input.closest(".your-score").querySelector(".score-note").textContent = tr("note_mine");
     });
   }
   const confirm = document.getElementById("confirm-scores");
@@ -197,7 +199,7 @@
     const t = document.createElement("span"); t.textContent = typeName;
     const p = document.createElement("span"); p.className = "pts"; p.textContent = "−" + points;
     const c = document.createElement("span"); c.className = "muted"; c.textContent = comment;
-    const b = document.createElement("button"); b.type = "button"; b.className = "remove-added"; b.textContent = "remove";
+    const b = document.createElement("button"); b.type = "button"; b.className = "remove-added"; b.textContent = tr("remove");
     li.append(t, " ", p, " ", c, " ", b);
     list.append(li);
   }
@@ -217,7 +219,7 @@
         addedItem(list, reply.id, type.selectedOptions[0].textContent, points.value, comment.value);
         comment.value = "";
         const summary = dim.querySelector("details.added summary");
-        summary.textContent = "Deductions the judges missed (" + list.children.length + ")";
+        summary.textContent = tr("missed", {n: list.children.length});
       }
     });
     list.addEventListener("click", async (e) => {
