@@ -11,7 +11,7 @@ without the deductions whose evidence was not found (the stored reply and judgme
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -24,6 +24,7 @@ from consensus_eval.domain.grounding import CaseGrounder, Grounding
 from consensus_eval.domain.judgment import Judgment
 from consensus_eval.domain.rubric import Rubric
 from consensus_eval.domain.scoring import DimensionScore, derive
+from consensus_eval.execution.pricing import saving_per_cached_token
 from consensus_eval.execution.store import CallRecord, Store
 
 
@@ -105,7 +106,14 @@ def _grounded(grounding: dict[str, Grounding], did: str) -> bool:
 
 class JudgeUsage(BaseModel):
     """One judge's calls over a run: ``ok`` / ``failed`` calls, HTTP ``attempts`` (re-asks and retries
-    included), tokens, and ``cost`` in USD (calls whose cost is unknown count 0 here)."""
+    included), tokens, and ``cost`` in USD (calls whose cost is unknown count 0 here).
+
+    ``cached_tokens`` are the prompt tokens the provider served from its prompt cache (billed at its
+    cache rate, included in ``cost`` that way); ``cache_hit_rate`` is their share of ``prompt_tokens``
+    (None without prompt tokens); ``saved`` the USD those hits saved against the full input price
+    (:func:`consensus_eval.execution.pricing.saving_per_cached_token`; None when the judge's prices
+    are unknown).
+    """
 
     ok: int = 0
     failed: int = 0
@@ -115,10 +123,14 @@ class JudgeUsage(BaseModel):
     completion_tokens: int = 0
     reasoning_tokens: int = 0
     cost: float = 0.0
+    cache_hit_rate: float | None = None
+    saved: float | None = None
 
 
-def usage_by_judge(records: Iterable[CallRecord]) -> dict[str, JudgeUsage]:
-    """Per judge: calls ok / failed, attempts, tokens and cost, summed over every stored call."""
+def usage_by_judge(records: Iterable[CallRecord],
+                   saving_per_cached_token: Mapping[str, float | None] | None = None) -> dict[str, JudgeUsage]:
+    """Per judge: calls ok / failed, attempts, tokens and cost, summed over every stored call; the
+    cache hit rate, and the money saved from each judge's USD saved per cached token (by judge name)."""
     totals: dict[str, JudgeUsage] = {}
     for r in records:
         t = totals.setdefault(r.judge, JudgeUsage())
@@ -132,6 +144,10 @@ def usage_by_judge(records: Iterable[CallRecord]) -> dict[str, JudgeUsage]:
         t.completion_tokens += r.completion_tokens or 0
         t.reasoning_tokens += r.reasoning_tokens or 0
         t.cost += r.cost or 0.0
+    for name, t in totals.items():
+        t.cache_hit_rate = t.cached_tokens / t.prompt_tokens if t.prompt_tokens else None
+        rate = (saving_per_cached_token or {}).get(name)
+        t.saved = None if rate is None else t.cached_tokens * rate
     return totals
 
 
@@ -176,8 +192,8 @@ class StoredRun:
 
     @cached_property
     def usage(self) -> dict[str, JudgeUsage]:
-        """Per judge: calls, attempts, tokens and cost (:func:`usage_by_judge`)."""
-        return usage_by_judge(self.records)
+        """Per judge: calls, attempts, tokens, cost and cache savings (:func:`usage_by_judge`)."""
+        return usage_by_judge(self.records, {j.name: saving_per_cached_token(j) for j in self.config.judges})
 
 
 def read_run(store: Store) -> StoredRun:

@@ -3,6 +3,7 @@ estimate. Every function renders objects it is given; none reads a file."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 from rich.console import Console
@@ -15,6 +16,7 @@ from consensus_eval.analysis.reliability import ReliabilityReport
 from consensus_eval.analysis.results import Results
 from consensus_eval.execution.estimate import ASSUMED_OUTPUT_TOKENS, JudgeEstimate
 from consensus_eval.execution.execute import Progress
+from consensus_eval.execution.results import JudgeUsage
 from consensus_eval.execution.store import STORE_NAME
 from consensus_eval.output.audit_console import print_queue
 from consensus_eval.output.files import fmt_num
@@ -42,6 +44,7 @@ def print_summary(console: Console, res: Results, out: Path, top: int = DEFAULT_
         jt.add_row(name, str(v.ok), str(v.failed), str(v.attempts), str(v.prompt_tokens),
                    str(v.completion_tokens), f"{v.cost:.4f}")
     console.print(jt)
+    print_cache_summary(console, res.usage)
     print_pacing(console, progress)
     console.print(f"{progress.done} call(s) made, {progress.skipped} resumed from the store, "
                   f"{progress.failed} failed. Outputs in {out}/: judgments.jsonl, consensus.csv, "
@@ -53,6 +56,21 @@ def print_pacing(console: Console, progress: Progress) -> None:
     concurrency, provider 429s or latency) and the achieved requests/min against its limit."""
     for name, p in progress.pacing.items():
         console.print(f"pace of {name}: {p.explain()}", highlight=False)
+
+
+def print_cache_summary(console: Console, usage: Mapping[str, JudgeUsage]) -> None:
+    """Per judge that sent prompts: the prompt tokens its provider served from the prompt cache, their
+    share (hit rate) and the USD they saved against the full input price ('unknown' without prices)."""
+    shown = {name: u for name, u in usage.items() if u.prompt_tokens}
+    if not shown:
+        return
+    t = Table(title="prompt cache (provider-side): prompt tokens served from the cache")
+    for col in ("judge", "cached tok", "hit rate", "saved $"):
+        t.add_column(col, justify="left" if col == "judge" else "right")
+    for name, u in shown.items():
+        t.add_row(name, str(u.cached_tokens), "-" if u.cache_hit_rate is None else f"{u.cache_hit_rate:.1%}",
+                  "unknown" if u.saved is None else f"{u.saved:.4f}")
+    console.print(t)
 
 
 #: reasons listed per judge in the failure summary (the rest are counted)
