@@ -119,6 +119,7 @@ def _env() -> Environment:
                       autoescape=select_autoescape(default=True, default_for_string=True), trim_blocks=True,
                       lstrip_blocks=True)
     env.filters["num"] = lambda x: fmt_num(x) if x is not None else "–"
+    env.filters["one"] = lambda x: f"{x:.1f}" if x is not None else "–"
     env.filters["qs"] = lambda d: urlencode(d)
     return env
 
