@@ -130,6 +130,13 @@ def test_fuzzy_particle_added_is_found_with_its_score():
     assert RECORD[s.start:s.end] == "患者3年前体检发现空腹血糖7.9"  # the window fitted to the quote
 
 
+def test_a_quote_longer_than_the_text_is_not_a_perfect_fuzzy_match():
+    # partial_ratio alone would find the 6-character record inside the quote and score it 100
+    assert ground("主诉：口渴多饮三年余伴乏力", "口渴多饮三年", "").kind == "not_found"
+    g = ground("口渴多饮三年的", "口渴多饮三年", "")
+    assert g.kind == "fuzzy" and FUZZY_THRESHOLD <= g.score < 100
+
+
 def test_fuzzy_refuses_a_changed_number():
     # one character off, but the value is wrong: a wrong quote, not a near one
     assert _g("患者3年前体检发现空腹血糖8.9").kind == "not_found"

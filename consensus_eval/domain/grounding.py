@@ -22,8 +22,9 @@ that a quote of what the record omits (``患者：我父亲有糖尿病``) is fo
    normalised text (the best window of the quote's length, scored by normalised Indel similarity,
    0-100), kept when its score is at least :data:`FUZZY_THRESHOLD` **and** every number in the quote
    (``7.8``, ``152/90`` as ``152`` and ``90``) occurs in the matched window (a quote that changes a
-   value is a wrong quote, not a near one). Quotes shorter than :data:`MIN_FUZZY_CHARS` normalised
-   characters are never fuzzy: one or two characters are found exactly or not at all.
+   value is a wrong quote, not a near one). A text shorter than the quote is compared whole
+   (``fuzz.ratio``). Quotes shorter than :data:`MIN_FUZZY_CHARS` normalised characters are never
+   fuzzy: one to three characters are found exactly (or normalised) or not at all.
 
 The level is the best over the record and the conversation; spans are those of that level in both
 (fuzzy: the best window in each text that passes). Where a quote occurs more than once, every
@@ -289,10 +290,18 @@ class CaseGrounder:
         for t in self._texts:
             if not t.norm.text:
                 continue
-            al = fuzz.partial_ratio_alignment(nq, t.norm.text, score_cutoff=FUZZY_THRESHOLD)
-            if al is None or al.dest_end <= al.dest_start:
-                continue
-            a, b = al.dest_start, al.dest_end
+            if len(t.norm.text) < len(nq):
+                # a text shorter than the quote: the whole text is the window (partial_ratio would
+                # align the text inside the quote and call a longer quote a perfect match)
+                score = fuzz.ratio(nq, t.norm.text)
+                if score < FUZZY_THRESHOLD:
+                    continue
+                a, b = 0, len(t.norm.text)
+            else:
+                al = fuzz.partial_ratio_alignment(nq, t.norm.text, score_cutoff=FUZZY_THRESHOLD)
+                if al is None or al.dest_end <= al.dest_start:
+                    continue
+                score, a, b = al.score, al.dest_start, al.dest_end
             # the window grown to whole numbers on both sides, for the number check
             lo, hi = a, b
             while lo > 0 and (t.norm.text[lo - 1].isdigit() or t.norm.text[lo - 1] == "."):
@@ -302,7 +311,7 @@ class CaseGrounder:
             if not _numbers_kept(nq, t.norm.text[lo:hi]):
                 continue
             a, b = _tighten(nq, t.norm.text, a, b)
-            best.append((float(al.score), t.span(*t.norm.span(a, b))))
+            best.append((float(score), t.span(*t.norm.span(a, b))))
         if not best:
             return None
         return Grounding(kind="fuzzy", score=max(s for s, _ in best), spans=[sp for _, sp in best])
