@@ -251,6 +251,33 @@ def test_case_grounder_memoises_by_quote():
     assert g.ground("口渴").model_dump() == ground("口渴", RECORD, CONVERSATION).model_dump()
 
 
+def test_ground_all_folds_each_case_once_and_searches_each_distinct_quote_once(rubric, monkeypatch):
+    """The cost of grounding a run is linear: one grounder per case, one search per distinct quote of
+    a case however many judges and runs repeat it (counted, not timed)."""
+    made, searched = [], []
+    real_init, real_ground = CaseGrounder.__init__, CaseGrounder._ground
+
+    def init(self, record, conversation):
+        made.append(record)
+        real_init(self, record, conversation)
+
+    def search(self, evidence):
+        searched.append(evidence)
+        return real_ground(self, evidence)
+
+    monkeypatch.setattr(CaseGrounder, "__init__", init)
+    monkeypatch.setattr(CaseGrounder, "_ground", search)
+    cases = [Case(id=f"c{i}", record=RECORD, conversation=CONVERSATION) for i in range(3)]
+    quotes = ["口渴", "青霉素皮试阳性", "口渴"]
+    records = [CallRecord(status="ok", request_hash=f"{c.id}{j}{r}", case_id=c.id, dimension="accuracy", judge=j,
+                          run=r, judgment=Judgment(dimension="accuracy", deductions=[
+                              Deduction(category="numbers", type="value_error", points=2, evidence=q) for q in quotes]))
+               for c in cases for j in "abcd" for r in range(2)]
+    out = ground_all(rubric, cases, records)
+    assert len(out) == 3 * 4 * 2 * 3
+    assert len(made) == 3 and len(searched) == 3 * 2
+
+
 def test_rules_judge_quotes_on_the_examples_are_all_exact(rubric):
     from consensus_eval.domain.config import RulesJudgeConfig
     from consensus_eval.judges.rules import RulesJudge
