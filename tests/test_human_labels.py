@@ -359,7 +359,7 @@ def test_upsert_one_label_per_key_and_delete(run: Path) -> None:
                                         deduction_id="x#d0")
         assert [lb.reviewer for lb in store.human_labels()] == ["wang"]
         with pytest.raises(ValueError, match="reviewer"):
-            store.replace_human_labels("li", "f.csv", [HumanLabelRecord(**{**base, "reviewer": "wang"})])
+            store.replace_human_labels("li", "f.csv", [HumanLabelRecord(**{**base, "reviewer": "wang"}, value="agree")])
 
 
 def test_two_connections_write_at_the_same_time(run: Path) -> None:
@@ -516,3 +516,22 @@ def test_deduction_ids_are_the_audits(run: Path, tmp_path: Path) -> None:
         audited = {d.id: d.dimension for a in res.audit for dim in a.dimensions for jv in dim.judges
                    for d in jv.deductions}
         assert audited and deduction_dimensions(res.run) == audited
+
+
+def test_a_label_must_fit_its_kind() -> None:
+    from pydantic import ValidationError
+
+    assert HumanLabelRecord(case_id="1", dimension="accuracy", reviewer="li", kind="score", value="32.5").value == 32.5
+    # without a value: the key of a label to delete (what the review app builds)
+    assert HumanLabelRecord(case_id="1", dimension="accuracy", reviewer="li", kind="score").value is None
+    for bad in ({"kind": "score", "value": "abc", "dimension": "accuracy"},
+                {"kind": "verdict", "value": "maybe", "deduction_id": "x#d0"}):
+        with pytest.raises(ValidationError):
+            HumanLabelRecord(case_id="1", reviewer="li", **bad)
+
+
+def test_an_excel_workbook_is_refused_with_what_to_do(run: Path, tmp_path: Path) -> None:
+    book = tmp_path / "sheet.xlsx"
+    book.write_bytes(b"PK\x03\x04" + bytes(range(256)) * 4)
+    msg = _cli_error("human", "import", book, "--run", run)
+    assert f"{book}: an Excel workbook, not a CSV file" in msg and "CSV UTF-8" in msg

@@ -24,6 +24,7 @@ import io
 import math
 import re
 from collections.abc import Iterable, Sequence
+from contextlib import suppress
 from pathlib import Path
 from typing import Literal
 
@@ -219,6 +220,10 @@ def read_labels(path: str | Path, run: StoredRun, *, reviewer: str | None = None
     and any case or deduction id the run does not have.
     """
     p = Path(path)
+    with suppress(OSError), p.open("rb") as f:
+        if f.read(4) in (b"PK\x03\x04", b"\xd0\xcf\x11\xe0"):
+            raise InputError(f"{p}: an Excel workbook, not a CSV file: in Excel, save it as "
+                             '"CSV UTF-8 (comma delimited)" (or plain CSV) and import that')
     text = read_text(p, encoding, what="human labels")
     source = str(p.resolve())
     rows = _csv_rows(p, text) if p.suffix.lower() != ".jsonl" else []

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import quote
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ValidationError, model_validator
 
 from consensus_eval._errors import InputError
 from consensus_eval.domain.judgment import CallOutcome, Judgment
@@ -166,6 +166,19 @@ class HumanLabelRecord(BaseModel):
     comment: str | None = None
     labelled_at: float = 0.0
     source: str = ""
+
+    @model_validator(mode="after")
+    def _fits_its_kind(self) -> HumanLabelRecord:
+        """A score is a number (a numeric string is converted), a verdict one of :data:`VERDICTS`. A label
+        without a value is allowed: it serves as the key of a label to delete."""
+        if self.kind == "score" and isinstance(self.value, str):
+            try:
+                self.value = float(self.value)
+            except ValueError:
+                raise ValueError(f"a score label's value must be a number, got {self.value!r}") from None
+        elif self.kind == "verdict" and self.value is not None and self.value not in VERDICTS:
+            raise ValueError(f"a verdict label's value is one of {', '.join(VERDICTS)}, got {self.value!r}")
+        return self
 
     @property
     def key(self) -> tuple[str, str, str, str, str]:
