@@ -23,11 +23,13 @@ from consensus_eval.output.report import write_reports
 from tests.big_run import build_big_run
 
 
-def open_times(html: Path, repeats: int) -> list[float]:
-    """Seconds from navigation to the load event, one fresh page per repeat."""
+def open_times(html: Path, repeats: int) -> tuple[list[float], list[float]]:
+    """Seconds from navigation to the load event and the next frame, one fresh page per repeat; and
+    seconds from clicking the last case of the table (the one in the last compressed chunk) to its
+    drill-down drawn."""
     from playwright.sync_api import sync_playwright
 
-    out = []
+    loads, drills = [], []
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox"])
         for _ in range(repeats):
@@ -35,10 +37,14 @@ def open_times(html: Path, repeats: int) -> list[float]:
             t = time.perf_counter()
             page.goto(html.as_uri(), wait_until="load")
             page.evaluate("() => new Promise(r => requestAnimationFrame(() => r(0)))")
-            out.append(time.perf_counter() - t)
+            loads.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            page.locator("#case-table tbody tr a.case").last.click()
+            page.locator("tr.drill pre.record").wait_for()
+            drills.append(time.perf_counter() - t)
             page.close()
         browser.close()
-    return out
+    return loads, drills
 
 
 def main() -> None:
@@ -57,10 +63,13 @@ def main() -> None:
     kwargs = {"lang": args.lang} if args.lang else {}
     _, html = write_reports(results, folder, **kwargs)
     render = time.perf_counter() - t
-    times = open_times(html, args.repeats)
+    times, drills = open_times(html, args.repeats)
+    with open("/proc/loadavg", encoding="ascii") as f:
+        load = f.read().split()[0]
     print(f"{args.cases} cases x {args.judges} judges: report.html {html.stat().st_size / 1e6:.2f} MB, "
           f"written in {render:.1f} s (analysis included); opened in Chromium in "
-          f"{statistics.median(times):.2f} s (median of {len(times)}: {', '.join(f'{x:.2f}' for x in times)})")
+          f"{statistics.median(times):.2f} s (median of {len(times)}: {', '.join(f'{x:.2f}' for x in times)}); "
+          f"a case opened in {statistics.median(drills) * 1000:.0f} ms (median); load average {load}")
 
 
 if __name__ == "__main__":

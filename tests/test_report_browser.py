@@ -124,7 +124,7 @@ def test_search(page):
 def test_sort(page):
     total = page.page.locator("#case-table thead button", has_text=re.compile(r"^total$"))
     total.click()                                                    # numbers: highest first
-    assert page.visible_ids() == ["c3", "c2", "c1", "c4"]             # totals 99, 95, 87.67, then none
+    assert page.visible_ids() == ["c3", "c2", "c1", "c4"]             # totals 99, 95, 87.7, then none
     assert page.page.evaluate("[...document.querySelectorAll('#case-table th[aria-sort]')]"
                               ".map(th => [th.textContent.trim(), th.getAttribute('aria-sort')])") == \
         [["total /100", "descending"]]
@@ -181,7 +181,7 @@ def test_not_found_badge_and_human_beside_the_panel(browser, panel_html):
     item = drill.locator("li", has_text=INVENTED)
     assert item.locator(".badge.ungrounded").inner_text() == "not found in the record"
     assert item.locator("a.ev").count() == 0                         # nothing to link to
-    assert "human 90 vs panel 87.67" in drill.locator("p").first.inner_text()
+    assert "human 90 vs panel 87.7" in drill.locator("p").first.inner_text()
     assert not pg.errors and not pg.dialogs
     pg.close()
 

@@ -71,6 +71,15 @@ def key_label(rubric: Rubric, key: str, t: Messages | None = None) -> str:
     return f"{dim.name} ({key})" if dim else key
 
 
+def avg(x: float | None) -> str:
+    """A score that is an average (the panel's, a judge's over runs): one decimal at most (``87.7``,
+    ``95``); a dash for None."""
+    if x is None:
+        return DASH
+    r = round(x, 1)
+    return str(int(r)) if r == int(r) else f"{r:.1f}"
+
+
 def mean1(x: float | None) -> str:
     """An average (points, errors) to one decimal; a dash for None."""
     return f"{x:.1f}" if x is not None else DASH

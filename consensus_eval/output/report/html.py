@@ -55,6 +55,7 @@ def render_html(data: ReportData) -> str:
         d=data, dims=data.rubric.dimensions, script=script, script_hash=script_hash(script),
         meta_json=embed_json(meta), chunks=chunks, facts=facts, queue_top=QUEUE_TOP, star_formula=formula,
         star_max=star_max, review_reasons=lambda a: review_reasons(a, data.t),
+        reason_counts=lambda counts: ", ".join(f"{data.t('reason_' + c)} {n}" for c, n in counts.items()),
         category_options=[(c, data.t("fixed_penalty") if c == "fixed_penalty" else label) for c, label in options])
 
 
@@ -75,7 +76,7 @@ def environment() -> Environment:
     env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=True, undefined=StrictUndefined,
                       trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
     env.filters.update(num=fmt.num, fixed=fmt.fixed, money=fmt.money, integer=fmt.integer, stars=fmt.stars,
-                       alpha_value=fmt.alpha_value, alpha_ci=fmt.alpha_ci, mean1=fmt.mean1,
+                       alpha_value=fmt.alpha_value, alpha_ci=fmt.alpha_ci, mean1=fmt.mean1, avg=fmt.avg,
                        alpha_value_or_dash=_alpha_value_or_dash)
     env.globals.update(key_label=fmt.key_label, heat=heat, star_class=star_class, verdict=fmt.verdict,
                        alpha_cell=fmt.alpha_cell, interval_bar=interval_bar, is_review=needs_review, ci1=fmt.ci1,

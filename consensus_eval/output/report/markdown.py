@@ -67,16 +67,19 @@ def _header(d: ReportData) -> str:
 def _queue(d: ReportData) -> str:
     t = d.t
     queue = d.queue
+    rq = d.review_queue
     text = f"## {t('n_need_review', n=len(queue))}\n\n" + (t("review_single_intro") if d.single_judge
-                                                            else t("review_intro"))
+                                                            else t("review_intro")) + " " + t("formula_" + rq.mode)
+    if rq.by_reason:
+        text += "\n\n" + t("by_reason", reasons=", ".join(f"{t('reason_' + c)} {n}" for c, n in rq.by_reason.items()))
     if not queue:
         return text
     col = t("col_risk") if d.single_judge else t("col_disagreement")
     mode = d.review_queue.mode
-    rows = [[str(a.rank), md_text(a.case_id), t("status_" + a.status), fmt.mean1(a.score(mode)), fmt.num(a.total),
+    rows = [[str(a.rank), md_text(a.case_id), t("status_" + a.status), fmt.mean1(a.score(mode)), fmt.avg(a.total),
              md_text("; ".join(review_reasons(a, t)))] for a in queue[:QUEUE_TOP]]
-    text += "\n\n" + table(["#", t("col_case"), t("col_status"), col, t("col_total"), t("col_why")], rows,
-                            [True, False, False, True, True, False])
+    header = ["#", t("col_case"), t("col_status"), col, t("col_total"), t("col_why")]
+    text += f"\n\n### {t('title_' + rq.mode)}\n\n" + table(header, rows, [True, False, False, True, True, False])
     if len(queue) > QUEUE_TOP:
         text += "\n\n" + t("queue_more", shown=QUEUE_TOP, n=len(queue)) + " " + t("md_queue_more")
     return text
@@ -95,7 +98,7 @@ def _summary(d: ReportData) -> str:
     header = [t("col_case"), *(f"{md_text(x.name)} /{fmt.num(x.max)}" for x in dims),
               f"{t('col_total')} /{fmt.num(d.rubric.max_total)}", t("col_star_total"), t("col_stars"), t("col_judges"),
               t("col_spread"), t("col_status"), t("col_flags")]
-    rows = [[md_text(c.case_id), *(fmt.num(c.scores[x.id]) for x in dims), fmt.num(c.total), fmt.num(c.star_total),
+    rows = [[md_text(c.case_id), *(fmt.avg(c.scores[x.id]) for x in dims), fmt.avg(c.total), fmt.num(c.star_total),
              "/".join(str(c.stars[x.id] or "-") for x in dims), str(c.n_judges), fmt.num(c.spread),
              t("status_" + c.status), md_text("; ".join(c.flags))] for c in shown]
     right = [False, *([True] * (len(dims) + 5)), False, False]

@@ -25,7 +25,9 @@
     if (text !== undefined && text !== null) { e.textContent = String(text); }
     return e;
   }
-  function num(x) { return x === null || x === undefined ? "\u2013" : String(Math.round(x * 100) / 100); }
+  /* scores are averages (of judges, of runs): one decimal; points keep two */
+  function num(x) { return x === null || x === undefined ? "\u2013" : String(Math.round(x * 10) / 10); }
+  function pts(x) { return String(Math.round(x * 100) / 100); }
   function stars(k) { return k ? "\u2605".repeat(k) + "\u2606".repeat(5 - k) : "\u2013"; }
   function has(list, v) { return (" " + list + " ").indexOf(" " + v + " ") >= 0; }
 
@@ -157,7 +159,7 @@
       var li = el("li", "m-" + x.m);
       li.id = "d-" + a + "-" + n;
       li.appendChild(el("span", null, x.c + " / " + x.t + " "));
-      li.appendChild(el("span", "pts", "\u2212" + num(x.p)));
+      li.appendChild(el("span", "pts", "\u2212" + pts(x.p)));
       if (x.once) { li.appendChild(badge("once", L.applied_once)); }
       else if (x.x) { li.appendChild(badge("runs", "\u00d7" + x.x)); }
       if (x.m === "none") { li.appendChild(badge("m-none", L.singleton)); }
