@@ -535,3 +535,15 @@ def test_an_excel_workbook_is_refused_with_what_to_do(run: Path, tmp_path: Path)
     book.write_bytes(b"PK\x03\x04" + bytes(range(256)) * 4)
     msg = _cli_error("human", "import", book, "--run", run)
     assert f"{book}: an Excel workbook, not a CSV file" in msg and "CSV UTF-8" in msg
+
+
+def test_a_sheet_without_case_ids_or_with_an_ambiguous_reviewer(run: Path, tmp_path: Path) -> None:
+    sheet = tmp_path / "s.csv"
+    sheet.write_text("\n\nrow,dimension,human_score\nscore,accuracy,30\n", encoding="utf-8")
+    assert f"{sheet}:3: no column named case_id" in _cli_error("human", "import", sheet, "--run", run)
+    sheet.write_text("case_id,dimension,human_score,reviewer\n001,accuracy,30,li\n002,accuracy,31,wang\n"
+                     "003,accuracy,32,\n", encoding="utf-8")
+    msg = _cli_error("human", "import", sheet, "--run", run)
+    assert f"{sheet}:4: column reviewer (D): empty, and the sheet names several reviewers (li, wang)" in msg
+    _cli("human", "import", sheet, "--run", run, "--reviewer", "zhao", "--bootstrap", "0")
+    assert sorted((lb.reviewer, lb.case_id) for lb in _stored(run)) == [("li", "001"), ("wang", "002"), ("zhao", "003")]

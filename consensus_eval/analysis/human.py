@@ -230,7 +230,8 @@ def read_labels(path: str | Path, run: StoredRun, *, reviewer: str | None = None
     header = [h.strip().lstrip("\ufeff") for h in rows[0][1]] if rows else []
     if not (set(header) & {HUMAN_SCORE, HUMAN_VERDICT, DEDUCTION_ID}):
         wide = load_human(p, run.rubric, encoding)
-        unknown = [cid for cid in wide if cid not in {c.id for c in run.cases}]
+        in_run = {c.id for c in run.cases}
+        unknown = [cid for cid in wide if cid not in in_run]
         if len(unknown) == len(wide):
             first = next(iter(wide.values()))
             raise InputError(f"none of the {len(wide)} case ids in {p} is a case of this run (first: "
@@ -244,7 +245,7 @@ def read_labels(path: str | Path, run: StoredRun, *, reviewer: str | None = None
         return LabelFile(path=str(p), source=source, format="wide",
                          labels={name: labels_from_wide(wide, run.rubric, name, source)})
     return LabelFile(path=str(p), source=source, format="sheet",
-                     labels=_sheet_labels(p, header, rows[1:], run, reviewer, source))
+                     labels=_sheet_labels(p, (rows[0][0], header), rows[1:], run, reviewer, source))
 
 
 def _csv_rows(p: Path, text: str) -> list[tuple[int, list[str]]]:
@@ -278,11 +279,13 @@ def _letter(i: int) -> str:
 _DECIMAL_COMMA = re.compile(r"[+-]?\d+,\d+")
 
 
-def _sheet_labels(p: Path, header: list[str], rows: list[tuple[int, list[str]]], run: StoredRun,
+def _sheet_labels(p: Path, head: tuple[int, list[str]], rows: list[tuple[int, list[str]]], run: StoredRun,
                   reviewer: str | None, source: str) -> dict[str, list[HumanLabelRecord]]:
+    header_line, header = head
     col = {h: i for i, h in enumerate(header) if h}
     if "case_id" not in col:
-        raise InputError(f"{p}:1: no column named case_id (the header has: {', '.join(map(repr, header[:12]))})")
+        raise InputError(f"{p}:{header_line}: no column named case_id "
+                         f"(the header has: {', '.join(map(repr, header[:12]))})")
     rubric = run.rubric
     dims = {d.id: d for d in rubric.dimensions}
     case_ids = [c.id for c in run.cases]
