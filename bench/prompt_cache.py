@@ -12,6 +12,10 @@ first sentence; ``after``: the templates in prompts/), it
    and money saved (:class:`consensus_eval.execution.results.JudgeUsage`).
 
     .venv/bin/python bench/prompt_cache.py [--latency-ms 300] [--json out.json]
+    .venv/bin/python bench/prompt_cache.py --cases 1000 --layout after --latency-ms 80   # issue 16, section 7
+
+``--cases N`` above 16 repeats the example cases under new ids (``ex-0001-...``; each keeps its
+``important`` flag), so each is a distinct request whose case text providers have not seen.
 
 Prices: deepseek and gpt from litellm's bundled price map (deepseek-reasoner 2.8e-7 / cached 2.8e-8,
 gpt-4.1 2e-6 / 5e-7 per input token), qwen from the config (1.6e-6, cached at DashScope's 10%).
@@ -65,8 +69,18 @@ def panel(api_base: str | None, prompts_dir: Path | None) -> EvalConfig:
     return EvalConfig.model_validate(data)
 
 
-def measure(layout: str, prompts_dir: Path | None, latency_ms: float, out: Path) -> dict[str, Any]:
-    cases = ROOT / "examples" / "cases.jsonl"
+def cases_file(n: int, into: Path) -> Path:
+    """The example cases, repeated under new ids up to ``n`` cases (the examples themselves if n <= 16)."""
+    lines = [json.loads(x) for x in (ROOT / "examples" / "cases.jsonl").read_text(encoding="utf-8").splitlines()
+             if x.strip()]
+    out = [lines[i % len(lines)] | ({"id": f"ex-{i:04d}-{lines[i % len(lines)]['id']}"} if n > len(lines) else {})
+           for i in range(n if n > len(lines) else len(lines))]
+    path = into / f"cases-{n}.jsonl"
+    path.write_text("".join(json.dumps(c, ensure_ascii=False) + "\n" for c in out), encoding="utf-8")
+    return path
+
+
+def measure(layout: str, prompts_dir: Path | None, latency_ms: float, out: Path, cases: Path) -> dict[str, Any]:
     estimates = api.dry_run(api.prepare(cases, panel(None, prompts_dir), check_keys=False))
     figures: dict[str, Any] = {"layout": layout, "judges": {}}
     for e in estimates:
@@ -94,17 +108,21 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--latency-ms", type=float, default=300.0, help="median of the fake server's latency")
     ap.add_argument("--json", type=Path, help="write every figure here")
+    ap.add_argument("--cases", type=int, default=16, help="cases (the 16 examples, repeated under new ids)")
+    ap.add_argument("--layout", choices=("both", "before", "after"), default="both")
     args = ap.parse_args()
     quiet_libraries()
     for k in KEYS:
         os.environ.setdefault(k, "sk-bench-not-a-real-key-000000")
     results = []
     with tempfile.TemporaryDirectory() as tmp:
-        before = old_prompts(Path(tmp) / "before")
-        for layout, prompts_dir in (("before", before), ("after", None)):
-            results.append(measure(layout, prompts_dir, args.latency_ms, Path(tmp) / f"out-{layout}"))
+        cases = cases_file(args.cases, Path(tmp))
+        layouts = {"before": old_prompts(Path(tmp) / "before"), "after": None}
+        for layout, prompts_dir in layouts.items():
+            if args.layout in ("both", layout):
+                results.append(measure(layout, prompts_dir, args.latency_ms, Path(tmp) / f"out-{layout}", cases))
     for r in results:
-        print(f"== {r['layout']} (wall {r['wall_s']} s)")
+        print(f"== {r['layout']}, {args.cases} cases (wall {r['wall_s']} s)")
         for name, j in r["judges"].items():
             shares = " ".join(f"{d[:4]} {v:.0%}" for d, v in j["prefix_share"].items() if v is not None)
             print(f"  {name:9} prompt tok {j['prompt_tokens']:7d} (dry run {j['prompt_tokens_estimated']:7d})  "

@@ -141,6 +141,12 @@ def test_dry_run_reports_the_shared_prefix_per_dimension(key):
     assert tools.case_prefix_share == 0.0 and tools.all_prefix_share == 0.0
     # JSON: the schema is appended to the system message, after the generic instructions they share
     assert json_mode.case_prefix_share is not None and 0.05 < json_mode.case_prefix_share < 0.3
+    # the cost with a cache: every call after a dimension's first served its shared prefix at the cache rate
+    saving = 2e-6 - 5e-7                                              # gpt-4.1 in litellm's price map
+    assert tools.cost is not None and tools.cached_cost is not None
+    assert tools.cached_cost == pytest.approx(tools.cost - tools.cached_tokens * saving)
+    calls_per_dim = tools.calls // 3
+    assert 0.4 * tools.prompt_tokens * (calls_per_dim - 1) / calls_per_dim < tools.cached_tokens < tools.prompt_tokens
     out = io.StringIO()
     print_estimate(Console(file=out, width=200), [tools, json_mode])
     text = out.getvalue()

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from consensus_eval.execution.plan import Call
+from consensus_eval.execution.pricing import saving_per_cached_token
 from consensus_eval.judges.base import Judge
 
 ASSUMED_OUTPUT_TOKENS = 800
@@ -55,6 +56,11 @@ class JudgeEstimate:
     prompt): ``prefix_share`` per dimension, across its cases (mean over the dimension's calls);
     ``case_prefix_share`` across the dimensions of one case (mean over cases);
     ``all_prefix_share`` across every call of the judge.
+
+    ``cached_tokens`` is what a prompt cache can serve at best: every call after a dimension's first
+    served its dimension's shared prefix (the provider's minimum prefix and block size, calls in flight
+    together and cache expiry make it less); ``cached_cost`` is ``cost`` with those tokens billed at the
+    cache rate (:func:`~consensus_eval.execution.pricing.saving_per_cached_token`; None when unknown).
     """
 
     judge: str
@@ -68,6 +74,8 @@ class JudgeEstimate:
     prefix_share: dict[str, float | None] = field(default_factory=dict)
     case_prefix_share: float | None = None
     all_prefix_share: float | None = None
+    cached_tokens: int = 0
+    cached_cost: float | None = None
 
 
 def estimate(calls: Sequence[Call], judges: Sequence[Judge],
@@ -82,22 +90,24 @@ def estimate(calls: Sequence[Call], judges: Sequence[Judge],
         cfg = judge.config
         mine = by_judge.get(cfg.name, [])
         if not judge.reads_prompt:
-            out.append(JudgeEstimate(cfg.name, cfg.kind, len(mine), 0, 0, 0, 0.0, 0.0))
+            out.append(JudgeEstimate(cfg.name, cfg.kind, len(mine), 0, 0, 0, 0.0, 0.0, cached_cost=0.0))
             continue
         max_tokens = getattr(cfg, "max_tokens", assumed_output_tokens)
         out_tokens = assumed_output_tokens * len(mine)
         max_out = max_tokens * len(mine)
         p = judge.prices()
+        saving = saving_per_cached_token(cfg)
         if isinstance(judge, WireJudge):
             prompt_tokens, shares = _wire_counts(judge, mine)
         else:
             prompt_tokens, shares = _message_counts(judge, mine), _Shares()
+        cost = (prompt_tokens * p[0] + out_tokens * p[1]) if p else None
         out.append(JudgeEstimate(
             cfg.name, str(getattr(cfg, "model", cfg.kind)), len(mine), prompt_tokens, out_tokens, max_out,
-            cost=(prompt_tokens * p[0] + out_tokens * p[1]) if p else None,
-            max_cost=(prompt_tokens * p[0] + max_out * p[1]) if p else None,
+            cost=cost, max_cost=(prompt_tokens * p[0] + max_out * p[1]) if p else None,
             prefix_share=shares.by_dimension, case_prefix_share=shares.across_dimensions,
-            all_prefix_share=shares.across_all,
+            all_prefix_share=shares.across_all, cached_tokens=shares.cacheable_tokens,
+            cached_cost=None if cost is None or saving is None else cost - shares.cacheable_tokens * saving,
         ))
     return out
 
@@ -118,12 +128,14 @@ class _Shares:
     by_dimension: dict[str, float | None] = field(default_factory=dict)
     across_dimensions: float | None = None
     across_all: float | None = None
+    cacheable_tokens: int = 0
 
 
 def _wire_counts(judge: WireJudge, calls: list[Call]) -> tuple[int, _Shares]:
     """Prompt tokens of every call as sent, and the shared-prefix shares (see :class:`JudgeEstimate`)."""
     requests: dict[tuple[int, str], tuple[Request, int]] = {}  # the runs of a case share one request
     by_dim: dict[str, list[tuple[Request, int]]] = defaultdict(list)
+    calls_per_dim: dict[str, int] = defaultdict(int)
     by_case: dict[str, list[tuple[Request, int]]] = defaultdict(list)
     total = 0
     for c in calls:
@@ -134,15 +146,23 @@ def _wire_counts(judge: WireJudge, calls: list[Call]) -> tuple[int, _Shares]:
             by_dim[c.planned.dimension].append(requests[key])
             by_case[c.planned.case_id].append(requests[key])
         total += requests[key][1]
+        calls_per_dim[c.planned.dimension] += 1
 
-    def share(group: list[tuple[Request, int]]) -> float | None:
+    def prefix_tokens(group: list[tuple[Request, int]]) -> int:
+        prefix = shared_prefix([r for r, _ in group])
+        return judge.count_request(prefix) if prefix.get("messages") or prefix.get("tools") else 0
+
+    def share(group: list[tuple[Request, int]], n: int | None = None) -> float | None:
         if len(group) < 2:
             return None
-        prefix = shared_prefix([r for r, _ in group])
-        n = judge.count_request(prefix) if prefix.get("messages") or prefix.get("tools") else 0
+        n = prefix_tokens(group) if n is None else n
         return min(1.0, n / (sum(t for _, t in group) / len(group)))
 
-    shares = _Shares(by_dimension={d: share(g) for d, g in by_dim.items()})
+    shares = _Shares()
+    for d, g in by_dim.items():
+        n = prefix_tokens(g) if len(g) > 1 else 0
+        shares.by_dimension[d] = share(g, n)
+        shares.cacheable_tokens += n * (calls_per_dim[d] - 1)
     per_case = [s for s in (share(g) for g in by_case.values()) if s is not None]
     shares.across_dimensions = sum(per_case) / len(per_case) if per_case else None
     shares.across_all = share(list(requests.values()))

@@ -203,17 +203,20 @@ def print_estimate(console: Console, estimates: list[JudgeEstimate]) -> None:
     """The dry run's table: calls, prompt tokens, estimated and maximum cost per judge, then the
     shared-prefix shares (:func:`print_prefix_shares`)."""
     t = Table(title="dry run: nothing was sent")
-    for col in ("judge", "model", "calls", "prompt tokens", "output tokens (est.)", "cost $ (est.)", "cost $ (max)"):
+    for col in ("judge", "model", "calls", "prompt tokens", "output tokens (est.)", "cost $ (est.)",
+                "cost $ (est., cache)", "cost $ (max)"):
         t.add_column(col, justify="left" if col in ("judge", "model") else "right")
     for e in estimates:
         t.add_row(e.judge, e.model, str(e.calls), str(e.prompt_tokens), str(e.output_tokens),
                   "unknown" if e.cost is None else f"{e.cost:.4f}",
+                  "unknown" if e.cached_cost is None else f"{e.cached_cost:.4f}",
                   "unknown" if e.max_cost is None else f"{e.max_cost:.4f}")
     console.print(t)
     console.print(f"Prompt tokens are counted as sent (messages and the response schema of the judge's mode). "
                   f"Estimated with {ASSUMED_OUTPUT_TOKENS} output tokens per call; the max uses each "
-                  "judge's max_tokens. 'unknown': the model has no price; set input_cost_per_token and "
-                  "output_cost_per_token in its config.", highlight=False)
+                  "judge's max_tokens; 'cache': at best, every call after a dimension's first served its shared "
+                  "prefix from the provider's prompt cache at the cache rate. 'unknown': the model has no price; "
+                  "set input_cost_per_token and output_cost_per_token in its config.", highlight=False)
     print_prefix_shares(console, estimates)
 
 
