@@ -95,20 +95,22 @@ def prepare(cases: CasesInput, config: ConfigInput = DEFAULT_CONFIG, *, skip_inv
 
 
 async def run_async(prep: Prepared, out: str | Path, on_progress: ProgressHook | None = None,
-                    *, n_boot: int = 1000, stop: asyncio.Event | None = None) -> Results:
+                    *, n_boot: int = 1000, stop: asyncio.Event | None = None, lang: str | None = None) -> Results:
     """Make every planned call not yet stored in ``out``, then rebuild the outputs, and return the
     results (``results.progress``: calls made, resumed from the store, failed, interrupted).
     Resumable at any point: rerun it after an interruption and only the missing calls are made.
 
     Setting ``stop`` (from a signal handler, a UI) ends the calls at once; the outputs are still
-    rebuilt from what is stored, and the cases with calls missing are ``incomplete``.
+    rebuilt from what is stored, and the cases with calls missing are ``incomplete``. ``lang``: the
+    reports' language (``zh``, ``en``; default the rubric's).
     """
-    return await _run(prep, Path(out), on_progress, n_boot, stop)
+    return await _run(prep, Path(out), on_progress, n_boot, stop, lang)
 
 
-def run(prep: Prepared, out: str | Path, on_progress: ProgressHook | None = None, *, n_boot: int = 1000) -> Results:
+def run(prep: Prepared, out: str | Path, on_progress: ProgressHook | None = None, *, n_boot: int = 1000,
+        lang: str | None = None) -> Results:
     """:func:`run_async` for code that is not inside an event loop."""
-    return _sync(run_async(prep, out, on_progress, n_boot=n_boot))
+    return _sync(run_async(prep, out, on_progress, n_boot=n_boot, lang=lang))
 
 
 async def evaluate_async(cases: CasesInput, config: ConfigInput = DEFAULT_CONFIG, *, out: str | Path,
@@ -263,19 +265,20 @@ def import_human(folder: str | Path, path: str | Path, *, reviewer: str | None =
                        stored=len(results.labels), results=results)
 
 
-def rebuild(folder: str | Path, *, n_boot: int = 1000) -> Results:
+def rebuild(folder: str | Path, *, n_boot: int = 1000, lang: str | None = None) -> Results:
     """Rewrite every output of ``folder`` (judgments.jsonl, consensus.csv/jsonl, reliability.json,
-    report.md, report.html) from its store: one read, one derivation, one analysis."""
+    report.md, report.html) from its store: one read, one derivation, one analysis. ``lang``: the
+    reports' language (``zh``, ``en``; default the rubric's)."""
     out = Path(folder)
     with Store.open_existing(out) as store:
-        return _rebuild(store, out, n_boot)
+        return _rebuild(store, out, n_boot, lang)
 
 
 # --------------------------------------------------------------------------- internals
 
 
 async def _run(prep: Prepared, out: Path, on_progress: ProgressHook | None, n_boot: int,
-               stop: asyncio.Event | None = None) -> Results:
+               stop: asyncio.Event | None = None, lang: str | None = None) -> Results:
     with Store(out / STORE_NAME) as store:
         store.set_meta("rubric", prep.rubric.model_dump(mode="json"))
         store.set_meta("config", prep.config.to_json())
@@ -283,15 +286,15 @@ async def _run(prep: Prepared, out: Path, on_progress: ProgressHook | None, n_bo
         store.set_meta("invalid_lines", prep.invalid_lines)
         store.set_plan(c.planned for c in prep.calls)
         progress = await execute(prep.calls, prep.judges, prep.rubric, store, on_progress, stop)
-        results = _rebuild(store, out, n_boot)
+        results = _rebuild(store, out, n_boot, lang)
     results.progress = progress
     return results
 
 
-def _rebuild(store: Store, out: Path, n_boot: int) -> Results:
+def _rebuild(store: Store, out: Path, n_boot: int, lang: str | None = None) -> Results:
     results = analyze(read_run(store), labels=store.human_labels(), n_boot=n_boot)
     write_outputs(results, out)
-    write_reports(results, out)
+    write_reports(results, out, lang)
     return results
 
 

@@ -85,6 +85,8 @@ def score(
     3 completed with failures (outputs written; the last lines say which and why); 130 interrupted
     (Ctrl-C or SIGTERM: outputs rebuilt from what is stored; rerun the same command to resume).
     """
+    from functools import partial
+
     from consensus_eval import api
     from consensus_eval.judges.quiet import quiet_libraries
     from consensus_eval.output.console import print_estimate, print_run_end, print_summary
@@ -106,11 +108,7 @@ def score(
         print_estimate(out_console, api.dry_run(prep))
         return
     with progress_hook(err_console) as hook:
-        results = _run_until_done_or_interrupted(api.run_async, prep, out, hook)
-    if lang is not None:
-        from consensus_eval.output.report import write_reports
-
-        write_reports(results, out, lang)
+        results = _run_until_done_or_interrupted(partial(api.run_async, lang=lang), prep, out, hook)
     if calibration is not None:
         api.attach_calibration(out, calibration)
     print_summary(out_console, results, out)

@@ -116,6 +116,9 @@ def test_markdown_has_every_section(real_run, example_ids):
         assert cid in md
     assert "病历摘要评测" in md and "rules" in md
     assert md.index("cases need review") < md.index("## All cases")     # the queue comes first
+    assert "### Highest-risk cases" in md and "Most disputed" not in md    # one judge: ranked by risk
+    html = (real_run / "report.html").read_text(encoding="utf-8")
+    assert "<caption>Highest-risk cases</caption>" in html
 
 
 def test_markdown_escapes_case_text(panel_run):
@@ -335,6 +338,32 @@ def test_report_lang_option(panel_run):
     assert res.exit_code == 0 and "## All cases" in (panel_run / "report.md").read_text(encoding="utf-8")
     res = CliRunner().invoke(app, ["report", str(panel_run), "--lang", "fr"])
     assert res.exit_code == 2 and "--lang must be one of zh, en, got 'fr'" in res.output
+
+
+def test_a_calibration_section_survives_a_rebuild(tmp_path):
+    from consensus_eval import api
+    from consensus_eval.cli import app
+
+    out = tmp_path / "cal"
+    api.calibrate(ROOT / "configs" / "default.yaml", out=out, sample=4, seed=1)
+    assert (out / "calibration.json").is_file()
+    res = CliRunner().invoke(app, ["report", str(out), "--lang", "en"])
+    assert res.exit_code == 0, res.output
+    html = (out / "report.html").read_text(encoding="utf-8")
+    assert html.count('<section id="calibration">') == 1 and "## Calibration" in (out / "report.md").read_text(
+        encoding="utf-8")
+    assert 'id="case-table"' in html
+
+
+def test_score_lang_option(tmp_path):
+    from consensus_eval.cli import app
+
+    res = CliRunner().invoke(app, ["score", str(EXAMPLES), "--out", str(tmp_path / "fr"), "--lang", "fr"])
+    assert res.exit_code == 2 and "--lang must be one of zh, en" in res.output
+    assert not (tmp_path / "fr").exists()                              # refused before anything is written
+    res = CliRunner().invoke(app, ["score", str(EXAMPLES), "--out", str(tmp_path / "en"), "--lang", "en"])
+    assert res.exit_code == 0, res.output
+    assert "## All cases" in (tmp_path / "en" / "report.md").read_text(encoding="utf-8")
 
 
 def test_report_without_store_is_an_error(tmp_path):

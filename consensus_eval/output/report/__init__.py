@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from consensus_eval.analysis.results import Results
+from consensus_eval.output.calibration import add_to_reports
 from consensus_eval.output.files import write_text
 from consensus_eval.output.report.data import build_report_data
 from consensus_eval.output.report.html import render_html
@@ -21,10 +22,13 @@ def write_reports(results: Results, out_dir: str | Path, lang: str | None = None
     """Write ``out_dir/report.md`` and ``out_dir/report.html``; return their paths.
 
     ``lang``: ``zh`` or ``en`` for the reports' headings and labels; by default the rubric's language.
+    When the folder has a ``calibration.json``, its section is added to both
+    (:func:`~consensus_eval.output.calibration.add_to_reports`).
     """
     out = Path(out_dir)
     data = build_report_data(results, out, lang)
     md_path, html_path = out / "report.md", out / "report.html"
     write_text(md_path, render_markdown(data))
     write_text(html_path, render_html(data))
+    add_to_reports(out)   # a calibration beside the run (calibration.json) keeps its section through rebuilds
     return md_path, html_path
