@@ -581,6 +581,40 @@ def test_human_section(panel_run, tmp_path):
     assert "## Agreement with the human" in md and "Human total 93 · panel total 95" in md
 
 
+def test_reviewer_verdicts_and_precision_from_the_sheet(panel_run, tmp_path):
+    import csv
+
+    from consensus_eval.cli import app
+
+    sheet = tmp_path / "sheet.csv"
+    res = CliRunner().invoke(app, ["audit", str(panel_run), "--export", str(sheet), "--top", "0"])
+    assert res.exit_code == 0, res.output
+    with sheet.open(encoding="utf-8-sig", newline="") as f:
+        rows = list(csv.DictReader(f))
+    marked = []
+    for r in rows:
+        if r["row"] == "deduction" and r["case_id"] == "c2" and r["judge"] == "judge-a":
+            r["human_verdict"] = "agree" if r["evidence"] == "500mg" else "disagree"
+            r["reviewer"] = "dr-li"
+            marked.append(r["deduction_id"])
+        if r["row"] == "score" and r["case_id"] == "c2":
+            r["human_score"], r["reviewer"] = {"accuracy": "33", "completeness": "35", "standardization": "25"}[
+                r["dimension"]], "dr-li"
+    with sheet.open("w", encoding="utf-8-sig", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    res = CliRunner().invoke(app, ["report", str(panel_run), "--human", str(sheet), "--lang", "en"])
+    assert res.exit_code == 0, res.output
+    html = (panel_run / "report.html").read_text(encoding="utf-8")
+    lines = [x for d in payloads(html)["c2"]["dims"] for v in d["v"] for g in v.get("gr", []) for x in g["d"]
+             if x["id"] in marked]
+    assert len(lines) == 4 and {x["ev"]: x["hv"] for x in lines}["500mg"] == {"dr-li": "agree"}
+    precision = html.split('id="human-precision"')[1].split("</table>")[0]
+    row = precision.split("<th>judge-a</th>")[1].split("</tr>")[0]
+    assert ">1<" in row and ">3<" in row and "25.0% (1/4)" in row       # 1 agreed of 4 decided, Wilson CI after
+
+
 # --------------------------------------------------------------------------- scale
 
 
