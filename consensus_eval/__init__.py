@@ -31,6 +31,7 @@ if TYPE_CHECKING:
         dry_run,
         evaluate,
         evaluate_async,
+        import_human,
         load_run,
         prepare,
         prepare_calibration,
@@ -48,7 +49,8 @@ if TYPE_CHECKING:
 
 #: public name -> the module that defines it
 _EXPORTS = {
-    **dict.fromkeys(["Prepared", "check_judges_async", "dry_run", "evaluate", "evaluate_async", "load_run",
+    **dict.fromkeys(["Prepared", "check_judges_async", "dry_run", "evaluate", "evaluate_async", "import_human",
+                     "load_run",
                      "prepare", "rebuild", "run", "run_async", "PreparedCalibration", "calibrate", "calibrate_async",
                      "prepare_calibration"], "consensus_eval.api"),
     "CalibrationReport": "consensus_eval.analysis.calibration",
@@ -74,8 +76,8 @@ __all__ = [
     "Alpha", "CalibrationReport", "CallOutcome", "Case", "Deduction", "EvalConfig", "HumanLabel", "InputError",
     "Judge", "JudgeConfig", "Judgment", "LLMJudgeConfig", "PenaltyHit", "Prepared", "PreparedCalibration", "Results",
     "Rubric", "RulesJudgeConfig", "__version__", "calibrate", "calibrate_async", "check_judges_async", "dry_run",
-    "evaluate", "evaluate_async", "krippendorff_alpha", "load_cases", "load_config", "load_human", "load_rubric",
-    "load_run", "prepare", "prepare_calibration", "quiet_libraries", "rebuild", "register_aggregator",
+    "evaluate", "evaluate_async", "import_human", "krippendorff_alpha", "load_cases", "load_config", "load_human",
+    "load_rubric", "load_run", "prepare", "prepare_calibration", "quiet_libraries", "rebuild", "register_aggregator",
     "register_judge", "run", "run_async",
 ]
 
