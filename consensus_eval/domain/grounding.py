@@ -152,15 +152,9 @@ class Normalised:
 
     def _map(self) -> array[int]:
         if self._origin is None:
-            origin = array("l")
             table = _TABLE
-            for i, c in enumerate(self.original):
-                f = table[ord(c)]
-                if len(f) == 1:
-                    origin.append(i)
-                elif f:
-                    origin.extend([i] * len(f))
-            self._origin = origin
+            sizes = [len(table[ord(c)]) for c in self.original]  # what each original character became
+            self._origin = array("l", [i for i, k in enumerate(sizes) if k for _ in range(k)])
         return self._origin
 
     def span(self, a: int, b: int) -> tuple[int, int]:
