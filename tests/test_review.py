@@ -400,3 +400,40 @@ def test_pages_in_chinese_by_default_for_a_chinese_rubric(review):
     assert reply["progress"].startswith("已完成 0 / ") and reply["state"] == "started"
     with pytest.raises(InputError, match="--lang must be one of"):
         create_app(review, lang="fr")
+
+
+def test_a_deduction_repeated_in_three_runs_is_one_line_and_three_verdicts(tmp_path):
+    """An important case judged 3 times: the same deduction in every run is one line ('all 3 runs'),
+    and its verdict is stored against each run's deduction id, as the sheet has one row per run."""
+    from consensus_eval.domain.config import EvalConfig
+    from consensus_eval.domain.judgment import Judgment
+    from consensus_eval.domain.rubric import load_rubric
+    from consensus_eval.execution.store import PlannedCall
+    from tests.test_audit import DIMS, _d, _record, panel_cases
+
+    case = panel_cases()[:1]
+    rubric = load_rubric("medical_record")
+    config = EvalConfig.model_validate({"judges": [{"name": "judge-a", "model": "openai/judge-a"}]})
+    planned = [PlannedCall(f"c1|judge-a|{d}|{run}", "c1", d, "judge-a", run) for d in DIMS for run in range(3)]
+    folder = tmp_path / "runs"
+    with Store(folder / "results.sqlite") as store:
+        store.set_meta("rubric", rubric.model_dump(mode="json"))
+        store.set_meta("config", config.model_dump(mode="json"))
+        store.set_meta("cases", [c.model_dump(mode="json") for c in case])
+        store.set_plan(planned)
+        for p in planned:
+            judgment = (Judgment(dimension="accuracy", deductions=[_d("numbers", "value_error", 2, "空腹7.9")])
+                        if p.dimension == "accuracy" else None)
+            store.record(_record(p, judgment))
+    r = ReviewRun.open(folder)
+    try:
+        view = r.case_view("alice", 1)
+        items = [it for jc in view.dims[0].judges for it in jc.items]
+        assert len(items) == 1 and len(items[0].ids) == 3 and "3 runs" in items[0].runs_label
+        r.apply("alice", {"op": "verdict", "case": 1, "ids": items[0].ids, "verdict": "disagree"})
+        assert sorted(lb.deduction_id for lb in r.labels("alice")) == sorted(items[0].ids)
+        rows = list(csv.DictReader(io.StringIO(r.sheet("alice").decode("utf-8-sig"))))
+        assert [row["run"] for row in rows if row["human_verdict"] == "disagree"] == ["0", "1", "2"]
+        assert r.case_view("alice", 1).dims[0].judges[0].items[0].verdict == "disagree"
+    finally:
+        r.close()
