@@ -437,3 +437,31 @@ def test_a_deduction_repeated_in_three_runs_is_one_line_and_three_verdicts(tmp_p
         assert r.case_view("alice", 1).dims[0].judges[0].items[0].verdict == "disagree"
     finally:
         r.close()
+
+
+def test_labels_while_a_real_score_run_adds_a_judge_to_the_store(review, run_dir, tmp_path):
+    """`consensus-eval score` in another process adds a second judge's calls (and rebuilds every output)
+    while labels are written: both finish, nothing is lost on either side."""
+    import subprocess
+    import sys
+
+    config = tmp_path / "two.yaml"
+    config.write_text("rubric: medical_record\njudges:\n  - {name: rules, kind: rules}\n"
+                      "  - {name: rules2, kind: rules}\n", encoding="utf-8")
+    proc = subprocess.Popen([sys.executable, "-m", "consensus_eval.cli", "score", str(review_cases(tmp_path)),
+                             "--config", str(config), "--out", str(run_dir)], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    it = first_item(review, "alice", 1)
+    k = 0
+    while proc.poll() is None or k < 20:
+        review.apply("alice", {"op": "score", "case": 1, "dimension": "accuracy", "value": k % 40})
+        review.apply("alice", {"op": "verdict", "case": 1, "ids": it.ids, "verdict": "agree", "comment": f"#{k}"})
+        k += 1
+    out = proc.communicate()[0]
+    assert proc.returncode == 0, out
+    with Store.open_existing(run_dir, read_only=True) as store:
+        judges = {c.judge for c in store.calls()}
+        labels = store.human_labels(reviewer="alice")
+    assert judges == {"rules", "rules2"}
+    assert {(lb.kind, lb.value if lb.kind == "score" else lb.comment) for lb in labels} == {
+        ("score", (k - 1) % 40), ("verdict", f"#{k - 1}")}
