@@ -92,9 +92,9 @@ def _case_id(value: Any) -> str | None:
     return None
 
 
-def read_jsonl(path: Path) -> Source:
+def read_jsonl(path: Path, encoding: str | None = None) -> Source:
     """Read a JSONL file of cases; raise :class:`TcmInputError` naming file and line on any problem."""
-    text = read_text(path, what="cases")  # UTF-8 (BOM or not), UTF-16 with BOM, GB18030; else an InputError
+    text = read_text(path, encoding, what="cases")  # UTF-8 (BOM or not), UTF-16 with BOM, GB18030; else an InputError
     records: dict[str, Record] = {}
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
@@ -280,6 +280,8 @@ class Options:
     aspects: list[str] | None = None
     tolerance: float = 0.2
     knowledge: dict[str, Any] = field(default_factory=dict)
+    #: encoding of PRED and GOLD (None: UTF-8 with or without BOM, UTF-16 with BOM, then GB18030)
+    encoding: str | None = None
 
 
 @dataclass(frozen=True)
@@ -687,8 +689,8 @@ def check_task_fields(task: str, pred: Source, gold: Source) -> None:
 def evaluate_files(task: str, pred_path: Path, gold_path: Path, opts: Options) -> dict[str, Any]:
     """Read, validate and pair the two files, compute the task's metrics; return a JSON-ready summary."""
     family = FAMILIES[task]
-    pred = read_jsonl(pred_path)
-    gold = read_jsonl(gold_path)
+    pred = read_jsonl(pred_path, opts.encoding)
+    gold = read_jsonl(gold_path, opts.encoding)
     validate_fields(family, pred, "pred")
     validate_fields(family, gold, "gold")
     check_task_fields(task, pred, gold)
@@ -771,6 +773,9 @@ def tcm_command(
     knowledge: Annotated[Path | None, typer.Option(
         "--knowledge", help=_escape("JSON object with any of: " + "; ".join(
             f"{k} ({v})" for k, v in KNOWLEDGE_KEYS.items())), show_default=False)] = None,
+    encoding: Annotated[str | None, typer.Option(
+        "--encoding", help="Encoding of PRED and GOLD (default: UTF-8 with or without BOM, then GB18030/GBK).",
+        show_default=False)] = None,
 ) -> None:
     try:
         if not 0.0 <= tolerance < 1.0:
@@ -779,6 +784,7 @@ def tcm_command(
             aspects=parse_aspects(aspects),
             tolerance=tolerance,
             knowledge=load_knowledge(None if knowledge is None else resolve(knowledge, "examples")),
+            encoding=encoding,
         )
         summary = evaluate_files(task.value, resolve(pred, "examples"), resolve(gold, "examples"), opts)
     except InputError as exc:  # TcmInputError, and read_text's errors

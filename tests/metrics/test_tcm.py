@@ -699,3 +699,19 @@ def test_cli_reads_excel_encodings(cli, tmp_path):
         assert result.exit_code == 0, result.output
         metrics = json.loads(result.stdout)["metrics"]
         assert metrics["differentiation.f1"] == 1.0, metrics
+
+
+def test_cli_encoding_option(cli, tmp_path):
+    # Traditional-Chinese files saved as Big5 read with --encoding big5.
+    rows = [{"id": "a", "syndromes": ["氣虛"]}]
+    text = "\n".join(json.dumps(r, ensure_ascii=False) for r in rows) + "\n"
+    pred, gold = tmp_path / "pred.jsonl", tmp_path / "gold.jsonl"
+    pred.write_bytes(text.encode("big5"))
+    gold.write_bytes(text.encode("big5"))  # --encoding names the encoding of both files
+    ok = run(cli, "syndrome", pred, gold, "--json", "--encoding", "big5")
+    assert ok.exit_code == 0, ok.output
+    assert json.loads(ok.stdout)["metrics"]["differentiation.f1"] == 1.0
+    # a file that is not in the named encoding is refused, naming file, line and byte
+    gold.write_text(text, encoding="utf-8")
+    wrong = run(cli, "syndrome", pred, gold, "--json", "--encoding", "big5")
+    assert wrong.exit_code == 2 and "gold.jsonl: cases file is not big5 text: line 1" in wrong.stderr, wrong.output
