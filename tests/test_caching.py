@@ -108,6 +108,24 @@ def test_dry_run_total_is_within_2_percent_of_what_the_run_sends(rubric, key, tm
     assert messages_only < 0.85 * sent       # what the dry run used to count
 
 
+@pytest.mark.parametrize("mode", ["tools", "md_json"])
+def test_counting_a_sample_exactly_gives_the_exact_totals(key, monkeypatch, mode):
+    """Past the first SAMPLE_CASES cases, a request is counted as its messages plus its dimension's
+    schema overhead: the totals and shares equal counting every request as built by instructor."""
+    import consensus_eval.execution.estimate as est
+
+    cfg = EvalConfig.model_validate({"judges": [{
+        "name": "j", "model": "deepseek/deepseek-chat", "api_key_env": "DEEPSEEK_API_KEY", "mode": mode}]})
+    prep = api.prepare(_examples(12), cfg)
+    monkeypatch.setattr(est, "SAMPLE_CASES", 3)
+    sampled = api.dry_run(prep)[0]
+    monkeypatch.setattr(est, "SAMPLE_CASES", 10**6)
+    exact = api.dry_run(prep)[0]
+    assert abs(sampled.prompt_tokens - exact.prompt_tokens) <= 0.001 * exact.prompt_tokens
+    for d, share in exact.prefix_share.items():
+        assert sampled.prefix_share[d] == pytest.approx(share, abs=0.01)
+
+
 # --------------------------------------------------------------------------- shared prefix
 
 

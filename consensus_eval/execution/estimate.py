@@ -28,6 +28,8 @@ from consensus_eval.execution.pricing import saving_per_cached_token
 from consensus_eval.judges.base import Judge
 
 ASSUMED_OUTPUT_TOKENS = 800
+#: cases whose requests are built exactly as instructor would send them (the rest: messages + overhead)
+SAMPLE_CASES = 8
 
 #: a chat request body as sent: ``messages`` and, by instructor mode, ``tools`` or ``response_format``
 Request = dict[str, Any]
@@ -39,6 +41,10 @@ class WireJudge(Protocol):
 
     def request(self, messages: list[dict[str, str]], dimension_id: str) -> Request:
         """The request body of one call (messages, tools, response_format), as it would be sent."""
+        ...
+
+    def count_tokens(self, messages: list[dict[str, str]]) -> int:
+        """Prompt tokens of the messages alone."""
         ...
 
     def count_request(self, request: Request) -> int:
@@ -132,36 +138,53 @@ class _Shares:
 
 
 def _wire_counts(judge: WireJudge, calls: list[Call]) -> tuple[int, _Shares]:
-    """Prompt tokens of every call as sent, and the shared-prefix shares (see :class:`JudgeEstimate`)."""
+    """Prompt tokens of every call as sent, and the shared-prefix shares (see :class:`JudgeEstimate`).
+
+    Building a request as instructor does costs about 10 ms (its schema is regenerated each time), so
+    the requests of the first :data:`SAMPLE_CASES` cases are built and counted exactly; the others are
+    counted as their messages plus the mean schema overhead of their dimension in that sample (what the
+    mode adds does not depend on the case), and the shares are measured on the sample.
+    """
     requests: dict[tuple[int, str], tuple[Request, int]] = {}  # the runs of a case share one request
     by_dim: dict[str, list[tuple[Request, int]]] = defaultdict(list)
     calls_per_dim: dict[str, int] = defaultdict(int)
     by_case: dict[str, list[tuple[Request, int]]] = defaultdict(list)
+    overhead: dict[str, list[int]] = defaultdict(list)  # tokens the mode adds to the messages, per dimension
+    counted: dict[tuple[int, str], int] = {}
+    sizes: dict[str, list[int]] = defaultdict(list)  # every distinct request's tokens, per dimension
     total = 0
     for c in calls:
-        key = (id(c.messages), c.planned.dimension)
-        if key not in requests:
-            req = judge.request(c.messages, c.planned.dimension)
-            requests[key] = (req, judge.count_request(req))
-            by_dim[c.planned.dimension].append(requests[key])
-            by_case[c.planned.case_id].append(requests[key])
-        total += requests[key][1]
-        calls_per_dim[c.planned.dimension] += 1
+        dim = c.planned.dimension
+        key = (id(c.messages), dim)
+        if key not in counted:
+            sampled = c.planned.case_id in by_case or len(by_case) < SAMPLE_CASES
+            if sampled or not overhead[dim]:
+                req = judge.request(c.messages, dim)
+                requests[key] = (req, judge.count_request(req))
+                by_dim[dim].append(requests[key])
+                by_case[c.planned.case_id].append(requests[key])
+                counted[key] = requests[key][1]
+                overhead[dim].append(counted[key] - judge.count_tokens(c.messages))
+            else:
+                counted[key] = judge.count_tokens(c.messages) + round(sum(overhead[dim]) / len(overhead[dim]))
+            sizes[dim].append(counted[key])
+        total += counted[key]
+        calls_per_dim[dim] += 1
 
     def prefix_tokens(group: list[tuple[Request, int]]) -> int:
         prefix = shared_prefix([r for r, _ in group])
         return judge.count_request(prefix) if prefix.get("messages") or prefix.get("tools") else 0
 
-    def share(group: list[tuple[Request, int]], n: int | None = None) -> float | None:
+    def share(group: list[tuple[Request, int]], n: int | None = None, mean: float | None = None) -> float | None:
         if len(group) < 2:
             return None
         n = prefix_tokens(group) if n is None else n
-        return min(1.0, n / (sum(t for _, t in group) / len(group)))
+        return min(1.0, n / (mean or sum(t for _, t in group) / len(group)))
 
     shares = _Shares()
     for d, g in by_dim.items():
         n = prefix_tokens(g) if len(g) > 1 else 0
-        shares.by_dimension[d] = share(g, n)
+        shares.by_dimension[d] = share(g, n, sum(sizes[d]) / len(sizes[d]))
         shares.cacheable_tokens += n * (calls_per_dim[d] - 1)
     per_case = [s for s in (share(g) for g in by_case.values()) if s is not None]
     shares.across_dimensions = sum(per_case) / len(per_case) if per_case else None
