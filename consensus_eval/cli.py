@@ -280,7 +280,7 @@ def audit(
     print_audit(out_console, review_queue(audits, len(results.judges)), top, results.judge_quality)
     if export is not None:
         path = write_adjudication_csv(export, audits[:top] if top > 0 else audits, judges=results.judges,
-                                      review=results.review, reviewer=reviewer)
+                                      review=results.review, reviewer=reviewer, rubric=results.rubric)
         out_console.print(f"adjudication sheet: {path} (fill in human_score, human_verdict, human_comment, "
                           f"reviewer; then: consensus-eval human import {path} --run {run_dir})", highlight=False)
 

@@ -547,3 +547,35 @@ def test_a_sheet_without_case_ids_or_with_an_ambiguous_reviewer(run: Path, tmp_p
     assert f"{sheet}:4: column reviewer (D): empty, and the sheet names several reviewers (li, wang)" in msg
     _cli("human", "import", sheet, "--run", run, "--reviewer", "zhao", "--bootstrap", "0")
     assert sorted((lb.reviewer, lb.case_id) for lb in _stored(run)) == [("li", "001"), ("wang", "002"), ("zhao", "003")]
+
+
+def test_a_deduction_the_judges_missed_added_as_a_row(run: Path, tmp_path: Path) -> None:
+    rows = _export(run, tmp_path / "sheet.csv")
+    case_id = rows[0]["case_id"]
+    added = {**dict.fromkeys(rows[0], ""), "row": "added", "case_id": case_id, "dimension": "accuracy",
+             "type": "药名错误", "points": "", "human_comment": "二甲双胍写成了格列美脲", "reviewer": "li"}
+    penalty = {**added, "type": "", "type_id": "diabetes_in_past_history", "human_comment": ""}
+    blank = {**added, "type": "", "human_comment": ""}                     # an empty template row: skipped
+    sheet = _write([*rows, added, penalty, blank], tmp_path / "filled.csv", encoding="gbk")
+    _cli("human", "import", sheet, "--run", run, "--bootstrap", "0")
+    labels = [lb for lb in _stored(run) if lb.kind == "added_deduction"]
+    assert [(lb.case_id, lb.dimension, lb.value, lb.points, lb.deduction_id, lb.comment) for lb in labels] == [
+        (case_id, "accuracy", "drug_name_error", 3.0, "added:accuracy:drug_name_error", "二甲双胍写成了格列美脲"),
+        (case_id, "accuracy", "diabetes_in_past_history", 10.0, "added:accuracy:diabetes_in_past_history", None)]
+    h = load_run(run, n_boot=0).reliability.human
+    assert h is not None and h.n_added_deductions == 2
+    # exported for li: the added rows come back (type names from the rubric) and read back the same
+    again = tmp_path / "again.csv"
+    _cli("audit", run, "--top", "4", "--export", again, "--reviewer", "li")
+    back = [r for r in csv.DictReader(io.StringIO(again.read_text(encoding="utf-8-sig"))) if r["row"] == "added"]
+    assert [(r["type"], r["type_id"], r["points"]) for r in back] == [
+        ("药名错误", "drug_name_error", "3"), ("糖尿病写入既往史", "diabetes_in_past_history", "10")]
+    _cli("human", "import", again, "--run", run, "--bootstrap", "0")
+    assert sorted(lb.key for lb in _stored(run) if lb.kind == "added_deduction") == sorted(lb.key for lb in labels)
+    # a type the rubric does not have, points out of the type's range: named
+    bad = _write([*rows, {**added, "type": "不存在"}], tmp_path / "bad.csv")
+    assert "column type (M): '不存在' is not a deduction type or fixed penalty of accuracy" in _cli_error(
+        "human", "import", bad, "--run", run)
+    bad = _write([*rows, {**added, "points": "9"}], tmp_path / "bad.csv")
+    msg = _cli_error("human", "import", bad, "--run", run)
+    assert "column points (N): 9 is outside 3..3 for drug_name_error" in msg

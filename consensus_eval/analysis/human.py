@@ -23,7 +23,7 @@ import csv
 import io
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import suppress
 from pathlib import Path
 from typing import Literal
@@ -46,7 +46,7 @@ from consensus_eval.analysis.agreement import (
 from consensus_eval.analysis.alpha import DEFAULT_SEED, Alpha, alpha_with_ci
 from consensus_eval.analysis.consensus import CaseConsensus
 from consensus_eval.analysis.intervals import proportion
-from consensus_eval.domain.rubric import Rubric
+from consensus_eval.domain.rubric import Dimension, Rubric
 from consensus_eval.domain.sets import jaccard
 from consensus_eval.domain.textio import read_text
 from consensus_eval.execution.results import StoredRun
@@ -57,10 +57,12 @@ DEFAULT_REVIEWER = "human"
 
 # --------------------------------------------------------------------------- the sheet's columns
 
-#: ``row`` says what a sheet row asks: ``score`` (the reviewer's score of a case's dimension) or
-#: ``deduction`` (the reviewer's verdict on one judge's deduction)
+#: ``row`` says what a sheet row asks: ``score`` (the reviewer's score of a case's dimension),
+#: ``deduction`` (the reviewer's verdict on one judge's deduction), or ``added`` (a deduction the judges
+#: missed, added by the reviewer: ``dimension``, ``type_id`` or ``type``, ``points``, ``human_comment``)
 ROW_SCORE = "score"
 ROW_DEDUCTION = "deduction"
+ROW_ADDED = "added"
 #: the columns the reviewer fills (left empty by the export unless labels are written in)
 HUMAN_SCORE, HUMAN_VERDICT, HUMAN_COMMENT, REVIEWER = "human_score", "human_verdict", "human_comment", "reviewer"
 #: the stable id of a deduction (:attr:`consensus_eval.analysis.audit.AuditDeduction.id`)
@@ -303,6 +305,7 @@ def _sheet_labels(p: Path, head: tuple[int, list[str]], rows: list[tuple[int, li
     names = {cell(c, REVIEWER) for _, c in rows} - {""}
     fallback = reviewer or (next(iter(names)) if len(names) == 1 else None if names else DEFAULT_REVIEWER)
     seen: dict[tuple[str, ...], tuple[int, HumanLabelRecord]] = {}
+    added_ids: set[tuple[str, str]] = set()
     out: dict[str, list[HumanLabelRecord]] = {}
     for line, cells in rows:
         extra = [i for i in range(len(header), len(cells)) if cells[i].strip()]
@@ -311,7 +314,11 @@ def _sheet_labels(p: Path, head: tuple[int, list[str]], rows: list[tuple[int, li
             i = (extra or blank_headed)[0]
             raise InputError(f"{p}:{line}: column {_letter(i)}: a value in a column with no header: {cells[i]!r}")
         score, verdict, comment = cell(cells, HUMAN_SCORE), cell(cells, HUMAN_VERDICT), cell(cells, HUMAN_COMMENT)
-        if not (score or verdict or comment):
+        row_kind = cell(cells, "row").lower()
+        if not row_kind and cell(cells, DEDUCTION_ID).startswith("added:"):
+            row_kind = ROW_ADDED
+        filled_added = row_kind == ROW_ADDED and bool(cell(cells, "type_id") or cell(cells, "type"))
+        if not (score or verdict or comment or filled_added):
             continue  # nothing filled in on this row
         case_id = _case_id(cell(cells, "case_id"), known, case_ids, where(line, "case_id"))
         name = cell(cells, REVIEWER) or fallback
@@ -319,7 +326,7 @@ def _sheet_labels(p: Path, head: tuple[int, list[str]], rows: list[tuple[int, li
             raise InputError(f"{where(line, REVIEWER)}: empty, and the sheet names several reviewers "
                              f"({', '.join(sorted(names))}): fill it in, or give --reviewer")
         ded_id = cell(cells, DEDUCTION_ID)
-        row_kind = cell(cells, "row").lower() or (ROW_DEDUCTION if ded_id else ROW_SCORE)
+        row_kind = row_kind or (ROW_DEDUCTION if ded_id else ROW_SCORE)
         labels: list[HumanLabelRecord] = []
         if row_kind == ROW_DEDUCTION:
             if not ded_id:
@@ -366,8 +373,11 @@ def _sheet_labels(p: Path, head: tuple[int, list[str]], rows: list[tuple[int, li
             if comment:
                 labels.append(HumanLabelRecord(case_id=case_id, dimension=dim_id, reviewer=name, kind="comment",
                                                comment=comment, source=source))
+        elif row_kind == ROW_ADDED:
+            labels.append(_added(cells, cell, where, line, dims, case_id, name, source, added_ids))
         else:
-            raise InputError(f"{where(line, 'row')}: {row_kind!r}; a row is {ROW_SCORE!r} or {ROW_DEDUCTION!r}")
+            raise InputError(f"{where(line, 'row')}: {row_kind!r}; a row is {ROW_SCORE!r}, {ROW_DEDUCTION!r} "
+                             f"or {ROW_ADDED!r}")
         for lb in labels:
             key = lb.key
             if key in seen and seen[key][1].model_dump() != lb.model_dump():
@@ -378,6 +388,39 @@ def _sheet_labels(p: Path, head: tuple[int, list[str]], rows: list[tuple[int, li
                 seen[key] = (line, lb)
                 out.setdefault(name, []).append(lb)
     return out
+
+
+def _added(cells: list[str], cell: Callable[[list[str], str], str], where: Callable[[int, str], str], line: int,
+           dims: dict[str, Dimension], case_id: str, reviewer: str, source: str,
+           taken: set[tuple[str, str]]) -> HumanLabelRecord:
+    """An ``added`` row: a deduction of the rubric's types (or a fixed penalty) the judges missed."""
+    dim_id = cell(cells, "dimension")
+    if dim_id not in dims:
+        raise InputError(f"{where(line, 'dimension')}: {dim_id!r} is not a dimension of the rubric ({', '.join(dims)})")
+    dim = dims[dim_id]
+    bounds = {t.id: (t.low, t.high) for c in dim.categories for t in c.types}
+    bounds.update({pen.id: (pen.points, pen.points) for pen in dim.fixed_penalties})
+    names = {t.name: t.id for c in dim.categories for t in c.types} | {pen.name: pen.id for pen in dim.fixed_penalties}
+    given = cell(cells, "type_id") or cell(cells, "type")
+    type_id = given if given in bounds else names.get(given)
+    if type_id is None:
+        column = "type_id" if cell(cells, "type_id") else "type"
+        raise InputError(f"{where(line, column)}: {given!r} is not a deduction type or fixed penalty of {dim_id} "
+                         "(give its id or its name as the rubric writes it)")
+    lo, hi = bounds[type_id]
+    raw = cell(cells, "points")
+    points = lo if not raw else _number(raw, where(line, "points"))
+    if not lo - 1e-9 <= points <= hi + 1e-9:
+        raise InputError(f"{where(line, 'points')}: {raw} is outside {lo:g}..{hi:g} for {type_id}")
+    did = cell(cells, DEDUCTION_ID) or f"added:{dim_id}:{type_id}"
+    n = 2
+    base = did
+    while (case_id, did) in taken:
+        did, n = f"{base}-{n}", n + 1
+    taken.add((case_id, did))
+    return HumanLabelRecord(case_id=case_id, dimension=dim_id, deduction_id=did, reviewer=reviewer,
+                            kind="added_deduction", value=type_id, points=points,
+                            comment=cell(cells, HUMAN_COMMENT) or None, source=source)
 
 
 def deduction_dimensions(run: StoredRun) -> dict[str, str]:

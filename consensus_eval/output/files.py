@@ -42,6 +42,7 @@ from consensus_eval.analysis.human import (
     HUMAN_VERDICT,
     JUDGE_SCORE_PREFIX,
     REVIEWER,
+    ROW_ADDED,
     ROW_DEDUCTION,
     ROW_SCORE,
     SHEET_HEAD,
@@ -235,7 +236,7 @@ EXPORT_COLUMNS = export_columns(["a", "b", "c"])
 
 
 def export_rows(audits: Iterable[CaseAudit], review: HumanReview | None = None,
-                reviewer: str | None = None) -> list[dict[str, object]]:
+                reviewer: str | None = None, rubric: Rubric | None = None) -> list[dict[str, object]]:
     """The rows of the adjudication sheet, per case (in ranking order) and dimension:
 
     - one ``score`` row: the panel's score (``panel_score``), each judge's (``score: <judge>``;
@@ -247,7 +248,9 @@ def export_rows(audits: Iterable[CaseAudit], review: HumanReview | None = None,
       unsure) and ``human_comment``.
 
     ``reviewer`` (with ``review``): that reviewer's stored labels are written into the human cells
-    (a sheet "filled in", e.g. downloaded from the review app); the sheet reads back the same.
+    (a sheet "filled in", e.g. downloaded from the review app), with one ``added`` row per deduction the
+    reviewer added (``type`` / ``type_id``, ``points``, ``human_comment``; ``rubric`` gives the type's
+    name); the sheet reads back the same. A reviewer may add such rows in the spreadsheet too.
     """
     rows: list[dict[str, object]] = []
     for a in audits:
@@ -256,6 +259,8 @@ def export_rows(audits: Iterable[CaseAudit], review: HumanReview | None = None,
         notes = {(lb.dimension, lb.deduction_id): lb.comment for lb in (case.comments if case else [])
                  if lb.reviewer == reviewer}
         for dim in a.dimensions:
+            dim_types = ({t.id: t.name for c in rubric.dimension(dim.dimension).categories for t in c.types}
+                         | {p.id: p.name for p in rubric.dimension(dim.dimension).fixed_penalties}) if rubric else {}
             base: dict[str, object] = {"rank": a.rank, "case_id": a.case_id, "status": a.status,
                                        "disagreement": _num(a.disagreement), "dimension": dim.dimension,
                                        "dimension_name": dim.name}
@@ -282,7 +287,16 @@ def export_rows(audits: Iterable[CaseAudit], review: HumanReview | None = None,
                         row[HUMAN_COMMENT] = notes.get((d.dimension, d.id)) or ""
                         row[REVIEWER] = reviewer if verdict or row[HUMAN_COMMENT] else ""
                     rows.append(row)
+            for lb in (case.added if case else []):
+                if lb.reviewer == reviewer and lb.dimension == dim.dimension:
+                    rows.append({**base, "row": ROW_ADDED, "type": _type_name(dim_types, lb.value),
+                                 "type_id": lb.value, "points": _num(lb.points), HUMAN_COMMENT: lb.comment or "",
+                                 REVIEWER: reviewer, DEDUCTION_ID: lb.deduction_id})
     return rows
+
+
+def _type_name(names: dict[str, str], type_id: object) -> str:
+    return names.get(str(type_id), str(type_id))
 
 
 def _mismatch_text(a: CaseAudit, dimension: str, judge: str) -> str:
@@ -295,7 +309,8 @@ def _mismatch_text(a: CaseAudit, dimension: str, judge: str) -> str:
 
 
 def write_adjudication_csv(path: str | Path, audits: Iterable[CaseAudit], *, judges: Sequence[str] | None = None,
-                           review: HumanReview | None = None, reviewer: str | None = None) -> Path:
+                           review: HumanReview | None = None, reviewer: str | None = None,
+                           rubric: Rubric | None = None) -> Path:
     """Write the adjudication sheet (:func:`export_rows`) as CSV in UTF-8 with a BOM (so Excel reads the
     Chinese); its folder is created if needed. ``judges``: the panel, in order (default: the judges of
     the audits). ``review`` + ``reviewer``: write that reviewer's labels into the human cells.
@@ -318,7 +333,8 @@ def write_adjudication_csv(path: str | Path, audits: Iterable[CaseAudit], *, jud
         # a header cell never starts like a formula: the judges' columns start with "score: "
         w = csv.DictWriter(f, fieldnames=export_columns(judges), restval="")
         w.writeheader()
-        w.writerows({k: csv_cell(v) for k, v in row.items()} for row in export_rows(audits, review, reviewer))
+        w.writerows({k: csv_cell(v) for k, v in row.items()}
+                    for row in export_rows(audits, review, reviewer, rubric))
     return p
 
 
