@@ -99,16 +99,18 @@ class Verdict:
     text: str
 
 
-def verdict(a: Alpha | None, t: Messages, *, runs: bool = False) -> Verdict:
+def verdict(a: Alpha | None, t: Messages, *, runs: bool = False, category: bool = False) -> Verdict:
     """The plain-words verdict on an alpha against Krippendorff's guide (:data:`RELIABLE`,
     :data:`TENTATIVE`), with its interval taken into account; ``runs``: the alpha compares a judge's
-    repeated runs (identical runs are then *perfectly stable*)."""
+    repeated runs (identical runs are then *perfectly stable*); ``category``: the alpha of the points
+    taken off in one deduction category (identical ratings there mostly mean nobody deducted)."""
     if a is None:
         return Verdict("na", t("v_missing"))
     if a.value is None:
         reason = a.reason or ""
         if reason.startswith("no variation"):
-            return Verdict("stable", t("v_stable_runs") if runs else t("v_identical"))
+            return Verdict("stable", t("v_stable_runs") if runs else t("v_identical_category") if category
+                           else t("v_identical"))
         if reason.startswith("no unit"):
             return Verdict("na", t("v_no_unit_runs") if runs else t("v_no_unit"))
         return Verdict("na", t("v_undefined", reason=reason) if reason else t("v_missing"))

@@ -168,7 +168,8 @@ def _reliability(d: ReportData) -> str:
             f"\n\n" + table(["", t("md_alpha_ci"), t("col_verdict"), t("col_cases"), t("col_stars_alpha")], rows,
                              [False, True, False, True, True]) + "\n\n" + t("guide"))
     if rel.categories:
-        crows = [[md_text(f"{a.name} ({k})"), fmt.alpha_cell(a, t), md_text(fmt.verdict(a, t).text), str(a.n_units)]
+        crows = [[md_text(f"{a.name} ({k})"), fmt.alpha_cell(a, t), md_text(fmt.verdict(a, t, category=True).text),
+                  str(a.n_units)]
                  for k, a in rel.categories.items()]
         text += (f"\n\n### {t('per_category')}\n\n"
                  + table([t("col_category"), t("md_alpha_ci"), t("col_verdict"), t("col_cases")], crows,
