@@ -8,6 +8,7 @@ import json
 import random
 
 import pytest
+from rich.console import Console
 from typer.testing import CliRunner
 
 from consensus_eval import api
@@ -17,7 +18,7 @@ from consensus_eval.cli import app
 from consensus_eval.domain.calibration.generator import builtin_suite
 from consensus_eval.domain.calibration.suite import PlantedError, SuiteCase
 from consensus_eval.domain.grounding import ground
-from consensus_eval.output.calibration import add_to_reports, html_section, markdown_section
+from consensus_eval.output.calibration import add_to_reports, html_section, markdown_section, print_calibration
 from tests.conftest import write_config
 from tests.fake_server import FakeConfig, FakeServer
 
@@ -152,6 +153,11 @@ def test_fake_llm_judges(tmp_path, rubric, monkeypatch):
     assert all(e.mae == 0 for e in oracle.score_error.values())
     # two runs, the same replies: stable
     assert oracle.runs_recall == [1.0, 1.0] and oracle.consistent is not None and oracle.consistent.value == 1
+    console = Console(record=True, width=200)
+    print_calibration(console, rep)
+    text = console.export_text()
+    assert f"stability of oracle: recall per run 100%, 100%; the same verdict in every run on {n}/{n}" in text
+    assert text.rstrip().splitlines()[-1].startswith("- ")  # ends with the recommendation
     # the random judge: found exactly when its category draw hit (chance: 1/5 per error here)
     n_random = sum(1 for sc in suite for e in sc.expected if not e.penalty)
     n_pen = n - n_random

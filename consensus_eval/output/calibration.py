@@ -116,6 +116,13 @@ def print_calibration(console: Console, report: CalibrationReport) -> None:
                 for e in jc.score_error.values()]
         t.add_row(c, fa, flagged, prec, *errs)
     console.print(t)
+    for c in cols:
+        jc = report.judges[c]
+        if len(jc.runs_recall) > 1 and jc.consistent is not None and jc.consistent.value is not None:
+            per_run = ", ".join("-" if r is None else f"{r:.0%}" for r in jc.runs_recall)
+            console.print(f"stability of {c}: recall per run {per_run}; the same verdict in every run on "
+                          f"{jc.consistent.k}/{jc.consistent.n} planted errors ({jc.consistent.value:.0%})",
+                          highlight=False)
     console.print(f"{report.suite_cases} cases: {report.planted} with {report.errors} planted errors, {report.clean} "
                   f"clean controls; panel = found by at least {report.quorum} judge(s). Types not planted: "
                   f"{', '.join(report.unplantable) or 'none'} (reasons in calibration.json).", highlight=False)
