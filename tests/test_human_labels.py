@@ -227,11 +227,11 @@ def test_two_reviewers_and_their_alpha_against_the_krippendorff_package(run: Pat
     li_v = {lb.deduction_id: lb.value for lb in labels if lb.kind == "verdict" and lb.reviewer == "li"}
     wang_v = {lb.deduction_id: lb.value for lb in labels if lb.kind == "verdict" and lb.reviewer == "wang"}
     shared = [d for d in li_v if d in wang_v and "unsure" not in (li_v[d], wang_v[d])]
-    if len(shared) >= 2 and h.inter_reviewer_verdicts is not None and h.inter_reviewer_verdicts.value is not None:
-        code = {"agree": 1, "disagree": 0}
-        data = np.array([[code[str(li_v[d])] for d in shared], [code[str(wang_v[d])] for d in shared]], float)
-        assert h.inter_reviewer_verdicts.value == pytest.approx(
-            krippendorff.alpha(reliability_data=data, level_of_measurement="nominal"))
+    assert len(shared) >= 2 and h.inter_reviewer_verdicts is not None and h.inter_reviewer_verdicts.value is not None
+    code = {"agree": 1, "disagree": 0}
+    data = np.array([[code[str(li_v[d])] for d in shared], [code[str(wang_v[d])] for d in shared]], float)
+    assert h.inter_reviewer_verdicts.value == pytest.approx(
+        krippendorff.alpha(reliability_data=data, level_of_measurement="nominal"))
     # the report shows the human section
     assert '<section id="human">' in (run / "report.html").read_text(encoding="utf-8")
 
