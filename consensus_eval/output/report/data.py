@@ -14,7 +14,7 @@ from typing import Any
 
 from consensus_eval.analysis.agreement import HumanAgreement
 from consensus_eval.analysis.alpha import Alpha, krippendorff_alpha
-from consensus_eval.analysis.audit import CaseAudit, ReviewQueue, case_anchors, review_queue
+from consensus_eval.analysis.audit import LOW_STARS, CaseAudit, ReviewQueue, case_anchors, review_queue
 from consensus_eval.analysis.consensus import CaseConsensus
 from consensus_eval.analysis.human import CaseReview, HumanReview
 from consensus_eval.analysis.judge_quality import JudgeQuality
@@ -23,6 +23,7 @@ from consensus_eval.analysis.results import Results
 from consensus_eval.domain.cases import Case
 from consensus_eval.domain.rubric import Rubric
 from consensus_eval.execution.results import JudgeUsage
+from consensus_eval.output.files import fmt_num
 from consensus_eval.output.report.charts import BoxPlot, Histogram, box_plot, histograms
 from consensus_eval.output.report.drill import drill_payload
 from consensus_eval.output.report.i18n import Messages, default_lang, messages
@@ -93,6 +94,11 @@ class ReportData:
     def queue(self) -> list[CaseAudit]:
         """The cases that need a human's review, in ranking order (the review queue)."""
         return [a for a in self.ranking if needs_review(a)]
+
+    def reasons(self, a: CaseAudit) -> list[str]:
+        """Why ``a`` needs review, in the report's language (:func:`review_reasons`)."""
+        cfg = self.results.config.consensus
+        return review_reasons(a, self.t, cfg.flag_spread, cfg.flag_star_gap)
 
     @cached_property
     def review_queue(self) -> ReviewQueue:
@@ -191,12 +197,31 @@ def _anchors(results: Results) -> dict[str, str]:
     return {**given, **case_anchors(missing)} if missing else given
 
 
-def review_reasons(a: CaseAudit, t: Messages) -> list[str]:
+def review_reasons(a: CaseAudit, t: Messages, flag_spread: float = 0.0, flag_star_gap: int = 0) -> list[str]:
     """Why a case is in the review queue, in the report's language: the audit's own words in
-    English; in another language each reason's code in the catalogue's words (``reason_<code>``)."""
+    English; in another language each reason (:class:`~consensus_eval.analysis.audit.ReviewReason`)
+    rebuilt from the case's figures with the catalogue's words (``why_<code>``). ``flag_spread`` and
+    ``flag_star_gap``: the config's limits the reasons quote."""
     if t.lang == "en":
         return [r.text for r in a.reasons]
-    return [t("reason_" + r.code) for r in a.reasons]
+    out = []
+    for r in a.reasons:
+        if r.code == "inconclusive":
+            out.append(t("why_inconclusive", n=a.n_judges_answered))
+        elif r.code == "spread":
+            out.append(t("why_spread", spread=fmt_num(a.spread or 0), limit=fmt_num(flag_spread)))
+        elif r.code == "star_gap":
+            dims = [f"{d.name} {d.star_gap}★" for d in a.dimensions if d.star_gap >= flag_star_gap]
+            out.append(t("why_star_gap", gap=flag_star_gap, dims="、".join(dims)))
+        elif r.code == "low_score":
+            low = [f"{d.name} {v.stars}★" for d in a.dimensions for v in d.judges
+                   if v.stars is not None and v.stars <= LOW_STARS]
+            out.append(t("why_low_score", dims="、".join(low)))
+        elif r.code == "ungrounded":
+            out.append(t("why_ungrounded", n=a.ungrounded))
+        else:
+            out.append(t("why_" + r.code))
+    return out
 
 
 def needs_review(a: CaseAudit) -> bool:

@@ -25,7 +25,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from consensus_eval.analysis.audit import CaseAudit
 from consensus_eval.output.report import fmt
 from consensus_eval.output.report.charts import interval_bar
-from consensus_eval.output.report.data import QUEUE_TOP, ReportData, needs_review, review_reasons
+from consensus_eval.output.report.data import QUEUE_TOP, ReportData, needs_review
 from consensus_eval.output.report.drill import category_options, embed_json, pack, row_facts
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -54,7 +54,7 @@ def render_html(data: ReportData) -> str:
     return environment().get_template("report.html.j2").render(
         d=data, dims=data.rubric.dimensions, script=script, script_hash=script_hash(script),
         meta_json=embed_json(meta), chunks=chunks, facts=facts, queue_top=QUEUE_TOP, star_formula=formula,
-        star_max=star_max, review_reasons=lambda a: review_reasons(a, data.t),
+        star_max=star_max, review_reasons=data.reasons,
         reason_counts=lambda counts: ", ".join(f"{data.t('reason_' + c)} {n}" for c, n in counts.items()),
         category_options=[(c, data.t("fixed_penalty") if c == "fixed_penalty" else label) for c, label in options])
 

@@ -20,7 +20,6 @@ from consensus_eval.output.report.data import (
     QUEUE_TOP,
     ReportData,
     needs_review,
-    review_reasons,
 )
 from consensus_eval.output.report.i18n import Messages
 
@@ -77,7 +76,7 @@ def _queue(d: ReportData) -> str:
     col = t("col_risk") if d.single_judge else t("col_disagreement")
     mode = d.review_queue.mode
     rows = [[str(a.rank), md_text(a.case_id), t("status_" + a.status), fmt.mean1(a.score(mode)), fmt.avg(a.total),
-             md_text("; ".join(review_reasons(a, t)))] for a in queue[:QUEUE_TOP]]
+             md_text("; ".join(d.reasons(a)))] for a in queue[:QUEUE_TOP]]
     header = ["#", t("col_case"), t("col_status"), col, t("col_total"), t("col_why")]
     text += f"\n\n### {t('title_' + rq.mode)}\n\n" + table(header, rows, [True, False, False, True, True, False])
     if len(queue) > QUEUE_TOP:
