@@ -303,7 +303,8 @@ def _dimension_lines(dim: DimensionAudit, t: Messages, human: float | None = Non
             for it in g.items:
                 x = it.deduction
                 quote = f" «{md_text(x.evidence)}»" if x.evidence else ""
-                item = f"{md_text(x.category)} / {md_text(x.type)} −{fmt.num(x.points)}"
+                category = t("fixed_penalty") if x.kind == "penalty" else x.category
+                item = f"{md_text(category)} / {md_text(x.type)} −{fmt.num(x.points)}"
                 note = f" **[{t('singleton')}]**" if x.match == "none" else \
                     f" [{t('same_category')}]" if x.match == "category" else ""
                 if it.applied_once:

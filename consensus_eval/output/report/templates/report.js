@@ -158,7 +158,7 @@
       n += 1;
       var li = el("li", "m-" + x.m);
       li.id = "d-" + a + "-" + n;
-      li.appendChild(el("span", null, x.c + " / " + x.t + " "));
+      li.appendChild(el("span", null, (x.pen ? L.fixed_penalty : x.c) + " / " + x.t + " "));
       li.appendChild(el("span", "pts", "\u2212" + pts(x.p)));
       if (x.once) { li.appendChild(badge("once", L.applied_once)); }
       else if (x.x) { li.appendChild(badge("runs", "\u00d7" + x.x)); }
