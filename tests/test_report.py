@@ -149,7 +149,7 @@ def test_markdown_in_chinese_by_default(tmp_path):
     for section in MD_SECTIONS_ZH:
         assert section in md
     assert "2 个病例需要复核" in md and '<html lang="zh-CN">' in html and "全部病例" in html
-    assert "| c2 | 正常 | 16.7 | 95 | 评审星级相差 2 星或以上：准确性 2★ |" in md      # reasons in Chinese, with figures
+    assert "| c2 | 正常 | 16.7 | 95 | 评审星级相差 2 星或以上：准确性 2★ |" in md    # reasons in Chinese, with figures
     assert "| c4 | 失败 | 0.0 | – | 没有评审作答 |" in md
     assert "cases need review" not in md
 

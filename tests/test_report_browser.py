@@ -233,7 +233,7 @@ def test_phone_width(browser, panel_html):
     assert len(lefts) == 3 and len(set(lefts)) == 1                    # judge columns stacked
     box = p.evaluate("() => { const r = document.querySelector('tr.drill .dd').getBoundingClientRect(); "
                      "return [r.left, r.right, innerWidth]; }")
-    assert 0 <= box[0] and box[1] <= box[2], box                       # the drill-down fits the screen
+    assert box[0] >= 0 and box[1] <= box[2], box                       # the drill-down fits the screen
     svg = p.evaluate("() => { const s = document.querySelector('#distributions figure svg'); "
                      "return [s.getBoundingClientRect().width, innerWidth]; }")
     assert svg[0] <= svg[1]                                            # the box plot scales down
