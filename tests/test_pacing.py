@@ -325,7 +325,9 @@ def test_auto_concurrency_without_a_known_rate_grows_additively_and_is_cut_on_42
     assert pacing.auto is not None and pacing.auto.cuts >= 1 and n429 >= 1
     assert sum(limits[-500:]) / 500 >= 0.7 * 20  # AIMD saw-tooth between 0.7 and 1 of the hidden limit
     assert n429 / 3000 < 0.05
-    assert pacing.report().binding == "provider 429s"
+    report = pacing.report()
+    assert report.binding == "provider 429s"
+    assert report.explain().startswith("provider 429s: ") and "answered 429" in report.explain()
 
 
 def test_auto_without_any_limit_grows_to_the_cap_and_no_further():
@@ -391,3 +393,15 @@ def test_aimd_reacts_to_the_fake_servers_hidden_limit(rubric, api_keys):
     report = judge.pacing_report()
     assert report is not None and report.rate_limited == statuses.count(429)
     assert report.requests == len(statuses)
+    assert report.explain()  # no rpm, no tpm: the line still renders
+
+
+@pytest.mark.parametrize("binding", ["rpm", "tpm", "concurrency", "provider 429s", "latency"])
+@pytest.mark.parametrize("rpm", [None, 120.0])
+def test_every_binding_explains_itself_with_or_without_limits(binding, rpm):
+    report = Pacing(rpm=rpm, concurrency="auto").report()
+    report.binding = binding
+    report.mean_latency_s = None
+    line = report.explain()
+    assert line.startswith(f"{binding}: 0.0 requests/min")
+    assert ("of rpm 120" in line) == (rpm is not None)

@@ -347,17 +347,23 @@ class PacingReport:
 
     def explain(self) -> str:
         """One line: the binding limit and the figures behind it."""
-        rpm = f"{self.achieved_rpm:.1f} requests/min"
-        limit = {
-            "rpm": f" of rpm {self.rpm:g}",
-            "tpm": f" ({self.achieved_tpm:,.0f} tokens/min of tpm {self.tpm or 0:,.0f})",
-            "concurrency": f" with {self.limit_final} in flight (concurrency {self.concurrency})",
-            "provider 429s": f" ({self.rate_limited} of {self.requests} requests answered 429, limit cut "
-                             f"{self.cuts} time(s), {self.limit_final} in flight at the end)",
-            "latency": f" (mean latency {self.mean_latency_s or 0:.1f} s, {self.mean_in_flight:.1f} in flight "
-                       f"on average, limit {self.limit_final})",
-        }[self.binding]
-        return f"{self.binding}: {rpm}{limit}"
+        rate = f"{self.achieved_rpm:.1f} requests/min"
+        if self.rpm is not None:
+            rate += f" of rpm {self.rpm:g}"
+        if self.binding == "tpm":
+            detail = f" ({self.achieved_tpm:,.0f} tokens/min of tpm {self.tpm or 0:,.0f})"
+        elif self.binding == "concurrency":
+            detail = f" with {self.limit_final} in flight (concurrency {self.concurrency})"
+        elif self.binding == "provider 429s":
+            detail = (f" ({self.rate_limited} of {self.requests} requests answered 429, limit cut {self.cuts} "
+                      f"time(s), {self.limit_final} in flight at the end)")
+        elif self.binding == "latency":
+            latency = f"{self.mean_latency_s:.1f} s" if self.mean_latency_s is not None else "unknown"
+            detail = (f" (mean latency {latency}, {self.mean_in_flight:.1f} in flight on average, "
+                      f"limit {self.limit_final})")
+        else:
+            detail = ""
+        return f"{self.binding}: {rate}{detail}"
 
 
 class Pacing:
