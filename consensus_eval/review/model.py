@@ -433,7 +433,7 @@ class ReviewRun:
         review = build_review(labels, self.results.rubric, self.results.consensus) if labels else None
         with tempfile.TemporaryDirectory(prefix="consensus-eval-sheet-") as tmp:
             path = write_adjudication_csv(Path(tmp) / "sheet.csv", self.queue.cases, judges=self.results.judges,
-                                          review=review, reviewer=reviewer)
+                                          review=review, reviewer=reviewer, rubric=self.results.rubric)
             return path.read_bytes()
 
     # ------------------------------------------------------------------ writing

@@ -675,15 +675,15 @@ def test_cli_help_lists_families(cli):
 
 
 def test_cli_import_is_light():
-    # In a fresh interpreter: importing the CLI must not pull litellm (or instructor) and must be fast.
+    # In a fresh interpreter: importing the TCM CLI pulls none of the heavy libraries (the judge layer,
+    # numpy, pydantic); what that costs in seconds is not asserted here (a shared machine is noisy).
+    heavy = {"litellm", "instructor", "openai", "httpx", "numpy", "pydantic", "rapidfuzz", "jinja2"}
     code = (
-        "import sys, time; t = time.perf_counter();"
-        "import consensus_eval.metrics._tcm_cli;"
-        "print(time.perf_counter() - t, 'litellm' in sys.modules or 'instructor' in sys.modules)"
+        "import sys; import consensus_eval.metrics._tcm_cli;"
+        f"print(sorted({{m.split('.')[0] for m in sys.modules}} & set({sorted(heavy)!r})))"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
-    assert out[1] == "False"
-    assert float(out[0]) < 0.5
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]", out
 
 
 def test_cli_reads_excel_encodings(cli, tmp_path):
