@@ -387,3 +387,11 @@ def test_a_run_against_the_fake_server_records_hits_and_savings(key, tmp_path: P
     assert u.saved == pytest.approx(u.cached_tokens * (2.8e-7 - 2.8e-8))
     full_price = sum(r.prompt_tokens * 2.8e-7 + r.completion_tokens * 4.2e-7 for r in res.records)
     assert u.cost == pytest.approx(full_price - u.saved)
+    # the reports show the same hit rate and saving (report.md: the cost table's last two columns)
+    md = (tmp_path / "out" / "report.md").read_text(encoding="utf-8")
+    costs = next(sec for sec in md.split("\n## ") if "缓存命中率" in sec or "cache hits" in sec)
+    row = next(line for line in costs.splitlines() if line.startswith("| ds |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[-2:] == [f"{100 * u.cache_hit_rate:.1f}%", f"${u.saved:.4f}"]
+    html = (tmp_path / "out" / "report.html").read_text(encoding="utf-8")
+    assert f"{100 * u.cache_hit_rate:.1f}%" in html and f"${u.saved:.4f}" in html

@@ -29,6 +29,11 @@ def money(x: float | None) -> str:
     return f"${x:.4f}" if x is not None else DASH
 
 
+def percent(x: float | None) -> str:
+    """A share in [0, 1] as a percentage to one decimal (``0.724`` -> ``72.4%``); a dash for None."""
+    return f"{100 * x:.1f}%" if x is not None else DASH
+
+
 def integer(x: float | None) -> str:
     """A token or call count with thousands separators."""
     return f"{int(x):,}" if x is not None else DASH

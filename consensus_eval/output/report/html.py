@@ -75,7 +75,8 @@ def environment() -> Environment:
     """The Jinja environment of the HTML report (autoescape on for every template)."""
     env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=True, undefined=StrictUndefined,
                       trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
-    env.filters.update(num=fmt.num, fixed=fmt.fixed, money=fmt.money, integer=fmt.integer, stars=fmt.stars,
+    env.filters.update(num=fmt.num, fixed=fmt.fixed, money=fmt.money, percent=fmt.percent, integer=fmt.integer,
+                       stars=fmt.stars,
                        alpha_value=fmt.alpha_value, alpha_ci=fmt.alpha_ci, mean1=fmt.mean1, avg=fmt.avg,
                        alpha_value_or_dash=_alpha_value_or_dash)
     env.globals.update(key_label=fmt.key_label, heat=heat, star_class=star_class, verdict=fmt.verdict,

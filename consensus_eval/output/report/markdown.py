@@ -243,11 +243,14 @@ def _human(d: ReportData) -> str:
 def _costs(d: ReportData) -> str:
     t = d.t
     counts = ("ok", "failed", "attempts", "prompt_tokens", "cached_tokens", "completion_tokens", "reasoning_tokens")
-    rows = [[md_text(j), *(fmt.integer(getattr(u, k)) for k in counts), fmt.money(u.cost)]
+    rows = [[md_text(j), *(fmt.integer(getattr(u, k)) for k in counts), fmt.money(u.cost),
+             fmt.percent(u.cache_hit_rate), fmt.money(u.saved)]
             for j, u in d.costs.items()]
     header = [t("col_judge"), t("col_calls_ok"), t("col_failed"), t("col_attempts"), t("col_prompt_tokens"),
-              t("col_cached"), t("col_completion"), t("col_reasoning"), t("col_cost")]
-    return f"## {t('h_cost')}\n\n" + table(header, rows, [False] + [True] * 8)
+              t("col_cached"), t("col_completion"), t("col_reasoning"), t("col_cost"), t("col_cache_hits"),
+              t("col_saved")]
+    return (f"## {t('h_cost')}\n\n" + table(header, rows, [False] + [True] * 10)
+            + f"\n{md_text(t('cost_note'))}\n")
 
 
 def _details(d: ReportData) -> str:
