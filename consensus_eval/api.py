@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Coroutine, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -44,11 +44,12 @@ from consensus_eval.domain.cases import Case, load_cases
 from consensus_eval.domain.config import DEFAULT_CONFIG, EvalConfig, load_config
 from consensus_eval.domain.grounding import ground
 from consensus_eval.domain.rubric import Rubric, load_rubric
+from consensus_eval.execution.adaptive import execute_rounds, grow
 from consensus_eval.execution.estimate import JudgeEstimate, estimate
 from consensus_eval.execution.execute import ProgressHook, execute
 from consensus_eval.execution.plan import Call, plan
 from consensus_eval.execution.results import read_run
-from consensus_eval.execution.store import STORE_NAME, Store
+from consensus_eval.execution.store import STORE_NAME, CallRecord, Store
 from consensus_eval.judges import Judge, build_judge
 from consensus_eval.output.calibration import CALIBRATION_JSON, add_to_reports, load_calibration, write_calibration
 from consensus_eval.output.files import write_json, write_outputs
@@ -193,8 +194,17 @@ def attach_calibration(out: str | Path, calibration: str | Path) -> CalibrationR
 
 
 def dry_run(prep: Prepared) -> list[JudgeEstimate]:
-    """Tokens and estimated cost per judge of the prepared plan; nothing is sent."""
-    return estimate(prep.calls, prep.judges)
+    """Tokens and estimated cost per judge of the prepared plan; nothing is sent.
+
+    With adaptive runs or a cascade the plan grows as results come in, so the estimate is a range: each
+    judge's figures are its first round (``adaptive.min_runs`` runs, no stage-2 judge asked), and its
+    ``upper`` the most the run can make (``adaptive.max_runs`` runs, stage-2 judges on every case)."""
+    low = estimate(prep.calls, prep.judges)
+    if not prep.config.grows:
+        return low
+    high = {e.judge: e for e in estimate(plan(prep.cases, prep.rubric, prep.config, prep.judges, upper=True),
+                                         prep.judges)}
+    return [replace(e, upper=high[e.judge]) for e in low]
 
 
 async def check_judges_async(config: ConfigInput = DEFAULT_CONFIG) -> list[tuple[str, bool, str]]:
@@ -284,8 +294,14 @@ async def _run(prep: Prepared, out: Path, on_progress: ProgressHook | None, n_bo
         store.set_meta("config", prep.config.to_json())
         store.set_meta("cases", [c.model_dump(mode="json") for c in prep.cases])
         store.set_meta("invalid_lines", prep.invalid_lines)
-        store.set_plan(c.planned for c in prep.calls)
-        progress = await execute(prep.calls, prep.judges, prep.rubric, store, on_progress, stop)
+        if prep.config.grows:
+            def more(planned: list[Call], stored: list[CallRecord]) -> list[Call]:
+                return grow(planned, stored, prep.rubric, prep.config, prep.judges)
+
+            progress = await execute_rounds(prep.calls, prep.judges, prep.rubric, store, more, on_progress, stop)
+        else:
+            store.set_plan(c.planned for c in prep.calls)
+            progress = await execute(prep.calls, prep.judges, prep.rubric, store, on_progress, stop)
         results = _rebuild(store, out, n_boot, lang)
     results.progress = progress
     return results

@@ -7,6 +7,11 @@ dimension has at least ``min_judges`` judges with a score: otherwise it is ``inc
 (some judges answered, too few) or ``failed`` (no judge answered at all). A case some of whose
 planned calls are not stored yet (an interrupted run) is ``incomplete``, whatever it has so far: its
 scores are provisional until the run is resumed.
+
+With a cascade (``stage: 2`` judges, :mod:`consensus_eval.execution.adaptive`) a stage-2 judge is asked
+only the cases stage 1 flags or cannot settle: on the other cases it is ``not asked`` (listed in
+:attr:`CaseConsensus.not_asked`), which is neither a failure nor a missing call; the panel of such a
+case is the judges that were asked.
 """
 
 from __future__ import annotations
@@ -42,6 +47,9 @@ class JudgeScore(BaseModel):
     spread: float | None
     stars: int | None
     claim_mismatches: int
+    #: whether the judge was asked this dimension of this case at all (False: a stage-2 judge of a cascade
+    #: on a case stage 1 settled; no run, and no failure either)
+    asked: bool = True
 
 
 class CaseConsensus(BaseModel):
@@ -59,6 +67,7 @@ class CaseConsensus(BaseModel):
     spread: float | None                      # max - min of judge totals
     flags: list[str]                          # spread above flag_spread, star gaps >= flag_star_gap
     missing_calls: int = 0                    # planned calls not stored yet (status incomplete)
+    not_asked: list[str] = []                 # judges the case was never sent to (cascade stage 2)
 
     @property
     def flagged(self) -> bool:
@@ -96,7 +105,7 @@ def _judge_score(judge: str, dim: str, recs: list[CallRecord], derived: dict[str
         judge=judge, dimension=dim, runs=runs, failed_runs=len(recs) - len(ok), mean=mean,
         spread=(max(runs) - min(runs)) if runs else None,
         stars=rubric.dimension(dim).stars_for(mean) if mean is not None else None,
-        claim_mismatches=sum(d.claim_mismatch for d in ok),
+        claim_mismatches=sum(d.claim_mismatch for d in ok), asked=bool(recs),
     )
 
 
@@ -123,6 +132,7 @@ def _case(rubric: Rubric, case_id: str, judges: Sequence[str],
         case_id=case_id, status=status, scores=scores, stars=stars, total=total, star_total=star_total,
         n_judges=len(judge_totals), judges=table, judge_totals=judge_totals, spread=spread,
         flags=_flags(table, judges, dims, spread, config), missing_calls=missing,
+        not_asked=[] if missing else [j for j in judges if not any(table[j][d].asked for d in dims)],
     )
 
 

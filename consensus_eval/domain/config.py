@@ -75,6 +75,10 @@ class JudgeConfig(BaseModel):
     #: rate limits and the observed latency, cut on 429s: :mod:`consensus_eval.judges.pacing`; a kind
     #: without adaptive pacing runs :attr:`max_workers` at once)
     concurrency: Annotated[int, Field(gt=0)] | Literal["auto"] = 8
+    #: the judge's stage in a cascade: ``1`` (asked every case) or ``2`` (asked only the cases the
+    #: stage-1 judges flag or cannot settle: :mod:`consensus_eval.execution.adaptive`). Not part of the
+    #: identity: a stage changes which cases a judge sees, never its answer to one.
+    stage: Literal[1, 2] = 1
 
     #: fields that change the judge's answers, hashed into :attr:`identity` (bump nothing else). The
     #: ``name`` is always part of the identity (added by :attr:`identity` if a kind leaves it out): two
@@ -326,6 +330,40 @@ class ConsensusConfig(BaseModel):
         return v
 
 
+#: how many runs a case gets per judge: a number, or ``adaptive`` (:class:`AdaptiveConfig`)
+Runs = int | Literal["adaptive"]
+
+
+class AdaptiveConfig(BaseModel):
+    """The stopping rule of ``runs: adaptive`` / ``important_runs: adaptive``
+    (:mod:`consensus_eval.execution.adaptive`, README "Adaptive runs and cascades").
+
+    A case starts with ``min_runs`` runs per judge; a judge then gets one more run of a dimension of the
+    case only while (a) its own runs of that dimension disagree: their re-derived scores are more than
+    ``run_spread`` points apart (max - min), or their stars are ``run_star_gap`` or more apart; or (b) the
+    panel disagrees on the case: the judges' totals are more than ``consensus.flag_spread`` apart (every
+    dimension gets a run) or the dimension's stars ``consensus.flag_star_gap`` or more apart. It stops at
+    ``max_runs`` runs, and a judge none of whose runs succeeded gets no more (a failure is not a disagreement).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    #: runs every adaptive case gets from each judge before any decision
+    min_runs: Annotated[int, Field(ge=1)] = 1
+    #: the most runs a judge makes of one dimension of one case
+    max_runs: Annotated[int, Field(ge=1)] = 3
+    #: points: a judge's runs of a dimension more than this apart (max - min) get another run
+    run_spread: Annotated[float, Field(ge=0)] = 5.0
+    #: stars: a judge's runs of a dimension this many stars or more apart get another run (None: not used)
+    run_star_gap: Annotated[int, Field(ge=1)] | None = 1
+
+    @model_validator(mode="after")
+    def _ordered(self) -> AdaptiveConfig:
+        if self.min_runs > self.max_runs:
+            raise ValueError(f"adaptive.min_runs ({self.min_runs}) is above adaptive.max_runs ({self.max_runs})")
+        return self
+
+
 class EvalConfig(BaseModel):
     """A whole evaluation: rubric, prompts, runs, consensus rules and the panel of judges."""
 
@@ -333,14 +371,28 @@ class EvalConfig(BaseModel):
 
     rubric: str = "medical_record"
     prompts_dir: str | None = None
-    runs: Annotated[int, Field(ge=1)] = 1
-    important_runs: Annotated[int, Field(ge=1)] = 3
+    #: runs per judge of a case (``important_runs`` of an important one): a number, or ``adaptive``
+    #: (between ``adaptive.min_runs`` and ``adaptive.max_runs``, by :class:`AdaptiveConfig`'s rule)
+    runs: Runs = 1
+    important_runs: Runs = 3
+    adaptive: AdaptiveConfig = AdaptiveConfig()
     consensus: ConsensusConfig = ConsensusConfig()
     judges: list[SerializeAsAny[JudgeConfig]] = Field(min_length=1)
     #: deductions whose evidence is not found in the case (grounding): ``keep`` (shown, not flagged),
     #: ``flag`` (kept in the score, flagged), ``drop`` (scores re-derived without them; the reply stays
     #: stored as given), ``reask`` (LLM judges ask once more for exact quotes; then as ``flag``)
     ungrounded: Ungrounded = "flag"
+
+    @field_validator("runs", "important_runs", mode="plain")
+    @classmethod
+    def _runs(cls, v: Any) -> Runs:
+        if v == "adaptive":
+            return "adaptive"
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise ValueError(f"Input should be a whole number of runs (1 or more) or `adaptive`, got {v!r}")
+        if v < 1:
+            raise ValueError("Input should be greater than or equal to 1 (or `adaptive`)")
+        return v
 
     @model_validator(mode="after")
     def _reask_ungrounded(self) -> EvalConfig:
@@ -359,10 +411,28 @@ class EvalConfig(BaseModel):
             raise ValueError(f"consensus.min_judges is {self.consensus.min_judges} but the panel has "
                              f"{len(self.judges)} judge(s): every case would be inconclusive; lower "
                              f"min_judges to at most {len(self.judges)} or add judges")
+        stage1 = [j for j in self.judges if j.stage == 1]
+        if not stage1:
+            raise ValueError("every judge is `stage: 2`: a cascade needs at least one stage-1 judge (asked every case)")
+        if self.cascade and self.consensus.min_judges > len(stage1):
+            raise ValueError(f"consensus.min_judges is {self.consensus.min_judges} but the cascade has {len(stage1)} "
+                             "stage-1 judge(s), the only ones asked every case: every case the stage-2 judges "
+                             f"are not asked would be inconclusive; lower min_judges to at most {len(stage1)}")
         return self
 
-    def runs_for(self, important: bool) -> int:
+    def runs_for(self, important: bool) -> Runs:
+        """A case's runs per judge: a number, or ``adaptive``."""
         return self.important_runs if important else self.runs
+
+    @property
+    def cascade(self) -> bool:
+        """Whether some judge is ``stage: 2`` (asked only the cases stage 1 flags or cannot settle)."""
+        return any(j.stage == 2 for j in self.judges)
+
+    @property
+    def grows(self) -> bool:
+        """Whether the plan grows in rounds from stored results (adaptive runs or a cascade)."""
+        return self.cascade or "adaptive" in (self.runs, self.important_runs)
 
     def to_json(self) -> dict[str, Any]:
         """The config as JSON data, each judge with the fields of its kind (no secret is in it)."""

@@ -82,6 +82,10 @@ class JudgeEstimate:
     all_prefix_share: float | None = None
     cached_tokens: int = 0
     cached_cost: float | None = None
+    #: with adaptive runs or a cascade, these figures are the least the run makes (its first round:
+    #: ``adaptive.min_runs`` runs, stage-2 judges not asked) and ``upper`` the most (``adaptive.max_runs``
+    #: runs, stage-2 judges asked every case); None for a fixed plan (the figures are exact)
+    upper: JudgeEstimate | None = None
 
 
 def estimate(calls: Sequence[Call], judges: Sequence[Judge],

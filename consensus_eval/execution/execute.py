@@ -37,6 +37,9 @@ class Progress:
     interrupted: bool = False
     #: per judge that paces its requests (LLM judges), what limited it in this run (set at the end)
     pacing: dict[str, PacingReport] = field(default_factory=dict)
+    #: rounds of a plan that grows (adaptive runs, a cascade: :mod:`consensus_eval.execution.adaptive`);
+    #: ``total`` grows with each round. 1 for a fixed plan.
+    rounds: int = 1
 
     def eta_s(self) -> float | None:
         if not self.done:
@@ -51,19 +54,26 @@ ProgressHook = Callable[[Progress], None]
 async def execute(
     calls: Sequence[Call], judges: Sequence[Judge], rubric: Rubric, store: Store,
     on_progress: ProgressHook | None = None, stop: asyncio.Event | None = None,
+    progress: Progress | None = None,
 ) -> Progress:
     """Run the calls not yet stored, each judge with its own worker pool; store each outcome.
 
     Setting ``stop`` ends the run at once: calls in flight are cancelled (nothing is stored for
     them, so a resumed run makes them again), no new call starts, and the progress says
-    ``interrupted``. Every outcome stored before that stays stored.
+    ``interrupted``. Every outcome stored before that stays stored. ``progress``: the counts of the
+    earlier rounds of a plan that grows, continued (these calls are added to its ``total``).
     """
     done = store.done_hashes()
     todo: dict[str, list[Call]] = {j.config.name: [] for j in judges}
     for c in calls:
         if c.planned.request_hash not in done:
             todo[c.planned.judge].append(c)
-    progress = Progress(total=len(calls), skipped=len(calls) - sum(map(len, todo.values())))
+    skipped = len(calls) - sum(map(len, todo.values()))
+    if progress is None:
+        progress = Progress(total=len(calls), skipped=skipped)
+    else:
+        progress.total += len(calls)
+        progress.skipped += skipped
     if on_progress:
         on_progress(progress)
 

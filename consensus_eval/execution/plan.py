@@ -44,23 +44,50 @@ def request_hash(judge: Judge, rubric: Rubric, reads: object, run: int, dimensio
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
-def plan(cases: Sequence[Case], rubric: Rubric, config: EvalConfig, judges: Sequence[Judge]) -> list[Call]:
+def first_runs(config: EvalConfig, case: Case, judge: Judge, *, upper: bool = False) -> int:
+    """How many runs ``judge`` makes of each dimension of ``case`` before any adaptive decision: one for a
+    deterministic judge (repeating it cannot change anything), the fixed number of a fixed policy,
+    ``adaptive.min_runs`` of an adaptive one (``adaptive.max_runs`` with ``upper``)."""
+    if judge.deterministic:
+        return 1
+    n = config.runs_for(case.important)
+    if n == "adaptive":
+        return config.adaptive.max_runs if upper else config.adaptive.min_runs
+    return n
+
+
+def plan(cases: Sequence[Case], rubric: Rubric, config: EvalConfig, judges: Sequence[Judge], *,
+         upper: bool = False) -> list[Call]:
     """Every call the evaluation needs, in a stable order (case, dimension, judge, run).
 
     A case gets ``config.runs`` runs per judge, or ``config.important_runs`` if it is important;
-    a deterministic judge (rules) gets one run, since repeating it cannot change anything.
+    a deterministic judge (rules) gets one run, since repeating it cannot change anything. With adaptive
+    runs or a cascade this is the first round (:func:`first_runs`; stage-2 judges are left out), or with
+    ``upper`` the most the evaluation can grow to (``max_runs``, stage-2 judges on every case).
     """
     calls: list[Call] = []
     prompted = any(j.reads_prompt for j in judges)
     for case in cases:
-        n_runs = config.runs_for(case.important)
         content = case.content
         for dim in rubric.dimensions:
             messages = render(rubric, dim, case, config.prompts_dir) if prompted else []
             for judge in judges:
+                if judge.config.stage == 2 and not upper:
+                    continue
                 reads = messages if judge.reads_prompt else content
-                for run in range(1 if judge.deterministic else n_runs):
-                    h = request_hash(judge, rubric, reads, run, dim.id)
-                    calls.append(Call(PlannedCall(h, case.id, dim.id, judge.config.name, run), case,
-                                      messages if judge.reads_prompt else []))
+                for run in range(first_runs(config, case, judge, upper=upper)):
+                    calls.append(_call(judge, rubric, case, dim.id, reads, messages, run))
     return calls
+
+
+def call_for(case: Case, dimension: str, judge: Judge, run: int, rubric: Rubric, config: EvalConfig) -> Call:
+    """The call of run ``run`` of ``judge`` on ``dimension`` of ``case``, as :func:`plan` makes it (same hash)."""
+    messages = render(rubric, rubric.dimension(dimension), case, config.prompts_dir) if judge.reads_prompt else []
+    return _call(judge, rubric, case, dimension, messages if judge.reads_prompt else case.content, messages, run)
+
+
+def _call(judge: Judge, rubric: Rubric, case: Case, dimension: str, reads: object,
+          messages: list[dict[str, str]], run: int) -> Call:
+    h = request_hash(judge, rubric, reads, run, dimension)
+    return Call(PlannedCall(h, case.id, dimension, judge.config.name, run), case,
+                messages if judge.reads_prompt else [])

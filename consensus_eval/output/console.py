@@ -217,6 +217,17 @@ def print_estimate(console: Console, estimates: list[JudgeEstimate]) -> None:
                   "judge's max_tokens; 'cache': at best, every call after a dimension's first served its shared "
                   "prefix from the provider's prompt cache at the cache rate. 'unknown': the model has no price; "
                   "set input_cost_per_token and output_cost_per_token in its config.", highlight=False)
+    ranged = [e for e in estimates if e.upper is not None]
+    if ranged:
+        console.print("Adaptive runs / cascade: the plan grows with the results, so the figures above are the "
+                      "least this run makes (first round: adaptive.min_runs runs, stage-2 judges not asked); the most:",
+                      highlight=False)
+        for e in ranged:
+            u = e.upper
+            assert u is not None
+            console.print(f"  {e.judge}: {e.calls}-{u.calls} calls, cost $ "
+                          + ("unknown" if e.cost is None or u.cost is None else f"{e.cost:.4f}-{u.cost:.4f}")
+                          + " (est.)", highlight=False)
     print_prefix_shares(console, estimates)
 
 

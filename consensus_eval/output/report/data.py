@@ -165,6 +165,16 @@ class ReportData:
         return sum(c.status == "incomplete" for c in self.results.consensus)
 
     @property
+    def not_asked(self) -> dict[str, int]:
+        """Per judge of a cascade (``stage: 2``) left out of some cases: how many cases it was not asked
+        (stage 1 settled them); the judge saw only the others. Empty when every judge saw every case."""
+        out: dict[str, int] = {}
+        for c in self.results.consensus:
+            for j in c.not_asked:
+                out[j] = out.get(j, 0) + 1
+        return out
+
+    @property
     def human(self) -> HumanAgreement | None:
         """Agreement with the human (present when human labels were given)."""
         return self.reliability.human
