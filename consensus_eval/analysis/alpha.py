@@ -204,18 +204,89 @@ def bootstrap_ci(data: np.ndarray, level: Level = "interval", n_boot: int = 1000
     rng = np.random.default_rng(seed)
     picks = rng.integers(0, arr.shape[1], (n_boot, arr.shape[1]))
     if level == "interval":  # weighted sums of per-unit statistics: all resamples at once
-        weights = np.zeros((n_boot, arr.shape[1]))
-        np.add.at(weights, (np.arange(n_boot)[:, None], picks), 1.0)
-        do, de = _interval_from(*(weights @ v for v in _interval_stats(arr)))
+        do, de = _interval_from(*(_weights(picks) @ v for v in _interval_stats(arr)))
         with np.errstate(invalid="ignore", divide="ignore"):
             boot = np.where(de > 0, 1.0 - do / de, np.nan)
         values = list(boot[~np.isnan(boot)])
+    elif level == "ordinal" and (tables := _unit_pairs(arr)) is not None:
+        values = _ordinal_boot(picks, *tables)
     else:
         values = [a for p in picks if (a := krippendorff_alpha(arr[:, p], level).value) is not None]
     if len(values) < n_boot / 2:
         return None
     lo, hi = np.quantile(values, [(1 - confidence) / 2, 1 - (1 - confidence) / 2])
     return float(lo), float(hi)
+
+
+def _weights(picks: np.ndarray) -> np.ndarray:
+    """Resamples x units: how many times each resample (row of ``picks``) drew each unit."""
+    n_boot, n_units = picks.shape
+    flat = (picks + (np.arange(n_boot) * n_units)[:, None]).ravel()
+    return np.bincount(flat, minlength=n_boot * n_units).reshape(n_boot, n_units).astype(float)
+
+
+#: the most units x V x V cells :func:`_unit_pairs` builds (V distinct values; 8 bytes each)
+MAX_PAIR_CELLS = 4_000_000
+#: resamples computed at once in :func:`_ordinal_boot` (bounds its resamples x units blocks)
+BOOT_CHUNK = 64
+
+
+def _unit_pairs(arr: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """For units rated twice or more (``arr``'s columns): the distinct values (V), each unit's count
+    of each value (units x V), its ordered pairs of ratings ``(c, k)`` counted (units x V*V) and its
+    number of ratings ``m``. None when the pairs would exceed :data:`MAX_PAIR_CELLS` cells (many
+    distinct values: the caller resamples the slow way)."""
+    present = ~np.isnan(arr)
+    values = np.unique(arr[present])
+    n_values, n_units = values.size, arr.shape[1]
+    if n_units * n_values * n_values > MAX_PAIR_CELLS:
+        return None
+    counts = np.zeros((n_units, n_values), dtype=np.int64)
+    for row, ok in zip(arr, present, strict=True):
+        np.add.at(counts, (np.flatnonzero(ok), np.searchsorted(values, row[ok])), 1)
+    pairs = counts[:, :, None] * counts[:, None, :]
+    idx = np.arange(n_values)
+    pairs[:, idx, idx] -= counts
+    return values, counts, pairs.reshape(n_units, n_values * n_values).astype(float), counts.sum(axis=1)
+
+
+def _ordinal_boot(picks: np.ndarray, values: np.ndarray, counts: np.ndarray, pairs: np.ndarray,
+                  m: np.ndarray) -> list[float]:
+    """Ordinal alpha of each resample (rows of ``picks``), the undefined ones left out: what
+    :func:`krippendorff_alpha` gives for the resampled table, to the last bit, without building it.
+
+    A resample's value counts are its units' summed; they set the ordinal distances (mid-rank
+    positions ``cumsum(n) - n/2`` of the values present, as :func:`_ordinal_delta`); each unit's
+    observed disagreement is its pair counts times those distances (exact: small integers times
+    multiples of 1/4), divided by ``m - 1`` and summed over the resample's units in the order drawn,
+    and the expected disagreement is summed over the present values, as :func:`_by_value` does.
+    """
+    n_values = values.size
+    out: list[float] = []
+    for start in range(0, picks.shape[0], BOOT_CHUNK):
+        chunk = picks[start:start + BOOT_CHUNK]
+        n_by_value = np.rint(_weights(chunk) @ counts.astype(float)).astype(np.int64)   # exact: small integers
+        deltas = np.zeros((len(chunk), n_values * n_values))
+        expected: list[float | None] = []
+        for b, n_c in enumerate(n_by_value):
+            keep = n_c > 0
+            if keep.sum() < 2:       # no variation: alpha undefined
+                expected.append(None)
+                continue
+            c = n_c[keep]
+            cum_full = np.zeros(n_values)
+            cum_full[keep] = np.cumsum(c) - c / 2.0
+            block = (cum_full[keep][:, None] - cum_full[keep][None, :]) ** 2
+            expected.append(float((c[:, None] * c[None, :] * block).sum()))
+            deltas[b] = ((cum_full[:, None] - cum_full[None, :]) ** 2).ravel()
+        per_unit = (pairs @ deltas.T).T                     # resamples x units, exact
+        drawn = np.take_along_axis(per_unit, chunk, axis=1) / (m[chunk] - 1)
+        observed = drawn.sum(axis=1)
+        n = m[chunk].sum(axis=1)
+        for b, de in enumerate(expected):
+            if de is not None and de > 0:
+                out.append(float(1.0 - observed[b] * (n[b] - 1) / de))
+    return out
 
 
 def alpha_with_ci(data: np.ndarray, level: Level = "interval", n_boot: int = 1000, seed: int = DEFAULT_SEED) -> Alpha:

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from consensus_eval._gc import gc_paused, gc_paused_call
 from consensus_eval.analysis import consensus
 from consensus_eval.analysis.agreement import HumanLabel
 from consensus_eval.analysis.alpha import DEFAULT_SEED
@@ -84,34 +85,39 @@ class Results:
     @property
     def reliability(self) -> ReliabilityReport:
         """Alpha across judges, stars, categories and runs (and against the human, with labels)."""
-        if self._reliability is None:
-            self._reliability = reliability_report(self.run, self.consensus, self.n_boot, self.seed)
-            self._human_done = False
-        if not self._human_done:
-            # the human section always says what the store's labels say (a saved one may be stale)
-            self._reliability.human = (human_agreement(self.run, self.consensus, self.review, self.n_boot, self.seed)
-                                       if self.review is not None else None)
-        self._human_done = True
-        return self._reliability
+        with gc_paused():
+            if self._reliability is None:
+                self._reliability = reliability_report(self.run, self.consensus, self.n_boot, self.seed)
+                self._human_done = False
+            if not self._human_done:
+                # the human section always says what the store's labels say (a saved one may be stale)
+                self._reliability.human = (human_agreement(self.run, self.consensus, self.review, self.n_boot,
+                                                           self.seed) if self.review is not None else None)
+            self._human_done = True
+            return self._reliability
 
     @cached_property
+    @gc_paused_call
     def review(self) -> HumanReview | None:
         """The human labels gathered per case (None without labels): what a drill-down shows beside
         the panel (``review.case(case_id)``: each reviewer's scores, verdicts, comments)."""
         return build_review(self.labels, self.rubric, self.consensus) if self.labels else None
 
     @cached_property
+    @gc_paused_call
     def judge_quality(self) -> dict[str, JudgeQuality]:
         """Per judge: share of deductions not grounded in the case, by grounding kind, and the
         claimed-vs-derived mismatch rate, with Wilson CIs (:mod:`consensus_eval.analysis.judge_quality`)."""
         return judge_quality(self.run)
 
     @cached_property
+    @gc_paused_call
     def audit(self) -> list[CaseAudit]:
         """Every case, ranked by disagreement (:mod:`consensus_eval.analysis.audit`)."""
         return audit(self.run, self.consensus)
 
 
+@gc_paused_call
 def analyze(run: StoredRun, *, labels: Sequence[HumanLabelRecord] = (), human: dict[str, HumanLabel] | None = None,
             n_boot: int = 1000, seed: int = DEFAULT_SEED, reliability: ReliabilityReport | None = None,
             reliability_source: str = "computed") -> Results:

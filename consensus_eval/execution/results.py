@@ -18,6 +18,7 @@ from functools import cached_property
 from pydantic import BaseModel, ValidationError
 
 from consensus_eval._errors import InputError, format_validation_error
+from consensus_eval._gc import gc_paused_call
 from consensus_eval.domain.cases import Case
 from consensus_eval.domain.config import EvalConfig
 from consensus_eval.domain.grounding import CaseGrounder, Grounding
@@ -196,6 +197,7 @@ class StoredRun:
         return usage_by_judge(self.records, {j.name: saving_per_cached_token(j) for j in self.config.judges})
 
 
+@gc_paused_call
 def read_run(store: Store) -> StoredRun:
     """Read a run back from its store (no judge is called): one read of each table, one derivation.
 

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from consensus_eval._errors import InputError
+from consensus_eval._gc import gc_paused_call
 from consensus_eval.analysis.audit import CaseAudit
 from consensus_eval.analysis.consensus import CaseConsensus
 from consensus_eval.analysis.human import (
@@ -115,6 +116,7 @@ def judgment_row(rubric: Rubric, rec: CallRecord, score: DimensionScore | None,
     }
 
 
+@gc_paused_call
 def write_outputs(results: Results, out: Path) -> None:
     """judgments.jsonl, consensus.csv/jsonl and reliability.json of a run's results, into ``out``."""
     write_judgments(out / "judgments.jsonl", results.rubric, results.records, results.scores,

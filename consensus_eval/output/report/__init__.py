@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from consensus_eval._gc import gc_paused_call
 from consensus_eval.analysis.results import Results
 from consensus_eval.output.calibration import add_to_reports
 from consensus_eval.output.files import write_text
@@ -18,6 +19,7 @@ from consensus_eval.output.report.markdown import render_markdown
 __all__ = ["write_reports"]
 
 
+@gc_paused_call
 def write_reports(results: Results, out_dir: str | Path, lang: str | None = None) -> tuple[Path, Path]:
     """Write ``out_dir/report.md`` and ``out_dir/report.html``; return their paths.
 
