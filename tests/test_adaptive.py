@@ -238,3 +238,39 @@ def test_cascade_sends_stage_2_only_the_flagged_cases_and_says_so(tmp_path):
         report = (tmp_path / "out" / name).read_text(encoding="utf-8")
         assert f"judge-c (stage 2) was asked {len(asked_c)} of 8 cases" in report
         assert f"on the other {n_not} it is not asked" in report
+
+
+def test_grow_decides_from_stored_records_and_waits_for_a_case_with_a_call_not_stored(rubric):
+    from consensus_eval.domain.cases import Case
+    from consensus_eval.domain.judgment import Deduction, Judgment
+    from consensus_eval.execution.adaptive import grow
+    from consensus_eval.execution.plan import plan
+    from consensus_eval.execution.store import CallRecord
+    from consensus_eval.judges import build_judge
+
+    c = EvalConfig.model_validate({**PANEL, "runs": "adaptive"})
+    judges = [build_judge(j, rubric) for j in c.judges]
+    cases = [Case(id=f"k{i}", conversation="医生：哪里不舒服？患者：口渴。", record="主诉：口渴1月。")
+             for i in range(2)]
+    first = plan(cases, rubric, c, judges)
+    assert {(p.planned.judge, p.planned.run) for p in first} == {("a", 0), ("b", 0)}
+
+    def stored(call, n_errors: int) -> CallRecord:
+        """n value errors (2 points each, capped at 8) on accuracy, one missing family history (4) if n."""
+        p = call.planned
+        deds = {"accuracy": [Deduction(category="numbers", type="value_error", points=2.0)] * n_errors,
+                "completeness": [Deduction(category="family_history", type="fh_absent", points=4.0)] * bool(n_errors),
+                }.get(p.dimension, [])
+        return CallRecord(request_hash=p.request_hash, case_id=p.case_id, dimension=p.dimension, judge=p.judge,
+                          run=p.run, status="ok", judgment=Judgment(dimension=p.dimension, deductions=deds))
+
+    # case k0: a finds nothing, b takes 8 (accuracy) + 4 (completeness): totals 12 apart > flag_spread 10
+    # case k1: both agree, but b's standardization call is not stored yet: the case waits
+    waiting = ("k1", "b", "standardization")
+    records = [stored(x, 6 if x.planned.judge == "b" and x.planned.case_id == "k0" else 0) for x in first
+               if (x.planned.case_id, x.planned.judge, x.planned.dimension) != waiting]
+    added = grow(first, records, rubric, c, judges)
+    assert {(x.planned.case_id, x.planned.judge, x.planned.dimension, x.planned.run) for x in added} == {
+        ("k0", j, d, 1) for j in "ab" for d in DIMS}
+    fixed = plan(cases, rubric, c.model_copy(update={"runs": 3}), judges)
+    assert {x.planned.request_hash for x in added} <= {x.planned.request_hash for x in fixed}
