@@ -105,6 +105,8 @@ class Outcome:
     mae_total: float
     alpha: float | None
     stage2_share: float | None = None
+    by_judge: dict[str, int] | None = None   # calls per judge
+    rounds: int = 1                          # the most rounds a case took
 
 
 def _config(run_spread: float, star_gap: int | None, flag_spread: float, judges: list[str],
@@ -132,13 +134,17 @@ def simulate(world: World, policy: str, *, judges: list[str], config: EvalConfig
     err_total: list[float] = []
     totals: dict[str, list[float | None]] = {j: [] for j in judges}
     asked2 = 0
+    by_judge = dict.fromkeys(judges, 0)
+    most_rounds = 1
     for case, truth in zip(world.draws, world.truth, strict=True):
+        rounds = 1
         state = {j: {d: JudgeRuns(first, tuple(case[j][d][:first])) for d in world.dims}
                  for j in judges if stage[j] == 1}
         while True:
             adds = decide(state, world.rubric, cfg, adaptive=adaptive, stage=stage, first={j: first for j in judges})
             if not adds:
                 break
+            rounds += 1
             grown = {j: dict(v) for j, v in state.items()}
             for a in adds:
                 old = grown.setdefault(a.judge, {}).get(a.dimension, JudgeRuns(0, ()))
@@ -147,8 +153,10 @@ def simulate(world: World, policy: str, *, judges: list[str], config: EvalConfig
                                                         (*old.scores, case[a.judge][a.dimension][a.run]))
             state = grown
         asked2 += stage2 is not None and stage2 in state
+        most_rounds = max(most_rounds, rounds)
         for j, by_dim in state.items():
             n = sum(r.planned for r in by_dim.values())
+            by_judge[j] += n
             calls += n
             cost += n * price[j]
         for j in judges:
@@ -159,7 +167,41 @@ def simulate(world: World, policy: str, *, judges: list[str], config: EvalConfig
         err_total.append(abs(sum(panel.values()) - sum(truth.values())))
     alpha = krippendorff_alpha([totals[j] for j in judges], "interval").value
     return Outcome(policy, calls, cost, {d: statistics.fmean(v) for d, v in err.items()}, statistics.fmean(err_total),
-                   alpha, asked2 / len(world.draws) if stage2 else None)
+                   alpha, asked2 / len(world.draws) if stage2 else None, by_judge, most_rounds)
+
+
+#: the example panel's rate limits (configs/panel.example.yaml), requests per minute
+RPM = {"deepseek": 120, "gpt": 500, "qwen": 60}
+#: latency lognormal, median 8 s, sigma 0.5 (issue 16 section 7): its 99th percentile, seconds
+P99_S = 8 * math.exp(2.326 * 0.5)
+
+
+def realistic(seed: int) -> None:
+    """Section 7's regime for the runs policy: 1,000 important cases, the example panel's rpm limits,
+    latency median 8 s. The wall time is bounded below by the slowest judge's calls / rpm (every judge
+    paced at its rpm, in parallel); a plan that grows waits at the end of each round for its slowest
+    call, about a 99th-percentile latency per round more."""
+    world = make_world(1000, seed)
+    names = [j.name for j in JUDGES]
+    pols = [simulate(world, "fixed-3", judges=names, fixed=3), simulate(world, "fixed-2", judges=names, fixed=2),
+            simulate(world, "fixed-1", judges=names, fixed=1)]
+    for flag in (10.0, 15.0):
+        pols.append(simulate(world, f"adaptive: run_spread 4, flag_spread {flag:g}", judges=names,
+                             config=_config(4.0, None, flag, names)))
+        pols.append(simulate(world, f"cascade (gpt stage 2), fixed-1, flag_spread {flag:g}", judges=names, fixed=1,
+                             stage2="gpt", flag_spread=flag))
+    print(f"\nrealistic regime: 1,000 important cases, rpm {RPM}, latency median 8 s (p99 {P99_S:.0f} s), "
+          f"seed {seed}\n")
+    print("| policy | calls deepseek / gpt / qwen | cost $ | bound by rpm (min) | rounds | + round ends (min) |"
+          " worst MAE change vs fixed-3 |")
+    print("|---|---|---|---|---|---|---|")
+    base = pols[0]
+    for o in pols:
+        assert o.by_judge is not None
+        bound = max(o.by_judge[j] / RPM[j] for j in names)
+        print(f"| {o.policy} | {' / '.join(f'{o.by_judge[j]:,}' for j in names)} | {o.cost:,.2f} | {bound:.0f} | "
+              f"{o.rounds} | {bound + (o.rounds - 1) * P99_S / 60:.0f} | "
+              f"{max(o.mae[d] - base.mae[d] for d in o.mae):+.2f} |")
 
 
 def _row(o: Outcome, base: Outcome) -> str:
@@ -175,9 +217,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cases", type=int, default=2000)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--realistic", action="store_true", help="section 7's regime (1,000 cases, rpm limits) only")
     ap.add_argument("--noise-scale", type=float, default=1.0,
                     help="multiply every judge's run noise and miss rate (2: judges twice as unstable)")
     args = ap.parse_args()
+    if args.realistic:
+        realistic(args.seed)
+        return
     world = make_world(args.cases, args.seed, args.noise_scale)
     names = [j.name for j in JUDGES]
     base = simulate(world, "fixed-3", judges=names, fixed=3)
