@@ -1,17 +1,21 @@
-"""Python's cyclic garbage collector paused while a large run is read, analysed and rendered.
+"""Python's cyclic garbage collector kept off the objects of a large run while it is read, analysed
+and rendered.
 
-Rebuilding a run creates millions of small objects (records, judgments, scores, report rows) that
-stay alive until the rebuild ends. CPython's collector runs a pass every 700 net allocations and,
-every so often, traverses everything alive: on a run of 20,000 cases x 4 judges those passes cost
-about half the time of a rebuild and free nothing (measured: bench/README.md, "Post-processing at
-scale"). :func:`gc_paused` turns the collector off for the duration of a block (reference counting
-still frees every object the moment it is dropped; only reference cycles wait), and turns it back on
-afterwards if it was on (its next pass, one traversal of what the block created, frees the cycles
-made meanwhile).
+Rebuilding a run creates millions of small objects (records, judgments, scores, groundings, report
+rows) that stay alive until the rebuild ends. CPython's collector runs a pass every 700 net
+allocations and, every so often, traverses everything alive: on a run of 2,000 cases x 4 judges those
+passes were half the time of a rebuild, and one full pass over what a 20,000-case rebuild holds takes
+about 25 s, freeing nothing: a whole rebuild at 2,000 cases leaves about 600 objects in reference
+cycles (measured: bench/README.md, "Post-processing at scale"); everything else is freed by
+reference counting the moment it is dropped, collector or not.
 
-Reentrant: nested blocks (``read_run`` inside ``rebuild``) restore the collector only when the
-outermost one ends. Thread-safety is not needed: the collector's state is process-wide, and a nested
-block from another thread only extends the pause.
+:func:`gc_paused` turns the collector off for the duration of a block and, when the outermost block
+ends, moves every object alive into the collector's permanent generation (``gc.freeze()``) before
+turning it back on if it was on, so that no later pass traverses them again. The price: the few
+hundred objects of a rebuild left in cycles are not reclaimed until ``gc.unfreeze()`` (reference
+counting still frees every frozen object that is not in a cycle, the run's results included).
+
+Reentrant: nested blocks (``read_run`` inside ``rebuild``) act only when the outermost one ends.
 """
 
 from __future__ import annotations
@@ -41,8 +45,10 @@ def gc_paused() -> Iterator[None]:
         yield
     finally:
         _depth -= 1
-        if _depth == 0 and _was_enabled:
-            gc.enable()   # the next allocation triggers the collection of what the block left
+        if _depth == 0:
+            gc.freeze()   # what the block made is never traversed again (module docstring)
+            if _was_enabled:
+                gc.enable()
 
 
 def gc_paused_call(fn: Callable[P, R]) -> Callable[P, R]:

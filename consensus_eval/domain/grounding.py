@@ -100,6 +100,13 @@ class Grounding(BaseModel):
         return self.kind in ("exact", "normalised", "fuzzy")
 
 
+def _made(kind: GroundingKind, score: float | None = None, spans: list[Span] | None = None) -> Grounding:
+    """A :class:`Grounding` built from the search's own checked values, without validation (a rebuild
+    grounds every quote of a run): the types validation would give (a float score, a new list)."""
+    return Grounding.model_construct(kind=kind, score=None if score is None else float(score),
+                                     spans=[] if spans is None else spans)
+
+
 _RANK: dict[str, int] = {"exact": 0, "normalised": 1, "fuzzy": 2, "not_found": 3, "empty": 4}
 
 # -------------------------------------------------------------------------------- normalisation
@@ -248,7 +255,7 @@ class CaseGrounder:
         quote = evidence.strip()
         nq = normalise(quote)
         if not nq:
-            return Grounding(kind="empty")
+            return _made("empty")
         whole = self._direct(quote, nq)
         if whole is not None:
             return whole
@@ -259,21 +266,21 @@ class CaseGrounder:
                 worst = max(found, key=lambda g: _RANK[g.kind])
                 spans = sorted({(s.source, s.start, s.end): s for g in found for s in g.spans}.values(),
                                key=lambda s: (s.source != "record", s.start))
-                return Grounding(kind=worst.kind, score=min(g.score or 0.0 for g in found), spans=spans)
-        return self._fuzzy(nq) or Grounding(kind="not_found")
+                return _made(worst.kind, min(g.score or 0.0 for g in found), spans)
+        return self._fuzzy(nq) or _made("not_found")
 
     def _one(self, quote: str) -> Grounding:
         nq = normalise(quote)
-        return self._direct(quote, nq) or self._fuzzy(nq) or Grounding(kind="not_found")
+        return self._direct(quote, nq) or self._fuzzy(nq) or _made("not_found")
 
     def _direct(self, quote: str, nq: str) -> Grounding | None:
         """Exact occurrences, else normalised ones, in both texts (None if neither finds any)."""
         spans = [t.span(i, i + len(quote)) for t in self._texts for i in _occurrences(t.original, quote)]
         if spans:
-            return Grounding(kind="exact", score=100.0, spans=spans)
+            return _made("exact", 100.0, spans)
         spans = [t.span(*t.norm.span(i, i + len(nq))) for t in self._texts for i in _occurrences(t.norm.text, nq)]
         if spans:
-            return Grounding(kind="normalised", score=100.0, spans=spans)
+            return _made("normalised", 100.0, spans)
         return None
 
     def _fuzzy(self, nq: str) -> Grounding | None:
@@ -308,7 +315,7 @@ class CaseGrounder:
             best.append((float(score), t.span(*t.norm.span(a, b))))
         if not best:
             return None
-        return Grounding(kind="fuzzy", score=max(s for s, _ in best), spans=[sp for _, sp in best])
+        return _made("fuzzy", max(s for s, _ in best), [sp for _, sp in best])
 
 
 def _tighten(quote: str, text: str, a: int, b: int, reach: int = 2) -> tuple[int, int]:

@@ -65,9 +65,12 @@ def derive(dimension: Dimension, judgment: Judgment) -> DimensionScore:
         if not typ.accepts(d.points):
             raise ValueError(f"{d.points} points is outside {typ.points_text()} for type {typ.id!r}")
         per_cat[cat.id].append(d.points)
+    # built from checked values (the rubric's and a validated judgment's), with the types validation
+    # would give them (floats for sums of no deduction too): no validation needed, a rebuild derives
+    # every stored call's score
     cats = [
-        CategoryScore(id=c.id, name=c.name, cap=c.cap, deducted=sum(per_cat[c.id]),
-                      taken=min(sum(per_cat[c.id]), c.cap), n=len(per_cat[c.id]))
+        CategoryScore.model_construct(id=c.id, name=c.name, cap=c.cap, deducted=float(sum(per_cat[c.id])),
+                                      taken=float(min(sum(per_cat[c.id]), c.cap)), n=len(per_cat[c.id]))
         for c in dimension.categories
     ]
     unknown = [p.id for p in judgment.fixed_penalties if p.id not in dimension.penalties_by_id]
@@ -80,9 +83,10 @@ def derive(dimension: Dimension, judgment: Judgment) -> DimensionScore:
     score = round(score, 9)
     if math.isclose(score, round(score)):
         score = float(round(score))
-    return DimensionScore(
-        dimension=dimension.id, max=dimension.max, score=score, stars=dimension.stars_for(score),
-        categories=cats, penalties=penalties,
-        claimed_score=judgment.claimed_score, claimed_stars=judgment.claimed_stars,
+    return DimensionScore.model_construct(
+        dimension=dimension.id, max=float(dimension.max), score=score, stars=dimension.stars_for(score),
+        categories=cats, penalties=float(penalties),
+        claimed_score=None if judgment.claimed_score is None else float(judgment.claimed_score),
+        claimed_stars=judgment.claimed_stars,
     )
 

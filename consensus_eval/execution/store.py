@@ -422,9 +422,8 @@ class Store:
             sql = f"SELECT {cols} FROM calls c JOIN plan p USING (request_hash) ORDER BY p.position"
         else:
             sql = f"SELECT {cols} FROM calls c ORDER BY c.finished_at"
-        with self._reading():
-            rows = self._db.execute(sql).fetchall()
-        return [self._to_record(r) for r in rows]
+        with self._reading():   # row by row: the raw rows of a large run never sit in memory all at once
+            return [self._to_record(r) for r in self._db.execute(sql)]
 
     def _to_record(self, row: tuple[Any, ...]) -> CallRecord:
         d = dict(zip(_COLUMNS, row, strict=True))  # the row of SELECT {_COLUMNS}
