@@ -1,0 +1,165 @@
+"""Rebuilding a large run (issue 16, section 5): each shortcut gives exactly what the slow way gave, and
+the work of a rebuild grows linearly with the number of cases (counted, never timed)."""
+
+from __future__ import annotations
+
+import gc
+import json
+import random
+import shutil
+
+import numpy as np
+import pytest
+
+from consensus_eval import _gc, api
+from consensus_eval.analysis import alpha as alpha_mod
+from consensus_eval.analysis.alpha import bootstrap_ci, krippendorff_alpha
+from consensus_eval.analysis.reliability import _mean_or_none
+from consensus_eval.domain.grounding import CaseGrounder, Grounding
+from consensus_eval.domain.judgment import Deduction, Judgment, PenaltyHit
+from consensus_eval.domain.rubric import load_rubric
+from consensus_eval.domain.scoring import DimensionScore, derive
+from consensus_eval.execution.store import Store
+from tests.big_run import big_cases, build_big_run
+
+
+def _slow_ordinal_ci(data: np.ndarray, n_boot: int, seed: int) -> tuple[float, float] | None:
+    """The interval as it was computed before: krippendorff_alpha on every resampled table."""
+    arr = data[:, (~np.isnan(data)).sum(axis=0) >= 2]
+    if arr.shape[1] < 2:
+        return None
+    picks = np.random.default_rng(seed).integers(0, arr.shape[1], (n_boot, arr.shape[1]))
+    values = [a for p in picks if (a := krippendorff_alpha(arr[:, p], "ordinal").value) is not None]
+    if len(values) < n_boot / 2:
+        return None
+    lo, hi = np.quantile(values, [(1 - 0.95) / 2, 1 - (1 - 0.95) / 2])
+    return float(lo), float(hi)
+
+
+@pytest.mark.parametrize("trial", range(12))
+def test_the_ordinal_bootstrap_equals_alpha_of_every_resampled_table_to_the_bit(trial):
+    rng = np.random.default_rng(trial)
+    raters, units = int(rng.integers(2, 6)), int(rng.integers(3, 160))
+    data = rng.integers(1, int(rng.integers(2, 7)), (raters, units)).astype(float)
+    data[rng.random((raters, units)) < rng.random() * 0.5] = np.nan
+    if trial == 0:
+        data[:, :] = 3.0                 # no variation anywhere: every resample undefined
+    if trial == 1:
+        data[:, : units // 2] = 2.0      # many resamples of one value only
+    assert bootstrap_ci(data, "ordinal", 120, seed=trial) == _slow_ordinal_ci(data, 120, trial)
+
+
+def test_many_distinct_values_fall_back_to_resampling_tables(monkeypatch):
+    rng = np.random.default_rng(5)
+    data = rng.normal(size=(3, 60)).round(3)
+    monkeypatch.setattr(alpha_mod, "MAX_PAIR_CELLS", 10)
+    assert alpha_mod._unit_pairs(data) is None
+    assert bootstrap_ci(data, "ordinal", 60, seed=1) == _slow_ordinal_ci(data, 60, 1)
+
+
+def test_category_means_equal_numpy_to_the_bit():
+    r = random.Random(0)
+    for _ in range(20_000):
+        v = [r.choice([r.random() * 10, float(r.randrange(20)), r.randrange(40) / 4, 0.1 * r.randrange(100)])
+             for _ in range(r.randrange(1, 12))]
+        assert _mean_or_none(v) == float(np.mean(v))
+    assert _mean_or_none([]) is None and _mean_or_none(None) is None
+
+
+def test_derived_scores_have_the_types_and_values_validation_gives():
+    rubric = load_rubric("medical_record")
+    r = random.Random(1)
+    for dim in rubric.dimensions:
+        for _ in range(200):
+            deds = [Deduction(category=(c := r.choice(dim.categories)).id, type=(t := r.choice(c.types)).id,
+                              points=t.low, evidence="x") for _ in range(r.randrange(0, 5))]
+            pens = [PenaltyHit(id=p.id) for p in dim.fixed_penalties if r.random() < 0.3]
+            j = Judgment(dimension=dim.id, deductions=deds, fixed_penalties=pens,
+                         claimed_score=r.choice([None, 30.0, 35]), claimed_stars=r.choice([None, 4]))
+            s = derive(dim, j)
+            validated = DimensionScore.model_validate(s.model_dump())
+            assert s == validated and s.model_dump_json() == validated.model_dump_json()
+
+
+def test_groundings_have_the_types_and_values_validation_gives():
+    case = big_cases(3)[2]
+    conv = case.conversation_as_text(load_rubric("medical_record").roles)
+    g = CaseGrounder(case.record, conv)
+    quotes = [case.record[5:12], case.record[20:24].upper(), "“" + case.record[30:36] + "”……“" + conv[3:9] + "”",
+              case.record[40:52].replace(case.record[45], "某"), "编造的引文", "", "  "]
+    for q in quotes:
+        found = g.ground(q)
+        validated = Grounding.model_validate(found.model_dump())
+        assert found == validated and found.model_dump_json() == validated.model_dump_json()
+
+
+def test_the_gc_pause_nests_restores_the_collector_and_freezes_what_it_made():
+    assert gc.isenabled()
+    before = gc.get_freeze_count()
+    with _gc.gc_paused():
+        with _gc.gc_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()           # only the outermost block ends the pause
+        made = [[i] for i in range(1000)]
+    assert gc.isenabled()
+    assert gc.get_freeze_count() >= before + len(made)
+    gc.disable()
+    try:
+        with _gc.gc_paused():
+            pass
+        assert not gc.isenabled()           # a collector the caller turned off stays off
+    finally:
+        gc.enable()
+
+
+class _Counter:
+    def __init__(self) -> None:
+        self.n = 0
+
+
+def _work_of_a_rebuild(tmp_path, monkeypatch, n_cases: int) -> dict[str, int]:
+    """How many judgments were parsed, quotes searched, models validated in a rebuild of ``n_cases``."""
+    src = build_big_run(tmp_path / f"src{n_cases}", n_cases, 2)
+    folder = tmp_path / f"run{n_cases}"
+    shutil.copytree(src, folder)
+    counts = {"parsed": 0, "searched": 0, "validated_scores": 0, "validated_groundings": 0, "resamples": 0}
+    parse, search = Judgment.model_validate_json, CaseGrounder._ground
+    score_init, grounding_init = DimensionScore.__init__, Grounding.__init__
+    alpha = alpha_mod.krippendorff_alpha
+
+    def counting(key, fn):
+        def wrapped(*a, **k):
+            counts[key] += 1
+            return fn(*a, **k)
+        return wrapped
+
+    monkeypatch.setattr(Judgment, "model_validate_json", counting("parsed", parse))
+    monkeypatch.setattr(CaseGrounder, "_ground", counting("searched", search))
+    monkeypatch.setattr(DimensionScore, "__init__", counting("validated_scores", score_init))
+    monkeypatch.setattr(Grounding, "__init__", counting("validated_groundings", grounding_init))
+    monkeypatch.setattr(alpha_mod, "krippendorff_alpha", counting("resamples", alpha))
+    api.rebuild(folder, n_boot=40)
+    monkeypatch.undo()
+    with Store.open_existing(folder, read_only=True) as store:
+        calls = store.calls()
+    counts["quotes"] = sum(len(c.judgment.deductions) + len(c.judgment.fixed_penalties)
+                           for c in calls if c.judgment is not None)
+    counts["calls"] = len(calls)
+    return counts
+
+
+def test_a_rebuilds_work_is_linear_in_cases(tmp_path, monkeypatch):
+    small = _work_of_a_rebuild(tmp_path, monkeypatch, 24)
+    large = _work_of_a_rebuild(tmp_path, monkeypatch, 72)
+    # each stored judgment parsed once, each distinct quote of a case searched once at most
+    for c in (small, large):
+        assert c["parsed"] == c["calls"]
+        assert 0 < c["searched"] <= c["quotes"]
+        # no score or grounding validated one by one, and alpha computed once per figure (the ordinal
+        # bootstrap's resamples are not alphas of resampled tables any more: 40 per stars figure before)
+        assert c["validated_scores"] == 0 and c["validated_groundings"] == 0
+    assert large["parsed"] == 3 * small["parsed"]
+    assert 2.5 * small["searched"] <= large["searched"] <= 3.5 * small["searched"]
+    assert large["resamples"] == small["resamples"]   # a number of figures, not of cases
+    report = json.loads((tmp_path / "run72" / "reliability.json").read_text(encoding="utf-8"))
+    assert report["n_cases"] == 72 and all(a["ci"] is not None for a in report["stars"].values())
