@@ -232,6 +232,15 @@ def test_cascade_sends_stage_2_only_the_flagged_cases_and_says_so(tmp_path):
     for cid in asked_c:
         stage1 = [(j, r) for c, _, j, r, _ in planned if c == cid and j != "judge-c"]
         assert max(r for _, r in stage1) == 2
+    from io import StringIO
+
+    from rich.console import Console
+
+    from consensus_eval.output.console import print_summary
+
+    buf = StringIO()
+    print_summary(Console(file=buf, width=240), results, tmp_path / "out")
+    assert f"judge-c (stage 2) was asked {len(asked_c)} of 8 cases" in buf.getvalue()
     api.rebuild(tmp_path / "out", n_boot=0, lang="en")
     n_not = sum(cid not in asked_c for cid in by_id)
     for name in ("report.md", "report.html"):

@@ -46,6 +46,16 @@ def print_summary(console: Console, res: Results, out: Path, top: int = DEFAULT_
     console.print(jt)
     print_cache_summary(console, res.usage)
     print_pacing(console, progress)
+    if progress.rounds > 1:
+        console.print(f"adaptive runs / cascade: the plan grew in {progress.rounds} rounds to {progress.total} "
+                      "call(s)", highlight=False)
+    not_asked: dict[str, int] = {}
+    for c in res.consensus:
+        for j in c.not_asked:
+            not_asked[j] = not_asked.get(j, 0) + 1
+    for j, n in not_asked.items():
+        console.print(f"cascade: {j} (stage 2) was asked {len(res.consensus) - n} of {len(res.consensus)} cases, "
+                      f"those stage 1 flagged or could not settle; not asked the other {n}", highlight=False)
     console.print(f"{progress.done} call(s) made, {progress.skipped} resumed from the store, "
                   f"{progress.failed} failed. Outputs in {out}/: judgments.jsonl, consensus.csv, "
                   f"consensus.jsonl, reliability.json, report.md, report.html, {STORE_NAME}", highlight=False)
