@@ -163,3 +163,14 @@ def test_a_rebuilds_work_is_linear_in_cases(tmp_path, monkeypatch):
     assert large["resamples"] == small["resamples"]   # a number of figures, not of cases
     report = json.loads((tmp_path / "run72" / "reliability.json").read_text(encoding="utf-8"))
     assert report["n_cases"] == 72 and all(a["ci"] is not None for a in report["stars"].values())
+
+
+def test_figures_sharing_their_resamples_get_the_intervals_they_got_alone():
+    rng = np.random.default_rng(9)
+    tables = [rng.integers(0, 6, (3, 80)).astype(float) for _ in range(3)]
+    tables.append(rng.normal(size=(3, 80)))
+    alone = [bootstrap_ci(t, level, 50, seed=4) for t in tables for level in ("interval", "ordinal")]
+    with alpha_mod.shared_draws():
+        shared = [bootstrap_ci(t, level, 50, seed=4) for t in tables for level in ("interval", "ordinal")]
+        assert alpha_mod._draws                       # drawn once, kept for the next figure
+    assert shared == alone and alpha_mod._draws is None

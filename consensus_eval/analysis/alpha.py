@@ -26,7 +26,8 @@ from __future__ import annotations
 import csv
 import io
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Literal, TypeVar
 
@@ -201,21 +202,62 @@ def bootstrap_ci(data: np.ndarray, level: Level = "interval", n_boot: int = 1000
     if rated.size < 2:
         return None
     arr = arr[:, rated]
-    rng = np.random.default_rng(seed)
-    picks = rng.integers(0, arr.shape[1], (n_boot, arr.shape[1]))
+    picks, weights = _draw(seed, n_boot, arr.shape[1])
     if level == "interval":  # weighted sums of per-unit statistics: all resamples at once
-        do, de = _interval_from(*(_weights(picks) @ v for v in _interval_stats(arr)))
+        do, de = _interval_from(*(weights() @ v for v in _interval_stats(arr)))
         with np.errstate(invalid="ignore", divide="ignore"):
             boot = np.where(de > 0, 1.0 - do / de, np.nan)
         values = list(boot[~np.isnan(boot)])
     elif level == "ordinal" and (tables := _unit_pairs(arr)) is not None:
-        values = _ordinal_boot(picks, *tables)
+        values = _ordinal_boot(picks, weights(), *tables)
     else:
         values = [a for p in picks if (a := krippendorff_alpha(arr[:, p], level).value) is not None]
     if len(values) < n_boot / 2:
         return None
     lo, hi = np.quantile(values, [(1 - confidence) / 2, 1 - (1 - confidence) / 2])
     return float(lo), float(hi)
+
+
+#: the resamples drawn last inside :func:`shared_draws`, by (seed, resamples, units); None outside
+_draws: dict[tuple[int, int, int], tuple[np.ndarray, list[np.ndarray]]] | None = None
+
+
+@contextmanager
+def shared_draws() -> Iterator[None]:
+    """Inside the block, :func:`bootstrap_ci` draws the resamples of a (seed, resamples, units) once
+    and reuses them (and their weights) for the next figure with the same three: the resamples are
+    the same ones it would draw again (one seeded generator per call), at a fraction of the cost
+    when a report has twenty figures over the same cases. Only the last draw is kept, and nothing
+    after the block."""
+    global _draws
+    outer = _draws is None
+    if outer:
+        _draws = {}
+    try:
+        yield
+    finally:
+        if outer:
+            _draws = None
+
+
+def _draw(seed: int, n_boot: int, n_units: int) -> tuple[np.ndarray, Callable[[], np.ndarray]]:
+    """The resamples (``n_boot`` x ``n_units`` unit indices, seeded) and a function giving their
+    weights (:func:`_weights`, computed once), shared inside :func:`shared_draws`."""
+    key = (seed, n_boot, n_units)
+    hit = _draws.get(key) if _draws is not None else None
+    if hit is None:
+        hit = (np.random.default_rng(seed).integers(0, n_units, (n_boot, n_units)), [])
+        if _draws is not None:
+            _draws.clear()
+            _draws[key] = hit
+    picks, cache = hit
+
+    def weights() -> np.ndarray:
+        if not cache:
+            cache.append(_weights(picks))
+        return cache[0]
+
+    return picks, weights
 
 
 def _weights(picks: np.ndarray) -> np.ndarray:
@@ -250,9 +292,10 @@ def _unit_pairs(arr: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np
     return values, counts, pairs.reshape(n_units, n_values * n_values).astype(float), counts.sum(axis=1)
 
 
-def _ordinal_boot(picks: np.ndarray, values: np.ndarray, counts: np.ndarray, pairs: np.ndarray,
-                  m: np.ndarray) -> list[float]:
-    """Ordinal alpha of each resample (rows of ``picks``), the undefined ones left out: what
+def _ordinal_boot(picks: np.ndarray, weights: np.ndarray, values: np.ndarray, counts: np.ndarray,
+                  pairs: np.ndarray, m: np.ndarray) -> list[float]:
+    """Ordinal alpha of each resample (rows of ``picks``; ``weights``: :func:`_weights` of them),
+    the undefined ones left out: what
     :func:`krippendorff_alpha` gives for the resampled table, to the last bit, without building it.
 
     A resample's value counts are its units' summed; they set the ordinal distances (mid-rank
@@ -265,7 +308,7 @@ def _ordinal_boot(picks: np.ndarray, values: np.ndarray, counts: np.ndarray, pai
     out: list[float] = []
     for start in range(0, picks.shape[0], BOOT_CHUNK):
         chunk = picks[start:start + BOOT_CHUNK]
-        n_by_value = np.rint(_weights(chunk) @ counts.astype(float)).astype(np.int64)   # exact: small integers
+        n_by_value = np.rint(weights[start:start + BOOT_CHUNK] @ counts.astype(float)).astype(np.int64)  # exact
         deltas = np.zeros((len(chunk), n_values * n_values))
         expected: list[float | None] = []
         for b, n_c in enumerate(n_by_value):

@@ -14,7 +14,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from consensus_eval.analysis.agreement import HumanAgreement, judge_value, matrix, points_taken
-from consensus_eval.analysis.alpha import DEFAULT_SEED, Alpha, Level, alpha_with_ci
+from consensus_eval.analysis.alpha import DEFAULT_SEED, Alpha, Level, alpha_with_ci, shared_draws
 from consensus_eval.analysis.consensus import CaseConsensus
 from consensus_eval.analysis.judge_quality import JudgeQuality, judge_quality
 from consensus_eval.execution.results import StoredRun
@@ -73,7 +73,14 @@ class ReliabilityReport(BaseModel):
 
 def reliability_report(run: StoredRun, cons: Sequence[CaseConsensus], n_boot: int = 1000,
                        seed: int = DEFAULT_SEED) -> ReliabilityReport:
-    """Alpha across judges, of stars, per category and within judges, each with its bootstrap CI."""
+    """Alpha across judges, of stars, per category and within judges, each with its bootstrap CI
+    (the figures over the same cases share their resamples: :func:`shared_draws`)."""
+    with shared_draws():
+        return _reliability_report(run, cons, n_boot, seed)
+
+
+def _reliability_report(run: StoredRun, cons: Sequence[CaseConsensus], n_boot: int,
+                        seed: int) -> ReliabilityReport:
     rubric, judges = run.rubric, run.judges
     dims = [d.id for d in rubric.dimensions]
 
