@@ -174,3 +174,17 @@ def test_figures_sharing_their_resamples_get_the_intervals_they_got_alone():
         shared = [bootstrap_ci(t, level, 50, seed=4) for t in tables for level in ("interval", "ordinal")]
         assert alpha_mod._draws                       # drawn once, kept for the next figure
     assert shared == alone and alpha_mod._draws is None
+
+
+def test_audit_deductions_equal_their_validated_twins(tmp_path):
+    from consensus_eval.analysis.audit import AuditDeduction, deductions_of
+    from consensus_eval.execution.results import read_run
+
+    folder = build_big_run(tmp_path / "run", 12, 2)
+    with Store.open_existing(folder, read_only=True) as store:
+        run = read_run(store)
+    made = [d for r in run.records for d in deductions_of(run.rubric, r, run.grounding)]
+    assert any(d.kind == "penalty" for d in made) and any(d.kind == "deduction" for d in made)
+    for d in made:
+        twin = AuditDeduction.model_validate(d.model_dump())
+        assert d == twin and d.model_dump_json() == twin.model_dump_json()

@@ -704,21 +704,23 @@ def deductions_of(rubric: Rubric, rec: CallRecord,
     found = grounding or {}
     if rec.judgment is None:
         return []
+    # built from a validated judgment, the rubric and groundings, with the types validation gives: no
+    # validation (an audit makes one per deduction of the run)
     dim = rubric.dimension(rec.dimension)
     items = []
     for i, d in enumerate(rec.judgment.deductions):
         cat, typ = dim.find_type(d.type)
-        items.append(AuditDeduction(
+        items.append(AuditDeduction.model_construct(
             id=f"{rec.request_hash}#d{i}", judge=rec.judge, run=rec.run, dimension=rec.dimension, kind="deduction",
             category_id=cat.id, category=cat.name, type_id=typ.id, type=typ.name,
-            points=d.points, evidence=d.evidence, reason=d.reason,
+            points=float(d.points), evidence=d.evidence, reason=d.reason, match="no_peer", matched_by=[],
             grounding=found.get(f"{rec.request_hash}#d{i}")))
     for i, p in enumerate(rec.judgment.fixed_penalties):
         pen = dim.penalties_by_id[p.id]
-        items.append(AuditDeduction(
+        items.append(AuditDeduction.model_construct(
             id=f"{rec.request_hash}#p{i}", judge=rec.judge, run=rec.run, dimension=rec.dimension, kind="penalty",
             category_id=PENALTY_CATEGORY, category=PENALTY_CATEGORY_NAME, type_id=pen.id, type=pen.name,
-            points=pen.points, evidence=p.evidence, reason=p.reason,
+            points=float(pen.points), evidence=p.evidence, reason=p.reason, match="no_peer", matched_by=[],
             grounding=found.get(f"{rec.request_hash}#p{i}")))
     return items
 
