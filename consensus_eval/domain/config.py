@@ -388,8 +388,12 @@ class EvalConfig(BaseModel):
     def _runs(cls, v: Any) -> Runs:
         if v == "adaptive":
             return "adaptive"
+        if isinstance(v, str) and v.strip().isdigit():
+            v = int(v)  # as pydantic's lax int would
+        elif isinstance(v, float) and v.is_integer():
+            v = int(v)
         if isinstance(v, bool) or not isinstance(v, int):
-            raise ValueError(f"Input should be a whole number of runs (1 or more) or `adaptive`, got {v!r}")
+            raise ValueError(f"Input should be a valid integer (a number of runs, 1 or more) or `adaptive`, got {v!r}")
         if v < 1:
             raise ValueError("Input should be greater than or equal to 1 (or `adaptive`)")
         return v
