@@ -63,7 +63,8 @@ ConfigInput = str | Path | EvalConfig | Mapping[str, Any]
 
 @dataclass
 class Prepared:
-    """Everything a run needs, loaded and validated before any call is made."""
+    """Everything a run needs, loaded and validated before any call is made. ``calls`` is the plan, or with
+    adaptive runs or a cascade its first round (the rest is decided from the results as they land)."""
 
     config: EvalConfig
     rubric: Rubric
