@@ -213,16 +213,57 @@ def _row(o: Outcome, base: Outcome) -> str:
             + (f" | {o.stage2_share:.0%}" if o.stage2_share is not None else " | -") + " |")
 
 
+def overhead(n: int) -> None:
+    """The cost of one decision round in the tool: :func:`grow` over ``n`` important cases x 3 dimensions x 3
+    LLM judges (first round, every call stored ok; judgments with one deduction each), no call made."""
+    import time
+
+    from consensus_eval.domain.cases import Case
+    from consensus_eval.domain.judgment import Deduction, Judgment
+    from consensus_eval.execution.adaptive import grow
+    from consensus_eval.execution.plan import plan
+    from consensus_eval.execution.store import CallRecord
+    from consensus_eval.judges import build_judge
+
+    names = [j.name for j in JUDGES]
+    cfg = _config(4.0, None, 10.0, names)
+    rubric = load_rubric("medical_record")
+    judges = [build_judge(j, rubric) for j in cfg.judges]
+    cases = [Case(id=f"c{i}", conversation="医生：哪里不舒服？患者：口渴多饮一月。", record="主诉：口渴多饮1月。",
+                  important=True) for i in range(n)]
+    t0 = time.perf_counter()
+    first = plan(cases, rubric, cfg, judges)
+    t1 = time.perf_counter()
+    one = {"accuracy": Deduction(category="numbers", type="value_error", points=2.0),
+           "completeness": Deduction(category="family_history", type="fh_absent", points=4.0),
+           "standardization": Deduction(category="terminology", type="colloquial", points=1.0)}
+    rng = random.Random(0)
+    records = [CallRecord(request_hash=c.planned.request_hash, case_id=c.planned.case_id, dimension=c.planned.dimension,
+                          judge=c.planned.judge, run=0, status="ok",
+                          judgment=Judgment(dimension=c.planned.dimension,
+                                            deductions=[one[c.planned.dimension]] * rng.randint(0, 3)))
+               for c in first]
+    t2 = time.perf_counter()
+    added = grow(first, records, rubric, cfg, judges)
+    t3 = time.perf_counter()
+    print(f"{n:,} cases, {len(first):,} first-round calls: plan {t1 - t0:.2f} s, grow {t3 - t2:.2f} s "
+          f"({len(added):,} calls added, their prompts rendered)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cases", type=int, default=2000)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--realistic", action="store_true", help="section 7's regime (1,000 cases, rpm limits) only")
+    ap.add_argument("--overhead", type=int, metavar="N", help="time one decision round of the tool on N cases only")
     ap.add_argument("--noise-scale", type=float, default=1.0,
                     help="multiply every judge's run noise and miss rate (2: judges twice as unstable)")
     args = ap.parse_args()
     if args.realistic:
         realistic(args.seed)
+        return
+    if args.overhead:
+        overhead(args.overhead)
         return
     world = make_world(args.cases, args.seed, args.noise_scale)
     names = [j.name for j in JUDGES]
