@@ -188,3 +188,19 @@ def test_audit_deductions_equal_their_validated_twins(tmp_path):
     for d in made:
         twin = AuditDeduction.model_validate(d.model_dump())
         assert d == twin and d.model_dump_json() == twin.model_dump_json()
+
+
+def test_drill_down_groups_equal_their_validated_twins(tmp_path):
+    from consensus_eval.analysis.audit import RunGroup, audit
+    from consensus_eval.analysis.consensus import of_run
+    from consensus_eval.execution.results import read_run
+
+    folder = build_big_run(tmp_path / "run", 12, 2)
+    with Store.open_existing(folder, read_only=True) as store:
+        run = read_run(store)
+    groups = [g for a in audit(run, of_run(run)) for d in a.dimensions for v in d.judges for g in v.drill_down()]
+    assert groups and any(it.occurrences for g in groups for it in g.items)
+    for g in groups:
+        twin = RunGroup.model_validate(g.model_dump())
+        assert g == twin and g.model_dump_json() == twin.model_dump_json()
+        assert g.model_fields_set == twin.model_fields_set

@@ -538,7 +538,8 @@ def drill_down(deductions: Sequence[AuditDeduction], runs_ok: Sequence[int], n_r
                     penalty_key[d.type_id] = key
             item = items.get(key)
             if item is None:
-                item = items[key] = DrillItem(deduction=d, occurrences=[], runs=[], n_runs=n_runs)
+                # from checked values (an audit's deductions, run numbers): no validation needed
+                item = items[key] = DrillItem.model_construct(deduction=d, occurrences=[], runs=[], n_runs=n_runs)
             item.occurrences.append(d)
             if r not in item.runs:
                 item.runs.append(r)
@@ -555,7 +556,7 @@ def drill_down(deductions: Sequence[AuditDeduction], runs_ok: Sequence[int], n_r
     def order(runs: tuple[int, ...]) -> tuple[int, int, tuple[int, ...]]:
         return (0 if runs == every else 1 if len(runs) == 1 else 2, len(runs), runs)
 
-    return [RunGroup(runs=list(runs), n_runs=n_runs, label=_group_label(runs, n_runs), items=its)
+    return [RunGroup.model_construct(runs=list(runs), n_runs=n_runs, label=_group_label(runs, n_runs), items=its)
             for runs, its in sorted(groups.items(), key=lambda kv: order(kv[0]))]
 
 
