@@ -9,11 +9,14 @@ about 25 s, freeing nothing: a whole rebuild at 2,000 cases leaves about 600 obj
 cycles (measured: bench/README.md, "Post-processing at scale"); everything else is freed by
 reference counting the moment it is dropped, collector or not.
 
-:func:`gc_paused` turns the collector off for the duration of a block and, when the outermost block
-ends, moves every object alive into the collector's permanent generation (``gc.freeze()``) before
-turning it back on if it was on, so that no later pass traverses them again. The price: the few
-hundred objects of a rebuild left in cycles are not reclaimed until ``gc.unfreeze()`` (reference
-counting still frees every frozen object that is not in a cycle, the run's results included).
+:func:`gc_paused` turns the collector off for the duration of a block and turns it back on (if it
+was on) when the outermost block ends. Only when the process owner asked for it with
+:func:`freeze_when_done` (the command line does: its process ends soon after the rebuild) does the
+end of the outermost block first move every object alive into the collector's permanent generation
+(``gc.freeze()``), so that no later pass traverses them again; the price, the few hundred objects of
+a rebuild left in cycles not reclaimed until ``gc.unfreeze()``, is one a library must not make a
+long-lived caller (a notebook, the review server) pay behind its back, so the Python API never freezes.
+Reference counting frees every object not in a cycle either way.
 
 Reentrant: nested blocks (``read_run`` inside ``rebuild``) act only when the outermost one ends.
 """
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import gc
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import ParamSpec, TypeVar
@@ -31,24 +35,36 @@ R = TypeVar("R")
 
 _depth = 0
 _was_enabled = False
+_freeze = False
+_lock = threading.Lock()
+
+
+def freeze_when_done(on: bool = True) -> None:
+    """Freeze what is alive when the outermost :func:`gc_paused` block ends (module docstring); for a
+    process that ends soon after (the command line), never for a library caller."""
+    global _freeze
+    _freeze = on
 
 
 @contextmanager
 def gc_paused() -> Iterator[None]:
     """The cyclic garbage collector off inside the block, restored after (module docstring)."""
     global _depth, _was_enabled
-    if _depth == 0:
-        _was_enabled = gc.isenabled()
-        gc.disable()
-    _depth += 1
+    with _lock:   # blocks may run in several threads (the review server's requests)
+        if _depth == 0:
+            _was_enabled = gc.isenabled()
+            gc.disable()
+        _depth += 1
     try:
         yield
     finally:
-        _depth -= 1
-        if _depth == 0:
-            gc.freeze()   # what the block made is never traversed again (module docstring)
-            if _was_enabled:
-                gc.enable()
+        with _lock:
+            _depth -= 1
+            if _depth == 0:
+                if _freeze:
+                    gc.freeze()   # what the blocks made is never traversed again (module docstring)
+                if _was_enabled:
+                    gc.enable()
 
 
 def gc_paused_call(fn: Callable[P, R]) -> Callable[P, R]:

@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.text import Text
 
 from consensus_eval._errors import InputError
+from consensus_eval._gc import freeze_when_done
 from consensus_eval.metrics.cli import metrics_app
 
 app = typer.Typer(
@@ -34,6 +35,9 @@ def friendly_errors(fn: F) -> F:
 
     @wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        # a command owns its process, which ends soon after a rebuild: what a rebuild made may be frozen
+        # out of the garbage collector's reach (consensus_eval._gc; the Python API never does this)
+        freeze_when_done()
         try:
             return fn(*args, **kwargs)
         except (InputError, FileNotFoundError) as e:
@@ -324,6 +328,8 @@ def review(
     a score per dimension; every change is stored at once in RUN_DIR/results.sqlite under the
     reviewer's name. Calls no judge. Ctrl-C stops the server (nothing is lost)."""
     from consensus_eval.review import serve
+
+    freeze_when_done(False)  # a long-lived server: never freeze what its requests made (consensus_eval._gc)
     from consensus_eval.review.app import is_loopback
 
     if not is_loopback(host):

@@ -93,8 +93,9 @@ def test_groundings_have_the_types_and_values_validation_gives():
         assert found == validated and found.model_dump_json() == validated.model_dump_json()
 
 
-def test_the_gc_pause_nests_restores_the_collector_and_freezes_what_it_made():
+def test_the_gc_pause_nests_restores_the_collector_and_freezes_only_when_asked():
     assert gc.isenabled()
+    _gc.freeze_when_done(False)         # the Python API: never freezes a caller's objects
     before = gc.get_freeze_count()
     with _gc.gc_paused():
         with _gc.gc_paused():
@@ -102,7 +103,15 @@ def test_the_gc_pause_nests_restores_the_collector_and_freezes_what_it_made():
         assert not gc.isenabled()           # only the outermost block ends the pause
         made = [[i] for i in range(1000)]
     assert gc.isenabled()
-    assert gc.get_freeze_count() >= before + len(made)
+    assert gc.get_freeze_count() == before
+    _gc.freeze_when_done(True)          # the command line: its process ends soon after
+    try:
+        with _gc.gc_paused():
+            made = [[i] for i in range(1000)]
+        assert gc.get_freeze_count() >= before + len(made)
+    finally:
+        _gc.freeze_when_done(False)
+        gc.unfreeze()
     gc.disable()
     try:
         with _gc.gc_paused():
