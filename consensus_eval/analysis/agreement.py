@@ -20,11 +20,10 @@ import numpy as np
 from pydantic import BaseModel
 
 from consensus_eval._errors import InputError
-from consensus_eval.analysis.alpha import DEFAULT_SEED, Alpha, alpha_with_ci
+from consensus_eval.analysis.alpha import DEFAULT_SEED, Alpha
 from consensus_eval.analysis.consensus import CaseConsensus
 from consensus_eval.analysis.intervals import Proportion
 from consensus_eval.domain.rubric import Rubric
-from consensus_eval.domain.sets import jaccard
 from consensus_eval.domain.textio import read_text
 from consensus_eval.execution.results import StoredRun
 
@@ -303,49 +302,3 @@ class HumanAgreement(BaseModel):
     inter_reviewer: dict[str, Alpha] = {}
     inter_reviewer_verdicts: Alpha | None = None
 
-
-def human_agreement(run: StoredRun, cons: Sequence[CaseConsensus], human: dict[str, HumanLabel],
-                    n_boot: int = 1000, seed: int = DEFAULT_SEED) -> HumanAgreement:
-    """Every figure of agreement between the run's judges, its panel and the human labels."""
-    judges = run.judges
-    keys = [*(d.id for d in run.rubric.dimensions), "total"]
-    labelled = [c for c in cons if c.case_id in human]
-    unknown = sorted(set(human) - {c.case_id for c in cons})
-    if human and not labelled:
-        first = next(iter(human.values()))
-        where = f"in {first.file}" if first.file else "of the human labels"
-        at = f", line {first.line}" if first.line is not None else ""
-        raise InputError(f"none of the {len(human)} case ids {where} is a case of this run "
-                         f"(first: {first.case_id!r}{at}; the run's first case: "
-                         f"{cons[0].case_id if cons else '(none)'!r})")
-    hv = {k: [human[c.case_id].scores.get(k) for c in labelled] for k in keys}
-
-    def a(rows: Sequence[Sequence[float | None]]) -> Alpha:
-        return alpha_with_ci(matrix(rows), "interval", n_boot, seed)
-
-    section = HumanAgreement(
-        n_cases=len(labelled), unmatched_case_ids=unknown,
-        alpha_with_human={k: a([*([judge_value(c, j, k) for c in labelled] for j in judges), hv[k]]) for k in keys},
-        alpha_without_human={k: a([[judge_value(c, j, k) for c in labelled] for j in judges]) for k in keys},
-        judges={j: {k: agreement([judge_value(c, j, k) for c in labelled], hv[k]) for k in keys} for j in judges},
-        panel={k: agreement([(c.total if k == "total" else c.scores[k]) for c in labelled], hv[k]) for k in keys},
-    )
-    with_categories = [c for c in labelled if human[c.case_id].categories is not None]
-    if with_categories:
-        taken = points_taken(run)
-        cat_ids = [cat.id for d in run.rubric.dimensions for cat in d.categories]
-
-        def judged(j: str, c: CaseConsensus) -> set[str]:
-            return {k for k in cat_ids if any(t > 0 for t in taken.get((c.case_id, j, k), []))}
-
-        def mean_jaccard(j: str, either_empty_scores_zero: bool) -> float:
-            scores = []
-            for c in with_categories:
-                h, m = human[c.case_id].categories or set(), judged(j, c)
-                scores.append(0.0 if either_empty_scores_zero and (not h or not m) else jaccard(h, m))
-            return float(np.mean(scores))
-
-        section.category_jaccard = {j: mean_jaccard(j, False) for j in judges}
-        section.category_jaccard_seed = {j: mean_jaccard(j, True) for j in judges}
-        section.category_jaccard_cases = len(with_categories)
-    return section
