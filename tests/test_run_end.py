@@ -8,6 +8,8 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -37,14 +39,21 @@ def _start_and_wait_for(cmd: list[str], cwd: Path, db: Path, rows: int) -> subpr
     return proc
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
-def test_a_signal_stops_the_run_rebuilds_the_outputs_and_the_rerun_resumes(tmp_path, sig):
+@contextmanager
+def _score_in_flight(tmp_path: Path, rows: int) -> Iterator[tuple[subprocess.Popen[str], list[str], Path]]:
+    """`score` of 20 cases in a subprocess against a slow fake server (kept up until the block ends),
+    yielded once ``rows`` judgments are stored: (the process, its command, its output folder)."""
     cases = write_cases(tmp_path / "cases.jsonl", n=20)
     with FakeServer(FakeConfig(seed=3, latency_ms=400.0, max_lifetime_s=120)) as srv:
         cfg = write_panel(tmp_path / "panel.yaml", srv.url, concurrency=2)
         out = tmp_path / "out"
         cmd = [*_cli(), "score", str(cases), "--config", str(cfg), "--out", str(out)]
-        proc = _start_and_wait_for(cmd, tmp_path, out / "results.sqlite", rows=6)
+        yield _start_and_wait_for(cmd, tmp_path, out / "results.sqlite", rows), cmd, out
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_a_signal_stops_the_run_rebuilds_the_outputs_and_the_rerun_resumes(tmp_path, sig):
+    with _score_in_flight(tmp_path, rows=6) as (proc, cmd, out):
         sent = time.monotonic()
         proc.send_signal(sig)
         stdout, stderr = proc.communicate(timeout=30)
@@ -68,12 +77,7 @@ def test_a_signal_stops_the_run_rebuilds_the_outputs_and_the_rerun_resumes(tmp_p
 
 
 def test_a_second_ctrl_c_exits_at_once_without_a_traceback(tmp_path):
-    cases = write_cases(tmp_path / "cases.jsonl", n=20)
-    with FakeServer(FakeConfig(seed=3, latency_ms=400.0, max_lifetime_s=120)) as srv:
-        cfg = write_panel(tmp_path / "panel.yaml", srv.url, concurrency=2)
-        out = tmp_path / "out"
-        cmd = [*_cli(), "score", str(cases), "--config", str(cfg), "--out", str(out)]
-        proc = _start_and_wait_for(cmd, tmp_path, out / "results.sqlite", rows=4)
+    with _score_in_flight(tmp_path, rows=4) as (proc, _cmd, _out):
         proc.send_signal(signal.SIGINT)
         time.sleep(0.05)
         proc.send_signal(signal.SIGINT)
