@@ -322,7 +322,6 @@ def test_fault_storm_fails_only_calls_that_ran_out_of_budget(tmp_path, warm_lite
                        for e in es[next(i for i, e in enumerate(es) if e["status"] == 200) + 1:])]
     assert rescued, "the storm should hit some re-asks with a 429, a 5xx or a hang"
     print(f"{len(rescued)} calls had a re-ask hit by a retryable fault")
-    assert elapsed < 30
 
 
 # --------------------------------------------------------------------------- crash and resume

