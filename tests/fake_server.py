@@ -67,7 +67,7 @@ from typing import Any, ClassVar
 
 from aiohttp import web
 
-from tests.fakellm import INVENTED_MARK, case_of, case_texts, chat_response, dimension_of, make_reply, quote
+from tests.fakellm import DIMENSIONS, INVENTED_MARK, case_of, case_texts, chat_response, dimension_of, make_reply, quote
 
 FAULTS = ("p_429", "p_500", "p_503", "p_timeout", "p_drop", "p_malformed", "p_invalid")
 
@@ -434,6 +434,9 @@ class FakeServer:
                 reply = good[: max(1, int(len(good) * rng.uniform(0.2, 0.8)))]
             elif fault == "p_invalid":
                 reply = invalid_reply(dim, rng)
+            elif "CaseJudgment" in json.dumps(body, ensure_ascii=False):  # call: per_case, every dimension at once
+                reply = {d: cfg.replies.get(f"{model}|{case}", {}).get(d)
+                         or judgment_reply(cfg, model, case, d, f"{key}|{d}", case_texts(body)) for d in DIMENSIONS}
             else:
                 reply = (cfg.replies.get(f"{model}|{case}", {}).get(dim)
                          or judgment_reply(cfg, model, case, dim, key, case_texts(body)))

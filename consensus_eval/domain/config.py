@@ -50,6 +50,8 @@ MARKER_PROVIDERS = frozenset({"anthropic", "dashscope", "bedrock", "vertex_ai", 
 #: providers (OpenAI's discount differs per model) have no default: cached tokens are billed at the
 #: full input price unless the config says otherwise.
 CACHED_INPUT_FRACTION = {"deepseek": 0.1, "anthropic": 0.1, "dashscope": 0.1}
+#: how an LLM judge asks (:attr:`LLMJudgeConfig.call`): one call per dimension, or one per case
+Call = Literal["per_dimension", "per_case"]
 #: what a deduction whose evidence is not found in the case does (:class:`EvalConfig`, README "Config")
 Ungrounded = Literal["keep", "flag", "drop", "reask"]
 
@@ -84,6 +86,9 @@ class JudgeConfig(BaseModel):
     #: ``name`` is always part of the identity (added by :attr:`identity` if a kind leaves it out): two
     #: judges of the same model and settings under two names are two judges, each with its own calls.
     IDENTITY_FIELDS: ClassVar[tuple[str, ...]] = ("name", "kind")
+    #: identity fields added after results were stored: hashed only when not at their default, so the
+    #: identity (and every stored request hash) of a judge that does not set them is what it was
+    IDENTITY_IF_SET: ClassVar[tuple[str, ...]] = ()
 
     @model_validator(mode="wrap")
     @classmethod
@@ -112,7 +117,11 @@ class JudgeConfig(BaseModel):
         request hashes, and the second one's calls would never be made (it would silently vanish).
         """
         fields = dict.fromkeys(("name", *self.IDENTITY_FIELDS))
-        blob = json.dumps({k: getattr(self, k) for k in fields}, sort_keys=True, ensure_ascii=False)
+        values = {k: getattr(self, k) for k in fields}
+        for k in self.IDENTITY_IF_SET:  # at their default, as if the field did not exist (hashes kept)
+            if values.get(k) == type(self).model_fields[k].default:
+                values.pop(k, None)
+        blob = json.dumps(values, sort_keys=True, ensure_ascii=False)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -160,9 +169,16 @@ class LLMJudgeConfig(JudgeConfig):
     #: ask once more, in the same conversation, for exact quotes when a reply's evidence is not found
     #: in the case (set for every LLM judge by the run's ``ungrounded: reask``)
     reask_ungrounded: bool = False
+    #: ``per_dimension`` (the default): one call per dimension of a case; ``per_case``: the dimensions of
+    #: a case (and run) asked in one call (``<rubric>/per_case.j2``, a reply with one part per dimension),
+    #: the case sent once. Stored, resumed and reported per dimension as before; each dimension's record
+    #: carries its share of the call's tokens and cost (:mod:`consensus_eval.judges.per_case`). Part of the
+    #: identity: it changes what is asked. Measure before you use it (README, bench/README.md).
+    call: Call = "per_dimension"
 
     IDENTITY_FIELDS: ClassVar[tuple[str, ...]] = (
-        "name", "kind", "model", "api_base", "mode", "temperature", "max_tokens", "extra_body")
+        "name", "kind", "model", "api_base", "mode", "temperature", "max_tokens", "extra_body", "call")
+    IDENTITY_IF_SET: ClassVar[tuple[str, ...]] = ("call",)
 
     @field_validator("extra_body")
     @classmethod
@@ -401,6 +417,11 @@ class EvalConfig(BaseModel):
     @model_validator(mode="after")
     def _reask_ungrounded(self) -> EvalConfig:
         if self.ungrounded == "reask":
+            whole = [j.name for j in self.judges if getattr(j, "call", None) == "per_case"]
+            if whole:
+                raise ValueError(f"ungrounded: reask is not supported with call: per_case (judge(s) "
+                                 f"{', '.join(whole)}): the re-ask for exact quotes asks one dimension; use "
+                                 "ungrounded: flag, or call: per_dimension")
             self.judges = [j.model_copy(update={"reask_ungrounded": True}) if isinstance(j, LLMJudgeConfig) else j
                            for j in self.judges]
         return self

@@ -192,3 +192,34 @@ def response_model(rubric: Rubric, dimension_id: str) -> type[_ReplyBase]:
     if key not in _MODELS:
         _MODELS[key] = _build_response_model(rubric, dimension_id)
     return _MODELS[key]
+
+
+class _CaseReplyBase(_ReplyBase):
+    """Common shape of a whole-case reply (``call: per_case``): one field per rubric dimension, each
+    that dimension's reply model (:func:`response_model`)."""
+
+    def part(self, dimension: Dimension) -> _ReplyBase:
+        """The reply to one dimension (validated like a reply of its own)."""
+        reply: _ReplyBase = getattr(self, dimension.id)
+        return reply
+
+    def to_judgment(self, dimension: Dimension) -> Judgment:
+        """The judgment of one dimension, from its part of the reply."""
+        return self.part(dimension).to_judgment(dimension)
+
+
+_CASE_MODELS: dict[str, type[_CaseReplyBase]] = {}
+
+
+def case_response_model(rubric: Rubric) -> type[_CaseReplyBase]:
+    """The pydantic model an LLM judge fills when asked every dimension of a case in one call: one
+    required field per dimension of ``rubric`` (in rubric order, named by its id), each the dimension's
+    own :func:`response_model`, so each part is checked against the rubric exactly as a reply to that
+    dimension alone would be. A reply missing a dimension fails validation (and is re-asked). Cached."""
+    key = rubric.fingerprint
+    if key not in _CASE_MODELS:
+        fields: dict[str, Any] = {
+            d.id: (response_model(rubric, d.id), Field(description=f"the {d.id} dimension ({d.name}, 0-{d.max:g})"))
+            for d in rubric.dimensions}
+        _CASE_MODELS[key] = create_model("CaseJudgment", __base__=_CaseReplyBase, **fields)
+    return _CASE_MODELS[key]

@@ -70,8 +70,45 @@ def render(rubric: Rubric, dimension: Dimension, case: Case,
     except TemplateNotFound:
         raise InputError(f"{root / name}: prompt template not found (one .j2 per rubric dimension)") from None
     text = template.render(rubric=rubric, dimension=dimension, case=case, message_break=MESSAGE_BREAK)
+    return _messages(text, root / name)
+
+
+#: the template of one call per case (``call: per_case``), beside the dimension templates
+PER_CASE_TEMPLATE = "per_case.j2"
+
+
+def render_case(rubric: Rubric, case: Case, prompts_dir: str | Path | None = None) -> list[dict[str, str]]:
+    """The chat messages (system, user) asking every dimension of ``rubric`` about ``case`` in one call
+    (``call: per_case``): ``<rubric>/per_case.j2``, rendered with ``criteria``, each dimension's text
+    from the ``criteria`` block of its own template (``<rubric>/<dimension>.j2``), so the two modes
+    ask with the same words."""
+    root = prompts_root(prompts_dir)
+    folder = rubric.prompts or rubric.id
+    env = _environment(str(root))
+    criteria: dict[str, str] = {}
+    for dim in rubric.dimensions:
+        try:
+            template = env.get_template(f"{folder}/{dim.id}.j2")
+        except TemplateNotFound:
+            raise InputError(f"{root / folder / dim.id}.j2: prompt template not found "
+                             "(one .j2 per rubric dimension)") from None
+        block = template.blocks.get("criteria")
+        context = template.new_context({"rubric": rubric, "dimension": dim, "case": case,
+                                        "message_break": MESSAGE_BREAK})
+        criteria[dim.id] = "".join(block(context)) if block is not None else ""
+    name = f"{folder}/{PER_CASE_TEMPLATE}"
+    try:
+        template = env.get_template(name)
+    except TemplateNotFound:
+        raise InputError(f"{root / name}: prompt template not found (`call: per_case` asks every dimension of a "
+                         f"case in one call with {PER_CASE_TEMPLATE} beside the dimension templates)") from None
+    text = template.render(rubric=rubric, case=case, criteria=criteria, message_break=MESSAGE_BREAK)
+    return _messages(text, root / name)
+
+
+def _messages(text: str, where: Path) -> list[dict[str, str]]:
     if MESSAGE_BREAK not in text:
-        raise InputError(f"{root / name}: the template must separate the system and user messages "
+        raise InputError(f"{where}: the template must separate the system and user messages "
                          "with {{ message_break }}")
     system, user = text.split(MESSAGE_BREAK, 1)
     return [{"role": "system", "content": system.strip()}, {"role": "user", "content": user.strip()}]

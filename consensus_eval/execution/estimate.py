@@ -13,6 +13,11 @@ in the order ``tools``, ``response_format``, then the messages. :func:`shared_pr
 for a set of requests; the dry run reports, per judge, the share of prompt tokens in it across the
 cases of each dimension (what every call after a dimension's first can be served from the cache),
 across the dimensions of one case, and across every call.
+
+One request per case (``call: per_case``). Such a judge's calls of one (case, run) are answered by one
+request (:mod:`consensus_eval.judges.per_case`): it is counted once, under the dimension ``per_case``, and
+``calls`` counts the requests; the output estimate stays ``assumed_output_tokens`` per dimension answered
+(the reply carries every dimension), the upper bound ``max_tokens`` per request.
 """
 
 from __future__ import annotations
@@ -20,16 +25,19 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
 
-from consensus_eval.execution.plan import Call
+from consensus_eval.execution.plan import Call, whole_case
 from consensus_eval.execution.pricing import saving_per_cached_token
 from consensus_eval.judges.base import Judge
 
 ASSUMED_OUTPUT_TOKENS = 800
 #: cases whose requests are built exactly as instructor would send them (the rest: messages + overhead)
 SAMPLE_CASES = 8
+
+#: the dimension label of a whole-case request (``call: per_case``) in the estimate's shares
+PER_CASE = "per_case"
 
 #: a chat request body as sent: ``messages`` and, by instructor mode, ``tools`` or ``response_format``
 Request = dict[str, Any]
@@ -56,7 +64,9 @@ class WireJudge(Protocol):
 class JudgeEstimate:
     """Projected calls, tokens and cost of one judge (cost None when the model has no known price).
 
-    ``prompt_tokens`` counts what is sent (messages plus the response schema the judge's mode adds).
+    ``calls`` counts the requests sent (one per case and run for a ``call: per_case`` judge, whose
+    ``prefix_share`` is keyed ``per_case``). ``prompt_tokens`` counts what is sent (messages plus the
+    response schema the judge's mode adds).
     The prefix shares are fractions (0-1) of a call's prompt tokens that lie in a prefix shared with
     other calls, None where not measured (fewer than two calls to compare, or a judge that sends no
     prompt): ``prefix_share`` per dimension, across its cases (mean over the dimension's calls);
@@ -103,7 +113,9 @@ def estimate(calls: Sequence[Call], judges: Sequence[Judge],
             out.append(JudgeEstimate(cfg.name, cfg.kind, len(mine), 0, 0, 0, 0.0, 0.0, cached_cost=0.0))
             continue
         max_tokens = getattr(cfg, "max_tokens", assumed_output_tokens)
-        out_tokens = assumed_output_tokens * len(mine)
+        out_tokens = assumed_output_tokens * len(mine)  # per dimension answered, whatever the requests
+        if whole_case(judge):
+            mine = one_per_case(mine)
         max_out = max_tokens * len(mine)
         p = judge.prices()
         saving = saving_per_cached_token(cfg)
@@ -119,6 +131,19 @@ def estimate(calls: Sequence[Call], judges: Sequence[Judge],
             all_prefix_share=shares.across_all, cached_tokens=shares.cacheable_tokens,
             cached_cost=None if cost is None or saving is None else cost - shares.cacheable_tokens * saving,
         ))
+    return out
+
+
+def one_per_case(calls: Sequence[Call]) -> list[Call]:
+    """The requests a ``call: per_case`` judge sends for ``calls``: the first call of each (case, run),
+    relabelled :data:`PER_CASE` (its messages are the whole-case prompt every dimension's call carries)."""
+    seen: set[tuple[str, int]] = set()
+    out = []
+    for c in calls:
+        key = (c.planned.case_id, c.planned.run)
+        if key not in seen:
+            seen.add(key)
+            out.append(replace(c, planned=replace(c.planned, dimension=PER_CASE)))
     return out
 
 

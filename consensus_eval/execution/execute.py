@@ -69,6 +69,10 @@ async def execute(
         if c.planned.request_hash not in done:
             todo[c.planned.judge].append(c)
     skipped = len(calls) - sum(map(len, todo.values()))
+    for judge in judges:  # a judge answering several calls with one request (call: per_case) shares it among these
+        expect = getattr(judge, "expect", None)
+        if callable(expect):
+            expect([(c.planned.case_id, c.planned.run, c.planned.dimension) for c in todo[judge.config.name]])
     if progress is None:
         progress = Progress(total=len(calls), skipped=skipped)
     else:
@@ -98,7 +102,9 @@ async def execute(
         queue: asyncio.Queue[Call] = asyncio.Queue()
         for c in todo[judge.config.name]:
             queue.put_nowait(c)
-        n_workers = min(judge.config.max_workers, queue.qsize())
+        # a worker waits for its call's request: with one request per case (call: per_case), a case's calls
+        # wait together, so as many workers per request slot as the calls one request answers
+        n_workers = min(judge.config.max_workers * int(getattr(judge, "calls_per_request", 1)), queue.qsize())
         tasks += [asyncio.create_task(worker(judge, queue)) for _ in range(n_workers)]
     if not tasks:
         return progress

@@ -1,7 +1,9 @@
 """The plan: every call an evaluation needs (case x dimension x judge x run), each with its request hash.
 
 A case gets ``runs`` runs per judge, or ``important_runs`` if it is important; a deterministic
-judge gets one. Prompts are rendered only for judges that read them.
+judge gets one. Prompts are rendered only for judges that read them. A judge that asks every dimension
+of a case in one request (``call: per_case``, :func:`whole_case`) still has one call per dimension here,
+each carrying the whole-case prompt (rendered once per case); the judge coalesces them.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from dataclasses import dataclass
 
 from consensus_eval.domain.cases import Case
 from consensus_eval.domain.config import EvalConfig
-from consensus_eval.domain.prompts import render
+from consensus_eval.domain.prompts import render, render_case
 from consensus_eval.domain.rubric import Rubric
 from consensus_eval.execution.store import PlannedCall
 from consensus_eval.judges.base import Judge
@@ -44,6 +46,12 @@ def request_hash(judge: Judge, rubric: Rubric, reads: object, run: int, dimensio
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
+def whole_case(judge: Judge) -> bool:
+    """Whether ``judge`` asks every dimension of a case in one request (an LLM judge with ``call: per_case``):
+    its calls carry the whole-case prompt, so their request hashes differ from the per-dimension ones."""
+    return bool(getattr(judge, "whole_case", False))
+
+
 def first_runs(config: EvalConfig, case: Case, judge: Judge, *, upper: bool = False) -> int:
     """How many runs ``judge`` makes of each dimension of ``case`` before any adaptive decision: one for a
     deterministic judge (repeating it cannot change anything), the fixed number of a fixed policy,
@@ -66,14 +74,17 @@ def plan(cases: Sequence[Case], rubric: Rubric, config: EvalConfig, judges: Sequ
     ``upper`` the most the evaluation can grow to (``max_runs``, stage-2 judges on every case).
     """
     calls: list[Call] = []
-    prompted = any(j.reads_prompt for j in judges)
+    prompted = any(j.reads_prompt and not whole_case(j) for j in judges)
+    whole = any(j.reads_prompt and whole_case(j) for j in judges)
     for case in cases:
         content = case.content
+        case_messages = render_case(rubric, case, config.prompts_dir) if whole else []
         for dim in rubric.dimensions:
-            messages = render(rubric, dim, case, config.prompts_dir) if prompted else []
+            dim_messages = render(rubric, dim, case, config.prompts_dir) if prompted else []
             for judge in judges:
                 if judge.config.stage == 2 and not upper:
                     continue
+                messages = case_messages if whole_case(judge) else dim_messages
                 reads = messages if judge.reads_prompt else content
                 for run in range(first_runs(config, case, judge, upper=upper)):
                     calls.append(_call(judge, rubric, case, dim.id, reads, messages, run))
@@ -82,7 +93,12 @@ def plan(cases: Sequence[Case], rubric: Rubric, config: EvalConfig, judges: Sequ
 
 def call_for(case: Case, dimension: str, judge: Judge, run: int, rubric: Rubric, config: EvalConfig) -> Call:
     """The call of run ``run`` of ``judge`` on ``dimension`` of ``case``, as :func:`plan` makes it (same hash)."""
-    messages = render(rubric, rubric.dimension(dimension), case, config.prompts_dir) if judge.reads_prompt else []
+    if not judge.reads_prompt:
+        messages = []
+    elif whole_case(judge):
+        messages = render_case(rubric, case, config.prompts_dir)
+    else:
+        messages = render(rubric, rubric.dimension(dimension), case, config.prompts_dir)
     return _call(judge, rubric, case, dimension, messages if judge.reads_prompt else case.content, messages, run)
 
 

@@ -67,9 +67,18 @@ from consensus_eval._errors import format_validation_error
 from consensus_eval.domain.cases import Case
 from consensus_eval.domain.config import LLMJudgeConfig
 from consensus_eval.domain.grounding import reask_prompt, ungrounded_quotes
-from consensus_eval.domain.judgment import CallOutcome, ErrorKind, Judgment, _ReplyBase, response_model
+from consensus_eval.domain.judgment import (
+    CallOutcome,
+    ErrorKind,
+    Judgment,
+    _CaseReplyBase,
+    _ReplyBase,
+    case_response_model,
+    response_model,
+)
 from consensus_eval.domain.rubric import Dimension, Rubric
 from consensus_eval.judges.pacing import Pacing, PacingReport
+from consensus_eval.judges.per_case import CASE, CaseCalls, CaseOutcome
 
 if TYPE_CHECKING:
     from openai.types.chat import ChatCompletionMessageParam
@@ -107,6 +116,8 @@ class _Usage:
 
 
 _current: contextvars.ContextVar[_Usage] = contextvars.ContextVar("consensus_eval_llm_usage")
+#: set while a ``call: per_case`` judge makes a whole-case request (:meth:`LLMJudge._ask_case`)
+_whole_case: contextvars.ContextVar[bool] = contextvars.ContextVar("consensus_eval_whole_case", default=False)
 
 
 class HTTPFailure(Exception):
@@ -140,6 +151,38 @@ class LLMJudge:
         register_prices(config)
         if config.reask_ungrounded:  # a re-ask changes what is asked and what is kept: other requests
             self.version = f"{self.version}+reask-ungrounded"
+        #: ``call: per_case``: the whole-case requests in flight, shared by the dimension calls of a case
+        self.per_case = CaseCalls(rubric, self._ask_case) if config.call == "per_case" else None
+        #: dimension calls that one request answers (the runner starts this many workers per request slot)
+        self.calls_per_request = len(rubric.dimensions) if self.per_case is not None else 1
+
+    @property
+    def whole_case(self) -> bool:
+        """Whether the judge asks every dimension of a case in one request (``call: per_case``): its
+        calls are planned with the whole-case prompt (:func:`~consensus_eval.domain.prompts.render_case`)."""
+        return self.per_case is not None
+
+    def expect(self, calls: list[tuple[str, int, str]]) -> None:
+        """The runner's list of the dimension calls it is about to make, ``(case id, run, dimension)``:
+        a whole-case request's tokens and cost are shared by these (``call: per_case``; else nothing)."""
+        if self.per_case is not None:
+            self.per_case.expect(calls)
+
+    async def _ask_case(self, case: Case, messages: list[dict[str, str]], run: int) -> CallOutcome:
+        """The whole-case request of ``call: per_case`` (every dimension, one reply; a :class:`CaseOutcome`
+        when ok): the same path as a dimension call (pacing, retries, re-asks, failures), with the
+        combined response model (:func:`~consensus_eval.domain.judgment.case_response_model`)."""
+        token = _whole_case.set(True)
+        try:
+            return await self.judge(case, self.rubric.dimensions[0], messages, run)
+        finally:
+            _whole_case.reset(token)
+
+    def _case_outcome(self, reply: _CaseReplyBase) -> CaseOutcome:
+        """A validated whole-case reply -> the request's ok outcome with every dimension's judgment."""
+        outcome = self._outcome(_current.get(), status="ok")
+        return CaseOutcome(**outcome.model_dump(),
+                           judgments={d.id: reply.part(d).to_judgment(d) for d in self.rubric.dimensions})
 
     # ---------------------------------------------------------------- one judgment
 
@@ -150,7 +193,11 @@ class LLMJudge:
         provider honours seeds, reproducible. Providers without ``seed`` have it dropped.
 
         A failed call's ``error_kind`` is the cause of its last failure; ``invalid_reply`` only when
-        the re-asks ran out."""
+        the re-asks ran out.
+
+        ``call: per_case``: the call takes its slice of the case's one request (:mod:`.per_case`)."""
+        if self.per_case is not None and not _whole_case.get():
+            return await self.per_case.take(case, dimension, messages, run)
         usage = _Usage()
         if self.stopped is not None:
             return self._outcome(usage, status="failed", error_kind=self.stopped.kind, error=str(self.stopped))
@@ -167,6 +214,8 @@ class LLMJudge:
                 seed=run,
                 **params,
             )
+            if isinstance(reply, _CaseReplyBase):  # call: per_case, the whole case's reply
+                return self._case_outcome(reply)
             judgment = reply.to_judgment(dimension)
             if self.config.reask_ungrounded:
                 judgment = await self._reask_ungrounded(case, dimension, messages, judgment, run, params)
@@ -230,18 +279,20 @@ class LLMJudge:
         return failure
 
     def _response_model(self, dimension_id: str) -> type[_ReplyBase]:
-        """The dimension's response model, prepared for instructor once per judge.
+        """The dimension's response model (``call: per_case``: the whole case's, whatever the dimension),
+        prepared for instructor once per judge.
 
         instructor wraps a plain model in a new ``ResponseSchema`` subclass on every call, and its
         schema cache is keyed by class, so each call rebuilt the class and its JSON schema. Given
         the already-wrapped class, instructor keeps it (and the cached schema) as is.
         """
-        model = self._models.get(dimension_id)
+        key = CASE if self.per_case is not None else dimension_id
+        model = self._models.get(key)
         if model is None:
-            plain = response_model(self.rubric, dimension_id)
+            plain = case_response_model(self.rubric) if key == CASE else response_model(self.rubric, key)
             prepared = prepare_response_model(plain)  # checks both classes
             assert prepared is not None  # None only for a None model; instructor's signature does not say so
-            model = self._models[dimension_id] = prepared
+            model = self._models[key] = prepared
         return model
 
     async def check(self) -> tuple[bool, str]:
