@@ -309,7 +309,8 @@ async def _run(prep: Prepared, out: Path, on_progress: ProgressHook | None, n_bo
 
 
 def _rebuild(store: Store, out: Path, n_boot: int, lang: str | None = None) -> Results:
-    results = analyze(read_run(store), labels=store.human_labels(), n_boot=n_boot)
+    # without the raw replies: nothing after the judge layer reads them (load_run keeps them)
+    results = analyze(read_run(store, replies=False), labels=store.human_labels(), n_boot=n_boot)
     write_outputs(results, out)
     write_reports(results, out, lang)
     return results

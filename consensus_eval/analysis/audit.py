@@ -103,6 +103,7 @@ from consensus_eval.domain.config import ConsensusConfig, EvalConfig
 from consensus_eval.domain.grounding import Grounding
 from consensus_eval.domain.rubric import Rubric
 from consensus_eval.domain.scoring import DimensionScore
+from consensus_eval.execution.compact import all_fields, share_fields_set
 from consensus_eval.execution.results import StoredRun
 from consensus_eval.execution.store import CallRecord
 
@@ -423,7 +424,10 @@ def audit(run: StoredRun, cons: Sequence[CaseConsensus]) -> list[CaseAudit]:
                         policy, grounding=run.grounding)
         a.anchor = anchors[c.case_id]
         audits.append(a)
-    return rank(audits, queue_mode(len(run.judges)))
+    ranked = rank(audits, queue_mode(len(run.judges)))
+    for a in ranked:   # every field set by now: the class's shared set (execution/compact.py)
+        share_fields_set(a)
+    return ranked
 
 
 def queue_mode(panel_size: int) -> QueueMode:
@@ -539,7 +543,9 @@ def drill_down(deductions: Sequence[AuditDeduction], runs_ok: Sequence[int], n_r
             item = items.get(key)
             if item is None:
                 # from checked values (an audit's deductions, run numbers): no validation needed
-                item = items[key] = DrillItem.model_construct(deduction=d, occurrences=[], runs=[], n_runs=n_runs)
+                item = items[key] = DrillItem.model_construct(all_fields(DrillItem), deduction=d, occurrences=[],
+                                                              runs=[], n_runs=n_runs, times_listed=1,
+                                                              applied_once=False)
             item.occurrences.append(d)
             if r not in item.runs:
                 item.runs.append(r)
@@ -556,7 +562,8 @@ def drill_down(deductions: Sequence[AuditDeduction], runs_ok: Sequence[int], n_r
     def order(runs: tuple[int, ...]) -> tuple[int, int, tuple[int, ...]]:
         return (0 if runs == every else 1 if len(runs) == 1 else 2, len(runs), runs)
 
-    return [RunGroup.model_construct(runs=list(runs), n_runs=n_runs, label=_group_label(runs, n_runs), items=its)
+    return [RunGroup.model_construct(all_fields(RunGroup), runs=list(runs), n_runs=n_runs,
+                                     label=_group_label(runs, n_runs), items=its)
             for runs, its in sorted(groups.items(), key=lambda kv: order(kv[0]))]
 
 
@@ -674,11 +681,11 @@ def _audit_dimension(rubric: Rubric, judges: Sequence[str], cons: CaseConsensus,
     stars = [v.stars for v in views if v.stars is not None]
     scores = [v.score for v in views if v.score is not None]
     spread = (max(scores) - min(scores)) if len(scores) >= 2 else None
-    return DimensionAudit(
+    return share_fields_set(DimensionAudit(
         dimension=dim_id, name=dim.name, max=dim.max, panel_score=cons.scores.get(dim_id),
         star_gap=(max(stars) - min(stars)) if len(stars) >= 2 else 0, judges=views,
         spread=spread, spread_share=(spread / dim.max) if spread is not None and dim.max > 0 else None,
-    )
+    ))
 
 
 def _judge_view(rubric: Rubric, cons: CaseConsensus, judge: str, dim_id: str, recs: list[CallRecord],
@@ -686,7 +693,7 @@ def _judge_view(rubric: Rubric, cons: CaseConsensus, judge: str, dim_id: str, re
                 grounding: Mapping[str, Grounding] | None = None) -> JudgeView:
     ok = sorted((r for r in recs if r.request_hash in derived), key=lambda r: r.run)
     score = cons.judges.get(judge, {}).get(dim_id)
-    return JudgeView(
+    return share_fields_set(JudgeView(
         judge=judge,
         score=score.mean if score else None,
         stars=score.stars if score else None,
@@ -695,7 +702,7 @@ def _judge_view(rubric: Rubric, cons: CaseConsensus, judge: str, dim_id: str, re
         errors=[r.error or "failed" for r in recs if r.request_hash not in derived],
         comments=[r.judgment.comment for r in ok if r.judgment and r.judgment.comment],
         runs=[r.run for r in ok], n_runs=max([len(recs), *(r.run + 1 for r in recs)]),
-    )
+    ))
 
 
 def deductions_of(rubric: Rubric, rec: CallRecord,
@@ -708,18 +715,21 @@ def deductions_of(rubric: Rubric, rec: CallRecord,
     # built from a validated judgment, the rubric and groundings, with the types validation gives: no
     # validation (an audit makes one per deduction of the run)
     dim = rubric.dimension(rec.dimension)
+    shared = all_fields(AuditDeduction)   # every field given: the class's one fields set
     items = []
     for i, d in enumerate(rec.judgment.deductions):
         cat, typ = dim.find_type(d.type)
         items.append(AuditDeduction.model_construct(
-            id=f"{rec.request_hash}#d{i}", judge=rec.judge, run=rec.run, dimension=rec.dimension, kind="deduction",
+            shared, id=f"{rec.request_hash}#d{i}", judge=rec.judge, run=rec.run, dimension=rec.dimension,
+            kind="deduction",
             category_id=cat.id, category=cat.name, type_id=typ.id, type=typ.name,
             points=float(d.points), evidence=d.evidence, reason=d.reason, match="no_peer", matched_by=[],
             grounding=found.get(f"{rec.request_hash}#d{i}")))
     for i, p in enumerate(rec.judgment.fixed_penalties):
         pen = dim.penalties_by_id[p.id]
         items.append(AuditDeduction.model_construct(
-            id=f"{rec.request_hash}#p{i}", judge=rec.judge, run=rec.run, dimension=rec.dimension, kind="penalty",
+            shared, id=f"{rec.request_hash}#p{i}", judge=rec.judge, run=rec.run, dimension=rec.dimension,
+            kind="penalty",
             category_id=PENALTY_CATEGORY, category=PENALTY_CATEGORY_NAME, type_id=pen.id, type=pen.name,
             points=float(pen.points), evidence=p.evidence, reason=p.reason, match="no_peer", matched_by=[],
             grounding=found.get(f"{rec.request_hash}#p{i}")))
@@ -751,8 +761,8 @@ def _mismatches(rubric: Rubric, records: list[CallRecord], derived: dict[str, Di
     for r in records:
         s = derived.get(r.request_hash)
         if s is not None and s.claim_mismatch:
-            out.append(Mismatch(judge=r.judge, run=r.run, dimension=r.dimension,
+            out.append(share_fields_set(Mismatch(judge=r.judge, run=r.run, dimension=r.dimension,
                                 dimension_name=rubric.dimension(r.dimension).name,
                                 claimed_score=s.claimed_score, claimed_stars=s.claimed_stars,
-                                derived_score=s.score, derived_stars=s.stars))
+                                derived_score=s.score, derived_stars=s.stars)))
     return out

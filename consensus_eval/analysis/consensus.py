@@ -27,6 +27,7 @@ from consensus_eval.domain.aggregate import aggregate
 from consensus_eval.domain.config import ConsensusConfig
 from consensus_eval.domain.rubric import Rubric
 from consensus_eval.domain.scoring import DimensionScore
+from consensus_eval.execution.compact import share_fields_set
 from consensus_eval.execution.results import StoredRun, derive_all
 from consensus_eval.execution.store import CallRecord
 
@@ -101,12 +102,12 @@ def _judge_score(judge: str, dim: str, recs: list[CallRecord], derived: dict[str
     ok = [derived[r.request_hash] for r in recs if r.request_hash in derived]
     runs = [d.score for d in ok]
     mean = statistics.fmean(runs) if runs else None
-    return JudgeScore(
+    return share_fields_set(JudgeScore(
         judge=judge, dimension=dim, runs=runs, failed_runs=len(recs) - len(ok), mean=mean,
         spread=(max(runs) - min(runs)) if runs else None,
         stars=rubric.dimension(dim).stars_for(mean) if mean is not None else None,
         claim_mismatches=sum(d.claim_mismatch for d in ok), asked=bool(recs),
-    )
+    ))
 
 
 def _case(rubric: Rubric, case_id: str, judges: Sequence[str],
@@ -128,12 +129,12 @@ def _case(rubric: Rubric, case_id: str, judges: Sequence[str],
     total = _sum_if_complete(scores.values())
     star_total = rubric.star_total({d: s for d, s in stars.items() if s is not None}) if complete else None
     spread = (max(judge_totals.values()) - min(judge_totals.values())) if len(judge_totals) >= 2 else None
-    return CaseConsensus(
+    return share_fields_set(CaseConsensus(
         case_id=case_id, status=status, scores=scores, stars=stars, total=total, star_total=star_total,
         n_judges=len(judge_totals), judges=table, judge_totals=judge_totals, spread=spread,
         flags=_flags(table, judges, dims, spread, config), missing_calls=missing,
         not_asked=[] if missing else [j for j in judges if not any(table[j][d].asked for d in dims)],
-    )
+    ))
 
 
 def _sum_if_complete(values: Iterable[float | None]) -> float | None:

@@ -24,15 +24,52 @@ from consensus_eval.domain.config import EvalConfig
 from consensus_eval.domain.grounding import CaseGrounder, Grounding
 from consensus_eval.domain.judgment import Judgment
 from consensus_eval.domain.rubric import Rubric
-from consensus_eval.domain.scoring import DimensionScore, derive
+from consensus_eval.domain.scoring import CategoryScore, DimensionScore, derive
+from consensus_eval.execution.compact import all_fields, share_fields_set
 from consensus_eval.execution.pricing import saving_per_cached_token
 from consensus_eval.execution.store import CallRecord, Store
 
 
 def derive_all(rubric: Rubric, records: Iterable[CallRecord]) -> dict[str, DimensionScore]:
-    """Re-derived score of every ``ok`` record, by request hash (failed calls have none)."""
-    return {r.request_hash: derive(rubric.dimension(r.dimension), r.judgment)
+    """Re-derived score of every ``ok`` record, by request hash (failed calls have none).
+
+    Calls whose judgments score alike share one score object (:class:`Deriver`): a score is a value,
+    never changed once derived, and a large run has far fewer distinct scores than calls."""
+    deriver = Deriver(rubric)
+    return {r.request_hash: deriver(r.dimension, r.judgment)
             for r in records if r.status == "ok" and r.judgment is not None}
+
+
+class Deriver:
+    """:func:`~consensus_eval.domain.scoring.derive` with a memory: judgments that give the same inputs
+    to the derivation (dimension, each deduction's category, type and points in order, the fixed
+    penalties' ids in order, the claimed score and stars) get the same :class:`DimensionScore` object,
+    derived once; the category lines of the scores derived are shared the same way, and every object
+    made has its class's shared fields set (:mod:`consensus_eval.execution.compact`). Values are those
+    ``derive`` gives, to the bit (floats are compared by their exact value and sign)."""
+
+    def __init__(self, rubric: Rubric) -> None:
+        self.rubric = rubric
+        self._scores: dict[tuple[object, ...], DimensionScore] = {}
+        self._categories: dict[tuple[object, ...], CategoryScore] = {}
+
+    def __call__(self, dimension: str, judgment: Judgment) -> DimensionScore:
+        """``derive(rubric.dimension(dimension), judgment)``, or the same score derived before."""
+        key = (dimension, tuple((d.category, d.type, _exact(d.points)) for d in judgment.deductions),
+               tuple(p.id for p in judgment.fixed_penalties), _exact(judgment.claimed_score), judgment.claimed_stars)
+        hit = self._scores.get(key)
+        if hit is None:
+            hit = self._scores[key] = share_fields_set(derive(self.rubric.dimension(dimension), judgment))
+            cats = hit.categories
+            for i, c in enumerate(cats):
+                ckey = (c.id, c.name, _exact(c.cap), _exact(c.deducted), _exact(c.taken), c.n)
+                cats[i] = self._categories.setdefault(ckey, share_fields_set(c))
+        return hit
+
+
+def _exact(x: float | None) -> object:
+    """A float as a key that tells apart what ``==`` does not (0.0 and -0.0); None as is."""
+    return None if x is None else float(x).hex()
 
 
 def evidence_of(rec: CallRecord) -> Iterator[tuple[str, str]]:
@@ -64,8 +101,18 @@ def ground_all(rubric: Rubric, cases: Sequence[Case], records: Iterable[CallReco
         grounder = CaseGrounder(case.record, case.conversation_as_text(rubric.roles))
         for r in recs:
             for did, evidence in evidence_of(r):
-                out[did] = grounder.ground(evidence)
+                out[did] = _compact_grounding(grounder.ground(evidence))
     return out
+
+
+def _compact_grounding(g: Grounding) -> Grounding:
+    """``g`` and its spans with their classes' shared fields sets (:mod:`consensus_eval.execution.compact`);
+    a grounding met again (the same quote twice in a case) is left as it is."""
+    if g.__pydantic_fields_set__ is not all_fields(Grounding):
+        share_fields_set(g)
+        for sp in g.spans:
+            share_fields_set(sp)
+    return g
 
 
 def without_ungrounded(rec: CallRecord, grounding: dict[str, Grounding]) -> Judgment | None:
@@ -92,11 +139,12 @@ def drop_ungrounded(rubric: Rubric, records: Iterable[CallRecord], grounding: di
     grounded, without them (:func:`without_ungrounded`); returns the scores they replaced (derived
     from every deduction the judge gave), by request hash."""
     judged: dict[str, DimensionScore] = {}
+    deriver = Deriver(rubric)
     for r in records:
         kept = without_ungrounded(r, grounding) if r.request_hash in scores else None
         if kept is not None:
             judged[r.request_hash] = scores[r.request_hash]
-            scores[r.request_hash] = derive(rubric.dimension(r.dimension), kept)
+            scores[r.request_hash] = deriver(r.dimension, kept)
     return judged
 
 
@@ -157,6 +205,8 @@ class StoredRun:
     """A run as stored: its context (rubric, config, cases), every call of the current plan, and the
     score re-derived from each successful call's deductions (``scores``, by request hash).
 
+    ``records`` carry ``raw`` (the judge's reply as given) unless read with ``replies=False`` (a rebuild:
+    :func:`read_run`); ``scores`` may share one object between calls that score alike (:class:`Deriver`).
     ``planned`` is the number of calls the plan has; ``len(records)`` of them are stored (ok or failed);
     ``missing`` counts, per case, the planned calls with nothing stored yet (an interrupted run).
 
@@ -198,8 +248,11 @@ class StoredRun:
 
 
 @gc_paused_call
-def read_run(store: Store) -> StoredRun:
+def read_run(store: Store, *, replies: bool = True) -> StoredRun:
     """Read a run back from its store (no judge is called): one read of each table, one derivation.
+
+    ``replies=False``: the records without the judges' raw replies (``raw`` None; what a rebuild reads:
+    nothing after the judge layer uses them, and they are a large part of a run's memory).
 
     A run context this version no longer accepts (written by an older consensus-eval whose checks
     were looser) is an :class:`InputError` saying so, not a traceback.
@@ -211,7 +264,7 @@ def read_run(store: Store) -> StoredRun:
     except ValidationError as e:
         raise InputError(f"{store.path}: the run recorded in this store is not valid for this version of "
                          f"consensus-eval (rerun `score` into a new folder):\n{format_validation_error(e)}") from None
-    records = store.calls()
+    records = store.calls(replies=replies)
     stored = {r.request_hash for r in records}
     plan = store.plan()
     missing: dict[str, int] = {}

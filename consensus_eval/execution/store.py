@@ -46,6 +46,7 @@ from pydantic import BaseModel, ValidationError, model_validator
 
 from consensus_eval._errors import InputError
 from consensus_eval.domain.judgment import CallOutcome, Judgment
+from consensus_eval.execution.compact import compact_record
 
 SCHEMA_VERSION = 3  # 2: calls.error_kind; 3: human_labels (versions 1 and 2 are upgraded in place)
 #: how long a writer waits for another writer's transaction before giving up (SQLite busy_timeout), seconds
@@ -415,9 +416,14 @@ class Store:
             [values[c] for c in _COLUMNS],
         )
 
-    def calls(self, *, planned_only: bool = True) -> list[CallRecord]:
-        """Stored calls, in plan order (only those of the current plan unless told otherwise)."""
-        cols = ", ".join(c if c == "NULL" else f"c.{c}" for c in self._select)
+    def calls(self, *, planned_only: bool = True, replies: bool = True) -> list[CallRecord]:
+        """Stored calls, in plan order (only those of the current plan unless told otherwise).
+
+        ``replies=False``: without the judges' raw replies (``raw`` None): what a rebuild reads, since
+        nothing after the judge layer uses them. Each call is made compact as it is read
+        (:func:`~consensus_eval.execution.compact.compact_record`: same values, less memory)."""
+        select = self._select if replies else ["NULL" if c == "raw" else c for c in self._select]
+        cols = ", ".join(c if c == "NULL" else f"c.{c}" for c in select)
         if planned_only:
             sql = f"SELECT {cols} FROM calls c JOIN plan p USING (request_hash) ORDER BY p.position"
         else:
@@ -430,7 +436,7 @@ class Store:
         try:
             if d["judgment"]:
                 d["judgment"] = Judgment.model_validate_json(d["judgment"])
-            return CallRecord.model_validate(d)
+            return compact_record(CallRecord.model_validate(d))
         except ValidationError as e:
             raise InputError(f"{self.path}: damaged store: the call {d.get('request_hash')!r} does not read back "
                              f"({e.error_count()} problem(s), first: {e.errors()[0]['msg']})") from None

@@ -11,9 +11,9 @@ from pathlib import Path
 from consensus_eval._gc import gc_paused_call
 from consensus_eval.analysis.results import Results
 from consensus_eval.output.calibration import add_to_reports
-from consensus_eval.output.files import write_text
+from consensus_eval.output.files import atomic_writer, write_text
 from consensus_eval.output.report.data import build_report_data
-from consensus_eval.output.report.html import render_html
+from consensus_eval.output.report.html import html_pieces
 from consensus_eval.output.report.markdown import render_markdown
 
 __all__ = ["write_reports"]
@@ -31,6 +31,7 @@ def write_reports(results: Results, out_dir: str | Path, lang: str | None = None
     data = build_report_data(results, out, lang)
     md_path, html_path = out / "report.md", out / "report.html"
     write_text(md_path, render_markdown(data))
-    write_text(html_path, render_html(data))
+    with atomic_writer(html_path) as f:   # piece by piece: a large report is never one string
+        f.writelines(html_pieces(data))
     add_to_reports(out)   # a calibration beside the run (calibration.json) keeps its section through rebuilds
     return md_path, html_path

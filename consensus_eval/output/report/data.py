@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cached_property
@@ -119,17 +120,16 @@ class ReportData:
         """Per judge: the share of its deductions not grounded and its claimed-vs-derived mismatch rate."""
         return self.results.judge_quality
 
-    def drill_payloads(self) -> list[dict[str, Any]]:
-        """Every case's drill-down as plain data (rendered by the page's script on open), ranking order."""
+    def drill_payloads(self) -> Iterator[dict[str, Any]]:
+        """Every case's drill-down as plain data (rendered by the page's script on open), ranking order;
+        made one at a time as they are read (a large run's payloads are never all held at once)."""
         roles = self.rubric.roles
         review = self.review
-        out = []
         for a in self.ranking:
             case = self.cases.get(a.case_id)
             conv = case.conversation_as_text(roles) if case else ""
-            out.append(drill_payload(a, case.record if case else "", conv, self.judges, self.anchors[a.case_id],
-                                     review=review.case(a.case_id) if review else None))
-        return out
+            yield drill_payload(a, case.record if case else "", conv, self.judges, self.anchors[a.case_id],
+                                review=review.case(a.case_id) if review else None)
 
     def human_of(self, case_id: str) -> CaseReview | None:
         """The reviewers' labels of one case (None: nobody labelled it)."""

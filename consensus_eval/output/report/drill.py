@@ -18,7 +18,7 @@ from __future__ import annotations
 import base64
 import gzip
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from consensus_eval.analysis.audit import PENALTY_CATEGORY, PENALTY_CATEGORY_NAME, CaseAudit, DrillItem
@@ -35,19 +35,28 @@ def embed_json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":")).translate(_SAFE)
 
 
-def pack(payloads: Sequence[dict[str, Any]]) -> tuple[dict[str, int], list[str]]:
+def pack(payloads: Iterable[dict[str, Any]]) -> tuple[dict[str, int], list[str]]:
     """(case id -> chunk index, the chunks): every :data:`CHUNK` payloads as gzip+base64 JSON.
 
-    Deterministic (gzip without a timestamp): the same run gives the same report.
+    ``payloads`` is read as it comes (a generator: one chunk's payloads are held at a time, never every
+    case's). Deterministic (gzip without a timestamp): the same run gives the same report.
     """
     index: dict[str, int] = {}
-    chunks = []
-    for k in range(0, len(payloads), CHUNK):
-        part = payloads[k:k + CHUNK]
-        for p in part:
-            index[p["id"]] = k // CHUNK
+    chunks: list[str] = []
+
+    def close(part: list[dict[str, Any]]) -> None:
         raw = json.dumps(part, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
         chunks.append(base64.b64encode(gzip.compress(raw, compresslevel=9, mtime=0)).decode("ascii"))
+
+    part: list[dict[str, Any]] = []
+    for p in payloads:
+        index[p["id"]] = len(chunks)
+        part.append(p)
+        if len(part) == CHUNK:
+            close(part)
+            part = []
+    if part:
+        close(part)
     return index, chunks
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,13 @@ JS_LABELS = ("showing", "loading", "no_stream", "total", "judge_totals", "human"
 
 def render_html(data: ReportData) -> str:
     """The whole report as one HTML document."""
+    return "".join(html_pieces(data))
+
+
+def html_pieces(data: ReportData) -> Iterator[str]:
+    """The report's HTML document in pieces, as the template renders them (joined, :func:`render_html`;
+    written one by one to a file, :func:`~consensus_eval.output.report.write_reports`: a large report
+    is never one string in memory)."""
     script = script_text()
     index, chunks = pack(data.drill_payloads())
     meta = {"judges": data.judges, "index": index, "labels": {k: data.t(k) for k in JS_LABELS}}
@@ -51,7 +59,7 @@ def render_html(data: ReportData) -> str:
         return row_facts(a, judges, cat_ids)
 
     formula, star_max = fmt.star_formula(data.rubric)
-    return environment().get_template("report.html.j2").render(
+    return environment().get_template("report.html.j2").generate(
         d=data, dims=data.rubric.dimensions, script=script, script_hash=script_hash(script),
         meta_json=embed_json(meta), chunks=chunks, facts=facts, queue_top=QUEUE_TOP, star_formula=formula,
         star_max=star_max, review_reasons=data.reasons,
