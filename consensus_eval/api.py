@@ -46,7 +46,7 @@ from consensus_eval.domain.grounding import ground
 from consensus_eval.domain.rubric import Rubric, load_rubric
 from consensus_eval.execution.adaptive import execute_rounds, grow
 from consensus_eval.execution.estimate import JudgeEstimate, estimate
-from consensus_eval.execution.execute import ProgressHook, execute
+from consensus_eval.execution.execute import Progress, ProgressHook, execute
 from consensus_eval.execution.plan import Call, plan
 from consensus_eval.execution.results import read_run
 from consensus_eval.execution.store import STORE_NAME, CallRecord, Store
@@ -97,16 +97,21 @@ def prepare(cases: CasesInput, config: ConfigInput = DEFAULT_CONFIG, *, skip_inv
 
 
 async def run_async(prep: Prepared, out: str | Path, on_progress: ProgressHook | None = None,
-                    *, n_boot: int = 1000, stop: asyncio.Event | None = None, lang: str | None = None) -> Results:
+                    *, n_boot: int = 1000, stop: asyncio.Event | None = None, lang: str | None = None,
+                    wait: bool = False) -> Results:
     """Make every planned call not yet stored in ``out``, then rebuild the outputs, and return the
     results (``results.progress``: calls made, resumed from the store, failed, interrupted).
     Resumable at any point: rerun it after an interruption and only the missing calls are made.
+
+    Judges with ``batch: true`` have their calls submitted as provider batches, and finished batches
+    collected (:mod:`consensus_eval.execution.batch`); ``results.progress.batches`` lists the batches
+    still running (their calls are not stored yet: run again to collect). ``wait``: poll until none is.
 
     Setting ``stop`` (from a signal handler, a UI) ends the calls at once; the outputs are still
     rebuilt from what is stored, and the cases with calls missing are ``incomplete``. ``lang``: the
     reports' language (``zh``, ``en``; default the rubric's).
     """
-    return await _run(prep, Path(out), on_progress, n_boot, stop, lang)
+    return await _run(prep, Path(out), on_progress, n_boot, stop, lang, wait)
 
 
 def run(prep: Prepared, out: str | Path, on_progress: ProgressHook | None = None, *, n_boot: int = 1000,
@@ -289,7 +294,7 @@ def rebuild(folder: str | Path, *, n_boot: int = 1000, lang: str | None = None) 
 
 
 async def _run(prep: Prepared, out: Path, on_progress: ProgressHook | None, n_boot: int,
-               stop: asyncio.Event | None = None, lang: str | None = None) -> Results:
+               stop: asyncio.Event | None = None, lang: str | None = None, wait: bool = False) -> Results:
     with Store(out / STORE_NAME) as store:
         store.set_meta("rubric", prep.rubric.model_dump(mode="json"))
         store.set_meta("config", prep.config.to_json())
@@ -302,10 +307,32 @@ async def _run(prep: Prepared, out: Path, on_progress: ProgressHook | None, n_bo
             progress = await execute_rounds(prep.calls, prep.judges, prep.rubric, store, more, on_progress, stop)
         else:
             store.set_plan(c.planned for c in prep.calls)
-            progress = await execute(prep.calls, prep.judges, prep.rubric, store, on_progress, stop)
+            progress = await _execute_with_batches(prep, store, on_progress, stop, wait)
         results = _rebuild(store, out, n_boot, lang)
     results.progress = progress
     return results
+
+
+async def _execute_with_batches(prep: Prepared, store: Store, on_progress: ProgressHook | None,
+                                stop: asyncio.Event | None, wait: bool) -> Progress:
+    """The live judges' calls (:func:`execute`) and the batch judges' (:func:`run_batches`) side by side."""
+    if not any(getattr(j.config, "batch", False) for j in prep.judges):
+        return await execute(prep.calls, prep.judges, prep.rubric, store, on_progress, stop)
+    # imported here: it imports litellm, which a run without batch judges (the rules judge alone) never needs
+    from consensus_eval.execution.batch import run_batches
+    from consensus_eval.judges.llm import LLMJudge
+
+    batched = [j for j in prep.judges if isinstance(j, LLMJudge) and j.config.batch]
+    names = {j.config.name for j in batched}
+    progress = Progress(total=0)
+    live = execute([c for c in prep.calls if c.planned.judge not in names],
+                   [j for j in prep.judges if j.config.name not in names], prep.rubric, store, on_progress, stop,
+                   progress=progress)
+    batches = run_batches(prep.calls, batched, prep.rubric, store, progress=progress, wait=wait, stop=stop,
+                          on_progress=on_progress)
+    _, report = await asyncio.gather(live, batches)
+    progress.batches, progress.batch_notes = report.pending, report.notes
+    return progress
 
 
 def _rebuild(store: Store, out: Path, n_boot: int, lang: str | None = None) -> Results:

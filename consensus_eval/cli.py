@@ -64,6 +64,8 @@ LangOpt = Annotated[str | None, typer.Option(
 
 #: exit codes of `score` (README, "Exit codes")
 EXIT_OK, EXIT_INPUT, EXIT_FAILURES, EXIT_INTERRUPTED = 0, 2, 3, 130
+#: `score`: provider batches submitted and not all collected yet (README, "Exit codes")
+EXIT_BATCHES_PENDING = 4
 
 
 @app.command()
@@ -82,11 +84,15 @@ def score(
     lang: LangOpt = None,
     calibration: Annotated[Path | None, typer.Option(
         help="A calibration.json of `calibrate` for these judges: its figures go into the reports.")] = None,
+    wait: Annotated[bool, typer.Option(
+        help="Judges with `batch: true`: poll the provider (every batch_poll_s) until every batch is collected.",
+    )] = False,
 ) -> None:
     """Score CASES with the judges of CONFIG; resumes where a previous run into OUT stopped.
 
     Exit codes: 0 every planned call stored ok (or failures within --allow-failures); 2 bad input;
-    3 completed with failures (outputs written; the last lines say which and why); 130 interrupted
+    3 completed with failures (outputs written; the last lines say which and why); 4 provider batches
+    submitted and still running (rerun `score`, or `score --wait`, to collect them); 130 interrupted
     (Ctrl-C or SIGTERM: outputs rebuilt from what is stored; rerun the same command to resume).
     """
     from functools import partial
@@ -112,10 +118,16 @@ def score(
         print_estimate(out_console, api.dry_run(prep))
         return
     with progress_hook(err_console) as hook:
-        results = _run_until_done_or_interrupted(partial(api.run_async, lang=lang), prep, out, hook)
+        results = _run_until_done_or_interrupted(partial(api.run_async, lang=lang, wait=wait), prep, out, hook)
     if calibration is not None:
         api.attach_calibration(out, calibration)
     print_summary(out_console, results, out)
+    if results.progress is not None and results.progress.batches and not results.progress.interrupted:
+        _print_batches(results.progress.batch_notes, results.progress.batches, cases, config, out)
+        raise typer.Exit(EXIT_BATCHES_PENDING)
+    if results.progress is not None:
+        for note in results.progress.batch_notes:
+            out_console.print(f"batch: {note}", highlight=False, soft_wrap=True)
     code = print_run_end(out_console, results, allow_failures)
     if code:
         raise typer.Exit(code)
@@ -159,6 +171,20 @@ def calibrate(
     code = print_run_end(out_console, results, 0.0)
     if code:
         raise typer.Exit(code)
+
+
+def _print_batches(notes: list[str], pending: list[Any], cases: Path, config: str, out: Path) -> None:
+    """What the batch pass did, the batches still running, and how to collect them (exit 4)."""
+    for note in notes:
+        out_console.print(f"batch: {note}", highlight=False, soft_wrap=True)
+    n = sum(b.n_calls for b in pending)
+    out_console.print(f"{len(pending)} provider batch(es) still running, {n} call(s) not answered yet "
+                      "(their cases are `incomplete` in the outputs):", highlight=False)
+    for b in pending:
+        out_console.print(f"  {b.judge}: {b.batch_id or b.key} ({b.n_calls} calls, {b.provider_status or b.state})",
+                          highlight=False)
+    out_console.print(f"rerun `consensus-eval score {cases} --config {config} --out {out}` to collect them, or add "
+                      "--wait to poll until they are done (exit 4: batches pending)", highlight=False, soft_wrap=True)
 
 
 def _run_until_done_or_interrupted(run_async: Callable[..., Any], *args: Any) -> Any:

@@ -125,6 +125,16 @@ class FakeConfig:
     #: scripted replies: ``"model|case id"`` -> dimension -> the reply (a judgment dict), used instead of a
     #: generated one (the calibration tests' oracle, random and lying judges)
     replies: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    #: batch API (``/v1/files``, ``/v1/batches``; :class:`FakeBatches`): a batch completes this many
+    #: seconds after it was created (looked at when it is retrieved or listed); None: only on demand
+    #: (``POST /_batches/complete``)
+    batch_delay_s: float | None = 0.0
+    #: the first N batches created expire instead of completing, answering only the first half of their lines
+    batch_expire: int = 0
+    #: per batch line, the chance that it goes to the error file (a 500 for that request) instead of an answer
+    batch_p_line_error: float = 0.0
+    #: per batch line, the chance that its answer is a reply the rubric refuses (a made-up deduction type)
+    batch_p_invalid: float = 0.0
 
 
 class PromptCache:
@@ -287,6 +297,7 @@ class FakeServer:
         self._hidden: dict[str, collections.deque[float]] = collections.defaultdict(collections.deque)
         self._in_flight: collections.Counter[str] = collections.Counter()
         self.cache = PromptCache()
+        self.batches = FakeBatches(self)
         self._stop: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -520,6 +531,7 @@ class FakeServer:
         app.router.add_get("/_log", self._get_log)
         app.router.add_get("/_stats", self._get_stats)
         app.router.add_post("/_stop", self._post_stop)
+        self.batches.routes(app)
         app.router.add_route("POST", "/{tail:.*}", self._handle)
         runner = web.AppRunner(app, access_log=None, handle_signals=False, keepalive_timeout=75,
                                shutdown_timeout=0.5)
@@ -582,6 +594,211 @@ class FakeServer:
                 and (case is None or e["case"] == case) and (dim is None or e["dim"] == dim)]
 
 
+class FakeBatches:
+    """OpenAI's files and batches endpoints, answering each line as the chat endpoint would.
+
+    ``POST /v1/files`` (multipart: ``purpose``, ``file``), ``GET /v1/files/{id}`` and
+    ``GET /v1/files/{id}/content``; ``POST /v1/batches``, ``GET /v1/batches/{id}``, ``GET /v1/batches``
+    (newest first, ``limit`` and ``after``, each batch with its ``metadata``) and
+    ``POST /v1/batches/{id}/cancel``. A batch moves from ``in_progress`` to ``completed`` once
+    ``batch_delay_s`` has passed when it is next retrieved or listed, or when ``POST /_batches/complete``
+    is called. Each line is answered by the chat endpoint's own reply code (:meth:`FakeServer._reply`,
+    with the same judgment key, faults and prompt cache: cached tokens are reported as in a live
+    reply); replies that are not 200 go to the error file. ``batch_expire``, ``batch_p_line_error``
+    and ``batch_p_invalid`` inject expired batches, error lines and replies the rubric refuses.
+    Every HTTP request to these endpoints is counted in ``http_requests``; each answered line is
+    logged like a chat request, with ``batch`` set to the batch id.
+    """
+
+    def __init__(self, server: FakeServer) -> None:
+        self.server = server
+        self.files: dict[str, tuple[dict[str, Any], bytes]] = {}
+        self.batches: dict[str, dict[str, Any]] = {}
+        self.http_requests = 0
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._created = 0
+
+    def routes(self, app: web.Application) -> None:
+        r = app.router
+        r.add_post("/v1/files", self._post_file)
+        r.add_get("/v1/files/{id}", self._get_file)
+        r.add_get("/v1/files/{id}/content", self._get_content)
+        r.add_post("/v1/batches", self._post_batch)
+        r.add_get("/v1/batches", self._list)
+        r.add_get("/v1/batches/{id}", self._get_batch)
+        r.add_post("/v1/batches/{id}/cancel", self._cancel)
+        r.add_post("/_batches/complete", self._complete_all)
+
+    def _file(self, name: str, purpose: str, data: bytes) -> dict[str, Any]:
+        fid = f"file-{len(self.files) + 1:04d}{_h(name, len(data), len(self.files))[:8]}"
+        obj = {"id": fid, "object": "file", "bytes": len(data), "created_at": int(time.time()),
+               "filename": name, "purpose": purpose, "status": "processed"}
+        self.files[fid] = (obj, data)
+        return obj
+
+    async def _post_file(self, request: web.Request) -> web.Response:
+        self.http_requests += 1
+        form = await request.post()
+        upload, purpose = form.get("file"), str(form.get("purpose", ""))
+        if not isinstance(upload, web.FileField) or purpose != "batch":
+            return web.json_response({"error": {"message": "want multipart file= and purpose=batch"}}, status=400)
+        return web.json_response(self._file(upload.filename or "upload.jsonl", purpose, upload.file.read()))
+
+    async def _get_file(self, request: web.Request) -> web.Response:
+        self.http_requests += 1
+        found = self.files.get(request.match_info["id"])
+        if found is None:
+            return web.json_response({"error": {"message": "no such file"}}, status=404)
+        return web.json_response(found[0])
+
+    async def _get_content(self, request: web.Request) -> web.Response:
+        self.http_requests += 1
+        found = self.files.get(request.match_info["id"])
+        if found is None:
+            return web.json_response({"error": {"message": "no such file"}}, status=404)
+        return web.Response(body=found[1], content_type="application/octet-stream")
+
+    async def _post_batch(self, request: web.Request) -> web.Response:
+        self.http_requests += 1
+        body = await request.json()
+        if body.get("input_file_id") not in self.files:
+            return web.json_response({"error": {"message": "input_file_id not found"}}, status=400)
+        self._created += 1
+        lines = self.files[body["input_file_id"]][1].decode().splitlines()
+        bid = f"batch_{self._created:04d}{_h(body['input_file_id'])[:8]}"
+        now = int(time.time())
+        self.batches[bid] = {
+            "id": bid, "object": "batch", "endpoint": body.get("endpoint"), "errors": None,
+            "input_file_id": body["input_file_id"], "completion_window": body.get("completion_window", "24h"),
+            "status": "in_progress", "output_file_id": None, "error_file_id": None, "created_at": now,
+            "in_progress_at": now, "expires_at": now + 86400, "finalizing_at": None, "completed_at": None,
+            "failed_at": None, "expired_at": None, "cancelling_at": None, "cancelled_at": None,
+            "request_counts": {"total": len([x for x in lines if x.strip()]), "completed": 0, "failed": 0},
+            "metadata": body.get("metadata") or {}, "_expire": self._created <= self.server.cfg.batch_expire,
+            "_t": time.monotonic()}
+        self._locks[bid] = asyncio.Lock()
+        return web.json_response(self._public(self.batches[bid]))
+
+    async def _get_batch(self, request: web.Request) -> web.Response:
+        self.http_requests += 1
+        bid = request.match_info["id"]
+        if bid not in self.batches:
+            return web.json_response({"error": {"message": "no such batch"}}, status=404)
+        await self._maybe_finish(bid)
+        return web.json_response(self._public(self.batches[bid]))
+
+    async def _list(self, request: web.Request) -> web.Response:
+        self.http_requests += 1
+        limit = int(request.query.get("limit", "20"))
+        ids = sorted(self.batches, key=lambda b: self.batches[b]["_t"], reverse=True)
+        after = request.query.get("after")
+        if after in ids:
+            ids = ids[ids.index(after) + 1:]
+        page = ids[:limit]
+        for bid in page:
+            await self._maybe_finish(bid)
+        data = [self._public(self.batches[b]) for b in page]
+        return web.json_response({"object": "list", "data": data, "first_id": page[0] if page else None,
+                                  "last_id": page[-1] if page else None, "has_more": len(ids) > limit})
+
+    async def _cancel(self, request: web.Request) -> web.Response:
+        self.http_requests += 1
+        bid = request.match_info["id"]
+        if bid not in self.batches:
+            return web.json_response({"error": {"message": "no such batch"}}, status=404)
+        b = self.batches[bid]
+        if b["status"] in ("validating", "in_progress"):
+            b.update(status="cancelled", cancelled_at=int(time.time()))
+        return web.json_response(self._public(b))
+
+    async def _complete_all(self, request: web.Request) -> web.Response:
+        for bid in list(self.batches):
+            await self._maybe_finish(bid, now=True)
+        return web.json_response({"completed": len(self.batches)})
+
+    @staticmethod
+    def _public(b: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in b.items() if not k.startswith("_")}
+
+    async def _maybe_finish(self, bid: str, *, now: bool = False) -> None:
+        b = self.batches[bid]
+        delay = self.server.cfg.batch_delay_s
+        due = now or (delay is not None and time.monotonic() - b["_t"] >= delay)
+        if b["status"] != "in_progress" or not due:
+            return
+        async with self._locks[bid]:
+            if b["status"] == "in_progress":
+                await self._finish(b)
+
+    async def _finish(self, b: dict[str, Any]) -> None:
+        cfg = self.server.cfg
+        lines = [json.loads(x) for x in self.files[b["input_file_id"]][1].decode().splitlines() if x.strip()]
+        answer = lines[: len(lines) // 2] if b["_expire"] else lines
+        out, errors = [], []
+        for i, line in enumerate(answer):
+            custom_id = line.get("custom_id")
+            rid = f"batch_req_{b['id']}_{i}"
+            if _uniform(cfg.seed, "batch_error", b["id"], custom_id) < cfg.batch_p_line_error:
+                errors.append({"id": rid, "custom_id": custom_id, "response": None,
+                               "error": {"code": "server_error", "message": "fake server: injected line error"}})
+                continue
+            status, data = await self._answer(b["id"], line["body"])
+            row = {"id": rid, "custom_id": custom_id, "response": {"status_code": status, "request_id": rid,
+                                                                     "body": data}, "error": None}
+            (out if status == 200 else errors).append(row)
+        finished = int(time.time())
+        if out:
+            b["output_file_id"] = self._file(f"{b['id']}_output.jsonl", "batch_output", _jsonl(out))["id"]
+        if errors:
+            b["error_file_id"] = self._file(f"{b['id']}_error.jsonl", "batch_output", _jsonl(errors))["id"]
+        b["request_counts"].update(completed=len(out), failed=len(errors))
+        if b["_expire"]:
+            b.update(status="expired", expired_at=finished)
+        else:
+            b.update(status="completed", finalizing_at=finished, completed_at=finished)
+
+    async def _answer(self, batch_id: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        """One line answered by the chat endpoint's reply code, keyed as a chat request is."""
+        srv, cfg = self.server, self.server.cfg
+        model = str(body.get("model", ""))
+        raw = json.dumps(body, ensure_ascii=False, sort_keys=True).encode()
+        body_hash = hashlib.sha256(raw).hexdigest()[:20]
+        srv._attempts[body_hash] += 1
+        attempt = srv._attempts[body_hash]
+        key = _h(cfg.seed, model, run_marker(body, {}), *(_text(m) for m in base_messages(body["messages"])))[:20]
+        try:
+            dim = dimension_of(body)
+        except ValueError:
+            dim = ""
+        case = case_of(body)
+        entry: dict[str, Any] = {"t": time.time(), "hash": body_hash, "key": key, "model": model, "case": case,
+                                 "dim": dim, "attempt": attempt, "status": 0, "fault": "", "prompt_tokens": 0,
+                                 "cached_tokens": 0, "completion_tokens": 0, "t_end": None, "batch": batch_id}
+        if cfg.keep_log:
+            srv.log.append(entry)
+        if dim and _uniform(cfg.seed, "batch_invalid", batch_id, body_hash) < cfg.batch_p_invalid:
+            rng = random.Random(f"{cfg.seed}|{body_hash}|invalid")
+            reply = invalid_reply(dim, rng)
+            data = chat_response(body, reply, prompt_tokens=max(1, sum(len(_text(m)) for m in body["messages"]) // 2))
+            entry.update(status=200, fault="batch_invalid")
+            status = 200
+        else:
+            try:
+                resp = await srv._reply(body, body_hash, attempt, key, model, case, dim, entry)
+            except _Dropped:  # a hang or a dropped connection of the chat endpoint: a failed line here
+                entry["t_end"] = time.time()
+                return 500, {"error": {"message": "fake server: request dropped", "type": "server_error"}}
+            assert isinstance(resp, web.Response) and resp.body is not None
+            data, status = json.loads(bytes(resp.body)), resp.status  # type: ignore[arg-type]
+        entry["t_end"] = time.time()
+        srv._record(entry)
+        return status, data
+
+
+def _jsonl(rows: list[dict[str, Any]]) -> bytes:
+    return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows).encode()
+
+
 def _norm_ppf(p: float) -> float:
     """Inverse standard normal CDF (Acklam's rational approximation, |error| < 1.2e-9)."""
     a = (-3.969683028665376e01, 2.209460984245205e02, -2.759285104469687e02, 1.383577518672690e02,
@@ -608,7 +825,7 @@ def _norm_ppf(p: float) -> float:
 
 
 _OPTIONAL = {"rate_limit": float, "hidden_rpm": float, "hidden_concurrency": int, "context_limit_chars": int,
-             "fault_free_after": int, "log_file": str}
+             "fault_free_after": int, "log_file": str, "batch_delay_s": float}
 
 
 def _optional(kind: Any) -> Any:

@@ -50,6 +50,9 @@ MARKER_PROVIDERS = frozenset({"anthropic", "dashscope", "bedrock", "vertex_ai", 
 #: providers (OpenAI's discount differs per model) have no default: cached tokens are billed at the
 #: full input price unless the config says otherwise.
 CACHED_INPUT_FRACTION = {"deepseek": 0.1, "anthropic": 0.1, "dashscope": 0.1}
+#: providers (the litellm prefix of ``model``) whose batch API ``batch: true`` uses (litellm's files and
+#: batches API, OpenAI's JSONL format)
+BATCH_PROVIDERS = frozenset({"openai"})
 #: how an LLM judge asks (:attr:`LLMJudgeConfig.call`): one call per dimension, or one per case
 Call = Literal["per_dimension", "per_case"]
 #: what a deduction whose evidence is not found in the case does (:class:`EvalConfig`, README "Config")
@@ -169,6 +172,16 @@ class LLMJudgeConfig(JudgeConfig):
     #: ask once more, in the same conversation, for exact quotes when a reply's evidence is not found
     #: in the case (set for every LLM judge by the run's ``ungrounded: reask``)
     reask_ungrounded: bool = False
+    #: send this judge's calls as provider batches (half price, answered within 24 h) instead of one
+    #: request each: ``score`` submits them and returns, a later ``score`` (or ``score --wait``) collects
+    #: (:mod:`consensus_eval.execution.batch`). Not part of the identity: a batch answer is the same request,
+    #: so stored results are reused whether batch is on or off. Providers: :data:`BATCH_PROVIDERS`.
+    batch: bool = False
+    #: seconds between two looks at the provider's batches under ``score --wait``
+    batch_poll_s: Annotated[float, Field(gt=0)] = 30.0
+    #: what a batch call costs as a fraction of the same call live (every token: input, cached, output);
+    #: OpenAI bills batches at half price, 0.5
+    batch_cost_factor: Annotated[float, Field(ge=0, le=1)] = 0.5
     #: ``per_dimension`` (the default): one call per dimension of a case; ``per_case``: the dimensions of
     #: a case (and run) asked in one call (``<rubric>/per_case.j2``, a reply with one part per dimension),
     #: the case sent once. Stored, resumed and reported per dimension as before; each dimension's record
@@ -197,6 +210,12 @@ class LLMJudgeConfig(JudgeConfig):
         if self.api_key_env is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", self.api_key_env):
             raise ValueError("api_key_env must be the NAME of an environment variable (e.g. DEEPSEEK_API_KEY), "
                              "not the key itself")
+        if self.batch and self.provider not in BATCH_PROVIDERS:
+            raise ValueError(f"batch: true needs a provider with an OpenAI-style batch API reachable through litellm "
+                             f"({', '.join(sorted(BATCH_PROVIDERS))}: `openai/<model>`, with `api_base` for another "
+                             f"OpenAI-compatible endpoint); {self.provider!r} has none: set batch: false")
+        if self.batch and getattr(self, "call", None) == "per_case":
+            raise ValueError("batch: true and call: per_case cannot be combined yet; choose one")
         return self
 
     @property
@@ -453,6 +472,14 @@ class EvalConfig(BaseModel):
     def cascade(self) -> bool:
         """Whether some judge is ``stage: 2`` (asked only the cases stage 1 flags or cannot settle)."""
         return any(j.stage == 2 for j in self.judges)
+
+    @model_validator(mode="after")
+    def _batch_fixed_plan(self) -> EvalConfig:
+        batched = [j.name for j in self.judges if getattr(j, "batch", False)]
+        if batched and self.grows:
+            raise ValueError(f"batch: true (judge(s) {', '.join(batched)}) needs a fixed plan: adaptive runs and "
+                             "cascades decide from results as they land; use fixed runs or batch: false")
+        return self
 
     @property
     def grows(self) -> bool:

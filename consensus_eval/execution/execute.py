@@ -17,7 +17,7 @@ from typing import Any
 
 from consensus_eval.domain.rubric import Rubric
 from consensus_eval.execution.plan import Call
-from consensus_eval.execution.store import CallRecord, Store
+from consensus_eval.execution.store import BatchRecord, CallRecord, Store
 from consensus_eval.judges.base import CallOutcome, Judge
 from consensus_eval.judges.pacing import PacingReport
 
@@ -40,6 +40,11 @@ class Progress:
     #: rounds of a plan that grows (adaptive runs, a cascade: :mod:`consensus_eval.execution.adaptive`);
     #: ``total`` grows with each round. 1 for a fixed plan.
     rounds: int = 1
+    #: provider batches (``batch: true`` judges) still running when the run returned: their calls are not
+    #: stored yet (rerun ``score`` or ``score --wait`` to collect them); empty when no batch is pending
+    batches: list[BatchRecord] = field(default_factory=list)
+    #: what the batch pass did, one line per event (submitted, collected, expired, could not submit)
+    batch_notes: list[str] = field(default_factory=list)
 
     def eta_s(self) -> float | None:
         if not self.done:
@@ -134,12 +139,20 @@ async def _until_done_or_stopped(work: asyncio.Future[Any], stop: asyncio.Event 
     stopper.cancel()
 
 
-async def _judge_safely(judge: Judge, call: Call, rubric: Rubric) -> CallOutcome:
+def too_long(judge: Judge, call: Call) -> CallOutcome | None:
+    """The ``failed`` outcome of a call whose case is over the judge's ``max_case_chars`` (not sent), else None."""
     limit = judge.max_case_chars
     if limit is not None and call.case.size > limit:
         return CallOutcome(status="failed", error_kind="record_too_long",
                            error=f"case of {call.case.size:,} characters (record + conversation) is over judge "
                                  f"{judge.config.name!r}'s maximum of {limit:,}; not sent")
+    return None
+
+
+async def _judge_safely(judge: Judge, call: Call, rubric: Rubric) -> CallOutcome:
+    refused = too_long(judge, call)
+    if refused is not None:
+        return refused
     try:
         return await judge.judge(call.case, rubric.dimension(call.planned.dimension), call.messages, call.planned.run)
     except Exception as e:  # noqa: BLE001 - a judge bug must not take the run down: record it as failed

@@ -48,7 +48,7 @@ from consensus_eval._errors import InputError
 from consensus_eval.domain.judgment import CallOutcome, Judgment
 from consensus_eval.execution.compact import compact_record
 
-SCHEMA_VERSION = 3  # 2: calls.error_kind; 3: human_labels (versions 1 and 2 are upgraded in place)
+SCHEMA_VERSION = 4  # 2: calls.error_kind; 3: human_labels; 4: batches, batch_calls (1 to 3 upgraded in place)
 #: how long a writer waits for another writer's transaction before giving up (SQLite busy_timeout), seconds
 BUSY_TIMEOUT_S = 30.0
 #: the store's file name inside an output folder
@@ -99,6 +99,26 @@ CREATE TABLE IF NOT EXISTS human_labels (
 );
 CREATE UNIQUE INDEX IF NOT EXISTS human_labels_key
     ON human_labels (reviewer, kind, case_id, ifnull(dimension, ''), ifnull(deduction_id, ''));
+CREATE TABLE IF NOT EXISTS batches (
+    key             TEXT PRIMARY KEY,
+    judge           TEXT NOT NULL,
+    state           TEXT NOT NULL,
+    batch_id        TEXT,
+    input_file_id   TEXT,
+    output_file_id  TEXT,
+    error_file_id   TEXT,
+    provider_status TEXT,
+    n_calls         INTEGER NOT NULL,
+    reason          TEXT,
+    created_at      REAL NOT NULL,
+    updated_at      REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS batch_calls (
+    key          TEXT NOT NULL,
+    request_hash TEXT NOT NULL,
+    PRIMARY KEY (key, request_hash)
+);
+CREATE INDEX IF NOT EXISTS batch_calls_hash ON batch_calls (request_hash);
 """
 
 
@@ -188,6 +208,41 @@ class HumanLabelRecord(BaseModel):
 
 
 _LABEL_COLUMNS = list(HumanLabelRecord.model_fields)
+
+#: where a provider batch is (table ``batches``): ``intent`` recorded before the provider was asked to
+#: create it (its calls are reserved; ``batch_id`` unknown until created or found by its metadata),
+#: ``submitted`` created at the provider, not collected yet; then one final state: ``collected`` (every
+#: reply read and stored), ``expired`` / ``failed`` / ``cancelled`` (the provider ended it: its calls
+#: without a reply went back to pending), ``abandoned`` (never created at the provider: its calls went back)
+BatchState = Literal["intent", "submitted", "collected", "expired", "failed", "cancelled", "abandoned"]
+#: the states whose calls are reserved (neither made live nor put in another batch)
+ACTIVE_BATCH_STATES: tuple[BatchState, ...] = ("intent", "submitted")
+
+
+class BatchRecord(BaseModel):
+    """One provider batch of one judge as stored (table ``batches``; its calls in ``batch_calls``).
+
+    ``key``: our name for it (a hash of its calls' request hashes), sent to the provider as the batch's
+    ``metadata`` so that a batch created by a process killed before it stored ``batch_id`` is found again;
+    ``state``: :data:`BatchState`; ``provider_status``: the provider's last word (``in_progress``,
+    ``completed``, ``expired``...); ``n_calls``: calls in it; ``reason``: why it ended without every reply
+    (or why creating it failed); ``created_at`` / ``updated_at``: Unix time, seconds."""
+
+    key: str
+    judge: str
+    state: BatchState
+    batch_id: str | None = None
+    input_file_id: str | None = None
+    output_file_id: str | None = None
+    error_file_id: str | None = None
+    provider_status: str | None = None
+    n_calls: int
+    reason: str | None = None
+    created_at: float = 0.0
+    updated_at: float = 0.0
+
+
+_BATCH_COLUMNS = list(BatchRecord.model_fields)
 
 
 class Store:
@@ -296,9 +351,9 @@ class Store:
             return
         if found is None and not self.read_only:
             self.set_meta("schema_version", SCHEMA_VERSION)
-        elif found in (1, 2) and not isinstance(found, bool):
-            # read-only: read as is (no error_kind before 2, no human_labels before 3: none are read);
-            # else upgraded in place (the human_labels table was created by _SCHEMA on opening)
+        elif found in (1, 2, 3) and not isinstance(found, bool):
+            # read-only: read as is (no error_kind before 2, no human_labels before 3, no batches before 4:
+            # none are read); else upgraded in place (the tables added since were created by _SCHEMA on opening)
             if self.read_only:
                 if found == 1:
                     self._select = ["NULL" if c == "error_kind" else c for c in _COLUMNS]
@@ -440,6 +495,71 @@ class Store:
         except ValidationError as e:
             raise InputError(f"{self.path}: damaged store: the call {d.get('request_hash')!r} does not read back "
                              f"({e.error_count()} problem(s), first: {e.errors()[0]['msg']})") from None
+
+    # ------------------------------------------------------------------ provider batches
+
+    def add_batch_intent(self, key: str, judge: str, request_hashes: Sequence[str]) -> BatchRecord:
+        """Record a batch about to be created (state ``intent``) with its calls, in one transaction,
+        before the provider is asked: a kill after this point leaves a trace to look the batch up by."""
+        self._writable()
+        now = time.time()
+        rec = BatchRecord(key=key, judge=judge, state="intent", n_calls=len(request_hashes),
+                          created_at=now, updated_at=now)
+        with self._transaction(immediate=True):
+            self._db.execute(f"INSERT INTO batches ({', '.join(_BATCH_COLUMNS)}) VALUES "
+                             f"({', '.join('?' for _ in _BATCH_COLUMNS)})", [getattr(rec, c) for c in _BATCH_COLUMNS])
+            self._db.executemany("INSERT OR IGNORE INTO batch_calls (key, request_hash) VALUES (?, ?)",
+                                 ((key, h) for h in request_hashes))
+        return rec
+
+    def update_batch(self, key: str, **fields: Any) -> None:
+        """Set fields of a stored batch (committed at once); ``updated_at`` is set to now."""
+        self._writable()
+        unknown = set(fields) - set(_BATCH_COLUMNS)
+        if unknown or "key" in fields:
+            raise ValueError(f"not batch fields: {', '.join(sorted(unknown | ({'key'} & set(fields))))}")
+        fields["updated_at"] = time.time()
+        self._db.execute(f"UPDATE batches SET {', '.join(f'{c} = ?' for c in fields)} WHERE key = ?",
+                         [*fields.values(), key])
+
+    def batches(self, *, judge: str | None = None, active_only: bool = False) -> list[BatchRecord]:
+        """Stored batches, oldest first (``active_only``: those in :data:`ACTIVE_BATCH_STATES`). A store of
+        schema 1 to 3 opened read-only has none."""
+        where, args = [], []
+        if judge is not None:
+            where.append("judge = ?")
+            args.append(judge)
+        if active_only:
+            where.append(f"state IN ({', '.join('?' for _ in ACTIVE_BATCH_STATES)})")
+            args += ACTIVE_BATCH_STATES
+        sql = (f"SELECT {', '.join(_BATCH_COLUMNS)} FROM batches"
+               + (f" WHERE {' AND '.join(where)}" if where else "") + " ORDER BY created_at, rowid")
+        with self._reading():
+            if not self._has_table("batches"):
+                return []
+            rows = self._db.execute(sql, args).fetchall()
+        try:
+            return [BatchRecord.model_validate(dict(zip(_BATCH_COLUMNS, r, strict=True))) for r in rows]
+        except ValidationError as e:
+            raise InputError(f"{self.path}: damaged store: a batch does not read back "
+                             f"({e.errors()[0]['msg']})") from None
+
+    def batch_calls(self, key: str) -> list[str]:
+        """The request hashes of the calls in batch ``key``."""
+        with self._reading():
+            if not self._has_table("batch_calls"):
+                return []
+            return [r[0] for r in self._db.execute("SELECT request_hash FROM batch_calls WHERE key = ? "
+                                                   "ORDER BY rowid", (key,))]
+
+    def batched_hashes(self) -> set[str]:
+        """Request hashes reserved by a batch that is not over (:data:`ACTIVE_BATCH_STATES`)."""
+        with self._reading():
+            if not self._has_table("batches"):
+                return set()
+            return {r[0] for r in self._db.execute(
+                "SELECT bc.request_hash FROM batch_calls bc JOIN batches b USING (key) "
+                f"WHERE b.state IN ({', '.join('?' for _ in ACTIVE_BATCH_STATES)})", ACTIVE_BATCH_STATES)}
 
     # ------------------------------------------------------------------ human labels
 

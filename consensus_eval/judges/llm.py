@@ -61,6 +61,7 @@ from instructor.core import (
     ValidationError as InstructorValidationError,
 )
 from instructor.processing import handle_response_model
+from instructor.processing.response import process_response
 from instructor.v2.core.response_model import prepare_response_model
 
 from consensus_eval._errors import format_validation_error
@@ -214,12 +215,7 @@ class LLMJudge:
                 seed=run,
                 **params,
             )
-            if isinstance(reply, _CaseReplyBase):  # call: per_case, the whole case's reply
-                return self._case_outcome(reply)
-            judgment = reply.to_judgment(dimension)
-            if self.config.reask_ungrounded:
-                judgment = await self._reask_ungrounded(case, dimension, messages, judgment, run, params)
-            return self._outcome(usage, status="ok", judgment=judgment)
+            return await self._accept(case, dimension, messages, reply, run, params)
         except InstructorRetryException as e:
             cause = e.__cause__
             if isinstance(cause, HTTPFailure):  # an attempt (first ask or re-ask) failed for good
@@ -237,6 +233,46 @@ class LLMJudge:
                                  error=f"invalid reply, cut off at max_tokens ({self.config.max_tokens}): "
                                        f"{_first_line(str(e), self._scrub)}")
         except Exception as e:  # noqa: BLE001 - anything else was raised here (a bug, a missing module): local
+            return self._local(usage, e)
+        finally:
+            _current.reset(token)
+
+    async def _accept(self, case: Case, dimension: Dimension, messages: list[dict[str, str]],
+                      reply: _ReplyBase | _CaseReplyBase,
+                      run: int, params: dict[str, Any]) -> CallOutcome:
+        """A validated reply -> the call's ``ok`` outcome: the judgment, the ungrounded re-ask when the run
+        asks for it, the usage of every attempt. One path for a live reply and a batch reply."""
+        if isinstance(reply, _CaseReplyBase):  # call: per_case, the whole case's reply
+            return self._case_outcome(reply)
+        judgment = reply.to_judgment(dimension)
+        if self.config.reask_ungrounded:
+            judgment = await self._reask_ungrounded(case, dimension, messages, judgment, run, params)
+        return self._outcome(_current.get(), status="ok", judgment=judgment)
+
+    async def judge_completion(self, case: Case, dimension: Dimension, messages: list[dict[str, str]], run: int,
+                               completion: dict[str, Any]) -> CallOutcome:
+        """The outcome of a reply that came another way than :meth:`judge` (a provider batch: the chat
+        completion body the provider answered this call's request with), validated exactly as a live
+        reply is: instructor's own parsing for the judge's mode (``process_response``), then the same
+        :meth:`_accept`. Its tokens and cost are counted at the batch price (``batch_cost_factor``).
+
+        A reply that fails validation (or was cut off at ``max_tokens``) is asked again live
+        (:meth:`judge`, with its re-asks); the outcome then counts both (attempts, tokens, cost)."""
+        usage = _Usage()
+        token = _current.set(usage)
+        try:
+            usage.attempts = 1
+            try:
+                resp = litellm.ModelResponse(**completion)
+                self._count(usage, resp, cost_factor=self.config.batch_cost_factor)
+                reply = process_response(resp, response_model=self._response_model(dimension.id), stream=False,
+                                         mode=self._client.mode, provider=self._client.provider)
+            except (*_INVALID_REPLY, IncompleteOutputException, TypeError, KeyError, AttributeError) as e:
+                live = await self.judge(case, dimension, messages, run)
+                return _merged(live, usage, f"batch reply invalid, asked live: {_exc_line(e, self._scrub)[:300]}")
+            params = {k: v for k, v in self._params().items() if k != "timeout"}
+            return await self._accept(case, dimension, messages, reply, run, params)
+        except Exception as e:  # noqa: BLE001 - a bug here must not lose the batch's other replies
             return self._local(usage, e)
         finally:
             _current.reset(token)
@@ -463,7 +499,7 @@ class LLMJudge:
             return min(after, self.backoff_max_s) + random.uniform(0, self.backoff_base_s / 10)
         return random.uniform(0, min(self.backoff_max_s, self.backoff_base_s * 2**attempt))
 
-    def _count(self, usage: _Usage, resp: Any) -> None:
+    def _count(self, usage: _Usage, resp: Any, cost_factor: float = 1.0) -> None:
         u = getattr(resp, "usage", None)
         if u is not None:
             usage.prompt_tokens += u.prompt_tokens or 0
@@ -472,7 +508,7 @@ class LLMJudge:
             cdetails = getattr(u, "completion_tokens_details", None)
             usage.reasoning_tokens += (getattr(cdetails, "reasoning_tokens", 0) or 0) if cdetails else 0
         cost = self._cost(resp)
-        usage.cost = None if cost is None or usage.cost is None else usage.cost + cost
+        usage.cost = None if cost is None or usage.cost is None else usage.cost + cost * cost_factor
         usage.raw = _raw_text(resp)
 
     def _cost(self, resp: Any) -> float | None:
@@ -742,6 +778,21 @@ def _raw_text(resp: Any) -> str | None:
         arguments: str | None = calls[0].function.arguments
         return arguments
     return getattr(msg, "content", None)
+
+
+def _merged(live: CallOutcome, first: _Usage, note: str) -> CallOutcome:
+    """A live call's outcome that follows an invalid batch reply: attempts, tokens and cost of both."""
+    def add(a: int | None, b: int) -> int:
+        return (a or 0) + b
+    cost = None if live.cost is None or first.cost is None else live.cost + first.cost
+    update: dict[str, Any] = {
+        "attempts": live.attempts + first.attempts, "prompt_tokens": add(live.prompt_tokens, first.prompt_tokens),
+        "cached_tokens": add(live.cached_tokens, first.cached_tokens),
+        "completion_tokens": add(live.completion_tokens, first.completion_tokens),
+        "reasoning_tokens": add(live.reasoning_tokens, first.reasoning_tokens), "cost": cost}
+    if live.status == "failed":
+        update["error"] = f"{live.error} ({note})"
+    return live.model_copy(update=update)
 
 
 def _last_line(e: InstructorRetryException) -> str:
