@@ -11,6 +11,7 @@ without the deductions whose evidence was not found (the stored reply and judgme
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -103,6 +104,17 @@ def ground_all(rubric: Rubric, cases: Sequence[Case], records: Iterable[CallReco
             for did, evidence in evidence_of(r):
                 out[did] = _compact_grounding(grounder.ground(evidence))
     return out
+
+
+def _compact_case(case: Case) -> Case:
+    """``case`` and its turns with their classes' shared fields sets, the roles interned
+    (:mod:`consensus_eval.execution.compact`; the same values)."""
+    share_fields_set(case)
+    if isinstance(case.conversation, list):
+        for turn in case.conversation:
+            turn.__dict__["role"] = sys.intern(turn.role)
+            share_fields_set(turn)
+    return case
 
 
 def _compact_grounding(g: Grounding) -> Grounding:
@@ -260,7 +272,7 @@ def read_run(store: Store, *, replies: bool = True) -> StoredRun:
     try:
         rubric = Rubric.model_validate(store.get_meta("rubric"))
         config = EvalConfig.model_validate(store.get_meta("config"))
-        cases = [Case.model_validate(c) for c in store.get_meta("cases", [])]
+        cases = [_compact_case(Case.model_validate(c)) for c in store.get_meta("cases", [])]
     except ValidationError as e:
         raise InputError(f"{store.path}: the run recorded in this store is not valid for this version of "
                          f"consensus-eval (rerun `score` into a new folder):\n{format_validation_error(e)}") from None
