@@ -21,21 +21,25 @@ Parts (``--part``, default all):
   server (tests/fake_server.py, its own process) with time shrunk ``--scale`` times: rpm 120 x scale,
   latency median 30 s / scale. Little's law keeps the in-flight count the same as at full scale (60),
   so requests/min divided by the scale is the real-scale figure.
-- ``hiddensim``: AIMD alone (pacing only, no HTTP) against a simulated provider that accepts at most
-  ``--hidden-rpm`` requests in any sliding 60 s window (429 at once above it, Retry-After: when the
-  window frees), latency lognormal median 8 s, 256 workers, one simulated hour; ``--decrease`` values
-  (the multiplicative decrease, default the module's) are compared: accepted requests/min and the 429
-  share in minutes 0-10, 10-30 and 30-60.
+- ``hiddensim``: ``concurrency: auto`` alone (pacing only, no HTTP) against a simulated provider that
+  accepts at most ``--hidden-rpm`` requests in any sliding 60 s window (429 at once above it,
+  Retry-After: when the window frees), latency lognormal median 8 s, 256 workers, one simulated hour;
+  ``--decrease`` values (the multiplicative decrease, default the module's) are compared, and with
+  ``--old-ref REF`` the pacing module as it was at commit REF (loaded from git) beside the current one:
+  accepted requests/min and the 429 share over the whole hour and in minutes 0-10, 10-30 and 30-60,
+  and ``--seeds N`` latency seeds (median).
 - ``hidden``: a provider limit the client is not told: the fake server accepts at most ``--hidden-rpm``
   requests per minute in a sliding window (429 at once above it, with or without Retry-After), latency
   lognormal median 8 s; time shrunk ``--scale`` times as above (window 60 s / scale). The judge has no
-  rpm: old = concurrency 8 (the old default), new = auto (AIMD). Sustained rate = requests answered 200
-  per minute after the first ``--warm`` fraction of the phase; 429 share of all requests.
+  rpm: old = concurrency 8 (the old default), new = auto (AIMD), and with ``--old-ref REF`` auto as
+  the pacing module was at REF. Sustained rate = requests answered 200 per minute after the first 30 %
+  of the phase, and over the whole phase; 429 share of all requests.
 
 The old limiter is no longer a dependency: the comparison needs ``pip install asyncio-throttle==1.0.2``.
 
     . .venv/bin/activate && python bench/pacing_bench.py --repeat 3            # all parts
     python bench/pacing_bench.py --part hidden --hidden-rpm 300 --scale 10 --seconds 150
+    python bench/pacing_bench.py --part hiddensim --old-ref 94d3ba6 --seeds 5   # the slow start before/after
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ import random
 import resource
 import selectors
 import statistics
+import subprocess
 import sys
 import time
 import types
@@ -333,60 +338,85 @@ def part_deepseek(calls: int = 3000) -> list[dict[str, Any]]:
     return rows
 
 
-def part_hiddensim(hidden_rpm: float, decreases: list[float], seconds: float = 3600.0) -> list[dict[str, Any]]:
-    import collections
+def pacing_at(ref: str) -> types.ModuleType:
+    """consensus_eval/judges/pacing.py as it was at commit ``ref`` (from git), as a module."""
+    src = subprocess.run(["git", "show", f"{ref}:consensus_eval/judges/pacing.py"], cwd=ROOT, check=True,
+                         capture_output=True, text=True).stdout
+    name = f"_pacing_at_{ref}"
+    mod = types.ModuleType(name)
+    sys.modules[name] = mod  # dataclasses look their module up
+    exec(compile(src, f"{ref}:consensus_eval/judges/pacing.py", "exec"), mod.__dict__)
+    return mod
 
+
+def part_hiddensim(hidden_rpm: float, decreases: list[float], seconds: float = 3600.0, old_ref: str | None = None,
+                   seeds: int = 1) -> list[dict[str, Any]]:
     import consensus_eval.judges.pacing as pacing_module
 
     rows = []
-    default = pacing_module.DECREASE
-    for decrease in decreases:
-        pacing_module.DECREASE = decrease
-
-        async def main() -> list[tuple[float, int]]:
-            loop = asyncio.get_running_loop()
-            pacing = Pacing(concurrency="auto")
-            rng = random.Random(1)
-            window: collections.deque[float] = collections.deque()
-            log: list[tuple[float, int]] = []
-
-            async def worker() -> None:
-                while True:
-                    ticket = await pacing.acquire(0)
-                    now = loop.time()
-                    while window and now - window[0] >= 60.0:
-                        window.popleft()
-                    if len(window) >= hidden_rpm:
-                        log.append((now, 429))
-                        await asyncio.sleep(0.005)
-                        pacing.release(ticket, rate_limited=True)
-                        await asyncio.sleep(min(60.0 - (now - window[0]), 60.0))  # Retry-After
-                        continue
-                    window.append(now)
-                    log.append((now, 200))
-                    await asyncio.sleep(lognormal(rng, 8.0, 0.5, cap=30.0))
-                    pacing.release(ticket, tokens=1)
-
-            tasks = [asyncio.create_task(worker()) for _ in range(256)]
-            await asyncio.sleep(seconds)
-            for t in tasks:
-                t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            return log
-
-        log = virtual(main)
-        row: dict[str, Any] = {"decrease": decrease, "hidden_rpm": hidden_rpm}
-        for lo, hi in ((0, 600), (600, 1800), (1800, seconds)):
-            part = [st for t, st in log if lo <= t < hi]
-            ok = sum(1 for st in part if st == 200)
-            row[f"ok_per_min_{lo // 60}_{int(hi) // 60}"] = round(ok / ((hi - lo) / 60), 1)
-            row[f"ratio_{lo // 60}_{int(hi) // 60}"] = round(ok / ((hi - lo) / 60) / hidden_rpm, 3)
-            n429 = sum(1 for st in part if st == 429)
-            row[f"share_429_{lo // 60}_{int(hi) // 60}"] = round(n429 / max(1, len(part)), 4)
+    versions: list[tuple[str, types.ModuleType]] = [("now", pacing_module)]
+    if old_ref:
+        versions.insert(0, (old_ref, pacing_at(old_ref)))
+    for (version, module), decrease in itertools.product(versions, decreases):
+        default = module.DECREASE
+        module.DECREASE = decrease
+        per_seed = [_hiddensim_once(module, hidden_rpm, seconds, seed) for seed in range(1, seeds + 1)]
+        module.DECREASE = default
+        row: dict[str, Any] = {"version": version, "decrease": decrease, "hidden_rpm": hidden_rpm, "seeds": seeds}
+        for k in per_seed[0]:
+            row[k] = round(statistics.median(r[k] for r in per_seed), 4)
+            if seeds > 1:
+                row[k + "_seeds"] = [r[k] for r in per_seed]
         rows.append(row)
         print(json.dumps(row), flush=True)
-    pacing_module.DECREASE = default
     return rows
+
+
+def _hiddensim_once(module: types.ModuleType, hidden_rpm: float, seconds: float, seed: int) -> dict[str, float]:
+    import collections
+
+    async def main() -> list[tuple[float, int]]:
+        loop = asyncio.get_running_loop()
+        pacing = module.Pacing(concurrency="auto")
+        rng = random.Random(seed)
+        window: collections.deque[float] = collections.deque()
+        log: list[tuple[float, int]] = []
+
+        async def worker() -> None:
+            while True:
+                ticket = await pacing.acquire(0)
+                now = loop.time()
+                while window and now - window[0] >= 60.0:
+                    window.popleft()
+                if len(window) >= hidden_rpm:
+                    log.append((now, 429))
+                    await asyncio.sleep(0.005)
+                    pacing.release(ticket, rate_limited=True)
+                    await asyncio.sleep(min(60.0 - (now - window[0]), 60.0))  # Retry-After
+                    continue
+                window.append(now)
+                log.append((now, 200))
+                await asyncio.sleep(lognormal(rng, 8.0, 0.5, cap=30.0))
+                pacing.release(ticket, tokens=1)
+
+        tasks = [asyncio.create_task(worker()) for _ in range(256)]
+        await asyncio.sleep(seconds)
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        return log
+
+    log = virtual(main)
+    row: dict[str, float] = {}
+    for lo, hi in ((0, seconds), (0, 600), (600, 1800), (1800, seconds), (0, 60), (60, 180)):
+        part = [st for t, st in log if lo <= t < hi]
+        ok = sum(1 for st in part if st == 200)
+        span = f"{lo // 60}_{int(hi) // 60}"
+        row[f"ok_per_min_{span}"] = round(ok / ((hi - lo) / 60), 1)
+        row[f"ratio_{span}"] = round(ok / ((hi - lo) / 60) / hidden_rpm, 3)
+        n429 = sum(1 for st in part if st == 429)
+        row[f"share_429_{span}"] = round(n429 / max(1, len(part)), 4)
+    return row
 
 
 # ---------------------------------------------------------------------- through the judge layer
@@ -405,8 +435,8 @@ def _cases(n: int) -> list[Any]:
     return out
 
 
-def judge_phase(url: str, *, name: str, concurrency: int | str, rpm: float | None, old: bool, seconds: float,
-                n_cases: int) -> dict[str, Any]:
+def judge_phase(url: str, *, name: str, concurrency: int | str, rpm: float | None,
+                old: bool | types.ModuleType, seconds: float, n_cases: int) -> dict[str, Any]:
     """Run the judge layer's calls (workers as the runner makes them) for ``seconds``, then stop."""
     from consensus_eval.domain.config import LLMJudgeConfig
     from consensus_eval.domain.prompts import render
@@ -418,7 +448,9 @@ def judge_phase(url: str, *, name: str, concurrency: int | str, rpm: float | Non
                          concurrency=concurrency, rpm=rpm, timeout_s=300, max_retries=8, max_reasks=2,
                          input_cost_per_token=0, output_cost_per_token=0)
     judge = LLMJudge(cfg, rubric)
-    if old:
+    if isinstance(old, types.ModuleType):  # the pacing module of an older commit
+        judge._pacing = old.Pacing(rpm=rpm, concurrency=concurrency, max_concurrency=cfg.max_concurrency)
+    elif old:
         judge._pacing = OldPacing(rpm)  # type: ignore[assignment]
     calls = [(c, d) for c in _cases(n_cases) for d in rubric.dimensions]
     queue = list(reversed(calls))
@@ -492,11 +524,15 @@ def part_scaled(scale: float, seconds: float) -> list[dict[str, Any]]:
     return rows
 
 
-def part_hidden(scale: float, seconds: float, hidden_rpm: float, retry_after: bool) -> list[dict[str, Any]]:
+def part_hidden(scale: float, seconds: float, hidden_rpm: float, retry_after: bool,
+                old_ref: str | None = None) -> list[dict[str, Any]]:
     from tests.fake_server import FakeConfig, spawn
 
     rows = []
-    for name, conc, old in PHASES:
+    phases: list[tuple[str, int | str, bool | types.ModuleType]] = list(PHASES)
+    if old_ref:
+        phases.insert(1, (f"auto as at {old_ref}", "auto", pacing_at(old_ref)))
+    for name, conc, old in phases:
         cfg = FakeConfig(seed=17, latency_ms=8_000 / scale, latency_dist="lognormal", latency_sigma=0.5,
                          latency_max_ms=30_000 / scale, hidden_rpm=hidden_rpm * scale, hidden_window_s=60 / scale,
                          hidden_retry_after=int(retry_after), max_lifetime_s=seconds + 120, fault_free_after=None)
@@ -508,6 +544,9 @@ def part_hidden(scale: float, seconds: float, hidden_rpm: float, retry_after: bo
             proc.terminate()
             proc.wait(10)
         fig = server_figures(log, res["t0"], res["t1"], 0.3, scale)
+        whole = server_figures(log, res["t0"], res["t1"], 0.0, scale)
+        fig["whole_ok_per_min_real"] = whole["sustained_ok_per_min_real"]
+        fig["ratio_whole"] = round(whole["sustained_ok_per_min_real"] / hidden_rpm, 3)
         row = {"judge": name, "hidden_rpm": hidden_rpm, "retry_after": retry_after, "scale": scale,
                "seconds": seconds, **fig,
                "ratio_to_hidden": round(fig["sustained_ok_per_min_real"] / hidden_rpm, 3),
@@ -548,6 +587,9 @@ def main() -> None:
     p.add_argument("--hidden-rpm", type=float, default=300.0)
     p.add_argument("--no-retry-after", action="store_true")
     p.add_argument("--decrease", type=float, action="append", help="hiddensim: multiplicative decrease(s) to compare")
+    p.add_argument("--old-ref", help="hiddensim, hidden: also the pacing module as at this commit (git)")
+    p.add_argument("--seeds", type=int, default=1, help="hiddensim: latency seeds (median)")
+    p.add_argument("--sim-seconds", type=float, default=3600.0, help="hiddensim: simulated seconds")
     p.add_argument("--json", type=Path)
     args = p.parse_args()
     from consensus_eval.judges.quiet import quiet_libraries
@@ -568,11 +610,13 @@ def main() -> None:
             elif part == "hiddensim":
                 from consensus_eval.judges.pacing import DECREASE
 
-                runs.append(part_hiddensim(args.hidden_rpm, args.decrease or [DECREASE]))
+                runs.append(part_hiddensim(args.hidden_rpm, args.decrease or [DECREASE], args.sim_seconds,
+                                           args.old_ref, args.seeds))
             elif part == "scaled":
                 runs.append(part_scaled(args.scale, args.seconds))
             else:
-                runs.append(part_hidden(args.scale, args.seconds, args.hidden_rpm, not args.no_retry_after))
+                runs.append(part_hidden(args.scale, args.seconds, args.hidden_rpm, not args.no_retry_after,
+                                        args.old_ref))
         results[part] = median_rows(runs, "judge")
         print(f"== {part} (median of {len(runs)})", flush=True)
         for row in results[part]:

@@ -32,11 +32,24 @@ after it was released gives its slot/turn back to the next in line.
   cut is not news), and each success while the limit is in use raises it by ``1 / ceiling`` (additive:
   +1 per round trip of successes). A ceiling that climbs back to the Little's-law target is lifted.
   With no rate known there is no target: the ceiling starts at :data:`INITIAL_CONCURRENCY` and, until
-  the first 429, grows by 1 per success (slow start: doubling per round trip); the first cut halves it
-  (the slow start may have overshot up to 2x). 0.9 rather than TCP's 0.5: a provider's per-minute
-  window reacts late: against a simulated sliding 60 s hidden limit (median latency 8 s, minutes 10-60)
-  0.7 sustained 0.78 of the limit, 0.8 0.86, 0.9 0.89-0.90, each with under 1 % of requests answered
-  429 (``bench/pacing_bench.py --part hiddensim``; bench/README.md).
+  the first 429, grows by 1 per success (slow start: doubling per round trip). 0.9 rather than TCP's
+  0.5: a provider's per-minute window reacts late (against a simulated sliding 60 s hidden limit 0.7
+  sustained 0.78 of the limit, 0.8 0.86, 0.9 0.89-0.90).
+- **A learned rate** when no rate is known (providers count most hidden limits per minute): the first
+  429 ends the slow start and sets the rate to :data:`LEARN_MARGIN` x the requests the provider
+  accepted (sent and not answered 429, :class:`SendLog`) in the last :data:`RATE_WINDOW_S` s (or
+  since the first request, in a younger run), per that window. From then on requests are paced by it:
+  evenly (a :class:`Spacer`), and never more accepted sends in the window than it allows (so the slow
+  start's burst, still in the provider's window, is not repeated). While it holds requests back it
+  grows by :data:`RATE_STEP` of itself per round trip, twice as fast after each window without a 429
+  (up to :data:`PROBE_MAX`). A later 429 with the window nearly full (:data:`WINDOW_FULL`) sets it
+  again from what was accepted; one with the window not full is a limit on requests in flight: it cuts
+  the ceiling instead (AIMD as above). Against the simulated sliding 60 s limit (300/min, median
+  latency 8 s, one hour) the accepted rate is 0.95 of the limit over the hour and 0.93 in its first ten
+  minutes (0.875 and 0.69 before), with 0.3 % of requests answered 429 (``bench/pacing_bench.py
+  --part hiddensim``; bench/README.md). Against an in-flight limit a young run's rate is learned low
+  and holds the first minutes back (simulated: 0.78 of the in-flight limit's throughput over the first
+  three minutes against 0.89 before, equal once the ceiling binds).
 - **cap**: ``max_concurrency`` (default 256 for an LLM judge): what one client keeps open.
 
 :meth:`Pacing.report` says, per judge, what limited it (:class:`PacingReport`).
@@ -45,6 +58,7 @@ after it was released gives its slot/turn back to the next in line.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import math
 from collections import deque
 from dataclasses import dataclass
@@ -62,6 +76,17 @@ DECREASE = 0.9
 FIRST_DECREASE = 0.5
 #: latencies kept for the mean (Little's law)
 LATENCY_WINDOW = 50
+#: the window a provider is assumed to count its hidden limit over (requests per minute), in seconds
+RATE_WINDOW_S = 60.0
+#: the learned rate is this share of what the provider accepted in its window before the 429
+LEARN_MARGIN = 0.95
+#: a later 429 re-learns the rate when the last window held at least this share of what the learned
+#: rate allows in it (the provider counts a window); otherwise it is an in-flight limit: the ceiling is cut
+WINDOW_FULL = 0.9
+#: increase of the learned rate while it holds requests back: this share of it per round trip, doubled
+#: after each window without a 429 (up to :data:`PROBE_MAX`), back to 1 at a 429
+RATE_STEP = 0.01
+PROBE_MAX = 16.0
 
 Binding = Literal["rpm", "tpm", "concurrency", "provider 429s", "latency"]
 
@@ -243,12 +268,21 @@ class AutoLimit:
         self.cuts = 0
         #: before the first 429 without a known rate: +1 per success (doubling per round trip)
         self.slow_start = not known_rate
+        #: without a known rate, from the first 429 on: the rate learned from the 429s (requests/min)
+        #: and the window it is counted over (:data:`RATE_WINDOW_S`, shorter while the run is younger)
+        self.learn = not known_rate
+        self.learned_rpm: float | None = None
+        self.window_s = RATE_WINDOW_S
+        self._probe = 1.0
+        self._probe_since = 0.0
 
     def rate_per_s(self) -> float | None:
         """The known rate limit in requests per second (the lower of rpm's and tpm's), or None."""
         rates = []
         if self.rpm is not None:
             rates.append(self.rpm / 60)
+        if self.learned_rpm is not None:
+            rates.append(self.learned_rpm / 60)
         seen = self.tokens or self.charged  # reported usage once there is some, else the estimates
         if self.tpm is not None and seen:
             rates.append(self.tpm / 60 / max(1.0, sum(seen) / len(seen)))
@@ -271,8 +305,16 @@ class AutoLimit:
             limit = min(limit, int(self.ceiling))
         return max(1, limit)
 
-    def on_success(self, latency_s: float, busy: bool) -> None:
+    def on_success(self, latency_s: float, busy: bool, now: float = 0.0, paced: bool = False) -> None:
+        """A reply: its latency; ``busy``: demand was at the in-flight limit when it went; ``paced``:
+        requests are waiting for the learned rate's turn (it is what holds them back)."""
         self.latencies.append(latency_s)
+        if self.learned_rpm is not None and paced:
+            # additive increase: +RATE_STEP x probe of the rate per round trip's worth of successes
+            self.learned_rpm += RATE_STEP * self._probe * 60 / self.mean_latency()
+            if now - self._probe_since >= self.window_s:  # a window without a 429: probe faster
+                self._probe = min(PROBE_MAX, self._probe * 2)
+                self._probe_since = now
         if self.ceiling is not None and busy:
             step = 1.0 if self.slow_start else 1 / self.ceiling
             self.ceiling = min(float(self.cap), self.ceiling + step)
@@ -280,15 +322,89 @@ class AutoLimit:
             if target is not None and self.ceiling >= target:
                 self.ceiling = None  # back at Little's law: the provider's limit is not the binding one
 
-    def on_rate_limited(self, sent_at: float, now: float) -> bool:
-        """A 429: cut the ceiling, once per round trip. Returns whether it was cut."""
+    def on_rate_limited(self, sent_at: float, now: float, accepted: int | None = None,
+                        window_s: float | None = None) -> bool:
+        """A 429: cut the ceiling, once per round trip. Returns whether it was cut.
+
+        Without a known rate, ``accepted`` (requests sent in the last ``window_s`` seconds and not
+        answered 429) sets the learned rate: :data:`LEARN_MARGIN` x ``accepted`` per ``window_s``
+        (module docstring)."""
         if sent_at < self.last_cut:
             return False
-        self.ceiling = max(1.0, (FIRST_DECREASE if self.slow_start else DECREASE) * self.limit())
+        if self.learn and accepted is not None and window_s is not None:
+            window_s = max(1e-3, window_s)
+            first = self.learned_rpm is None
+            # full: the window held about what the learned rate allows in its window (a younger run's
+            # window was shorter: the count it allowed then, not that rate over the longer window now)
+            full = first or accepted >= WINDOW_FULL * (self.learned_rpm or 0.0) * self.window_s / 60
+            if first or not full:  # the slow start's overshoot, or a limit on requests in flight
+                self.ceiling = max(1.0, DECREASE * self.limit())
+            if full:  # the provider's window is full: it accepts about what it accepted in it
+                self.window_s = window_s
+                self.learned_rpm = max(1.0, LEARN_MARGIN * accepted) * 60 / window_s
+            self._probe, self._probe_since = 1.0, now
+        else:
+            self.ceiling = max(1.0, (FIRST_DECREASE if self.slow_start else DECREASE) * self.limit())
         self.slow_start = False
         self.last_cut = now
         self.cuts += 1
         return True
+
+
+class SendLog:
+    """Send times of the last :data:`RATE_WINDOW_S` seconds (in order) and which of them were answered
+    429: how many the provider accepted in a window, and when the oldest of them leaves it."""
+
+    def __init__(self) -> None:
+        self._sent: list[float] = []
+        self._start = 0  # entries before it are older than the window kept
+        self._rejected: list[float] = []  # send times answered 429, sorted
+        self.first: float | None = None
+
+    def add(self, t: float) -> None:
+        if self.first is None:
+            self.first = t
+        self._sent.append(t)
+        self._trim(t)
+
+    def reject(self, t: float) -> None:
+        bisect.insort(self._rejected, t)
+
+    def _trim(self, now: float) -> None:
+        cut = now - RATE_WINDOW_S
+        self._start = bisect.bisect_right(self._sent, cut, lo=self._start)
+        if self._start > 1024 and self._start * 2 > len(self._sent):
+            del self._sent[:self._start]
+            self._start = 0
+        k = bisect.bisect_right(self._rejected, cut)
+        if k:
+            del self._rejected[:k]
+
+    def accepted(self, now: float, window_s: float) -> int:
+        """Sends in ``(now - window_s, now]`` not answered 429 (those in flight count: the provider
+        counted them when they arrived)."""
+        self._trim(now)
+        lo = now - window_s
+        sent = len(self._sent) - bisect.bisect_right(self._sent, lo, lo=self._start)
+        return sent - (len(self._rejected) - bisect.bisect_right(self._rejected, lo))
+
+    def free_at(self, now: float, window_s: float, limit: int) -> float:
+        """When fewer than ``limit`` accepted sends will be in the window (``now`` if already)."""
+        over = self.accepted(now, window_s) - limit + 1
+        if over <= 0:
+            return now
+        lo = now - window_s
+        i = bisect.bisect_right(self._sent, lo, lo=self._start)
+        j = bisect.bisect_right(self._rejected, lo)
+        while True:  # the over-th oldest accepted send in the window leaves it at its time + window
+            t = self._sent[i]
+            if j < len(self._rejected) and self._rejected[j] == t:
+                j += 1
+            else:
+                over -= 1
+                if over == 0:
+                    return t + window_s
+            i += 1
 
 
 @dataclass
@@ -344,6 +460,8 @@ class PacingReport:
     full_share: float
     ceiling_share: float
     binding: Binding
+    #: without a known rate: the rate learned from the provider's 429s at the end (requests/min), or None
+    learned_rpm: float | None = None
 
     def explain(self) -> str:
         """One line: the binding limit and the figures behind it."""
@@ -355,8 +473,9 @@ class PacingReport:
         elif self.binding == "concurrency":
             detail = f" with {self.limit_final} in flight (concurrency {self.concurrency})"
         elif self.binding == "provider 429s":
+            learned = f", paced at {self.learned_rpm:.1f} requests/min" if self.learned_rpm is not None else ""
             detail = (f" ({self.rate_limited} of {self.requests} requests answered 429, limit cut {self.cuts} "
-                      f"time(s), {self.limit_final} in flight at the end)")
+                      f"time(s), {self.limit_final} in flight at the end{learned})")
         elif self.binding == "latency":
             latency = f"{self.mean_latency_s:.1f} s" if self.mean_latency_s is not None else "unknown"
             detail = (f" (mean latency {latency}, {self.mean_in_flight:.1f} in flight on average, "
@@ -383,6 +502,12 @@ class Pacing:
         self.gate = Gate(first)
         self.rpm_spacer = Spacer(rpm) if rpm is not None else None
         self.tpm_spacer = Spacer(tpm) if tpm is not None else None
+        #: without a known rate: the sends of the last window (what the provider accepted), and once a
+        #: 429 has taught a rate, the spacer that paces by it (one admitted at a time, under the lock)
+        self.sends = SendLog() if self.auto is not None and self.auto.learn else None
+        self.learned_spacer: Spacer | None = None
+        self._learn_lock = asyncio.Lock()
+        self._window_waits = 0  # callers waiting for the learned window to free (0 or 1: under the lock)
         self.requests = 0
         self.rate_limited = 0
         self.tokens = 0
@@ -406,6 +531,8 @@ class Pacing:
         demand = self.gate.in_flight + self.gate.waiting + 1
         await self.gate.acquire()
         try:
+            if self.learned_spacer is not None:
+                await self._learned_turn(loop)
             if self.rpm_spacer is not None:
                 await self.rpm_spacer.acquire()
             if self.tpm_spacer is not None:
@@ -416,8 +543,30 @@ class Pacing:
             self._leave(loop.time())
             raise
         self.requests += 1
-        return Ticket(sent_at=loop.time(), charged_tokens=tokens if self.tpm_spacer is not None else 0.0,
+        sent_at = loop.time()
+        if self.sends is not None:
+            self.sends.add(sent_at)
+        return Ticket(sent_at=sent_at, charged_tokens=tokens if self.tpm_spacer is not None else 0.0,
                       busy=demand >= self.gate.limit)
+
+    async def _learned_turn(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Under a learned rate: wait until the last window holds fewer accepted sends than the rate
+        allows in it (so a burst sent before the first 429 is not repeated), then for the spacer's turn."""
+        auto, sends, spacer = self.auto, self.sends, self.learned_spacer
+        assert auto is not None and sends is not None and spacer is not None
+        async with self._learn_lock:
+            while auto.learned_rpm is not None:
+                now = loop.time()
+                allowed = max(1, int(auto.learned_rpm * auto.window_s / 60))
+                at = sends.free_at(now, auto.window_s, allowed)
+                if at <= now:
+                    break
+                self._window_waits += 1
+                try:
+                    await asyncio.sleep(at - now + 1e-6)
+                finally:
+                    self._window_waits -= 1
+            await spacer.acquire()
 
     def release(self, ticket: Ticket, *, tokens: int | None = None, rate_limited: bool = False) -> None:
         """The attempt is over: ``tokens`` it used (None: unknown), whether it was answered 429."""
@@ -434,12 +583,19 @@ class Pacing:
             self.tokens += tokens
         if self.auto is not None and rate_limited:
             self._mark(now)
-            self.auto.on_rate_limited(ticket.sent_at, now)
+            if self.sends is not None and self.sends.first is not None:
+                self.sends.reject(ticket.sent_at)
+                window = min(RATE_WINDOW_S, now - self.sends.first)
+                self.auto.on_rate_limited(ticket.sent_at, now, self.sends.accepted(now, window), window)
+            else:
+                self.auto.on_rate_limited(ticket.sent_at, now)
         elif tokens is not None:
             self._latency_sum += now - ticket.sent_at
             self._latency_n += 1
             if self.auto is not None:
-                self.auto.on_success(now - ticket.sent_at, ticket.busy)
+                spacer = self.learned_spacer  # someone waits for the learned rate's turn
+                paced = self._window_waits > 0 or (spacer is not None and spacer.waiting > 0)
+                self.auto.on_success(now - ticket.sent_at, ticket.busy, now, paced)
         if rate_limited:
             self.rate_limited += 1
         self._leave(now)
@@ -453,6 +609,12 @@ class Pacing:
     def _update_limit(self) -> None:
         if self.auto is None:
             return
+        learned = self.auto.learned_rpm
+        if learned is not None:
+            if self.learned_spacer is None:
+                self.learned_spacer = Spacer(learned)
+            else:
+                self.learned_spacer.unit_s = 60.0 / learned
         limit = self.auto.limit()
         if limit != self.gate.limit:
             self.gate.set_limit(limit)
@@ -473,6 +635,8 @@ class Pacing:
     def _held_down(self) -> bool:
         """Whether 429s hold the limit below what the configured limits allow (an AIMD ceiling after a cut)."""
         auto = self.auto
+        if auto is not None and auto.learned_rpm is not None:
+            return True  # the rate the 429s taught paces the requests
         if auto is None or auto.ceiling is None or not auto.cuts:
             return False
         target = auto.target()
@@ -506,4 +670,5 @@ class Pacing:
             mean_in_flight=self._area / active if self.requests else 0.0,
             mean_latency_s=self._latency_sum / self._latency_n if self._latency_n else None, cuts=cuts,
             rpm_wait_share=rpm_share, tpm_wait_share=tpm_share, slot_wait_share=slot_share,
-            full_share=full, ceiling_share=ceiling, binding=binding)
+            full_share=full, ceiling_share=ceiling, binding=binding,
+            learned_rpm=self.auto.learned_rpm if self.auto is not None else None)
