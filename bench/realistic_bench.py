@@ -27,6 +27,9 @@ The bound, per judge: ``max(attempts / rpm, attempts x mean latency / concurrenc
 ``max_concurrency`` 256), with the mean of the latencies the server drew for that judge; the slowest
 judge bounds the run. ``calls wall``: from the first call's start to the last call's landing.
 
+``--no-cache``: the fake server reports no cached tokens (a provider without a prompt cache): the billed
+cost should then equal the cached runs' ``without caching``.
+
 Cost: ``cost`` as the run was billed (cached prompt tokens at the cache rate: deepseek and gpt from
 litellm's bundled price map, qwen from the config at DashScope's 10 % for cached tokens); ``without
 caching``: ``cost + saved`` (the cached tokens at the full input price).
@@ -119,10 +122,10 @@ def _get(url: str) -> Any:
         return json.loads(r.read())
 
 
-def measure(variant: str, scale: float, n_cases: int, seed: int, out: Path) -> dict[str, Any]:
+def measure(variant: str, scale: float, n_cases: int, seed: int, out: Path, cache: bool = True) -> dict[str, Any]:
     """One run of ``variant`` on a fresh server; every figure at full scale (module docstring)."""
     cfg = FakeConfig(seed=seed, latency_ms=MEDIAN_MS / scale, latency_dist="lognormal",
-                     latency_max_ms=CAP_MS / scale, prompt_cache=True, max_lifetime_s=6 * 3600,
+                     latency_max_ms=CAP_MS / scale, prompt_cache=cache, max_lifetime_s=6 * 3600,
                      max_requests=1_000_000)
     proc, url = spawn(cfg)
     last_landing = [0.0]
@@ -178,7 +181,7 @@ def measure(variant: str, scale: float, n_cases: int, seed: int, out: Path) -> d
         }
     bound = max(j["bound_s"] for j in judges.values())
     return {
-        "variant": variant, "scale": scale, "cases": n_cases, "seed": seed,
+        "variant": variant if cache else f"{variant}, no cache", "scale": scale, "cases": n_cases, "seed": seed,
         "calls_wall_s": calls_wall, "bound_s": bound, "ratio": calls_wall / bound,
         "bound_judge": max(judges, key=lambda n: judges[n]["bound_s"]),
         "startup_s": t_prep - t0, "run_s": t_end - t_prep,
@@ -216,6 +219,8 @@ def main() -> None:
     ap.add_argument("--cases", type=int, default=1000)
     ap.add_argument("--repeat", type=int, default=1, help="runs of each variant (fresh server each)")
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--no-cache", action="store_true",
+                    help="the fake server reports no cached tokens (the billed cost is then the full price)")
     ap.add_argument("--json", type=Path, help="append every run's figures here (a JSON list, rewritten after each run)")
     args = ap.parse_args()
     quiet_libraries()
@@ -226,7 +231,7 @@ def main() -> None:
     try:
         for rep in range(args.repeat):
             for variant in args.variant or ["auto"]:
-                r = measure(variant, args.scale, args.cases, args.seed, tmp / f"{variant}-{rep}")
+                r = measure(variant, args.scale, args.cases, args.seed, tmp / f"{variant}-{rep}", not args.no_cache)
                 r["repeat"] = rep
                 results.append(r)
                 print(_line(r), flush=True)
@@ -238,7 +243,7 @@ def main() -> None:
     if args.repeat > 1:
         print("\nmedians:")
         for variant in args.variant or ["auto"]:
-            rs = [r for r in results if r["variant"] == variant]
+            rs = [r for r in results if r["variant"].split(",")[0] == variant]
             print(f"  {variant:9} calls wall {statistics.median(r['calls_wall_s'] for r in rs) / 60:.1f} min, "
                   f"ratio to the bound {statistics.median(r['ratio'] for r in rs):.3f} "
                   f"({', '.join(format(r['ratio'], '.3f') for r in rs)}), cost "
