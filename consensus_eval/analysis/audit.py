@@ -103,7 +103,7 @@ from consensus_eval.domain.config import ConsensusConfig, EvalConfig
 from consensus_eval.domain.grounding import Grounding
 from consensus_eval.domain.rubric import Rubric
 from consensus_eval.domain.scoring import DimensionScore
-from consensus_eval.execution.compact import all_fields, share_fields_set
+from consensus_eval.execution.compact import construct, share_fields_set
 from consensus_eval.execution.results import StoredRun
 from consensus_eval.execution.store import CallRecord
 
@@ -543,9 +543,8 @@ def drill_down(deductions: Sequence[AuditDeduction], runs_ok: Sequence[int], n_r
             item = items.get(key)
             if item is None:
                 # from checked values (an audit's deductions, run numbers): no validation needed
-                item = items[key] = DrillItem.model_construct(all_fields(DrillItem), deduction=d, occurrences=[],
-                                                              runs=[], n_runs=n_runs, times_listed=1,
-                                                              applied_once=False)
+                item = items[key] = construct(DrillItem, deduction=d, occurrences=[], runs=[], n_runs=n_runs,
+                                              times_listed=1, applied_once=False)
             item.occurrences.append(d)
             if r not in item.runs:
                 item.runs.append(r)
@@ -562,8 +561,7 @@ def drill_down(deductions: Sequence[AuditDeduction], runs_ok: Sequence[int], n_r
     def order(runs: tuple[int, ...]) -> tuple[int, int, tuple[int, ...]]:
         return (0 if runs == every else 1 if len(runs) == 1 else 2, len(runs), runs)
 
-    return [RunGroup.model_construct(all_fields(RunGroup), runs=list(runs), n_runs=n_runs,
-                                     label=_group_label(runs, n_runs), items=its)
+    return [construct(RunGroup, runs=list(runs), n_runs=n_runs, label=_group_label(runs, n_runs), items=its)
             for runs, its in sorted(groups.items(), key=lambda kv: order(kv[0]))]
 
 
@@ -713,26 +711,25 @@ def deductions_of(rubric: Rubric, rec: CallRecord,
     if rec.judgment is None:
         return []
     # built from a validated judgment, the rubric and groundings, with the types validation gives: no
-    # validation (an audit makes one per deduction of the run)
+    # validation, and the class's shared fields set (an audit makes one per deduction of the run)
     dim = rubric.dimension(rec.dimension)
-    shared = all_fields(AuditDeduction)   # every field given: the class's one fields set
     items = []
     for i, d in enumerate(rec.judgment.deductions):
         cat, typ = dim.find_type(d.type)
-        items.append(AuditDeduction.model_construct(
-            shared, id=f"{rec.request_hash}#d{i}", judge=rec.judge, run=rec.run, dimension=rec.dimension,
-            kind="deduction",
+        did = f"{rec.request_hash}#d{i}"
+        items.append(construct(
+            AuditDeduction, id=did, judge=rec.judge, run=rec.run, dimension=rec.dimension, kind="deduction",
             category_id=cat.id, category=cat.name, type_id=typ.id, type=typ.name,
             points=float(d.points), evidence=d.evidence, reason=d.reason, match="no_peer", matched_by=[],
-            grounding=found.get(f"{rec.request_hash}#d{i}")))
+            grounding=found.get(did)))
     for i, p in enumerate(rec.judgment.fixed_penalties):
         pen = dim.penalties_by_id[p.id]
-        items.append(AuditDeduction.model_construct(
-            shared, id=f"{rec.request_hash}#p{i}", judge=rec.judge, run=rec.run, dimension=rec.dimension,
-            kind="penalty",
+        pid = f"{rec.request_hash}#p{i}"
+        items.append(construct(
+            AuditDeduction, id=pid, judge=rec.judge, run=rec.run, dimension=rec.dimension, kind="penalty",
             category_id=PENALTY_CATEGORY, category=PENALTY_CATEGORY_NAME, type_id=pen.id, type=pen.name,
             points=float(pen.points), evidence=p.evidence, reason=p.reason, match="no_peer", matched_by=[],
-            grounding=found.get(f"{rec.request_hash}#p{i}")))
+            grounding=found.get(pid)))
     return items
 
 

@@ -28,6 +28,7 @@ from consensus_eval.domain.judgment import Judgment
 M = TypeVar("M", bound=BaseModel)
 
 _ALL: dict[type[BaseModel], set[str]] = {}
+_ORDER: dict[type[BaseModel], tuple[str, ...]] = {}
 
 
 def all_fields(cls: type[BaseModel]) -> set[str]:
@@ -42,10 +43,34 @@ def share_fields_set(obj: M) -> M:
     """``obj`` with its fields set replaced by its class's shared one (:func:`all_fields`) when it names
     every field (module docstring); unchanged otherwise. Returns ``obj``."""
     own = obj.__pydantic_fields_set__
-    shared = all_fields(type(obj))
+    shared = _ALL.get(type(obj)) or all_fields(type(obj))
     if own is not shared and len(own) == len(shared) and own == shared:
-        object.__setattr__(obj, "__pydantic_fields_set__", shared)
+        _set(obj, "__pydantic_fields_set__", shared)
     return obj
+
+
+def construct(cls: type[M], **values: Any) -> M:
+    """An instance of ``cls`` from checked values, every field given, without validation: what
+    ``cls.model_construct(all_fields(cls), **values)`` makes (the same ``__dict__``, the class's shared
+    fields set), without its per-field loop over aliases and defaults, for the hot paths of a rebuild
+    (an audit makes one object per deduction of the run). Raises ``TypeError`` when a field is missing
+    or unknown."""
+    shared = _ALL.get(cls) or all_fields(cls)
+    if len(values) != len(shared) or not shared.issuperset(values):
+        raise TypeError(f"{cls.__name__}: construct() needs every field and only fields: "
+                        f"missing {sorted(shared - set(values))}, unknown {sorted(set(values) - shared)}")
+    order = _ORDER.get(cls)
+    if order is None:
+        order = _ORDER[cls] = tuple(cls.model_fields)
+    obj = cls.__new__(cls)
+    _set(obj, "__dict__", {name: values[name] for name in order})   # in field order, as pydantic's
+    _set(obj, "__pydantic_fields_set__", shared)
+    _set(obj, "__pydantic_extra__", None)
+    _set(obj, "__pydantic_private__", None)
+    return obj
+
+
+_set = object.__setattr__
 
 
 _INTERNED = ("case_id", "dimension", "judge", "model", "status", "error_kind")
