@@ -144,6 +144,8 @@ def calibrate(sample: int | None) -> dict[str, Any]:
             "false_alarms_per_clean": jc.false_alarms_per_case, "precision": jc.precision.value,
             "mae": {d: e.mae for d, e in jc.score_error.items()}}
     out["server_requests"] = len(log)
+    out["comparisons"] = [m.model_dump() for m in report.comparisons]
+    out["recommendation"] = [line for line in report.recommendation if "one call per case" in line]
     return out
 
 
@@ -161,6 +163,8 @@ def print_calibration(res: dict[str, Any]) -> None:
         prec = "-" if j["precision"] is None else f"{j['precision']:.0%}"
         print(f"| {name} | {j['requests']:,} | {j['prompt_tokens']:,} | {v:.0%} [{lo:.0%}-{hi:.0%}] ({k}/{n}) | "
               f"{tv:.0%} ({tk}/{tn}) | {fa} | {prec} | {mae} |")
+    for line in res["recommendation"]:
+        print(f"- {line}")
 
 
 def main() -> None:

@@ -1,6 +1,7 @@
 """One call per case (``call: per_case``, issue 16 section 6): one request per (case, judge, run), each
 dimension's record derived from its part of the reply as three separate replies would be, the request's
-tokens and cost split exactly, failures and invalid replies, request hashes, resumption, the dry run."""
+tokens and cost split exactly, failures and invalid replies, request hashes, resumption, the dry run, and
+the calibration's comparison of the two modes (Newcombe's paired interval)."""
 
 from __future__ import annotations
 
@@ -18,8 +19,13 @@ import respx
 
 from consensus_eval import api
 from consensus_eval._errors import InputError
+from consensus_eval.analysis.calibration import calibrate as calibrate_suite, recommend
+from consensus_eval.analysis.intervals import paired_difference
+from consensus_eval.domain.calibration.generator import builtin_suite
+from consensus_eval.domain.calibration.suite import SuiteCase
 from consensus_eval.domain.cases import Case
 from consensus_eval.domain.config import EvalConfig, LLMJudgeConfig, load_config
+from consensus_eval.domain.grounding import ground
 from consensus_eval.domain.judgment import CallOutcome, Judgment, case_response_model
 from consensus_eval.domain.prompts import render, render_case
 from consensus_eval.execution.estimate import PER_CASE, estimate
@@ -385,3 +391,80 @@ def test_dry_run_counts_the_per_case_request_once_per_case(rubric, key):
     # estimate() on the plan directly gives the same
     again = estimate(plan(cases, rubric, config, prep.judges), prep.judges)
     assert [e.prompt_tokens for e in again] == [e.prompt_tokens for e in api.dry_run(prep)]
+
+
+# --------------------------------------------------------------------------- the calibration compares the modes
+
+
+def test_paired_difference_against_a_published_value():
+    # contingencytables (Fagerland, Lydersen & Laake), Newcombe_square_and_add_CI_paired_2x2 on the table
+    # [[59, 6], [16, 80]]: estimate -0.0621, 95% CI -0.1186 to -0.0046 (its tests/testthat/test-ch8.R)
+    d, low, high = paired_difference(59, 6, 16, 80)
+    assert (round(d, 4), round(low, 4), round(high, 4)) == (-0.0621, -0.1186, -0.0046)
+    # the same items found by both: a difference of 0 with an interval that shrinks with n
+    d, low, high = paired_difference(50, 0, 0, 50)
+    assert d == 0 and -0.05 < low < 0 < high < 0.05
+    assert paired_difference(0, 3, 0, 0)[0] == 1.0 and paired_difference(0, 3, 0, 0)[2] == 1.0
+    with pytest.raises(ValueError):
+        paired_difference(0, 0, 0, 0)
+
+
+def _suite(n: int) -> list[SuiteCase]:
+    """``n`` single-error cases of distinct types and two clean controls, from the built-in suite."""
+    picked: list[SuiteCase] = []
+    seen: set[str] = set()
+    suite = builtin_suite()
+    for sc in suite:
+        if len(sc.expected) == 1 and not sc.expected[0].penalty and sc.expected[0].type not in seen:
+            seen.add(sc.expected[0].type)
+            picked.append(sc)
+        if len(picked) == n:
+            break
+    return picked + [sc for sc in suite if sc.clean][:2]
+
+
+def test_calibration_compares_per_case_with_per_dimension(tmp_path, key, rubric):
+    """The same model in both modes: the per-case judge is scripted to miss the planted errors of three
+    cases; the report counts the pairs and gives the paired difference and a verdict."""
+    suite = _suite(10)
+    missed = {sc.case.id for sc in suite[:3]}
+
+    def part(sc: SuiteCase, dim: str, drop: bool) -> dict:
+        items = [] if drop else [
+            {"category": e.category, "type": e.type, "points": e.points, "evidence": e.spans[0].text, "reason": "x"}
+            for e in sc.expected if e.dimension == dim]
+        return {"deductions": items, "fixed_penalties": [], "score": 0, "stars": 1, "comment": ""}
+
+    by_id = {sc.case.id: sc for sc in suite}
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        sc = by_id[case_of(body)]
+        blob = json.dumps(body, ensure_ascii=False)
+        if "CaseJudgment" in blob:
+            reply = {d: part(sc, d, sc.case.id in missed) for d in DIMENSIONS}
+        else:
+            reply = part(sc, next(d for d in DIMENSIONS if f"{d.title()}Judgment" in blob), False)
+        return httpx.Response(200, json=chat_response(body, reply))
+
+    config = _config(_judge("m-case"), _judge("m-dim", call="per_dimension"))
+    with respx.mock(using="httpx") as mock:
+        mock.post(URL).mock(side_effect=answer)
+        results = api.run(api.prepare([sc.case for sc in suite], config), tmp_path, n_boot=0)
+    report = calibrate_suite(suite, results, ground)
+    assert report.judges["m-dim"].overall.found.k == 10 and report.judges["m-case"].overall.found.k == 7
+    (m,) = report.comparisons
+    assert (m.per_case, m.per_dimension, m.n, m.both, m.only_per_case, m.only_per_dimension) == (
+        "m-case", "m-dim", 10, 7, 0, 3)
+    assert (m.difference, m.low, m.high) == pytest.approx(paired_difference(7, 0, 3, 0))
+    assert m.difference == pytest.approx(-0.3) and m.low is not None and m.high is not None and m.low < 0 < m.high
+    line = next(x for x in report.recommendation if x.startswith("m-case (one call per case)"))
+    assert "-30.0% (95% CI -60.3% to +3.8%) on 10 planted errors" in line
+    assert line.endswith("the suite cannot rule out that it finds more than 5% less: keep m-dim")
+    # the two other verdicts, from other counts
+    for counts, verdict in (((60, 0, 40, 0), "it finds less: keep m-dim"),
+                            ((990, 1, 2, 7), "it finds as much within 5%")):
+        d, low, high = paired_difference(*counts)
+        other = report.model_copy(update={"comparisons": [m.model_copy(update={
+            "difference": d, "low": low, "high": high})]})
+        assert any(verdict in x for x in recommend(other))

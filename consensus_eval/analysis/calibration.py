@@ -18,6 +18,11 @@ interval; all from each judge's first run, run 0, unless said otherwise):
   scores full marks; the expected score is re-derived from the planted deductions with
   :func:`~consensus_eval.domain.scoring.derive`, so category caps apply): MAE and bias (mean signed);
 - stability (runs > 1): recall of each run, and the share of planted errors found in every run or in none;
+- one call per case against one call per dimension (:class:`ModeComparison`): for a judge in the config
+  twice, the same ``model`` with ``call: per_case`` and ``call: per_dimension``, the two runs 0 compared
+  on the same planted errors (those both judged): found by both, by one only, and the recall difference
+  (per case minus per dimension) with Newcombe's paired 95% interval
+  (:func:`~consensus_eval.analysis.intervals.paired_difference`);
 - the panel: an error is found by the panel when at least ``consensus.min_judges`` judges find it (with
   fewer judges answering, the panel has no verdict on it: unjudged, as an inconclusive case); its score
   error uses the consensus scores. ``panel_gain`` = panel recall minus the best single judge's.
@@ -35,7 +40,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from pydantic import BaseModel
 
-from consensus_eval.analysis.intervals import Proportion, proportion
+from consensus_eval.analysis.intervals import Proportion, paired_difference, proportion
 from consensus_eval.analysis.results import Results
 from consensus_eval.domain.calibration.suite import PlantedError, SuiteCase
 from consensus_eval.domain.grounding import Grounding
@@ -81,6 +86,25 @@ class JudgeCalibration(BaseModel):
     consistent: Proportion | None = None
 
 
+class ModeComparison(BaseModel):
+    """The same model asked one call per case (``per_case``, a judge name) and one call per dimension
+    (``per_dimension``), on the ``n`` planted errors both judged (run 0): ``both`` found by the two,
+    ``only_per_case`` / ``only_per_dimension`` by one alone. ``difference`` = per-case recall minus
+    per-dimension recall on those errors (negative: per case finds less), ``[low, high]`` its 95%
+    interval for paired data (None when n = 0). An interval that reaches below 0 means the suite cannot
+    rule out that per case finds less."""
+
+    per_case: str
+    per_dimension: str
+    n: int
+    both: int
+    only_per_case: int
+    only_per_dimension: int
+    difference: float | None
+    low: float | None
+    high: float | None
+
+
 class CalibrationReport(BaseModel):
     """The calibration of a panel on a suite: per judge and for the panel (``judges[PANEL]``), what
     ``panel_gain`` the consensus adds over the best single judge (recall, category level), and a plain
@@ -96,6 +120,8 @@ class CalibrationReport(BaseModel):
     panel_gain: float | None
     unplantable: dict[str, str] = {}
     recommendation: list[str] = []
+    #: per-case against per-dimension judges of the same model (empty when the config has no such pair)
+    comparisons: list[ModeComparison] = []
 
 
 def _overlaps(g: Grounding, e: PlantedError) -> bool:
@@ -234,9 +260,35 @@ def calibrate(suite: Sequence[SuiteCase], results: Results, ground: Grounder,
     rep = CalibrationReport(
         suite_cases=len(suite), planted=sum(not sc.clean for sc in suite), clean=sum(sc.clean for sc in suite),
         errors=sum(len(sc.expected) for sc in suite), quorum=quorum, judges=report_judges, best_judge=best,
-        panel_gain=gain, unplantable=dict(unplantable or {}))
+        panel_gain=gain, unplantable=dict(unplantable or {}),
+        comparisons=_mode_comparisons(results, found))
     rep.recommendation = recommend(rep)
     return rep
+
+
+def _mode_comparisons(results: Results, found: dict[tuple[str, int], dict[tuple[str, int], tuple[bool, bool] | None]]
+                      ) -> list[ModeComparison]:
+    """Each ``call: per_case`` judge against the first ``call: per_dimension`` judge of the same model."""
+    configs = [j for j in results.config.judges if j.name in results.judges]
+    out = []
+    for whole in configs:
+        if getattr(whole, "call", None) != "per_case":
+            continue
+        twin = next((j for j in configs if getattr(j, "call", None) == "per_dimension"
+                     and getattr(j, "model", None) == getattr(whole, "model", None)), None)
+        if twin is None or (whole.name, 0) not in found or (twin.name, 0) not in found:
+            continue
+        a, b = found[(whole.name, 0)], found[(twin.name, 0)]
+        pairs = [(va[0], vb[0]) for key, va in a.items() if va is not None and (vb := b.get(key)) is not None]
+        both = sum(x and y for x, y in pairs)
+        only_a = sum(x and not y for x, y in pairs)
+        only_b = sum(y and not x for x, y in pairs)
+        d = low = high = None
+        if pairs:
+            d, low, high = paired_difference(both, only_a, only_b, len(pairs) - both - only_a - only_b)
+        out.append(ModeComparison(per_case=whole.name, per_dimension=twin.name, n=len(pairs), both=both,
+                                  only_per_case=only_a, only_per_dimension=only_b, difference=d, low=low, high=high))
+    return out
 
 
 def _rows(by_id: dict[str, _Case], f: dict[tuple[str, int], tuple[bool, bool] | None]
@@ -319,9 +371,11 @@ def _panel_figures(by_id: dict[str, _Case], results: Results,
         score_error=_score_error(pairs))
 
 
-def recommend(rep: CalibrationReport, *, weak: float = 0.5, min_n: int = 5) -> list[str]:
+def recommend(rep: CalibrationReport, *, weak: float = 0.5, min_n: int = 5, margin: float = 0.05) -> list[str]:
     """Plain sentences: which judge misses what (types with recall below ``weak`` on at least
-    ``min_n`` errors), which judge finds most, whether the panel beats it, who raises false alarms."""
+    ``min_n`` errors), which judge finds most, whether the panel beats it, who raises false alarms, and
+    whether one call per case finds as much as one per dimension (its recall difference's interval
+    entirely above ``-margin``: 5 points by default)."""
     out = []
     for name, jc in rep.judges.items():
         misses = [t for t, r in jc.by_type.items()
@@ -335,6 +389,17 @@ def recommend(rep: CalibrationReport, *, weak: float = 0.5, min_n: int = 5) -> l
         best = rep.judges[rep.best_judge].overall.found
         out.append(f"best single judge: {rep.best_judge} (recall {best.value:.0%}"
                    + (f", 95% CI {best.low:.0%}-{best.high:.0%})" if best.low is not None else ")"))
+    for m in rep.comparisons:
+        if m.difference is None or m.low is None or m.high is None:
+            continue
+        verdict = (f"it finds less: keep {m.per_dimension}" if m.high < 0 else
+                   f"it finds as much within {margin:.0%} (the interval's low end is above -{margin:.0%})"
+                   if m.low >= -margin else
+                   f"the suite cannot rule out that it finds more than {margin:.0%} less: keep {m.per_dimension}")
+        out.append(f"{m.per_case} (one call per case) against {m.per_dimension} (one call per dimension): recall "
+                   f"{m.difference:+.1%} (95% CI {m.low:+.1%} to {m.high:+.1%}) on {m.n} planted errors both judged "
+                   f"(found by both {m.both}, only per case {m.only_per_case}, only per dimension "
+                   f"{m.only_per_dimension}): {verdict}")
     if rep.panel_gain is not None and len(rep.judges) > 2:
         if rep.panel_gain > 0:
             out.append(f"the panel (quorum {rep.quorum}) finds {rep.panel_gain:.0%} more planted errors than "

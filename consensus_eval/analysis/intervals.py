@@ -44,3 +44,32 @@ def proportion(k: int, n: int) -> Proportion:
         return Proportion(k=k, n=0, value=None, low=None, high=None)
     low, high = wilson(k, n)
     return Proportion(k=k, n=n, value=k / n, low=low, high=high)
+
+
+def paired_difference(both: int, only_a: int, only_b: int, neither: int, z: float = Z95) -> tuple[float, float, float]:
+    """``(difference, low, high)``: the difference between two proportions measured on the same items,
+    ``p_a - p_b`` with ``p_a = (both + only_a) / n`` and ``p_b = (both + only_b) / n``, and its
+    interval by Newcombe's square-and-add method for paired data (Newcombe 1998, Stat Med 17:2635,
+    method 10: the Wilson intervals of the two proportions, combined with the phi correlation of the
+    paired table, corrected towards 0 by n/2 when positive). It stays inside [-1, 1] and is honest at
+    0 and n, where the Wald interval for a paired difference is not.
+
+    E.g. 59 items both, 6 only a, 16 only b, 80 neither: -0.0621 [-0.1186, -0.0046]. ``n`` must be > 0.
+    """
+    n = both + only_a + only_b + neither
+    if n <= 0 or min(both, only_a, only_b, neither) < 0:
+        raise ValueError(f"need counts >= 0 with a positive total, got {both}, {only_a}, {only_b}, {neither}")
+    ka, kb = both + only_a, both + only_b
+    pa, pb = ka / n, kb / n
+    la, ua = wilson(ka, n, z)
+    lb, ub = wilson(kb, n, z)
+    margins = ka * (n - ka) * kb * (n - kb)
+    phi = 0.0
+    if margins > 0:
+        cross = both * neither - only_a * only_b
+        corrected = cross - n / 2 if cross > n / 2 else (cross if cross < 0 else 0.0)
+        phi = corrected / math.sqrt(margins)
+    d = pa - pb
+    low = d - math.sqrt(max(0.0, (pa - la) ** 2 - 2 * phi * (pa - la) * (ub - pb) + (ub - pb) ** 2))
+    high = d + math.sqrt(max(0.0, (pb - lb) ** 2 - 2 * phi * (pb - lb) * (ua - pa) + (ua - pa) ** 2))
+    return d, max(-1.0, low), min(1.0, high)
