@@ -468,3 +468,20 @@ def test_calibration_compares_per_case_with_per_dimension(tmp_path, key, rubric)
         other = report.model_copy(update={"comparisons": [m.model_copy(update={
             "difference": d, "low": low, "high": high})]})
         assert any(verdict in x for x in recommend(other))
+
+
+def test_concurrency_one_still_one_request_per_case_and_run(tmp_path, key):
+    """The queue holds a case's dimension calls next to each other (plan order: case, dimension, judge,
+    run) and the runner starts three workers per request slot: at concurrency 1 the dimensions of a case
+    still share one request per run, and nothing waits forever."""
+    cases = [*_cases(2), _cases(3)[2].model_copy(update={"important": True})]
+    bodies: list[dict] = []
+    with respx.mock(using="httpx") as mock:
+        mock.post(URL).mock(side_effect=_answer(bodies))
+        prep = api.prepare(cases, _config(_judge(concurrency=1), important_runs=3))
+        results = api.run(prep, tmp_path, n_boot=0)
+    assert Counter((case_of(b), b.get("seed")) for b in bodies) == {
+        (cases[0].id, 0): 1, (cases[1].id, 0): 1, (cases[2].id, 0): 1, (cases[2].id, 1): 1, (cases[2].id, 2): 1}
+    assert results.progress.done == 15 and results.progress.failed == 0
+    order = [(c.planned.case_id, c.planned.dimension, c.planned.run) for c in prep.calls]
+    assert order[:3] == [(cases[0].id, d, 0) for d in DIMENSIONS]
