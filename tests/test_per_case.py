@@ -30,7 +30,7 @@ from consensus_eval.domain.judgment import CallOutcome, Judgment, case_response_
 from consensus_eval.domain.prompts import render, render_case
 from consensus_eval.execution.estimate import PER_CASE, estimate
 from consensus_eval.execution.plan import plan
-from consensus_eval.judges.llm import LLMJudge
+from consensus_eval.judges.llm import LLMJudge, request_tokens
 from consensus_eval.judges.per_case import CaseCalls, CaseOutcome, split
 from tests.conftest import EXAMPLES, FAKE_KEY
 from tests.fake_server import FakeConfig, FakeServer
@@ -485,3 +485,25 @@ def test_concurrency_one_still_one_request_per_case_and_run(tmp_path, key):
     assert results.progress.done == 15 and results.progress.failed == 0
     order = [(c.planned.case_id, c.planned.dimension, c.planned.run) for c in prep.calls]
     assert order[:3] == [(cases[0].id, d, 0) for d in DIMENSIONS]
+
+
+@pytest.mark.parametrize("mode", ["tools", "json", "md_json"])
+def test_the_per_case_request_counted_is_the_request_sent(tmp_path, key, mode):
+    """The dry run's whole-case request equals the body the run sends (messages, tools, response_format)
+    and the dry run's total is the token count of the captured bodies (up to 8 cases, all counted
+    exactly: the estimate samples 8)."""
+    cases = _cases(5)
+    prep = api.prepare(cases, _config(_judge(mode=mode)))
+    (est,) = api.dry_run(prep)
+    bodies: list[dict] = []
+    with respx.mock(using="httpx") as mock:
+        mock.post(URL).mock(side_effect=_answer(bodies))
+        api.run(prep, tmp_path, n_boot=0)
+    assert len(bodies) == est.calls == 5
+    judge = prep.judges[0]
+    assert isinstance(judge, LLMJudge)
+    for case, sent in zip(cases, sorted(bodies, key=lambda b: [c.id for c in cases].index(case_of(b))), strict=True):
+        req = judge.request(render_case(prep.rubric, case), "accuracy")
+        for part in ("messages", "tools", "response_format"):
+            assert req.get(part) == sent.get(part)
+    assert est.prompt_tokens == sum(request_tokens("openai/fake-a", b) for b in bodies)
