@@ -33,7 +33,8 @@ Parts (``--part``, default all):
   lognormal median 8 s; time shrunk ``--scale`` times as above (window 60 s / scale). The judge has no
   rpm: old = concurrency 8 (the old default), new = auto (AIMD), and with ``--old-ref REF`` auto as
   the pacing module was at REF. Sustained rate = requests answered 200 per minute after the first 30 %
-  of the phase, and over the whole phase; 429 share of all requests.
+  of the phase, and over the whole phase; 429 share of all requests. The window the current pacing
+  assumes a provider counts over (``RATE_WINDOW_S``, a minute) shrinks with the scale too.
 
 The old limiter is no longer a dependency: the comparison needs ``pip install asyncio-throttle==1.0.2``.
 
@@ -532,15 +533,20 @@ def part_hidden(scale: float, seconds: float, hidden_rpm: float, retry_after: bo
     phases: list[tuple[str, int | str, bool | types.ModuleType]] = list(PHASES)
     if old_ref:
         phases.insert(1, (f"auto as at {old_ref}", "auto", pacing_at(old_ref)))
+    import consensus_eval.judges.pacing as pacing_module
+
+    window = pacing_module.RATE_WINDOW_S
     for name, conc, old in phases:
         cfg = FakeConfig(seed=17, latency_ms=8_000 / scale, latency_dist="lognormal", latency_sigma=0.5,
                          latency_max_ms=30_000 / scale, hidden_rpm=hidden_rpm * scale, hidden_window_s=60 / scale,
                          hidden_retry_after=int(retry_after), max_lifetime_s=seconds + 120, fault_free_after=None)
         proc, url = spawn(cfg, cwd=ROOT)
+        pacing_module.RATE_WINDOW_S = window / scale  # the client's assumed minute shrinks with the provider's
         try:
             res = judge_phase(url, name="hidden", concurrency=conc, rpm=None, old=old, seconds=seconds, n_cases=6000)
             log = _get(url + "/_log")
         finally:
+            pacing_module.RATE_WINDOW_S = window
             proc.terminate()
             proc.wait(10)
         fig = server_figures(log, res["t0"], res["t1"], 0.3, scale)
