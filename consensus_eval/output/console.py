@@ -223,9 +223,11 @@ def print_estimate(console: Console, estimates: list[JudgeEstimate]) -> None:
                   "unknown" if e.max_cost is None else f"{e.max_cost:.4f}")
     console.print(t)
     console.print(f"Prompt tokens are counted as sent (messages and the response schema of the judge's mode). "
-                  f"Estimated with {ASSUMED_OUTPUT_TOKENS} output tokens per call; the max uses each "
-                  "judge's max_tokens; 'cache': at best, every call after a dimension's first served its shared "
-                  "prefix from the provider's prompt cache at the cache rate. 'unknown': the model has no price; "
+                  f"Estimated with {ASSUMED_OUTPUT_TOKENS} output tokens per call (per dimension answered, for "
+                  "a judge with call: per_case, whose calls are its requests, one per case and run); the max uses "
+                  "each judge's max_tokens per request; 'cache': at best, every call after a dimension's first "
+                  "served its shared prefix from the provider's prompt cache at the cache rate. 'unknown': the "
+                  "model has no price; "
                   "set input_cost_per_token and output_cost_per_token in its config.", highlight=False)
     ranged = [e for e in estimates if e.upper is not None]
     if ranged:
