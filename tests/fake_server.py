@@ -19,6 +19,9 @@ finds it give or take noise, shifted by the model's bias (``bias``: more deducti
 default a bias in [-1, 1] derived from the model name; a model whose name contains ``strict`` or
 ``lenient`` gets +1.5 or -1.5).
 
+A whole-case request (``call: per_case``: its schema is ``CaseJudgment``) is answered with one part per
+dimension, each the dimension's scripted or generated reply (keyed by the dimension too).
+
 Bounded: it serves at most ``max_requests`` requests and lives at most ``max_lifetime_s`` seconds,
 then stops by itself (a hang lasts at most ``hang_s``). Every request is logged (arrival and end
 time, body hash, judgment key, model, case, dimension, attempt, status, fault, tokens): in memory
