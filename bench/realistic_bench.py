@@ -16,7 +16,11 @@ Variants (``--variant``, repeatable):
   (the old default: a fixed number of workers per judge);
 - ``auto``: the same with ``concurrency: auto`` (the default now: in flight sized from rpm x latency);
 - ``adaptive``: ``auto`` with ``important_runs: adaptive`` and README's block (min_runs 1, max_runs 3,
-  run_spread 4, run_star_gap null; ``flag_spread: 15``).
+  run_spread 4, run_star_gap null; ``flag_spread: 15``);
+- ``batch``: ``auto`` with ``batch: true`` on the judges whose provider has a batch API here (gpt:
+  ``BATCH_PROVIDERS``), polled every 30 s (scaled); the fake server completes a batch
+  :data:`BATCH_DELAY_S` after it was created (scaled; real providers: minutes to 24 h); the run waits
+  for it (``run_async(..., wait=True)``, as ``score --wait``). A batch judge has no rpm bound.
 
 ``--scale k`` shrinks time k-fold: latency median 8/k s (cap 30/k s), every rpm x k. Little's law keeps
 the same number of calls in flight as at full scale, so the ratio of the wall time to the bound is
@@ -42,6 +46,7 @@ caching``: ``cost + saved`` (the cached tokens at the full input price).
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import math
 import os
@@ -62,7 +67,7 @@ sys.path.insert(0, str(ROOT))
 import yaml  # noqa: E402
 
 from consensus_eval import api, quiet_libraries  # noqa: E402
-from consensus_eval.domain.config import EvalConfig, LLMJudgeConfig  # noqa: E402
+from consensus_eval.domain.config import BATCH_PROVIDERS, EvalConfig, LLMJudgeConfig  # noqa: E402
 from consensus_eval.execution.execute import Progress  # noqa: E402
 from tests.big_run import big_cases  # noqa: E402
 from tests.fake_server import FakeConfig, spawn  # noqa: E402
@@ -71,7 +76,9 @@ KEYS = ("DEEPSEEK_API_KEY", "OPENAI_API_KEY", "DASHSCOPE_API_KEY")
 MEDIAN_MS = 8000.0
 CAP_MS = 30_000.0
 ADAPTIVE = {"min_runs": 1, "max_runs": 3, "run_spread": 4, "run_star_gap": None}
-VARIANTS = ("panel", "auto", "adaptive")
+VARIANTS = ("panel", "auto", "adaptive", "batch")
+#: seconds (at full scale) the fake server takes to complete a batch
+BATCH_DELAY_S = 600.0
 
 
 def panel(variant: str, api_base: str, scale: float) -> EvalConfig:
@@ -85,6 +92,10 @@ def panel(variant: str, api_base: str, scale: float) -> EvalConfig:
         j["rpm"] = j["rpm"] * scale
         if variant != "panel":
             j["concurrency"] = "auto"
+        if variant == "batch" and j["model"].split("/")[0] in BATCH_PROVIDERS:
+            j["batch"] = True
+            j["batch_poll_s"] = 30.0 / scale
+            j["api_base"] = api_base + "/v1"  # the files and batches endpoints are under /v1
     if variant == "adaptive":
         data["important_runs"] = "adaptive"
         data["adaptive"] = dict(ADAPTIVE)
@@ -126,7 +137,7 @@ def measure(variant: str, scale: float, n_cases: int, seed: int, out: Path, cach
     """One run of ``variant`` on a fresh server; every figure at full scale (module docstring)."""
     cfg = FakeConfig(seed=seed, latency_ms=MEDIAN_MS / scale, latency_dist="lognormal",
                      latency_max_ms=CAP_MS / scale, prompt_cache=cache, max_lifetime_s=6 * 3600,
-                     max_requests=1_000_000)
+                     max_requests=1_000_000, batch_delay_s=BATCH_DELAY_S / scale)
     proc, url = spawn(cfg)
     last_landing = [0.0]
     started = [0.0]
@@ -142,7 +153,7 @@ def measure(variant: str, scale: float, n_cases: int, seed: int, out: Path, cach
             t0 = time.monotonic()
             prep = api.prepare(cases, config)
             t_prep = time.monotonic()
-            res = api.run(prep, out, hook)
+            res = asyncio.run(api.run_async(prep, out, hook, wait=variant == "batch"))
             t_end = time.monotonic()
         log = _get(url + "/_log")
     finally:
@@ -164,15 +175,16 @@ def measure(variant: str, scale: float, n_cases: int, seed: int, out: Path, cach
         attempts = pr.requests if pr is not None else u.attempts
         rpm_full = (jc.rpm or math.inf) / scale
         conc = jc.max_concurrency if jc.concurrency == "auto" else jc.concurrency
-        bound_rpm = attempts / rpm_full * 60
-        bound_conc = attempts * lat / conc
+        batch = bool(getattr(jc, "batch", False))
+        bound_rpm = 0.0 if batch else attempts / rpm_full * 60
+        bound_conc = 0.0 if batch or math.isnan(lat) else attempts * lat / conc
         judges[jc.name] = {
             "calls_ok": u.ok, "calls_failed": u.failed, "attempts": attempts,
             "rate_limited": pr.rate_limited if pr is not None else None,
             "prompt_tokens": u.prompt_tokens, "cached_tokens": u.cached_tokens,
             "completion_tokens": u.completion_tokens, "hit_rate": u.cache_hit_rate,
             "cost": u.cost, "saved": u.saved, "cost_without_cache": u.cost + (u.saved or 0.0),
-            "mean_latency_s": lat, "rpm": rpm_full, "concurrency": jc.concurrency,
+            "mean_latency_s": lat, "rpm": rpm_full, "concurrency": jc.concurrency, "batch": batch,
             "bound_s": max(bound_rpm, bound_conc), "bound_by": "rpm" if bound_rpm >= bound_conc else "concurrency",
             "achieved_rpm": pr.achieved_rpm / scale if pr is not None else None,
             "mean_in_flight": pr.mean_in_flight if pr is not None else None,
@@ -195,6 +207,10 @@ def measure(variant: str, scale: float, n_cases: int, seed: int, out: Path, cach
     }
 
 
+def _num(x: float | None) -> str:
+    return "-" if x is None else f"{x:.1f}"
+
+
 def _line(r: dict[str, Any]) -> str:
     head = (f"{r['variant']:9} x{r['scale']:g}  calls wall {r['calls_wall_s'] / 60:6.1f} min  bound "
             f"{r['bound_s'] / 60:6.1f} min ({r['bound_judge']})  ratio {r['ratio']:.3f}  rounds {r['rounds']}  "
@@ -206,7 +222,8 @@ def _line(r: dict[str, Any]) -> str:
         rows.append(
             f"    {name:9} {j['calls_ok']:5d} ok {j['calls_failed']:3d} failed {j['attempts']:5d} attempts "
             f"({j['rate_limited']} 429)  L {j['mean_latency_s']:.2f} s  bound {j['bound_s'] / 60:5.1f} min "
-            f"({j['bound_by']})  {j['achieved_rpm']:.1f} req/min  in flight {j['mean_in_flight']:.1f}  "
+            f"({'batch' if j['batch'] else j['bound_by']})  {_num(j['achieved_rpm'])} req/min  in flight "
+            f"{_num(j['mean_in_flight'])}  "
             f"tokens {j['prompt_tokens']:,} (cached {j['cached_tokens']:,}, {j['hit_rate'] or 0:.1%}) + "
             f"{j['completion_tokens']:,}  ${j['cost']:.2f} / ${j['cost_without_cache']:.2f}  [{j['summary']}]")
     return "\n".join(rows)
