@@ -6,7 +6,13 @@
    and the input cost with the provider's prompt cache at best (every request after the first serves
    the prefix it shares with the others of its kind from the cache; ``JudgeEstimate.cached_cost``).
    Nothing is sent.
-2. ``calibrate``: the calibration suite (``consensus-eval calibrate``) through two fake judges, each
+2. ``score``: the example panel scoring the cases both ways on the fake server with its prompt cache on
+   (DeepSeek's 64-token blocks for deepseek, OpenAI's 128 from 1,024 for the others; a prefix is
+   cached once a reply containing it has gone out), latency lognormal, the panel's concurrency, rpm
+   dropped: requests, prompt tokens and cached tokens as the fake counts them (2 characters a token,
+   the tool schema left out), hit rate and cost. A run, not an upper bound: what requests in flight
+   together and the order replies go out leave of the cache.
+3. ``calibrate``: the calibration suite (``consensus-eval calibrate``) through two fake judges, each
    in both modes, on the local fake server (tests/fake_server.py; no network): ``oracle`` (scripted: a
    deduction for every planted error, in its category with the planted text as evidence) and
    ``generated`` (the fake's own replies: deductions drawn from hidden defects, evidence a random
@@ -17,6 +23,7 @@
    with real judges (configs/per_case.example.yaml, README "One call per case").
 
     .venv/bin/python bench/per_case.py tokens
+    .venv/bin/python bench/per_case.py score [--cases N] [--latency-ms 300]
     .venv/bin/python bench/per_case.py calibrate [--sample N] [--json out.json]
 """
 
@@ -95,6 +102,52 @@ def print_tokens(rows: list[dict[str, Any]]) -> None:
               f"{r['per_case_run']:,.0f} | {change} | {money} | {cached} |")
 
 
+def panel_on(api_base: str, call: str) -> EvalConfig:
+    """The example panel with every LLM judge on ``api_base`` (rpm dropped: pacing is not measured)."""
+    cfg = panel(call)
+    judges = [j.model_copy(update={"api_base": api_base, "rpm": None}) if getattr(j, "model", None) else j
+              for j in cfg.judges]
+    return cfg.model_copy(update={"judges": judges})
+
+
+def score(n_cases: int, latency_ms: float) -> list[dict[str, Any]]:
+    for k in ("DEEPSEEK_API_KEY", "OPENAI_API_KEY", "DASHSCOPE_API_KEY"):
+        os.environ.setdefault(k, "sk-bench-not-a-real-key-000000")
+    lines = [json.loads(x) for x in (ROOT / "examples" / "cases.jsonl").read_text(encoding="utf-8").splitlines()
+             if x.strip()]
+    cases = [lines[i % len(lines)] | ({"id": f"ex-{i:04d}-{lines[i % len(lines)]['id']}"} if n_cases > len(lines)
+                                      else {}) for i in range(max(n_cases, len(lines)))]
+    rows = []
+    for call in MODES:
+        with FakeServer(FakeConfig(seed=16, prompt_cache=True, latency_ms=latency_ms, latency_dist="lognormal",
+                                   max_lifetime_s=1800)) as srv, tempfile.TemporaryDirectory() as tmp:
+            start = time.perf_counter()
+            res = api.run(api.prepare(cases, panel_on(srv.url + "/v1", call)), tmp, n_boot=0)
+            wall = time.perf_counter() - start
+            requests = len(srv.log)
+        for name, u in res.usage.items():
+            if not u.prompt_tokens:
+                continue
+            rows.append({"judge": name, "call": call, "cases": len(cases), "requests": u.attempts,
+                         "prompt_tokens": u.prompt_tokens, "cached_tokens": u.cached_tokens,
+                         "hit_rate": u.cache_hit_rate, "cost": u.cost, "saved": u.saved, "wall_s": wall,
+                         "server_requests": requests})
+    return rows
+
+
+def print_score(rows: list[dict[str, Any]]) -> None:
+    print("| judge | call | requests | prompt tokens (fake's count) | cached | hit rate | uncached | cost $ |")
+    print("|---|---|---|---|---|---|---|---|")
+    base = {r["judge"]: r for r in rows if r["call"] == "per_dimension"}
+    for r in rows:
+        b = base[r["judge"]]
+        uncached = r["prompt_tokens"] - r["cached_tokens"]
+        change = "" if r is b else f" ({uncached / (b['prompt_tokens'] - b['cached_tokens']) - 1:+.0%})"
+        cost = f"{r['cost']:.4f}" + ("" if r is b else f" ({r['cost'] / b['cost'] - 1:+.0%})")
+        print(f"| {r['judge']} | {r['call']} | {r['requests']:,} | {r['prompt_tokens']:,} | {r['cached_tokens']:,} | "
+              f"{(r['hit_rate'] or 0):.1%} | {uncached:,}{change} | {cost} |")
+
+
 def oracle_replies(suite: list[SuiteCase], rubric: Rubric, model: str) -> dict[str, dict[str, dict[str, Any]]]:
     """The fake server's scripted replies of a judge that deducts every planted error (its category and
     type, the planted text as evidence) and nothing else."""
@@ -169,7 +222,9 @@ def print_calibration(res: dict[str, Any]) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("what", choices=("tokens", "calibrate"))
+    p.add_argument("what", choices=("tokens", "score", "calibrate"))
+    p.add_argument("--cases", type=int, default=16, help="score: the 16 examples, repeated under new ids")
+    p.add_argument("--latency-ms", type=float, default=300.0, help="score: median latency of the fake server")
     p.add_argument("--sample", type=int, default=None, help="suite cases drawn (default: the whole suite)")
     p.add_argument("--json", type=Path, default=None)
     args = p.parse_args()
@@ -178,6 +233,9 @@ def main() -> None:
         rows = tokens()
         print_tokens(rows)
         data: Any = rows
+    elif args.what == "score":
+        data = score(args.cases, args.latency_ms)
+        print_score(data)
     else:
         data = calibrate(args.sample)
         print_calibration(data)
