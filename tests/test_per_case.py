@@ -507,3 +507,31 @@ def test_the_per_case_request_counted_is_the_request_sent(tmp_path, key, mode):
         for part in ("messages", "tools", "response_format"):
             assert req.get(part) == sent.get(part)
     assert est.prompt_tokens == sum(request_tokens("openai/fake-a", b) for b in bodies)
+
+
+def test_adaptive_runs_with_one_request_per_case(tmp_path, key):
+    """runs: adaptive grows a per-case judge's plan in rounds: each round's extra run of a case is one
+    request, and the plan's hashes stay those of a fixed plan of as many runs."""
+    cases = _cases(2)
+    bodies: list[dict] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        bodies.append(body)
+        run = int(body.get("seed") or 0)  # the runs disagree (more deductions each run): the plan grows
+        reply = {d: make_reply(d, random.Random(f"{case_of(body)}|{d}"), n=run) for d in DIMENSIONS}
+        return httpx.Response(200, json=chat_response(body, reply, **USAGE))
+
+    config = EvalConfig.model_validate({"runs": "adaptive", "important_runs": "adaptive",
+                                        "adaptive": {"min_runs": 2, "max_runs": 3, "run_spread": 0.5},
+                                        "judges": [_judge()]})
+    with respx.mock(using="httpx") as mock:
+        mock.post(URL).mock(side_effect=answer)
+        results = api.run(api.prepare(cases, config), tmp_path, n_boot=0)
+    assert Counter((case_of(b), b.get("seed")) for b in bodies) == {(c.id, r): 1 for c in cases for r in range(3)}
+    rows = _records(tmp_path)
+    assert len(rows) == 18 and all(r["status"] == "ok" for r in rows)
+    assert results.progress.rounds == 2
+    fixed = {c.planned.request_hash for c in plan(cases, results.rubric, config.model_copy(
+        update={"runs": 3, "important_runs": 3}), api.prepare(cases, config).judges)}
+    assert {r["request_hash"] for r in rows} == fixed
