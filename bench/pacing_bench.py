@@ -526,11 +526,11 @@ def part_scaled(scale: float, seconds: float) -> list[dict[str, Any]]:
 
 
 def part_hidden(scale: float, seconds: float, hidden_rpm: float, retry_after: bool,
-                old_ref: str | None = None) -> list[dict[str, Any]]:
+                old_ref: str | None = None, fixed: bool = True) -> list[dict[str, Any]]:
     from tests.fake_server import FakeConfig, spawn
 
     rows = []
-    phases: list[tuple[str, int | str, bool | types.ModuleType]] = list(PHASES)
+    phases: list[tuple[str, int | str, bool | types.ModuleType]] = list(PHASES if fixed else PHASES[1:])
     if old_ref:
         phases.insert(1, (f"auto as at {old_ref}", "auto", pacing_at(old_ref)))
     import consensus_eval.judges.pacing as pacing_module
@@ -595,6 +595,7 @@ def main() -> None:
     p.add_argument("--decrease", type=float, action="append", help="hiddensim: multiplicative decrease(s) to compare")
     p.add_argument("--old-ref", help="hiddensim, hidden: also the pacing module as at this commit (git)")
     p.add_argument("--seeds", type=int, default=1, help="hiddensim: latency seeds (median)")
+    p.add_argument("--no-fixed", action="store_true", help="hidden: leave out the old fixed concurrency 8 phase")
     p.add_argument("--sim-seconds", type=float, default=3600.0, help="hiddensim: simulated seconds")
     p.add_argument("--json", type=Path)
     args = p.parse_args()
@@ -622,7 +623,7 @@ def main() -> None:
                 runs.append(part_scaled(args.scale, args.seconds))
             else:
                 runs.append(part_hidden(args.scale, args.seconds, args.hidden_rpm, not args.no_retry_after,
-                                        args.old_ref))
+                                        args.old_ref, not args.no_fixed))
         results[part] = median_rows(runs, "judge")
         print(f"== {part} (median of {len(runs)})", flush=True)
         for row in results[part]:
