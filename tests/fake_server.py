@@ -631,6 +631,7 @@ class FakeBatches:
         r.add_get("/v1/batches/{id}", self._get_batch)
         r.add_post("/v1/batches/{id}/cancel", self._cancel)
         r.add_post("/_batches/complete", self._complete_all)
+        r.add_get("/_batches/stats", self._stats)
 
     def _file(self, name: str, purpose: str, data: bytes) -> dict[str, Any]:
         fid = f"file-{len(self.files) + 1:04d}{_h(name, len(data), len(self.files))[:8]}"
@@ -718,6 +719,19 @@ class FakeBatches:
         for bid in list(self.batches):
             await self._maybe_finish(bid, now=True)
         return web.json_response({"completed": len(self.batches)})
+
+    async def _stats(self, request: web.Request) -> web.Response:
+        return web.json_response(self.stats())
+
+    def stats(self) -> dict[str, Any]:
+        """For tests and benchmarks: HTTP requests to the batch endpoints, and each batch (oldest first) with
+        its status, metadata and the ``custom_id`` of every line of its input file."""
+        out = []
+        for b in sorted(self.batches.values(), key=lambda x: x["_t"]):
+            lines = self.files[b["input_file_id"]][1].decode().splitlines()
+            out.append({"id": b["id"], "status": b["status"], "metadata": b["metadata"],
+                        "custom_ids": [json.loads(x)["custom_id"] for x in lines if x.strip()]})
+        return {"http_requests": self.http_requests, "files": len(self.files), "batches": out}
 
     @staticmethod
     def _public(b: dict[str, Any]) -> dict[str, Any]:

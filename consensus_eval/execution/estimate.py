@@ -119,6 +119,10 @@ def estimate(calls: Sequence[Call], judges: Sequence[Judge],
         max_out = max_tokens * len(mine)
         p = judge.prices()
         saving = saving_per_cached_token(cfg)
+        if getattr(cfg, "batch", False):  # batch: true: every token at the provider's batch price
+            factor = float(getattr(cfg, "batch_cost_factor", 1.0))
+            p = (p[0] * factor, p[1] * factor) if p else None
+            saving = saving * factor if saving is not None else None
         if isinstance(judge, WireJudge):
             prompt_tokens, shares = _wire_counts(judge, mine)
         else:
