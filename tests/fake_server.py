@@ -134,6 +134,8 @@ class FakeConfig:
     batch_delay_s: float | None = 0.0
     #: the first N batches created expire instead of completing, answering only the first half of their lines
     batch_expire: int = 0
+    #: the first N batches created (after the expiring ones) fail validation: status ``failed``, no line answered
+    batch_fail: int = 0
     #: per batch line, the chance that it goes to the error file (a 500 for that request) instead of an answer
     batch_p_line_error: float = 0.0
     #: per batch line, the chance that its answer is a reply the rubric refuses (a made-up deduction type)
@@ -679,6 +681,7 @@ class FakeBatches:
             "failed_at": None, "expired_at": None, "cancelling_at": None, "cancelled_at": None,
             "request_counts": {"total": len([x for x in lines if x.strip()]), "completed": 0, "failed": 0},
             "metadata": body.get("metadata") or {}, "_expire": self._created <= self.server.cfg.batch_expire,
+            "_fail": 0 < self._created - self.server.cfg.batch_expire <= self.server.cfg.batch_fail,
             "_t": time.monotonic()}
         self._locks[bid] = asyncio.Lock()
         return web.json_response(self._public(self.batches[bid]))
@@ -749,6 +752,11 @@ class FakeBatches:
 
     async def _finish(self, b: dict[str, Any]) -> None:
         cfg = self.server.cfg
+        if b["_fail"]:
+            b.update(status="failed", failed_at=int(time.time()), errors={"object": "list", "data": [
+                {"code": "invalid_request", "message": "fake server: the input file failed validation",
+                 "param": None, "line": 1}]})
+            return
         lines = [json.loads(x) for x in self.files[b["input_file_id"]][1].decode().splitlines() if x.strip()]
         answer = lines[: len(lines) // 2] if b["_expire"] else lines
         out, errors = [], []

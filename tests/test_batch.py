@@ -361,3 +361,21 @@ def test_error_lines_fail_with_their_reason_and_are_resubmitted_by_the_next_scor
         _run(cases, _config(srv.url), tmp_path / "o", wait=True)
         second = srv.batches.stats()["batches"][1]
         assert set(second["custom_ids"]) == failed                       # exactly the failed calls, again
+
+
+def test_a_batch_the_provider_fails_stores_its_calls_failed_and_the_next_score_retries(tmp_path: Path,
+                                                                                      key: str) -> None:
+    cases = write_cases(tmp_path / "cases.jsonl", N_CASES)
+    with FakeServer(FakeConfig(seed=10, batch_fail=1)) as srv:
+        res = _run(cases, _config(srv.url), tmp_path / "o", wait=True)
+        calls = _calls(tmp_path / "o")
+        assert len(calls) == N_CALLS and {c.status for c in calls.values()} == {"failed"}
+        batch_id = srv.batches.stats()["batches"][0]["id"]
+        assert {(c.error_kind, c.error) for c in calls.values()} == {(
+            "bad_request", f"batch {batch_id} failed at the provider: invalid_request: fake server: the input "
+                           "file failed validation")}
+        assert len(srv.batches.stats()["batches"]) == 1              # not resubmitted in a loop
+        assert [b.state for b in _batches(tmp_path / "o")] == ["failed"] and res.progress.failed == N_CALLS
+        _run(cases, _config(srv.url), tmp_path / "o", wait=True)
+        assert {c.status for c in _calls(tmp_path / "o").values()} == {"ok"}
+        assert [b.state for b in _batches(tmp_path / "o")] == ["failed", "collected"]

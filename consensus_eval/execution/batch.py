@@ -13,7 +13,9 @@ One pass (:func:`run_batches`; ``score`` makes one, ``score --wait`` repeats it 
    the judge's mode, the rubric, the ungrounded re-ask; a reply that fails validation is asked again
    live), each error line is stored ``failed`` with its reason; calls with no line at all (an expired
    batch's unanswered ones) are stored nothing and go back to pending, the reason on the batch.
-   Calls already stored ``ok`` are skipped, so a collection cut short is simply done again.
+   Calls already stored ``ok`` are skipped, so a collection cut short is simply done again. A batch the
+   provider ``failed`` (it refused the input: the same input would fail again) has its calls stored
+   ``failed`` (``bad_request``, with the provider's errors) instead; the next ``score`` retries them.
 3. **submit**: the batch judges' calls that are not stored ``ok``, not in a batch still running, and not
    failed during this pass's collection (a failure is retried by the next ``score``, as a live failure
    is) are written as the provider's JSONL (:mod:`consensus_eval.judges.batch`), cut under the provider's
@@ -196,7 +198,20 @@ async def _collect(store: Store, judges: dict[str, LLMJudge], by_hash: dict[str,
                     _kill_point("line")
         unanswered = [h for h in store.batch_calls(b.key) if h not in answered and h not in done]
         reason = None
-        if status.status != "completed" or unanswered:
+        if status.status == "failed":  # the provider refused the batch (its input): the same input would fail again
+            reason = (f"provider status failed ({status.errors or 'no reason given'}): {len(unanswered)} of "
+                      f"{b.n_calls} call(s) stored failed; the next `score` submits them again")
+            for h in unanswered:
+                if h in by_hash:
+                    store.record(_record(by_hash[h], CallOutcome(
+                        status="failed", error_kind="bad_request", model=judge.config.model, attempts=1,
+                        error=judge._scrub(f"batch {b.batch_id} failed at the provider: "
+                                           f"{status.errors or 'no reason given'}"))))
+                    failed_now.add(h)
+                    n_failed += 1
+                    progress.done += 1
+                    progress.failed += 1
+        elif status.status != "completed" or unanswered:
             reason = (f"provider status {status.status}" + (f" ({status.errors})" if status.errors else "")
                       + f": {len(unanswered)} of {b.n_calls} call(s) unanswered, pending again")
         state = "collected" if status.status == "completed" else status.status
@@ -204,7 +219,9 @@ async def _collect(store: Store, judges: dict[str, LLMJudge], by_hash: dict[str,
                            error_file_id=status.error_file_id, reason=reason)
         _kill_point("collected")
         report.notes.append(f"{b.judge}: batch {b.batch_id} {status.status}: {n_ok} ok, {n_failed} failed"
-                            + (f", {len(unanswered)} unanswered (pending again)" if unanswered else ""))
+                            + (f", {len(unanswered)} unanswered (pending again)"
+                               if unanswered and status.status != "failed" else "")
+                            + (f" ({status.errors})" if status.errors else ""))
 
 
 async def _submit(store: Store, judges: dict[str, LLMJudge], calls: Sequence[Call], progress: Progress,
