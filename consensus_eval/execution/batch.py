@@ -39,6 +39,7 @@ import asyncio
 import hashlib
 import os
 import signal
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -47,7 +48,7 @@ from consensus_eval.domain.rubric import Rubric
 from consensus_eval.execution.execute import Progress, ProgressHook, too_long
 from consensus_eval.execution.plan import Call
 from consensus_eval.execution.store import BatchRecord, CallRecord, Store
-from consensus_eval.judges.batch import OVER, BatchAPI, batch_line, encode, line_failure, read_lines, split
+from consensus_eval.judges.batch import OVER, BatchAPI, LineResult, batch_line, encode, line_failure, read_lines, split
 from consensus_eval.judges.llm import HTTPFailure, LLMJudge
 
 #: TEST ONLY. The name of a step after which the process kills itself with SIGKILL (``intent``: a batch's
@@ -56,6 +57,8 @@ from consensus_eval.judges.llm import HTTPFailure, LLMJudge
 #: collected batch stored; ``collected``: a batch fully collected). Used by tests/test_batch.py to check
 #: that a kill at each step loses no batch and submits none twice. Never set it in real use.
 KILL_ENV = "CONSENSUS_EVAL_TEST_KILL_AFTER"
+#: replies of a collected batch validated at once (those asked again live run side by side, under the judge's pacing)
+COLLECT_CHUNK = 256
 #: batch creation failures that prove no batch was created (the provider refused, or was never reached)
 _NOT_CREATED: frozenset[ErrorKind] = frozenset({"bad_request", "authentication", "not_found", "connection_refused"})
 
@@ -164,38 +167,17 @@ async def _collect(store: Store, judges: dict[str, LLMJudge], by_hash: dict[str,
             continue
         done = store.done_hashes()
         answered: set[str] = set()
-        n_ok = n_failed = 0
-        first = True
+        todo: list[tuple[Call, LineResult]] = []
         for data in contents:
             for line in read_lines(data):
                 call = by_hash.get(line.custom_id)
                 if call is None or line.custom_id in answered:
                     continue  # not a call of this plan (another config's), or a line twice
                 answered.add(line.custom_id)
-                if line.custom_id in done:
-                    continue
-                if line.ok:
-                    assert line.body is not None
-                    outcome = await judge.judge_completion(call.case, rubric.dimension(call.planned.dimension),
-                                                           call.messages, call.planned.run, line.body)
-                else:
-                    kind, error = line_failure(line)
-                    outcome = CallOutcome(status="failed", error_kind=kind, error=judge._scrub(error),  # type: ignore[arg-type]
-                                          model=judge.config.model, attempts=1)
-                store.record(_record(call, outcome))
-                if outcome.status == "failed":
-                    failed_now.add(line.custom_id)
-                n_ok += outcome.status == "ok"
-                n_failed += outcome.status == "failed"
-                progress.done += 1
-                progress.failed += outcome.status == "failed"
-                progress.cost += outcome.cost or 0.0
-                progress.by_judge[b.judge] += 1
-                if on_progress:
-                    on_progress(progress)
-                if first:
-                    first = False
-                    _kill_point("line")
+                if line.custom_id not in done:
+                    todo.append((call, line))
+        counts = await _store_replies(todo, judge, rubric, store, progress, failed_now, on_progress)
+        n_ok, n_failed = counts["ok"], counts["failed"]
         unanswered = [h for h in store.batch_calls(b.key) if h not in answered and h not in done]
         reason = None
         if status.status == "failed":  # the provider refused the batch (its input): the same input would fail again
@@ -222,6 +204,39 @@ async def _collect(store: Store, judges: dict[str, LLMJudge], by_hash: dict[str,
                             + (f", {len(unanswered)} unanswered (pending again)"
                                if unanswered and status.status != "failed" else "")
                             + (f" ({status.errors})" if status.errors else ""))
+
+
+async def _store_replies(todo: list[tuple[Call, LineResult]], judge: LLMJudge, rubric: Rubric, store: Store,
+                         progress: Progress, failed_now: set[str], on_progress: ProgressHook | None) -> Counter[str]:
+    """Validate and store a batch's lines (each call's reply, or its error); how many ended ``ok`` / ``failed``.
+    Side by side: a reply that fails validation is asked again live, paced by the judge like any call."""
+    counts = Counter[str]()
+
+    async def one(call: Call, line: LineResult) -> None:
+        if line.ok:
+            assert line.body is not None
+            outcome = await judge.judge_completion(call.case, rubric.dimension(call.planned.dimension),
+                                                   call.messages, call.planned.run, line.body)
+        else:
+            kind, error = line_failure(line)
+            outcome = CallOutcome(status="failed", error_kind=kind, error=judge._scrub(error),  # type: ignore[arg-type]
+                                  model=judge.config.model, attempts=1)
+        store.record(_record(call, outcome))
+        if outcome.status == "failed":
+            failed_now.add(call.planned.request_hash)
+        counts[outcome.status] += 1
+        progress.done += 1
+        progress.failed += outcome.status == "failed"
+        progress.cost += outcome.cost or 0.0
+        progress.by_judge[judge.config.name] += 1
+        if on_progress:
+            on_progress(progress)
+        if sum(counts.values()) == 1:
+            _kill_point("line")
+
+    for start in range(0, len(todo), COLLECT_CHUNK):
+        await asyncio.gather(*(one(c, x) for c, x in todo[start:start + COLLECT_CHUNK]))
+    return counts
 
 
 async def _submit(store: Store, judges: dict[str, LLMJudge], calls: Sequence[Call], progress: Progress,
