@@ -379,3 +379,18 @@ def test_a_batch_the_provider_fails_stores_its_calls_failed_and_the_next_score_r
         _run(cases, _config(srv.url), tmp_path / "o", wait=True)
         assert {c.status for c in _calls(tmp_path / "o").values()} == {"ok"}
         assert [b.state for b in _batches(tmp_path / "o")] == ["failed", "collected"]
+
+
+def test_calls_over_the_provider_limit_go_in_several_batches(tmp_path: Path, key: str,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    import consensus_eval.judges.batch as provider
+
+    monkeypatch.setattr(provider, "MAX_REQUESTS", 5)
+    cases = write_cases(tmp_path / "cases.jsonl", N_CASES)
+    with FakeServer(FakeConfig(seed=12)) as srv:
+        first = _run(cases, _config(srv.url), tmp_path / "o")
+        assert [b.n_calls for b in first.progress.batches] == [5, 5, 2]
+        made = srv.batches.stats()["batches"]
+        assert len({m["metadata"]["consensus_eval_batch"] for m in made}) == 3    # each its own key
+        _run(cases, _config(srv.url), tmp_path / "o")
+        assert {c.status for c in _calls(tmp_path / "o").values()} == {"ok"} and set(_answered(srv).values()) == {1}

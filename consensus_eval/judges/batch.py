@@ -63,10 +63,13 @@ def encode(line: dict[str, Any]) -> bytes:
     return (json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
 
 
-def split(lines: list[tuple[str, bytes]], max_requests: int = MAX_REQUESTS,
-          max_bytes: int = MAX_BYTES) -> list[list[tuple[str, bytes]]]:
+def split(lines: list[tuple[str, bytes]], max_requests: int | None = None,
+          max_bytes: int | None = None) -> list[list[tuple[str, bytes]]]:
     """``(custom_id, line)`` pairs cut, in order, into batches of at most ``max_requests`` lines and
-    ``max_bytes`` bytes (a single line over ``max_bytes`` is a batch of its own: the provider says no)."""
+    ``max_bytes`` bytes (default :data:`MAX_REQUESTS`, :data:`MAX_BYTES`; a single line over ``max_bytes`` is a
+    batch of its own: the provider says no)."""
+    max_requests = MAX_REQUESTS if max_requests is None else max_requests
+    max_bytes = MAX_BYTES if max_bytes is None else max_bytes
     out: list[list[tuple[str, bytes]]] = []
     size = 0
     for item in lines:
