@@ -13,6 +13,13 @@ of the code before a change: each is run with its own code on the same stores, a
 first tree is printed.
 
     .venv/bin/python bench/scale_bench.py --cases 5000 10000 20000 --tree /tmp/base --tree . --repeats 3
+
+``--stages``: instead, one fresh process per size doing the same rebuild stage by stage (read, consensus,
+judgments.jsonl, consensus.csv/jsonl, reliability, audit, report.md, report.html), printing after each
+its seconds, the process's RSS and its peak RSS so far (``/proc/self/status``): where the memory is held
+and where it peaks.
+
+    .venv/bin/python bench/scale_bench.py --cases 5000 20000 --stages
 """
 
 from __future__ import annotations
@@ -42,6 +49,60 @@ print("WALL", time.perf_counter() - t)
 """
 
 
+STAGES = """
+import inspect, sys, time
+sys.path.insert(0, {tree!r})
+from pathlib import Path
+from consensus_eval._gc import gc_paused
+from consensus_eval.analysis.results import analyze
+from consensus_eval.execution.results import read_run
+from consensus_eval.execution.store import Store
+from consensus_eval.output import files
+from consensus_eval.output.report import data as report_data, html, markdown
+
+def mark(name, t):
+    status = dict(line.split(":", 1) for line in open("/proc/self/status"))
+    mb = lambda k: int(status[k].split()[0]) // 1024
+    print(f"  {{name:34s}} {{time.perf_counter() - t:6.1f}} s  RSS {{mb('VmRSS'):6,d}} MB  peak {{mb('VmHWM'):6,d}} MB",
+          flush=True)
+
+out = Path({folder!r})
+start = time.perf_counter()
+with gc_paused(), Store.open_existing(out) as store:
+    t = time.perf_counter()
+    lean = {{"replies": False}} if "replies" in inspect.signature(read_run).parameters else {{}}
+    res = analyze(read_run(store, **lean), labels=store.human_labels(), n_boot={boot})
+    mark("read, derive, ground, consensus", t)
+    t = time.perf_counter()
+    files.write_judgments(out / "judgments.jsonl", res.rubric, res.records, res.scores, res.run.grounding,
+                          drop=res.config.ungrounded == "drop")
+    mark("judgments.jsonl", t)
+    t = time.perf_counter(); files.write_consensus(out, res.rubric, res.consensus); mark("consensus.csv/jsonl", t)
+    t = time.perf_counter(); files.write_json(out / "reliability.json", res.reliability.to_json())
+    mark("reliability (bootstrap), .json", t)
+    t = time.perf_counter(); res.audit; mark("audit", t)
+    t = time.perf_counter(); data = report_data.build_report_data(res, out)
+    files.write_text(out / "report.md", markdown.render_markdown(data)); mark("report data, report.md", t)
+    t = time.perf_counter()
+    pieces = html.html_pieces(data) if hasattr(html, "html_pieces") else [html.render_html(data)]
+    with files.atomic_writer(out / "report.html") as f:
+        f.writelines(pieces)
+    mark("report.html", t)
+mark("whole rebuild", start)
+"""
+
+
+def stages(tree: Path, store: Path, boot: int) -> None:
+    """One fresh process rebuilding a copy of ``store`` stage by stage (module docstring), its lines printed."""
+    with tempfile.TemporaryDirectory(prefix="scale-bench-") as tmp:
+        folder = Path(tmp) / "run"
+        folder.mkdir()
+        shutil.copy(store / "results.sqlite", folder / "results.sqlite")
+        code = STAGES.format(tree=str(tree), folder=str(folder), boot=boot)
+        proc = subprocess.run([sys.executable, "-c", code], cwd=tree, capture_output=True, text=True, check=True)
+    print(proc.stdout, end="", flush=True)
+
+
 def one_run(tree: Path, store: Path, boot: int) -> tuple[float, float]:
     """(seconds inside rebuild, peak RSS in MB) of one fresh process rebuilding a copy of ``store``."""
     with tempfile.TemporaryDirectory(prefix="scale-bench-") as tmp:
@@ -56,6 +117,12 @@ def one_run(tree: Path, store: Path, boot: int) -> tuple[float, float]:
     return wall, rss_kb / 1024
 
 
+def _load() -> str:
+    """The 1-minute load average (the machine is shared: figures depend on it)."""
+    with open("/proc/loadavg", encoding="ascii") as f:
+        return f.read().split()[0]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cases", type=int, nargs="+", default=[5000, 10000, 20000])
@@ -65,19 +132,24 @@ def main() -> None:
     ap.add_argument("--tree", type=Path, action="append", default=None,
                     help="source tree to run (repeatable; default: this one)")
     ap.add_argument("--stores", type=Path, default=Path("/tmp/scale-bench"))
+    ap.add_argument("--stages", action="store_true", help="time and RSS after each stage of one rebuild per size")
     args = ap.parse_args()
     trees = [t.resolve() for t in (args.tree or [ROOT])]
     for n in args.cases:
         store = args.stores / f"{n}x{args.judges}"
         if not (store / "results.sqlite").is_file():
             build_big_run(store, n, args.judges)
+        if args.stages:
+            for tree in trees:
+                print(f"{n:6d} cases x {args.judges} judges  {tree}  (load {_load()})", flush=True)
+                stages(tree, store, args.boot)
+            continue
         first: tuple[float, float] | None = None
         for tree in trees:
             runs = [one_run(tree, store, args.boot) for _ in range(args.repeats)]
             wall = statistics.median(w for w, _ in runs)
             rss = statistics.median(r for _, r in runs)
-            with open("/proc/loadavg", encoding="ascii") as f:
-                load = f.read().split()[0]
+            load = _load()
             ratio = "" if first is None else f"  x{first[0] / wall:.2f} faster, x{first[1] / rss:.2f} less memory"
             print(f"{n:6d} cases x {args.judges} judges  {tree!s:30s}  rebuild {wall:7.1f} s "
                   f"(runs: {', '.join(f'{w:.1f}' for w, _ in runs)})  peak RSS {rss:6.0f} MB  "

@@ -230,16 +230,18 @@ async def check_judges_async(config: ConfigInput = DEFAULT_CONFIG) -> list[tuple
 
 
 def load_run(folder: str | Path, *, human: dict[str, HumanLabel] | None = None, n_boot: int = 1000,
-             seed: int = DEFAULT_SEED, reuse_saved: bool = True) -> Results:
+             seed: int = DEFAULT_SEED, reuse_saved: bool = True, replies: bool = True) -> Results:
     """The results of a run, read back from ``folder/results.sqlite`` (no judge is called).
 
     With ``reuse_saved``, the reliability report is taken from ``folder/reliability.json`` when it
     describes this run (same judges and cases; it may carry a human section) and no ``human`` labels
-    are given; otherwise it is computed on first use of ``results.reliability``.
+    are given; otherwise it is computed on first use of ``results.reliability``. ``replies=False``:
+    the records without the judges' raw replies (``raw`` None; less memory, what ``report``, ``audit``
+    and ``reliability`` need).
     """
     out = Path(folder)
     with Store.open_existing(out, read_only=True) as store:
-        stored = read_run(store)
+        stored = read_run(store, replies=replies)
         labels = store.human_labels()
     reuse = reuse_saved and human is None
     saved = _saved_reliability(out, stored.judges, len(stored.cases)) if reuse else None

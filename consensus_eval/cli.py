@@ -265,7 +265,7 @@ def reliability(
 
     if human is not None:
         _import_human(run_dir, human, reviewer, encoding, bootstrap)
-    results = api.load_run(run_dir, n_boot=bootstrap, seed=seed, reuse_saved=False)
+    results = api.load_run(run_dir, n_boot=bootstrap, seed=seed, reuse_saved=False, replies=False)
     report = results.reliability
     write_json(run_dir / "reliability.json", report.to_json())
     if json_out:
@@ -305,7 +305,7 @@ def audit(
 
     if human is not None:
         _import_human(run_dir, human, reviewer, encoding)
-    results = api.load_run(run_dir)
+    results = api.load_run(run_dir, replies=False)
     audits = results.audit
     print_audit(out_console, review_queue(audits, len(results.judges)), top, results.judge_quality)
     if export is not None:
@@ -332,7 +332,7 @@ def report(
 
     if human is not None:
         _import_human(run_dir, human, reviewer, encoding)
-    md, html = write_reports(api.load_run(run_dir), run_dir, lang)
+    md, html = write_reports(api.load_run(run_dir, replies=False), run_dir, lang)
     out_console.print(f"wrote {md} and {html}", highlight=False)
 
 

@@ -241,3 +241,11 @@ def test_deductions_of_a_call_are_built_with_the_shared_set(tmp_path):
     made = [d for r in run.records for d in deductions_of(run.rubric, r, run.grounding)]
     assert made and all(d.__pydantic_fields_set__ is all_fields(AuditDeduction) for d in made)
     assert all(d.grounding is run.grounding[d.id] for d in made)
+
+
+def test_load_run_without_replies_differs_only_by_them(tmp_path):
+    folder = build_big_run(tmp_path / "run", 6, 2)
+    full, lean = api.load_run(folder, n_boot=0), api.load_run(folder, n_boot=0, replies=False)
+    assert all(r.raw for r in full.records) and all(r.raw is None for r in lean.records)
+    assert [r.model_copy(update={"raw": None}) for r in full.records] == lean.records
+    assert full.scores == lean.scores and full.consensus == lean.consensus and full.audit == lean.audit
