@@ -3,8 +3,10 @@ report): each one gives the same values, the same bytes in every output, and wha
 
 from __future__ import annotations
 
+import base64
 import gzip
 import inspect
+import json
 import random
 import re
 import shutil
@@ -203,13 +205,17 @@ def test_payloads_are_packed_as_they_come_one_chunk_at_a_time(tmp_path, monkeypa
             made[0] += 1
             yield p
 
-    real = gzip.compress
-    monkeypatch.setattr(drill_mod.gzip, "compress", lambda *a, **k: (seen_at_compress.append(made[0]),
-                                                                      real(*a, **k))[1])
+    real = json.dumps
+    monkeypatch.setattr(drill_mod.json, "dumps", lambda *a, **k: (seen_at_compress.append(made[0]),
+                                                                  real(*a, **k))[1])
     lazily = drill_mod.pack(counted())
     monkeypatch.undo()
     assert seen_at_compress == [25, 50, 60]                   # a chunk is closed as soon as it is full
     assert lazily == drill_mod.pack(payloads)
+    one_by_one = [base64.b64encode(gzip.compress(real(payloads[k:k + 25], ensure_ascii=False, separators=(",", ":"))
+                                                 .encode("utf-8"), compresslevel=9, mtime=0)).decode("ascii")
+                  for k in range(0, 60, 25)]
+    assert lazily[1] == one_by_one and lazily[0] == {p["id"]: k // 25 for k, p in enumerate(payloads)}
 
 
 def test_the_page_written_piece_by_piece_is_the_page_rendered_whole(tmp_path):

@@ -18,7 +18,9 @@ from __future__ import annotations
 import base64
 import gzip
 import json
+from collections import deque
 from collections.abc import Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from consensus_eval.analysis.audit import PENALTY_CATEGORY, PENALTY_CATEGORY_NAME, CaseAudit, DrillItem
@@ -27,6 +29,8 @@ from consensus_eval.domain.rubric import Rubric
 
 #: cases per compressed chunk: large enough to compress well, small enough to open a case quickly
 CHUNK = 25
+#: chunks built and waiting to be compressed, at most (:func:`pack`)
+PENDING = 4
 _SAFE = {ord("<"): "\\u003c", ord(">"): "\\u003e", ord("&"): "\\u0026", 0x2028: "\\u2028", 0x2029: "\\u2029"}
 
 
@@ -43,21 +47,32 @@ def pack(payloads: Iterable[dict[str, Any]]) -> tuple[dict[str, int], list[str]]
     """
     index: dict[str, int] = {}
     chunks: list[str] = []
+    pending: deque[Future[str]] = deque()
+    # zlib releases the GIL: a chunk is compressed in a second thread while the next one is built (the
+    # same calls in the same order, so the same bytes); at most PENDING chunks wait, so memory stays bounded
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="report-pack") as pool:
+        def close(part: list[dict[str, Any]]) -> None:
+            raw = json.dumps(part, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+            pending.append(pool.submit(_compress, raw))
+            while len(pending) > PENDING:
+                chunks.append(pending.popleft().result())
 
-    def close(part: list[dict[str, Any]]) -> None:
-        raw = json.dumps(part, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-        chunks.append(base64.b64encode(gzip.compress(raw, compresslevel=9, mtime=0)).decode("ascii"))
-
-    part: list[dict[str, Any]] = []
-    for p in payloads:
-        index[p["id"]] = len(chunks)
-        part.append(p)
-        if len(part) == CHUNK:
+        part: list[dict[str, Any]] = []
+        for n, p in enumerate(payloads):
+            index[p["id"]] = n // CHUNK
+            part.append(p)
+            if len(part) == CHUNK:
+                close(part)
+                part = []
+        if part:
             close(part)
-            part = []
-    if part:
-        close(part)
+        chunks.extend(f.result() for f in pending)
     return index, chunks
+
+
+def _compress(raw: bytes) -> str:
+    """One chunk's JSON gzip-compressed (no timestamp: deterministic) and base64-encoded."""
+    return base64.b64encode(gzip.compress(raw, compresslevel=9, mtime=0)).decode("ascii")
 
 
 def unpack(chunk: str) -> list[dict[str, Any]]:
