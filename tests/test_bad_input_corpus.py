@@ -703,7 +703,7 @@ CORPUS: list[Bad] = [
     store_cmd("truncated", truncate_store, "{d}/run/results.sqlite", "damaged"),
     store_cmd("empty-file", empty_store, "{d}/run/results.sqlite: an empty file, not a consensus-eval store"),
     store_cmd("newer-schema", newer_schema, "schema version 99", "written by a newer consensus-eval",
-              "reads schema versions 1 to 3"),
+              "reads schema versions 1 to 4"),
     store_cmd("newer-schema", newer_schema, "written by a newer consensus-eval", command="audit"),
     store_cmd("newer-schema", newer_schema, "written by a newer consensus-eval", command="reliability"),
     Bad("score-into-newer-schema", ("score", "{d}/cases.jsonl", "--out", "{run}"), {"cases.jsonl": jl(CASE)}, 2,
