@@ -115,9 +115,9 @@ async def run_async(prep: Prepared, out: str | Path, on_progress: ProgressHook |
 
 
 def run(prep: Prepared, out: str | Path, on_progress: ProgressHook | None = None, *, n_boot: int = 1000,
-        lang: str | None = None) -> Results:
+        lang: str | None = None, wait: bool = False) -> Results:
     """:func:`run_async` for code that is not inside an event loop."""
-    return _sync(run_async(prep, out, on_progress, n_boot=n_boot, lang=lang))
+    return _sync(run_async(prep, out, on_progress, n_boot=n_boot, lang=lang, wait=wait))
 
 
 async def evaluate_async(cases: CasesInput, config: ConfigInput = DEFAULT_CONFIG, *, out: str | Path,
@@ -168,12 +168,12 @@ def prepare_calibration(config: ConfigInput = DEFAULT_CONFIG, suite: str | Path 
 
 
 async def calibrate_async(prep: PreparedCalibration, out: str | Path, on_progress: ProgressHook | None = None,
-                          *, n_boot: int = 1000, stop: asyncio.Event | None = None
+                          *, n_boot: int = 1000, stop: asyncio.Event | None = None, wait: bool = False
                           ) -> tuple[Results, CalibrationReport]:
-    """Run the suite's cases like :func:`run_async` (store, resume, outputs in ``out``), measure every
-    judge and the panel against the planted errors, and write ``out/calibration.json`` and the suite
-    run (``out/suite.jsonl``)."""
-    results = await _run(prep.prepared, Path(out), on_progress, n_boot, stop)
+    """Run the suite's cases like :func:`run_async` (store, resume, outputs in ``out``; ``wait``: for
+    provider batches), measure every judge and the panel against the planted errors, and write
+    ``out/calibration.json`` and the suite run (``out/suite.jsonl``)."""
+    results = await _run(prep.prepared, Path(out), on_progress, n_boot, stop, wait=wait)
     report = measure(prep.suite, results, ground, UNPLANTABLE)
     write_calibration(Path(out), report, prep.suite)
     add_to_reports(Path(out))

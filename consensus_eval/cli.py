@@ -123,7 +123,8 @@ def score(
         api.attach_calibration(out, calibration)
     print_summary(out_console, results, out)
     if results.progress is not None and results.progress.batches and not results.progress.interrupted:
-        _print_batches(results.progress.batch_notes, results.progress.batches, cases, config, out)
+        _print_batches(results.progress.batch_notes, results.progress.batches,
+                       f"consensus-eval score {cases} --config {config} --out {out}")
         raise typer.Exit(EXIT_BATCHES_PENDING)
     if results.progress is not None:
         for note in results.progress.batch_notes:
@@ -147,12 +148,18 @@ def calibrate(
     seed: Annotated[int, typer.Option(help="Seed of the built-in suite and of --sample.")] = 15,
     dry_run: Annotated[bool, typer.Option(
         help="Render every prompt, count tokens, estimate cost; call nothing.")] = False,
+    wait: Annotated[bool, typer.Option(
+        help="Judges with `batch: true`: poll the provider (every batch_poll_s) until every batch is collected.",
+    )] = False,
 ) -> None:
     """Measure each judge of CONFIG, and the panel, against records with planted errors: recall per
     deduction type and category, false alarms on clean records, score error. Resumes like `score`.
 
-    Exit codes as `score`: 0 every call stored ok; 2 bad input; 3 completed with failures; 130 interrupted.
+    Exit codes as `score`: 0 every call stored ok; 2 bad input; 3 completed with failures; 4 provider
+    batches still running; 130 interrupted.
     """
+    from functools import partial
+
     from consensus_eval import api
     from consensus_eval.judges.quiet import quiet_libraries
     from consensus_eval.output.calibration import print_calibration
@@ -165,15 +172,20 @@ def calibrate(
         print_estimate(out_console, api.dry_run(prep.prepared))
         return
     with progress_hook(err_console) as hook:
-        results, report = _run_until_done_or_interrupted(api.calibrate_async, prep, out, hook)
+        results, report = _run_until_done_or_interrupted(partial(api.calibrate_async, wait=wait), prep, out, hook)
     print_calibration(out_console, report)
     out_console.print(f"wrote {out / 'calibration.json'}", highlight=False)
+    if results.progress is not None and results.progress.batches and not results.progress.interrupted:
+        _print_batches(results.progress.batch_notes, results.progress.batches,
+                       f"consensus-eval calibrate --config {config} --out {out} --suite {suite}"
+                       + (f" --sample {sample} --seed {seed}" if sample is not None else ""))
+        raise typer.Exit(EXIT_BATCHES_PENDING)
     code = print_run_end(out_console, results, 0.0)
     if code:
         raise typer.Exit(code)
 
 
-def _print_batches(notes: list[str], pending: list[Any], cases: Path, config: str, out: Path) -> None:
+def _print_batches(notes: list[str], pending: list[Any], command: str) -> None:
     """What the batch pass did, the batches still running, and how to collect them (exit 4)."""
     for note in notes:
         out_console.print(f"batch: {note}", highlight=False, soft_wrap=True)
@@ -183,8 +195,8 @@ def _print_batches(notes: list[str], pending: list[Any], cases: Path, config: st
     for b in pending:
         out_console.print(f"  {b.judge}: {b.batch_id or b.key} ({b.n_calls} calls, {b.provider_status or b.state})",
                           highlight=False)
-    out_console.print(f"rerun `consensus-eval score {cases} --config {config} --out {out}` to collect them, or add "
-                      "--wait to poll until they are done (exit 4: batches pending)", highlight=False, soft_wrap=True)
+    out_console.print(f"rerun `{command}` to collect them, or add --wait to poll until they are done "
+                      "(exit 4: batches pending)", highlight=False, soft_wrap=True)
 
 
 def _run_until_done_or_interrupted(run_async: Callable[..., Any], *args: Any) -> Any:

@@ -394,3 +394,19 @@ def test_calls_over_the_provider_limit_go_in_several_batches(tmp_path: Path, key
         assert len({m["metadata"]["consensus_eval_batch"] for m in made}) == 3    # each its own key
         _run(cases, _config(srv.url), tmp_path / "o")
         assert {c.status for c in _calls(tmp_path / "o").values()} == {"ok"} and set(_answered(srv).values()) == {1}
+
+
+def test_a_batch_cancelled_at_the_provider_gives_its_calls_back(tmp_path: Path, key: str) -> None:
+    cases = write_cases(tmp_path / "cases.jsonl", N_CASES)
+    with FakeServer(FakeConfig(seed=13, batch_delay_s=None)) as srv:
+        _run(cases, _config(srv.url), tmp_path / "o")
+        (bid,) = srv.batches.batches
+        srv.batches.batches[bid].update(status="cancelled")          # cancelled from the provider's dashboard
+        again = _run(cases, _config(srv.url), tmp_path / "o")
+        first, second = _batches(tmp_path / "o")
+        assert first.state == "cancelled" and first.reason == (
+            f"provider status cancelled: {N_CALLS} of {N_CALLS} call(s) unanswered, pending again")
+        assert second.state == "submitted" and [b.key for b in again.progress.batches] == [second.key]
+        asyncio.run_coroutine_threadsafe(srv.batches._complete_all(None), srv._loop).result(30)  # type: ignore[arg-type]
+        _run(cases, _config(srv.url), tmp_path / "o")
+        assert {c.status for c in _calls(tmp_path / "o").values()} == {"ok"}
