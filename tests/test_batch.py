@@ -410,3 +410,31 @@ def test_a_batch_cancelled_at_the_provider_gives_its_calls_back(tmp_path: Path, 
         asyncio.run_coroutine_threadsafe(srv.batches._complete_all(None), srv._loop).result(30)  # type: ignore[arg-type]
         _run(cases, _config(srv.url), tmp_path / "o")
         assert {c.status for c in _calls(tmp_path / "o").values()} == {"ok"}
+
+
+def test_find_pages_through_the_providers_list_and_stops_at_older_batches(rubric: Any, key: str) -> None:
+    from consensus_eval.domain.config import LLMJudgeConfig
+    from consensus_eval.judges.batch import METADATA_KEY, BatchAPI
+    from consensus_eval.judges.llm import LLMJudge
+
+    with FakeServer(FakeConfig(batch_delay_s=None)) as srv:
+        judge = LLMJudge(LLMJudgeConfig(name="g", model="openai/gpt-4.1", api_base=f"{srv.url}/v1",
+                                        api_key_env="BATCH_TEST_KEY", batch=True), rubric)
+        api = BatchAPI(judge)
+
+        async def go() -> tuple[list[str], list[tuple[str | None, int]]]:
+            ids = []
+            for i in range(5):
+                fid = await api.upload(b'{"custom_id": "x"}\n', f"k{i}.jsonl")
+                ids.append(await api.create(fid, f"k{i}"))
+            found = []
+            for k, since in (("k0", None), ("k9", None), ("k0", time.time() + 60)):
+                before = srv.batches.http_requests
+                found.append((await api.find(k, page=2, since=since), srv.batches.http_requests - before))
+            return ids, found
+
+        ids, found = asyncio.run(go())
+        # newest first, 2 a page: k0 is on the third page; a key nobody has reads every page; batches
+        # older than `since` end the search on the first page
+        assert found == [(ids[0], 3), (None, 3), (None, 1)]
+        assert [b["metadata"][METADATA_KEY] for b in srv.batches.stats()["batches"]] == [f"k{i}" for i in range(5)]

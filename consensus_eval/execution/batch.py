@@ -57,6 +57,8 @@ from consensus_eval.judges.llm import HTTPFailure, LLMJudge
 #: collected batch stored; ``collected``: a batch fully collected). Used by tests/test_batch.py to check
 #: that a kill at each step loses no batch and submits none twice. Never set it in real use.
 KILL_ENV = "CONSENSUS_EVAL_TEST_KILL_AFTER"
+#: seconds before an intent was recorded from which the provider's list is searched for its batch (clock skew)
+LOOKUP_MARGIN_S = 3600.0
 #: replies of a collected batch validated at once (those asked again live run side by side, under the judge's pacing)
 COLLECT_CHUNK = 256
 #: batch creation failures that prove no batch was created (the provider refused, or was never reached)
@@ -131,7 +133,7 @@ async def _resolve(store: Store, judges: dict[str, LLMJudge], report: BatchRepor
             store.update_batch(b.key, state="submitted")
             continue
         try:
-            found = await BatchAPI(judges[b.judge]).find(b.key)
+            found = await BatchAPI(judges[b.judge]).find(b.key, since=b.created_at - LOOKUP_MARGIN_S)
         except HTTPFailure as e:
             report.notes.append(f"{b.judge}: batch {b.key} could not be looked up at the provider ({e}); "
                                 "it stays reserved until it is found or known never to have been created")

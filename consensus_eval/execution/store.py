@@ -23,6 +23,11 @@ deduction) (a unique index): :meth:`Store.upsert_human_label` writes one in one 
 has from one source at once (a re-import of the same sheet replaces, never duplicates). Writers wait
 for each other (WAL journal, ``busy_timeout``), so a reviewer can label while a scoring run writes.
 
+Provider batches (schema 4): the ``batches`` table keeps each batch of a ``batch: true`` judge
+(:class:`BatchRecord`: our key, the provider's id, its state and files) and ``batch_calls`` the request
+hashes in it. An ``intent`` row is written, with its calls, before the provider is asked to create the
+batch, so a kill at any point leaves a trace to look it up by (:mod:`consensus_eval.execution.batch`).
+
 Every problem a user can meet (an output path that is a file, a folder that is not writable, a file
 that is not a store, a store of a newer consensus-eval) is an :class:`InputError` saying so, never
 an sqlite3 traceback.

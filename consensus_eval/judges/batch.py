@@ -173,9 +173,11 @@ class BatchAPI:
             metadata={METADATA_KEY: key}, **self._kw()))
         return str(b.id)
 
-    async def find(self, key: str, *, page: int = 100, max_pages: int = 1000) -> str | None:
-        """The id of the batch whose metadata carries ``key``, looked up in the provider's list
-        (newest first, every page), or None when the provider has none."""
+    async def find(self, key: str, *, since: float | None = None, page: int = 100,
+                   max_pages: int = 1000) -> str | None:
+        """The id of the batch whose metadata carries ``key``, looked up in the provider's list (newest
+        first, page by page, down to batches created before ``since``, Unix seconds: the intent's time less
+        a margin for clocks), or None when the provider has none."""
         after: str | None = None
         for _ in range(max_pages):
             listed = await self._call("listing batches", lambda a=after: litellm.alist_batches(  # type: ignore[misc]
@@ -185,7 +187,9 @@ class BatchAPI:
                 meta = getattr(b, "metadata", None) or {}
                 if isinstance(meta, dict) and meta.get(METADATA_KEY) == key:
                     return str(b.id)
-            if not data or not getattr(listed, "has_more", False):
+            oldest = getattr(data[-1], "created_at", None) if data else None
+            if not data or not getattr(listed, "has_more", False) or (
+                    since is not None and isinstance(oldest, (int, float)) and oldest < since):
                 return None
             after = str(data[-1].id)
         return None
