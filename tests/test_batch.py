@@ -83,11 +83,13 @@ def _answered(srv: FakeServer) -> Counter[str]:
 
 
 def test_store_keeps_batches_and_their_calls(tmp_path: Path) -> None:
-    from consensus_eval.execution.store import Store
+    from consensus_eval.execution.store import CallRecord, Store
 
     with Store(tmp_path / "results.sqlite") as store:
-        store.add_batch_intent("k1", "gpt", ["h1", "h2"])
-        store.add_batch_intent("k2", "gpt", ["h3"])
+        assert store.add_batch_intent("k1", "gpt", ["h1", "h2"]) == ["h1", "h2"]
+        assert store.add_batch_intent("k2", "gpt", ["h3", "h2"]) == ["h3"]     # h2 is reserved by k1
+        assert store.add_batch_intent("k3", "gpt", ["h1"]) == []               # nothing left: no batch
+        assert store.add_batch_intent("k1", "gpt", ["h9"]) == []               # a key taken: no batch
         assert [b.state for b in store.batches()] == ["intent", "intent"]
         assert store.batched_hashes() == {"h1", "h2", "h3"} and store.batch_calls("k1") == ["h1", "h2"]
         store.update_batch("k1", state="submitted", batch_id="batch_1", input_file_id="file-1")
@@ -97,6 +99,8 @@ def test_store_keeps_batches_and_their_calls(tmp_path: Path) -> None:
         assert store.batched_hashes() == {"h1", "h2"}
         store.update_batch("k1", state="collected")
         assert store.batched_hashes() == set() and store.batches(judge="other") == []
+        store.record(CallRecord(request_hash="h4", case_id="c", dimension="d", judge="gpt", run=0, status="ok"))
+        assert store.add_batch_intent("k4", "gpt", ["h4", "h1"]) == ["h1"]     # h4 is stored ok
         with pytest.raises(ValueError, match="not batch fields: nope"):
             store.update_batch("k1", nope=1)
 
@@ -438,3 +442,18 @@ def test_find_pages_through_the_providers_list_and_stops_at_older_batches(rubric
         # older than `since` end the search on the first page
         assert found == [(ids[0], 3), (None, 3), (None, 1)]
         assert [b["metadata"][METADATA_KEY] for b in srv.batches.stats()["batches"]] == [f"k{i}" for i in range(5)]
+
+
+def test_two_runs_into_one_folder_at_once_submit_each_call_once(tmp_path: Path, key: str) -> None:
+    from consensus_eval import api
+
+    cases = write_cases(tmp_path / "cases.jsonl", N_CASES)
+    with FakeServer(FakeConfig(seed=14)) as srv:
+        async def both() -> None:
+            await asyncio.gather(*(api.run_async(api.prepare(cases, _config(srv.url)), tmp_path / "o", n_boot=0)
+                                   for _ in range(2)))
+
+        asyncio.run(both())
+        assert set(_answered(srv).values()) == {1} and len(_answered(srv)) == N_CALLS
+        _run(cases, _config(srv.url), tmp_path / "o", wait=True)
+        assert {c.status for c in _calls(tmp_path / "o").values()} == {"ok"} and set(_answered(srv).values()) == {1}

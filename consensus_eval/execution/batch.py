@@ -42,6 +42,8 @@ import signal
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
 
 from consensus_eval.domain.judgment import CallOutcome, ErrorKind
 from consensus_eval.domain.rubric import Rubric
@@ -105,10 +107,18 @@ async def run_batches(calls: Sequence[Call], judges: Sequence[LLMJudge], rubric:
     by_hash = {c.planned.request_hash: c for c in mine}
     failed_now: set[str] = set()
     interval = poll_s if poll_s is not None else min((j.config.batch_poll_s for j in judges), default=30.0)
+    lock = _FolderLock(store.path.with_name(LOCK_NAME))
     while True:
-        await _resolve(store, by_judge, report)
-        await _collect(store, by_judge, by_hash, rubric, progress, failed_now, report, on_progress)
-        await _submit(store, by_judge, mine, progress, failed_now, report, on_progress)
+        if not await lock.wait(stop, report):
+            report.pending = [b for b in store.batches(active_only=True) if b.judge in by_judge]
+            progress.interrupted = True
+            return report
+        try:
+            await _resolve(store, by_judge, report)
+            await _collect(store, by_judge, by_hash, rubric, progress, failed_now, report, on_progress)
+            await _submit(store, by_judge, mine, progress, failed_now, report, on_progress)
+        finally:
+            lock.release()
         running = [b for b in store.batches(active_only=True) if b.judge in by_judge]
         if not wait or not running or (stop is not None and stop.is_set()):
             report.pending = running
@@ -123,6 +133,56 @@ async def run_batches(calls: Sequence[Call], judges: Sequence[LLMJudge], rubric:
         report.pending = running
         progress.interrupted = True
         return report
+
+
+#: the lock file beside the store that one process at a time holds during a pass (resolve, collect, submit):
+#: an intent another live process is still creating must not be taken for a dead process's
+LOCK_NAME = "results.sqlite.batch-lock"
+#: seconds between two tries of a lock another process holds
+LOCK_RETRY_S = 0.2
+
+
+class _FolderLock:
+    """An exclusive ``flock`` on a file beside the store, held for one pass; the system drops it when the
+    process dies (a kill -9 included). Where ``fcntl`` does not exist (Windows) it always succeeds: one
+    process per folder is then the rule."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fh: IO[str] | None = None
+
+    def acquire(self) -> bool:
+        if self._fh is not None:
+            return True
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - not POSIX
+            return True
+        fh = open(self.path, "a+")  # noqa: SIM115 - held open as long as the lock
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            fh.close()
+            return False
+        self._fh = fh
+        return True
+
+    async def wait(self, stop: asyncio.Event | None, report: BatchReport) -> bool:
+        """Take the lock, waiting while another process holds it (its pass takes seconds: a ``--wait`` loop
+        holds it only during a pass); False when ``stop`` is set first."""
+        while not self.acquire():
+            if not any(n.startswith("waited for another") for n in report.notes):
+                report.notes.append("waited for another consensus-eval process to finish its pass over this "
+                                    "folder's batches")
+            if stop is not None and stop.is_set():
+                return False
+            await asyncio.sleep(LOCK_RETRY_S)
+        return True
+
+    def release(self) -> None:
+        if self._fh is not None:
+            self._fh.close()  # closing the file drops its flock
+            self._fh = None
 
 
 async def _resolve(store: Store, judges: dict[str, LLMJudge], report: BatchReport) -> None:
@@ -267,13 +327,15 @@ async def _submit(store: Store, judges: dict[str, LLMJudge], calls: Sequence[Cal
 async def _submit_one(store: Store, judge: LLMJudge, chunk: list[tuple[str, bytes]], report: BatchReport,
                       failed_now: set[str], calls: Sequence[Call], progress: Progress) -> None:
     name = judge.config.name
-    hashes = [h for h, _ in chunk]
-    key = batch_key(hashes, len(store.batches()))
-    store.add_batch_intent(key, name, hashes)
+    key = batch_key([h for h, _ in chunk], len(store.batches()))
+    hashes = store.add_batch_intent(key, name, [h for h, _ in chunk])
+    if not hashes:  # reserved meanwhile by another process scoring into the same folder
+        return
     _kill_point("intent")
+    reserved = set(hashes)
     api = BatchAPI(judge)
     try:
-        file_id = await api.upload(b"".join(line for _, line in chunk), f"{key}.jsonl")
+        file_id = await api.upload(b"".join(line for h, line in chunk if h in reserved), f"{key}.jsonl")
     except HTTPFailure as e:
         _abandon(store, judge, key, hashes, e, calls, failed_now, progress, report, "uploading its file")
         return

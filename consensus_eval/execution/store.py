@@ -503,19 +503,32 @@ class Store:
 
     # ------------------------------------------------------------------ provider batches
 
-    def add_batch_intent(self, key: str, judge: str, request_hashes: Sequence[str]) -> BatchRecord:
+    def add_batch_intent(self, key: str, judge: str, request_hashes: Sequence[str]) -> list[str]:
         """Record a batch about to be created (state ``intent``) with its calls, in one transaction,
-        before the provider is asked: a kill after this point leaves a trace to look the batch up by."""
+        before the provider is asked: a kill after this point leaves a trace to look the batch up by.
+
+        Returns the calls it reserved: those not stored ``ok`` and not in another batch still running,
+        read in the same write transaction (another process scoring into the same folder cannot reserve
+        them too); nothing is recorded when that leaves none, or when ``key`` is taken."""
         self._writable()
         now = time.time()
-        rec = BatchRecord(key=key, judge=judge, state="intent", n_calls=len(request_hashes),
-                          created_at=now, updated_at=now)
         with self._transaction(immediate=True):
-            self._db.execute(f"INSERT INTO batches ({', '.join(_BATCH_COLUMNS)}) VALUES "
-                             f"({', '.join('?' for _ in _BATCH_COLUMNS)})", [getattr(rec, c) for c in _BATCH_COLUMNS])
-            self._db.executemany("INSERT OR IGNORE INTO batch_calls (key, request_hash) VALUES (?, ?)",
-                                 ((key, h) for h in request_hashes))
-        return rec
+            taken = {r[0] for r in self._db.execute(
+                "SELECT bc.request_hash FROM batch_calls bc JOIN batches b USING (key) "
+                f"WHERE b.state IN ({', '.join('?' for _ in ACTIVE_BATCH_STATES)})", ACTIVE_BATCH_STATES)}
+            taken |= {r[0] for r in self._db.execute("SELECT request_hash FROM calls WHERE status = 'ok'")}
+            mine = [h for h in dict.fromkeys(request_hashes) if h not in taken]
+            if not mine:
+                return []
+            rec = BatchRecord(key=key, judge=judge, state="intent", n_calls=len(mine), created_at=now, updated_at=now)
+            cur = self._db.execute(f"INSERT OR IGNORE INTO batches ({', '.join(_BATCH_COLUMNS)}) VALUES "
+                                   f"({', '.join('?' for _ in _BATCH_COLUMNS)})",
+                                   [getattr(rec, c) for c in _BATCH_COLUMNS])
+            if cur.rowcount == 0:
+                return []
+            self._db.executemany("INSERT INTO batch_calls (key, request_hash) VALUES (?, ?)",
+                                 ((key, h) for h in mine))
+        return mine
 
     def update_batch(self, key: str, **fields: Any) -> None:
         """Set fields of a stored batch (committed at once); ``updated_at`` is set to now."""
