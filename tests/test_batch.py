@@ -457,3 +457,19 @@ def test_two_runs_into_one_folder_at_once_submit_each_call_once(tmp_path: Path, 
         assert set(_answered(srv).values()) == {1} and len(_answered(srv)) == N_CALLS
         _run(cases, _config(srv.url), tmp_path / "o", wait=True)
         assert {c.status for c in _calls(tmp_path / "o").values()} == {"ok"} and set(_answered(srv).values()) == {1}
+
+
+def test_a_batch_that_cannot_be_uploaded_fails_its_calls_with_the_reason(tmp_path: Path, key: str) -> None:
+    import socket
+
+    with socket.socket() as s:   # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cases = write_cases(tmp_path / "cases.jsonl", 1)
+    res = _run(cases, _config(f"http://127.0.0.1:{port}"), tmp_path / "o")
+    calls = _calls(tmp_path / "o")
+    assert len(calls) == 3 and res.progress.batches == [] and res.progress.failed == 3
+    (c,) = {(x.error_kind, x.error) for x in calls.values()}
+    assert c[0] == "connection_refused" and c[1].startswith("batch not submitted, failed uploading its file: "
+                                                             "uploading the batch file: connection refused")
+    assert [b.state for b in _batches(tmp_path / "o")] == ["abandoned"] and KEY not in c[1]
