@@ -473,3 +473,14 @@ def test_a_batch_that_cannot_be_uploaded_fails_its_calls_with_the_reason(tmp_pat
     assert c[0] == "connection_refused" and c[1].startswith("batch not submitted, failed uploading its file: "
                                                              "uploading the batch file: connection refused")
     assert [b.state for b in _batches(tmp_path / "o")] == ["abandoned"] and KEY not in c[1]
+
+
+def test_a_config_file_asking_batch_of_a_provider_without_one_names_the_file_and_judge(tmp_path: Path) -> None:
+    from consensus_eval._errors import InputError
+    from consensus_eval.domain.config import load_config
+
+    path = tmp_path / "cfg.yaml"
+    path.write_text("judges:\n  - name: ds\n    model: deepseek/deepseek-chat\n    batch: true\n", encoding="utf-8")
+    with pytest.raises(InputError) as e:
+        load_config(path)
+    assert str(path) in str(e.value) and "judges[0 ds]: batch: true needs a provider" in str(e.value)
