@@ -258,13 +258,13 @@ def test_a_kill_at_any_step_loses_no_batch_and_submits_none_twice(tmp_path: Path
     with FakeServer(FakeConfig(seed=5)) as srv:
         cfg = _write_config(tmp_path / "cfg.yaml", srv.url)
         cmd = [*_cli(), "score", str(cases), "--config", str(cfg), "--out", str(tmp_path / "o")]
-        if step in ("line", "collected"):   # a collection step: submit first
-            assert subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, timeout=300).returncode == 4
+        if step in ("line", "collected"):   # a collection step: submit first (in this process: same code path)
+            assert _run(cases, _config(srv.url), tmp_path / "o").progress.batches
         killed = subprocess.run(cmd, cwd=ROOT, env={**env, KILL_ENV: step}, capture_output=True, text=True,
                                 timeout=300)
         assert killed.returncode == -9, killed.stdout + killed.stderr
-        done = subprocess.run([*cmd, "--wait"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-        assert done.returncode == 0, done.stdout + done.stderr
+        done = _run(cases, _config(srv.url), tmp_path / "o", wait=True)   # resume to the end
+        assert done.progress.batches == [] and {c.status for c in done.consensus} == {"ok"}
         calls = _calls(tmp_path / "o")
         assert len(calls) == N_CALLS and {c.status for c in calls.values()} == {"ok"}
         asked = _answered(srv)
@@ -292,8 +292,8 @@ def test_kills_from_outside_at_random_points_lose_nothing_and_duplicate_nothing(
             if proc.poll() is None:
                 proc.kill()
             proc.wait(60)
-        done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-        assert done.returncode == 0, done.stdout + done.stderr
+        done = _run(cases, _config(srv.url), tmp_path / "o", wait=True)   # resume to the end
+        assert done.progress.batches == []
         calls = _calls(tmp_path / "o")
         assert len(calls) == 8 * 3 and {c.status for c in calls.values()} == {"ok"}
         asked = _answered(srv)
