@@ -484,3 +484,21 @@ def test_a_config_file_asking_batch_of_a_provider_without_one_names_the_file_and
     with pytest.raises(InputError) as e:
         load_config(path)
     assert str(path) in str(e.value) and "judges[0 ds]: batch: true needs a provider" in str(e.value)
+
+
+def test_cached_tokens_of_batch_replies_are_recorded_and_billed_at_the_cache_rate_of_the_batch_price(
+        tmp_path: Path, key: str) -> None:
+    import litellm
+
+    info = litellm.get_model_info("openai/gpt-4.1")
+    cases = write_cases(tmp_path / "cases.jsonl", 8)
+    with FakeServer(FakeConfig(seed=15, prompt_cache=True)) as srv:
+        _run(cases, _config(srv.url), tmp_path / "o", wait=True)
+    calls = list(_calls(tmp_path / "o").values())
+    assert sum(c.cached_tokens or 0 for c in calls) > 0     # the fake's OpenAI-style cache served later lines
+    for c in calls:
+        cached = c.cached_tokens or 0
+        live_price = ((c.prompt_tokens - cached) * info["input_cost_per_token"]
+                      + cached * info["cache_read_input_token_cost"]
+                      + c.completion_tokens * info["output_cost_per_token"])
+        assert c.cost == pytest.approx(0.5 * live_price)
