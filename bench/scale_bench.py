@@ -103,8 +103,10 @@ def stages(tree: Path, store: Path, boot: int) -> None:
     print(proc.stdout, end="", flush=True)
 
 
-def one_run(tree: Path, store: Path, boot: int) -> tuple[float, float]:
-    """(seconds inside rebuild, peak RSS in MB) of one fresh process rebuilding a copy of ``store``."""
+def one_run(tree: Path, store: Path, boot: int) -> tuple[float, float, float]:
+    """(seconds inside rebuild, peak RSS in MB, CPU seconds of the whole process: user + system, imports
+    included) of one fresh process rebuilding a copy of ``store``. On this shared machine the wall time
+    grows with the other engineers' load; the CPU time much less."""
     with tempfile.TemporaryDirectory(prefix="scale-bench-") as tmp:
         folder = Path(tmp) / "run"
         folder.mkdir()
@@ -114,7 +116,9 @@ def one_run(tree: Path, store: Path, boot: int) -> tuple[float, float]:
                               capture_output=True, text=True, check=True)
     wall = float(re.search(r"WALL (\S+)", proc.stdout).group(1))  # type: ignore[union-attr]
     rss_kb = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", proc.stderr).group(1))  # type: ignore[union-attr]
-    return wall, rss_kb / 1024
+    cpu = sum(float(re.search(rf"{kind} time \(seconds\): (\S+)", proc.stderr).group(1))  # type: ignore[union-attr]
+              for kind in ("User", "System"))
+    return wall, rss_kb / 1024, cpu
 
 
 def _load() -> str:
@@ -147,12 +151,13 @@ def main() -> None:
         first: tuple[float, float] | None = None
         for tree in trees:
             runs = [one_run(tree, store, args.boot) for _ in range(args.repeats)]
-            wall = statistics.median(w for w, _ in runs)
-            rss = statistics.median(r for _, r in runs)
+            wall = statistics.median(w for w, _, _ in runs)
+            rss = statistics.median(r for _, r, _ in runs)
+            cpu = statistics.median(c for _, _, c in runs)
             load = _load()
             ratio = "" if first is None else f"  x{first[0] / wall:.2f} faster, x{first[1] / rss:.2f} less memory"
             print(f"{n:6d} cases x {args.judges} judges  {tree!s:30s}  rebuild {wall:7.1f} s "
-                  f"(runs: {', '.join(f'{w:.1f}' for w, _ in runs)})  peak RSS {rss:6.0f} MB  "
+                  f"(runs: {', '.join(f'{w:.1f}' for w, _, _ in runs)})  CPU {cpu:6.1f} s  peak RSS {rss:6.0f} MB  "
                   f"load {load}{ratio}", flush=True)
             first = first or (wall, rss)
     print(time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()))
