@@ -7,8 +7,8 @@ objects (calls, judgments, deductions, scores, groundings, audit lines), nearly 
 given. :func:`share_fields_set` gives such an object the one set its class shares (:func:`all_fields`):
 the same contents, so ``model_fields_set``, ``model_dump(exclude_unset=True)`` and equality are
 unchanged. Only a set naming *every* field is ever shared: assigning a field (pydantic adds its name to
-the set) then adds nothing, so no object's set can change through another's. Pass :func:`all_fields`
-to ``model_construct(_fields_set=...)`` for objects built with every field.
+the set) then adds nothing, so no object's set can change through another's. Objects built from
+checked values with every field: :func:`construct` (or ``model_construct(all_fields(cls), ...)``).
 
 :func:`compact_record` does that for a call read back from the store and its judgment, and makes the
 short strings every call repeats (case id, dimension, judge, model, status, category and type ids) one
