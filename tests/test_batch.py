@@ -233,6 +233,10 @@ def test_score_exits_4_while_batches_run_and_no_secret_is_written(tmp_path: Path
         assert "--wait" in r1.stdout and f"{N_CALLS} calls" in r1.stdout
         statuses = {json.loads(x)["status"] for x in (tmp_path / "o" / "consensus.jsonl").read_text().splitlines()}
         assert statuses == {"incomplete"}
+        # the reports say the missing calls are in a running batch, and how to collect them
+        md = (tmp_path / "o" / "report.md").read_text(encoding="utf-8")
+        assert f"其中 {N_CALLS} 次调用在服务商的批处理任务中尚未完成" in md      # the rubric's language is Chinese
+        assert f"其中 {N_CALLS} 次调用" in (tmp_path / "o" / "report.html").read_text(encoding="utf-8")
         r2 = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
         assert r2.returncode == 4 and "in_progress" in r2.stdout          # still running: still 4, no new batch
         assert len(srv.batches.stats()["batches"]) == 1
@@ -240,6 +244,7 @@ def test_score_exits_4_while_batches_run_and_no_secret_is_written(tmp_path: Path
         r3 = subprocess.run([*cmd, "--wait"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
         assert r3.returncode == 0, r3.stdout + r3.stderr
         assert f"batch {batch_id} completed: {N_CALLS} ok, 0 failed" in r3.stdout
+        assert "批处理" not in (tmp_path / "o" / "report.md").read_text(encoding="utf-8")
     for f in (tmp_path / "o").iterdir():
         assert KEY.encode() not in f.read_bytes(), f.name
     for text in (r1.stdout, r1.stderr, r2.stdout, r2.stderr, r3.stdout, r3.stderr):
@@ -309,6 +314,14 @@ def test_dry_run_estimates_a_batch_judge_at_the_batch_price(tmp_path: Path, key:
     batch = api.dry_run(api.prepare(cases, _config("http://127.0.0.1:9")))[0]
     assert batch.prompt_tokens == live.prompt_tokens and live.cost
     assert batch.cost == pytest.approx(0.5 * live.cost) and batch.max_cost == pytest.approx(0.5 * live.max_cost)
+    assert batch.batch_factor == 0.5 and live.batch_factor is None
+    from rich.console import Console
+
+    from consensus_eval.output.console import print_estimate
+
+    console = Console(record=True, width=200)
+    print_estimate(console, [live, batch])
+    assert "costs above are at 0.5 x the live price" in console.export_text()
 
 
 # --------------------------------------------------------------------------- what a provider does to a batch

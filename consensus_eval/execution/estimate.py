@@ -92,6 +92,9 @@ class JudgeEstimate:
     all_prefix_share: float | None = None
     cached_tokens: int = 0
     cached_cost: float | None = None
+    #: ``batch: true`` judges: the factor their costs above are priced at (the config's
+    #: ``batch_cost_factor`` x the live price); None for a judge answering live
+    batch_factor: float | None = None
     #: with adaptive runs or a cascade, these figures are the least the run makes (its first round:
     #: ``adaptive.min_runs`` runs, stage-2 judges not asked) and ``upper`` the most (``adaptive.max_runs``
     #: runs, stage-2 judges asked every case); None for a fixed plan (the figures are exact)
@@ -119,6 +122,7 @@ def estimate(calls: Sequence[Call], judges: Sequence[Judge],
         max_out = max_tokens * len(mine)
         p = judge.prices()
         saving = saving_per_cached_token(cfg)
+        factor: float | None = None
         if getattr(cfg, "batch", False):  # batch: true: every token at the provider's batch price
             factor = float(getattr(cfg, "batch_cost_factor", 1.0))
             p = (p[0] * factor, p[1] * factor) if p else None
@@ -134,6 +138,7 @@ def estimate(calls: Sequence[Call], judges: Sequence[Judge],
             prefix_share=shares.by_dimension, case_prefix_share=shares.across_dimensions,
             all_prefix_share=shares.across_all, cached_tokens=shares.cacheable_tokens,
             cached_cost=None if cost is None or saving is None else cost - shares.cacheable_tokens * saving,
+            batch_factor=factor,
         ))
     return out
 

@@ -238,6 +238,9 @@ class StoredRun:
     missing: dict[str, int]
     grounding: dict[str, Grounding] = field(default_factory=dict)
     judged_scores: dict[str, DimensionScore] = field(default_factory=dict)
+    #: planned calls not stored yet that are in a provider batch still running (``batch: true`` judges):
+    #: rerunning ``score`` collects them; 0 when no batch is pending
+    in_batches: int = 0
 
     def score_as_judged(self, request_hash: str) -> DimensionScore | None:
         """The score derived from every deduction the judge gave (before ``drop``), None for a failed call."""
@@ -280,12 +283,15 @@ def read_run(store: Store, *, replies: bool = True) -> StoredRun:
     stored = {r.request_hash for r in records}
     plan = store.plan()
     missing: dict[str, int] = {}
+    batched = store.batched_hashes()
+    in_batches = 0
     for p in plan:
         if p.request_hash not in stored:
             missing[p.case_id] = missing.get(p.case_id, 0) + 1
+            in_batches += p.request_hash in batched
     grounding = ground_all(rubric, cases, records)
     scores = derive_all(rubric, records)
     judged = drop_ungrounded(rubric, records, grounding, scores) if config.ungrounded == "drop" else {}
     return StoredRun(rubric=rubric, config=config, cases=cases, invalid_lines=store.get_meta("invalid_lines", []),
                      records=records, scores=scores, planned=len(plan), missing=missing, grounding=grounding,
-                     judged_scores=judged)
+                     judged_scores=judged, in_batches=in_batches)

@@ -229,6 +229,11 @@ def print_estimate(console: Console, estimates: list[JudgeEstimate]) -> None:
                   "served its shared prefix from the provider's prompt cache at the cache rate. 'unknown': the "
                   "model has no price; "
                   "set input_cost_per_token and output_cost_per_token in its config.", highlight=False)
+    for e in estimates:
+        if e.batch_factor is not None:
+            console.print(f"{e.judge}: batch: true, its costs above are at {e.batch_factor:g} x the live price "
+                          "(batch_cost_factor); its calls are answered within the provider's batch window "
+                          "(up to 24 h), not live.", highlight=False)
     ranged = [e for e in estimates if e.upper is not None]
     if ranged:
         console.print("Adaptive runs / cascade: the plan grows with the results, so the figures above are the "

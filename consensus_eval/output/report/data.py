@@ -157,6 +157,11 @@ class ReportData:
         return self.results.run.missing_calls
 
     @property
+    def in_batches(self) -> int:
+        """Of :attr:`missing_calls`, those in a provider batch still running (collected by rerunning ``score``)."""
+        return self.results.run.in_batches
+
+    @property
     def planned_calls(self) -> int:
         return self.results.run.planned
 

@@ -60,6 +60,8 @@ def _header(d: ReportData) -> str:
     if d.missing_calls:
         text += "\n\n**" + t("incomplete_banner", missing=d.missing_calls, planned=d.planned_calls,
                                cases=d.incomplete_cases) + "**"
+        if d.in_batches:
+            text += " " + t("batches_banner", n=d.in_batches)
     for judge, n in d.not_asked.items():
         text += "\n\n" + t("cascade_banner", judge=md_text(judge), asked=len(d.consensus) - n,
                              n_cases=len(d.consensus), not_asked=n)
