@@ -28,6 +28,14 @@ class Judge(Protocol):
       the case itself (the rules judge) gets no prompt, and its request hash covers the case's
       content instead, so editing a template does not throw its stored results away.
     - ``max_case_chars``: see the attribute.
+
+    Optional, looked up with ``getattr`` by the runner (a plugin judge needs none of them):
+    ``pacing_report()`` (what limited the judge's requests in a run:
+    :class:`~consensus_eval.judges.pacing.PacingReport`);
+    ``whole_case`` (True: the plan renders the whole-case prompt for each of the judge's calls, ``call:
+    per_case``), ``calls_per_request`` (how many calls one request answers: the runner starts that many
+    workers per request slot) and ``expect(calls)`` (the (case id, run, dimension) calls still to make, so
+    one request's tokens and cost go to those only): :mod:`consensus_eval.judges.per_case`.
     """
 
     @property
