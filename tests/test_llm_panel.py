@@ -604,5 +604,5 @@ def test_a_key_echoed_anywhere_in_an_error_is_scrubbed_before_the_line_is_cut(ru
 
     judge = _judge(rubric)
     error = RuntimeError("x" * offset + f"invalid key {api_keys} given" + "y" * 400)
-    line = _describe(error, judge._scrub)
+    line = _describe(error, judge.scrub)
     assert api_keys[:8] not in line and "sk-test" not in line

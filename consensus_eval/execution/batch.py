@@ -247,14 +247,14 @@ async def _collect(store: Store, judges: dict[str, LLMJudge], by_hash: dict[str,
                       f"{b.n_calls} call(s) stored failed; the next `score` submits them again")
             for h in unanswered:
                 if h in by_hash:
-                    store.record(_record(by_hash[h], CallOutcome(
+                    failure = CallOutcome(
                         status="failed", error_kind="bad_request", model=judge.config.model, attempts=1,
-                        error=judge._scrub(f"batch {b.batch_id} failed at the provider: "
-                                           f"{status.errors or 'no reason given'}"))))
+                        error=judge.scrub(f"batch {b.batch_id} failed at the provider: "
+                                           f"{status.errors or 'no reason given'}"))
+                    store.record(_record(by_hash[h], failure))
                     failed_now.add(h)
                     n_failed += 1
-                    progress.done += 1
-                    progress.failed += 1
+                    progress.count(judge.config.name, failure)
         elif status.status != "completed" or unanswered:
             reason = (f"provider status {status.status}" + (f" ({status.errors})" if status.errors else "")
                       + f": {len(unanswered)} of {b.n_calls} call(s) unanswered, pending again")
@@ -281,16 +281,13 @@ async def _store_replies(todo: list[tuple[Call, LineResult]], judge: LLMJudge, r
                                                    call.messages, call.planned.run, line.body)
         else:
             kind, error = line_failure(line)
-            outcome = CallOutcome(status="failed", error_kind=kind, error=judge._scrub(error),  # type: ignore[arg-type]
+            outcome = CallOutcome(status="failed", error_kind=kind, error=judge.scrub(error),  # type: ignore[arg-type]
                                   model=judge.config.model, attempts=1)
         store.record(_record(call, outcome))
         if outcome.status == "failed":
             failed_now.add(call.planned.request_hash)
         counts[outcome.status] += 1
-        progress.done += 1
-        progress.failed += outcome.status == "failed"
-        progress.cost += outcome.cost or 0.0
-        progress.by_judge[judge.config.name] += 1
+        progress.count(judge.config.name, outcome)
         if on_progress:
             on_progress(progress)
         if sum(counts.values()) == 1:
@@ -313,8 +310,7 @@ async def _submit(store: Store, judges: dict[str, LLMJudge], calls: Sequence[Cal
             if refused is not None:  # not sent, as live
                 store.record(_record(c, refused))
                 failed_now.add(c.planned.request_hash)
-                progress.done += 1
-                progress.failed += 1
+                progress.count(judge.config.name, refused)
                 continue
             h = c.planned.request_hash
             lines.append((h, encode(batch_line(judge, c.messages, c.planned.dimension, c.planned.run, h))))
@@ -360,16 +356,16 @@ async def _submit_one(store: Store, judge: LLMJudge, chunk: list[tuple[str, byte
 def _abandon(store: Store, judge: LLMJudge, key: str, hashes: list[str], error: HTTPFailure, calls: Sequence[Call],
              failed_now: set[str], progress: Progress, report: BatchReport, what: str) -> None:
     """A batch that never reached the provider: ``abandoned``, its calls stored failed with the reason."""
-    reason = judge._scrub(f"batch not submitted, failed {what}: {error}")
+    reason = judge.scrub(f"batch not submitted, failed {what}: {error}")
     store.update_batch(key, state="abandoned", reason=reason)
     wanted = set(hashes)
     for c in calls:
         if c.planned.request_hash in wanted:
-            store.record(_record(c, CallOutcome(status="failed", error_kind=error.kind, error=reason,
-                                                model=judge.config.model, attempts=0)))
+            failure = CallOutcome(status="failed", error_kind=error.kind, error=reason, model=judge.config.model,
+                                  attempts=0)
+            store.record(_record(c, failure))
             failed_now.add(c.planned.request_hash)
-            progress.done += 1
-            progress.failed += 1
+            progress.count(judge.config.name, failure)
     report.notes.append(f"{judge.config.name}: {reason} ({len(hashes)} calls stored failed)")
 
 

@@ -46,6 +46,13 @@ class Progress:
     #: what the batch pass did, one line per event (submitted, collected, expired, could not submit)
     batch_notes: list[str] = field(default_factory=list)
 
+    def count(self, judge: str, outcome: CallOutcome) -> None:
+        """Count one call's stored outcome (done, failed, cost, per judge)."""
+        self.done += 1
+        self.failed += outcome.status == "failed"
+        self.cost += outcome.cost or 0.0
+        self.by_judge[judge] += 1
+
     def eta_s(self) -> float | None:
         if not self.done:
             return None
@@ -95,10 +102,7 @@ async def execute(
             start = time.monotonic()
             outcome = await _judge_safely(judge, call, rubric)
             store.record(_to_record(call, outcome, time.monotonic() - start))
-            progress.done += 1
-            progress.failed += outcome.status == "failed"
-            progress.cost += outcome.cost or 0.0
-            progress.by_judge[judge.config.name] += 1
+            progress.count(judge.config.name, outcome)
             if on_progress:
                 on_progress(progress)
 

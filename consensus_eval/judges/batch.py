@@ -149,16 +149,7 @@ class BatchAPI:
         self.judge = judge
 
     def _kw(self) -> dict[str, Any]:
-        c = self.judge.config
-        kw: dict[str, Any] = {"custom_llm_provider": c.provider}
-        if c.api_base:
-            kw["api_base"] = c.api_base
-        key = c.api_key()
-        if key:
-            kw["api_key"] = key
-        elif c.api_base:
-            kw["api_key"] = "none"  # local OpenAI-compatible servers want some key
-        return kw
+        return {"custom_llm_provider": self.judge.config.provider, **self.judge.connection()}
 
     async def upload(self, data: bytes, name: str) -> str:
         """Upload a batch input file (purpose ``batch``); its file id."""
@@ -201,7 +192,7 @@ class BatchAPI:
         data = getattr(errors, "data", None) if errors is not None else None
         text = "; ".join(f"{getattr(e, 'code', '')}: {getattr(e, 'message', '')}" for e in data) if data else None
         return BatchStatus(batch_id, str(b.status), getattr(b, "output_file_id", None),
-                           getattr(b, "error_file_id", None), self.judge._scrub(text) if text else None)
+                           getattr(b, "error_file_id", None), self.judge.scrub(text) if text else None)
 
     async def content(self, file_id: str) -> bytes:
         """The bytes of an output or error file."""
@@ -221,7 +212,7 @@ class BatchAPI:
             try:
                 return await fn()
             except Exception as e:  # noqa: BLE001 - every failure is classified; only RETRYABLE ones retried
-                kind, head, detail = classify(e, judge._scrub, endpoint=judge._endpoint())
+                kind, head, detail = classify(e, judge.scrub, endpoint=judge._endpoint())
                 if kind in RETRYABLE and attempt < retries:
                     await asyncio.sleep(judge._delay(attempt, e))
                     continue

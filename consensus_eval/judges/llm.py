@@ -231,7 +231,7 @@ class LLMJudge:
         except IncompleteOutputException as e:  # finish_reason "length": the reply was cut off
             return self._outcome(usage, status="failed", error_kind="invalid_reply",
                                  error=f"invalid reply, cut off at max_tokens ({self.config.max_tokens}): "
-                                       f"{_first_line(str(e), self._scrub)}")
+                                       f"{_first_line(str(e), self.scrub)}")
         except Exception as e:  # noqa: BLE001 - anything else was raised here (a bug, a missing module): local
             return self._local(usage, e)
         finally:
@@ -269,7 +269,7 @@ class LLMJudge:
                                          mode=self._client.mode, provider=self._client.provider)
             except (*_INVALID_REPLY, IncompleteOutputException, TypeError, KeyError, AttributeError) as e:
                 live = await self.judge(case, dimension, messages, run)
-                return _merged(live, usage, f"batch reply invalid, asked live: {_exc_line(e, self._scrub)[:300]}")
+                return _merged(live, usage, f"batch reply invalid, asked live: {_exc_line(e, self.scrub)[:300]}")
             params = {k: v for k, v in self._params().items() if k != "timeout"}
             return await self._accept(case, dimension, messages, reply, run, params)
         except Exception as e:  # noqa: BLE001 - a bug here must not lose the batch's other replies
@@ -299,13 +299,13 @@ class LLMJudge:
                 max_retries=self.config.max_reasks, seed=run, **params)
         except Exception as e:  # noqa: BLE001 - the second reply failed: the first, valid one stands
             usage.raw = first_raw
-            usage.last_error = f"re-ask for exact quotes failed, first reply kept: {_exc_line(e, self._scrub)}"
+            usage.last_error = f"re-ask for exact quotes failed, first reply kept: {_exc_line(e, self.scrub)}"
             return judgment
         return reply.to_judgment(dimension)
 
     def _local(self, usage: _Usage, error: BaseException) -> CallOutcome:
         """A call that failed on this machine (not at the provider): no call of this judge will do better."""
-        failure = self._stop(HTTPFailure("local", f"local error, not retried: {_exc_line(error, self._scrub)}"))
+        failure = self._stop(HTTPFailure("local", f"local error, not retried: {_exc_line(error, self.scrub)}"))
         return self._outcome(usage, status="failed", error_kind=failure.kind, error=str(failure))
 
     def _stop(self, failure: HTTPFailure) -> HTTPFailure:
@@ -343,9 +343,9 @@ class LLMJudge:
                              **params)
             return True, f"ok in {time.monotonic() - start:.2f}s ({usage.attempts} attempt(s))"
         except HTTPFailure as e:
-            return False, self._scrub(f"{e} [{e.kind}]")
+            return False, self.scrub(f"{e} [{e.kind}]")
         except Exception as e:  # noqa: BLE001 - _send raises HTTPFailure only; anything else is ours
-            return False, self._scrub(f"local error: {_exc_line(e, self._scrub)} [local]")
+            return False, self.scrub(f"local error: {_exc_line(e, self.scrub)} [local]")
         finally:
             _current.reset(token)
 
@@ -384,6 +384,20 @@ class LLMJudge:
             return None
         return float(price_in), float(price_out)
 
+    def connection(self) -> dict[str, Any]:
+        """Where and as whom litellm reaches the provider: ``api_base`` when set, and ``api_key`` (the key
+        from the environment variable the config names; ``"none"`` for a keyless local server)."""
+        c = self.config
+        conn: dict[str, Any] = {}
+        if c.api_base:
+            conn["api_base"] = c.api_base
+        key = c.api_key()
+        if key:
+            conn["api_key"] = key
+        elif c.api_base:
+            conn["api_key"] = "none"  # local OpenAI-compatible servers want some key
+        return conn
+
     def _params(self) -> dict[str, Any]:
         """What litellm is given besides model and messages (``timeout`` included: see :meth:`judge`)."""
         c = self.config
@@ -391,13 +405,7 @@ class LLMJudge:
             "temperature": c.temperature, "max_tokens": c.max_tokens, "num_retries": 0,
             "timeout": c.timeout_s, "drop_params": True,
         }
-        if c.api_base:
-            params["api_base"] = c.api_base
-        key = c.api_key()
-        if key:
-            params["api_key"] = key
-        elif c.api_base:
-            params["api_key"] = "none"  # local OpenAI-compatible servers want some key
+        params.update(self.connection())
         if c.extra_body:
             params["extra_body"] = c.extra_body
         if c.cache_markers:
@@ -408,16 +416,16 @@ class LLMJudge:
 
     def _outcome(self, usage: _Usage, **kw: Any) -> CallOutcome:
         if "error" in kw:
-            kw["error"] = self._scrub(kw["error"])
+            kw["error"] = self.scrub(kw["error"])
         return CallOutcome(
-            model=self.config.model, raw=self._scrub(usage.raw) if usage.raw else None,
+            model=self.config.model, raw=self.scrub(usage.raw) if usage.raw else None,
             attempts=usage.attempts, prompt_tokens=usage.prompt_tokens,
             cached_tokens=usage.cached_tokens, completion_tokens=usage.completion_tokens,
             reasoning_tokens=usage.reasoning_tokens, cost=usage.cost, **kw,
         )
 
-    def _scrub(self, text: str) -> str:
-        """Remove the API key from any text that leaves this module."""
+    def scrub(self, text: str) -> str:
+        """Remove the API key from any text that leaves the judge (errors, raw replies, batch notes)."""
         key = self.config.api_key()
         return text.replace(key, "***") if key and len(key) >= 4 else text
 
@@ -450,7 +458,7 @@ class LLMJudge:
                 async with asyncio.timeout(c.timeout_s):
                     resp = await litellm.acompletion(**kwargs)
             except Exception as e:  # noqa: BLE001 - every failure is classified; only RETRYABLE ones are retried
-                kind, head, detail = classify(e, self._scrub, timeout_s=c.timeout_s, endpoint=self._endpoint())
+                kind, head, detail = classify(e, self.scrub, timeout_s=c.timeout_s, endpoint=self._endpoint())
                 pacing.release(ticket, rate_limited=kind == "rate_limit")
                 usage.last_error = f"{head}: {detail}"
                 if kind in RETRYABLE and attempt < retries:
