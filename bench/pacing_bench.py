@@ -49,11 +49,9 @@ import argparse
 import asyncio
 import itertools
 import json
-import math
 import os
 import random
 import resource
-import selectors
 import statistics
 import subprocess
 import sys
@@ -69,6 +67,7 @@ sys.path.insert(0, str(ROOT))
 from asyncio_throttle import throttler as old_throttler_module  # noqa: E402 - the old limiter, for comparison
 
 from consensus_eval.judges.pacing import Pacing, Spacer, Ticket  # noqa: E402
+from tests.pacing_sim import VirtualLoop, hidden_window, lognormal  # noqa: E402
 
 T = TypeVar("T")
 
@@ -76,31 +75,8 @@ T = TypeVar("T")
 # ---------------------------------------------------------------------- simulated clock
 
 
-class _JumpingSelector(selectors.SelectSelector):
-    def __init__(self) -> None:
-        super().__init__()
-        self.now = 0.0
-
-    def select(self, timeout: float | None = None) -> list[Any]:
-        ready = super().select(0)
-        if ready:
-            return ready
-        if timeout is None:
-            raise RuntimeError("deadlock")
-        self.now += max(0.0, timeout)
-        return []
-
-
-class VirtualLoop(asyncio.SelectorEventLoop):
-    def __init__(self) -> None:
-        self._jump = _JumpingSelector()
-        super().__init__(self._jump)
-
-    def time(self) -> float:
-        return self._jump.now
-
-
 def virtual(main: Callable[[], Awaitable[T]]) -> T:
+    """tests.pacing_sim's simulated clock, with the old throttler reading it too."""
     loop = VirtualLoop()
     asyncio.set_event_loop(loop)
     # the old throttler reads time.monotonic(): give it the simulated clock
@@ -300,11 +276,6 @@ class OldPacing:
         return None
 
 
-def lognormal(rng: random.Random, median: float, sigma: float = 0.5, cap: float | None = None) -> float:
-    x = median * math.exp(sigma * rng.gauss(0, 1))
-    return min(x, cap) if cap else x
-
-
 def part_deepseek(calls: int = 3000) -> list[dict[str, Any]]:
     rows = []
     for name, workers, make in (("old: concurrency 8, asyncio-throttle", 8, lambda: OldPacing(120)),
@@ -374,40 +345,7 @@ def part_hiddensim(hidden_rpm: float, decreases: list[float], seconds: float = 3
 
 
 def _hiddensim_once(module: types.ModuleType, hidden_rpm: float, seconds: float, seed: int) -> dict[str, float]:
-    import collections
-
-    async def main() -> list[tuple[float, int]]:
-        loop = asyncio.get_running_loop()
-        pacing = module.Pacing(concurrency="auto")
-        rng = random.Random(seed)
-        window: collections.deque[float] = collections.deque()
-        log: list[tuple[float, int]] = []
-
-        async def worker() -> None:
-            while True:
-                ticket = await pacing.acquire(0)
-                now = loop.time()
-                while window and now - window[0] >= 60.0:
-                    window.popleft()
-                if len(window) >= hidden_rpm:
-                    log.append((now, 429))
-                    await asyncio.sleep(0.005)
-                    pacing.release(ticket, rate_limited=True)
-                    await asyncio.sleep(min(60.0 - (now - window[0]), 60.0))  # Retry-After
-                    continue
-                window.append(now)
-                log.append((now, 200))
-                await asyncio.sleep(lognormal(rng, 8.0, 0.5, cap=30.0))
-                pacing.release(ticket, tokens=1)
-
-        tasks = [asyncio.create_task(worker()) for _ in range(256)]
-        await asyncio.sleep(seconds)
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        return log
-
-    log = virtual(main)
+    log = hidden_window(module.Pacing(concurrency="auto"), hidden_rpm, seconds, seed, run=virtual)
     row: dict[str, float] = {}
     for lo, hi in ((0, seconds), (0, 600), (600, 1800), (1800, seconds), (0, 60), (60, 180)):
         part = [st for t, st in log if lo <= t < hi]

@@ -2,7 +2,7 @@
 cancellation and wake-ups, the in-flight gate, ``concurrency: auto`` sized by Little's law, AIMD
 against the fake server's hidden limit, and the binding limit the run summary names.
 
-Time is simulated: :class:`VirtualLoop` is an event loop whose clock jumps to the next timer
+Time is simulated: :class:`tests.pacing_sim.VirtualLoop` is an event loop whose clock jumps to the next timer
 instead of sleeping, so the window properties are checked exactly and nothing here is timed.
 """
 
@@ -12,9 +12,8 @@ import asyncio
 import itertools
 import math
 import random
-import selectors
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -33,43 +32,9 @@ from consensus_eval.judges.pacing import (
     Spacer,
 )
 from tests.fake_server import FakeConfig, FakeServer
+from tests.pacing_sim import hidden_window, virtual
 
-T = TypeVar("T")
 EPS = 1e-6
-
-
-class _JumpingSelector(selectors.SelectSelector):
-    """A selector that never sleeps: with nothing ready it moves the virtual clock by the timeout."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.now = 0.0
-
-    def select(self, timeout: float | None = None) -> list[Any]:
-        ready = super().select(0)
-        if ready:
-            return ready
-        if timeout is None:
-            raise RuntimeError("deadlock: nothing scheduled and nothing to wait for")
-        self.now += max(0.0, timeout)
-        return []
-
-
-class VirtualLoop(asyncio.SelectorEventLoop):
-    def __init__(self) -> None:
-        self._jump = _JumpingSelector()
-        super().__init__(self._jump)
-
-    def time(self) -> float:
-        return self._jump.now
-
-
-def virtual(main: Callable[[], Awaitable[T]]) -> T:
-    loop = VirtualLoop()
-    try:
-        return loop.run_until_complete(main())
-    finally:
-        loop.close()
 
 
 def max_in_window(times: list[float], window: float) -> int:
@@ -342,45 +307,6 @@ def test_auto_concurrency_without_a_known_rate_grows_additively_and_is_cut_on_42
     assert report.explain().startswith("provider 429s: ") and "answered 429" in report.explain()
 
 
-def _hidden_window(pacing: Pacing, hidden_rpm: int, seconds: float, seed: int) -> list[tuple[float, int]]:
-    """256 workers against a simulated provider that accepts at most ``hidden_rpm`` requests in any
-    sliding 60 s window (429 after 5 ms above it; the worker then waits until the window frees, as a
-    Retry-After says), latency lognormal median 8 s: the (send time, status) of every request."""
-    import collections
-
-    async def main() -> list[tuple[float, int]]:
-        loop = asyncio.get_running_loop()
-        rng = random.Random(seed)
-        window: collections.deque[float] = collections.deque()
-        log: list[tuple[float, int]] = []
-
-        async def worker() -> None:
-            while True:
-                ticket = await pacing.acquire(0)
-                now = loop.time()
-                while window and now - window[0] >= 60.0:
-                    window.popleft()
-                if len(window) >= hidden_rpm:
-                    log.append((now, 429))
-                    await asyncio.sleep(0.005)
-                    pacing.release(ticket, rate_limited=True)
-                    await asyncio.sleep(60.0 - (now - window[0]))
-                    continue
-                window.append(now)
-                log.append((now, 200))
-                await asyncio.sleep(min(30.0, 8.0 * math.exp(0.5 * rng.gauss(0, 1))))
-                pacing.release(ticket, tokens=1)
-
-        tasks = [asyncio.create_task(worker()) for _ in range(256)]
-        await asyncio.sleep(seconds)
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        return log
-
-    return virtual(main)
-
-
 @pytest.mark.parametrize("seed", [1, 2])
 def test_a_hidden_rate_per_minute_is_learned_at_the_first_429(seed):
     """No rpm, a provider that takes 300 requests in any sliding minute: the slow start ends at the
@@ -389,7 +315,7 @@ def test_a_hidden_rate_per_minute_is_learned_at_the_first_429(seed):
     within 10 % of the hidden limit and under 5 % of the requests are answered 429; the pacing before
     this change reached 0.69 of it in the first ten minutes (bench/README.md)."""
     pacing = Pacing(concurrency="auto")
-    log = _hidden_window(pacing, 300, 900.0, seed)
+    log = hidden_window(pacing, 300, 900.0, seed)
     ok = [t for t, st in log if st == 200]
     n429 = sum(1 for _, st in log if st == 429)
     assert len(ok) / 15 >= 0.9 * 300  # whole run, per minute
