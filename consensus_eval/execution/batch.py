@@ -47,9 +47,9 @@ from typing import IO
 
 from consensus_eval.domain.judgment import CallOutcome, ErrorKind
 from consensus_eval.domain.rubric import Rubric
-from consensus_eval.execution.execute import Progress, ProgressHook, too_long
+from consensus_eval.execution.execute import Progress, ProgressHook, to_record, too_long
 from consensus_eval.execution.plan import Call
-from consensus_eval.execution.store import BatchRecord, CallRecord, Store
+from consensus_eval.execution.store import BatchRecord, Store
 from consensus_eval.judges.batch import OVER, BatchAPI, LineResult, batch_line, encode, line_failure, read_lines, split
 from consensus_eval.judges.llm import HTTPFailure, LLMJudge
 
@@ -251,7 +251,7 @@ async def _collect(store: Store, judges: dict[str, LLMJudge], by_hash: dict[str,
                         status="failed", error_kind="bad_request", model=judge.config.model, attempts=1,
                         error=judge.scrub(f"batch {b.batch_id} failed at the provider: "
                                            f"{status.errors or 'no reason given'}"))
-                    store.record(_record(by_hash[h], failure))
+                    store.record(to_record(by_hash[h], failure, None))
                     failed_now.add(h)
                     n_failed += 1
                     progress.count(judge.config.name, failure)
@@ -283,7 +283,7 @@ async def _store_replies(todo: list[tuple[Call, LineResult]], judge: LLMJudge, r
             kind, error = line_failure(line)
             outcome = CallOutcome(status="failed", error_kind=kind, error=judge.scrub(error),  # type: ignore[arg-type]
                                   model=judge.config.model, attempts=1)
-        store.record(_record(call, outcome))
+        store.record(to_record(call, outcome, None))
         if outcome.status == "failed":
             failed_now.add(call.planned.request_hash)
         counts[outcome.status] += 1
@@ -308,7 +308,7 @@ async def _submit(store: Store, judges: dict[str, LLMJudge], calls: Sequence[Cal
         for c in pending:
             refused = too_long(judge, c)
             if refused is not None:  # not sent, as live
-                store.record(_record(c, refused))
+                store.record(to_record(c, refused, None))
                 failed_now.add(c.planned.request_hash)
                 progress.count(judge.config.name, refused)
                 continue
@@ -363,13 +363,7 @@ def _abandon(store: Store, judge: LLMJudge, key: str, hashes: list[str], error: 
         if c.planned.request_hash in wanted:
             failure = CallOutcome(status="failed", error_kind=error.kind, error=reason, model=judge.config.model,
                                   attempts=0)
-            store.record(_record(c, failure))
+            store.record(to_record(c, failure, None))
             failed_now.add(c.planned.request_hash)
             progress.count(judge.config.name, failure)
     report.notes.append(f"{judge.config.name}: {reason} ({len(hashes)} calls stored failed)")
-
-
-def _record(call: Call, outcome: CallOutcome) -> CallRecord:
-    p = call.planned
-    return CallRecord(request_hash=p.request_hash, case_id=p.case_id, dimension=p.dimension, judge=p.judge,
-                      run=p.run, latency_s=None, **outcome.model_dump())

@@ -101,7 +101,7 @@ async def execute(
                 return
             start = time.monotonic()
             outcome = await _judge_safely(judge, call, rubric)
-            store.record(_to_record(call, outcome, time.monotonic() - start))
+            store.record(to_record(call, outcome, time.monotonic() - start))
             progress.count(judge.config.name, outcome)
             if on_progress:
                 on_progress(progress)
@@ -163,7 +163,8 @@ async def _judge_safely(judge: Judge, call: Call, rubric: Rubric) -> CallOutcome
         return CallOutcome(status="failed", error_kind="local", error=f"{type(e).__name__}: {e}")
 
 
-def _to_record(call: Call, outcome: CallOutcome, latency_s: float) -> CallRecord:
+def to_record(call: Call, outcome: CallOutcome, latency_s: float | None) -> CallRecord:
+    """What the store keeps of a call's outcome (``latency_s`` None: not timed, a batch line)."""
     p = call.planned
     return CallRecord(
         request_hash=p.request_hash, case_id=p.case_id, dimension=p.dimension, judge=p.judge, run=p.run,
