@@ -257,6 +257,25 @@ class JudgePrecision(BaseModel):
     precision: Proportion
 
 
+class AddedDeduction(BaseModel):
+    """A deduction a reviewer added because the judges missed it (a label of kind ``added_deduction``):
+    where (``case_id``, ``dimension``), what (``type_id`` with the rubric's ``type`` and ``category`` names;
+    a fixed penalty has category ``fixed_penalty``), ``points`` taken off, the ``evidence`` in the record,
+    the reviewer's ``comment`` and who added it. ``missed_by``: the judges that answered on that dimension
+    of the case without deducting that type in any run (each counts it as a miss)."""
+
+    case_id: str
+    dimension: str
+    type_id: str
+    type: str
+    category: str
+    points: float | None
+    evidence: str | None = None
+    comment: str | None = None
+    reviewer: str
+    missed_by: list[str] = []
+
+
 class HumanAgreement(BaseModel):
     """The judges (and the panel) against the human reviewers, on the cases they labelled (the
     ``human`` section of reliability.json).
@@ -274,8 +293,13 @@ class HumanAgreement(BaseModel):
     - ``small_sample`` / ``warning``: fewer than 30 labelled cases (the intervals are wide: read the
       figures as indications);
     - ``precision``: per judge, the share of its deductions the reviewers agreed with
-      (:class:`JudgePrecision`); ``n_verdicts``: verdicts given, ``n_added_deductions``: deductions
-      the reviewers added (what the judges missed);
+      (:class:`JudgePrecision`); ``n_verdicts``: verdicts given (one per deduction per run and
+      reviewer: a fixed penalty listed several times in a run is one), ``n_added_deductions``: deductions
+      the reviewers added (what the judges missed), listed in ``added`` (:class:`AddedDeduction`);
+      ``missed``: per judge, how many of them it missed;
+    - ``n_accepted``: score labels where a reviewer accepted the panel's score instead of giving their own;
+      ``accepted_included``: whether they count as human scores above (not by default: they would pull
+      every judge-versus-human figure towards agreement);
     - ``inter_reviewer``: interval alpha between the reviewers per dimension and total, on the cases
       two or more of them scored (empty with one reviewer); ``inter_reviewer_verdicts``: nominal alpha
       of their verdicts on the deductions two or more of them judged (None when there are none);
@@ -299,6 +323,10 @@ class HumanAgreement(BaseModel):
     precision: dict[str, JudgePrecision] = {}
     n_verdicts: int = 0
     n_added_deductions: int = 0
+    added: list[AddedDeduction] = []
+    missed: dict[str, int] = {}
+    n_accepted: int = 0
+    accepted_included: bool = False
     inter_reviewer: dict[str, Alpha] = {}
     inter_reviewer_verdicts: Alpha | None = None
 

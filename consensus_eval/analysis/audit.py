@@ -172,6 +172,9 @@ class AuditDeduction(BaseModel):
     id: str = ""
     #: where its evidence is in the case (None when not computed)
     grounding: Grounding | None = None
+    #: a fixed penalty listed again in the same call (charged once): the id of its first listing, the one
+    #: a reviewer's verdict is stored on (one judgement, one label); None for every other deduction
+    copy_of: str | None = None
 
     @property
     def singleton(self) -> bool:
@@ -227,6 +230,12 @@ class DrillItem(BaseModel):
     def ids(self) -> list[str]:
         """The ids of every occurrence collapsed into this line."""
         return [o.id for o in self.occurrences]
+
+    @property
+    def label_ids(self) -> list[str]:
+        """The ids a verdict on this line is stored on: one per run that made it (a fixed penalty listed
+        several times in one run is one judgement: its copies get no label of their own)."""
+        return [o.id for o in self.occurrences if o.copy_of is None]
 
 
 class RunGroup(BaseModel):
@@ -721,7 +730,8 @@ def deductions_of(rubric: Rubric, rec: CallRecord,
             AuditDeduction, id=did, judge=rec.judge, run=rec.run, dimension=rec.dimension, kind="deduction",
             category_id=cat.id, category=cat.name, type_id=typ.id, type=typ.name,
             points=float(d.points), evidence=d.evidence, reason=d.reason, match="no_peer", matched_by=[],
-            grounding=found.get(did)))
+            grounding=found.get(did), copy_of=None))
+    copies = penalty_copies(rec)
     for i, p in enumerate(rec.judgment.fixed_penalties):
         pen = dim.penalties_by_id[p.id]
         pid = f"{rec.request_hash}#p{i}"
@@ -729,8 +739,24 @@ def deductions_of(rubric: Rubric, rec: CallRecord,
             AuditDeduction, id=pid, judge=rec.judge, run=rec.run, dimension=rec.dimension, kind="penalty",
             category_id=PENALTY_CATEGORY, category=PENALTY_CATEGORY_NAME, type_id=pen.id, type=pen.name,
             points=float(pen.points), evidence=p.evidence, reason=p.reason, match="no_peer", matched_by=[],
-            grounding=found.get(pid)))
+            grounding=found.get(pid), copy_of=copies.get(pid)))
     return items
+
+
+def penalty_copies(rec: CallRecord) -> dict[str, str]:
+    """A call's fixed penalties listed more than once (the score charges each once): the id of every
+    repeat listing -> the id of the first listing of the same penalty (empty: no repeats)."""
+    if rec.judgment is None:
+        return {}
+    first: dict[str, str] = {}
+    out: dict[str, str] = {}
+    for i, p in enumerate(rec.judgment.fixed_penalties):
+        pid = f"{rec.request_hash}#p{i}"
+        if p.id in first:
+            out[pid] = first[p.id]
+        else:
+            first[p.id] = pid
+    return out
 
 
 def _match_deductions(views: list[JudgeView]) -> None:

@@ -34,6 +34,7 @@ from pydantic import BaseModel, PrivateAttr
 from consensus_eval._errors import InputError
 from consensus_eval.analysis.agreement import (
     SMALL_SAMPLE_CASES,
+    AddedDeduction,
     HumanAgreement,
     HumanLabel,
     JudgePrecision,
@@ -44,13 +45,14 @@ from consensus_eval.analysis.agreement import (
     points_taken,
 )
 from consensus_eval.analysis.alpha import DEFAULT_SEED, Alpha, alpha_with_ci
+from consensus_eval.analysis.audit import PENALTY_CATEGORY, penalty_copies
 from consensus_eval.analysis.consensus import CaseConsensus
 from consensus_eval.analysis.intervals import proportion
 from consensus_eval.domain.rubric import Dimension, Rubric
 from consensus_eval.domain.sets import jaccard
-from consensus_eval.domain.textio import read_text
+from consensus_eval.domain.textio import read_text, unguard
 from consensus_eval.execution.results import StoredRun
-from consensus_eval.execution.store import VERDICTS, HumanLabelRecord, Verdict
+from consensus_eval.execution.store import VERDICTS, HumanLabelRecord, LabelOrigin, Verdict
 
 #: the reviewer a label gets when neither the file nor ``--reviewer`` names one
 DEFAULT_REVIEWER = "human"
@@ -65,6 +67,15 @@ ROW_DEDUCTION = "deduction"
 ROW_ADDED = "added"
 #: the columns the reviewer fills (left empty by the export unless labels are written in)
 HUMAN_SCORE, HUMAN_VERDICT, HUMAN_COMMENT, REVIEWER = "human_score", "human_verdict", "human_comment", "reviewer"
+#: on a ``score`` row, where ``human_score`` came from: ``own`` (the reviewer's score; also when empty) or
+#: ``accepted`` (the panel's score, accepted as it is). Writing ``accept`` (接受 / 采纳) in ``human_score``
+#: accepts the row's ``panel_score`` the same way.
+SCORE_ORIGIN = "score_origin"
+#: what a reviewer may type in ``score_origin`` (and ``human_score``, for ``accepted``)
+ORIGIN_WORDS: dict[str, LabelOrigin] = {
+    "own": "own", "mine": "own", "自评": "own", "本人": "own", "自己": "own",
+    "accepted": "accepted", "accept": "accepted", "接受": "accepted", "采纳": "accepted", "采纳评审组": "accepted",
+}
 #: the stable id of a deduction (:attr:`consensus_eval.analysis.audit.AuditDeduction.id`)
 DEDUCTION_ID = "deduction_id"
 #: a column of the sheet showing one judge's score of the dimension on ``score`` rows
@@ -73,7 +84,7 @@ JUDGE_SCORE_PREFIX = "score: "
 SHEET_HEAD = ["row", "rank", "case_id", "dimension", "dimension_name", "max", "panel_score"]
 #: the sheet's columns after the judges' score columns
 SHEET_TAIL = ["judge", "run", "kind", "category", "type", "points", "evidence", "reason",
-              HUMAN_SCORE, HUMAN_VERDICT, HUMAN_COMMENT, REVIEWER,
+              HUMAN_SCORE, SCORE_ORIGIN, HUMAN_VERDICT, HUMAN_COMMENT, REVIEWER,
               "match", "matched_by", "claim_mismatch", "status", "disagreement", "category_id", "type_id",
               DEDUCTION_ID]
 
@@ -99,8 +110,11 @@ def parse_verdict(text: str) -> Verdict | None:
 class CaseReview(BaseModel):
     """Everything the reviewers said about one case: the lookup a drill-down shows beside the panel.
 
-    - ``scores``: reviewer -> key (dimension id or ``total``) -> their score, as given (a reviewer's
-      total is their ``total`` label if any, else the sum of their dimension scores when complete);
+    - ``scores``: reviewer -> key (dimension id or ``total``) -> their own score, as given (a reviewer's
+      total is their ``total`` label if any, else the sum of their dimension scores when complete); a
+      score the reviewer accepted from the panel is here only when the review was built with
+      ``include_accepted``;
+    - ``accepted``: reviewer -> dimension id -> the panel's score they accepted without entering their own;
     - ``human``: key -> the human score used in the agreement figures: the mean over the reviewers;
     - ``panel``: key -> the panel's consensus score of the case (None: no panel verdict);
     - ``verdicts``: deduction id -> reviewer -> agree / disagree / unsure;
@@ -110,6 +124,7 @@ class CaseReview(BaseModel):
 
     case_id: str
     scores: dict[str, dict[str, float]] = {}
+    accepted: dict[str, dict[str, float]] = {}
     human: dict[str, float] = {}
     panel: dict[str, float | None] = {}
     verdicts: dict[str, dict[str, Verdict]] = {}
@@ -120,11 +135,16 @@ class CaseReview(BaseModel):
 class HumanReview(BaseModel):
     """A run's human labels (from its store) gathered per case. ``labels``: every label as stored;
     ``reviewers``: who labelled, in the order they first appear; ``cases``: case id -> its
-    :class:`CaseReview` (only cases with a label)."""
+    :class:`CaseReview` (only cases with a label). ``n_accepted``: score labels that accept the panel's
+    score rather than give the reviewer's own; ``accepted_included``: whether they count as human scores
+    here (by default they do not: a reviewer pressing "confirm" on the panel's score says nothing
+    independent of the panel, and counting it would pull every judge-versus-human figure towards agreement)."""
 
     labels: list[HumanLabelRecord]
     reviewers: list[str]
     cases: dict[str, CaseReview]
+    n_accepted: int = 0
+    accepted_included: bool = False
     _case_of: dict[str, str] | None = PrivateAttr(default=None)
 
     def case(self, case_id: str) -> CaseReview | None:
@@ -141,17 +161,24 @@ class HumanReview(BaseModel):
 
 
 def build_review(labels: Sequence[HumanLabelRecord], rubric: Rubric,
-                 consensus: Sequence[CaseConsensus] = ()) -> HumanReview:
-    """Gather stored labels per case (:class:`CaseReview`); ``consensus`` fills each case's ``panel``."""
+                 consensus: Sequence[CaseConsensus] = (), *, include_accepted: bool = False) -> HumanReview:
+    """Gather stored labels per case (:class:`CaseReview`); ``consensus`` fills each case's ``panel``.
+    ``include_accepted``: count the panel's scores a reviewer accepted as their scores (off by default)."""
     dims = [d.id for d in rubric.dimensions]
     panel = {c.case_id: c for c in consensus}
     reviewers: list[str] = []
     cases: dict[str, CaseReview] = {}
+    n_accepted = 0
     for lb in labels:
         if lb.reviewer not in reviewers:
             reviewers.append(lb.reviewer)
         cr = cases.setdefault(lb.case_id, CaseReview(case_id=lb.case_id))
         if lb.kind == "score" and isinstance(lb.value, (int, float)) and lb.dimension:
+            if lb.origin == "accepted":
+                n_accepted += 1
+                cr.accepted.setdefault(lb.reviewer, {})[lb.dimension] = float(lb.value)
+                if not include_accepted:
+                    continue
             cr.scores.setdefault(lb.reviewer, {})[lb.dimension] = float(lb.value)
         elif lb.kind == "verdict" and lb.deduction_id and lb.value in VERDICTS:
             cr.verdicts.setdefault(lb.deduction_id, {})[lb.reviewer] = lb.value
@@ -169,7 +196,8 @@ def build_review(labels: Sequence[HumanLabelRecord], rubric: Rubric,
         c = panel.get(cr.case_id)
         if c is not None:
             cr.panel = {**{d: c.scores.get(d) for d in dims}, "total": c.total}
-    return HumanReview(labels=list(labels), reviewers=reviewers, cases=cases)
+    return HumanReview(labels=list(labels), reviewers=reviewers, cases=cases, n_accepted=n_accepted,
+                       accepted_included=include_accepted)
 
 
 def labels_from_wide(human: dict[str, HumanLabel], rubric: Rubric, reviewer: str,
@@ -294,13 +322,18 @@ def _sheet_labels(p: Path, head: tuple[int, list[str]], rows: list[tuple[int, li
     known = set(case_ids)
     deductions = deduction_dimensions(run)
     by_case = {r.request_hash: r.case_id for r in run.records}
+    copies: dict[str, str] = {}
+    for r in run.records:
+        if r.status == "ok" and r.judgment is not None and len(r.judgment.fixed_penalties) > 1:
+            copies.update(penalty_copies(r))
 
     def where(line: int, name: str) -> str:
         return f"{p}:{line}: column {name} ({_letter(col[name])})" if name in col else f"{p}:{line}"
 
     def cell(cells: list[str], name: str) -> str:
+        """A cell's text, without the ``'`` the export put before a formula-like text."""
         i = col.get(name)
-        return cells[i].strip() if i is not None and i < len(cells) else ""
+        return unguard(cells[i].strip()) if i is not None and i < len(cells) else ""
 
     names = {cell(c, REVIEWER) for _, c in rows} - {""}
     fallback = reviewer or (next(iter(names)) if len(names) == 1 else None if names else DEFAULT_REVIEWER)
@@ -344,6 +377,8 @@ def _sheet_labels(p: Path, head: tuple[int, list[str]], rows: list[tuple[int, li
             if score:
                 raise InputError(f"{where(line, HUMAN_SCORE)}: {score!r} on a deduction row: a deduction takes a "
                                  f"verdict ({'/'.join(VERDICTS)}) in {HUMAN_VERDICT}; scores go on the score rows")
+            # a fixed penalty listed several times in one run is one judgement: its label is on the first listing
+            ded_id = copies.get(ded_id, ded_id)
             if verdict:
                 v = parse_verdict(verdict)
                 if v is None:
@@ -364,12 +399,18 @@ def _sheet_labels(p: Path, head: tuple[int, list[str]], rows: list[tuple[int, li
                 raise InputError(f"{where(line, HUMAN_VERDICT)}: {verdict!r} on a score row: a dimension takes a "
                                  f"score in {HUMAN_SCORE}; verdicts go on the deduction rows")
             if score:
+                origin = _origin(cell(cells, SCORE_ORIGIN), where(line, SCORE_ORIGIN))
+                if _origin_word(score) == "accepted":
+                    origin, score = "accepted", cell(cells, "panel_score")
+                    if not score:
+                        raise InputError(f"{where(line, HUMAN_SCORE)}: accepts the panel's score, but the row's "
+                                         "panel_score is empty (no judge answered): write your own score")
                 value = _number(score, where(line, HUMAN_SCORE))
                 top = dims[dim_id].max
                 if not 0 <= value <= top:
                     raise InputError(f"{where(line, HUMAN_SCORE)}: {score} is outside 0..{top:g} ({dim_id})")
                 labels.append(HumanLabelRecord(case_id=case_id, dimension=dim_id, reviewer=name, kind="score",
-                                               value=value, source=source))
+                                               value=value, source=source, origin=origin))
             if comment:
                 labels.append(HumanLabelRecord(case_id=case_id, dimension=dim_id, reviewer=name, kind="comment",
                                                comment=comment, source=source))
@@ -420,7 +461,23 @@ def _added(cells: list[str], cell: Callable[[list[str], str], str], where: Calla
     taken.add((case_id, did))
     return HumanLabelRecord(case_id=case_id, dimension=dim_id, deduction_id=did, reviewer=reviewer,
                             kind="added_deduction", value=type_id, points=points,
-                            comment=cell(cells, HUMAN_COMMENT) or None, source=source)
+                            evidence=cell(cells, "evidence") or None, comment=cell(cells, HUMAN_COMMENT) or None,
+                            source=source)
+
+
+def _origin_word(text: str) -> LabelOrigin | None:
+    return ORIGIN_WORDS.get(" ".join(text.strip().lower().split()))
+
+
+def _origin(text: str, where: str) -> LabelOrigin:
+    """What a ``score_origin`` cell says (empty: the reviewer's own score)."""
+    if not text:
+        return "own"
+    origin = _origin_word(text)
+    if origin is None:
+        raise InputError(f"{where}: {text!r} is not a score origin; write own (自评) for your own score or "
+                         "accepted (采纳) for the panel's score accepted as it is, or leave it empty")
+    return origin
 
 
 def deduction_dimensions(run: StoredRun) -> dict[str, str]:
@@ -497,7 +554,8 @@ def human_agreement(run: StoredRun, cons: Sequence[CaseConsensus], review: Human
                 for j in judges} if n else {},
         panel={k: agreement([(c.total if k == "total" else c.scores[k]) for c in labelled], hv[k], n_boot, seed)
                for k in keys} if n else {},
-        small_sample=n < SMALL_SAMPLE_CASES,
+        small_sample=n < SMALL_SAMPLE_CASES, n_accepted=review.n_accepted,
+        accepted_included=review.accepted_included,
         warning=(f"only {n} case(s) have a human score (fewer than {SMALL_SAMPLE_CASES}): the intervals are wide; "
                  "read these figures as indications, not as verdicts on the judges")
         if n < SMALL_SAMPLE_CASES else None,
@@ -515,22 +573,69 @@ def _ref(review: HumanReview, case_id: str, key: str) -> float | None:
 
 def _precision(run: StoredRun, review: HumanReview, section: HumanAgreement) -> None:
     judge_of = {r.request_hash: r.judge for r in run.records}
+    copies: dict[str, str] = {}
+    for r in run.records:
+        if r.status == "ok" and r.judgment is not None and len(r.judgment.fixed_penalties) > 1:
+            copies.update(penalty_copies(r))
     counts: dict[str, dict[str, int]] = {j: dict.fromkeys(VERDICTS, 0) for j in run.judges}
+    counted: set[tuple[str, str]] = set()
     for lb in review.labels:
         if lb.kind == "added_deduction":
             section.n_added_deductions += 1
         if lb.kind != "verdict" or not lb.deduction_id or lb.value not in VERDICTS:
             continue
-        judge = judge_of.get(lb.deduction_id.split("#", 1)[0])
-        if judge is None:
-            continue  # a deduction of calls no longer in the plan
+        # a verdict stored on a copy of a fixed penalty (by an earlier version) is the same judgement
+        ded = copies.get(lb.deduction_id, lb.deduction_id)
+        judge = judge_of.get(ded.split("#", 1)[0])
+        if judge is None or (lb.reviewer, ded) in counted:
+            continue  # a deduction of calls no longer in the plan, or a judgement already counted
+        counted.add((lb.reviewer, ded))
         counts.setdefault(judge, dict.fromkeys(VERDICTS, 0))[str(lb.value)] += 1
         section.n_verdicts += 1
+    _added_deductions(run, review, section)
     if section.n_verdicts:
         section.precision = {
             j: JudgePrecision(judge=j, agree=c["agree"], disagree=c["disagree"], unsure=c["unsure"],
                               precision=proportion(c["agree"], c["agree"] + c["disagree"]))
             for j, c in counts.items()}
+
+
+def _added_deductions(run: StoredRun, review: HumanReview, section: HumanAgreement) -> None:
+    """The deductions the reviewers added, named from the rubric, each with the judges that missed it."""
+    added = [lb for lb in review.labels if lb.kind == "added_deduction" and lb.dimension and lb.value]
+    if not added:
+        return
+    wanted = {(lb.case_id, lb.dimension) for lb in added}
+    answered: dict[tuple[str, str], set[str]] = {}
+    made: dict[tuple[str, str, str], set[str]] = {}
+    for r in run.records:
+        if (r.case_id, r.dimension) not in wanted or r.status != "ok" or r.judgment is None:
+            continue
+        answered.setdefault((r.case_id, r.dimension), set()).add(r.judge)
+        kinds = made.setdefault((r.case_id, r.dimension, r.judge), set())
+        kinds.update(d.type for d in r.judgment.deductions)
+        kinds.update(p.id for p in r.judgment.fixed_penalties)
+    missed = dict.fromkeys(run.judges, 0)
+    for lb in added:
+        dim_id, type_id = str(lb.dimension), str(lb.value)
+        dim = run.rubric.dimension(dim_id)
+        pen = dim.penalties_by_id.get(type_id)
+        if pen is not None:
+            category, name = PENALTY_CATEGORY, pen.name
+        else:
+            try:
+                cat, typ = dim.find_type(type_id)
+                category, name = cat.name, typ.name
+            except KeyError:
+                category, name = "", type_id   # a type of another version of the rubric
+        by = [j for j in run.judges if j in answered.get((lb.case_id, dim_id), set())
+              and type_id not in made.get((lb.case_id, dim_id, j), set())]
+        for j in by:
+            missed[j] += 1
+        section.added.append(AddedDeduction(
+            case_id=lb.case_id, dimension=dim_id, type_id=type_id, type=name, category=category, points=lb.points,
+            evidence=lb.evidence, comment=lb.comment, reviewer=lb.reviewer, missed_by=by))
+    section.missed = missed
 
 
 def _inter_reviewer(review: HumanReview, case_ids: Sequence[str], keys: Sequence[str], section: HumanAgreement,

@@ -17,11 +17,12 @@ the GB18030 fallback; their loaders tolerate a BOM only.
 from __future__ import annotations
 
 import codecs
+import re
 from pathlib import Path
 
 from consensus_eval._errors import InputError
 
-__all__ = ["FALLBACK_ENCODING", "read_text"]
+__all__ = ["FALLBACK_ENCODING", "formula_guard", "read_text", "unguard"]
 
 #: tried when a file is not UTF-8: Excel's default for CSV on Chinese Windows (GBK) is a subset of it
 FALLBACK_ENCODING = "gb18030"
@@ -82,3 +83,25 @@ def _where(raw: bytes, e: UnicodeDecodeError) -> str:
     """``line 3, byte 41 (0xb2)``: where the first undecodable byte is (lines counted from 1)."""
     line = raw.count(b"\n", 0, e.start) + 1
     return f"line {line}, byte {e.start} (0x{raw[e.start]:02x})"
+
+
+#: the first characters that make a spreadsheet read a cell as a formula (OWASP: CSV injection)
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+_PLAIN_NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
+
+
+def formula_guard(value: object) -> object:
+    """``value`` made safe for a spreadsheet: a string starting with ``=``, ``+``, ``-``, ``@``, a tab or
+    a carriage return gets a leading ``'`` unless it is a plain number; anything else is unchanged.
+    :func:`unguard` takes the ``'`` off again."""
+    if isinstance(value, str) and value.startswith(_FORMULA_START) and not _PLAIN_NUMBER.fullmatch(value):
+        return "'" + value
+    return value
+
+
+def unguard(text: str) -> str:
+    """A cell as :func:`formula_guard` meant it: the ``'`` it put before a formula-like text taken off
+    (``'=A1`` -> ``=A1``); any other text unchanged (a ``'`` the user typed before a plain word stays)."""
+    if text.startswith("'") and formula_guard(text[1:]) != text[1:]:
+        return text[1:]
+    return text

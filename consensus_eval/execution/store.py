@@ -23,6 +23,11 @@ deduction) (a unique index): :meth:`Store.upsert_human_label` writes one in one 
 has from one source at once (a re-import of the same sheet replaces, never duplicates). Writers wait
 for each other (WAL journal, ``busy_timeout``), so a reviewer can label while a scoring run writes.
 
+Label provenance and spot checks (schema 5): a score label says whether the reviewer entered it or
+accepted the panel's (``origin``), an added deduction carries its ``evidence``, and the ``spot_checks``
+table holds the random sample drawn by ``audit --spot-check`` with each case's inclusion probability
+(:class:`SpotCheckRecord`).
+
 Provider batches (schema 4): the ``batches`` table keeps each batch of a ``batch: true`` judge
 (:class:`BatchRecord`: our key, the provider's id, its state and files) and ``batch_calls`` the request
 hashes in it. An ``intent`` row is written, with its calls, before the provider is asked to create the
@@ -53,7 +58,8 @@ from consensus_eval._errors import InputError
 from consensus_eval.domain.judgment import CallOutcome, Judgment
 from consensus_eval.execution.compact import compact_record
 
-SCHEMA_VERSION = 4  # 2: calls.error_kind; 3: human_labels; 4: batches, batch_calls (1 to 3 upgraded in place)
+SCHEMA_VERSION = 5  # 2: calls.error_kind; 3: human_labels; 4: batches, batch_calls; 5: human_labels.origin,
+#                    spot_checks (1 to 4 upgraded in place)
 #: how long a writer waits for another writer's transaction before giving up (SQLite busy_timeout), seconds
 BUSY_TIMEOUT_S = 30.0
 #: the store's file name inside an output folder
@@ -100,7 +106,9 @@ CREATE TABLE IF NOT EXISTS human_labels (
     points       REAL,
     comment      TEXT,
     labelled_at  REAL NOT NULL,
-    source       TEXT NOT NULL
+    source       TEXT NOT NULL,
+    origin       TEXT NOT NULL DEFAULT 'own' CHECK (origin IN ('own', 'accepted')),
+    evidence     TEXT
 );
 CREATE UNIQUE INDEX IF NOT EXISTS human_labels_key
     ON human_labels (reviewer, kind, case_id, ifnull(dimension, ''), ifnull(deduction_id, ''));
@@ -124,6 +132,14 @@ CREATE TABLE IF NOT EXISTS batch_calls (
     PRIMARY KEY (key, request_hash)
 );
 CREATE INDEX IF NOT EXISTS batch_calls_hash ON batch_calls (request_hash);
+CREATE TABLE IF NOT EXISTS spot_checks (
+    case_id     TEXT PRIMARY KEY,
+    position    INTEGER NOT NULL,
+    probability REAL NOT NULL CHECK (probability > 0 AND probability <= 1),
+    stratum     TEXT NOT NULL,
+    seed        INTEGER NOT NULL,
+    drawn_at    REAL NOT NULL
+);
 """
 
 
@@ -156,6 +172,11 @@ _COLUMNS = list(CallRecord.model_fields)
 #: what a human label is (:class:`HumanLabelRecord`)
 LabelKind = Literal["score", "verdict", "comment", "added_deduction", "categories"]
 LABEL_KINDS: tuple[LabelKind, ...] = ("score", "verdict", "comment", "added_deduction", "categories")
+#: where a score label's value came from: ``own`` (the reviewer entered it) or ``accepted`` (the reviewer
+#: accepted the panel's score as shown, without entering one; kept apart from their own scores, left out of
+#: judge-versus-human figures by default). A case without a label is "not reviewed": there is no state for it.
+LabelOrigin = Literal["own", "accepted"]
+LABEL_ORIGINS: tuple[LabelOrigin, ...] = ("own", "accepted")
 #: a reviewer's verdict on one deduction of a judge
 Verdict = Literal["agree", "disagree", "unsure"]
 VERDICTS: tuple[Verdict, ...] = ("agree", "disagree", "unsure")
@@ -172,14 +193,16 @@ class HumanLabelRecord(BaseModel):
     - ``comment``: a free comment (``value`` None, the text in ``comment``) on a deduction
       (``deduction_id`` set), a dimension (``dimension`` set) or the whole case (both None);
     - ``added_deduction``: a deduction the judges missed: ``value`` is the rubric's type id (or fixed
-      penalty id) in ``dimension``, ``points`` the points it takes off, ``comment`` the evidence or
-      reason; ``deduction_id`` is the reviewer's own id for it (several per dimension are allowed);
+      penalty id) in ``dimension``, ``points`` the points it takes off, ``evidence`` what in the record
+      shows it (schema 5), ``comment`` the reviewer's reason; ``deduction_id`` is the reviewer's own id
+      for it (several per dimension are allowed);
     - ``categories``: the deduction categories the reviewer would deduct in (``;``-separated
       category ids; the wide ``--human`` file's ``categories`` column), ``dimension`` None.
 
     ``labelled_at``: when it was written (Unix time, seconds); ``source``: where from (the imported
     file's path, or what wrote it, e.g. ``review``). A reviewer has at most one label per
-    (``kind``, ``case_id``, ``dimension``, ``deduction_id``).
+    (``kind``, ``case_id``, ``dimension``, ``deduction_id``). ``origin`` (scores; schema 5): ``own`` when the
+    reviewer entered the score, ``accepted`` when they accepted the panel's score as shown (:data:`LabelOrigin`).
     """
 
     case_id: str
@@ -192,6 +215,8 @@ class HumanLabelRecord(BaseModel):
     comment: str | None = None
     labelled_at: float = 0.0
     source: str = ""
+    origin: LabelOrigin = "own"
+    evidence: str | None = None
 
     @model_validator(mode="after")
     def _fits_its_kind(self) -> HumanLabelRecord:
@@ -202,7 +227,9 @@ class HumanLabelRecord(BaseModel):
                 self.value = float(self.value)
             except ValueError:
                 raise ValueError(f"a score label's value must be a number, got {self.value!r}") from None
-        elif self.kind == "verdict" and self.value is not None and self.value not in VERDICTS:
+        if self.origin != "own" and self.kind != "score":
+            raise ValueError(f"only a score can be accepted from the panel, not a {self.kind}")
+        if self.kind == "verdict" and self.value is not None and self.value not in VERDICTS:
             raise ValueError(f"a verdict label's value is one of {', '.join(VERDICTS)}, got {self.value!r}")
         return self
 
@@ -213,6 +240,25 @@ class HumanLabelRecord(BaseModel):
 
 
 _LABEL_COLUMNS = list(HumanLabelRecord.model_fields)
+
+
+class SpotCheckRecord(BaseModel):
+    """One case of the random spot-check sample (table ``spot_checks``, schema 5; seed 000's 随机抽查).
+
+    ``probability``: the case's inclusion probability under the design that drew it (n_h / N_h in its
+    stratum), what inverse-probability weights are made of; ``stratum``: the stratum it was drawn in
+    (``all`` without stratification, else e.g. ``system=scribe-a`` or ``band=60-70``); ``position``: its
+    place in the draw (0-based); ``seed``: the seed of the draw; ``drawn_at``: when (Unix time)."""
+
+    case_id: str
+    position: int
+    probability: float
+    stratum: str = "all"
+    seed: int = 0
+    drawn_at: float = 0.0
+
+
+_SPOT_COLUMNS = list(SpotCheckRecord.model_fields)
 
 #: where a provider batch is (table ``batches``): ``intent`` recorded before the provider was asked to
 #: create it (its calls are reserved; ``batch_id`` unknown until created or found by its metadata),
@@ -356,15 +402,22 @@ class Store:
             return
         if found is None and not self.read_only:
             self.set_meta("schema_version", SCHEMA_VERSION)
-        elif found in (1, 2, 3) and not isinstance(found, bool):
-            # read-only: read as is (no error_kind before 2, no human_labels before 3, no batches before 4:
-            # none are read); else upgraded in place (the tables added since were created by _SCHEMA on opening)
+        elif found in (1, 2, 3, 4) and not isinstance(found, bool):
+            # read-only: read as is (no error_kind before 2, no human_labels before 3, no batches before 4,
+            # no label origin nor spot checks before 5: read as 'own' and none); else upgraded in place (the
+            # tables added since were created by _SCHEMA on opening)
             if self.read_only:
                 if found == 1:
                     self._select = ["NULL" if c == "error_kind" else c for c in _COLUMNS]
             else:
                 if found == 1:
                     self._db.execute("ALTER TABLE calls ADD COLUMN error_kind TEXT")
+                have = self._label_columns()
+                if "origin" not in have:
+                    self._db.execute("ALTER TABLE human_labels ADD COLUMN origin TEXT NOT NULL DEFAULT 'own' "
+                                     "CHECK (origin IN ('own', 'accepted'))")
+                if "evidence" not in have:
+                    self._db.execute("ALTER TABLE human_labels ADD COLUMN evidence TEXT")
                 self.set_meta("schema_version", SCHEMA_VERSION)
         elif isinstance(found, int) and not isinstance(found, bool) and found > SCHEMA_VERSION:
             raise InputError(f"{self.path}: this store has schema version {found}, written by a newer "
@@ -588,7 +641,9 @@ class Store:
         with self._reading():
             if not self._has_table("human_labels"):
                 return []
-            rows = self._db.execute(f"SELECT {', '.join(_LABEL_COLUMNS)} FROM human_labels {where} "
+            have = self._label_columns()
+            select = [c if c in have else "'own'" if c == "origin" else "NULL" for c in _LABEL_COLUMNS]
+            rows = self._db.execute(f"SELECT {', '.join(select)} FROM human_labels {where} "
                                     "ORDER BY labelled_at, rowid", args).fetchall()
         out = []
         for row in rows:
@@ -651,6 +706,28 @@ class Store:
             f"INSERT OR REPLACE INTO human_labels ({', '.join(_LABEL_COLUMNS)}) "
             f"VALUES ({', '.join('?' for _ in _LABEL_COLUMNS)})",
             ([getattr(lb, c) for c in _LABEL_COLUMNS] for lb in labels))
+
+    def _label_columns(self) -> set[str]:
+        return {r[1] for r in self._db.execute("PRAGMA table_info(human_labels)")}
+
+    # ------------------------------------------------------------------ spot checks
+
+    def spot_checks(self) -> list[SpotCheckRecord]:
+        """The random spot-check sample drawn by ``audit --spot-check`` (empty: none drawn), in draw order."""
+        with self._reading():
+            if not self._has_table("spot_checks"):
+                return []
+            rows = self._db.execute(f"SELECT {', '.join(_SPOT_COLUMNS)} FROM spot_checks ORDER BY position").fetchall()
+        return [SpotCheckRecord.model_validate(dict(zip(_SPOT_COLUMNS, r, strict=True))) for r in rows]
+
+    def replace_spot_checks(self, sample: Sequence[SpotCheckRecord]) -> None:
+        """Replace the spot-check sample by ``sample``, atomically."""
+        self._writable()
+        with self._transaction(immediate=True):
+            self._db.execute("DELETE FROM spot_checks")
+            marks = ", ".join("?" for _ in _SPOT_COLUMNS)
+            self._db.executemany(f"INSERT INTO spot_checks ({', '.join(_SPOT_COLUMNS)}) VALUES ({marks})",
+                                 ([getattr(r, c) for c in _SPOT_COLUMNS] for r in sample))
 
     def _has_table(self, name: str) -> bool:
         return self._db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import csv
 import json
-import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -46,6 +45,7 @@ from consensus_eval.analysis.human import (
     ROW_ADDED,
     ROW_DEDUCTION,
     ROW_SCORE,
+    SCORE_ORIGIN,
     SHEET_HEAD,
     SHEET_TAIL,
     HumanReview,
@@ -54,6 +54,7 @@ from consensus_eval.analysis.results import Results
 from consensus_eval.domain.grounding import Grounding
 from consensus_eval.domain.rubric import Rubric
 from consensus_eval.domain.scoring import DimensionScore
+from consensus_eval.domain.textio import formula_guard
 from consensus_eval.execution.store import CallRecord
 
 
@@ -163,17 +164,8 @@ def fmt_num(x: float | None) -> str:
     return f"{x:.4f}".rstrip("0").rstrip(".") if x != int(x) else str(int(x))
 
 
-#: the first characters that make a spreadsheet read a cell as a formula (OWASP: CSV injection)
-_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
-_PLAIN_NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
-
-
-def csv_cell(value: object) -> object:
-    """``value`` made safe for a spreadsheet: a string starting with ``=``, ``+``, ``-``, ``@``, a tab or
-    a carriage return gets a leading ``'`` unless it is a plain number; anything else is unchanged."""
-    if isinstance(value, str) and value.startswith(_FORMULA_START) and not _PLAIN_NUMBER.fullmatch(value):
-        return "'" + value
-    return value
+#: ``value`` made safe for a spreadsheet (a ``'`` before a formula-like text; the import takes it off)
+csv_cell = formula_guard
 
 
 @contextmanager
@@ -244,20 +236,23 @@ def export_rows(audits: Iterable[CaseAudit], review: HumanReview | None = None,
     - one ``score`` row: the panel's score (``panel_score``), each judge's (``score: <judge>``;
       ``failed`` when none of its runs answered) and the dimension's ``max``, beside the empty
       ``human_score`` the reviewer fills;
-    - one ``deduction`` row per deduction or fixed penalty of each judge, each run (``judge``, ``run``,
+    - one ``deduction`` row per deduction or fixed penalty of each judge, each run (a fixed penalty the
+      judge listed several times in one run is one row: it is charged once, and judged once) (``judge``, ``run``,
       ``kind``, ``category``, ``type``, ``points``, ``evidence``, ``reason``, how the other judges
       matched it, its ``deduction_id``), beside the empty ``human_verdict`` (agree / disagree /
       unsure) and ``human_comment``.
 
     ``reviewer`` (with ``review``): that reviewer's stored labels are written into the human cells
     (a sheet "filled in", e.g. downloaded from the review app), with one ``added`` row per deduction the
-    reviewer added (``type`` / ``type_id``, ``points``, ``human_comment``; ``rubric`` gives the type's
-    name); the sheet reads back the same. A reviewer may add such rows in the spreadsheet too.
+    reviewer added (``type`` / ``type_id``, ``points``, ``evidence``, ``human_comment``; ``rubric`` gives the
+    type's name), and ``score_origin`` saying whether a score is the reviewer's own or the panel's they
+    accepted; the sheet reads back the same. A reviewer may add such rows in the spreadsheet too.
     """
     rows: list[dict[str, object]] = []
     for a in audits:
         case = review.case(a.case_id) if review is not None and reviewer is not None else None
         mine_scores = case.scores.get(reviewer, {}) if case and reviewer else {}
+        accepted = case.accepted.get(reviewer, {}) if case and reviewer else {}
         notes = {(lb.dimension, lb.deduction_id): lb.comment for lb in (case.comments if case else [])
                  if lb.reviewer == reviewer}
         for dim in a.dimensions:
@@ -270,13 +265,19 @@ def export_rows(audits: Iterable[CaseAudit], review: HumanReview | None = None,
             for jv in dim.judges:
                 score_row[JUDGE_SCORE_PREFIX + jv.judge] = _num(jv.score) if jv.runs_ok else "failed"
             if case is not None and reviewer is not None:
-                score_row[HUMAN_SCORE] = _num(mine_scores.get(dim.dimension))
+                if dim.dimension in accepted and dim.dimension not in mine_scores:
+                    score_row[HUMAN_SCORE], score_row[SCORE_ORIGIN] = _num(accepted[dim.dimension]), "accepted"
+                else:
+                    score_row[HUMAN_SCORE] = _num(mine_scores.get(dim.dimension))
+                    score_row[SCORE_ORIGIN] = "own" if score_row[HUMAN_SCORE] else ""
                 score_row[HUMAN_COMMENT] = notes.get((dim.dimension, None)) or ""
                 score_row[REVIEWER] = reviewer if score_row[HUMAN_SCORE] or score_row[HUMAN_COMMENT] else ""
             rows.append(score_row)
             for jv in dim.judges:
                 mismatch = _mismatch_text(a, dim.dimension, jv.judge)
                 for d in jv.deductions:
+                    if d.copy_of is not None:
+                        continue  # a fixed penalty listed again in the same run: one row, one verdict
                     row: dict[str, object] = {
                         **base, "row": ROW_DEDUCTION, "judge": d.judge, "run": d.run, "kind": d.kind,
                         "category": d.category, "type": d.type, "points": _num(d.points),
@@ -292,7 +293,8 @@ def export_rows(audits: Iterable[CaseAudit], review: HumanReview | None = None,
             for lb in (case.added if case else []):
                 if lb.reviewer == reviewer and lb.dimension == dim.dimension:
                     rows.append({**base, "row": ROW_ADDED, "type": _type_name(dim_types, lb.value),
-                                 "type_id": lb.value, "points": _num(lb.points), HUMAN_COMMENT: lb.comment or "",
+                                 "type_id": lb.value, "points": _num(lb.points), "evidence": lb.evidence or "",
+                                 HUMAN_COMMENT: lb.comment or "",
                                  REVIEWER: reviewer, DEDUCTION_ID: lb.deduction_id})
     return rows
 
