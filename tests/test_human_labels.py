@@ -609,3 +609,101 @@ def test_a_deduction_the_judges_missed_added_as_a_row(run: Path, tmp_path: Path)
     bad = _write([*rows, {**added, "points": "9"}], tmp_path / "bad.csv")
     msg = _cli_error("human", "import", bad, "--run", run)
     assert "column points (N): 9 is outside 3..3 for drug_name_error" in msg
+
+
+# --------------------------------------------------------------------------- provenance: one judgement, one label
+
+
+def test_a_fixed_penalty_listed_twice_in_a_run_is_one_row_and_one_verdict(tmp_path: Path) -> None:
+    from consensus_eval.domain.judgment import Judgment
+    from tests.test_audit import PANEL, PENALTY, _d
+
+    panel = dict(PANEL)
+    panel[("c1", "judge-a", "accuracy")] = Judgment(
+        dimension="accuracy", deductions=[_d("numbers", "value_error", 2, "空腹7.9")],
+        fixed_penalties=[PENALTY, PENALTY])
+    run = build_panel_store(tmp_path / "run", panel)
+    res = load_run(run, n_boot=0)
+    path = write_adjudication_csv(tmp_path / "s.csv", res.audit, judges=res.judges)
+    rows = list(csv.DictReader(io.StringIO(path.read_text(encoding="utf-8-sig"))))
+    ids = [r["deduction_id"] for r in rows if r["case_id"] == "c1" and r["judge"] == "judge-a"]
+    assert ids == ["c1|judge-a|accuracy|0#d0", "c1|judge-a|accuracy|0#p0"]      # #p1, the copy, has no row
+    # an older sheet (or a hand-made one) with a verdict on each copy: one judgement, one label, counted once
+    sheet = tmp_path / "v.csv"
+    sheet.write_text("row,case_id,deduction_id,human_verdict,reviewer\n"
+                     "deduction,c1,c1|judge-a|accuracy|0#p0,agree,li\n"
+                     "deduction,c1,c1|judge-a|accuracy|0#p1,agree,li\n", encoding="utf-8")
+    done = import_human(run, sheet, n_boot=0)
+    assert done.by_reviewer == {"li": {"verdict": 1}}
+    h = done.results.reliability.human
+    assert h is not None and h.n_verdicts == 1 and h.precision["judge-a"].agree == 1
+    # copies with different verdicts are one judgement said two ways: refused, naming both lines
+    sheet.write_text("row,case_id,deduction_id,human_verdict,reviewer\n"
+                     "deduction,c1,c1|judge-a|accuracy|0#p0,agree,li\n"
+                     "deduction,c1,c1|judge-a|accuracy|0#p1,disagree,li\n", encoding="utf-8")
+    with pytest.raises(InputError, match=r"v.csv:3: the same verdict .* already on line 2, with another value"):
+        import_human(run, sheet, n_boot=0)
+    # the review page's line carries one id per run; a verdict on it stores one label
+    item = next(it for dim in res.audit[[a.case_id for a in res.audit].index("c1")].dimensions
+                if dim.dimension == "accuracy" for jv in dim.judges if jv.judge == "judge-a"
+                for g in jv.drill_down() for it in g.items if it.deduction.kind == "penalty")
+    assert item.ids == ["c1|judge-a|accuracy|0#p0", "c1|judge-a|accuracy|0#p1"]
+    assert item.label_ids == ["c1|judge-a|accuracy|0#p0"] and item.applied_once
+
+
+def test_added_deductions_are_listed_with_evidence_and_the_judges_that_missed_them(tmp_path: Path) -> None:
+    run = build_panel_store(tmp_path / "run")
+    sheet = tmp_path / "a.csv"
+    # c2 accuracy: judge-a and judge-b took drug_name_error, judge-c did not; dose_error: a and c took it
+    sheet.write_text("row,case_id,dimension,type_id,points,evidence,human_verdict,human_comment,reviewer\n"
+                     "added,c2,accuracy,drug_name_error,3,二甲双胍,,药名写错,li\n"
+                     "added,c2,accuracy,diabetes_in_past_history,,既往史：糖尿病3年,,'=HYPERLINK(1),li\n",
+                     encoding="utf-8")
+    h = import_human(run, sheet, n_boot=0).results.reliability.human
+    assert h is not None and h.n_added_deductions == 2
+    assert [(x.type_id, x.type, x.category, x.points, x.evidence, x.comment, x.reviewer, x.missed_by)
+            for x in h.added] == [
+        ("drug_name_error", "药名错误", "药物信息准确性", 3.0, "二甲双胍", "药名写错", "li", ["judge-c"]),
+        ("diabetes_in_past_history", "糖尿病写入既往史", "fixed_penalty", 10.0, "既往史：糖尿病3年", "=HYPERLINK(1)",
+         "li", ["judge-a", "judge-b", "judge-c"])]
+    assert h.missed == {"judge-a": 1, "judge-b": 1, "judge-c": 2}
+
+
+def test_the_export_guard_comes_off_every_text_cell_so_a_round_trip_changes_nothing(run: Path, tmp_path: Path) -> None:
+    rows = _export(run, tmp_path / "sheet.csv")
+    score_row = next(r for r in rows if r["row"] == "score")
+    ded_row = next(r for r in rows if r["row"] == "deduction")
+    score_row.update(human_score="30", human_comment="=1+1 是公式吗", reviewer="li")
+    ded_row.update(human_verdict="agree", human_comment="-3 分偏重", reviewer="li")
+    sheet = _write(rows, tmp_path / "filled.csv")
+    _cli("human", "import", sheet, "--run", run, "--bootstrap", "0")
+    for _ in range(2):                         # export the reviewer's labels and import them again, twice
+        again = tmp_path / "again.csv"
+        _cli("audit", run, "--top", "4", "--export", again, "--reviewer", "li")
+        raw = again.read_text(encoding="utf-8-sig")
+        assert "'=1+1 是公式吗" in raw and "'-3 分偏重" in raw               # guarded in the file
+        _cli("human", "import", again, "--run", run, "--bootstrap", "0")
+    comments = sorted(lb.comment for lb in _stored(run) if lb.comment)
+    assert comments == ["-3 分偏重", "=1+1 是公式吗"]
+
+
+def test_the_sheet_says_whose_score_it_is_own_accepted_or_none(run: Path, tmp_path: Path) -> None:
+    rows = _export(run, tmp_path / "sheet.csv")
+    scores = [r for r in rows if r["row"] == "score"][:3]
+    scores[0].update(human_score="30", reviewer="li")                                  # own (no origin)
+    scores[1].update(human_score="采纳", reviewer="li")                                 # accepts the panel's
+    scores[2].update(human_score=scores[2]["panel_score"], score_origin="accepted", reviewer="li")
+    sheet = _write(rows, tmp_path / "filled.csv")
+    _cli("human", "import", sheet, "--run", run, "--bootstrap", "0")
+    got = {(lb.case_id, lb.dimension): (lb.value, lb.origin) for lb in _stored(run) if lb.kind == "score"}
+    assert got == {(scores[0]["case_id"], scores[0]["dimension"]): (30.0, "own"),
+                   (scores[1]["case_id"], scores[1]["dimension"]): (float(scores[1]["panel_score"]), "accepted"),
+                   (scores[2]["case_id"], scores[2]["dimension"]): (float(scores[2]["panel_score"]), "accepted")}
+    again = tmp_path / "again.csv"
+    _cli("audit", run, "--top", "4", "--export", again, "--reviewer", "li")
+    back = [r for r in csv.DictReader(io.StringIO(again.read_text(encoding="utf-8-sig"))) if r["row"] == "score"]
+    assert [r["score_origin"] for r in back[:4]] == ["own", "accepted", "accepted", ""]
+    bad = _write([{**scores[0], "score_origin": "maybe"}], tmp_path / "bad.csv")
+    assert "column score_origin" in _cli_error("human", "import", bad, "--run", run)
+    h = load_run(run, n_boot=0).reliability.human
+    assert h is not None and h.n_accepted == 2 and h.n_cases == 1

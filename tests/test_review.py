@@ -156,8 +156,32 @@ def test_done_needs_a_score_for_every_dimension(review):
     assert review.progress("alice").done == 0 and review.progress("alice").started == 1
 
 
+def test_confirming_the_panels_score_stores_it_as_accepted_not_as_the_reviewers_own(review, run_dir):
+    a = review.case_at(1)
+    panel = {d.dimension: d.panel_score for d in a.dimensions}
+    # the page sends the fields the reviewer left untouched as "accepted"; the value is the panel's, taken
+    # by the server (a value the page might send for them is not used)
+    reply = review.apply("alice", {"op": "scores", "case": 1, "scores": {"accuracy": 30},
+                                   "accepted": ["completeness", "standardization"]})
+    assert reply["state"] == "done"
+    with Store.open_existing(run_dir, read_only=True) as store:
+        got = {lb.dimension: (lb.value, lb.origin) for lb in store.human_labels() if lb.kind == "score"}
+    assert got == {"accuracy": (30.0, "own"), "completeness": (panel["completeness"], "accepted"),
+                   "standardization": (panel["standardization"], "accepted")}
+    view = review.case_view("alice", 1)
+    assert [(d.id, d.my_origin) for d in view.dims] == [("accuracy", "own"), ("completeness", "accepted"),
+                                                        ("standardization", "accepted")]
+    # the human-vs-judge figures leave accepted scores out by default, and say how many there were
+    results = api.load_run(run_dir, n_boot=0)
+    human = results.reliability.human
+    assert human is not None and human.n_accepted == 2 and not human.accepted_included
+    assert results.review is not None and results.review.case(a.case_id).scores["alice"] == {"accuracy": 30.0}
+    assert human.judges[results.judges[0]]["accuracy"].n == 1 and human.judges[results.judges[0]]["completeness"].n == 0
+
+
 @pytest.mark.parametrize(("action", "message"), [
     ({"op": "score", "case": 1, "dimension": "accuracy", "value": 41}, "between 0 and 40"),
+    ({"op": "scores", "case": 1, "scores": {"accuracy": 1}, "accepted": "completeness"}, "must list dimension"),
     ({"op": "score", "case": 1, "dimension": "accuracy", "value": "nan"}, "not a number"),
     ({"op": "score", "case": 1, "dimension": "nope", "value": 1}, "not a dimension"),
     ({"op": "score", "case": 999, "dimension": "accuracy", "value": 1}, "no case at position 999"),

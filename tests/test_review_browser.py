@@ -177,6 +177,9 @@ def test_review_in_the_browser(run_dir: Path, tmp_path: Path):
             expect(page.locator("#dim-completeness .added-list li")).to_have_count(1)
             expect(page.locator("#case-comment")).to_have_value("人工复核：扣分偏重")
             expect(page.locator("#case-state")).to_have_text("done")
+            expect(page.locator("#dim-accuracy .score-note")).to_have_text("yours, saved")
+            expect(page.locator("#dim-completeness .score-note")).to_have_text(
+                "the panel's, accepted by you (not counted as your own score)")
             page.goto(base + "/case/1")
             expect(page.locator("article.ded").first.locator("button[data-verdict=agree]")).to_have_attribute(
                 "aria-pressed", "true")
@@ -185,6 +188,10 @@ def test_review_in_the_browser(run_dir: Path, tmp_path: Path):
             assert {lb.case_id for lb in alice} == {first_case, second_case}
             assert sum(lb.kind == "score" and lb.case_id == first_case for lb in alice) == 3
             assert by[(second_case, "score", "accuracy", None)].value == 25
+            # "confirm" on untouched fields accepts the panel's score: stored as accepted, never as her own
+            assert {lb.origin for lb in alice if lb.kind == "score" and lb.case_id == first_case} == {"accepted"}
+            assert by[(second_case, "score", "accuracy", None)].origin == "own"
+            assert by[(second_case, "score", "completeness", None)].origin == "accepted"
             assert by[(second_case, "comment", None, None)].comment == "人工复核：扣分偏重"
             assert {lb.value for lb in alice if lb.kind == "verdict" and lb.case_id == first_case} == {"agree"}
             assert any(lb.value == "disagree" and lb.comment == "证据不足 <b>not bold</b>" for lb in alice)

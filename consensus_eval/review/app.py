@@ -63,7 +63,7 @@ SHORTCUTS_CASE = [("j / →", "k_next"), ("k / ←", "k_prev"), ("q", "k_queue")
                   ("a / d / u", "k_verdict"), ("c", "k_comment"), ("s", "k_confirm"), ("Esc", "k_escape")]
 #: the catalogue keys the page's script uses
 JS_KEYS = ("js_saving", "js_saved", "js_not_saved", "js_unreachable", "js_need_scores", "state_todo", "s_todo",
-           "s_started", "s_done", "note_mine", "note_none", "remove", "missed")
+           "s_started", "s_done", "note_mine", "note_accepted", "note_none", "remove", "missed")
 #: the languages of the pages (``i18n/<lang>.json``)
 LANGS = ("zh", "en")
 

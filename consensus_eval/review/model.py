@@ -14,10 +14,13 @@ dimension of the rubric (what "12 of 40 done" counts); verdicts and comments alo
 
 **Labels written** (:class:`~consensus_eval.execution.store.HumanLabelRecord`, ``source`` ``review``):
 
-- a verdict on a judge's deduction: one ``verdict`` label (with its comment) per occurrence of the
+- a verdict on a judge's deduction: one ``verdict`` label (with its comment) per run that made the
   deduction (a deduction repeated in 3 runs is one line on the page, and 3 deduction ids, as on the
-  sheet); a comment without a verdict is a ``comment`` label on the deduction;
-- a dimension's score (``score``), a dimension's comment and the case's free comment (``comment``);
+  sheet; a fixed penalty listed twice in one run is one judgement and one label); a comment without a
+  verdict is a ``comment`` label on the deduction;
+- a dimension's score (``score``): ``origin`` ``own`` when the reviewer entered it, ``accepted`` when they
+  confirmed the panel's score shown in the field without changing it (the value is then the panel's,
+  taken here, not from the page); a dimension's comment and the case's free comment (``comment``);
 - a deduction the judges missed (``added_deduction``: the rubric's type id or fixed penalty id in
   ``value``, the points, the evidence or reason in ``comment``; its id ``added:<dimension>:<n>``).
 """
@@ -43,7 +46,7 @@ from consensus_eval.api import load_run
 from consensus_eval.domain.cases import Case
 from consensus_eval.domain.rubric import Dimension
 from consensus_eval.domain.sections import find_sections, fold_width
-from consensus_eval.execution.store import VERDICTS, HumanLabelRecord, LabelKind, Store
+from consensus_eval.execution.store import VERDICTS, HumanLabelRecord, LabelKind, LabelOrigin, Store
 from consensus_eval.output.files import write_adjudication_csv
 
 #: the ``source`` of every label the app writes
@@ -210,6 +213,8 @@ class DimView:
     judges: list[JudgeColumn]
     types: list[TypeChoice]
     added: list[AddedView]
+    #: where ``my_score`` came from: ``own`` or ``accepted`` (the panel's, confirmed); None without a score
+    my_origin: str | None = None
 
     @property
     def shown_score(self) -> float | None:
@@ -378,6 +383,7 @@ class ReviewRun:
         verdicts = {lb.deduction_id: lb for lb in mine if lb.kind == "verdict" and lb.deduction_id}
         notes = {lb.deduction_id: lb.comment or "" for lb in mine if lb.kind == "comment" and lb.deduction_id}
         scores = {lb.dimension: lb.value for lb in mine if lb.kind == "score" and lb.dimension}
+        origins = {lb.dimension: lb.origin for lb in mine if lb.kind == "score" and lb.dimension}
         dim_notes = {lb.dimension: lb.comment or "" for lb in mine
                      if lb.kind == "comment" and lb.dimension and not lb.deduction_id}
         case_note = next((lb.comment or "" for lb in mine
@@ -401,7 +407,7 @@ class ReviewRun:
                         v = next((verdicts[i] for i in it.ids if i in verdicts), None)
                         note = (v.comment or "") if v else next((notes[i] for i in it.ids if i in notes), "")
                         items.append(ItemView(
-                            n=n, ids=it.ids, judge=d.judge, kind=d.kind, category=d.category, type=d.type,
+                            n=n, ids=it.label_ids, judge=d.judge, kind=d.kind, category=d.category, type=d.type,
                             points=d.points, evidence=d.evidence, reason=d.reason,
                             runs_label=" ".join(x for x in (group.label, it.runs_label) if x),
                             applied_once=it.applied_once, grounding=g.kind if g else None,
@@ -420,7 +426,7 @@ class ReviewRun:
             my = scores.get(dim.dimension)
             dims.append(DimView(dim.dimension, dim.name, dim.max, dim.panel_score,
                                 float(my) if isinstance(my, (int, float)) else None, dim_notes.get(dim.dimension, ""),
-                                dim.star_gap, dim.spread, columns, types, added))
+                                dim.star_gap, dim.spread, columns, types, added, origins.get(dim.dimension)))
         conv = case.conversation_as_text(rubric.roles)
         return CaseView(a, mark_text(case.record, record_blocks(case.record), record_marks),
                         mark_text(conv, line_blocks(conv), conv_marks), dims, case_note,
@@ -454,17 +460,28 @@ class ReviewRun:
         elif op == "score":
             self._score(reviewer, a, _text(action, "dimension"), action.get("value"))
         elif op == "scores":
+            # "confirm scores": the reviewer's own scores in ``scores``, and in ``accepted`` the dimensions whose
+            # field still showed the panel's score untouched (stored as accepted, with the panel's value)
             scores = action.get("scores")
+            accepted = action.get("accepted", [])
             if not isinstance(scores, dict):
                 raise ActionError("'scores' must map dimensions to scores")
+            if not isinstance(accepted, list) or not all(isinstance(d, str) for d in accepted):
+                raise ActionError("'accepted' must list dimension ids")
+            panel = {d.dimension: d.panel_score for d in a.dimensions}
             for dim_id in [d.id for d in self.dimensions]:
-                if dim_id not in scores:
+                if dim_id not in scores and dim_id not in accepted:
                     raise ActionError(f"'scores' gives no score for {dim_id}")
+                if dim_id in accepted and panel.get(dim_id) is None:
+                    raise ActionError(f"no panel score of {dim_id} to accept: enter your own")
             for dim_id, value in scores.items():
                 self._dimension(a, str(dim_id))
                 _score_value(value, self.results.rubric.dimension(str(dim_id)))
             for dim_id, value in scores.items():
                 self._score(reviewer, a, str(dim_id), value)
+            for dim_id in accepted:
+                if dim_id not in scores:
+                    self._score(reviewer, a, dim_id, panel[dim_id], origin="accepted")
         elif op == "comment":
             dim = action.get("dimension") or None
             if dim is not None:
@@ -501,6 +518,7 @@ class ReviewRun:
         unknown = [i for i in ids if i not in known]
         if unknown:
             raise ActionError(f"{unknown[0]!r} is not a deduction of case {a.case_id!r}")
+        ids = list(dict.fromkeys(known[i].copy_of or i for i in ids))   # a penalty's copies: one judgement
         verdict = action.get("verdict") or None
         if verdict is not None and verdict not in VERDICTS:
             raise ActionError(f"{verdict!r} is not a verdict ({', '.join(VERDICTS)})")
@@ -515,13 +533,13 @@ class ReviewRun:
                 self._delete(base)
                 self._put_or_delete(base.model_copy(update={"kind": "comment", "value": None}))
 
-    def _score(self, reviewer: str, a: CaseAudit, dim_id: str, value: Any) -> None:
+    def _score(self, reviewer: str, a: CaseAudit, dim_id: str, value: Any, origin: LabelOrigin = "own") -> None:
         rd = self._dimension(a, dim_id)
         label = HumanLabelRecord(case_id=a.case_id, dimension=dim_id, reviewer=reviewer, kind="score")
         if value is None or value == "":
             self._delete(label)
             return
-        self._put(label.model_copy(update={"value": _score_value(value, rd)}))
+        self._put(label.model_copy(update={"value": _score_value(value, rd), "origin": origin}))
 
     def _add(self, reviewer: str, a: CaseAudit, action: Mapping[str, Any]) -> str:
         dim_id = _text(action, "dimension")

@@ -164,18 +164,23 @@
     });
   });
 
+  // "Confirm scores": a score the reviewer entered is theirs; a field still showing the panel's score,
+  // untouched, is stored as "accepted the panel's score", never as the reviewer's own.
   async function confirmScores() {
     const scores = {};
+    const accepted = [];
     let missing = false;
     document.querySelectorAll("input.score").forEach((input) => {
       if (input.value === "") missing = true;
-      scores[input.dataset.dim] = Number(input.value);
+      else if (input.dataset.mine === "yes") scores[input.dataset.dim] = Number(input.value);
+      else accepted.push(input.dataset.dim);
     });
     if (missing) { say(tr("js_not_saved", {why: tr("js_need_scores")}), "error"); return; }
-    const reply = await save({op: "scores", case: caseRank, scores});
+    const reply = await save({op: "scores", case: caseRank, scores, accepted});
     if (reply) document.querySelectorAll("input.score").forEach((input) => {
-      input.dataset.mine = "yes";
-      input.closest(".your-score").querySelector(".score-note").textContent = tr("note_mine");
+      if (input.dataset.mine !== "yes") input.dataset.mine = "accepted";
+      input.closest(".your-score").querySelector(".score-note").textContent =
+        tr(input.dataset.mine === "yes" ? "note_mine" : "note_accepted");
     });
   }
   const confirm = document.getElementById("confirm-scores");
