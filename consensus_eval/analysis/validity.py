@@ -1,0 +1,251 @@
+"""Validity of a judge against a clinician: how close its scores and verdicts are to the reference.
+
+- :func:`icc_a1`: the intraclass correlation ICC(A,1) (absolute agreement, single rater) with its
+  F-based 95% interval;
+- :func:`bonett_min_n`: how many cases an ICC needs for an interval of a given width (Bonett 2002);
+- :func:`score_validity`: a judge's scores against the clinician's (bias, MAE, ICC, whether the sample
+  is big enough), with optional inverse-probability weights for cases sampled unequally;
+- :func:`verdict_validity`: a judge's labels (e.g. "taken" / "not taken") against the clinician's
+  (Cohen's kappa, macro-F1, raw agreement).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Hashable, Sequence
+
+import numpy as np
+from pydantic import BaseModel
+
+# neither scipy nor scikit-learn ships type information (no py.typed, no stubs installed)
+from scipy import stats
+from sklearn.metrics import cohen_kappa_score, f1_score
+
+from consensus_eval.analysis.intervals import Z95, Proportion, proportion
+
+
+class ICC(BaseModel):
+    """The intraclass correlation ICC(A,1) of ``n`` cases each scored by the same ``k`` raters:
+    McGraw & Wong's (1996) two-way random-effects, absolute-agreement, single-rater coefficient, the
+    ICC(2,1) of Shrout & Fleiss (1979). It is the share of the variance of one rater's score that is
+    variance between cases: 1 means every rater gives every case the same score; 0 means the scores
+    say nothing about the case. Unlike a correlation it counts a rater that scores every case 2 points
+    higher as disagreement.
+
+    ``value``: the ICC (None with fewer than 2 cases or raters, or when there is no variance at all);
+    ``low`` / ``high``: its interval at ``level`` by McGraw & Wong's F-based formula (the interval
+    pingouin reports for ICC2; None when it cannot be computed, e.g. no residual variance). ``n``: the
+    complete cases used (rows with a missing score are dropped), ``k``: the raters.
+    """
+
+    value: float | None
+    low: float | None
+    high: float | None
+    n: int
+    k: int
+    level: float = 0.95
+
+
+def _mean_squares(x: np.ndarray) -> tuple[float, float, float]:
+    """(MSR, MSC, MSE) of the two-way ANOVA without replication of an n x k table: rows (cases),
+    columns (raters) and residual (case x rater interaction confounded with error)."""
+    n, k = x.shape
+    grand = x.mean()
+    ssr = k * float(((x.mean(axis=1) - grand) ** 2).sum())
+    ssc = n * float(((x.mean(axis=0) - grand) ** 2).sum())
+    sst = float(((x - grand) ** 2).sum())
+    sse = max(0.0, sst - ssr - ssc)
+    return ssr / (n - 1), ssc / (k - 1), sse / ((n - 1) * (k - 1))
+
+
+def icc_a1(x: Sequence[Sequence[float]] | np.ndarray, level: float = 0.95) -> ICC:
+    """ICC(A,1) of an (n_cases, k_raters) array of scores (:class:`ICC`).
+
+    Rows with a missing score (NaN) are dropped first: the two-way ANOVA needs complete rows. With
+    MSR, MSC and MSE the row (case), column (rater) and residual mean squares,
+
+        ICC(A,1) = (MSR - MSE) / (MSR + (k - 1) MSE + k (MSC - MSE) / n)
+
+    and the interval is McGraw & Wong's (1996, Table 7, case 2A) F-based one, with Satterthwaite's
+    degrees of freedom ``v`` for the denominator. E.g. Shrout & Fleiss's (1979) Table 4 (6 cases, 4
+    judges) gives 0.290 [0.019, 0.761].
+    """
+    a = np.asarray(x, dtype=float)
+    if a.ndim != 2:
+        raise ValueError(f"need an (n_cases, k_raters) array, got shape {a.shape}")
+    a = a[~np.isnan(a).any(axis=1)]
+    n, k = a.shape
+    if n < 2 or k < 2:
+        return ICC(value=None, low=None, high=None, n=n, k=k, level=level)
+    msr, msc, mse = _mean_squares(a)
+    denom = msr + (k - 1) * mse + k * (msc - mse) / n
+    if denom <= 0 or not math.isfinite(denom):
+        return ICC(value=None, low=None, high=None, n=n, k=k, level=level)
+    icc = (msr - mse) / denom
+    low, high = _icc_a1_ci(icc, msr, msc, mse, n, k, level)
+    return ICC(value=float(icc), low=low, high=high, n=n, k=k, level=level)
+
+
+def _icc_a1_ci(icc: float, msr: float, msc: float, mse: float, n: int, k: int,
+               level: float) -> tuple[float | None, float | None]:
+    """McGraw & Wong's interval of ICC(A,1); (None, None) when a term is not finite or undefined."""
+    if mse <= 0:
+        return None, None
+    alpha = 1 - level
+    a = k * icc / (n * (1 - icc)) if icc != 1 else math.inf
+    b = 1 + k * icc * (n - 1) / (n * (1 - icc)) if icc != 1 else math.inf
+    if not (math.isfinite(a) and math.isfinite(b)):
+        return None, None
+    # Satterthwaite: v = (a MSC + b MSE)^2 / ((a MSC)^2 / (k - 1) + (b MSE)^2 / ((n - 1)(k - 1)))
+    num = (a * msc + b * mse) ** 2
+    den = (a * msc) ** 2 / (k - 1) + (b * mse) ** 2 / ((n - 1) * (k - 1))
+    if den <= 0:
+        return None, None
+    v = num / den
+    f_up = float(stats.f.ppf(1 - alpha / 2, n - 1, v))
+    f_low = float(stats.f.ppf(1 - alpha / 2, v, n - 1))
+    common = k * msc + (k * n - k - n) * mse
+    d_low = f_up * common + n * msr
+    d_high = common + n * f_low * msr
+    if d_low == 0 or d_high == 0 or not (math.isfinite(f_up) and math.isfinite(f_low)):
+        return None, None
+    low = n * (msr - f_up * mse) / d_low
+    high = n * (f_low * msr - mse) / d_high
+    return float(low), float(high)
+
+
+def bonett_min_n(icc: float, k: int, half_width: float = 0.1, level: float = 0.95) -> int:
+    """How many cases an ICC of about ``icc`` from ``k`` raters needs for its ``level`` interval to be
+    ``2 * half_width`` wide (Bonett 2002, Stat Med 21:1331, equation 6):
+
+        n = 8 z^2 (1 - rho)^2 (1 + (k - 1) rho)^2 / (k (k - 1) w^2) + 1,  rounded up
+
+    with ``w = 2 * half_width`` and ``z`` the normal quantile for ``level``. It is a planning figure
+    (an approximation, good for k >= 2 and n not tiny): e.g. rho = 0.8, k = 2, half width 0.1 needs 51.
+    ``icc`` must lie in (-1 / (k - 1), 1].
+    """
+    if k < 2:
+        raise ValueError(f"need k >= 2 raters, got {k}")
+    if not -1 / (k - 1) < icc <= 1:
+        raise ValueError(f"an ICC of {k} raters lies in (-1/(k-1), 1], got {icc}")
+    if half_width <= 0 or not 0 < level < 1:
+        raise ValueError(f"need half_width > 0 and 0 < level < 1, got {half_width}, {level}")
+    z = Z95 if level == 0.95 else float(stats.norm.ppf(1 - (1 - level) / 2))
+    w = 2 * half_width
+    n = 8 * z * z * (1 - icc) ** 2 * (1 + (k - 1) * icc) ** 2 / (k * (k - 1) * w * w) + 1
+    # 1e-9: a value a rounding error above an integer is that integer
+    return math.ceil(n - 1e-9)
+
+
+def weighted_mean(values: Sequence[float] | np.ndarray, weights: Sequence[float] | np.ndarray | None = None) -> float:
+    """The mean of ``values``, or with ``weights`` w_i the weighted mean sum(w_i x_i) / sum(w_i).
+
+    With w_i = 1 / pi_i, the inverse of the probability that case i was sampled for labelling, this is
+    the Horvitz-Thompson estimate of the population mean in its ratio (Hajek) form: cases that were
+    less likely to be labelled stand for more of the population. Weights must be >= 0 with a
+    positive sum; ``values`` must not be empty.
+    """
+    x = np.asarray(values, dtype=float)
+    if x.size == 0:
+        raise ValueError("no values")
+    if weights is None:
+        return float(x.mean())
+    w = np.asarray(weights, dtype=float)
+    if w.shape != x.shape:
+        raise ValueError(f"{w.size} weights for {x.size} values")
+    if (w < 0).any() or not np.isfinite(w).all() or w.sum() <= 0:
+        raise ValueError("weights must be finite, >= 0 and not all 0")
+    return float((w * x).sum() / w.sum())
+
+
+class ScoreValidity(BaseModel):
+    """A rater's scores (a judge, or the panel) against a reference's (the clinician), in score points.
+
+    ``n``: cases where both have a score. ``bias``: mean of (rater - reference): positive means the
+    rater scores higher than the clinician. ``mae``: mean absolute difference. With ``weighted`` true,
+    both are inverse-probability weighted means (cases less likely to have been sampled for labelling
+    count for more), estimating the bias and MAE over all cases rather than over the labelled ones.
+    ``icc``: ICC(A,1) of the two columns (:class:`ICC`), always unweighted: it describes the labelled
+    sample. ``min_n``: the cases an ICC of the observed size needs for a 95% interval of +-0.1
+    (:func:`bonett_min_n` with k = 2; None when the ICC is None). ``small_sample``: fewer than 10
+    cases, or fewer than ``min_n``: read the ICC as an indication.
+    """
+
+    n: int
+    bias: float | None
+    mae: float | None
+    icc: ICC
+    min_n: int | None
+    small_sample: bool
+    weighted: bool = False
+
+
+#: below this many paired cases a validity figure is always flagged as a small sample
+MIN_CASES = 10
+
+
+def score_validity(rater: Sequence[float | None] | np.ndarray, reference: Sequence[float | None] | np.ndarray,
+                   weights: Sequence[float] | np.ndarray | None = None) -> ScoreValidity:
+    """Compare paired scores (:class:`ScoreValidity`); pairs where either side is missing (None or
+    NaN) are dropped, with their weight. ``weights``: optional inverse-probability weights, one per
+    pair, for the bias and MAE only (:func:`weighted_mean`); the ICC stays unweighted."""
+    a = np.array([np.nan if v is None else v for v in rater], dtype=float)
+    b = np.array([np.nan if v is None else v for v in reference], dtype=float)
+    if a.shape != b.shape:
+        raise ValueError(f"{a.size} rater scores for {b.size} reference scores")
+    w = None if weights is None else np.asarray(weights, dtype=float)
+    if w is not None and w.shape != a.shape:
+        raise ValueError(f"{w.size} weights for {a.size} pairs")
+    keep = ~(np.isnan(a) | np.isnan(b))
+    a, b = a[keep], b[keep]
+    if w is not None:
+        w = w[keep]
+    n = int(a.size)
+    icc = icc_a1(np.column_stack([a, b]))
+    if n == 0:
+        return ScoreValidity(n=0, bias=None, mae=None, icc=icc, min_n=None, small_sample=True,
+                             weighted=weights is not None)
+    diff = a - b
+    min_n = None
+    if icc.value is not None and -1 < icc.value <= 1:
+        min_n = bonett_min_n(icc.value, 2, 0.1)
+    return ScoreValidity(n=n, bias=weighted_mean(diff, w), mae=weighted_mean(np.abs(diff), w), icc=icc,
+                         min_n=min_n, small_sample=n < MIN_CASES or (min_n is not None and n < min_n),
+                         weighted=weights is not None)
+
+
+class VerdictValidity(BaseModel):
+    """A rater's categorical verdicts (e.g. "taken" / "not taken") against a reference's, case by case.
+
+    ``n``: paired verdicts. ``kappa``: Cohen's kappa, agreement beyond what the two sides' label
+    frequencies give by chance (1 perfect, 0 chance level, < 0 worse than chance; None when n = 0 or
+    it is undefined, e.g. both sides use one and the same label throughout). ``macro_f1``: the F1 of
+    each label (reference as truth), averaged with equal weight per label (None when n = 0).
+    ``agreement``: the share of verdicts that are identical, with its Wilson interval.
+    """
+
+    n: int
+    kappa: float | None
+    macro_f1: float | None
+    agreement: Proportion
+
+
+def verdict_validity(rater_labels: Sequence[Hashable], reference_labels: Sequence[Hashable]) -> VerdictValidity:
+    """Compare two equal-length sequences of labels, position by position (:class:`VerdictValidity`).
+    Labels are compared by their text (``str``), so ``1`` and ``"1"`` are the same label."""
+    if len(rater_labels) != len(reference_labels):
+        raise ValueError(f"{len(rater_labels)} rater labels for {len(reference_labels)} reference labels")
+    n = len(rater_labels)
+    if n == 0:
+        return VerdictValidity(n=0, kappa=None, macro_f1=None, agreement=proportion(0, 0))
+    # labels as strings: sklearn refuses a mix of types (e.g. True and "taken")
+    y_true = [str(v) for v in reference_labels]
+    y_pred = [str(v) for v in rater_labels]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # sklearn warns before returning nan for an undefined kappa
+        kappa = float(cohen_kappa_score(y_true, y_pred))
+        f1 = float(f1_score(y_true, y_pred, average="macro", zero_division=0.0))
+    same = sum(t == p for t, p in zip(y_true, y_pred, strict=True))
+    return VerdictValidity(n=n, kappa=kappa if math.isfinite(kappa) else None,
+                           macro_f1=f1 if math.isfinite(f1) else None, agreement=proportion(same, n))
