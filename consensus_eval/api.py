@@ -32,6 +32,7 @@ from consensus_eval.analysis.calibration import CalibrationReport, calibrate as 
 from consensus_eval.analysis.human import label_counts, read_labels
 from consensus_eval.analysis.reliability import ReliabilityReport
 from consensus_eval.analysis.results import Results, analyze
+from consensus_eval.analysis.spotcheck import Stratify, draw
 from consensus_eval.domain.calibration.generator import (
     DEFAULT_SEED as DEFAULT_SUITE_SEED,
     RUBRIC_ID as SUITE_RUBRIC_ID,
@@ -49,7 +50,7 @@ from consensus_eval.execution.estimate import JudgeEstimate, estimate
 from consensus_eval.execution.execute import Progress, ProgressHook, execute
 from consensus_eval.execution.plan import Call, plan
 from consensus_eval.execution.results import read_run
-from consensus_eval.execution.store import STORE_NAME, CallRecord, Store
+from consensus_eval.execution.store import STORE_NAME, CallRecord, SpotCheckRecord, Store
 from consensus_eval.judges import Judge, build_judge
 from consensus_eval.output.calibration import CALIBRATION_JSON, add_to_reports, load_calibration, write_calibration
 from consensus_eval.output.files import write_json, write_outputs
@@ -243,10 +244,11 @@ def load_run(folder: str | Path, *, human: dict[str, HumanLabel] | None = None, 
     with Store.open_existing(out, read_only=True) as store:
         stored = read_run(store, replies=replies)
         labels = store.human_labels()
+        sample = store.spot_checks()
     reuse = reuse_saved and human is None
     saved = _saved_reliability(out, stored.judges, len(stored.cases)) if reuse else None
     return analyze(stored, labels=labels, human=human, n_boot=n_boot, seed=seed, reliability=saved,
-                   reliability_source="reliability.json")
+                   reliability_source="reliability.json", spot_checks=sample)
 
 
 @dataclass
@@ -277,10 +279,55 @@ def import_human(folder: str | Path, path: str | Path, *, reviewer: str | None =
         found = read_labels(path, stored, reviewer=reviewer, encoding=encoding)
         store.replace_human_labels_of(found.source, found.labels)
         results = _rebuild(store, out, n_boot) if rebuild_outputs else analyze(
-            stored, labels=store.human_labels(), n_boot=n_boot)
+            stored, labels=store.human_labels(), n_boot=n_boot, spot_checks=store.spot_checks())
     return HumanImport(path=Path(path), format=found.format,
                        by_reviewer={k: label_counts(v) for k, v in found.labels.items()},
                        stored=len(results.labels), results=results)
+
+
+@dataclass
+class SpotCheck:
+    """What :func:`spot_check` did: the ``sample`` (the stored one), whether it was ``drawn`` now (False:
+    the same draw was already stored), and how many of its cases already have a clinician's score
+    (``labelled``)."""
+
+    sample: list[SpotCheckRecord]
+    drawn: bool
+    labelled: int
+
+
+def spot_check(folder: str | Path, n: int, *, seed: int = 0, stratify: Stratify | None = None,
+               redraw: bool = False) -> SpotCheck:
+    """Draw a random spot check of ``n`` cases of ``folder``'s run and store it with each case's inclusion
+    probability (:mod:`consensus_eval.analysis.spotcheck`); validity figures are then measured on it.
+
+    Asking again for the same draw (``n``, ``seed``, ``stratify``) returns the stored sample. A different
+    draw replaces the stored one only with ``redraw``, and is refused while any case of the stored sample
+    has a reviewer's score: a sample redrawn after seeing labels is no longer random.
+    """
+    if n < 1:
+        raise InputError(f"--spot-check {n}: a spot check needs at least 1 case")
+    out = Path(folder)
+    with Store.open_existing(out) as store:
+        stored = read_run(store, replies=False)
+        labels = store.human_labels()
+        old = store.spot_checks()
+        scored = {lb.case_id for lb in labels if lb.kind == "score"}
+        results = analyze(stored, n_boot=0)
+        new = draw(stored.cases, results.consensus, n, seed, stratify)
+        if old and [(r.case_id, r.probability, r.stratum) for r in old] == [
+                (r.case_id, r.probability, r.stratum) for r in new]:
+            return SpotCheck(sample=old, drawn=False, labelled=sum(r.case_id in scored for r in old))
+        if old:
+            done = sum(r.case_id in scored for r in old)
+            if not redraw or done:
+                why = (f"{done} of its cases already have a reviewer's score: a sample redrawn after seeing labels "
+                       "is no longer random; keep it, or move the labels away first") if done else \
+                    "pass --redraw to replace it"
+                raise InputError(f"{out}: a spot check of {len(old)} cases (seed {old[0].seed}) is already drawn; "
+                                 + why)
+        store.replace_spot_checks(new)
+    return SpotCheck(sample=new, drawn=True, labelled=sum(r.case_id in scored for r in new))
 
 
 def rebuild(folder: str | Path, *, n_boot: int = 1000, lang: str | None = None) -> Results:
@@ -339,7 +386,8 @@ async def _execute_with_batches(prep: Prepared, store: Store, on_progress: Progr
 
 def _rebuild(store: Store, out: Path, n_boot: int, lang: str | None = None) -> Results:
     # without the raw replies: nothing after the judge layer reads them (load_run keeps them)
-    results = analyze(read_run(store, replies=False), labels=store.human_labels(), n_boot=n_boot)
+    results = analyze(read_run(store, replies=False), labels=store.human_labels(), n_boot=n_boot,
+                      spot_checks=store.spot_checks())
     write_outputs(results, out)
     write_reports(results, out, lang)
     return results

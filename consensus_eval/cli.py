@@ -66,6 +66,8 @@ LangOpt = Annotated[str | None, typer.Option(
 EXIT_OK, EXIT_INPUT, EXIT_FAILURES, EXIT_INTERRUPTED = 0, 2, 3, 130
 #: `score`: provider batches submitted and not all collected yet (README, "Exit codes")
 EXIT_BATCHES_PENDING = 4
+#: `compare --fail-if`: a condition held (a regression): README, "Exit codes"
+EXIT_CONDITION = 5
 
 
 @app.command()
@@ -249,8 +251,11 @@ def reliability(
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
     encoding: Annotated[str | None, typer.Option(
         help="Encoding of the --human / --ratings file (default: UTF-8, with or without BOM, then GB18030).")] = None,
+    lang: LangOpt = None,
 ) -> None:
-    """Krippendorff's alpha with bootstrap CIs: of a run's judges (and a human), or of any ratings table."""
+    """Krippendorff's alpha with bootstrap CIs: of a run's judges (and a human), or of any ratings table;
+    for a run also its validity against clinicians on the random spot check and the decision study
+    (how many judges and runs are enough)."""
     import json
 
     from consensus_eval.analysis import alpha as al
@@ -283,7 +288,13 @@ def reliability(
     if json_out:
         print(json.dumps(report.to_json(), ensure_ascii=False, indent=2))
     else:
+        from consensus_eval.output.report.i18n import default_lang, messages
+        from consensus_eval.output.report.trust import trust_blocks
+        from consensus_eval.output.trust_console import print_blocks
+
         print_reliability(out_console, report)
+        tb = trust_blocks(results, messages(lang or default_lang(results.rubric)))
+        print_blocks(out_console, [tb.added, tb.validity, tb.decision])
 
 
 @app.command()
@@ -299,6 +310,18 @@ def audit(
         help="With --human: the reviewer of rows that name none. With --export: write this reviewer's "
              "stored labels into the sheet.")] = None,
     encoding: EncodingOpt = None,
+    spot_check: Annotated[int | None, typer.Option(
+        "--spot-check", min=1,
+        help="Draw a random spot check of N cases (seed 000's 随机抽查) and store it with each case's inclusion "
+             "probability; validity against clinicians is measured on it. With --export: a blind sheet of "
+             "those cases (no judge scores).")] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the --spot-check draw (the same seed, the same cases).")] = 0,
+    stratify: Annotated[str | None, typer.Option(
+        help="With --spot-check: draw per system (`system`) or per 10-point band of the panel total (`band`), "
+             "in proportion to their sizes.")] = None,
+    redraw: Annotated[bool, typer.Option(
+        help="With --spot-check: replace a different spot check already drawn (refused once any of its cases "
+             "has a reviewer's score).")] = False,
 ) -> None:
     """The review queue: "N cases need review", the top cases with why, each judge's deductions side
     by side. Calls no judge.
@@ -317,14 +340,109 @@ def audit(
 
     if human is not None:
         _import_human(run_dir, human, reviewer, encoding)
+    if spot_check is not None:
+        _spot_check(run_dir, spot_check, seed, stratify, redraw, export, reviewer)
+        return
     results = api.load_run(run_dir, replies=False)
     audits = results.audit
     print_audit(out_console, review_queue(audits, len(results.judges)), top, results.judge_quality)
     if export is not None:
         path = write_adjudication_csv(export, audits[:top] if top > 0 else audits, judges=results.judges,
-                                      review=results.review, reviewer=reviewer, rubric=results.rubric)
+                                      review=results.review, reviewer=reviewer, rubric=results.rubric,
+                                      spot_check={r.case_id for r in results.spot_checks})
         out_console.print(f"adjudication sheet: {path} (fill in human_score, human_verdict, human_comment, "
                           f"reviewer; then: consensus-eval human import {path} --run {run_dir})", highlight=False)
+
+
+def _spot_check(run_dir: Path, n: int, seed: int, stratify: str | None, redraw: bool, export: Path | None,
+                reviewer: str | None) -> None:
+    """`audit --spot-check N`: draw (or find) the random sample, list it, and write its blind sheet."""
+    from consensus_eval import api
+    from consensus_eval.analysis.spotcheck import STRATIFY
+    from consensus_eval.output.files import write_adjudication_csv
+
+    if stratify is not None and stratify not in STRATIFY:
+        raise InputError(f"--stratify must be one of {', '.join(STRATIFY)}, got {stratify!r}")
+    done = api.spot_check(run_dir, n, seed=seed, stratify=stratify, redraw=redraw)
+    sample = done.sample
+    strata: dict[str, tuple[int, float]] = {}
+    for r in sample:
+        k, p = strata.get(r.stratum, (0, r.probability))
+        strata[r.stratum] = (k + 1, p)
+    out_console.print(f"spot check: {len(sample)} case(s) drawn at random (seed {sample[0].seed}) "
+                      f"{'now' if done.drawn else 'earlier (the same draw)'}; {done.labelled} already scored by a "
+                      "reviewer", highlight=False)
+    for name, (k, p) in strata.items():
+        out_console.print(f"  {name}: {k} case(s), inclusion probability {p:.3g}", highlight=False)
+    out_console.print("cases: " + ", ".join(r.case_id for r in sample), highlight=False, soft_wrap=True)
+    if export is not None:
+        results = api.load_run(run_dir, replies=False)
+        by_id = {a.case_id: a for a in results.audit}
+        path = write_adjudication_csv(export, [by_id[r.case_id] for r in sample if r.case_id in by_id],
+                                      judges=results.judges, review=results.review, reviewer=reviewer,
+                                      rubric=results.rubric, spot_check={r.case_id for r in sample})
+        out_console.print(f"blind spot-check sheet: {path} (no judge score or deduction until the reviewer's own "
+                          f"scores are in; fill in human_score and reviewer, then: consensus-eval human import {path} "
+                          f"--run {run_dir}; export again with --reviewer NAME to judge the deductions)",
+                          highlight=False, soft_wrap=True)
+    else:
+        out_console.print(f"next: consensus-eval audit {run_dir} --spot-check {n} --seed {sample[0].seed} --export "
+                          "spot.csv (a blind sheet), or consensus-eval review (the app shows them apart, blinded)",
+                          highlight=False, soft_wrap=True)
+
+
+@app.command()
+@friendly_errors
+def compare(
+    run_a: Annotated[Path, typer.Argument(help="Output folder of the baseline run (A), or the one run to split.")],
+    run_b: Annotated[Path | None, typer.Argument(help="Output folder of the run compared with it (B).")] = None,
+    systems: Annotated[tuple[str, str] | None, typer.Option(
+        help="Compare two systems of RUN_A instead (B minus A), paired by source conversation.")] = None,
+    fail_if: Annotated[list[str] | None, typer.Option(
+        "--fail-if",
+        help="Exit 5 when a condition on the change (B - A, points) holds, e.g. \"total < -1.0\" or "
+             "\"accuracy.high < 0\" (the upper bound of its 95% CI). Repeat or separate with commas.")] = None,
+    lang: LangOpt = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """B against A on the same cases: per dimension the mean paired change with its 95% CI, the cases that moved
+    most, the deductions gained or lost per category. Calls no judge. With --fail-if, a CI gate: exit 5 and the
+    reason when a condition holds, 0 otherwise."""
+    import json
+
+    from consensus_eval import api
+    from consensus_eval.analysis.compare import compare_runs, compare_systems, failed_conditions, parse_conditions
+    from consensus_eval.output.report.i18n import default_lang, messages
+    from consensus_eval.output.report.trust import comparison_block
+    from consensus_eval.output.trust_console import print_block
+
+    a = api.load_run(run_a, n_boot=0, replies=False)
+    keys = [*(d.id for d in a.rubric.dimensions), "total"]
+    conditions = parse_conditions(fail_if or [], keys)
+    if systems is not None:
+        if run_b is not None:
+            raise InputError("give either RUN_B or --systems A B, not both")
+        comparison = compare_systems(a, systems[0], systems[1])
+    elif run_b is None:
+        names = list(dict.fromkeys(c.system for c in a.cases if c.system))
+        if len(names) != 2:
+            raise InputError(f"give RUN_B, or --systems A B to compare two systems of {run_a} "
+                             f"(its systems: {', '.join(names) or 'none named'})")
+        comparison = compare_systems(a, names[0], names[1])
+    else:
+        b = api.load_run(run_b, n_boot=0, replies=False)
+        comparison = compare_runs(a, b, str(run_a), str(run_b))
+    reasons = failed_conditions(conditions, comparison)
+    if json_out:
+        print(json.dumps({**comparison.model_dump(mode="json"), "failed": reasons}, ensure_ascii=False, indent=2))
+    else:
+        print_block(out_console, comparison_block(comparison, a.rubric, messages(lang or default_lang(a.rubric))))
+    for reason in reasons:
+        err_console.print(Text.assemble(("fail-if:", "bold red"), " ", reason), highlight=False, soft_wrap=True)
+    if reasons:
+        raise typer.Exit(EXIT_CONDITION)
+    if conditions:
+        out_console.print(f"fail-if: no condition holds ({'; '.join(c.text for c in conditions)})", highlight=False)
 
 
 @app.command()

@@ -13,6 +13,7 @@ from consensus_eval.analysis.gstudy import (
     cheapest_design,
     d_study,
     g_study,
+    g_study_single_run,
 )
 
 # 2 cases x 2 judges x 2 runs: TINY[case][judge][run]
@@ -138,3 +139,19 @@ def test_cheapest_design() -> None:
     assert cheapest_design(rows, target=0.99) is None
     assert cheapest_design([], target=0.5) is None
     assert cheapest_design([DesignReliability(judges=1, runs=1, g=None, phi=None, calls_per_case=1)]) is None
+
+
+def test_one_run_per_judge_gives_the_two_way_components_and_no_design_with_more_runs() -> None:
+    # Shrout & Fleiss 1979 Table 4 (6 cases x 4 judges): MS between targets 11.24, between judges 32.49,
+    # residual 1.02 (their Table 3); so s2(p) = (11.24 - 1.02) / 4 = 2.555, s2(j) = (32.49 - 1.02) / 6 = 5.245
+    x = np.array([[9, 2, 5, 8], [6, 1, 3, 2], [8, 4, 6, 8], [7, 1, 2, 6], [10, 5, 6, 9], [6, 2, 4, 7]], float)
+    vc = g_study_single_run(x)
+    assert vc.mean_squares["case"] == pytest.approx(11.2417, abs=1e-3)
+    assert vc.mean_squares["judge"] == pytest.approx(32.4861, abs=1e-3)
+    assert vc.mean_squares["residual"] == pytest.approx(1.0194, abs=1e-3)
+    assert (vc.case, vc.judge, vc.residual) == pytest.approx((2.5556, 5.2444, 1.0194), abs=1e-3)
+    assert not vc.runs_separated and vc.n_runs == 1
+    rows = d_study(vc, judges=range(1, 5), runs=range(1, 4))
+    assert [(r.judges, r.runs) for r in rows] == [(1, 1), (2, 1), (3, 1), (4, 1)]
+    # phi with one judge is ICC(A,1) of the table (Shrout & Fleiss ICC(2,1) = 0.29)
+    assert rows[0].phi == pytest.approx(0.2898, abs=1e-3)

@@ -43,6 +43,10 @@ class VarianceComponents(BaseModel):
     Cronbach et al. 1972 also proposed carrying it through): the raw estimates stay unbiased.
     ``mean_squares``: the five mean squares (keys ``case``, ``judge``, ``run``, ``case_judge``,
     ``residual``). ``n_cases``, ``n_judges``, ``n_runs``: the design's sizes.
+
+    ``runs_separated``: False for a one-run design (:func:`g_study_single_run`, p x j): a judge's
+    case-specific view and its run-to-run noise cannot be told apart there, so ``residual`` holds both
+    (s2(pj,e)), ``case_judge`` and ``run`` are 0, and a D-study cannot say what more runs would buy.
     """
 
     case: float
@@ -55,6 +59,7 @@ class VarianceComponents(BaseModel):
     n_cases: int
     n_judges: int
     n_runs: int
+    runs_separated: bool = True
 
 
 def balanced_subset(scores: Sequence[Sequence[Sequence[float | None]]] | np.ndarray) -> tuple[np.ndarray, int]:
@@ -96,6 +101,31 @@ def g_study(x: Sequence[Sequence[Sequence[float]]] | np.ndarray) -> VarianceComp
     return VarianceComponents(case=c["case"], judge=c["judge"], run=c["run"], case_judge=c["case_judge"],
                               residual=c["residual"], raw=raw, mean_squares=ms, n_cases=n_p, n_judges=n_j,
                               n_runs=n_r)
+
+
+def g_study_single_run(x: Sequence[Sequence[float]] | np.ndarray) -> VarianceComponents:
+    """The variance components of an (n_cases, n_judges) array of scores with no gap, one run per judge
+    (the p x j design): EMS(p) = s2(pj,e) + n_j s2(p), EMS(j) = s2(pj,e) + n_p s2(j), EMS(pj,e) =
+    s2(pj,e). ``residual`` is s2(pj,e); ``runs_separated`` is False (:class:`VarianceComponents`)."""
+    a = np.asarray(x, dtype=float)
+    if a.ndim != 2:
+        raise ValueError(f"need an (n_cases, n_judges) array, got shape {a.shape}")
+    if np.isnan(a).any():
+        raise ValueError("the scores have gaps: drop incomplete cases first")
+    n_p, n_j = a.shape
+    if n_p < 2 or n_j < 2:
+        raise ValueError(f"need >= 2 cases and judges, got {n_p}, {n_j}")
+    grand = a.mean()
+    m_p, m_j = a.mean(axis=1), a.mean(axis=0)
+    ms_p = n_j * float(((m_p - grand) ** 2).sum()) / (n_p - 1)
+    ms_j = n_p * float(((m_j - grand) ** 2).sum()) / (n_j - 1)
+    ms_e = float(((a - m_p[:, None] - m_j[None, :] + grand) ** 2).sum()) / ((n_p - 1) * (n_j - 1))
+    raw = {"case": (ms_p - ms_e) / n_j, "judge": (ms_j - ms_e) / n_p, "run": 0.0, "case_judge": 0.0,
+           "residual": ms_e}
+    c = {k: max(0.0, v) for k, v in raw.items()}
+    return VarianceComponents(case=c["case"], judge=c["judge"], run=0.0, case_judge=0.0, residual=c["residual"],
+                              raw=raw, mean_squares={"case": ms_p, "judge": ms_j, "residual": ms_e},
+                              n_cases=n_p, n_judges=n_j, n_runs=1, runs_separated=False)
 
 
 def _mean_squares(a: np.ndarray) -> dict[str, float]:
@@ -152,8 +182,9 @@ class DesignReliability(BaseModel):
 def d_study(vc: VarianceComponents, judges: Iterable[int] = range(1, 6),
             runs: Iterable[int] = range(1, 4)) -> list[DesignReliability]:
     """G and Phi of every design with ``judges`` x ``runs`` (:class:`DesignReliability`), judges
-    varying slowest. Uses the clamped (>= 0) components."""
-    runs = list(runs)
+    varying slowest. Uses the clamped (>= 0) components. After a one-run G-study (``runs_separated``
+    False) only designs of 1 run are given: what more runs would buy was not measured."""
+    runs = list(runs) if vc.runs_separated else [1]
     out = []
     for nj in judges:
         for nr in runs:

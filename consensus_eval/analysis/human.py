@@ -86,7 +86,9 @@ SHEET_HEAD = ["row", "rank", "case_id", "dimension", "dimension_name", "max", "p
 SHEET_TAIL = ["judge", "run", "kind", "category", "type", "points", "evidence", "reason",
               HUMAN_SCORE, SCORE_ORIGIN, HUMAN_VERDICT, HUMAN_COMMENT, REVIEWER,
               "match", "matched_by", "claim_mismatch", "status", "disagreement", "category_id", "type_id",
-              DEDUCTION_ID]
+              DEDUCTION_ID, "sample"]
+#: the ``sample`` column: the case is in the random spot check (``spot_check``) or not (``queue``)
+SAMPLE_SPOT, SAMPLE_QUEUE = "spot_check", "queue"
 
 #: what a reviewer may type for each verdict (compared case-insensitively, spaces ignored)
 VERDICT_WORDS: dict[str, Verdict] = {

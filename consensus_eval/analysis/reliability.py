@@ -16,7 +16,9 @@ from pydantic import BaseModel
 from consensus_eval.analysis.agreement import HumanAgreement, judge_value, matrix, points_taken
 from consensus_eval.analysis.alpha import DEFAULT_SEED, Alpha, Level, alpha_with_ci, shared_draws
 from consensus_eval.analysis.consensus import CaseConsensus
+from consensus_eval.analysis.decision import DecisionStudy, decision_studies
 from consensus_eval.analysis.judge_quality import JudgeQuality, judge_quality
+from consensus_eval.analysis.judge_validity import ValidityReport
 from consensus_eval.execution.results import StoredRun
 
 
@@ -43,7 +45,12 @@ class ReliabilityReport(BaseModel):
       (``dimension.category``);
     - ``within_judge``: per judge with runs > 1, interval alpha across its runs per dimension
       (units: cases with two runs or more), i.e. run-to-run stability;
-    - ``human``: agreement with human labels, when given (:mod:`consensus_eval.analysis.agreement`).
+    - ``human``: agreement with human labels, when given (:mod:`consensus_eval.analysis.agreement`): on
+      the cases reviewed, which the review queue chose by disagreement (not a random sample);
+    - ``validity``: the judges and the panel against clinicians on the random spot check
+      (:mod:`consensus_eval.analysis.judge_validity`; ``sample`` ``none`` without one);
+    - ``decision``: per dimension and total, the G-study's variance components and how reliable 1-5
+      judges x 1-3 runs would be (:mod:`consensus_eval.analysis.decision`; empty with one judge).
 
     Each alpha carries its bootstrap 95% interval over cases (seeded; ``bootstrap`` says how). A
     report read from a file may lack the optional sections (they are then empty).
@@ -60,11 +67,14 @@ class ReliabilityReport(BaseModel):
     #: per judge: deductions by grounding kind, share ungrounded and claimed-vs-derived mismatch rate,
     #: with Wilson CIs (:mod:`consensus_eval.analysis.judge_quality`)
     judge_quality: dict[str, JudgeQuality] = {}
+    validity: ValidityReport | None = None
+    decision: dict[str, DecisionStudy] = {}
 
     def to_json(self) -> dict[str, Any]:
-        """The report as written to reliability.json (``human`` only when there are labels)."""
-        return self.model_dump(mode="json", exclude={"human"} if self.human is None else set(),
-                               exclude_none=False)
+        """The report as written to reliability.json (``human`` and ``validity`` only when there are labels
+        or a spot check)."""
+        skip = {k for k in ("human", "validity") if getattr(self, k) is None}
+        return self.model_dump(mode="json", exclude=skip, exclude_none=False)
 
     def describes(self, judges: Sequence[str], n_cases: int) -> bool:
         """Whether this report is about these judges and this many cases (a stale file is not)."""
@@ -106,6 +116,7 @@ def _reliability_report(run: StoredRun, cons: Sequence[CaseConsensus], n_boot: i
         },
         within_judge=within,
         judge_quality=judge_quality(run),
+        decision=decision_studies(run, cons),
     )
 
 

@@ -19,14 +19,16 @@ from consensus_eval.analysis.audit import CaseAudit, audit
 from consensus_eval.analysis.consensus import CaseConsensus
 from consensus_eval.analysis.human import DEFAULT_REVIEWER, HumanReview, build_review, human_agreement, labels_from_wide
 from consensus_eval.analysis.judge_quality import JudgeQuality, judge_quality
+from consensus_eval.analysis.judge_validity import validity_report
 from consensus_eval.analysis.reliability import ReliabilityReport, reliability_report
+from consensus_eval.analysis.systems import Leaderboard, leaderboard
 from consensus_eval.domain.cases import Case
 from consensus_eval.domain.config import EvalConfig
 from consensus_eval.domain.rubric import Rubric
 from consensus_eval.domain.scoring import DimensionScore
 from consensus_eval.execution.execute import Progress
 from consensus_eval.execution.results import JudgeUsage, StoredRun
-from consensus_eval.execution.store import CallRecord, HumanLabelRecord
+from consensus_eval.execution.store import CallRecord, HumanLabelRecord, SpotCheckRecord
 
 
 @dataclass
@@ -39,11 +41,15 @@ class Results:
 
     ``labels``: the human labels of the run (from its store); ``review`` gathers them per case, and the
     report's ``human`` section is computed from them (:mod:`consensus_eval.analysis.human`).
+    ``spot_checks``: the random spot-check sample (from the store), on which the ``validity`` section is
+    measured (:mod:`consensus_eval.analysis.judge_validity`). ``leaderboard``: the systems side by side
+    when the cases name two or more (:mod:`consensus_eval.analysis.systems`).
     """
 
     run: StoredRun
     consensus: list[CaseConsensus]
     labels: list[HumanLabelRecord] = field(default_factory=list)
+    spot_checks: list[SpotCheckRecord] = field(default_factory=list)
     n_boot: int = 1000
     seed: int = DEFAULT_SEED
     reliability_source: str = "computed"
@@ -93,6 +99,8 @@ class Results:
                 # the human section always says what the store's labels say (a saved one may be stale)
                 self._reliability.human = (human_agreement(self.run, self.consensus, self.review, self.n_boot,
                                                            self.seed) if self.review is not None else None)
+                self._reliability.validity = (validity_report(self.run, self.consensus, self.review, self.spot_checks)
+                                              if self.spot_checks else None)
             self._human_done = True
             return self._reliability
 
@@ -102,6 +110,13 @@ class Results:
         """The human labels gathered per case (None without labels): what a drill-down shows beside
         the panel (``review.case(case_id)``: each reviewer's scores, verdicts, comments)."""
         return build_review(self.labels, self.rubric, self.consensus) if self.labels else None
+
+    @cached_property
+    @gc_paused_call
+    def leaderboard(self) -> Leaderboard | None:
+        """The systems that wrote the records, ranked, with their differences (None: fewer than 2 systems)."""
+        return leaderboard(self.cases, self.consensus, [d.id for d in self.rubric.dimensions], self.judges,
+                           n_boot=self.n_boot, seed=self.seed)
 
     @cached_property
     @gc_paused_call
@@ -120,7 +135,7 @@ class Results:
 @gc_paused_call
 def analyze(run: StoredRun, *, labels: Sequence[HumanLabelRecord] = (), human: dict[str, HumanLabel] | None = None,
             n_boot: int = 1000, seed: int = DEFAULT_SEED, reliability: ReliabilityReport | None = None,
-            reliability_source: str = "computed") -> Results:
+            reliability_source: str = "computed", spot_checks: Sequence[SpotCheckRecord] = ()) -> Results:
     """The results of a stored run. ``labels``: its human labels (from the store); ``human``: labels
     in the wide format, not stored, added as reviewer ``human``. ``reliability``: a report already at
     hand (from reliability.json) to use instead of computing one (its human section is recomputed
@@ -128,6 +143,7 @@ def analyze(run: StoredRun, *, labels: Sequence[HumanLabelRecord] = (), human: d
     all_labels = list(labels)
     if human:
         all_labels += labels_from_wide(human, run.rubric, DEFAULT_REVIEWER, "api")
-    return Results(run=run, consensus=consensus.of_run(run), labels=all_labels, n_boot=n_boot, seed=seed,
+    return Results(run=run, consensus=consensus.of_run(run), labels=all_labels, spot_checks=list(spot_checks),
+                   n_boot=n_boot, seed=seed,
                    reliability_source=reliability_source if reliability is not None else "computed",
                    _reliability=reliability)

@@ -1,7 +1,13 @@
 """Cases to score, loaded from JSONL (one case a line) with errors naming file, line and field.
 
 A line: ``{"id": ..., "conversation": "text" | [{"role": ..., "text": ...}, ...], "record": "...",
-"important": false, "meta": {...}}``. ``record`` is the AI-generated summary being scored.
+"important": false, "system": "scribe-a", "source": "conv-17", "meta": {...}}``. ``record`` is the
+AI-generated summary being scored; ``system`` (optional) names what wrote it (a model, a prompt
+version), so systems can be compared; ``source`` (optional) names the source conversation, so the same
+conversation written up by several systems is compared pair by pair (without it, cases of different
+systems with the same conversation text are paired). ``meta`` is passed through untouched. None of
+``system``, ``source``, ``meta`` or ``important`` reaches a judge or a request hash: a judge scores the
+record blind to the system that wrote it.
 
 Encoding: a cases file is JSON Lines, and JSON is UTF-8 (RFC 8259), so it is read as UTF-8 only (a
 byte-order mark at the start is tolerated); a line that is not UTF-8 is an error naming the file, the
@@ -42,6 +48,8 @@ class Case(BaseModel):
     conversation: str | list[Turn]
     record: str
     important: StrictBool = False
+    system: str | None = Field(default=None, min_length=1, max_length=200)
+    source: str | None = Field(default=None, min_length=1, max_length=500)
     meta: dict[str, Any] = {}
 
     @field_validator("id", mode="before")

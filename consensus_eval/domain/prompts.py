@@ -59,6 +59,15 @@ def prompts_root(override: str | Path | None = None) -> Path:
     return Path(override) if override else data_dir("prompts")
 
 
+def blind(case: Case) -> Case:
+    """The case as a template sees it: without the ``system`` that wrote the record, its ``source``
+    conversation's id or its ``meta`` (planted defects, notes), so a judge scores every system's record
+    blind (a template cannot name them)."""
+    if case.system is None and case.source is None and not case.meta:
+        return case
+    return case.model_copy(update={"system": None, "source": None, "meta": {}})
+
+
 def render(rubric: Rubric, dimension: Dimension, case: Case,
            prompts_dir: str | Path | None = None) -> list[dict[str, str]]:
     """Render the chat messages (system, user) for one case and dimension."""
@@ -69,7 +78,7 @@ def render(rubric: Rubric, dimension: Dimension, case: Case,
         template = env.get_template(name)
     except TemplateNotFound:
         raise InputError(f"{root / name}: prompt template not found (one .j2 per rubric dimension)") from None
-    text = template.render(rubric=rubric, dimension=dimension, case=case, message_break=MESSAGE_BREAK)
+    text = template.render(rubric=rubric, dimension=dimension, case=blind(case), message_break=MESSAGE_BREAK)
     return _messages(text, root / name)
 
 
@@ -102,7 +111,7 @@ def render_case(rubric: Rubric, case: Case, prompts_dir: str | Path | None = Non
     except TemplateNotFound:
         raise InputError(f"{root / name}: prompt template not found (`call: per_case` asks every dimension of a "
                          f"case in one call with {PER_CASE_TEMPLATE} beside the dimension templates)") from None
-    text = template.render(rubric=rubric, case=case, criteria=criteria, message_break=MESSAGE_BREAK)
+    text = template.render(rubric=rubric, case=blind(case), criteria=criteria, message_break=MESSAGE_BREAK)
     return _messages(text, root / name)
 
 

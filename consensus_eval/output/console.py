@@ -20,6 +20,9 @@ from consensus_eval.execution.results import JudgeUsage
 from consensus_eval.execution.store import STORE_NAME
 from consensus_eval.output.audit_console import print_queue
 from consensus_eval.output.files import fmt_num
+from consensus_eval.output.report.i18n import default_lang, messages
+from consensus_eval.output.report.trust import leaderboard_block
+from consensus_eval.output.trust_console import print_block
 
 
 def print_summary(console: Console, res: Results, out: Path, top: int = DEFAULT_TOP) -> None:
@@ -37,6 +40,8 @@ def print_summary(console: Console, res: Results, out: Path, top: int = DEFAULT_
     if totals:
         means.append(f"total {sum(totals) / len(totals):.1f}/{fmt_num(res.rubric.max_total)}")
     console.print(f"mean panel score over the {len(totals)} ok case(s): " + ", ".join(means), highlight=False)
+    if res.leaderboard is not None:
+        print_block(console, leaderboard_block(res.leaderboard, res.rubric, messages(default_lang(res.rubric))))
     jt = Table(title="judges")
     for col in ("judge", "ok", "failed", "attempts", "prompt tok", "completion tok", "cost $"):
         jt.add_column(col, justify="left" if col == "judge" else "right")

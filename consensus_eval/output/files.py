@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import IO, Any
@@ -45,6 +45,8 @@ from consensus_eval.analysis.human import (
     ROW_ADDED,
     ROW_DEDUCTION,
     ROW_SCORE,
+    SAMPLE_QUEUE,
+    SAMPLE_SPOT,
     SCORE_ORIGIN,
     SHEET_HEAD,
     SHEET_TAIL,
@@ -230,7 +232,8 @@ EXPORT_COLUMNS = export_columns(["a", "b", "c"])
 
 
 def export_rows(audits: Iterable[CaseAudit], review: HumanReview | None = None,
-                reviewer: str | None = None, rubric: Rubric | None = None) -> list[dict[str, object]]:
+                reviewer: str | None = None, rubric: Rubric | None = None,
+                spot_check: Collection[str] = ()) -> list[dict[str, object]]:
     """The rows of the adjudication sheet, per case (in ranking order) and dimension:
 
     - one ``score`` row: the panel's score (``panel_score``), each judge's (``score: <judge>``;
@@ -247,12 +250,18 @@ def export_rows(audits: Iterable[CaseAudit], review: HumanReview | None = None,
     reviewer added (``type`` / ``type_id``, ``points``, ``evidence``, ``human_comment``; ``rubric`` gives the
     type's name), and ``score_origin`` saying whether a score is the reviewer's own or the panel's they
     accepted; the sheet reads back the same. A reviewer may add such rows in the spreadsheet too.
+
+    ``spot_check``: the case ids of the random spot check (column ``sample``: ``spot_check`` or ``queue``).
+    Such a case is blind until ``reviewer`` has given their own score of every dimension: its score rows show
+    no panel or judge score and its deductions are not listed, so the reviewer is not anchored by the judges.
     """
     rows: list[dict[str, object]] = []
+    spot = set(spot_check)
     for a in audits:
         case = review.case(a.case_id) if review is not None and reviewer is not None else None
         mine_scores = case.scores.get(reviewer, {}) if case and reviewer else {}
         accepted = case.accepted.get(reviewer, {}) if case and reviewer else {}
+        blind = a.case_id in spot and not all(d.dimension in mine_scores for d in a.dimensions)
         notes = {(lb.dimension, lb.deduction_id): lb.comment for lb in (case.comments if case else [])
                  if lb.reviewer == reviewer}
         for dim in a.dimensions:
@@ -260,10 +269,14 @@ def export_rows(audits: Iterable[CaseAudit], review: HumanReview | None = None,
                          | {p.id: p.name for p in rubric.dimension(dim.dimension).fixed_penalties}) if rubric else {}
             base: dict[str, object] = {"rank": a.rank, "case_id": a.case_id, "status": a.status,
                                        "disagreement": _num(a.disagreement), "dimension": dim.dimension,
-                                       "dimension_name": dim.name}
-            score_row = {**base, "row": ROW_SCORE, "max": _num(dim.max), "panel_score": _num(dim.panel_score)}
+                                       "dimension_name": dim.name,
+                                       "sample": SAMPLE_SPOT if a.case_id in spot else SAMPLE_QUEUE}
+            if blind:
+                base.update(status="", disagreement="")
+            score_row = {**base, "row": ROW_SCORE, "max": _num(dim.max),
+                         "panel_score": "" if blind else _num(dim.panel_score)}
             for jv in dim.judges:
-                score_row[JUDGE_SCORE_PREFIX + jv.judge] = _num(jv.score) if jv.runs_ok else "failed"
+                score_row[JUDGE_SCORE_PREFIX + jv.judge] = "" if blind else _num(jv.score) if jv.runs_ok else "failed"
             if case is not None and reviewer is not None:
                 if dim.dimension in accepted and dim.dimension not in mine_scores:
                     score_row[HUMAN_SCORE], score_row[SCORE_ORIGIN] = _num(accepted[dim.dimension]), "accepted"
@@ -273,7 +286,7 @@ def export_rows(audits: Iterable[CaseAudit], review: HumanReview | None = None,
                 score_row[HUMAN_COMMENT] = notes.get((dim.dimension, None)) or ""
                 score_row[REVIEWER] = reviewer if score_row[HUMAN_SCORE] or score_row[HUMAN_COMMENT] else ""
             rows.append(score_row)
-            for jv in dim.judges:
+            for jv in ([] if blind else dim.judges):
                 mismatch = _mismatch_text(a, dim.dimension, jv.judge)
                 for d in jv.deductions:
                     if d.copy_of is not None:
@@ -314,7 +327,7 @@ def _mismatch_text(a: CaseAudit, dimension: str, judge: str) -> str:
 
 def write_adjudication_csv(path: str | Path, audits: Iterable[CaseAudit], *, judges: Sequence[str] | None = None,
                            review: HumanReview | None = None, reviewer: str | None = None,
-                           rubric: Rubric | None = None) -> Path:
+                           rubric: Rubric | None = None, spot_check: Collection[str] = ()) -> Path:
     """Write the adjudication sheet (:func:`export_rows`) as CSV in UTF-8 with a BOM (so Excel reads the
     Chinese); its folder is created if needed. ``judges``: the panel, in order (default: the judges of
     the audits). ``review`` + ``reviewer``: write that reviewer's labels into the human cells.
@@ -338,7 +351,7 @@ def write_adjudication_csv(path: str | Path, audits: Iterable[CaseAudit], *, jud
         w = csv.DictWriter(f, fieldnames=export_columns(judges), restval="")
         w.writeheader()
         w.writerows({k: csv_cell(v) for k, v in row.items()}
-                    for row in export_rows(audits, review, reviewer, rubric))
+                    for row in export_rows(audits, review, reviewer, rubric, spot_check))
     return p
 
 

@@ -439,7 +439,8 @@ class ReviewRun:
         review = build_review(labels, self.results.rubric, self.results.consensus) if labels else None
         with tempfile.TemporaryDirectory(prefix="consensus-eval-sheet-") as tmp:
             path = write_adjudication_csv(Path(tmp) / "sheet.csv", self.queue.cases, judges=self.results.judges,
-                                          review=review, reviewer=reviewer, rubric=self.results.rubric)
+                                          review=review, reviewer=reviewer, rubric=self.results.rubric,
+                                          spot_check={r.case_id for r in self.results.spot_checks})
             return path.read_bytes()
 
     # ------------------------------------------------------------------ writing

@@ -28,6 +28,7 @@ from consensus_eval.output.files import fmt_num
 from consensus_eval.output.report.charts import BoxPlot, Histogram, box_plot, histograms
 from consensus_eval.output.report.drill import drill_payload
 from consensus_eval.output.report.i18n import Messages, default_lang, messages
+from consensus_eval.output.report.trust import TrustBlocks, trust_blocks
 
 #: cases shown with full details in report.md (the HTML has every case, drilled down on demand)
 MARKDOWN_TOP = 10
@@ -178,6 +179,11 @@ class ReportData:
             for j in c.not_asked:
                 out[j] = out.get(j, 0) + 1
         return out
+
+    @cached_property
+    def trust(self) -> TrustBlocks:
+        """The leaderboard, validity, decision-study and added-deduction sections (:mod:`.trust`)."""
+        return trust_blocks(self.results, self.t)
 
     @property
     def human(self) -> HumanAgreement | None:

@@ -22,6 +22,7 @@ from consensus_eval.output.report.data import (
     needs_review,
 )
 from consensus_eval.output.report.i18n import Messages
+from consensus_eval.output.report.trust import Block
 
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]|~])")
 _HTML = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
@@ -45,11 +46,25 @@ def table(header: Sequence[str], rows: Iterable[Sequence[str]], right: Sequence[
 
 def render_markdown(data: ReportData) -> str:
     """The whole report as Markdown: the review queue first, then the summary sections."""
+    tb = data.trust
     parts = [
-        _header(data), _queue(data), _summary(data), _quality(data), _distributions(data), _agreement(data),
-        _reliability(data), _human(data), _metrics(data), _costs(data), _details(data),
+        _header(data), _queue(data), _summary(data), block_markdown(tb.systems), _quality(data), _distributions(data),
+        _agreement(data), _reliability(data), _human(data), block_markdown(tb.added), block_markdown(tb.validity),
+        block_markdown(tb.decision), _metrics(data), _costs(data), _details(data),
     ]
     return "\n\n".join(p for p in parts if p) + "\n"
+
+
+def block_markdown(b: Block | None, level: int = 2) -> str:
+    """A trust section (:class:`~consensus_eval.output.report.trust.Block`) as Markdown ("" for None)."""
+    if b is None:
+        return ""
+    parts = [f"{'#' * level} {md_text(b.title)}", *(md_text(p) for p in b.paragraphs),
+             *(f"**{md_text(w)}**" for w in b.warnings)]
+    parts += [table([md_text(h) for h in tb.header], ([md_text(c) for c in row] for row in tb.rows), tb.right or None)
+              for tb in b.tables if tb.rows]
+    parts += [md_text(n) for n in b.notes]
+    return "\n\n".join(parts)
 
 
 def _header(d: ReportData) -> str:

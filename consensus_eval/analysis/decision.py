@@ -1,0 +1,101 @@
+"""How many judges and runs are enough: the G-study of a run's stored scores and its D-study
+(:mod:`consensus_eval.analysis.gstudy`), per dimension and on the total.
+
+The scores are each judge's run scores of each case (:attr:`~consensus_eval.analysis.consensus.JudgeScore.runs`).
+The G-study needs a balanced design, so it takes the number of runs most cases have for every judge
+(``n_runs``), uses the first ``n_runs`` runs of each judge on the cases that have them all, and drops the
+rest (``dropped``). With one run per judge, run-to-run noise cannot be separated from a judge's
+case-specific view (p x j design): the D-study then covers 1 run only.
+
+The cheapest design reaching the target reliability (phi, for absolute decisions: a score read against
+a threshold or compared across runs) is priced at the run's measured cost per call (all judges' cost over
+their calls), or by calls when the cost is unknown.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+import numpy as np
+from pydantic import BaseModel
+
+from consensus_eval.analysis.consensus import CaseConsensus
+from consensus_eval.analysis.gstudy import (
+    CheapestDesign,
+    DesignReliability,
+    VarianceComponents,
+    cheapest_design,
+    d_study,
+    g_study,
+    g_study_single_run,
+)
+from consensus_eval.execution.results import StoredRun
+
+#: the reliability a design must reach by default
+TARGET = 0.8
+
+
+class DecisionStudy(BaseModel):
+    """One key's G-study (``components``), its D-study (``designs``: 1-5 judges x 1-3 runs) and the
+    ``cheapest`` design reaching ``target`` (None when none does). ``n_cases``: the cases used;
+    ``dropped``: cases left out for lacking a run of some judge; ``cost_per_call``: USD (None unknown)."""
+
+    key: str
+    components: VarianceComponents
+    designs: list[DesignReliability]
+    cheapest: CheapestDesign | None
+    target: float
+    n_cases: int
+    dropped: int
+    cost_per_call: float | None = None
+
+
+def decision_studies(run: StoredRun, cons: Sequence[CaseConsensus], target: float = TARGET) -> dict[str, DecisionStudy]:
+    """Per key (dimension ids and ``total``), the decision study (empty with fewer than 2 judges or 2
+    complete cases)."""
+    judges = run.judges
+    if len(judges) < 2:
+        return {}
+    dims = [d.id for d in run.rubric.dimensions]
+    counts: Counter[int] = Counter()
+    for c in cons:
+        per = [min((len(c.judges[j][d].runs) for d in dims), default=0) for j in judges if j in c.judges]
+        if len(per) == len(judges):
+            counts[min(per)] += 1
+    counts.pop(0, None)
+    if not counts:
+        return {}
+    n_runs = max(counts, key=lambda r: (counts[r], -r))
+    usage = run.usage
+    calls = sum(u.ok + u.failed for u in usage.values())
+    cost = sum(u.cost for u in usage.values())
+    cost_per_call = cost / calls if calls and cost > 0 else None
+    out: dict[str, DecisionStudy] = {}
+    for key in [*dims, "total"]:
+        rows = []
+        dropped = 0
+        for c in cons:
+            cells = []
+            for j in judges:
+                js = c.judges.get(j, {})
+                if key == "total":
+                    runs = [js[d].runs for d in dims if d in js]
+                    k = min((len(r) for r in runs), default=0) if len(runs) == len(dims) else 0
+                    cells.append([sum(r[i] for r in runs) for i in range(n_runs)] if k >= n_runs else None)
+                else:
+                    r = js[key].runs if key in js else []
+                    cells.append(list(r[:n_runs]) if len(r) >= n_runs else None)
+            if any(cell is None for cell in cells):
+                dropped += 1
+                continue
+            rows.append(cells)
+        if len(rows) < 2:
+            continue
+        x = np.array(rows, dtype=float)
+        vc = g_study(x) if n_runs >= 2 else g_study_single_run(x[:, :, 0])
+        designs = d_study(vc)
+        out[key] = DecisionStudy(key=key, components=vc, designs=designs,
+                                 cheapest=cheapest_design(designs, target, cost_per_call, "phi"), target=target,
+                                 n_cases=len(rows), dropped=dropped, cost_per_call=cost_per_call)
+    return out

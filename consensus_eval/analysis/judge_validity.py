@@ -1,0 +1,285 @@
+"""How far each judge, and the panel, can be trusted against clinicians: the ``validity`` section.
+
+Measured on the random spot check (:mod:`consensus_eval.analysis.spotcheck`) only: the review queue's
+cases were chosen because the judges disagreed on them, and figures computed there describe the hardest
+cases, not the run. A case counts when a reviewer gave their own score (a score accepted from the panel
+is not a clinician's judgement: :data:`~consensus_eval.execution.store.LabelOrigin`).
+
+For each judge and the panel, per dimension and total (:class:`KeyValidity`):
+
+- ICC(A,1) against the clinicians' score, with its 95% interval, mean bias and MAE
+  (:func:`~consensus_eval.analysis.validity.score_validity`); with unequal inclusion probabilities (a
+  stratified sample) bias and MAE are inverse-probability weighted, estimating the whole run;
+- the ceiling: the clinicians' own ICC(A,1) on the spot-check cases two of them scored: a judge cannot
+  be expected to agree with a clinician better than two clinicians agree with each other;
+- the number of cases an ICC of that size needs for a 95% interval of +-0.1 (Bonett 2002), and a
+  small-sample warning below it.
+
+Deduction verdicts (:class:`DeductionValidity`), as HealthBench's meta-evaluation does per criterion:
+every deduction type any judge took or a reviewer added on a spot-check case's dimension is an item;
+the clinicians say whether it is deserved (a reviewer's "agree" on any judge's deduction of that type, or
+their own added deduction: yes; "disagree" on every one: no; "unsure" or nothing: not counted), and a
+judge says yes when it took that type in at least half of its runs. Per judge: Cohen's kappa and
+macro-F1 of its yes/no against the clinicians', with the clinicians' kappa between themselves as the
+ceiling.
+
+Prediction-powered estimates (:class:`PpiEstimate`, Angelopoulos et al. 2023, PPI++): per system (or for
+the whole run) the mean clinician total estimated from the panel's totals on every case, corrected by the
+spot-checked cases; shown beside the panel-only mean and the clinician-only mean. The PPI interval stays
+valid however biased the panel is; its width against the clinician-only one is what the judges buy.
+It needs a simple random sample within the group (equal inclusion probabilities).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel
+
+from consensus_eval.analysis.agreement import judge_value
+from consensus_eval.analysis.consensus import CaseConsensus
+from consensus_eval.analysis.human import HumanReview
+from consensus_eval.analysis.ppi import (
+    DifferenceEstimate,
+    MeanEstimate,
+    human_mean,
+    panel_mean,
+    ppi_difference,
+    ppi_mean,
+)
+from consensus_eval.analysis.systems import UNNAMED
+from consensus_eval.analysis.validity import (
+    ICC,
+    ScoreValidity,
+    VerdictValidity,
+    icc_a1,
+    score_validity,
+    verdict_validity,
+)
+from consensus_eval.domain.cases import Case
+from consensus_eval.execution.results import StoredRun
+from consensus_eval.execution.store import SpotCheckRecord
+
+#: the rater name of the panel's consensus score in the per-judge maps
+PANEL = "panel"
+
+
+class KeyValidity(BaseModel):
+    """One key (a dimension id or ``total``): per rater (each judge, and ``panel``) its
+    :class:`~consensus_eval.analysis.validity.ScoreValidity` against the clinicians on the spot-check
+    cases; ``ceiling``: the clinicians' ICC(A,1) between the first two reviewers on the cases both scored
+    (None when fewer than 2 such cases)."""
+
+    raters: dict[str, ScoreValidity]
+    ceiling: ICC | None = None
+
+
+class DeductionValidity(BaseModel):
+    """Deduction verdicts against the clinicians on ``n_items`` candidate items (module docstring):
+    per judge its :class:`~consensus_eval.analysis.validity.VerdictValidity` (labels ``yes`` / ``no``);
+    ``ceiling``: the first two reviewers' agreement on the items both decided (None without such items)."""
+
+    n_items: int
+    judges: dict[str, VerdictValidity]
+    ceiling: VerdictValidity | None = None
+
+
+class PpiEstimate(BaseModel):
+    """The mean clinician score of ``group`` (a system, or ``all``) on ``key``, three ways: ``ppi`` (the
+    panel on every case, corrected by the spot check), ``human`` (the spot check alone) and ``panel``
+    (the panel alone: the mean PANEL score, whose narrow interval ignores the panel's bias)."""
+
+    group: str
+    key: str
+    ppi: MeanEstimate
+    human: MeanEstimate
+    panel: MeanEstimate
+
+
+class PpiDifference(BaseModel):
+    """PPI++ difference of the mean clinician score of system ``a`` minus system ``b`` on ``key``."""
+
+    a: str
+    b: str
+    key: str
+    difference: DifferenceEstimate
+
+
+class ValidityReport(BaseModel):
+    """The ``validity`` section of reliability.json (module docstring).
+
+    ``sample``: ``spot_check`` (figures on the random spot check) or ``none`` (no spot check drawn, or
+    none of its cases scored by a clinician yet: no validity figure; the ``human`` section's figures are
+    then on the reviewed cases only). ``n_drawn``: cases in the spot check; ``n_labelled``: those with a
+    clinician's own score; ``n_accepted_only``: those whose only scores were accepted from the panel (not
+    counted); ``weighted``: bias and MAE are inverse-probability weighted (unequal probabilities);
+    ``strata``: the strata of the draw; ``notes``: codes of what could not be computed and why
+    (``ppi_unequal_probabilities``, ``no_second_reviewer``).
+    """
+
+    sample: Literal["spot_check", "none"]
+    n_drawn: int = 0
+    n_labelled: int = 0
+    n_accepted_only: int = 0
+    weighted: bool = False
+    strata: list[str] = []
+    scores: dict[str, KeyValidity] = {}
+    deductions: DeductionValidity | None = None
+    ppi: list[PpiEstimate] = []
+    ppi_differences: list[PpiDifference] = []
+    notes: list[str] = []
+
+
+def validity_report(run: StoredRun, cons: Sequence[CaseConsensus], review: HumanReview | None,
+                    sample: Sequence[SpotCheckRecord]) -> ValidityReport:
+    """The validity section of a run from its spot check and labels (module docstring)."""
+    if not sample:
+        return ValidityReport(sample="none")
+    by_id = {c.case_id: c for c in cons}
+    prob = {s.case_id: s.probability for s in sample}
+    strata = list(dict.fromkeys(s.stratum for s in sample))
+    labelled = [cid for cid in prob if review is not None and (r := review.case(cid)) is not None and r.human
+                and cid in by_id]
+    accepted_only = sum(1 for cid in prob if review is not None and (r := review.case(cid)) is not None
+                        and not r.human and r.accepted)
+    out = ValidityReport(sample="spot_check" if labelled else "none", n_drawn=len(sample), n_labelled=len(labelled),
+                         n_accepted_only=accepted_only, strata=strata)
+    if not labelled or review is None:
+        return out
+    probs = np.array([prob[cid] for cid in labelled])
+    unequal = bool(np.ptp(probs) > 1e-12)
+    weights = (1.0 / probs) if unequal else None
+    out.weighted = unequal
+    keys = [*(d.id for d in run.rubric.dimensions), "total"]
+    first_two = review.reviewers[:2]
+    for k in keys:
+        human = [_human(review, cid, k) for cid in labelled]
+        raters = {j: score_validity([judge_value(by_id[cid], j, k) for cid in labelled], human, weights)
+                  for j in run.judges}
+        raters[PANEL] = score_validity([_panel(by_id[cid], k) for cid in labelled], human, weights)
+        ceiling = None
+        if len(first_two) == 2:
+            pairs = [[_own(review, cid, rv, k) for rv in first_two] for cid in labelled]
+            both = [p for p in pairs if None not in p]
+            if len(both) >= 2:
+                ceiling = icc_a1(np.array(both, dtype=float))
+        out.scores[k] = KeyValidity(raters=raters, ceiling=ceiling)
+    if len(first_two) < 2:
+        out.notes.append("no_second_reviewer")
+    out.deductions = _deductions(run, review, labelled)
+    _ppi(run.cases, cons, review, sample, out, keys)
+    return out
+
+
+def _human(review: HumanReview, case_id: str, key: str) -> float | None:
+    r = review.case(case_id)
+    return r.human.get(key) if r else None
+
+
+def _own(review: HumanReview, case_id: str, reviewer: str, key: str) -> float | None:
+    r = review.case(case_id)
+    return r.scores.get(reviewer, {}).get(key) if r else None
+
+
+def _panel(c: CaseConsensus, key: str) -> float | None:
+    return c.total if key == "total" else c.scores.get(key)
+
+
+def _deductions(run: StoredRun, review: HumanReview, case_ids: Sequence[str]) -> DeductionValidity | None:
+    wanted = set(case_ids)
+    # (case, dimension, type) -> judge -> [took it in run r?]; and deduction id -> its item
+    runs_of: dict[tuple[str, str, str], set[int]] = {}
+    took: dict[tuple[str, str, str], dict[str, set[int]]] = {}
+    item_of: dict[str, tuple[str, str, str]] = {}
+    for r in run.records:
+        if r.case_id not in wanted or r.status != "ok" or r.judgment is None:
+            continue
+        runs_of.setdefault((r.case_id, r.dimension, r.judge), set()).add(r.run)
+        for i, d in enumerate(r.judgment.deductions):
+            key = (r.case_id, r.dimension, d.type)
+            took.setdefault(key, {}).setdefault(r.judge, set()).add(r.run)
+            item_of[f"{r.request_hash}#d{i}"] = key
+        for i, p in enumerate(r.judgment.fixed_penalties):
+            key = (r.case_id, r.dimension, p.id)
+            took.setdefault(key, {}).setdefault(r.judge, set()).add(r.run)
+            item_of[f"{r.request_hash}#p{i}"] = key
+    # what each reviewer says of each item: True (deserved), False (not), from verdicts and added deductions
+    says: dict[tuple[str, str, str], dict[str, bool]] = {}
+    for lb in review.labels:
+        if lb.case_id not in wanted:
+            continue
+        if lb.kind == "added_deduction" and lb.dimension and lb.value:
+            says.setdefault((lb.case_id, lb.dimension, str(lb.value)), {})[lb.reviewer] = True
+        elif lb.kind == "verdict" and lb.deduction_id in item_of and lb.value in ("agree", "disagree"):
+            item = item_of[lb.deduction_id]
+            mine = says.setdefault(item, {})
+            mine[lb.reviewer] = mine.get(lb.reviewer, False) or lb.value == "agree"
+    items = sorted(says)
+    if not items:
+        return None
+    judges: dict[str, VerdictValidity] = {}
+    for j in run.judges:
+        mine_labels, reference = [], []
+        for item in items:
+            asked = runs_of.get((item[0], item[1], j))
+            ref = _majority(list(says[item].values()))
+            if not asked or ref is None:
+                continue
+            made = len(took.get(item, {}).get(j, set()))
+            mine_labels.append("yes" if made * 2 >= len(asked) else "no")
+            reference.append("yes" if ref else "no")
+        judges[j] = verdict_validity(mine_labels, reference)
+    ceiling = None
+    first_two = review.reviewers[:2]
+    if len(first_two) == 2:
+        pairs = [(says[i][first_two[0]], says[i][first_two[1]]) for i in items
+                 if first_two[0] in says[i] and first_two[1] in says[i]]
+        if pairs:
+            ceiling = verdict_validity(["yes" if a else "no" for a, _ in pairs],
+                                       ["yes" if b else "no" for _, b in pairs])
+    return DeductionValidity(n_items=len(items), judges=judges, ceiling=ceiling)
+
+
+def _majority(votes: Sequence[bool]) -> bool | None:
+    yes = sum(votes)
+    no = len(votes) - yes
+    return None if yes == no else yes > no
+
+
+def _ppi(cases: Sequence[Case], cons: Sequence[CaseConsensus], review: HumanReview, sample: Sequence[SpotCheckRecord],
+         out: ValidityReport, keys: Sequence[str]) -> None:
+    by_id = {c.case_id: c for c in cons}
+    prob = {s.case_id: s.probability for s in sample}
+    groups: dict[str, list[str]] = {}
+    named = any(c.system for c in cases)
+    for c in cases:
+        groups.setdefault((c.system or UNNAMED) if named else "all", []).append(c.id)
+    systems: dict[str, dict[str, tuple[list[float], list[float], list[float]]]] = {}
+    for group, ids in groups.items():
+        in_sample = [cid for cid in ids if cid in prob]
+        if len({round(prob[cid], 12) for cid in in_sample}) > 1:
+            if "ppi_unequal_probabilities" not in out.notes:
+                out.notes.append("ppi_unequal_probabilities")
+            continue
+        for k in keys:
+            every = [v for cid in ids if (v := _panel(by_id[cid], k)) is not None] if ids else []
+            pairs = [(h, p) for cid in in_sample
+                     if (h := _human(review, cid, k)) is not None and (p := _panel(by_id[cid], k)) is not None]
+            y = [h for h, _ in pairs]
+            yhat = [p for _, p in pairs]
+            if not y:
+                continue
+            out.ppi.append(PpiEstimate(group=group, key=k,
+                                       ppi=ppi_mean(y, yhat, every, unlabelled_includes_labelled=True),
+                                       human=human_mean(y), panel=panel_mean(every)))
+            systems.setdefault(group, {})[k] = (y, yhat, every)
+    names = [g for g in groups if g in systems] if named else []
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            for k in keys:
+                if k in systems[a] and k in systems[b]:
+                    out.ppi_differences.append(PpiDifference(
+                        a=a, b=b, key=k, difference=ppi_difference(systems[a][k], systems[b][k],
+                                                                   unlabelled_includes_labelled=True)))

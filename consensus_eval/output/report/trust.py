@@ -1,0 +1,280 @@
+"""The report's trust sections as language-neutral blocks: the systems' leaderboard, the judges' validity
+against clinicians on the random spot check (with prediction-powered estimates), how many judges and runs
+are enough (the decision study), and what the reviewers added and accepted.
+
+Each section is a :class:`Block` (a title, paragraphs in plain words, tables of text cells) built once
+from a :class:`~consensus_eval.output.report.data.ReportData` in the report's language; report.md, report.html
+and the console render the same blocks, so the three say the same thing in the same words.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from consensus_eval.analysis.agreement import HumanAgreement
+from consensus_eval.analysis.compare import Comparison
+from consensus_eval.analysis.decision import DecisionStudy
+from consensus_eval.analysis.judge_validity import PANEL, ValidityReport
+from consensus_eval.analysis.ppi import MeanEstimate
+from consensus_eval.analysis.results import Results
+from consensus_eval.analysis.systems import Leaderboard
+from consensus_eval.analysis.validity import ICC
+from consensus_eval.domain.rubric import Rubric
+from consensus_eval.output.report import fmt
+from consensus_eval.output.report.i18n import Messages
+
+
+@dataclass
+class TableBlock:
+    """A table of text cells: ``id`` (the HTML id), ``header``, ``rows``, ``right`` (right-aligned columns)."""
+
+    id: str
+    header: list[str]
+    rows: list[list[str]]
+    right: list[bool] = field(default_factory=list)
+
+
+@dataclass
+class Block:
+    """One section: ``id`` (the HTML anchor), ``title``, ``paragraphs`` before the tables, ``tables``,
+    ``notes`` after them, ``warnings`` (shown highlighted)."""
+
+    id: str
+    title: str
+    paragraphs: list[str] = field(default_factory=list)
+    tables: list[TableBlock] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def _est(value: float | None, low: float | None, high: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.1f}" + (f" [{low:.1f}, {high:.1f}]" if low is not None and high is not None else "")
+
+
+def _icc(i: ICC | None) -> str:
+    if i is None or i.value is None:
+        return "-"
+    ci = f" [{i.low:.2f}, {i.high:.2f}]" if i.low is not None and i.high is not None else ""
+    return f"{i.value:.2f}{ci}"
+
+
+def _p(p: float | None) -> str:
+    if p is None:
+        return "-"
+    return "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def leaderboard_block(lb: Leaderboard, rubric: Rubric, t: Messages) -> Block:
+    """The systems ranked by mean total, their pairwise differences and per-system alpha."""
+    keys = lb.keys
+    rows = [[str(i), s.system, str(s.n_cases),
+             *(_est(s.means[k].value, s.means[k].low, s.means[k].high) for k in [keys[-1], *keys[:-1]])]
+            for i, s in enumerate(lb.systems, 1)]
+    head = [t("col_rank"), t("col_system"), t("col_cases"),
+            *(fmt.key_label(rubric, k, t) for k in [keys[-1], *keys[:-1]])]
+    main = TableBlock("leaderboard", head, rows, [True, False, True] + [True] * len(keys))
+    verdict_text = {"a": "lb_verdict_a", "b": "lb_verdict_b", "none": "lb_verdict_none"}
+    drows = []
+    for d in lb.differences:
+        if d.key != "total":
+            continue
+        drows.append([f"{d.a} − {d.b}", _est(d.diff, d.low, d.high), _p(d.p_holm),
+                      t(verdict_text[d.verdict], a=d.a, b=d.b),
+                      t("lb_paired", n=d.n) if d.paired else t("lb_unpaired", n=d.n),
+                      f"{d.wins}/{d.ties}/{d.losses}" if d.paired else "-"])
+    diffs = TableBlock("leaderboard-differences",
+                       [t("col_pair"), t("col_diff_ci"), t("col_p_holm"), t("col_conclusion"), t("col_design"),
+                        t("col_wtl")], drows, [False, True, True, False, False, True])
+    tables, notes = [main, diffs], [t("lb_panel_note")]
+    if any(a.value is not None for a in lb.alpha_by_system.values()):   # a panel of 2 judges or more
+        tables.append(TableBlock("leaderboard-alpha", [t("col_system"), t("lb_alpha")],
+                                 [[name, fmt.alpha_cell(a, t)] for name, a in lb.alpha_by_system.items()],
+                                 [False, True]))
+        notes.insert(0, t("lb_alpha_note"))
+    return Block("systems", t("h_systems"),
+                 [t("lb_intro", n=len(lb.systems), design=t("lb_design_" + lb.design), boot=lb.resamples),
+                  t("lb_diff_intro", margin=fmt.num(lb.tie_margin))], tables, notes)
+
+
+def validity_block(v: ValidityReport, rubric: Rubric, judges: list[str], t: Messages) -> Block:
+    """The judges and the panel against clinicians on the random spot check, in plain words."""
+    block = Block("validity", t("h_validity"))
+    if v.sample == "none":
+        block.paragraphs.append(t("validity_none", drawn=v.n_drawn) if v.n_drawn else t("validity_no_sample"))
+        return block
+    block.paragraphs.append(t("validity_intro", drawn=v.n_drawn, n=v.n_labelled,
+                              strata=", ".join(v.strata)))
+    block.paragraphs.append(t("validity_weighted") if v.weighted else t("validity_unweighted"))
+    if v.n_accepted_only:
+        block.notes.append(t("validity_accepted_only", n=v.n_accepted_only))
+    total = v.scores.get("total")
+    if total is not None:
+        rows = []
+        for name in [*judges, PANEL]:
+            sv = total.raters.get(name)
+            if sv is None:
+                continue
+            rows.append([t("panel") if name == PANEL else name, str(sv.n), _icc(sv.icc), fmt.mean1(sv.bias),
+                         fmt.mean1(sv.mae), "-" if sv.min_n is None else str(sv.min_n)])
+            if sv.small_sample and sv.n:
+                block.warnings.append(t("validity_small", rater=t("panel") if name == PANEL else name, n=sv.n,
+                                        need="-" if sv.min_n is None else sv.min_n))
+        rows.append([t("validity_ceiling"), str(total.ceiling.n) if total.ceiling else "0", _icc(total.ceiling),
+                     "", "", ""])
+        block.tables.append(TableBlock("validity-scores", [t("col_rater"), "n", t("col_icc"), t("col_bias"),
+                                                           t("col_mae"), t("col_min_n")],
+                                       rows, [False, True, True, True, True, True]))
+        block.notes.append(t("validity_icc_note"))
+        if total.ceiling is None:
+            block.notes.append(t("validity_no_ceiling"))
+    dims = [d for d in rubric.dimensions if d.id in v.scores]
+    if dims:
+        rows = [[t("panel") if name == PANEL else name,
+                 *(_icc(v.scores[d.id].raters[name].icc) for d in dims)]
+                for name in [*judges, PANEL] if all(name in v.scores[d.id].raters for d in dims)]
+        rows.append([t("validity_ceiling"), *(_icc(v.scores[d.id].ceiling) for d in dims)])
+        block.tables.append(TableBlock("validity-dimensions", [t("col_rater"), *(d.name for d in dims)], rows,
+                                       [False] + [True] * len(dims)))
+    if v.deductions is not None:
+        dv = v.deductions
+        rows = [[j, str(x.n), fmt.fixed(x.kappa), fmt.fixed(x.macro_f1), fmt.share(x.agreement)]
+                for j, x in dv.judges.items()]
+        if dv.ceiling is not None:
+            rows.append([t("validity_ceiling"), str(dv.ceiling.n), fmt.fixed(dv.ceiling.kappa),
+                         fmt.fixed(dv.ceiling.macro_f1), fmt.share(dv.ceiling.agreement)])
+        block.tables.append(TableBlock("validity-deductions", [t("col_judge"), "n", "kappa", "macro-F1",
+                                                               t("col_agreement")],
+                                       rows, [False, True, True, True, True]))
+        block.notes.append(t("validity_deductions_note", n=dv.n_items))
+    ppi = [p for p in v.ppi if p.key == "total"]
+    if ppi:
+        def cell(m: MeanEstimate) -> str:
+            w = m.width
+            return _est(m.estimate, m.low, m.high) + (f" ({t('width')} {w:.1f})" if w is not None else "")
+
+        rows = [[p.group if p.group != "all" else t("all_cases"), cell(p.ppi), cell(p.human), cell(p.panel)]
+                for p in ppi]
+        block.tables.append(TableBlock("validity-ppi", [t("col_group"), t("col_ppi"), t("col_human_only"),
+                                                        t("col_panel_only")], rows, [False, True, True, True]))
+        block.notes.append(t("validity_ppi_note"))
+    diffs = [x for x in v.ppi_differences if x.key == "total"]
+    if diffs:
+        rows = [[f"{x.a} − {x.b}", _est(x.difference.estimate, x.difference.low, x.difference.high)] for x in diffs]
+        block.tables.append(TableBlock("validity-ppi-differences", [t("col_pair"), t("col_ppi_diff")], rows,
+                                       [False, True]))
+    for note in v.notes:
+        block.notes.append(t("validity_note_" + note))
+    return block
+
+
+def decision_block(studies: dict[str, DecisionStudy], t: Messages) -> Block | None:
+    """How reliable the panel mean would be with 1-5 judges x 1-3 runs (on the total), and the cheapest
+    design reaching the target."""
+    s = studies.get("total")
+    if s is None:
+        return None
+    vc = s.components
+    comp = TableBlock("decision-components", [t("col_component"), t("col_variance"), t("col_share")], [],
+                      [False, True, True])
+    parts = [("g_case", vc.case), ("g_judge", vc.judge), ("g_case_judge", vc.case_judge), ("g_run", vc.run),
+             ("g_residual", vc.residual)]
+    if not vc.runs_separated:
+        parts = [("g_case", vc.case), ("g_judge", vc.judge), ("g_residual_one_run", vc.residual)]
+    whole = sum(x for _, x in parts) or 1.0
+    comp.rows = [[t(name), f"{x:.2f}", f"{100 * x / whole:.0f}%"] for name, x in parts]
+    runs = sorted({r.runs for r in s.designs})
+    grid = TableBlock("decision-designs", [t("col_judges"), *(t("col_runs", n=r) for r in runs)], [],
+                      [True] * (len(runs) + 1))
+    for nj in sorted({r.judges for r in s.designs}):
+        grid.rows.append([str(nj), *(fmt.fixed(next(x.phi for x in s.designs if x.judges == nj and x.runs == r))
+                                     for r in runs)])
+    paras = [t("decision_intro", n=s.n_cases, judges=vc.n_judges, runs=vc.n_runs)]
+    if s.dropped:
+        paras.append(t("decision_dropped", n=s.dropped))
+    if s.cheapest is not None:
+        c = s.cheapest
+        cost = t("decision_cost", cost=f"{c.cost * 1000:.2f}") if c.cost is not None else ""
+        paras.append(t("decision_cheapest", judges=c.design.judges, runs=c.design.runs, phi=fmt.fixed(c.design.phi),
+                       target=fmt.fixed(s.target), cost=cost))
+    else:
+        paras.append(t("decision_none", target=fmt.fixed(s.target)))
+    notes = [t("decision_note")] + ([t("decision_one_run")] if not vc.runs_separated else [])
+    return Block("decision", t("h_decision"), paras, [comp, grid], notes)
+
+
+def added_block(h: HumanAgreement, rubric: Rubric, t: Messages) -> Block | None:
+    """The deductions the reviewers added (the judges' misses) and the scores they accepted from the panel."""
+    if not h.added and not h.n_accepted:
+        return None
+    block = Block("added", t("h_added"))
+    if h.n_accepted:
+        block.paragraphs.append(t("accepted_note", n=h.n_accepted) if not h.accepted_included
+                                else t("accepted_included", n=h.n_accepted))
+    if h.added:
+        names = {d.id: d.name for d in rubric.dimensions}
+        block.tables.append(TableBlock("added-deductions", [t("col_case"), t("col_dimension"), t("col_type"),
+                                                            t("col_points"), t("col_evidence"), t("col_comment"),
+                                                            t("col_reviewer"), t("col_missed_by")],
+                                       [[x.case_id, names.get(x.dimension, x.dimension),
+                                         x.type if x.category != "fixed_penalty" else f"{t('fixed_penalty')}: {x.type}",
+                                         fmt.num(x.points), x.evidence or "", x.comment or "", x.reviewer,
+                                         ", ".join(x.missed_by)] for x in h.added],
+                                       [False, False, False, True, False, False, False, False]))
+        if h.missed:
+            block.notes.append(t("missed_line", items=", ".join(f"{j} {n}" for j, n in h.missed.items())))
+    return block
+
+
+def comparison_block(c: Comparison, rubric: Rubric, t: Messages) -> Block:
+    """``B - A``: per key, the cases that moved most, the categories that changed."""
+    keys = list(c.keys)
+    rows = [[fmt.key_label(rubric, k, t), str(x.n), fmt.mean1(x.mean_a), fmt.mean1(x.mean_b),
+             _est(x.diff, x.low, x.high), _p(x.p)] for k in [keys[-1], *keys[:-1]] if (x := c.keys[k])]
+    paras = [t("compare_intro", a=c.a, b=c.b, n=c.n_pairs,
+               how=t("compare_by_case") if c.mode == "runs" else t("compare_by_source"))]
+    if c.only_a or c.only_b:
+        paras.append(t("compare_unpaired", a=c.a, b=c.b, only_a=c.only_a, only_b=c.only_b))
+    tables = [TableBlock("compare-keys", ["", "n", c.a, c.b, t("col_change_ci"), "p"], rows,
+                         [False, True, True, True, True, True])]
+    if c.moved:
+        tables.append(TableBlock("compare-moved", [t("col_case"), c.a, c.b, t("col_change")],
+                                 [[m.case_a if m.case_a == m.case_b else f"{m.case_a} / {m.case_b}",
+                                   fmt.mean1(m.total_a), fmt.mean1(m.total_b), f"{m.diff:+.1f}"] for m in c.moved],
+                                 [False, True, True, True]))
+    if c.categories:
+        tables.append(TableBlock("compare-categories",
+                                 [t("col_category"), t("col_points_a", a=c.a), t("col_points_b", b=c.b),
+                                  t("col_change"), t("col_count_change")],
+                                 [[x.name, f"{x.points_a:.2f}", f"{x.points_b:.2f}", f"{x.points_diff:+.2f}",
+                                   f"{x.count_diff:+.2f}"] for x in c.categories],
+                                 [False, True, True, True, True]))
+    return Block("compare", t("h_compare", a=c.a, b=c.b), paras, tables, [t("compare_note")])
+
+
+@dataclass
+class TrustBlocks:
+    """The trust sections of one report (None: nothing to show): ``systems`` (leaderboard), ``added``
+    (reviewers' additions and acceptances), ``validity`` (spot check), ``decision`` (G/D-study)."""
+
+    systems: Block | None
+    added: Block | None
+    validity: Block | None
+    decision: Block | None
+
+
+def trust_blocks(results: Results, t: Messages) -> TrustBlocks:
+    """The trust sections of ``results`` in the language of ``t``. The validity section is shown once a
+    spot check is drawn or labels exist (it then says what is missing); the others when they have content."""
+    rel = results.reliability
+    lb = results.leaderboard
+    validity = rel.validity
+    if validity is None and rel.human is not None:
+        validity = ValidityReport(sample="none")
+    return TrustBlocks(
+        systems=leaderboard_block(lb, results.rubric, t) if lb is not None else None,
+        added=added_block(rel.human, results.rubric, t) if rel.human is not None else None,
+        validity=validity_block(validity, results.rubric, results.judges, t) if validity is not None else None,
+        decision=decision_block(rel.decision, t) if rel.decision else None,
+    )
