@@ -345,3 +345,56 @@ def test_screenshots_have_content(browser, panel_html, tmp_path):
     assert p.locator("tr.drill mark").count() >= 2 and p.locator("#human-judges").is_visible()
     assert not pg.errors
     pg.close()
+
+
+# --------------------------------------------------------------------------- leaderboard and validity
+
+
+@pytest.fixture(scope="module")
+def trust_run(tmp_path_factory) -> Path:
+    """Two systems x 30 conversations, 3 judges, a random spot check of 24 scored by a clinician (10 of them
+    by a second one): the leaderboard, the validity section and the decision study all have content."""
+    from consensus_eval.api import spot_check
+    from consensus_eval.execution.store import HumanLabelRecord, Store
+    from tests.test_trust import _synthetic_panel
+
+    out = tmp_path_factory.mktemp("browser") / "trust"
+    panel, cases = _synthetic_panel()
+    build_panel_store(out, panel, cases)
+    sample = [r.case_id for r in spot_check(out, 24, seed=1, stratify="system").sample]
+    totals = {c.case_id: c.total for c in load_run(out, n_boot=0).consensus}
+    with Store.open_existing(out) as store:
+        for i, cid in enumerate(sample):
+            for reviewer in ("li", "wang") if i < 10 else ("li",):
+                acc = max(0.0, min(40.0, totals[cid] - 62 + ((1 + i % 2) if reviewer == "wang" else 0) + (i % 3)))
+                for d, v in (("accuracy", acc), ("completeness", 35.0), ("standardization", 25.0)):
+                    store.upsert_human_label(HumanLabelRecord(case_id=cid, dimension=d, reviewer=reviewer,
+                                                              kind="score", value=v, source="test"))
+    return out
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_leaderboard_and_validity_sections(browser, trust_run, lang):
+    _, html = write_reports(load_run(trust_run, n_boot=200), trust_run, lang)
+    for width in (1280, 390):
+        pg = Page(browser, html, width=width, fragment="#systems")
+        p = pg.page
+        board = p.locator("#leaderboard tbody tr")
+        assert board.count() == 2
+        assert board.nth(0).locator("td").nth(0).inner_text() == "scribe-a"      # ranked by mean total
+        verdict = p.locator("#leaderboard-differences tbody tr").first.inner_text()
+        assert ("scribe-a better" if lang == "en" else "scribe-a 更好") in verdict
+        p.locator("nav a[href='#validity']").click()
+        rows = p.locator("#validity-scores tbody tr")
+        assert rows.count() == 5                                   # 3 judges, the panel, the clinicians' ceiling
+        ceiling = rows.nth(4).inner_text()
+        assert ("clinician vs clinician" if lang == "en" else "临床医生之间") in ceiling
+        assert re.search(r"\d\.\d\d \[", ceiling)                  # an ICC with its interval
+        assert p.locator("#validity-ppi tbody tr").count() == 2    # one prediction-powered row per system
+        words = p.locator("#validity").inner_text()
+        assert ("random" in words) if lang == "en" else ("随机" in words)
+        assert p.locator("#decision-designs tbody tr").count() == 5
+        widths = p.evaluate("() => [document.documentElement.scrollWidth, innerWidth]")
+        assert widths[0] <= widths[1], widths                      # no sideways scroll, even at 390 px
+        assert not pg.errors and not pg.dialogs, (pg.errors, pg.dialogs)
+        pg.close()

@@ -5,6 +5,7 @@ Starlette's TestClient. The browser flow is tests/test_review_browser.py."""
 from __future__ import annotations
 
 import csv
+import html
 import io
 import json
 import threading
@@ -19,7 +20,15 @@ from consensus_eval.analysis.human import read_labels
 from consensus_eval.execution.results import read_run
 from consensus_eval.execution.store import CallRecord, Store
 from consensus_eval.review.app import create_app, is_loopback
-from consensus_eval.review.model import ActionError, ReviewRun, clean_reviewer, line_blocks, mark_text, record_blocks
+from consensus_eval.review.model import (
+    ActionError,
+    Filters,
+    ReviewRun,
+    clean_reviewer,
+    line_blocks,
+    mark_text,
+    record_blocks,
+)
 from tests.conftest import EXAMPLES, ROOT
 
 XSS = "<script>alert('xss')</script><img src=x onerror=alert(1)>"
@@ -489,3 +498,45 @@ def test_labels_while_a_real_score_run_adds_a_judge_to_the_store(review, run_dir
     assert judges == {"rules", "rules2"}
     assert {(lb.kind, lb.value if lb.kind == "score" else lb.comment) for lb in labels} == {
         ("score", (k - 1) % 40), ("verdict", f"#{k - 1}")}
+
+
+def test_spot_check_cases_are_shown_apart_and_blind_until_the_reviewers_own_scores(run_dir):
+    done = api.spot_check(run_dir, 3, seed=11)
+    spot = [r.case_id for r in done.sample]
+    review = ReviewRun.open(run_dir)
+    try:
+        rows = review.rows("alice", Filters(scope="spot"))
+        assert sorted(r.audit.case_id for r in rows) == sorted(spot) and all(r.spot and r.blind for r in rows)
+        rank = rows[0].audit.rank
+        case_id = rows[0].audit.case_id
+        view = review.case_view("alice", rank)
+        assert view.spot and view.blind
+        assert not any(p.marks for b in view.record for p in b.parts)          # no evidence mark either
+        app, sessions = create_app(ReviewRun.open(run_dir), reviewer="alice", lang="en")
+        with TestClient(app, base_url="http://127.0.0.1:8765") as c:
+            c.sessions = sessions  # type: ignore[attr-defined]
+            login(c)
+            page = html.unescape(c.get(f"/case/{rank}").text)
+            judges = review.results.judges
+            assert 'data-blind="yes"' in page and "give your own score of every dimension first" in page
+            assert 'class="judges"' not in page and 'class="ded' not in page
+            assert not any(f"{j} " in page.split('id="case"')[1].split("case-grid")[0] for j in judges)
+            queue = html.unescape(c.get("/?scope=spot").text)
+            assert queue.count("spot check: the judges' results are hidden until you score it") == 3
+        with pytest.raises(ActionError, match="takes your own scores"):
+            review.apply("alice", {"op": "scores", "case": rank, "scores": {}, "accepted": [d.id for d in
+                                                                                           review.dimensions]})
+        review.apply("alice", {"op": "scores", "case": rank, "scores": {"accuracy": 30, "completeness": 30,
+                                                                        "standardization": 20}})
+        view = review.case_view("alice", rank)
+        assert view.spot and not view.blind
+        assert review.case_view("bob", rank).blind                          # bob has not scored it: still blind
+        # the sheet: blind for bob, open for alice
+        sheet = list(csv.DictReader(io.StringIO(review.sheet("bob").decode("utf-8-sig"))))
+        mine = [r for r in sheet if r["case_id"] == case_id]
+        assert {r["row"] for r in mine} == {"score"} and {r["sample"] for r in mine} == {"spot_check"}
+        assert {r["panel_score"] for r in mine} == {""}
+        sheet = list(csv.DictReader(io.StringIO(review.sheet("alice").decode("utf-8-sig"))))
+        assert all(r["panel_score"] for r in sheet if r["case_id"] == case_id and r["row"] == "score")
+    finally:
+        review.close()

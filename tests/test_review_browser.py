@@ -284,3 +284,56 @@ def test_review_in_the_browser(run_dir: Path, tmp_path: Path):
     print("review timings:", json.dumps(summary))
     if os.environ.get("REVIEW_TIMINGS"):
         Path(os.environ["REVIEW_TIMINGS"]).write_text(json.dumps(summary, indent=2), encoding="utf-8")
+
+
+def test_a_spot_check_case_is_blind_until_the_reviewers_own_scores(run_dir: Path):
+    """A random spot check drawn on the CLI; in the browser the spot-check filter lists its cases, a case
+    shows no judge score or deduction until the reviewer's own scores are confirmed, then shows them; the
+    scores are stored as the reviewer's own, and the report's validity section counts the case."""
+    from playwright.sync_api import expect, sync_playwright
+
+    expect.set_options(timeout=30_000)
+    res = subprocess.run([sys.executable, "-m", "consensus_eval.cli", "audit", str(run_dir), "--spot-check", "4",
+                          "--seed", "3"], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert res.returncode == 0, res.stdout + res.stderr
+    with Store.open_existing(run_dir, read_only=True) as store:
+        spot = [r.case_id for r in store.spot_checks()]
+    port = free_port()
+    proc, url, _ = start_server(run_dir, port, "--reviewer", "alice", "--lang", "zh")
+    base = f"http://127.0.0.1:{port}"
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
+            page = browser.new_context(viewport={"width": 1400, "height": 950}).new_page()
+            page.goto(url)
+            page.goto(base + "/?scope=spot")
+            rows = page.locator("#queue tbody tr.row")
+            expect(rows).to_have_count(4)
+            assert sorted(rows.nth(i).locator("td").nth(1).locator("a").inner_text() for i in range(4)) == sorted(spot)
+            expect(rows.first.locator(".blind-row")).to_contain_text("评分前不显示评审结果")
+            rows.first.locator("td").nth(1).locator("a").click()
+            expect(page.locator("#spot-note")).to_contain_text("请先给出您自己的各维度评分")
+            assert page.locator(".judges, article.ded, mark.ev").count() == 0
+            assert page.locator("input.score").evaluate_all("xs => xs.map(x => x.value)") == ["", "", ""]
+            for dim, value in (("accuracy", "31"), ("completeness", "30.5"), ("standardization", "22")):
+                box = page.locator(f"input.score[data-dim={dim}]")
+                box.fill(value)
+                box.press("Tab")
+            page.locator("#confirm-scores").click()
+            expect(page.locator("#spot-note")).to_contain_text("现在显示评审的评分与扣分")     # reloaded, open
+            expect(page.locator(".judges").first).to_be_visible()
+            browser.close()
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    mine = [lb for lb in labels(run_dir, "alice") if lb.kind == "score"]
+    assert len(mine) == 3 and {lb.origin for lb in mine} == {"own"} and mine[0].case_id in spot
+    res = subprocess.run([sys.executable, "-m", "consensus_eval.cli", "report", str(run_dir), "--lang", "en"],
+                         capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert res.returncode == 0, res.stdout + res.stderr
+    md = (run_dir / "report.md").read_text(encoding="utf-8")
+    assert "4 cases drawn at random" in md and "1 of them have a clinician's own score" in md

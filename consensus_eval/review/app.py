@@ -191,7 +191,7 @@ def create_app(run: ReviewRun, *, reviewer: str | None = None, hosts: list[str] 
         assert s.reviewer is not None
         filters = Filters.from_query(request.query_params)
         rows = run.rows(s.reviewer, filters)
-        return page("queue.html.j2", request, s, rows=rows, filters=filters, queue=run.queue,
+        return page("queue.html.j2", request, s, rows=rows, filters=filters, queue=run.queue, n_spot=len(run.spot),
                     progress=run.progress(s.reviewer), shortcuts=SHORTCUTS_QUEUE,
                     dimensions=run.dimensions, judges=run.results.judges, query=filters.query())
 

@@ -232,6 +232,11 @@ class CaseView:
     dims: list[DimView]
     comment: str
     state: str  # done | started | todo
+    #: a case of the random spot check (:mod:`consensus_eval.analysis.spotcheck`)
+    spot: bool = False
+    #: a spot-check case this reviewer has not scored on every dimension yet: the page shows no panel or
+    #: judge score, no deduction and no evidence mark, so the reviewer's own score is not anchored by them
+    blind: bool = False
 
 
 @dataclass
@@ -242,14 +247,16 @@ class QueueRow:
     state: str
     dimensions: list[str]
     judges: list[str]
+    spot: bool = False
+    blind: bool = False
 
 
 @dataclass
 class Filters:
-    """The queue's filters (all optional): ``scope`` ``review`` (cases that need review, the default)
-    or ``all``; ``reason`` a reason code; ``dimension`` (a dimension with a deduction or a gap between
-    judges); ``judge`` (a judge that deducted something or failed on the case); ``state`` done |
-    started | todo (this reviewer's)."""
+    """The queue's filters (all optional): ``scope`` ``review`` (cases that need review, the default),
+    ``spot`` (the random spot check) or ``all``; ``reason`` a reason code; ``dimension`` (a dimension
+    with a deduction or a gap between judges); ``judge`` (a judge that deducted something or failed on the
+    case); ``state`` done | started | todo (this reviewer's)."""
 
     scope: str = "review"
     reason: str = ""
@@ -260,7 +267,7 @@ class Filters:
     @classmethod
     def from_query(cls, q: Mapping[str, str]) -> Filters:
         scope = q.get("scope", "review")
-        return cls(scope="all" if scope == "all" else "review", reason=q.get("reason", ""),
+        return cls(scope=scope if scope in ("all", "spot") else "review", reason=q.get("reason", ""),
                    dimension=q.get("dimension", ""), judge=q.get("judge", ""), state=q.get("state", ""))
 
     def query(self) -> dict[str, str]:
@@ -294,6 +301,19 @@ class ReviewRun:
     store: Store
     cases: dict[str, Case]
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def spot(self) -> set[str]:
+        """The case ids of the random spot check (empty: none drawn)."""
+        return {r.case_id for r in self.results.spot_checks}
+
+    def blind(self, case_id: str, labels: Sequence[HumanLabelRecord]) -> bool:
+        """Whether ``case_id`` is a spot-check case the reviewer (whose ``labels`` these are) has not scored
+        on every dimension with their own score yet."""
+        if case_id not in self.spot:
+            return False
+        own = {lb.dimension for lb in labels if lb.case_id == case_id and lb.kind == "score" and lb.origin == "own"}
+        return not {d.id for d in self.dimensions} <= own
 
     @classmethod
     def open(cls, folder: str | Path) -> ReviewRun:
@@ -346,15 +366,20 @@ class ReviewRun:
 
     def rows(self, reviewer: str, filters: Filters) -> list[QueueRow]:
         """The queue's cases that pass ``filters``, in the audit's order."""
-        states = self.states(self.labels(reviewer))
+        labels = self.labels(reviewer)
+        states = self.states(labels)
+        spot = self.spot
         out = []
         for a in self.queue.cases:
             dims = [d.dimension for d in a.dimensions
                     if any(jv.deductions for jv in d.judges) or d.star_gap or (d.spread or 0) > 0]
             judges = list(dict.fromkeys(jv.judge for d in a.dimensions for jv in d.judges
                                         if jv.deductions or jv.errors))
-            row = QueueRow(a, states.get(a.case_id, "todo"), dims, judges)
-            if filters.scope != "all" and not a.needs_review:
+            row = QueueRow(a, states.get(a.case_id, "todo"), dims, judges, a.case_id in spot,
+                           a.case_id in spot and self.blind(a.case_id, labels))
+            if filters.scope == "review" and not a.needs_review:
+                continue
+            if filters.scope == "spot" and not row.spot:
                 continue
             if filters.reason and filters.reason not in {r.code for r in a.reasons}:
                 continue
@@ -428,9 +453,12 @@ class ReviewRun:
                                 float(my) if isinstance(my, (int, float)) else None, dim_notes.get(dim.dimension, ""),
                                 dim.star_gap, dim.spread, columns, types, added, origins.get(dim.dimension)))
         conv = case.conversation_as_text(rubric.roles)
+        blind = self.blind(a.case_id, mine)
+        if blind:   # no evidence mark either: the marks show where the judges deducted
+            record_marks, conv_marks = [], []
         return CaseView(a, mark_text(case.record, record_blocks(case.record), record_marks),
                         mark_text(conv, line_blocks(conv), conv_marks), dims, case_note,
-                        self.states(mine).get(a.case_id, "todo"))
+                        self.states(mine).get(a.case_id, "todo"), a.case_id in self.spot, blind)
 
     def sheet(self, reviewer: str) -> bytes:
         """The adjudication sheet ``audit --export`` writes (every case, in the queue's order), with
@@ -470,6 +498,9 @@ class ReviewRun:
             if not isinstance(accepted, list) or not all(isinstance(d, str) for d in accepted):
                 raise ActionError("'accepted' must list dimension ids")
             panel = {d.dimension: d.panel_score for d in a.dimensions}
+            if accepted and self.blind(a.case_id, self.labels(reviewer)):
+                raise ActionError("a spot-check case takes your own scores: the panel's are not shown until you "
+                                  "have entered yours")
             for dim_id in [d.id for d in self.dimensions]:
                 if dim_id not in scores and dim_id not in accepted:
                     raise ActionError(f"'scores' gives no score for {dim_id}")

@@ -243,12 +243,19 @@ def comparison_block(c: Comparison, rubric: Rubric, t: Messages) -> Block:
                                  [[m.case_a if m.case_a == m.case_b else f"{m.case_a} / {m.case_b}",
                                    fmt.mean1(m.total_a), fmt.mean1(m.total_b), f"{m.diff:+.1f}"] for m in c.moved],
                                  [False, True, True, True]))
-    if c.categories:
+    changed = [x for x in c.categories if x.points_diff or x.count_diff]
+    dim_names = {d.id: d.name for d in rubric.dimensions}
+
+    def cat_name(key: str, name: str) -> str:
+        dim, _, cat = key.partition(".")
+        return f"{dim_names.get(dim, dim)} / {t('fixed_penalty')}" if cat == "fixed_penalty" else name
+
+    if changed:
         tables.append(TableBlock("compare-categories",
                                  [t("col_category"), t("col_points_a", a=c.a), t("col_points_b", b=c.b),
                                   t("col_change"), t("col_count_change")],
-                                 [[x.name, f"{x.points_a:.2f}", f"{x.points_b:.2f}", f"{x.points_diff:+.2f}",
-                                   f"{x.count_diff:+.2f}"] for x in c.categories],
+                                 [[cat_name(x.key, x.name), f"{x.points_a:.2f}", f"{x.points_b:.2f}",
+                                   f"{x.points_diff:+.2f}", f"{x.count_diff:+.2f}"] for x in changed],
                                  [False, True, True, True, True]))
     return Block("compare", t("h_compare", a=c.a, b=c.b), paras, tables, [t("compare_note")])
 

@@ -177,6 +177,8 @@
     });
     if (missing) { say(tr("js_not_saved", {why: tr("js_need_scores")}), "error"); return; }
     const reply = await save({op: "scores", case: caseRank, scores, accepted});
+    // a blind spot-check case: the reviewer's own scores are in, so the judges' can be shown now
+    if (reply && document.getElementById("case").dataset.blind === "yes") { window.location.reload(); return; }
     if (reply) document.querySelectorAll("input.score").forEach((input) => {
       if (input.dataset.mine !== "yes") input.dataset.mine = "accepted";
       input.closest(".your-score").querySelector(".score-note").textContent =
