@@ -57,7 +57,8 @@ def test_only_a_set_naming_every_field_is_shared_and_assigning_changes_no_other_
 def test_construct_equals_model_construct_and_the_validated_twin():
     values = {"judge": "a", "run": 0, "dimension": "accuracy", "kind": "deduction", "category_id": "c",
               "category": "C", "type_id": "t", "type": "T", "points": 2.0, "evidence": "e", "reason": "r",
-              "match": "no_peer", "matched_by": [], "id": "h#d0", "grounding": None}
+              "match": "no_peer", "matched_by": [], "id": "h#d0", "grounding": None,
+              "copy_of": None}
     made = construct(AuditDeduction, **values)
     assert made == AuditDeduction.model_construct(**values) == AuditDeduction.model_validate(values)
     assert made.model_dump_json() == AuditDeduction.model_validate(values).model_dump_json()

@@ -71,31 +71,28 @@ def decision_studies(run: StoredRun, cons: Sequence[CaseConsensus], target: floa
     calls = sum(u.ok + u.failed for u in usage.values())
     cost = sum(u.cost for u in usage.values())
     cost_per_call = cost / calls if calls and cost > 0 else None
+    # one pass: scores[dimension] is (cases, judges, n_runs), NaN where a judge has fewer runs on the case
+    scores = {d: np.full((len(cons), len(judges), n_runs), np.nan) for d in dims}
+    for i, c in enumerate(cons):
+        for jj, j in enumerate(judges):
+            js = c.judges.get(j)
+            if js is None:
+                continue
+            for d in dims:
+                r = js[d].runs if d in js else ()
+                if len(r) >= n_runs:
+                    scores[d][i, jj] = r[:n_runs]
+    scores["total"] = sum((scores[d] for d in dims), np.zeros((len(cons), len(judges), n_runs)))
     out: dict[str, DecisionStudy] = {}
     for key in [*dims, "total"]:
-        rows = []
-        dropped = 0
-        for c in cons:
-            cells = []
-            for j in judges:
-                js = c.judges.get(j, {})
-                if key == "total":
-                    runs = [js[d].runs for d in dims if d in js]
-                    k = min((len(r) for r in runs), default=0) if len(runs) == len(dims) else 0
-                    cells.append([sum(r[i] for r in runs) for i in range(n_runs)] if k >= n_runs else None)
-                else:
-                    r = js[key].runs if key in js else []
-                    cells.append(list(r[:n_runs]) if len(r) >= n_runs else None)
-            if any(cell is None for cell in cells):
-                dropped += 1
-                continue
-            rows.append(cells)
-        if len(rows) < 2:
+        x = scores[key]
+        complete = ~np.isnan(x).any(axis=(1, 2))
+        x = x[complete]
+        if len(x) < 2:
             continue
-        x = np.array(rows, dtype=float)
         vc = g_study(x) if n_runs >= 2 else g_study_single_run(x[:, :, 0])
         designs = d_study(vc)
         out[key] = DecisionStudy(key=key, components=vc, designs=designs,
                                  cheapest=cheapest_design(designs, target, cost_per_call, "phi"), target=target,
-                                 n_cases=len(rows), dropped=dropped, cost_per_call=cost_per_call)
+                                 n_cases=len(x), dropped=int((~complete).sum()), cost_per_call=cost_per_call)
     return out

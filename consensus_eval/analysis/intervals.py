@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -73,3 +74,11 @@ def paired_difference(both: int, only_a: int, only_b: int, neither: int, z: floa
     low = d - math.sqrt(max(0.0, (pa - la) ** 2 - 2 * phi * (pa - la) * (ub - pb) + (ub - pb) ** 2))
     high = d + math.sqrt(max(0.0, (pb - lb) ** 2 - 2 * phi * (pb - lb) * (ua - pa) + (ua - pa) ** 2))
     return d, max(-1.0, low), min(1.0, high)
+
+
+def scipy_stats() -> Any:
+    """``scipy.stats`` (typed Any: scipy ships no type information), imported on first use: it takes
+    0.3 s, which a command that computes no interval from it should not pay at start."""
+    from scipy import stats
+
+    return stats

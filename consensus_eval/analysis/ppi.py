@@ -39,9 +39,8 @@ from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel
-from scipy import stats  # scipy ships no type information
 
-from consensus_eval.analysis.intervals import Z95
+from consensus_eval.analysis.intervals import Z95, scipy_stats
 
 FloatArray = Sequence[float] | np.ndarray
 
@@ -94,7 +93,7 @@ class DifferenceEstimate(BaseModel):
 def _z(level: float) -> float:
     if not 0 < level < 1:
         raise ValueError(f"level must be in (0, 1), got {level}")
-    return Z95 if level == 0.95 else float(stats.norm.ppf(1 - (1 - level) / 2))
+    return Z95 if level == 0.95 else float(scipy_stats().norm.ppf(1 - (1 - level) / 2))
 
 
 def ppi_mean_batch(y: np.ndarray, yhat_labelled: np.ndarray, yhat_unlabelled: np.ndarray, level: float = 0.95,
@@ -206,7 +205,7 @@ def _t_mean(x: FloatArray, level: float) -> tuple[float | None, float | None, fl
     if a.size < 2:
         return mean, None, None, 1
     _z(level)
-    half = float(stats.t.ppf(1 - (1 - level) / 2, a.size - 1)) * float(a.std(ddof=1)) / math.sqrt(a.size)
+    half = float(scipy_stats().t.ppf(1 - (1 - level) / 2, a.size - 1)) * float(a.std(ddof=1)) / math.sqrt(a.size)
     return mean, mean - half, mean + half, int(a.size)
 
 

@@ -38,11 +38,11 @@ from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel
-from scipy import stats
 
 from consensus_eval.analysis.agreement import judge_value, matrix
 from consensus_eval.analysis.alpha import DEFAULT_SEED, Alpha, krippendorff_alpha
 from consensus_eval.analysis.consensus import CaseConsensus
+from consensus_eval.analysis.intervals import scipy_stats
 from consensus_eval.domain.cases import Case
 
 #: the system name of a case that names none, when others do
@@ -266,9 +266,9 @@ def difference(a: str, b: str, key: str, va: np.ndarray, vb: np.ndarray, tie_mar
             low = high = mean
             p = 1.0 if mean == 0 else 0.0
         else:
-            half = float(stats.t.ppf(0.975, n - 1)) * sd / math.sqrt(n)
+            half = float(scipy_stats().t.ppf(0.975, n - 1)) * sd / math.sqrt(n)
             low, high = mean - half, mean + half
-            p = float(2 * stats.t.sf(abs(mean) / (sd / math.sqrt(n)), n - 1))
+            p = float(2 * scipy_stats().t.sf(abs(mean) / (sd / math.sqrt(n)), n - 1))
         wins = int((d > tie_margin).sum())
         losses = int((d < -tie_margin).sum())
         return Difference(a=a, b=b, key=key, paired=True, n=n, diff=mean, low=low, high=high, p=p,
@@ -287,8 +287,8 @@ def difference(a: str, b: str, key: str, va: np.ndarray, vb: np.ndarray, tie_mar
         return Difference(a=a, b=b, key=key, paired=False, n=n, diff=mean, low=mean, high=mean,
                           p=1.0 if mean == 0 else 0.0)
     df = (va_ + vb_) ** 2 / (va_ ** 2 / (xa.size - 1) + vb_ ** 2 / (xb.size - 1))   # Welch-Satterthwaite
-    half = float(stats.t.ppf(0.975, df)) * se
-    p = float(2 * stats.t.sf(abs(mean) / se, df))
+    half = float(scipy_stats().t.ppf(0.975, df)) * se
+    p = float(2 * scipy_stats().t.sf(abs(mean) / se, df))
     return Difference(a=a, b=b, key=key, paired=False, n=n, diff=mean, low=mean - half, high=mean + half, p=p)
 
 

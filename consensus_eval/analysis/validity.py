@@ -18,11 +18,7 @@ from collections.abc import Hashable, Sequence
 import numpy as np
 from pydantic import BaseModel
 
-# neither scipy nor scikit-learn ships type information (no py.typed, no stubs installed)
-from scipy import stats
-from sklearn.metrics import cohen_kappa_score, f1_score
-
-from consensus_eval.analysis.intervals import Z95, Proportion, proportion
+from consensus_eval.analysis.intervals import Z95, Proportion, proportion, scipy_stats
 
 
 class ICC(BaseModel):
@@ -103,8 +99,8 @@ def _icc_a1_ci(icc: float, msr: float, msc: float, mse: float, n: int, k: int,
     if den <= 0:
         return None, None
     v = num / den
-    f_up = float(stats.f.ppf(1 - alpha / 2, n - 1, v))
-    f_low = float(stats.f.ppf(1 - alpha / 2, v, n - 1))
+    f_up = float(scipy_stats().f.ppf(1 - alpha / 2, n - 1, v))
+    f_low = float(scipy_stats().f.ppf(1 - alpha / 2, v, n - 1))
     common = k * msc + (k * n - k - n) * mse
     d_low = f_up * common + n * msr
     d_high = common + n * f_low * msr
@@ -131,7 +127,7 @@ def bonett_min_n(icc: float, k: int, half_width: float = 0.1, level: float = 0.9
         raise ValueError(f"an ICC of {k} raters lies in (-1/(k-1), 1], got {icc}")
     if half_width <= 0 or not 0 < level < 1:
         raise ValueError(f"need half_width > 0 and 0 < level < 1, got {half_width}, {level}")
-    z = Z95 if level == 0.95 else float(stats.norm.ppf(1 - (1 - level) / 2))
+    z = Z95 if level == 0.95 else float(scipy_stats().norm.ppf(1 - (1 - level) / 2))
     w = 2 * half_width
     n = 8 * z * z * (1 - icc) ** 2 * (1 + (k - 1) * icc) ** 2 / (k * (k - 1) * w * w) + 1
     # 1e-9: a value a rounding error above an integer is that integer
@@ -244,6 +240,8 @@ def verdict_validity(rater_labels: Sequence[Hashable], reference_labels: Sequenc
     y_pred = [str(v) for v in rater_labels]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # sklearn warns before returning nan for an undefined kappa
+        from sklearn.metrics import cohen_kappa_score, f1_score  # imported when used: 0.3 s
+
         kappa = float(cohen_kappa_score(y_true, y_pred))
         f1 = float(f1_score(y_true, y_pred, average="macro", zero_division=0.0))
     same = sum(t == p for t, p in zip(y_true, y_pred, strict=True))
