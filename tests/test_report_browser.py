@@ -398,3 +398,30 @@ def test_leaderboard_and_validity_sections(browser, trust_run, lang):
         assert widths[0] <= widths[1], widths                      # no sideways scroll, even at 390 px
         assert not pg.errors and not pg.dialogs, (pg.errors, pg.dialogs)
         pg.close()
+
+
+def test_added_deductions_and_accepted_scores_are_visible_in_the_report(browser, tmp_path):
+    """A reviewer's added deduction shows in the case's drill-down and in the report's section on what the
+    reviewers added (with the judges that missed it); accepted scores are counted there, not as scores."""
+    from consensus_eval.api import import_human
+
+    out = build_panel_store(tmp_path / "run", dict(PANEL))
+    sheet = tmp_path / "a.csv"
+    sheet.write_text("row,case_id,dimension,type_id,points,evidence,human_score,score_origin,human_verdict,"
+                     "human_comment,reviewer\n"
+                     "added,c2,accuracy,drug_name_error,3,二甲双胍片,,,,漏扣药名错误,li\n"
+                     "score,c3,accuracy,,,,38,accepted,,,li\n", encoding="utf-8")
+    import_human(out, sheet, n_boot=0, rebuild_outputs=False)
+    _, html = write_reports(load_run(out, n_boot=0), out, "en")
+    pg = Page(browser, html, fragment="#case-c2")
+    p = pg.page
+    drill = p.locator("tr.drill")
+    drill.locator(".jgrid").first.wait_for()
+    added = drill.locator("ul.added li")
+    assert added.count() == 1
+    assert added.first.inner_text() == "li (accuracy): 药名错误 −3 «二甲双胍片» 漏扣药名错误"
+    row = p.locator("#added-deductions tbody tr").first.inner_text()
+    assert "药名错误" in row and "二甲双胍片" in row and "judge-c" in row     # judge-c took no drug_name_error
+    assert "1 score(s) were the panel's, accepted by a reviewer" in p.locator("#added").inner_text()
+    assert not pg.errors and not pg.dialogs, (pg.errors, pg.dialogs)
+    pg.close()

@@ -141,6 +141,8 @@ def test_the_main_job_on_two_systems_prints_a_leaderboard(tmp_path: Path) -> Non
     assert "## Systems leaderboard" in md and "scribe-a better" in md
     html = (tmp_path / "run" / "report.html").read_text(encoding="utf-8")
     assert 'id="leaderboard"' in html and 'id="leaderboard-differences"' in html
+    board = json.loads((tmp_path / "run" / "leaderboard.json").read_text(encoding="utf-8"))
+    assert [s["system"] for s in board["systems"]] == ["scribe-a", "scribe-b"] and board["design"] == "paired"
 
 
 # --------------------------------------------------------------------------- spot checks

@@ -121,11 +121,17 @@ def judgment_row(rubric: Rubric, rec: CallRecord, score: DimensionScore | None,
 
 @gc_paused_call
 def write_outputs(results: Results, out: Path) -> None:
-    """judgments.jsonl, consensus.csv/jsonl and reliability.json of a run's results, into ``out``."""
+    """judgments.jsonl, consensus.csv/jsonl and reliability.json of a run's results, into ``out``, and
+    leaderboard.json when the cases name two systems or more (a stale one is removed otherwise)."""
     write_judgments(out / "judgments.jsonl", results.rubric, results.records, results.scores,
                     results.run.grounding, drop=results.config.ungrounded == "drop")
     write_consensus(out, results.rubric, results.consensus)
     write_json(out / "reliability.json", results.reliability.to_json())
+    board = results.leaderboard
+    if board is not None:
+        write_json(out / "leaderboard.json", board.model_dump(mode="json"))
+    else:
+        (out / "leaderboard.json").unlink(missing_ok=True)
 
 
 def write_judgments(path: Path, rubric: Rubric, records: Sequence[CallRecord],

@@ -126,11 +126,14 @@ class ReportData:
         made one at a time as they are read (a large run's payloads are never all held at once)."""
         roles = self.rubric.roles
         review = self.review
+        types = {t.id: t.name for d in self.rubric.dimensions for c in d.categories for t in c.types}
+        types.update({p.id: f"{self.t('fixed_penalty')}: {p.name}" for d in self.rubric.dimensions
+                      for p in d.fixed_penalties})
         for a in self.ranking:
             case = self.cases.get(a.case_id)
             conv = case.conversation_as_text(roles) if case else ""
             yield drill_payload(a, case.record if case else "", conv, self.judges, self.anchors[a.case_id],
-                                review=review.case(a.case_id) if review else None)
+                                review=review.case(a.case_id) if review else None, type_names=types)
 
     def human_of(self, case_id: str) -> CaseReview | None:
         """The reviewers' labels of one case (None: nobody labelled it)."""

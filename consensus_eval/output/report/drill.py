@@ -19,7 +19,7 @@ import base64
 import gzip
 import json
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -82,7 +82,7 @@ def unpack(chunk: str) -> list[dict[str, Any]]:
 
 
 def drill_payload(a: CaseAudit, record: str, conversation: str, judges: Sequence[str], anchor_id: str,
-                  review: CaseReview | None = None) -> dict[str, Any]:
+                  review: CaseReview | None = None, type_names: Mapping[str, str] | None = None) -> dict[str, Any]:
     """One case's drill-down as data.
 
     Keys: ``id``, ``a`` (anchor), ``rk`` (rank), ``st`` (status), ``tot`` (panel total), ``jt``
@@ -90,7 +90,9 @@ def drill_payload(a: CaseAudit, record: str, conversation: str, judges: Sequence
     read it: grounding spans index into it), ``err`` (judge -> errors, failed cases), ``mm``
     (claimed-vs-derived mismatches: judge index, run, dimension, claimed score, claimed stars, derived
     score, derived stars), ``h`` (the reviewers' labels, when any: ``m`` key -> the human score, mean
-    over reviewers; ``s`` reviewer -> key -> score; ``cm`` [reviewer, dimension, comment]) and
+    over reviewers; ``s`` reviewer -> key -> score; ``cm`` [reviewer, dimension, comment]; ``ad`` the
+    deductions they added: [reviewer, dimension, type name (``type_names``, else its id), points,
+    evidence, comment]) and
     ``dims``, one per dimension: ``id``, ``n`` (name), ``max``, ``p`` (panel score), ``g`` (star gap),
     ``q`` (nobody deducted), ``v``: per judge ``j`` (index in the judge list), ``s`` (score), ``k``
     (stars), ``ok``/``nf`` (runs ok/failed), ``e`` (errors), ``c`` (comments), ``gr``: its
@@ -123,7 +125,9 @@ def drill_payload(a: CaseAudit, record: str, conversation: str, judges: Sequence
         out["err"] = a.errors_by_judge()
     if review is not None:
         out["h"] = {"m": review.human, "s": review.scores,
-                    "cm": [[lb.reviewer, lb.dimension, lb.comment] for lb in review.comments if lb.comment]}
+                    "cm": [[lb.reviewer, lb.dimension, lb.comment] for lb in review.comments if lb.comment],
+                    "ad": [[lb.reviewer, lb.dimension, (type_names or {}).get(str(lb.value), str(lb.value)), lb.points,
+                            lb.evidence or "", lb.comment or ""] for lb in review.added]}
     return out
 
 

@@ -250,6 +250,15 @@
       p.h.cm.forEach(function (c) { cl.appendChild(el("li", null, c[0] + (c[1] ? " (" + c[1] + ")" : "") + ": " + c[2])); });
       box.appendChild(cl);
     }
+    if (p.h && p.h.ad && p.h.ad.length) {
+      box.appendChild(el("h4", null, L.human_added));
+      var al = el("ul", "added");
+      p.h.ad.forEach(function (x) {
+        al.appendChild(el("li", null, x[0] + " (" + x[1] + "): " + x[2] + " \u2212" + num(x[3])
+          + (x[4] ? " \u00ab" + x[4] + "\u00bb" : "") + (x[5] ? " " + x[5] : "")));
+      });
+      box.appendChild(al);
+    }
     box.appendChild(el("h4", null, L.record));
     box.appendChild(marked("record", p.rec, marks[0], a));
     box.appendChild(el("h4", null, L.conversation));
