@@ -252,6 +252,10 @@ def reliability(
     encoding: Annotated[str | None, typer.Option(
         help="Encoding of the --human / --ratings file (default: UTF-8, with or without BOM, then GB18030).")] = None,
     lang: LangOpt = None,
+    calibrated: Annotated[bool, typer.Option(
+        help="Also fit, per judge and for the panel, an isotonic map of the total to the clinicians' scale on "
+             "the random spot check, with its cross-validated error (reported beside the raw scores; "
+             "reliability.json validity.calibrated).")] = False,
 ) -> None:
     """Krippendorff's alpha with bootstrap CIs: of a run's judges (and a human), or of any ratings table;
     for a run also its validity against clinicians on the random spot check and the decision study
@@ -284,6 +288,14 @@ def reliability(
         _import_human(run_dir, human, reviewer, encoding, bootstrap)
     results = api.load_run(run_dir, n_boot=bootstrap, seed=seed, reuse_saved=False, replies=False)
     report = results.reliability
+    if calibrated:
+        from consensus_eval.analysis.judge_validity import validity_report
+
+        if not results.spot_checks:
+            raise InputError(f"--calibrated fits on the random spot check, and {run_dir} has none: run "
+                             f"consensus-eval audit {run_dir} --spot-check N first and import the clinicians' scores")
+        report.validity = validity_report(results.run, results.consensus, results.review, results.spot_checks,
+                                          isotonic=True)
     write_json(run_dir / "reliability.json", report.to_json())
     if json_out:
         print(json.dumps(report.to_json(), ensure_ascii=False, indent=2))

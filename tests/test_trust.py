@@ -258,6 +258,13 @@ def test_validity_is_measured_on_the_spot_check_only_against_the_estimators(two_
     assert "prediction\\-powered" in md.lower() or "prediction-powered" in md.lower()
     zh = _rebuild_md(two_systems, "zh")
     assert "## 评审对照临床医生的效度（随机抽查）" in zh and "临床医生之间（上限）" in zh
+    # calibrated readings: only when asked, beside the raw figures
+    _cli("reliability", two_systems, "--bootstrap", "0")
+    assert json.loads((two_systems / "reliability.json").read_text())["validity"]["calibrated"] == {}
+    out = _cli("reliability", two_systems, "--calibrated", "--bootstrap", "0", "--lang", "en")
+    assert "MAE, calibrated (cross-validated)" in out
+    cal = json.loads((two_systems / "reliability.json").read_text())["validity"]["calibrated"]
+    assert set(cal) == {*JUDGES, "panel"} and cal["panel"]["n"] == 22 and cal["panel"]["mae_cv"] is not None
 
 
 def _rebuild_md(run: Path, lang: str) -> str:

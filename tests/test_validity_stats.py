@@ -222,3 +222,25 @@ def test_kappa_matches_sklearn_on_three_classes() -> None:
     v = verdict_validity(list(rater), list(ref))
     assert v.kappa == pytest.approx(sklearn_metrics.cohen_kappa_score(ref, rater))
     assert v.macro_f1 == pytest.approx(sklearn_metrics.f1_score(ref, rater, average="macro"))
+
+
+def test_isotonic_map_against_sklearn_and_its_cross_validated_error() -> None:
+    from sklearn.isotonic import IsotonicRegression
+
+    from consensus_eval.analysis.validity import isotonic_map
+
+    rng = np.random.default_rng(7)
+    raw = rng.uniform(70, 100, 200)
+    clinician = 2 * raw - 110 + rng.normal(0, 2, 200)          # the judge compresses the clinicians' scale
+    m = isotonic_map(list(raw), list(clinician), folds=5, seed=1)
+    fit = IsotonicRegression(out_of_bounds="clip").fit(raw, clinician)
+    assert m.n == 200 and m.x == pytest.approx(list(fit.X_thresholds_))
+    assert m.y == pytest.approx(list(fit.y_thresholds_))
+    assert [m.apply(v) for v in (60.0, 85.0, 120.0)] == pytest.approx(list(fit.predict([60.0, 85.0, 120.0])))
+    assert all(b >= a for a, b in zip(m.y, m.y[1:], strict=False))          # monotone
+    assert m.mae_raw == pytest.approx(float(np.abs(raw - clinician).mean()))
+    assert m.mae_cv is not None and m.mae_cv < m.mae_raw / 3                # out-of-fold, still far better
+    # a useless judge: calibration cannot invent a relation the data do not have
+    noise = isotonic_map(list(rng.uniform(70, 100, 60)), list(rng.uniform(60, 100, 60)))
+    assert noise.mae_cv is not None and noise.mae_cv > 5
+    assert isotonic_map([90.0], [80.0]).mae_cv is None

@@ -52,9 +52,11 @@ from consensus_eval.analysis.ppi import (
 from consensus_eval.analysis.systems import UNNAMED
 from consensus_eval.analysis.validity import (
     ICC,
+    IsotonicMap,
     ScoreValidity,
     VerdictValidity,
     icc_a1,
+    isotonic_map,
     score_validity,
     verdict_validity,
 )
@@ -130,11 +132,16 @@ class ValidityReport(BaseModel):
     ppi: list[PpiEstimate] = []
     ppi_differences: list[PpiDifference] = []
     notes: list[str] = []
+    #: with ``isotonic`` (off by default): per rater, an isotonic map of its total to the clinicians' scale,
+    #: fitted on the spot check with its cross-validated error (:class:`~consensus_eval.analysis.validity.IsotonicMap`),
+    #: reported beside the raw scores, never in their place
+    calibrated: dict[str, IsotonicMap] = {}
 
 
 def validity_report(run: StoredRun, cons: Sequence[CaseConsensus], review: HumanReview | None,
-                    sample: Sequence[SpotCheckRecord]) -> ValidityReport:
-    """The validity section of a run from its spot check and labels (module docstring)."""
+                    sample: Sequence[SpotCheckRecord], *, isotonic: bool = False) -> ValidityReport:
+    """The validity section of a run from its spot check and labels (module docstring). ``isotonic``: also
+    fit each rater's calibrated reading of the total (``calibrated``)."""
     if not sample:
         return ValidityReport(sample="none")
     by_id = {c.case_id: c for c in cons}
@@ -169,6 +176,11 @@ def validity_report(run: StoredRun, cons: Sequence[CaseConsensus], review: Human
     if len(first_two) < 2:
         out.notes.append("no_second_reviewer")
     out.deductions = _deductions(run, review, labelled)
+    if isotonic:
+        human = [_human(review, cid, "total") for cid in labelled]
+        out.calibrated = {j: isotonic_map([judge_value(by_id[cid], j, "total") for cid in labelled], human)
+                          for j in run.judges}
+        out.calibrated[PANEL] = isotonic_map([by_id[cid].total for cid in labelled], human)
     _ppi(run.cases, cons, review, sample, out, keys)
     return out
 

@@ -164,6 +164,12 @@ def validity_block(v: ValidityReport, rubric: Rubric, judges: list[str], t: Mess
         rows = [[f"{x.a} − {x.b}", _est(x.difference.estimate, x.difference.low, x.difference.high)] for x in diffs]
         block.tables.append(TableBlock("validity-ppi-differences", [t("col_pair"), t("col_ppi_diff")], rows,
                                        [False, True]))
+    if v.calibrated:
+        rows = [[t("panel") if name == PANEL else name, str(m.n), fmt.mean1(m.mae_raw), fmt.mean1(m.mae_cv)]
+                for name, m in v.calibrated.items()]
+        block.tables.append(TableBlock("validity-calibrated", [t("col_rater"), "n", t("col_mae_raw"),
+                                                               t("col_mae_cv")], rows, [False, True, True, True]))
+        block.notes.append(t("validity_calibrated_note"))
     for note in v.notes:
         block.notes.append(t("validity_note_" + note))
     return block
