@@ -9,7 +9,8 @@ plus a second clinician on 100 of them. Each repeat is a fresh process on a fres
 - ``rebuild``: ``consensus_eval.api.rebuild`` (every output, 1,000 bootstrap resamples): what ``score``
   does at its end; the trust figures are computed inside it (the leaderboard for the report, the decision
   study and the validity section for reliability.json);
-- then, on the same results, each trust figure again, timed alone, with its tracemalloc peak: the
+- then, on the same results, each trust figure again, timed alone, then called once more under
+  tracemalloc for its peak (tracemalloc slows allocation-heavy code, so it is never on while timing): the
   leaderboard (cluster bootstrap, 1,000 resamples), the decision study, the validity section (PPI
   included). ``baseline`` = rebuild - their sum; ``added`` = their sum / baseline.
 
@@ -38,6 +39,7 @@ CHILD = r"""
 import json, sys, time, tracemalloc
 sys.path.insert(0, {root!r})
 from consensus_eval import api
+from consensus_eval._gc import gc_paused
 from consensus_eval.analysis.decision import decision_studies
 from consensus_eval.analysis.judge_validity import validity_report
 from consensus_eval.analysis.systems import leaderboard
@@ -51,10 +53,12 @@ for name, fn in (
         ("leaderboard", lambda: leaderboard(res.cases, res.consensus, dims, res.judges, n_boot={boot})),
         ("decision", lambda: decision_studies(res.run, res.consensus)),
         ("validity", lambda: validity_report(res.run, res.consensus, res.review, res.spot_checks))):
-    tracemalloc.start()
     t = time.perf_counter()
-    fn()
+    with gc_paused():               # as inside the rebuild (its analysis runs with the collector paused)
+        fn()
     out[name] = time.perf_counter() - t
+    tracemalloc.start()             # memory on a second call: tracemalloc slows allocation-heavy code
+    fn()
     out[name + "_peak_mb"] = tracemalloc.get_traced_memory()[1] / 2**20
     tracemalloc.stop()
 print("RESULT " + json.dumps(out))

@@ -707,3 +707,13 @@ def test_the_sheet_says_whose_score_it_is_own_accepted_or_none(run: Path, tmp_pa
     assert "column score_origin" in _cli_error("human", "import", bad, "--run", run)
     h = load_run(run, n_boot=0).reliability.human
     assert h is not None and h.n_accepted == 2 and h.n_cases == 1
+
+
+def test_a_sheet_exported_for_a_reviewer_comes_back_as_theirs(run: Path, tmp_path: Path) -> None:
+    sheet = tmp_path / "zhang.csv"
+    _cli("audit", run, "--top", "2", "--export", sheet, "--reviewer", "dr_zhang")
+    rows = list(csv.DictReader(io.StringIO(sheet.read_text(encoding="utf-8-sig"))))
+    assert {r["reviewer"] for r in rows} == {"dr_zhang"}          # named on every row, before any label
+    next(r for r in rows if r["row"] == "score")["human_score"] = "30"
+    _cli("human", "import", _write(rows, tmp_path / "filled.csv"), "--run", run, "--bootstrap", "0")
+    assert [(lb.reviewer, lb.value) for lb in _stored(run)] == [("dr_zhang", 30.0)]

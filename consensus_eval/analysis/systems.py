@@ -223,30 +223,26 @@ def leaderboard(cases: Sequence[Case], cons: Sequence[CaseConsensus], dims: Sequ
 def _cluster_bootstrap(values: dict[str, np.ndarray], n_sources: int, n_boot: int,
                        seed: int) -> dict[str, np.ndarray] | None:
     """Per key, ``n_boot`` x systems means over source conversations drawn with replacement (the same
-    draws for every system and key). None without resamples or sources."""
+    draws for every system and key). None without resamples or sources. A draw is the number of times each
+    source was drawn (a multinomial count vector), made in blocks of about 2 million counts, so memory stays
+    bounded however many sources there are."""
     if n_boot <= 0 or n_sources == 0:
         return None
     rng = np.random.default_rng(seed)
-    out = {}
-    # a draw's weight on each source: how many times it was drawn (n_boot x n_sources, in blocks to bound memory)
-    block = max(1, min(n_boot, 4_000_000 // max(n_sources, 1)))
-    weights = []
-    done = 0
-    while done < n_boot:
-        m = min(block, n_boot - done)
-        picks = rng.integers(0, n_sources, size=(m, n_sources))
-        w = np.zeros((m, n_sources))
-        np.add.at(w, (np.repeat(np.arange(m), n_sources), picks.ravel()), 1.0)
-        weights.append(w)
-        done += m
-    w_all = np.vstack(weights)
-    for k, v in values.items():
-        present = (~np.isnan(v)).astype(float)                 # systems x sources
-        filled = np.nan_to_num(v)
-        num = w_all @ filled.T                                  # n_boot x systems
-        den = w_all @ present.T
-        with np.errstate(invalid="ignore", divide="ignore"):
-            out[k] = np.where(den > 0, num / np.where(den > 0, den, 1), np.nan)
+    filled = {k: np.nan_to_num(v) for k, v in values.items()}          # systems x sources
+    present = {k: (~np.isnan(v)).astype(float) for k, v in values.items()}
+    n_systems = next(iter(values.values())).shape[0]
+    out = {k: np.empty((n_boot, n_systems)) for k in values}
+    block = max(1, min(n_boot, 2_000_000 // n_sources))
+    p = np.full(n_sources, 1.0 / n_sources)
+    for start in range(0, n_boot, block):
+        m = min(block, n_boot - start)
+        w = rng.multinomial(n_sources, p, size=m).astype(float)        # m x sources
+        for k in values:
+            num = w @ filled[k].T
+            den = w @ present[k].T
+            with np.errstate(invalid="ignore", divide="ignore"):
+                out[k][start:start + m] = np.where(den > 0, num / np.where(den > 0, den, 1), np.nan)
     return out
 
 

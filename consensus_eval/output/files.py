@@ -251,7 +251,9 @@ def export_rows(audits: Iterable[CaseAudit], review: HumanReview | None = None,
       matched it, its ``deduction_id``), beside the empty ``human_verdict`` (agree / disagree /
       unsure) and ``human_comment``.
 
-    ``reviewer`` (with ``review``): that reviewer's stored labels are written into the human cells
+    ``reviewer``: the ``reviewer`` column says that name on every row (a sheet exported for dr_zhang comes
+    back as dr_zhang's, whoever fills it in); with ``review``, that reviewer's stored labels are written into
+    the human cells
     (a sheet "filled in", e.g. downloaded from the review app), with one ``added`` row per deduction the
     reviewer added (``type`` / ``type_id``, ``points``, ``evidence``, ``human_comment``; ``rubric`` gives the
     type's name), and ``score_origin`` saying whether a score is the reviewer's own or the panel's they
@@ -290,7 +292,9 @@ def export_rows(audits: Iterable[CaseAudit], review: HumanReview | None = None,
                     score_row[HUMAN_SCORE] = _num(mine_scores.get(dim.dimension))
                     score_row[SCORE_ORIGIN] = "own" if score_row[HUMAN_SCORE] else ""
                 score_row[HUMAN_COMMENT] = notes.get((dim.dimension, None)) or ""
-                score_row[REVIEWER] = reviewer if score_row[HUMAN_SCORE] or score_row[HUMAN_COMMENT] else ""
+                score_row[REVIEWER] = reviewer
+            if reviewer is not None:
+                score_row.setdefault(REVIEWER, reviewer)
             rows.append(score_row)
             for jv in ([] if blind else dim.judges):
                 mismatch = _mismatch_text(a, dim.dimension, jv.judge)
@@ -307,7 +311,9 @@ def export_rows(audits: Iterable[CaseAudit], review: HumanReview | None = None,
                         verdict = case.verdicts.get(d.id, {}).get(reviewer)
                         row[HUMAN_VERDICT] = verdict or ""
                         row[HUMAN_COMMENT] = notes.get((d.dimension, d.id)) or ""
-                        row[REVIEWER] = reviewer if verdict or row[HUMAN_COMMENT] else ""
+                        row[REVIEWER] = reviewer
+                    elif reviewer is not None:
+                        row[REVIEWER] = reviewer
                     rows.append(row)
             for lb in (case.added if case else []):
                 if lb.reviewer == reviewer and lb.dimension == dim.dimension:

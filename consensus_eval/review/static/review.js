@@ -154,6 +154,8 @@
   });
 
   document.querySelectorAll("input.score").forEach((input) => {
+    // typed by the reviewer: their own score, even before its save has answered
+    input.addEventListener("input", () => { input.dataset.edited = "yes"; });
     input.addEventListener("change", async () => {
       const reply = await save({op: "score", case: caseRank, dimension: input.dataset.dim, value: input.value === "" ? null : Number(input.value)});
       if (reply) {
@@ -172,7 +174,7 @@
     let missing = false;
     document.querySelectorAll("input.score").forEach((input) => {
       if (input.value === "") missing = true;
-      else if (input.dataset.mine === "yes") scores[input.dataset.dim] = Number(input.value);
+      else if (input.dataset.mine === "yes" || input.dataset.edited === "yes") scores[input.dataset.dim] = Number(input.value);
       else accepted.push(input.dataset.dim);
     });
     if (missing) { say(tr("js_not_saved", {why: tr("js_need_scores")}), "error"); return; }
@@ -180,6 +182,7 @@
     // a blind spot-check case: the reviewer's own scores are in, so the judges' can be shown now
     if (reply && document.getElementById("case").dataset.blind === "yes") { window.location.reload(); return; }
     if (reply) document.querySelectorAll("input.score").forEach((input) => {
+      if (input.dataset.edited === "yes") input.dataset.mine = "yes";
       if (input.dataset.mine !== "yes") input.dataset.mine = "accepted";
       input.closest(".your-score").querySelector(".score-note").textContent =
         tr(input.dataset.mine === "yes" ? "note_mine" : "note_accepted");
