@@ -44,13 +44,22 @@ from consensus_eval.domain.calibration.suite import SuiteCase, load_suite
 from consensus_eval.domain.cases import Case, load_cases
 from consensus_eval.domain.config import DEFAULT_CONFIG, EvalConfig, load_config
 from consensus_eval.domain.grounding import ground
+from consensus_eval.domain.reviewers import clean_name
 from consensus_eval.domain.rubric import Rubric, load_rubric
 from consensus_eval.execution.adaptive import execute_rounds, grow
 from consensus_eval.execution.estimate import JudgeEstimate, estimate
 from consensus_eval.execution.execute import Progress, ProgressHook, execute
 from consensus_eval.execution.plan import Call, plan
 from consensus_eval.execution.results import read_run
-from consensus_eval.execution.store import STORE_NAME, CallRecord, SpotCheckRecord, Store
+from consensus_eval.execution.store import (
+    REVIEWER_ROLES,
+    STORE_NAME,
+    CallRecord,
+    ReviewerRecord,
+    ReviewerRole,
+    SpotCheckRecord,
+    Store,
+)
 from consensus_eval.judges import Judge, build_judge
 from consensus_eval.output.calibration import CALIBRATION_JSON, add_to_reports, load_calibration, write_calibration
 from consensus_eval.output.files import write_json, write_outputs
@@ -328,6 +337,41 @@ def spot_check(folder: str | Path, n: int, *, seed: int = 0, stratify: Stratify 
                                  + why)
         store.replace_spot_checks(new)
     return SpotCheck(sample=new, drawn=True, labelled=sum(r.case_id in scored for r in new))
+
+
+def add_reviewer(folder: str | Path, name: str, *, role: ReviewerRole = "reviewer",
+                 new_key: bool = False) -> tuple[ReviewerRecord, str]:
+    """Add ``name`` to the team reviewing ``folder``'s run and return them with their personal key (shown
+    once: only its hash is stored). The review app then runs in team mode: each reviewer opens their own
+    link, labels under their own name only, and the shared token link no longer opens it. A name already in
+    the team is refused unless ``new_key`` (their old link stops working; ``role`` is updated)."""
+    import secrets
+
+    try:
+        name = clean_name(name)
+    except ValueError as e:
+        raise InputError(f"reviewer {name!r}: {e}") from None
+    if role not in REVIEWER_ROLES:
+        raise InputError(f"--role must be one of {', '.join(REVIEWER_ROLES)}, got {role!r}")
+    with Store.open_existing(folder) as store:
+        if not new_key and any(r.name == name for r in store.reviewers()):
+            raise InputError(f"{name} is already a reviewer of {folder}; give --new-key to replace their link "
+                             "(the old one stops working)")
+        key = secrets.token_urlsafe(24)
+        return store.put_reviewer(name, role, key), key
+
+
+def team(folder: str | Path) -> list[ReviewerRecord]:
+    """The reviewers of ``folder``'s run (empty: no team; the review app runs in one-token mode)."""
+    with Store.open_existing(folder, read_only=True) as store:
+        return store.reviewers()
+
+
+def remove_reviewer(folder: str | Path, name: str) -> None:
+    """Take ``name`` off the team: their link stops working; their labels stay."""
+    with Store.open_existing(folder) as store:
+        if not store.remove_reviewer(" ".join(name.split())):
+            raise InputError(f"{name!r} is not a reviewer of {folder} (see: consensus-eval reviewers list {folder})")
 
 
 def rebuild(folder: str | Path, *, n_boot: int = 1000, lang: str | None = None) -> Results:

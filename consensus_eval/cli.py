@@ -498,15 +498,31 @@ def review(
     from consensus_eval.review import serve
 
     freeze_when_done(False)  # a long-lived server: never freeze what its requests made (consensus_eval._gc)
+    from consensus_eval import api
     from consensus_eval.review.app import is_loopback
 
+    members = api.team(run_dir)
     if not is_loopback(host):
-        err_console.print(Text.assemble(("warning:", "bold yellow"), f" listening on {host}, not only on this "
-                                        "machine: anyone who can reach it and has the printed link can read "
-                                        "the cases and write labels"), highlight=False, soft_wrap=True)
+        err_console.print(Text.assemble(
+            ("warning:", "bold yellow"),
+            f" listening on {host}, not only on this machine. Anyone who can reach it and has a link can read the "
+            "cases (patients' records) and write labels, and the server speaks plain HTTP: on a network the links, "
+            "the cookies and the records travel unencrypted. For a team, keep it on this machine "
+            f"(--host 127.0.0.1) and put a TLS reverse proxy in front, e.g. `caddy reverse-proxy --from "
+            f"review.example.org --to 127.0.0.1:{port}` or nginx with `proxy_pass http://127.0.0.1:{port};` and "
+            "the Host header passed through; give each reviewer a personal link (consensus-eval reviewers add "
+            f"NAME --run {run_dir})."), highlight=False, soft_wrap=True)
 
     def ready(url: str) -> None:
-        out_console.print(f"reviewing {run_dir}: open {url}  (Ctrl-C to stop)", highlight=False, soft_wrap=True)
+        if members:
+            base = url.split("?", 1)[0]
+            out_console.print(f"reviewing {run_dir} as a team of {len(members)} "
+                              f"({', '.join(f'{m.name} ({m.role})' for m in members)}): each opens their personal "
+                              f"link ({base}?key=...; consensus-eval reviewers add NAME --run {run_dir} --new-key "
+                              "makes a new one); the shared token link is off  (Ctrl-C to stop)",
+                              highlight=False, soft_wrap=True)
+        else:
+            out_console.print(f"reviewing {run_dir}: open {url}  (Ctrl-C to stop)", highlight=False, soft_wrap=True)
 
     serve(run_dir, host=host, port=port, reviewer=reviewer, on_ready=ready, lang=lang)
 
@@ -514,6 +530,62 @@ def review(
 human_app = typer.Typer(help="Human labels: import the filled-in adjudication sheet into a run's store.",
                         no_args_is_help=True)
 app.add_typer(human_app, name="human")
+reviewers_app = typer.Typer(help="The team reviewing a run: a personal link per reviewer, their roles.",
+                            no_args_is_help=True)
+app.add_typer(reviewers_app, name="reviewers")
+RunOpt = Annotated[Path, typer.Option("--run", help="Output folder of the `score` run.")]
+
+
+@reviewers_app.command("add")
+@friendly_errors
+def reviewers_add(
+    name: Annotated[str, typer.Argument(help="The reviewer's name: what their labels carry.")],
+    run_dir: RunOpt,
+    role: Annotated[str, typer.Option(help="reviewer | adjudicator (settles what two reviewers disagree on).")]
+    = "reviewer",
+    new_key: Annotated[bool, typer.Option(help="Replace the link of a reviewer already in the team.")] = False,
+    host: Annotated[str, typer.Option(help="The address the link names (where `review` will listen).")]
+    = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=1, max=65535, help="The port the link names.")] = 8765,
+) -> None:
+    """Add a reviewer to RUN's team and print their personal link (shown once: only a hash of its key is
+    stored). With a team, `review` runs in team mode: each reviewer opens their own link and labels under
+    their own name only; the shared token link no longer opens the app."""
+    from consensus_eval import api
+
+    rec, key = api.add_reviewer(run_dir, name, role=role, new_key=new_key)  # type: ignore[arg-type]
+    shown = f"[{host.strip('[]')}]" if ":" in host else host
+    out_console.print(f"{rec.name} ({rec.role}) is on the team of {run_dir}. Their personal link, shown once (send "
+                      f"it to them privately; anyone with it labels as {rec.name}):", highlight=False, soft_wrap=True)
+    out_console.print(f"http://{shown}:{port}/?key={key}", highlight=False, soft_wrap=True)
+    out_console.print(f"start the server with: consensus-eval review {run_dir} --port {port}"
+                      + (f" --host {host}" if host != "127.0.0.1" else ""), highlight=False, soft_wrap=True)
+
+
+@reviewers_app.command("list")
+@friendly_errors
+def reviewers_list(run_dir: RunOpt) -> None:
+    """The team of RUN: names and roles (no link: keys are not stored)."""
+    from consensus_eval import api
+
+    members = api.team(run_dir)
+    if not members:
+        out_console.print(f"no team for {run_dir}: `review` runs in one-token mode (one link for this machine)",
+                          highlight=False)
+    for m in members:
+        out_console.print(f"{m.name}\t{m.role}", highlight=False)
+
+
+@reviewers_app.command("remove")
+@friendly_errors
+def reviewers_remove(name: Annotated[str, typer.Argument(help="The reviewer to take off the team.")],
+                     run_dir: RunOpt) -> None:
+    """Take a reviewer off RUN's team: their link stops working; their labels stay."""
+    from consensus_eval import api
+
+    api.remove_reviewer(run_dir, name)
+    out_console.print(f"{name} is off the team of {run_dir}: their link no longer opens it (their labels stay)",
+                      highlight=False)
 
 
 @human_app.command("import")

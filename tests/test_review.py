@@ -540,3 +540,52 @@ def test_spot_check_cases_are_shown_apart_and_blind_until_the_reviewers_own_scor
         assert all(r["panel_score"] for r in sheet if r["case_id"] == case_id and r["row"] == "score")
     finally:
         review.close()
+
+
+def test_a_team_each_with_a_personal_link_labels_as_themselves_only(run_dir):
+    from typer.testing import CliRunner
+
+    from consensus_eval.cli import app as cli
+
+    def add(name: str, *extra: str) -> str:
+        res = CliRunner().invoke(cli, ["reviewers", "add", name, "--run", str(run_dir), *extra],
+                                 env={"COLUMNS": "300"})
+        assert res.exit_code == 0, res.output
+        return res.output.split("?key=")[1].split()[0]
+
+    alice_key, bob_key = add("dr_alice"), add("dr_bob", "--role", "adjudicator")
+    assert "already a reviewer" in CliRunner().invoke(cli, ["reviewers", "add", "dr_alice", "--run", str(run_dir)],
+                                                      env={"COLUMNS": "300"}).output
+    raw = (run_dir / "results.sqlite").read_bytes()
+    assert alice_key.encode() not in raw and bob_key.encode() not in raw     # only hashes are stored
+    review = ReviewRun.open(run_dir)
+    app, sessions = create_app(review, lang="en")
+    with TestClient(app, base_url="http://127.0.0.1:8765") as alice, \
+            TestClient(app, base_url="http://127.0.0.1:8765") as bob:
+        # the shared token link is off in team mode; a wrong key opens nothing
+        r = alice.get(f"/?token={sessions.token}")
+        assert r.status_code == 403 and "open your personal link" in html.unescape(r.text)
+        assert alice.get("/?key=not-a-key").status_code == 403
+        # each personal link: a session labelling as its reviewer, the key dropped from the address
+        r = alice.get(f"/?key={alice_key}", follow_redirects=False)
+        assert r.status_code == 303 and r.headers["location"] == "/"
+        page = alice.get("/").text
+        assert 'id="reviewer-name">dr_alice<' in page and 'href="/reviewer"' not in page
+        csrf_a = page.split('name="csrf-token" content="')[1].split('"')[0]
+        bob.get(f"/?key={bob_key}")
+        csrf_b = bob.get("/").text.split('name="csrf-token" content="')[1].split('"')[0]
+        act = {"op": "score", "case": 1, "dimension": "accuracy", "value": 30}
+        assert alice.post("/api/label", json=act, headers={"X-CSRF-Token": csrf_a}).status_code == 200
+        assert bob.post("/api/label", json={**act, "value": 20}, headers={"X-CSRF-Token": csrf_b}).status_code == 200
+        # alice's link cannot be used to act as bob: the name is not hers to change
+        r = alice.post("/reviewer", data={"reviewer": "dr_bob", "csrf": csrf_a})
+        assert r.status_code == 403 and "cannot label as another reviewer" in r.json()["error"]
+        assert alice.post("/api/label", json={**act, "value": 1, "reviewer": "dr_bob"},
+                          headers={"X-CSRF-Token": csrf_a}).status_code == 200      # a name in the body is ignored
+        with Store.open_existing(run_dir, read_only=True) as store:
+            got = {(lb.reviewer, lb.value) for lb in store.human_labels() if lb.kind == "score"}
+        assert got == {("dr_alice", 1.0), ("dr_bob", 20.0)}
+        # taken off the team: the link stops working
+        api.remove_reviewer(run_dir, "dr_bob")
+        fresh = TestClient(app, base_url="http://127.0.0.1:8765")
+        assert fresh.get(f"/?key={bob_key}").status_code == 403

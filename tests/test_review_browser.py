@@ -59,6 +59,16 @@ def start_server(run_dir: Path, port: int, *extra: str) -> tuple[subprocess.Pope
     raise AssertionError("the review server did not start:\n" + "".join(seen))
 
 
+def stop_server(proc: subprocess.Popen[str]) -> None:
+    """Ctrl-C the review server, as a user stops it (killed if it has not stopped in 30 s)."""
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def labels(run_dir: Path, reviewer: str | None = None):
     with Store.open_existing(run_dir, read_only=True) as store:
         return store.human_labels(reviewer=reviewer)
@@ -265,12 +275,7 @@ def test_review_in_the_browser(run_dir: Path, tmp_path: Path):
             assert any(r["human_score"] == "25" and r["case_id"] == second_case for r in rows_csv)
             browser.close()
     finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_server(proc)
     assert proc.returncode in (0, -signal.SIGINT, 130), proc.returncode
 
     # ---- `report` afterwards: the human section, from the labels in the store
@@ -279,7 +284,10 @@ def test_review_in_the_browser(run_dir: Path, tmp_path: Path):
     assert res.returncode == 0, res.stdout + res.stderr
     md = (run_dir / "report.md").read_text(encoding="utf-8")
     assert "Agreement with the human" in md or "与人工评分的一致性" in md
-    assert re.search(r"\b2 case\(s\) with human labels|2 个病例有人工标注", md)
+    # case 1 was confirmed untouched (accepted: not a human score); case 2 has alice's own accuracy score
+    assert re.search(r"\b1 case\(s\) with human labels|1 个病例有人工标注", md)
+    # accepted: alice 3 on case 1 and 2 on case 2, bob 3 on case 1
+    assert "8 个评分为复核者直接采纳评审组的评分" in md or "8 score(s) were the panel's, accepted" in md
 
     summary = {k: round(v, 3) for k, v in timings.items()}
     print("review timings:", json.dumps(summary))
@@ -325,12 +333,7 @@ def test_a_spot_check_case_is_blind_until_the_reviewers_own_scores(run_dir: Path
             expect(page.locator(".judges").first).to_be_visible()
             browser.close()
     finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_server(proc)
     mine = [lb for lb in labels(run_dir, "alice") if lb.kind == "score"]
     assert len(mine) == 3 and {lb.origin for lb in mine} == {"own"} and mine[0].case_id in spot
     res = subprocess.run([sys.executable, "-m", "consensus_eval.cli", "report", str(run_dir), "--lang", "en"],

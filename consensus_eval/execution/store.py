@@ -26,7 +26,8 @@ for each other (WAL journal, ``busy_timeout``), so a reviewer can label while a 
 Label provenance and spot checks (schema 5): a score label says whether the reviewer entered it or
 accepted the panel's (``origin``), an added deduction carries its ``evidence``, and the ``spot_checks``
 table holds the random sample drawn by ``audit --spot-check`` with each case's inclusion probability
-(:class:`SpotCheckRecord`).
+(:class:`SpotCheckRecord`). The ``reviewers`` table names the team (:class:`ReviewerRecord`): each
+reviewer's personal link carries a secret key, of which only a SHA-256 hash is stored.
 
 Provider batches (schema 4): the ``batches`` table keeps each batch of a ``batch: true`` judge
 (:class:`BatchRecord`: our key, the provider's id, its state and files) and ``batch_calls`` the request
@@ -132,6 +133,12 @@ CREATE TABLE IF NOT EXISTS batch_calls (
     PRIMARY KEY (key, request_hash)
 );
 CREATE INDEX IF NOT EXISTS batch_calls_hash ON batch_calls (request_hash);
+CREATE TABLE IF NOT EXISTS reviewers (
+    name       TEXT PRIMARY KEY,
+    role       TEXT NOT NULL CHECK (role IN ('reviewer', 'adjudicator')),
+    key_hash   TEXT NOT NULL UNIQUE,
+    created_at REAL NOT NULL
+);
 CREATE TABLE IF NOT EXISTS spot_checks (
     case_id     TEXT PRIMARY KEY,
     position    INTEGER NOT NULL,
@@ -259,6 +266,32 @@ class SpotCheckRecord(BaseModel):
 
 
 _SPOT_COLUMNS = list(SpotCheckRecord.model_fields)
+
+#: what a reviewer of the team may do: ``reviewer`` labels cases; ``adjudicator`` also settles the cases
+#: two reviewers disagree on
+ReviewerRole = Literal["reviewer", "adjudicator"]
+REVIEWER_ROLES: tuple[ReviewerRole, ...] = ("reviewer", "adjudicator")
+
+
+class ReviewerRecord(BaseModel):
+    """One reviewer of the team (table ``reviewers``, schema 5): ``name`` (what their labels carry),
+    ``role`` and when they were added. Their key is never stored, only its SHA-256 hash (``key_hash``)."""
+
+    name: str
+    role: ReviewerRole = "reviewer"
+    key_hash: str
+    created_at: float = 0.0
+
+
+_REVIEWER_COLUMNS = list(ReviewerRecord.model_fields)
+
+
+def key_hash(key: str) -> str:
+    """The stored form of a reviewer's key: its SHA-256, hex (a key is 192 random bits: no salt or
+    stretching is needed against guessing)."""
+    import hashlib
+
+    return hashlib.sha256(key.encode()).hexdigest()
 
 #: where a provider batch is (table ``batches``): ``intent`` recorded before the provider was asked to
 #: create it (its calls are reserved; ``batch_id`` unknown until created or found by its metadata),
@@ -728,6 +761,45 @@ class Store:
             marks = ", ".join("?" for _ in _SPOT_COLUMNS)
             self._db.executemany(f"INSERT INTO spot_checks ({', '.join(_SPOT_COLUMNS)}) VALUES ({marks})",
                                  ([getattr(r, c) for c in _SPOT_COLUMNS] for r in sample))
+
+    # ------------------------------------------------------------------ reviewers (the team)
+
+    def reviewers(self) -> list[ReviewerRecord]:
+        """The team's reviewers, in the order they were added (empty: no team, one-token mode)."""
+        with self._reading():
+            if not self._has_table("reviewers"):
+                return []
+            rows = self._db.execute(f"SELECT {', '.join(_REVIEWER_COLUMNS)} FROM reviewers "
+                                    "ORDER BY created_at, rowid").fetchall()
+        return [ReviewerRecord.model_validate(dict(zip(_REVIEWER_COLUMNS, r, strict=True))) for r in rows]
+
+    def reviewer_by_key(self, key: str) -> ReviewerRecord | None:
+        """The reviewer whose personal key this is (None: no such key)."""
+        with self._reading():
+            if not self._has_table("reviewers"):
+                return None
+            row = self._db.execute(f"SELECT {', '.join(_REVIEWER_COLUMNS)} FROM reviewers WHERE key_hash = ?",
+                                   (key_hash(key),)).fetchone()
+        return ReviewerRecord.model_validate(dict(zip(_REVIEWER_COLUMNS, row, strict=True))) if row else None
+
+    def put_reviewer(self, name: str, role: ReviewerRole, key: str) -> ReviewerRecord:
+        """Add the reviewer ``name``, or give them a new key and role (their old link stops working)."""
+        self._writable()
+        rec = ReviewerRecord(name=name, role=role, key_hash=key_hash(key), created_at=time.time())
+        with self._transaction(immediate=True):
+            old = self._db.execute("SELECT created_at FROM reviewers WHERE name = ?", (name,)).fetchone()
+            if old is not None:
+                rec = rec.model_copy(update={"created_at": old[0]})
+            self._db.execute(f"INSERT OR REPLACE INTO reviewers ({', '.join(_REVIEWER_COLUMNS)}) VALUES (?, ?, ?, ?)",
+                             [getattr(rec, c) for c in _REVIEWER_COLUMNS])
+        return rec
+
+    def remove_reviewer(self, name: str) -> bool:
+        """Remove ``name`` from the team (their link stops working; their labels stay); whether they were in it."""
+        self._writable()
+        with self._transaction(immediate=True):
+            cur = self._db.execute("DELETE FROM reviewers WHERE name = ?", (name,))
+        return cur.rowcount > 0
 
     def _has_table(self, name: str) -> bool:
         return self._db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",

@@ -78,10 +78,12 @@ def messages(lang: str) -> Messages:
 
 @dataclass
 class Session:
-    """One browser session: its id (the cookie), the reviewer it labels as (None: not asked yet)."""
+    """One browser session: its id (the cookie), the reviewer it labels as (None: not asked yet).
+    ``personal``: opened with a team member's personal link: the name is theirs and cannot be changed."""
 
     id: str
     reviewer: str | None
+    personal: bool = False
 
 
 class Sessions:
@@ -94,8 +96,9 @@ class Sessions:
         self._by_id: dict[str, Session] = {}
         self._lock = threading.Lock()
 
-    def new(self) -> Session:
-        s = Session(secrets.token_urlsafe(24), self.default_reviewer)
+    def new(self, reviewer: str | None = None) -> Session:
+        """A new session, labelling as ``reviewer`` (a personal link's) or the server's default."""
+        s = Session(secrets.token_urlsafe(24), reviewer or self.default_reviewer, personal=reviewer is not None)
         with self._lock:
             self._by_id[s.id] = s
         return s
@@ -138,14 +141,22 @@ def create_app(run: ReviewRun, *, reviewer: str | None = None, hosts: list[str] 
     assert set(REASON_CODES) <= {k[2:] for k in t.texts if k.startswith("r_")}
 
     def page(name: str, request: Request, s: Session, status: int = 200, **ctx: Any) -> HTMLResponse:
-        html = env.get_template(name).render(csrf=sessions.csrf(s), reviewer=s.reviewer, run=run,
+        html = env.get_template(name).render(csrf=sessions.csrf(s), reviewer=s.reviewer, personal=s.personal, run=run,
                                              folder=run.folder.name or str(run.folder), request=request,
                                              t=t, js_texts=js_texts, **ctx)
         return HTMLResponse(html, status_code=status, headers=SECURITY_HEADERS)
 
-    def refused(status: int = 403) -> HTMLResponse:
-        html = env.get_template("refused.html.j2").render(t=t)
+    def refused(status: int = 403, why: str = "link") -> HTMLResponse:
+        html = env.get_template("refused.html.j2").render(t=t, why=why)
         return HTMLResponse(html, status_code=status, headers=SECURITY_HEADERS)
+
+    def _enter(request: Request, s: Session, param: str) -> Response:
+        """The session's cookie set, and a redirect to the same page without the secret in its address."""
+        rest = {k: v for k, v in request.query_params.items() if k != param}
+        target = request.url.path + (f"?{urlencode(rest)}" if rest else "")
+        resp = RedirectResponse(target, status_code=303, headers=SECURITY_HEADERS)
+        resp.set_cookie(cookie_name, s.id, httponly=True, samesite="strict", path="/")
+        return resp
 
     def session_of(request: Request) -> Session | None:
         return sessions.get(request.cookies.get(cookie_name))
@@ -156,15 +167,23 @@ def create_app(run: ReviewRun, *, reviewer: str | None = None, hosts: list[str] 
         async def endpoint(request: Request) -> Response:
             s = session_of(request)
             token = request.query_params.get("token")
+            key = request.query_params.get("key")
+            if key is not None:
+                # a team member's personal link: a session that labels as them, and only as them
+                member = run.reviewer_by_key(key)
+                if member is None:
+                    return refused()
+                if s is None or s.reviewer != member.name or not s.personal:
+                    s = sessions.new(member.name)
+                return _enter(request, s, "key")
             if token is not None and sessions.token_ok(token):
-                s = s or sessions.new()
-                rest = {k: v for k, v in request.query_params.items() if k != "token"}
-                target = request.url.path + (f"?{urlencode(rest)}" if rest else "")
-                resp = RedirectResponse(target, status_code=303, headers=SECURITY_HEADERS)
-                resp.set_cookie(cookie_name, s.id, httponly=True, samesite="strict", path="/")
-                return resp
+                if run.team():
+                    return refused(why="team")
+                return _enter(request, s or sessions.new(), "token")
             if s is None:
                 return refused()
+            if run.team() and not s.personal:
+                return refused(why="team")
             if s.reviewer is None and request.url.path != "/reviewer":
                 return page("reviewer.html.j2", request, s, next=str(request.url.path))
             return await handler(request, s)
@@ -227,6 +246,8 @@ def create_app(run: ReviewRun, *, reviewer: str | None = None, hosts: list[str] 
         if refusal is not None:
             return refusal
         assert s is not None
+        if s.personal or run.team():
+            return JSONResponse({"error": t("name_is_yours")}, 403, headers=SECURITY_HEADERS)
         try:
             s.reviewer = clean_reviewer(form.get("reviewer", ""))
         except ActionError as e:
@@ -244,6 +265,8 @@ def create_app(run: ReviewRun, *, reviewer: str | None = None, hosts: list[str] 
         assert s is not None
         if s.reviewer is None:
             return JSONResponse({"error": "say who you are first"}, 400, headers=SECURITY_HEADERS)
+        if not s.personal and run.team():
+            return JSONResponse({"error": t("team_link")}, 403, headers=SECURITY_HEADERS)
         try:
             action = await request.json()
         except ValueError:

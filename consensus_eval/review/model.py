@@ -31,7 +31,6 @@ import math
 import secrets
 import tempfile
 import threading
-import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
@@ -44,15 +43,22 @@ from consensus_eval.analysis.human import build_review
 from consensus_eval.analysis.results import Results
 from consensus_eval.api import load_run
 from consensus_eval.domain.cases import Case
+from consensus_eval.domain.reviewers import clean_name
 from consensus_eval.domain.rubric import Dimension
 from consensus_eval.domain.sections import find_sections, fold_width
-from consensus_eval.execution.store import VERDICTS, HumanLabelRecord, LabelKind, LabelOrigin, Store
+from consensus_eval.execution.store import (
+    VERDICTS,
+    HumanLabelRecord,
+    LabelKind,
+    LabelOrigin,
+    ReviewerRecord,
+    Store,
+)
 from consensus_eval.output.files import write_adjudication_csv
 
 #: the ``source`` of every label the app writes
 SOURCE = "review"
-#: the longest reviewer name and comment accepted (characters)
-MAX_NAME = 80
+#: the longest comment accepted (characters)
 MAX_COMMENT = 10_000
 
 
@@ -61,16 +67,12 @@ class ActionError(ValueError):
 
 
 def clean_reviewer(name: str) -> str:
-    """A reviewer's name as stored: blanks trimmed; refused when empty, longer than :data:`MAX_NAME`
-    or holding control characters."""
-    name = " ".join(name.split())
-    if not name:
-        raise ActionError("the reviewer's name is empty")
-    if len(name) > MAX_NAME:
-        raise ActionError(f"the reviewer's name is longer than {MAX_NAME} characters")
-    if any(unicodedata.category(c).startswith("C") for c in name):
-        raise ActionError("the reviewer's name holds control characters")
-    return name
+    """A reviewer's name as stored (:func:`consensus_eval.domain.reviewers.clean_name`); an
+    :class:`ActionError` says what is wrong with it."""
+    try:
+        return clean_name(name)
+    except ValueError as e:
+        raise ActionError(str(e)) from None
 
 
 # --------------------------------------------------------------------------- texts with evidence marks
@@ -329,6 +331,17 @@ class ReviewRun:
             self.store.close()
 
     # ------------------------------------------------------------------ reading
+
+    def team(self) -> list[ReviewerRecord]:
+        """The run's reviewers (empty: one-token mode), read at each call: a reviewer added while the server
+        runs can open their link at once."""
+        with self.lock:
+            return self.store.reviewers()
+
+    def reviewer_by_key(self, key: str) -> ReviewerRecord | None:
+        """The team's reviewer whose personal key this is (None: not a key of this run)."""
+        with self.lock:
+            return self.store.reviewer_by_key(key)
 
     def labels(self, reviewer: str) -> list[HumanLabelRecord]:
         with self.lock:

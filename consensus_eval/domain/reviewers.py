@@ -1,0 +1,21 @@
+"""A reviewer's name, as labels carry it: what a name may be."""
+
+from __future__ import annotations
+
+import unicodedata
+
+#: the longest reviewer name accepted (characters)
+MAX_NAME = 80
+
+
+def clean_name(name: str) -> str:
+    """A reviewer's name as stored: blanks trimmed; ``ValueError`` when empty, longer than :data:`MAX_NAME`
+    or holding control characters."""
+    name = " ".join(name.split())
+    if not name:
+        raise ValueError("the reviewer's name is empty")
+    if len(name) > MAX_NAME:
+        raise ValueError(f"the reviewer's name is longer than {MAX_NAME} characters")
+    if any(unicodedata.category(c).startswith("C") for c in name):
+        raise ValueError("the reviewer's name holds control characters")
+    return name
