@@ -367,6 +367,37 @@ def team(folder: str | Path) -> list[ReviewerRecord]:
         return store.reviewers()
 
 
+def assign(folder: str | Path, per_case: int = 2, *, queue: bool = False, seed: int = 0) -> dict[str, list[str]]:
+    """Assign each case to ``per_case`` reviewers of the team (role ``reviewer``), balanced: each case goes
+    to the reviewers with the fewest cases so far (ties in a seeded random order). The cases: the random
+    spot check when one is drawn (unless ``queue``), else the cases of the review queue that need review.
+    Replaces any earlier assignment; returns case id -> its reviewers."""
+    import random
+
+    if per_case < 1:
+        raise InputError(f"--per-case {per_case}: a case needs at least 1 reviewer")
+    with Store.open_existing(folder) as store:
+        team = [r.name for r in store.reviewers() if r.role == "reviewer"]
+        if len(team) < per_case:
+            raise InputError(f"{folder}: {per_case} reviewer(s) per case, but the team has {len(team)} reviewer(s) "
+                             f"(consensus-eval reviewers add NAME --run {folder})")
+        sample = [] if queue else [r.case_id for r in store.spot_checks()]
+        if not sample:
+            results = analyze(read_run(store, replies=False), n_boot=0)
+            sample = [a.case_id for a in results.audit if a.needs_review]
+        rng = random.Random(seed)
+        order = {name: rng.random() for name in team}
+        load = dict.fromkeys(team, 0)
+        out: dict[str, list[str]] = {}
+        for case_id in sample:
+            chosen = sorted(team, key=lambda n: (load[n], order[n]))[:per_case]
+            for n in chosen:
+                load[n] += 1
+            out[case_id] = chosen
+        store.replace_assignments([(c, n) for c, names in out.items() for n in names])
+    return out
+
+
 def remove_reviewer(folder: str | Path, name: str) -> None:
     """Take ``name`` off the team: their link stops working; their labels stay."""
     with Store.open_existing(folder) as store:

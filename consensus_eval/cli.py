@@ -562,6 +562,29 @@ def reviewers_add(
                       + (f" --host {host}" if host != "127.0.0.1" else ""), highlight=False, soft_wrap=True)
 
 
+@reviewers_app.command("assign")
+@friendly_errors
+def reviewers_assign(
+    run_dir: RunOpt,
+    per_case: Annotated[int, typer.Option(min=1, help="Reviewers per case (2: double review).")] = 2,
+    queue: Annotated[bool, typer.Option(
+        help="Assign the review queue's cases, even when a random spot check is drawn (default: the spot check "
+             "when there is one).")] = False,
+    seed: Annotated[int, typer.Option(help="Seed of the tie-breaking order.")] = 0,
+) -> None:
+    """Assign cases to the team's reviewers, balanced, PER_CASE reviewers each: each then sees their own cases
+    first, blinded to the judges on spot-check cases and to each other's labels. Replaces an earlier assignment."""
+    from consensus_eval import api
+
+    done = api.assign(run_dir, per_case, queue=queue, seed=seed)
+    load: dict[str, int] = {}
+    for names in done.values():
+        for n in names:
+            load[n] = load.get(n, 0) + 1
+    out_console.print(f"assigned {len(done)} case(s), {per_case} reviewer(s) each: "
+                      + ", ".join(f"{n} {k}" for n, k in load.items()), highlight=False, soft_wrap=True)
+
+
 @reviewers_app.command("list")
 @friendly_errors
 def reviewers_list(run_dir: RunOpt) -> None:

@@ -589,3 +589,66 @@ def test_a_team_each_with_a_personal_link_labels_as_themselves_only(run_dir):
         api.remove_reviewer(run_dir, "dr_bob")
         fresh = TestClient(app, base_url="http://127.0.0.1:8765")
         assert fresh.get(f"/?key={bob_key}").status_code == 403
+
+
+def test_double_review_on_assigned_cases_then_adjudication_gives_the_reference(run_dir):
+    done = api.spot_check(run_dir, 4, seed=2)
+    spot = [r.case_id for r in done.sample]
+    keys = {n: api.add_reviewer(run_dir, n, role=r)[1] for n, r in (("li", "reviewer"), ("wang", "reviewer"),
+                                                                     ("zhao", "reviewer"), ("chen", "adjudicator"))}
+    plan = api.assign(run_dir, 2)
+    assert set(plan) == set(spot) and all(len(v) == 2 and "chen" not in v for v in plan.values())
+    load = {n: sum(n in v for v in plan.values()) for n in ("li", "wang", "zhao")}
+    assert sorted(load.values()) == [2, 3, 3]                                  # balanced: 8 reviews over 3
+    review = ReviewRun.open(run_dir)
+    try:
+        case_id = next(iter(plan))
+        first, second = plan[case_id]
+        rank = next(a.rank for a in review.queue.cases if a.case_id == case_id)
+        # each reviewer's queue is their own assigned cases, blind on the spot check, progress over them
+        rows = review.rows(first, Filters(scope="mine"))
+        assert {r.audit.case_id for r in rows} == {c for c, v in plan.items() if first in v}
+        assert all(r.blind for r in rows) and review.progress(first).total == len(rows)
+        review.apply(first, {"op": "scores", "case": rank, "scores": {"accuracy": 30, "completeness": 30,
+                                                                     "standardization": 20}})
+        review.apply(second, {"op": "scores", "case": rank, "scores": {"accuracy": 36, "completeness": 31,
+                                                                      "standardization": 21}})
+        members, cases = review.team_progress()
+        assert {m.name: (m.role, m.assigned) for m in members}["chen"] == ("adjudicator", 0)
+        row = next(c for c in cases if c.audit.case_id == case_id)
+        assert row.gap == 6 and row.needs_adjudication and row.adjudicated_by == []
+        assert {n: st for n, st in row.states.items()} == {first: "done", second: "done"}
+        view = review.adjudication_view(rank)
+        assert view[0].scores == {first: 30.0, second: 36.0} and view[0].reference is None
+        with pytest.raises(ActionError, match="reference score of completeness"):
+            review.adjudicate("chen", rank, {"accuracy": 33})
+        review.adjudicate("chen", rank, {"accuracy": 33, "completeness": 31, "standardization": 21})
+        assert next(c for c in review.team_progress()[1] if c.audit.case_id == case_id).adjudicated_by == ["chen"]
+    finally:
+        review.close()
+    # the reference is the human score of the validity figures; the ceiling is the reviewers' own, before it
+    res = api.load_run(run_dir, n_boot=0)
+    cr = res.review.case(case_id)
+    assert cr.reference == {"accuracy": 33.0, "completeness": 31.0, "standardization": 21.0, "total": 85.0}
+    assert cr.human["total"] == 85.0 and cr.scores[first]["accuracy"] == 30.0 and "chen" not in cr.scores
+    assert res.review.reviewers[:2] == [first, second] and "chen" not in res.review.reviewers
+    v = res.reliability.validity
+    assert v is not None and v.n_labelled == 1
+    panel_total = next(c.total for c in res.consensus if c.case_id == case_id)
+    assert v.scores["total"].raters["panel"].bias == pytest.approx(panel_total - 85)
+    # the pages: the adjudicator's team page and form; a reviewer cannot open them
+    review = ReviewRun.open(run_dir)
+    app, _ = create_app(review, lang="en")
+    with TestClient(app, base_url="http://127.0.0.1:8765") as chen, \
+            TestClient(app, base_url="http://127.0.0.1:8765") as li:
+        chen.get(f"/?key={keys['chen']}")
+        page = chen.get("/team").text
+        assert 'id="team-cases"' in page and "adjudicated by chen" in page
+        form = chen.get(f"/adjudicate/{rank}").text
+        csrf = form.split('name="csrf" value="')[1].split('"')[0]
+        r = chen.post(f"/adjudicate/{rank}", data={"csrf": csrf, "score_accuracy": "34", "score_completeness": "31",
+                                                   "score_standardization": "21"}, follow_redirects=False)
+        assert r.status_code == 303 and r.headers["location"] == "/team"
+        li.get(f"/?key={keys['li']}")
+        assert li.get("/team").status_code == 403 and li.get(f"/adjudicate/{rank}").status_code == 403
+    assert api.load_run(run_dir, n_boot=0).review.case(case_id).reference["accuracy"] == 34.0

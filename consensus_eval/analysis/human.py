@@ -117,7 +117,10 @@ class CaseReview(BaseModel):
       score the reviewer accepted from the panel is here only when the review was built with
       ``include_accepted``;
     - ``accepted``: reviewer -> dimension id -> the panel's score they accepted without entering their own;
-    - ``human``: key -> the human score used in the agreement figures: the mean over the reviewers;
+    - ``reference``: dimension id (and ``total`` when every dimension has one) -> the adjudicator's score where
+      reviewers disagreed (labels of origin ``reference``), ``adjudicators`` who gave it;
+    - ``human``: key -> the human score used in the agreement figures: the adjudicator's reference score
+      where there is one, else the mean over the reviewers' own scores;
     - ``panel``: key -> the panel's consensus score of the case (None: no panel verdict);
     - ``verdicts``: deduction id -> reviewer -> agree / disagree / unsure;
     - ``comments``: the reviewers' comments (labels of kind ``comment``, and ``verdict`` labels that
@@ -127,6 +130,8 @@ class CaseReview(BaseModel):
     case_id: str
     scores: dict[str, dict[str, float]] = {}
     accepted: dict[str, dict[str, float]] = {}
+    reference: dict[str, float] = {}
+    adjudicators: list[str] = []
     human: dict[str, float] = {}
     panel: dict[str, float | None] = {}
     verdicts: dict[str, dict[str, Verdict]] = {}
@@ -147,6 +152,7 @@ class HumanReview(BaseModel):
     cases: dict[str, CaseReview]
     n_accepted: int = 0
     accepted_included: bool = False
+    n_reference: int = 0
     _case_of: dict[str, str] | None = PrivateAttr(default=None)
 
     def case(self, case_id: str) -> CaseReview | None:
@@ -172,10 +178,15 @@ def build_review(labels: Sequence[HumanLabelRecord], rubric: Rubric,
     cases: dict[str, CaseReview] = {}
     n_accepted = 0
     for lb in labels:
-        if lb.reviewer not in reviewers:
+        if lb.reviewer not in reviewers and lb.origin != "reference":   # adjudicators: ``adjudicators``
             reviewers.append(lb.reviewer)
         cr = cases.setdefault(lb.case_id, CaseReview(case_id=lb.case_id))
         if lb.kind == "score" and isinstance(lb.value, (int, float)) and lb.dimension:
+            if lb.origin == "reference":
+                cr.reference[lb.dimension] = float(lb.value)
+                if lb.reviewer not in cr.adjudicators:
+                    cr.adjudicators.append(lb.reviewer)
+                continue
             if lb.origin == "accepted":
                 n_accepted += 1
                 cr.accepted.setdefault(lb.reviewer, {})[lb.dimension] = float(lb.value)
@@ -195,11 +206,18 @@ def build_review(labels: Sequence[HumanLabelRecord], rubric: Rubric,
         keys = {k for given in cr.scores.values() for k in given}
         cr.human = {k: float(np.mean([g[k] for g in cr.scores.values() if k in g]))
                     for k in [*dims, "total"] if k in keys}
+        if cr.reference:   # the adjudicator's decision is the reference where given
+            if "total" not in cr.reference and all(d in cr.reference for d in dims):
+                cr.reference["total"] = sum(cr.reference[d] for d in dims)
+            cr.human.update(cr.reference)
+            if "total" not in cr.reference and all(d in cr.human for d in dims):
+                cr.human["total"] = sum(cr.human[d] for d in dims)
         c = panel.get(cr.case_id)
         if c is not None:
             cr.panel = {**{d: c.scores.get(d) for d in dims}, "total": c.total}
     return HumanReview(labels=list(labels), reviewers=reviewers, cases=cases, n_accepted=n_accepted,
-                       accepted_included=include_accepted)
+                       accepted_included=include_accepted,
+                       n_reference=sum(1 for lb in labels if lb.kind == "score" and lb.origin == "reference"))
 
 
 def labels_from_wide(human: dict[str, HumanLabel], rubric: Rubric, reviewer: str,

@@ -71,8 +71,10 @@ PANEL = "panel"
 class KeyValidity(BaseModel):
     """One key (a dimension id or ``total``): per rater (each judge, and ``panel``) its
     :class:`~consensus_eval.analysis.validity.ScoreValidity` against the clinicians on the spot-check
-    cases; ``ceiling``: the clinicians' ICC(A,1) between the first two reviewers on the cases both scored
-    (None when fewer than 2 such cases)."""
+    cases (the adjudicator's reference score where reviewers were adjudicated, else the mean of their own
+    scores); ``ceiling``: the clinicians' ICC(A,1) between the first two reviewers who scored each case,
+    before any adjudication, on the cases two scored (None when fewer than 2 such cases; with several
+    reviewer pairs the columns are "first" and "second" reviewer, not fixed people)."""
 
     raters: dict[str, ScoreValidity]
     ceiling: ICC | None = None
@@ -81,7 +83,8 @@ class KeyValidity(BaseModel):
 class DeductionValidity(BaseModel):
     """Deduction verdicts against the clinicians on ``n_items`` candidate items (module docstring):
     per judge its :class:`~consensus_eval.analysis.validity.VerdictValidity` (labels ``yes`` / ``no``);
-    ``ceiling``: the first two reviewers' agreement on the items both decided (None without such items)."""
+    ``ceiling``: the agreement of the first two reviewers who decided each item, on the items two decided
+    (None without such items)."""
 
     n_items: int
     judges: dict[str, VerdictValidity]
@@ -160,20 +163,17 @@ def validity_report(run: StoredRun, cons: Sequence[CaseConsensus], review: Human
     weights = (1.0 / probs) if unequal else None
     out.weighted = unequal
     keys = [*(d.id for d in run.rubric.dimensions), "total"]
-    first_two = review.reviewers[:2]
     for k in keys:
         human = [_human(review, cid, k) for cid in labelled]
         raters = {j: score_validity([judge_value(by_id[cid], j, k) for cid in labelled], human, weights)
                   for j in run.judges}
         raters[PANEL] = score_validity([_panel(by_id[cid], k) for cid in labelled], human, weights)
         ceiling = None
-        if len(first_two) == 2:
-            pairs = [[_own(review, cid, rv, k) for rv in first_two] for cid in labelled]
-            both = [p for p in pairs if None not in p]
-            if len(both) >= 2:
-                ceiling = icc_a1(np.array(both, dtype=float))
+        both = [p for cid in labelled if (p := _pair(review, cid, k)) is not None]
+        if len(both) >= 2:
+            ceiling = icc_a1(np.array(both, dtype=float))
         out.scores[k] = KeyValidity(raters=raters, ceiling=ceiling)
-    if len(first_two) < 2:
+    if len(review.reviewers) < 2:
         out.notes.append("no_second_reviewer")
     out.deductions = _deductions(run, review, labelled)
     if isotonic:
@@ -190,9 +190,11 @@ def _human(review: HumanReview, case_id: str, key: str) -> float | None:
     return r.human.get(key) if r else None
 
 
-def _own(review: HumanReview, case_id: str, reviewer: str, key: str) -> float | None:
+def _pair(review: HumanReview, case_id: str, key: str) -> tuple[float, float] | None:
+    """The own scores of the first two reviewers who scored ``key`` of the case (before any adjudication)."""
     r = review.case(case_id)
-    return r.scores.get(reviewer, {}).get(key) if r else None
+    given = [s[key] for s in r.scores.values() if key in s] if r else []
+    return (given[0], given[1]) if len(given) >= 2 else None
 
 
 def _panel(c: CaseConsensus, key: str) -> float | None:
@@ -244,13 +246,10 @@ def _deductions(run: StoredRun, review: HumanReview, case_ids: Sequence[str]) ->
             reference.append("yes" if ref else "no")
         judges[j] = verdict_validity(mine_labels, reference)
     ceiling = None
-    first_two = review.reviewers[:2]
-    if len(first_two) == 2:
-        pairs = [(says[i][first_two[0]], says[i][first_two[1]]) for i in items
-                 if first_two[0] in says[i] and first_two[1] in says[i]]
-        if pairs:
-            ceiling = verdict_validity(["yes" if a else "no" for a, _ in pairs],
-                                       ["yes" if b else "no" for _, b in pairs])
+    pairs = [(v[0], v[1]) for i in items if len(v := list(says[i].values())) >= 2]
+    if pairs:
+        ceiling = verdict_validity(["yes" if a else "no" for a, _ in pairs],
+                                   ["yes" if b else "no" for _, b in pairs])
     return DeductionValidity(n_items=len(items), judges=judges, ceiling=ceiling)
 
 

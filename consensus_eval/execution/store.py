@@ -27,7 +27,8 @@ Label provenance and spot checks (schema 5): a score label says whether the revi
 accepted the panel's (``origin``), an added deduction carries its ``evidence``, and the ``spot_checks``
 table holds the random sample drawn by ``audit --spot-check`` with each case's inclusion probability
 (:class:`SpotCheckRecord`). The ``reviewers`` table names the team (:class:`ReviewerRecord`): each
-reviewer's personal link carries a secret key, of which only a SHA-256 hash is stored.
+reviewer's personal link carries a secret key, of which only a SHA-256 hash is stored; ``assignments``
+says which reviewer reviews which case.
 
 Provider batches (schema 4): the ``batches`` table keeps each batch of a ``batch: true`` judge
 (:class:`BatchRecord`: our key, the provider's id, its state and files) and ``batch_calls`` the request
@@ -108,7 +109,7 @@ CREATE TABLE IF NOT EXISTS human_labels (
     comment      TEXT,
     labelled_at  REAL NOT NULL,
     source       TEXT NOT NULL,
-    origin       TEXT NOT NULL DEFAULT 'own' CHECK (origin IN ('own', 'accepted')),
+    origin       TEXT NOT NULL DEFAULT 'own' CHECK (origin IN ('own', 'accepted', 'reference')),
     evidence     TEXT
 );
 CREATE UNIQUE INDEX IF NOT EXISTS human_labels_key
@@ -138,6 +139,11 @@ CREATE TABLE IF NOT EXISTS reviewers (
     role       TEXT NOT NULL CHECK (role IN ('reviewer', 'adjudicator')),
     key_hash   TEXT NOT NULL UNIQUE,
     created_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS assignments (
+    case_id  TEXT NOT NULL,
+    reviewer TEXT NOT NULL,
+    PRIMARY KEY (case_id, reviewer)
 );
 CREATE TABLE IF NOT EXISTS spot_checks (
     case_id     TEXT PRIMARY KEY,
@@ -179,11 +185,13 @@ _COLUMNS = list(CallRecord.model_fields)
 #: what a human label is (:class:`HumanLabelRecord`)
 LabelKind = Literal["score", "verdict", "comment", "added_deduction", "categories"]
 LABEL_KINDS: tuple[LabelKind, ...] = ("score", "verdict", "comment", "added_deduction", "categories")
-#: where a score label's value came from: ``own`` (the reviewer entered it) or ``accepted`` (the reviewer
+#: where a score label's value came from: ``own`` (the reviewer entered it), ``accepted`` (the reviewer
 #: accepted the panel's score as shown, without entering one; kept apart from their own scores, left out of
-#: judge-versus-human figures by default). A case without a label is "not reviewed": there is no state for it.
-LabelOrigin = Literal["own", "accepted"]
-LABEL_ORIGINS: tuple[LabelOrigin, ...] = ("own", "accepted")
+#: judge-versus-human figures by default) or ``reference`` (an adjudicator's decision where two reviewers
+#: disagreed: the reference score of the case, kept apart from the reviewers' own). A case without a label
+#: is "not reviewed": there is no state for it.
+LabelOrigin = Literal["own", "accepted", "reference"]
+LABEL_ORIGINS: tuple[LabelOrigin, ...] = ("own", "accepted", "reference")
 #: a reviewer's verdict on one deduction of a judge
 Verdict = Literal["agree", "disagree", "unsure"]
 VERDICTS: tuple[Verdict, ...] = ("agree", "disagree", "unsure")
@@ -235,7 +243,7 @@ class HumanLabelRecord(BaseModel):
             except ValueError:
                 raise ValueError(f"a score label's value must be a number, got {self.value!r}") from None
         if self.origin != "own" and self.kind != "score":
-            raise ValueError(f"only a score can be accepted from the panel, not a {self.kind}")
+            raise ValueError(f"only a score can be accepted from the panel or be a reference, not a {self.kind}")
         if self.kind == "verdict" and self.value is not None and self.value not in VERDICTS:
             raise ValueError(f"a verdict label's value is one of {', '.join(VERDICTS)}, got {self.value!r}")
         return self
@@ -448,7 +456,7 @@ class Store:
                 have = self._label_columns()
                 if "origin" not in have:
                     self._db.execute("ALTER TABLE human_labels ADD COLUMN origin TEXT NOT NULL DEFAULT 'own' "
-                                     "CHECK (origin IN ('own', 'accepted'))")
+                                     "CHECK (origin IN ('own', 'accepted', 'reference'))")
                 if "evidence" not in have:
                     self._db.execute("ALTER TABLE human_labels ADD COLUMN evidence TEXT")
                 self.set_meta("schema_version", SCHEMA_VERSION)
@@ -800,6 +808,20 @@ class Store:
         with self._transaction(immediate=True):
             cur = self._db.execute("DELETE FROM reviewers WHERE name = ?", (name,))
         return cur.rowcount > 0
+
+    def assignments(self) -> list[tuple[str, str]]:
+        """(case id, reviewer) of every assignment, in the order written (empty: nothing assigned)."""
+        with self._reading():
+            if not self._has_table("assignments"):
+                return []
+            return [(r[0], r[1]) for r in self._db.execute("SELECT case_id, reviewer FROM assignments ORDER BY rowid")]
+
+    def replace_assignments(self, pairs: Sequence[tuple[str, str]]) -> None:
+        """Replace every assignment by ``pairs`` (case id, reviewer), atomically."""
+        self._writable()
+        with self._transaction(immediate=True):
+            self._db.execute("DELETE FROM assignments")
+            self._db.executemany("INSERT INTO assignments (case_id, reviewer) VALUES (?, ?)", pairs)
 
     def _has_table(self, name: str) -> bool:
         return self._db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",

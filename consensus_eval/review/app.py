@@ -84,6 +84,8 @@ class Session:
     id: str
     reviewer: str | None
     personal: bool = False
+    #: the team role of a personal link's reviewer (``reviewer`` / ``adjudicator``; None without a team)
+    role: str | None = None
 
 
 class Sessions:
@@ -96,9 +98,10 @@ class Sessions:
         self._by_id: dict[str, Session] = {}
         self._lock = threading.Lock()
 
-    def new(self, reviewer: str | None = None) -> Session:
-        """A new session, labelling as ``reviewer`` (a personal link's) or the server's default."""
-        s = Session(secrets.token_urlsafe(24), reviewer or self.default_reviewer, personal=reviewer is not None)
+    def new(self, reviewer: str | None = None, role: str | None = None) -> Session:
+        """A new session, labelling as ``reviewer`` (a personal link's, with its ``role``) or the server's default."""
+        s = Session(secrets.token_urlsafe(24), reviewer or self.default_reviewer, personal=reviewer is not None,
+                    role=role)
         with self._lock:
             self._by_id[s.id] = s
         return s
@@ -141,7 +144,8 @@ def create_app(run: ReviewRun, *, reviewer: str | None = None, hosts: list[str] 
     assert set(REASON_CODES) <= {k[2:] for k in t.texts if k.startswith("r_")}
 
     def page(name: str, request: Request, s: Session, status: int = 200, **ctx: Any) -> HTMLResponse:
-        html = env.get_template(name).render(csrf=sessions.csrf(s), reviewer=s.reviewer, personal=s.personal, run=run,
+        html = env.get_template(name).render(csrf=sessions.csrf(s), reviewer=s.reviewer, personal=s.personal,
+                                             lead=may_lead(s), run=run,
                                              folder=run.folder.name or str(run.folder), request=request,
                                              t=t, js_texts=js_texts, **ctx)
         return HTMLResponse(html, status_code=status, headers=SECURITY_HEADERS)
@@ -157,6 +161,11 @@ def create_app(run: ReviewRun, *, reviewer: str | None = None, hosts: list[str] 
         resp = RedirectResponse(target, status_code=303, headers=SECURITY_HEADERS)
         resp.set_cookie(cookie_name, s.id, httponly=True, samesite="strict", path="/")
         return resp
+
+    def may_lead(s: Session) -> bool:
+        """Whether the session sees the team's progress and adjudicates: an adjudicator's personal link, or
+        the one user of a run without a team."""
+        return s.role == "adjudicator" if s.personal else not run.team()
 
     def session_of(request: Request) -> Session | None:
         return sessions.get(request.cookies.get(cookie_name))
@@ -174,7 +183,7 @@ def create_app(run: ReviewRun, *, reviewer: str | None = None, hosts: list[str] 
                 if member is None:
                     return refused()
                 if s is None or s.reviewer != member.name or not s.personal:
-                    s = sessions.new(member.name)
+                    s = sessions.new(member.name, member.role)
                 return _enter(request, s, "key")
             if token is not None and sessions.token_ok(token):
                 if run.team():
@@ -208,9 +217,11 @@ def create_app(run: ReviewRun, *, reviewer: str | None = None, hosts: list[str] 
 
     async def queue_page(request: Request, s: Session) -> Response:
         assert s.reviewer is not None
-        filters = Filters.from_query(request.query_params)
+        mine = run.assigned(s.reviewer)
+        filters = Filters.from_query(request.query_params, "mine" if mine else "review")
         rows = run.rows(s.reviewer, filters)
         return page("queue.html.j2", request, s, rows=rows, filters=filters, queue=run.queue, n_spot=len(run.spot),
+                    n_mine=len(mine),
                     progress=run.progress(s.reviewer), shortcuts=SHORTCUTS_QUEUE,
                     dimensions=run.dimensions, judges=run.results.judges, query=filters.query())
 
@@ -280,6 +291,36 @@ def create_app(run: ReviewRun, *, reviewer: str | None = None, hosts: list[str] 
         reply["progress"] = t("progress", done=reply["done"], total=reply["total"])
         return JSONResponse({"ok": True, **reply}, headers=SECURITY_HEADERS)
 
+    async def team_page(request: Request, s: Session) -> Response:
+        if not may_lead(s):
+            return refused(why="lead")
+        members, cases = run.team_progress()
+        return page("team.html.j2", request, s, members=members, cases=cases)
+
+    async def adjudicate_page(request: Request, s: Session) -> Response:
+        assert s.reviewer is not None
+        if not may_lead(s):
+            return refused(why="lead")
+        rank = request.path_params["rank"]
+        error = None
+        if request.method == "POST":
+            form = {k: v[0] for k, v in parse_qs((await request.body()).decode("utf-8", "replace")).items()}
+            refusal = post_guard(request, s, form.get("csrf"))
+            if refusal is not None:
+                return refusal
+            try:
+                run.adjudicate(s.reviewer, rank, {k[6:]: v for k, v in form.items() if k.startswith("score_")})
+                return RedirectResponse("/team", status_code=303, headers=SECURITY_HEADERS)
+            except ActionError as e:
+                error = str(e)
+        try:
+            dims = run.adjudication_view(rank)
+        except ActionError as e:
+            return page("missing.html.j2", request, s, status=404, why=str(e), query={})
+        names = list(dict.fromkeys(n for d in dims for n in d.scores))
+        return page("adjudicate.html.j2", request, s, status=400 if error else 200, a=run.case_at(rank), dims=dims,
+                    names=names, error=error)
+
     async def reviewer_page(request: Request, s: Session) -> Response:
         return page("reviewer.html.j2", request, s, next="/")
 
@@ -293,6 +334,8 @@ def create_app(run: ReviewRun, *, reviewer: str | None = None, hosts: list[str] 
         Route("/case/{rank:int}", guarded(case_page)),
         Route("/sheet.csv", guarded(sheet)),
         Route("/reviewer", guarded(reviewer_page), methods=["GET"]),
+        Route("/team", guarded(team_page)),
+        Route("/adjudicate/{rank:int}", guarded(adjudicate_page), methods=["GET", "POST"]),
         Route("/reviewer", set_reviewer, methods=["POST"]),
         Route("/api/label", label, methods=["POST"]),
         *(Route(f"/static/{name}", static_file) for name in STATIC),

@@ -256,7 +256,8 @@ class QueueRow:
 @dataclass
 class Filters:
     """The queue's filters (all optional): ``scope`` ``review`` (cases that need review, the default),
-    ``spot`` (the random spot check) or ``all``; ``reason`` a reason code; ``dimension`` (a dimension
+    ``mine`` (the cases assigned to this reviewer: the default for a reviewer with assignments), ``spot``
+    (the random spot check) or ``all``; ``reason`` a reason code; ``dimension`` (a dimension
     with a deduction or a gap between judges); ``judge`` (a judge that deducted something or failed on the
     case); ``state`` done | started | todo (this reviewer's)."""
 
@@ -267,9 +268,9 @@ class Filters:
     state: str = ""
 
     @classmethod
-    def from_query(cls, q: Mapping[str, str]) -> Filters:
-        scope = q.get("scope", "review")
-        return cls(scope=scope if scope in ("all", "spot") else "review", reason=q.get("reason", ""),
+    def from_query(cls, q: Mapping[str, str], default_scope: str = "review") -> Filters:
+        scope = q.get("scope", default_scope)
+        return cls(scope=scope if scope in ("all", "spot", "mine") else "review", reason=q.get("reason", ""),
                    dimension=q.get("dimension", ""), judge=q.get("judge", ""), state=q.get("state", ""))
 
     def query(self) -> dict[str, str]:
@@ -291,6 +292,47 @@ class Progress:
     @property
     def text(self) -> str:
         return f"{self.done} of {self.total} done"
+
+
+#: two reviewers' own scores of a dimension further apart than this many points send the case to adjudication
+ADJUDICATE_GAP = 2.0
+
+
+@dataclass
+class MemberProgress:
+    """One reviewer of the team on the QA lead's page: role, cases assigned, done and started."""
+
+    name: str
+    role: str
+    assigned: int
+    done: int
+    started: int
+
+
+@dataclass
+class CaseProgress:
+    """One assigned or reviewed case on the QA lead's page: who reviews it and how far (``states``:
+    reviewer -> done | started | todo), the widest gap between two reviewers' own scores of a dimension
+    (``gap``, None below two complete reviews), whether it needs adjudication (``gap`` > :data:`ADJUDICATE_GAP`)
+    and who adjudicated it (empty: not yet)."""
+
+    audit: CaseAudit
+    states: dict[str, str]
+    gap: float | None
+    needs_adjudication: bool
+    adjudicated_by: list[str]
+
+
+@dataclass
+class AdjudicationDim:
+    """One dimension on the adjudicator's page: each reviewer's own score, the panel's, the reference so far."""
+
+    id: str
+    name: str
+    max: float
+    panel: float | None
+    scores: dict[str, float]
+    reference: float | None
 
 
 @dataclass
@@ -366,9 +408,84 @@ class ReviewRun:
                 scored.setdefault(lb.case_id, set()).add(lb.dimension)
         return {c: "done" if scored.get(c, set()) >= dims else "started" for c in touched}
 
+    def assignments(self) -> dict[str, list[str]]:
+        """case id -> the reviewers assigned to it (empty: nothing assigned; ``reviewers assign``)."""
+        out: dict[str, list[str]] = {}
+        with self.lock:
+            pairs = self.store.assignments()
+        for case_id, name in pairs:
+            out.setdefault(case_id, []).append(name)
+        return out
+
+    def team_progress(self) -> tuple[list[MemberProgress], list[CaseProgress]]:
+        """The QA lead's view: per reviewer of the team (or, without a team, per reviewer who labelled) their
+        progress; per case assigned or scored by someone, who reviewed it, their gap, and adjudication."""
+        labels = self.all_labels()
+        assignments = self.assignments()
+        by_reviewer: dict[str, list[HumanLabelRecord]] = {}
+        for lb in labels:
+            by_reviewer.setdefault(lb.reviewer, []).append(lb)
+        team = {m.name: m.role for m in self.team()}
+        names = list(dict.fromkeys([*team, *(lb.reviewer for lb in labels if lb.origin != "reference")]))
+        states = {n: self.states([lb for lb in by_reviewer.get(n, []) if lb.origin != "reference"]) for n in names}
+        members = []
+        for n in names:
+            mine = {c for c, who in assignments.items() if n in who}
+            st = states[n]
+            pool = mine or set(st)
+            members.append(MemberProgress(n, team.get(n, "reviewer"), len(mine), sum(st.get(c) == "done" for c in pool),
+                                          sum(st.get(c) == "started" for c in pool)))
+        review = build_review(labels, self.results.rubric) if labels else None
+        cases = []
+        for a in self.queue.cases:
+            who = assignments.get(a.case_id, [])
+            scored = [n for n in names if states[n].get(a.case_id)]
+            if not who and not scored:
+                continue
+            cr = review.case(a.case_id) if review else None
+            gap = None
+            if cr is not None:
+                complete = [sc for sc in cr.scores.values() if all(d.id in sc for d in self.dimensions)]
+                if len(complete) >= 2:
+                    gap = max(max(sc[d.id] for sc in complete) - min(sc[d.id] for sc in complete)
+                              for d in self.dimensions)
+            cases.append(CaseProgress(a, {n: states[n].get(a.case_id, "todo") for n in dict.fromkeys([*who, *scored])},
+                                      gap, gap is not None and gap > ADJUDICATE_GAP,
+                                      list(cr.adjudicators) if cr else []))
+        return members, cases
+
+    def adjudication_view(self, rank: int) -> list[AdjudicationDim]:
+        """The case at ``rank`` as the adjudicator sees it: per dimension each reviewer's own score."""
+        a = self.case_at(rank)
+        labels = [lb for lb in self.all_labels() if lb.case_id == a.case_id]
+        review = build_review(labels, self.results.rubric) if labels else None
+        cr = review.case(a.case_id) if review else None
+        given = cr.scores if cr else {}
+        return [AdjudicationDim(d.dimension, d.name, d.max, d.panel_score,
+                                {n: sc[d.dimension] for n, sc in given.items() if d.dimension in sc},
+                                cr.reference.get(d.dimension) if cr else None) for d in a.dimensions]
+
+    def adjudicate(self, adjudicator: str, rank: int, scores: Mapping[str, Any]) -> None:
+        """Store the adjudicator's reference score of every dimension of the case at ``rank`` (labels of
+        origin ``reference``, kept apart from the reviewers' own)."""
+        a = self.case_at(rank)
+        for d in self.dimensions:
+            if d.id not in scores or scores[d.id] in (None, ""):
+                raise ActionError(f"give a reference score of {d.id}")
+        for d in self.dimensions:
+            value = _score_value(scores[d.id], d)
+            self._put(HumanLabelRecord(case_id=a.case_id, dimension=d.id, reviewer=adjudicator, kind="score",
+                                       value=value, origin="reference"))
+
+    def assigned(self, reviewer: str) -> set[str]:
+        """The case ids assigned to ``reviewer`` (empty: none)."""
+        return {c for c, names in self.assignments().items() if reviewer in names}
+
     def progress(self, reviewer: str, labels: Sequence[HumanLabelRecord] | None = None) -> Progress:
+        """Done / started of the reviewer's assigned cases, or, with none assigned, of the cases that need review."""
         states = self.states(self.labels(reviewer) if labels is None else labels)
-        todo = [a.case_id for a in self.queue.cases if a.needs_review]
+        mine = self.assigned(reviewer)
+        todo = [a.case_id for a in self.queue.cases if (a.case_id in mine if mine else a.needs_review)]
         return Progress(done=sum(states.get(c) == "done" for c in todo),
                         started=sum(states.get(c) == "started" for c in todo), total=len(todo))
 
@@ -382,6 +499,7 @@ class ReviewRun:
         labels = self.labels(reviewer)
         states = self.states(labels)
         spot = self.spot
+        mine = self.assigned(reviewer) if filters.scope == "mine" else set()
         out = []
         for a in self.queue.cases:
             dims = [d.dimension for d in a.dimensions
@@ -393,6 +511,8 @@ class ReviewRun:
             if filters.scope == "review" and not a.needs_review:
                 continue
             if filters.scope == "spot" and not row.spot:
+                continue
+            if filters.scope == "mine" and a.case_id not in mine:
                 continue
             if filters.reason and filters.reason not in {r.code for r in a.reasons}:
                 continue
