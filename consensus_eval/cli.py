@@ -517,9 +517,9 @@ def review(
         if members:
             base = url.split("?", 1)[0]
             out_console.print(f"reviewing {run_dir} as a team of {len(members)} "
-                              f"({', '.join(f'{m.name} ({m.role})' for m in members)}): each opens their personal "
-                              f"link ({base}?key=...; consensus-eval reviewers add NAME --run {run_dir} --new-key "
-                              "makes a new one); the shared token link is off  (Ctrl-C to stop)",
+                              f"({', '.join(f'{m.name} ({m.role})' for m in members)}): open {base} with your "
+                              f"personal link ({base}?key=...; consensus-eval reviewers add NAME --run {run_dir} "
+                              "--new-key makes a new one); the shared token link is off  (Ctrl-C to stop)",
                               highlight=False, soft_wrap=True)
         else:
             out_console.print(f"reviewing {run_dir}: open {url}  (Ctrl-C to stop)", highlight=False, soft_wrap=True)

@@ -341,3 +341,65 @@ def test_a_spot_check_case_is_blind_until_the_reviewers_own_scores(run_dir: Path
     assert res.returncode == 0, res.stdout + res.stderr
     md = (run_dir / "report.md").read_text(encoding="utf-8")
     assert "4 cases drawn at random" in md and "1 of them have a clinician's own score" in md
+
+
+def test_a_team_double_reviews_blind_and_an_adjudicator_settles_the_disagreement(run_dir: Path):
+    """Two reviewers, each with their own link in their own browser, score the same assigned spot-check case
+    blind; they disagree; the adjudicator sees it on the team page and gives the reference, which the
+    validity figures then use. The shared token link opens nothing in team mode."""
+    from playwright.sync_api import expect, sync_playwright
+
+    from consensus_eval import api
+
+    expect.set_options(timeout=30_000)
+    api.spot_check(run_dir, 1, seed=5)
+    keys = {n: api.add_reviewer(run_dir, n, role=r)[1] for n, r in (("li", "reviewer"), ("wang", "reviewer"),
+                                                                     ("chen", "adjudicator"))}
+    plan = api.assign(run_dir, 2)
+    (case_id, who), = plan.items()
+    assert sorted(who) == ["li", "wang"]
+    port = free_port()
+    proc, url, _ = start_server(run_dir, port, "--lang", "en")
+    base = f"http://127.0.0.1:{port}"
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
+            assert browser.new_context().request.get(url).status == 403       # the token link is off
+            for name, acc in (("li", "30"), ("wang", "36")):
+                page = browser.new_context(viewport={"width": 1300, "height": 900}).new_page()
+                page.goto(f"{base}/?key={keys[name]}")
+                expect(page.locator("#reviewer-name")).to_have_text(name)
+                assert page.locator("a[href='/reviewer']").count() == 0       # the name is the link's
+                rows = page.locator("#queue tbody tr.row")
+                expect(rows).to_have_count(1)                                 # their assigned case only
+                rows.first.locator("td").nth(1).locator("a").click()
+                expect(page.locator("#spot-note")).to_contain_text("give your own score")
+                assert page.locator(".judges, article.ded").count() == 0      # blind
+                for dim, value in (("accuracy", acc), ("completeness", "31"), ("standardization", "21")):
+                    box = page.locator(f"input.score[data-dim={dim}]")
+                    box.fill(value)
+                    box.press("Tab")
+                page.locator("#confirm-scores").click()
+                expect(page.locator(".judges").first).to_be_visible()        # open once scored
+                page.context.close()
+            lead = browser.new_context(viewport={"width": 1300, "height": 900}).new_page()
+            lead.goto(f"{base}/?key={keys['chen']}")
+            lead.locator("#team-link").click()
+            row = lead.locator("#team-cases tbody tr.needs-adjudication")
+            expect(row).to_have_count(1)
+            expect(row.locator("td").nth(3)).to_have_text("6.0")
+            row.locator("a.adjudicate").click()
+            expect(lead.locator("#adjudication tbody tr").first).to_contain_text("30")
+            lead.locator("input[name=score_accuracy]").fill("33")
+            lead.locator("input[name=score_completeness]").fill("31")
+            lead.locator("input[name=score_standardization]").fill("21")
+            lead.locator("#save-reference").click()
+            expect(lead.locator("#team-cases")).to_contain_text("adjudicated by chen")
+            browser.close()
+    finally:
+        stop_server(proc)
+    res = api.load_run(run_dir, n_boot=0)
+    assert res.review.case(case_id).human["total"] == 85.0                      # the reference, not the mean
+    v = res.reliability.validity
+    assert v is not None and v.n_labelled == 1
+    assert v.scores["total"].raters["panel"].n == 1

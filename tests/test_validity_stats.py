@@ -71,7 +71,13 @@ def test_icc_matches_pingouin(name: str, table: np.ndarray, monkeypatch: pytest.
     assert ours.low == pytest.approx(low, abs=0.006)
     assert ours.high == pytest.approx(high, abs=0.006)
     value, low, high = _pingouin_icc2(table, rounded=False, monkeypatch=monkeypatch)
-    assert (ours.value, ours.low, ours.high) == pytest.approx((value, low, high), abs=1e-9)
+    assert ours.value == pytest.approx(value, abs=1e-9)
+    if (round(low, 2), round(high, 2)) == (low, high):
+        # pingouin before 0.5.5 (ci/lowest.txt: 0.5.4) rounds the interval inside intraclass_corr, whatever
+        # its options say: the 2-dp comparison above is all it allows
+        assert ours.low == pytest.approx(low, abs=0.006) and ours.high == pytest.approx(high, abs=0.006)
+    else:
+        assert (ours.low, ours.high) == pytest.approx((low, high), abs=1e-9)
 
 
 def test_icc_drops_incomplete_rows_and_degenerate_tables() -> None:
