@@ -266,7 +266,7 @@ def test_export_csv_columns_bom_and_rows(audits, tmp_path):
     assert {r[f"score: {j}"] for r in c4 for j in JUDGES} == {"failed"}
     mism = [r for r in rows if r["claim_mismatch"]]
     assert {(r["case_id"], r["judge"], r["claim_mismatch"]) for r in mism} == {
-        ("c3", "judge-a", "run 0: claimed 25/5★, derived 24/5★")}
+        ("c3", "judge-a", "run 1: claimed 25/5★, derived 24/5★")}
     assert rows[0]["case_id"] == "c4"
 
 

@@ -205,7 +205,7 @@ def test_html_panel_figures(panel_run):
     lines = [x for g in a.get("gr", []) for x in g["d"]]
     assert {x["m"] for x in lines} >= {"none", "type"} and all(x["id"].startswith("c2|judge-a|accuracy") for x in lines)
     c3 = payloads(html)["c3"]
-    assert c3["mm"] == [[0, 0, "规范性", 25, 5, 24, 5]]         # claimed vs derived, kept in the drill-down
+    assert c3["mm"] == [[0, 1, "规范性", 25, 5, 24, 5]]         # claimed vs derived (run 1 of 1), in the drill-down
     assert payloads(html)["c4"]["err"] == {j: ["timeout after 120 s"] for j in JUDGES}
 
 

@@ -466,7 +466,7 @@ def test_a_deduction_repeated_in_three_runs_is_one_line_and_three_verdicts(tmp_p
         r.apply("alice", {"op": "verdict", "case": 1, "ids": items[0].ids, "verdict": "disagree"})
         assert sorted(lb.deduction_id for lb in r.labels("alice")) == sorted(items[0].ids)
         rows = list(csv.DictReader(io.StringIO(r.sheet("alice").decode("utf-8-sig"))))
-        assert [row["run"] for row in rows if row["human_verdict"] == "disagree"] == ["0", "1", "2"]
+        assert [row["run"] for row in rows if row["human_verdict"] == "disagree"] == ["1", "2", "3"]   # from 1
         assert r.case_view("alice", 1).dims[0].judges[0].items[0].verdict == "disagree"
     finally:
         r.close()
@@ -652,3 +652,6 @@ def test_double_review_on_assigned_cases_then_adjudication_gives_the_reference(r
         li.get(f"/?key={keys['li']}")
         assert li.get("/team").status_code == 403 and li.get(f"/adjudicate/{rank}").status_code == 403
     assert api.load_run(run_dir, n_boot=0).review.case(case_id).reference["accuracy"] == 34.0
+    # the report's first screen: who reviewed, what was adjudicated
+    md = (api.rebuild(run_dir, n_boot=0, lang="en"), (run_dir / "report.md").read_text(encoding="utf-8"))[1]
+    assert f"Review progress: 1 of {len(res.consensus)} cases fully scored" in md and "1 adjudicated (chen)" in md

@@ -302,7 +302,7 @@ def export_rows(audits: Iterable[CaseAudit], review: HumanReview | None = None,
                     if d.copy_of is not None:
                         continue  # a fixed penalty listed again in the same run: one row, one verdict
                     row: dict[str, object] = {
-                        **base, "row": ROW_DEDUCTION, "judge": d.judge, "run": d.run, "kind": d.kind,
+                        **base, "row": ROW_DEDUCTION, "judge": d.judge, "run": d.run + 1, "kind": d.kind,
                         "category": d.category, "type": d.type, "points": _num(d.points),
                         "evidence": d.evidence, "reason": d.reason, "match": d.match,
                         "matched_by": ", ".join(d.matched_by), "claim_mismatch": mismatch,
@@ -333,7 +333,7 @@ def _mismatch_text(a: CaseAudit, dimension: str, judge: str) -> str:
     for m in a.mismatch_runs:
         if m.dimension == dimension and m.judge == judge:
             claimed = f"{_num(m.claimed_score) or '-'}/{m.claimed_stars if m.claimed_stars is not None else '-'}★"
-            parts.append(f"run {m.run}: claimed {claimed}, derived {_num(m.derived_score)}/{m.derived_stars}★")
+            parts.append(f"run {m.run + 1}: claimed {claimed}, derived {_num(m.derived_score)}/{m.derived_stars}★")
     return "; ".join(parts)
 
 

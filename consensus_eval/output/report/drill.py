@@ -88,7 +88,7 @@ def drill_payload(a: CaseAudit, record: str, conversation: str, judges: Sequence
     Keys: ``id``, ``a`` (anchor), ``rk`` (rank), ``st`` (status), ``tot`` (panel total), ``jt``
     (judge index -> total), ``fl`` (flags), ``rec`` (record), ``conv`` (the conversation as the judges
     read it: grounding spans index into it), ``err`` (judge -> errors, failed cases), ``mm``
-    (claimed-vs-derived mismatches: judge index, run, dimension, claimed score, claimed stars, derived
+    (claimed-vs-derived mismatches: judge index, run (from 1), dimension, claimed score, claimed stars, derived
     score, derived stars), ``h`` (the reviewers' labels, when any: ``m`` key -> the human score, mean
     over reviewers; ``s`` reviewer -> key -> score; ``cm`` [reviewer, dimension, comment]; ``ad`` the
     deductions they added: [reviewer, dimension, type name (``type_names``, else its id), points,
@@ -118,7 +118,7 @@ def drill_payload(a: CaseAudit, record: str, conversation: str, judges: Sequence
         "id": a.case_id, "a": anchor_id, "rk": a.rank, "st": a.status, "tot": a.total,
         "jt": {str(jidx.get(j, j)): t for j, t in a.judge_totals.items()}, "fl": a.flags,
         "rec": record, "conv": conversation, "dims": dims,
-        "mm": [[jidx.get(m.judge, -1), m.run, m.dimension_name, m.claimed_score, m.claimed_stars, m.derived_score,
+        "mm": [[jidx.get(m.judge, -1), m.run + 1, m.dimension_name, m.claimed_score, m.claimed_stars, m.derived_score,
                 m.derived_stars] for m in a.mismatch_runs],
     }
     if a.status == "failed":

@@ -89,6 +89,8 @@ def _queue(d: ReportData) -> str:
     rq = d.review_queue
     text = f"## {t('n_need_review', n=len(queue))}\n\n" + (t("review_single_intro") if d.single_judge
                                                             else t("review_intro")) + " " + t("formula_" + rq.mode)
+    if d.trust.progress:
+        text += f"\n\n**{md_text(d.trust.progress)}**"
     if rq.by_reason:
         text += "\n\n" + t("by_reason", reasons=", ".join(f"{t('reason_' + c)} {n}" for c, n in rq.by_reason.items()))
     if not queue:
@@ -299,7 +301,8 @@ def _case_details(a: CaseAudit, d: ReportData) -> str:
             lines.extend(_dimension_lines(dim, t, review.human.get(dim.dimension) if review else None))
     if a.mismatch_runs:
         lines.append(f"\n{t('claimed_vs_derived')}:")
-        lines += [f"- {md_text(m.judge)} run {m.run}, {md_text(m.dimension_name)}: claimed {fmt.num(m.claimed_score)} "
+        lines += [f"- {md_text(m.judge)} run {m.run + 1}, {md_text(m.dimension_name)}: "
+                  f"claimed {fmt.num(m.claimed_score)} "
                   f"({m.claimed_stars if m.claimed_stars is not None else fmt.DASH}★), derived "
                   f"{fmt.num(m.derived_score)} ({m.derived_stars}★)" for m in a.mismatch_runs]
     return "\n".join(lines)

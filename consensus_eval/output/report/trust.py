@@ -266,6 +266,29 @@ def comparison_block(c: Comparison, rubric: Rubric, t: Messages) -> Block:
     return Block("compare", t("h_compare", a=c.a, b=c.b), paras, tables, [t("compare_note")])
 
 
+def review_progress(results: Results, t: Messages) -> str | None:
+    """One line for the report's first screen: how many cases reviewers scored (by whom), how many an
+    adjudicator settled, how many scores were accepted from the panel (None: no label yet)."""
+    review = results.review
+    if review is None:
+        return None
+    dims = [d.id for d in results.rubric.dimensions]
+    by: dict[str, int] = {}
+    reviewed = adjudicated = 0
+    adjudicators: list[str] = []
+    for cr in review.cases.values():
+        done = [n for n, sc in cr.scores.items() if all(d in sc for d in dims)]
+        reviewed += bool(done)
+        for n in done:
+            by[n] = by.get(n, 0) + 1
+        if cr.reference:
+            adjudicated += 1
+            adjudicators += [a for a in cr.adjudicators if a not in adjudicators]
+    who = ("、" if t.lang == "zh" else ", ").join(f"{n} {k}" for n, k in by.items())
+    return t("review_progress", reviewed=reviewed, n=len(results.consensus), who=who or "-", adjudicated=adjudicated,
+             adjudicators=", ".join(adjudicators) or "-", accepted=review.n_accepted)
+
+
 @dataclass
 class TrustBlocks:
     """The trust sections of one report (None: nothing to show): ``systems`` (leaderboard), ``added``
@@ -275,6 +298,7 @@ class TrustBlocks:
     added: Block | None
     validity: Block | None
     decision: Block | None
+    progress: str | None = None
 
 
 def trust_blocks(results: Results, t: Messages) -> TrustBlocks:
@@ -290,4 +314,5 @@ def trust_blocks(results: Results, t: Messages) -> TrustBlocks:
         added=added_block(rel.human, results.rubric, t) if rel.human is not None else None,
         validity=validity_block(validity, results.rubric, results.judges, t) if validity is not None else None,
         decision=decision_block(rel.decision, t) if rel.decision else None,
+        progress=review_progress(results, t),
     )
