@@ -117,6 +117,10 @@ def test_search(page):
     assert page.page.inner_text("#f-count") == "1 of 4 cases shown"
     page.page.fill("#f-text", "stars differ")                         # flags are searched too
     assert page.visible_ids() == ["c2"]
+    page.page.fill("#f-text", "口语化")                               # a deduction type (c3's colloquial)
+    assert page.visible_ids() == ["c3"]
+    page.page.fill("#f-text", "药名写错")                             # a judge's reason (c2)
+    assert page.visible_ids() == ["c2"]
     page.page.click("#f-reset")
     assert len(page.visible_ids()) == 4
 
@@ -132,6 +136,9 @@ def test_sort(page):
     assert page.visible_ids() == ["c1", "c2", "c3", "c4"]
     page.page.locator("#case-table thead button", has_text=re.compile(r"^case$")).click()
     assert page.visible_ids() == ["c1", "c2", "c3", "c4"]
+    # the whole header cell sorts, not only its word: a click on the "/100" beside "total"
+    page.page.locator("#case-table thead th", has_text=re.compile(r"^total")).locator("span.muted").click()
+    assert page.visible_ids() == ["c3", "c2", "c1", "c4"]
 
 
 def test_filters(page):

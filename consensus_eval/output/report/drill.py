@@ -173,20 +173,26 @@ def row_facts(a: CaseAudit, judges: Sequence[str], categories: Sequence[str]) ->
 
     ``judges``: indexes of the judges that stand out on the case (a deduction no other judge made,
     a quote not found in the case, a failed call, a claimed score that differs from its deductions);
-    ``cats``: indexes in ``categories`` of the categories anyone deducted in.
+    ``cats``: indexes in ``categories`` of the categories anyone deducted in; ``text``: the distinct
+    deduction types and reasons of the case, what the table's search looks in beside the row's text.
     """
     jidx = {j: i for i, j in enumerate(judges)}
     cidx = {c: i for i, c in enumerate(categories)}
     standing: set[int] = {jidx[m.judge] for m in a.mismatch_runs if m.judge in jidx}
     cats: set[int] = set()
+    words: dict[str, None] = {}
     for dim in a.dimensions:
         for v in dim.judges:
             if v.runs_failed and v.judge in jidx:
                 standing.add(jidx[v.judge])
             for d in v.deductions:
+                words[d.type] = None
+                if d.reason:
+                    words[d.reason] = None
                 if d.category_id in cidx:
                     cats.add(cidx[d.category_id])
                 ungrounded = d.grounding is not None and d.grounding.kind == "not_found"
                 if (d.singleton or ungrounded) and d.judge in jidx:
                     standing.add(jidx[d.judge])
-    return {"judges": " ".join(map(str, sorted(standing))), "cats": " ".join(map(str, sorted(cats)))}
+    return {"judges": " ".join(map(str, sorted(standing))), "cats": " ".join(map(str, sorted(cats))),
+            "text": " ".join(words)}

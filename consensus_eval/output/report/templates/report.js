@@ -37,7 +37,9 @@
     closeDrill();
     rows.forEach(function (r) {
       var d = r.dataset, ok = true, cl = r.classList;
-      if (text && r.textContent.toLowerCase().indexOf(text) < 0) { ok = false; }
+      if (text && r.textContent.toLowerCase().indexOf(text) < 0 && (d.t || "").toLowerCase().indexOf(text) < 0) {
+        ok = false;   /* the row's text, else its deductions' types and reasons */
+      }
       if (ok && fs.value && d.s !== fs.value) { ok = false; }
       if (ok && ff.value === "review" && !cl.contains("review")) { ok = false; }
       if (ok && ff.value === "flagged" && !cl.contains("flag")) { ok = false; }
@@ -63,7 +65,8 @@
   Array.prototype.forEach.call(table.tHead.rows[0].cells, function (th, i) {
     var b = th.querySelector("button");
     if (!b) { return; }
-    b.addEventListener("click", function () {
+    th.style.cursor = "pointer";
+    th.addEventListener("click", function () {   /* the whole header cell sorts, not only its word */
       sortDir = sortCol === i ? -sortDir : (th.classList.contains("n") ? -1 : 1);
       sortCol = i;
       closeDrill();
