@@ -119,7 +119,7 @@ def test_search(page):
     assert page.visible_ids() == ["c2"]
     page.page.fill("#f-text", "口语化")                               # a deduction type (c3's colloquial)
     assert page.visible_ids() == ["c3"]
-    page.page.fill("#f-text", "药名写错")                             # a judge's reason (c2)
+    page.page.fill("#f-text", "药名错误")                             # another type (c2's drug_name_error)
     assert page.visible_ids() == ["c2"]
     page.page.click("#f-reset")
     assert len(page.visible_ids()) == 4

@@ -168,31 +168,41 @@ def category_options(rubric: Rubric) -> list[tuple[str, str]]:
     return [*out, (PENALTY_CATEGORY, PENALTY_CATEGORY_NAME)]
 
 
-def row_facts(a: CaseAudit, judges: Sequence[str], categories: Sequence[str]) -> dict[str, str]:
+def type_names(rubric: Rubric) -> list[tuple[str, str]]:
+    """The search's deduction types: (type id, its name) for every type and fixed penalty of the rubric; a
+    row lists the indexes of the types its judges deducted (:func:`row_facts`, ``types``), and the page's
+    script matches the search text against these names (indexes, not names, per row: the report stays small)."""
+    out = [(t.id, t.name) for d in rubric.dimensions for c in d.categories for t in c.types]
+    return [*out, *((p.id, p.name) for d in rubric.dimensions for p in d.fixed_penalties)]
+
+
+def row_facts(a: CaseAudit, judges: Sequence[str], categories: Sequence[str],
+              types: Sequence[str] = ()) -> dict[str, str]:
     """What the case table filters a case by, as ``data-*`` attribute values (space-separated indexes).
 
     ``judges``: indexes of the judges that stand out on the case (a deduction no other judge made,
     a quote not found in the case, a failed call, a claimed score that differs from its deductions);
-    ``cats``: indexes in ``categories`` of the categories anyone deducted in; ``text``: the distinct
-    deduction types and reasons of the case, what the table's search looks in beside the row's text.
+    ``cats``: indexes in ``categories`` of the categories anyone deducted in; ``types``: indexes in
+    ``types`` (type ids, :func:`type_names`) of the deduction types anyone deducted, what the table's search
+    looks in beside the row's text.
     """
     jidx = {j: i for i, j in enumerate(judges)}
     cidx = {c: i for i, c in enumerate(categories)}
     standing: set[int] = {jidx[m.judge] for m in a.mismatch_runs if m.judge in jidx}
     cats: set[int] = set()
-    words: dict[str, None] = {}
+    tidx = {t: i for i, t in enumerate(types)}
+    found: set[int] = set()
     for dim in a.dimensions:
         for v in dim.judges:
             if v.runs_failed and v.judge in jidx:
                 standing.add(jidx[v.judge])
             for d in v.deductions:
-                words[d.type] = None
-                if d.reason:
-                    words[d.reason] = None
+                if d.type_id in tidx:
+                    found.add(tidx[d.type_id])
                 if d.category_id in cidx:
                     cats.add(cidx[d.category_id])
                 ungrounded = d.grounding is not None and d.grounding.kind == "not_found"
                 if (d.singleton or ungrounded) and d.judge in jidx:
                     standing.add(jidx[d.judge])
     return {"judges": " ".join(map(str, sorted(standing))), "cats": " ".join(map(str, sorted(cats))),
-            "text": " ".join(words)}
+            "types": " ".join(map(str, sorted(found)))}

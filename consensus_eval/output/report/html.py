@@ -27,7 +27,7 @@ from consensus_eval.analysis.audit import CaseAudit
 from consensus_eval.output.report import fmt
 from consensus_eval.output.report.charts import interval_bar
 from consensus_eval.output.report.data import QUEUE_TOP, ReportData, needs_review
-from consensus_eval.output.report.drill import category_options, embed_json, pack, row_facts
+from consensus_eval.output.report.drill import category_options, embed_json, pack, row_facts, type_names
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 #: catalogue keys the page's script uses (passed to it in the embedded meta JSON)
@@ -50,13 +50,16 @@ def html_pieces(data: ReportData) -> Iterator[str]:
     is never one string in memory)."""
     script = script_text()
     index, chunks = pack(data.drill_payloads())
-    meta = {"judges": data.judges, "index": index, "labels": {k: data.t(k) for k in JS_LABELS}}
+    types = type_names(data.rubric)
+    meta = {"judges": data.judges, "index": index, "labels": {k: data.t(k) for k in JS_LABELS},
+            "types": [name for _, name in types]}
     judges = data.judges
     options = category_options(data.rubric)
     cat_ids = [c for c, _ in options]
+    type_ids = [t for t, _ in types]
 
     def facts(a: CaseAudit) -> dict[str, str]:
-        return row_facts(a, judges, cat_ids)
+        return row_facts(a, judges, cat_ids, type_ids)
 
     formula, star_max = fmt.star_formula(data.rubric)
     return environment().get_template("report.html.j2").generate(

@@ -34,11 +34,15 @@
   /* ---------------------------------------------------------------- filter, search, sort */
   function applyFilters() {
     var text = q.value.trim().toLowerCase(), n = 0;
+    /* the deduction types whose name holds the text: a row matches when its judges deducted one of them */
+    var typeHits = text ? (meta.types || []).map(function (name, i) {
+      return name.toLowerCase().indexOf(text) >= 0 ? String(i) : null; }).filter(function (x) { return x; }) : [];
     closeDrill();
     rows.forEach(function (r) {
       var d = r.dataset, ok = true, cl = r.classList;
-      if (text && r.textContent.toLowerCase().indexOf(text) < 0 && (d.t || "").toLowerCase().indexOf(text) < 0) {
-        ok = false;   /* the row's text, else its deductions' types and reasons */
+      if (text && r.textContent.toLowerCase().indexOf(text) < 0
+          && !typeHits.some(function (i) { return has(d.t || "", i); })) {
+        ok = false;   /* the row's text, else its deductions' types */
       }
       if (ok && fs.value && d.s !== fs.value) { ok = false; }
       if (ok && ff.value === "review" && !cl.contains("review")) { ok = false; }
