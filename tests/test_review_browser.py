@@ -403,3 +403,32 @@ def test_a_team_double_reviews_blind_and_an_adjudicator_settles_the_disagreement
     v = res.reliability.validity
     assert v is not None and v.n_labelled == 1
     assert v.scores["total"].raters["panel"].n == 1
+
+
+def test_a_tab_left_open_across_a_restart_says_so_and_keeps_the_input(run_dir: Path):
+    """The server restarts (its sessions are in memory): the old tab's next save is refused, and the page
+    says so in a banner, in Chinese, keeping what was typed; nothing is stored from it."""
+    from playwright.sync_api import expect, sync_playwright
+
+    expect.set_options(timeout=30_000)
+    port = free_port()
+    proc, url, _ = start_server(run_dir, port, "--reviewer", "li", "--lang", "zh")
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
+            page = browser.new_context(viewport={"width": 1300, "height": 900}).new_page()
+            page.goto(url)
+            page.goto(f"http://127.0.0.1:{port}/case/1")
+            expect(page.locator("input.score").first).to_be_visible()
+            stop_server(proc)
+            proc, _, _ = start_server(run_dir, port, "--reviewer", "li", "--lang", "zh")
+            box = page.locator("input.score[data-dim=accuracy]")
+            box.fill("27.5")
+            box.press("Tab")
+            expect(page.locator("#stale-banner")).to_contain_text("服务器已重启或链接已失效")
+            expect(page.locator("#save-status")).to_contain_text("会话已失效")
+            expect(box).to_have_value("27.5")                         # what was typed stays
+            browser.close()
+    finally:
+        stop_server(proc)
+    assert [lb for lb in labels(run_dir) if lb.kind == "score"] == []

@@ -62,7 +62,8 @@ SHORTCUTS_QUEUE = [("j / ↓", "k_list_next"), ("k / ↑", "k_list_prev"), ("Ent
 SHORTCUTS_CASE = [("j / →", "k_next"), ("k / ←", "k_prev"), ("q", "k_queue"), ("n / p", "k_ded"),
                   ("a / d / u", "k_verdict"), ("c", "k_comment"), ("s", "k_confirm"), ("Esc", "k_escape")]
 #: the catalogue keys the page's script uses
-JS_KEYS = ("js_saving", "js_saved", "js_not_saved", "js_unreachable", "js_need_scores", "state_todo", "s_todo",
+JS_KEYS = ("js_saving", "js_saved", "js_not_saved", "js_unreachable", "js_need_scores", "js_session_lost",
+           "js_session_lost_short", "state_todo", "s_todo",
            "s_started", "s_done", "note_mine", "note_accepted", "note_none", "remove", "missed")
 #: the languages of the pages (``i18n/<lang>.json``)
 LANGS = ("zh", "en")
@@ -202,17 +203,16 @@ def create_app(run: ReviewRun, *, reviewer: str | None = None, hosts: list[str] 
     def post_guard(request: Request, s: Session | None, token: str | None) -> Response | None:
         """403 unless the POST is same-origin and carries this session's CSRF token."""
         if s is None:
-            return JSONResponse({"error": "no session: open the link the server printed"}, 403,
-                                headers=SECURITY_HEADERS)
+            return JSONResponse({"error": t("err_no_session")}, 403, headers=SECURITY_HEADERS)
         origin = request.headers.get("origin")
         if origin is not None:
             own = urlsplit(str(request.url))
             if origin != f"{own.scheme}://{own.netloc}":
-                return JSONResponse({"error": "cross-origin request refused"}, 403, headers=SECURITY_HEADERS)
+                return JSONResponse({"error": t("err_cross_site")}, 403, headers=SECURITY_HEADERS)
         if request.headers.get("sec-fetch-site") not in (None, "same-origin", "none"):
-            return JSONResponse({"error": "cross-site request refused"}, 403, headers=SECURITY_HEADERS)
+            return JSONResponse({"error": t("err_cross_site")}, 403, headers=SECURITY_HEADERS)
         if not sessions.csrf_ok(s, token):
-            return JSONResponse({"error": "missing or wrong CSRF token"}, 403, headers=SECURITY_HEADERS)
+            return JSONResponse({"error": t("err_csrf")}, 403, headers=SECURITY_HEADERS)
         return None
 
     async def queue_page(request: Request, s: Session) -> Response:

@@ -16,6 +16,16 @@
     status.className = "save-status " + (cls || "");
   }
 
+  function staleBanner() {
+    if (document.getElementById("stale-banner")) return;
+    const b = document.createElement("div");
+    b.id = "stale-banner";
+    b.className = "stale-banner";
+    b.setAttribute("role", "alert");
+    b.textContent = tr("js_session_lost");
+    document.body.insertBefore(b, document.body.firstChild);
+  }
+
   let pending = 0;
   async function save(action, keepalive) {
     pending += 1;
@@ -28,7 +38,14 @@
       });
       const reply = await resp.json().catch(() => ({}));
       if (!resp.ok) {
-        say(tr("js_not_saved", {why: reply.error || resp.status}), "error");
+        if (resp.status === 403) {
+          // the server restarted (sessions live in its memory) or the link is no longer valid: say so plainly,
+          // in a banner, and leave everything typed on the page as it is (nothing is cleared or reloaded)
+          staleBanner();
+          say(tr("js_not_saved", {why: tr("js_session_lost_short")}), "error");
+        } else {
+          say(tr("js_not_saved", {why: reply.error || resp.status}), "error");
+        }
         return null;
       }
       if (progress && reply.progress) progress.textContent = reply.progress;
