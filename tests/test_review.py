@@ -8,7 +8,9 @@ import csv
 import html
 import io
 import json
+import re
 import threading
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
@@ -655,3 +657,55 @@ def test_double_review_on_assigned_cases_then_adjudication_gives_the_reference(r
     # the report's first screen: who reviewed, what was adjudicated
     md = (api.rebuild(run_dir, n_boot=0, lang="en"), (run_dir / "report.md").read_text(encoding="utf-8"))[1]
     assert f"Review progress: 1 of {len(res.consensus)} cases fully scored" in md and "1 adjudicated (chen)" in md
+
+
+class _VisibleText(HTMLParser):
+    """The text a reader sees on a page, and its titles, placeholders and labels (no script or style)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.skip = 0
+        self.out: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.skip += tag in ("script", "style")
+        self.out += [v for k, v in attrs if k in ("title", "placeholder", "aria-label") and v]
+
+    def handle_endtag(self, tag: str) -> None:
+        self.skip -= tag in ("script", "style")
+
+    def handle_data(self, data: str) -> None:
+        if not self.skip:
+            self.out.append(data)
+
+
+#: ASCII words a Chinese page may show: units in the records, key names, the file format, the tool
+ASCII_ALLOWED = {"BMI", "HbA", "kg", "mg", "mmHg", "mmol", "Enter", "Esc", "CSV", "consensus-eval"}
+
+
+def test_every_review_page_in_chinese_shows_no_english_word(run_dir):
+    """Queue, case pages, team, adjudication, name form and a missing case, in zh: every ASCII word on them
+    is a unit, a key, an id (case, judge, folder, reviewer) or comes from the case's own text."""
+    chen_key = api.add_reviewer(run_dir, "chen", role="adjudicator")[1]
+    key = api.add_reviewer(run_dir, "li_ming")[1]
+    review = ReviewRun.open(run_dir)
+    try:
+        ids = {w for c in review.results.cases for w in re.findall(r"[A-Za-z][A-Za-z_\-]+",
+                                                                    f"{c.id} {c.record} {c.conversation_as_text()}")}
+        allowed = ASCII_ALLOWED | ids | set(review.results.judges) | {"li_ming", "chen"} | set(
+            re.findall(r"[A-Za-z][A-Za-z_\-]+", str(run_dir)))
+        app, _ = create_app(review, lang="zh")
+        with TestClient(app, base_url="http://127.0.0.1:8765") as li, \
+                TestClient(app, base_url="http://127.0.0.1:8765") as lead:
+            li.get(f"/?key={key}")
+            lead.get(f"/?key={chen_key}")
+            pages = [(li, p) for p in ("/", "/?scope=all", "/case/1", "/case/2", "/case/3", "/case/999")]
+            pages += [(lead, "/team"), (lead, "/adjudicate/1"), (li, "/team"),
+                      (TestClient(app, base_url="http://127.0.0.1:8765"), "/")]     # refused: no link
+            for client, path in pages:
+                seen = _VisibleText()
+                seen.feed(client.get(path).text)
+                words = set(re.findall(r"[A-Za-z][A-Za-z_\-]+", " ".join(seen.out)))
+                assert words <= allowed, (path, sorted(words - allowed))
+    finally:
+        review.close()

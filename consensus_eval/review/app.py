@@ -46,7 +46,8 @@ from starlette.routing import Route
 from consensus_eval._errors import InputError
 from consensus_eval.analysis.audit import REASON_CODES
 from consensus_eval.output.files import fmt_num
-from consensus_eval.output.report.i18n import Messages, default_lang
+from consensus_eval.output.report.data import review_reasons
+from consensus_eval.output.report.i18n import Messages, default_lang, messages as report_messages
 from consensus_eval.review.model import ActionError, Filters, ReviewRun, clean_reviewer
 
 #: loopback names the server answers to by default (Host header, without the port)
@@ -140,6 +141,14 @@ def create_app(run: ReviewRun, *, reviewer: str | None = None, hosts: list[str] 
     sessions = Sessions(clean_reviewer(reviewer) if reviewer else None)
     t = messages(lang or default_lang(run.results.rubric))
     env = _env()
+    # the audit's codes in the page's language, with the report's words (status, reasons, the ranking formula)
+    rt = report_messages(t.lang)
+    cfg = run.results.config.consensus
+    env.globals.update(
+        status_text=lambda code: rt("status_" + code) if "status_" + code in rt.texts else code,
+        reason_texts=lambda a: review_reasons(a, rt, cfg.flag_spread, cfg.flag_star_gap),
+        formula_text=rt("formula_" + run.queue.mode),
+        score_name=rt("col_risk" if run.queue.mode == "risk" else "col_disagreement"))
     static = {name: (files("consensus_eval.review") / "static" / name).read_bytes() for name in STATIC}
     js_texts = {k: t(k) for k in JS_KEYS}
     assert set(REASON_CODES) <= {k[2:] for k in t.texts if k.startswith("r_")}
@@ -231,8 +240,9 @@ def create_app(run: ReviewRun, *, reviewer: str | None = None, hosts: list[str] 
         filters = Filters.from_query(request.query_params)
         try:
             view = run.case_view(s.reviewer, rank)
-        except ActionError as e:
-            return page("missing.html.j2", request, s, status=404, why=str(e), query=filters.query())
+        except ActionError:
+            return page("missing.html.j2", request, s, status=404, why=t("missing_case", rank=rank,
+                                                                        n=len(run.queue.cases)), query=filters.query())
         prev, nxt = run.neighbours(s.reviewer, rank, filters)
         return page("case.html.j2", request, s, view=view, a=view.audit, prev=prev, next=nxt, query=filters.query(),
                     progress=run.progress(s.reviewer), shortcuts=SHORTCUTS_CASE)
@@ -315,8 +325,9 @@ def create_app(run: ReviewRun, *, reviewer: str | None = None, hosts: list[str] 
                 error = str(e)
         try:
             dims = run.adjudication_view(rank)
-        except ActionError as e:
-            return page("missing.html.j2", request, s, status=404, why=str(e), query={})
+        except ActionError:
+            return page("missing.html.j2", request, s, status=404, why=t("missing_case", rank=rank,
+                                                                        n=len(run.queue.cases)), query={})
         names = list(dict.fromkeys(n for d in dims for n in d.scores))
         return page("adjudicate.html.j2", request, s, status=400 if error else 200, a=run.case_at(rank), dims=dims,
                     names=names, error=error)

@@ -198,6 +198,8 @@ class TypeChoice:
     label: str
     low: float
     high: float
+    #: a fixed penalty (the page puts its word for "fixed penalty" before the label)
+    penalty: bool = False
 
 
 @dataclass
@@ -575,7 +577,7 @@ class ReviewRun:
                 columns.append(JudgeColumn(jv.judge, jv.score, jv.stars, jv.runs_failed, jv.errors, items))
             types = [TypeChoice(t.id, f"{c.name} / {t.name} (−{t.points_text()})", t.low, t.high)
                      for c in rd.categories for t in c.types]
-            types += [TypeChoice(p.id, f"fixed penalty / {p.name} (−{p.points:g})", p.points, p.points)
+            types += [TypeChoice(p.id, f"{p.name} (−{p.points:g})", p.points, p.points, penalty=True)
                       for p in rd.fixed_penalties]
             names = {t.id: t.label for t in types}
             added = [AddedView(lb.deduction_id or "", str(lb.value), names.get(str(lb.value), str(lb.value)),
