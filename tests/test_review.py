@@ -709,3 +709,21 @@ def test_every_review_page_in_chinese_shows_no_english_word(run_dir):
                 assert words <= allowed, (path, sorted(words - allowed))
     finally:
         review.close()
+
+
+def test_a_queue_of_thousands_is_paged_and_searchable(tmp_path):
+    from tests.big_run import build_big_run
+
+    folder = build_big_run(tmp_path / "big", 1500, 2)
+    review = ReviewRun.open(folder)
+    app, sessions = create_app(review, reviewer="li", lang="en")
+    with TestClient(app, base_url="http://127.0.0.1:8765") as c:
+        c.get(f"/?token={sessions.token}")
+        first = c.get("/?scope=all").text
+        assert first.count('class="row ') == 100 and "page 1 of 15 (1500 cases)" in first
+        assert len(first) < 200_000                                 # one page, not 1,500 rows
+        last = c.get("/?scope=all&page=15").text
+        assert last.count('class="row ') == 100 and 'id="page-next"' not in last and 'id="page-prev"' in last
+        assert c.get("/?scope=all&page=99").text.count('class="row ') == 100      # clamped to the last page
+        found = c.get("/?scope=all&q=BIG-01234").text
+        assert found.count('class="row ') == 1 and ">big-01234</a>" in found

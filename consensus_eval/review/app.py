@@ -66,6 +66,8 @@ SHORTCUTS_CASE = [("j / →", "k_next"), ("k / ←", "k_prev"), ("q", "k_queue")
 JS_KEYS = ("js_saving", "js_saved", "js_not_saved", "js_unreachable", "js_need_scores", "js_session_lost",
            "js_session_lost_short", "state_todo", "s_todo",
            "s_started", "s_done", "note_mine", "note_accepted", "note_none", "remove", "missed")
+#: queue rows per page (a queue of 20,000 cases is paged, and searched by case id)
+PAGE_SIZE = 100
 #: the languages of the pages (``i18n/<lang>.json``)
 LANGS = ("zh", "en")
 
@@ -229,7 +231,13 @@ def create_app(run: ReviewRun, *, reviewer: str | None = None, hosts: list[str] 
         mine = run.assigned(s.reviewer)
         filters = Filters.from_query(request.query_params, "mine" if mine else "review")
         rows = run.rows(s.reviewer, filters)
-        return page("queue.html.j2", request, s, rows=rows, filters=filters, queue=run.queue, n_spot=len(run.spot),
+        pages = max(1, -(-len(rows) // PAGE_SIZE))
+        try:
+            at = min(max(1, int(request.query_params.get("page", "1"))), pages)
+        except ValueError:
+            at = 1
+        return page("queue.html.j2", request, s, rows=rows[(at - 1) * PAGE_SIZE:at * PAGE_SIZE], n_rows=len(rows),
+                    page_no=at, pages=pages, filters=filters, queue=run.queue, n_spot=len(run.spot),
                     n_mine=len(mine),
                     progress=run.progress(s.reviewer), shortcuts=SHORTCUTS_QUEUE,
                     dimensions=run.dimensions, judges=run.results.judges, query=filters.query())

@@ -249,6 +249,7 @@ class QueueRow:
 
     audit: CaseAudit
     state: str
+    #: the dimensions and judges the row stands out on (computed only when the queue is filtered by them)
     dimensions: list[str]
     judges: list[str]
     spot: bool = False
@@ -268,18 +269,21 @@ class Filters:
     dimension: str = ""
     judge: str = ""
     state: str = ""
+    #: a case id, or part of one (case-insensitive)
+    q: str = ""
 
     @classmethod
     def from_query(cls, q: Mapping[str, str], default_scope: str = "review") -> Filters:
         scope = q.get("scope", default_scope)
         return cls(scope=scope if scope in ("all", "spot", "mine") else "review", reason=q.get("reason", ""),
-                   dimension=q.get("dimension", ""), judge=q.get("judge", ""), state=q.get("state", ""))
+                   dimension=q.get("dimension", ""), judge=q.get("judge", ""), state=q.get("state", ""),
+                   q=q.get("q", "").strip()[:200])
 
     def query(self) -> dict[str, str]:
         """The non-default filters, as query parameters."""
         out = {"scope": self.scope} if self.scope != "review" else {}
         out.update({k: v for k, v in (("reason", self.reason), ("dimension", self.dimension),
-                                      ("judge", self.judge), ("state", self.state)) if v})
+                                      ("judge", self.judge), ("state", self.state), ("q", self.q)) if v})
         return out
 
 
@@ -502,30 +506,46 @@ class ReviewRun:
         states = self.states(labels)
         spot = self.spot
         mine = self.assigned(reviewer) if filters.scope == "mine" else set()
+        own_scored = self._own_scored(labels) if spot else {}
+        n_dims = len(self.dimensions)
+        needle = filters.q.lower()
         out = []
-        for a in self.queue.cases:
-            dims = [d.dimension for d in a.dimensions
-                    if any(jv.deductions for jv in d.judges) or d.star_gap or (d.spread or 0) > 0]
-            judges = list(dict.fromkeys(jv.judge for d in a.dimensions for jv in d.judges
-                                        if jv.deductions or jv.errors))
-            row = QueueRow(a, states.get(a.case_id, "todo"), dims, judges, a.case_id in spot,
-                           a.case_id in spot and self.blind(a.case_id, labels))
+        for a in self.queue.cases:     # the cheap tests first: a queue of 20,000 cases is read on every page
+            case_id = a.case_id
             if filters.scope == "review" and not a.needs_review:
                 continue
-            if filters.scope == "spot" and not row.spot:
+            if filters.scope == "spot" and case_id not in spot:
                 continue
-            if filters.scope == "mine" and a.case_id not in mine:
+            if filters.scope == "mine" and case_id not in mine:
+                continue
+            if needle and needle not in case_id.lower():
+                continue
+            state = states.get(case_id, "todo")
+            if filters.state and state != filters.state:
                 continue
             if filters.reason and filters.reason not in {r.code for r in a.reasons}:
                 continue
+            dims = [d.dimension for d in a.dimensions
+                    if any(jv.deductions for jv in d.judges) or d.star_gap or (d.spread or 0) > 0] \
+                if filters.dimension else []
+            judges = list(dict.fromkeys(jv.judge for d in a.dimensions for jv in d.judges
+                                        if jv.deductions or jv.errors)) if filters.judge else []
             if filters.dimension and filters.dimension not in dims:
                 continue
             if filters.judge and filters.judge not in judges:
                 continue
-            if filters.state and row.state != filters.state:
-                continue
-            out.append(row)
+            in_spot = case_id in spot
+            out.append(QueueRow(a, state, dims, judges, in_spot, in_spot and own_scored.get(case_id, 0) < n_dims))
         return out
+
+    @staticmethod
+    def _own_scored(labels: Sequence[HumanLabelRecord]) -> dict[str, int]:
+        """case id -> how many dimensions these labels (one reviewer's) give an own score of."""
+        dims: dict[str, set[str]] = {}
+        for lb in labels:
+            if lb.kind == "score" and lb.origin == "own" and lb.dimension:
+                dims.setdefault(lb.case_id, set()).add(lb.dimension)
+        return {c: len(d) for c, d in dims.items()}
 
     def neighbours(self, reviewer: str, rank: int, filters: Filters) -> tuple[int | None, int | None]:
         """The ranks of the previous and next case of the filtered queue around ``rank``."""
