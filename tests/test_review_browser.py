@@ -432,3 +432,23 @@ def test_a_tab_left_open_across_a_restart_says_so_and_keeps_the_input(run_dir: P
     finally:
         stop_server(proc)
     assert [lb for lb in labels(run_dir) if lb.kind == "score"] == []
+
+
+def test_the_queue_and_a_case_fit_a_phone(run_dir: Path):
+    """At 390 px the queue, a case and the team page never scroll sideways (a wide table scrolls inside)."""
+    from playwright.sync_api import sync_playwright
+
+    port = free_port()
+    proc, url, _ = start_server(run_dir, port, "--reviewer", "li", "--lang", "zh")
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
+            page = browser.new_context(viewport={"width": 390, "height": 844}).new_page()
+            page.goto(url)
+            for path in ("/?scope=all", "/case/1", "/team"):
+                page.goto(f"http://127.0.0.1:{port}{path}")
+                widths = page.evaluate("() => [document.documentElement.scrollWidth, innerWidth]")
+                assert widths[0] <= widths[1], (path, widths)
+            browser.close()
+    finally:
+        stop_server(proc)
