@@ -323,7 +323,7 @@ def test_report_regenerates_from_the_store_alone(real_run, tmp_path, monkeypatch
     assert res.exit_code == 0, res.output
     md, html = (out / "report.md").read_text(encoding="utf-8"), (out / "report.html").read_text(encoding="utf-8")
     assert all(s in md for s in MD_SECTIONS) and 'id="case-table"' in html
-    assert "Source: computed." in md                         # reliability.json was gone: recomputed
+    assert "Source: computed now." in md                         # reliability.json was gone: recomputed
     with Store(out / "results.sqlite") as store:
         assert len(store.calls(planned_only=False)) == before
     assert md.split("## All cases")[1].split("## Score")[0] == \
@@ -409,7 +409,7 @@ def test_stale_or_minimal_reliability_json(panel_run):
     assert ">0.500<" in html and ">[0.10, 0.90]<" in html          # judges' alpha on the total, with its CI
     row = html.split('id="alpha-table"')[1].split("</table>")[0].split("<th>total</th>")[1].split("</tr>")[0]
     assert "not reliable" in row and '<rect class="cibar"' in row   # in words, and the interval as a bar
-    assert "Source: reliability.json" in md_path.read_text(encoding="utf-8")
+    assert "Source: reliability.json (saved)" in md_path.read_text(encoding="utf-8")
     (panel_run / "reliability.json").write_text(json.dumps({**rel, "judges": ["someone-else"]}), encoding="utf-8")
     assert load_run(panel_run, n_boot=20).reliability_source == "computed"
 

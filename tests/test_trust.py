@@ -351,3 +351,50 @@ def test_compare_one_run_split_by_system(tmp_path: Path) -> None:
     assert res.exit_code == 5
     msg = _cli("compare", tmp_path / "run", "--systems", "scribe-a", "nope", code=2)
     assert "no system 'nope'" in msg
+
+
+#: ASCII words a Chinese report may show: statistics' and methods' names, formats, the tool, and "token"
+REPORT_ASCII = {"Bonett", "CI", "Holm", "ICC", "Jaccard", "Krippendorff", "MAE", "PPI", "Pearson", "Spearman",
+                "Welch", "Wilson", "kappa", "macro-F", "JSON", "HTML", "JavaScript", "UTC", "consensus-eval",
+                "token", "json", "md", "sqlite", "metrics", "report", "results", "tcm", "text2dt", "txt"}
+
+
+def test_the_chinese_report_shows_no_english_word(two_systems: Path) -> None:
+    """report.html in zh, with every trust section: each ASCII word is a statistic's name, a format, an id
+    (rubric, dimension, category, judge, system, reviewer, folder) or a file name."""
+    import re
+    from html.parser import HTMLParser
+
+    spot_check(two_systems, 12, seed=1)
+    with Store.open_existing(two_systems) as store:
+        for i, r in enumerate(store.spot_checks()):
+            for reviewer in ("li", "wang"):
+                _label(store, r.case_id, reviewer, {"accuracy": 28 + i % 4 + (reviewer == "wang"), "completeness": 35,
+                                                    "standardization": 25})
+    res = load_run(two_systems, n_boot=50)
+    rubric = res.rubric
+    ids = {rubric.id, *(d.id for d in rubric.dimensions), *(c.id for d in rubric.dimensions for c in d.categories),
+           *res.judges, "scribe-a", "scribe-b", "li", "wang", *re.findall(r"[A-Za-z][A-Za-z_\-]+", str(two_systems))}
+
+    class Visible(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.skip, self.out = 0, []
+
+        def handle_starttag(self, tag: str, attrs: list) -> None:
+            self.skip += tag in ("script", "style")
+
+        def handle_endtag(self, tag: str) -> None:
+            self.skip -= tag in ("script", "style")
+
+        def handle_data(self, data: str) -> None:
+            if not self.skip:
+                self.out.append(data)
+
+    from consensus_eval.output.report import write_reports
+
+    _, html_path = write_reports(res, two_systems, "zh")
+    seen = Visible()
+    seen.feed(html_path.read_text(encoding="utf-8"))
+    words = set(re.findall(r"[A-Za-z][A-Za-z_\-]+", " ".join(seen.out)))
+    assert words - REPORT_ASCII - ids == set()

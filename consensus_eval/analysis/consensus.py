@@ -53,8 +53,27 @@ class JudgeScore(BaseModel):
     asked: bool = True
 
 
+class Flag(BaseModel):
+    """Why a case's panel verdict is disputed, as data a report renders in its language: ``code``
+    ``spread`` (the judges' totals ``value`` points apart, over ``limit``) or ``star_gap`` (a dimension's
+    stars ``value`` apart, at least ``limit``; ``dimension`` its id)."""
+
+    code: Literal["spread", "star_gap"]
+    value: float
+    limit: float
+    dimension: str | None = None
+
+    @property
+    def text(self) -> str:
+        """The flag in English, as consensus.csv writes it (``CaseConsensus.flags``)."""
+        if self.code == "spread":
+            return f"totals spread {self.value:g} > {self.limit:g}"
+        return f"{self.dimension} stars differ by {self.value:g}"
+
+
 class CaseConsensus(BaseModel):
-    """The panel's verdict on one case, with what it rests on."""
+    """The panel's verdict on one case, with what it rests on. ``flags``: why it is disputed, in English
+    (the data files' words); ``flag_codes``: the same as data (:class:`Flag`), for readers in any language."""
 
     case_id: str
     status: Status
@@ -69,6 +88,7 @@ class CaseConsensus(BaseModel):
     flags: list[str]                          # spread above flag_spread, star gaps >= flag_star_gap
     missing_calls: int = 0                    # planned calls not stored yet (status incomplete)
     not_asked: list[str] = []                 # judges the case was never sent to (cascade stage 2)
+    flag_codes: list[Flag] = []               # ``flags`` as data
 
     @property
     def flagged(self) -> bool:
@@ -129,10 +149,11 @@ def _case(rubric: Rubric, case_id: str, judges: Sequence[str],
     total = _sum_if_complete(scores.values())
     star_total = rubric.star_total({d: s for d, s in stars.items() if s is not None}) if complete else None
     spread = (max(judge_totals.values()) - min(judge_totals.values())) if len(judge_totals) >= 2 else None
+    flags = _flags(table, judges, dims, spread, config)
     return share_fields_set(CaseConsensus(
         case_id=case_id, status=status, scores=scores, stars=stars, total=total, star_total=star_total,
         n_judges=len(judge_totals), judges=table, judge_totals=judge_totals, spread=spread,
-        flags=_flags(table, judges, dims, spread, config), missing_calls=missing,
+        flags=[f.text for f in flags], flag_codes=flags, missing_calls=missing,
         not_asked=[] if missing else [j for j in judges if not any(table[j][d].asked for d in dims)],
     ))
 
@@ -146,16 +167,17 @@ def _sum_if_complete(values: Iterable[float | None]) -> float | None:
 
 
 def _flags(table: dict[str, dict[str, JudgeScore]], judges: Sequence[str], dims: list[str],
-           spread: float | None, config: ConsensusConfig) -> list[str]:
+           spread: float | None, config: ConsensusConfig) -> list[Flag]:
     """Why the panel's verdict on a case is disputed: the judges' totals more than ``flag_spread`` apart,
     a dimension's stars ``flag_star_gap`` or more apart."""
     flags = []
     if spread is not None and spread > config.flag_spread:
-        flags.append(f"totals spread {spread:g} > {config.flag_spread:g}")
+        flags.append(Flag(code="spread", value=spread, limit=config.flag_spread))
     for d in dims:
         stars = [s for j in judges if (s := table[j][d].stars) is not None]
         if len(stars) >= 2 and max(stars) - min(stars) >= config.flag_star_gap:
-            flags.append(f"{d} stars differ by {max(stars) - min(stars)}")
+            flags.append(Flag(code="star_gap", value=max(stars) - min(stars), limit=config.flag_star_gap,
+                              dimension=d))
     # a judge's claimed score differing from the derived one is a fact about the judge (judge quality),
     # not about the case: it never flags a case on its own (issue 13)
     return flags

@@ -133,7 +133,27 @@ class ReportData:
             case = self.cases.get(a.case_id)
             conv = case.conversation_as_text(roles) if case else ""
             yield drill_payload(a, case.record if case else "", conv, self.judges, self.anchors[a.case_id],
-                                review=review.case(a.case_id) if review else None, type_names=types)
+                                review=review.case(a.case_id) if review else None, type_names=types,
+                                flags=self.flag_texts(a.case_id))
+
+    @property
+    def source_text(self) -> str:
+        """Where the reliability figures come from, in the report's language."""
+        return self.t("source_computed") if self.reliability_source == "computed" else self.t("source_file")
+
+    def flag_texts(self, case_id: str) -> list[str]:
+        """Why the case's panel verdict is disputed, in the report's language
+        (:class:`~consensus_eval.analysis.consensus.Flag`)."""
+        c = self.consensus_by_id.get(case_id)
+        names = {d.id: d.name for d in self.rubric.dimensions}
+        out = []
+        for f in (c.flag_codes if c else []):
+            if f.code == "spread":
+                out.append(self.t("flag_spread", value=fmt_num(f.value), limit=fmt_num(f.limit)))
+            else:
+                dim = names.get(f.dimension or "", f.dimension)
+                out.append(self.t("flag_star_gap", dim=dim, value=fmt_num(f.value)))
+        return out
 
     def human_of(self, case_id: str) -> CaseReview | None:
         """The reviewers' labels of one case (None: nobody labelled it)."""

@@ -82,7 +82,8 @@ def unpack(chunk: str) -> list[dict[str, Any]]:
 
 
 def drill_payload(a: CaseAudit, record: str, conversation: str, judges: Sequence[str], anchor_id: str,
-                  review: CaseReview | None = None, type_names: Mapping[str, str] | None = None) -> dict[str, Any]:
+                  review: CaseReview | None = None, type_names: Mapping[str, str] | None = None,
+                  flags: Sequence[str] | None = None) -> dict[str, Any]:
     """One case's drill-down as data.
 
     Keys: ``id``, ``a`` (anchor), ``rk`` (rank), ``st`` (status), ``tot`` (panel total), ``jt``
@@ -116,7 +117,8 @@ def drill_payload(a: CaseAudit, record: str, conversation: str, judges: Sequence
                      "q": dim.quiet, "v": views})
     out: dict[str, Any] = {
         "id": a.case_id, "a": anchor_id, "rk": a.rank, "st": a.status, "tot": a.total,
-        "jt": {str(jidx.get(j, j)): t for j, t in a.judge_totals.items()}, "fl": a.flags,
+        "jt": {str(jidx.get(j, j)): t for j, t in a.judge_totals.items()},
+        "fl": list(a.flags if flags is None else flags),
         "rec": record, "conv": conversation, "dims": dims,
         "mm": [[jidx.get(m.judge, -1), m.run + 1, m.dimension_name, m.claimed_score, m.claimed_stars, m.derived_score,
                 m.derived_stars] for m in a.mismatch_runs],

@@ -121,7 +121,7 @@ def _summary(d: ReportData) -> str:
               t("col_spread"), t("col_status"), t("col_flags")]
     rows = [[md_text(c.case_id), *(fmt.avg(c.scores[x.id]) for x in dims), fmt.avg(c.total), fmt.num(c.star_total),
              "/".join(str(c.stars[x.id] or "-") for x in dims), str(c.n_judges), fmt.num(c.spread),
-             t("status_" + c.status), md_text("; ".join(c.flags))] for c in shown]
+             t("status_" + c.status), md_text("; ".join(d.flag_texts(c.case_id)))] for c in shown]
     right = [False, *([True] * (len(dims) + 5)), False, False]
     counts = {s: sum(c.status == s for c in d.consensus) for s in ("ok", "inconclusive", "failed", "incomplete")}
     totals = [c.total for c in d.consensus if c.total is not None]
@@ -185,7 +185,7 @@ def _reliability(d: ReportData) -> str:
                      str(a.n_units) if a is not None else "",
                      fmt.alpha_cell(rel.stars[k], t) if k in rel.stars else ""])
     resamples = rel.bootstrap.resamples if rel.bootstrap else "?"
-    text = (f"## {t('h_reliability')}\n\n{t('reliability_intro', resamples=resamples, source=d.reliability_source)}"
+    text = (f"## {t('h_reliability')}\n\n{t('reliability_intro', resamples=resamples, source=d.source_text)}"
             f"\n\n" + table(["", t("md_alpha_ci"), t("col_verdict"), t("col_cases"), t("col_stars_alpha")], rows,
                              [False, True, False, True, True]) + "\n\n" + t("guide"))
     if rel.categories:
@@ -289,7 +289,7 @@ def _case_details(a: CaseAudit, d: ReportData) -> str:
     lines = [f"### #{a.rank} {md_text(a.case_id)} ({t('status_' + a.status)}, "
              f"{t('col_risk') if d.single_judge else t('col_disagreement')} {fmt.mean1(a.score(d.review_queue.mode))})"]
     if a.flags:
-        lines.append(f"\n{t('col_flags')}: {md_text('; '.join(a.flags))}")
+        lines.append(f"\n{t('col_flags')}: {md_text('; '.join(d.flag_texts(a.case_id)))}")
     review = d.human_of(a.case_id)
     if review is not None and "total" in review.human:
         lines.append(f"\n{t('md_human_vs_panel', human=fmt.num(review.human['total']), panel=fmt.num(a.total))}")

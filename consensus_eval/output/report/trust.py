@@ -66,6 +66,14 @@ def _p(p: float | None) -> str:
     return "<0.001" if p < 0.001 else f"{p:.3f}"
 
 
+def _stratum(name: str, t: Messages) -> str:
+    """A stratum of the spot check in the reader's words: ``all`` (none), ``system=X``, ``band=60-69``."""
+    if name == "all":
+        return t("stratum_none")
+    kind, _, value = name.partition("=")
+    return f"{t('stratum_' + kind)} {value}" if kind in ("system", "band") else name
+
+
 def leaderboard_block(lb: Leaderboard, rubric: Rubric, t: Messages) -> Block:
     """The systems ranked by mean total, their pairwise differences and per-system alpha."""
     keys = lb.keys
@@ -105,7 +113,7 @@ def validity_block(v: ValidityReport, rubric: Rubric, judges: list[str], t: Mess
         block.paragraphs.append(t("validity_none", drawn=v.n_drawn) if v.n_drawn else t("validity_no_sample"))
         return block
     block.paragraphs.append(t("validity_intro", drawn=v.n_drawn, n=v.n_labelled,
-                              strata=", ".join(v.strata)))
+                              strata=", ".join(_stratum(s, t) for s in v.strata)))
     block.paragraphs.append(t("validity_weighted") if v.weighted else t("validity_unweighted"))
     if v.n_accepted_only:
         block.notes.append(t("validity_accepted_only", n=v.n_accepted_only))
