@@ -45,8 +45,8 @@ from starlette.routing import Route
 
 from consensus_eval._errors import InputError
 from consensus_eval.analysis.audit import REASON_CODES
-from consensus_eval.output.files import fmt_num
 from consensus_eval.output.report.data import review_reasons
+from consensus_eval.output.report.fmt import avg
 from consensus_eval.output.report.i18n import Messages, default_lang, messages as report_messages
 from consensus_eval.review.model import ActionError, Filters, ReviewRun, clean_reviewer
 
@@ -128,7 +128,7 @@ def _env() -> Environment:
     env = Environment(loader=PackageLoader("consensus_eval.review", "templates"),
                       autoescape=select_autoescape(default=True, default_for_string=True), trim_blocks=True,
                       lstrip_blocks=True)
-    env.filters["num"] = lambda x: fmt_num(x) if x is not None else "–"
+    env.filters["num"] = lambda x: avg(x)   # one decimal at most, as the report shows scores
     env.filters["one"] = lambda x: f"{x:.1f}" if x is not None else "–"
     env.filters["qs"] = lambda d: urlencode(d)
     return env
