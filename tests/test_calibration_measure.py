@@ -190,7 +190,8 @@ def test_calibrate_command_dry_run_and_run(tmp_path):
     r = CliRunner().invoke(app, ["calibrate", "--config", str(cfg), "--out", str(tmp_path / "o"),
                                  "--sample", "30", "--seed", "3"])
     assert r.exit_code == 0, r.output
-    assert "recall by type" in r.output and "recommendation" in r.output
+    assert "recall on synthetic planted errors, by type" in " ".join(r.output.split()) and "recommendation" in r.output
+    assert "an upper bound for errors that look like theirs" in " ".join(r.output.split())
     assert json.loads((tmp_path / "o" / "calibration.json").read_text(encoding="utf-8"))["suite_cases"] == 30
 
 
@@ -244,3 +245,33 @@ def test_failed_calls_are_unjudged_not_missed(tmp_path, rubric, monkeypatch):
     # a quorum of 2 with one judge answering: the panel has no verdict, it did not miss
     assert rep.judges[PANEL].unjudged == n and rep.judges[PANEL].overall.found.n == 0
     assert rep.best_judge == "oracle"
+
+
+def test_the_best_judge_is_not_chosen_on_recall_alone() -> None:
+    """Recall alone would name a judge that fails where it would miss, or one that deducts everywhere."""
+    from consensus_eval.analysis.calibration import JudgeCalibration, Recall, choose_best, recommend
+    from consensus_eval.analysis.intervals import proportion
+
+    def judge(name: str, found: int, n: int, unjudged: int, false_alarms: float, prec: tuple[int, int]):
+        return JudgeCalibration(name=name, overall=Recall(found=proportion(found, n), type_match=proportion(found, n)),
+                                by_type={}, by_category={}, unjudged=unjudged, clean_cases=12,
+                                false_alarms_per_case=false_alarms, clean_flagged=proportion(0, 12),
+                                precision=proportion(*prec), score_error={})
+
+    judges = {
+        "flaky": judge("flaky", 90, 90, 10, 0.1, (90, 95)),         # 100% of what it judged; failed on 10 of 100
+        "greedy": judge("greedy", 95, 100, 0, 3.0, (95, 140)),      # 3 false alarms per clean record
+        "imprecise": judge("imprecise", 90, 100, 0, 0.5, (28, 100)),
+        "honest": judge("honest", 70, 100, 2, 0.2, (70, 80)),       # 2% unjudged: within 5%
+    }
+    best, why = choose_best(judges)
+    assert best == "honest"
+    assert set(why) == {"flaky", "greedy", "imprecise"}
+    assert "failed on 10 of 100" in why["flaky"] and "3.0 false alarms" in why["greedy"] and "28%" in why["imprecise"]
+    from consensus_eval.analysis.calibration import CalibrationReport
+
+    rep = CalibrationReport(suite_cases=1, planted=1, clean=0, errors=100, quorum=2, judges=judges, best_judge=best,
+                            panel_gain=None, not_best=why)
+    text = " ".join(recommend(rep))
+    assert "recall on synthetic planted errors 70%" in text and "an upper bound" in text
+    assert "flaky: 10 planted error(s) unjudged" in text and "flaky is not named best" in text

@@ -122,6 +122,8 @@ class CalibrationReport(BaseModel):
     recommendation: list[str] = []
     #: per-case against per-dimension judges of the same model (empty when the config has no such pair)
     comparisons: list[ModeComparison] = []
+    #: judges that could not be named best, and why (too many unjudged errors, false alarms, low precision)
+    not_best: dict[str, str] = {}
 
 
 def _overlaps(g: Grounding, e: PlantedError) -> bool:
@@ -252,15 +254,14 @@ def calibrate(suite: Sequence[SuiteCase], results: Results, ground: Grounder,
                 continue
             panel_found[(cid, i)] = (sum(v[0] for v in judged) >= quorum, sum(v[1] for v in judged) >= quorum)
     report_judges[PANEL] = _panel_figures(by_id, results, panel_found, rubric)
-    overall = {j: report_judges[j].overall.found.value for j in judges}
-    ranked = [j for j in judges if overall[j] is not None]
-    best = max(ranked, key=lambda j: overall[j] or 0.0) if ranked else None
+    best, excluded = choose_best({j: report_judges[j] for j in judges})
     pv = report_judges[PANEL].overall.found.value
-    gain = pv - (overall[best] or 0.0) if best is not None and pv is not None else None
+    bv = report_judges[best].overall.found.value if best is not None else None
+    gain = pv - (bv or 0.0) if best is not None and pv is not None else None
     rep = CalibrationReport(
         suite_cases=len(suite), planted=sum(not sc.clean for sc in suite), clean=sum(sc.clean for sc in suite),
         errors=sum(len(sc.expected) for sc in suite), quorum=quorum, judges=report_judges, best_judge=best,
-        panel_gain=gain, unplantable=dict(unplantable or {}),
+        panel_gain=gain, unplantable=dict(unplantable or {}), not_best=excluded,
         comparisons=_mode_comparisons(results, found))
     rep.recommendation = recommend(rep)
     return rep
@@ -371,6 +372,36 @@ def _panel_figures(by_id: dict[str, _Case], results: Results,
         score_error=_score_error(pairs))
 
 
+#: a judge whose calls failed on more than this share of the planted errors is never named the best
+MAX_UNJUDGED = 0.05
+#: ... nor one raising this many deductions per clean record, or with a precision below this
+MAX_FALSE_ALARMS, MIN_PRECISION = 1.0, 0.5
+
+
+def choose_best(judges: dict[str, JudgeCalibration]) -> tuple[str | None, dict[str, str]]:
+    """The best single judge: the highest recall (on synthetic planted errors) among the judges that pass
+    three constraints, and why each other judge was left out. Recall alone would reward a judge that fails
+    where it would miss (its unjudged errors do not count against it) and one that deducts everywhere."""
+    excluded: dict[str, str] = {}
+    eligible = []
+    for name, jc in judges.items():
+        judged = jc.overall.found.n
+        share = jc.unjudged / (judged + jc.unjudged) if judged + jc.unjudged else 0.0
+        if jc.overall.found.value is None:
+            excluded[name] = "judged no planted error"
+        elif share > MAX_UNJUDGED:
+            excluded[name] = (f"its calls failed on {jc.unjudged} of {judged + jc.unjudged} planted errors "
+                              f"({share:.0%} > {MAX_UNJUDGED:.0%}): its recall counts only what it judged")
+        elif jc.false_alarms_per_case is not None and jc.false_alarms_per_case >= MAX_FALSE_ALARMS:
+            excluded[name] = f"{jc.false_alarms_per_case:.1f} false alarms per clean record (>= {MAX_FALSE_ALARMS:g})"
+        elif jc.precision.value is not None and jc.precision.value < MIN_PRECISION:
+            excluded[name] = f"precision {jc.precision.value:.0%} (< {MIN_PRECISION:.0%})"
+        else:
+            eligible.append(name)
+    best = max(eligible, key=lambda j: judges[j].overall.found.value or 0.0) if eligible else None
+    return best, excluded
+
+
 def recommend(rep: CalibrationReport, *, weak: float = 0.5, min_n: int = 5, margin: float = 0.05) -> list[str]:
     """Plain sentences: which judge misses what (types with recall below ``weak`` on at least
     ``min_n`` errors), which judge finds most, whether the panel beats it, who raises false alarms, and
@@ -385,10 +416,17 @@ def recommend(rep: CalibrationReport, *, weak: float = 0.5, min_n: int = 5, marg
         if jc.false_alarms_per_case is not None and jc.false_alarms_per_case >= 1:
             out.append(f"{name} raises {jc.false_alarms_per_case:.1f} deductions per clean record on average: "
                        "read its deductions before trusting its scores")
+    for name, jc in rep.judges.items():
+        if jc.unjudged and name != PANEL:
+            out.append(f"{name}: {jc.unjudged} planted error(s) unjudged (its calls failed there); its recall counts "
+                       "only the errors it judged")
     if rep.best_judge is not None:
         best = rep.judges[rep.best_judge].overall.found
-        out.append(f"best single judge: {rep.best_judge} (recall {best.value:.0%}"
-                   + (f", 95% CI {best.low:.0%}-{best.high:.0%})" if best.low is not None else ")"))
+        out.append(f"best single judge: {rep.best_judge} (recall on synthetic planted errors {best.value:.0%}"
+                   + (f", 95% CI {best.low:.0%}-{best.high:.0%})" if best.low is not None else ")")
+                   + "; an upper bound: errors written freely, not by the suite's operators, are harder to find")
+    for name, why in rep.not_best.items():
+        out.append(f"{name} is not named best: {why}")
     for m in rep.comparisons:
         if m.difference is None or m.low is None or m.high is None:
             continue

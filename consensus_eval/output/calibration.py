@@ -84,6 +84,11 @@ def cell(r: Recall | None, strict: bool = False) -> str:
     return f"{p.value:.0%} [{p.low:.0%}-{p.high:.0%}] {p.k}/{p.n}"
 
 
+#: what the headline figure is, said wherever it is shown
+SYNTHETIC_NOTE = ("This is recall on synthetic planted errors: the suite's operators write the errors, so it is an "
+                  "upper bound for errors that look like theirs; errors written freely are harder to find.")
+
+
 def _columns(report: CalibrationReport) -> list[str]:
     return [j for j in report.judges if j != PANEL] + [PANEL]
 
@@ -91,7 +96,9 @@ def _columns(report: CalibrationReport) -> list[str]:
 def print_calibration(console: Console, report: CalibrationReport) -> None:
     """Recall by category and by type (judges and the panel), false alarms, score error, recommendation."""
     cols = _columns(report)
-    for title, key in (("recall by category", "by_category"), ("recall by type", "by_type")):
+    console.print(SYNTHETIC_NOTE, highlight=False, soft_wrap=True)
+    for title, key in (("recall on synthetic planted errors, by category", "by_category"),
+                       ("recall on synthetic planted errors, by type", "by_type")):
         t = Table(title=f"{title}: planted errors found (category + evidence on the error), "
                         "95% Wilson CI, found/planted")
         t.add_column(key.removeprefix("by_"))
@@ -158,8 +165,8 @@ def html_section(report: CalibrationReport) -> str:
     return (f'<section id="calibration"><h2>Calibration</h2>'
             f"<p>{report.suite_cases} cases ({report.planted} with {report.errors} planted errors, {report.clean} "
             f"clean controls). A planted error is found when the judge deducts in its category with evidence on it. "
-            f"Cells: recall, 95% Wilson interval, found/planted; colour by recall. Panel: found by at least "
-            f"{report.quorum} judge(s).</p>"
+            f"Cells: recall on synthetic planted errors, 95% Wilson interval, found/planted; colour by recall. "
+            f"Panel: found by at least {report.quorum} judge(s).</p><p><b>{escape(SYNTHETIC_NOTE)}</b></p>"
             f'<table class="calibration"><tr><th>type</th>{head}</tr>{"".join(rows)}</table>'
             f"<p>Recommendation:</p><ul>{recs}</ul></section>")
 
@@ -171,7 +178,8 @@ def markdown_section(report: CalibrationReport) -> str:
     lines = ["## Calibration", "",
              f"{report.suite_cases} cases ({report.planted} with {report.errors} planted errors, {report.clean} clean "
              f"controls). A planted error is found when the judge deducts in its category with evidence on it; "
-             f"cells: recall, 95% Wilson interval, found/planted. Panel: found by at least {report.quorum} judge(s).",
+             f"cells: recall on synthetic planted errors, 95% Wilson interval, found/planted. Panel: found by at least "
+             f"{report.quorum} judge(s).", "", f"**{SYNTHETIC_NOTE}**",
              "", "| type | " + " | ".join(cols) + " |", "|---|" + "---:|" * len(cols)]
     types = sorted({k for c in cols for k in report.judges[c].by_type})
     for k in types:
