@@ -717,3 +717,13 @@ def test_a_sheet_exported_for_a_reviewer_comes_back_as_theirs(run: Path, tmp_pat
     next(r for r in rows if r["row"] == "score")["human_score"] = "30"
     _cli("human", "import", _write(rows, tmp_path / "filled.csv"), "--run", run, "--bootstrap", "0")
     assert [(lb.reviewer, lb.value) for lb in _stored(run)] == [("dr_zhang", 30.0)]
+
+
+def test_a_semicolon_wide_file_with_decimal_commas_imports_like_the_sheet(run: Path, tmp_path: Path) -> None:
+    """Excel in a European locale writes ';' and decimal commas; in GBK on Chinese Windows. The wide file is
+    read by the same reader as the sheet (issue 26: it used to read commas only: "no column named case_id")."""
+    wide = tmp_path / "wide.csv"
+    wide.write_bytes("case_id;accuracy;completeness;standardization\r\n001;30,5;35;24,5\r\n".encode("gbk"))
+    _cli("human", "import", wide, "--run", run, "--reviewer", "zhang", "--bootstrap", "0")
+    got = {lb.dimension: lb.value for lb in _stored(run) if lb.kind == "score"}
+    assert got == {"accuracy": 30.5, "completeness": 35.0, "standardization": 24.5}

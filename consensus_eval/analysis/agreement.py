@@ -8,8 +8,6 @@ encoding named with ``encoding`` (:func:`consensus_eval.domain.textio.read_text`
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import math
 from collections.abc import Sequence
@@ -24,7 +22,7 @@ from consensus_eval.analysis.alpha import DEFAULT_SEED, Alpha
 from consensus_eval.analysis.consensus import CaseConsensus
 from consensus_eval.analysis.intervals import Proportion
 from consensus_eval.domain.rubric import Rubric
-from consensus_eval.domain.textio import read_text
+from consensus_eval.domain.textio import csv_records, decimal_point, read_text, unguard
 from consensus_eval.execution.results import StoredRun
 
 
@@ -148,21 +146,19 @@ def load_human(path: str | Path, rubric: Rubric, encoding: str | None = None) ->
             raise InputError(f"{p}: no line has a key named {', '.join(wanted)}; the labels would match "
                              f"nothing (line {rows[0][0]} has: {', '.join(map(str, rows[0][1])) or 'no key'})")
     else:
-        reader = csv.DictReader(io.StringIO(text))
-        header = [h.strip() for h in reader.fieldnames or []]
+        records = csv_records(p, text)     # the delimiter the sheet uses (, ; or tab), as the sheet import
+        header = [h.strip() for h in records[0][1]] if records else []
         if not header:
             raise InputError(f"{p}: no header line; expected case_id,{','.join(dims)}[,total][,categories]")
-        reader.fieldnames = header
         if "case_id" not in header:
             raise InputError(f"{p}:1: no column named case_id (the header has: {_shown(header)})")
         if not any(h in wanted for h in header):
             raise InputError(f"{p}:1: no column named {', '.join(wanted)}; the labels would match nothing "
                              f"(the header has: {_shown(header)})")
-        for i, r in enumerate(reader, 2):
-            extra = r.pop(None, None)
-            if extra and any(str(x).strip() for x in extra):
+        for i, cells in records[1:]:
+            if len(cells) > len(header) and any(x.strip() for x in cells[len(header):]):
                 raise InputError(f"{p}:{i}: more cells than the header has columns ({len(header)})")
-            rows.append((i, r))
+            rows.append((i, {h: unguard(c.strip()) for h, c in zip(header, cells, strict=False)}))
     if not rows:
         raise InputError(f"{p}: no human labels (the file has no data line)")
     out: dict[str, HumanLabel] = {}
@@ -180,7 +176,7 @@ def load_human(path: str | Path, rubric: Rubric, encoding: str | None = None) ->
             if isinstance(v, bool):
                 raise InputError(f"{p}:{line}: {d}: not a number: {v!r}")
             try:
-                scores[d] = float(v)
+                scores[d] = float(decimal_point(v) if isinstance(v, str) else v)
             except (TypeError, ValueError):
                 raise InputError(f"{p}:{line}: {d}: not a number: {v!r}") from None
             if not math.isfinite(scores[d]):

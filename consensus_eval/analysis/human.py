@@ -19,10 +19,7 @@ or deduction id that is not in the run is an error naming it.
 
 from __future__ import annotations
 
-import csv
-import io
 import math
-import re
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import suppress
 from pathlib import Path
@@ -50,7 +47,7 @@ from consensus_eval.analysis.consensus import CaseConsensus
 from consensus_eval.analysis.intervals import proportion
 from consensus_eval.domain.rubric import Dimension, Rubric
 from consensus_eval.domain.sets import jaccard
-from consensus_eval.domain.textio import read_text, unguard
+from consensus_eval.domain.textio import csv_records, decimal_point, read_text, unguard
 from consensus_eval.execution.results import StoredRun
 from consensus_eval.execution.store import VERDICTS, HumanLabelRecord, LabelOrigin, Verdict
 
@@ -276,7 +273,7 @@ def read_labels(path: str | Path, run: StoredRun, *, reviewer: str | None = None
                              '"CSV UTF-8 (comma delimited)" (or plain CSV) and import that')
     text = read_text(p, encoding, what="human labels")
     source = str(p.resolve())
-    rows = _csv_rows(p, text) if p.suffix.lower() != ".jsonl" else []
+    rows = csv_records(p, text) if p.suffix.lower() != ".jsonl" else []
     header = [h.strip().lstrip("\ufeff") for h in rows[0][1]] if rows else []
     if not (set(header) & {HUMAN_SCORE, HUMAN_VERDICT, DEDUCTION_ID}):
         wide = load_human(p, run.rubric, encoding)
@@ -298,24 +295,6 @@ def read_labels(path: str | Path, run: StoredRun, *, reviewer: str | None = None
                      labels=_sheet_labels(p, (rows[0][0], header), rows[1:], run, reviewer, source))
 
 
-def _csv_rows(p: Path, text: str) -> list[tuple[int, list[str]]]:
-    """(first line, cells) of every non-blank record, the header first; the delimiter is the one of
-    ``,`` ``;`` tab that the header line uses most (Excel writes ``;`` where the decimal mark is a comma)."""
-    first = next((ln for ln in text.splitlines() if ln.strip()), "")
-    delimiter = max([",", ";", "\t"], key=first.count)
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
-    out = []
-    start = 1
-    try:
-        for cells in reader:
-            if any(c.strip() for c in cells):
-                out.append((start, cells))
-            start = reader.line_num + 1
-    except csv.Error as e:
-        raise InputError(f"{p}:{reader.line_num}: not a readable CSV line: {e}") from None
-    return out
-
-
 def _letter(i: int) -> str:
     """Column letters as a spreadsheet shows them: 0 -> A, 25 -> Z, 26 -> AA."""
     s = ""
@@ -326,7 +305,6 @@ def _letter(i: int) -> str:
     return s
 
 
-_DECIMAL_COMMA = re.compile(r"[+-]?\d+,\d+")
 
 
 def _sheet_labels(p: Path, head: tuple[int, list[str]], rows: list[tuple[int, list[str]]], run: StoredRun,
@@ -537,7 +515,7 @@ def _case_id(raw: str, known: set[str], ordered: Sequence[str], where: str) -> s
 
 
 def _number(text: str, where: str) -> float:
-    t = text.replace(",", ".") if _DECIMAL_COMMA.fullmatch(text) else text
+    t = decimal_point(text)
     try:
         value = float(t)
     except ValueError:

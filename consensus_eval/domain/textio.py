@@ -17,12 +17,14 @@ the GB18030 fallback; their loaders tolerate a BOM only.
 from __future__ import annotations
 
 import codecs
+import csv
+import io
 import re
 from pathlib import Path
 
 from consensus_eval._errors import InputError
 
-__all__ = ["FALLBACK_ENCODING", "formula_guard", "read_text", "unguard"]
+__all__ = ["FALLBACK_ENCODING", "csv_records", "decimal_point", "formula_guard", "read_text", "unguard"]
 
 #: tried when a file is not UTF-8: Excel's default for CSV on Chinese Windows (GBK) is a subset of it
 FALLBACK_ENCODING = "gb18030"
@@ -105,3 +107,30 @@ def unguard(text: str) -> str:
     if text.startswith("'") and formula_guard(text[1:]) != text[1:]:
         return text[1:]
     return text
+
+
+def csv_records(path: Path, text: str) -> list[tuple[int, list[str]]]:
+    """(first line, cells) of every non-blank record of a CSV text, the header first; the delimiter is the
+    one of ``,`` ``;`` tab that the header line uses most (Excel writes ``;`` where the decimal mark is a
+    comma). A record that cannot be read is an :class:`InputError` naming ``path`` and the line."""
+    first = next((ln for ln in text.splitlines() if ln.strip()), "")
+    delimiter = max([",", ";", "\t"], key=first.count)
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
+    out = []
+    start = 1
+    try:
+        for cells in reader:
+            if any(c.strip() for c in cells):
+                out.append((start, cells))
+            start = reader.line_num + 1
+    except csv.Error as e:
+        raise InputError(f"{path}:{reader.line_num}: not a readable CSV line: {e}") from None
+    return out
+
+
+_DECIMAL_COMMA = re.compile(r"[+-]?\d+,\d+")
+
+
+def decimal_point(text: str) -> str:
+    """A number written with a decimal comma (``30,5``, Excel in many locales) with a point; anything else as is."""
+    return text.replace(",", ".") if _DECIMAL_COMMA.fullmatch(text.strip()) else text
