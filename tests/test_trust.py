@@ -363,7 +363,8 @@ def test_the_chinese_report_shows_no_english_word(two_systems: Path) -> None:
     """report.html in zh, with every trust section: each ASCII word is a statistic's name, a format, an id
     (rubric, dimension, category, judge, system, reviewer, folder) or a file name."""
     import re
-    from html.parser import HTMLParser
+
+    from tests.test_review import _VisibleText
 
     spot_check(two_systems, 12, seed=1)
     with Store.open_existing(two_systems) as store:
@@ -376,25 +377,10 @@ def test_the_chinese_report_shows_no_english_word(two_systems: Path) -> None:
     ids = {rubric.id, *(d.id for d in rubric.dimensions), *(c.id for d in rubric.dimensions for c in d.categories),
            *res.judges, "scribe-a", "scribe-b", "li", "wang", *re.findall(r"[A-Za-z][A-Za-z_\-]+", str(two_systems))}
 
-    class Visible(HTMLParser):
-        def __init__(self) -> None:
-            super().__init__()
-            self.skip, self.out = 0, []
-
-        def handle_starttag(self, tag: str, attrs: list) -> None:
-            self.skip += tag in ("script", "style")
-
-        def handle_endtag(self, tag: str) -> None:
-            self.skip -= tag in ("script", "style")
-
-        def handle_data(self, data: str) -> None:
-            if not self.skip:
-                self.out.append(data)
-
     from consensus_eval.output.report import write_reports
 
     _, html_path = write_reports(res, two_systems, "zh")
-    seen = Visible()
+    seen = _VisibleText()
     seen.feed(html_path.read_text(encoding="utf-8"))
     words = set(re.findall(r"[A-Za-z][A-Za-z_\-]+", " ".join(seen.out)))
     assert words - REPORT_ASCII - ids == set()
