@@ -29,6 +29,7 @@ from consensus_eval._errors import InputError, format_validation_error
 from consensus_eval.analysis.agreement import HumanLabel
 from consensus_eval.analysis.alpha import DEFAULT_SEED
 from consensus_eval.analysis.calibration import CalibrationReport, calibrate as measure
+from consensus_eval.analysis.consensus import of_run as consensus_of_run
 from consensus_eval.analysis.human import label_counts, read_labels
 from consensus_eval.analysis.reliability import ReliabilityReport
 from consensus_eval.analysis.results import Results, analyze
@@ -322,8 +323,9 @@ def spot_check(folder: str | Path, n: int, *, seed: int = 0, stratify: Stratify 
         labels = store.human_labels()
         old = store.spot_checks()
         scored = {lb.case_id for lb in labels if lb.kind == "score"}
-        results = analyze(stored, n_boot=0)
-        new = draw(stored.cases, results.consensus, n, seed, stratify)
+        # the panel's totals only for score bands: a consensus of the whole run is not free at 20,000 cases
+        cons = consensus_of_run(stored) if stratify == "band" else []
+        new = draw(stored.cases, cons, n, seed, stratify)
         if old and [(r.case_id, r.probability, r.stratum) for r in old] == [
                 (r.case_id, r.probability, r.stratum) for r in new]:
             return SpotCheck(sample=old, drawn=False, labelled=sum(r.case_id in scored for r in old))

@@ -69,6 +69,14 @@ def stop_server(proc: subprocess.Popen[str]) -> None:
         proc.wait()
 
 
+def fill_scores(page, scores: dict[str, str]) -> None:
+    """Type a score in each dimension's field and leave it (Tab), as a reviewer does: each one saves."""
+    for dim, value in scores.items():
+        box = page.locator(f"input.score[data-dim={dim}]")
+        box.fill(value)
+        box.press("Tab")
+
+
 def labels(run_dir: Path, reviewer: str | None = None):
     with Store.open_existing(run_dir, read_only=True) as store:
         return store.human_labels(reviewer=reviewer)
@@ -324,10 +332,7 @@ def test_a_spot_check_case_is_blind_until_the_reviewers_own_scores(run_dir: Path
             expect(page.locator("#spot-note")).to_contain_text("请先给出您自己的各维度评分")
             assert page.locator(".judges, article.ded, mark.ev").count() == 0
             assert page.locator("input.score").evaluate_all("xs => xs.map(x => x.value)") == ["", "", ""]
-            for dim, value in (("accuracy", "31"), ("completeness", "30.5"), ("standardization", "22")):
-                box = page.locator(f"input.score[data-dim={dim}]")
-                box.fill(value)
-                box.press("Tab")
+            fill_scores(page, {"accuracy": "31", "completeness": "30.5", "standardization": "22"})
             page.locator("#confirm-scores").click()
             expect(page.locator("#spot-note")).to_contain_text("现在显示评审的评分与扣分")     # reloaded, open
             expect(page.locator(".judges").first).to_be_visible()
@@ -375,10 +380,7 @@ def test_a_team_double_reviews_blind_and_an_adjudicator_settles_the_disagreement
                 rows.first.locator("td").nth(1).locator("a").click()
                 expect(page.locator("#spot-note")).to_contain_text("give your own score")
                 assert page.locator(".judges, article.ded").count() == 0      # blind
-                for dim, value in (("accuracy", acc), ("completeness", "31"), ("standardization", "21")):
-                    box = page.locator(f"input.score[data-dim={dim}]")
-                    box.fill(value)
-                    box.press("Tab")
+                fill_scores(page, {"accuracy": acc, "completeness": "31", "standardization": "21"})
                 page.locator("#confirm-scores").click()
                 expect(page.locator(".judges").first).to_be_visible()        # open once scored
                 page.context.close()

@@ -219,6 +219,11 @@ def matrix(rows: Sequence[Sequence[float | None]]) -> np.ndarray:
     return np.array([[np.nan if v is None else v for v in r] for r in rows], dtype=float).reshape(len(rows), -1)
 
 
+def panel_value(c: CaseConsensus, key: str) -> float | None:
+    """The panel's consensus score of a case on ``key`` (a dimension id, or ``total``)."""
+    return c.total if key == "total" else c.scores.get(key)
+
+
 def judge_value(c: CaseConsensus, judge: str, key: str) -> float | None:
     """A judge's score of a case on ``key`` (a dimension id, or ``total`` for its complete total)."""
     return c.judge_totals.get(judge) if key == "total" else c.judges[judge][key].mean

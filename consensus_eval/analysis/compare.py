@@ -29,6 +29,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from consensus_eval._errors import InputError
+from consensus_eval.analysis.agreement import panel_value
 from consensus_eval.analysis.audit import PENALTY_CATEGORY, PENALTY_CATEGORY_NAME
 from consensus_eval.analysis.consensus import CaseConsensus
 from consensus_eval.analysis.results import Results
@@ -147,7 +148,7 @@ def _compare(a: Results, b: Results, pairs: Sequence[tuple[str, str]], name_a: s
 
 
 def _v(c: CaseConsensus, key: str) -> float:
-    v = c.total if key == "total" else c.scores.get(key)
+    v = panel_value(c, key)
     return math.nan if v is None else v
 
 

@@ -39,6 +39,7 @@ from consensus_eval.analysis.agreement import (
     judge_value,
     load_human,
     matrix,
+    panel_value,
     points_taken,
 )
 from consensus_eval.analysis.alpha import DEFAULT_SEED, Alpha, alpha_with_ci
@@ -320,10 +321,7 @@ def _sheet_labels(p: Path, head: tuple[int, list[str]], rows: list[tuple[int, li
     known = set(case_ids)
     deductions = deduction_dimensions(run)
     by_case = {r.request_hash: r.case_id for r in run.records}
-    copies: dict[str, str] = {}
-    for r in run.records:
-        if r.status == "ok" and r.judgment is not None and len(r.judgment.fixed_penalties) > 1:
-            copies.update(penalty_copies(r))
+    copies = penalty_copy_map(run)
 
     def where(line: int, name: str) -> str:
         return f"{p}:{line}: column {name} ({_letter(col[name])})" if name in col else f"{p}:{line}"
@@ -478,6 +476,16 @@ def _origin(text: str, where: str) -> LabelOrigin:
     return origin
 
 
+def penalty_copy_map(run: StoredRun) -> dict[str, str]:
+    """Every repeat listing of a fixed penalty in the run's ok calls -> the id of its first listing in the
+    same call (:func:`~consensus_eval.analysis.audit.penalty_copies`): one judgement, one label."""
+    copies: dict[str, str] = {}
+    for r in run.records:
+        if r.status == "ok" and r.judgment is not None and len(r.judgment.fixed_penalties) > 1:
+            copies.update(penalty_copies(r))
+    return copies
+
+
 def deduction_dimensions(run: StoredRun) -> dict[str, str]:
     """deduction id -> its dimension, for every deduction and fixed penalty of the run's ok calls.
 
@@ -536,7 +544,7 @@ def human_agreement(run: StoredRun, cons: Sequence[CaseConsensus], review: Human
     keys = [*(d.id for d in run.rubric.dimensions), "total"]
     in_run = {c.case_id for c in cons}
     labelled = [c for c in cons if (r := review.case(c.case_id)) is not None and r.human]
-    hv = {k: [_ref(review, c.case_id, k) for c in labelled] for k in keys}
+    hv = {k: [human_value(review, c.case_id, k) for c in labelled] for k in keys}
 
     def a(rows: Sequence[Sequence[float | None]]) -> Alpha:
         return alpha_with_ci(matrix(rows), "interval", n_boot, seed)
@@ -550,7 +558,7 @@ def human_agreement(run: StoredRun, cons: Sequence[CaseConsensus], review: Human
                              for k in keys} if n else {},
         judges={j: {k: agreement([judge_value(c, j, k) for c in labelled], hv[k], n_boot, seed) for k in keys}
                 for j in judges} if n else {},
-        panel={k: agreement([(c.total if k == "total" else c.scores[k]) for c in labelled], hv[k], n_boot, seed)
+        panel={k: agreement([panel_value(c, k) for c in labelled], hv[k], n_boot, seed)
                for k in keys} if n else {},
         small_sample=n < SMALL_SAMPLE_CASES, n_accepted=review.n_accepted,
         accepted_included=review.accepted_included,
@@ -564,17 +572,15 @@ def human_agreement(run: StoredRun, cons: Sequence[CaseConsensus], review: Human
     return section
 
 
-def _ref(review: HumanReview, case_id: str, key: str) -> float | None:
+def human_value(review: HumanReview, case_id: str, key: str) -> float | None:
+    """The human score of a case on ``key`` used in the figures (:attr:`CaseReview.human`; None: none)."""
     r = review.case(case_id)
     return r.human.get(key) if r else None
 
 
 def _precision(run: StoredRun, review: HumanReview, section: HumanAgreement) -> None:
     judge_of = {r.request_hash: r.judge for r in run.records}
-    copies: dict[str, str] = {}
-    for r in run.records:
-        if r.status == "ok" and r.judgment is not None and len(r.judgment.fixed_penalties) > 1:
-            copies.update(penalty_copies(r))
+    copies = penalty_copy_map(run)
     counts: dict[str, dict[str, int]] = {j: dict.fromkeys(VERDICTS, 0) for j in run.judges}
     counted: set[tuple[str, str]] = set()
     for lb in review.labels:

@@ -38,9 +38,9 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel
 
-from consensus_eval.analysis.agreement import judge_value
+from consensus_eval.analysis.agreement import judge_value, panel_value
 from consensus_eval.analysis.consensus import CaseConsensus
-from consensus_eval.analysis.human import HumanReview
+from consensus_eval.analysis.human import HumanReview, human_value
 from consensus_eval.analysis.ppi import (
     DifferenceEstimate,
     MeanEstimate,
@@ -164,10 +164,10 @@ def validity_report(run: StoredRun, cons: Sequence[CaseConsensus], review: Human
     out.weighted = unequal
     keys = [*(d.id for d in run.rubric.dimensions), "total"]
     for k in keys:
-        human = [_human(review, cid, k) for cid in labelled]
+        human = [human_value(review, cid, k) for cid in labelled]
         raters = {j: score_validity([judge_value(by_id[cid], j, k) for cid in labelled], human, weights)
                   for j in run.judges}
-        raters[PANEL] = score_validity([_panel(by_id[cid], k) for cid in labelled], human, weights)
+        raters[PANEL] = score_validity([panel_value(by_id[cid], k) for cid in labelled], human, weights)
         ceiling = None
         both = [p for cid in labelled if (p := _pair(review, cid, k)) is not None]
         if len(both) >= 2:
@@ -177,7 +177,7 @@ def validity_report(run: StoredRun, cons: Sequence[CaseConsensus], review: Human
         out.notes.append("no_second_reviewer")
     out.deductions = _deductions(run, review, labelled)
     if isotonic:
-        human = [_human(review, cid, "total") for cid in labelled]
+        human = [human_value(review, cid, "total") for cid in labelled]
         out.calibrated = {j: isotonic_map([judge_value(by_id[cid], j, "total") for cid in labelled], human)
                           for j in run.judges}
         out.calibrated[PANEL] = isotonic_map([by_id[cid].total for cid in labelled], human)
@@ -185,20 +185,11 @@ def validity_report(run: StoredRun, cons: Sequence[CaseConsensus], review: Human
     return out
 
 
-def _human(review: HumanReview, case_id: str, key: str) -> float | None:
-    r = review.case(case_id)
-    return r.human.get(key) if r else None
-
-
 def _pair(review: HumanReview, case_id: str, key: str) -> tuple[float, float] | None:
     """The own scores of the first two reviewers who scored ``key`` of the case (before any adjudication)."""
     r = review.case(case_id)
     given = [s[key] for s in r.scores.values() if key in s] if r else []
     return (given[0], given[1]) if len(given) >= 2 else None
-
-
-def _panel(c: CaseConsensus, key: str) -> float | None:
-    return c.total if key == "total" else c.scores.get(key)
 
 
 def _deductions(run: StoredRun, review: HumanReview, case_ids: Sequence[str]) -> DeductionValidity | None:
@@ -275,9 +266,9 @@ def _ppi(cases: Sequence[Case], cons: Sequence[CaseConsensus], review: HumanRevi
                 out.notes.append("ppi_unequal_probabilities")
             continue
         for k in keys:
-            every = [v for cid in ids if (v := _panel(by_id[cid], k)) is not None] if ids else []
-            pairs = [(h, p) for cid in in_sample
-                     if (h := _human(review, cid, k)) is not None and (p := _panel(by_id[cid], k)) is not None]
+            every = [v for cid in ids if (v := panel_value(by_id[cid], k)) is not None] if ids else []
+            pairs = [(h, p) for cid in in_sample if (h := human_value(review, cid, k)) is not None
+                     and (p := panel_value(by_id[cid], k)) is not None]
             y = [h for h, _ in pairs]
             yhat = [p for _, p in pairs]
             if not y:

@@ -39,7 +39,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel
 
-from consensus_eval.analysis.agreement import judge_value, matrix
+from consensus_eval.analysis.agreement import judge_value, matrix, panel_value
 from consensus_eval.analysis.alpha import DEFAULT_SEED, Alpha, krippendorff_alpha
 from consensus_eval.analysis.consensus import CaseConsensus
 from consensus_eval.analysis.intervals import scipy_stats
@@ -173,7 +173,7 @@ def leaderboard(cases: Sequence[Case], cons: Sequence[CaseConsensus], dims: Sequ
         if c is None:
             continue
         for k in keys:
-            v = c.total if k == "total" else c.scores.get(k)
+            v = panel_value(c, k)
             if v is not None:
                 per_case[k][name].append(v)
                 sums[k][si, so] += v

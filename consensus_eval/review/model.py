@@ -362,8 +362,7 @@ class ReviewRun:
         on every dimension with their own score yet."""
         if case_id not in self.spot:
             return False
-        own = {lb.dimension for lb in labels if lb.case_id == case_id and lb.kind == "score" and lb.origin == "own"}
-        return not {d.id for d in self.dimensions} <= own
+        return self._own_scored([lb for lb in labels if lb.case_id == case_id]).get(case_id, 0) < len(self.dimensions)
 
     @classmethod
     def open(cls, folder: str | Path) -> ReviewRun:
