@@ -384,7 +384,8 @@ def test_a_bad_concurrency_is_refused_naming_the_field(tmp_path):
 
 def test_aimd_reacts_to_the_fake_servers_hidden_limit(rubric, api_keys):
     """A hidden limit of 4 requests in flight (429 above it, no Retry-After): concurrency auto with no
-    rpm starts at 8, is cut on the first 429s, and every call still ends ok; the report says 429s bound it."""
+    rpm starts at 8, is cut on the first 429s (the lowest limit reached is below 8, whatever it grew back to),
+    and every call still ends ok."""
     cfg = FakeConfig(seed=3, latency_ms=60, hidden_concurrency=4, max_lifetime_s=120)
     d = rubric.dimension("accuracy")
     cases = [Case(id=f"c{i}", conversation="医生：血糖多少？\n患者：空腹9.6。", record=f"主诉：多饮{i}年")
@@ -404,9 +405,13 @@ def test_aimd_reacts_to_the_fake_servers_hidden_limit(rubric, api_keys):
     assert statuses.count(429) >= 1
     pacing = judge.pacing
     assert pacing.auto is not None and pacing.auto.cuts >= 1
-    assert pacing.gate.limit < INITIAL_CONCURRENCY
     report = judge.pacing_report()
-    assert report is not None and report.rate_limited == statuses.count(429)
+    assert report is not None and report.cuts == pacing.auto.cuts
+    # The lowest limit the run reached (recorded at each change), not the final one: this runs in real
+    # time, and once the 429s stop, the additive increase may climb back to INITIAL_CONCURRENCY before
+    # the last reply. Never cut, the limit only grows from INITIAL_CONCURRENCY and this fails.
+    assert report.limit_min < INITIAL_CONCURRENCY <= report.limit_max
+    assert report.rate_limited == statuses.count(429)
     assert report.requests == len(statuses)
     assert report.explain()  # no rpm, no tpm: the line still renders
 
