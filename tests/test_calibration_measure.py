@@ -92,6 +92,12 @@ def _small_suite() -> list[SuiteCase]:
     return picked + [c for c in suite if c.clean][:3]
 
 
+def _whole(sc: SuiteCase):
+    from consensus_eval.domain.calibration.suite import PlantedSpan
+
+    return PlantedSpan(source="record", start=0, end=len(sc.case.record), text=sc.case.record)
+
+
 def _deduction(e: PlantedError, category: str, evidence: str) -> dict:
     return {"category": category, "type": e.type, "points": e.points, "evidence": evidence, "reason": "fake"}
 
@@ -108,11 +114,24 @@ def _scripts(suite: list[SuiteCase], rubric) -> tuple[dict, int]:
     scripts: dict[str, dict[str, dict]] = {}
     lucky = 0
     for sc in suite:
-        for model in ("oracle", "random", "liar"):
+        for model in ("oracle", "random", "liar", "whole", "side"):
             per_dim = {}
             for dim in rubric.dimensions:
                 items, pens = [], []
+                if model == "whole":  # deducts in every category, quoting the whole record, on every case
+                    items = [_deduction(PlantedError(dimension=dim.id, category=cat.id, type=cat.types[0].id,
+                                                     points=cat.types[0].low, spans=[_whole(sc)]),
+                                        cat.id, sc.case.record) for cat in dim.categories]
+                    per_dim[dim.id] = _reply(items, [])
+                    continue
                 for e in (x for x in sc.expected if x.dimension == dim.id):
+                    if model == "side":  # the other side of the error: the conversation's correct value
+                        quote = (e.also or e.spans)[0].text
+                        if e.penalty:
+                            pens.append({"id": e.type, "evidence": quote, "reason": "fake"})
+                        else:
+                            items.append(_deduction(e, e.category, quote))
+                        continue
                     quote = e.spans[0].text
                     if e.penalty:
                         pens.append({"id": e.type, "evidence": ABSENT if model == "liar" else quote, "reason": "fake"})
@@ -138,7 +157,7 @@ def test_fake_llm_judges(tmp_path, rubric, monkeypatch):
         judges = "".join(
             f"  - name: {m}\n    model: openai/{m}\n    api_base: {srv.url}/v1\n    api_key_env: FAKE_KEY\n"
             f"    mode: tools\n    concurrency: 4\n    input_cost_per_token: 0.000001\n"
-            f"    output_cost_per_token: 0.000002\n" for m in ("oracle", "random", "liar"))
+            f"    output_cost_per_token: 0.000002\n" for m in ("oracle", "random", "liar", "whole", "side"))
         cfg = write_config(tmp_path / "fake.yaml", judges, consensus="{min_judges: 2}", runs=2)
         prep = api.prepare([sc.case for sc in suite], cfg)
         results = api.run(prep, tmp_path / "run", n_boot=0)
@@ -166,9 +185,24 @@ def test_fake_llm_judges(tmp_path, rubric, monkeypatch):
     assert rnd.overall.found.low <= chance <= rnd.overall.found.high
     # the liar: right category and type, a quote the case does not have: no credit
     assert liar.overall.found.k == 0 and liar.overall.found.high == pytest.approx(wilson(0, n)[1])
-    # the panel (2 of 3): oracle + random agree only where random was lucky
-    assert rep.judges[PANEL].overall.found.k == lucky + n_pen
-    assert rep.best_judge == "oracle" and rep.panel_gain is not None and rep.panel_gain < 0
+    # a judge deducting in every category and quoting the whole record: no recall, every deduction a false alarm
+    whole = rep.judges["whole"]
+    n_cats = sum(len(d.categories) for d in rubric.dimensions)
+    assert whole.overall.found.k == 0 and whole.overall.found.n == n
+    assert whole.false_alarms_per_case == n_cats and whole.precision.k == 0
+    assert "whole" in rep.not_best
+    # quoting the conversation's statement of the fact (either side of the error) finds it
+    side = rep.judges["side"]
+    assert sum(bool(e.also) for sc in suite for e in sc.expected) >= 5
+    assert side.overall.found.k == n and side.precision.value == 1
+    # the panel (2 of 5): oracle and side find everything; on clean records only the whole-record judge deducts
+    # (no quorum: no panel false alarm); on planted ones it agrees with the random judge's wrong categories
+    panel = rep.judges[PANEL]
+    assert panel.overall.found.k == n and panel.false_alarms_per_case == 0 and panel.clean_cases == 3
+    assert panel.precision.k >= n - n_pen and 0.5 < panel.precision.value < 1
+    assert rep.best_judge == "oracle"
+    # cost: every call priced; per error found
+    assert oracle.cost is not None and oracle.cost > 0 and oracle.cost_per_found == pytest.approx(oracle.cost / n)
 
 
 def test_api_calibrate_and_sections(tmp_path):
@@ -249,8 +283,10 @@ def test_failed_calls_are_unjudged_not_missed(tmp_path, rubric, monkeypatch):
 
 def test_the_best_judge_is_not_chosen_on_recall_alone() -> None:
     """Recall alone would name a judge that fails where it would miss, or one that deducts everywhere."""
-    from consensus_eval.analysis.calibration import JudgeCalibration, Recall, choose_best, recommend
-    from consensus_eval.analysis.intervals import proportion
+    from consensus_eval.analysis.calibration import JudgeCalibration, Recall, choose_best, recommend, share
+
+    def proportion(k: int, n: int):
+        return share([("base", 1.0)] * k + [("base", 0.0)] * (n - k))
 
     def judge(name: str, found: int, n: int, unjudged: int, false_alarms: float, prec: tuple[int, int]):
         return JudgeCalibration(name=name, overall=Recall(found=proportion(found, n), type_match=proportion(found, n)),

@@ -208,3 +208,35 @@ def test_suite_file_round_trip_and_errors(tmp_path, rubric):
     assert f"{p}:16: expected[0].spans[0].text" in msg
     assert f"{p}:17: expected[0].type: dimension" in msg and "no_such_type" in msg
     assert f"{p}:18: expected: missing" in msg
+
+
+def test_either_side_of_an_error_is_listed(rubric):
+    """A changed dose also points at the conversation's statement of the right one; an omission also at
+    the record line it left the fact out of; a standardization error only at the record's text."""
+    b, sc = _plant(rubric, "drug_missing")
+    (e,) = sc.expected
+    assert [s.source for s in e.also] == ["record"]
+    line = e.also[0]
+    assert sc.case.record[line.start:line.end] == line.text and "\n" not in line.text and "现病史" in line.text
+    for type_id in ("dose_error", "drug_name_error", "value_error"):
+        b = next(x for x in base_cases() if next(OPERATORS[type_id](x), None) is not None)
+        p = next(OPERATORS[type_id](b))
+        sc = apply(b, [p], rubric, "x")
+        (e,) = sc.expected
+        old = b.record[p.edits[0].start:p.edits[0].end]
+        conversation = sc.case.conversation_as_text(rubric.roles)
+        assert e.also and all(s.source == "conversation" and conversation[s.start:s.end] == s.text == old
+                              for s in e.also), (type_id, old, e.also)
+    b = base_cases()[0]
+    sc = apply(b, [next(OPERATORS["colloquial"](b))], rubric, "x")
+    assert sc.expected[0].also == []
+
+
+def test_a_wrong_also_span_is_refused(tmp_path, rubric):
+    sc = next(c for c in builtin_suite() if c.expected and c.expected[0].also)
+    line = sc.to_line()
+    line["expected"][0]["also"][0]["text"] = "不在这里"
+    p = tmp_path / "s.jsonl"
+    p.write_text(json.dumps(line, ensure_ascii=False) + "\n", encoding="utf-8")
+    with pytest.raises(InputError, match=r"s\.jsonl:1: expected\[0\]\.also\[0\]\.text"):
+        load_suite(p, rubric)

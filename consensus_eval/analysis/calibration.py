@@ -1,22 +1,37 @@
-"""How well each judge, and the panel, finds errors planted in a calibration suite (issue 15).
+"""How well each judge, and the panel, finds errors planted in a calibration suite (issue 15, issue 23).
 
-A planted error (:class:`~consensus_eval.domain.calibration.suite.PlantedError`) counts as **found** by
-a judge's run when one of its deductions (a fixed penalty, for a planted penalty) is in the planted
-error's category and its evidence, located in the case by grounding, overlaps one of the planted
-spans; **type match** also asks for the planted type (the stricter figure). Evidence that cannot be
-located in the case (a quote absent from it, or no quote) never earns credit.
+**Found.** A planted error (:class:`~consensus_eval.domain.calibration.suite.PlantedError`) is found by a
+judge's run when one of its deductions (a fixed penalty, for a planted penalty) is in the planted error's
+category and its evidence, located in the case by grounding, overlaps a span of the error and is not much
+longer than it. Evidence may be either side of the error: the record's wrong text, the conversation's
+statement of the fact (``also``: its correct value), or, for an omission, the conversation's statement of
+the dropped fact or the record section that lacks it. *Bounded*: a located quote longer than three times
+the span plus the sentence around it, or than one and a half times its line (:func:`credit_limit`), earns
+nothing, so quoting a whole record or section for a changed number does not find it. Evidence that
+cannot be located (a quote absent from the case, or no quote) never earns credit. **Type match** also
+asks for the planted type (the stricter figure); **points-weighted** recall weighs each error by its
+rubric points (a missed 10-point penalty counts five 2-point slips).
 
-Figures (every share a :class:`~consensus_eval.analysis.intervals.Proportion` with its Wilson 95%
-interval; all from each judge's first run, run 0, unless said otherwise):
+**Units.** The same edit is planted more than once (alone and beside another error, in several heading
+styles), and the suite's records are variations of a few base records. Counts (``k`` / ``n``) are plants;
+every interval counts **distinct edits** and **base records** as its units: a Wilson interval on the
+effective sample size (:func:`~consensus_eval.analysis.intervals.effective_n`: the plants divided by the
+design effect of clustering in base records, from the cluster-robust variance, and never more than the
+distinct edits). :class:`Share` says how many edits and base records stand behind a figure. Clean
+controls (each base record in several heading styles) count as their distinct records.
 
-- recall per type, per category and overall: planted errors found / planted errors the judge judged
-  (errors in a dimension whose call failed are left out and counted as ``unjudged``);
-- false alarms: on clean controls, deductions per case and the share of controls with any deduction;
-  on planted cases, precision = deductions that touch a planted error (evidence overlapping any planted
-  span, or a fixed penalty that was planted) / all deductions;
+Figures (all from each judge's first run, run 0, unless said otherwise):
+
+- recall per type, per category and overall: found / planted errors the judge judged (errors in a
+  dimension whose call failed are left out and counted as ``unjudged``, in total and per type);
+- false alarms: on clean controls, deductions per case and the share of clean records with any deduction;
+  on planted cases, precision = deductions that find some planted error (its category, bounded evidence
+  on it) / all deductions;
 - score error per dimension: the judge's re-derived score minus the expected score (the clean base
   scores full marks; the expected score is re-derived from the planted deductions with
   :func:`~consensus_eval.domain.scoring.derive`, so category caps apply): MAE and bias (mean signed);
+- cost: the USD of the judge's run-0 calls on the suite and per planted error found (None when the
+  provider reported no cost);
 - stability (runs > 1): recall of each run, and the share of planted errors found in every run or in none;
 - one call per case against one call per dimension (:class:`ModeComparison`): for a judge in the config
   twice, the same ``model`` with ``call: per_case`` and ``call: per_dimension``, the two runs 0 compared
@@ -25,24 +40,35 @@ interval; all from each judge's first run, run 0, unless said otherwise):
   (:func:`~consensus_eval.analysis.intervals.paired_difference`);
 - the panel: an error is found by the panel when at least ``consensus.min_judges`` judges find it (with
   fewer judges answering, the panel has no verdict on it: unjudged, as an inconclusive case); its score
-  error uses the consensus scores. ``panel_gain`` = panel recall minus the best single judge's.
-
-Evidence must quote where the error is: the record's wrong text for a substitution (a judge quoting only
-the conversation's correct value gets no credit), the conversation's statement of a dropped fact for an
-omission.
+  error uses the consensus scores. Its deductions are the judges' deductions grouped across judges (same
+  category, overlapping located evidence, at most one per judge) and raised by at least the quorum: its
+  false alarms and precision count those. ``panel_gain`` = panel recall minus the best single judge's.
+- ``needed_per_type``: distinct edits a type needs before 70% recall can be told from 90%
+  (:func:`~consensus_eval.analysis.intervals.needed_to_separate`); ``small_types`` lists the types below it.
 """
 
 from __future__ import annotations
 
+import re
 import statistics
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Literal
 
 from pydantic import BaseModel
 
-from consensus_eval.analysis.intervals import Proportion, paired_difference, proportion
+from consensus_eval.analysis.intervals import (
+    Proportion,
+    cluster_variance,
+    effective_n,
+    needed_to_separate,
+    paired_difference,
+    proportion,
+    wilson_p,
+)
 from consensus_eval.analysis.results import Results
-from consensus_eval.domain.calibration.suite import PlantedError, SuiteCase
+from consensus_eval.domain.calibration.suite import PlantedError, PlantedSpan, SuiteCase
 from consensus_eval.domain.grounding import Grounding
 from consensus_eval.domain.judgment import Deduction, Judgment, PenaltyHit
 from consensus_eval.domain.rubric import Rubric
@@ -51,13 +77,40 @@ from consensus_eval.domain.scoring import derive
 #: ``ground(evidence, record, conversation) -> Grounding``: where a quote is in the case
 Grounder = Callable[[str, str, str], Grounding]
 PANEL = "panel"
+#: a quote may be this many times the planted span's length, plus the sentence around it
+SPAN_FACTOR = 3
+
+
+class Share(Proportion):
+    """``k`` of ``n`` (plants, or deductions for precision) and its 95% interval, counted in independent
+    units: ``edits`` distinct edits (or records) in ``clusters`` base records stand behind the ``n``;
+    ``effective_n`` is what the interval counts (the Wilson interval of ``value`` on it: ``method``
+    ``"cluster"``). ``method`` ``"wilson"``: the plain Wilson interval on ``n`` (a suite without repeats)."""
+
+    edits: int | None = None
+    clusters: int | None = None
+    effective_n: float | None = None
+    method: Literal["wilson", "cluster"] = "wilson"
+
+
+class Weighted(BaseModel):
+    """Points-weighted recall: the rubric points of the planted errors found / of those judged, with the
+    95% interval of the found share's effective size (approximate: points differ between errors)."""
+
+    found_points: float
+    points: float
+    value: float | None
+    low: float | None
+    high: float | None
 
 
 class Recall(BaseModel):
-    """Planted errors found (category and overlapping evidence) and, stricter, found with the planted type."""
+    """Planted errors found (category and bounded evidence on the error), found with the planted type too,
+    and found weighted by points."""
 
-    found: Proportion
-    type_match: Proportion
+    found: Share
+    type_match: Share
+    weighted: Weighted | None = None
 
 
 class ScoreError(BaseModel):
@@ -70,18 +123,23 @@ class ScoreError(BaseModel):
 
 
 class JudgeCalibration(BaseModel):
-    """One judge's (or the panel's) calibration figures (module docstring)."""
+    """One judge's (or the panel's) calibration figures (module docstring). ``clean_flagged`` counts clean
+    controls, its interval distinct clean records; ``cost`` / ``cost_per_found``: USD of run 0 on the suite
+    and per planted error found."""
 
     name: str
     overall: Recall
     by_type: dict[str, Recall]
     by_category: dict[str, Recall]
     unjudged: int
+    unjudged_by_type: dict[str, int] = {}
     clean_cases: int
     false_alarms_per_case: float | None
-    clean_flagged: Proportion
-    precision: Proportion
+    clean_flagged: Share
+    precision: Share
     score_error: dict[str, ScoreError]
+    cost: float | None = None
+    cost_per_found: float | None = None
     runs_recall: list[float | None] = []
     consistent: Proportion | None = None
 
@@ -108,12 +166,17 @@ class ModeComparison(BaseModel):
 class CalibrationReport(BaseModel):
     """The calibration of a panel on a suite: per judge and for the panel (``judges[PANEL]``), what
     ``panel_gain`` the consensus adds over the best single judge (recall, category level), and a plain
-    ``recommendation``. ``planted`` / ``clean``: cases in the suite; ``errors``: planted errors."""
+    ``recommendation``. ``planted`` / ``clean``: cases in the suite; ``errors``: planted errors, ``edits``
+    the distinct ones among them, ``bases`` the base records they were planted in, ``clean_records`` the
+    distinct records of the clean controls."""
 
     suite_cases: int
     planted: int
     clean: int
     errors: int
+    edits: int | None = None
+    bases: int | None = None
+    clean_records: int | None = None
     quorum: int
     judges: dict[str, JudgeCalibration]
     best_judge: str | None
@@ -124,11 +187,46 @@ class CalibrationReport(BaseModel):
     comparisons: list[ModeComparison] = []
     #: judges that could not be named best, and why (too many unjudged errors, false alarms, low precision)
     not_best: dict[str, str] = {}
+    #: distinct edits a type needs before 70% recall can be told from 90%, and the types with fewer (type -> edits)
+    needed_per_type: int | None = None
+    small_types: dict[str, int] = {}
 
 
-def _overlaps(g: Grounding, e: PlantedError) -> bool:
-    return g.grounded and any(s.source == p.source and s.start < p.end and p.start < s.end
-                              for s in g.spans for p in e.spans)
+_SENTENCE_END = re.compile(r"[。！？；;!?\n]")
+#: heading decorations dropped when telling edits apart (the same edit in another heading style is one edit)
+_DECOR = re.compile(r"[【】*：:\s]|^\d+\.", re.M)
+
+
+def _sentence(text: str, start: int, end: int) -> int:
+    """The length of the sentence(s) of ``text`` around ``[start, end)`` (delimiters ``。！？；\\n``)."""
+    a = max((m.end() for m in _SENTENCE_END.finditer(text, 0, start)), default=0)
+    m = _SENTENCE_END.search(text, end)
+    return (m.end() if m else len(text)) - a
+
+
+def credit_limit(text: str, span: PlantedSpan) -> int:
+    """The longest located quote that earns credit for ``span`` of ``text``: :data:`SPAN_FACTOR` times
+    the span plus the sentence around it, and never more than one and a half times the line(s) the span
+    is on (a record section, a conversation turn), so that a span which is itself a whole section (the
+    section an omission left a fact out of) is not found by quoting the whole record."""
+    a = text.rfind("\n", 0, span.start) + 1
+    z = text.find("\n", span.end)
+    lines = (len(text) if z < 0 else z) - a
+    return min(SPAN_FACTOR * (span.end - span.start) + _sentence(text, span.start, span.end), lines * 3 // 2)
+
+
+@dataclass(frozen=True)
+class _Row:
+    """A planted error a judge judged: its base record (cluster), distinct edit, type, category, points,
+    and whether it was found and found with its type."""
+
+    cluster: str
+    edit: tuple[object, ...]
+    type: str
+    category: str
+    points: float
+    found: bool
+    type_match: bool
 
 
 class _Case:
@@ -138,8 +236,22 @@ class _Case:
         self.sc = sc
         self.record = sc.case.record
         self.conversation = sc.case.conversation_as_text(rubric.roles)
+        self.cluster = sc.base or sc.case.id
         self._ground = ground
         self._cache: dict[str, Grounding] = {}
+        self.targets = [[(p, credit_limit(self.text(p.source), p)) for p in (*e.spans, *e.also)]
+                        for e in sc.expected]
+        self.edits = [self._edit(e) for e in sc.expected]
+
+    def text(self, source: str) -> str:
+        return self.record if source == "record" else self.conversation
+
+    def _edit(self, e: PlantedError) -> tuple[object, ...]:
+        """What makes a planted error one distinct edit: its base, type and where it is (its span texts,
+        heading decorations dropped, with which occurrence of that text it is)."""
+        places = sorted((s.source, _DECOR.sub("", s.text), self.text(s.source).count(s.text, 0, s.start))
+                        for s in e.spans)
+        return (self.cluster, e.type, *places)
 
     def where(self, evidence: str) -> Grounding:
         if evidence not in self._cache:
@@ -147,18 +259,25 @@ class _Case:
                                      else Grounding(kind="empty"))
         return self._cache[evidence]
 
-    def hit(self, item: Deduction | PenaltyHit, e: PlantedError) -> tuple[bool, bool]:
-        """(found, type matched) of one deduction or penalty for one planted error."""
+    def on(self, g: Grounding, i: int) -> bool:
+        """True when located evidence ``g`` is on planted error ``i``: a located span overlaps one of its
+        spans (either side) and is at most that span's credit limit long."""
+        return g.grounded and any(s.source == p.source and s.start < p.end and p.start < s.end
+                                  and s.end - s.start <= limit for s in g.spans for p, limit in self.targets[i])
+
+    def hit(self, item: Deduction | PenaltyHit, i: int) -> tuple[bool, bool]:
+        """(found, type matched) of one deduction or penalty for planted error ``i``."""
+        e = self.sc.expected[i]
         if isinstance(item, PenaltyHit):
-            ok = e.penalty and item.id == e.type and _overlaps(self.where(item.evidence), e)
+            ok = e.penalty and item.id == e.type and self.on(self.where(item.evidence), i)
             return ok, ok
-        if e.penalty or item.category != e.category or not _overlaps(self.where(item.evidence), e):
+        if e.penalty or item.category != e.category or not self.on(self.where(item.evidence), i):
             return False, False
         return True, item.type == e.type
 
-    def touches(self, item: Deduction | PenaltyHit) -> bool:
-        """True when the item is about some planted error (its evidence overlaps a planted span)."""
-        return any(_overlaps(self.where(item.evidence), e) for e in self.sc.expected)
+    def finds_some(self, item: Deduction | PenaltyHit) -> bool:
+        """True when the item finds some planted error of the case (precision counts these)."""
+        return any(self.hit(item, i)[0] for i in range(len(self.sc.expected)))
 
 
 def _items(judgments: Iterable[Judgment]) -> list[Deduction | PenaltyHit]:
@@ -182,17 +301,50 @@ def expected_scores(sc: SuiteCase, rubric: Rubric) -> dict[str, float]:
     return out
 
 
-def _recall(rows: Sequence[tuple[str, str, bool, bool]]) -> tuple[Recall, dict[str, Recall], dict[str, Recall]]:
-    """rows: (type, category, found, type matched)."""
-    def rec(sel: Sequence[tuple[str, str, bool, bool]]) -> Recall:
-        return Recall(found=proportion(sum(r[2] for r in sel), len(sel)),
-                      type_match=proportion(sum(r[3] for r in sel), len(sel)))
-    by_t: dict[str, list[tuple[str, str, bool, bool]]] = defaultdict(list)
-    by_c: dict[str, list[tuple[str, str, bool, bool]]] = defaultdict(list)
+def share(pairs: Sequence[tuple[str, float]], units: int | None = None) -> Share:
+    """The share of successes among units given as ``(cluster, success 0/1)``, its interval counted in
+    clusters (module docstring); ``units``: the distinct edits or records among them (caps the effective
+    size; default: all)."""
+    n = len(pairs)
+    k = round(sum(v for _, v in pairs))
+    if n == 0:
+        return Share(k=0, n=0, value=None, low=None, high=None, edits=0, clusters=0, effective_n=0.0)
+    num: dict[str, float] = defaultdict(float)
+    den: dict[str, float] = defaultdict(float)
+    for c, v in pairs:
+        num[c] += v
+        den[c] += 1
+    clusters = list(num)
+    p = k / n
+    neff = effective_n(p, n, cluster_variance([num[c] for c in clusters], [den[c] for c in clusters]),
+                       units if units is not None else n)
+    low, high = wilson_p(p, neff)
+    return Share(k=k, n=n, value=p, low=low, high=high, edits=units if units is not None else n,
+                 clusters=len(clusters), effective_n=neff, method="cluster")
+
+
+def _recall_of(rows: Sequence[_Row]) -> Recall:
+    edits = len({r.edit for r in rows})
+    found = share([(r.cluster, float(r.found)) for r in rows], edits)
+    tm = share([(r.cluster, float(r.type_match)) for r in rows], edits)
+    total = sum(r.points for r in rows)
+    got = sum(r.points for r in rows if r.found)
+    w = None
+    if rows:
+        v = got / total if total > 0 else None
+        low, high = (wilson_p(v, found.effective_n) if v is not None and found.effective_n else (None, None))
+        w = Weighted(found_points=got, points=total, value=v, low=low, high=high)
+    return Recall(found=found, type_match=tm, weighted=w)
+
+
+def _recall(rows: Sequence[_Row]) -> tuple[Recall, dict[str, Recall], dict[str, Recall]]:
+    by_t: dict[str, list[_Row]] = defaultdict(list)
+    by_c: dict[str, list[_Row]] = defaultdict(list)
     for r in rows:
-        by_t[r[0]].append(r)
-        by_c[r[1]].append(r)
-    return rec(rows), {k: rec(v) for k, v in sorted(by_t.items())}, {k: rec(v) for k, v in sorted(by_c.items())}
+        by_t[r.type].append(r)
+        by_c[r.category].append(r)
+    return (_recall_of(rows), {k: _recall_of(v) for k, v in sorted(by_t.items())},
+            {k: _recall_of(v) for k, v in sorted(by_c.items())})
 
 
 def _score_error(pairs: dict[str, list[tuple[float, float]]]) -> dict[str, ScoreError]:
@@ -202,6 +354,10 @@ def _score_error(pairs: dict[str, list[tuple[float, float]]]) -> dict[str, Score
         out[dim] = ScoreError(n=len(diffs), mae=statistics.fmean(abs(d) for d in diffs) if diffs else None,
                               bias=statistics.fmean(diffs) if diffs else None)
     return out
+
+
+#: (case, planted error index) -> (found, type matched); None when its dimension was not judged
+Found = dict[tuple[str, int], tuple[bool, bool] | None]
 
 
 def calibrate(suite: Sequence[SuiteCase], results: Results, ground: Grounder,
@@ -217,21 +373,23 @@ def calibrate(suite: Sequence[SuiteCase], results: Results, ground: Grounder,
     got: dict[tuple[str, str, int], dict[str, Judgment]] = defaultdict(dict)
     scores: dict[tuple[str, str, int, str], float] = {}
     runs_of: dict[str, set[int]] = defaultdict(set)
+    costs: dict[str, list[float | None]] = defaultdict(list)
     for r in results.records:
         if r.case_id not in by_id:
             continue
         runs_of[r.judge].add(r.run)
+        if r.run == 0:
+            costs[r.judge].append(r.cost)
         if r.status == "ok" and r.judgment is not None:
             got[(r.case_id, r.judge, r.run)][r.dimension] = r.judgment
             scores[(r.case_id, r.judge, r.run, r.dimension)] = results.scores[r.request_hash].score
     quorum = results.config.consensus.min_judges
     judges = list(results.judges)
-    # found[(judge, run)][(case, i)] = (found, type matched); None when the dimension was not judged
-    found: dict[tuple[str, int], dict[tuple[str, int], tuple[bool, bool] | None]] = {}
+    found: dict[tuple[str, int], Found] = {}
     report_judges: dict[str, JudgeCalibration] = {}
     for judge in judges:
         for run in sorted(runs_of[judge]) or [0]:
-            f: dict[tuple[str, int], tuple[bool, bool] | None] = {}
+            f: Found = {}
             for cid, c in by_id.items():
                 js = got.get((cid, judge, run), {})
                 for i, e in enumerate(c.sc.expected):
@@ -239,12 +397,13 @@ def calibrate(suite: Sequence[SuiteCase], results: Results, ground: Grounder,
                     if j is None:
                         f[(cid, i)] = None
                         continue
-                    hits = [c.hit(item, e) for item in _items([j])]
+                    hits = [c.hit(item, i) for item in _items([j])]
                     f[(cid, i)] = (any(h[0] for h in hits), any(h[1] for h in hits))
             found[(judge, run)] = f
-        report_judges[judge] = _judge_figures(judge, by_id, got, scores, found, sorted(runs_of[judge]) or [0], rubric)
+        report_judges[judge] = _judge_figures(judge, by_id, got, scores, found, sorted(runs_of[judge]) or [0], rubric,
+                                              _cost(costs.get(judge, [])))
     # the panel: found when at least `quorum` judges (first run) find it
-    panel_found: dict[tuple[str, int], tuple[bool, bool] | None] = {}
+    panel_found: Found = {}
     for cid, c in by_id.items():
         for i in range(len(c.sc.expected)):
             votes = [found[(j, 0)].get((cid, i)) for j in judges if (j, 0) in found]
@@ -253,22 +412,38 @@ def calibrate(suite: Sequence[SuiteCase], results: Results, ground: Grounder,
                 panel_found[(cid, i)] = None  # too few judges answered: the panel has no verdict (inconclusive)
                 continue
             panel_found[(cid, i)] = (sum(v[0] for v in judged) >= quorum, sum(v[1] for v in judged) >= quorum)
-    report_judges[PANEL] = _panel_figures(by_id, results, panel_found, rubric)
+    costs_all = [x for j in judges for x in costs.get(j, [])]
+    report_judges[PANEL] = _panel_figures(by_id, results, got, judges, panel_found, rubric, _cost(costs_all))
     best, excluded = choose_best({j: report_judges[j] for j in judges})
     pv = report_judges[PANEL].overall.found.value
     bv = report_judges[best].overall.found.value if best is not None else None
     gain = pv - (bv or 0.0) if best is not None and pv is not None else None
+    planted = [c for c in by_id.values() if not c.sc.clean]
+    edits_by_type: dict[str, set[tuple[object, ...]]] = defaultdict(set)
+    for c in planted:
+        for e, key in zip(c.sc.expected, c.edits, strict=True):
+            edits_by_type[e.type].add(key)
+    needed = needed_to_separate()
     rep = CalibrationReport(
-        suite_cases=len(suite), planted=sum(not sc.clean for sc in suite), clean=sum(sc.clean for sc in suite),
-        errors=sum(len(sc.expected) for sc in suite), quorum=quorum, judges=report_judges, best_judge=best,
+        suite_cases=len(suite), planted=len(planted), clean=len(by_id) - len(planted),
+        errors=sum(len(sc.expected) for sc in suite), edits=sum(len(v) for v in edits_by_type.values()),
+        bases=len({c.cluster for c in planted}),
+        clean_records=len({c.cluster for c in by_id.values() if c.sc.clean}),
+        quorum=quorum, judges=report_judges, best_judge=best,
         panel_gain=gain, unplantable=dict(unplantable or {}), not_best=excluded,
-        comparisons=_mode_comparisons(results, found))
+        comparisons=_mode_comparisons(results, found), needed_per_type=needed,
+        small_types={t: len(v) for t, v in sorted(edits_by_type.items()) if len(v) < needed})
     rep.recommendation = recommend(rep)
     return rep
 
 
-def _mode_comparisons(results: Results, found: dict[tuple[str, int], dict[tuple[str, int], tuple[bool, bool] | None]]
-                      ) -> list[ModeComparison]:
+def _cost(costs: Sequence[float | None]) -> float | None:
+    """The USD of these calls; None when none reported a cost (an LLM judge without prices)."""
+    known = [c for c in costs if c is not None]
+    return sum(known) if known else None
+
+
+def _mode_comparisons(results: Results, found: dict[tuple[str, int], Found]) -> list[ModeComparison]:
     """Each ``call: per_case`` judge against the first ``call: per_dimension`` judge of the same model."""
     configs = [j for j in results.config.judges if j.name in results.judges]
     out = []
@@ -292,40 +467,59 @@ def _mode_comparisons(results: Results, found: dict[tuple[str, int], dict[tuple[
     return out
 
 
-def _rows(by_id: dict[str, _Case], f: dict[tuple[str, int], tuple[bool, bool] | None]
-          ) -> tuple[list[tuple[str, str, bool, bool]], int]:
-    rows, unjudged = [], 0
+def _rows(by_id: dict[str, _Case], f: Found) -> tuple[list[_Row], dict[str, int]]:
+    """The judged planted errors as rows, and the unjudged count per type."""
+    rows: list[_Row] = []
+    unjudged: dict[str, int] = defaultdict(int)
     for cid, c in by_id.items():
         for i, e in enumerate(c.sc.expected):
             v = f.get((cid, i))
             if v is None:
-                unjudged += 1
+                unjudged[e.type] += 1
             else:
-                rows.append((e.type, e.category, v[0], v[1]))
-    return rows, unjudged
+                rows.append(_Row(c.cluster, c.edits[i], e.type, e.category, e.points, v[0], v[1]))
+    return rows, dict(sorted(unjudged.items()))
+
+
+def _false_alarms(by_id: dict[str, _Case], items_of: Callable[[_Case], list[Deduction | PenaltyHit] | None]
+                  ) -> tuple[list[int], Share, Share]:
+    """Deductions per clean control judged in every dimension, the share of those flagged (units: distinct
+    clean records) and precision on planted cases (deductions finding some planted error; units: base
+    records). ``items_of(case)``: the deductions of a case, None when it was not judged in full."""
+    counts: list[tuple[str, int]] = []
+    touched: list[tuple[str, float]] = []
+    for c in by_id.values():
+        items = items_of(c)
+        if items is None:
+            continue
+        if c.sc.clean:
+            counts.append((c.cluster, len(items)))
+        else:
+            touched += [(c.cluster, float(c.finds_some(it))) for it in items]
+    flagged = share([(cl, float(n > 0)) for cl, n in counts], len({cl for cl, _ in counts}))
+    return [n for _, n in counts], flagged, share(touched, len(touched))
 
 
 def _judge_figures(judge: str, by_id: dict[str, _Case], got: dict[tuple[str, str, int], dict[str, Judgment]],
-                   scores: dict[tuple[str, str, int, str], float],
-                   found: dict[tuple[str, int], dict[tuple[str, int], tuple[bool, bool] | None]],
-                   runs: list[int], rubric: Rubric) -> JudgeCalibration:
+                   scores: dict[tuple[str, str, int, str], float], found: dict[tuple[str, int], Found],
+                   runs: list[int], rubric: Rubric, cost: float | None) -> JudgeCalibration:
     run0 = runs[0]
     rows, unjudged = _rows(by_id, found[(judge, run0)])
     overall, by_type, by_cat = _recall(rows)
-    clean_counts: list[int] = []
-    touched = total = 0
+    n_dims = len(rubric.dimensions)
+
+    def items_of(c: _Case) -> list[Deduction | PenaltyHit] | None:
+        js = got.get((c.sc.case.id, judge, run0))
+        if not js or (c.sc.clean and len(js) < n_dims):
+            return None
+        return _items(js.values())
+
+    counts, flagged, precision = _false_alarms(by_id, items_of)
     pairs: dict[str, list[tuple[float, float]]] = {d.id: [] for d in rubric.dimensions}
     for cid, c in by_id.items():
         js = got.get((cid, judge, run0))
         if not js:
             continue
-        items = _items(js.values())
-        if c.sc.clean:
-            if len(js) == len(rubric.dimensions):
-                clean_counts.append(len(items))
-        else:
-            total += len(items)
-            touched += sum(c.touches(it) for it in items)
         want = expected_scores(c.sc, rubric)
         for dim in js:
             pairs[dim].append((scores[(cid, judge, run0, dim)], want[dim]))
@@ -334,7 +528,7 @@ def _judge_figures(judge: str, by_id: dict[str, _Case], got: dict[tuple[str, str
     if len(runs) > 1:
         for run in runs:
             r, _ = _rows(by_id, found[(judge, run)])
-            runs_recall.append(sum(x[2] for x in r) / len(r) if r else None)
+            runs_recall.append(sum(x.found for x in r) / len(r) if r else None)
         same = 0
         n = 0
         for key, v0 in found[(judge, run0)].items():
@@ -345,18 +539,61 @@ def _judge_figures(judge: str, by_id: dict[str, _Case], got: dict[tuple[str, str
             same += len({v[0] for v in vs if v is not None}) == 1
         consistent = proportion(same, n)
     return JudgeCalibration(
-        name=judge, overall=overall, by_type=by_type, by_category=by_cat, unjudged=unjudged,
-        clean_cases=len(clean_counts),
-        false_alarms_per_case=statistics.fmean(clean_counts) if clean_counts else None,
-        clean_flagged=proportion(sum(n > 0 for n in clean_counts), len(clean_counts)),
-        precision=proportion(touched, total), score_error=_score_error(pairs),
+        name=judge, overall=overall, by_type=by_type, by_category=by_cat, unjudged=sum(unjudged.values()),
+        unjudged_by_type=unjudged, clean_cases=len(counts),
+        false_alarms_per_case=statistics.fmean(counts) if counts else None,
+        clean_flagged=flagged, precision=precision, score_error=_score_error(pairs),
+        cost=cost, cost_per_found=_per_found(cost, overall),
         runs_recall=runs_recall, consistent=consistent)
 
 
-def _panel_figures(by_id: dict[str, _Case], results: Results,
-                   panel_found: dict[tuple[str, int], tuple[bool, bool] | None], rubric: Rubric) -> JudgeCalibration:
+def _per_found(cost: float | None, overall: Recall) -> float | None:
+    return cost / overall.found.k if cost is not None and overall.found.k else None
+
+
+def _touching(a: Grounding, b: Grounding) -> bool:
+    return a.grounded and b.grounded and any(x.source == y.source and x.start < y.end and y.start < x.end
+                                             for x in a.spans for y in b.spans)
+
+
+def panel_items(c: _Case, per_judge: dict[str, list[Deduction | PenaltyHit]], quorum: int
+                ) -> list[list[Deduction | PenaltyHit]]:
+    """The panel's deductions on a case: the judges' deductions grouped (same category, or fixed penalty
+    id; located evidence overlapping, or both finding the same planted error, e.g. one quoting the record's
+    wrong value and one the conversation's right one; at most one deduction of each judge in a group) and
+    kept when at least ``quorum`` judges are in the group. A deduction whose evidence cannot be located
+    stays alone."""
+    groups: list[tuple[str, Grounding, set[int], dict[str, Deduction | PenaltyHit]]] = []
+    for judge, items in per_judge.items():
+        for it in items:
+            key = f"penalty:{it.id}" if isinstance(it, PenaltyHit) else it.category
+            g = c.where(it.evidence)
+            finds = {i for i in range(len(c.sc.expected)) if c.hit(it, i)[0]}
+            home = next((m for k, g0, f0, m in groups
+                         if k == key and judge not in m and (_touching(g0, g) or f0 & finds)), None)
+            if home is None:
+                groups.append((key, g, finds, {judge: it}))
+            else:
+                home[judge] = it
+    return [list(m.values()) for _, _, _, m in groups if len(m) >= quorum]
+
+
+def _panel_figures(by_id: dict[str, _Case], results: Results, got: dict[tuple[str, str, int], dict[str, Judgment]],
+                   judges: list[str], panel_found: Found, rubric: Rubric, cost: float | None) -> JudgeCalibration:
     rows, unjudged = _rows(by_id, panel_found)
     overall, by_type, by_cat = _recall(rows)
+    quorum = results.config.consensus.min_judges
+    n_dims = len(rubric.dimensions)
+
+    def items_of(c: _Case) -> list[Deduction | PenaltyHit] | None:
+        per_judge = {j: _items(js.values()) for j in judges
+                     if (js := got.get((c.sc.case.id, j, 0))) and len(js) == n_dims}
+        if len(per_judge) < quorum:
+            return None
+        # one representative deduction per panel deduction: it finds a planted error when any member does
+        return [next((it for it in grp if c.finds_some(it)), grp[0]) for grp in panel_items(c, per_judge, quorum)]
+
+    counts, flagged, precision = _false_alarms(by_id, items_of)
     pairs: dict[str, list[tuple[float, float]]] = {d.id: [] for d in rubric.dimensions}
     for cc in results.consensus:
         c = by_id.get(cc.case_id)
@@ -367,9 +604,10 @@ def _panel_figures(by_id: dict[str, _Case], results: Results,
             if s is not None:
                 pairs[dim].append((s, want[dim]))
     return JudgeCalibration(
-        name=PANEL, overall=overall, by_type=by_type, by_category=by_cat, unjudged=unjudged, clean_cases=0,
-        false_alarms_per_case=None, clean_flagged=proportion(0, 0), precision=proportion(0, 0),
-        score_error=_score_error(pairs))
+        name=PANEL, overall=overall, by_type=by_type, by_category=by_cat, unjudged=sum(unjudged.values()),
+        unjudged_by_type=unjudged, clean_cases=len(counts),
+        false_alarms_per_case=statistics.fmean(counts) if counts else None, clean_flagged=flagged,
+        precision=precision, score_error=_score_error(pairs), cost=cost, cost_per_found=_per_found(cost, overall))
 
 
 #: a judge whose calls failed on more than this share of the planted errors is never named the best
@@ -418,8 +656,13 @@ def recommend(rep: CalibrationReport, *, weak: float = 0.5, min_n: int = 5, marg
                        "read its deductions before trusting its scores")
     for name, jc in rep.judges.items():
         if jc.unjudged and name != PANEL:
-            out.append(f"{name}: {jc.unjudged} planted error(s) unjudged (its calls failed there); its recall counts "
-                       "only the errors it judged")
+            listed = ", ".join(f"{t} {n}" for t, n in jc.unjudged_by_type.items())
+            per_type = f": {listed}" if listed else ""
+            out.append(f"{name}: {jc.unjudged} planted error(s) unjudged (its calls failed there{per_type}); its "
+                       "recall counts only the errors it judged")
+    for name, jc in rep.judges.items():
+        if jc.cost_per_found is not None and jc.cost:
+            out.append(f"{name}: ${jc.cost:.2f} for the suite, ${jc.cost_per_found:.4f} per planted error found")
     if rep.best_judge is not None:
         best = rep.judges[rep.best_judge].overall.found
         out.append(f"best single judge: {rep.best_judge} (recall on synthetic planted errors {best.value:.0%}"
@@ -438,6 +681,16 @@ def recommend(rep: CalibrationReport, *, weak: float = 0.5, min_n: int = 5, marg
                    f"{m.difference:+.1%} (95% CI {m.low:+.1%} to {m.high:+.1%}) on {m.n} planted errors both judged "
                    f"(found by both {m.both}, only per case {m.only_per_case}, only per dimension "
                    f"{m.only_per_dimension}): {verdict}")
+    panel = rep.judges.get(PANEL)
+    if panel is not None and len(rep.judges) > 2 and panel.false_alarms_per_case is not None:
+        prec = panel.precision
+        out.append(f"the panel (quorum {rep.quorum}) raises {panel.false_alarms_per_case:.2f} deductions per clean "
+                   f"record" + (f"; precision on planted records {prec.value:.0%} ({prec.k}/{prec.n})"
+                                if prec.value is not None else ""))
+    if rep.small_types and rep.needed_per_type:
+        listed = ", ".join(f"{t} ({n})" for t, n in rep.small_types.items())
+        out.append(f"too few distinct edits to tell 70% recall from 90% for {listed}: a type needs at least "
+                   f"{rep.needed_per_type} distinct edits (in different records) for that")
     if rep.panel_gain is not None and len(rep.judges) > 2:
         if rep.panel_gain > 0:
             out.append(f"the panel (quorum {rep.quorum}) finds {rep.panel_gain:.0%} more planted errors than "

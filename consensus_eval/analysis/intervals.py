@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 from pydantic import BaseModel
 
 #: z for a two-sided 95% interval
@@ -82,3 +84,81 @@ def scipy_stats() -> Any:
     from scipy import stats
 
     return stats
+
+
+def cluster_ratio_draws(num: np.ndarray, den: np.ndarray, n_boot: int, seed: int) -> np.ndarray:
+    """A cluster bootstrap of ratios of sums: ``num`` and ``den`` are keys x clusters (each cluster's
+    sum of the numerator and of the denominator, e.g. errors found and errors judged in one base record);
+    each of ``n_boot`` draws resamples the clusters with replacement (a multinomial count vector, made in
+    blocks of about 2 million counts so memory stays bounded) and gives, per key, sum(num) / sum(den) over
+    the drawn clusters. Returns ``n_boot`` x keys, NaN where a draw has a zero denominator. Units that
+    share a cluster (several plants of one base record, several cases of one source conversation) move
+    together, so the spread is that of the clusters, not of the units as if they were independent."""
+    keys, n = num.shape
+    out = np.full((n_boot, keys), np.nan)
+    if n_boot <= 0 or n == 0:
+        return out
+    rng = np.random.default_rng(seed)
+    block = max(1, min(n_boot, 2_000_000 // n))
+    p = np.full(n, 1.0 / n)
+    for start in range(0, n_boot, block):
+        m = min(block, n_boot - start)
+        w = rng.multinomial(n, p, size=m).astype(float)  # m x clusters
+        top, bottom = w @ num.T, w @ den.T
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out[start:start + m] = np.where(bottom > 0, top / np.where(bottom > 0, bottom, 1), np.nan)
+    return out
+
+
+def percentile_interval(draws: np.ndarray, level: float = 0.95) -> tuple[float | None, float | None]:
+    """The percentile interval of bootstrap draws (NaN draws left out); (None, None) without any."""
+    ok = draws[~np.isnan(draws)]
+    if ok.size == 0:
+        return None, None
+    tail = (1 - level) / 2 * 100
+    low, high = np.percentile(ok, [tail, 100 - tail])
+    return float(low), float(high)
+
+
+def cluster_variance(num: Sequence[float], den: Sequence[float]) -> float:
+    """The variance of the ratio ``p = sum(num) / sum(den)`` when the units come in clusters (cluster ``c``
+    contributes ``num[c]`` of ``den[c]``): the linearised (sandwich) estimator
+    ``C / (C - 1) * sum_c (num_c - p * den_c)^2 / sum(den)^2`` with ``C`` clusters. With one unit a
+    cluster it is ``p(1 - p) / (n - 1)``; for a mean it is what OLS on a constant with cluster-robust errors
+    gives (statsmodels ``cov_type="cluster"``). 0 with fewer than two clusters."""
+    total = float(sum(den))
+    c = len(den)
+    if c < 2 or total <= 0:
+        return 0.0
+    p = float(sum(num)) / total
+    return c / (c - 1) * sum((y - p * m) ** 2 for y, m in zip(num, den, strict=True)) / total ** 2
+
+
+def effective_n(p: float, n: int, variance: float, units: int | None = None) -> float:
+    """How many independent units ``n`` correlated ones are worth for a proportion ``p``: ``n / deff`` with
+    the design effect ``deff = variance / (p(1 - p) / n)`` (at least 1), capped at ``units`` (e.g. the
+    distinct edits among n plants: a copy adds no information). At p = 0 or 1 the design effect cannot be
+    estimated and is taken as 1 (the cap still applies) (Korn & Graubard 1998)."""
+    if n <= 0:
+        return 0.0
+    srs = p * (1 - p) / n
+    deff = max(1.0, variance / srs) if srs > 0 else 1.0
+    return min(n / deff, float(units if units is not None else n))
+
+
+def wilson_p(p: float, n: float, z: float = Z95) -> tuple[float, float]:
+    """:func:`wilson` for a proportion ``p`` on a (possibly fractional, effective) sample size ``n > 0``."""
+    z2 = z * z
+    centre = (p + z2 / (2 * n)) / (1 + z2 / n)
+    half = z / (1 + z2 / n) * math.sqrt(max(0.0, p * (1 - p)) / n + z2 / (4 * n * n))
+    return (0.0 if p <= 0 else max(0.0, centre - half)), (1.0 if p >= 1 else min(1.0, centre + half))
+
+
+def needed_to_separate(a: float = 0.7, b: float = 0.9, z: float = Z95) -> int:
+    """The fewest independent units with which an observed share of ``a`` has a Wilson interval that
+    excludes ``b`` and an observed ``b`` one that excludes ``a`` (70% and 90%: 21): below it a judge
+    finding 70% of a type cannot be told from one finding 90%."""
+    n = 1
+    while not (wilson_p(a, n, z)[1] < b and wilson_p(b, n, z)[0] > a):
+        n += 1
+    return n

@@ -42,7 +42,7 @@ from pydantic import BaseModel
 from consensus_eval.analysis.agreement import judge_value, matrix, panel_value
 from consensus_eval.analysis.alpha import DEFAULT_SEED, Alpha, krippendorff_alpha
 from consensus_eval.analysis.consensus import CaseConsensus
-from consensus_eval.analysis.intervals import scipy_stats
+from consensus_eval.analysis.intervals import cluster_ratio_draws, scipy_stats
 from consensus_eval.domain.cases import Case
 
 #: the system name of a case that names none, when others do
@@ -223,27 +223,16 @@ def leaderboard(cases: Sequence[Case], cons: Sequence[CaseConsensus], dims: Sequ
 def _cluster_bootstrap(values: dict[str, np.ndarray], n_sources: int, n_boot: int,
                        seed: int) -> dict[str, np.ndarray] | None:
     """Per key, ``n_boot`` x systems means over source conversations drawn with replacement (the same
-    draws for every system and key). None without resamples or sources. A draw is the number of times each
-    source was drawn (a multinomial count vector), made in blocks of about 2 million counts, so memory stays
-    bounded however many sources there are."""
+    draws for every system and key: :func:`~consensus_eval.analysis.intervals.cluster_ratio_draws` on all
+    keys at once). None without resamples or sources."""
     if n_boot <= 0 or n_sources == 0:
         return None
-    rng = np.random.default_rng(seed)
-    filled = {k: np.nan_to_num(v) for k, v in values.items()}          # systems x sources
-    present = {k: (~np.isnan(v)).astype(float) for k, v in values.items()}
-    n_systems = next(iter(values.values())).shape[0]
-    out = {k: np.empty((n_boot, n_systems)) for k in values}
-    block = max(1, min(n_boot, 2_000_000 // n_sources))
-    p = np.full(n_sources, 1.0 / n_sources)
-    for start in range(0, n_boot, block):
-        m = min(block, n_boot - start)
-        w = rng.multinomial(n_sources, p, size=m).astype(float)        # m x sources
-        for k in values:
-            num = w @ filled[k].T
-            den = w @ present[k].T
-            with np.errstate(invalid="ignore", divide="ignore"):
-                out[k][start:start + m] = np.where(den > 0, num / np.where(den > 0, den, 1), np.nan)
-    return out
+    keys = list(values)
+    n_systems = values[keys[0]].shape[0]
+    num = np.vstack([np.nan_to_num(values[k]) for k in keys])            # (keys x systems) x sources
+    den = np.vstack([(~np.isnan(values[k])).astype(float) for k in keys])
+    draws = cluster_ratio_draws(num, den, n_boot, seed)
+    return {k: draws[:, i * n_systems:(i + 1) * n_systems] for i, k in enumerate(keys)}
 
 
 def difference(a: str, b: str, key: str, va: np.ndarray, vb: np.ndarray, tie_margin: float,

@@ -103,6 +103,7 @@ def apply(base: BaseCase, plants: list[Plant], rubric: Rubric, case_id: str, sty
     out: list[str] = []
     pos = 0
     spans: dict[int, list[PlantedSpan]] = {id(p): [] for p in plants}
+    deleted_at: dict[int, list[int]] = {id(p): [] for p in plants}
     for e, p in edits:
         if e.start < pos:
             raise ValueError(f"{case_id}: overlapping edits")
@@ -110,6 +111,8 @@ def apply(base: BaseCase, plants: list[Plant], rubric: Rubric, case_id: str, sty
         at = sum(len(s) for s in out)
         for a, z in e.spans:
             spans[id(p)].append(PlantedSpan(source="record", start=at + a, end=at + z, text=e.new[a:z]))
+        if not e.new and not _HEADING.search(base.record[e.start:e.end]):
+            deleted_at[id(p)].append(at)
         out.append(e.new)
         pos = e.end
     out.append(base.record[pos:])
@@ -121,15 +124,63 @@ def apply(base: BaseCase, plants: list[Plant], rubric: Rubric, case_id: str, sty
     expected = []
     for p in plants:
         dim, cat, points, penalty = expectation(rubric, p.type)
+        also: list[PlantedSpan] = []
         if p.conversation_span is not None:
             j, k = p.conversation_span
             found = [PlantedSpan(source="conversation", start=j, end=k, text=base.conversation[j:k])]
+            also = [ln for at in deleted_at[id(p)] if (ln := _line_of(record, _moved(at, moves))) is not None]
         else:
             found = spans[id(p)]
+            if dim == "accuracy" and not penalty:
+                also = [s for e in p.edits for s in _stated(base.conversation, base.record[e.start:e.end], base.record,
+                                                            e.end)]
         expected.append(PlantedError(operator=p.operator, dimension=dim, category=cat, type=p.type, points=points,
-                                     penalty=penalty, spans=found))
+                                     penalty=penalty, spans=found, also=_unique(also)))
     case = Case(id=case_id, conversation=turns(base, rubric), record=record)
     return SuiteCase(case=case, base=base.id, expected=expected)
+
+
+def _line_of(record: str, pos: int) -> PlantedSpan | None:
+    """The record line (its section: one section a line in the base records) around ``pos``: what an
+    omission left its fact out of. None for an empty line."""
+    a = record.rfind("\n", 0, pos) + 1
+    z = record.find("\n", pos)
+    z = len(record) if z < 0 else z
+    return PlantedSpan(source="record", start=a, end=z, text=record[a:z]) if record[a:z].strip() else None
+
+
+#: at most this many places in the conversation may state the replaced text (more: too common to point at)
+MAX_STATED = 3
+
+
+def _stated(conversation: str, old: str, record: str, end: int) -> list[PlantedSpan]:
+    """Where the conversation states the text a substitution replaced (``old``, which ended at ``end`` of
+    the base record): its correct value, quoted by a judge as often as the record's wrong one. A number is
+    matched whole (not inside a longer number); a one-digit number with the character after it in the
+    record (``3`` of ``3年前`` as ``3年``). Empty when the conversation does not say it or says it more than
+    :data:`MAX_STATED` times."""
+    old = old.strip()
+    if not old:
+        return []
+    if old.isdigit() and len(old) == 1:
+        old += record[end:end + 1]
+    pattern = re.escape(old)
+    if old[0].isdigit():
+        pattern = r"(?<![\d.])" + pattern
+    if old[-1].isdigit():
+        pattern += r"(?![\d.])"
+    found = [m for m in re.finditer(pattern, conversation)]
+    if not found or len(found) > MAX_STATED:
+        return []
+    return [PlantedSpan(source="conversation", start=m.start(), end=m.end(), text=m.group()) for m in found]
+
+
+def _unique(spans: list[PlantedSpan]) -> list[PlantedSpan]:
+    out: list[PlantedSpan] = []
+    for s in spans:
+        if s not in out:
+            out.append(s)
+    return out
 
 
 def turns(base: BaseCase, rubric: Rubric) -> list[Turn]:

@@ -16,7 +16,9 @@ A suite file is JSON Lines, one case a line: the fields of a cases file (``id``,
 ``spans[].source`` is ``record`` (characters of the record) or ``conversation`` (characters of the
 conversation as the prompt shows it: one ``医生：...`` line per turn, the rubric's role labels); an
 omission (a drug dropped) points at the conversation, where the dropped fact is stated.
-``text`` must equal that slice: the loader checks it. A fixed penalty is planted with ``penalty: true``
+``text`` must equal that slice: the loader checks it. ``also`` (optional, the same shape) lists the other
+side of the same error, which also earns credit: the conversation's statement of the fact a substitution
+changed, the record section an omission left it out of. A fixed penalty is planted with ``penalty: true``
 and its id as both ``category`` and ``type``.
 """
 
@@ -51,7 +53,10 @@ class PlantedError(BaseModel):
     worth ``points`` (the rubric's points; the low end of a range). ``penalty``: a fixed penalty (its
     id is both ``category`` and ``type``). ``operator`` names the generator operator that planted it
     (free text in a user suite). A judge finds it when it deducts in ``category`` with evidence that
-    overlaps one of ``spans``."""
+    overlaps one of ``spans`` (where the error is: the record's wrong text, or for an omission the
+    conversation's statement of the dropped fact) or one of ``also`` (the other side of the same error:
+    the conversation's statement of the fact a substitution changed, the record section an omission left
+    it out of), and is not much longer than it (:mod:`consensus_eval.analysis.calibration`)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -62,6 +67,7 @@ class PlantedError(BaseModel):
     points: float = Field(ge=0)
     penalty: bool = False
     spans: list[PlantedSpan] = Field(min_length=1)
+    also: list[PlantedSpan] = []
 
 
 class SuiteCase(BaseModel):
@@ -115,14 +121,15 @@ def check_expectation(case: Case, expected: list[PlantedError], rubric: Rubric) 
                 if cat.id != e.category:
                     errors.append(f"{where}.category: type {e.type!r} belongs to category {cat.id!r}, "
                                   f"not {e.category!r}")
-        for j, s in enumerate(e.spans):
-            text = case.record if s.source == "record" else conversation
-            if not 0 <= s.start <= s.end <= len(text):
-                errors.append(f"{where}.spans[{j}]: [{s.start}, {s.end}) is outside the {s.source} "
-                              f"({len(text)} characters)")
-            elif text[s.start:s.end] != s.text:
-                errors.append(f"{where}.spans[{j}].text: {s.text!r} is not the {s.source} at [{s.start}, {s.end}) "
-                              f"(which reads {text[s.start:s.end]!r})")
+        for field, spans in (("spans", e.spans), ("also", e.also)):
+            for j, s in enumerate(spans):
+                text = case.record if s.source == "record" else conversation
+                if not 0 <= s.start <= s.end <= len(text):
+                    errors.append(f"{where}.{field}[{j}]: [{s.start}, {s.end}) is outside the {s.source} "
+                                  f"({len(text)} characters)")
+                elif text[s.start:s.end] != s.text:
+                    errors.append(f"{where}.{field}[{j}].text: {s.text!r} is not the {s.source} at "
+                                  f"[{s.start}, {s.end}) (which reads {text[s.start:s.end]!r})")
     return errors
 
 
