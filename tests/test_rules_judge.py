@@ -126,7 +126,7 @@ def test_clean_case_has_no_findings():
 def test_same_case_same_output_and_version():
     rec = edit("500mg 每日2次 餐后口服", "一天两次")
     assert judge(rec) == judge(rec)
-    assert RULES_VERSION == "1"
+    assert RULES_VERSION == "2"
 
 
 def test_points_come_from_the_rubric_low_end_and_comment_counts():

@@ -65,8 +65,11 @@ Checks and what they emit (``dimension.category.type``):
    by calendar year or month (2019年, 3月份), since then the record's relative times are computed.
 7. Drug names (accuracy.drugs). A drug the record states positively that the conversation never
    mentions -> ``drug_name_error`` (reason names the conversation's drug of the same class when there
-   is an unrecorded one, which is then not also counted missing); a specific insulin in the record is
-   not an error when the conversation says only ``胰岛素``. A drug the patient uses or used (said by the
+   is an unrecorded one, which is then not also counted missing). Insulins: a specific insulin in the
+   record that the conversation never names is a ``drug_name_error`` when the conversation names another
+   specific insulin (an insulin put for another), and is excused only when the conversation names none
+   (says only ``胰岛素``); human insulins (``…人胰岛素``, one product sold under several of these names)
+   stand for one another. A drug the patient uses or used (said by the
    patient, or confirmed to a doctor's single-drug question; not negated, not hypothetical, not a
    relative's) that the record never names -> ``drug_missing``. Drugs only prescribed by the doctor in
    the conversation are not required (the record need not have a plan section).
@@ -142,7 +145,7 @@ from consensus_eval.judges.rules.registry import RubricRules, register_rules
 
 __all__ = ["EMITS", "PENALTIES", "RULES", "RULES_VERSION", "check_case", "require_compatible"]
 
-RULES_VERSION = "1"
+RULES_VERSION = "2"
 
 #: dimension -> category -> deduction types the rules judge can emit (checked by require_compatible)
 EMITS: dict[str, dict[str, tuple[str, ...]]] = {

@@ -13,8 +13,11 @@ conversation names.
 
 Drug names (``accuracy.drugs``). A drug the record states positively that the conversation never
 mentions -> ``drug_name_error`` (reason names the conversation's drug of the same class when there is
-an unrecorded one, which is then not also counted missing); a specific insulin in the record is not an
-error when the conversation says only ``胰岛素``. A drug the patient uses or used (said by the patient,
+an unrecorded one, which is then not also counted missing). Insulins: a specific insulin in the record
+that the conversation never names is a ``drug_name_error`` when the conversation names another specific
+insulin, and is excused only when the conversation names none (says only ``胰岛素``); human insulins
+(``…人胰岛素``, one product sold under several of these names) stand for one another, also when the
+record is checked for the conversation's drugs. A drug the patient uses or used (said by the patient,
 or confirmed to a doctor's single-drug question; not negated, not hypothetical, not a relative's) that
 the record never names -> ``drug_missing``. Drugs only prescribed by the doctor in the conversation are
 not required (the record need not have a plan section).
@@ -136,12 +139,31 @@ def _class_word_findings(doc: Doc) -> Iterator[Finding]:
 
 
 def _covered(generic: str, rec_generics: set[str]) -> bool:
-    """Whether the record names ``generic`` (bare 胰岛素 and a specific insulin cover each other)."""
+    """Whether the record names ``generic`` (bare 胰岛素 and a specific insulin cover each other, and human
+    insulins one another)."""
     if generic in rec_generics:
         return True
     if DRUGS[generic] == "胰岛素":
-        return "胰岛素" in rec_generics or (generic == "胰岛素" and any(DRUGS[g] == "胰岛素" for g in rec_generics))
+        return "胰岛素" in rec_generics or (generic == "胰岛素" and any(DRUGS[g] == "胰岛素" for g in rec_generics)) \
+            or (_human_insulin(generic) and any(_human_insulin(g) for g in rec_generics))
     return False
+
+
+def _human_insulin(generic: str) -> bool:
+    """Human insulins (重组人胰岛素, 精蛋白生物合成人胰岛素 ...): one product is sold under several of these
+    names (诺和灵 R/N/30R), so they stand for one another."""
+    return generic.endswith("人胰岛素")
+
+
+def _insulin_named(generic: str, conv_generics: set[str]) -> bool:
+    """Whether the conversation names the record's insulin ``generic``: the same insulin, bare 胰岛素 when
+    it names no specific insulin at all, or another human insulin for a human insulin."""
+    if generic == "胰岛素":
+        return any(DRUGS[g] == "胰岛素" for g in conv_generics)
+    specific = {g for g in conv_generics if DRUGS[g] == "胰岛素" and g != "胰岛素"}
+    if not specific:
+        return "胰岛素" in conv_generics
+    return _human_insulin(generic) and any(_human_insulin(g) for g in specific)
 
 
 def check_drug_accuracy(doc: Doc) -> Iterator[Finding]:
@@ -160,10 +182,12 @@ def check_drug_accuracy(doc: Doc) -> Iterator[Finding]:
         if d.negated or h.generic in seen:
             continue
         seen.add(h.generic)
-        if h.generic in conv_generics or (h.insulin and _covered(h.generic, conv_generics)):
+        if h.generic in conv_generics or (h.insulin and _insulin_named(h.generic, conv_generics)):
             continue
-        partner = next((c for g, c in in_use.items() if c.hit.cls == h.cls and not _covered(g, rec_generics)
-                        and g not in consumed), None)
+        # a specific insulin put for another: the conversation's specific insulin the record does not name
+        # (bare 胰岛素 in the record covers it for drug_missing, not as the name that was replaced)
+        partner = next((c for g, c in in_use.items() if c.hit.cls == h.cls and g not in consumed and (
+            g not in rec_generics and g != "胰岛素" if h.insulin else not _covered(g, rec_generics))), None)
         if partner:
             consumed.add(partner.hit.generic)
             reason = f"对话中为{partner.hit.surface}，病历记为{h.surface}"
