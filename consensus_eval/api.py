@@ -62,7 +62,7 @@ from consensus_eval.execution.store import (
     Store,
 )
 from consensus_eval.judges import Judge, build_judge
-from consensus_eval.output.calibration import CALIBRATION_JSON, add_to_reports, load_calibration, write_calibration
+from consensus_eval.output.calibration import CALIBRATION_JSON, load_calibration, write_calibration
 from consensus_eval.output.files import write_json, write_outputs
 from consensus_eval.output.report import write_reports
 
@@ -179,15 +179,16 @@ def prepare_calibration(config: ConfigInput = DEFAULT_CONFIG, suite: str | Path 
 
 
 async def calibrate_async(prep: PreparedCalibration, out: str | Path, on_progress: ProgressHook | None = None,
-                          *, n_boot: int = 1000, stop: asyncio.Event | None = None, wait: bool = False
-                          ) -> tuple[Results, CalibrationReport]:
+                          *, n_boot: int = 1000, stop: asyncio.Event | None = None, wait: bool = False,
+                          lang: str | None = None) -> tuple[Results, CalibrationReport]:
     """Run the suite's cases like :func:`run_async` (store, resume, outputs in ``out``; ``wait``: for
     provider batches), measure every judge and the panel against the planted errors, and write
-    ``out/calibration.json`` and the suite run (``out/suite.jsonl``)."""
-    results = await _run(prep.prepared, Path(out), on_progress, n_boot, stop, wait=wait)
+    ``out/calibration.json``, the suite run (``out/suite.jsonl``) and the reports with their calibration
+    section (in ``lang``; default: the rubric's)."""
+    results = await _run(prep.prepared, Path(out), on_progress, n_boot, stop, lang, wait=wait)
     report = measure(prep.suite, results, ground, UNPLANTABLE)
     write_calibration(Path(out), report, prep.suite)
-    add_to_reports(Path(out))
+    write_reports(results, Path(out), lang)
     return results, report
 
 
@@ -199,14 +200,16 @@ def calibrate(config: ConfigInput = DEFAULT_CONFIG, *, out: str | Path, suite: s
     return _sync(calibrate_async(prep, out))[1]
 
 
-def attach_calibration(out: str | Path, calibration: str | Path) -> CalibrationReport:
+def attach_calibration(out: str | Path, calibration: str | Path, results: Results | None = None,
+                       lang: str | None = None) -> CalibrationReport:
     """Put a calibration (a ``calibration.json`` of :func:`calibrate`) beside the run in ``out``: copied
-    to ``out/calibration.json``, its section added to the run's reports. Refuses a file that is not one."""
+    to ``out/calibration.json``, the run's reports rebuilt with its section (``results``: the run's, read
+    back from ``out`` when not given; ``lang``: the reports' language). Refuses a file that is not one."""
     folder, src = Path(out), Path(calibration)
     report = load_calibration(src)
     if src.resolve() != (folder / CALIBRATION_JSON).resolve():
         write_json(folder / CALIBRATION_JSON, report.model_dump(mode="json"))
-    add_to_reports(folder)
+    write_reports(results if results is not None else load_run(folder, replies=False), folder, lang)
     return report
 
 

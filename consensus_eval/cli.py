@@ -122,7 +122,7 @@ def score(
     with progress_hook(err_console) as hook:
         results = _run_until_done_or_interrupted(partial(api.run_async, lang=lang, wait=wait), prep, out, hook)
     if calibration is not None:
-        api.attach_calibration(out, calibration)
+        api.attach_calibration(out, calibration, results, lang)
     print_summary(out_console, results, out)
     if results.progress is not None and results.progress.batches and not results.progress.interrupted:
         _print_batches(results.progress.batch_notes, results.progress.batches,
@@ -153,6 +153,7 @@ def calibrate(
     wait: Annotated[bool, typer.Option(
         help="Judges with `batch: true`: poll the provider (every batch_poll_s) until every batch is collected.",
     )] = False,
+    lang: LangOpt = None,
 ) -> None:
     """Measure each judge of CONFIG, and the panel, against records with planted errors: recall per
     deduction type and category, false alarms on clean records, score error. Resumes like `score`.
@@ -164,18 +165,24 @@ def calibrate(
 
     from consensus_eval import api
     from consensus_eval.judges.quiet import quiet_libraries
-    from consensus_eval.output.calibration import print_calibration
     from consensus_eval.output.console import print_estimate, print_run_end
     from consensus_eval.output.progress import progress_hook
+    from consensus_eval.output.report.calibration import calibration_block
+    from consensus_eval.output.report.i18n import default_lang, messages
+    from consensus_eval.output.trust_console import print_block
 
     quiet_libraries()
+    if lang is not None:
+        messages(lang)  # an unknown language is refused before any call
     prep = api.prepare_calibration(config, suite, sample=sample, seed=seed, check_keys=not dry_run)
     if dry_run:
         print_estimate(out_console, api.dry_run(prep.prepared))
         return
     with progress_hook(err_console) as hook:
-        results, report = _run_until_done_or_interrupted(partial(api.calibrate_async, wait=wait), prep, out, hook)
-    print_calibration(out_console, report)
+        results, report = _run_until_done_or_interrupted(partial(api.calibrate_async, wait=wait, lang=lang), prep,
+                                                         out, hook)
+    rubric = prep.prepared.rubric
+    print_block(out_console, calibration_block(report, messages(lang or default_lang(rubric)), rubric))
     out_console.print(f"wrote {out / 'calibration.json'}", highlight=False)
     if results.progress is not None and results.progress.batches and not results.progress.interrupted:
         _print_batches(results.progress.batch_notes, results.progress.batches,

@@ -18,7 +18,11 @@ from consensus_eval.cli import app
 from consensus_eval.domain.calibration.generator import builtin_suite
 from consensus_eval.domain.calibration.suite import PlantedError, SuiteCase
 from consensus_eval.domain.grounding import ground
-from consensus_eval.output.calibration import add_to_reports, html_section, markdown_section, print_calibration
+from consensus_eval.domain.rubric import load_rubric
+from consensus_eval.output.report import write_reports
+from consensus_eval.output.report.calibration import calibration_block
+from consensus_eval.output.report.i18n import messages
+from consensus_eval.output.trust_console import print_block
 from tests.conftest import write_config
 from tests.fake_server import FakeConfig, FakeServer
 
@@ -57,14 +61,20 @@ def test_rules_judge_on_the_builtin_suite(rules_run):
     assert "time_unclear" in saved["unplantable"]
     assert (out / "suite.jsonl").read_text(encoding="utf-8").count("\n") == rep.suite_cases
     assert any(line.startswith("rules misses") for line in rep.recommendation)
-    # the reports carry the calibration section, once, however often they are rebuilt with it
+    # the reports carry the calibration section (in the rubric's language: Chinese), once, however often rebuilt
     md = (out / "report.md").read_text(encoding="utf-8")
     html = (out / "report.html").read_text(encoding="utf-8")
-    assert md.count("## Calibration") == 1 and "| dose_error |" in md
-    assert html.count('<section id="calibration">') == 1 and html.index('id="calibration"') < html.rindex("</body>")
-    assert add_to_reports(out)
-    assert (out / "report.md").read_text(encoding="utf-8") == md
-    assert (out / "report.html").read_text(encoding="utf-8") == html
+    assert md.count("## 校准：植入错误的检出") == 1 and "| 剂量错误 (dose\\_error) |" in md
+    assert "这是对合成植入错误的检出率" in md and "不同改动" in md
+    assert html.count('<section id="calibration" class="trust">') == 1
+    assert html.index('id="calibration"') < html.rindex("</body>") and 'href="#calibration"' in html
+    assert 'style="background:rgb(' in html  # recall cells shaded
+    write_reports(results_of(out), out)
+    assert (out / "report.md").read_text(encoding="utf-8").count("## 校准") == 1
+
+
+def results_of(out):
+    return api.load_run(out, replies=False)
 
 
 def test_resume_makes_no_new_call(rules_run):
@@ -173,10 +183,10 @@ def test_fake_llm_judges(tmp_path, rubric, monkeypatch):
     # two runs, the same replies: stable
     assert oracle.runs_recall == [1.0, 1.0] and oracle.consistent is not None and oracle.consistent.value == 1
     console = Console(record=True, width=200)
-    print_calibration(console, rep)
-    text = console.export_text()
-    assert f"stability of oracle: recall per run 100%, 100%; the same verdict in every run on {n}/{n}" in text
-    assert text.rstrip().splitlines()[-1].startswith("- ")  # ends with the recommendation
+    print_block(console, calibration_block(rep, messages("en"), rubric))
+    text = " ".join(console.export_text().split())
+    assert f"Stability of oracle: recall per run 100%, 100%; the same verdict in every run on {n}/{n}" in text
+    assert "whole is not named best" in text and "type matched" in text and "weighted by points" in text
     # the random judge: found exactly when its category draw hit (chance: 1/5 per error here)
     n_random = sum(1 for sc in suite for e in sc.expected if not e.penalty)
     n_pen = n - n_random
@@ -209,10 +219,11 @@ def test_api_calibrate_and_sections(tmp_path):
     cfg = write_config(tmp_path / "rules.yaml", RULES)
     rep = api.calibrate(cfg, out=tmp_path / "o", sample=25, seed=1)
     assert rep.suite_cases == 25 and rep.judges["rules"].runs_recall == []  # one run: no stability figures
-    md = markdown_section(rep)
-    assert md.startswith("## Calibration") and "| rules | panel |" in md
-    html = html_section(rep)
-    assert html.count("<tr") >= 3 and "rules" in html and "<script" not in html
+    for lang, title in (("en", "Calibration: planted errors found"), ("zh", "校准：植入错误的检出")):
+        b = calibration_block(rep, messages(lang), load_rubric("medical_record"))
+        assert b.title == title and [tb.header[1:] for tb in b.tables[1:3]] == [["rules", messages(lang)("panel")]] * 2
+        assert b.tables[0].rows[0][0] == "rules" and b.tables[0].rows[0][1].endswith(
+            f"{rep.judges['rules'].overall.found.k}/{rep.judges['rules'].overall.found.n}")
 
 
 def test_calibrate_command_dry_run_and_run(tmp_path):
@@ -224,8 +235,14 @@ def test_calibrate_command_dry_run_and_run(tmp_path):
     r = CliRunner().invoke(app, ["calibrate", "--config", str(cfg), "--out", str(tmp_path / "o"),
                                  "--sample", "30", "--seed", "3"])
     assert r.exit_code == 0, r.output
-    assert "recall on synthetic planted errors, by type" in " ".join(r.output.split()) and "recommendation" in r.output
-    assert "an upper bound for errors that look like theirs" in " ".join(r.output.split())
+    assert "校准：植入错误的检出" in r.output and "这是对合成植入错误的检出率" in " ".join(r.output.split())
+    r = CliRunner().invoke(app, ["calibrate", "--config", str(cfg), "--out", str(tmp_path / "o"),
+                                 "--sample", "30", "--seed", "3", "--lang", "en"])
+    assert r.exit_code == 0, r.output
+    text = " ".join(r.output.split())
+    assert "This is recall on synthetic planted errors" in text
+    assert "an upper bound for errors that look like theirs" in text
+    assert "## Calibration: planted errors found" in (tmp_path / "o" / "report.md").read_text(encoding="utf-8")
     assert json.loads((tmp_path / "o" / "calibration.json").read_text(encoding="utf-8"))["suite_cases"] == 30
 
 
@@ -239,7 +256,7 @@ def test_score_with_a_calibration_file(rules_run, tmp_path):
                                  "--calibration", str(out / "calibration.json")])
     assert r.exit_code == 0, r.output
     assert (tmp_path / "s" / "calibration.json").is_file()
-    assert "## Calibration" in (tmp_path / "s" / "report.md").read_text(encoding="utf-8")
+    assert "## 校准：植入错误的检出" in (tmp_path / "s" / "report.md").read_text(encoding="utf-8")
     bad = tmp_path / "bad.json"
     bad.write_text('{"judges": 1}', encoding="utf-8")
     r = CliRunner().invoke(app, ["score", str(cases), "--config", str(cfg), "--out", str(tmp_path / "t"),
@@ -303,11 +320,15 @@ def test_the_best_judge_is_not_chosen_on_recall_alone() -> None:
     best, why = choose_best(judges)
     assert best == "honest"
     assert set(why) == {"flaky", "greedy", "imprecise"}
-    assert "failed on 10 of 100" in why["flaky"] and "3.0 false alarms" in why["greedy"] and "28%" in why["imprecise"]
+    from consensus_eval.analysis.calibration import not_best_text
+
+    assert [why[j].reason for j in ("flaky", "greedy", "imprecise")] == ["unjudged", "false_alarms", "precision"]
+    assert "failed on 10 of 100" in not_best_text(why["flaky"]) and "3.0 false alarms" in not_best_text(why["greedy"])
+    assert "28%" in not_best_text(why["imprecise"])
     from consensus_eval.analysis.calibration import CalibrationReport
 
     rep = CalibrationReport(suite_cases=1, planted=1, clean=0, errors=100, quorum=2, judges=judges, best_judge=best,
-                            panel_gain=None, not_best=why)
+                            panel_gain=None, not_best={j: not_best_text(nb) for j, nb in why.items()}, not_best_why=why)
     text = " ".join(recommend(rep))
     assert "recall on synthetic planted errors 70%" in text and "an upper bound" in text
     assert "flaky: 10 planted error(s) unjudged" in text and "flaky is not named best" in text

@@ -352,8 +352,8 @@ def test_a_calibration_section_survives_a_rebuild(tmp_path):
     res = CliRunner().invoke(app, ["report", str(out), "--lang", "en"])
     assert res.exit_code == 0, res.output
     html = (out / "report.html").read_text(encoding="utf-8")
-    assert html.count('<section id="calibration">') == 1 and "## Calibration" in (out / "report.md").read_text(
-        encoding="utf-8")
+    assert html.count('<section id="calibration" class="trust">') == 1
+    assert "## Calibration: planted errors found" in (out / "report.md").read_text(encoding="utf-8")
     assert 'id="case-table"' in html
 
 

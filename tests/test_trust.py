@@ -356,7 +356,8 @@ def test_compare_one_run_split_by_system(tmp_path: Path) -> None:
 #: ASCII words a Chinese report may show: statistics' and methods' names, formats, the tool, and "token"
 REPORT_ASCII = {"Bonett", "CI", "Holm", "ICC", "Jaccard", "Krippendorff", "MAE", "PPI", "Pearson", "Spearman",
                 "Welch", "Wilson", "kappa", "macro-F", "JSON", "HTML", "JavaScript", "UTC", "consensus-eval",
-                "token", "json", "md", "sqlite", "metrics", "report", "results", "tcm", "text2dt", "txt"}
+                "token", "json", "md", "sqlite", "metrics", "report", "results", "tcm", "text2dt", "txt",
+                "calibration"}
 
 
 def test_the_chinese_report_shows_no_english_word(two_systems: Path) -> None:
@@ -377,10 +378,21 @@ def test_the_chinese_report_shows_no_english_word(two_systems: Path) -> None:
     ids = {rubric.id, *(d.id for d in rubric.dimensions), *(c.id for d in rubric.dimensions for c in d.categories),
            *res.judges, "scribe-a", "scribe-b", "li", "wang", *re.findall(r"[A-Za-z][A-Za-z_\-]+", str(two_systems))}
 
+    from consensus_eval import api
     from consensus_eval.output.report import write_reports
 
-    _, html_path = write_reports(res, two_systems, "zh")
+    # with a calibration beside the run: its section too (type ids are ids)
+    rep = api.calibrate(ROOT / "configs" / "default.yaml", out=two_systems.parent / "cal", sample=40, seed=2)
+    ids |= {t.id for d in rubric.dimensions for c in d.categories for t in c.types} | set(rep.unplantable)
+    ids |= {p for d in rubric.dimensions for p in d.penalties_by_id} | set(rep.judges)
+    (two_systems / "calibration.json").write_bytes((two_systems.parent / "cal" / "calibration.json").read_bytes())
+    try:
+        _, html_path = write_reports(res, two_systems, "zh")
+    finally:
+        (two_systems / "calibration.json").unlink()
     seen = _VisibleText()
     seen.feed(html_path.read_text(encoding="utf-8"))
-    words = set(re.findall(r"[A-Za-z][A-Za-z_\-]+", " ".join(seen.out)))
+    text = " ".join(seen.out)
+    assert "校准：植入错误的检出" in text
+    words = set(re.findall(r"[A-Za-z][A-Za-z_\-]+", text))
     assert words - REPORT_ASCII - ids == set()

@@ -185,8 +185,10 @@ class CalibrationReport(BaseModel):
     recommendation: list[str] = []
     #: per-case against per-dimension judges of the same model (empty when the config has no such pair)
     comparisons: list[ModeComparison] = []
-    #: judges that could not be named best, and why (too many unjudged errors, false alarms, low precision)
+    #: judges that could not be named best, and why (too many unjudged errors, false alarms, low precision):
+    #: in plain English, and as fields (``not_best_why``) the reports render in their language
     not_best: dict[str, str] = {}
+    not_best_why: dict[str, NotBest] = {}
     #: distinct edits a type needs before 70% recall can be told from 90%, and the types with fewer (type -> edits)
     needed_per_type: int | None = None
     small_types: dict[str, int] = {}
@@ -430,7 +432,8 @@ def calibrate(suite: Sequence[SuiteCase], results: Results, ground: Grounder,
         bases=len({c.cluster for c in planted}),
         clean_records=len({c.cluster for c in by_id.values() if c.sc.clean}),
         quorum=quorum, judges=report_judges, best_judge=best,
-        panel_gain=gain, unplantable=dict(unplantable or {}), not_best=excluded,
+        panel_gain=gain, unplantable=dict(unplantable or {}),
+        not_best={j: not_best_text(nb) for j, nb in excluded.items()}, not_best_why=excluded,
         comparisons=_mode_comparisons(results, found), needed_per_type=needed,
         small_types={t: len(v) for t, v in sorted(edits_by_type.items()) if len(v) < needed})
     rep.recommendation = recommend(rep)
@@ -616,41 +619,84 @@ MAX_UNJUDGED = 0.05
 MAX_FALSE_ALARMS, MIN_PRECISION = 1.0, 0.5
 
 
-def choose_best(judges: dict[str, JudgeCalibration]) -> tuple[str | None, dict[str, str]]:
+class NotBest(BaseModel):
+    """Why a judge is not named the best: ``reason`` ``none_judged`` (it judged no planted error),
+    ``unjudged`` (its calls failed on ``unjudged`` of ``planted`` errors: ``value`` that share, over
+    ``limit``), ``false_alarms`` (``value`` deductions per clean record, at least ``limit``) or ``precision``
+    (``value`` under ``limit``)."""
+
+    reason: Literal["none_judged", "unjudged", "false_alarms", "precision"]
+    value: float = 0.0
+    limit: float = 0.0
+    unjudged: int = 0
+    planted: int = 0
+
+
+def not_best_text(nb: NotBest) -> str:
+    """The reason in plain English (calibration.json's ``not_best``; the reports translate the fields)."""
+    if nb.reason == "none_judged":
+        return "judged no planted error"
+    if nb.reason == "unjudged":
+        return (f"its calls failed on {nb.unjudged} of {nb.planted} planted errors ({nb.value:.0%} > {nb.limit:.0%}): "
+                "its recall counts only what it judged")
+    if nb.reason == "false_alarms":
+        return f"{nb.value:.1f} false alarms per clean record (>= {nb.limit:g})"
+    return f"precision {nb.value:.0%} (< {nb.limit:.0%})"
+
+
+def choose_best(judges: dict[str, JudgeCalibration]) -> tuple[str | None, dict[str, NotBest]]:
     """The best single judge: the highest recall (on synthetic planted errors) among the judges that pass
     three constraints, and why each other judge was left out. Recall alone would reward a judge that fails
     where it would miss (its unjudged errors do not count against it) and one that deducts everywhere."""
-    excluded: dict[str, str] = {}
+    excluded: dict[str, NotBest] = {}
     eligible = []
     for name, jc in judges.items():
-        judged = jc.overall.found.n
-        share = jc.unjudged / (judged + jc.unjudged) if judged + jc.unjudged else 0.0
+        planted = jc.overall.found.n + jc.unjudged
+        failed = jc.unjudged / planted if planted else 0.0
         if jc.overall.found.value is None:
-            excluded[name] = "judged no planted error"
-        elif share > MAX_UNJUDGED:
-            excluded[name] = (f"its calls failed on {jc.unjudged} of {judged + jc.unjudged} planted errors "
-                              f"({share:.0%} > {MAX_UNJUDGED:.0%}): its recall counts only what it judged")
+            excluded[name] = NotBest(reason="none_judged", unjudged=jc.unjudged, planted=planted)
+        elif failed > MAX_UNJUDGED:
+            excluded[name] = NotBest(reason="unjudged", value=failed, limit=MAX_UNJUDGED, unjudged=jc.unjudged,
+                                     planted=planted)
         elif jc.false_alarms_per_case is not None and jc.false_alarms_per_case >= MAX_FALSE_ALARMS:
-            excluded[name] = f"{jc.false_alarms_per_case:.1f} false alarms per clean record (>= {MAX_FALSE_ALARMS:g})"
+            excluded[name] = NotBest(reason="false_alarms", value=jc.false_alarms_per_case, limit=MAX_FALSE_ALARMS)
         elif jc.precision.value is not None and jc.precision.value < MIN_PRECISION:
-            excluded[name] = f"precision {jc.precision.value:.0%} (< {MIN_PRECISION:.0%})"
+            excluded[name] = NotBest(reason="precision", value=jc.precision.value, limit=MIN_PRECISION)
         else:
             eligible.append(name)
     best = max(eligible, key=lambda j: judges[j].overall.found.value or 0.0) if eligible else None
     return best, excluded
 
 
-def recommend(rep: CalibrationReport, *, weak: float = 0.5, min_n: int = 5, margin: float = 0.05) -> list[str]:
-    """Plain sentences: which judge misses what (types with recall below ``weak`` on at least
-    ``min_n`` errors), which judge finds most, whether the panel beats it, who raises false alarms, and
-    whether one call per case finds as much as one per dimension (its recall difference's interval
-    entirely above ``-margin``: 5 points by default)."""
+#: recommendations name the types a judge finds in fewer than this share of at least MIN_N_WEAK plants
+WEAK, MIN_N_WEAK = 0.5, 5
+#: one call per case "finds as much" when its recall difference's interval lies entirely above -MARGIN
+MARGIN = 0.05
+
+
+def weak_types(jc: JudgeCalibration, weak: float = WEAK, min_n: int = MIN_N_WEAK) -> list[str]:
+    """The types ``jc`` finds in fewer than ``weak`` of at least ``min_n`` planted errors."""
+    return [t for t, r in jc.by_type.items()
+            if r.found.n >= min_n and r.found.value is not None and r.found.value < weak]
+
+
+def mode_verdict(m: ModeComparison, margin: float = MARGIN) -> Literal["less", "as_much", "unsure"] | None:
+    """One call per case against one per dimension: ``less`` (its interval is below 0), ``as_much`` (the
+    interval's low end is above ``-margin``), ``unsure`` otherwise; None without an interval."""
+    if m.difference is None or m.low is None or m.high is None:
+        return None
+    return "less" if m.high < 0 else "as_much" if m.low >= -margin else "unsure"
+
+
+def recommend(rep: CalibrationReport) -> list[str]:
+    """Plain sentences, in English (calibration.json; the reports say the same in their language): which
+    judge misses what (:func:`weak_types`), which judge finds most, whether the panel beats it, who raises
+    false alarms, and whether one call per case finds as much as one per dimension (:func:`mode_verdict`)."""
     out = []
     for name, jc in rep.judges.items():
-        misses = [t for t, r in jc.by_type.items()
-                  if r.found.n >= min_n and r.found.value is not None and r.found.value < weak]
+        misses = weak_types(jc)
         if misses:
-            out.append(f"{name} misses {', '.join(misses)} (found in fewer than {weak:.0%} of the planted cases)")
+            out.append(f"{name} misses {', '.join(misses)} (found in fewer than {WEAK:.0%} of the planted cases)")
         if jc.false_alarms_per_case is not None and jc.false_alarms_per_case >= 1:
             out.append(f"{name} raises {jc.false_alarms_per_case:.1f} deductions per clean record on average: "
                        "read its deductions before trusting its scores")
@@ -671,12 +717,13 @@ def recommend(rep: CalibrationReport, *, weak: float = 0.5, min_n: int = 5, marg
     for name, why in rep.not_best.items():
         out.append(f"{name} is not named best: {why}")
     for m in rep.comparisons:
-        if m.difference is None or m.low is None or m.high is None:
+        v = mode_verdict(m)
+        if v is None or m.low is None or m.high is None or m.difference is None:
             continue
-        verdict = (f"it finds less: keep {m.per_dimension}" if m.high < 0 else
-                   f"it finds as much within {margin:.0%} (the interval's low end is above -{margin:.0%})"
-                   if m.low >= -margin else
-                   f"the suite cannot rule out that it finds more than {margin:.0%} less: keep {m.per_dimension}")
+        verdict = {"less": f"it finds less: keep {m.per_dimension}",
+                   "as_much": f"it finds as much within {MARGIN:.0%} (the interval's low end is above -{MARGIN:.0%})",
+                   "unsure": f"the suite cannot rule out that it finds more than {MARGIN:.0%} less: keep "
+                             f"{m.per_dimension}"}[v]
         out.append(f"{m.per_case} (one call per case) against {m.per_dimension} (one call per dimension): recall "
                    f"{m.difference:+.1%} (95% CI {m.low:+.1%} to {m.high:+.1%}) on {m.n} planted errors both judged "
                    f"(found by both {m.both}, only per case {m.only_per_case}, only per dimension "

@@ -10,7 +10,6 @@ from pathlib import Path
 
 from consensus_eval._gc import gc_paused_call
 from consensus_eval.analysis.results import Results
-from consensus_eval.output.calibration import add_to_reports
 from consensus_eval.output.files import atomic_writer, write_text
 from consensus_eval.output.report.data import build_report_data
 from consensus_eval.output.report.html import html_pieces
@@ -24,8 +23,8 @@ def write_reports(results: Results, out_dir: str | Path, lang: str | None = None
     """Write ``out_dir/report.md`` and ``out_dir/report.html``; return their paths.
 
     ``lang``: ``zh`` or ``en`` for the reports' headings and labels; by default the rubric's language.
-    When the folder has a ``calibration.json``, its section is added to both
-    (:func:`~consensus_eval.output.calibration.add_to_reports`).
+    When the folder has a ``calibration.json``, both show its section
+    (:mod:`~consensus_eval.output.report.calibration`).
     """
     out = Path(out_dir)
     data = build_report_data(results, out, lang)
@@ -33,5 +32,4 @@ def write_reports(results: Results, out_dir: str | Path, lang: str | None = None
     write_text(md_path, render_markdown(data))
     with atomic_writer(html_path) as f:   # piece by piece: a large report is never one string
         f.writelines(html_pieces(data))
-    add_to_reports(out)   # a calibration beside the run (calibration.json) keeps its section through rebuilds
     return md_path, html_path

@@ -24,7 +24,9 @@ from consensus_eval.analysis.results import Results
 from consensus_eval.domain.cases import Case
 from consensus_eval.domain.rubric import Rubric
 from consensus_eval.execution.results import JudgeUsage
+from consensus_eval.output.calibration import CALIBRATION_JSON, load_calibration
 from consensus_eval.output.files import fmt_num
+from consensus_eval.output.report.calibration import calibration_block
 from consensus_eval.output.report.charts import BoxPlot, Histogram, box_plot, histograms
 from consensus_eval.output.report.drill import drill_payload
 from consensus_eval.output.report.i18n import Messages, default_lang, messages
@@ -205,8 +207,12 @@ class ReportData:
 
     @cached_property
     def trust(self) -> TrustBlocks:
-        """The leaderboard, validity, decision-study and added-deduction sections (:mod:`.trust`)."""
-        return trust_blocks(self.results, self.t)
+        """The leaderboard, validity, decision-study, added-deduction and calibration sections (:mod:`.trust`;
+        calibration when the folder has a calibration.json)."""
+        calibration = None
+        if (self.folder / CALIBRATION_JSON).is_file():
+            calibration = calibration_block(load_calibration(self.folder / CALIBRATION_JSON), self.t, self.rubric)
+        return trust_blocks(self.results, self.t, calibration)
 
     @property
     def human(self) -> HumanAgreement | None:

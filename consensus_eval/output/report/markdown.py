@@ -50,7 +50,7 @@ def render_markdown(data: ReportData) -> str:
     parts = [
         _header(data), _queue(data), _summary(data), block_markdown(tb.systems), _quality(data), _distributions(data),
         _agreement(data), _reliability(data), _human(data), block_markdown(tb.added), block_markdown(tb.validity),
-        block_markdown(tb.decision), _metrics(data), _costs(data), _details(data),
+        block_markdown(tb.decision), block_markdown(tb.calibration), _metrics(data), _costs(data), _details(data),
     ]
     return "\n\n".join(p for p in parts if p) + "\n"
 

@@ -26,12 +26,22 @@ from consensus_eval.output.report.i18n import Messages
 
 @dataclass
 class TableBlock:
-    """A table of text cells: ``id`` (the HTML id), ``header``, ``rows``, ``right`` (right-aligned columns)."""
+    """A table of text cells: ``id`` (the HTML id), ``header``, ``rows``, ``right`` (right-aligned columns),
+    ``shades`` (optional, per row and cell: a value in [0, 1] report.html shades the cell by, red to green;
+    None for no shade)."""
 
     id: str
     header: list[str]
     rows: list[list[str]]
     right: list[bool] = field(default_factory=list)
+    shades: list[list[float | None]] = field(default_factory=list)
+
+    def shade(self, row: int, col: int) -> str:
+        """The CSS background of a cell ('' for none): red (0) through amber to green (1)."""
+        if row >= len(self.shades) or col >= len(self.shades[row]):
+            return ""
+        v = self.shades[row][col]
+        return "" if v is None else f"background:rgb({int(220 - 120 * v)},{int(90 + 110 * v)},110)"
 
 
 @dataclass
@@ -300,18 +310,21 @@ def review_progress(results: Results, t: Messages) -> str | None:
 @dataclass
 class TrustBlocks:
     """The trust sections of one report (None: nothing to show): ``systems`` (leaderboard), ``added``
-    (reviewers' additions and acceptances), ``validity`` (spot check), ``decision`` (G/D-study)."""
+    (reviewers' additions and acceptances), ``validity`` (spot check), ``decision`` (G/D-study),
+    ``calibration`` (planted errors found, when the run folder has a calibration.json)."""
 
     systems: Block | None
     added: Block | None
     validity: Block | None
     decision: Block | None
     progress: str | None = None
+    calibration: Block | None = None
 
 
-def trust_blocks(results: Results, t: Messages) -> TrustBlocks:
-    """The trust sections of ``results`` in the language of ``t``. The validity section is shown once a
-    spot check is drawn or labels exist (it then says what is missing); the others when they have content."""
+def trust_blocks(results: Results, t: Messages, calibration: Block | None = None) -> TrustBlocks:
+    """The trust sections of ``results`` in the language of ``t`` (``calibration``: its section, built by
+    :func:`~consensus_eval.output.report.calibration.calibration_block`). The validity section is shown once
+    a spot check is drawn or labels exist (it then says what is missing); the others when they have content."""
     rel = results.reliability
     lb = results.leaderboard
     validity = rel.validity
@@ -323,4 +336,5 @@ def trust_blocks(results: Results, t: Messages) -> TrustBlocks:
         validity=validity_block(validity, results.rubric, results.judges, t) if validity is not None else None,
         decision=decision_block(rel.decision, t) if rel.decision else None,
         progress=review_progress(results, t),
+        calibration=calibration,
     )

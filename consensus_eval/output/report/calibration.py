@@ -1,0 +1,183 @@
+"""The calibration section: a :class:`~consensus_eval.analysis.calibration.CalibrationReport` as a trust
+:class:`~consensus_eval.output.report.trust.Block`, in the report's language, shown by report.md,
+report.html and the console (``calibrate``) alike.
+
+What it shows: per judge and the panel, the three recalls side by side (found, type matched, points
+weighted) with their intervals and the units behind them, the unjudged count, false alarms on clean
+records, precision and cost per error found; the recall by category and by type (cells shaded by recall
+in report.html); the score error; the types with too few distinct edits; and the recommendation.
+"""
+
+from __future__ import annotations
+
+from consensus_eval.analysis.calibration import (
+    MARGIN,
+    PANEL,
+    WEAK,
+    CalibrationReport,
+    JudgeCalibration,
+    Recall,
+    Share,
+    Weighted,
+    mode_verdict,
+    weak_types,
+)
+from consensus_eval.domain.rubric import Rubric
+from consensus_eval.output.report import fmt
+from consensus_eval.output.report.i18n import Messages
+from consensus_eval.output.report.trust import Block, TableBlock
+
+
+def pct(x: float | None) -> str:
+    return "-" if x is None else f"{x:.0%}"
+
+
+def share_cell(p: Share | None) -> str:
+    """``87% [83-91] 310/356``: the share, its 95% interval, successes / units counted ('' when none)."""
+    if p is None or p.value is None:
+        return ""
+    ci = f" [{p.low:.0%}-{p.high:.0%}]" if p.low is not None and p.high is not None else ""
+    return f"{p.value:.0%}{ci} {p.k}/{p.n}"
+
+
+def weighted_cell(w: Weighted | None) -> str:
+    if w is None or w.value is None:
+        return ""
+    ci = f" [{w.low:.0%}-{w.high:.0%}]" if w.low is not None and w.high is not None else ""
+    return f"{w.value:.0%}{ci} {fmt.num(w.found_points)}/{fmt.num(w.points)}"
+
+
+class _Names:
+    """Category and type names from the rubric (the id when the rubric does not have it)."""
+
+    def __init__(self, rubric: Rubric | None, t: Messages) -> None:
+        self.categories: dict[str, str] = {}
+        self.types: dict[str, str] = {}
+        for dim in rubric.dimensions if rubric is not None else []:
+            for cat in dim.categories:
+                self.categories[cat.id] = cat.name
+                for typ in cat.types:
+                    self.types[typ.id] = typ.name
+            for pen in dim.penalties_by_id.values():
+                self.categories[pen.id] = self.types[pen.id] = f"{t('fixed_penalty')}: {pen.name}"
+
+    def category(self, key: str) -> str:
+        return self.categories.get(key, key)
+
+    def type(self, key: str) -> str:
+        name = self.types.get(key)
+        return f"{name} ({key})" if name and name != key else key
+
+
+def _shade(r: Recall | None) -> float | None:
+    return None if r is None else r.found.value
+
+
+def _name(judge: str, t: Messages) -> str:
+    return t("panel") if judge == PANEL else judge
+
+
+def calibration_block(rep: CalibrationReport, t: Messages, rubric: Rubric | None = None) -> Block:
+    """The calibration section (module docstring) in the language of ``t``; ``rubric`` names the
+    categories and types (ids without it)."""
+    cols = [j for j in rep.judges if j != PANEL] + [PANEL]
+    names = _Names(rubric, t)
+    block = Block("calibration", t("h_calibration"))
+    block.paragraphs.append(t("cal_intro", cases=rep.suite_cases, planted=rep.planted, errors=rep.errors,
+                              clean=rep.clean, quorum=rep.quorum))
+    if rep.edits is not None:
+        block.paragraphs.append(t("cal_units", errors=rep.errors, edits=rep.edits, bases=rep.bases,
+                                  clean=rep.clean, clean_records=rep.clean_records))
+    block.warnings.append(t("cal_synthetic"))
+    rows = []
+    for c in cols:
+        jc = rep.judges[c]
+        rows.append([_name(c, t), share_cell(jc.overall.found), share_cell(jc.overall.type_match),
+                     weighted_cell(jc.overall.weighted), str(jc.unjudged),
+                     "-" if jc.false_alarms_per_case is None else f"{jc.false_alarms_per_case:.2f}",
+                     share_cell(jc.clean_flagged) or "-", share_cell(jc.precision) or "-",
+                     "-" if jc.cost_per_found is None else f"${jc.cost_per_found:.4f}"])
+    block.tables.append(TableBlock(
+        "calibration-judges",
+        [t("col_judge"), t("cal_col_found"), t("cal_col_type_match"), t("cal_col_weighted"), t("cal_col_unjudged"),
+         t("cal_col_false_alarms"), t("cal_col_clean_flagged"), t("cal_col_precision"), t("cal_col_cost")],
+        rows, [False] + [True] * 8))
+    for key, table_id, head, label in (("by_category", "calibration-categories", t("col_category"), names.category),
+                                       ("by_type", "calibration-types", t("col_type"), names.type)):
+        keys = sorted({k for c in cols for k in getattr(rep.judges[c], key)})
+        tb = TableBlock(table_id, [head, *(_name(c, t) for c in cols)], [], [False] + [True] * len(cols))
+        for k in keys:
+            cells = [getattr(rep.judges[c], key).get(k) for c in cols]
+            tb.rows.append([label(k), *(share_cell(r.found) if r is not None else "" for r in cells)])
+            tb.shades.append([None, *(_shade(r) for r in cells)])
+        block.tables.append(tb)
+    dims = list(rep.judges[cols[0]].score_error)
+    dim_names = {d.id: d.name for d in rubric.dimensions} if rubric is not None else {}
+    block.tables.append(TableBlock(
+        "calibration-score-error", [t("col_judge"), *(dim_names.get(d, d) for d in dims)],
+        [[_name(c, t), *(f"{e.mae:.2f} / {e.bias:+.2f}" if e.mae is not None and e.bias is not None else "-"
+                         for e in rep.judges[c].score_error.values())] for c in cols],
+        [False] + [True] * len(dims)))
+    block.notes.append(t("cal_table_note"))
+    for c in cols:
+        jc = rep.judges[c]
+        if len(jc.runs_recall) > 1 and jc.consistent is not None and jc.consistent.value is not None:
+            block.notes.append(t("cal_stability", judge=_name(c, t), runs=", ".join(pct(r) for r in jc.runs_recall),
+                                 k=jc.consistent.k, n=jc.consistent.n, share=pct(jc.consistent.value)))
+    if rep.small_types and rep.needed_per_type:
+        block.warnings.append(t("cal_small", need=rep.needed_per_type,
+                                types=", ".join(f"{names.type(k)} {n}" for k, n in rep.small_types.items())))
+    block.notes += recommendation(rep, t, names)
+    if rep.unplantable:
+        block.notes.append(t("cal_unplantable", types=", ".join(names.type(k) for k in rep.unplantable)))
+    return block
+
+
+def recommendation(rep: CalibrationReport, t: Messages, names: _Names | None = None) -> list[str]:
+    """The recommendation of calibration.json in the language of ``t``, from its figures."""
+    names = names or _Names(None, t)
+    out = []
+    for name, jc in rep.judges.items():
+        misses = weak_types(jc)
+        if misses:
+            out.append(t("cal_misses", judge=_name(name, t), types=", ".join(names.type(x) for x in misses),
+                         weak=pct(WEAK)))
+        if name != PANEL and jc.false_alarms_per_case is not None and jc.false_alarms_per_case >= 1:
+            out.append(t("cal_many_false_alarms", judge=name, n=f"{jc.false_alarms_per_case:.1f}"))
+    for name, jc in rep.judges.items():
+        if jc.unjudged and name != PANEL:
+            out.append(t("cal_unjudged", judge=name, n=jc.unjudged,
+                         types=", ".join(f"{names.type(k)} {n}" for k, n in jc.unjudged_by_type.items()) or "-"))
+    if rep.best_judge is not None:
+        best: JudgeCalibration = rep.judges[rep.best_judge]
+        out.append(t("cal_best", judge=rep.best_judge, recall=share_cell(best.overall.found)))
+    elif [j for j in rep.judges if j != PANEL]:
+        out.append(t("cal_no_best"))
+    for name, nb in rep.not_best_why.items():
+        if nb.reason == "none_judged":
+            out.append(t("cal_not_best_none", judge=name))
+        elif nb.reason == "unjudged":
+            out.append(t("cal_not_best_unjudged", judge=name, n=nb.unjudged, planted=nb.planted, share=pct(nb.value),
+                         limit=pct(nb.limit)))
+        elif nb.reason == "false_alarms":
+            out.append(t("cal_not_best_false_alarms", judge=name, n=f"{nb.value:.1f}", limit=fmt.num(nb.limit)))
+        else:
+            out.append(t("cal_not_best_precision", judge=name, share=pct(nb.value), limit=pct(nb.limit)))
+    for name, jc in rep.judges.items():
+        if jc.cost_per_found is not None and jc.cost:
+            out.append(t("cal_cost", judge=_name(name, t), cost=f"${jc.cost:.2f}", per=f"${jc.cost_per_found:.4f}"))
+    panel = rep.judges.get(PANEL)
+    several = len(rep.judges) > 2
+    if panel is not None and several and panel.false_alarms_per_case is not None:
+        out.append(t("cal_panel_false_alarms", quorum=rep.quorum, n=f"{panel.false_alarms_per_case:.2f}",
+                     precision=share_cell(panel.precision) or "-"))
+    for m in rep.comparisons:
+        v = mode_verdict(m)
+        if v is None or m.difference is None or m.low is None or m.high is None:
+            continue
+        out.append(t("cal_mode_" + v, case=m.per_case, dim=m.per_dimension, diff=f"{m.difference:+.1%}",
+                     low=f"{m.low:+.1%}", high=f"{m.high:+.1%}", n=m.n, margin=pct(MARGIN)))
+    if rep.panel_gain is not None and several:
+        key = "cal_panel_gain" if rep.panel_gain > 0 else "cal_panel_no_gain"
+        out.append(t(key, quorum=rep.quorum, gain=f"{rep.panel_gain:+.0%}", judge=rep.best_judge))
+    return out
