@@ -34,6 +34,7 @@ from consensus_eval.analysis.human import label_counts, read_labels
 from consensus_eval.analysis.reliability import ReliabilityReport
 from consensus_eval.analysis.results import Results, analyze
 from consensus_eval.analysis.spotcheck import Stratify, draw
+from consensus_eval.domain.calibration.bases import Planting, user_suite
 from consensus_eval.domain.calibration.generator import (
     DEFAULT_SEED as DEFAULT_SUITE_SEED,
     RUBRIC_ID as SUITE_RUBRIC_ID,
@@ -149,25 +150,37 @@ def evaluate(cases: CasesInput, config: ConfigInput = DEFAULT_CONFIG, *, out: st
 
 @dataclass
 class PreparedCalibration:
-    """A calibration run, prepared: the suite (built-in or a user's file, possibly sampled) and the
-    scoring run of its cases (:class:`Prepared`, the same pipeline as ``score``)."""
+    """A calibration run, prepared: the suite (built-in, a user's suite file, or planted into the user's
+    own records, possibly sampled), the scoring run of its cases (:class:`Prepared`, the same pipeline as
+    ``score``), and, for ``bases``, what could be planted into which record (:class:`Planting`)."""
 
     suite: list[SuiteCase]
     prepared: Prepared
+    planting: Planting | None = None
 
 
 def prepare_calibration(config: ConfigInput = DEFAULT_CONFIG, suite: str | Path = "builtin", *,
                         sample: int | None = None, seed: int = DEFAULT_SUITE_SEED,
-                        check_keys: bool = True) -> PreparedCalibration:
+                        check_keys: bool = True, bases: str | Path | None = None) -> PreparedCalibration:
     """Load the config and the calibration suite (``builtin``: the suite shipped for the
-    ``medical_record`` rubric; else a suite JSONL file, checked against the config's rubric), draw
-    ``sample`` cases of it with ``seed`` when given, and plan the calls like :func:`prepare`."""
+    ``medical_record`` rubric; else a suite JSONL file, checked against the config's rubric; or, with
+    ``bases``, a cases file of the user's own clean records to plant the built-in operators' errors into),
+    draw ``sample`` cases of it with ``seed`` when given, and plan the calls like :func:`prepare`."""
     cfg = _config(config)
     rubric = load_rubric(cfg.rubric)
-    if str(suite) == "builtin":
-        if rubric.id != SUITE_RUBRIC_ID:
-            raise InputError(f"the built-in calibration suite is written for the rubric {SUITE_RUBRIC_ID!r}; "
-                             f"the config's rubric is {rubric.id!r}: give your own suite with --suite FILE")
+    planting = None
+    if (bases is not None or str(suite) == "builtin") and rubric.id != SUITE_RUBRIC_ID:
+        what = "the built-in calibration suite is" if bases is None else "the planting operators (--bases) are"
+        raise InputError(f"{what} written for the rubric {SUITE_RUBRIC_ID!r}; the config's rubric is "
+                         f"{rubric.id!r}: give your own suite with --suite FILE")
+    if bases is not None:
+        if str(suite) != "builtin":
+            raise InputError("--bases plants into your records; --suite gives a finished suite: use one of them")
+        cases, planting = user_suite(load_cases(bases).cases, rubric, seed)
+        if not any(sc.expected for sc in cases):
+            raise InputError(f"{bases}: no error could be planted into any record:\n"
+                             + "\n".join(f"{rid}: {why}" for rid, why in planting.nothing.items()))
+    elif str(suite) == "builtin":
         cases = list(builtin_suite(seed))
     else:
         cases = load_suite(suite, rubric)
@@ -175,7 +188,7 @@ def prepare_calibration(config: ConfigInput = DEFAULT_CONFIG, suite: str | Path 
         if sample < 1:
             raise InputError(f"--sample must be at least 1, got {sample}")
         cases = sample_suite(cases, sample, seed)
-    return PreparedCalibration(cases, prepare([c.case for c in cases], cfg, check_keys=check_keys))
+    return PreparedCalibration(cases, prepare([c.case for c in cases], cfg, check_keys=check_keys), planting)
 
 
 async def calibrate_async(prep: PreparedCalibration, out: str | Path, on_progress: ProgressHook | None = None,
@@ -187,6 +200,10 @@ async def calibrate_async(prep: PreparedCalibration, out: str | Path, on_progres
     section (in ``lang``; default: the rubric's)."""
     results = await _run(prep.prepared, Path(out), on_progress, n_boot, stop, lang, wait=wait)
     report = measure(prep.suite, results, ground, UNPLANTABLE)
+    if prep.planting is not None:
+        report.source = "bases"
+        report.planted_into = prep.planting.types
+        report.not_planted = prep.planting.nothing
     write_calibration(Path(out), report, prep.suite)
     write_reports(results, Path(out), lang)
     return results, report

@@ -145,6 +145,9 @@ def calibrate(
     suite: Annotated[str, typer.Option(
         help="'builtin' (the suite shipped for the medical_record rubric) or a suite JSONL file (README).",
     )] = "builtin",
+    bases: Annotated[Path | None, typer.Option(
+        help="A cases file of your own records, checked clean by a clinician: plant the built-in operators' "
+             "errors into them instead of the built-in base records.")] = None,
     sample: Annotated[int | None, typer.Option(
         min=1, help="Run N cases of the suite drawn with --seed (clean controls in proportion).")] = None,
     seed: Annotated[int, typer.Option(help="Seed of the built-in suite and of --sample.")] = 15,
@@ -174,7 +177,13 @@ def calibrate(
     quiet_libraries()
     if lang is not None:
         messages(lang)  # an unknown language is refused before any call
-    prep = api.prepare_calibration(config, suite, sample=sample, seed=seed, check_keys=not dry_run)
+    prep = api.prepare_calibration(config, suite, sample=sample, seed=seed, check_keys=not dry_run, bases=bases)
+    if prep.planting is not None:
+        used = sum(1 for t in prep.planting.types.values() if t)
+        err_console.print(f"planted into {used} of {len(prep.planting.types)} record(s) of {bases}; "
+                          f"{len(prep.suite)} suite cases", highlight=False)
+        for rid, why in prep.planting.nothing.items():
+            err_console.print(f"[yellow]{rid}[/]: nothing could be planted: {why}", highlight=False, soft_wrap=True)
     if dry_run:
         print_estimate(out_console, api.dry_run(prep.prepared))
         return
@@ -187,6 +196,7 @@ def calibrate(
     if results.progress is not None and results.progress.batches and not results.progress.interrupted:
         _print_batches(results.progress.batch_notes, results.progress.batches,
                        f"consensus-eval calibrate --config {config} --out {out} --suite {suite}"
+                       + (f" --bases {bases}" if bases is not None else "")
                        + (f" --sample {sample} --seed {seed}" if sample is not None else ""))
         raise typer.Exit(EXIT_BATCHES_PENDING)
     code = print_run_end(out_console, results, 0.0)

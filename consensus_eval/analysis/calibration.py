@@ -192,6 +192,11 @@ class CalibrationReport(BaseModel):
     #: distinct edits a type needs before 70% recall can be told from 90%, and the types with fewer (type -> edits)
     needed_per_type: int | None = None
     small_types: dict[str, int] = {}
+    #: ``suite`` (the built-in suite or a suite file) or ``bases`` (planted into the user's own records:
+    #: ``calibrate --bases``), then per record the types planted (type -> places) and why nothing could be into others
+    source: Literal["suite", "bases"] = "suite"
+    planted_into: dict[str, dict[str, int]] = {}
+    not_planted: dict[str, str] = {}
 
 
 _SENTENCE_END = re.compile(r"[。！？；;!?\n]")

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from functools import cache
 from pathlib import Path
 
@@ -96,9 +96,11 @@ def overlaps(a: Plant, b: Plant) -> bool:
     return a0 <= b1 and b0 <= a1
 
 
-def apply(base: BaseCase, plants: list[Plant], rubric: Rubric, case_id: str, style: str = "plain") -> SuiteCase:
+def apply(base: BaseCase, plants: list[Plant], rubric: Rubric, case_id: str, style: str = "plain",
+          conversation: str | list[Turn] | None = None) -> SuiteCase:
     """The suite case with ``plants`` planted in ``base`` (plants must not overlap), its headings
-    written in ``style`` (:data:`STYLES`)."""
+    written in ``style`` (:data:`STYLES`). ``conversation``: the case's conversation as the user gave it
+    (its text as the prompt shows it must be ``base.conversation``); by default read from the base."""
     edits = sorted(((e, p) for p in plants for e in p.edits), key=lambda ep: (ep[0].start, ep[0].end))
     out: list[str] = []
     pos = 0
@@ -136,7 +138,7 @@ def apply(base: BaseCase, plants: list[Plant], rubric: Rubric, case_id: str, sty
                                                             e.end)]
         expected.append(PlantedError(operator=p.operator, dimension=dim, category=cat, type=p.type, points=points,
                                      penalty=penalty, spans=found, also=_unique(also)))
-    case = Case(id=case_id, conversation=turns(base, rubric), record=record)
+    case = Case(id=case_id, conversation=turns(base, rubric) if conversation is None else conversation, record=record)
     return SuiteCase(case=case, base=base.id, expected=expected)
 
 
@@ -198,10 +200,12 @@ def turns(base: BaseCase, rubric: Rubric) -> list[Turn]:
     return out
 
 
-def clean_control(base: BaseCase, case_id: str, rubric: Rubric, style: str = "plain") -> SuiteCase:
+def clean_control(base: BaseCase, case_id: str, rubric: Rubric, style: str = "plain",
+                  conversation: str | list[Turn] | None = None) -> SuiteCase:
     """A clean control: the base case as is (nothing planted), its headings in ``style``."""
     record = restyle(base.record, style)[0]
-    return SuiteCase(case=Case(id=case_id, conversation=turns(base, rubric), record=record), base=base.id)
+    conv = turns(base, rubric) if conversation is None else conversation
+    return SuiteCase(case=Case(id=case_id, conversation=conv, record=record), base=base.id)
 
 
 def candidates(bases: tuple[BaseCase, ...] | None = None) -> dict[str, list[tuple[BaseCase, Plant]]]:
@@ -216,19 +220,33 @@ def candidates(bases: tuple[BaseCase, ...] | None = None) -> dict[str, list[tupl
 def build_suite(seed: int = DEFAULT_SEED, rubric: Rubric | None = None) -> list[SuiteCase]:
     """The built-in suite for ``seed`` (module docstring): clean controls, single-error cases, then
     two-error cases. Same seed, same suite (byte for byte); another seed draws other plants."""
-    rub = rubric or load_rubric(RUBRIC_ID)
+    return plant_suite(base_cases(), rubric or load_rubric(RUBRIC_ID), seed)
+
+
+def plant_suite(bases: Sequence[BaseCase], rub: Rubric, seed: int, *, styles: Mapping[str, list[str]] | None = None,
+                conversations: Mapping[str, str | list[Turn]] | None = None) -> list[SuiteCase]:
+    """A suite planted into ``bases`` with ``seed``: each base as a clean control in each of its heading
+    ``styles`` (base id -> styles; default every style of :data:`STYLES`), up to :data:`PER_TYPE`
+    single-error cases per type, then two-error cases (:func:`build_suite`). ``conversations``: each
+    base's conversation as its case gave it (default: read from the base)."""
     rng = random.Random(seed)
-    bases = base_cases()
-    cands = candidates(bases)
-    suite = [clean_control(b, f"{b.id}~clean" + ("" if s == "plain" else f"~{s}"), rub, s)
-             for s in STYLES for b in bases]
+    cands = candidates(tuple(bases))
+    every = list(STYLES)
+
+    def styles_of(b: BaseCase) -> list[str]:
+        return list(styles[b.id]) if styles is not None else every
+
+    def conv(b: BaseCase) -> str | list[Turn] | None:
+        return conversations.get(b.id) if conversations is not None else None
+
+    suite = [clean_control(b, f"{b.id}~clean" + ("" if s == styles_of(b)[0] else f"~{s}"), rub, s, conv(b))
+             for s in every for b in bases if s in styles_of(b)]
     records: set[str] = {c.case.record for c in suite}
-    styles = list(STYLES)
     count = dict.fromkeys(cands, 0)
     for type_id, lst in cands.items():
         picked = rng.sample(lst, min(PER_TYPE, len(lst)))
         for n, (b, p) in enumerate(picked, start=1):
-            sc = apply(b, [p], rub, f"{b.id}~{type_id}~{n}", rng.choice(styles))
+            sc = apply(b, [p], rub, f"{b.id}~{type_id}~{n}", rng.choice(styles_of(b)), conv(b))
             if sc.case.record in records:
                 continue
             records.add(sc.case.record)
@@ -237,7 +255,7 @@ def build_suite(seed: int = DEFAULT_SEED, rubric: Rubric | None = None) -> list[
     pairs = 0
     types = [t for t in cands if cands[t]]
     attempts = 0
-    while attempts < 20000 and (pairs < N_PAIRS or any(count[t] < MIN_PER_TYPE for t in types)):
+    while types and attempts < 20000 and (pairs < N_PAIRS or any(count[t] < MIN_PER_TYPE for t in types)):
         attempts += 1
         needy = [t for t in types if count[t] < MIN_PER_TYPE]
         t1 = rng.choice(needy or types)
@@ -246,7 +264,7 @@ def build_suite(seed: int = DEFAULT_SEED, rubric: Rubric | None = None) -> list[
         if not others:
             continue
         t2, p2 = rng.choice(others)
-        sc = apply(b, [p1, p2], rub, f"{b.id}~{t1}+{t2}~{pairs + 1}", rng.choice(styles))
+        sc = apply(b, [p1, p2], rub, f"{b.id}~{t1}+{t2}~{pairs + 1}", rng.choice(styles_of(b)), conv(b))
         if sc.case.record in records:
             continue
         records.add(sc.case.record)

@@ -88,6 +88,11 @@ def calibration_block(rep: CalibrationReport, t: Messages, rubric: Rubric | None
     if rep.edits is not None:
         block.paragraphs.append(t("cal_units", errors=rep.errors, edits=rep.edits, bases=rep.bases,
                                   clean=rep.clean, clean_records=rep.clean_records))
+    if rep.source == "bases":
+        used = sum(1 for types in rep.planted_into.values() if types)
+        block.paragraphs.append(t("cal_bases", used=used, total=len(rep.planted_into)))
+        for rid, why in rep.not_planted.items():
+            block.notes.append(t("cal_not_planted", record=rid, why=why))
     block.warnings.append(t("cal_synthetic"))
     rows = []
     for c in cols:
