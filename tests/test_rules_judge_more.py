@@ -56,3 +56,94 @@ def test_two_insulins_one_swapped():
     bad = judge(rec.replace("门冬胰岛素", "赖脯胰岛素"), conv)
     assert [(d.type, d.reason) for d in bad["accuracy"].deductions] == [
         ("drug_name_error", "对话中为门冬胰岛素，病历记为赖脯胰岛素")]
+
+
+# --------------------------------------------------------------------------- 2. a value from another point
+
+
+def accuracy(js: dict) -> list[tuple[str, str]]:
+    return [(d.type, d.reason) for d in js["accuracy"].deductions]
+
+
+def test_fasting_written_with_the_post_meal_value():
+    conv = edit("今天空腹9.6", "今天空腹9.6，餐后两小时12.5", CONV)
+    rec = edit("今日查空腹血糖9.6mmol/L", "今日查空腹血糖12.5mmol/L，餐后2小时血糖12.5mmol/L")
+    assert accuracy(judge(rec, conv)) == [
+        ("value_error", "对话中空腹血糖为9.6，病历记为12.5（12.5为对话中餐后2小时血糖的值）")]
+    # before: a number said anywhere in the conversation was fine; it still is for a kind it gives no value of
+    clean = edit("今日查空腹血糖9.6mmol/L", "今日查空腹血糖9.6mmol/L，餐后2小时血糖12.5mmol/L")
+    assert found(judge(clean, conv)) == []
+
+
+def test_a_number_said_elsewhere_is_fine_for_a_kind_without_a_value():
+    conv = edit("今天空腹9.6", "今天空腹9.6，体重70公斤，身高165", CONV)
+    rec = edit("血压130/80mmHg。", "血压130/80mmHg，体重70kg，身高165cm，BMI 25.7kg/m²。")
+    assert accuracy(judge(rec, conv)) == [("value_error", "对话中未提及BMI25.7")]
+    conv_bmi = edit("身高165", "身高165，算下来体重指数25.7", conv)
+    assert found(judge(rec, conv_bmi)) == []
+
+
+LAST_YEAR = edit("今天空腹9.6，糖化8.1%", "去年糖化7.5%，今天空腹9.6，糖化8.1%", CONV)
+
+
+def test_this_visits_value_written_with_last_years():
+    rec = edit("HbA1c 8.1%", "HbA1c 7.5%")
+    assert accuracy(judge(rec, LAST_YEAR)) == [
+        ("value_error", "对话中本次糖化血红蛋白为8.1，病历记为7.5（7.5为对话中此前的值）")]
+    # both written at their own time points: clean
+    both = edit("今日查空腹血糖9.6mmol/L，HbA1c 8.1%", "1年前HbA1c 7.5%。今日查空腹血糖9.6mmol/L，HbA1c 8.1%")
+    assert found(judge(both, LAST_YEAR)) == []
+
+
+def test_an_earlier_value_written_with_this_visits():
+    rec = edit("空腹血糖7.9mmol/L", "空腹血糖9.6mmol/L")  # 3年前体检: the diagnosis' value
+    assert accuracy(judge(rec, CONV)) == [
+        ("value_error", "对话中此前空腹血糖为7.9，病历记为9.6（9.6为对话中本次的值）")]
+
+
+def test_values_without_a_time_point_are_not_judged_by_it():
+    conv = edit("今天空腹9.6，糖化8.1%", "今天空腹9.6，糖化8.1%。平时在家测空腹7左右", CONV)
+    rec = edit("今日查空腹血糖9.6mmol/L", "自测空腹血糖7mmol/L左右，今日查空腹血糖9.6mmol/L")
+    assert found(judge(rec, conv)) == []
+    # a record value at no time point: any of the conversation's values (7.9 was 3 years ago)
+    rec = edit("今日查空腹血糖9.6mmol/L", "自测空腹血糖7.9mmol/L，今日查空腹血糖9.6mmol/L")
+    assert found(judge(rec, CONV)) == []
+
+
+def test_several_values_after_one_keyword():
+    conv = edit("糖化8.1%", "糖化上次7.8，这次8.1%", CONV)
+    rec = edit("HbA1c 8.1%", "本次HbA1c 8.1%，上次HbA1c 7.8%")
+    assert found(judge(rec, conv)) == []
+    assert accuracy(judge(edit("HbA1c 8.1%", "本次HbA1c 7.8%"), conv)) == [
+        ("value_error", "对话中本次糖化血红蛋白为8.1，病历记为7.8（7.8为对话中此前的值）")]
+
+
+def test_an_approximate_value_covers_what_it_stands_for():
+    conv = edit("今天空腹9.6", "平时空腹7点多，饭后7.5。今天空腹9.6", CONV)
+    rec = edit("今日查空腹血糖9.6mmol/L", "自测空腹血糖7.5mmol/L，餐后血糖7.5mmol/L；今日查空腹血糖9.6mmol/L")
+    assert found(judge(rec, conv)) == []
+    # but a precise value the conversation never says is an error, even inside an approximate window
+    rec = edit("今日查空腹血糖9.6mmol/L", "自测空腹血糖7.3mmol/L，餐后血糖7.5mmol/L；今日查空腹血糖9.6mmol/L")
+    assert found(judge(rec, conv)) == ["value_error"]
+
+
+@pytest.mark.parametrize("text, kinds", [
+    ("去年糖化7.5%，今天糖化8.1%", ["past", "present"]),
+    ("3年前体检空腹7.9，这次空腹9.6", ["past", "present"]),
+    ("两年多前查过，目前", ["past", "present"]),
+    ("诊断时空腹10，现在", ["past", "present"]),
+    ("最近空腹7左右，平时8", []),
+])
+def test_time_points(text, kinds):
+    from consensus_eval.judges.rules.medical_record.quantities import Anchors
+
+    a = Anchors(text)
+    assert [a.at(len(text), 0)] == [kinds[-1] if kinds else None]
+    assert a._kinds == kinds
+
+
+def test_a_value_written_with_its_unit_is_of_that_kind():
+    conv = edit("今天空腹9.6", "今天体重70公斤，空腹9.6", CONV) + "\n医生：以前多重？\n患者：以前有160斤。"
+    rec = edit("血压130/80mmHg。", "血压130/80mmHg，体重70kg（既往体重80kg）。")
+    assert found(judge(rec, conv)) == []
+    assert accuracy(judge(rec.replace("80kg", "85kg"), conv)) == [("value_error", "对话中未提及体重85")]

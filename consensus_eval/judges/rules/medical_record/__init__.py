@@ -50,10 +50,18 @@ Checks and what they emit (``dimension.category.type``):
 6. Numbers (accuracy.numbers). Measurements are found by keyword (:data:`lexicon.MEASURES`: glucose fasting/
    post-meal/random, HbA1c, weight, BMI, blood pressure, lipids, creatinine, eGFR, UACR ...) with the
    first value after it in the same clause (full-width digits and Chinese numerals such as 九点六 are
-   read; targets such as ``控制在7以下`` are ignored). A record value equal to a conversation value of
-   the same kind, or appearing anywhere in the conversation as a number, is fine; otherwise
-   ``value_error`` (paired with the conversation's value of that kind when there is one, else "对话中
-   未提及"). A conversation value of a kind the record does not give at all (height excepted), and
+   read; targets such as ``控制在7以下`` are ignored). A record value is fine when it is one of the
+   conversation's values of its kind: a keyword's value, a number after it before the next keyword in
+   the same turn (``糖化上次7.8，这次8.1``), a number written with a unit of that kind (``80公斤``), the
+   window of an approximate value (``7点多``, ``9左右``, ``5到6``) when the number is said; plain 血糖
+   and a glucose of known time (空腹/餐后/随机) count for each other. When the conversation gives no
+   value of the kind, a number said anywhere in it is fine too; when it gives one, a number said only
+   elsewhere (the post-meal value written as fasting) is a ``value_error``. Time points: a value the
+   record places now (今日, 本次, 目前 ...) that the conversation says only before (去年, 上次, N年前,
+   诊断时 ...), while it gives another value of the kind now, is a ``value_error`` (and the reverse);
+   values at no stated time point (最近, 平时) are not judged by it. Otherwise ``value_error`` (paired
+   with the conversation's value of that kind when there is one, else "对话中未提及"). A
+   conversation value of a kind the record does not give at all (height excepted), and
    whose number is nowhere in the record, -> ``value_missing`` (once per kind and value). Glucose
    in mg/dL or % (a mmol/L-sized value) and HbA1c in mmol/L -> ``unit_error``.
    Doses go to the drugs category: a record dose for a drug that differs from every dose the

@@ -1,9 +1,16 @@
 """Numbers and times of the record against the conversation (check 6 of the package docstring).
 
-Measurements (``accuracy.numbers``; read by ``quantities.py``): a record value equal to a conversation
-value of the same kind, or appearing anywhere in the conversation as a number, is fine; otherwise
-``value_error`` (paired with the conversation's value of that kind when there is one, else "对话中未
-提及"). A conversation value of a kind the record does not give at all (height excepted), and whose
+Measurements (``accuracy.numbers``; read by ``quantities.py``): a record value is fine when it is one
+of the conversation's values of its kind (:class:`_ConvValues`: a keyword's value, the numbers after
+it before the next keyword in the same turn, a number written with a unit of that kind, the window of
+an approximate value when the number is said; plain 血糖 and a glucose of known time count for each
+other). When the conversation gives no value of the kind, a number said anywhere in it is fine too;
+when it gives one, a number said only elsewhere (the post-meal value written as fasting) is a
+``value_error``, the reason naming where the number comes from. A value the record places now (今日,
+本次, 目前 ...) that the conversation says only before (去年, 上次, N年前 ...), while it gives another
+value of the kind now, is a ``value_error`` (and the reverse); values at no time point are not judged
+by it. Otherwise ``value_error`` (paired with the conversation's value of that kind when there is one,
+else "对话中未提及"). A conversation value of a kind the record does not give at all (height excepted), and whose
 number is nowhere in the record, -> ``value_missing`` (once per kind and value). Glucose in mg/dL or %
 (a mmol/L-sized value) and HbA1c in mmol/L -> ``unit_error``.
 
@@ -18,11 +25,24 @@ from bisect import bisect_left, bisect_right
 from collections import deque
 from collections.abc import Iterator
 
+from consensus_eval.judges.rules.medical_record.conversation import about_relative
 from consensus_eval.judges.rules.medical_record.document import Doc
 from consensus_eval.judges.rules.medical_record.findings import Finding
 from consensus_eval.judges.rules.medical_record.lexicon import GLUCOSE_KINDS, OPTIONAL_KINDS
-from consensus_eval.judges.rules.medical_record.quantities import CALENDAR, Duration, Measure, durations, measures
-from consensus_eval.judges.rules.medical_record.text import Numbers, all_numbers
+from consensus_eval.judges.rules.medical_record.quantities import (
+    CALENDAR,
+    PAST,
+    PRESENT,
+    Anchors,
+    Duration,
+    Measure,
+    durations,
+    keyword_starts,
+    later_values,
+    measures,
+    unit_values,
+)
+from consensus_eval.judges.rules.medical_record.text import SENTENCE_END, Boundaries, Numbers, all_numbers
 
 
 def check_numbers(doc: Doc) -> Iterator[Finding]:
@@ -34,6 +54,8 @@ def check_numbers(doc: Doc) -> Iterator[Finding]:
     # conv measures (by index) that a record value of the same kind matches, then those paired with an error
     used = {i for i, c in enumerate(conv) if rec_values.has_same(c)}
     pool = _Candidates(conv, used)
+    said_by = _ConvValues(doc, conv)
+    rec_anchors = Anchors(doc.rec)
 
     def said(v: float) -> bool:
         return conv_numbers.has_close(v, 0.051)
@@ -44,14 +66,26 @@ def check_numbers(doc: Doc) -> Iterator[Finding]:
             yield Finding("unit_error", doc.rq(r.start, r.end), f"{r.label}{r.num}的单位错误", span)
         if r.threshold:
             continue
-        if conv_values.has_same(r):
-            continue
-        if (isinstance(r.value, tuple) and all(said(v) for v in r.value)) or \
-                (isinstance(r.value, float) and said(r.value)):
+        values = r.value if isinstance(r.value, tuple) else (r.value,)
+        # said somewhere: for a kind the conversation gives values of, said as one of them
+        if conv_values.has_same(r) or (all(said(v) for v in values) and (
+                not said_by.pinned(r.kind) or said_by.accepts(r))):
+            # the value is the conversation's, but of another time point than the record says
+            when = rec_anchors.at(r.end, doc.rec_sentences.start(r.start))
+            now = said_by.other_time(r, when)
+            if now is None:
+                continue
+            where = "本次" if when == PRESENT else "此前"
+            other = "此前" if when == PRESENT else "本次"
+            yield Finding("value_error", doc.rq(r.start, r.end),
+                          f"对话中{where}{now.label}为{now.num}，病历记为{r.num}（{r.num}为对话中{other}的值）", span)
             continue
         best = pool.take(r)
         if best is not None:
             reason = f"对话中{best.label}为{best.num}，病历记为{r.num}"
+            elsewhere = said_by.measure_with(r.value)
+            if elsewhere is not None and elsewhere.kind != r.kind:
+                reason += f"（{r.num}为对话中{elsewhere.label}的值）"
         else:
             reason = f"对话中未提及{r.label}{r.num}"
         yield Finding("value_error", doc.rq(r.start, r.end), reason, span)
@@ -68,6 +102,157 @@ def check_numbers(doc: Doc) -> Iterator[Finding]:
         reported.add((c.kind, c.value))
         yield Finding("value_missing", doc.cq(c.start, c.end), f"对话中{c.label}为{c.num}，病历未记录",
                       ("conversation", c.start, c.end))
+
+
+def _compatible(kind: str) -> tuple[str, ...]:
+    """The conversation's kinds whose values a record value of ``kind`` may repeat: its own; for a glucose
+    reading of a known time (空腹/餐后/随机), plain 血糖 too; for plain 血糖, every glucose kind."""
+    if kind == "glucose":
+        return tuple(sorted(GLUCOSE_KINDS))
+    if kind in GLUCOSE_KINDS:
+        return kind, "glucose"
+    return (kind,)
+
+
+def _key(value: float | tuple[float, float]) -> float | tuple[float, float]:
+    return (round(value[0], 2), round(value[1], 2)) if isinstance(value, tuple) else round(value, 2)
+
+
+class _Windows:
+    """Closed intervals, to ask whether any holds a value, in O(log n): sorted by their low end, with the
+    highest high end of each prefix."""
+
+    def __init__(self, windows: list[tuple[float, float]]) -> None:
+        windows.sort()
+        self.lows = [lo for lo, _ in windows]
+        self.highs: list[float] = []
+        for _, hi in windows:
+            self.highs.append(max(hi, self.highs[-1]) if self.highs else hi)
+
+    def holds(self, v: float, tol: float = 1e-6) -> bool:
+        i = bisect_right(self.lows, v + tol) - 1
+        return i >= 0 and self.highs[i] >= v - tol
+
+
+def _about(v: float) -> tuple[float, float]:
+    d = 0.5 if v < 20 else 0.03 * v
+    return v - d, v + d
+
+
+class _ConvValues:
+    """What the conversation says about each kind of measurement, to judge a record value against it.
+
+    - a kind is *pinned* when the conversation gives a value of it (a keyword's value, not a target or
+      threshold, not a relative's): a record value of that kind must then be one of the conversation's
+      values of it, not just a number said somewhere else (the post-meal value written as fasting);
+    - the values of a kind are its keywords' values and the numbers written after one of them before the
+      next keyword in the same turn (``糖化上次7.8，这次8.1``); an approximate one (``9左右``, ``7点多``,
+      ``5到6``) stands for its window (:func:`~.quantities.approx_window`), and an approximate record
+      value matches a value in its own window;
+    - each value has a time point: the nearest ``今天/本次/目前 ...`` (now) or ``去年/上次/N年前/诊断时 ...``
+      (before) earlier in its sentence, if any.
+    """
+
+    def __init__(self, doc: Doc, conv: list[Measure]) -> None:
+        sentences = Boundaries(doc.cv, SENTENCE_END)
+        anchors = Anchors(doc.cv)
+        kw_starts = keyword_starts(doc.cv)
+        self.kinds_pinned: set[str] = set()
+        exact: dict[str, list[float]] = {}
+        windows: dict[str, list[tuple[float, float]]] = {}
+        self.when: dict[tuple[str, float | tuple[float, float]], set[str | None]] = {}
+        self.first_at: dict[tuple[str, str], list[Measure]] = {}  # (kind, time point) -> 2 values at most
+        self.by_value: dict[float | tuple[float, float], Measure] = {}
+        relative: dict[tuple[int, int], bool] = {}
+        for m in conv:
+            if m.threshold:
+                continue
+            ti = doc.turn_at(m.start)
+            turn = doc.turns[ti] if ti is not None else None
+            turn_start = turn.start if turn else 0
+            when = anchors.at(m.end, max(sentences.start(m.start), turn_start))
+            clause = doc.cv_clauses.bounds(m.start)
+            if clause not in relative:
+                relative[clause] = about_relative(doc.cv[clause[0]:clause[1]], turn.role if turn else "unknown") is True
+            if not relative[clause]:
+                self.kinds_pinned.add(m.kind)
+            if isinstance(m.value, tuple):
+                for part, v in zip(("bp.s", "bp.d"), m.value, strict=True):
+                    exact.setdefault(part, []).append(v)
+                    if m.approx:
+                        windows.setdefault(part, []).append(_about(v))
+            else:
+                exact.setdefault(m.kind, []).append(m.value)
+                if m.window is not None:
+                    windows.setdefault(m.kind, []).append(m.window)
+            self.when.setdefault((m.kind, _key(m.value)), set()).add(when)
+            self.by_value.setdefault(_key(m.value), m)
+            self._at(m, when)
+            if m.kind == "bp":
+                continue
+            # the numbers after this value, up to the next keyword, in the same turn
+            k = bisect_right(kw_starts, m.end - 1)
+            hi = min(kw_starts[k] if k < len(kw_starts) else len(doc.cv), turn.end if turn else len(doc.cv))
+            sentence_end = sentences.stop(m.end)
+            for later in later_values(doc.cv, m.end, hi):
+                exact.setdefault(m.kind, []).append(later.value)
+                if later.window is not None:
+                    windows.setdefault(m.kind, []).append(later.window)
+                later_when = anchors.at(later.start, max(sentences.start(later.start), turn_start))
+                self.when.setdefault((m.kind, _key(later.value)), set()).add(later_when)
+                if later.start < sentence_end:  # 糖化上次7.8，这次8.1: 8.1 is this visit's
+                    self._at(Measure(m.kind, later.value, later.start, later.end, later.num, False, False), later_when)
+        for kind, value in unit_values(doc.cv):  # 62公斤 without 体重 is a weight still
+            exact.setdefault(kind, []).append(value)
+        self.exact = {k: Numbers(vs) for k, vs in exact.items()}
+        self.windows = {k: _Windows(ws) for k, ws in windows.items()}
+
+    def _at(self, m: Measure, when: str | None) -> None:
+        """Keep ``m`` as a value of its kind at time point ``when`` (two different values at most)."""
+        if when is not None:
+            firsts = self.first_at.setdefault((m.kind, when), [])
+            if len(firsts) < 2 and all(_key(f.value) != _key(m.value) for f in firsts):
+                firsts.append(m)
+
+    def pinned(self, kind: str) -> bool:
+        return kind in self.kinds_pinned
+
+    def _has(self, kind: str, v: float, window: tuple[float, float] | None) -> bool:
+        """Whether the conversation gives ``v`` for ``kind``: an equal value, an approximate one whose
+        window holds it, or (``v`` approximate) a value in ``v``'s window."""
+        tol = _tolerance(kind)
+        got, wins = self.exact.get(kind), self.windows.get(kind)
+        if got is not None and got.has_close(v, tol):
+            return True
+        if wins is not None and wins.holds(v, tol):
+            return True
+        if window is not None and got is not None:
+            lo, hi = window
+            return got.has_close((lo + hi) / 2, (hi - lo) / 2 + tol)
+        return False
+
+    def accepts(self, r: Measure) -> bool:
+        """Whether ``r`` repeats a value the conversation gives for its kind or a compatible one (beyond an
+        equal keyword value of the same kind, which the caller tries first)."""
+        if isinstance(r.value, tuple):
+            about = r.approx
+            return all(self._has(part, v, _about(v) if about else None)
+                       for part, v in zip(("bp.s", "bp.d"), r.value, strict=True))
+        return any(self._has(kind, r.value, r.window) for kind in _compatible(r.kind))
+
+    def other_time(self, r: Measure, when: str | None) -> Measure | None:
+        """The conversation's value of ``r``'s kind at the record's time point ``when``, when the record's
+        value is said only at the other one (this visit's HbA1c written with last year's value)."""
+        if when is None:
+            return None
+        said_when = self.when.get((r.kind, _key(r.value)))
+        if not said_when or said_when != {PAST if when == PRESENT else PRESENT}:
+            return None
+        return next((m for m in self.first_at.get((r.kind, when), ()) if _key(m.value) != _key(r.value)), None)
+
+    def measure_with(self, value: float | tuple[float, float]) -> Measure | None:
+        """The first conversation measurement of this value, of any kind."""
+        return self.by_value.get(_key(value))
 
 
 def _distance(a: Measure, b: Measure) -> float:

@@ -6,7 +6,10 @@ UACR ...) with the first value after it in the same clause (full-width digits an
 such as 九点六 are read; targets such as ``控制在7以下`` are ignored; ``左右``/``多``/ranges make a value
 approximate, ``以上``/``以下`` a threshold). Blood pressure is also found by its ``N/N`` pattern or as
 ``高压 ... 低压 ...``. Glucose in mg/dL or % (a mmol/L-sized value) and HbA1c in mmol/L are marked
-as a unit error.
+as a unit error. An approximate value has a window (:func:`approx_window`: ``7点多`` [7, 8], ``9左右``
+±0.5, ``5到6`` [5, 6] ...). :func:`later_values` reads the numbers after a keyword's value
+(``糖化上次7.8，这次8.1``), :func:`unit_values` every number written with a unit, as a value of each
+kind measured in that unit, and :class:`Anchors` the time-point words (今天/本次 now, 去年/N年前 before).
 
 Durations are ``N年/月/周/天`` (and ``N年前``, ``去年``, ``上个月`` ...), in months or days; calendar
 dates (2019年, 3月5日) and frequencies (1日3次) are not durations.
@@ -15,6 +18,7 @@ dates (2019年, 3月5日) and frequencies (1日3次) are not durations.
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from dataclasses import dataclass
 
 from consensus_eval.judges.rules.medical_record.lexicon import GLUCOSE_KINDS, MEASURES
@@ -37,6 +41,42 @@ _THRESHOLD_AFTER = re.compile(r"\s*(?:mmol/L|mmol/l|mmol|%)?\s*(?:以上|以下|
 _APPROX_AFTER = re.compile(r"\s*(?:点多|点几|多|几|来|左右|上下|出头|不到|开外|[-~至到、]\s*\d)")
 _UNIT = re.compile(r"\s*(mmol/L|mmol/l|mmol|毫摩尔每升|毫摩尔|mg/dL|mg/dl|mg/g|毫克每克|mg/mmol|μmol/L|umol/L|"
                    r"微摩尔每升|ml/\(min[^)]*\)|ml/min|kg/m2|kg/m²|kg|公斤|千克|斤|cm|厘米|米|mmHg|次/分|bpm|%)?")
+#: a unit as written -> its usual form
+UNIT_FORMS = {"mmol/L": "mmol/L", "mmol/l": "mmol/L", "mmol": "mmol/L", "毫摩尔每升": "mmol/L", "毫摩尔": "mmol/L",
+              "mg/dL": "mg/dL", "mg/dl": "mg/dL", "mg/g": "mg/g", "毫克每克": "mg/g", "mg/mmol": "mg/mmol",
+              "μmol/L": "μmol/L", "umol/L": "μmol/L", "微摩尔每升": "μmol/L", "ml/min": "ml/min", "kg/m2": "kg/m2",
+              "kg/m²": "kg/m2", "kg": "kg", "公斤": "kg", "千克": "kg", "斤": "斤", "cm": "cm", "厘米": "cm", "米": "m",
+              "mmHg": "mmHg", "次/分": "次/分", "bpm": "次/分", "%": "%"}
+_LIPIDS = ("tg", "tc", "ldl", "hdl")
+#: a unit's usual form -> the kinds of measurement given in it
+UNIT_KINDS: dict[str, tuple[str, ...]] = {
+    "mmol/L": (*sorted(GLUCOSE_KINDS), *_LIPIDS), "mg/dL": (*sorted(GLUCOSE_KINDS), *_LIPIDS, "cr", "ua"),
+    "%": ("hba1c",), "kg": ("weight", "weight_change"), "斤": ("weight", "weight_change"), "cm": ("height",),
+    "m": ("height",), "μmol/L": ("cr", "ua"), "ml/min": ("egfr",), "mg/g": ("uacr",), "mg/mmol": ("uacr",),
+    "kg/m2": ("bmi",), "次/分": ("hr",)}
+
+
+def unit_form(unit: str) -> str:
+    """The usual form of a unit as ``_UNIT`` reads it ('' for none)."""
+    return "ml/min" if unit.startswith("ml/") else UNIT_FORMS.get(unit, "")
+
+
+def unit_values(text: str) -> list[tuple[str, float]]:
+    """(kind, value) for every number of ``text`` written with a unit, once for each kind measured in that
+    unit (``62公斤``: weight 62; ``120斤``: weight 60): a value of that kind, wherever it is written."""
+    out = []
+    for m in _VALUE.finditer(text):
+        unit_m = _UNIT.match(text, m.end())
+        assert unit_m is not None
+        form = unit_form(unit_m.group(1) or "")
+        value = to_number(m.group()) if form else None
+        if value is None:
+            continue
+        for kind in UNIT_KINDS.get(form, ()):
+            out.append((kind, value / 2 if form == "斤" else value))
+    return out
+
+
 _NOT_MEASURE_AFTER = re.compile(r"\s*(?:年|月|日|号|岁|次|天|周|个|小时|分钟|h(?![A-Za-z])|型|倍|级|期|"
                                 r"mg|g(?![A-Za-z])|克|"
                                 r"U(?![A-Za-z])|IU|单位|片|粒|支|袋|ml|mL|毫升|/\d|:\d)")
@@ -58,10 +98,36 @@ class Measure:
     approx: bool     # 左右, 多, ranges: matchable, never required
     threshold: bool  # 以上/以下: neither compared nor required
     unit_bad: bool = False
+    window: tuple[float, float] | None = None  # what an approximate value stands for (approx_window)
 
     @property
     def label(self) -> str:
         return "血压" if self.kind == "bp" else ("体重变化" if self.kind == "weight_change" else MEASURES[self.kind][0])
+
+
+_APPROX_KIND = re.compile(r"\s*(?:(?P<frac>点多|点几)|(?P<more>多|几|来|出头|开外)|(?P<about>左右|上下)|"
+                          rf"(?P<under>不到)|[-~～至到、]\s*(?P<to>{ARABIC.pattern}))")
+
+
+def approx_window(value: float, text: str, pos: int) -> tuple[float, float] | None:
+    """The values an approximate number at ``text[..pos]`` stands for, from what follows it: ``7点多``
+    [7, 8]; ``10多`` [10, 11], ``70多`` [70, 80]; ``9左右`` ±0.5 (±3% from 20 up); ``不到7`` [6, 7];
+    ``5到6`` [5, 6]. None if the number is not approximate."""
+    m = _APPROX_KIND.match(text, pos)
+    if m is None:
+        return None
+    if m.group("frac"):
+        return value, value + 1
+    if m.group("more"):
+        return value, value + (10 if value >= 20 and value % 10 == 0 else 1)
+    if m.group("under"):
+        return value - 1, value
+    to = m.group("to")
+    if to is not None:
+        other = float(to)
+        return min(value, other), max(value, other)
+    d = 0.5 if value < 20 else 0.03 * value
+    return value - d, value + d
 
 
 def _read_value(text: str, kind: str, kw_end: int, limit: int) -> Measure | None:
@@ -100,9 +166,87 @@ def _read_value(text: str, kind: str, kw_end: int, limit: int) -> Measure | None
         unit_bad = (kind in GLUCOSE_KINDS and unit in ("mg/dL", "mg/dl", "%") and value < 35) or \
                    (kind == "hba1c" and unit.startswith(("mmol", "毫摩尔")))
         after = text[m.end():m.end() + 12]
+        window = approx_window(value, text, m.end()) or (approx_window(value, text, end) if unit else None)
         return Measure(kind, value, 0, end, num, bool(_APPROX_AFTER.match(after)),
-                       bool(_THRESHOLD_AFTER.match(after)), unit_bad)
+                       bool(_THRESHOLD_AFTER.match(after)), unit_bad, window)
     return None
+
+
+def keyword_starts(text: str) -> list[int]:
+    """Where every measurement keyword of ``text`` starts, in order (a keyword ends the values read after
+    the one before it)."""
+    return [k.start() for k in _MEASURE_KW.finditer(text)]
+
+
+@dataclass(frozen=True)
+class Value:
+    """A number written after a measurement's own value, before the next keyword (``空腹上次7.8，这次8.1``:
+    8.1): read as another value of the same measurement."""
+
+    value: float
+    start: int
+    end: int  # of its unit
+    num: str  # the number as written
+    window: tuple[float, float] | None  # approximate: what it stands for (approx_window)
+
+
+def later_values(text: str, lo: int, hi: int) -> list[Value]:
+    """The numbers of ``text[lo:hi]`` that can be a measurement value: not a year, a dose, a count, a
+    duration or a date (what follows them, as for a keyword's first value), not a target or threshold."""
+    out = []
+    for m in _VALUE.finditer(text, lo, hi):
+        num = m.group()
+        if re.fullmatch(r"(?:19|20)\d\d", num):
+            continue
+        nxt = text[m.end():m.end() + 1]
+        if not num[0].isdigit() and _CJK.match(nxt) and nxt not in _CN_FOLLOW_OK:
+            continue
+        unit_m = _UNIT.match(text, m.end())
+        assert unit_m is not None
+        if not unit_m.group(1) and _NOT_MEASURE_AFTER.match(text, m.end()):
+            continue
+        after = text[m.end():m.end() + 12]
+        if _THRESHOLD_AFTER.match(after) or _TARGET.search(text, max(lo, m.start() - 4), m.start()):
+            continue
+        value = to_number(num)
+        if value is not None:
+            window = approx_window(value, text, m.end()) or approx_window(value, text, unit_m.end())
+            out.append(Value(value, m.start(), unit_m.end(), num, window))
+    return out
+
+
+# ============================================================================ time points
+
+#: words that place a value now (this visit) or before it; 最近/近期/平时 place it nowhere
+PRESENT = "present"
+PAST = "past"
+_ANCHOR = re.compile(
+    r"(?P<present>今天|今日|今晨|今早|本次|此次|这次|这回|目前|现在|刚才|刚刚|当前)|"
+    r"(?P<past>去年|前年|上次|上回|以前|之前|当时|那时|那会|初诊|起病时|诊断时|确诊时|发现时|刚诊断|刚发现|刚查出|"
+    r"上个月|上月|上周|上星期|昨天|前天|"
+    r"(?:(?<!\d)\d+(?:\.\d+)?|[一二两三四五六七八九十半几数]+)\s*(?:多|余)?\s*个?\s*(?:多|余|半)?\s*"
+    r"(?:年|月|周|星期|天|日)\s*(?:多|余|半)?\s*前)")
+
+
+class Anchors:
+    """The time-point words of one text (:data:`PRESENT`: 今天, 本次, 目前 ...; :data:`PAST`: 去年, 上次,
+    N年前, 诊断时 ...), found once; :meth:`at` gives the nearest one before a position."""
+
+    __slots__ = ("_ends", "_kinds", "_starts")
+
+    def __init__(self, text: str) -> None:
+        self._starts: list[int] = []
+        self._ends: list[int] = []
+        self._kinds: list[str] = []
+        for m in _ANCHOR.finditer(text):
+            self._starts.append(m.start())
+            self._ends.append(m.end())
+            self._kinds.append(PRESENT if m.group("present") else PAST)
+
+    def at(self, pos: int, lo: int) -> str | None:
+        """The kind of the last anchor ending at or before ``pos`` and starting at or after ``lo``."""
+        i = bisect_right(self._ends, pos) - 1
+        return self._kinds[i] if i >= 0 and self._starts[i] >= lo else None
 
 
 def measures(text: str, lo: int = 0, hi: int | None = None, clauses: Boundaries | None = None) -> list[Measure]:
@@ -116,7 +260,7 @@ def measures(text: str, lo: int = 0, hi: int | None = None, clauses: Boundaries 
         got = _read_value(text, _KW_KIND[k.group()], k.end(), limit)
         if got is not None:
             out.append(Measure(got.kind, got.value, k.start(), got.end, got.num, got.approx, got.threshold,
-                               got.unit_bad))
+                               got.unit_bad, got.window))
     for rx in (_BP, _BP_WORDS):
         for m in rx.finditer(text, lo, hi):
             s, d = to_number(m.group("s")), to_number(m.group("d"))
