@@ -21,7 +21,7 @@ import asyncio
 from collections.abc import Coroutine, Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from pydantic import ValidationError
 
@@ -41,6 +41,7 @@ from consensus_eval.domain.calibration.generator import (
     builtin_suite,
     sample as sample_suite,
 )
+from consensus_eval.domain.calibration.handwritten import handwritten_suite
 from consensus_eval.domain.calibration.operators import UNPLANTABLE
 from consensus_eval.domain.calibration.suite import SuiteCase, load_suite
 from consensus_eval.domain.cases import Case, load_cases
@@ -157,20 +158,23 @@ class PreparedCalibration:
     suite: list[SuiteCase]
     prepared: Prepared
     planting: Planting | None = None
+    #: what the errors are (:attr:`CalibrationReport.source`)
+    source: Literal["builtin", "bases", "handwritten", "file"] = "builtin"
 
 
 def prepare_calibration(config: ConfigInput = DEFAULT_CONFIG, suite: str | Path = "builtin", *,
                         sample: int | None = None, seed: int = DEFAULT_SUITE_SEED,
                         check_keys: bool = True, bases: str | Path | None = None) -> PreparedCalibration:
     """Load the config and the calibration suite (``builtin``: the suite shipped for the
-    ``medical_record`` rubric; else a suite JSONL file, checked against the config's rubric; or, with
+    ``medical_record`` rubric; ``handwritten``: the held-out set of errors written by hand for it; else a
+    suite JSONL file, checked against the config's rubric; or, with
     ``bases``, a cases file of the user's own clean records to plant the built-in operators' errors into),
     draw ``sample`` cases of it with ``seed`` when given, and plan the calls like :func:`prepare`."""
     cfg = _config(config)
     rubric = load_rubric(cfg.rubric)
     planting = None
-    if (bases is not None or str(suite) == "builtin") and rubric.id != SUITE_RUBRIC_ID:
-        what = "the built-in calibration suite is" if bases is None else "the planting operators (--bases) are"
+    if (bases is not None or str(suite) in ("builtin", "handwritten")) and rubric.id != SUITE_RUBRIC_ID:
+        what = f"the {suite} calibration suite is" if bases is None else "the planting operators (--bases) are"
         raise InputError(f"{what} written for the rubric {SUITE_RUBRIC_ID!r}; the config's rubric is "
                          f"{rubric.id!r}: give your own suite with --suite FILE")
     if bases is not None:
@@ -182,13 +186,18 @@ def prepare_calibration(config: ConfigInput = DEFAULT_CONFIG, suite: str | Path 
                              + "\n".join(f"{rid}: {why}" for rid, why in planting.nothing.items()))
     elif str(suite) == "builtin":
         cases = list(builtin_suite(seed))
+    elif str(suite) == "handwritten":
+        cases = handwritten_suite(rubric)
     else:
         cases = load_suite(suite, rubric)
     if sample is not None:
         if sample < 1:
             raise InputError(f"--sample must be at least 1, got {sample}")
         cases = sample_suite(cases, sample, seed)
-    return PreparedCalibration(cases, prepare([c.case for c in cases], cfg, check_keys=check_keys), planting)
+    source: Literal["builtin", "bases", "handwritten", "file"] = (
+        "bases" if bases is not None else "file" if str(suite) not in ("builtin", "handwritten") else
+        "handwritten" if str(suite) == "handwritten" else "builtin")
+    return PreparedCalibration(cases, prepare([c.case for c in cases], cfg, check_keys=check_keys), planting, source)
 
 
 async def calibrate_async(prep: PreparedCalibration, out: str | Path, on_progress: ProgressHook | None = None,
@@ -200,8 +209,8 @@ async def calibrate_async(prep: PreparedCalibration, out: str | Path, on_progres
     section (in ``lang``; default: the rubric's)."""
     results = await _run(prep.prepared, Path(out), on_progress, n_boot, stop, lang, wait=wait)
     report = measure(prep.suite, results, ground, UNPLANTABLE)
+    report.source = prep.source
     if prep.planting is not None:
-        report.source = "bases"
         report.planted_into = prep.planting.types
         report.not_planted = prep.planting.nothing
     write_calibration(Path(out), report, prep.suite)

@@ -94,3 +94,15 @@ def test_calibrate_bases_command(tmp_path):
     assert saved["clean"] == 5 and saved["bases"] == 4
     md = (tmp_path / "o" / "report.md").read_text(encoding="utf-8")
     assert "Planted into your own records (calibrate --bases): 4 of 5 records took errors" in md
+
+
+def test_the_handwritten_suite_is_labelled_for_what_it_is(tmp_path):
+    cfg = write_config(tmp_path / "rules.yaml", RULES)
+    r = CliRunner().invoke(app, ["calibrate", "--config", str(cfg), "--suite", "handwritten", "--out",
+                                 str(tmp_path / "o"), "--lang", "en"])
+    assert r.exit_code == 0, r.output
+    out = " ".join(r.output.split())
+    assert "held-out set of errors written by hand" in out and "synthetic planted errors:" not in out
+    saved = json.loads((tmp_path / "o" / "calibration.json").read_text(encoding="utf-8"))
+    assert saved["source"] == "handwritten" and saved["errors"] >= 40 and saved["clean"] >= 16
+    assert not any("an upper bound" in line for line in saved["recommendation"])

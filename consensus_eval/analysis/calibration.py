@@ -192,9 +192,11 @@ class CalibrationReport(BaseModel):
     #: distinct edits a type needs before 70% recall can be told from 90%, and the types with fewer (type -> edits)
     needed_per_type: int | None = None
     small_types: dict[str, int] = {}
-    #: ``suite`` (the built-in suite or a suite file) or ``bases`` (planted into the user's own records:
-    #: ``calibrate --bases``), then per record the types planted (type -> places) and why nothing could be into others
-    source: Literal["suite", "bases"] = "suite"
+    #: what the errors are: ``builtin`` (the built-in suite: operators' errors), ``bases`` (the operators'
+    #: errors planted into the user's own records: ``calibrate --bases``), ``handwritten`` (the held-out
+    #: set written by hand), ``file`` (a suite file); for ``bases``, per record the types planted
+    #: (type -> places) and why nothing could be planted into the others
+    source: Literal["builtin", "bases", "handwritten", "file"] = "builtin"
     planted_into: dict[str, dict[str, int]] = {}
     not_planted: dict[str, str] = {}
 
@@ -716,9 +718,12 @@ def recommend(rep: CalibrationReport) -> list[str]:
             out.append(f"{name}: ${jc.cost:.2f} for the suite, ${jc.cost_per_found:.4f} per planted error found")
     if rep.best_judge is not None:
         best = rep.judges[rep.best_judge].overall.found
-        out.append(f"best single judge: {rep.best_judge} (recall on synthetic planted errors {best.value:.0%}"
+        what = {"builtin": "recall on synthetic planted errors", "bases": "recall on synthetic errors planted into "
+                "your records", "handwritten": "recall on errors written by hand", "file": "recall on your suite"}
+        out.append(f"best single judge: {rep.best_judge} ({what[rep.source]} {best.value:.0%}"
                    + (f", 95% CI {best.low:.0%}-{best.high:.0%})" if best.low is not None else ")")
-                   + "; an upper bound: errors written freely, not by the suite's operators, are harder to find")
+                   + ("; an upper bound: errors written freely, not by the suite's operators, are harder to find"
+                      if rep.source in ("builtin", "bases") else ""))
     for name, why in rep.not_best.items():
         out.append(f"{name} is not named best: {why}")
     for m in rep.comparisons:

@@ -93,7 +93,7 @@ def calibration_block(rep: CalibrationReport, t: Messages, rubric: Rubric | None
         block.paragraphs.append(t("cal_bases", used=used, total=len(rep.planted_into)))
         for rid, why in rep.not_planted.items():
             block.notes.append(t("cal_not_planted", record=rid, why=why))
-    block.warnings.append(t("cal_synthetic"))
+    block.warnings.append(t("cal_what_" + rep.source))
     rows = []
     for c in cols:
         jc = rep.judges[c]
@@ -155,7 +155,8 @@ def recommendation(rep: CalibrationReport, t: Messages, names: _Names | None = N
                          types=", ".join(f"{names.type(k)} {n}" for k, n in jc.unjudged_by_type.items()) or "-"))
     if rep.best_judge is not None:
         best: JudgeCalibration = rep.judges[rep.best_judge]
-        out.append(t("cal_best", judge=rep.best_judge, recall=share_cell(best.overall.found)))
+        out.append(t("cal_best_" + ("synthetic" if rep.source in ("builtin", "bases") else "other"),
+                     judge=rep.best_judge, recall=share_cell(best.overall.found)))
     elif [j for j in rep.judges if j != PANEL]:
         out.append(t("cal_no_best"))
     for name, nb in rep.not_best_why.items():
