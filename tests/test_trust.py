@@ -396,3 +396,49 @@ def test_the_chinese_report_shows_no_english_word(two_systems: Path) -> None:
     assert "校准：植入错误的检出" in text
     words = set(re.findall(r"[A-Za-z][A-Za-z_\-]+", text))
     assert words - REPORT_ASCII - ids == set()
+
+
+def test_detection_on_real_records_beside_the_planted_errors(two_systems: Path) -> None:
+    """Issue 23 part 6: recall and precision on the run's own records come from the clinicians' verdicts and
+    additions on the random spot check (cases as units), and the calibration section sets them beside the
+    planted-error figures."""
+    from consensus_eval import api
+    from consensus_eval.output.report import write_reports
+
+    done = spot_check(two_systems, 12, seed=1)
+    sample = [r.case_id for r in done.sample]
+    res = load_run(two_systems, n_boot=0)
+    took: dict[tuple[str, str], bool] = {}
+    with Store.open_existing(two_systems) as store:
+        for i, cid in enumerate(sample):
+            _label(store, cid, "li", {"accuracy": 30, "completeness": 35, "standardization": 25})
+            acc = [r for r in res.records if r.case_id == cid and r.dimension == "accuracy" and r.run == 0
+                   and r.judgment is not None]
+            for r in acc:
+                took[(cid, r.judge)] = bool(r.judgment.deductions)
+            first = next((r for r in acc if r.judgment.deductions), None)
+            if first is not None:       # deserved on the first half of the sample, not on the second
+                store.upsert_human_label(HumanLabelRecord(
+                    case_id=cid, dimension="accuracy", deduction_id=f"{first.request_hash}#d0", reviewer="li",
+                    kind="verdict", value="agree" if i < 6 else "disagree", source="test"))
+            if i % 4 == 0:              # a miss every judge made: an added deduction
+                store.upsert_human_label(HumanLabelRecord(
+                    case_id=cid, dimension="standardization", deduction_id="li-1", reviewer="li",
+                    kind="added_deduction", value="colloquial", points=1, evidence="x", source="test"))
+    res = load_run(two_systems, n_boot=0)
+    dv = res.reliability.validity.deductions
+    assert dv is not None
+    for j in JUDGES:
+        voted = [(cid, i < 6) for i, cid in enumerate(sample) if any(took.get((cid, jj)) for jj in JUDGES)]
+        mine = [(cid, ref) for cid, ref in voted if took.get((cid, j))]
+        deserved = [cid for cid, ref in voted if ref] + [cid for i, cid in enumerate(sample) if i % 4 == 0]
+        assert (dv.precision[j].k, dv.precision[j].n) == (sum(ref for _, ref in mine), len(mine))
+        upheld = sum(bool(took.get((c, j))) for c, ref in voted if ref)   # the added ones: no judge took them
+        assert (dv.recall[j].k, dv.recall[j].n) == (upheld, len(deserved))
+        assert dv.recall[j].clusters == len(set(deserved)) and dv.recall[j].method == "cluster"
+    rep = api.calibrate(ROOT / "configs" / "default.yaml", out=two_systems.parent / "cal", sample=20, seed=2)
+    (two_systems / "calibration.json").write_bytes((two_systems.parent / "cal" / "calibration.json").read_bytes())
+    md_path, _ = write_reports(load_run(two_systems, n_boot=0), two_systems, "en")
+    md = md_path.read_text(encoding="utf-8")
+    assert "recall on your records (spot check)" in md and "deductions marked wrong (all reviews)" in md
+    assert rep.judges  # the calibration's judges head the rows (here the rules judge: no verdicts of its own)

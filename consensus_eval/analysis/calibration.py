@@ -60,11 +60,11 @@ from pydantic import BaseModel
 
 from consensus_eval.analysis.intervals import (
     Proportion,
-    cluster_variance,
-    effective_n,
+    Share,
     needed_to_separate,
     paired_difference,
     proportion,
+    share,
     wilson_p,
 )
 from consensus_eval.analysis.results import Results
@@ -79,18 +79,6 @@ Grounder = Callable[[str, str, str], Grounding]
 PANEL = "panel"
 #: a quote may be this many times the planted span's length, plus the sentence around it
 SPAN_FACTOR = 3
-
-
-class Share(Proportion):
-    """``k`` of ``n`` (plants, or deductions for precision) and its 95% interval, counted in independent
-    units: ``edits`` distinct edits (or records) in ``clusters`` base records stand behind the ``n``;
-    ``effective_n`` is what the interval counts (the Wilson interval of ``value`` on it: ``method``
-    ``"cluster"``). ``method`` ``"wilson"``: the plain Wilson interval on ``n`` (a suite without repeats)."""
-
-    edits: int | None = None
-    clusters: int | None = None
-    effective_n: float | None = None
-    method: Literal["wilson", "cluster"] = "wilson"
 
 
 class Weighted(BaseModel):
@@ -308,28 +296,6 @@ def expected_scores(sc: SuiteCase, rubric: Rubric) -> dict[str, float]:
                      fixed_penalties=[PenaltyHit(id=e.type) for e in mine if e.penalty])
         out[dim.id] = derive(dim, j).score
     return out
-
-
-def share(pairs: Sequence[tuple[str, float]], units: int | None = None) -> Share:
-    """The share of successes among units given as ``(cluster, success 0/1)``, its interval counted in
-    clusters (module docstring); ``units``: the distinct edits or records among them (caps the effective
-    size; default: all)."""
-    n = len(pairs)
-    k = round(sum(v for _, v in pairs))
-    if n == 0:
-        return Share(k=0, n=0, value=None, low=None, high=None, edits=0, clusters=0, effective_n=0.0)
-    num: dict[str, float] = defaultdict(float)
-    den: dict[str, float] = defaultdict(float)
-    for c, v in pairs:
-        num[c] += v
-        den[c] += 1
-    clusters = list(num)
-    p = k / n
-    neff = effective_n(p, n, cluster_variance([num[c] for c in clusters], [den[c] for c in clusters]),
-                       units if units is not None else n)
-    low, high = wilson_p(p, neff)
-    return Share(k=k, n=n, value=p, low=low, high=high, edits=units if units is not None else n,
-                 clusters=len(clusters), effective_n=neff, method="cluster")
 
 
 def _recall_of(rows: Sequence[_Row]) -> Recall:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import math
+from collections import defaultdict
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel
@@ -162,3 +163,38 @@ def needed_to_separate(a: float = 0.7, b: float = 0.9, z: float = Z95) -> int:
     while not (wilson_p(a, n, z)[1] < b and wilson_p(b, n, z)[0] > a):
         n += 1
     return n
+
+
+class Share(Proportion):
+    """``k`` of ``n`` (planted errors, deductions...) and its 95% interval, counted in independent units:
+    ``edits`` distinct units (distinct edits, records, items) in ``clusters`` clusters (base records, cases)
+    stand behind the ``n``; ``effective_n`` is what the interval counts (the Wilson interval of ``value`` on
+    it: ``method`` ``"cluster"``, made by :func:`share`). ``method`` ``"wilson"``: the plain Wilson interval
+    on ``n``."""
+
+    edits: int | None = None
+    clusters: int | None = None
+    effective_n: float | None = None
+    method: Literal["wilson", "cluster"] = "wilson"
+
+
+def share(pairs: Sequence[tuple[str, float]], units: int | None = None) -> Share:
+    """The share of successes among units given as ``(cluster, success 0/1)``, its interval counted in
+    clusters (module docstring); ``units``: the distinct edits or records among them (caps the effective
+    size; default: all)."""
+    n = len(pairs)
+    k = round(sum(v for _, v in pairs))
+    if n == 0:
+        return Share(k=0, n=0, value=None, low=None, high=None, edits=0, clusters=0, effective_n=0.0)
+    num: dict[str, float] = defaultdict(float)
+    den: dict[str, float] = defaultdict(float)
+    for c, v in pairs:
+        num[c] += v
+        den[c] += 1
+    clusters = list(num)
+    p = k / n
+    neff = effective_n(p, n, cluster_variance([num[c] for c in clusters], [den[c] for c in clusters]),
+                       units if units is not None else n)
+    low, high = wilson_p(p, neff)
+    return Share(k=k, n=n, value=p, low=low, high=high, edits=units if units is not None else n,
+                 clusters=len(clusters), effective_n=neff, method="cluster")

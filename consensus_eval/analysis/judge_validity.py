@@ -41,6 +41,7 @@ from pydantic import BaseModel
 from consensus_eval.analysis.agreement import judge_value, panel_value
 from consensus_eval.analysis.consensus import CaseConsensus
 from consensus_eval.analysis.human import HumanReview, human_value
+from consensus_eval.analysis.intervals import Share, share
 from consensus_eval.analysis.ppi import (
     DifferenceEstimate,
     MeanEstimate,
@@ -84,11 +85,18 @@ class DeductionValidity(BaseModel):
     """Deduction verdicts against the clinicians on ``n_items`` candidate items (module docstring):
     per judge its :class:`~consensus_eval.analysis.validity.VerdictValidity` (labels ``yes`` / ``no``);
     ``ceiling``: the agreement of the first two reviewers who decided each item, on the items two decided
-    (None without such items)."""
+    (None without such items).
+
+    Detection on real records, per judge (what calibration's planted-error figures are read beside):
+    ``precision``: of the items it took, the share the clinicians say are deserved; ``recall``: of the
+    items the clinicians say are deserved (upheld deductions and the ones they added), the share it took.
+    Intervals count cases (several items of one case are not independent)."""
 
     n_items: int
     judges: dict[str, VerdictValidity]
     ceiling: VerdictValidity | None = None
+    precision: dict[str, Share] = {}
+    recall: dict[str, Share] = {}
 
 
 class PpiEstimate(BaseModel):
@@ -225,23 +233,34 @@ def _deductions(run: StoredRun, review: HumanReview, case_ids: Sequence[str]) ->
     if not items:
         return None
     judges: dict[str, VerdictValidity] = {}
+    precision: dict[str, Share] = {}
+    recall: dict[str, Share] = {}
     for j in run.judges:
         mine_labels, reference = [], []
+        took_it: list[tuple[str, float]] = []     # (case, deserved?) for the items the judge took
+        deserved: list[tuple[str, float]] = []    # (case, took it?) for the items the clinicians say are deserved
         for item in items:
             asked = runs_of.get((item[0], item[1], j))
             ref = _majority(list(says[item].values()))
             if not asked or ref is None:
                 continue
             made = len(took.get(item, {}).get(j, set()))
-            mine_labels.append("yes" if made * 2 >= len(asked) else "no")
+            yes = made * 2 >= len(asked)
+            mine_labels.append("yes" if yes else "no")
             reference.append("yes" if ref else "no")
+            if yes:
+                took_it.append((item[0], float(ref)))
+            if ref:
+                deserved.append((item[0], float(yes)))
         judges[j] = verdict_validity(mine_labels, reference)
+        precision[j] = share(took_it)
+        recall[j] = share(deserved)
     ceiling = None
     pairs = [(v[0], v[1]) for i in items if len(v := list(says[i].values())) >= 2]
     if pairs:
         ceiling = verdict_validity(["yes" if a else "no" for a, _ in pairs],
                                    ["yes" if b else "no" for _, b in pairs])
-    return DeductionValidity(n_items=len(items), judges=judges, ceiling=ceiling)
+    return DeductionValidity(n_items=len(items), judges=judges, ceiling=ceiling, precision=precision, recall=recall)
 
 
 def _majority(votes: Sequence[bool]) -> bool | None:

@@ -10,6 +10,7 @@ in report.html); the score error; the types with too few distinct edits; and the
 
 from __future__ import annotations
 
+from consensus_eval.analysis.agreement import HumanAgreement
 from consensus_eval.analysis.calibration import (
     MARGIN,
     PANEL,
@@ -17,11 +18,12 @@ from consensus_eval.analysis.calibration import (
     CalibrationReport,
     JudgeCalibration,
     Recall,
-    Share,
     Weighted,
     mode_verdict,
     weak_types,
 )
+from consensus_eval.analysis.intervals import Share
+from consensus_eval.analysis.judge_validity import DeductionValidity
 from consensus_eval.domain.rubric import Rubric
 from consensus_eval.output.report import fmt
 from consensus_eval.output.report.i18n import Messages
@@ -77,9 +79,13 @@ def _name(judge: str, t: Messages) -> str:
     return t("panel") if judge == PANEL else judge
 
 
-def calibration_block(rep: CalibrationReport, t: Messages, rubric: Rubric | None = None) -> Block:
+def calibration_block(rep: CalibrationReport, t: Messages, rubric: Rubric | None = None,
+                      real: DeductionValidity | None = None, human: HumanAgreement | None = None) -> Block:
     """The calibration section (module docstring) in the language of ``t``; ``rubric`` names the
-    categories and types (ids without it)."""
+    categories and types (ids without it). Beside a run with clinicians' labels, the planted-error figures
+    are set against detection on the run's own records: ``real`` (the validity section's deduction
+    verdicts on the random spot check: recall and precision on real records) and ``human`` (every review:
+    deductions marked wrong, deductions the reviewers added that each judge missed)."""
     cols = [j for j in rep.judges if j != PANEL] + [PANEL]
     names = _Names(rubric, t)
     block = Block("calibration", t("h_calibration"))
@@ -116,6 +122,9 @@ def calibration_block(rep: CalibrationReport, t: Messages, rubric: Rubric | None
             tb.rows.append([label(k), *(share_cell(r.found) if r is not None else "" for r in cells)])
             tb.shades.append([None, *(_shade(r) for r in cells)])
         block.tables.append(tb)
+    if real is not None or human is not None:
+        block.tables.append(_real_table(rep, t, real, human))
+        block.notes.append(t("cal_real_note"))
     dims = list(rep.judges[cols[0]].score_error)
     dim_names = {d.id: d.name for d in rubric.dimensions} if rubric is not None else {}
     block.tables.append(TableBlock(
@@ -136,6 +145,24 @@ def calibration_block(rep: CalibrationReport, t: Messages, rubric: Rubric | None
     if rep.unplantable:
         block.notes.append(t("cal_unplantable", types=", ".join(names.type(k) for k in rep.unplantable)))
     return block
+
+
+def _real_table(rep: CalibrationReport, t: Messages, real: DeductionValidity | None,
+                human: HumanAgreement | None) -> TableBlock:
+    """Per judge: recall and precision on planted errors beside recall and precision on the run's own
+    records (random spot check), and what the reviewers marked wrong or added (every review)."""
+    rows = []
+    for j in (j for j in rep.judges if j != PANEL):
+        jc = rep.judges[j]
+        verdicts = human.precision.get(j) if human is not None else None
+        rows.append([j, share_cell(jc.overall.found), share_cell(real.recall.get(j)) if real else "",
+                     share_cell(jc.precision), share_cell(real.precision.get(j)) if real else "",
+                     "" if verdicts is None else str(verdicts.disagree),
+                     "" if human is None else str(human.missed.get(j, 0))])
+    return TableBlock("calibration-real",
+                      [t("col_judge"), t("cal_col_planted_recall"), t("cal_col_real_recall"),
+                       t("cal_col_planted_precision"), t("cal_col_real_precision"), t("cal_col_marked_wrong"),
+                       t("cal_col_added_missed")], [[c or "-" for c in r] for r in rows], [False] + [True] * 6)
 
 
 def recommendation(rep: CalibrationReport, t: Messages, names: _Names | None = None) -> list[str]:

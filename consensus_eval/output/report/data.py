@@ -211,7 +211,9 @@ class ReportData:
         calibration when the folder has a calibration.json)."""
         calibration = None
         if (self.folder / CALIBRATION_JSON).is_file():
-            calibration = calibration_block(load_calibration(self.folder / CALIBRATION_JSON), self.t, self.rubric)
+            validity = self.reliability.validity
+            calibration = calibration_block(load_calibration(self.folder / CALIBRATION_JSON), self.t, self.rubric,
+                                            validity.deductions if validity is not None else None, self.human)
         return trust_blocks(self.results, self.t, calibration)
 
     @property
