@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.test_rules_judge import CONV, edit, found, judge
+from tests.test_rules_judge import CONV, RECORD, edit, found, judge
 
 # --------------------------------------------------------------------------- 1. insulin for insulin
 
@@ -147,3 +147,65 @@ def test_a_value_written_with_its_unit_is_of_that_kind():
     rec = edit("血压130/80mmHg。", "血压130/80mmHg，体重70kg（既往体重80kg）。")
     assert found(judge(rec, conv)) == []
     assert accuracy(judge(rec.replace("80kg", "85kg"), conv)) == [("value_error", "对话中未提及体重85")]
+
+
+# --------------------------------------------------------------------------- 3. units beyond glucose
+
+LABS = edit("血压130/80。", "血压130/80，肌酐98，eGFR 85，体重150斤。", CONV)
+LABS_REC = edit("血压130/80mmHg。", "血压130/80mmHg，血肌酐98μmol/L，eGFR 85ml/(min·1.73m²)，体重75kg。")
+
+
+def units(js: dict) -> list[tuple[str, str, str]]:
+    return [(d.type, d.evidence, d.reason) for d in js["accuracy"].deductions]
+
+
+def test_labs_in_their_units_are_clean():
+    assert found(judge(LABS_REC, LABS)) == []
+    for written in ("eGFR 85mL/min/1.73m²", "eGFR 85ml/min"):
+        assert found(judge(LABS_REC.replace("eGFR 85ml/(min·1.73m²)", written), LABS)) == []
+
+
+@pytest.mark.parametrize("old, new", [
+    ("血肌酐98μmol/L", "血肌酐98mmol/L"),              # a μmol/L-sized creatinine in mmol/L
+    ("eGFR 85ml/(min·1.73m²)", "eGFR 85μmol/L"),      # eGFR in a concentration
+    ("体重75kg", "体重150kg"),                          # the conversation's 150斤 as kg
+    ("HbA1c 8.1%", "HbA1c 8.1mmol/mol"),              # a %-sized HbA1c in mmol/mol
+])
+def test_a_wrong_unit_is_one_unit_error(old, new):
+    js = judge(LABS_REC.replace(old, new), LABS)
+    assert found(js) == ["unit_error"]
+    (d,) = js["accuracy"].deductions
+    assert (d.points, d.evidence) == (1, new)
+
+
+def test_the_unit_the_conversation_uses():
+    js = judge(LABS_REC.replace("体重75kg", "体重150kg"), LABS)
+    assert units(js) == [("unit_error", "体重150kg", "对话中体重为150斤，病历记为150kg")]
+    conv = edit("肌酐98", "肌酐1.1mg/dL", LABS)
+    js = judge(LABS_REC.replace("血肌酐98μmol/L", "血肌酐1.1μmol/L"), conv)
+    assert units(js) == [("unit_error", "血肌酐1.1μmol/L", "对话中肌酐为1.1mg/dL，病历记为1.1μmol/L")]
+    assert found(judge(LABS_REC.replace("血肌酐98μmol/L", "血肌酐1.1mg/dL"), conv)) == []
+
+
+def test_hba1c_in_mmol_per_mol():
+    conv = edit("糖化8.1%", "糖化65mmol/mol", CONV)
+    assert found(judge(edit("HbA1c 8.1%", "HbA1c 65mmol/mol"), conv)) == []
+    assert found(judge(RECORD, conv)) == []  # 65 mmol/mol is 8.1%
+    js = judge(edit("HbA1c 8.1%", "HbA1c 65%"), conv)
+    assert units(js) == [("unit_error", "HbA1c 65%", "对话中糖化血红蛋白为65mmol/mol，病历记为65%")]
+    # a number the conversation never says, in a wrong unit: both errors
+    assert units(judge(edit("HbA1c 8.1%", "HbA1c 65%"))) == [
+        ("unit_error", "HbA1c 65%", "糖化血红蛋白65的单位错误"),
+        ("value_error", "HbA1c 65%", "对话中糖化血红蛋白为8.1，病历记为65")]
+
+
+@pytest.mark.parametrize("text", ["身高1.7cm", "身高170米", "BMI 26.8kg", "空腹血糖162mmol/L"])
+def test_other_impossible_units(text):
+    rec = edit("血压130/80mmHg。", f"血压130/80mmHg，{text}。")
+    assert "unit_error" in found(judge(rec))
+
+
+@pytest.mark.parametrize("text", ["肌酐清除率60ml/min", "eGFR较前下降20%", "身高1米70", "身高170cm", "尿酸420μmol/L"])
+def test_not_unit_errors(text):
+    rec = edit("血压130/80mmHg。", f"血压130/80mmHg，{text}。")
+    assert "unit_error" not in found(judge(rec))

@@ -62,8 +62,14 @@ Checks and what they emit (``dimension.category.type``):
    values at no stated time point (最近, 平时) are not judged by it. Otherwise ``value_error`` (paired
    with the conversation's value of that kind when there is one, else "对话中未提及"). A
    conversation value of a kind the record does not give at all (height excepted), and
-   whose number is nowhere in the record, -> ``value_missing`` (once per kind and value). Glucose
-   in mg/dL or % (a mmol/L-sized value) and HbA1c in mmol/L -> ``unit_error``.
+   whose number is nowhere in the record, -> ``value_missing`` (once per kind and value). Units: a value
+   in a unit no value of its kind is given in (eGFR in μmol/L, a weight in cm, glucose in %, HbA1c in
+   mmol/L), with a number of the size its kind takes in another unit (creatinine 98 mmol/L or 1.1
+   μmol/L, HbA1c 8.1 mmol/mol or 65%, glucose 9.6 mg/dL or 162 mmol/L, height 170米), or with another
+   unit of its kind than the conversation writes the same number with (150斤 as 150kg) ->
+   ``unit_error``, not also a ``value_error`` when the number is the conversation's. HbA1c in mmol/mol
+   is read as % (65 mmol/mol is 8.1%). A relative change (``较前下降20%``) or another measure named
+   after the keyword (``肌酐清除率``) is not judged for its unit.
    Doses go to the drugs category: a record dose for a drug that differs from every dose the
    conversation gives for the same drug (same unit family; tablet count x strength and daily sums
    are accepted) -> ``dose_error``. Frequency per day that differs (每日2次 vs 一天3次), or morning vs

@@ -10,9 +10,13 @@ when it gives one, a number said only elsewhere (the post-meal value written as 
 本次, 目前 ...) that the conversation says only before (去年, 上次, N年前 ...), while it gives another
 value of the kind now, is a ``value_error`` (and the reverse); values at no time point are not judged
 by it. Otherwise ``value_error`` (paired with the conversation's value of that kind when there is one,
-else "对话中未提及"). A conversation value of a kind the record does not give at all (height excepted), and whose
-number is nowhere in the record, -> ``value_missing`` (once per kind and value). Glucose in mg/dL or %
-(a mmol/L-sized value) and HbA1c in mmol/L -> ``unit_error``.
+else "对话中未提及"). A conversation value of a kind the record does not give at all (height excepted),
+and whose number is nowhere in the record, -> ``value_missing`` (once per kind and value).
+
+Units: a value in a wrong unit for its kind or of the size its kind takes in another unit
+(:func:`~.quantities.unit_wrong`: creatinine 98 mmol/L, HbA1c 8.1 mmol/mol, eGFR in μmol/L ...), or
+written with another unit of its kind than the conversation writes the same number with (150斤 as
+150kg) -> ``unit_error``; when the number is the conversation's, not also a ``value_error``.
 
 Durations (年/月/周/天, ``N年前``) in the record that match no duration of the same base (months or
 days) in the conversation -> ``timeline.time_error``; skipped when the conversation dates things by
@@ -33,6 +37,7 @@ from consensus_eval.judges.rules.medical_record.quantities import (
     CALENDAR,
     PAST,
     PRESENT,
+    UNIT_KINDS,
     Anchors,
     Duration,
     Measure,
@@ -42,7 +47,7 @@ from consensus_eval.judges.rules.medical_record.quantities import (
     measures,
     unit_values,
 )
-from consensus_eval.judges.rules.medical_record.text import SENTENCE_END, Boundaries, Numbers, all_numbers
+from consensus_eval.judges.rules.medical_record.text import SENTENCE_END, Boundaries, Numbers, all_numbers, to_number
 
 
 def check_numbers(doc: Doc) -> Iterator[Finding]:
@@ -62,10 +67,16 @@ def check_numbers(doc: Doc) -> Iterator[Finding]:
 
     for r in rec:
         span = ("record", r.start, r.end)
-        if r.unit_bad:
+        unit_said = said_by.unit_said(r)
+        if unit_said is not None:
+            yield Finding("unit_error", doc.rq(r.start, r.end),
+                          f"对话中{r.label}为{r.num}{unit_said}，病历记为{r.num}{r.unit}", span)
+        elif r.unit_bad:
             yield Finding("unit_error", doc.rq(r.start, r.end), f"{r.label}{r.num}的单位错误", span)
         if r.threshold:
             continue
+        if (r.unit_bad or unit_said is not None) and said(to_number(r.num) or -1.0):
+            continue  # the conversation's number with a wrong unit: one error, not also a value error
         values = r.value if isinstance(r.value, tuple) else (r.value,)
         # said somewhere: for a kind the conversation gives values of, said as one of them
         if conv_values.has_same(r) or (all(said(v) for v in values) and (
@@ -202,8 +213,15 @@ class _ConvValues:
                 self.when.setdefault((m.kind, _key(later.value)), set()).add(later_when)
                 if later.start < sentence_end:  # 糖化上次7.8，这次8.1: 8.1 is this visit's
                     self._at(Measure(m.kind, later.value, later.start, later.end, later.num, False, False), later_when)
-        for kind, value in unit_values(doc.cv):  # 62公斤 without 体重 is a weight still
-            exact.setdefault(kind, []).append(value)
+        # the units the conversation writes each (kind, number as written) with
+        self.units: dict[tuple[str, float], set[str]] = {}
+        for m in conv:
+            raw = to_number(m.num)
+            if m.unit and raw is not None and not m.unit_bad:
+                self.units.setdefault((m.kind, round(raw, 2)), set()).add(m.unit)
+        for u in unit_values(doc.cv):  # 62公斤 without 体重 is a weight still
+            exact.setdefault(u.kind, []).append(u.value)
+            self.units.setdefault((u.kind, round(u.raw, 2)), set()).add(u.unit)
         self.exact = {k: Numbers(vs) for k, vs in exact.items()}
         self.windows = {k: _Windows(ws) for k, ws in windows.items()}
 
@@ -213,6 +231,15 @@ class _ConvValues:
             firsts = self.first_at.setdefault((m.kind, when), [])
             if len(firsts) < 2 and all(_key(f.value) != _key(m.value) for f in firsts):
                 firsts.append(m)
+
+    def unit_said(self, r: Measure) -> str | None:
+        """The unit the conversation writes ``r``'s number with for ``r``'s kind, when the record writes it
+        with another unit of that kind (``150斤`` written ``150kg``); else None."""
+        raw = to_number(r.num)
+        if not r.unit or raw is None or r.kind not in UNIT_KINDS.get(r.unit, ()):
+            return None
+        said = self.units.get((r.kind, round(raw, 2)))
+        return None if not said or r.unit in said else "/".join(sorted(said))
 
     def pinned(self, kind: str) -> bool:
         return kind in self.kinds_pinned

@@ -5,11 +5,13 @@ glucose fasting/post-meal/random, HbA1c, weight, BMI, blood pressure, lipids, cr
 UACR ...) with the first value after it in the same clause (full-width digits and Chinese numerals
 such as 九点六 are read; targets such as ``控制在7以下`` are ignored; ``左右``/``多``/ranges make a value
 approximate, ``以上``/``以下`` a threshold). Blood pressure is also found by its ``N/N`` pattern or as
-``高压 ... 低压 ...``. Glucose in mg/dL or % (a mmol/L-sized value) and HbA1c in mmol/L are marked
-as a unit error. An approximate value has a window (:func:`approx_window`: ``7点多`` [7, 8], ``9左右``
-±0.5, ``5到6`` [5, 6] ...). :func:`later_values` reads the numbers after a keyword's value
-(``糖化上次7.8，这次8.1``), :func:`unit_values` every number written with a unit, as a value of each
-kind measured in that unit, and :class:`Anchors` the time-point words (今天/本次 now, 去年/N年前 before).
+``高压 ... 低压 ...``. Each value keeps its unit's usual form (:func:`unit_form`); a value in a unit its
+kind is never given in, or of the size its kind takes in another unit (:func:`unit_wrong`), is marked
+as a unit error; HbA1c in mmol/mol is read as %. An approximate value has a window
+(:func:`approx_window`: ``7点多`` [7, 8], ``9左右`` ±0.5, ``5到6`` [5, 6] ...). :func:`later_values`
+reads the numbers after a keyword's value (``糖化上次7.8，这次8.1``), :func:`unit_values` every number
+written with a unit, as a value of each kind measured in that unit, and :class:`Anchors` the
+time-point words (今天/本次 now, 去年/N年前 before).
 
 Durations are ``N年/月/周/天`` (and ``N年前``, ``去年``, ``上个月`` ...), in months or days; calendar
 dates (2019年, 3月5日) and frequencies (1日3次) are not durations.
@@ -39,31 +41,70 @@ _TARGET = re.compile(r"控制在|控制到|控制于|降到|降至|目标|要求
                      r"正常|参考|应该|应在|要在|保持在|达到|达标")
 _THRESHOLD_AFTER = re.compile(r"\s*(?:mmol/L|mmol/l|mmol|%)?\s*(?:以上|以下|以内|之内)")
 _APPROX_AFTER = re.compile(r"\s*(?:点多|点几|多|几|来|左右|上下|出头|不到|开外|[-~至到、]\s*\d)")
-_UNIT = re.compile(r"\s*(mmol/L|mmol/l|mmol|毫摩尔每升|毫摩尔|mg/dL|mg/dl|mg/g|毫克每克|mg/mmol|μmol/L|umol/L|"
-                   r"微摩尔每升|ml/\(min[^)]*\)|ml/min|kg/m2|kg/m²|kg|公斤|千克|斤|cm|厘米|米|mmHg|次/分|bpm|%)?")
+_UNIT = re.compile(r"\s*(mmol/mol|毫摩尔/摩尔|毫摩尔每摩尔|mmol/L|mmol/l|mmol|毫摩尔每升|毫摩尔|"
+                   r"mg/dL|mg/dl|mg/g|毫克每克|mg/mmol|μmol/L|μmol/l|umol/L|umol/l|微摩尔每升|微摩尔|[mM][lL]/\(min[^)]*\)|"
+                   r"[mM][lL]/min(?:/1\.73\s*m[2²])?|毫升每分|kg/m2|kg/m²|kg|公斤|千克|斤|cm|厘米|米|mmHg|次/分|bpm|%)?")
 #: a unit as written -> its usual form
-UNIT_FORMS = {"mmol/L": "mmol/L", "mmol/l": "mmol/L", "mmol": "mmol/L", "毫摩尔每升": "mmol/L", "毫摩尔": "mmol/L",
+UNIT_FORMS = {"mmol/mol": "mmol/mol", "毫摩尔/摩尔": "mmol/mol", "毫摩尔每摩尔": "mmol/mol",
+              "mmol/L": "mmol/L", "mmol/l": "mmol/L", "mmol": "mmol/L", "毫摩尔每升": "mmol/L", "毫摩尔": "mmol/L",
               "mg/dL": "mg/dL", "mg/dl": "mg/dL", "mg/g": "mg/g", "毫克每克": "mg/g", "mg/mmol": "mg/mmol",
-              "μmol/L": "μmol/L", "umol/L": "μmol/L", "微摩尔每升": "μmol/L", "ml/min": "ml/min", "kg/m2": "kg/m2",
+              "μmol/L": "μmol/L", "μmol/l": "μmol/L", "umol/L": "μmol/L", "umol/l": "μmol/L", "微摩尔每升": "μmol/L",
+              "微摩尔": "μmol/L", "毫升每分": "ml/min", "kg/m2": "kg/m2",
               "kg/m²": "kg/m2", "kg": "kg", "公斤": "kg", "千克": "kg", "斤": "斤", "cm": "cm", "厘米": "cm", "米": "m",
               "mmHg": "mmHg", "次/分": "次/分", "bpm": "次/分", "%": "%"}
 _LIPIDS = ("tg", "tc", "ldl", "hdl")
 #: a unit's usual form -> the kinds of measurement given in it
 UNIT_KINDS: dict[str, tuple[str, ...]] = {
     "mmol/L": (*sorted(GLUCOSE_KINDS), *_LIPIDS), "mg/dL": (*sorted(GLUCOSE_KINDS), *_LIPIDS, "cr", "ua"),
-    "%": ("hba1c",), "kg": ("weight", "weight_change"), "斤": ("weight", "weight_change"), "cm": ("height",),
-    "m": ("height",), "μmol/L": ("cr", "ua"), "ml/min": ("egfr",), "mg/g": ("uacr",), "mg/mmol": ("uacr",),
-    "kg/m2": ("bmi",), "次/分": ("hr",)}
+    "%": ("hba1c",), "mmol/mol": ("hba1c",), "kg": ("weight", "weight_change"), "斤": ("weight", "weight_change"),
+    "cm": ("height",), "m": ("height",), "μmol/L": ("cr", "ua"), "ml/min": ("egfr",), "mg/g": ("uacr",),
+    "mg/mmol": ("uacr",), "kg/m2": ("bmi",), "次/分": ("hr",)}
 
 
 def unit_form(unit: str) -> str:
     """The usual form of a unit as ``_UNIT`` reads it ('' for none)."""
-    return "ml/min" if unit.startswith("ml/") else UNIT_FORMS.get(unit, "")
+    return "ml/min" if unit[:3].lower() == "ml/" else UNIT_FORMS.get(unit, "")
 
 
-def unit_values(text: str) -> list[tuple[str, float]]:
-    """(kind, value) for every number of ``text`` written with a unit, once for each kind measured in that
-    unit (``62公斤``: weight 62; ``120斤``: weight 60): a value of that kind, wherever it is written."""
+#: per kind and unit: the values that unit cannot carry, (low, high): below low or above high is the
+#: size of a value in another unit (98 mmol/L creatinine is a μmol/L value, 65% HbA1c a mmol/mol one)
+_UNIT_SIZES: dict[tuple[str, str], tuple[float, float]] = {
+    **{(k, "mmol/L"): (0, 70) for k in GLUCOSE_KINDS}, **{(k, "mg/dL"): (35, 2000) for k in GLUCOSE_KINDS},
+    ("hba1c", "%"): (0, 25), ("hba1c", "mmol/mol"): (20, 250),
+    ("cr", "mmol/L"): (0, 5), ("cr", "μmol/L"): (15, 3000), ("cr", "mg/dL"): (0, 30),
+    ("ua", "mmol/L"): (0, 3), ("ua", "μmol/L"): (30, 2000), ("ua", "mg/dL"): (0, 30),
+    **{(k, "mmol/L"): (0, 40) for k in _LIPIDS}, **{(k, "mg/dL"): (15, 3000) for k in _LIPIDS},
+    ("height", "cm"): (3, 260), ("height", "m"): (0, 3),
+}
+_CHANGE = re.compile(r"下降|降低|减少|减轻|升高|增加|增高|上升|较前|较上次|变化|波动|达标率|比例|清除率|比值|比率")
+
+
+def unit_wrong(kind: str, form: str, value: float, filler: str = "") -> bool:
+    """Whether a value of ``kind`` written with the unit ``form`` (its usual form) is in a wrong unit: a
+    unit no value of that kind is given in (eGFR in μmol/L, a weight in cm), or a value of the size the
+    kind takes in another unit (:data:`_UNIT_SIZES`). A relative change (``eGFR较前下降20%``) or another
+    measure named after the keyword (``肌酐清除率``) is not judged."""
+    if not form or form == "mmHg" or _CHANGE.search(filler):
+        return False
+    if kind not in UNIT_KINDS.get(form, ()):
+        return True
+    lo, hi = _UNIT_SIZES.get((kind, form), (float("-inf"), float("inf")))
+    return not lo <= value <= hi
+
+
+@dataclass(frozen=True)
+class UnitValue:
+    """A number written with a unit, as a value of one kind measured in that unit."""
+
+    kind: str
+    value: float  # in the kind's unit (120斤: a weight of 60)
+    raw: float    # as written
+    unit: str     # the unit's usual form
+
+
+def unit_values(text: str) -> list[UnitValue]:
+    """Every number of ``text`` written with a unit, once for each kind measured in that unit (``62公斤``:
+    weight 62; ``120斤``: weight 60): a value of that kind, wherever it is written."""
     out = []
     for m in _VALUE.finditer(text):
         unit_m = _UNIT.match(text, m.end())
@@ -73,7 +114,7 @@ def unit_values(text: str) -> list[tuple[str, float]]:
         if value is None:
             continue
         for kind in UNIT_KINDS.get(form, ()):
-            out.append((kind, value / 2 if form == "斤" else value))
+            out.append(UnitValue(kind, value / 2 if form == "斤" else value, value, form))
     return out
 
 
@@ -99,6 +140,7 @@ class Measure:
     threshold: bool  # 以上/以下: neither compared nor required
     unit_bad: bool = False
     window: tuple[float, float] | None = None  # what an approximate value stands for (approx_window)
+    unit: str = ""   # the unit's usual form (unit_form), '' if none is written
 
     @property
     def label(self) -> str:
@@ -150,7 +192,7 @@ def _read_value(text: str, kind: str, kw_end: int, limit: int) -> Measure | None
         value = to_number(num)
         if value is None:
             continue
-        end = unit_m.end()
+        end, raw = unit_m.end(), value
         if kind == "height":
             cm = _METRES_CM.match(text, m.end())
             if cm and value < 3:
@@ -163,12 +205,14 @@ def _read_value(text: str, kind: str, kw_end: int, limit: int) -> Measure | None
             if unit not in ("kg", "公斤", "千克", "斤"):
                 return None
             kind = "weight_change"
-        unit_bad = (kind in GLUCOSE_KINDS and unit in ("mg/dL", "mg/dl", "%") and value < 35) or \
-                   (kind == "hba1c" and unit.startswith(("mmol", "毫摩尔")))
+        form = unit_form(unit)
+        unit_bad = unit_wrong(kind, form, raw, filler)
+        if kind == "hba1c" and form == "mmol/mol" and not unit_bad:
+            value = round(value / 10.929 + 2.15, 1)  # IFCC to NGSP: 65 mmol/mol is 8.1%
         after = text[m.end():m.end() + 12]
         window = approx_window(value, text, m.end()) or (approx_window(value, text, end) if unit else None)
         return Measure(kind, value, 0, end, num, bool(_APPROX_AFTER.match(after)),
-                       bool(_THRESHOLD_AFTER.match(after)), unit_bad, window)
+                       bool(_THRESHOLD_AFTER.match(after)), unit_bad, window, form)
     return None
 
 
@@ -260,7 +304,7 @@ def measures(text: str, lo: int = 0, hi: int | None = None, clauses: Boundaries 
         got = _read_value(text, _KW_KIND[k.group()], k.end(), limit)
         if got is not None:
             out.append(Measure(got.kind, got.value, k.start(), got.end, got.num, got.approx, got.threshold,
-                               got.unit_bad, got.window))
+                               got.unit_bad, got.window, got.unit))
     for rx in (_BP, _BP_WORDS):
         for m in rx.finditer(text, lo, hi):
             s, d = to_number(m.group("s")), to_number(m.group("d"))
