@@ -239,11 +239,13 @@ def _run_until_done_or_interrupted(run_async: Callable[..., Any], *args: Any) ->
             os._exit(EXIT_INTERRUPTED)
 
         def first(signum: int, frame: object) -> None:
+            # the second handler first: a signal that comes once the message is out (or while it is written:
+            # Python runs handlers between bytecodes, even inside this one) is the second
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                signal.signal(sig, again)
             sys.stderr.write("\ninterrupting: stopping the calls in flight and rebuilding the outputs from what is "
                              "stored (press Ctrl-C again to exit at once)\n")
             sys.stderr.flush()
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                signal.signal(sig, again)
             loop.call_soon_threadsafe(stop.set)
 
         previous = {sig: signal.signal(sig, first) for sig in (signal.SIGINT, signal.SIGTERM)}

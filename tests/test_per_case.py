@@ -329,10 +329,12 @@ def test_resume_asks_only_the_missing_dimensions(tmp_path, key):
 
 def test_stopped_waiters_cancel_the_request_and_a_rerun_asks_again(rubric):
     started: list[int] = []
+    asked = asyncio.Event()
     release = asyncio.Event()
 
     async def ask(case: Case, messages: list[dict[str, str]], run: int) -> CallOutcome:
         started.append(run)
+        asked.set()
         await release.wait()
         return CaseOutcome(status="ok", prompt_tokens=9, judgments={d: Judgment(dimension=d) for d in DIMENSIONS})
 
@@ -340,7 +342,9 @@ def test_stopped_waiters_cancel_the_request_and_a_rerun_asks_again(rubric):
         calls = CaseCalls(rubric, ask)
         case = _cases(1)[0]
         waiters = [asyncio.create_task(calls.take(case, d, [], 0)) for d in rubric.dimensions]
-        await asyncio.sleep(0.01)
+        # The first waiter starts the request as a task, scheduled after the other two waiters (asyncio
+        # runs ready callbacks in order): once it has started, all three have called take.
+        await asyncio.wait_for(asked.wait(), timeout=5)
         assert started == [0] and calls.pending() == 1  # one request for the three dimensions
         for w in waiters:
             w.cancel()

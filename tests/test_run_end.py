@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import csv
 import os
+import selectors
 import signal
 import subprocess
 import time
@@ -73,12 +74,36 @@ def test_a_signal_stops_the_run_rebuilds_the_outputs_and_the_rerun_resumes(tmp_p
     assert "本次运行尚未完成" not in (out / "report.md").read_text(encoding="utf-8")
 
 
+_ACK = "press Ctrl-C again to exit at once"  # the first signal's handler says it has run
+
+
+def _stderr_until(proc: subprocess.Popen[str], needle: str, timeout: float) -> str:
+    """What ``proc`` writes to stderr up to ``needle`` (and what came with it), read from the pipe as it comes; fails
+    after ``timeout`` s or at end of file. Read below the text wrapper, whose buffer stays empty: a later
+    ``communicate()`` returns the rest."""
+    assert proc.stderr is not None
+    fd, raw = proc.stderr.fileno(), b""
+    deadline = time.monotonic() + timeout
+    with selectors.DefaultSelector() as sel:
+        sel.register(fd, selectors.EVENT_READ)
+        while needle.encode() not in raw:
+            left = deadline - time.monotonic()
+            assert left > 0, f"stderr did not get there within {timeout} s: {raw!r}"
+            if sel.select(left):
+                chunk = os.read(fd, 65536)
+                assert chunk, f"stderr closed first: {raw!r}"
+                raw += chunk
+    return raw.decode()
+
+
 def test_a_second_ctrl_c_exits_at_once_without_a_traceback(tmp_path):
     with _score_in_flight(tmp_path, rows=4) as (proc, _cmd, _out):
         proc.send_signal(signal.SIGINT)
-        time.sleep(0.05)
+        # the first signal's handler has installed the second one before it says so (consensus_eval/cli.py)
+        err = _stderr_until(proc, _ACK, timeout=15)
         proc.send_signal(signal.SIGINT)
-        stdout, stderr = proc.communicate(timeout=15)
+        stdout, rest = proc.communicate(timeout=15)
+        stderr = err + rest
     assert proc.returncode == 130
     assert "Traceback" not in stdout + stderr and "KeyboardInterrupt" not in stdout + stderr
     assert "interrupted again: exiting now" in stderr
