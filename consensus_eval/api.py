@@ -44,7 +44,7 @@ from consensus_eval.domain.calibration.generator import (
 from consensus_eval.domain.calibration.handwritten import handwritten_suite
 from consensus_eval.domain.calibration.operators import UNPLANTABLE
 from consensus_eval.domain.calibration.suite import SuiteCase, load_suite
-from consensus_eval.domain.cases import Case, load_cases
+from consensus_eval.domain.cases import Case, CaseFields, load_cases
 from consensus_eval.domain.config import DEFAULT_CONFIG, EvalConfig, load_config
 from consensus_eval.domain.grounding import ground
 from consensus_eval.domain.reviewers import clean_name
@@ -91,7 +91,8 @@ def prepare(cases: CasesInput, config: ConfigInput = DEFAULT_CONFIG, *, skip_inv
             check_keys: bool = True) -> Prepared:
     """Load the config, its rubric and the cases, build the judges and plan the calls.
 
-    ``cases``: a JSONL path, or Case objects / mappings. ``config``: a YAML path, an
+    ``cases``: a JSONL, CSV or Excel (.xlsx) path (a sheet's columns named by the config's ``fields``),
+    or Case objects / mappings. ``config``: a YAML path, an
     :class:`EvalConfig` or a mapping. ``check_keys``: refuse judges whose API key variable is unset.
     Raises :class:`InputError` naming the file, line and field of what is wrong.
     """
@@ -101,7 +102,7 @@ def prepare(cases: CasesInput, config: ConfigInput = DEFAULT_CONFIG, *, skip_inv
         missing = [m for j in cfg.judges if (m := j.missing_key())]
         if missing:
             raise InputError("\n".join(missing))
-    case_list, invalid = _cases(cases, skip_invalid)
+    case_list, invalid = _cases(cases, skip_invalid, cfg.fields)
     if not case_list:
         raise InputError(f"{cases}: no valid case to score ({len(invalid)} invalid line(s), skipped):\n"
                          + "\n".join(invalid))
@@ -180,7 +181,7 @@ def prepare_calibration(config: ConfigInput = DEFAULT_CONFIG, suite: str | Path 
     if bases is not None:
         if str(suite) != "builtin":
             raise InputError("--bases plants into your records; --suite gives a finished suite: use one of them")
-        cases, planting = user_suite(load_cases(bases).cases, rubric, seed)
+        cases, planting = user_suite(load_cases(bases, fields=cfg.fields).cases, rubric, seed)
         if not any(sc.expected for sc in cases):
             raise InputError(f"{bases}: no error could be planted into any record:\n"
                              + "\n".join(f"{rid}: {why}" for rid, why in planting.nothing.items()))
@@ -521,9 +522,9 @@ def _config(config: ConfigInput) -> EvalConfig:
     return load_config(config)
 
 
-def _cases(cases: CasesInput, skip_invalid: bool) -> tuple[list[Case], list[str]]:
+def _cases(cases: CasesInput, skip_invalid: bool, fields: CaseFields | None = None) -> tuple[list[Case], list[str]]:
     if isinstance(cases, (str, Path)):
-        loaded = load_cases(cases, skip_invalid=skip_invalid)
+        loaded = load_cases(cases, skip_invalid=skip_invalid, fields=fields)
         return loaded.cases, loaded.errors
     out: list[Case] = []
     for i, c in enumerate(cases):

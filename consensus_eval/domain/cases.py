@@ -113,15 +113,43 @@ class LoadResult:
     errors: list[str] = field(default_factory=list)
 
 
-def load_cases(path: str | Path, *, skip_invalid: bool = False) -> LoadResult:
-    """Load cases from a JSONL file.
+class CaseFields(BaseModel):
+    """Which column of a CSV or Excel cases file holds each field of a case (the config's ``fields``):
+    ``fields: {id: 病历号, record: 病历摘要, conversation: 对话}``. By default a column is named as its
+    field. Columns that are no field go to the case's ``meta``."""
 
-    Every line is checked; without ``skip_invalid`` any error raises :class:`InputError` listing all
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = "id"
+    record: str = "record"
+    conversation: str = "conversation"
+    important: str = "important"
+    system: str = "system"
+    source: str = "source"
+
+
+#: file name endings read as a table (one case a row, a header row first) rather than JSON Lines
+CSV_SUFFIXES = (".csv", ".tsv")
+XLSX_SUFFIXES = (".xlsx", ".xlsm")
+_TRUE = {"1", "true", "yes", "y", "x", "是", "重要", "√", "✓"}
+_FALSE = {"", "0", "false", "no", "n", "否"}
+
+
+def load_cases(path: str | Path, *, skip_invalid: bool = False, fields: CaseFields | None = None,
+               encoding: str | None = None) -> LoadResult:
+    """Load cases from a JSONL file, or from a CSV or Excel (.xlsx) sheet: one case a row under a header
+    row, the columns named by ``fields`` (:class:`CaseFields`; CSV in UTF-8 with or without Excel's BOM,
+    UTF-16, or GBK, or ``encoding``: :func:`~consensus_eval.domain.textio.read_text`).
+
+    Every line (row) is checked; without ``skip_invalid`` any error raises :class:`InputError` listing all
     of them (nothing runs on a partly bad file). With it, the valid lines load and the errors are
     returned beside them (possibly none: the caller decides whether that is a run). Blank lines are
-    ignored; duplicate ids are errors. The file must be UTF-8 (a BOM is tolerated).
+    ignored; duplicate ids are errors. A JSONL file must be UTF-8 (a BOM is tolerated). Errors name the
+    file, the line (row) and the field (for a sheet, also its column).
     """
     p = Path(path)
+    if p.suffix.lower() in CSV_SUFFIXES + XLSX_SUFFIXES:
+        return _finish(p, _table_cases(p, fields or CaseFields(), encoding), skip_invalid)
     try:
         raw = p.read_bytes()
     except IsADirectoryError:
@@ -158,6 +186,10 @@ def load_cases(path: str | Path, *, skip_invalid: bool = False) -> LoadResult:
             continue
         seen[case.id] = lineno
         result.cases.append(case)
+    return _finish(p, result, skip_invalid)
+
+
+def _finish(p: Path, result: LoadResult, skip_invalid: bool) -> LoadResult:
     if result.errors and not skip_invalid:
         listing = "\n".join(result.errors)
         if any(": not UTF-8 (byte" in e for e in result.errors):
@@ -165,4 +197,67 @@ def load_cases(path: str | Path, *, skip_invalid: bool = False) -> LoadResult:
         raise InputError(f"{len(result.errors)} invalid line(s) in {p}; fix them or pass --skip-invalid:\n{listing}")
     if not result.cases and not result.errors:
         raise InputError(f"{p}: no cases (the file is empty)")
+    return result
+
+
+def _table_cases(p: Path, fields: CaseFields, encoding: str | None) -> LoadResult:
+    """The cases of a CSV or Excel sheet (:func:`load_cases`)."""
+    from consensus_eval.domain.textio import csv_records, read_text, unguard, xlsx_records
+
+    if p.is_dir():
+        raise InputError(f"{p}: is a folder, not a cases file")
+    if p.suffix.lower() in XLSX_SUFFIXES:
+        if not p.exists():
+            raise InputError(f"{p}: cases file not found")
+        rows = xlsx_records(p)
+    else:
+        rows = csv_records(p, read_text(p, encoding, "cases"))
+    result = LoadResult()
+    if not rows:
+        return result
+    header = [h.strip() for h in rows[0][1]]
+    column = {name: i for i, name in reversed(list(enumerate(header))) if name}
+    wanted = {f: str(col).strip() for f, col in fields.model_dump().items()}
+    missing = [f"{col!r} (fields.{f})" for f in ("id", "record", "conversation") if (col := wanted[f]) not in column]
+    if missing:
+        raise InputError(f"{p}:{rows[0][0]}: the header has no column {', '.join(missing)}; it has: "
+                         f"{', '.join(repr(h) for h in header if h)}. Name the columns in the config's `fields` "
+                         "(e.g. fields: {id: 病历号, record: 病历摘要, conversation: 对话})")
+    taken = {column[c] for c in wanted.values() if c in column}
+    seen: dict[str, int] = {}
+    for row, raw in rows[1:]:
+        where = f"{p}:{row}"
+        cells = [unguard(c.strip()) for c in raw] + [""] * (len(header) - len(raw))
+        data: dict[str, Any] = {}
+        bad = []
+        for f, col in wanted.items():
+            if col not in column:
+                continue
+            value = cells[column[col]]
+            if f == "important":
+                if value.lower() not in _TRUE | _FALSE:
+                    bad.append(f"{where}: column {col!r} (important): {value!r} is not yes/no (1/0, true/false, 是/否)")
+                data[f] = value.lower() in _TRUE
+            elif value or f in ("id", "record", "conversation"):
+                data[f] = value
+        meta = {header[i]: cells[i] for i in range(len(header)) if i not in taken and header[i] and cells[i]}
+        if meta:
+            data["meta"] = meta
+        if bad:
+            result.errors.extend(bad)
+            continue
+        try:
+            case = Case.model_validate(data)
+        except ValidationError as e:
+            for err in e.errors():
+                f = str(err["loc"][0]) if err["loc"] else ""
+                col = wanted.get(f, f)
+                result.errors.append(f"{where}: column {col!r} ({f}): {err['msg']}")
+            continue
+        if case.id in seen:
+            result.errors.append(f"{where}: column {wanted['id']!r} (id): duplicate case id {case.id!r} "
+                                 f"(first on line {seen[case.id]})")
+            continue
+        seen[case.id] = row
+        result.cases.append(case)
     return result

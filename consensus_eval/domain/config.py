@@ -30,6 +30,7 @@ from pydantic import (
 from consensus_eval._errors import InputError, format_validation_error
 from consensus_eval._resources import resolve
 from consensus_eval.domain.aggregate import aggregator
+from consensus_eval.domain.cases import CaseFields
 from consensus_eval.domain.plugins import Registry
 from consensus_eval.domain.textio import read_text
 
@@ -417,6 +418,9 @@ class EvalConfig(BaseModel):
     #: ``flag`` (kept in the score, flagged), ``drop`` (scores re-derived without them; the reply stays
     #: stored as given), ``reask`` (LLM judges ask once more for exact quotes; then as ``flag``)
     ungrounded: Ungrounded = "flag"
+    #: the columns of a CSV or Excel cases file (:class:`~consensus_eval.domain.cases.CaseFields`;
+    #: a JSON Lines file names its fields itself)
+    fields: CaseFields = CaseFields()
 
     @field_validator("runs", "important_runs", mode="plain")
     @classmethod

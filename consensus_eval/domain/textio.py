@@ -18,13 +18,17 @@ from __future__ import annotations
 
 import codecs
 import csv
+import importlib
 import io
 import re
+import zipfile
 from pathlib import Path
+from typing import Any
 
 from consensus_eval._errors import InputError
 
-__all__ = ["FALLBACK_ENCODING", "csv_records", "decimal_point", "formula_guard", "read_text", "unguard"]
+__all__ = ["FALLBACK_ENCODING", "csv_records", "decimal_point", "formula_guard", "read_text", "unguard",
+           "xlsx_records"]
 
 #: tried when a file is not UTF-8: Excel's default for CSV on Chinese Windows (GBK) is a subset of it
 FALLBACK_ENCODING = "gb18030"
@@ -134,3 +138,35 @@ _DECIMAL_COMMA = re.compile(r"[+-]?\d+,\d+")
 def decimal_point(text: str) -> str:
     """A number written with a decimal comma (``30,5``, Excel in many locales) with a point; anything else as is."""
     return text.replace(",", ".") if _DECIMAL_COMMA.fullmatch(text.strip()) else text
+
+
+def xlsx_records(path: Path) -> list[tuple[int, list[str]]]:
+    """(row number, cells as text) of every non-blank row of the first sheet of an Excel workbook, the header
+    first (openpyxl, read-only, cached values rather than formulas; numbers written as Excel shows them
+    without a spurious ``.0``). An unreadable workbook is an :class:`InputError` naming ``path``."""
+    try:
+        openpyxl: Any = importlib.import_module("openpyxl")   # optional (the xlsx extra), untyped
+    except ImportError:
+        raise InputError(f"{path}: reading .xlsx needs openpyxl: pip install 'consensus-eval[xlsx]' "
+                         "(or save the sheet as CSV UTF-8)") from None
+    damaged = (OSError, ValueError, KeyError, zipfile.BadZipFile, openpyxl.utils.exceptions.InvalidFileException)
+    try:
+        book = openpyxl.load_workbook(path, read_only=True, data_only=True)
+    except damaged as e:
+        raise InputError(f"{path}: not a readable .xlsx workbook ({type(e).__name__}: {e})") from None
+    try:
+        sheet = book.worksheets[0]
+        out = []
+        for i, row in enumerate(sheet.iter_rows(values_only=True), start=1):
+            cells = ["" if v is None else _cell_text(v) for v in row]
+            if any(c.strip() for c in cells):
+                out.append((i, cells))
+        return out
+    finally:
+        book.close()
+
+
+def _cell_text(v: object) -> str:
+    if isinstance(v, float) and v.is_integer():
+        return str(int(v))
+    return str(v)
