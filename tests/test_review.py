@@ -688,11 +688,17 @@ def test_every_review_page_in_chinese_shows_no_english_word(run_dir):
     is a unit, a key, an id (case, judge, folder, reviewer) or comes from the case's own text."""
     chen_key = api.add_reviewer(run_dir, "chen", role="adjudicator")[1]
     key = api.add_reviewer(run_dir, "li_ming")[1]
+    api.add_reviewer(run_dir, "wang")
     review = ReviewRun.open(run_dir)
     try:
+        # opposite verdicts on a deduction of case 1: the adjudication page lists the conflict too
+        item = next(it for d in review.case_view("li_ming", 1).dims for jc in d.judges for it in jc.items)
+        for name, verdict in (("li_ming", "agree"), ("wang", "disagree")):
+            review.apply(name, {"op": "verdict", "case": 1, "ids": item.ids, "verdict": verdict})
+        assert review.verdict_conflicts(1)
         ids = {w for c in review.results.cases for w in re.findall(r"[A-Za-z][A-Za-z_\-]+",
                                                                     f"{c.id} {c.record} {c.conversation_as_text()}")}
-        allowed = ASCII_ALLOWED | ids | set(review.results.judges) | {"li_ming", "chen"} | set(
+        allowed = ASCII_ALLOWED | ids | set(review.results.judges) | {"li_ming", "chen", "wang"} | set(
             re.findall(r"[A-Za-z][A-Za-z_\-]+", str(run_dir)))
         app, _ = create_app(review, lang="zh")
         with TestClient(app, base_url="http://127.0.0.1:8765") as li, \
@@ -727,3 +733,82 @@ def test_a_queue_of_thousands_is_paged_and_searchable(tmp_path):
         assert c.get("/?scope=all&page=99").text.count('class="row ') == 100      # clamped to the last page
         found = c.get("/?scope=all&q=BIG-01234").text
         assert found.count('class="row ') == 1 and ">big-01234</a>" in found
+
+
+def test_a_verdict_conflict_goes_to_adjudication_and_the_reference_verdict_counts(run_dir: Path) -> None:
+    """Two reviewers give opposite verdicts on one judge's deduction (no score gap): the case is on the team
+    page's adjudication list; the adjudicator sees both verdicts side by side and gives the reference verdict,
+    stored apart from theirs (origin reference), which then decides the deduction in precision and validity."""
+    api.spot_check(run_dir, 17, seed=1)                          # every case: the validity figures see the case
+    keys = {n: api.add_reviewer(run_dir, n, role=r)[1] for n, r in (("li", "reviewer"), ("wang", "reviewer"),
+                                                                     ("chen", "adjudicator"))}
+    review = ReviewRun.open(run_dir)
+    try:
+        rank = next(a.rank for a in review.queue.cases if any(jv.deductions for d in a.dimensions for jv in d.judges))
+        scores = {"accuracy": 30, "completeness": 30, "standardization": 20}
+        for name in ("li", "wang"):                               # the same scores: no gap to adjudicate
+            review.apply(name, {"op": "scores", "case": rank, "scores": scores})
+        item = next(it for d in review.case_view("li", rank).dims for jc in d.judges for it in jc.items)
+        review.apply("li", {"op": "verdict", "case": rank, "ids": item.ids, "verdict": "agree"})
+        review.apply("wang", {"op": "verdict", "case": rank, "ids": item.ids, "verdict": "disagree",
+                              "comment": "证据不足"})
+        case_id = review.case_at(rank).case_id
+        row = next(c for c in review.team_progress()[1] if c.audit.case_id == case_id)
+        assert row.gap == 0 and row.conflicts == 1 and row.needs_adjudication and row.adjudicated_by == []
+        (conflict,) = review.verdict_conflicts(rank)
+        assert conflict.ids == item.ids and conflict.judge == item.judge and conflict.type == item.type
+        assert conflict.verdicts == {"li": "agree", "wang": "disagree"} and conflict.comments == {"wang": "证据不足"}
+        assert conflict.reference is None and not review.scores_needed(rank)
+        with pytest.raises(ActionError, match="reference verdict"):
+            review.adjudicate("chen", rank, {}, {})
+        with pytest.raises(ActionError, match="reference score of completeness"):   # scores: all or none
+            review.adjudicate("chen", rank, {"accuracy": 30}, {conflict.key: "agree"})
+        assert [lb for lb in review.all_labels() if lb.reviewer == "chen"] == []      # nothing half-stored
+        before = api.load_run(run_dir, n_boot=0)
+        review.adjudicate("chen", rank, {}, {conflict.key: "disagree"})
+        stored = [lb for lb in review.all_labels() if lb.reviewer == "chen"]
+        assert {(lb.kind, lb.origin, lb.value, lb.deduction_id) for lb in stored} == {
+            ("verdict", "reference", "disagree", i) for i in item.ids}
+        row = next(c for c in review.team_progress()[1] if c.audit.case_id == case_id)
+        assert row.adjudicated_by == ["chen"] and review.verdict_conflicts(rank)[0].reference == "disagree"
+    finally:
+        review.close()
+    after = api.load_run(run_dir, n_boot=0)
+    cr = after.review.case(case_id)
+    assert cr.reference_verdicts == dict.fromkeys(item.ids, "disagree") and cr.reference == {}
+    assert {i: cr.verdicts[i] for i in item.ids} == {i: {"li": "agree", "wang": "disagree"} for i in item.ids}
+    assert "chen" not in after.review.reviewers and cr.adjudicators == ["chen"]
+    # precision: the two opposite verdicts counted before; the reference alone, once, after
+    h0, h1 = before.reliability.human, after.reliability.human
+    assert h0 is not None and h1 is not None
+    p0, p1 = h0.precision[item.judge], h1.precision[item.judge]
+    n = len(item.ids)
+    assert (p0.agree, p0.disagree) == (n, n) and (p1.agree, p1.disagree) == (0, n)
+    assert h1.n_verdicts == h0.n_verdicts - n
+    # validity: the reviewers' tie decided nothing; the reference decides the deduction against the judge
+    d0, d1 = before.reliability.validity.deductions, after.reliability.validity.deductions
+    assert d0 is not None and d1 is not None
+    assert d1.judges[item.judge].n == d0.judges[item.judge].n + 1
+    assert d1.precision[item.judge].n == d0.precision[item.judge].n + 1
+    assert d1.precision[item.judge].k == d0.precision[item.judge].k             # the one added is not deserved
+    # the pages: the adjudicator's list and form, the verdicts side by side; the form stores the reference
+    review = ReviewRun.open(run_dir)
+    app, _ = create_app(review, lang="en")
+    with TestClient(app, base_url="http://127.0.0.1:8765") as chen:
+        chen.get(f"/?key={keys['chen']}")
+        team = chen.get("/team").text
+        cells = re.search(rf"<td>{re.escape(case_id)}</td>.*?</tr>", team, re.S)
+        assert cells is not None and '<td class="num conflicts">1</td>' in cells.group(0)
+        form = chen.get(f"/adjudicate/{rank}").text
+        assert 'id="verdict-conflicts"' in form and "li: Agree" in form and "wang: Disagree" in form
+        assert html.escape(item.type) in form and "证据不足" in form
+        assert 'id="scores-optional"' in form and 'name="score_accuracy" min="0" max="40" step="0.5" required' \
+            not in form
+        csrf = form.split('name="csrf" value="')[1].split('"')[0]
+        r = chen.post(f"/adjudicate/{rank}", data={"csrf": csrf, conflict.key: ""}, follow_redirects=False)
+        assert r.status_code == 400 and "reference verdict" in html.unescape(r.text)
+        r = chen.post(f"/adjudicate/{rank}", data={"csrf": csrf, conflict.key: "agree"}, follow_redirects=False)
+        assert r.status_code == 303 and r.headers["location"] == "/team"
+    review.close()
+    cr = api.load_run(run_dir, n_boot=0).review.case(case_id)
+    assert cr.reference_verdicts == dict.fromkeys(item.ids, "agree")

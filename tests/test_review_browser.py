@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pytest
 
+from consensus_eval.analysis.results import Results
 from consensus_eval.execution.store import Store
 from tests.conftest import ROOT
 from tests.test_review import score_run
@@ -350,8 +351,10 @@ def test_a_spot_check_case_is_blind_until_the_reviewers_own_scores(run_dir: Path
 
 def test_a_team_double_reviews_blind_and_an_adjudicator_settles_the_disagreement(run_dir: Path):
     """Two reviewers, each with their own link in their own browser, score the same assigned spot-check case
-    blind; they disagree; the adjudicator sees it on the team page and gives the reference, which the
-    validity figures then use. The shared token link opens nothing in team mode."""
+    blind, then give opposite verdicts on a judge's deduction; they disagree on a score and on the verdict;
+    the adjudicator sees both on the team page, gives the reference score and the reference verdict, which
+    the validity figures then use, and the report's drill-down shows. The shared token link opens nothing
+    in team mode."""
     from playwright.sync_api import expect, sync_playwright
 
     from consensus_eval import api
@@ -363,6 +366,7 @@ def test_a_team_double_reviews_blind_and_an_adjudicator_settles_the_disagreement
     plan = api.assign(run_dir, 2)
     (case_id, who), = plan.items()
     assert sorted(who) == ["li", "wang"]
+    verdict = {"li": "agree", "wang": "disagree"}
     port = free_port()
     proc, url, _ = start_server(run_dir, port, "--lang", "en")
     base = f"http://127.0.0.1:{port}"
@@ -383,6 +387,10 @@ def test_a_team_double_reviews_blind_and_an_adjudicator_settles_the_disagreement
                 fill_scores(page, {"accuracy": acc, "completeness": "31", "standardization": "21"})
                 page.locator("#confirm-scores").click()
                 expect(page.locator(".judges").first).to_be_visible()        # open once scored
+                ded = page.locator("article.ded").first                       # opposite verdicts on one deduction
+                ded.locator(f"button[data-verdict={verdict[name]}]").click()
+                expect(ded.locator(f"button[data-verdict={verdict[name]}]")).to_have_attribute("aria-pressed", "true")
+                expect(page.locator("#save-status")).to_have_text(re.compile("^saved"))
                 page.context.close()
             lead = browser.new_context(viewport={"width": 1300, "height": 900}).new_page()
             lead.goto(f"{base}/?key={keys['chen']}")
@@ -390,21 +398,67 @@ def test_a_team_double_reviews_blind_and_an_adjudicator_settles_the_disagreement
             row = lead.locator("#team-cases tbody tr.needs-adjudication")
             expect(row).to_have_count(1)
             expect(row.locator("td").nth(3)).to_have_text("6.0")
+            expect(row.locator("td.conflicts")).to_have_text("1")                # one verdict conflict
             row.locator("a.adjudicate").click()
             expect(lead.locator("#adjudication tbody tr").first).to_contain_text("30")
+            conflict = lead.locator("#verdict-conflicts article.conflict")
+            expect(conflict).to_have_count(1)                                    # the two verdicts side by side
+            expect(conflict).to_contain_text("li: Agree")
+            expect(conflict).to_contain_text("wang: Disagree")
             lead.locator("input[name=score_accuracy]").fill("33")
             lead.locator("input[name=score_completeness]").fill("31")
             lead.locator("input[name=score_standardization]").fill("21")
+            # no reference verdict chosen yet: the form cannot be sent
+            assert conflict.locator("select").evaluate("s => s.validity.valueMissing") is True
+            conflict.locator("select").select_option("disagree")
             lead.locator("#save-reference").click()
             expect(lead.locator("#team-cases")).to_contain_text("adjudicated by chen")
+            conflict_ids = conflict_ids_of(run_dir, case_id)
             browser.close()
     finally:
         stop_server(proc)
     res = api.load_run(run_dir, n_boot=0)
-    assert res.review.case(case_id).human["total"] == 85.0                      # the reference, not the mean
+    cr = res.review.case(case_id)
+    assert cr.human["total"] == 85.0                                             # the reference, not the mean
+    assert cr.reference_verdicts == dict.fromkeys(conflict_ids, "disagree")
     v = res.reliability.validity
     assert v is not None and v.n_labelled == 1
     assert v.scores["total"].raters["panel"].n == 1
+    panel_total = next(c.total for c in res.consensus if c.case_id == case_id)
+    assert v.scores["total"].raters["panel"].bias == pytest.approx(panel_total - 85)    # the mean would be 84
+    # the deduction the reviewers tied on is decided by the reference verdict: counted, as not deserved
+    assert v.deductions is not None
+    judge = conflict_ids_judge(res, conflict_ids)
+    assert v.deductions.precision[judge].n >= 1 and v.deductions.precision[judge].k < v.deductions.precision[judge].n
+    # the report's drill-down shows the reference verdict beside the reviewers'
+    api.rebuild(run_dir, n_boot=0, lang="en")
+    anchor = next(a.anchor for a in res.audit if a.case_id == case_id)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
+        page = browser.new_page()
+        page.goto((run_dir / "report.html").as_uri() + "#" + anchor)
+        drill = page.locator("tr.drill")
+        expect(drill.locator(".badge.rv")).to_have_count(1)
+        expect(drill.locator(".badge.rv")).to_have_text("reference (chen): disagrees")
+        expect(drill.locator(".badge.hv", has_text="li: agrees")).to_have_count(1)
+        browser.close()
+
+
+def conflict_ids_of(run_dir: Path, case_id: str) -> list[str]:
+    """The deduction ids the reviewers' verdicts on ``case_id`` disagree on (li agree, wang disagree)."""
+    verdicts: dict[str, dict[str, str]] = {}
+    for lb in labels(run_dir):
+        if lb.kind == "verdict" and lb.case_id == case_id and lb.origin == "own" and lb.deduction_id:
+            verdicts.setdefault(lb.deduction_id, {})[lb.reviewer] = str(lb.value)
+    return sorted(i for i, by in verdicts.items() if by == {"li": "agree", "wang": "disagree"})
+
+
+def conflict_ids_judge(res: Results, ids: list[str]) -> str:
+    """The judge that made the deductions ``ids``."""
+    judges = {jv.judge for a in res.audit for d in a.dimensions for jv in d.judges for x in jv.deductions
+              if x.id in ids}
+    assert len(judges) == 1, judges
+    return str(judges.pop())
 
 
 def test_a_tab_left_open_across_a_restart_says_so_and_keeps_the_input(run_dir: Path):

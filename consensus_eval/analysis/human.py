@@ -116,11 +116,14 @@ class CaseReview(BaseModel):
       ``include_accepted``;
     - ``accepted``: reviewer -> dimension id -> the panel's score they accepted without entering their own;
     - ``reference``: dimension id (and ``total`` when every dimension has one) -> the adjudicator's score where
-      reviewers disagreed (labels of origin ``reference``), ``adjudicators`` who gave it;
+      reviewers disagreed (labels of origin ``reference``); ``reference_verdicts``: deduction id -> the
+      adjudicator's verdict where one reviewer agreed with the deduction and another did not; ``adjudicators``
+      who gave either;
     - ``human``: key -> the human score used in the agreement figures: the adjudicator's reference score
       where there is one, else the mean over the reviewers' own scores;
     - ``panel``: key -> the panel's consensus score of the case (None: no panel verdict);
-    - ``verdicts``: deduction id -> reviewer -> agree / disagree / unsure;
+    - ``verdicts``: deduction id -> reviewer -> agree / disagree / unsure (the reviewers' own, not the
+      adjudicator's reference);
     - ``comments``: the reviewers' comments (labels of kind ``comment``, and ``verdict`` labels that
       carry a comment), in the order written; ``added``: the deductions they added (kind ``added_deduction``).
     """
@@ -129,6 +132,7 @@ class CaseReview(BaseModel):
     scores: dict[str, dict[str, float]] = {}
     accepted: dict[str, dict[str, float]] = {}
     reference: dict[str, float] = {}
+    reference_verdicts: dict[str, Verdict] = {}
     adjudicators: list[str] = []
     human: dict[str, float] = {}
     panel: dict[str, float | None] = {}
@@ -192,7 +196,12 @@ def build_review(labels: Sequence[HumanLabelRecord], rubric: Rubric,
                     continue
             cr.scores.setdefault(lb.reviewer, {})[lb.dimension] = float(lb.value)
         elif lb.kind == "verdict" and lb.deduction_id and lb.value in VERDICTS:
-            cr.verdicts.setdefault(lb.deduction_id, {})[lb.reviewer] = lb.value
+            if lb.origin == "reference":
+                cr.reference_verdicts[lb.deduction_id] = lb.value
+                if lb.reviewer not in cr.adjudicators:
+                    cr.adjudicators.append(lb.reviewer)
+            else:
+                cr.verdicts.setdefault(lb.deduction_id, {})[lb.reviewer] = lb.value
         elif lb.kind == "added_deduction":
             cr.added.append(lb)
         if lb.comment and lb.kind in ("comment", "verdict"):
@@ -579,22 +588,28 @@ def human_value(review: HumanReview, case_id: str, key: str) -> float | None:
 
 
 def _precision(run: StoredRun, review: HumanReview, section: HumanAgreement) -> None:
+    """Each reviewer's verdict on a deduction counts once; where an adjudicator settled a deduction the
+    reviewers disagreed on, their reference verdict counts instead, once (as the reference score stands for
+    the reviewers' scores)."""
     judge_of = {r.request_hash: r.judge for r in run.records}
     copies = penalty_copy_map(run)
     counts: dict[str, dict[str, int]] = {j: dict.fromkeys(VERDICTS, 0) for j in run.judges}
     counted: set[tuple[str, str]] = set()
+    reference: dict[str, str] = {}   # deduction id -> the adjudicator's verdict (the latest written)
     for lb in review.labels:
-        if lb.kind == "added_deduction":
-            section.n_added_deductions += 1
-        if lb.kind != "verdict" or not lb.deduction_id or lb.value not in VERDICTS:
-            continue
+        if lb.kind == "verdict" and lb.origin == "reference" and lb.deduction_id and lb.value in VERDICTS:
+            reference[copies.get(lb.deduction_id, lb.deduction_id)] = str(lb.value)
+    given = [(lb.reviewer, lb.deduction_id, str(lb.value)) for lb in review.labels
+             if lb.kind == "verdict" and lb.origin != "reference" and lb.deduction_id and lb.value in VERDICTS]
+    section.n_added_deductions += sum(lb.kind == "added_deduction" for lb in review.labels)
+    for reviewer, did, value in [*given, *(("", d, v) for d, v in reference.items())]:
         # a verdict stored on a copy of a fixed penalty (by an earlier version) is the same judgement
-        ded = copies.get(lb.deduction_id, lb.deduction_id)
+        ded = copies.get(did, did)
         judge = judge_of.get(ded.split("#", 1)[0])
-        if judge is None or (lb.reviewer, ded) in counted:
-            continue  # a deduction of calls no longer in the plan, or a judgement already counted
-        counted.add((lb.reviewer, ded))
-        counts.setdefault(judge, dict.fromkeys(VERDICTS, 0))[str(lb.value)] += 1
+        if judge is None or (reviewer, ded) in counted or (reviewer and ded in reference):
+            continue  # a deduction of calls no longer in the plan, a judgement already counted, or adjudicated
+        counted.add((reviewer, ded))
+        counts.setdefault(judge, dict.fromkeys(VERDICTS, 0))[value] += 1
         section.n_verdicts += 1
     _added_deductions(run, review, section)
     if section.n_verdicts:

@@ -18,8 +18,9 @@ For each judge and the panel, per dimension and total (:class:`KeyValidity`):
 Deduction verdicts (:class:`DeductionValidity`), as HealthBench's meta-evaluation does per criterion:
 every deduction type any judge took or a reviewer added on a spot-check case's dimension is an item;
 the clinicians say whether it is deserved (a reviewer's "agree" on any judge's deduction of that type, or
-their own added deduction: yes; "disagree" on every one: no; "unsure" or nothing: not counted), and a
-judge says yes when it took that type in at least half of its runs. Per judge: Cohen's kappa and
+their own added deduction: yes; "disagree" on every one: no; "unsure" or nothing: not counted; the majority
+of the reviewers, or where an adjudicator settled a deduction they disagreed on, the adjudicator's reference
+verdict), and a judge says yes when it took that type in at least half of its runs. Per judge: Cohen's kappa and
 macro-F1 of its yes/no against the clinicians', with the clinicians' kappa between themselves as the
 ceiling.
 
@@ -218,8 +219,10 @@ def _deductions(run: StoredRun, review: HumanReview, case_ids: Sequence[str]) ->
             key = (r.case_id, r.dimension, p.id)
             took.setdefault(key, {}).setdefault(r.judge, set()).add(r.run)
             item_of[f"{r.request_hash}#p{i}"] = key
-    # what each reviewer says of each item: True (deserved), False (not), from verdicts and added deductions
+    # what each reviewer says of each item: True (deserved), False (not), from verdicts and added deductions;
+    # an adjudicator's reference verdicts (where reviewers disagreed) apart: they decide the item
     says: dict[tuple[str, str, str], dict[str, bool]] = {}
+    settled: dict[tuple[str, str, str], bool] = {}
     for lb in review.labels:
         if lb.case_id not in wanted:
             continue
@@ -227,9 +230,12 @@ def _deductions(run: StoredRun, review: HumanReview, case_ids: Sequence[str]) ->
             says.setdefault((lb.case_id, lb.dimension, str(lb.value)), {})[lb.reviewer] = True
         elif lb.kind == "verdict" and lb.deduction_id in item_of and lb.value in ("agree", "disagree"):
             item = item_of[lb.deduction_id]
+            if lb.origin == "reference":
+                settled[item] = settled.get(item, False) or lb.value == "agree"
+                continue
             mine = says.setdefault(item, {})
             mine[lb.reviewer] = mine.get(lb.reviewer, False) or lb.value == "agree"
-    items = sorted(says)
+    items = sorted(says.keys() | settled.keys())
     if not items:
         return None
     judges: dict[str, VerdictValidity] = {}
@@ -241,7 +247,7 @@ def _deductions(run: StoredRun, review: HumanReview, case_ids: Sequence[str]) ->
         deserved: list[tuple[str, float]] = []    # (case, took it?) for the items the clinicians say are deserved
         for item in items:
             asked = runs_of.get((item[0], item[1], j))
-            ref = _majority(list(says[item].values()))
+            ref = settled[item] if item in settled else _majority(list(says.get(item, {}).values()))
             if not asked or ref is None:
                 continue
             made = len(took.get(item, {}).get(j, set()))
@@ -256,7 +262,7 @@ def _deductions(run: StoredRun, review: HumanReview, case_ids: Sequence[str]) ->
         precision[j] = share(took_it)
         recall[j] = share(deserved)
     ceiling = None
-    pairs = [(v[0], v[1]) for i in items if len(v := list(says[i].values())) >= 2]
+    pairs = [(v[0], v[1]) for i in items if len(v := list(says.get(i, {}).values())) >= 2]
     if pairs:
         ceiling = verdict_validity(["yes" if a else "no" for a, _ in pairs],
                                    ["yes" if b else "no" for _, b in pairs])

@@ -188,8 +188,9 @@ LABEL_KINDS: tuple[LabelKind, ...] = ("score", "verdict", "comment", "added_dedu
 #: where a score label's value came from: ``own`` (the reviewer entered it), ``accepted`` (the reviewer
 #: accepted the panel's score as shown, without entering one; kept apart from their own scores, left out of
 #: judge-versus-human figures by default) or ``reference`` (an adjudicator's decision where two reviewers
-#: disagreed: the reference score of the case, kept apart from the reviewers' own). A case without a label
-#: is "not reviewed": there is no state for it.
+#: disagreed: the reference score of the case, or the reference verdict on a deduction one reviewer agreed with
+#: and another did not, kept apart from the reviewers' own). A case without a label is "not reviewed": there
+#: is no state for it.
 LabelOrigin = Literal["own", "accepted", "reference"]
 LABEL_ORIGINS: tuple[LabelOrigin, ...] = ("own", "accepted", "reference")
 #: a reviewer's verdict on one deduction of a judge
@@ -217,7 +218,8 @@ class HumanLabelRecord(BaseModel):
     ``labelled_at``: when it was written (Unix time, seconds); ``source``: where from (the imported
     file's path, or what wrote it, e.g. ``review``). A reviewer has at most one label per
     (``kind``, ``case_id``, ``dimension``, ``deduction_id``). ``origin`` (scores; schema 5): ``own`` when the
-    reviewer entered the score, ``accepted`` when they accepted the panel's score as shown (:data:`LabelOrigin`).
+    reviewer entered the score, ``accepted`` when they accepted the panel's score as shown (:data:`LabelOrigin`);
+    ``reference`` (scores and verdicts): an adjudicator's decision where reviewers disagreed.
     """
 
     case_id: str
@@ -242,8 +244,10 @@ class HumanLabelRecord(BaseModel):
                 self.value = float(self.value)
             except ValueError:
                 raise ValueError(f"a score label's value must be a number, got {self.value!r}") from None
-        if self.origin != "own" and self.kind != "score":
-            raise ValueError(f"only a score can be accepted from the panel or be a reference, not a {self.kind}")
+        if self.origin == "accepted" and self.kind != "score":
+            raise ValueError(f"only a score can be accepted from the panel, not a {self.kind}")
+        if self.origin == "reference" and self.kind not in ("score", "verdict"):
+            raise ValueError(f"only a score or a verdict can be an adjudicator's reference, not a {self.kind}")
         if self.kind == "verdict" and self.value is not None and self.value not in VERDICTS:
             raise ValueError(f"a verdict label's value is one of {', '.join(VERDICTS)}, got {self.value!r}")
         return self

@@ -39,7 +39,7 @@ from typing import Any
 
 from consensus_eval._errors import InputError
 from consensus_eval.analysis.audit import CaseAudit, ReviewQueue, review_queue
-from consensus_eval.analysis.human import build_review
+from consensus_eval.analysis.human import CaseReview, build_review
 from consensus_eval.analysis.results import Results
 from consensus_eval.api import load_run
 from consensus_eval.domain.cases import Case
@@ -53,6 +53,7 @@ from consensus_eval.execution.store import (
     LabelOrigin,
     ReviewerRecord,
     Store,
+    Verdict,
 )
 from consensus_eval.output.files import write_adjudication_csv
 
@@ -319,14 +320,16 @@ class MemberProgress:
 class CaseProgress:
     """One assigned or reviewed case on the QA lead's page: who reviews it and how far (``states``:
     reviewer -> done | started | todo), the widest gap between two reviewers' own scores of a dimension
-    (``gap``, None below two complete reviews), whether it needs adjudication (``gap`` > :data:`ADJUDICATE_GAP`)
-    and who adjudicated it (empty: not yet)."""
+    (``gap``, None below two complete reviews), the judges' deductions one reviewer agreed with and another
+    did not (``conflicts``, lines of the drill-down), whether it needs adjudication (``gap`` >
+    :data:`ADJUDICATE_GAP`, or a verdict conflict) and who adjudicated it (empty: not yet)."""
 
     audit: CaseAudit
     states: dict[str, str]
     gap: float | None
     needs_adjudication: bool
     adjudicated_by: list[str]
+    conflicts: int = 0
 
 
 @dataclass
@@ -339,6 +342,74 @@ class AdjudicationDim:
     panel: float | None
     scores: dict[str, float]
     reference: float | None
+
+
+@dataclass
+class VerdictConflict:
+    """A judge's deduction (one line of its drill-down: ``ids``, one per run that made it) that one reviewer
+    agreed with and another did not, as the adjudicator sees it: each reviewer's ``verdicts`` (and
+    ``comments``), the reference verdict given so far (None: not yet)."""
+
+    ids: list[str]
+    judge: str
+    dimension: str
+    kind: str
+    category: str
+    type: str
+    points: float
+    evidence: str
+    reason: str
+    verdicts: dict[str, str]
+    comments: dict[str, str]
+    reference: str | None
+
+    @property
+    def key(self) -> str:
+        """The form field's name of its reference verdict."""
+        return "verdict_" + self.ids[0]
+
+
+def verdict_lines(a: CaseAudit, review: CaseReview | None, conflicts_only: bool = True) -> list[VerdictConflict]:
+    """The lines of the judges' drill-downs of ``a`` the reviewers' verdicts disagree on (an ``agree`` and a
+    ``disagree`` from two reviewers; ``conflicts_only`` False: every line with a verdict), in page order."""
+    if review is None or not review.verdicts:
+        return []
+    comments = {(lb.deduction_id, lb.reviewer): lb.comment or "" for lb in review.comments if lb.deduction_id}
+    out = []
+    for dim in a.dimensions:
+        for jv in dim.judges:
+            for group in jv.drill_down():
+                for it in group.items:
+                    ids = it.label_ids
+                    verdicts: dict[str, str] = {}
+                    notes: dict[str, str] = {}
+                    for i in ids:
+                        verdicts.update(review.verdicts.get(i, {}))
+                        notes.update({r: c for r in review.verdicts.get(i, {}) if (c := comments.get((i, r)))})
+                    if not verdicts or (conflicts_only and not {"agree", "disagree"} <= set(verdicts.values())):
+                        continue
+                    d = it.deduction
+                    ref = next((review.reference_verdicts[i] for i in ids if i in review.reference_verdicts), None)
+                    out.append(VerdictConflict(ids, d.judge, dim.name, d.kind, d.category, d.type, d.points,
+                                               d.evidence, d.reason, verdicts, notes, ref))
+    return out
+
+
+def _in_conflict(review: CaseReview | None) -> bool:
+    """Whether two reviewers' verdicts on one deduction id disagree (agree and disagree): a cheap test before
+    :func:`verdict_lines`."""
+    return review is not None and any({"agree", "disagree"} <= set(by.values()) for by in review.verdicts.values())
+
+
+def score_gap(review: CaseReview | None, dims: Sequence[str]) -> float | None:
+    """The widest gap between two reviewers' own scores of one dimension, over the reviewers who scored every
+    dimension (None: fewer than two of them)."""
+    if review is None:
+        return None
+    complete = [sc for sc in review.scores.values() if all(d in sc for d in dims)]
+    if len(complete) < 2:
+        return None
+    return max(max(sc[d] for sc in complete) - min(sc[d] for sc in complete) for d in dims)
 
 
 @dataclass
@@ -441,6 +512,7 @@ class ReviewRun:
             members.append(MemberProgress(n, team.get(n, "reviewer"), len(mine), sum(st.get(c) == "done" for c in pool),
                                           sum(st.get(c) == "started" for c in pool)))
         review = build_review(labels, self.results.rubric) if labels else None
+        dims = [d.id for d in self.dimensions]
         cases = []
         for a in self.queue.cases:
             who = assignments.get(a.case_id, [])
@@ -448,39 +520,71 @@ class ReviewRun:
             if not who and not scored:
                 continue
             cr = review.case(a.case_id) if review else None
-            gap = None
-            if cr is not None:
-                complete = [sc for sc in cr.scores.values() if all(d.id in sc for d in self.dimensions)]
-                if len(complete) >= 2:
-                    gap = max(max(sc[d.id] for sc in complete) - min(sc[d.id] for sc in complete)
-                              for d in self.dimensions)
+            gap = score_gap(cr, dims)
+            conflicts = len(verdict_lines(a, cr)) if _in_conflict(cr) else 0
             cases.append(CaseProgress(a, {n: states[n].get(a.case_id, "todo") for n in dict.fromkeys([*who, *scored])},
-                                      gap, gap is not None and gap > ADJUDICATE_GAP,
-                                      list(cr.adjudicators) if cr else []))
+                                      gap, (gap is not None and gap > ADJUDICATE_GAP) or conflicts > 0,
+                                      list(cr.adjudicators) if cr else [], conflicts))
         return members, cases
 
     def adjudication_view(self, rank: int) -> list[AdjudicationDim]:
         """The case at ``rank`` as the adjudicator sees it: per dimension each reviewer's own score."""
         a = self.case_at(rank)
-        labels = [lb for lb in self.all_labels() if lb.case_id == a.case_id]
-        review = build_review(labels, self.results.rubric) if labels else None
-        cr = review.case(a.case_id) if review else None
+        cr = self._case_review(a)
         given = cr.scores if cr else {}
         return [AdjudicationDim(d.dimension, d.name, d.max, d.panel_score,
                                 {n: sc[d.dimension] for n, sc in given.items() if d.dimension in sc},
                                 cr.reference.get(d.dimension) if cr else None) for d in a.dimensions]
 
-    def adjudicate(self, adjudicator: str, rank: int, scores: Mapping[str, Any]) -> None:
-        """Store the adjudicator's reference score of every dimension of the case at ``rank`` (labels of
-        origin ``reference``, kept apart from the reviewers' own)."""
+    def _case_review(self, a: CaseAudit) -> CaseReview | None:
+        labels = [lb for lb in self.all_labels() if lb.case_id == a.case_id]
+        return build_review(labels, self.results.rubric).case(a.case_id) if labels else None
+
+    def verdict_conflicts(self, rank: int) -> list[VerdictConflict]:
+        """The judges' deductions of the case at ``rank`` one reviewer agreed with and another did not."""
         a = self.case_at(rank)
-        for d in self.dimensions:
-            if d.id not in scores or scores[d.id] in (None, ""):
-                raise ActionError(f"give a reference score of {d.id}")
-        for d in self.dimensions:
-            value = _score_value(scores[d.id], d)
-            self._put(HumanLabelRecord(case_id=a.case_id, dimension=d.id, reviewer=adjudicator, kind="score",
+        return verdict_lines(a, self._case_review(a))
+
+    def scores_needed(self, rank: int) -> bool:
+        """Whether adjudicating the case at ``rank`` takes reference scores: its reviewers' scores are more than
+        :data:`ADJUDICATE_GAP` apart, or nothing else is to be settled (no verdict conflict)."""
+        a = self.case_at(rank)
+        cr = self._case_review(a)
+        gap = score_gap(cr, [d.id for d in self.dimensions])
+        return (gap is not None and gap > ADJUDICATE_GAP) or not verdict_lines(a, cr)
+
+    def adjudicate(self, adjudicator: str, rank: int, scores: Mapping[str, Any],
+                   verdicts: Mapping[str, Any] | None = None) -> None:
+        """Store the adjudicator's decisions on the case at ``rank``, as labels of origin ``reference`` kept apart
+        from the reviewers' own: a reference score of every dimension (needed when the reviewers' scores are
+        more than :data:`ADJUDICATE_GAP` apart or there is no verdict conflict; else optional, all or none),
+        and a reference verdict on every deduction the reviewers' verdicts disagree on (``verdicts``: the
+        conflict's :attr:`VerdictConflict.key` -> agree / disagree / unsure), stored on each of its ids.
+        Nothing is stored unless all of it is given."""
+        a = self.case_at(rank)
+        cr = self._case_review(a)
+        conflicts = verdict_lines(a, cr)
+        gap = score_gap(cr, [d.id for d in self.dimensions])
+        given = {k: v for k, v in scores.items() if v not in (None, "")}
+        if given or (gap is not None and gap > ADJUDICATE_GAP) or not conflicts:
+            for d in self.dimensions:
+                if d.id not in given:
+                    raise ActionError(f"give a reference score of {d.id}")
+        values = {d.id: _score_value(given[d.id], d) for d in self.dimensions if d.id in given}
+        decided: list[tuple[VerdictConflict, Verdict]] = []
+        for c in conflicts:
+            v = (verdicts or {}).get(c.key)
+            if v not in VERDICTS:
+                raise ActionError(f"give a reference verdict on {c.judge}'s deduction {c.type} ({c.dimension})")
+            decided.append((c, v))
+        for dim_id, value in values.items():
+            self._put(HumanLabelRecord(case_id=a.case_id, dimension=dim_id, reviewer=adjudicator, kind="score",
                                        value=value, origin="reference"))
+        dim_of = {x.id: x.dimension for dim in a.dimensions for jv in dim.judges for x in jv.deductions}
+        for c, v in decided:
+            for i in c.ids:
+                self._put(HumanLabelRecord(case_id=a.case_id, dimension=dim_of.get(i), deduction_id=i,
+                                           reviewer=adjudicator, kind="verdict", value=v, origin="reference"))
 
     def assigned(self, reviewer: str) -> set[str]:
         """The case ids assigned to ``reviewer`` (empty: none)."""

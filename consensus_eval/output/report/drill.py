@@ -103,7 +103,8 @@ def drill_payload(a: CaseAudit, record: str, conversation: str, judges: Sequence
     ``once`` (a fixed penalty listed more than once in a run: charged once), ``ev`` (evidence),
     ``why`` (reason), ``m`` (match: type/category/none/no_peer), ``mb`` (matched by), ``g``
     (grounding kind, absent when not computed), ``gs`` (its score), ``sp`` (spans: source 0 record /
-    1 conversation, start, end, section), ``hv`` (reviewer -> verdict on it).
+    1 conversation, start, end, section), ``hv`` (reviewer -> verdict on it), ``rv`` (the adjudicator's
+    reference verdict on it, where reviewers disagreed; ``h``'s ``adj`` names the case's adjudicators).
     """
     jidx = {j: i for i, j in enumerate(judges)}
     dims = []
@@ -130,6 +131,8 @@ def drill_payload(a: CaseAudit, record: str, conversation: str, judges: Sequence
                     "cm": [[lb.reviewer, lb.dimension, lb.comment] for lb in review.comments if lb.comment],
                     "ad": [[lb.reviewer, lb.dimension, (type_names or {}).get(str(lb.value), str(lb.value)), lb.points,
                             lb.evidence or "", lb.comment or ""] for lb in review.added]}
+        if review.adjudicators:
+            out["h"]["adj"] = review.adjudicators
     return out
 
 
@@ -160,6 +163,9 @@ def _item(it: DrillItem, review: CaseReview | None) -> dict[str, Any]:
             verdicts.update(review.verdicts.get(oid, {}))
         if verdicts:
             item["hv"] = verdicts
+        ref = next((review.reference_verdicts[oid] for oid in it.ids if oid in review.reference_verdicts), None)
+        if ref is not None:
+            item["rv"] = ref
     return item
 
 

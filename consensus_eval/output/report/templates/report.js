@@ -179,6 +179,10 @@
           li.appendChild(badge("hv " + x.hv[r], r + ": " + (L["verdict_" + x.hv[r]] || x.hv[r])));
         });
       }
+      if (x.rv) {   /* the adjudicator's reference verdict, where the reviewers disagreed */
+        li.appendChild(badge("hv rv " + x.rv, L.verdict_reference.replace("{names}", ((p.h || {}).adj || []).join(", "))
+          + ": " + (L["verdict_" + x.rv] || x.rv)));
+      }
       if (x.ev) {
         var bq = el("blockquote");
         if (x.sp && x.sp.length) {
