@@ -209,3 +209,64 @@ def test_other_impossible_units(text):
 def test_not_unit_errors(text):
     rec = edit("血压130/80mmHg。", f"血压130/80mmHg，{text}。")
     assert "unit_error" not in found(judge(rec))
+
+
+# --------------------------------------------------------------------------- 4. timing
+
+
+def with_drugs(said: str, written: str) -> tuple[str, str]:
+    """CONV and RECORD with one more drug line: ``said`` by the patient, ``written`` in the record."""
+    return edit("餐后口服。", f"餐后口服；{written}。"), edit("饭后吃。", f"饭后吃。{said}", CONV)
+
+
+@pytest.mark.parametrize("said, written", [
+    ("甘精胰岛素每天睡前打12个单位。", "甘精胰岛素12U 每日1次 晚餐前皮下注射"),
+    ("甘精胰岛素每天睡前打12个单位。", "甘精胰岛素12U 每日1次 早上皮下注射"),
+    ("阿卡波糖50毫克，一天三次，吃第一口饭的时候嚼碎。", "阿卡波糖片50mg 每日3次 餐后口服"),
+    ("格列美脲2毫克，每天早饭前吃一次。", "格列美脲片2mg 每日1次 晚餐后口服"),
+    ("门冬胰岛素三餐前各打6个单位。", "门冬胰岛素6U 每日3次 三餐后皮下注射"),
+])
+def test_a_changed_timing_is_a_usage_error(said, written):
+    rec, conv = with_drugs(said, written)
+    js = judge(rec, conv)
+    assert found(js) == ["usage_error"]
+    (d,) = js["accuracy"].deductions
+    assert d.evidence == written and d.reason.startswith("对话中") and "病历记为" in d.reason
+
+
+@pytest.mark.parametrize("said, written", [
+    ("甘精胰岛素每天睡前打12个单位。", "甘精胰岛素12U 每晚1次 睡前皮下注射"),
+    ("甘精胰岛素每天晚上打12个单位。", "甘精胰岛素12U 每日1次 睡前皮下注射"),
+    ("格列美脲2毫克，每天早上吃一次。", "格列美脲片2mg 每日1次 早餐前口服"),
+    ("门冬胰岛素每次吃饭前马上打6个单位，一天三次。", "门冬胰岛素6U 每日3次 餐时皮下注射"),
+    ("门冬胰岛素餐前即刻打6个单位，一天三次。", "门冬胰岛素6U 每日3次 随餐皮下注射"),
+    ("阿卡波糖50毫克，一天三次，吃第一口饭的时候嚼碎。", "阿卡波糖片50mg 每日3次 随餐嚼服"),
+])
+def test_the_same_timing_in_other_words_is_clean(said, written):
+    rec, conv = with_drugs(said, written)
+    assert found(judge(rec, conv)) == []
+
+
+def test_timing_is_read_around_each_drug():
+    said = "早上打门冬胰岛素8个单位，晚上睡前打甘精胰岛素14个单位。"
+    written = "门冬胰岛素8U 每日1次 早餐前皮下注射，甘精胰岛素14U 每晚1次 睡前皮下注射"
+    rec, conv = with_drugs(said, written)
+    assert found(judge(rec, conv)) == []
+    swapped = "门冬胰岛素8U 每日1次 睡前皮下注射，甘精胰岛素14U 每日1次 早餐前皮下注射"
+    rec, conv = with_drugs(said, swapped)
+    assert found(judge(rec, conv)) == ["usage_error", "usage_error"]
+
+
+def test_a_glucose_time_is_not_a_drug_timing():
+    said = "甘精胰岛素14个单位。\n医生：血糖多少？\n患者：饭后两小时13左右。"
+    rec, conv = with_drugs(said, "甘精胰岛素14U 每晚1次 睡前皮下注射")
+    assert found(judge(rec, conv)) == []
+    # the conversation's own answer about when is read from the next turns
+    said = "甘精胰岛素14个单位。\n医生：什么时候打？\n患者：早上起来打。"
+    rec, conv = with_drugs(said, "甘精胰岛素14U 每晚1次 睡前皮下注射")
+    assert found(judge(rec, conv)) == ["usage_error"]
+
+
+def test_timing_in_a_later_clause_of_the_drugs_sentence():
+    rec, conv = with_drugs("甘精胰岛素每天睡前打12个单位。", "甘精胰岛素12U 每日1次，晚餐前皮下注射")
+    assert found(judge(rec, conv)) == ["usage_error"]

@@ -72,8 +72,14 @@ Checks and what they emit (``dimension.category.type``):
    after the keyword (``肌酐清除率``) is not judged for its unit.
    Doses go to the drugs category: a record dose for a drug that differs from every dose the
    conversation gives for the same drug (same unit family; tablet count x strength and daily sums
-   are accepted) -> ``dose_error``. Frequency per day that differs (每日2次 vs 一天3次), or morning vs
-   bedtime timing that contradicts the conversation -> ``usage_error``.
+   are accepted) -> ``dose_error``. Frequency per day that differs (每日2次 vs 一天3次) -> ``usage_error``;
+   so is a timing that contradicts the conversation's for the same drug: each timing phrase allows a
+   set of (time of day, meal) points (睡前: bedtime; 早餐前: morning before a meal; 餐后: after any meal;
+   随餐/第一口饭: with a meal; 晚上: evening or bedtime; 餐前即刻: before or with a meal ...), and the
+   record's phrases for the drug allowing none of the conversation's is the error (睡前 ↔ 早餐前/晚餐前/
+   餐后, 随餐 ↔ 餐后). Phrases are read around each mention (from the previous drug on, up to the next
+   drug's clause; in the conversation the rest of the turn, or, when that has none, the next turns of
+   its window), not in a clause holding a measurement (``饭后两小时13``).
    Durations (年/月/周/天, ``N年前``) in the record that match no duration of the same base (months
    or days) in the conversation -> ``timeline.time_error``; skipped when the conversation dates things
    by calendar year or month (2019年, 3月份), since then the record's relative times are computed.

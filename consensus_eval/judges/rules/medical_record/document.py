@@ -41,6 +41,7 @@ from consensus_eval.judges.rules.medical_record.medication import (
     find_drugs,
     treatment_mode_after,
 )
+from consensus_eval.judges.rules.medical_record.quantities import Measure, measures
 from consensus_eval.judges.rules.medical_record.text import (
     CLAUSE_END,
     NEG_CONV,
@@ -74,6 +75,7 @@ class Doc:
         self._turn_starts = [t.start for t in self.turns]
         self._questions: dict[int, str] = {}
         self._turn_pieces: dict[int, list[tuple[int, int]]] = {}
+        self._starts: dict[str, list[int]] = {}
 
     # -- quoting (normalization is one character for one, so offsets hold in the original)
     def rq(self, a: int, b: int) -> str:
@@ -149,6 +151,30 @@ class Doc:
             if t.role != "doctor":
                 yield i, t
 
+    # -- measurements (keyword and value; quantities.measures), found once
+    @cached_property
+    def rec_measures(self) -> list[Measure]:
+        return measures(self.rec, clauses=self.rec_clauses)
+
+    @cached_property
+    def cv_measures(self) -> list[Measure]:
+        return measures(self.cv, clauses=self.cv_clauses)
+
+    def in_measure_clause(self, source: str, pos: int) -> bool:
+        """Whether the clause around ``pos`` of the record (``source`` "record") or the conversation holds a
+        measurement (``饭后两小时13``: its 饭后 is not when a drug is taken)."""
+        starts = self._measure_starts(source)
+        a, b = (self.rec_clauses if source == "record" else self.cv_clauses).bounds(pos)
+        k = bisect_left(starts, a)
+        return k < len(starts) and starts[k] < b
+
+    def _measure_starts(self, source: str) -> list[int]:
+        got = self._starts.get(source)
+        if got is None:
+            ms = self.rec_measures if source == "record" else self.cv_measures
+            got = self._starts[source] = sorted(m.start for m in ms)
+        return got
+
     # -- drugs
     @cached_property
     def rec_drugs(self) -> list[DrugHit]:
@@ -162,6 +188,22 @@ class Doc:
     def conv_drugs(self) -> list[ConvDrug]:
         return _conversation_drugs(self)
 
+    def rec_drug_end_before(self, pos: int) -> int:
+        """Where the last drug name of the record ending at or before ``pos`` ends (0 if none)."""
+        return _end_before(self._drug_ends("record"), pos)
+
+    def cv_drug_end_before(self, pos: int) -> int:
+        """Where the last drug name of the conversation ending at or before ``pos`` ends (0 if none)."""
+        return _end_before(self._drug_ends("conversation"), pos)
+
+    def _drug_ends(self, source: str) -> list[int]:
+        key = f"drugs:{source}"
+        got = self._starts.get(key)
+        if got is None:
+            hits = self.rec_drugs if source == "record" else [c.hit for c in self.conv_drugs]
+            got = self._starts[key] = sorted(h.end for h in hits)
+        return got
+
     def drug_quote(self, d: RecDrug) -> tuple[str, tuple[int, int]]:
         """The record's text of a drug line: the name up to the end of its first clause."""
         end = min(d.own[1], self.rec_clauses.stop(d.hit.end))
@@ -170,6 +212,11 @@ class Doc:
         verb = re.search(r"(?:打|用|注射|口服|服用)$", self.rec[max(0, d.hit.start - 2):d.hit.start])
         start = d.hit.start - (len(verb.group()) if verb else 0)
         return self.rq(start, end), (start, end)
+
+
+def _end_before(ends: list[int], pos: int) -> int:
+    i = bisect_right(ends, pos) - 1
+    return ends[i] if i >= 0 else 0
 
 
 @dataclass(frozen=True)

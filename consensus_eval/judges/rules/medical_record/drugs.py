@@ -24,8 +24,14 @@ not required (the record need not have a plan section).
 
 Doses and usage (``accuracy.drugs``): a record dose for a drug that differs from every dose the
 conversation gives for the same drug (same unit family; tablet count x strength and daily sums are
-accepted) -> ``dose_error``. Frequency per day that differs (每日2次 vs 一天3次), or morning vs bedtime
-timing that contradicts the conversation -> ``usage_error``.
+accepted) -> ``dose_error``. Frequency per day that differs (每日2次 vs 一天3次) -> ``usage_error``; so
+is a timing that contradicts the conversation's for the same drug: each timing phrase
+(:data:`~consensus_eval.judges.rules.medical_record.medication.TIMING_PHRASES`) allows a set of (time of
+day, meal) points, and the record's phrases allowing none of the conversation's is the error (睡前 ↔
+早餐前/晚餐前/餐后, 随餐 ↔ 餐后; 晚上 and 睡前, 早上 and 早餐前, 餐前即刻 and 餐时 agree). Phrases are read
+around each mention: from the previous drug on, up to the next drug's clause; in the conversation the
+rest of the turn, or, when that has none, the next turns of its window; never in a clause holding a
+measurement (``饭后两小时13``).
 """
 
 from __future__ import annotations
@@ -42,9 +48,10 @@ from consensus_eval.judges.rules.medical_record.medication import (
     FORM_ORAL,
     FREQ,
     ROUTE,
+    TIMING,
+    TIMING_PHRASES,
     doses,
     freq_counts,
-    timing,
 )
 from consensus_eval.judges.rules.medical_record.text import Numbers, all_numbers, to_number
 
@@ -220,7 +227,7 @@ def _dose_and_usage_errors(doc: Doc, rec: list[RecDrug], conv: list[ConvDrug]) -
             continue
         conv_text = " ".join(doc.cv[slice(*c.window)] for c in cws)
         yield from _dose_errors(doc, rds, conv_text)
-        yield from _usage_errors(doc, rds, conv_text)
+        yield from _usage_errors(doc, rds, conv_text, cws)
 
 
 def _dose_errors(doc: Doc, rds: list[RecDrug], conv_text: str) -> Iterator[Finding]:
@@ -258,18 +265,63 @@ def _dose_errors(doc: Doc, rds: list[RecDrug], conv_text: str) -> Iterator[Findi
             break
 
 
-def _usage_errors(doc: Doc, rds: list[RecDrug], conv_text: str) -> Iterator[Finding]:
-    conv_counts, conv_times = freq_counts(conv_text), timing(conv_text)
+def _usage_errors(doc: Doc, rds: list[RecDrug], conv_text: str, cws: list[ConvDrug]) -> Iterator[Finding]:
+    conv_counts = freq_counts(conv_text)
     conv_said = "/".join(map(str, sorted(conv_counts)))
+    conv_points, conv_words = _conversation_timing(doc, cws)
     for d in rds:
         own = doc.rec[slice(*d.own)]
-        counts, times = freq_counts(own), timing(own)
+        counts = freq_counts(own)
         ev, span = doc.drug_quote(d)
         where = ("record", *span)
         if counts and conv_counts and not counts & conv_counts:
             yield Finding("usage_error", ev, f"对话中{d.hit.surface}为每日{conv_said}次，"
                                               f"病历记为每日{'/'.join(map(str, sorted(counts)))}次", where)
-        elif len(times) == 1 and conv_times and not times & conv_times:
-            said = {"morning": "早晨", "evening": "晚间/睡前"}
-            yield Finding("usage_error", ev, f"对话中{d.hit.surface}于{said[next(iter(conv_times))]}使用，"
-                                              f"病历记为{said[next(iter(times))]}", where)
+            continue
+        prefix = max(d.usage[0], doc.rec_drug_end_before(d.hit.start))
+        # up to the next drug, not into its clause (早餐前门冬…，睡前甘精…: 睡前 is 甘精's)
+        end = d.own[1]
+        if end < doc.rec_sentences.stop(d.hit.start):
+            end = doc.rec_clauses.start(end, d.hit.end)
+        end = max(end, d.usage[1])
+        points, words = _timing(doc, "record", [(prefix, d.hit.start), (d.hit.end, end)])
+        if points and conv_points and not points & conv_points:
+            yield Finding("usage_error", ev, f"对话中{d.hit.surface}于{'、'.join(conv_words)}使用，"
+                                              f"病历记为{'、'.join(words)}", where)
+
+
+_Points = frozenset[tuple[str, str]]
+
+
+def _timing(doc: Doc, source: str, spans: list[tuple[int, int]]) -> tuple[_Points, list[str]]:
+    """The (time, meal) points the timing phrases of ``spans`` allow (their union) and the phrases, leaving
+    out phrases in a clause that holds a measurement (``饭后两小时13``)."""
+    text = doc.rec if source == "record" else doc.cv
+    points: set[tuple[str, str]] = set()
+    words: dict[str, None] = {}
+    for a, b in spans:
+        for m in TIMING.finditer(text, a, b):
+            if not doc.in_measure_clause(source, m.start()):
+                points |= TIMING_PHRASES[m.group()]
+                words[m.group()] = None
+    return frozenset(points), list(words)
+
+
+def _conversation_timing(doc: Doc, cws: list[ConvDrug]) -> tuple[_Points, list[str]]:
+    """When the conversation says a drug is taken: the timing phrases in its mentions' clauses (from the
+    previous drug on) and the rest of their turns; when these have none, those of the next turns of the
+    mentions' windows."""
+    own: list[tuple[int, int]] = []
+    later: list[tuple[int, int]] = []
+    for c in cws:
+        ti = doc.turn_at(c.hit.start)
+        turn_start, turn_end = (doc.turns[ti].start, doc.turns[ti].end) if ti is not None else (0, c.window[1])
+        prefix = max(doc.cv_clauses.start(c.hit.start, turn_start), doc.cv_drug_end_before(c.hit.start))
+        end = min(c.window[1], turn_end)
+        if end < turn_end:  # the next drug is in this turn: up to its clause (早上打门冬，晚上打甘精)
+            end = doc.cv_clauses.start(end, c.hit.end)
+        own += [(prefix, c.hit.start), (c.window[0], end)]
+        if c.window[1] > turn_end:
+            later.append((turn_end, c.window[1]))
+    points, words = _timing(doc, "conversation", own)
+    return (points, words) if points else _timing(doc, "conversation", later)

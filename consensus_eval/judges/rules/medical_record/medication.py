@@ -5,6 +5,8 @@ route and timing. Pure text reading; which mentions of a case count (negated, st
 Bare ``胰岛素`` is not a drug in ``胰岛素抵抗``, ``空腹胰岛素`` and the like; ``门冬`` is not insulin
 aspart in ``门冬氨酸钾镁``. A dose is a number and a unit (mg/g/μg/U/IU/单位/片/粒/支/ml); tablet
 counts and masses are kept apart (unit families) so a dose is compared only with doses of its family.
+Timing phrases (:data:`TIMING_PHRASES`: 睡前, 早餐前, 餐后, 随餐, 晚上 ...) each allow a set of (time of
+day, meal) points; two writings of a drug's timing agree when their sets meet.
 """
 
 from __future__ import annotations
@@ -57,9 +59,44 @@ _FREQ_WORDS = {"qd": 1, "bid": 2, "tid": 3, "qid": 4, "qn": 1, "qm": 1, "早中�
                "三餐后": 3, "早晚": 2}
 ROUTE = re.compile(r"口服|服用|服药|嚼服|嚼碎|含服|舌下|皮下注射|皮下|注射|静脉|静滴|静推|肌注|肌内注射|泵入|吸入|外用|"
                    r"(?<![A-Za-z])(?:po|ih|iv|im)(?![A-Za-z])", re.I)
-_MORNING = re.compile(r"早餐前|早饭前|早餐后|早饭后|晨起|早上|每早|每晨|早晨|清晨|(?<![A-Za-z])qm(?![A-Za-z])", re.I)
-_EVENING = re.compile(r"睡前|睡觉前|临睡|每晚|晚上|晚餐前|晚饭前|晚餐后|晚饭后|(?<![A-Za-z])qn(?![A-Za-z])", re.I)
-_BOTH_TIMES = re.compile(r"早晚|早中晚|三餐|每餐|每顿")
+# --- timing: when in the day a drug is taken, as the set of (time, meal) points a phrase allows
+# times: 早 (morning), 午 (noon), 晚 (evening), 睡 (bedtime); meals: 前 (before), 后 (after), 随 (with), 无 (none)
+_MEAL_TIMES = ("早", "午", "晚")
+_ANY_MEAL = ("前", "后", "随", "无")
+
+
+def _points(times: str, meals: str) -> frozenset[tuple[str, str]]:
+    return frozenset((t, m) for t in times for m in meals)
+
+
+_EVENING_OR_BED = _points("晚", "前后随无") | _points("睡", "无")
+#: phrase -> the (time, meal) points it allows; a text's timing is the union over its phrases
+TIMING_PHRASES: dict[str, frozenset[tuple[str, str]]] = {
+    **dict.fromkeys(("睡前", "睡觉前", "临睡", "睡觉时", "就寝前"), _points("睡", "无")),
+    **dict.fromkeys(("早餐前", "早饭前", "早晨饭前"), _points("早", "前")),
+    **dict.fromkeys(("早餐后", "早饭后"), _points("早", "后")),
+    **dict.fromkeys(("早餐时", "早饭时", "早餐中"), _points("早", "随")),
+    **dict.fromkeys(("午餐前", "午饭前", "中饭前"), _points("午", "前")),
+    **dict.fromkeys(("午餐后", "午饭后", "中饭后"), _points("午", "后")),
+    **dict.fromkeys(("午餐时", "午饭时"), _points("午", "随")),
+    **dict.fromkeys(("晚餐前", "晚饭前"), _points("晚", "前")),
+    **dict.fromkeys(("晚餐后", "晚饭后"), _points("晚", "后")),
+    **dict.fromkeys(("晚餐时", "晚饭时"), _points("晚", "随")),
+    **dict.fromkeys(("早晚餐前", "早晚饭前"), _points("早晚", "前")),
+    **dict.fromkeys(("早晚餐后", "早晚饭后"), _points("早晚", "后")),
+    **dict.fromkeys(("三餐前", "每餐前", "每顿饭前", "饭前", "餐前", "进餐前", "吃饭前"), _points("早午晚", "前")),
+    # right before a meal is also with it (餐前即刻: aspart and lispro are given either way)
+    **dict.fromkeys(("餐前即刻", "餐前立即", "饭前马上", "吃饭前马上"), _points("早午晚", "前随")),
+    **dict.fromkeys(("三餐后", "每餐后", "饭后", "餐后", "进餐后", "吃饭后", "吃完饭"), _points("早午晚", "后")),
+    **dict.fromkeys(("随餐", "餐时", "餐中", "进餐时", "三餐时", "吃饭时", "吃饭的时候", "饭中", "第一口饭",
+                     "和饭一起", "跟饭一起"), _points("早午晚", "随")),
+    **dict.fromkeys(("早上", "早晨", "清晨", "晨起", "每早", "每晨", "早起", "qm", "QM"), _points("早", "前后随无")),
+    "中午": _points("午", "前后随无"),
+    **dict.fromkeys(("晚上", "每晚", "夜间", "晚间", "qn", "QN"), _EVENING_OR_BED),
+    "早晚": _points("早晚", "前后随无") | _points("睡", "无"),
+    **dict.fromkeys(("早中晚", "三餐", "每餐", "每顿"), _points("早午晚", "前后随无")),
+}
+TIMING = re.compile(rf"(?<![A-Za-z])(?:{alternation(TIMING_PHRASES)})(?![A-Za-z])")
 
 
 @dataclass(frozen=True)
@@ -121,13 +158,6 @@ def freq_counts(text: str) -> set[int]:
         else:
             out.add(_FREQ_WORDS[(m.group("abbr") or m.group("word")).lower()])
     return out
-
-
-def timing(text: str) -> set[str]:
-    if _BOTH_TIMES.search(text):
-        return {"morning", "evening"}
-    return {t for t, rx in (("morning", _MORNING), ("evening", _EVENING)) if rx.search(text)}
-
 
 
 class _Key:

@@ -44,15 +44,14 @@ from consensus_eval.judges.rules.medical_record.quantities import (
     durations,
     keyword_starts,
     later_values,
-    measures,
     unit_values,
 )
 from consensus_eval.judges.rules.medical_record.text import SENTENCE_END, Boundaries, Numbers, all_numbers, to_number
 
 
 def check_numbers(doc: Doc) -> Iterator[Finding]:
-    rec = [m for m in measures(doc.rec, clauses=doc.rec_clauses) if not doc.in_family_section(m.start)]
-    conv = measures(doc.cv, clauses=doc.cv_clauses)
+    rec = [m for m in doc.rec_measures if not doc.in_family_section(m.start)]
+    conv = doc.cv_measures
     conv_numbers = Numbers(all_numbers(doc.cv) + [m.value for m in conv if isinstance(m.value, float)])
     rec_numbers = Numbers(all_numbers(doc.rec))
     rec_values, conv_values = _Values(rec), _Values(conv)
