@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from consensus_eval import api
-from consensus_eval._errors import InputError
+from consensus_eval import InputError, api
 from consensus_eval.domain.config import EvalConfig
 from consensus_eval.execution.adaptive import JudgeRuns, decide
 from consensus_eval.execution.store import STORE_NAME, Store

@@ -38,7 +38,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from consensus_eval._errors import InputError
+from consensus_eval import InputError
 from consensus_eval.cli import app
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -489,7 +489,7 @@ def test_a_batch_that_cannot_be_uploaded_fails_its_calls_with_the_reason(tmp_pat
 
 
 def test_a_config_file_asking_batch_of_a_provider_without_one_names_the_file_and_judge(tmp_path: Path) -> None:
-    from consensus_eval._errors import InputError
+    from consensus_eval import InputError
     from consensus_eval.domain.config import load_config
 
     path = tmp_path / "cfg.yaml"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from consensus_eval._errors import InputError
+from consensus_eval import InputError
 from consensus_eval.domain.cases import Case, Turn, load_cases
 
 BAD = Path(__file__).parent / "data" / "bad"

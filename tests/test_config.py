@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from consensus_eval._errors import InputError
+from consensus_eval import InputError
 from consensus_eval.domain.config import EvalConfig, JudgeConfig, load_config
 
 

@@ -20,8 +20,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from consensus_eval import load_run
-from consensus_eval._errors import InputError
+from consensus_eval import InputError, load_run
 from consensus_eval.analysis.human import parse_verdict, read_labels
 from consensus_eval.analysis.intervals import wilson
 from consensus_eval.api import import_human

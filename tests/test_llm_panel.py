@@ -556,7 +556,7 @@ def test_api_key_never_reaches_store_outputs_or_logs(tmp_path, api_keys, caplog,
 
 
 def test_missing_key_fails_fast_before_any_call(tmp_path, monkeypatch):
-    from consensus_eval._errors import InputError
+    from consensus_eval import InputError
 
     monkeypatch.delenv("JUDGE_A_KEY", raising=False)
     monkeypatch.setenv("JUDGE_B_KEY", "x")
@@ -597,12 +597,19 @@ def test_important_cases_get_distinct_runs_that_are_averaged(tmp_path, api_keys)
 
 
 @pytest.mark.parametrize("offset", [0, 150, 280, 290, 295, 299, 300, 310])
-def test_a_key_echoed_anywhere_in_an_error_is_scrubbed_before_the_line_is_cut(rubric, api_keys, offset):
-    """The failure line keeps 300 characters of the provider's message; the key is scrubbed first, so
-    no part of it survives whichever side of the cut it straddles."""
-    from consensus_eval.judges.llm import _describe
+@pytest.mark.parametrize("source", ["provider", "local"])
+def test_a_key_echoed_anywhere_in_an_error_is_scrubbed_before_the_line_is_cut(rubric, api_keys, offset, source):
+    """The failure line keeps 300 characters of the message (a provider's 401, or an error raised on this
+    machine); the key is scrubbed first, so no part of it survives whichever side of the cut it straddles."""
+    import openai
+
+    from consensus_eval.judges.llm import classify
 
     judge = _judge(rubric)
-    error = RuntimeError("x" * offset + f"invalid key {api_keys} given" + "y" * 400)
-    line = _describe(error, judge.scrub)
+    message = "x" * offset + f"invalid key {api_keys} given" + "y" * 400
+    error: Exception = (openai.AuthenticationError(message, response=httpx.Response(401, request=httpx.Request(
+        "POST", URL_A)), body=None) if source == "provider" else RuntimeError(message))
+    kind, _head, line = classify(error, judge.scrub)
+    assert kind == ("authentication" if source == "provider" else "local")
+    assert line.startswith(type(error).__name__) and "x" * min(offset, 100) in line
     assert api_keys[:8] not in line and "sk-test" not in line

@@ -17,8 +17,7 @@ import httpx
 import pytest
 import respx
 
-from consensus_eval import api
-from consensus_eval._errors import InputError
+from consensus_eval import InputError, api
 from consensus_eval.analysis.calibration import calibrate as calibrate_suite, recommend
 from consensus_eval.analysis.intervals import paired_difference
 from consensus_eval.domain.calibration.generator import builtin_suite

@@ -9,7 +9,7 @@ import pytest
 import yaml
 from jinja2.exceptions import SecurityError, TemplateNotFound
 
-from consensus_eval._errors import InputError
+from consensus_eval import InputError
 from consensus_eval.domain.cases import Case, Turn
 from consensus_eval.domain.prompts import MESSAGE_BREAK, fence, render
 from consensus_eval.domain.rubric import Rubric, load_rubric

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from consensus_eval._errors import InputError
+from consensus_eval import InputError
 from consensus_eval.domain.judgment import Deduction, Judgment, PenaltyHit, response_model
-from consensus_eval.domain.rubric import _EPS, Dimension, Rubric, load_rubric
+from consensus_eval.domain.rubric import Dimension, Rubric, load_rubric
 from consensus_eval.domain.scoring import derive
 
 BAD = Path(__file__).parent / "data" / "bad"
@@ -419,7 +419,7 @@ def test_stars_at_and_around_thresholds(dim_id, star, threshold):
     assert dim.stars_for(threshold - 0.001) == below        # e.g. 37.999 -> 4
     assert dim.stars_for(threshold - 0.5) == below          # e.g. 37.5 -> 4
     assert dim.stars_for(threshold - 1e-6) == below         # well outside the 1e-9 tolerance
-    assert dim.stars_for(threshold - _EPS / 10) == star     # e.g. 37.9999999999 counts as 38 (float noise)
+    assert dim.stars_for(threshold - 1e-10) == star         # e.g. 37.9999999999 counts as 38 (float noise)
 
 
 def test_stars_examples():

@@ -14,7 +14,7 @@ import pytest
 from consensus_eval import _gc, api
 from consensus_eval.analysis import alpha as alpha_mod
 from consensus_eval.analysis.alpha import bootstrap_ci, krippendorff_alpha
-from consensus_eval.analysis.reliability import _mean_or_none
+from consensus_eval.analysis.reliability import mean_or_none
 from consensus_eval.domain.grounding import CaseGrounder, Grounding
 from consensus_eval.domain.judgment import Deduction, Judgment, PenaltyHit
 from consensus_eval.domain.rubric import load_rubric
@@ -62,8 +62,8 @@ def test_category_means_equal_numpy_to_the_bit():
     for _ in range(20_000):
         v = [r.choice([r.random() * 10, float(r.randrange(20)), r.randrange(40) / 4, 0.1 * r.randrange(100)])
              for _ in range(r.randrange(1, 12))]
-        assert _mean_or_none(v) == float(np.mean(v))
-    assert _mean_or_none([]) is None and _mean_or_none(None) is None
+        assert mean_or_none(v) == float(np.mean(v))
+    assert mean_or_none([]) is None and mean_or_none(None) is None
 
 
 def test_derived_scores_have_the_types_and_values_validation_gives():

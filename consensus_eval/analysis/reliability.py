@@ -111,7 +111,7 @@ def _reliability_report(run: StoredRun, cons: Sequence[CaseConsensus], n_boot: i
         stars={d: a([[c.judges[j][d].stars for c in cons] for j in judges], "ordinal") for d in dims},
         categories={
             f"{d.id}.{cat.id}": CategoryAlpha(name=cat.name, **a(
-                [[_mean_or_none(taken.get((c.case_id, j, cat.id))) for c in cons] for j in judges]).model_dump())
+                [[mean_or_none(taken.get((c.case_id, j, cat.id))) for c in cons] for j in judges]).model_dump())
             for d in rubric.dimensions for cat in d.categories
         },
         within_judge=within,
@@ -120,7 +120,7 @@ def _reliability_report(run: StoredRun, cons: Sequence[CaseConsensus], n_boot: i
     )
 
 
-def _mean_or_none(v: list[float] | None) -> float | None:
+def mean_or_none(v: list[float] | None) -> float | None:
     """The mean of ``v`` (None if empty), equal to the bit to ``float(np.mean(v))``: numpy sums fewer
     than 8 values left to right (its pairwise summation starts at 8), as the loop here does, at a
     fraction of the cost of building an array for a list of one or two values."""

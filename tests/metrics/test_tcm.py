@@ -17,7 +17,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from consensus_eval.metrics import _tcm_cli
+from consensus_eval.metrics.cli import metrics_app
 from consensus_eval.metrics.tcm import (
     calculate_clinical_relevance,
     calculate_comprehensive_score,
@@ -542,14 +542,7 @@ class TestAgreement:
 
 @pytest.fixture
 def cli() -> typer.Typer:
-    app = typer.Typer()
-    _tcm_cli.register(app)
-
-    @app.callback()
-    def _root() -> None:  # keeps `tcm` a sub-command, as under `consensus-eval metrics`
-        """metrics"""
-
-    return app
+    return metrics_app  # `consensus-eval metrics`, where `tcm` is a sub-command
 
 
 def run(cli: typer.Typer, *args: str):
@@ -675,11 +668,12 @@ def test_cli_help_lists_families(cli):
 
 
 def test_cli_import_is_light():
-    # In a fresh interpreter: importing the TCM CLI pulls none of the heavy libraries (the judge layer,
-    # numpy, pydantic); what that costs in seconds is not asserted here (a shared machine is noisy).
+    # In a fresh interpreter: importing the metrics CLI (TCM's and Text2DT's commands) pulls none of the
+    # heavy libraries (the judge layer, numpy, pydantic); what that costs in seconds is not asserted here
+    # (a shared machine is noisy).
     heavy = {"litellm", "instructor", "openai", "httpx", "numpy", "pydantic", "rapidfuzz", "jinja2"}
     code = (
-        "import sys; import consensus_eval.metrics._tcm_cli;"
+        "import sys; import consensus_eval.metrics.cli;"
         f"print(sorted({{m.split('.')[0] for m in sys.modules}} & set({sorted(heavy)!r})))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

@@ -574,7 +574,7 @@ def test_cli_pairing_is_reported(tmp_path):
 
 
 def test_metrics_modules_import_nothing_heavy():
-    code = ("import sys, consensus_eval.metrics.text2dt, consensus_eval.metrics._text2dt_cli; "
+    code = ("import sys, consensus_eval.metrics.text2dt, consensus_eval.metrics.cli; "
             "heavy = [m for m in ('litellm', 'instructor', 'openai', 'numpy', 'pydantic') if m in sys.modules]; "
             "print(heavy)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
