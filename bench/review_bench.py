@@ -9,7 +9,11 @@ For each size, on ``tests/big_run.py``'s synthetic run (N cases x 4 judges), a t
   different (case, dimension) of its reviewer: the median and p95 time per post, and, afterwards, the
   labels counted in the store against the posts answered 200 (none may be lost).
 
-    .venv/bin/python bench/review_bench.py --cases 2000 20000 --posts 10000
+``--baseline REF`` measures the package of git commit REF too, in the same run, on a fresh copy of the same
+store, before the working tree's (``git archive REF consensus_eval`` into a temporary folder, the server
+started from there), and prints the ratio of each figure (baseline / now).
+
+    .venv/bin/python bench/review_bench.py --cases 2000 20000 --posts 10000 [--baseline fcbb8e5]
 """
 
 from __future__ import annotations
@@ -38,11 +42,12 @@ from tests.big_run import build_big_run  # noqa: E402
 REVIEWERS = ["r1", "r2", "r3", "r4", "r5"]
 
 
-def start(folder: Path, port: int) -> tuple[subprocess.Popen[str], float]:
+def start(folder: Path, port: int, code: Path = ROOT) -> tuple[subprocess.Popen[str], float]:
+    """`consensus-eval review` of the package in ``code`` (``python -m`` puts its folder first on the path)."""
     t0 = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "consensus_eval.cli", "review", str(folder), "--port", str(port),
                              "--lang", "en"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, "COLUMNS": "300", "PYTHONUNBUFFERED": "1"}, cwd=ROOT)
+                            env={**os.environ, "COLUMNS": "300", "PYTHONUNBUFFERED": "1"}, cwd=code)
     assert proc.stdout is not None
     for line in proc.stdout:
         if "open http://" in line:
@@ -100,7 +105,8 @@ def post_labels(base: str, keys: dict[str, str], n: int, posts: int) -> tuple[li
     return sorted(lat), sum(ok), time.perf_counter() - t0
 
 
-def one_size(n: int, posts: int, port: int) -> None:
+def one_size(n: int, posts: int, port: int, code: Path = ROOT, label: str = "now") -> dict[str, float]:
+    """Every figure at ``n`` cases, for the package in ``code``; printed as one line and returned."""
     with tempfile.TemporaryDirectory(prefix="review-bench-") as tmp:
         folder = Path(tmp) / "run"
         cached = Path("/tmp/review-bench") / f"{n}x4"
@@ -109,7 +115,7 @@ def one_size(n: int, posts: int, port: int) -> None:
         folder.mkdir()
         shutil.copy(cached / "results.sqlite", folder / "results.sqlite")
         keys = {r: api.add_reviewer(folder, r)[1] for r in REVIEWERS}
-        proc, started = start(folder, port)
+        proc, started = start(folder, port, code)
         base = f"http://127.0.0.1:{port}"
         try:
             c, _ = session(base, keys["r1"])
@@ -123,11 +129,21 @@ def one_size(n: int, posts: int, port: int) -> None:
             stored = sum(1 for lb in store.human_labels() if lb.kind == "score")
     with open("/proc/loadavg", encoding="ascii") as f:
         load = f.read().split()[0]
-    print(f"{n} cases x 4 judges (load {load}): server ready in {started:.1f} s; "
+    median, p95 = statistics.median(lat), lat[int(0.95 * (len(lat) - 1))]
+    print(f"[{label}] {n} cases x 4 judges (load {load}): server ready in {started:.1f} s; "
           f"queue page {queue_s * 1000:.0f} ms ({queue_b / 1024:.0f} KB), case page {case_s * 1000:.0f} ms "
           f"({case_b / 1024:.0f} KB); {len(lat)} posts by 5 reviewers at once in {wall:.1f} s: "
-          f"median {statistics.median(lat) * 1000:.0f} ms, p95 {lat[int(0.95 * (len(lat) - 1))] * 1000:.0f} ms; "
+          f"median {median * 1000:.0f} ms, p95 {p95 * 1000:.0f} ms; "
           f"answered 200: {ok}, labels in the store: {stored} (lost: {ok - stored})", flush=True)
+    return {"ready_s": started, "queue_ms": queue_s * 1000, "case_ms": case_s * 1000, "save_median_ms": median * 1000,
+            "save_p95_ms": p95 * 1000, "posts_wall_s": wall}
+
+
+def checkout(ref: str, into: Path) -> Path:
+    """The package of commit ``ref`` (``git archive``), unpacked in ``into``; the working tree is not touched."""
+    archive = subprocess.run(["git", "archive", ref, "consensus_eval"], cwd=ROOT, capture_output=True, check=True)
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
+    return into
 
 
 def main() -> None:
@@ -135,9 +151,18 @@ def main() -> None:
     ap.add_argument("--cases", type=int, nargs="+", default=[2000, 20000])
     ap.add_argument("--posts", type=int, default=10000)
     ap.add_argument("--port", type=int, default=8799)
+    ap.add_argument("--baseline", metavar="REF", help="also measure the package of this git commit, first")
     args = ap.parse_args()
-    for n in args.cases:
-        one_size(n, args.posts, args.port)
+    with tempfile.TemporaryDirectory(prefix="review-bench-code-") as tmp:
+        old = checkout(args.baseline, Path(tmp)) if args.baseline else None
+        for n in args.cases:
+            if old is None:
+                one_size(n, args.posts, args.port)
+                continue
+            before = one_size(n, args.posts, args.port, old, args.baseline)
+            after = one_size(n, args.posts, args.port)
+            print(f"[{args.baseline} / now] {n} cases: "
+                  + ", ".join(f"{k} {before[k] / after[k]:.2f}x" for k in before if after[k] > 0), flush=True)
 
 
 if __name__ == "__main__":

@@ -20,11 +20,12 @@ from consensus_eval import api
 from consensus_eval._errors import InputError
 from consensus_eval.analysis.human import read_labels
 from consensus_eval.execution.results import read_run
-from consensus_eval.execution.store import CallRecord, Store
+from consensus_eval.execution.store import CallRecord, HumanLabelRecord, Store
 from consensus_eval.review.app import create_app, is_loopback
 from consensus_eval.review.model import (
     ActionError,
     Filters,
+    Progress,
     ReviewRun,
     clean_reviewer,
     line_blocks,
@@ -165,6 +166,72 @@ def test_done_needs_a_score_for_every_dimension(review):
     assert reply == {"state": "done", "progress": f"1 of {total} done", "done": 1, "total": total}
     review.apply("alice", {"op": "score", "case": 1, "dimension": "standardization", "value": None})
     assert review.progress("alice").done == 0 and review.progress("alice").started == 1
+
+
+class _NoPass(list):  # type: ignore[type-arg]
+    """A list of cases that refuses to be walked through (indexing and len are allowed)."""
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        raise AssertionError("a save walked through every case of the run")
+
+
+def test_a_save_answers_from_the_reviewers_ledger_without_a_pass_over_the_run(review, run_dir):
+    """Progress and state after each save come from the reviewer's ledger, updated by the save: the same as
+    recomputed from every label, without reading the reviewer's labels or walking the run's cases; a write by
+    another connection (a sheet import, an assignment) is picked up."""
+    import random
+
+    def recomputed(reviewer: str) -> tuple[int, int, int, dict[str, str]]:
+        states = review.states(review.labels(reviewer))
+        assigned = {c for c, names in review.assignments().items() if reviewer in names}
+        pool = [a.case_id for a in review.queue.cases if (a.case_id in assigned if assigned else a.needs_review)]
+        return (sum(states.get(c) == "done" for c in pool), sum(states.get(c) == "started" for c in pool),
+                len(pool), states)
+
+    rng = random.Random(7)
+    n = len(review.queue.cases)
+    dims = [d.id for d in review.dimensions]
+    review.progress("alice")                                       # the ledger, read once
+    cases, labels = review.queue.cases, review.store.human_labels
+    review.queue.cases = _NoPass(cases)
+
+    def no_read(**kw):  # type: ignore[no-untyped-def]
+        raise AssertionError("a save read the reviewer's labels back")
+
+    review.store.human_labels = no_read                            # type: ignore[method-assign]
+    replies = []
+    try:
+        for _ in range(120):
+            rank = rng.randrange(1, n + 1)
+            op = rng.choice(["score", "clear", "comment", "scores"])
+            if op == "score":
+                act = {"op": "score", "case": rank, "dimension": rng.choice(dims), "value": rng.randrange(0, 20)}
+            elif op == "clear":
+                act = {"op": "score", "case": rank, "dimension": rng.choice(dims), "value": None}
+            elif op == "comment":
+                act = {"op": "comment", "case": rank, "comment": rng.choice(["", "看过"])}
+            else:
+                act = {"op": "scores", "case": rank, "scores": dict.fromkeys(dims, 10)}
+            replies.append((cases[rank - 1].case_id, review.apply("alice", act)))
+    finally:
+        review.queue.cases, review.store.human_labels = cases, labels  # type: ignore[method-assign]
+    done, started, total, states = recomputed("alice")
+    assert review.progress("alice") == Progress(done, started, total) and 0 < done < total
+    assert replies[-1][1]["state"] == states.get(replies[-1][0], "todo")
+    assert (replies[-1][1]["done"], replies[-1][1]["total"]) == (done, total)
+    # another connection writes: an assignment, then labels; the next save sees both
+    mine = [a.case_id for a in cases[:3]]
+    with Store.open_existing(run_dir) as other:
+        other.replace_assignments([(c, "alice") for c in mine])
+    reply = review.apply("alice", {"op": "comment", "case": 1, "comment": "again"})
+    assert reply["total"] == 3 and review.assigned("alice") == frozenset(mine)
+    assert review.progress("alice") == Progress(*recomputed("alice")[:3])
+    with Store.open_existing(run_dir) as other:
+        for case_id in mine:
+            for d in dims:
+                other.upsert_human_label(HumanLabelRecord(case_id=case_id, dimension=d, reviewer="alice",
+                                                          kind="score", value=5))
+    assert review.progress("alice") == Progress(3, 0, 3)
 
 
 def test_confirming_the_panels_score_stores_it_as_accepted_not_as_the_reviewers_own(review, run_dir):

@@ -827,6 +827,13 @@ class Store:
             self._db.execute("DELETE FROM assignments")
             self._db.executemany("INSERT INTO assignments (case_id, reviewer) VALUES (?, ?)", pairs)
 
+    def data_version(self) -> int:
+        """SQLite's ``data_version`` of this connection: it changes when another connection (another process, a
+        sheet import, ``reviewers assign``) commits to the store, and not on this connection's own writes. A
+        cache of what is stored compares it to know when to read again."""
+        with self._reading():
+            return int(self._db.execute("PRAGMA data_version").fetchone()[0])
+
     def _has_table(self, name: str) -> bool:
         return self._db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
                                 (name,)).fetchone() is not None

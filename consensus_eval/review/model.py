@@ -33,6 +33,7 @@ import tempfile
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -412,6 +413,59 @@ def score_gap(review: CaseReview | None, dims: Sequence[str]) -> float | None:
     return max(max(sc[d] for sc in complete) - min(sc[d] for sc in complete) for d in dims)
 
 
+#: what identifies one of a reviewer's labels of a case (the store's key without reviewer and case):
+#: (kind, dimension or "", deduction id or "")
+LabelKey = tuple[str, str, str]
+
+
+@dataclass
+class Ledger:
+    """One reviewer's labels as a save needs them, kept up to date on every save so that a save's answer
+    (the case's state, the reviewer's progress) costs the same at 20 cases as at 20,000.
+
+    ``labels``: case id -> key of each of their labels there -> its origin; ``pool``: the cases their
+    progress counts (their assigned cases, else the cases that need review); ``done`` / ``started``: how
+    many of the pool are done / started (:meth:`ReviewRun.states`'s rule)."""
+
+    dims: frozenset[str]
+    labels: dict[str, dict[LabelKey, str]]
+    pool: frozenset[str]
+    assigned: frozenset[str]
+    done: int = 0
+    started: int = 0
+
+    def state(self, case_id: str) -> str:
+        """done | started | todo: done when every dimension of the rubric has a score (of any origin)."""
+        keys = self.labels.get(case_id)
+        if not keys:
+            return "todo"
+        scored = {dim for kind, dim, _ in keys if kind == "score"}
+        return "done" if scored >= self.dims else "started"
+
+    def own_scored(self, case_id: str) -> int:
+        """How many dimensions of ``case_id`` the reviewer gave their own score of."""
+        return sum(1 for (kind, dim, _), origin in self.labels.get(case_id, {}).items()
+                   if kind == "score" and origin == "own" and dim in self.dims)
+
+    def count(self, case_id: str, sign: int) -> None:
+        if case_id in self.pool:
+            st = self.state(case_id)
+            self.done += sign * (st == "done")
+            self.started += sign * (st == "started")
+
+    def put(self, case_id: str, key: LabelKey, origin: str | None) -> None:
+        """Record a label written (``origin``) or deleted (None), and the progress it changes."""
+        self.count(case_id, -1)
+        keys = self.labels.setdefault(case_id, {})
+        if origin is None:
+            keys.pop(key, None)
+        else:
+            keys[key] = origin
+        if not keys:
+            del self.labels[case_id]
+        self.count(case_id, +1)
+
+
 @dataclass
 class ReviewRun:
     """A run opened for review: the results (read once), the queue, and the store the labels go to."""
@@ -422,11 +476,19 @@ class ReviewRun:
     store: Store
     cases: dict[str, Case]
     lock: threading.Lock = field(default_factory=threading.Lock)
+    #: reviewer -> their :class:`Ledger`, read from the store at first use and after another connection wrote
+    #: to it (``data_version``: a sheet imported, cases assigned while the server runs)
+    _ledgers: dict[str, Ledger] = field(default_factory=dict)
+    _version: int | None = None
 
-    @property
-    def spot(self) -> set[str]:
-        """The case ids of the random spot check (empty: none drawn)."""
-        return {r.case_id for r in self.results.spot_checks}
+    @cached_property
+    def spot(self) -> frozenset[str]:
+        """The case ids of the random spot check (empty: none drawn; read with the run, once)."""
+        return frozenset(r.case_id for r in self.results.spot_checks)
+
+    @cached_property
+    def _needs_review(self) -> frozenset[str]:
+        return frozenset(a.case_id for a in self.queue.cases if a.needs_review)
 
     def blind(self, case_id: str, labels: Sequence[HumanLabelRecord]) -> bool:
         """Whether ``case_id`` is a spot-check case the reviewer (whose ``labels`` these are) has not scored
@@ -434,6 +496,30 @@ class ReviewRun:
         if case_id not in self.spot:
             return False
         return self._own_scored([lb for lb in labels if lb.case_id == case_id]).get(case_id, 0) < len(self.dimensions)
+
+    def ledger(self, reviewer: str) -> Ledger:
+        """``reviewer``'s :class:`Ledger` (read again from the store when another connection wrote to it)."""
+        with self.lock:
+            return self._ledger(reviewer)
+
+    def _ledger(self, reviewer: str) -> Ledger:
+        """:meth:`ledger`, with :attr:`lock` held."""
+        version = self.store.data_version()
+        if version != self._version:
+            self._ledgers.clear()
+            self._version = version
+        found = self._ledgers.get(reviewer)
+        if found is not None:
+            return found
+        assigned = frozenset(c for c, name in self.store.assignments() if name == reviewer)
+        dims = frozenset(d.id for d in self.dimensions)
+        ledger = Ledger(dims, {}, assigned or self._needs_review, assigned)
+        for lb in self.store.human_labels(reviewer=reviewer):
+            ledger.labels.setdefault(lb.case_id, {})[_key(lb)] = lb.origin
+        for case_id in ledger.labels:
+            ledger.count(case_id, +1)
+        self._ledgers[reviewer] = ledger
+        return ledger
 
     @classmethod
     def open(cls, folder: str | Path) -> ReviewRun:
@@ -586,17 +672,15 @@ class ReviewRun:
                 self._put(HumanLabelRecord(case_id=a.case_id, dimension=dim_of.get(i), deduction_id=i,
                                            reviewer=adjudicator, kind="verdict", value=v, origin="reference"))
 
-    def assigned(self, reviewer: str) -> set[str]:
+    def assigned(self, reviewer: str) -> frozenset[str]:
         """The case ids assigned to ``reviewer`` (empty: none)."""
-        return {c for c, names in self.assignments().items() if reviewer in names}
+        return self.ledger(reviewer).assigned
 
-    def progress(self, reviewer: str, labels: Sequence[HumanLabelRecord] | None = None) -> Progress:
-        """Done / started of the reviewer's assigned cases, or, with none assigned, of the cases that need review."""
-        states = self.states(self.labels(reviewer) if labels is None else labels)
-        mine = self.assigned(reviewer)
-        todo = [a.case_id for a in self.queue.cases if (a.case_id in mine if mine else a.needs_review)]
-        return Progress(done=sum(states.get(c) == "done" for c in todo),
-                        started=sum(states.get(c) == "started" for c in todo), total=len(todo))
+    def progress(self, reviewer: str) -> Progress:
+        """Done / started of the reviewer's assigned cases, or, with none assigned, of the cases that need review
+        (from their :class:`Ledger`: no pass over the run's cases)."""
+        ledger = self.ledger(reviewer)
+        return Progress(done=ledger.done, started=ledger.started, total=len(ledger.pool))
 
     def case_at(self, rank: int) -> CaseAudit:
         if not 1 <= rank <= len(self.queue.cases):
@@ -756,7 +840,7 @@ class ReviewRun:
             if not isinstance(accepted, list) or not all(isinstance(d, str) for d in accepted):
                 raise ActionError("'accepted' must list dimension ids")
             panel = {d.dimension: d.panel_score for d in a.dimensions}
-            if accepted and self.blind(a.case_id, self.labels(reviewer)):
+            if accepted and a.case_id in self.spot and self.ledger(reviewer).own_scored(a.case_id) < len(panel):
                 raise ActionError("a spot-check case takes your own scores: the panel's are not shown until you "
                                   "have entered yours")
             for dim_id in [d.id for d in self.dimensions]:
@@ -784,15 +868,15 @@ class ReviewRun:
             did = _text(action, "id")
             if not did.startswith("added:"):
                 raise ActionError(f"{did!r} is not a deduction added by a reviewer")
-            with self.lock:
-                self.store.delete_human_label(reviewer=reviewer, kind="added_deduction", case_id=a.case_id,
-                                              dimension=did.split(":")[1], deduction_id=did)
+            self._delete(HumanLabelRecord(case_id=a.case_id, dimension=did.split(":")[1], deduction_id=did,
+                                          reviewer=reviewer, kind="added_deduction"))
         else:
             raise ActionError(f"unknown action {op!r}")
-        labels = self.labels(reviewer)
-        progress = self.progress(reviewer, labels)
-        reply.update(state=self.states(labels).get(a.case_id, "todo"), progress=progress.text, done=progress.done,
-                     total=progress.total)
+        with self.lock:     # the reviewer's ledger, kept up to date by every write: no pass over the run's cases
+            ledger = self._ledger(reviewer)
+            progress = Progress(done=ledger.done, started=ledger.started, total=len(ledger.pool))
+            reply.update(state=ledger.state(a.case_id), progress=progress.text, done=progress.done,
+                         total=progress.total)
         return reply
 
     def _dimension(self, a: CaseAudit, dim_id: str) -> Dimension:
@@ -852,13 +936,17 @@ class ReviewRun:
 
     def _put(self, label: HumanLabelRecord) -> None:
         with self.lock:
+            self._ledger(label.reviewer)   # read before the write (or after another connection's): then kept
             self.store.upsert_human_label(label.model_copy(update={"source": SOURCE, "labelled_at": 0.0}))
+            self._ledgers[label.reviewer].put(label.case_id, _key(label), label.origin)
 
     def _delete(self, label: HumanLabelRecord) -> None:
         kind: LabelKind = label.kind
         with self.lock:
+            self._ledger(label.reviewer)
             self.store.delete_human_label(reviewer=label.reviewer, kind=kind, case_id=label.case_id,
                                           dimension=label.dimension, deduction_id=label.deduction_id)
+            self._ledgers[label.reviewer].put(label.case_id, _key(label), None)
 
     def _put_or_delete(self, label: HumanLabelRecord) -> None:
         """A comment label: stored when it has text, deleted when emptied."""
@@ -866,6 +954,11 @@ class ReviewRun:
             self._put(label)
         else:
             self._delete(label)
+
+
+def _key(label: HumanLabelRecord) -> LabelKey:
+    """The label's key in its reviewer's :class:`Ledger` (the store's key without reviewer and case)."""
+    return (label.kind, label.dimension or "", label.deduction_id or "")
 
 
 def _text(action: Mapping[str, Any], key: str) -> str:
