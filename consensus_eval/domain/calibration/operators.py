@@ -33,9 +33,21 @@ class Omission(BaseModel):
     conversation: str
 
 
+class Fact(BaseModel):
+    """A fact a base record states (``record``: its exact text) and where the conversation says it
+    (``conversation``: exact text), listed so that a reviewer can check the record against the
+    conversation clause by clause."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    record: str
+    conversation: str
+
+
 class BaseCase(BaseModel):
     """A clean base case: a conversation and a record correct and complete for it (``note`` says what
-    it is about) and the fragments omission operators may delete."""
+    it is about), the fragments omission operators may delete, and the facts the record states with
+    where the conversation says them (the built-in bases list them all; a user's records need not)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -44,6 +56,7 @@ class BaseCase(BaseModel):
     conversation: str
     record: str
     omit: list[Omission] = []
+    facts: list[Fact] = []
 
 
 @dataclass(frozen=True)
