@@ -125,6 +125,22 @@ def test_search(page):
     assert len(page.visible_ids()) == 4
 
 
+def test_search_finds_a_word_only_in_a_judges_reason(page):
+    """A word that is only in a judge's reason (c2: judge-a's "药名写错"), not in any row: found through the
+    drill-down payloads the page embeds, inflated at the first search."""
+    p = page.page
+    assert "药名写错" not in p.inner_text("#case-table")               # not in any row's text
+    assert "reasons" in (p.get_attribute("#f-text", "placeholder") or "")
+    p.fill("#f-text", "药名写错")
+    p.wait_for_function("() => document.getElementById('f-count').textContent.startsWith('1 of')")
+    assert page.visible_ids() == ["c2"]
+    p.fill("#f-text", "写错了三次")                                      # in no reason: nothing
+    p.wait_for_function("() => document.getElementById('f-count').textContent.startsWith('0 of')")
+    p.fill("#f-text", "药名写")                                         # part of the reason, typed again
+    p.wait_for_function("() => document.getElementById('f-count').textContent.startsWith('1 of')")
+    assert page.visible_ids() == ["c2"]
+
+
 def test_sort(page):
     total = page.page.locator("#case-table thead button", has_text=re.compile(r"^total$"))
     total.click()                                                    # numbers: highest first

@@ -36,7 +36,8 @@ JS_LABELS = ("showing", "loading", "no_stream", "total", "judge_totals", "human"
              "not_found", "fuzzy", "to_quote", "to_deduction", "failed_runs", "comment", "claimed_vs_derived",
              "mismatch", "record", "conversation", "status_ok", "status_failed", "status_inconclusive",
              "status_incomplete", "verdict_agree", "verdict_disagree", "verdict_unsure", "human_vs_panel",
-             "human_comments", "human_added", "fixed_penalty", "verdict_reference")
+             "human_comments", "human_added", "fixed_penalty", "verdict_reference",
+             "search_placeholder_reasons")
 
 
 def render_html(data: ReportData) -> str:

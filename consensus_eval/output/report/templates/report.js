@@ -13,11 +13,13 @@
   var ncols = table.tHead.rows[0].cells.length;
   var chunks = {};
   var controls = document.getElementById("controls");
-  controls.hidden = false;
+  controls.hidden = false;   /* the controls work with this script only: its placeholder names the reasons */
   var q = document.getElementById("f-text"), fs = document.getElementById("f-status"),
       ff = document.getElementById("f-flag"), fk = document.getElementById("f-stars"),
       fj = document.getElementById("f-judge"), fc = document.getElementById("f-cat"),
       shown = document.getElementById("f-count");
+  q.placeholder = L.search_placeholder_reasons;
+  q.setAttribute("aria-label", L.search_placeholder_reasons);
 
   function el(tag, cls, text) {
     var e = document.createElement(tag);
@@ -32,17 +34,49 @@
   function has(list, v) { return (" " + list + " ").indexOf(" " + v + " ") >= 0; }
 
   /* ---------------------------------------------------------------- filter, search, sort */
-  function applyFilters() {
+  /* case id -> its judges' reasons and comments, lower-cased: read from the drill-down payloads the page
+     embeds, inflated once, at the first search (no reason text is added to the rows: the page stays small) */
+  var reasons = null, reasonsLoading = false;
+  function reasonText(p) {
+    var out = [];
+    p.dims.forEach(function (d) {
+      d.v.forEach(function (v) {
+        (v.c || []).forEach(function (c) { out.push(c); });
+        (v.gr || []).forEach(function (g) { g.d.forEach(function (x) { if (x.why) { out.push(x.why); } }); });
+      });
+    });
+    return out.join("\n").toLowerCase();
+  }
+  function loadReasons() {
+    if (reasonsLoading || typeof DecompressionStream === "undefined") { return; }
+    reasonsLoading = true;
+    var keys = {};
+    Object.keys(meta.index).forEach(function (id) { keys[meta.index[id]] = true; });
+    Promise.all(Object.keys(keys).map(function (k) {
+      /* a chunk already opened is read from its cache; the others are inflated here and not kept */
+      return (chunks[k] || inflate(k)).then(function (list) {
+        return list.map(function (p) { return [p.id, reasonText(p)]; });
+      });
+    })).then(function (parts) {
+      var found = {};
+      parts.forEach(function (part) { part.forEach(function (x) { found[x[0]] = x[1]; }); });
+      reasons = found;
+      if (q.value.trim()) { applyFilters(true); }
+    });
+  }
+  function applyFilters(keepOpen) {
     var text = q.value.trim().toLowerCase(), n = 0;
     /* the deduction types whose name holds the text: a row matches when its judges deducted one of them */
     var typeHits = text ? (meta.types || []).map(function (name, i) {
       return name.toLowerCase().indexOf(text) >= 0 ? String(i) : null; }).filter(function (x) { return x; }) : [];
-    closeDrill();
+    if (text && reasons === null) { loadReasons(); }
+    if (keepOpen !== true) { closeDrill(); }
     rows.forEach(function (r) {
       var d = r.dataset, ok = true, cl = r.classList;
       if (text && r.textContent.toLowerCase().indexOf(text) < 0
-          && !typeHits.some(function (i) { return has(d.t || "", i); })) {
-        ok = false;   /* the row's text, else its deductions' types */
+          && !typeHits.some(function (i) { return has(d.t || "", i); })
+          && !(reasons && (reasons[d.id] || "").indexOf(text) >= 0)) {
+        ok = false;   /* the row's text, else its deductions' types, else its judges' reasons */
       }
       if (ok && fs.value && d.s !== fs.value) { ok = false; }
       if (ok && ff.value === "review" && !cl.contains("review")) { ok = false; }
@@ -97,12 +131,13 @@
     for (var i = 0; i < bin.length; i += 1) { out[i] = bin.charCodeAt(i); }
     return out;
   }
+  function inflate(k) {
+    var raw = document.getElementById("dd-" + k).textContent.trim();
+    var stream = new Blob([b64bytes(raw)]).stream().pipeThrough(new DecompressionStream("gzip"));
+    return new Response(stream).text().then(JSON.parse);
+  }
   function chunk(k) {
-    if (!chunks[k]) {
-      var raw = document.getElementById("dd-" + k).textContent.trim();
-      var stream = new Blob([b64bytes(raw)]).stream().pipeThrough(new DecompressionStream("gzip"));
-      chunks[k] = new Response(stream).text().then(JSON.parse);
-    }
+    if (!chunks[k]) { chunks[k] = inflate(k); }
     return chunks[k];
   }
   function closeDrill() {
