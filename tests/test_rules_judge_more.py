@@ -270,3 +270,35 @@ def test_a_glucose_time_is_not_a_drug_timing():
 def test_timing_in_a_later_clause_of_the_drugs_sentence():
     rec, conv = with_drugs("甘精胰岛素每天睡前打12个单位。", "甘精胰岛素12U 每日1次，晚餐前皮下注射")
     assert found(judge(rec, conv)) == ["usage_error"]
+
+
+# --------------------------------------------------------------------------- precision on free wording
+
+
+def test_an_insulin_whose_brand_the_lexicon_lacks_is_not_a_swap():
+    # 艾倍得 (insulin glulisine) is not in the lexicon: the record's 谷赖胰岛素 replaces no insulin the
+    # conversation names (诺和达 is 德谷胰岛素, recorded)
+    conv = edit("饭后吃。", "饭后吃。三餐前打艾倍得，每次6个单位；睡前打诺和达14个单位，一直打胰岛素。", CONV)
+    rec = edit("餐后口服。", "餐后口服；谷赖胰岛素6U 每日3次 三餐前皮下注射，德谷胰岛素14U 每晚1次 睡前皮下注射。")
+    assert found(judge(rec, conv)) == []
+    # 德谷 put as 地特 is still found (谷赖 then has no named insulin to stand for and is flagged too)
+    js = judge(rec.replace("德谷", "地特"), conv)
+    assert "地特胰岛素" in [d.evidence for d in js["accuracy"].deductions if d.type == "drug_name_error"]
+
+
+def test_an_answer_gives_the_value_the_question_asks_for():
+    conv = CONV + "\n医生：空腹血糖现在多少？\n患者：6.5左右。"
+    rec = edit("今日查空腹血糖9.6mmol/L", "目前自测空腹血糖6.5mmol/L左右，今日查空腹血糖9.6mmol/L")
+    assert found(judge(rec, conv)) == []
+
+
+def test_a_plain_glucose_reading_keeps_the_old_rule():
+    conv = CONV + "\n医生：有没有低血糖？\n患者：上周有一次，测了3.1，睡前一般7到8。"
+    rec = edit("今日查空腹血糖9.6mmol/L", "1周前低血糖1次，血糖3.1mmol/L，睡前血糖7～8mmol/L；今日查空腹血糖9.6mmol/L")
+    assert found(judge(rec, conv)) == []
+
+
+def test_values_after_a_threshold_are_values_of_its_kind():
+    conv = edit("今天空腹9.6", "平时空腹经常在10以上，餐后7到8。今天空腹9.6", CONV)
+    rec = edit("今日查空腹血糖9.6mmol/L", "空腹血糖多在10mmol/L以上，餐后血糖7～8mmol/L；今日查空腹血糖9.6mmol/L")
+    assert found(judge(rec, conv)) == []

@@ -113,6 +113,10 @@ class Doc:
     def cv_clauses(self) -> Boundaries:
         return Boundaries(self.cv, CLAUSE_END)
 
+    @cached_property
+    def cv_sentences(self) -> Boundaries:
+        return Boundaries(self.cv, SENTENCE_END)
+
     def rec_clause(self, pos: int, lo: int = 0, hi: int | None = None) -> tuple[int, int]:
         """The record's clause around ``pos`` (within ``rec[lo:hi]``): ``bounds(rec, pos, CLAUSE_END, lo, hi)``."""
         return self.rec_clauses.bounds(pos, lo, hi)

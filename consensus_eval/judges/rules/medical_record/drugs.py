@@ -162,15 +162,22 @@ def _human_insulin(generic: str) -> bool:
     return generic.endswith("人胰岛素")
 
 
-def _insulin_named(generic: str, conv_generics: set[str]) -> bool:
-    """Whether the conversation names the record's insulin ``generic``: the same insulin, bare 胰岛素 when
-    it names no specific insulin at all, or another human insulin for a human insulin."""
+def _insulin_named(generic: str, conv_generics: set[str], rec_generics: set[str]) -> bool:
+    """Whether the conversation names the record's insulin ``generic``: the same insulin, another human
+    insulin for a human insulin, or bare 胰岛素 unless the conversation names a specific insulin that the
+    record does not (then the record's insulin stands in its place: an insulin put for another)."""
     if generic == "胰岛素":
         return any(DRUGS[g] == "胰岛素" for g in conv_generics)
     specific = {g for g in conv_generics if DRUGS[g] == "胰岛素" and g != "胰岛素"}
-    if not specific:
-        return "胰岛素" in conv_generics
-    return _human_insulin(generic) and any(_human_insulin(g) for g in specific)
+    if _human_insulin(generic) and any(_human_insulin(g) for g in specific):
+        return True
+    replaced = {g for g in specific if not _covered_specific(g, rec_generics)}
+    return not replaced and ("胰岛素" in conv_generics or bool(specific))
+
+
+def _covered_specific(generic: str, rec_generics: set[str]) -> bool:
+    """Whether the record names the specific insulin ``generic`` (or another human insulin for one)."""
+    return generic in rec_generics or (_human_insulin(generic) and any(_human_insulin(g) for g in rec_generics))
 
 
 def check_drug_accuracy(doc: Doc) -> Iterator[Finding]:
@@ -189,7 +196,7 @@ def check_drug_accuracy(doc: Doc) -> Iterator[Finding]:
         if d.negated or h.generic in seen:
             continue
         seen.add(h.generic)
-        if h.generic in conv_generics or (h.insulin and _insulin_named(h.generic, conv_generics)):
+        if h.generic in conv_generics or (h.insulin and _insulin_named(h.generic, conv_generics, rec_generics)):
             continue
         # a specific insulin put for another: the conversation's specific insulin the record does not name
         # (bare 胰岛素 in the record covers it for drug_missing, not as the name that was replaced)

@@ -2,9 +2,11 @@
 
 Measurements (``accuracy.numbers``; read by ``quantities.py``): a record value is fine when it is one
 of the conversation's values of its kind (:class:`_ConvValues`: a keyword's value, the numbers after
-it before the next keyword in the same turn, a number written with a unit of that kind, the window of
-an approximate value when the number is said; plain 血糖 and a glucose of known time count for each
-other). When the conversation gives no value of the kind, a number said anywhere in it is fine too;
+it (or after a threshold: ``10以上，睡前7到8``) before the next keyword in the same turn, the numbers of
+the answer to a doctor's question naming the kind without a value, a number written with a unit of that
+kind, the window of an approximate value when the number is said; plain 血糖 and a glucose of known time
+count for each other). When the conversation gives no value of the kind, or the kind is plain 血糖 (a
+low or a bedtime reading is often a bare number), a number said anywhere in it is fine too;
 when it gives one, a number said only elsewhere (the post-meal value written as fasting) is a
 ``value_error``, the reason naming where the number comes from. A value the record places now (今日,
 本次, 目前 ...) that the conversation says only before (去年, 上次, N年前 ...), while it gives another
@@ -29,7 +31,7 @@ from bisect import bisect_left, bisect_right
 from collections import deque
 from collections.abc import Iterator
 
-from consensus_eval.judges.rules.medical_record.conversation import about_relative
+from consensus_eval.judges.rules.medical_record.conversation import Turn, about_relative
 from consensus_eval.judges.rules.medical_record.document import Doc
 from consensus_eval.judges.rules.medical_record.findings import Finding
 from consensus_eval.judges.rules.medical_record.lexicon import GLUCOSE_KINDS, OPTIONAL_KINDS
@@ -41,12 +43,14 @@ from consensus_eval.judges.rules.medical_record.quantities import (
     Anchors,
     Duration,
     Measure,
+    Value,
     durations,
+    keyword_kinds,
     keyword_starts,
     later_values,
     unit_values,
 )
-from consensus_eval.judges.rules.medical_record.text import SENTENCE_END, Boundaries, Numbers, all_numbers, to_number
+from consensus_eval.judges.rules.medical_record.text import Numbers, all_numbers, to_number
 
 
 def check_numbers(doc: Doc) -> Iterator[Finding]:
@@ -164,7 +168,7 @@ class _ConvValues:
     """
 
     def __init__(self, doc: Doc, conv: list[Measure]) -> None:
-        sentences = Boundaries(doc.cv, SENTENCE_END)
+        sentences = doc.cv_sentences
         anchors = Anchors(doc.cv)
         kw_starts = keyword_starts(doc.cv)
         self.kinds_pinned: set[str] = set()
@@ -175,11 +179,12 @@ class _ConvValues:
         self.by_value: dict[float | tuple[float, float], Measure] = {}
         relative: dict[tuple[int, int], bool] = {}
         for m in conv:
-            if m.threshold:
-                continue
             ti = doc.turn_at(m.start)
             turn = doc.turns[ti] if ti is not None else None
             turn_start = turn.start if turn else 0
+            if m.threshold:  # 空腹经常在10以上，睡前7到8: not a value, but what follows may be
+                self._later(doc, m, turn, kw_starts, exact, windows)
+                continue
             when = anchors.at(m.end, max(sentences.start(m.start), turn_start))
             clause = doc.cv_clauses.bounds(m.start)
             if clause not in relative:
@@ -198,20 +203,28 @@ class _ConvValues:
             self.when.setdefault((m.kind, _key(m.value)), set()).add(when)
             self.by_value.setdefault(_key(m.value), m)
             self._at(m, when)
-            if m.kind == "bp":
-                continue
-            # the numbers after this value, up to the next keyword, in the same turn
-            k = bisect_right(kw_starts, m.end - 1)
-            hi = min(kw_starts[k] if k < len(kw_starts) else len(doc.cv), turn.end if turn else len(doc.cv))
             sentence_end = sentences.stop(m.end)
-            for later in later_values(doc.cv, m.end, hi):
-                exact.setdefault(m.kind, []).append(later.value)
-                if later.window is not None:
-                    windows.setdefault(m.kind, []).append(later.window)
+            for later in self._later(doc, m, turn, kw_starts, exact, windows):
                 later_when = anchors.at(later.start, max(sentences.start(later.start), turn_start))
                 self.when.setdefault((m.kind, _key(later.value)), set()).add(later_when)
                 if later.start < sentence_end:  # 糖化上次7.8，这次8.1: 8.1 is this visit's
                     self._at(Measure(m.kind, later.value, later.start, later.end, later.num, False, False), later_when)
+        # a doctor's question naming a kind without a value: the numbers of the answer are of that kind
+        # (医生：空腹血糖现在多少？ 患者：6.5左右。)
+        asked = {m.start for m in conv}
+        for ti, turn in enumerate(doc.turns[:-1]):
+            answer = doc.turns[ti + 1]
+            if turn.role == "doctor" and answer.role != "doctor" and doc.question_before(ti + 1):
+                kinds = {kind for start, kind in keyword_kinds(doc.cv, turn.start, turn.end) if start not in asked}
+                if not kinds:
+                    continue
+                k = bisect_right(kw_starts, answer.start - 1)
+                hi = min(kw_starts[k] if k < len(kw_starts) else answer.end, answer.end)
+                for later in later_values(doc.cv, answer.start, hi):
+                    for kind in kinds:
+                        exact.setdefault(kind, []).append(later.value)
+                        if later.window is not None:
+                            windows.setdefault(kind, []).append(later.window)
         # the units the conversation writes each (kind, number as written) with
         self.units: dict[tuple[str, float], set[str]] = {}
         for m in conv:
@@ -223,6 +236,22 @@ class _ConvValues:
             self.units.setdefault((u.kind, round(u.raw, 2)), set()).add(u.unit)
         self.exact = {k: Numbers(vs) for k, vs in exact.items()}
         self.windows = {k: _Windows(ws) for k, ws in windows.items()}
+
+    @staticmethod
+    def _later(doc: Doc, m: Measure, turn: Turn | None, kw_starts: list[int], exact: dict[str, list[float]],
+               windows: dict[str, list[tuple[float, float]]]) -> list[Value]:
+        """The numbers after ``m``'s value, up to the next keyword, in the same turn: kept as values of
+        ``m``'s kind (blood pressure excepted), and returned."""
+        if m.kind == "bp":
+            return []
+        k = bisect_right(kw_starts, m.end - 1)
+        hi = min(kw_starts[k] if k < len(kw_starts) else len(doc.cv), turn.end if turn else len(doc.cv))
+        got = later_values(doc.cv, m.end, hi)
+        for later in got:
+            exact.setdefault(m.kind, []).append(later.value)
+            if later.window is not None:
+                windows.setdefault(m.kind, []).append(later.window)
+        return got
 
     def _at(self, m: Measure, when: str | None) -> None:
         """Keep ``m`` as a value of its kind at time point ``when`` (two different values at most)."""
@@ -241,7 +270,9 @@ class _ConvValues:
         return None if not said or r.unit in said else "/".join(sorted(said))
 
     def pinned(self, kind: str) -> bool:
-        return kind in self.kinds_pinned
+        # plain 血糖 is not pinned: a reading at a time the keyword does not say (a low at night, before
+        # bed) is usually given as a bare number
+        return kind in self.kinds_pinned and kind != "glucose"
 
     def _has(self, kind: str, v: float, window: tuple[float, float] | None) -> bool:
         """Whether the conversation gives ``v`` for ``kind``: an equal value, an approximate one whose

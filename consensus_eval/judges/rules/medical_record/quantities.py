@@ -222,6 +222,11 @@ def keyword_starts(text: str) -> list[int]:
     return [k.start() for k in _MEASURE_KW.finditer(text)]
 
 
+def keyword_kinds(text: str, lo: int, hi: int) -> list[tuple[int, str]]:
+    """(start, kind) of the measurement keywords of ``text[lo:hi]``, in order."""
+    return [(k.start(), _KW_KIND[k.group()]) for k in _MEASURE_KW.finditer(text, lo, hi)]
+
+
 @dataclass(frozen=True)
 class Value:
     """A number written after a measurement's own value, before the next keyword (``空腹上次7.8，这次8.1``:
