@@ -3,7 +3,12 @@ Playwright; no browser is downloaded): the server started as a user starts it, o
 (plus one case with markup injected) scored by the rules judge; two cases adjudicated, one with the
 keyboard and one with the mouse; a reload; a second reviewer in a second browser context; the
 injected ``<script>`` inert; POSTs without the token refused; the filled-in sheet downloaded; and
-`report` afterwards showing the human agreement section.
+`report` afterwards showing the human agreement section, accepted scores left out of it, and the added
+deduction in report.md and in the case's drill-down of report.html.
+
+The team: two reviewers with their own links, blind on their assigned spot-check case, disagreeing on a
+score and on a judge's deduction; the adjudicator settling both; the reference used in the validity
+figures and shown in the report. A tab left open across a server restart, in Chinese and in English.
 
 Figures (start-up, page loads, time to the first adjudicated case) are printed with ``-s`` and
 written to ``$REVIEW_TIMINGS`` when set; screenshots go to ``$REVIEW_SCREENSHOTS`` when set. Nothing
@@ -27,6 +32,7 @@ from pathlib import Path
 import pytest
 
 from consensus_eval.analysis.results import Results
+from consensus_eval.api import load_run
 from consensus_eval.execution.store import Store
 from tests.conftest import ROOT
 from tests.test_review import score_run
@@ -297,6 +303,20 @@ def test_review_in_the_browser(run_dir: Path, tmp_path: Path):
     assert re.search(r"\b1 case\(s\) with human labels|1 个病例有人工标注", md)
     # accepted: alice 3 on case 1 and 2 on case 2, bob 3 on case 1
     assert "8 个评分为复核者直接采纳评审组的评分" in md or "8 score(s) were the panel's, accepted" in md
+    # the deduction alice added is in report.md (type, comment, reviewer) and in the case's drill-down
+    added_rows = [line for line in md.splitlines() if "家族史完全缺失" in line]
+    assert any(second_case in line and "家族史缺失" in line and "alice" in line for line in added_rows), added_rows
+    anchor = next(a.anchor for a in load_run(run_dir, n_boot=0).audit if a.case_id == second_case)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
+        report = browser.new_page()
+        report.goto((run_dir / "report.html").as_uri() + "#" + anchor)
+        added = report.locator("tr.drill ul.added li")
+        expect(added).to_have_count(1)
+        expect(added).to_contain_text("alice")
+        expect(added).to_contain_text("家族史完全缺失")
+        expect(added).to_contain_text("家族史缺失")
+        browser.close()
 
     summary = {k: round(v, 3) for k, v in timings.items()}
     print("review timings:", json.dumps(summary))
@@ -461,14 +481,21 @@ def conflict_ids_judge(res: Results, ids: list[str]) -> str:
     return str(judges.pop())
 
 
-def test_a_tab_left_open_across_a_restart_says_so_and_keeps_the_input(run_dir: Path):
+#: what a tab left open across a restart says, per page language: (the banner, the save status)
+STALE = {"zh": ("服务器已重启或链接已失效", "会话已失效"),
+         "en": ("the server was restarted or the link is no longer valid", "the session has ended")}
+
+
+@pytest.mark.parametrize("lang", ["zh", "en"])
+def test_a_tab_left_open_across_a_restart_says_so_and_keeps_the_input(run_dir: Path, lang: str):
     """The server restarts (its sessions are in memory): the old tab's next save is refused, and the page
-    says so in a banner, in Chinese, keeping what was typed; nothing is stored from it."""
+    says so in a banner, in the page's language (Chinese or English), keeping what was typed; nothing is
+    stored from it."""
     from playwright.sync_api import expect, sync_playwright
 
     expect.set_options(timeout=30_000)
     port = free_port()
-    proc, url, _ = start_server(run_dir, port, "--reviewer", "li", "--lang", "zh")
+    proc, url, _ = start_server(run_dir, port, "--reviewer", "li", "--lang", lang)
     try:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
@@ -477,12 +504,13 @@ def test_a_tab_left_open_across_a_restart_says_so_and_keeps_the_input(run_dir: P
             page.goto(f"http://127.0.0.1:{port}/case/1")
             expect(page.locator("input.score").first).to_be_visible()
             stop_server(proc)
-            proc, _, _ = start_server(run_dir, port, "--reviewer", "li", "--lang", "zh")
+            proc, _, _ = start_server(run_dir, port, "--reviewer", "li", "--lang", lang)
             box = page.locator("input.score[data-dim=accuracy]")
             box.fill("27.5")
             box.press("Tab")
-            expect(page.locator("#stale-banner")).to_contain_text("服务器已重启或链接已失效")
-            expect(page.locator("#save-status")).to_contain_text("会话已失效")
+            banner, status = STALE[lang]
+            expect(page.locator("#stale-banner")).to_contain_text(banner)
+            expect(page.locator("#save-status")).to_contain_text(status)
             expect(box).to_have_value("27.5")                         # what was typed stays
             browser.close()
     finally:
