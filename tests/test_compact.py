@@ -20,11 +20,11 @@ from consensus_eval.analysis import alpha as alpha_mod, audit as audit_mod, cons
 from consensus_eval.analysis.audit import AuditDeduction, CaseAudit, DimensionAudit, JudgeView, deductions_of
 from consensus_eval.analysis.consensus import CaseConsensus, JudgeScore
 from consensus_eval.domain.cases import Case, Turn
+from consensus_eval.domain.construct import all_fields, construct, shared_copy
 from consensus_eval.domain.grounding import Grounding, Span
 from consensus_eval.domain.judgment import Deduction, Judgment, PenaltyHit
 from consensus_eval.domain.scoring import CategoryScore, DimensionScore, derive
 from consensus_eval.execution import compact, results as results_mod, store as store_mod
-from consensus_eval.execution.compact import all_fields, construct, share_fields_set
 from consensus_eval.execution.results import Deriver, read_run
 from consensus_eval.execution.store import CallRecord, Store
 from consensus_eval.output.report import drill as drill_mod
@@ -40,16 +40,17 @@ def _score(**kw: object) -> CategoryScore:
 
 
 def test_only_a_set_naming_every_field_is_shared_and_assigning_changes_no_other_object():
-    a, b = share_fields_set(_score()), share_fields_set(_score(n=2))
-    assert a.__pydantic_fields_set__ is b.__pydantic_fields_set__ is all_fields(CategoryScore)
+    a, b = shared_copy(_score()), shared_copy(_score(n=2))
+    assert a.model_fields_set is b.model_fields_set is all_fields(CategoryScore)
     before = a.model_dump(exclude_unset=True)
     b.taken = 2.0                                   # pydantic adds the name to the (shared) set: nothing new
     assert all_fields(CategoryScore) == set(CategoryScore.model_fields)
     assert a.model_fields_set == set(CategoryScore.model_fields) and a.model_dump(exclude_unset=True) == before
     partial = JudgeScore(judge="j", dimension="d", runs=[], failed_runs=0, mean=None, spread=None, stars=None,
                          claim_mismatches=0)         # ``asked`` left to its default: not every field set
-    own = partial.__pydantic_fields_set__
-    assert share_fields_set(partial).__pydantic_fields_set__ is own and "asked" not in partial.model_fields_set
+    own = partial.model_fields_set
+    kept = shared_copy(partial).model_fields_set
+    assert kept == own and kept is not all_fields(JudgeScore) and "asked" not in partial.model_fields_set
     partial.asked = False
     assert "asked" not in all_fields(JudgeScore) - {"asked"} and all_fields(JudgeScore) == set(JudgeScore.model_fields)
 
@@ -78,10 +79,10 @@ def test_calls_read_back_compact_equal_to_their_validated_twins_and_without_repl
         twin = CallRecord.model_validate(r.model_dump())
         assert r == twin and r.model_dump_json() == twin.model_dump_json()
         assert s == r.model_copy(update={"raw": None})
-        assert r.__pydantic_fields_set__ is all_fields(CallRecord)
-        assert r.judgment is not None and r.judgment.__pydantic_fields_set__ is all_fields(Judgment)
-        assert all(d.__pydantic_fields_set__ is all_fields(Deduction) for d in r.judgment.deductions)
-        assert all(p.__pydantic_fields_set__ is all_fields(PenaltyHit) for p in r.judgment.fixed_penalties)
+        assert r.model_fields_set is all_fields(CallRecord)
+        assert r.judgment is not None and r.judgment.model_fields_set is all_fields(Judgment)
+        assert all(d.model_fields_set is all_fields(Deduction) for d in r.judgment.deductions)
+        assert all(p.model_fields_set is all_fields(PenaltyHit) for p in r.judgment.fixed_penalties)
     by_case: dict[str, set[int]] = {}
     for r in full:
         by_case.setdefault(r.case_id, set()).add(id(r.case_id))
@@ -160,7 +161,7 @@ def test_every_object_a_rebuild_holds_by_the_hundred_shares_its_classs_fields_se
     for cls in (Case, Turn, CallRecord, Judgment, Deduction, PenaltyHit, DimensionScore, CategoryScore, Grounding,
                 Span, CaseConsensus, JudgeScore, CaseAudit, DimensionAudit, JudgeView, AuditDeduction):
         assert held.get(cls), cls
-        assert {id(o.__pydantic_fields_set__) for o in held[cls]} == {id(all_fields(cls))}, cls  # type: ignore[attr-defined]
+        assert {id(o.model_fields_set) for o in held[cls]} == {id(all_fields(cls))}, cls  # type: ignore[attr-defined]
     assert all(r.raw is None for r in results.records)          # a rebuild does not read the replies back
 
 
@@ -180,10 +181,10 @@ def test_a_rebuild_writes_the_same_bytes_as_without_any_saving(tmp_path, monkeyp
     api.rebuild(lean, n_boot=50)
     # every saving off: fields sets of their own, replies read, each score derived for its call, the
     # payloads built as a list
-    same = lambda obj, *_: obj  # noqa: E731
+    same = lambda obj, *_, **__: obj  # noqa: E731
     for mod in (compact, results_mod, audit_mod, consensus_mod):
-        if hasattr(mod, "share_fields_set"):
-            monkeypatch.setattr(mod, "share_fields_set", same)
+        if hasattr(mod, "shared_copy"):
+            monkeypatch.setattr(mod, "shared_copy", same)
     monkeypatch.setattr(store_mod, "compact_record", same)
     monkeypatch.setattr(audit_mod, "construct", lambda cls, **kw: cls.model_construct(**kw))
     monkeypatch.setattr(Deriver, "__call__", lambda self, dim, j: derive(self.rubric.dimension(dim), j))
@@ -246,7 +247,7 @@ def test_deductions_of_a_call_are_built_with_the_shared_set(tmp_path):
     with Store.open_existing(folder, read_only=True) as store:
         run = read_run(store)
     made = [d for r in run.records for d in deductions_of(run.rubric, r, run.grounding)]
-    assert made and all(d.__pydantic_fields_set__ is all_fields(AuditDeduction) for d in made)
+    assert made and all(d.model_fields_set is all_fields(AuditDeduction) for d in made)
     assert all(d.grounding is run.grounding[d.id] for d in made)
 
 

@@ -56,3 +56,33 @@ def test_config_prices_are_registered_with_litellm(rubric):
                          input_cost_per_token=3e-6, output_cost_per_token=7e-6), rubric)
     info = litellm.get_model_info("openai/ce-unknown-model-x")
     assert info["input_cost_per_token"] == 3e-6 and info["output_cost_per_token"] == 7e-6
+
+
+#: what the package may set on functions it made itself (as functools.wraps does)
+OWN_FUNCTION_NAMES = {"__doc__", "__name__", "__qualname__"}
+
+
+def test_the_package_writes_no_object_internals() -> None:
+    """No module of the package writes another library's (or CPython's) internals: no ``object.__setattr__``,
+    no assignment into ``__dict__``, no dunder attribute assigned (issue 26: compact.py wrote pydantic's
+    ``__dict__`` and ``__pydantic_fields_set__``; models are now built with ``model_construct``)."""
+    import ast
+    from pathlib import Path
+
+    import consensus_eval
+
+    found = []
+    for path in Path(consensus_eval.__file__).parent.rglob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and node.attr == "__setattr__" and \
+                    isinstance(node.value, ast.Name) and node.value.id == "object":
+                found.append(f"{path.name}:{node.lineno}: object.__setattr__")
+            targets = node.targets if isinstance(node, ast.Assign) else \
+                [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
+            for t in targets:
+                base = t.value if isinstance(t, ast.Subscript) else t
+                if isinstance(base, ast.Attribute) and base.attr.startswith("__") and base.attr.endswith("__") \
+                        and base.attr not in OWN_FUNCTION_NAMES:
+                    found.append(f"{path.name}:{t.lineno}: assigns {base.attr}")
+    assert found == []

@@ -100,10 +100,10 @@ from pydantic import BaseModel, Field
 
 from consensus_eval.analysis.consensus import CaseConsensus
 from consensus_eval.domain.config import ConsensusConfig, EvalConfig
+from consensus_eval.domain.construct import construct, shared_copy
 from consensus_eval.domain.grounding import Grounding
 from consensus_eval.domain.rubric import Rubric
 from consensus_eval.domain.scoring import DimensionScore
-from consensus_eval.execution.compact import construct, share_fields_set
 from consensus_eval.execution.results import StoredRun
 from consensus_eval.execution.store import CallRecord
 
@@ -434,9 +434,8 @@ def audit(run: StoredRun, cons: Sequence[CaseConsensus]) -> list[CaseAudit]:
         a.anchor = anchors[c.case_id]
         audits.append(a)
     ranked = rank(audits, queue_mode(len(run.judges)))
-    for a in ranked:   # every field set by now: the class's shared set (execution/compact.py)
-        share_fields_set(a)
-    return ranked
+    # every field set by now: objects sharing the class's one fields set (domain/construct.py)
+    return [shared_copy(a) for a in ranked]
 
 
 def queue_mode(panel_size: int) -> QueueMode:
@@ -688,7 +687,7 @@ def _audit_dimension(rubric: Rubric, judges: Sequence[str], cons: CaseConsensus,
     stars = [v.stars for v in views if v.stars is not None]
     scores = [v.score for v in views if v.score is not None]
     spread = (max(scores) - min(scores)) if len(scores) >= 2 else None
-    return share_fields_set(DimensionAudit(
+    return construct(DimensionAudit, **dict(
         dimension=dim_id, name=dim.name, max=dim.max, panel_score=cons.scores.get(dim_id),
         star_gap=(max(stars) - min(stars)) if len(stars) >= 2 else 0, judges=views,
         spread=spread, spread_share=(spread / dim.max) if spread is not None and dim.max > 0 else None,
@@ -700,7 +699,7 @@ def _judge_view(rubric: Rubric, cons: CaseConsensus, judge: str, dim_id: str, re
                 grounding: Mapping[str, Grounding] | None = None) -> JudgeView:
     ok = sorted((r for r in recs if r.request_hash in derived), key=lambda r: r.run)
     score = cons.judges.get(judge, {}).get(dim_id)
-    return share_fields_set(JudgeView(
+    return construct(JudgeView, **dict(
         judge=judge,
         score=score.mean if score else None,
         stars=score.stars if score else None,
@@ -784,7 +783,7 @@ def _mismatches(rubric: Rubric, records: list[CallRecord], derived: dict[str, Di
     for r in records:
         s = derived.get(r.request_hash)
         if s is not None and s.claim_mismatch:
-            out.append(share_fields_set(Mismatch(judge=r.judge, run=r.run, dimension=r.dimension,
+            out.append(construct(Mismatch, **dict(judge=r.judge, run=r.run, dimension=r.dimension,
                                 dimension_name=rubric.dimension(r.dimension).name,
                                 claimed_score=s.claimed_score, claimed_stars=s.claimed_stars,
                                 derived_score=s.score, derived_stars=s.stars)))

@@ -25,9 +25,9 @@ from pydantic import BaseModel
 
 from consensus_eval.domain.aggregate import aggregate
 from consensus_eval.domain.config import ConsensusConfig
+from consensus_eval.domain.construct import construct
 from consensus_eval.domain.rubric import Rubric
 from consensus_eval.domain.scoring import DimensionScore
-from consensus_eval.execution.compact import share_fields_set
 from consensus_eval.execution.results import StoredRun, derive_all
 from consensus_eval.execution.store import CallRecord
 
@@ -122,7 +122,7 @@ def _judge_score(judge: str, dim: str, recs: list[CallRecord], derived: dict[str
     ok = [derived[r.request_hash] for r in recs if r.request_hash in derived]
     runs = [d.score for d in ok]
     mean = statistics.fmean(runs) if runs else None
-    return share_fields_set(JudgeScore(
+    return construct(JudgeScore, **dict(
         judge=judge, dimension=dim, runs=runs, failed_runs=len(recs) - len(ok), mean=mean,
         spread=(max(runs) - min(runs)) if runs else None,
         stars=rubric.dimension(dim).stars_for(mean) if mean is not None else None,
@@ -150,7 +150,7 @@ def _case(rubric: Rubric, case_id: str, judges: Sequence[str],
     star_total = rubric.star_total({d: s for d, s in stars.items() if s is not None}) if complete else None
     spread = (max(judge_totals.values()) - min(judge_totals.values())) if len(judge_totals) >= 2 else None
     flags = _flags(table, judges, dims, spread, config)
-    return share_fields_set(CaseConsensus(
+    return construct(CaseConsensus, **dict(
         case_id=case_id, status=status, scores=scores, stars=stars, total=total, star_total=star_total,
         n_judges=len(judge_totals), judges=table, judge_totals=judge_totals, spread=spread,
         flags=[f.text for f in flags], flag_codes=flags, missing_calls=missing,

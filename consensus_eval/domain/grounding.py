@@ -56,6 +56,7 @@ from jinja2.sandbox import SandboxedEnvironment
 from pydantic import BaseModel
 from rapidfuzz import fuzz
 
+from consensus_eval.domain.construct import all_fields
 from consensus_eval.domain.prompts import prompts_root
 from consensus_eval.domain.sections import SectionIndex
 
@@ -103,7 +104,7 @@ class Grounding(BaseModel):
 def _made(kind: GroundingKind, score: float | None = None, spans: list[Span] | None = None) -> Grounding:
     """A :class:`Grounding` built from the search's own checked values, without validation (a rebuild
     grounds every quote of a run): the types validation would give (a float score, a new list)."""
-    return Grounding.model_construct(kind=kind, score=None if score is None else float(score),
+    return Grounding.model_construct(all_fields(Grounding), kind=kind, score=None if score is None else float(score),
                                      spans=[] if spans is None else spans)
 
 
@@ -220,7 +221,7 @@ class _Text:
 
     def span(self, start: int, end: int) -> Span:
         # built here from checked values: no validation needed
-        return Span.model_construct(source=self.source, start=start, end=end,
+        return Span.model_construct(all_fields(Span), source=self.source, start=start, end=end,
                                     section=self.sections.at(start) if self.sections is not None else None)
 
 

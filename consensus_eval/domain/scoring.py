@@ -12,6 +12,7 @@ import math
 
 from pydantic import BaseModel
 
+from consensus_eval.domain.construct import all_fields
 from consensus_eval.domain.judgment import Judgment
 from consensus_eval.domain.rubric import Dimension
 
@@ -69,8 +70,9 @@ def derive(dimension: Dimension, judgment: Judgment) -> DimensionScore:
     # would give them (floats for sums of no deduction too): no validation needed, a rebuild derives
     # every stored call's score
     cats = [
-        CategoryScore.model_construct(id=c.id, name=c.name, cap=c.cap, deducted=float(sum(per_cat[c.id])),
-                                      taken=float(min(sum(per_cat[c.id]), c.cap)), n=len(per_cat[c.id]))
+        CategoryScore.model_construct(all_fields(CategoryScore), id=c.id, name=c.name, cap=c.cap,
+                                      deducted=float(sum(per_cat[c.id])), taken=float(min(sum(per_cat[c.id]), c.cap)),
+                                      n=len(per_cat[c.id]))
         for c in dimension.categories
     ]
     unknown = [p.id for p in judgment.fixed_penalties if p.id not in dimension.penalties_by_id]
@@ -84,6 +86,7 @@ def derive(dimension: Dimension, judgment: Judgment) -> DimensionScore:
     if math.isclose(score, round(score)):
         score = float(round(score))
     return DimensionScore.model_construct(
+        all_fields(DimensionScore),
         dimension=dimension.id, max=float(dimension.max), score=score, stars=dimension.stars_for(score),
         categories=cats, penalties=float(penalties),
         claimed_score=None if judgment.claimed_score is None else float(judgment.claimed_score),

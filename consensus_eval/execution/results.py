@@ -22,11 +22,11 @@ from consensus_eval._errors import InputError, format_validation_error
 from consensus_eval._gc import gc_paused_call
 from consensus_eval.domain.cases import Case
 from consensus_eval.domain.config import EvalConfig
+from consensus_eval.domain.construct import shared_copy
 from consensus_eval.domain.grounding import CaseGrounder, Grounding
 from consensus_eval.domain.judgment import Judgment
 from consensus_eval.domain.rubric import Rubric
 from consensus_eval.domain.scoring import CategoryScore, DimensionScore, derive
-from consensus_eval.execution.compact import all_fields, share_fields_set
 from consensus_eval.execution.pricing import saving_per_cached_token
 from consensus_eval.execution.store import CallRecord, Store
 
@@ -46,7 +46,7 @@ class Deriver:
     to the derivation (dimension, each deduction's category, type and points in order, the fixed
     penalties' ids in order, the claimed score and stars) get the same :class:`DimensionScore` object,
     derived once; the category lines of the scores derived are shared the same way, and every object
-    made has its class's shared fields set (:mod:`consensus_eval.execution.compact`). Values are those
+    made has its class's shared fields set (:mod:`consensus_eval.domain.construct`). Values are those
     ``derive`` gives, to the bit (floats are compared by their exact value and sign)."""
 
     def __init__(self, rubric: Rubric) -> None:
@@ -60,11 +60,11 @@ class Deriver:
                tuple(p.id for p in judgment.fixed_penalties), _exact(judgment.claimed_score), judgment.claimed_stars)
         hit = self._scores.get(key)
         if hit is None:
-            hit = self._scores[key] = share_fields_set(derive(self.rubric.dimension(dimension), judgment))
+            hit = self._scores[key] = derive(self.rubric.dimension(dimension), judgment)
             cats = hit.categories
             for i, c in enumerate(cats):
                 ckey = (c.id, c.name, _exact(c.cap), _exact(c.deducted), _exact(c.taken), c.n)
-                cats[i] = self._categories.setdefault(ckey, share_fields_set(c))
+                cats[i] = self._categories.setdefault(ckey, c)
         return hit
 
 
@@ -102,29 +102,16 @@ def ground_all(rubric: Rubric, cases: Sequence[Case], records: Iterable[CallReco
         grounder = CaseGrounder(case.record, case.conversation_as_text(rubric.roles))
         for r in recs:
             for did, evidence in evidence_of(r):
-                out[did] = _compact_grounding(grounder.ground(evidence))
+                out[did] = grounder.ground(evidence)   # built with shared fields sets (domain/grounding.py)
     return out
 
 
 def _compact_case(case: Case) -> Case:
-    """``case`` and its turns with their classes' shared fields sets, the roles interned
-    (:mod:`consensus_eval.execution.compact`; the same values)."""
-    share_fields_set(case)
+    """``case`` and its turns as objects sharing their classes' fields sets, the roles interned
+    (:mod:`consensus_eval.domain.construct`; the same values)."""
     if isinstance(case.conversation, list):
-        for turn in case.conversation:
-            turn.__dict__["role"] = sys.intern(turn.role)
-            share_fields_set(turn)
-    return case
-
-
-def _compact_grounding(g: Grounding) -> Grounding:
-    """``g`` and its spans with their classes' shared fields sets (:mod:`consensus_eval.execution.compact`);
-    a grounding met again (the same quote twice in a case) is left as it is."""
-    if g.__pydantic_fields_set__ is not all_fields(Grounding):
-        share_fields_set(g)
-        for sp in g.spans:
-            share_fields_set(sp)
-    return g
+        return shared_copy(case, conversation=[shared_copy(t, role=sys.intern(t.role)) for t in case.conversation])
+    return shared_copy(case)
 
 
 def without_ungrounded(rec: CallRecord, grounding: dict[str, Grounding]) -> Judgment | None:
