@@ -101,6 +101,23 @@ def test_an_earlier_value_written_with_this_visits():
         ("value_error", "对话中此前空腹血糖为7.9，病历记为9.6（9.6为对话中本次的值）")]
 
 
+def test_a_dated_value_is_the_conversations_value_of_that_date():
+    conv = edit("我糖尿病3年了", "我2024年3月体检空腹血糖6.9，糖尿病3年了", CONV).replace("今天空腹9.6", "今天空腹6.4")
+    rec = edit("今日查空腹血糖9.6mmol/L", "2024年3月体检空腹血糖6.9mmol/L，今日查空腹血糖6.4mmol/L")
+    assert found(judge(rec, conv)) == []
+    swapped = rec.replace("体检空腹血糖6.9", "体检空腹血糖6.4")
+    assert accuracy(judge(swapped, conv)) == [
+        ("value_error", "对话中2024年3月空腹血糖为6.9，病历记为6.4（6.4为对话中其他时间的值）")]
+    # a date the conversation gives no value of may be today's
+    assert found(judge(edit("今日查空腹血糖9.6", "2024年6月查空腹血糖9.6"), CONV)) == []
+
+
+def test_after_a_next_step_a_value_has_no_time_point():
+    conv = edit("3年前体检空腹血糖7.9", "3年前体检空腹血糖7.9，后来一般空腹9.6左右", CONV)
+    rec = edit("空腹血糖7.9mmol/L，", "空腹血糖7.9mmol/L，此后空腹血糖9.6mmol/L左右，")
+    assert found(judge(rec, conv)) == []
+
+
 def test_values_without_a_time_point_are_not_judged_by_it():
     conv = edit("今天空腹9.6，糖化8.1%", "今天空腹9.6，糖化8.1%。平时在家测空腹7左右", CONV)
     rec = edit("今日查空腹血糖9.6mmol/L", "自测空腹血糖7mmol/L左右，今日查空腹血糖9.6mmol/L")
@@ -132,7 +149,10 @@ def test_an_approximate_value_covers_what_it_stands_for():
     ("3年前体检空腹7.9，这次空腹9.6", ["past", "present"]),
     ("两年多前查过，目前", ["past", "present"]),
     ("诊断时空腹10，现在", ["past", "present"]),
-    ("最近空腹7左右，平时8", []),
+    ("最近空腹7左右，近3个月", ["present", "present"]),
+    ("3年前空腹9，后来", ["past", None]),
+    ("2024年3月空腹6.9，2023年", ["date:2024-3", "date:2023-0"]),
+    ("平时空腹一般8左右", []),
 ])
 def test_time_points(text, kinds):
     from consensus_eval.judges.rules.medical_record.quantities import Anchors

@@ -9,9 +9,12 @@ count for each other). When the conversation gives no value of the kind, or the 
 low or a bedtime reading is often a bare number), a number said anywhere in it is fine too;
 when it gives one, a number said only elsewhere (the post-meal value written as fasting) is a
 ``value_error``, the reason naming where the number comes from. A value the record places now (今日,
-本次, 目前 ...) that the conversation says only before (去年, 上次, N年前 ...), while it gives another
-value of the kind now, is a ``value_error`` (and the reverse); values at no time point are not judged
-by it. Otherwise ``value_error`` (paired with the conversation's value of that kind when there is one,
+本次, 目前, 最近, 近3个月 ...) that the conversation says only before (去年, 上次, N年前, 诊断时 ...), while
+it gives another value of the kind now, is a ``value_error`` (and the reverse); so is a value the record
+dates (2024年3月) that the conversation says only at other times while it gives another value of that
+date (a date alone may be today's: it is not "before"). The time point of a value is the nearest such
+word before it in its sentence; after a next step (后来, 此后) it has none, and values at no time point
+are not judged by it. Otherwise ``value_error`` (paired with the conversation's value of that kind when there is one,
 else "对话中未提及"). A conversation value of a kind the record does not give at all (height excepted),
 and whose number is nowhere in the record, -> ``value_missing`` (once per kind and value).
 
@@ -89,10 +92,14 @@ def check_numbers(doc: Doc) -> Iterator[Finding]:
             now = said_by.other_time(r, when)
             if now is None:
                 continue
-            where = "本次" if when == PRESENT else "此前"
-            other = "此前" if when == PRESENT else "本次"
-            yield Finding("value_error", doc.rq(r.start, r.end),
-                          f"对话中{where}{now.label}为{now.num}，病历记为{r.num}（{r.num}为对话中{other}的值）", span)
+            if when is not None and when.startswith("date:"):
+                y, _, mo = when[5:].partition("-")
+                date = f"{y}年" + (f"{mo}月" if mo != "0" else "")
+                reason = f"对话中{date}{now.label}为{now.num}，病历记为{r.num}（{r.num}为对话中其他时间的值）"
+            else:
+                where, other = ("本次", "此前") if when == PRESENT else ("此前", "本次")
+                reason = f"对话中{where}{now.label}为{now.num}，病历记为{r.num}（{r.num}为对话中{other}的值）"
+            yield Finding("value_error", doc.rq(r.start, r.end), reason, span)
             continue
         best = pool.take(r)
         if best is not None:
@@ -303,7 +310,12 @@ class _ConvValues:
         if when is None:
             return None
         said_when = self.when.get((r.kind, _key(r.value)))
-        if not said_when or said_when != {PAST if when == PRESENT else PRESENT}:
+        if not said_when:
+            return None
+        if when.startswith("date:"):  # the conversation's value of that date is another
+            if when in said_when:
+                return None
+        elif said_when != {PAST if when == PRESENT else PRESENT}:
             return None
         return next((m for m in self.first_at.get((r.kind, when), ()) if _key(m.value) != _key(r.value)), None)
 

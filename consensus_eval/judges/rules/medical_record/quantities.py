@@ -266,15 +266,19 @@ def later_values(text: str, lo: int, hi: int) -> list[Value]:
 
 # ============================================================================ time points
 
-#: words that place a value now (this visit) or before it; 最近/近期/平时 place it nowhere
+#: words that place a value now (this visit, these weeks) or before it (a date, N年前, 上次 ...); a next
+#: step (后来, 此后) places what follows it at no known point; 平时/一般 are no time words
 PRESENT = "present"
 PAST = "past"
 _ANCHOR = re.compile(
-    r"(?P<present>今天|今日|今晨|今早|本次|此次|这次|这回|目前|现在|刚才|刚刚|当前)|"
+    r"(?P<present>今天|今日|今晨|今早|本次|此次|这次|这回|目前|现在|刚才|刚刚|当前|最近|近期|近来|"
+    r"近\s*(?:\d+|[一二两三四五六七八九十半几数]+)\s*(?:个)?\s*(?:年|月|周|星期|天|日))|"
     r"(?P<past>去年|前年|上次|上回|以前|之前|当时|那时|那会|初诊|起病时|诊断时|确诊时|发现时|刚诊断|刚发现|刚查出|"
     r"上个月|上月|上周|上星期|昨天|前天|"
     r"(?:(?<!\d)\d+(?:\.\d+)?|[一二两三四五六七八九十半几数]+)\s*(?:多|余)?\s*个?\s*(?:多|余|半)?\s*"
-    r"(?:年|月|周|星期|天|日)\s*(?:多|余|半)?\s*前)")
+    r"(?:年|月|周|星期|天|日)\s*(?:多|余|半)?\s*前)|"
+    r"(?P<none>后来|此后|之后|以后|随后|然后)|"
+    r"(?P<date>(?<!\d)(?P<y>(?:19|20)\d\d)\s*年(?:\s*(?P<mo>1[0-2]|0?[1-9])\s*月)?)")
 
 
 class Anchors:
@@ -286,14 +290,20 @@ class Anchors:
     def __init__(self, text: str) -> None:
         self._starts: list[int] = []
         self._ends: list[int] = []
-        self._kinds: list[str] = []
+        self._kinds: list[str | None] = []
         for m in _ANCHOR.finditer(text):
             self._starts.append(m.start())
             self._ends.append(m.end())
-            self._kinds.append(PRESENT if m.group("present") else PAST)
+            if m.group("date"):
+                kind: str | None = f"date:{m.group('y')}-{int(m.group('mo') or 0)}"
+            else:
+                kind = PRESENT if m.group("present") else PAST if m.group("past") else None
+            self._kinds.append(kind)
 
     def at(self, pos: int, lo: int) -> str | None:
-        """The kind of the last anchor ending at or before ``pos`` and starting at or after ``lo``."""
+        """The kind of the last anchor ending at or before ``pos`` and starting at or after ``lo``: PRESENT,
+        PAST, ``date:YYYY-M`` for a calendar date (M 0 for a year alone: a date may be today), None for
+        none or for a next step."""
         i = bisect_right(self._ends, pos) - 1
         return self._kinds[i] if i >= 0 and self._starts[i] >= lo else None
 
