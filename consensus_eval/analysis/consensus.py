@@ -26,6 +26,7 @@ from pydantic import BaseModel
 from consensus_eval.domain.aggregate import aggregate
 from consensus_eval.domain.config import ConsensusConfig
 from consensus_eval.domain.construct import construct
+from consensus_eval.domain.flags import Flag, disagreement
 from consensus_eval.domain.rubric import Rubric
 from consensus_eval.domain.scoring import DimensionScore
 from consensus_eval.execution.results import StoredRun, derive_all
@@ -51,24 +52,6 @@ class JudgeScore(BaseModel):
     #: whether the judge was asked this dimension of this case at all (False: a stage-2 judge of a cascade
     #: on a case stage 1 settled; no run, and no failure either)
     asked: bool = True
-
-
-class Flag(BaseModel):
-    """Why a case's panel verdict is disputed, as data a report renders in its language: ``code``
-    ``spread`` (the judges' totals ``value`` points apart, over ``limit``) or ``star_gap`` (a dimension's
-    stars ``value`` apart, at least ``limit``; ``dimension`` its id)."""
-
-    code: Literal["spread", "star_gap"]
-    value: float
-    limit: float
-    dimension: str | None = None
-
-    @property
-    def text(self) -> str:
-        """The flag in English, as consensus.csv writes it (``CaseConsensus.flags``)."""
-        if self.code == "spread":
-            return f"totals spread {self.value:g} > {self.limit:g}"
-        return f"{self.dimension} stars differ by {self.value:g}"
 
 
 class CaseConsensus(BaseModel):
@@ -149,7 +132,7 @@ def _case(rubric: Rubric, case_id: str, judges: Sequence[str],
     total = _sum_if_complete(scores.values())
     star_total = rubric.star_total({d: s for d, s in stars.items() if s is not None}) if complete else None
     spread = (max(judge_totals.values()) - min(judge_totals.values())) if len(judge_totals) >= 2 else None
-    flags = _flags(table, judges, dims, spread, config)
+    flags = _flags(table, judges, dims, list(judge_totals.values()), config)
     return construct(CaseConsensus, **dict(
         case_id=case_id, status=status, scores=scores, stars=stars, total=total, star_total=star_total,
         n_judges=len(judge_totals), judges=table, judge_totals=judge_totals, spread=spread,
@@ -167,17 +150,6 @@ def _sum_if_complete(values: Iterable[float | None]) -> float | None:
 
 
 def _flags(table: dict[str, dict[str, JudgeScore]], judges: Sequence[str], dims: list[str],
-           spread: float | None, config: ConsensusConfig) -> list[Flag]:
-    """Why the panel's verdict on a case is disputed: the judges' totals more than ``flag_spread`` apart,
-    a dimension's stars ``flag_star_gap`` or more apart."""
-    flags = []
-    if spread is not None and spread > config.flag_spread:
-        flags.append(Flag(code="spread", value=spread, limit=config.flag_spread))
-    for d in dims:
-        stars = [s for j in judges if (s := table[j][d].stars) is not None]
-        if len(stars) >= 2 and max(stars) - min(stars) >= config.flag_star_gap:
-            flags.append(Flag(code="star_gap", value=max(stars) - min(stars), limit=config.flag_star_gap,
-                              dimension=d))
-    # a judge's claimed score differing from the derived one is a fact about the judge (judge quality),
-    # not about the case: it never flags a case on its own (issue 13)
-    return flags
+           totals: Sequence[float], config: ConsensusConfig) -> list[Flag]:
+    """Why the panel's verdict on a case is disputed (:func:`~consensus_eval.domain.flags.disagreement`)."""
+    return disagreement(totals, {d: [s for j in judges if (s := table[j][d].stars) is not None] for d in dims}, config)

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 
 from consensus_eval.domain.cases import Case
 from consensus_eval.domain.config import EvalConfig
+from consensus_eval.domain.flags import disagreement
 from consensus_eval.domain.rubric import Rubric
 from consensus_eval.execution.execute import Progress, ProgressHook, execute
 from consensus_eval.execution.plan import Call, call_for, first_runs
@@ -123,21 +124,18 @@ def _mean(scores: Sequence[float]) -> float | None:
 
 
 def _panel_flags(runs: CaseRuns, rubric: Rubric, config: EvalConfig) -> set[str]:
-    """The dimensions on which the panel ``runs`` disagrees, by the consensus' flag rules: all of them when
-    the judges' totals are more than ``flag_spread`` apart, else those whose stars are ``flag_star_gap`` apart."""
+    """The dimensions on which the panel ``runs`` disagrees, by the consensus' flag rule
+    (:func:`~consensus_eval.domain.flags.disagreement`): all of them when the totals are too far apart, else
+    those whose stars are."""
     dims = [d.id for d in rubric.dimensions]
-    cons = config.consensus
     means = {j: {d: _mean(by_dim[d].scores) if d in by_dim else None for d in dims} for j, by_dim in runs.items()}
     totals = [sum(v for v in m.values() if v is not None) for m in means.values()
               if all(v is not None for v in m.values())]
-    if len(totals) >= 2 and max(totals) - min(totals) > cons.flag_spread:
+    stars = {d: [rubric.dimension(d).stars_for(v) for m in means.values() if (v := m[d]) is not None] for d in dims}
+    flags = disagreement(totals, stars, config.consensus)
+    if any(f.code == "spread" for f in flags):
         return set(dims)
-    flagged = set()
-    for d in dims:
-        stars = [rubric.dimension(d).stars_for(v) for m in means.values() if (v := m[d]) is not None]
-        if len(stars) >= 2 and max(stars) - min(stars) >= cons.flag_star_gap:
-            flagged.add(d)
-    return flagged
+    return {f.dimension for f in flags if f.dimension is not None}
 
 
 def grow(planned: Sequence[Call], records: Sequence[CallRecord], rubric: Rubric, config: EvalConfig,
