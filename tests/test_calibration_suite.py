@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import collections
 import json
+import re
 
 import pytest
 
@@ -20,8 +21,16 @@ from consensus_eval.domain.calibration.generator import (
     restyle,
     sample,
 )
-from consensus_eval.domain.calibration.operators import OPERATORS, UNPLANTABLE
+from consensus_eval.domain.calibration.operators import (
+    DRUG_BY_NAME,
+    NAME_RE,
+    OPERATOR_TYPES,
+    OPERATORS,
+    UNPLANTABLE,
+    plantable_types,
+)
 from consensus_eval.domain.calibration.suite import dumps_suite, load_suite
+from consensus_eval.domain.rubric import load_rubric
 from consensus_eval.judges.rules.medical_record import check_case
 
 
@@ -64,8 +73,20 @@ def test_base_cases_are_clean_by_the_rules_judge(rubric):
 def test_every_rubric_type_is_planted_or_listed_unplantable(rubric):
     types = {t.id for d in rubric.dimensions for c in d.categories for t in c.types}
     penalties = {p.id for d in rubric.dimensions for p in d.fixed_penalties}
-    assert set(OPERATORS) | set(UNPLANTABLE) == types | penalties
-    assert not set(OPERATORS) & set(UNPLANTABLE)
+    assert set(OPERATOR_TYPES) == set(OPERATORS)
+    assert plantable_types() | set(UNPLANTABLE) == types | penalties
+    assert not plantable_types() & set(UNPLANTABLE)
+    # 既往史 omissions and the new error shapes are planted (issue 23 part 2)
+    ph = {"ph_hypertension_missing", "ph_hyperlipidemia_missing", "ph_chd_missing", "ph_other_missing"}
+    assert ph <= plantable_types()
+    assert len(plantable_types()) == 29 and len(types | penalties) == 45
+
+
+def test_each_operator_plants_its_declared_type():
+    for b in base_cases():
+        for name, op in OPERATORS.items():
+            for p in op(b):
+                assert (p.operator, p.type) == (name, OPERATOR_TYPES[name]), (b.id, name, p)
 
 
 def test_default_suite_coverage():
@@ -73,8 +94,10 @@ def test_default_suite_coverage():
     planted = [c for c in suite if not c.clean]
     assert len(planted) >= 300
     counts = collections.Counter(e.type for c in planted for e in c.expected)
-    assert set(counts) == set(OPERATORS)
+    assert set(counts) == plantable_types()
     assert min(counts.values()) >= 8, counts
+    by_operator = collections.Counter(e.operator for c in planted for e in c.expected)
+    assert set(by_operator) == set(OPERATORS) and min(by_operator.values()) >= 3, by_operator
     assert sum(len(c.expected) == 2 for c in suite) >= 30
     assert len({c.case.id for c in suite}) == len(suite)
     # every case's content is distinct (a call is identified by what the judge reads)
@@ -161,12 +184,58 @@ def test_golden_substitutions(rubric, type_id, old, new):
     assert old in b.record and sc.case.record == b.record.replace(old, new, 1)
 
 
-def test_golden_time_swap(rubric):
+def test_golden_time_order_moves_an_event_and_keeps_every_time(rubric):
+    """time_order_confused is one error: the two events of the present illness change places, each with its
+    own time (no time is changed)."""
     b, sc = _plant(rubric, "time_order_confused")
-    want = b.record.replace("患者3年前单位体检", "患者1年前单位体检")
-    want = want.replace("。1年前加用格列美脲", "。3年前加用格列美脲")
-    assert sc.case.record == want
-    assert [s.text for s in sc.expected[0].spans] == ["1年前", "3年前"]
+    first = b.record[b.record.index("3年前单位体检"):b.record.index("。1年前加用")]
+    second = "1年前加用格列美脲片2mg 每日1次 早餐前口服"
+    assert sc.case.record == b.record.replace(f"{first}。{second}", f"{second}。{first}")
+    assert [s.text for s in sc.expected[0].spans] == [second, "3年前单位体检发现空腹血糖7.9mmol/L"]
+    times = re.compile(r"\d+(?:年|个月|周)前|\d{4}年\d{1,2}月")
+    for base in base_cases():
+        for p in OPERATORS["time_order_confused"](base):
+            new = apply(base, [p], rubric, "x").case.record
+            assert new != base.record and sorted(times.findall(new)) == sorted(times.findall(base.record))
+            assert sorted(new) == sorted(base.record)  # the same characters, moved
+
+
+@pytest.mark.parametrize(("type_id", "base", "old", "new"), [
+    # a value of the same measure at the other time point
+    ("value_wrong_time", 0, "发现空腹血糖7.9mmol/L", "发现空腹血糖8.3mmol/L"),
+    # a same-class drug with its own usual dose and form, not the old dose
+    ("drug_name_error", 0, "加用格列美脲片2mg 每日1次", "加用格列齐特缓释片60mg 每日1次"),
+    # an insulin keeps its units
+    ("drug_name_error", 1, "门冬胰岛素8U", "赖脯胰岛素8U"),
+    # a dose one strength off for that drug, in the unit the record writes (二甲双胍 500 -> 850 mg)
+    ("dose_error", 12, "二甲双胍0.5g bid", "二甲双胍0.85g bid"),
+    ("usage_error", 12, "二甲双胍0.5g bid 餐后口服", "二甲双胍0.5g tid 餐后口服"),
+    ("hallucinated_drug", 0, "餐后口服。1年前", "餐后口服，西格列汀片100mg 每日1次 口服。1年前"),
+    ("hallucinated_symptom", 0, "伴口干、多饮；", "伴口干、多饮、皮肤瘙痒；"),
+    ("hallucinated_result", 0, "HbA1c 7.8%。", "HbA1c 7.8%，低密度脂蛋白胆固醇3.2mmol/L。"),
+    ("negated_history_affirmed", 0, "否认高脂血症、冠心病病史", "有高脂血症病史，否认冠心病病史"),
+    ("negated_finding_affirmed", 0, "无肢体麻木、视物模糊，", "伴肢体麻木，无视物模糊，"),
+    ("laterality", 15, "血糖升高11年，左足", "血糖升高11年，右足"),
+    ("ph_hypertension_missing", 20, "高血压病史3年，未服药，低盐饮食；", ""),
+])
+def test_golden_new_operators(rubric, type_id, base, old, new):
+    b, sc = _plant(rubric, type_id, base)
+    assert old in b.record and sc.case.record == b.record.replace(old, new, 1)
+
+
+def test_a_drug_swap_stays_in_its_class_with_that_drugs_dose():
+    for b in base_cases():
+        for p in OPERATORS["drug_name_error"](b):
+            old, new = b.record[p.edits[0].start:p.edits[0].end], p.edits[0].new
+            assert DRUG_BY_NAME[old].cls == DRUG_BY_NAME[new].cls and new not in b.conversation
+            for e in p.edits[1:]:  # the form and dose: the new drug's, never the old dose
+                dose = re.search(r"[\d.]+(?:mg|g|μg)", e.new)
+                assert dose is None or dose.group() == DRUG_BY_NAME[new].dose, (b.id, p)
+    # the planted record names the new drug where the old one was, once
+    b = base_cases()[0]
+    p = next(OPERATORS["drug_name_error"](b))
+    assert [m.group() for m in NAME_RE.finditer(apply(b, [p], load_rubric("medical_record"), "x").case.record)] == [
+        "二甲双胍", "格列齐特", "氨氯地平"]
 
 
 def test_golden_omission_points_at_the_conversation(rubric):
