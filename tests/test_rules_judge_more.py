@@ -322,3 +322,97 @@ def test_values_after_a_threshold_are_values_of_its_kind():
     conv = edit("今天空腹9.6", "平时空腹经常在10以上，餐后7到8。今天空腹9.6", CONV)
     rec = edit("今日查空腹血糖9.6mmol/L", "空腹血糖多在10mmol/L以上，餐后血糖7～8mmol/L；今日查空腹血糖9.6mmol/L")
     assert found(judge(rec, conv)) == []
+
+
+# --------------------------------------------------------------------------- 5. durations
+
+
+@pytest.mark.parametrize("text, months", [
+    ("半年", 6), ("近半年", 6), ("一年半", 18), ("1年半", 18), ("两年", 24), ("十二年", 144), ("三个月", 3),
+    ("半个月", 0.5), ("两年半前", 30), ("去年", 12),
+])
+def test_durations_are_read_in_months(text, months):
+    from consensus_eval.judges.rules.medical_record.quantities import durations
+
+    (d,) = durations(text)
+    assert (d.base, d.value) == ("m", months)
+
+
+WITH_LAST_YEAR = edit("最近半年口干、喝水多。", "最近半年口干、喝水多。去年体检还好。", CONV)
+
+
+def test_half_a_year_written_as_a_year():
+    rec = edit("口干、多饮6个月", "口干、多饮1年", edit("近6个月口干", "近1年口干"))
+    js = judge(rec, WITH_LAST_YEAR)  # 1年 is said (去年), but not of the dry mouth
+    assert [(d.type, d.evidence, d.reason) for d in js["accuracy"].deductions] == [
+        ("time_error", "口干、多饮1年", "对话中口干、多饮的时间为半年，病历记为“1年”"),
+        ("time_error", "近1年口干、多饮", "对话中口干、多饮的时间为半年，病历记为“1年”")]
+    assert found(judge(edit("近6个月口干", "近半年口干"), WITH_LAST_YEAR)) == []
+    # a calendar word elsewhere no longer hides it
+    dated = WITH_LAST_YEAR + "\n医生：今年体检了吗？\n患者：还没。"
+    assert found(judge(edit("近6个月口干", "近1年口干"), dated)) == ["time_error"]
+
+
+def test_an_event_dated_by_the_calendar_is_not_judged_by_durations():
+    conv = edit("最近半年口干、喝水多。", "2024年3月开始口干、喝水多，最近半年更明显。去年体检还好。", CONV)
+    assert "time_error" not in found(judge(edit("近6个月口干", "近1年口干"), conv))
+
+
+def test_an_approximate_duration_stands_for_the_years_up_to_the_next():
+    conv = edit("我糖尿病3年了", "我糖尿病3年多了", CONV)
+    assert found(judge(RECORD, conv)) == []
+
+
+def test_an_answer_times_what_the_question_names():
+    conv = edit("饭后吃。", "饭后吃；睡前打甘精胰岛素12个单位。\n医生：胰岛素打了多久？\n患者：2年了。", CONV)
+    rec = edit("餐后口服。", "餐后口服；2年前加用甘精胰岛素12U 每晚1次 睡前皮下注射。")
+    assert found(judge(rec, conv)) == []
+    js = judge(rec.replace("2年前加用", "3年前加用"), conv)  # 3年 is said, of the diabetes
+    assert [(d.type, d.reason) for d in js["accuracy"].deductions] == [
+        ("time_error", "对话中胰岛素的时间为2年，病历记为“3年”")]
+
+
+def test_a_relatives_duration_times_nothing_of_the_patient():
+    conv = edit("我母亲有糖尿病。", "我母亲有糖尿病，口干半年了。", CONV)
+    assert found(judge(RECORD, conv)) == []
+
+
+# --------------------------------------------------------------------------- 6. order of events
+
+ORDER_CONV = edit("我糖尿病3年了，最近半年口干、喝水多。", "我糖尿病5年了，最近半年口干、喝水多。", CONV)
+ORDER_CONV = edit("3年前是怎么发现的？", "5年前是怎么发现的？", ORDER_CONV)
+ORDER_CONV = edit("3年前体检空腹血糖7.9", "5年前体检空腹血糖7.9", ORDER_CONV)
+ORDER_CONV = edit("饭后吃。", "饭后吃。2年前开始打甘精胰岛素，睡前10个单位。", ORDER_CONV)
+ORDER_REC = edit("主诉：血糖升高3年", "主诉：血糖升高5年", edit("患者3年前体检", "患者5年前体检"))
+ORDER_REC = edit("餐后口服。", "餐后口服。2年前加用甘精胰岛素10U 每晚1次 睡前皮下注射。", ORDER_REC)
+
+
+def test_events_in_their_order_are_clean():
+    assert found(judge(ORDER_REC, ORDER_CONV)) == []
+
+
+def test_two_events_swapped_are_one_order_error():
+    rec = ORDER_REC.replace("患者5年前体检", "患者2年前体检").replace("2年前加用甘精", "5年前加用甘精")
+    js = judge(rec, ORDER_CONV)
+    (d,) = js["accuracy"].deductions
+    assert (d.type, d.category, d.points) == ("time_order_confused", "timeline", 3)
+    assert d.evidence == "现病史：患者2年前体检发现空腹血糖7.9mmol/L"
+    assert d.reason == "对话中糖尿病（5年）在胰岛素（2年）之前，病历记为糖尿病“2年”、胰岛素“5年”，先后颠倒"
+
+
+def test_order_by_calendar_dates():
+    conv = edit("我糖尿病3年了", "我2021年查出糖尿病", CONV)
+    conv = edit("饭后吃。", "饭后吃。2023年开始打甘精胰岛素，睡前10个单位。", conv)
+    rec = edit("餐后口服。", "餐后口服。2023年加用甘精胰岛素10U 每晚1次 睡前皮下注射。",
+               edit("主诉：血糖升高3年", "主诉：血糖升高3年", edit("患者3年前体检", "患者2021年体检")))
+    assert "time_order_confused" not in found(judge(rec, conv))
+    swapped = rec.replace("患者2021年体检", "患者2023年体检").replace("2023年加用", "2021年加用")
+    assert "time_order_confused" in found(judge(swapped, conv))
+    # relative times in the record against dates in the conversation: the order still shows
+    relative = rec.replace("患者2021年体检", "患者1年前体检").replace("2023年加用", "3年前加用")
+    assert "time_order_confused" in found(judge(relative, conv))
+
+
+def test_no_order_when_an_event_is_timed_on_one_side_only():
+    rec = edit("近6个月口干、多饮。", "近6个月口干、多饮，2年前出现视物模糊。")
+    assert "time_order_confused" not in found(judge(rec, CONV))

@@ -51,15 +51,20 @@ Checks and what they emit (``dimension.category.type``):
    post-meal/random, HbA1c, weight, BMI, blood pressure, lipids, creatinine, eGFR, UACR ...) with the
    first value after it in the same clause (full-width digits and Chinese numerals such as 九点六 are
    read; targets such as ``控制在7以下`` are ignored). A record value is fine when it is one of the
-   conversation's values of its kind: a keyword's value, a number after it before the next keyword in
-   the same turn (``糖化上次7.8，这次8.1``), a number written with a unit of that kind (``80公斤``), the
-   window of an approximate value (``7点多``, ``9左右``, ``5到6``) when the number is said; plain 血糖
-   and a glucose of known time (空腹/餐后/随机) count for each other. When the conversation gives no
-   value of the kind, a number said anywhere in it is fine too; when it gives one, a number said only
-   elsewhere (the post-meal value written as fasting) is a ``value_error``. Time points: a value the
-   record places now (今日, 本次, 目前 ...) that the conversation says only before (去年, 上次, N年前,
-   诊断时 ...), while it gives another value of the kind now, is a ``value_error`` (and the reverse);
-   values at no stated time point (最近, 平时) are not judged by it. Otherwise ``value_error`` (paired
+   conversation's values of its kind: a keyword's value, a number after it (or after a threshold)
+   before the next keyword in the same turn (``糖化上次7.8，这次8.1``), a number of the answer to a
+   doctor's question naming the kind (``空腹血糖现在多少？`` ``6.5左右``), a number written with a unit of
+   that kind (``80公斤``), the window of an approximate value (``7点多``, ``9左右``, ``5到6``) when the
+   number is said; plain 血糖 and a glucose of known time (空腹/餐后/随机) count for each other. When
+   the conversation gives no value of the kind, or the kind is plain 血糖 (a low or bedtime reading is
+   often a bare number), a number said anywhere in it is fine too; when it gives one, a number said only
+   elsewhere (the post-meal value written as fasting) is a ``value_error``. Time points (the nearest
+   time word before a value in its sentence): a value the record places now (今日, 本次, 目前, 最近, 近3个月
+   ...) that the conversation says only before (去年, 上次, N年前, 诊断时 ...), while it gives another
+   value of the kind now, is a ``value_error`` (and the reverse); so is a value the record dates
+   (2024年3月) that the conversation says only at other times while it gives another value of that
+   date. After a next step (后来, 此后) a value has no time point; values at none (平时, 一般) are not
+   judged by it. Otherwise ``value_error`` (paired
    with the conversation's value of that kind when there is one, else "对话中未提及"). A
    conversation value of a kind the record does not give at all (height excepted), and
    whose number is nowhere in the record, -> ``value_missing`` (once per kind and value). Units: a value
@@ -80,9 +85,19 @@ Checks and what they emit (``dimension.category.type``):
    餐后, 随餐 ↔ 餐后). Phrases are read around each mention (from the previous drug on, up to the next
    drug's clause; in the conversation the rest of the turn, or, when that has none, the next turns of
    its window), not in a clause holding a measurement (``饭后两小时13``).
-   Durations (年/月/周/天, ``N年前``) in the record that match no duration of the same base (months
-   or days) in the conversation -> ``timeline.time_error``; skipped when the conversation dates things
-   by calendar year or month (2019年, 3月份), since then the record's relative times are computed.
+   Durations (年/月/周/天, ``N年前``, 半年 = 6 months, 一年半, 去年 ...) in the record that match no
+   duration of the same base (months or days) in the conversation -> ``timeline.time_error``; skipped
+   when the conversation dates things by calendar year or month (2019年, 3月份), since then the
+   record's relative times are computed. Events: a duration or a calendar date belongs to the events
+   named around it (a drug, any insulin as one; diabetes; a complication, comorbidity or symptom of the
+   lexicon), in its clause and the next ones of its sentence up to the next time or a word placing
+   things at another time (后来, 目前, a vague time ...), else in the clause before, else (conversation)
+   in the doctor's question it answers (``胰岛素打了多久？`` ``2年了``); not a relative's, not in 家族史;
+   ``N年后`` and ``每N个月`` are no points in time. A record duration whose events the conversation times
+   only with other values (and never by the calendar) -> ``time_error``, even when its value is said of
+   something else (``近1年口干`` where the patient says ``最近半年口干`` and ``去年体检``; ``3年多`` stands for
+   3 to 4 years). Two events each timed once on both sides (relative times or dates) whose order the
+   record reverses -> one ``timeline.time_order_confused`` (not also two time errors).
 7. Drug names (accuracy.drugs). A drug the record states positively that the conversation never
    mentions -> ``drug_name_error`` (reason names the conversation's drug of the same class when there
    is an unrecorded one, which is then not also counted missing). Insulins: a specific insulin in the
@@ -131,8 +146,9 @@ Where each part lives (each module's docstring repeats the paragraphs of the che
   durations in a text), ``document`` (a case read once, with its drug mentions), ``facts`` (what the
   conversation affirms about the patient or a relative, what the record affirms);
 - checks: ``structure`` (check 1, structure), ``history`` (checks 1, 2, 9, 10: past, family and
-  personal history), ``wording`` (checks 3, 4), ``drugs`` (checks 5, 6 doses, 7), ``numbers`` (check 6:
-  measurements, durations), ``complaint`` (checks 1, 8, 10: chief complaint, present illness),
+  personal history), ``wording`` (checks 3, 4), ``drugs`` (checks 5, 6 doses and timing, 7), ``numbers``
+  (check 6: measurements), ``timeline`` (check 6: durations, order of events), ``complaint`` (checks 1,
+  8, 10: chief complaint, present illness),
   ``diagnosis`` (check 10);
 - ``findings``: a check's finding, and findings to one judgment per dimension.
 
@@ -158,8 +174,9 @@ from consensus_eval.judges.rules.medical_record.history import (
     check_past_history,
     check_personal_history,
 )
-from consensus_eval.judges.rules.medical_record.numbers import check_durations, check_numbers
+from consensus_eval.judges.rules.medical_record.numbers import check_numbers
 from consensus_eval.judges.rules.medical_record.structure import check_structure
+from consensus_eval.judges.rules.medical_record.timeline import check_durations
 from consensus_eval.judges.rules.medical_record.wording import check_colloquial, check_vague_time
 from consensus_eval.judges.rules.registry import RubricRules, register_rules
 
@@ -172,7 +189,7 @@ EMITS: dict[str, dict[str, tuple[str, ...]]] = {
     "accuracy": {
         "numbers": ("value_error", "unit_error", "value_missing"),
         "drugs": ("drug_name_error", "dose_error", "usage_error", "drug_missing"),
-        "timeline": ("time_error",),
+        "timeline": ("time_error", "time_order_confused"),
         "diagnosis": ("diagnosis_error", "diagnosis_missing"),
     },
     "completeness": {

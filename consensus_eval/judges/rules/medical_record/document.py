@@ -41,7 +41,7 @@ from consensus_eval.judges.rules.medical_record.medication import (
     find_drugs,
     treatment_mode_after,
 )
-from consensus_eval.judges.rules.medical_record.quantities import Measure, measures
+from consensus_eval.judges.rules.medical_record.quantities import Duration, Measure, durations, keyword_kinds, measures
 from consensus_eval.judges.rules.medical_record.text import (
     CLAUSE_END,
     NEG_CONV,
@@ -163,6 +163,20 @@ class Doc:
     @cached_property
     def cv_measures(self) -> list[Measure]:
         return measures(self.cv, clauses=self.cv_clauses)
+
+    @cached_property
+    def cv_keywords(self) -> list[tuple[int, str]]:
+        """(start, kind) of every measurement keyword of the conversation, in order."""
+        return keyword_kinds(self.cv, 0, len(self.cv))
+
+    # -- durations (quantities.durations), found once
+    @cached_property
+    def rec_durations(self) -> list[Duration]:
+        return durations(self.rec)
+
+    @cached_property
+    def cv_durations(self) -> list[Duration]:
+        return durations(self.cv)
 
     def in_measure_clause(self, source: str, pos: int) -> bool:
         """Whether the clause around ``pos`` of the record (``source`` "record") or the conversation holds a

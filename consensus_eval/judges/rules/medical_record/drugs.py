@@ -228,13 +228,16 @@ def _dose_and_usage_errors(doc: Doc, rec: list[RecDrug], conv: list[ConvDrug]) -
     for d in rec:
         if not d.negated:
             rec_by_generic.setdefault(d.hit.generic, []).append(d)
+    rec_timing: dict[int, tuple[_Points, list[str]]] | None = None
     for generic, rds in rec_by_generic.items():
         cws = by_generic.get(generic)
         if not cws or generic == "胰岛素":
             continue
         conv_text = " ".join(doc.cv[slice(*c.window)] for c in cws)
         yield from _dose_errors(doc, rds, conv_text)
-        yield from _usage_errors(doc, rds, conv_text, cws)
+        if rec_timing is None:
+            rec_timing = _record_timing(doc)
+        yield from _usage_errors(doc, rds, conv_text, cws, rec_timing)
 
 
 def _dose_errors(doc: Doc, rds: list[RecDrug], conv_text: str) -> Iterator[Finding]:
@@ -272,7 +275,8 @@ def _dose_errors(doc: Doc, rds: list[RecDrug], conv_text: str) -> Iterator[Findi
             break
 
 
-def _usage_errors(doc: Doc, rds: list[RecDrug], conv_text: str, cws: list[ConvDrug]) -> Iterator[Finding]:
+def _usage_errors(doc: Doc, rds: list[RecDrug], conv_text: str, cws: list[ConvDrug],
+                  rec_timing: dict[int, tuple[_Points, list[str]]]) -> Iterator[Finding]:
     conv_counts = freq_counts(conv_text)
     conv_said = "/".join(map(str, sorted(conv_counts)))
     conv_points, conv_words = _conversation_timing(doc, cws)
@@ -285,19 +289,34 @@ def _usage_errors(doc: Doc, rds: list[RecDrug], conv_text: str, cws: list[ConvDr
             yield Finding("usage_error", ev, f"对话中{d.hit.surface}为每日{conv_said}次，"
                                               f"病历记为每日{'/'.join(map(str, sorted(counts)))}次", where)
             continue
-        prefix = max(d.usage[0], doc.rec_drug_end_before(d.hit.start))
-        # up to the next drug, not into its clause (早餐前门冬…，睡前甘精…: 睡前 is 甘精's)
-        end = d.own[1]
-        if end < doc.rec_sentences.stop(d.hit.start):
-            end = doc.rec_clauses.start(end, d.hit.end)
-        end = max(end, d.usage[1])
-        points, words = _timing(doc, "record", [(prefix, d.hit.start), (d.hit.end, end)])
+        points, words = rec_timing[d.hit.start]
         if points and conv_points and not points & conv_points:
             yield Finding("usage_error", ev, f"对话中{d.hit.surface}于{'、'.join(conv_words)}使用，"
                                               f"病历记为{'、'.join(words)}", where)
 
 
 _Points = frozenset[tuple[str, str]]
+
+
+def _record_timing(doc: Doc) -> dict[int, tuple[_Points, list[str]]]:
+    """The timing of each record drug mention (by its start): the phrases from the previous drug on, up
+    to the next drug (not into its clause: 早餐前门冬…，睡前甘精…: 睡前 is 甘精's), and, for drugs joined by
+    、/和/及, those of the next drug's usage (二甲双胍、阿卡波糖 餐后口服), found from the last back so a
+    long list is read once."""
+    out: dict[int, tuple[_Points, list[str]]] = {}
+    ms = doc.rec_drug_mentions
+    for i in range(len(ms) - 1, -1, -1):
+        d = ms[i]
+        prefix = max(d.usage[0], doc.rec_drug_end_before(d.hit.start))
+        end = d.own[1]
+        if end < doc.rec_sentences.stop(d.hit.start):
+            end = doc.rec_clauses.start(end, d.hit.end)
+        points, words = _timing(doc, "record", [(prefix, d.hit.start), (d.hit.end, end)])
+        if d.usage[1] > d.own[1] and i + 1 < len(ms):  # joined: the next drug's usage is this one's too
+            more_points, more_words = out[ms[i + 1].hit.start]
+            points, words = points | more_points, list(dict.fromkeys(words + more_words))
+        out[d.hit.start] = (points, words)
+    return out
 
 
 def _timing(doc: Doc, source: str, spans: list[tuple[int, int]]) -> tuple[_Points, list[str]]:

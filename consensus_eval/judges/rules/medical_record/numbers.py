@@ -1,4 +1,4 @@
-"""Numbers and times of the record against the conversation (check 6 of the package docstring).
+"""Measurements of the record against the conversation (check 6 of the package docstring).
 
 Measurements (``accuracy.numbers``; read by ``quantities.py``): a record value is fine when it is one
 of the conversation's values of its kind (:class:`_ConvValues`: a keyword's value, the numbers after
@@ -23,9 +23,7 @@ Units: a value in a wrong unit for its kind or of the size its kind takes in ano
 written with another unit of its kind than the conversation writes the same number with (150斤 as
 150kg) -> ``unit_error``; when the number is the conversation's, not also a ``value_error``.
 
-Durations (年/月/周/天, ``N年前``) in the record that match no duration of the same base (months or
-days) in the conversation -> ``timeline.time_error``; skipped when the conversation dates things by
-calendar year or month (2019年, 3月份), since then the record's relative times are computed.
+Durations and the order of events: ``timeline.py``.
 """
 
 from __future__ import annotations
@@ -39,17 +37,12 @@ from consensus_eval.judges.rules.medical_record.document import Doc
 from consensus_eval.judges.rules.medical_record.findings import Finding
 from consensus_eval.judges.rules.medical_record.lexicon import GLUCOSE_KINDS, OPTIONAL_KINDS
 from consensus_eval.judges.rules.medical_record.quantities import (
-    CALENDAR,
     PAST,
     PRESENT,
     UNIT_KINDS,
     Anchors,
-    Duration,
     Measure,
     Value,
-    durations,
-    keyword_kinds,
-    keyword_starts,
     later_values,
     unit_values,
 )
@@ -177,7 +170,8 @@ class _ConvValues:
     def __init__(self, doc: Doc, conv: list[Measure]) -> None:
         sentences = doc.cv_sentences
         anchors = Anchors(doc.cv)
-        kw_starts = keyword_starts(doc.cv)
+        keywords = doc.cv_keywords
+        kw_starts = [start for start, _ in keywords]
         self.kinds_pinned: set[str] = set()
         exact: dict[str, list[float]] = {}
         windows: dict[str, list[tuple[float, float]]] = {}
@@ -222,7 +216,8 @@ class _ConvValues:
         for ti, turn in enumerate(doc.turns[:-1]):
             answer = doc.turns[ti + 1]
             if turn.role == "doctor" and answer.role != "doctor" and doc.question_before(ti + 1):
-                kinds = {kind for start, kind in keyword_kinds(doc.cv, turn.start, turn.end) if start not in asked}
+                first, last = bisect_left(kw_starts, turn.start), bisect_left(kw_starts, turn.end)
+                kinds = {kind for start, kind in keywords[first:last] if start not in asked}
                 if not kinds:
                     continue
                 k = bisect_right(kw_starts, answer.start - 1)
@@ -505,24 +500,3 @@ class _Candidates:
         for value in exhausted:
             del groups[value]
         return best
-
-
-def check_durations(doc: Doc) -> Iterator[Finding]:
-    if CALENDAR.search(doc.cv):
-        return
-    conv: dict[str, list[Duration]] = {}  # base -> the conversation's durations with a value
-    for d in durations(doc.cv):
-        if d.value is not None:
-            conv.setdefault(d.base, []).append(d)
-    values = {base: Numbers(c.value for c in same if c.value is not None) for base, same in conv.items()}
-    said = {base: "、".join(dict.fromkeys(c.text for c in same)) for base, same in conv.items()}
-    fam = doc.body("家族史")
-    for r in durations(doc.rec):
-        if r.value is None or (fam and fam[0] <= r.start < fam[1]):
-            continue
-        if r.base not in conv or values[r.base].has_close(r.value):
-            continue
-        a, b = doc.rec_clause(r.start)
-        yield Finding("time_error", doc.rq(a, b),
-                      f"病历时间“{doc.rq(r.start, r.end)}”与对话不符（对话中的时间：{said[r.base]}）",
-                      ("record", r.start, r.end))

@@ -126,6 +126,7 @@ _BP_WORDS = re.compile(rf"高压\s*(?:是|有|在|大概|差不多)*\s*(?P<s>{AR
                        rf"[^。\n]{{0,12}}?低压\s*(?:是|有|在|大概|差不多)*\s*(?P<d>{ARABIC.pattern}|{CN_NUMERAL.pattern})")
 
 
+_YEAR = re.compile(r"(?:19|20)\d\d")
 _METRES_CM = re.compile(r"\s*米\s*(\d{1,2})")
 
 
@@ -179,7 +180,7 @@ def _read_value(text: str, kind: str, kw_end: int, limit: int) -> Measure | None
         if len(filler) > 12 or _FILLER_BAD.search(filler) or _TARGET.search(filler):
             return None
         num = m.group()
-        if re.fullmatch(r"(?:19|20)\d\d", num):
+        if _YEAR.fullmatch(num):
             continue  # a year (a date), not a value
         nxt = text[m.end():m.end() + 1]
         if not num[0].isdigit() and _CJK.match(nxt) and nxt not in _CN_FOLLOW_OK:
@@ -216,12 +217,6 @@ def _read_value(text: str, kind: str, kw_end: int, limit: int) -> Measure | None
     return None
 
 
-def keyword_starts(text: str) -> list[int]:
-    """Where every measurement keyword of ``text`` starts, in order (a keyword ends the values read after
-    the one before it)."""
-    return [k.start() for k in _MEASURE_KW.finditer(text)]
-
-
 def keyword_kinds(text: str, lo: int, hi: int) -> list[tuple[int, str]]:
     """(start, kind) of the measurement keywords of ``text[lo:hi]``, in order."""
     return [(k.start(), _KW_KIND[k.group()]) for k in _MEASURE_KW.finditer(text, lo, hi)]
@@ -245,7 +240,7 @@ def later_values(text: str, lo: int, hi: int) -> list[Value]:
     out = []
     for m in _VALUE.finditer(text, lo, hi):
         num = m.group()
-        if re.fullmatch(r"(?:19|20)\d\d", num):
+        if _YEAR.fullmatch(num):
             continue
         nxt = text[m.end():m.end() + 1]
         if not num[0].isdigit() and _CJK.match(nxt) and nxt not in _CN_FOLLOW_OK:
