@@ -45,7 +45,7 @@ from consensus_eval.domain.calibration.handwritten import handwritten_suite
 from consensus_eval.domain.calibration.operators import UNPLANTABLE
 from consensus_eval.domain.calibration.suite import SuiteCase, load_suite
 from consensus_eval.domain.cases import Case, CaseFields, load_cases
-from consensus_eval.domain.config import DEFAULT_CONFIG, EvalConfig, load_config
+from consensus_eval.domain.config import DEFAULT_CONFIG, EvalConfig, LLMJudgeConfig, load_config
 from consensus_eval.domain.grounding import ground
 from consensus_eval.domain.reviewers import clean_name
 from consensus_eval.domain.rubric import Rubric, load_rubric
@@ -472,7 +472,7 @@ async def _run(prep: Prepared, out: Path, on_progress: ProgressHook | None, n_bo
 async def _execute_with_batches(prep: Prepared, store: Store, on_progress: ProgressHook | None,
                                 stop: asyncio.Event | None, wait: bool) -> Progress:
     """The live judges' calls (:func:`execute`) and the batch judges' (:func:`run_batches`) side by side."""
-    if not any(getattr(j.config, "batch", False) for j in prep.judges):
+    if not any(isinstance(j.config, LLMJudgeConfig) and j.config.batch for j in prep.judges):
         return await execute(prep.calls, prep.judges, prep.rubric, store, on_progress, stop)
     # imported here: it imports litellm, which a run without batch judges (the rules judge alone) never needs
     from consensus_eval.execution.batch import run_batches

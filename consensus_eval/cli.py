@@ -671,7 +671,7 @@ def judges_check(config: ConfigOpt = DEFAULT_CONFIG) -> None:
     import asyncio
 
     from consensus_eval import api
-    from consensus_eval.domain.config import load_config
+    from consensus_eval.domain.config import LLMJudgeConfig, load_config
     from consensus_eval.judges.quiet import quiet_libraries
 
     quiet_libraries()
@@ -680,7 +680,8 @@ def judges_check(config: ConfigOpt = DEFAULT_CONFIG) -> None:
     for name, ok, msg in results:
         j = cfg.judge(name)
         mark = "[green]ok[/]" if ok else "[bold red]FAILED[/]"
-        out_console.print(f"{mark} {name} ({getattr(j, 'model', None) or j.kind}): {msg}", highlight=False)
+        model = j.model if isinstance(j, LLMJudgeConfig) else None
+        out_console.print(f"{mark} {name} ({model or j.kind}): {msg}", highlight=False)
     if not all(ok for _, ok, _ in results):
         raise typer.Exit(1)
 

@@ -69,6 +69,7 @@ from consensus_eval.analysis.intervals import (
 )
 from consensus_eval.analysis.results import Results
 from consensus_eval.domain.calibration.suite import PlantedError, PlantedSpan, SuiteCase
+from consensus_eval.domain.config import LLMJudgeConfig
 from consensus_eval.domain.grounding import Grounding
 from consensus_eval.domain.judgment import Deduction, Judgment, PenaltyHit
 from consensus_eval.domain.rubric import Rubric
@@ -421,13 +422,12 @@ def _cost(costs: Sequence[float | None]) -> float | None:
 
 def _mode_comparisons(results: Results, found: dict[tuple[str, int], Found]) -> list[ModeComparison]:
     """Each ``call: per_case`` judge against the first ``call: per_dimension`` judge of the same model."""
-    configs = [j for j in results.config.judges if j.name in results.judges]
+    configs = [j for j in results.config.judges if j.name in results.judges and isinstance(j, LLMJudgeConfig)]
     out = []
     for whole in configs:
-        if getattr(whole, "call", None) != "per_case":
+        if whole.call != "per_case":
             continue
-        twin = next((j for j in configs if getattr(j, "call", None) == "per_dimension"
-                     and getattr(j, "model", None) == getattr(whole, "model", None)), None)
+        twin = next((j for j in configs if j.call == "per_dimension" and j.model == whole.model), None)
         if twin is None or (whole.name, 0) not in found or (twin.name, 0) not in found:
             continue
         a, b = found[(whole.name, 0)], found[(twin.name, 0)]

@@ -215,7 +215,7 @@ class LLMJudgeConfig(JudgeConfig):
             raise ValueError(f"batch: true needs a provider with an OpenAI-style batch API reachable through litellm "
                              f"({', '.join(sorted(BATCH_PROVIDERS))}: `openai/<model>`, with `api_base` for another "
                              f"OpenAI-compatible endpoint); {self.provider!r} has none: set batch: false")
-        if self.batch and getattr(self, "call", None) == "per_case":
+        if self.batch and self.call == "per_case":
             raise ValueError("batch: true and call: per_case cannot be combined yet; choose one")
         return self
 
@@ -440,7 +440,7 @@ class EvalConfig(BaseModel):
     @model_validator(mode="after")
     def _reask_ungrounded(self) -> EvalConfig:
         if self.ungrounded == "reask":
-            whole = [j.name for j in self.judges if getattr(j, "call", None) == "per_case"]
+            whole = [j.name for j in self.judges if isinstance(j, LLMJudgeConfig) and j.call == "per_case"]
             if whole:
                 raise ValueError(f"ungrounded: reask is not supported with call: per_case (judge(s) "
                                  f"{', '.join(whole)}): the re-ask for exact quotes asks one dimension; use "
@@ -479,7 +479,7 @@ class EvalConfig(BaseModel):
 
     @model_validator(mode="after")
     def _batch_fixed_plan(self) -> EvalConfig:
-        batched = [j.name for j in self.judges if getattr(j, "batch", False)]
+        batched = [j.name for j in self.judges if isinstance(j, LLMJudgeConfig) and j.batch]
         if batched and self.grows:
             raise ValueError(f"batch: true (judge(s) {', '.join(batched)}) needs a fixed plan: adaptive runs and "
                              "cascades decide from results as they land; use fixed runs or batch: false")

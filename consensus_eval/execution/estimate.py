@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
 
+from consensus_eval.domain.config import LLMJudgeConfig
 from consensus_eval.execution.plan import Call, whole_case
 from consensus_eval.execution.pricing import saving_per_cached_token
 from consensus_eval.judges.base import Judge
@@ -115,7 +116,8 @@ def estimate(calls: Sequence[Call], judges: Sequence[Judge],
         if not judge.reads_prompt:
             out.append(JudgeEstimate(cfg.name, cfg.kind, len(mine), 0, 0, 0, 0.0, 0.0, cached_cost=0.0))
             continue
-        max_tokens = getattr(cfg, "max_tokens", assumed_output_tokens)
+        llm = cfg if isinstance(cfg, LLMJudgeConfig) else None
+        max_tokens = llm.max_tokens if llm is not None else assumed_output_tokens
         out_tokens = assumed_output_tokens * len(mine)  # per dimension answered, whatever the requests
         if whole_case(judge):
             mine = one_per_case(mine)
@@ -123,8 +125,8 @@ def estimate(calls: Sequence[Call], judges: Sequence[Judge],
         p = judge.prices()
         saving = saving_per_cached_token(cfg)
         factor: float | None = None
-        if getattr(cfg, "batch", False):  # batch: true: every token at the provider's batch price
-            factor = float(getattr(cfg, "batch_cost_factor", 1.0))
+        if llm is not None and llm.batch:  # batch: true: every token at the provider's batch price
+            factor = float(llm.batch_cost_factor)
             p = (p[0] * factor, p[1] * factor) if p else None
             saving = saving * factor if saving is not None else None
         if isinstance(judge, WireJudge):
@@ -133,7 +135,7 @@ def estimate(calls: Sequence[Call], judges: Sequence[Judge],
             prompt_tokens, shares = _message_counts(judge, mine), _Shares()
         cost = (prompt_tokens * p[0] + out_tokens * p[1]) if p else None
         out.append(JudgeEstimate(
-            cfg.name, str(getattr(cfg, "model", cfg.kind)), len(mine), prompt_tokens, out_tokens, max_out,
+            cfg.name, llm.model if llm is not None else cfg.kind, len(mine), prompt_tokens, out_tokens, max_out,
             cost=cost, max_cost=(prompt_tokens * p[0] + max_out * p[1]) if p else None,
             prefix_share=shares.by_dimension, case_prefix_share=shares.across_dimensions,
             all_prefix_share=shares.across_all, cached_tokens=shares.cacheable_tokens,

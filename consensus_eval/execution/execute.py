@@ -18,7 +18,7 @@ from typing import Any
 from consensus_eval.domain.rubric import Rubric
 from consensus_eval.execution.plan import Call
 from consensus_eval.execution.store import BatchRecord, CallRecord, Store
-from consensus_eval.judges.base import CallOutcome, Judge
+from consensus_eval.judges.base import CallOutcome, Judge, Paced, WholeCase
 from consensus_eval.judges.pacing import PacingReport
 
 
@@ -82,9 +82,8 @@ async def execute(
             todo[c.planned.judge].append(c)
     skipped = len(calls) - sum(map(len, todo.values()))
     for judge in judges:  # a judge answering several calls with one request (call: per_case) shares it among these
-        expect = getattr(judge, "expect", None)
-        if callable(expect):
-            expect([(c.planned.case_id, c.planned.run, c.planned.dimension) for c in todo[judge.config.name]])
+        if isinstance(judge, WholeCase):
+            judge.expect([(c.planned.case_id, c.planned.run, c.planned.dimension) for c in todo[judge.config.name]])
     if progress is None:
         progress = Progress(total=len(calls), skipped=skipped)
     else:
@@ -113,7 +112,8 @@ async def execute(
             queue.put_nowait(c)
         # a worker waits for its call's request: with one request per case (call: per_case), a case's calls
         # wait together, so as many workers per request slot as the calls one request answers
-        n_workers = min(judge.config.max_workers * int(getattr(judge, "calls_per_request", 1)), queue.qsize())
+        per_request = judge.calls_per_request if isinstance(judge, WholeCase) else 1
+        n_workers = min(judge.config.max_workers * per_request, queue.qsize())
         tasks += [asyncio.create_task(worker(judge, queue)) for _ in range(n_workers)]
     if not tasks:
         return progress
@@ -122,9 +122,8 @@ async def execute(
         await _until_done_or_stopped(work, stop, progress)
     finally:
         for judge in judges:
-            report = getattr(judge, "pacing_report", None)
-            pacing = report() if callable(report) else None
-            if isinstance(pacing, PacingReport):
+            pacing = judge.pacing_report() if isinstance(judge, Paced) else None
+            if pacing is not None:
                 progress.pacing[judge.config.name] = pacing
     return progress
 

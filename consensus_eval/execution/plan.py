@@ -18,7 +18,7 @@ from consensus_eval.domain.config import EvalConfig
 from consensus_eval.domain.prompts import render, render_case
 from consensus_eval.domain.rubric import Rubric
 from consensus_eval.execution.store import PlannedCall
-from consensus_eval.judges.base import Judge
+from consensus_eval.judges.base import Judge, WholeCase
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,7 @@ def request_hash(judge: Judge, rubric: Rubric, reads: object, run: int, dimensio
 def whole_case(judge: Judge) -> bool:
     """Whether ``judge`` asks every dimension of a case in one request (an LLM judge with ``call: per_case``):
     its calls carry the whole-case prompt, so their request hashes differ from the per-dimension ones."""
-    return bool(getattr(judge, "whole_case", False))
+    return isinstance(judge, WholeCase) and judge.whole_case
 
 
 def first_runs(config: EvalConfig, case: Case, judge: Judge, *, upper: bool = False) -> int:

@@ -7,14 +7,18 @@ a config class (a :class:`~consensus_eval.domain.config.JudgeConfig` subclass wi
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from consensus_eval.domain.cases import Case
 from consensus_eval.domain.config import JudgeConfig
 from consensus_eval.domain.judgment import CallOutcome
 from consensus_eval.domain.rubric import Dimension
 
-__all__ = ["CallOutcome", "Judge"]
+if TYPE_CHECKING:
+    from consensus_eval.judges.pacing import PacingReport
+
+__all__ = ["CallOutcome", "Judge", "Paced", "WholeCase"]
 
 
 class Judge(Protocol):
@@ -29,13 +33,8 @@ class Judge(Protocol):
       content instead, so editing a template does not throw its stored results away.
     - ``max_case_chars``: see the attribute.
 
-    Optional, looked up with ``getattr`` by the runner (a plugin judge needs none of them):
-    ``pacing_report()`` (what limited the judge's requests in a run:
-    :class:`~consensus_eval.judges.pacing.PacingReport`);
-    ``whole_case`` (True: the plan renders the whole-case prompt for each of the judge's calls, ``call:
-    per_case``), ``calls_per_request`` (how many calls one request answers: the runner starts that many
-    workers per request slot) and ``expect(calls)`` (the (case id, run, dimension) calls still to make, so
-    one request's tokens and cost go to those only): :mod:`consensus_eval.judges.per_case`.
+    Optional capabilities, each a small protocol the runner checks with ``isinstance`` (a plugin judge
+    needs none of them): :class:`Paced` and :class:`WholeCase`.
     """
 
     @property
@@ -66,4 +65,30 @@ class Judge(Protocol):
 
     def prices(self) -> tuple[float, float] | None:
         """(input, output) USD per token, or None when unknown."""
+        ...
+
+
+@runtime_checkable
+class Paced(Protocol):
+    """A judge that can say what limited its requests in a run (rate limits, concurrency, latency)."""
+
+    def pacing_report(self) -> PacingReport | None:
+        """The run's :class:`~consensus_eval.judges.pacing.PacingReport` (None: nothing to report)."""
+        ...
+
+
+@runtime_checkable
+class WholeCase(Protocol):
+    """A judge that may answer every dimension of a case with one request (``call: per_case``;
+    :mod:`consensus_eval.judges.per_case`). ``whole_case``: whether it does (the plan then renders the
+    whole-case prompt for each of its calls); ``calls_per_request``: how many calls one request answers
+    (the runner starts that many workers per request slot)."""
+
+    calls_per_request: int
+
+    @property
+    def whole_case(self) -> bool: ...
+
+    def expect(self, calls: Sequence[tuple[str, int, str]]) -> None:
+        """The (case id, run, dimension) calls still to make, so one request's tokens and cost go to those."""
         ...

@@ -42,7 +42,7 @@ import random
 import socket
 import ssl
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
@@ -163,7 +163,7 @@ class LLMJudge:
         calls are planned with the whole-case prompt (:func:`~consensus_eval.domain.prompts.render_case`)."""
         return self.per_case is not None
 
-    def expect(self, calls: list[tuple[str, int, str]]) -> None:
+    def expect(self, calls: Sequence[tuple[str, int, str]]) -> None:
         """The runner's list of the dimension calls it is about to make, ``(case id, run, dimension)``:
         a whole-case request's tokens and cost are shared by these (``call: per_case``; else nothing)."""
         if self.per_case is not None:
