@@ -416,3 +416,19 @@ def test_order_by_calendar_dates():
 def test_no_order_when_an_event_is_timed_on_one_side_only():
     rec = edit("近6个月口干、多饮。", "近6个月口干、多饮，2年前出现视物模糊。")
     assert "time_order_confused" not in found(judge(rec, CONV))
+
+
+def test_a_relatives_other_disease_is_no_yes_to_the_diabetes_question():
+    conv = edit("我母亲有糖尿病。", "没有，我妈妈有甲减。", CONV)
+    rec = edit("家族史：母亲患糖尿病。", "家族史：母亲患甲状腺功能减退症；否认糖尿病家族史。")
+    assert found(judge(rec, conv)) == []
+    conv_yes = edit("我母亲有糖尿病。", "有，我妈妈有。", CONV)
+    assert found(judge(rec, conv_yes)) == ["fh_diabetes_missing"]
+
+
+@pytest.mark.parametrize("said, written", [("每周踢两次足球。", "每周踢足球2次。"), ("周末打篮球。", "周末打篮球。"),
+                                           ("每天早上爬山。", "每日晨起爬山。")])
+def test_ball_games_and_hiking_are_exercise(said, written):
+    conv = CONV + f"\n医生：平时运动吗？\n患者：{said}"
+    assert found(judge(edit("否认吸烟、饮酒。", f"否认吸烟、饮酒；{written}"), conv)) == []
+    assert found(judge(RECORD, conv)) == ["personal_unrecorded"]

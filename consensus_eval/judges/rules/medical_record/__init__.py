@@ -112,7 +112,9 @@ Checks and what they emit (``dimension.category.type``):
    a chief complaint with no symptom text left once durations are removed -> ``cc_symptom_missing``.
 9. Family history present but omitting a relative's diabetes that the conversation affirms ->
    ``fh_diabetes_missing``; omitting a relative's hypertension, coronary disease or stroke ->
-   ``fh_other_missing`` (once per disease). Personal history: smoking, drinking, diet and exercise
+   ``fh_other_missing`` (once per disease); a relative's clause naming another disease (``我妈妈有甲减``)
+   is no yes to a question about diabetes. Personal history: smoking, drinking, diet and exercise
+   (ball games and hiking among it)
    each mentioned by the patient (or answered to the doctor's question about it, either way) and
    recorded nowhere in the record -> ``personal_unrecorded`` once per topic (1 point).
 10. Past history: hypertension, dyslipidaemia, coronary disease the patient affirms that the record

@@ -23,6 +23,7 @@ from consensus_eval.judges.rules.medical_record.conversation import (
     about_relative,
 )
 from consensus_eval.judges.rules.medical_record.document import Doc
+from consensus_eval.judges.rules.medical_record.lexicon import DIAGNOSES, PAST_DISEASES
 from consensus_eval.judges.rules.medical_record.text import (
     NEG_CONV,
     NEG_RECORD,
@@ -30,6 +31,10 @@ from consensus_eval.judges.rules.medical_record.text import (
     POST_NEG_RECORD,
     is_negated,
 )
+
+#: a disease of the lexicon (past history, complications): a clause naming one speaks of that disease
+_ANY_DISEASE = re.compile("|".join([*(pattern for _, _, pattern in PAST_DISEASES),
+                                    *(conv_pattern for _, conv_pattern, _ in DIAGNOSES)]))
 
 
 def _is_question_clause(doc: Doc, a: int, b: int) -> bool:
@@ -87,8 +92,8 @@ def family_affirmed(doc: Doc, pattern: str, topics: list[str]) -> tuple[int, int
                 continue
             if NEG_CONV.search(cl) or UNSURE.search(cl):
                 continue
-            if any(re.search(t, cl) for t in topics):
-                continue  # "我爸有高血压" answers with another disease
+            if any(re.search(t, cl) for t in topics) or _ANY_DISEASE.search(cl):
+                continue  # "我爸有高血压", "我妈妈有甲减" answer with another disease
             if rel and re.search(r"有|是|得", cl):
                 prev = doc.cv[clauses[k - 1][0]:clauses[k - 1][1]] if k else ""
                 if (prev and rx.search(prev) and re.search(r"也|都", cl)) or single:
