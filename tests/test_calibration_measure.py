@@ -42,15 +42,16 @@ def test_rules_judge_on_the_builtin_suite(rules_run):
     out, _, rep = rules_run
     assert rep.planted >= 300 and rep.clean == 160  # 40 base records in 4 heading styles
     rules = rep.judges["rules"]
-    # false alarms on clean controls: only the reviewed ones of 3 of the 40 bases (7 deductions, tests/
-    # test_calibration_suite.RULES_FALSE_ALARMS: a brand name for an insulin, values it does not pair with
-    # the conversation's, an activity it does not read), in each of the 4 heading styles
-    assert rules.clean_cases == 160 and rules.false_alarms_per_case <= 7 * 4 / 160
+    # no false alarm on a clean control (the rules judge of commit 9917ef2 reads the 7 deductions it put
+    # on 3 of the 40 bases before, tests/test_calibration_suite.RULES_FALSE_ALARMS, as the records say)
+    assert rules.clean_cases == 160 and rules.false_alarms_per_case == 0
     # the types it covers: sane recall; the ones it does not cover (course, order of sections): none
     cats = {k: v.found.value for k, v in rules.by_category.items()}
-    for cat in ("terminology", "time_expression", "chief_complaint", "family_history",
-                "drug_writing", "diabetes_in_past_history"):
+    for cat in ("terminology", "time_expression", "chief_complaint", "drug_writing", "diabetes_in_past_history"):
         assert cats[cat] is not None and cats[cat] >= 0.9, (cat, cats[cat])
+    # family history: fh_other_missing reads hypertension, coronary disease and stroke, not a relative's gout
+    # or hypothyroidism (32 of 36 found; base-31's 甲减 was "found" by a false fh_diabetes_missing before 9917ef2)
+    assert cats["family_history"] is not None and cats["family_history"] >= 0.85, cats["family_history"]
     # numbers: value_wrong_time plants a value the conversation does give, for another time point (7 of 13 found by
     # the rules judge of commit 8785da3, 5 of 13 before its time-point rules)
     assert cats["numbers"] is not None and cats["numbers"] >= 0.75, cats["numbers"]
