@@ -67,6 +67,7 @@ from consensus_eval.judges import Judge, build_judge
 from consensus_eval.output.calibration import CALIBRATION_JSON, load_calibration, write_calibration
 from consensus_eval.output.files import write_json, write_outputs
 from consensus_eval.output.report import write_reports
+from consensus_eval.output.writable import check_outputs
 
 T = TypeVar("T")
 
@@ -451,6 +452,7 @@ def rebuild(folder: str | Path, *, n_boot: int = 1000, lang: str | None = None) 
 
 async def _run(prep: Prepared, out: Path, on_progress: ProgressHook | None, n_boot: int,
                stop: asyncio.Event | None = None, lang: str | None = None, wait: bool = False) -> Results:
+    check_outputs(out)  # an output that cannot be written is refused before any call, not after them
     with Store(out / STORE_NAME) as store:
         store.set_meta("rubric", prep.rubric.model_dump(mode="json"))
         store.set_meta("config", prep.config.to_json())

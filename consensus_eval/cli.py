@@ -369,7 +369,10 @@ def audit(
     from consensus_eval.analysis.audit import review_queue
     from consensus_eval.output.audit_console import print_audit
     from consensus_eval.output.files import write_adjudication_csv
+    from consensus_eval.output.writable import check_output_path
 
+    if export is not None:
+        check_output_path(export, "the adjudication sheet")  # before anything is imported, drawn or written
     if human is not None:
         _import_human(run_dir, human, reviewer, encoding)
     if spot_check is not None:

@@ -10,7 +10,9 @@ from typing import Annotated, Any
 
 import typer
 
-from consensus_eval.metrics.text2dt import Text2DTError, Text2DTResult, evaluate, load_trees
+from consensus_eval._errors import InputError
+from consensus_eval.metrics.text2dt import Text2DTResult, evaluate, load_trees
+from consensus_eval.output.writable import atomic_writer, check_output_path
 
 EXIT_INPUT_ERROR = 2
 MAX_INVALID_SHOWN = 20
@@ -75,8 +77,8 @@ def render_table(result: Text2DTResult) -> None:
 
 
 def write_per_tree(result: Text2DTResult, path: Path) -> None:
-    """Write one JSON object per tree pair: its counts, edit distance and edit operations."""
-    with path.open("w", encoding="utf-8") as handle:
+    """Write one JSON object per tree pair: its counts, edit distance and edit operations (atomically)."""
+    with atomic_writer(path) as handle:
         for row in result.per_tree or ():
             handle.write(json.dumps(row, ensure_ascii=False) + "\n")
 
@@ -100,15 +102,14 @@ def text2dt_command(
     by position. Exit code 2 on unreadable or invalid input.
     """
     try:
+        if per_tree is not None:
+            check_output_path(per_tree, "the per-tree file")  # before anything is read or written
         result = evaluate(load_trees(pred), load_trees(gold),
                           on_invalid=on_invalid.value, per_tree=per_tree is not None)
         if per_tree is not None:
             write_per_tree(result, per_tree)
-    except Text2DTError as exc:
+    except InputError as exc:  # Text2DTError, and an output that cannot be written
         typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(EXIT_INPUT_ERROR) from None
-    except OSError as exc:
-        typer.echo(f"error: cannot write {per_tree}: {exc.strerror or exc}", err=True)
         raise typer.Exit(EXIT_INPUT_ERROR) from None
     if as_json:
         typer.echo(json.dumps(result.as_dict(), ensure_ascii=False, indent=2))

@@ -26,10 +26,9 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager, suppress
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from consensus_eval._errors import InputError
 from consensus_eval._gc import gc_paused_call
@@ -58,6 +57,7 @@ from consensus_eval.domain.rubric import Rubric
 from consensus_eval.domain.scoring import DimensionScore
 from consensus_eval.domain.textio import formula_guard
 from consensus_eval.execution.store import CallRecord
+from consensus_eval.output.writable import atomic_writer, check_output_path, write_error
 
 
 def judgment_row(rubric: Rubric, rec: CallRecord, score: DimensionScore | None,
@@ -174,46 +174,6 @@ def fmt_num(x: float | None) -> str:
 
 #: ``value`` made safe for a spreadsheet (a ``'`` before a formula-like text; the import takes it off)
 csv_cell = formula_guard
-
-
-@contextmanager
-def atomic_writer(path: Path, encoding: str = "utf-8") -> Iterator[IO[str]]:
-    """Write ``path`` through ``path.tmp`` renamed over it at the end: a reader never sees half a file,
-    and a failure leaves the previous file as it was.
-
-    A file that cannot be written is an :class:`InputError` naming it: a read-only folder, a path that
-    is a folder, a folder that does not exist.
-    """
-    if path.is_dir():
-        raise InputError(f"{path}: is a folder; cannot write a file there (give a file name)")
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    try:
-        try:
-            f = open(tmp, "w", encoding=encoding, newline="")  # noqa: SIM115 - closed below, errors named
-        except OSError as e:
-            raise _write_error(path, e) from None
-        with f:
-            yield f
-        try:
-            tmp.replace(path)
-        except OSError as e:
-            raise _write_error(path, e) from None
-    finally:
-        with suppress(OSError):  # a read-only folder: there is no tmp file either
-            tmp.unlink(missing_ok=True)
-
-
-def _write_error(path: Path, e: OSError) -> InputError:
-    if isinstance(e, PermissionError) or e.errno == 30:  # EROFS: a read-only file system
-        return InputError(f"cannot write {path}: the folder {path.parent} is read-only "
-                          "(or not writable by you)")
-    if isinstance(e, FileNotFoundError):
-        return InputError(f"cannot write {path}: the folder {path.parent} does not exist")
-    if isinstance(e, NotADirectoryError):
-        return InputError(f"cannot write {path}: part of the path is a file, not a folder")
-    if isinstance(e, IsADirectoryError):
-        return InputError(f"cannot write {path}: it is a folder")
-    return InputError(f"cannot write {path}: {e.strerror or e}")
 
 
 def write_text(path: Path, text: str) -> None:
@@ -349,12 +309,13 @@ def write_adjudication_csv(path: str | Path, audits: Iterable[CaseAudit], *, jud
     p = Path(path)
     if p.is_dir():
         raise InputError(f"{p}: is a folder; give the adjudication sheet a file name, e.g. {p / 'adjudication.csv'}")
+    check_output_path(p, "the adjudication sheet")
     try:
         p.parent.mkdir(parents=True, exist_ok=True)
     except FileExistsError:
         raise InputError(f"cannot write {p}: {p.parent} is a file, not a folder") from None
     except OSError as e:
-        raise _write_error(p, e) from None
+        raise write_error(p, e) from None
     audits = list(audits)
     if judges is None:
         judges = list(dict.fromkeys(jv.judge for a in audits for dim in a.dimensions for jv in dim.judges))

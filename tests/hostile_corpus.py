@@ -1,0 +1,1162 @@
+"""The hostile-input corpus of issue 25, generated: what an attacker or a careless user feeds every subcommand.
+
+Each :class:`Hostile` entry is a command line (placeholders ``{d}``: the entry's own folder, ``{run}``: a
+fresh copy of a small scored run in ``{d}/run``), the files it writes, what it must end in (``exit``: 2 for
+a clear refusal, 0/1/3 for a handled case) and what its output must say (``expect``) or must not
+(``absent``); ``check`` looks further (the store still whole, no escape character in report.md, strict
+JSON on stdout...). The families below are generated from small templates crossed with their
+variations (every JSON reader x three depths, every case field x every surrogate, every output a run
+needs x every command that writes one...), so the corpus grows by adding a variation, not an entry.
+
+Every entry is run and its result put in one class:
+
+- ``refused``: exit 2 (or the refusal exit the entry expects) with the message it expects;
+- ``handled``: the exit the entry expects (0, 1, 3) and its checks pass;
+- ``traceback``: an exception other than the CLI's own exit, or "Traceback" in the output;
+- ``wrong``: another exit code, a message missing, a check failing (an exit 0 on a wrong result);
+- ``hang``: over the entry's time limit (in-process: interrupted by SIGALRM; in a subprocess: killed).
+
+Most entries run in-process (typer's ``CliRunner``); those whose cost is the point (huge bootstrap counts,
+billions of runs, YAML bombs, 40,001-node trees), and those about the process itself (the console's
+encoding, a full disk, a closed pipe) run in a subprocess with a time limit and an address-space limit.
+
+As a script it runs the whole corpus and prints the counts per class (``--list`` prints the names)::
+
+    .venv/bin/python -m tests.hostile_corpus            # counts, and each entry not refused/handled
+    .venv/bin/python -m tests.hostile_corpus -k yaml    # only the entries whose name contains "yaml"
+
+``tests/test_bad_input_hostile.py`` runs it under pytest (an entry not refused or handled fails).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import errno
+import io
+import json
+import os
+import resource
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples" / "cases.jsonl"
+TCM = ROOT / "examples" / "tcm"
+PROMPTS = ROOT / "prompts"
+
+#: seconds an in-process entry may take before it is a hang (a subprocess entry: its own ``timeout``)
+IN_PROCESS_TIMEOUT = 20.0
+#: address space of a subprocess entry: an entry that needs more is a memory blow-up, not a pass
+SUBPROCESS_MEMORY = 3 * 1024**3
+
+CLASSES = ("refused", "handled", "traceback", "wrong", "hang")
+
+
+# --------------------------------------------------------------------------- entries
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What running an entry gave."""
+
+    code: int | None
+    stdout: str
+    stderr: str
+    exc: BaseException | None = None
+    hung: bool = False
+    seconds: float = 0.0
+
+    @property
+    def output(self) -> str:
+        return self.stdout + self.stderr
+
+
+Check = Callable[[Path, Outcome], None]
+
+
+@dataclass(frozen=True)
+class Hostile:
+    """One entry of the corpus (see the module docstring)."""
+
+    name: str
+    args: tuple[str, ...]
+    files: dict[str, str | bytes] = field(default_factory=dict)
+    exit: int = 2
+    expect: tuple[str, ...] = ()
+    absent: tuple[str, ...] = ()
+    setup: Callable[[Path], None] | None = None
+    check: Check | None = None
+    #: run as a separate process (cost bounded by ``timeout`` and :data:`SUBPROCESS_MEMORY`)
+    proc: bool = False
+    env: dict[str, str] = field(default_factory=dict)
+    #: subprocess only: where stdout goes (``pipe``, ``full``: /dev/full, ``closed``: a pipe closed at once)
+    stdout: str = "pipe"
+    timeout: float = IN_PROCESS_TIMEOUT
+    #: the numbered item of issue 25 (brief) the entry belongs to
+    item: int = 3
+
+
+def _fill(text: str, d: Path) -> str:
+    return text.replace("{run}", str(d / "run")).replace("{d}", str(d))
+
+
+def jl(*rows: Any) -> str:
+    return "".join((r if isinstance(r, str) else json.dumps(r, ensure_ascii=False)) + "\n" for r in rows)
+
+
+CASE: dict[str, Any] = {"id": "c1", "conversation": "医生：哪里不舒服？\n患者：口渴三个月。",
+                        "record": "主诉：口渴3个月。"}
+
+
+def case(**fields: Any) -> dict[str, Any]:
+    return {**CASE, **fields}
+
+
+#: `score` (a dry run) of {d}/cases.jsonl with the config {d}/c.yaml
+DRY = ("score", "{d}/cases.jsonl", "-c", "{d}/c.yaml", "--dry-run")
+GPT = "judges:\n  - name: gpt\n    model: openai/gpt-4.1\n    api_key_env: OPENAI_API_KEY\n"
+RULES = "judges:\n  - name: rules\n    kind: rules\n"
+RUBRIC_MINI = """\
+id: mini
+name: mini
+dimensions:
+  - id: quality
+    name: quality
+    max: 10
+    star_weight: 1
+    stars: {5: 9, 4: 7, 3: 5, 2: 3}
+    categories:
+      - id: facts
+        name: facts
+        cap: 10
+        types:
+          - {id: fact_wrong, name: wrong fact, points: 2}
+"""
+D_LEAF = {"role": "D", "triples": [["patient", "take", "drug"]], "logical_rel": "null"}
+C_NODE = {"role": "C", "triples": [["patient", "has", "fever"]], "logical_rel": "null"}
+TREE = [C_NODE, D_LEAF, {"role": "D", "triples": [["patient", "take", "rest"]], "logical_rel": "null"}]
+
+
+def deep(kind: str, depth: int) -> str:
+    """A JSON value nested ``depth`` deep: ``[[[...]]]`` or ``{"a":{"a":...}}``."""
+    if kind == "array":
+        return "[" * depth + "]" * depth
+    return '{"a":' * depth + "1" + "}" * depth
+
+
+# --------------------------------------------------------------------------- set-ups and checks
+
+
+def _store(d: Path) -> Path:
+    return d / "run" / "results.sqlite"
+
+
+def _calls(store: Path) -> int:
+    if not store.is_file():
+        return 0
+    con = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
+    try:
+        return int(con.execute("SELECT COUNT(*) FROM calls").fetchone()[0])
+    except sqlite3.Error:
+        return 0
+    finally:
+        con.close()
+
+
+def store_whole(d: Path, out: Outcome) -> None:
+    """The run's store is still a whole SQLite store with its calls."""
+    p = _store(d)
+    assert p.read_bytes()[:16] == b"SQLite format 3\x00", f"{p} is no longer an SQLite store"
+    con = sqlite3.connect(f"file:{p}?mode=ro", uri=True)
+    try:
+        assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        assert con.execute("SELECT COUNT(*) FROM calls").fetchone()[0] > 0
+    finally:
+        con.close()
+
+
+def unchanged(relative: str) -> Check:
+    """The file ``{d}/relative`` is byte for byte what it was before the command (and the store whole)."""
+    def check(d: Path, out: Outcome) -> None:
+        before = (d / ".before" / relative.replace("/", "__"))
+        assert (d / relative).read_bytes() == before.read_bytes(), f"{relative} was changed"
+        store_whole(d, out)
+    return check
+
+
+def remember(*relative: str) -> Callable[[Path], None]:
+    def setup(d: Path) -> None:
+        (d / ".before").mkdir(exist_ok=True)
+        for r in relative:
+            shutil.copyfile(d / r, d / ".before" / r.replace("/", "__"))
+    return setup
+
+
+def chain(*steps: Callable[[Path], None] | None) -> Callable[[Path], None]:
+    def setup(d: Path) -> None:
+        for s in steps:
+            if s is not None:
+                s(d)
+    return setup
+
+
+def no_calls(folder: str) -> Check:
+    """Nothing was called: the store of ``{d}/folder`` has no call (or does not exist)."""
+    def check(d: Path, out: Outcome) -> None:
+        assert _calls(d / folder / "results.sqlite") == 0, "calls were made before the refusal"
+    return check
+
+
+def no_escape(*relative: str, stdout: bool = True) -> Check:
+    """No raw control character (ESC, BEL, C1...) in stdout/stderr nor in the files ``relative``."""
+    def bad(text: str) -> list[str]:
+        return sorted({repr(c) for c in text if (ord(c) < 32 and c not in "\n\t") or 0x7f <= ord(c) < 0xa0})
+
+    def check(d: Path, out: Outcome) -> None:
+        if stdout:
+            assert not bad(out.output), f"raw control characters in the output: {bad(out.output)}"
+        for r in relative:
+            text = (d / r).read_text(encoding="utf-8")
+            assert not bad(text), f"raw control characters in {r}: {bad(text)}"
+    return check
+
+
+def strict_json(*want: str) -> Check:
+    """stdout is strict JSON (no NaN, no Infinity), and holds ``null`` with the reason words ``want``."""
+    def refuse(constant: str) -> Any:
+        raise AssertionError(f"{constant} in the JSON output")
+
+    def check(d: Path, out: Outcome) -> None:
+        json.loads(out.stdout, parse_constant=refuse)
+        for w in want:
+            assert w in out.stdout, f"{w!r} not in the JSON output"
+    return check
+
+
+def all_checks(*checks: Check) -> Check:
+    def check(d: Path, out: Outcome) -> None:
+        for c in checks:
+            c(d, out)
+    return check
+
+
+def cli(d: Path, *args: str) -> str:
+    """Run a command in-process as a set-up step; it must exit 0."""
+    from typer.testing import CliRunner
+
+    from consensus_eval.cli import app
+
+    res = CliRunner().invoke(app, [_fill(a, d) for a in args])
+    assert res.exit_code == 0, f"set-up {' '.join(args)}: exit {res.exit_code}\n{res.output}"
+    return res.output
+
+
+def _sql(d: Path, *statements: str, params: tuple[Any, ...] = ()) -> None:
+    con = sqlite3.connect(_store(d))
+    try:
+        for s in statements:
+            con.execute(s, params)
+        con.commit()
+    finally:
+        con.close()
+
+
+def meta_value(key: str, value: str) -> Callable[[Path], None]:
+    def setup(d: Path) -> None:
+        _sql(d, "UPDATE meta SET value = ? WHERE key = ?", params=(value, key))
+    return setup
+
+
+def judgment_value(value: str) -> Callable[[Path], None]:
+    def setup(d: Path) -> None:
+        _sql(d, "UPDATE calls SET judgment = ? WHERE status = 'ok'", params=(value,))
+    return setup
+
+
+def sheet(*, reviewer: str = "Ann", comment: str = "", score: str = "30", verdict: str = "") -> Callable[[Path], None]:
+    """``{d}/s.csv``: the run's adjudication sheet with the first score row filled in."""
+    def setup(d: Path) -> None:
+        cli(d, "audit", "{run}", "--top", "2", "--export", "{d}/s.csv")
+        text = (d / "s.csv").read_text(encoding="utf-8-sig")
+        rows = list(csv.DictReader(io.StringIO(text)))
+        first = next(r for r in rows if r["row"] == "score")
+        first.update(human_score=score, reviewer=reviewer, human_comment=comment)
+        if verdict:
+            ded = next(r for r in rows if r["row"] == "deduction")
+            ded.update(human_verdict=verdict, reviewer=reviewer, human_comment=comment)
+        buf = io.StringIO()
+        w = csv.DictWriter(buf, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+        (d / "s.csv").write_text(buf.getvalue(), encoding="utf-8-sig")
+    return setup
+
+
+def fifo(name: str, source: Callable[[Path], bytes]) -> Callable[[Path], None]:
+    """``{d}/name`` is a named pipe fed once with ``source(d)`` (what ``<(cat file)`` gives a command)."""
+    def setup(d: Path) -> None:
+        data = source(d)
+        path = d / name
+        os.mkfifo(path)
+
+        def feed() -> None:
+            deadline = time.monotonic() + IN_PROCESS_TIMEOUT
+            while time.monotonic() < deadline:
+                try:
+                    fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+                except OSError as e:
+                    if e.errno != errno.ENXIO:
+                        return
+                    time.sleep(0.005)
+                    continue
+                os.set_blocking(fd, True)
+                with contextlib.suppress(OSError):
+                    os.write(fd, data)
+                os.close(fd)
+                return
+
+        threading.Thread(target=feed, daemon=True).start()
+    return setup
+
+
+def copy_prompts(d: Path, **templates: str) -> None:
+    shutil.copytree(PROMPTS, d / "prompts")
+    for name, text in templates.items():
+        (d / "prompts" / "medical_record" / f"{name}.j2").write_text(text, encoding="utf-8")
+
+
+# --------------------------------------------------------------------------- the families
+
+Family = list[Hostile]
+
+
+def outputs_family() -> Family:
+    """Item 1: an output path that is the store or a file the run needs is refused before anything is written;
+    outputs that cannot be written stop `score` before any call."""
+    out: Family = []
+    store_forms = {
+        "store": "{run}/results.sqlite",
+        "store-dot": "{run}/./results.sqlite",
+        "store-dotdot": "{run}/../run/results.sqlite",
+        "store-double-slash": "{run}//results.sqlite",
+    }
+    for how, path in store_forms.items():
+        for extra in ((), ("--top", "0")):
+            tag = "-top0" if extra else ""
+            out.append(Hostile(f"out-audit-export-{how}{tag}", ("audit", "{run}", *extra, "--export", path),
+                               expect=("results.sqlite", "store"), setup=remember("run/results.sqlite"),
+                               check=unchanged("run/results.sqlite"), item=1))
+    out.append(Hostile("out-audit-spot-check-export-store",
+                       ("audit", "{run}", "--spot-check", "2", "--export", "{run}/results.sqlite"),
+                       expect=("results.sqlite", "store"), setup=remember("run/results.sqlite"),
+                       check=unchanged("run/results.sqlite"), item=1))
+
+    def symlink(d: Path) -> None:
+        (d / "link.csv").symlink_to(_store(d))
+        remember("run/results.sqlite")(d)
+
+    def hardlink(d: Path) -> None:
+        os.link(_store(d), d / "hard.csv")
+        remember("run/results.sqlite")(d)
+
+    out.append(Hostile("out-audit-export-symlink-to-store", ("audit", "{run}", "--export", "{d}/link.csv"),
+                       expect=("{d}/link.csv", "store"), setup=symlink, check=unchanged("run/results.sqlite"),
+                       item=1))
+    out.append(Hostile("out-audit-export-hardlink-to-store", ("audit", "{run}", "--export", "{d}/hard.csv"),
+                       expect=("{d}/hard.csv", "store"), setup=hardlink, check=unchanged("run/results.sqlite"),
+                       item=1))
+
+    def other_run(d: Path) -> None:
+        shutil.copytree(d / "run", d / "other")
+        remember("other/results.sqlite", "run/results.sqlite")(d)
+
+    out.append(Hostile("out-audit-export-another-runs-store",
+                       ("audit", "{run}", "--export", "{d}/other/results.sqlite"),
+                       expect=("{d}/other/results.sqlite", "store"), setup=other_run,
+                       check=unchanged("other/results.sqlite"), item=1))
+
+    def sqlite_named_csv(d: Path) -> None:
+        con = sqlite3.connect(d / "mydata.csv")
+        con.execute("CREATE TABLE t (x)")
+        con.commit()
+        con.close()
+        remember("mydata.csv", "run/results.sqlite")(d)
+
+    out.append(Hostile("out-audit-export-over-any-sqlite-file", ("audit", "{run}", "--export", "{d}/mydata.csv"),
+                       expect=("{d}/mydata.csv", "SQLite"), setup=sqlite_named_csv, check=unchanged("mydata.csv"),
+                       item=1))
+    for companion in ("results.sqlite-wal", "results.sqlite-shm", "results.sqlite-journal"):
+        out.append(Hostile(f"out-audit-export-{companion.split('-')[-1]}",
+                           ("audit", "{run}", "--export", "{run}/" + companion),
+                           expect=(companion, "store"), setup=remember("run/results.sqlite"),
+                           check=lambda d, o, c=companion: (store_whole(d, o), _assert_absent(d / "run" / c)),
+                           item=1))
+    for own in ("judgments.jsonl", "consensus.csv", "consensus.jsonl", "reliability.json", "report.md",
+                "report.html"):
+        out.append(Hostile(f"out-audit-export-over-{own.replace('.', '-')}",
+                           ("audit", "{run}", "--export", "{run}/" + own),
+                           expect=("{run}/" + own, "run"), setup=remember("run/" + own), check=unchanged("run/" + own),
+                           item=1))
+    out.append(Hostile("out-text2dt-per-tree-over-store",
+                       ("metrics", "text2dt", "{d}/p.json", "{d}/g.json", "--per-tree", "{run}/results.sqlite"),
+                       files={"p.json": json.dumps([TREE]), "g.json": json.dumps([TREE])},
+                       expect=("results.sqlite", "store"), setup=remember("run/results.sqlite"),
+                       check=unchanged("run/results.sqlite"), item=1))
+    out.append(Hostile("out-text2dt-per-tree-is-folder",
+                       ("metrics", "text2dt", "{d}/p.json", "{d}/g.json", "--per-tree", "{d}"),
+                       files={"p.json": json.dumps([TREE]), "g.json": json.dumps([TREE])},
+                       expect=("{d}", "folder"), item=1))
+    # the outputs of `score` checked writable before any call
+    for own in ("report.html", "report.md", "judgments.jsonl", "consensus.csv", "consensus.jsonl", "reliability.json"):
+        out.append(Hostile(f"out-score-{own.replace('.', '-')}-is-a-folder",
+                           ("score", "{d}/cases.jsonl", "--out", "{d}/out"),
+                           files={"cases.jsonl": jl(case(id="c1"), case(id="c2"))},
+                           setup=lambda d, o=own: (d / "out" / o).mkdir(parents=True),
+                           expect=("{d}/out/" + own, "folder"), check=no_calls("out"), item=1))
+    def calibration_and_folder(d: Path) -> None:
+        cli(d, "calibrate", "--sample", "2", "--out", "{d}/cal")
+        (d / "out" / "calibration.json").mkdir(parents=True)
+
+    out.append(Hostile("out-score-calibration-json-is-a-folder",
+                       ("score", "{d}/cases.jsonl", "--out", "{d}/out", "--calibration", "{d}/cal/calibration.json"),
+                       files={"cases.jsonl": jl(case())}, setup=calibration_and_folder,
+                       expect=("{d}/out/calibration.json", "folder"), check=no_calls("out"), item=1))
+    out.append(Hostile("out-score-out-is-a-file", ("score", "{d}/cases.jsonl", "--out", "{d}/cases.jsonl"),
+                       files={"cases.jsonl": jl(case())}, expect=("{d}/cases.jsonl",),
+                       check=lambda d, o: json.loads((d / "cases.jsonl").read_text(encoding="utf-8")), item=1))
+    out.append(Hostile("out-export-under-proc", ("audit", "{run}", "--export", "/proc/x.csv"),
+                       expect=("cannot write /proc/x.csv",), absent=("does not exist",), item=1))
+    out.append(Hostile("out-export-parent-is-a-file", ("audit", "{run}", "--export", "{run}/report.md/x.csv"),
+                       expect=("{run}/report.md", "file"), item=1))
+    out.append(Hostile("out-reliability-json-is-a-folder", ("reliability", "{run}", "--bootstrap", "0"),
+                       setup=lambda d: (os.remove(d / "run" / "reliability.json"),
+                                        (d / "run" / "reliability.json").mkdir()),
+                       expect=("{run}/reliability.json", "folder"), item=1))
+    out.append(Hostile("out-report-md-is-a-folder", ("report", "{run}"),
+                       setup=lambda d: (os.remove(d / "run" / "report.md"), (d / "run" / "report.md").mkdir()),
+                       expect=("{run}/report.md", "folder"), item=1))
+    # the positive side: an export beside the run, and one replacing an earlier sheet, still work
+    out.append(Hostile("out-ok-export-beside-the-run", ("audit", "{run}", "--export", "{run}/sheet.csv"), exit=0,
+                       expect=("adjudication sheet",), check=store_whole, item=1))
+    out.append(Hostile("out-ok-export-over-an-earlier-sheet", ("audit", "{run}", "--export", "{d}/s.csv"), exit=0,
+                       files={"s.csv": "old sheet\n"}, expect=("adjudication sheet",),
+                       check=lambda d, o: _assert("row,rank" in (d / "s.csv").read_text(encoding="utf-8-sig")), item=1))
+    return out
+
+
+def _assert(cond: bool, what: str = "") -> None:
+    assert cond, what
+
+
+def _assert_absent(p: Path) -> None:
+    assert not p.exists() or p.stat().st_size == 0 or p.read_bytes()[:4] != b"row,", f"{p} was written"
+
+
+def limits_family() -> Family:
+    """Item 2: counts, runs, plan and tree sizes, YAML aliases and duplicate keys, prices."""
+    out: Family = []
+    for n in (100_001, 10**6, 10**8, 10**12, 2**63):
+        out.append(Hostile(f"limit-bootstrap-run-{n}", ("reliability", "{run}", "--bootstrap", str(n)),
+                           expect=("--bootstrap",), proc=True, timeout=30, item=2))
+    for n in (10**8, 2**40):
+        out.append(Hostile(f"limit-bootstrap-ratings-{n}",
+                           ("reliability", "--ratings", "{d}/r.csv", "--bootstrap", str(n)),
+                           files={"r.csv": "unit,rater,value\nu1,a,1\nu1,b,2\nu2,a,3\nu2,b,3\n"},
+                           expect=("--bootstrap",), proc=True, timeout=30, item=2))
+    out.append(Hostile("limit-bootstrap-human-import", ("human", "import", "{d}/s.csv", "--run", "{run}", "--bootstrap",
+                                                        str(10**9)),
+                       files={"s.csv": "case_id,accuracy\ncase-01,30\n"}, expect=("--bootstrap",), proc=True,
+                       timeout=30, item=2))
+    out.append(Hostile("limit-ok-bootstrap-100000-ratings", ("reliability", "--ratings", "{d}/r.csv", "--bootstrap",
+                                                              "100000"),
+                       files={"r.csv": "unit,rater,value\nu1,a,1\nu1,b,2\nu2,a,3\nu2,b,3\nu3,a,1\nu3,b,1\n"},
+                       exit=0, expect=("alpha",), proc=True, timeout=60, item=2))
+    # runs and the size of the plan
+    for key, n in (("runs", 10**9), ("runs", 1001), ("runs", 2**62), ("important_runs", 10**9)):
+        cfg = GPT + f"{key}: {n}\n"
+        out.append(Hostile(f"limit-{key}-{n}-llm-dry-run", DRY,
+                           files={"cases.jsonl": jl(case(important=key == "important_runs")), "c.yaml": cfg},
+                           expect=(key,), proc=True, timeout=30, item=2))
+    out.append(Hostile("limit-runs-rules-judge", DRY,
+                       files={"cases.jsonl": jl(case()), "c.yaml": RULES + "runs: 1000000000\n"},
+                       expect=("runs",), proc=True, timeout=30, item=2))
+    out.append(Hostile("limit-adaptive-max-runs", DRY,
+                       files={"cases.jsonl": jl(case()),
+                              "c.yaml": GPT + "runs: adaptive\nadaptive:\n  max_runs: 1000000000\n"},
+                       expect=("max_runs",), proc=True, timeout=30, item=2))
+    panel = "judges:\n" + "".join(f"  - name: j{i}\n    model: openai/m{i}\n    api_key_env: OPENAI_API_KEY\n"
+                                  for i in range(40))
+    many = jl(*(case(id=f"c{i}") for i in range(500)))
+    out.append(Hostile("limit-plan-over-10-million-calls", DRY,
+                       files={"cases.jsonl": many, "c.yaml": panel + "runs: 200\nimportant_runs: 200\n"},
+                       expect=("10,000,000",), proc=True, timeout=30, item=2))
+    out.append(Hostile("limit-ok-plan-of-a-million-calls",
+                       DRY,
+                       files={"cases.jsonl": jl(*(case(id=f"c{i}") for i in range(20))),
+                              "c.yaml": GPT + "runs: 3\nimportant_runs: 3\n"},
+                       exit=0, expect=("gpt",), proc=True, timeout=60, item=2))
+    # Text2DT trees: a chain of 40,001 nodes, wide trees, as prediction and as gold
+    def chain_tree(n_conditions: int, side: str = "R") -> list[dict[str, Any]]:
+        nodes: list[dict[str, Any]] = []
+        for i in range(n_conditions):
+            c = {"role": "C", "triples": [["p", "has", f"s{i}"]], "logical_rel": "null"}
+            nodes += [c, D_LEAF] if side == "R" else [c]
+        if side == "R":
+            nodes.append(D_LEAF)
+        else:
+            nodes += [D_LEAF] * (n_conditions + 1)
+        return nodes
+
+    for n, side in ((20_000, "R"), (20_000, "L"), (5_000, "R")):
+        tree = json.dumps([{"id": "t", "tree": chain_tree(n, side)}])
+        size = 2 * n + 1
+        for which in ("pred", "gold", "both"):
+            files = {"p.json": tree if which in ("pred", "both") else json.dumps([{"id": "t", "tree": TREE}]),
+                     "g.json": tree if which in ("gold", "both") else json.dumps([{"id": "t", "tree": TREE}])}
+            out.append(Hostile(f"limit-text2dt-chain-{size}-{side}-{which}",
+                               ("metrics", "text2dt", "{d}/p.json", "{d}/g.json", "--on-invalid", "zero"),
+                               files=files, expect=("nodes",), proc=True, timeout=30,
+                               exit=0 if which == "pred" else 2, item=2))
+    out.append(Hostile("limit-text2dt-chain-per-tree", ("metrics", "text2dt", "{d}/p.json", "{d}/g.json", "--per-tree",
+                                                        "{d}/pt.jsonl"),
+                       files={"p.json": json.dumps([chain_tree(20_000)]), "g.json": json.dumps([chain_tree(20_000)])},
+                       expect=("nodes",), proc=True, timeout=30, item=2))
+    out.append(Hostile("limit-ok-text2dt-chain-401", ("metrics", "text2dt", "{d}/p.json", "{d}/g.json", "--json"),
+                       files={"p.json": json.dumps([chain_tree(200)]), "g.json": json.dumps([chain_tree(200)])},
+                       exit=0, expect=('"tree_accuracy": 1.0',), proc=True, timeout=30, item=2))
+    # YAML: aliases (billion laughs, self-reference), duplicate keys
+    laughs = 'a0: &a0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n' + "".join(
+        f"a{i}: &a{i} [{','.join([f'*a{i - 1}'] * 9)}]\n" for i in range(1, 10))
+    for where, text in (
+        ("config-top", RULES + "x_laughs:\n" + "".join("  " + ln + "\n" for ln in laughs.splitlines())),
+        ("config-extra-body", GPT + "    extra_body:\n" + "".join("      " + ln + "\n" for ln in laughs.splitlines())),
+    ):
+        out.append(Hostile(f"limit-yaml-billion-laughs-{where}", DRY,
+                           files={"cases.jsonl": jl(case()), "c.yaml": text}, expect=("{d}/c.yaml", "alias"),
+                           proc=True, timeout=30, item=2))
+    out.append(Hostile("limit-yaml-billion-laughs-rubric", DRY,
+                       files={"cases.jsonl": jl(case()), "c.yaml": "rubric: {d}/r.yaml\n" + RULES,
+                              "r.yaml": RUBRIC_MINI + "x_laughs:\n"
+                              + "".join("  " + ln + "\n" for ln in laughs.splitlines())},
+                       expect=("{d}/r.yaml", "alias"), proc=True, timeout=30, item=2))
+    for name, block in (("mapping", "extra_body: &a\n      x: *a\n"), ("list", "extra_body:\n      x: &b [1, *b]\n"),
+                        ("flow", "extra_body: &c {y: [*c]}\n")):
+        out.append(Hostile(f"limit-yaml-self-alias-{name}", DRY,
+                           files={"cases.jsonl": jl(case()), "c.yaml": GPT + "    " + block},
+                           expect=("{d}/c.yaml", "alias"), proc=True, timeout=30, item=2))
+    for depth in (5_000, 100_000):
+        out.append(Hostile(f"limit-yaml-nested-{depth}", DRY,
+                           files={"cases.jsonl": jl(case()),
+                                  "c.yaml": RULES + "x: " + "[" * depth + "]" * depth + "\n"},
+                           expect=("{d}/c.yaml",), proc=True, timeout=30, item=2))
+    out.append(Hostile("limit-ok-yaml-one-anchor-reused", DRY,
+                       files={"cases.jsonl": jl(case()),
+                              "c.yaml": "judges:\n  - &r {name: a, kind: rules}\n  - {<<: *r, name: b}\n"},
+                       exit=0, expect=("rules",), item=2))
+    dups = {
+        "top-runs": (RULES + "runs: 1\nruns: 3\n", 5, "runs"),
+        "judge-model": ("judges:\n  - name: gpt\n    model: openai/a\n    model: openai/b\n", 4, "model"),
+        "judge-name": ("judges:\n  - name: a\n    kind: rules\n    name: b\n", 4, "name"),
+        "extra-body": (GPT + "    extra_body:\n      top_k: 1\n      top_k: 2\n", 7, "top_k"),
+        "consensus": (RULES + "consensus:\n  aggregate: mean\n  aggregate: median\n", 6, "aggregate"),
+        "flow-mapping": ("judges: [{name: a, kind: rules, name: b}]\n", 1, "name"),
+        "judges-list": (RULES + "judges: []\n", 4, "judges"),
+    }
+    for name, (text, line, key) in dups.items():
+        out.append(Hostile(f"limit-yaml-duplicate-key-{name}", DRY,
+                           files={"cases.jsonl": jl(case()), "c.yaml": text},
+                           expect=(f"{{d}}/c.yaml:{line}", f"duplicate key '{key}'"), item=2))
+    out.append(Hostile("limit-yaml-duplicate-key-rubric", DRY,
+                       files={"cases.jsonl": jl(case()), "c.yaml": "rubric: {d}/r.yaml\n" + RULES,
+                              "r.yaml": RUBRIC_MINI.replace("    max: 10\n", "    max: 10\n    max: 20\n")},
+                       expect=("{d}/r.yaml:7", "duplicate key 'max'"), item=2))
+    out.append(Hostile("limit-ok-yaml-merge-key-override", DRY,
+                       files={"cases.jsonl": jl(case()),
+                              "c.yaml": "x_base: &b {kind: rules}\njudges:\n  - <<: *b\n    name: r\n"},
+                       exit=2, expect=("x_base",), item=2))
+    # prices and other numbers that are not finite
+    for key, value in (("input_cost_per_token", ".inf"), ("input_cost_per_token", "-.inf"),
+                       ("input_cost_per_token", ".nan"), ("input_cost_per_token", "1e309"),
+                       ("output_cost_per_token", ".inf"), ("output_cost_per_token", "-0.000001"),
+                       ("cached_input_cost_per_token", ".inf"), ("timeout_s", ".nan"), ("timeout_s", ".inf"),
+                       ("temperature", ".nan")):
+        cfg = GPT + f"    {key}: {value}\n"
+        out.append(Hostile(f"limit-number-{key}-{value.strip('.-')}{'-neg' if value.startswith('-') else ''}",
+                           DRY,
+                           files={"cases.jsonl": jl(case()), "c.yaml": cfg}, expect=(f"judges[0 gpt].{key}",), item=2))
+    for key, value in (("consensus:\n  trim", ".nan"), ("consensus:\n  flag_spread", ".inf"),
+                       ("consensus:\n  flag_spread", ".nan")):
+        out.append(Hostile(f"limit-number-{key.split()[-1]}-{value.strip('.')}",
+                           DRY,
+                           files={"cases.jsonl": jl(case()), "c.yaml": RULES + f"{key}: {value}\n"},
+                           expect=("consensus.",), item=2))
+    return out
+
+
+JSON_DEPTHS = (1_000, 100_000)
+
+
+def json_depth_family() -> Family:
+    """Item 3: deeply nested JSON in every JSON reader: refused with the file (and line), never a RecursionError."""
+    out: Family = []
+    for kind in ("array", "object"):
+        for depth in JSON_DEPTHS:
+            v = deep(kind, depth)
+            tag = f"{kind}-{depth}"
+            out += [
+                Hostile(f"depth-cases-meta-{tag}", ("score", "{d}/cases.jsonl", "--dry-run"),
+                        files={"cases.jsonl": '{"id": "c1", "conversation": "医生：你好", "record": "主诉：口渴", '
+                                              f'"meta": {{"x": {v}}}}}\n'},
+                        expect=("{d}/cases.jsonl:1", "nested")),
+                Hostile(f"depth-cases-line-{tag}", ("score", "{d}/cases.jsonl", "--dry-run"),
+                        files={"cases.jsonl": jl(case()) + v + "\n"}, expect=("{d}/cases.jsonl:2", "nested")),
+                Hostile(f"depth-cases-conversation-{tag}", ("score", "{d}/cases.jsonl", "--dry-run"),
+                        files={"cases.jsonl": '{"id": "c1", "record": "主诉：口渴", "conversation": ' + v + "}\n"},
+                        expect=("{d}/cases.jsonl:1", "nested")),
+                Hostile(f"depth-human-jsonl-{tag}",
+                        ("reliability", "{run}", "--human", "{d}/h.jsonl", "--bootstrap", "0"),
+                        files={"h.jsonl": '{"case_id": "case-01", "accuracy": 30, "x": ' + v + "}\n"},
+                        expect=("{d}/h.jsonl:1", "nested")),
+                Hostile(f"depth-human-import-jsonl-{tag}", ("human", "import", "{d}/h.jsonl", "--run", "{run}"),
+                        files={"h.jsonl": v + "\n"}, expect=("{d}/h.jsonl:1", "nested")),
+                Hostile(f"depth-text2dt-pred-{tag}", ("metrics", "text2dt", "{d}/p.json", "{d}/g.json"),
+                        files={"p.json": v, "g.json": json.dumps([TREE])}, expect=("{d}/p.json", "nested")),
+                Hostile(f"depth-text2dt-gold-jsonl-{tag}", ("metrics", "text2dt", "{d}/p.json", "{d}/g.jsonl"),
+                        files={"p.json": json.dumps([TREE]), "g.jsonl": v + "\n"}, expect=("{d}/g.jsonl", "nested")),
+                Hostile(f"depth-tcm-pred-{tag}", ("metrics", "tcm", "face", "{d}/p.jsonl", "{d}/g.jsonl"),
+                        files={"p.jsonl": '{"id": 1, "syndromes": ' + v + "}\n",
+                               "g.jsonl": jl({"id": 1, "syndromes": ["a"]})}, expect=("{d}/p.jsonl:1", "nested")),
+                Hostile(f"depth-tcm-knowledge-{tag}", ("metrics", "tcm", "face", "{d}/p.jsonl", "{d}/g.jsonl",
+                                                       "--knowledge", "{d}/k.json"),
+                        files={"p.jsonl": jl({"id": 1, "syndromes": ["a"]}),
+                               "g.jsonl": jl({"id": 1, "syndromes": ["a"]}), "k.json": v},
+                        expect=("{d}/k.json", "nested")),
+                Hostile(f"depth-store-meta-config-{tag}", ("report", "{run}"), setup=meta_value("config", v),
+                        expect=("{run}/results.sqlite", "config")),
+                Hostile(f"depth-store-meta-cases-{tag}", ("audit", "{run}"), setup=meta_value("cases", v),
+                        expect=("{run}/results.sqlite", "cases")),
+                Hostile(f"depth-store-judgment-{tag}", ("audit", "{run}"),
+                        setup=judgment_value('{"dimension": "accuracy", "deductions": ' + v + "}"),
+                        expect=("{run}/results.sqlite", "damaged")),
+                Hostile(f"depth-calibration-json-{tag}", ("score", "{d}/cases.jsonl", "--out", "{d}/out",
+                                                          "--calibration", "{d}/cal.json"),
+                        files={"cases.jsonl": jl(case()), "cal.json": v}, expect=("{d}/cal.json",),
+                        check=no_calls("out")),
+                Hostile(f"depth-suite-{tag}",
+                        ("calibrate", "-c", "{d}/c.yaml", "--suite", "{d}/suite.jsonl", "--dry-run"),
+                        files={"c.yaml": RULES, "suite.jsonl": v + "\n"}, expect=("{d}/suite.jsonl",)),
+            ]
+    # the positive side: a meta nested a few levels is fine
+    out.append(Hostile("depth-ok-cases-meta-20", ("score", "{d}/cases.jsonl", "--dry-run"),
+                       files={"cases.jsonl": '{"id": "c1", "conversation": "医生：你好", "record": "主诉：口渴", '
+                                             f'"meta": {{"x": {deep("object", 20)}}}}}\n'}, exit=0, expect=("rules",)))
+    return out
+
+
+SURROGATES = ("\\ud800", "\\udfff", "\\udc80")
+
+
+def surrogate_family() -> Family:
+    """Item 3: a lone surrogate (``\\ud800``: half of an emoji cut in two) refused with the line and the field."""
+    out: Family = []
+    base = '{"id": "c1", "conversation": "医生：你好\\n患者：口渴", "record": "主诉：口渴3个月"'
+    where = {
+        "id": ('"id": "c1"', '"id": "c{s}"', "id"),
+        "record": ('"record": "主诉：口渴3个月"', '"record": "主诉：口渴{s}3个月"', "record"),
+        "conversation": ('"conversation": "医生：你好\\n患者：口渴"', '"conversation": "医生：你好\\n患者：口渴{s}"',
+                         "conversation"),
+        "turn-text": ('"conversation": "医生：你好\\n患者：口渴"',
+                      '"conversation": [{{"role": "doctor", "text": "你好{s}"}}]', "conversation"),
+        "turn-role": ('"conversation": "医生：你好\\n患者：口渴"',
+                      '"conversation": [{{"role": "doc{s}", "text": "你好"}}]', "conversation"),
+        "system": ('"record": "主诉：口渴3个月"', '"record": "主诉：口渴3个月", "system": "sys{s}"', "system"),
+        "source": ('"record": "主诉：口渴3个月"', '"record": "主诉：口渴3个月", "source": "src{s}"', "source"),
+        "meta-value": ('"record": "主诉：口渴3个月"', '"record": "主诉：口渴3个月", "meta": {{"n": "x{s}"}}', "meta"),
+        "meta-key": ('"record": "主诉：口渴3个月"', '"record": "主诉：口渴3个月", "meta": {{"k{s}": 1}}', "meta"),
+    }
+    for name, (old, new, fld) in where.items():
+        for s in SURROGATES:
+            line = base.replace(old, new.format(s=s)) + "}"
+            tag = s.strip("\\")
+            out.append(Hostile(f"surrogate-cases-{name}-{tag}", ("score", "{d}/cases.jsonl", "--dry-run"),
+                               files={"cases.jsonl": jl(case(id="c0")) + line + "\n"},
+                               expect=("{d}/cases.jsonl:2", fld, "surrogate")))
+        # scored (not a dry run): the request hash is where it crashed
+        out.append(Hostile(f"surrogate-cases-{name}-scored", ("score", "{d}/cases.jsonl", "--out", "{d}/out"),
+                           files={"cases.jsonl": base.replace(old, new.format(s="\\ud800")) + "}\n"},
+                           expect=("{d}/cases.jsonl:1", fld, "surrogate"), check=no_calls("out")))
+    out.append(Hostile("surrogate-ok-pair-is-an-emoji", ("score", "{d}/cases.jsonl", "--dry-run"),
+                       files={"cases.jsonl": base.replace("口渴3个月", "口渴\\ud83d\\ude00") + "}\n"},
+                       exit=0, expect=("rules",)))
+    out.append(Hostile("surrogate-human-jsonl-case-id", ("reliability", "{run}", "--human", "{d}/h.jsonl",
+                                                        "--bootstrap", "0"),
+                       files={"h.jsonl": '{"case_id": "case-01\\ud800", "accuracy": 30}\n'},
+                       expect=("{d}/h.jsonl:1", "case_id", "surrogate")))
+    out.append(Hostile("surrogate-human-jsonl-key",
+                       ("reliability", "{run}", "--human", "{d}/h.jsonl", "--bootstrap", "0"),
+                       files={"h.jsonl": '{"case_id": "case-01", "accuracy": 30, "x\\udfff": 1}\n'},
+                       expect=("{d}/h.jsonl:1", "surrogate")))
+    out.append(Hostile("surrogate-tcm-id", ("metrics", "tcm", "face", "{d}/p.jsonl", "{d}/g.jsonl"),
+                       files={"p.jsonl": '{"id": "a\\ud800", "syndromes": ["x"]}\n',
+                              "g.jsonl": '{"id": "a\\ud800", "syndromes": ["x"]}\n'},
+                       expect=("{d}/p.jsonl:1", "id", "surrogate")))
+    out.append(Hostile("surrogate-tcm-label", ("metrics", "tcm", "face", "{d}/p.jsonl", "{d}/g.jsonl"),
+                       files={"p.jsonl": '{"id": 1, "syndromes": ["x\\ud800"]}\n',
+                              "g.jsonl": jl({"id": 1, "syndromes": ["x"]})},
+                       expect=("{d}/p.jsonl:1", "syndromes", "surrogate")))
+    out.append(Hostile("surrogate-text2dt-triple", ("metrics", "text2dt", "{d}/p.json", "{d}/g.json"),
+                       files={"p.json": '[[{"role": "D", "triples": [["a\\ud800", "b", "c"]], "logical_rel": "null"}]]',
+                              "g.json": json.dumps([[D_LEAF]])},
+                       expect=("{d}/p.json", "surrogate")))
+    out.append(Hostile("surrogate-config-yaml", DRY,
+                       files={"cases.jsonl": jl(case()), "c.yaml": 'judges:\n  - name: rules\n    kind: rules\n'
+                                                                   'x_note: "a\\ud800"\n'},
+                       expect=("{d}/c.yaml:4", "surrogate")))
+    return out
+
+
+TEMPLATE_ERRORS = {
+    # name: (template text, the line the message names)
+    "syntax-if": ("{% extends 'medical_record/_base.j2' %}\n{% block criteria %}\n{% if %}\n{% endblock %}\n", 3),
+    "syntax-unclosed": ("line one\n{{ case.record \n", 2),
+    "syntax-endfor": ("a\nb\n{% endfor %}\n", 3),
+    "undefined-name": ("{% extends 'medical_record/_base.j2' %}\n{% block criteria %}\n{{ no_such_name }}\n"
+                       "{% endblock %}\n", 3),
+    "undefined-attribute": ("{{ message_break }}\nx\n{{ case.no_such_field }}\n", 3),
+    "security-class": ("{{ message_break }}\n{{ ''.__class__.__mro__ }}\n", 2),
+    "security-globals": ("{{ message_break }}\n\n{{ render.__globals__ }}\n", 3),
+    "division-by-zero": ("{{ message_break }}\n{{ 1 / 0 }}\n", 2),
+    "type-error": ("{{ message_break }}\n{{ 'a' + 1 }}\n", 2),
+    "range-too-big": ("{{ message_break }}\n{% for i in range(100000000) %}{% endfor %}\n", 2),
+    "recursion": ("{% macro m() %}{{ m() }}{% endmacro %}\n{{ message_break }}\n{{ m() }}\n", 1),
+    "unknown-filter": ("{{ message_break }}\n\n{{ case.record | no_such_filter }}\n", 3),
+    "include-missing": ("{{ message_break }}\n{% include 'no_such.j2' %}\n", 2),
+    "extends-missing": ("{% extends 'no_such_base.j2' %}\n", 1),
+    "unknown-test": ("{{ message_break }}\n{% if 1 is no_such_test %}{% endif %}\n", 2),
+}
+
+
+def template_family() -> Family:
+    """Item 3: errors in a custom prompts_dir template: the template file, the line and the message, exit 2."""
+    out: Family = []
+    for name, (text, line) in TEMPLATE_ERRORS.items():
+        cfg = GPT + "prompts_dir: {d}/prompts\n"
+        for dim in ("accuracy", "standardization"):
+            out.append(Hostile(f"template-{name}-{dim}", DRY,
+                               files={"cases.jsonl": jl(case()), "c.yaml": cfg},
+                               setup=lambda d, t=text, m=dim: copy_prompts(d, **{m: t}),
+                               expect=(f"{{d}}/prompts/medical_record/{dim}.j2", f"line {line}")))
+    out.append(Hostile("template-not-utf8", DRY,
+                       files={"cases.jsonl": jl(case()), "c.yaml": GPT + "prompts_dir: {d}/prompts\n"},
+                       setup=lambda d: (copy_prompts(d), (d / "prompts/medical_record/accuracy.j2").write_bytes(
+                           b"{{ message_break }}\n\xff\xfe\n")),
+                       expect=("{d}/prompts/medical_record/accuracy.j2",)))
+    out.append(Hostile("template-is-a-folder", DRY,
+                       files={"cases.jsonl": jl(case()), "c.yaml": GPT + "prompts_dir: {d}/prompts\n"},
+                       setup=lambda d: (copy_prompts(d), os.remove(d / "prompts/medical_record/accuracy.j2"),
+                                        (d / "prompts/medical_record/accuracy.j2").mkdir()),
+                       expect=("accuracy.j2",)))
+    out.append(Hostile("template-per-case-undefined", DRY,
+                       files={"cases.jsonl": jl(case()),
+                              "c.yaml": GPT + "    call: per_case\nprompts_dir: {d}/prompts\n"},
+                       setup=lambda d: copy_prompts(d, per_case="{{ message_break }}\n{{ nothing_here }}\n"),
+                       expect=("{d}/prompts/medical_record/per_case.j2", "line 2")))
+    return out
+
+
+BIG = 200 * 1024
+
+
+def big_cell_family() -> Family:
+    """Item 3: a cell over the csv module's 128 KiB field limit: refused naming the file and line."""
+    big = "x" * BIG
+    return [
+        Hostile("bigcell-ratings-value", ("reliability", "--ratings", "{d}/r.csv", "--bootstrap", "0"),
+                files={"r.csv": f"unit,rater,value\nu1,a,1\nu1,b,{big}\n"}, expect=("{d}/r.csv:3", "characters")),
+        Hostile("bigcell-ratings-unit", ("reliability", "--ratings", "{d}/r.csv", "--bootstrap", "0"),
+                files={"r.csv": f"unit,rater,value\n{big},a,1\n"}, expect=("{d}/r.csv:2", "characters")),
+        Hostile("bigcell-ratings-quoted-multiline", ("reliability", "--ratings", "{d}/r.csv", "--bootstrap", "0"),
+                files={"r.csv": f'unit,rater,value\nu1,a,1\nu2,b,"{big}\n{big}"\n'},
+                expect=("{d}/r.csv:3", "characters")),
+        Hostile("bigcell-ratings-header", ("reliability", "--ratings", "{d}/r.csv", "--bootstrap", "0"),
+                files={"r.csv": f"unit,rater,{big}\n"}, expect=("{d}/r.csv:1", "characters")),
+        Hostile("bigcell-ratings-api", ("reliability", "--ratings", "{d}/r.csv", "--level", "nominal", "--json"),
+                files={"r.csv": f"unit,rater,value\nu1,a,{big}\n"}, expect=("{d}/r.csv:2",)),
+        Hostile("bigcell-human-wide", ("reliability", "{run}", "--human", "{d}/h.csv", "--bootstrap", "0"),
+                files={"h.csv": f"case_id,accuracy\ncase-01,{big}\n"}, expect=("{d}/h.csv:2",)),
+        Hostile("bigcell-human-import-wide", ("human", "import", "{d}/h.csv", "--run", "{run}"),
+                files={"h.csv": f"case_id,accuracy\n{big},30\n"}, expect=("{d}/h.csv:2",)),
+        Hostile("bigcell-human-sheet-comment", ("human", "import", "{d}/s.csv", "--run", "{run}"),
+                setup=sheet(comment="y" * BIG), expect=("{d}/s.csv",)),
+    ]
+
+
+CONTROL_NAMES = {
+    "esc": "Eve\x1b[31m", "bel": "Eve\x07", "newline": "Eve\nMallory", "cr": "Eve\rMallory", "del": "Eve\x7f",
+    "c1-csi": "Eve\x9b31m", "nbsp-only": "\u00a0", "too-long": "E" * 81, "surrogate": "Eve\udcff",
+}
+
+
+def reviewer_family() -> Family:
+    """Item 3: reviewer names: the same rule (no control character, 1-80 characters) in every channel."""
+    out: Family = []
+    for tag, name in CONTROL_NAMES.items():
+        out.append(Hostile(f"reviewer-review-option-{tag}", ("review", "{run}", "--reviewer", name, "--port", "1"),
+                           expect=("--reviewer",), timeout=10))
+        out.append(Hostile(f"reviewer-human-import-option-{tag}", ("human", "import", "{d}/h.csv", "--run", "{run}",
+                                                                  "--reviewer", name),
+                           files={"h.csv": "case_id,accuracy\ncase-01,30\n"}, expect=("--reviewer",)))
+        out.append(Hostile(f"reviewer-audit-export-option-{tag}", ("audit", "{run}", "--export", "{d}/s.csv",
+                                                                  "--reviewer", name),
+                           expect=("--reviewer",)))
+        out.append(Hostile(f"reviewer-team-add-{tag}", ("reviewers", "add", name, "--run", "{run}"),
+                           expect=("reviewer",)))
+    for tag in ("esc", "bel", "del", "c1-csi", "too-long"):
+        out.append(Hostile(f"reviewer-sheet-column-{tag}", ("human", "import", "{d}/s.csv", "--run", "{run}"),
+                           setup=sheet(reviewer=CONTROL_NAMES[tag]), expect=("{d}/s.csv:", "reviewer"),
+                           check=no_escape()))
+    out.append(Hostile("reviewer-ok-sheet-unicode-name", ("human", "import", "{d}/s.csv", "--run", "{run}"),
+                       setup=sheet(reviewer="王医生"), exit=0, expect=("王医生",)))
+    return out
+
+
+#: control sequences a judge's evidence or a user's file may carry
+ESCAPES = {
+    "sgr": "\x1b[31m", "clear-screen": "\x1b[2J\x1b[H", "osc-title": "\x1b]0;pwned\x07",
+    "osc-hyperlink": "\x1b]8;;http://evil.example\x1b\\link\x1b]8;;\x1b\\", "bel": "\x07", "backspace": "\x08\x08",
+    "c1-csi": "\x9b2J", "del": "\x7f",
+}
+
+
+def ansi_family() -> Family:
+    """Item 3: control characters stripped or escaped from terminal output and report.md, whatever their source."""
+    out: Family = []
+    lines = EXAMPLES.read_text(encoding="utf-8").splitlines()
+    base = json.loads(lines[3])  # case-04: a fixed penalty quoting "2型糖尿病病史10年" from the record
+    for tag, esc in ESCAPES.items():
+        rec = dict(base, record=base["record"].replace("2型糖尿病病史10年", f"2型糖尿病{esc}病史10年"))
+        files = {"cases.jsonl": jl(rec)}
+        out.append(Hostile(f"ansi-evidence-audit-{tag}", ("audit", "{d}/out"), files=files, exit=0,
+                           setup=lambda d: cli(d, "score", "{d}/cases.jsonl", "--out", "{d}/out"),
+                           check=no_escape("out/report.md")))
+        out.append(Hostile(f"ansi-evidence-score-{tag}", ("score", "{d}/cases.jsonl", "--out", "{d}/out"), files=files,
+                           exit=0, check=no_escape("out/report.md")))
+        out.append(Hostile(f"ansi-rubric-name-{tag}", DRY,
+                           files={"cases.jsonl": jl(case()), "c.yaml": "rubric: {d}/r.yaml\n" + GPT,
+                                  "r.yaml": RUBRIC_MINI.replace("name: quality", "name: " + json.dumps(f"q{esc}x"))},
+                           expect=("{d}/r.yaml",), check=no_escape()))
+        out.append(Hostile(f"ansi-sheet-comment-{tag}", ("human", "import", "{d}/s.csv", "--run", "{run}"),
+                           setup=sheet(comment=f"bad{esc}comment", verdict="disagree"), exit=0,
+                           check=no_escape("run/report.md")))
+        out.append(Hostile(f"ansi-path-in-error-{tag}", ("score", "{d}/no" + esc + ".jsonl", "--dry-run"),
+                           expect=("cannot read cases",), check=no_escape()))
+        out.append(Hostile(f"ansi-system-name-{tag}", ("score", "{d}/cases.jsonl", "--out", "{d}/out"),
+                           files={"cases.jsonl": jl(case(id="a", system="s1"), case(id="b", system=f"s2{esc}"))},
+                           exit=0, check=no_escape("out/report.md")))
+    out.append(Hostile("ansi-tcm-label", ("metrics", "tcm", "face", "{d}/p.jsonl", "{d}/g.jsonl"),
+                       files={"p.jsonl": jl({"id": "\x1b[2Jx", "syndromes": ["\x1b]0;t\x07a"]}),
+                              "g.jsonl": jl({"id": "\x1b[2Jx", "syndromes": ["b"]})},
+                       exit=0, check=no_escape()))
+    out.append(Hostile("ansi-text2dt-invalid-listed", ("metrics", "text2dt", "{d}/p.json", "{d}/g.json", "--on-invalid",
+                                                       "zero"),
+                       files={"p.json": json.dumps([[{"role": "\x1b[2JX", "triples": [], "logical_rel": "null"}]]),
+                              "g.json": json.dumps([TREE])},
+                       exit=0, check=no_escape()))
+    return out
+
+
+def pipe_family() -> Family:
+    """Item 3: `human import <(cat s.csv)`: a named pipe is read once."""
+    wide = b"case_id,accuracy,completeness,standardization\ncase-01,30,30,20\n"
+
+    def the_sheet(d: Path) -> bytes:
+        sheet(reviewer="Ann")(d)
+        return (d / "s.csv").read_bytes()
+
+    return [
+        Hostile("pipe-human-import-wide", ("human", "import", "{d}/p.csv", "--run", "{run}"),
+                setup=fifo("p.csv", lambda d: wide), exit=0, expect=("imported",)),
+        Hostile("pipe-human-import-sheet", ("human", "import", "{d}/p.csv", "--run", "{run}"),
+                setup=fifo("p.csv", the_sheet), exit=0, expect=("reviewer Ann",)),
+        Hostile("pipe-report-human", ("report", "{run}", "--human", "{d}/p.csv"),
+                setup=fifo("p.csv", lambda d: wide), exit=0, expect=("wrote",)),
+        Hostile("pipe-reliability-human", ("reliability", "{run}", "--human", "{d}/p.csv", "--bootstrap", "0"),
+                setup=fifo("p.csv", lambda d: wide), exit=0, expect=("imported",)),
+        Hostile("pipe-ratings", ("reliability", "--ratings", "{d}/p.csv", "--bootstrap", "0"),
+                setup=fifo("p.csv", lambda d: b"unit,rater,value\nu1,a,1\nu1,b,2\nu2,a,3\nu2,b,3\n"), exit=0,
+                expect=("alpha",)),
+        Hostile("pipe-cases", ("score", "{d}/p.jsonl", "--dry-run"),
+                setup=fifo("p.jsonl", lambda d: jl(case()).encode()), exit=0, expect=("rules",)),
+        Hostile("pipe-config", ("score", "{d}/cases.jsonl", "-c", "{d}/p.yaml", "--dry-run"),
+                files={"cases.jsonl": jl(case())}, setup=fifo("p.yaml", lambda d: RULES.encode()), exit=0,
+                expect=("rules",)),
+    ]
+
+
+ENCODINGS = ("gbk", "cp1252", "ascii", "latin-1")
+
+
+def console_family() -> Family:
+    """Item 3: the console under any encoding, a full disk, a closed pipe: no traceback."""
+    out: Family = []
+    commands = {
+        "score-dry-run": (("score", str(EXAMPLES), "--dry-run"), 0),
+        "report": (("report", "{run}"), 0),
+        "audit": (("audit", "{run}", "--top", "0"), 0),
+        "reliability": (("reliability", "{run}", "--bootstrap", "0"), 0),
+        "tcm": (("metrics", "tcm", "face", str(TCM / "face_pred.jsonl"), str(TCM / "face_gold.jsonl")), 0),
+        "error-chinese-path": (("score", "{d}/病例.jsonl", "--dry-run"), 2),
+        "score-new": (("score", "{d}/cases.jsonl", "--out", "{d}/out"), 0),
+    }
+    for enc in ENCODINGS:
+        for name, (args, code) in commands.items():
+            out.append(Hostile(f"console-{enc}-{name}", args, files={"cases.jsonl": jl(case(id="病例-一"))},
+                               exit=code, proc=True, env={"PYTHONIOENCODING": enc}, timeout=60))
+    full = {
+        "report": ("report", "{run}"), "audit": ("audit", "{run}", "--top", "0"),
+        "reliability": ("reliability", "{run}", "--bootstrap", "0"),
+        "reliability-json": ("reliability", "{run}", "--bootstrap", "0", "--json"),
+        "score-dry-run": ("score", str(EXAMPLES), "--dry-run"),
+        "tcm": ("metrics", "tcm", "face", str(TCM / "face_pred.jsonl"), str(TCM / "face_gold.jsonl")),
+        "tcm-json": ("metrics", "tcm", "face", str(TCM / "face_pred.jsonl"), str(TCM / "face_gold.jsonl"), "--json"),
+        "text2dt": ("metrics", "text2dt", "{d}/p.json", "{d}/g.json"),
+    }
+    for name, args in full.items():
+        out.append(Hostile(f"console-dev-full-{name}", args,
+                           files={"p.json": json.dumps([TREE]), "g.json": json.dumps([TREE])},
+                           exit=1, expect=("standard output",), proc=True, stdout="full", timeout=60,
+                           check=store_whole if "{run}" in " ".join(args) else None))
+    for name in ("audit", "report", "tcm"):
+        out.append(Hostile(f"console-closed-pipe-{name}", full[name], exit=1, proc=True, stdout="closed", timeout=60))
+    return out
+
+
+def exit_family() -> Family:
+    """Item 5: NaN and Infinity never reach JSON; `metrics tcm TASK` refuses the files of another task."""
+    out: Family = []
+    for level in ("interval", "ratio", "ordinal"):
+        for value in ("1e300", "1e308", "-1e300"):
+            rows = f"unit,rater,value\nu1,a,{value}\nu1,b,1\nu2,a,1\nu2,b,{value}\nu3,a,2\nu3,b,{value}\n"
+            if level == "ratio" and value.startswith("-"):
+                continue
+            out.append(Hostile(f"nan-ratings-{level}-{value}-json",
+                               ("reliability", "--ratings", "{d}/r.csv", "--level", level, "--bootstrap", "20",
+                                "--json"),
+                               files={"r.csv": rows}, exit=0, check=strict_json("null", "reason"), item=5))
+            out.append(Hostile(f"nan-ratings-{level}-{value}-table",
+                               ("reliability", "--ratings", "{d}/r.csv", "--level", level, "--bootstrap", "20"),
+                               files={"r.csv": rows}, exit=0, expect=("undefined",), absent=("nan", "inf"), item=5))
+    out.append(Hostile("nan-ratings-tiny-spread-json",
+                       ("reliability", "--ratings", "{d}/r.csv", "--bootstrap", "20", "--json"),
+                       files={"r.csv": "unit,rater,value\nu1,a,1e-320\nu1,b,0\nu2,a,0\nu2,b,1e-320\n"}, exit=0,
+                       check=strict_json(), item=5))
+    for task, of in (("pulse", "syndrome"), ("pulse", "agreement"), ("pulse", "face"), ("tongue", "syndrome"),
+                     ("sound", "syndrome"), ("face", "syndrome"), ("syndrome", "pulse"), ("agreement", "pulse"),
+                     ("pulse", "inquiry"), ("syndrome", "tongue")):
+        out.append(Hostile(f"tcm-{task}-given-{of}-files",
+                           ("metrics", "tcm", task, str(TCM / f"{of}_pred.jsonl"), str(TCM / f"{of}_gold.jsonl")),
+                           expect=(f"task '{task}'",), absent=("0.0000",), item=5))
+    return out
+
+
+def build() -> list[Hostile]:
+    """The whole corpus (names unique)."""
+    corpus = [*outputs_family(), *limits_family(), *json_depth_family(), *surrogate_family(), *template_family(),
+              *big_cell_family(), *reviewer_family(), *ansi_family(), *pipe_family(), *console_family(),
+              *exit_family()]
+    names = [h.name for h in corpus]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    assert not dup, f"duplicate corpus names: {dup}"
+    return corpus
+
+
+# --------------------------------------------------------------------------- running an entry
+
+
+class Hang(BaseException):
+    """Raised by SIGALRM in an in-process entry that takes too long (not an Exception: nothing catches it)."""
+
+
+@contextlib.contextmanager
+def _alarm(seconds: float) -> Iterator[None]:
+    def ring(signum: int, frame: object) -> None:
+        raise Hang()
+
+    previous = signal.signal(signal.SIGALRM, ring)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _in_process(h: Hostile, d: Path) -> Outcome:
+    from typer.testing import CliRunner
+
+    from consensus_eval.cli import app
+
+    start = time.monotonic()
+    try:
+        with _alarm(h.timeout):
+            res = CliRunner().invoke(app, [_fill(a, d) for a in h.args], env=h.env or None)
+    except Hang:
+        return Outcome(None, "", "", hung=True, seconds=time.monotonic() - start)
+    exc = None if res.exception is None or isinstance(res.exception, SystemExit) else res.exception
+    stdout = res.stdout
+    try:
+        stderr = res.stderr
+    except ValueError:
+        stderr = ""
+    if not stderr and res.output != stdout:
+        stderr = res.output.replace(stdout, "", 1)
+    return Outcome(res.exit_code, stdout, stderr, exc, seconds=time.monotonic() - start)
+
+
+def _limit_memory() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (SUBPROCESS_MEMORY, SUBPROCESS_MEMORY))
+
+
+def _subprocess(h: Hostile, d: Path) -> Outcome:
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "COLUMNS": "100", **h.env}
+    env.pop("FORCE_COLOR", None)
+    cmd = [sys.executable, "-m", "consensus_eval.cli", *(_fill(a, d) for a in h.args)]
+    start = time.monotonic()
+    stdout_target: Any = subprocess.PIPE
+    full = None
+    if h.stdout == "full":
+        full = open("/dev/full", "w")  # noqa: SIM115 - closed below
+        stdout_target = full
+    try:
+        if h.stdout == "closed":
+            r, w = os.pipe()
+            os.close(r)
+            stdout_target = w
+        proc = subprocess.Popen(cmd, stdout=stdout_target, stderr=subprocess.PIPE, env=env, cwd=ROOT,
+                                preexec_fn=_limit_memory, start_new_session=True)
+        if h.stdout == "closed":
+            os.close(w)
+        try:
+            out, err = proc.communicate(timeout=h.timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            return Outcome(None, "", "", hung=True, seconds=time.monotonic() - start)
+    finally:
+        if full is not None:
+            full.close()
+    def dec(b: bytes | None) -> str:
+        return b.decode("utf-8", "replace") if b else ""
+
+    stderr = dec(err)
+    exc: BaseException | None = None
+    if proc.returncode < 0:
+        exc = RuntimeError(f"killed by signal {-proc.returncode}")
+    elif "MemoryError" in stderr:
+        exc = MemoryError(stderr[-300:])
+    return Outcome(proc.returncode, dec(out), stderr, exc, seconds=time.monotonic() - start)
+
+
+def run_entry(h: Hostile, d: Path, scored_run: Path) -> Outcome:
+    """Write the entry's files into ``d`` (copy the scored run for ``{run}``), prepare, run."""
+    for name, content in h.files.items():
+        if isinstance(content, bytes):
+            (d / name).write_bytes(content)
+        else:
+            (d / name).write_text(_fill(content, d), encoding="utf-8", newline="")
+    shutil.copytree(scored_run, d / "run")
+    if h.setup is not None:
+        h.setup(d)
+    return _subprocess(h, d) if h.proc else _in_process(h, d)
+
+
+def classify(h: Hostile, d: Path, out: Outcome) -> tuple[str, str]:
+    """(class, why) of an outcome (see the module docstring)."""
+    if out.hung:
+        return "hang", f"over {h.timeout:g} s"
+    if out.exc is not None:
+        return "traceback", f"{type(out.exc).__name__}: {str(out.exc)[:300]}"
+    if "Traceback (most recent call last)" in out.output:
+        return "traceback", out.output[out.output.index("Traceback"):][-600:]
+    if out.code != h.exit:
+        return "wrong", f"exit {out.code}, expected {h.exit}: {out.output[-600:]}"
+    for part in h.expect:
+        if _fill(part, d) not in out.output:
+            return "wrong", f"{_fill(part, d)!r} not in the output: {out.output[-600:]}"
+    for part in h.absent:
+        if _fill(part, d) in out.output:
+            return "wrong", f"{_fill(part, d)!r} in the output"
+    if h.check is not None:
+        try:
+            h.check(d, out)
+        except Exception as e:  # noqa: BLE001 - a check that fails is a wrong result, whatever it raised
+            return "wrong", f"check: {type(e).__name__}: {e}"
+    return ("refused" if h.exit == 2 else "handled"), ""
+
+
+def scored_run_in(folder: Path) -> Path:
+    """A small finished run (4 example cases, the rules judge) in ``folder/run``."""
+    from consensus_eval import api as ce
+
+    cases = folder / "cases.jsonl"
+    cases.write_text("".join(EXAMPLES.read_text(encoding="utf-8").splitlines(keepends=True)[:4]), encoding="utf-8")
+    ce.evaluate(cases, "configs/default.yaml", out=folder / "run", n_boot=20)
+    return folder / "run"
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Run the hostile-input corpus and count the results per class.")
+    parser.add_argument("-k", default="", help="only the entries whose name contains this")
+    parser.add_argument("--list", action="store_true", help="print the names and exit")
+    parser.add_argument("-q", action="store_true", help="print only the counts")
+    args = parser.parse_args(argv)
+    corpus = [h for h in build() if args.k in h.name]
+    if args.list:
+        print("\n".join(h.name for h in corpus))
+        return 0
+    os.chdir(ROOT)
+    from consensus_eval.judges.quiet import quiet_libraries
+
+    quiet_libraries()
+    counts = dict.fromkeys(CLASSES, 0)
+    by_item: dict[int, dict[str, int]] = {}
+    start = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="hostile-") as tmp:
+        run = scored_run_in(Path(tmp))
+        for i, h in enumerate(corpus):
+            d = Path(tmp) / f"e{i}"
+            d.mkdir()
+            try:
+                cls, why = classify(h, d, run_entry(h, d, run))
+            except Exception as e:  # noqa: BLE001 - a set-up that fails is reported, not fatal
+                cls, why = "wrong", f"set-up: {type(e).__name__}: {e}"
+            counts[cls] += 1
+            by_item.setdefault(h.item, dict.fromkeys(CLASSES, 0))[cls] += 1
+            if cls not in ("refused", "handled") and not args.q:
+                print(f"{cls:9} {h.name}: {why[:400]!r}", flush=True)
+            shutil.rmtree(d, ignore_errors=True)
+    print(f"{len(corpus)} entries in {time.monotonic() - start:.0f} s: "
+          + ", ".join(f"{counts[c]} {c}" for c in CLASSES))
+    for item in sorted(by_item):
+        print(f"  item {item}: " + ", ".join(f"{by_item[item][c]} {c}" for c in CLASSES))
+    return 0 if counts["refused"] + counts["handled"] == len(corpus) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
+
+__all__ = ["CLASSES", "Hostile", "Outcome", "build", "classify", "run_entry", "scored_run_in"]
