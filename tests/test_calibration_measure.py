@@ -43,7 +43,7 @@ def test_rules_judge_on_the_builtin_suite(rules_run):
     assert rep.planted >= 300 and rep.clean == 160  # 40 base records in 4 heading styles
     rules = rep.judges["rules"]
     # no false alarm on a clean control (the rules judge of commit 9917ef2 reads the 7 deductions it put
-    # on 3 of the 40 bases before, tests/test_calibration_suite.RULES_FALSE_ALARMS, as the records say)
+    # on 3 of the 40 bases before, base-15, 31 and 37, as the records say)
     assert rules.clean_cases == 160 and rules.false_alarms_per_case == 0
     # the types it covers: sane recall; the ones it does not cover (course, order of sections): none
     cats = {k: v.found.value for k, v in rules.by_category.items()}

@@ -38,18 +38,6 @@ def _line(record: str, heading: str) -> str:
     return next(ln for ln in record.split("\n") if ln.startswith(heading))
 
 
-#: deductions the rules judge takes on clean bases, each reviewed against the conversation and found to be a
-#: false alarm of the rules judge (the base is right); any other deduction on a base fails the test below
-RULES_FALSE_ALARMS: dict[str, dict[str, str]] = {
-    "base-15": {"value_error": "睡前血糖7～8 and 血糖3.1 are said by the mother (睡前7到8, 测了3.1)",
-                "personal_unrecorded": "个人史 records 每周踢足球2次 (每周踢两次足球)"},
-    "base-31": {"drug_name_error": "谷赖胰岛素 is the generic name of 艾倍得, which the patient says",
-                "value_error": "最低血糖2.9 is said (最低2.9)",
-                "fh_diabetes_missing": "家族史 says 否认糖尿病家族史 (没有，我妈妈有甲减)"},
-    "base-37": {"value_error": "空腹血糖6.5 is said (空腹血糖现在多少？ 6.5左右)"},
-}
-
-
 def _rules_flags(case, rubric) -> set[tuple[str, str]]:
     judgments = check_case(case, rubric)
     found = {(d.type, d.evidence) for j in judgments.values() for d in j.deductions}
@@ -57,8 +45,9 @@ def _rules_flags(case, rubric) -> set[tuple[str, str]]:
 
 
 def test_base_cases_are_clean_by_the_rules_judge(rubric):
-    """Clean by the rules judge, but for the reviewed false alarms of RULES_FALSE_ALARMS (the bases'
-    own check is tests/test_calibration_bases_content.py: every fact listed with its source)."""
+    """Clean by the rules judge (the bases' own check is tests/test_calibration_bases_content.py: every fact
+    listed with its source). Before commit 9917ef2 it took 7 deductions on 3 of the 40 bases (base-15, 31, 37),
+    reviewed as its false alarms."""
     from consensus_eval.domain.cases import Case
 
     bases = base_cases()
@@ -67,7 +56,7 @@ def test_base_cases_are_clean_by_the_rules_judge(rubric):
     assert any("胰岛素" in b.record for b in bases) and any("二甲双胍片" in b.record for b in bases)
     for b in bases:
         found = _rules_flags(Case(id=b.id, conversation=b.conversation, record=b.record), rubric)
-        assert {t for t, _ in found} <= set(RULES_FALSE_ALARMS.get(b.id, {})), (b.id, found)
+        assert found == set(), (b.id, found)
 
 
 def test_every_rubric_type_is_planted_or_listed_unplantable(rubric):
@@ -123,8 +112,7 @@ def test_clean_controls_are_byte_identical_to_their_base(rubric):
 def test_styled_clean_controls_are_clean_by_the_rules_judge(rubric):
     for c in builtin_suite():
         if c.clean:
-            found = _rules_flags(c.case, rubric)
-            assert {t for t, _ in found} <= set(RULES_FALSE_ALARMS.get(c.base or "", {})), (c.case.id, found)
+            assert _rules_flags(c.case, rubric) == set(), c.case.id
 
 
 def test_every_planted_error_is_inside_its_span(rubric):
@@ -329,3 +317,93 @@ def test_a_wrong_also_span_is_refused(tmp_path, rubric):
     p.write_text(json.dumps(line, ensure_ascii=False) + "\n", encoding="utf-8")
     with pytest.raises(InputError, match=r"s\.jsonl:1: expected\[0\]\.also\[0\]\.text"):
         load_suite(p, rubric)
+
+
+# --------------------------------------------------------------------------- the held-out family
+
+
+def test_heldout_family_plants_the_same_types_differently(rubric):
+    from consensus_eval.domain.calibration.operators import BRANDS, COLLOQUIAL
+    from consensus_eval.domain.calibration.operators_heldout import (
+        COLLOQUIAL_H,
+        HELDOUT_OPERATORS,
+        HELDOUT_TYPES,
+        SHORT_NAMES,
+    )
+
+    assert set(HELDOUT_TYPES) == set(HELDOUT_OPERATORS)
+    assert set(HELDOUT_TYPES.values()) == plantable_types()
+    for b in base_cases():
+        for name, op in HELDOUT_OPERATORS.items():
+            for p in op(b):
+                assert (p.operator, p.type) == (name, HELDOUT_TYPES[name]), (b.id, name, p)
+    # other words than the main family's
+    assert not set(COLLOQUIAL_H.values()) & set(COLLOQUIAL.values())
+    assert not {v for v, _ in SHORT_NAMES.values()} & {v for v, _ in BRANDS.values()}
+    # no planted record of a held-out operator (omissions aside: a deletion has no wording) is one the main
+    # family plants
+    written = [name for name in HELDOUT_OPERATORS if name.endswith("_h")]
+    assert len(written) >= 24
+    main = {apply(b, [p], rubric, "x").case.record for t, lst in candidates().items() for b, p in lst}
+    held = candidates(family="heldout")
+    for name in written:
+        assert held[name], name
+        same = [b.id for b, p in held[name] if apply(b, [p], rubric, "x").case.record in main]
+        assert same == [], (name, same)
+
+
+@pytest.mark.parametrize(("name", "base", "old", "new"), [
+    ("value_error_h", 0, "HbA1c 6.9%", "HbA1c 9.6%"),
+    ("value_error_h", 0, "空腹血糖7.9mmol/L", "空腹血糖9.7mmol/L"),
+    ("value_wrong_time_h", 0, "复查空腹血糖8.3mmol/L", "复查空腹血糖7.9mmol/L"),
+    ("unit_error_h", 0, "HbA1c 6.9%", "HbA1c 6.9mmol/mol"),
+    ("dose_error_h", 0, "二甲双胍片500mg", "二甲双胍片0.25g"),
+    ("dose_error_h", 1, "门冬胰岛素8U", "门冬胰岛素6单位"),
+    ("usage_error_h", 0, "每日2次 餐后口服", "每日2次 餐前口服"),
+    ("drug_name_error_h", 0, "格列美脲片2mg", "格列吡嗪片5mg"),
+    ("time_error_h", 0, "。1年前加用", "。6个月前加用"),
+    ("diagnosis_error_h", 4, "3年前诊断为“糖尿病肾病”", "3年前诊断为“糖尿病视网膜病变”"),
+    ("negated_history_affirmed_h", 0, "否认高脂血症、冠心病病史", "否认高脂血症病史，合并冠心病"),
+    ("hallucinated_symptom_h", 0, "眼底检查未见异常。\n", "眼底检查未见异常。偶有心悸。\n"),
+    ("affirmed_finding_denied_h", 0, "伴口干、多饮；", "伴口干，无多饮；"),
+    ("diabetes_in_past_history_h", 0, "冠心病病史。", "冠心病病史；患2型糖尿病3年。"),
+    ("colloquial_h", 0, "伴口干、多饮", "伴口干、老想喝水"),
+    ("drug_name_nonstandard_h", 0, "予二甲双胍片500mg", "予二甲500mg"),
+    ("dose_unclear_h", 0, "二甲双胍片500mg 每日2次", "二甲双胍片1片 每日2次"),
+    ("usage_unclear_h", 0, "二甲双胍片500mg 每日2次 餐后口服", "二甲双胍片500mg 遵医嘱"),
+])
+def test_golden_heldout(rubric, name, base, old, new):
+    from consensus_eval.domain.calibration.operators_heldout import HELDOUT_OPERATORS
+
+    b = base_cases()[base]
+    assert old in b.record
+    made = [apply(b, [p], rubric, "x").case.record for p in HELDOUT_OPERATORS[name](b)]
+    assert b.record.replace(old, new, 1) in made
+
+
+def test_heldout_suite(rubric):
+    main, held = builtin_suite(), builtin_suite(family="heldout")
+    assert held == builtin_suite(family="heldout") and dumps_suite(list(held)) == dumps_suite(
+        build_suite(DEFAULT_SEED, family="heldout"))
+    # the same clean controls, other planted cases
+    assert [c for c in held if c.clean] == [c for c in main if c.clean]
+    planted = [c for c in held if not c.clean]
+    assert len(planted) >= 300 and len({c.case.id for c in held}) == len(held)
+    counts = collections.Counter(e.type for c in planted for e in c.expected)
+    assert set(counts) == plantable_types() and min(counts.values()) >= 8, counts
+    assert all(e.operator.endswith("_h") or "missing" in e.type or e.type in ("fh_absent", "personal_unrecorded")
+               for c in planted for e in c.expected)
+    for c in planted:
+        for e in c.expected:
+            for s in e.spans:
+                text = c.case.record if s.source == "record" else c.case.conversation_as_text(rubric.roles)
+                assert text[s.start:s.end] == s.text and s.text, (c.case.id, e)
+
+
+def test_sections_after_personal_history_take_the_heading_style():
+    b = base_cases()[12]
+    assert "\n体格检查：" in b.record
+    bracket = restyle(b.record, "bracket")[0]
+    assert "\n【体格检查】" in bracket and "\n【处理】" in bracket and "：" not in "".join(
+        ln[:6] for ln in bracket.split("\n"))
+    assert restyle(b.record, "numbered")[0].split("\n")[-1].startswith("9. 处理：")

@@ -1,12 +1,15 @@
 """The built-in calibration suite: clean base cases (``base_cases.yaml``) and seeded planted errors.
 
 :func:`build_suite` is deterministic: the same seed gives a byte-identical suite (:func:`dumps_suite`).
-The default suite (seed :data:`DEFAULT_SEED`) holds, for each plantable type, up to
-:data:`PER_TYPE` single-error cases drawn from every place an operator can plant it, two-error cases
-(two types planted in one record, in parts of it that do not touch) until every type is planted at
-least :data:`MIN_PER_TYPE` times, and clean controls: every base case in each heading style of
-:data:`STYLES` (``主诉：``, ``【主诉】``, ``**主诉**：``, ``1. 主诉：``; the base files write the first), its
-text otherwise byte-identical to the base (any deduction on it is a false alarm). Not several copies
+The default suite (seed :data:`DEFAULT_SEED`) holds, for each operator of the family (``main``:
+:data:`~consensus_eval.domain.calibration.operators.OPERATORS`; ``heldout``: the same types written
+differently, :data:`~consensus_eval.domain.calibration.operators_heldout.HELDOUT_OPERATORS`), up to
+:data:`PER_TYPE` single-error cases drawn from every place it can plant its error, two-error cases
+(two operators planted in one record, in parts of it that do not touch) until every operator is planted at
+least :data:`MIN_PER_TYPE` times, and clean controls (the same in both families): every base case in
+each heading style of :data:`STYLES` (``主诉：``, ``【主诉】``, ``**主诉**：``, ``1. 主诉：``; the base files write
+the first; the sections after 个人史 (体格检查, 辅助检查, 诊断, 处理) are written in the same style), its text
+otherwise byte-identical to the base (any deduction on it is a false alarm). Not several copies
 of one record: a call is identified by what the judge reads, so a copy would be the same call (the
 store keeps one), telling nothing new. Each planted case is written in a heading style drawn with the seed.
 """
@@ -18,10 +21,12 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from functools import cache
 from pathlib import Path
+from typing import Literal
 
 import yaml
 
-from consensus_eval.domain.calibration.operators import OPERATORS, BaseCase, Plant
+from consensus_eval.domain.calibration.operators import OPERATORS, BaseCase, Operator, Plant
+from consensus_eval.domain.calibration.operators_heldout import HELDOUT_OPERATORS
 from consensus_eval.domain.calibration.suite import PlantedError, PlantedSpan, SuiteCase
 from consensus_eval.domain.cases import Case, Turn
 from consensus_eval.domain.rubric import Rubric, load_rubric
@@ -42,7 +47,10 @@ STYLES: dict[str, Callable[[str, int], str]] = {
     "bold": lambda name, i: f"**{name}**：",
     "numbered": lambda name, i: f"{i}. {name}：",
 }
-_HEADING = re.compile(r"^(主诉|现病史|既往史|家族史|个人史)：", re.M)
+_HEADING = re.compile(r"^(主诉|现病史|既往史|家族史|个人史|体格检查|辅助检查|诊断|处理)：", re.M)
+#: a family of operators: the main one, or the held-out one (the same types, written differently)
+Family = Literal["main", "heldout"]
+FAMILIES: dict[str, dict[str, Operator]] = {"main": OPERATORS, "heldout": HELDOUT_OPERATORS}
 
 
 def restyle(record: str, style: str) -> tuple[str, list[tuple[int, int, int]]]:
@@ -208,29 +216,33 @@ def clean_control(base: BaseCase, case_id: str, rubric: Rubric, style: str = "pl
     return SuiteCase(case=Case(id=case_id, conversation=conv, record=record), base=base.id)
 
 
-def candidates(bases: tuple[BaseCase, ...] | None = None) -> dict[str, list[tuple[BaseCase, Plant]]]:
-    """Every plant every operator can make in every base case, by type, in a fixed order."""
-    out: dict[str, list[tuple[BaseCase, Plant]]] = {t: [] for t in OPERATORS}
+def candidates(bases: tuple[BaseCase, ...] | None = None,
+               family: Family = "main") -> dict[str, list[tuple[BaseCase, Plant]]]:
+    """Every plant every operator of ``family`` can make in every base case, by operator, in a fixed order."""
+    ops = FAMILIES[family]
+    out: dict[str, list[tuple[BaseCase, Plant]]] = {t: [] for t in ops}
     for b in bases or base_cases():
-        for type_id, op in OPERATORS.items():
+        for type_id, op in ops.items():
             out[type_id].extend((b, p) for p in op(b))
     return out
 
 
-def build_suite(seed: int = DEFAULT_SEED, rubric: Rubric | None = None) -> list[SuiteCase]:
+def build_suite(seed: int = DEFAULT_SEED, rubric: Rubric | None = None, family: Family = "main") -> list[SuiteCase]:
     """The built-in suite for ``seed`` (module docstring): clean controls, single-error cases, then
-    two-error cases. Same seed, same suite (byte for byte); another seed draws other plants."""
-    return plant_suite(base_cases(), rubric or load_rubric(RUBRIC_ID), seed)
+    two-error cases, planted by the operators of ``family``. Same seed, same suite (byte for byte);
+    another seed draws other plants."""
+    return plant_suite(base_cases(), rubric or load_rubric(RUBRIC_ID), seed, family=family)
 
 
 def plant_suite(bases: Sequence[BaseCase], rub: Rubric, seed: int, *, styles: Mapping[str, list[str]] | None = None,
-                conversations: Mapping[str, str | list[Turn]] | None = None) -> list[SuiteCase]:
+                conversations: Mapping[str, str | list[Turn]] | None = None,
+                family: Family = "main") -> list[SuiteCase]:
     """A suite planted into ``bases`` with ``seed``: each base as a clean control in each of its heading
     ``styles`` (base id -> styles; default every style of :data:`STYLES`), up to :data:`PER_TYPE`
     single-error cases per type, then two-error cases (:func:`build_suite`). ``conversations``: each
     base's conversation as its case gave it (default: read from the base)."""
     rng = random.Random(seed)
-    cands = candidates(tuple(bases))
+    cands = candidates(tuple(bases), family)
     every = list(STYLES)
 
     def styles_of(b: BaseCase) -> list[str]:
@@ -276,9 +288,9 @@ def plant_suite(bases: Sequence[BaseCase], rub: Rubric, seed: int, *, styles: Ma
 
 
 @cache
-def builtin_suite(seed: int = DEFAULT_SEED) -> tuple[SuiteCase, ...]:
-    """The built-in suite (cached per seed)."""
-    return tuple(build_suite(seed))
+def builtin_suite(seed: int = DEFAULT_SEED, family: Family = "main") -> tuple[SuiteCase, ...]:
+    """The built-in suite of ``family`` (cached per seed and family)."""
+    return tuple(build_suite(seed, family=family))
 
 
 def sample(suite: list[SuiteCase] | tuple[SuiteCase, ...], n: int, seed: int) -> list[SuiteCase]:

@@ -190,7 +190,7 @@ _DRUG = "|".join(_NAMES)
 #: a drug name as written (门冬胰岛素30 is a premix, not 门冬胰岛素 followed by a dose)
 _NOT_PREMIX = "(?!30注射液)"
 NAME_RE = re.compile(rf"(?:{_DRUG}){_NOT_PREMIX}")
-_FORMS = "钙片|钠片|钾片|肠溶片|缓释片|控释片|注射液|粉吸入剂|胶囊|片|钾"
+FORMS = "钙片|钠片|钾片|肠溶片|缓释片|控释片|注射液|粉吸入剂|胶囊|片|钾"
 _NUM = r"\d+(?:\.\d+)?"
 _UNIT = r"(?:mg|g|μg|IU|U|单位)"
 _AT = r"(?:早餐前|晚餐前|早|午|晚)"
@@ -201,11 +201,11 @@ _WAY = "(?:口服|皮下注射|嚼服|吸入)"
 #: （2mg/片）), the dose (500mg, 0.5g, 早18U、晚14U, 4～6U, 1片), an optional bracket after it, then the
 #: frequency (每日2次, bid) and the route or timing (餐后口服, 睡前皮下注射, （晨起）)
 MENTION = re.compile(
-    rf"(?P<name>{_DRUG}){_NOT_PREMIX}(?P<form>{_FORMS})?(?P<label>（[^）\n]*）)? ?"
+    rf"(?P<name>{_DRUG}){_NOT_PREMIX}(?P<form>{FORMS})?(?P<label>（[^）\n]*）)? ?"
     rf"(?P<dose>{_AT}?{_NUM}(?:～{_NUM})?{_UNIT}(?:、{_AT}{_NUM}{_UNIT})*|\d+片)(?P<after>（[^）\n]*）)?"
     r"(?P<freq> (?:每[日晚周]\d次|qd|bid|tid|qn|qw)(?![A-Za-z]))?"
     rf"(?P<route>（晨起）| (?:{_WHEN}){_WAY}?| {_WAY})?")
-_STRENGTH = re.compile(rf"（({_NUM})(mg|g|μg)/片）")
+STRENGTH = re.compile(rf"（({_NUM})(mg|g|μg)/片）")
 _DOSE_NUM = re.compile(rf"({_NUM})(～{_NUM})?({_UNIT})")
 #: frequencies a model may write instead (one step off)
 FREQ_SWAPS: dict[str, str] = {
@@ -229,7 +229,7 @@ DOSE_SWAPS: dict[float, tuple[float, ...]] = {
     40: (80, 20), 47.5: (95, 23.75), 50: (25, 75), 60: (90, 120), 75: (150, 50), 80: (160, 40), 100: (50, 25),
     120: (60, 180), 150: (75, 300), 200: (160, 100), 500: (850, 250), 850: (500, 1000), 1000: (850, 750),
 }
-_TO_MG = {"mg": 1.0, "g": 1000.0, "μg": 0.001}
+TO_MG = {"mg": 1.0, "g": 1000.0, "μg": 0.001}
 
 
 @dataclass(frozen=True)
@@ -251,7 +251,7 @@ def doses(m: re.Match[str]) -> list[Dose]:
     """The dose numbers of a mention: the strength of ``（2mg/片）1片``, else each number of its dose
     (a range ``4～6U`` is left out: it is not one dose)."""
     if m.group("dose").endswith("片"):
-        s = _STRENGTH.fullmatch(m.group("label") or "")
+        s = STRENGTH.fullmatch(m.group("label") or "")
         return [Dose(m.start("label") + s.start(1), m.start("label") + s.end(1), s.group(1), s.group(2))] if s else []
     a = m.start("dose")
     return [Dose(a + d.start(1), a + d.end(1), d.group(1), d.group(3)) for d in _DOSE_NUM.finditer(m.group("dose"))
@@ -268,14 +268,14 @@ def dose_options(value: str, unit: str, name: str = "") -> list[str]:
     if is_insulin_unit(unit):
         v = int(float(value))
         return [str(v + 4), str(v - 2)] if v > 2 else [str(v + 2)]
-    mg = round(float(value) * _TO_MG[unit], 4)
+    mg = round(float(value) * TO_MG[unit], 4)
     strengths = STRENGTHS.get(name, ())
     if mg in strengths:
         i = strengths.index(mg)
         options: tuple[float, ...] = (*strengths[i + 1:i + 2], *strengths[max(i - 1, 0):i])
     else:
         options = DOSE_SWAPS.get(mg, ())
-    return [fmt(x / _TO_MG[unit]) for x in options]
+    return [fmt(x / TO_MG[unit]) for x in options]
 
 
 def alternatives(name: str, b: BaseCase) -> list[Drug]:
@@ -326,11 +326,11 @@ _MEASURE = re.compile(r"(空腹血糖|餐后2小时血糖|餐后血糖最高|餐
                       r"HbA1c |血肌酐|低密度脂蛋白胆固醇|甘油三酯|血尿酸|尿白蛋白/肌酐比值|估算肾小球滤过率|BMI |体重|"
                       r"腰围|血压|心率)(\d+(?:\.\d+)?)(?:/(\d+))?")
 _GLUCOSE_UNIT = re.compile(r"(血糖)(\d+(?:\.\d+)?)mmol/L")
-_HBA1C = re.compile(r"HbA1c (\d+(?:\.\d+)?)%")
+HBA1C = re.compile(r"HbA1c (\d+(?:\.\d+)?)%")
 _AGO = re.compile(r"(\d+)(年|个月)前")
 _DATE = re.compile(r"(\d{4})年(\d{1,2})月")
-_TYPE = re.compile(r"([12])型糖尿病")
-_SECTION_LINE = re.compile(r"^(主诉|现病史|既往史|家族史|个人史)：.*$", re.M)
+DIABETES_TYPE = re.compile(r"([12])型糖尿病")
+SECTION_LINE = re.compile(r"^(主诉|现病史|既往史|家族史|个人史)：.*$", re.M)
 #: an event's time at the start of a sentence or clause: 3年前, 6个月前, 2023年8月, 孕24周
 _DATED = re.compile(r"(?:患者)?(?:\d+(?:年|个月|周)前|\d{4}年\d{1,2}月|孕\d+周)")
 
@@ -451,7 +451,7 @@ def unit_error(b: BaseCase) -> Iterator[Plant]:
     """A glucose value written in mg/dL, or HbA1c in mmol/L, with the number unchanged."""
     for m in _GLUCOSE_UNIT.finditer(b.record):
         yield Plant("unit_error", "unit_error", (Edit(m.start(2), m.end(), f"{m.group(2)}mg/dL"),))
-    for m in _HBA1C.finditer(b.record):
+    for m in HBA1C.finditer(b.record):
         yield Plant("unit_error", "unit_error", (Edit(m.start(1), m.end(), f"{m.group(1)}mmol/L"),))
 
 
@@ -554,7 +554,7 @@ def time_order_confused(b: BaseCase) -> Iterator[Plant]:
 def diagnosis_error(b: BaseCase) -> Iterator[Plant]:
     """The diabetes type written wrong (2型糖尿病 -> 1型糖尿病) everywhere the record gives the patient's (not
     a relative's) type; for gestational diabetes without a type, 妊娠期糖尿病 -> 2型糖尿病."""
-    ms = [m for m in _TYPE.finditer(b.record) if not family_line(b.record, m.start())]
+    ms = [m for m in DIABETES_TYPE.finditer(b.record) if not family_line(b.record, m.start())]
     if ms:
         swap = {"1": "2", "2": "1"}
         yield Plant("diagnosis_error", "diagnosis_error",
@@ -681,7 +681,7 @@ def hallucinated_result(b: BaseCase) -> Iterator[Plant]:
     if added is None:
         return
     last = None
-    for m in _HBA1C.finditer(b.record):
+    for m in HBA1C.finditer(b.record):
         last = m
     if last is not None:
         at = last.end()
@@ -692,7 +692,7 @@ def hallucinated_result(b: BaseCase) -> Iterator[Plant]:
 def diabetes_in_past_history(b: BaseCase) -> Iterator[Plant]:
     """Diabetes written into 既往史 (the fixed penalty): ``2型糖尿病病史3年；`` at its start."""
     body = section(b.record, "既往史")
-    typ = next((m for m in _TYPE.finditer(b.record) if not family_line(b.record, m.start())), None)
+    typ = next((m for m in DIABETES_TYPE.finditer(b.record) if not family_line(b.record, m.start())), None)
     cc = re.search(r"^主诉：[^\n]*?(\d+)(年|个月)", b.record, re.M)
     if body is None or typ is None or cc is None:
         return
@@ -768,7 +768,7 @@ def time_vague(b: BaseCase) -> Iterator[Plant]:
 def order_error(b: BaseCase) -> Iterator[Plant]:
     """Two adjacent sections swapped (家族史 written before 既往史, 个人史 before 家族史); the span is both
     lines (either heading is out of place relative to the other)."""
-    lines = list(_SECTION_LINE.finditer(b.record))
+    lines = list(SECTION_LINE.finditer(b.record))
     for a, c in itertools.pairwise(lines):
         if (a.group(1), c.group(1)) in (("既往史", "家族史"), ("家族史", "个人史")):
             gap = b.record[a.end():c.start()]
@@ -780,7 +780,7 @@ def drug_name_nonstandard(b: BaseCase) -> Iterator[Plant]:
     """A generic name written as its brand, form included (二甲双胍片 -> 格华止, 格列齐特缓释片 -> 达美康),
     first mention of each drug."""
     for name, (brand, forms) in BRANDS.items():
-        for m in re.finditer(rf"{name}{_NOT_PREMIX}({_FORMS})?", b.record):
+        for m in re.finditer(rf"{name}{_NOT_PREMIX}({FORMS})?", b.record):
             if (m.group(1) or "") in forms and (m.start() == 0 or b.record[m.start() - 1] not in "旋"):
                 yield Plant("drug_name_nonstandard", "drug_name_nonstandard", (Edit(m.start(), m.end(), brand),),
                             label=name)
@@ -795,7 +795,7 @@ def dose_unclear(b: BaseCase) -> Iterator[Plant]:
             continue
         label = m.group("label") or ""
         head = b.record[m.start():m.end("form") if m.group("form") else m.end("name")]
-        if label and not _STRENGTH.fullmatch(label):
+        if label and not STRENGTH.fullmatch(label):
             head += label
         new = head + (m.group("freq") or "") + (m.group("route") or "")
         yield Plant("dose_unclear", "dose_unclear", (Edit(m.start(), m.end(), new),), label=m.group("name"))
