@@ -21,14 +21,14 @@ import asyncio
 from collections.abc import Coroutine, Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar, cast
 
 from pydantic import ValidationError
 
 from consensus_eval._errors import InputError, format_validation_error
 from consensus_eval.analysis.agreement import HumanLabel
 from consensus_eval.analysis.alpha import DEFAULT_SEED
-from consensus_eval.analysis.calibration import CalibrationReport, calibrate as measure
+from consensus_eval.analysis.calibration import CalibrationReport, CalibrationSource, calibrate as measure
 from consensus_eval.analysis.consensus import of_run as consensus_of_run
 from consensus_eval.analysis.human import label_counts, read_labels
 from consensus_eval.analysis.reliability import ReliabilityReport
@@ -161,21 +161,26 @@ class PreparedCalibration:
     prepared: Prepared
     planting: Planting | None = None
     #: what the errors are (:attr:`CalibrationReport.source`)
-    source: Literal["builtin", "bases", "handwritten", "file"] = "builtin"
+    source: CalibrationSource = "builtin"
+
+
+#: the suites shipped with the package (``--suite`` names)
+BUILTIN_SUITES = ("builtin", "builtin-heldout", "handwritten")
 
 
 def prepare_calibration(config: ConfigInput = DEFAULT_CONFIG, suite: str | Path = "builtin", *,
                         sample: int | None = None, seed: int = DEFAULT_SUITE_SEED,
                         check_keys: bool = True, bases: str | Path | None = None) -> PreparedCalibration:
     """Load the config and the calibration suite (``builtin``: the suite shipped for the
-    ``medical_record`` rubric; ``handwritten``: the held-out set of errors written by hand for it; else a
+    ``medical_record`` rubric; ``builtin-heldout``: its held-out operator family; ``handwritten``: the
+    held-out set of errors written by hand for it; else a
     suite JSONL file, checked against the config's rubric; or, with
     ``bases``, a cases file of the user's own clean records to plant the built-in operators' errors into),
     draw ``sample`` cases of it with ``seed`` when given, and plan the calls like :func:`prepare`."""
     cfg = _config(config)
     rubric = load_rubric(cfg.rubric)
     planting = None
-    if (bases is not None or str(suite) in ("builtin", "handwritten")) and rubric.id != SUITE_RUBRIC_ID:
+    if (bases is not None or str(suite) in BUILTIN_SUITES) and rubric.id != SUITE_RUBRIC_ID:
         what = f"the {suite} calibration suite is" if bases is None else "the planting operators (--bases) are"
         raise InputError(f"{what} written for the rubric {SUITE_RUBRIC_ID!r}; the config's rubric is "
                          f"{rubric.id!r}: give your own suite with --suite FILE")
@@ -186,8 +191,8 @@ def prepare_calibration(config: ConfigInput = DEFAULT_CONFIG, suite: str | Path 
         if not any(sc.expected for sc in cases):
             raise InputError(f"{bases}: no error could be planted into any record:\n"
                              + "\n".join(f"{rid}: {why}" for rid, why in planting.nothing.items()))
-    elif str(suite) == "builtin":
-        cases = list(builtin_suite(seed))
+    elif str(suite) in ("builtin", "builtin-heldout"):
+        cases = list(builtin_suite(seed, family="heldout" if str(suite) == "builtin-heldout" else "main"))
     elif str(suite) == "handwritten":
         cases = handwritten_suite(rubric)
     else:
@@ -196,9 +201,8 @@ def prepare_calibration(config: ConfigInput = DEFAULT_CONFIG, suite: str | Path 
         if sample < 1:
             raise InputError(f"--sample must be at least 1, got {sample}")
         cases = sample_suite(cases, sample, seed)
-    source: Literal["builtin", "bases", "handwritten", "file"] = (
-        "bases" if bases is not None else "file" if str(suite) not in ("builtin", "handwritten") else
-        "handwritten" if str(suite) == "handwritten" else "builtin")
+    source: CalibrationSource = ("bases" if bases is not None else "file" if str(suite) not in BUILTIN_SUITES
+                                 else cast(CalibrationSource, str(suite)))
     return PreparedCalibration(cases, prepare([c.case for c in cases], cfg, check_keys=check_keys), planting, source)
 
 

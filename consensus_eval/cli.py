@@ -143,8 +143,8 @@ def calibrate(
     out: Annotated[Path, typer.Option(
         "--out", "-o", help="Output folder (results.sqlite, calibration.json).")] = Path("out/calibration"),
     suite: Annotated[str, typer.Option(
-        help="'builtin' (the suite shipped for the medical_record rubric), 'handwritten' (its held-out set of "
-             "errors written by hand) or a suite JSONL file (README).",
+        help="'builtin' (the suite shipped for the medical_record rubric), 'builtin-heldout' (its held-out "
+             "operator family), 'handwritten' (its held-out set of errors written by hand) or a suite JSONL file.",
     )] = "builtin",
     bases: Annotated[Path | None, typer.Option(
         help="A cases file of your own records, checked clean by a clinician: plant the built-in operators' "

@@ -106,3 +106,12 @@ def test_the_handwritten_suite_is_labelled_for_what_it_is(tmp_path):
     saved = json.loads((tmp_path / "o" / "calibration.json").read_text(encoding="utf-8"))
     assert saved["source"] == "handwritten" and saved["errors"] >= 40 and saved["clean"] >= 16
     assert not any("an upper bound" in line for line in saved["recommendation"])
+
+
+def test_the_heldout_operator_family_is_a_builtin_suite(tmp_path):
+    cfg = write_config(tmp_path / "rules.yaml", RULES)
+    prep = api.prepare_calibration(cfg, "builtin-heldout", sample=30, seed=1)
+    main = api.prepare_calibration(cfg, "builtin", sample=30, seed=1)
+    assert prep.source == "builtin-heldout" and main.source == "builtin"
+    planted = {sc.case.record for sc in prep.suite if not sc.clean}
+    assert planted and planted != {sc.case.record for sc in main.suite if not sc.clean}

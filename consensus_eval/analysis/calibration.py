@@ -6,7 +6,7 @@ category and its evidence, located in the case by grounding, overlaps a span of 
 longer than it. Evidence may be either side of the error: the record's wrong text, the conversation's
 statement of the fact (``also``: its correct value), or, for an omission, the conversation's statement of
 the dropped fact or the record section that lacks it. *Bounded*: a located quote longer than three times
-the span plus the sentence around it, or than one and a half times its line (:func:`credit_limit`), earns
+the span plus the sentence around it, or than its line plus a few characters (:func:`credit_limit`), earns
 nothing, so quoting a whole record or section for a changed number does not find it. Evidence that
 cannot be located (a quote absent from the case, or no quote) never earns credit. **Type match** also
 asks for the planted type (the stricter figure); **points-weighted** recall weighs each error by its
@@ -75,11 +75,15 @@ from consensus_eval.domain.judgment import Deduction, Judgment, PenaltyHit
 from consensus_eval.domain.rubric import Rubric
 from consensus_eval.domain.scoring import derive
 
+#: what a calibration's errors are (:attr:`CalibrationReport.source`)
+CalibrationSource = Literal["builtin", "builtin-heldout", "bases", "handwritten", "file"]
 #: ``ground(evidence, record, conversation) -> Grounding``: where a quote is in the case
 Grounder = Callable[[str, str, str], Grounding]
 PANEL = "panel"
 #: a quote may be this many times the planted span's length, plus the sentence around it
 SPAN_FACTOR = 3
+#: ... and no longer than the line(s) the span is on plus this many characters
+LINE_SLACK = 20
 
 
 class Weighted(BaseModel):
@@ -181,11 +185,12 @@ class CalibrationReport(BaseModel):
     #: distinct edits a type needs before 70% recall can be told from 90%, and the types with fewer (type -> edits)
     needed_per_type: int | None = None
     small_types: dict[str, int] = {}
-    #: what the errors are: ``builtin`` (the built-in suite: operators' errors), ``bases`` (the operators'
+    #: what the errors are: ``builtin`` (the built-in suite: operators' errors), ``builtin-heldout`` (the
+    #: built-in suite's held-out operator family: other wording and places), ``bases`` (the operators'
     #: errors planted into the user's own records: ``calibrate --bases``), ``handwritten`` (the held-out
     #: set written by hand), ``file`` (a suite file); for ``bases``, per record the types planted
     #: (type -> places) and why nothing could be planted into the others
-    source: Literal["builtin", "bases", "handwritten", "file"] = "builtin"
+    source: CalibrationSource = "builtin"
     planted_into: dict[str, dict[str, int]] = {}
     not_planted: dict[str, str] = {}
 
@@ -204,13 +209,14 @@ def _sentence(text: str, start: int, end: int) -> int:
 
 def credit_limit(text: str, span: PlantedSpan) -> int:
     """The longest located quote that earns credit for ``span`` of ``text``: :data:`SPAN_FACTOR` times
-    the span plus the sentence around it, and never more than one and a half times the line(s) the span
-    is on (a record section, a conversation turn), so that a span which is itself a whole section (the
-    section an omission left a fact out of) is not found by quoting the whole record."""
+    the span plus the sentence around it, and never more than the line(s) the span is on (a record
+    section, a conversation turn) plus :data:`LINE_SLACK` characters (a heading, a quotation mark), so
+    that a span which is itself a whole section (the section an omission left a fact out of) is not found
+    by quoting the whole record."""
     a = text.rfind("\n", 0, span.start) + 1
     z = text.find("\n", span.end)
     lines = (len(text) if z < 0 else z) - a
-    return min(SPAN_FACTOR * (span.end - span.start) + _sentence(text, span.start, span.end), lines * 3 // 2)
+    return min(SPAN_FACTOR * (span.end - span.start) + _sentence(text, span.start, span.end), lines + LINE_SLACK)
 
 
 @dataclass(frozen=True)
@@ -684,12 +690,13 @@ def recommend(rep: CalibrationReport) -> list[str]:
             out.append(f"{name}: ${jc.cost:.2f} for the suite, ${jc.cost_per_found:.4f} per planted error found")
     if rep.best_judge is not None:
         best = rep.judges[rep.best_judge].overall.found
-        what = {"builtin": "recall on synthetic planted errors", "bases": "recall on synthetic errors planted into "
+        what = {"builtin": "recall on synthetic planted errors", "builtin-heldout": "recall on synthetic planted "
+                "errors of the held-out operator family", "bases": "recall on synthetic errors planted into "
                 "your records", "handwritten": "recall on errors written by hand", "file": "recall on your suite"}
         out.append(f"best single judge: {rep.best_judge} ({what[rep.source]} {best.value:.0%}"
                    + (f", 95% CI {best.low:.0%}-{best.high:.0%})" if best.low is not None else ")")
                    + ("; an upper bound: errors written freely, not by the suite's operators, are harder to find"
-                      if rep.source in ("builtin", "bases") else ""))
+                      if rep.source in ("builtin", "builtin-heldout", "bases") else ""))
     for name, why in rep.not_best.items():
         out.append(f"{name} is not named best: {why}")
     for m in rep.comparisons:

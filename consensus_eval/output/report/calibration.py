@@ -182,7 +182,8 @@ def recommendation(rep: CalibrationReport, t: Messages, names: _Names | None = N
                          types=", ".join(f"{names.type(k)} {n}" for k, n in jc.unjudged_by_type.items()) or "-"))
     if rep.best_judge is not None:
         best: JudgeCalibration = rep.judges[rep.best_judge]
-        out.append(t("cal_best_" + ("synthetic" if rep.source in ("builtin", "bases") else "other"),
+        synthetic = rep.source in ("builtin", "builtin-heldout", "bases")
+        out.append(t("cal_best_" + ("synthetic" if synthetic else "other"),
                      judge=rep.best_judge, recall=share_cell(best.overall.found)))
     elif [j for j in rep.judges if j != PANEL]:
         out.append(t("cal_no_best"))
