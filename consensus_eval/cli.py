@@ -62,6 +62,8 @@ LangOpt = Annotated[str | None, typer.Option(
     "--lang", help="Language of report.md/report.html headings and labels: zh | en (default: the rubric's).")]
 
 
+#: the most bootstrap resamples --bootstrap takes (more adds nothing to a 95% CI, and costs memory and hours)
+MAX_BOOTSTRAP = 100_000
 #: exit codes of `score` (README, "Exit codes")
 EXIT_OK, EXIT_INPUT, EXIT_FAILURES, EXIT_INTERRUPTED = 0, 2, 3, 130
 #: `score`: provider batches submitted and not all collected yet (README, "Exit codes")
@@ -266,7 +268,8 @@ def reliability(
     level: Annotated[str, typer.Option(help="nominal | ordinal | interval | ratio (with --ratings).")] = "interval",
     human: HumanOpt = None,
     reviewer: ReviewerOpt = None,
-    bootstrap: Annotated[int, typer.Option(min=0, help="Bootstrap resamples for the 95% CI (0: none).")] = 1000,
+    bootstrap: Annotated[int, typer.Option(
+        min=0, max=MAX_BOOTSTRAP, help="Bootstrap resamples for the 95% CI (0: none).")] = 1000,
     seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 20261122,
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
     encoding: Annotated[str | None, typer.Option(
@@ -642,7 +645,8 @@ def human_import(
     run: Annotated[Path, typer.Option("--run", help="Output folder of the `score` run the sheet is about.")],
     reviewer: ReviewerOpt = None,
     encoding: EncodingOpt = None,
-    bootstrap: Annotated[int, typer.Option(min=0, help="Bootstrap resamples for the rebuilt 95% CIs.")] = 1000,
+    bootstrap: Annotated[int, typer.Option(
+        min=0, max=MAX_BOOTSTRAP, help="Bootstrap resamples for the rebuilt 95% CIs.")] = 1000,
 ) -> None:
     """Store a reviewer's labels in RUN/results.sqlite (a re-import of the same sheet replaces them),
     then rebuild reliability.json and the reports. Calls no judge."""

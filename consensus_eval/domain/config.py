@@ -32,7 +32,7 @@ from consensus_eval._resources import resolve
 from consensus_eval.domain.aggregate import aggregator
 from consensus_eval.domain.cases import CaseFields
 from consensus_eval.domain.plugins import Registry
-from consensus_eval.domain.textio import read_text
+from consensus_eval.domain.textio import load_yaml, read_text
 
 Mode = Literal["tools", "json", "json_schema", "md_json"]
 #: whether an LLM judge sends prompt-cache markers (:attr:`LLMJudgeConfig.prompt_cache`)
@@ -63,6 +63,10 @@ Ungrounded = Literal["keep", "flag", "drop", "reask"]
 _KEY_PATTERN = re.compile(r"\b(sk-[A-Za-z0-9_\-]{16,}|AIza[0-9A-Za-z_\-]{30,})")
 
 
+#: the most runs a judge may make of one dimension of one case (``runs``, ``important_runs``, ``adaptive.max_runs``)
+MAX_RUNS = 1000
+
+
 class JudgeConfig(BaseModel):
     """What every judge of the panel has: a ``name`` and a ``kind``; each kind adds its own fields.
 
@@ -73,7 +77,7 @@ class JudgeConfig(BaseModel):
     judge named ``rules`` with no ``model`` is the rules judge and anything else an LLM judge.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     name: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.\-]+$")]
     kind: str
@@ -350,7 +354,7 @@ register_judge_config(RulesJudgeConfig)
 class ConsensusConfig(BaseModel):
     """How runs and judges combine, and when a case is flagged for audit."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     #: how judges' scores combine: a registered aggregator (:mod:`consensus_eval.domain.aggregate`)
     aggregate: str = "mean"
@@ -382,12 +386,12 @@ class AdaptiveConfig(BaseModel):
     ``max_runs`` runs, and a judge none of whose runs succeeded gets no more (a failure is not a disagreement).
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     #: runs every adaptive case gets from each judge before any decision
-    min_runs: Annotated[int, Field(ge=1)] = 1
+    min_runs: Annotated[int, Field(ge=1, le=MAX_RUNS)] = 1
     #: the most runs a judge makes of one dimension of one case
-    max_runs: Annotated[int, Field(ge=1)] = 3
+    max_runs: Annotated[int, Field(ge=1, le=MAX_RUNS)] = 3
     #: points: a judge's runs of a dimension more than this apart (max - min) get another run
     run_spread: Annotated[float, Field(ge=0)] = 5.0
     #: stars: a judge's runs of a dimension this many stars or more apart get another run (None: not used)
@@ -403,7 +407,7 @@ class AdaptiveConfig(BaseModel):
 class EvalConfig(BaseModel):
     """A whole evaluation: rubric, prompts, runs, consensus rules and the panel of judges."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     rubric: str = "medical_record"
     prompts_dir: str | None = None
@@ -435,6 +439,8 @@ class EvalConfig(BaseModel):
             raise ValueError(f"Input should be a valid integer (a number of runs, 1 or more) or `adaptive`, got {v!r}")
         if v < 1:
             raise ValueError("Input should be greater than or equal to 1 (or `adaptive`)")
+        if v > MAX_RUNS:
+            raise ValueError(f"at most {MAX_RUNS} runs per judge of a case, got {v}")
         return v
 
     @model_validator(mode="after")
@@ -523,7 +529,7 @@ def load_config(path: str | Path = DEFAULT_CONFIG) -> EvalConfig:
             raise InputError(f"{p}:{lineno}: this looks like a literal API key; put the key in an "
                              "environment variable and name it with `api_key_env: VAR_NAME`")
     try:
-        data = yaml.safe_load(text)
+        data = load_yaml(text, p)  # duplicate keys, alias bombs and loops refused, naming the line
     except yaml.YAMLError as e:
         raise InputError(f"{p}: not valid YAML: {e}") from None
     if not isinstance(data, dict):

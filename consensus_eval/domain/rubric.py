@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from consensus_eval._errors import InputError, format_validation_error
 from consensus_eval._resources import resolve
+from consensus_eval.domain.textio import load_yaml
 
 _EPS = 1e-9
 
@@ -226,7 +227,7 @@ def load_rubric(path: str | Path) -> Rubric:
     if not p.is_file():
         raise InputError(f"{path}: rubric file not found")
     try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+        data = load_yaml(p.read_text(encoding="utf-8"), p)  # duplicate keys, alias bombs refused, naming the line
     except (yaml.YAMLError, UnicodeDecodeError) as e:
         raise InputError(f"{p}: not valid YAML: {e}") from None
     if not isinstance(data, dict):

@@ -20,6 +20,7 @@ import codecs
 import csv
 import importlib
 import io
+import json
 import re
 import zipfile
 from pathlib import Path
@@ -27,8 +28,8 @@ from typing import Any
 
 from consensus_eval._errors import InputError
 
-__all__ = ["FALLBACK_ENCODING", "csv_records", "decimal_point", "formula_guard", "read_text", "unguard",
-           "xlsx_records"]
+__all__ = ["FALLBACK_ENCODING", "MAX_DEPTH", "RefusedJSON", "csv_records", "decimal_point", "escape_controls",
+           "formula_guard", "load_yaml", "loads_json", "read_text", "surrogate_field", "unguard", "xlsx_records"]
 
 #: tried when a file is not UTF-8: Excel's default for CSV on Chinese Windows (GBK) is a subset of it
 FALLBACK_ENCODING = "gb18030"
@@ -170,3 +171,200 @@ def _cell_text(v: object) -> str:
     if isinstance(v, float) and v.is_integer():
         return str(int(v))
     return str(v)
+
+
+# --------------------------------------------------------------------------- JSON and YAML written by users
+
+#: the deepest nesting a JSON or YAML value read from a user's file may have: the parsers recurse, and so does
+#: much of what reads their result; no case, label, tree or config is nested anywhere near this deep
+MAX_DEPTH = 100
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+class RefusedJSON(json.JSONDecodeError):
+    """JSON that parses but is refused (:func:`loads_json`): nested deeper than :data:`MAX_DEPTH`, or a lone
+    surrogate in a string. A :class:`json.JSONDecodeError`, so each reader's ``except json.JSONDecodeError``
+    reports it with its own file and line, and the message carries the column (and the field)."""
+
+
+def loads_json(text: str) -> Any:
+    """``json.loads(text)``, refusing (:class:`RefusedJSON`) a value nested deeper than :data:`MAX_DEPTH` (at the
+    bracket that goes too deep; Python's parser would raise RecursionError) and a string or key holding a lone
+    surrogate (``"\\ud800"``: half of a character, e.g. an emoji cut in two; it cannot be written as UTF-8, so
+    it would fail later, in a hash or a file)."""
+    try:
+        data = json.loads(text)
+    except RecursionError:
+        raise RefusedJSON(f"nested deeper than {MAX_DEPTH} levels", text, _too_deep_at(text)) from None
+    if text.count("[") + text.count("{") > MAX_DEPTH and _depth(data) > MAX_DEPTH:
+        raise RefusedJSON(f"nested deeper than {MAX_DEPTH} levels", text, _too_deep_at(text))
+    if _SURROGATE_ESCAPE.search(text):
+        where = surrogate_field(data)
+        if where is not None:
+            raise RefusedJSON(f"{where}: {SURROGATE_MESSAGE}", text, _lone_escape_at(text))
+    return data
+
+
+#: what a lone surrogate is, for messages
+SURROGATE_MESSAGE = ("a lone surrogate (\\ud800-\\udfff): half of a character, e.g. an emoji cut in two; "
+                     "the text is damaged")
+
+
+def surrogate_field(data: Any, path: str = "") -> str | None:
+    """The path (``record``, ``conversation[0].text``, ``meta.note``) of the first string or key of ``data``
+    holding a lone surrogate, or None."""
+    stack: list[tuple[Any, str]] = [(data, path)]
+    while stack:
+        node, where = stack.pop()
+        if isinstance(node, str):
+            if _SURROGATE.search(node):
+                return where or "(the value)"
+        elif isinstance(node, dict):
+            for key, value in reversed(list(node.items())):
+                sub = f"{where}.{key}" if where else str(key)
+                if isinstance(key, str) and _SURROGATE.search(key):
+                    return f"{where or '(top level)'}: a key"
+                stack.append((value, sub))
+        elif isinstance(node, list):
+            stack.extend((value, f"{where}[{i}]") for i, value in reversed(list(enumerate(node))))
+    return None
+
+
+def _depth(data: Any) -> int:
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(data, 1)]
+    while stack:
+        node, level = stack.pop()
+        if isinstance(node, dict):
+            node = list(node.values())
+        if isinstance(node, list):
+            deepest = max(deepest, level)
+            if level > MAX_DEPTH:
+                return level
+            stack.extend((x, level + 1) for x in node if isinstance(x, (dict, list)))
+    return deepest
+
+
+def _too_deep_at(text: str) -> int:
+    """The index of the bracket that opens level ``MAX_DEPTH + 1`` (strings skipped), or 0."""
+    level, in_string, escaped = 0, False, False
+    for i, c in enumerate(text):
+        if in_string:
+            if escaped:
+                escaped = False
+            elif c == "\\":
+                escaped = True
+            elif c == '"':
+                in_string = False
+        elif c == '"':
+            in_string = True
+        elif c in "[{":
+            level += 1
+            if level > MAX_DEPTH:
+                return i
+        elif c in "]}":
+            level -= 1
+    return 0
+
+
+def _lone_escape_at(text: str) -> int:
+    """The index of the first ``\\uXXXX`` escape of a lone surrogate in ``text`` (0 if none is found)."""
+    matches = list(_SURROGATE_ESCAPE.finditer(text))
+    i = 0
+    while i < len(matches):
+        m = matches[i]
+        high = m.group(0)[3].lower() in "89ab"
+        if high and i + 1 < len(matches) and matches[i + 1].start() == m.end() \
+                and matches[i + 1].group(0)[3].lower() in "cdef":
+            i += 2
+            continue
+        return m.start()
+    return 0
+
+
+#: the most values a YAML file may expand to once its aliases are followed (a config has a few hundred)
+MAX_YAML_NODES = 100_000
+
+
+def load_yaml(text: str, path: str | Path) -> Any:
+    """``yaml.safe_load(text)`` for a file a user wrote (``path`` names it in messages), refusing with an
+    :class:`InputError` naming the line: a key given twice in one mapping (YAML would keep the last one
+    silently), an alias that contains itself, aliases that expand to more than :data:`MAX_YAML_NODES` values
+    (a "billion laughs" file), nesting deeper than :data:`MAX_DEPTH`, and a lone surrogate
+    (``"\\ud800"``). Merge keys (``<<: *defaults``) work as in YAML. Invalid YAML raises
+    :class:`yaml.YAMLError` as ``yaml.safe_load`` does."""
+    import yaml
+
+    loader = yaml.SafeLoader(text)
+    try:
+        try:
+            node = loader.get_single_node()
+        except RecursionError:
+            raise InputError(f"{path}:{loader.line + 1}: YAML nested deeper than {MAX_DEPTH} levels") from None
+        if node is None:
+            return None
+        _check_yaml(node, path)
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+def _check_yaml(root: Any, path: str | Path) -> None:
+    import yaml
+
+    def line(node: Any) -> int:
+        return int(node.start_mark.line) + 1
+
+    size: dict[int, int] = {}
+    pending: set[int] = set()   # on the path from the root to the node being looked at
+    stack: list[tuple[Any, int, bool]] = [(root, 1, False)]
+    while stack:
+        node, depth, finished = stack.pop()
+        key = id(node)
+        children = ([x for pair in node.value for x in pair] if isinstance(node, yaml.MappingNode) else
+                    list(node.value) if isinstance(node, yaml.SequenceNode) else [])
+        if finished:
+            pending.discard(key)
+            size[key] = 1 + sum(size[id(c)] for c in children)
+            if size[key] > MAX_YAML_NODES:
+                raise InputError(f"{path}:{line(node)}: the YAML aliases here expand to more than "
+                                 f"{MAX_YAML_NODES:,} values (a \"billion laughs\" file?); write the values out")
+            continue
+        if key in size:
+            continue
+        if depth > MAX_DEPTH:
+            raise InputError(f"{path}:{line(node)}: YAML nested deeper than {MAX_DEPTH} levels")
+        if isinstance(node, yaml.ScalarNode) and _SURROGATE.search(node.value):
+            raise InputError(f"{path}:{line(node)}: {SURROGATE_MESSAGE}")
+        if isinstance(node, yaml.MappingNode):
+            first: dict[tuple[str, str], int] = {}
+            for k, _v in node.value:
+                if isinstance(k, yaml.ScalarNode) and k.tag != "tag:yaml.org,2002:merge":
+                    if (k.tag, k.value) in first:
+                        raise InputError(f"{path}:{line(k)}: duplicate key {k.value!r} (first on line "
+                                         f"{first[(k.tag, k.value)]}); YAML would keep only the last one")
+                    first[(k.tag, k.value)] = line(k)
+        pending.add(key)
+        stack.append((node, depth, True))
+        for c in children:
+            if id(c) in pending:
+                raise InputError(f"{path}:{line(node)}: a YAML alias here refers to a node that contains it "
+                                 "(a loop); write the value out")
+            if id(c) not in size:
+                stack.append((c, depth + 1, False))
+
+
+# --------------------------------------------------------------------------- terminal and Markdown text
+
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def escape_controls(text: str) -> str:
+    """``text`` with every control character except newline and tab written as an escape (``\\x1b``, ``\\x07``):
+    shown on a terminal or in Markdown, a quote from a judge, a name from a sheet or a file name cannot move the
+    cursor, clear the screen, set the window title or hide what follows."""
+    if not _CONTROL.search(text):
+        return text
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)

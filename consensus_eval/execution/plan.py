@@ -13,6 +13,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from consensus_eval._errors import InputError
 from consensus_eval.domain.cases import Case
 from consensus_eval.domain.config import EvalConfig
 from consensus_eval.domain.prompts import render, render_case
@@ -73,6 +74,7 @@ def plan(cases: Sequence[Case], rubric: Rubric, config: EvalConfig, judges: Sequ
     runs or a cascade this is the first round (:func:`first_runs`; stage-2 judges are left out), or with
     ``upper`` the most the evaluation can grow to (``max_runs``, stage-2 judges on every case).
     """
+    _check_size(cases, rubric, config, judges, upper=upper)
     calls: list[Call] = []
     prompted = any(j.reads_prompt and not whole_case(j) for j in judges)
     whole = any(j.reads_prompt and whole_case(j) for j in judges)
@@ -89,6 +91,25 @@ def plan(cases: Sequence[Case], rubric: Rubric, config: EvalConfig, judges: Sequ
                 for run in range(first_runs(config, case, judge, upper=upper)):
                     calls.append(_call(judge, rubric, case, dim.id, reads, messages, run))
     return calls
+
+
+#: the most calls one evaluation may plan (cases x dimensions x judges x runs): what no run here can make in
+#: days, and what a typo in ``runs`` or a cases file joined with itself would ask for
+MAX_PLAN_CALLS = 10_000_000
+
+
+def _check_size(cases: Sequence[Case], rubric: Rubric, config: EvalConfig, judges: Sequence[Judge], *,
+                upper: bool) -> None:
+    """Refuse a plan of more than :data:`MAX_PLAN_CALLS` calls before it is built (counted, not listed)."""
+    judges = [j for j in judges if upper or j.config.stage != 2]
+    per_dimension = {important: sum(first_runs(config, c, j, upper=upper) for j in judges)
+                     for important in (False, True)
+                     for c in [next((c for c in cases if c.important == important), None)] if c is not None}
+    total = len(rubric.dimensions) * sum(per_dimension[c.important] for c in cases)
+    if total > MAX_PLAN_CALLS:
+        raise InputError(f"the evaluation would make {total:,} calls ({len(cases):,} case(s) x "
+                         f"{len(rubric.dimensions)} dimension(s) x {len(judges)} judge(s) x their runs), more than "
+                         f"{MAX_PLAN_CALLS:,}: lower runs / important_runs, or score the cases in parts")
 
 
 def call_for(case: Case, dimension: str, judge: Judge, run: int, rubric: Rubric, config: EvalConfig) -> Call:

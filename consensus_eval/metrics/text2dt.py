@@ -75,6 +75,7 @@ from consensus_eval._errors import InputError
 
 __all__ = [
     "EMPTY_LEAF",
+    "MAX_TREE_NODES",
     "F1Counts",
     "InvalidTree",
     "Node",
@@ -96,6 +97,9 @@ Pairing = Literal["id", "position"]
 Triple = tuple[str, str, str]
 
 NO_RELATION = "null"
+MAX_TREE_NODES = 2_000
+"""The most nodes a tree may have (:func:`parse_tree` refuses more): decision paths and edit positions are as
+long as the tree is deep, so a chain of 40,001 nodes would cost O(n^2) time and memory."""
 MISSING_NODE_BASE_COST = 2
 """A node present on one side only differs from ``{role: '', logical_rel: ''}`` in role and relation."""
 
@@ -312,6 +316,10 @@ def parse_tree(nodes: Any, *, tree_ref: str | None = None) -> Tree:
     """
     if not isinstance(nodes, (list, tuple)):
         raise Text2DTError(f"a tree must be a list of nodes, got {type(nodes).__name__}", tree_ref=tree_ref)
+    if len(nodes) > MAX_TREE_NODES:
+        raise Text2DTError(f"{len(nodes):,} nodes, more than the {MAX_TREE_NODES:,} a tree may have (a decision "
+                           "tree of a clinical text has tens; the metrics' cost grows with the square of a "
+                           "tree's depth)", tree_ref=tree_ref)
     parsed = tuple([normalise_node(raw, tree_ref=tree_ref, index=index) for index, raw in enumerate(nodes)])
     left, right = link_preorder([node.role for node in parsed], tree_ref=tree_ref)
     return Tree(parsed, tuple(left), tuple(right))
