@@ -14,7 +14,8 @@ written with a unit, as a value of each kind measured in that unit, and :class:`
 time-point words (今天/本次 now, 去年/N年前 before).
 
 Durations are ``N年/月/周/天`` (and ``N年前``, ``去年``, ``上个月`` ...), in months or days; calendar
-dates (2019年, 3月5日) and frequencies (1日3次) are not durations.
+dates (2019年, 3月5日), frequencies (1日3次) and gestational ages (``孕28周``, ``孕24+3周``, ``妊娠24周3天``,
+``怀孕7个月``: how far a pregnancy is, not how long ago or how long something lasted) are not durations.
 """
 
 from __future__ import annotations
@@ -356,6 +357,11 @@ class Duration:
     text: str
 
 
+_NUM = r"(?:\d+(?:\.\d+)?|[一二两三四五六七八九十]+)"
+#: a gestational age: 孕/妊娠/怀孕/停经 and weeks (with days: 24+3周, 24周+3天, 24周零3天) or months
+GESTATIONAL_AGE = re.compile(
+    rf"(?:孕|妊娠|怀孕|停经|孕龄|胎龄)(?:期|了|已|约|第|到|至)?\s*{_NUM}\s*"
+    rf"(?:(?:\+|加|又|零)\s*{_NUM}\s*)?(?:周|星期|个?月)(?:\s*(?:\+|加|又|零)?\s*{_NUM}\s*天)?")
 _FREQUENCY_AFTER = re.compile(r"\s*(?:\d+|[一两二三四五六])\s*(?:次|片|粒|针)")
 _MONTH_DAY_AFTER = re.compile(r"\s*(?:\d|份)")
 
@@ -371,7 +377,15 @@ def _after_year_or_month(text: str, lo: int, pos: int) -> bool:
 def durations(text: str, lo: int = 0, hi: int | None = None) -> list[Duration]:
     hi = len(text) if hi is None else hi
     out = []
+    # gestational ages, found once: a duration inside one is none (孕24+3周 holds no "3周")
+    ga_starts, ga_ends = [], []
+    for g in GESTATIONAL_AGE.finditer(text, lo, hi):
+        ga_starts.append(g.start())
+        ga_ends.append(g.end())
     for m in DURATION.finditer(text, lo, hi):
+        k = bisect_right(ga_starts, m.start()) - 1
+        if k >= 0 and m.start() < ga_ends[k]:
+            continue
         num, mid, unit, post = m.group("num"), m.group("mid"), m.group("unit"), m.group("post")
         if re.fullmatch(r"\d{4}", num) or (unit in ("月", "日") and "个" not in mid
                                             and _after_year_or_month(text, lo, m.start())):
