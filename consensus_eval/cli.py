@@ -347,7 +347,7 @@ def audit(
     encoding: EncodingOpt = None,
     spot_check: Annotated[int | None, typer.Option(
         "--spot-check", min=1,
-        help="Draw a random spot check of N cases (seed 000's 随机抽查) and store it with each case's inclusion "
+        help="Draw a random spot check of N cases and store it with each case's inclusion "
              "probability; validity against clinicians is measured on it. With --export: a blind sheet of "
              "those cases (no judge scores).")] = None,
     seed: Annotated[int, typer.Option(help="Seed of the --spot-check draw (the same seed, the same cases).")] = 0,

@@ -30,7 +30,8 @@ from consensus_eval.domain.grounding import (
 )
 from consensus_eval.domain.judgment import Deduction, Judgment, PenaltyHit
 from consensus_eval.domain.prompts import render
-from consensus_eval.domain.sections import SectionIndex, find_sections, fold_width
+from consensus_eval.domain.rubric import Headings, load_rubric
+from consensus_eval.domain.sections import SectionIndex, Sections, find_sections, fold_width
 from consensus_eval.execution.execute import execute
 from consensus_eval.execution.results import ground_all, read_run
 from consensus_eval.execution.store import CallRecord, PlannedCall, Store
@@ -51,8 +52,12 @@ def _text(span_source: str) -> str:
     return RECORD if span_source == "record" else CONVERSATION
 
 
+#: the medical_record rubric's headings (its data: sections and headings in the rubric's YAML)
+SECTIONS = Sections.of(load_rubric("medical_record"))
+
+
 def _g(quote: str) -> Grounding:
-    return ground(quote, RECORD, CONVERSATION)
+    return ground(quote, RECORD, CONVERSATION, SECTIONS)
 
 
 # --------------------------------------------------------------------------- the levels
@@ -222,18 +227,20 @@ def test_each_span_gets_its_record_section():
 
 def test_sections_of_full_width_and_bracketed_headings():
     record = "【主诉】多饮3年\n1. 现病史：血糖升高\n既往病史：高血压\n其他内容"
-    idx = SectionIndex(record)
+    idx = SectionIndex(record, SECTIONS)
     assert [(s.name, s.canonical) for s in idx.sections] == [("主诉", True), ("现病史", True), ("既往史", True)]
     assert idx.at(record.index("多饮")) == "主诉" and idx.at(record.index("血糖")) == "现病史"
     assert idx.at(record.index("其他")) == "既往史"
-    assert SectionIndex("多饮3年，无主诉格式").at(0) is None
+    assert SectionIndex("多饮3年，无主诉格式", SECTIONS).at(0) is None
+    # a rubric without sections finds none
+    assert SectionIndex(record, Sections((), Headings())).sections == []
 
 
 def test_section_finder_reads_folded_text_one_for_one():
     record = "主诉：多饮3年。现病史：血糖高。"
     folded = fold_width(record)
     assert len(folded) == len(record) and "：" not in folded
-    assert [s.name for s in find_sections(folded)] == ["主诉", "现病史"]
+    assert [s.name for s in find_sections(folded, SECTIONS)] == ["主诉", "现病史"]
 
 
 def test_the_rules_judge_imports_the_section_finder_from_the_domain():
@@ -257,9 +264,9 @@ def test_ground_all_folds_each_case_once_and_searches_each_distinct_quote_once(r
     made, searched = [], []
     real_init, real_ground = CaseGrounder.__init__, CaseGrounder._ground
 
-    def init(self, record, conversation):
+    def init(self, record, conversation, sections=None):
         made.append(record)
-        real_init(self, record, conversation)
+        real_init(self, record, conversation, sections)
 
     def search(self, evidence):
         searched.append(evidence)

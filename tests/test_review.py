@@ -19,6 +19,8 @@ from starlette.testclient import TestClient
 from consensus_eval import api
 from consensus_eval._errors import InputError
 from consensus_eval.analysis.human import read_labels
+from consensus_eval.domain.rubric import load_rubric
+from consensus_eval.domain.sections import Sections
 from consensus_eval.execution.results import read_run
 from consensus_eval.execution.store import CallRecord, HumanLabelRecord, Store
 from consensus_eval.review.app import create_app, is_loopback
@@ -90,7 +92,7 @@ def first_item(r: ReviewRun, reviewer: str, rank: int):
 
 def test_mark_text_splits_at_overlapping_marks_and_blocks():
     text = "主诉：口干3年。\n现病史：血糖高。"
-    blocks = record_blocks(text)
+    blocks = record_blocks(text, Sections.of(load_rubric("medical_record")))
     assert [(b[0], text[b[1]:b[2]]) for b in blocks] == [("主诉", "主诉：口干3年。\n"), ("现病史", "现病史：血糖高。")]
     out = mark_text(text, blocks, [(3, 7, 1), (5, 13, 2)])
     parts = [(p.text, p.marks) for b in out for p in b.parts]

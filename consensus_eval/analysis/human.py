@@ -23,7 +23,7 @@ import math
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import suppress
 from pathlib import Path
-from typing import Literal
+from typing import Literal, cast
 
 import numpy as np
 from pydantic import BaseModel, PrivateAttr
@@ -49,6 +49,7 @@ from consensus_eval.analysis.intervals import proportion
 from consensus_eval.domain.rubric import Dimension, Rubric
 from consensus_eval.domain.sets import jaccard
 from consensus_eval.domain.textio import csv_records, decimal_point, read_text, unguard
+from consensus_eval.domain.words import normal, spelled, words
 from consensus_eval.execution.results import StoredRun
 from consensus_eval.execution.store import VERDICTS, HumanLabelRecord, LabelOrigin, Verdict
 
@@ -70,10 +71,7 @@ HUMAN_SCORE, HUMAN_VERDICT, HUMAN_COMMENT, REVIEWER = "human_score", "human_verd
 #: accepts the row's ``panel_score`` the same way.
 SCORE_ORIGIN = "score_origin"
 #: what a reviewer may type in ``score_origin`` (and ``human_score``, for ``accepted``)
-ORIGIN_WORDS: dict[str, LabelOrigin] = {
-    "own": "own", "mine": "own", "自评": "own", "本人": "own", "自己": "own",
-    "accepted": "accepted", "accept": "accepted", "接受": "accepted", "采纳": "accepted", "采纳评审组": "accepted",
-}
+ORIGIN_WORDS: dict[str, LabelOrigin] = cast(dict[str, LabelOrigin], words("score_origin"))
 #: the stable id of a deduction (:attr:`consensus_eval.analysis.audit.AuditDeduction.id`)
 DEDUCTION_ID = "deduction_id"
 #: a column of the sheet showing one judge's score of the dimension on ``score`` rows
@@ -88,20 +86,14 @@ SHEET_TAIL = ["judge", "run", "kind", "category", "type", "points", "evidence", 
 #: the ``sample`` column: the case is in the random spot check (``spot_check``) or not (``queue``)
 SAMPLE_SPOT, SAMPLE_QUEUE = "spot_check", "queue"
 
-#: what a reviewer may type for each verdict (compared case-insensitively, spaces ignored)
-VERDICT_WORDS: dict[str, Verdict] = {
-    "agree": "agree", "agreed": "agree", "yes": "agree", "y": "agree", "同意": "agree", "是": "agree",
-    "disagree": "disagree", "reject": "disagree", "rejected": "disagree", "no": "disagree", "n": "disagree",
-    "不同意": "disagree", "否": "disagree", "反对": "disagree",
-    "unsure": "unsure", "not sure": "unsure", "?": "unsure", "不确定": "unsure", "不清楚": "unsure",
-    "？": "unsure",
-}
+#: what a reviewer may type for each verdict (compared case-insensitively, spaces ignored), in every
+#: language of domain/locale (:func:`~consensus_eval.domain.words.words`)
+VERDICT_WORDS: dict[str, Verdict] = cast(dict[str, Verdict], words("verdict"))
 
 
 def parse_verdict(text: str) -> Verdict | None:
     """The verdict a reviewer typed (``Agree``, ``同意``, ``not sure``...), None if it is none of them."""
-    word = " ".join(text.strip().lower().split())
-    return VERDICT_WORDS.get(word)
+    return VERDICT_WORDS.get(normal(text))
 
 
 # --------------------------------------------------------------------------- labels gathered per case
@@ -387,8 +379,8 @@ def _sheet_labels(p: Path, head: tuple[int, list[str]], rows: list[tuple[int, li
             if verdict:
                 v = parse_verdict(verdict)
                 if v is None:
-                    raise InputError(f"{where(line, HUMAN_VERDICT)}: {verdict!r} is not a verdict; write agree, "
-                                     "disagree or unsure (同意, 不同意, 不确定)")
+                    raise InputError(f"{where(line, HUMAN_VERDICT)}: {verdict!r} is not a verdict; write "
+                                     + ", ".join("/".join(spelled("verdict", v)) for v in VERDICTS))
                 labels.append(HumanLabelRecord(case_id=case_id, dimension=ded_dim, deduction_id=ded_id,
                                                reviewer=name, kind="verdict", value=v, comment=comment or None,
                                                source=source))
@@ -471,7 +463,7 @@ def _added(cells: list[str], cell: Callable[[list[str], str], str], where: Calla
 
 
 def _origin_word(text: str) -> LabelOrigin | None:
-    return ORIGIN_WORDS.get(" ".join(text.strip().lower().split()))
+    return ORIGIN_WORDS.get(normal(text))
 
 
 def _origin(text: str, where: str) -> LabelOrigin:
@@ -480,8 +472,9 @@ def _origin(text: str, where: str) -> LabelOrigin:
         return "own"
     origin = _origin_word(text)
     if origin is None:
-        raise InputError(f"{where}: {text!r} is not a score origin; write own (自评) for your own score or "
-                         "accepted (采纳) for the panel's score accepted as it is, or leave it empty")
+        raise InputError(f"{where}: {text!r} is not a score origin; write {'/'.join(spelled('score_origin', 'own'))} "
+                         f"for your own score or {'/'.join(spelled('score_origin', 'accepted'))} for the panel's "
+                         "score accepted as it is, or leave it empty")
     return origin
 
 

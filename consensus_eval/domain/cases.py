@@ -131,8 +131,6 @@ class CaseFields(BaseModel):
 #: file name endings read as a table (one case a row, a header row first) rather than JSON Lines
 CSV_SUFFIXES = (".csv", ".tsv")
 XLSX_SUFFIXES = (".xlsx", ".xlsm")
-_TRUE = {"1", "true", "yes", "y", "x", "是", "重要", "√", "✓"}
-_FALSE = {"", "0", "false", "no", "n", "否"}
 
 
 def load_cases(path: str | Path, *, skip_invalid: bool = False, fields: CaseFields | None = None,
@@ -203,6 +201,7 @@ def _finish(p: Path, result: LoadResult, skip_invalid: bool) -> LoadResult:
 def _table_cases(p: Path, fields: CaseFields, encoding: str | None) -> LoadResult:
     """The cases of a CSV or Excel sheet (:func:`load_cases`)."""
     from consensus_eval.domain.textio import csv_records, read_text, unguard, xlsx_records
+    from consensus_eval.domain.words import normal, spelled, words
 
     if p.is_dir():
         raise InputError(f"{p}: is a folder, not a cases file")
@@ -222,7 +221,7 @@ def _table_cases(p: Path, fields: CaseFields, encoding: str | None) -> LoadResul
     if missing:
         raise InputError(f"{p}:{rows[0][0]}: the header has no column {', '.join(missing)}; it has: "
                          f"{', '.join(repr(h) for h in header if h)}. Name the columns in the config's `fields` "
-                         "(e.g. fields: {id: 病历号, record: 病历摘要, conversation: 对话})")
+                         "(e.g. fields: {id: record_no, record: summary, conversation: dialogue})")
     taken = {column[c] for c in wanted.values() if c in column}
     seen: dict[str, int] = {}
     for row, raw in rows[1:]:
@@ -235,9 +234,11 @@ def _table_cases(p: Path, fields: CaseFields, encoding: str | None) -> LoadResul
                 continue
             value = cells[column[col]]
             if f == "important":
-                if value.lower() not in _TRUE | _FALSE:
-                    bad.append(f"{where}: column {col!r} (important): {value!r} is not yes/no (1/0, true/false, 是/否)")
-                data[f] = value.lower() in _TRUE
+                said = words("yes_no").get(normal(value))
+                if said is None:
+                    bad.append(f"{where}: column {col!r} (important): {value!r} is not yes/no "
+                               f"({', '.join('/'.join(spelled('yes_no', v)) for v in ('yes', 'no'))})")
+                data[f] = said == "yes"
             elif value or f in ("id", "record", "conversation"):
                 data[f] = value
         meta = {header[i]: cells[i] for i in range(len(header)) if i not in taken and header[i] and cells[i]}

@@ -58,7 +58,7 @@ from rapidfuzz import fuzz
 
 from consensus_eval.domain.construct import all_fields
 from consensus_eval.domain.prompts import prompts_root
-from consensus_eval.domain.sections import SectionIndex
+from consensus_eval.domain.sections import SectionIndex, Sections
 
 GroundingKind = Literal["exact", "normalised", "fuzzy", "not_found", "empty"]
 Source = Literal["record", "conversation"]
@@ -238,11 +238,14 @@ class CaseGrounder:
     """Grounds quotes in one case: the record and the conversation folded once, their sections found
     once, and each distinct quote searched once (:meth:`ground` is memoised by quote).
 
-    ``conversation`` is the conversation as the prompt renders it (module docstring).
+    ``conversation`` is the conversation as the prompt renders it (module docstring). ``sections``: the
+    rubric's headings (:meth:`Sections.of <consensus_eval.domain.sections.Sections.of>`), so that each span
+    says the record section it is in; without it spans carry no section.
     """
 
-    def __init__(self, record: str, conversation: str) -> None:
-        self._texts = (_Text("record", record, SectionIndex(record)), _Text("conversation", conversation, None))
+    def __init__(self, record: str, conversation: str, sections: Sections | None = None) -> None:
+        index = SectionIndex(record, sections) if sections is not None else None
+        self._texts = (_Text("record", record, index), _Text("conversation", conversation, None))
         self._memo: dict[str, Grounding] = {}
 
     def ground(self, evidence: str) -> Grounding:
@@ -332,10 +335,11 @@ def _tighten(quote: str, text: str, a: int, b: int, reach: int = 2) -> tuple[int
     return best[2], best[3]
 
 
-def ground(evidence: str, record: str, conversation: str) -> Grounding:
+def ground(evidence: str, record: str, conversation: str, sections: Sections | None = None) -> Grounding:
     """Where ``evidence`` is in a case's ``record`` or ``conversation`` (as the prompt renders it:
-    ``Case.conversation_as_text(rubric.roles)``). For many quotes of one case use :class:`CaseGrounder`."""
-    return CaseGrounder(record, conversation).ground(evidence)
+    ``Case.conversation_as_text(rubric.roles)``; ``sections``: the rubric's headings, for the section of each
+    span). For many quotes of one case use :class:`CaseGrounder`."""
+    return CaseGrounder(record, conversation, sections).ground(evidence)
 
 
 #: the re-ask prompt of ``ungrounded: reask`` (a bundled template: prompts/reask_ungrounded.j2)
@@ -347,7 +351,7 @@ def reask_prompt(quotes: list[str]) -> str:
     evidence in ``quotes`` (not found in the case), or to drop those deductions."""
     env = SandboxedEnvironment(loader=FileSystemLoader(str(prompts_root())), undefined=StrictUndefined,
                                trim_blocks=True, lstrip_blocks=True, autoescape=False)
-    shown = [" ".join(q.split()) or "（未给出原文引用）" for q in quotes]
+    shown = [" ".join(q.split()) for q in quotes]   # an empty quote: the template says none was given
     return env.get_template(REASK_TEMPLATE).render(quotes=shown).strip()
 
 

@@ -149,6 +149,19 @@ class Dimension(_Frozen):
         return 1
 
 
+class Headings(_Frozen):
+    """How a record's section headings are written, beside the rubric's ``sections``: ``aliases`` (a
+    heading as written -> the section it is: ``既往病史: 既往史``), ``other`` (headings that end a section
+    without being one: ``体格检查``), ``numerals`` (the characters of the language's own numbering of
+    headings, ``一二三``, beside ``1.``), ``sentence_ends`` (after which a heading may start inside a line).
+    Reading data, not what a judge is asked: left out of :attr:`Rubric.fingerprint`."""
+
+    aliases: dict[str, str] = {}
+    other: list[str] = []
+    numerals: str = ""
+    sentence_ends: str = ".;!?"
+
+
 class Rubric(_Frozen):
     """A scoring rubric: dimensions with categories, deduction types, caps and star thresholds."""
 
@@ -163,6 +176,8 @@ class Rubric(_Frozen):
     #: the language the rubric is written in (``zh``, ``en``): the default language of the reports'
     #: headings and labels; display only, not part of :attr:`fingerprint`
     language: str | None = None
+    #: how the record's section headings are written (:class:`Headings`); not part of :attr:`fingerprint`
+    headings: Headings = Headings()
     dimensions: list[Dimension] = Field(min_length=1)
 
     @model_validator(mode="after")
@@ -177,8 +192,9 @@ class Rubric(_Frozen):
     @cached_property
     def fingerprint(self) -> str:
         """A hash of the rubric's content: part of every request hash, so edits invalidate results.
-        ``language`` is left out: it changes how reports are labelled, not what a judge is asked."""
-        return hashlib.sha256(self.model_dump_json(exclude={"language"}).encode()).hexdigest()[:16]
+        ``language`` and ``headings`` are left out: they change how reports are labelled and records read,
+        not what a judge is asked (a judge that reads records has its own version in the request hash)."""
+        return hashlib.sha256(self.model_dump_json(exclude={"language", "headings"}).encode()).hexdigest()[:16]
 
     @cached_property
     def dimensions_by_id(self) -> dict[str, Dimension]:

@@ -18,16 +18,7 @@ from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-#: the rubric's record sections, in the order a record should give them
-SECTION_ORDER = ("主诉", "现病史", "既往史", "家族史", "个人史")
-#: heading as written -> the section it is
-SECTION_ALIASES = {"主诉": "主诉", "现病史": "现病史", "既往史": "既往史", "既往病史": "既往史",
-                   "家族史": "家族史", "个人史": "个人史", "个人生活史": "个人史"}
-#: headings that end a section without being one of the rubric's sections
-OTHER_HEADINGS = ("体格检查", "查体", "专科检查", "辅助检查", "实验室检查", "检查结果", "化验结果",
-                  "初步诊断", "临床诊断", "诊断意见", "诊断", "处理意见", "处理", "治疗方案", "治疗计划",
-                  "诊疗计划", "诊疗意见", "治疗建议", "建议", "医嘱", "婚育史", "月经史", "婚姻史",
-                  "生育史", "一般情况", "基本信息", "患者信息", "备注")
+from consensus_eval.domain.rubric import Headings, Rubric
 
 
 @dataclass(frozen=True)
@@ -47,29 +38,60 @@ def _alternation(words: Iterable[str]) -> str:
     return "|".join(re.escape(w) for w in sorted(set(words), key=len, reverse=True))
 
 
-_HEADING_NAMES = _alternation([*SECTION_ALIASES, *OTHER_HEADINGS])
-_LINE_HEADING = re.compile(
-    r"^[ \t]*(?:#{1,6}[ \t]*)?(?:(?:\d{1,2}|[一二三四五六七八九十]{1,3})[.、)][ \t]*|\(\d{1,2}\)[ \t]*)?"
-    rf"(?:\*\*|【|\[)?[ \t]*(?P<name>{_HEADING_NAMES})[ \t]*(?:\*\*|】|\])?"
-    r"(?:[ \t]*:[ \t]*(?:\*\*)?|(?<=】)|(?<=\])|(?=[ \t]|$))",
-    re.M)
-_INLINE_HEADING = re.compile(rf"(?<=[。;!?])[ \t]*【?(?P<name>{_HEADING_NAMES})】?[ \t]*:")
+class Sections:
+    """A rubric's section headings, compiled (:meth:`of`): ``order`` (its sections, in the order a record
+    should give them), ``aliases`` (a heading as written -> the section it is, each section's own name
+    included), ``other`` (headings that end a section without being one). A rubric without sections finds
+    none."""
+
+    def __init__(self, order: Sequence[str], headings: Headings) -> None:
+        self.order = tuple(order)
+        self.aliases = {**{n: n for n in order}, **headings.aliases}
+        self.other = tuple(headings.other)
+        names = _alternation([*self.aliases, *self.other])
+        numerals = rf"|[{re.escape(headings.numerals)}]{{1,3}}" if headings.numerals else ""
+        ends = re.escape(headings.sentence_ends)
+        self._line = re.compile(
+            rf"^[ \t]*(?:#{{1,6}}[ \t]*)?(?:(?:\d{{1,2}}{numerals})[.、)][ \t]*|\(\d{{1,2}}\)[ \t]*)?"
+            rf"(?:\*\*|【|\[)?[ \t]*(?P<name>{names})[ \t]*(?:\*\*|】|\])?"
+            r"(?:[ \t]*:[ \t]*(?:\*\*)?|(?<=】)|(?<=\])|(?=[ \t]|$))",
+            re.M) if names else None
+        self._inline = re.compile(rf"(?<=[{ends}])[ \t]*【?(?P<name>{names})】?[ \t]*:") if names and ends else None
+
+    @staticmethod
+    def of(rubric: Rubric) -> Sections:
+        """The compiled headings of ``rubric`` (made once per rubric content)."""
+        key = (tuple(rubric.sections), rubric.headings.model_dump_json())
+        found = _COMPILED.get(key)
+        if found is None:
+            found = _COMPILED[key] = Sections(rubric.sections, rubric.headings)
+        return found
+
+    def find(self, text: str) -> list[Section]:
+        """Every heading of ``text`` (width-folded, module docstring) with its body, in text order."""
+        if self._line is None:
+            return []
+        hits = sorted([*self._line.finditer(text), *(self._inline.finditer(text) if self._inline else ())],
+                      key=lambda m: m.start())
+        kept: list[re.Match[str]] = []
+        for m in hits:
+            if not kept or m.start() >= kept[-1].end():
+                kept.append(m)
+        out = []
+        for i, m in enumerate(kept):
+            end = kept[i + 1].start() if i + 1 < len(kept) else len(text)
+            name = m.group("name")
+            canon = self.aliases.get(name)
+            out.append(Section(canon or name, canon is not None, m.start(), m.end(), end))
+        return out
 
 
-def find_sections(text: str) -> list[Section]:
-    """Every heading of ``text`` (width-folded, module docstring) with its body, in text order."""
-    hits = sorted([*_LINE_HEADING.finditer(text), *_INLINE_HEADING.finditer(text)], key=lambda m: m.start())
-    kept: list[re.Match[str]] = []
-    for m in hits:
-        if not kept or m.start() >= kept[-1].end():
-            kept.append(m)
-    out = []
-    for i, m in enumerate(kept):
-        end = kept[i + 1].start() if i + 1 < len(kept) else len(text)
-        name = m.group("name")
-        canon = SECTION_ALIASES.get(name)
-        out.append(Section(canon or name, canon is not None, m.start(), m.end(), end))
-    return out
+_COMPILED: dict[tuple[tuple[str, ...], str], Sections] = {}
+
+
+def find_sections(text: str, sections: Sections) -> list[Section]:
+    """Every heading of ``text`` (width-folded) that ``sections`` knows, with its body, in text order."""
+    return sections.find(text)
 
 
 def fold_width(text: str) -> str:
@@ -94,8 +116,8 @@ _WIDTH = _WidthTable()
 class SectionIndex:
     """The sections of one record, for looking up the section a position falls in (by bisection)."""
 
-    def __init__(self, record: str) -> None:
-        self.sections: Sequence[Section] = find_sections(fold_width(record))
+    def __init__(self, record: str, sections: Sections) -> None:
+        self.sections: Sequence[Section] = sections.find(fold_width(record))
         self._starts = [s.start for s in self.sections]
 
     def at(self, pos: int) -> str | None:

@@ -27,6 +27,7 @@ from consensus_eval.domain.grounding import CaseGrounder, Grounding
 from consensus_eval.domain.judgment import Judgment
 from consensus_eval.domain.rubric import Rubric
 from consensus_eval.domain.scoring import CategoryScore, DimensionScore, derive
+from consensus_eval.domain.sections import Sections
 from consensus_eval.execution.pricing import saving_per_cached_token
 from consensus_eval.execution.store import CallRecord, Store
 
@@ -95,11 +96,12 @@ def ground_all(rubric: Rubric, cases: Sequence[Case], records: Iterable[CallReco
         if r.status == "ok" and r.judgment is not None:
             by_case.setdefault(r.case_id, []).append(r)
     out: dict[str, Grounding] = {}
+    sections = Sections.of(rubric)
     for case in cases:
         recs = by_case.get(case.id)
         if not recs:
             continue
-        grounder = CaseGrounder(case.record, case.conversation_as_text(rubric.roles))
+        grounder = CaseGrounder(case.record, case.conversation_as_text(rubric.roles), sections)
         for r in recs:
             for did, evidence in evidence_of(r):
                 out[did] = grounder.ground(evidence)   # built with shared fields sets (domain/grounding.py)

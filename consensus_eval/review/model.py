@@ -46,7 +46,7 @@ from consensus_eval.api import load_run
 from consensus_eval.domain.cases import Case
 from consensus_eval.domain.reviewers import clean_name
 from consensus_eval.domain.rubric import Dimension
-from consensus_eval.domain.sections import find_sections, fold_width
+from consensus_eval.domain.sections import Sections, find_sections, fold_width
 from consensus_eval.execution.store import (
     VERDICTS,
     HumanLabelRecord,
@@ -96,10 +96,10 @@ class Block:
     parts: list[Part]
 
 
-def record_blocks(record: str) -> list[tuple[str | None, int, int]]:
-    """The record cut at its section headings (domain/sections.py): ``(section, start, end)``; the text
-    before the first heading has no label."""
-    sections = find_sections(fold_width(record))
+def record_blocks(record: str, headings: Sections) -> list[tuple[str | None, int, int]]:
+    """The record cut at its section headings (domain/sections.py, the rubric's ``headings``):
+    ``(section, start, end)``; the text before the first heading has no label."""
+    sections = find_sections(fold_width(record), headings)
     out: list[tuple[str | None, int, int]] = []
     if not sections:
         return [(None, 0, len(record))]
@@ -798,7 +798,7 @@ class ReviewRun:
         blind = self.blind(a.case_id, mine)
         if blind:   # no evidence mark either: the marks show where the judges deducted
             record_marks, conv_marks = [], []
-        return CaseView(a, mark_text(case.record, record_blocks(case.record), record_marks),
+        return CaseView(a, mark_text(case.record, record_blocks(case.record, Sections.of(rubric)), record_marks),
                         mark_text(conv, line_blocks(conv), conv_marks), dims, case_note,
                         self.states(mine).get(a.case_id, "todo"), a.case_id in self.spot, blind)
 

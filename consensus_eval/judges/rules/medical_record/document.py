@@ -30,6 +30,7 @@ from consensus_eval.judges.rules.medical_record.conversation import (
     about_relative,
     parse_turns,
 )
+from consensus_eval.judges.rules.medical_record.lexicon import SECTIONS
 from consensus_eval.judges.rules.medical_record.medication import (
     CONNECTOR_ONLY,
     NEG_USE,
@@ -67,7 +68,7 @@ class Doc:
         self.conversation = case.conversation_as_text(roles)
         self.cv = norm(self.conversation)
         self.sections: dict[str, Section] = {}
-        self.headings = find_sections(self.rec)
+        self.headings = find_sections(self.rec, SECTIONS)
         for s in self.headings:
             if s.canonical and s.name not in self.sections:
                 self.sections[s.name] = s

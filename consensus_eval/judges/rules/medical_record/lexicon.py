@@ -5,12 +5,19 @@ keywords, and the diseases, topics, diagnoses and present-illness parts the chec
 
 from __future__ import annotations
 
-# the section headings live in the domain (grounding reads them too); re-exported for the checks
-from consensus_eval.domain.sections import (
-    OTHER_HEADINGS as OTHER_HEADINGS,
-    SECTION_ALIASES as SECTION_ALIASES,
-    SECTION_ORDER as SECTION_ORDER,
-)
+from consensus_eval.domain.rubric import load_rubric
+from consensus_eval.domain.sections import Sections
+
+# the section headings are the rubric's data (configs/rubrics/medical_record.yaml: sections, headings),
+# which grounding and the review pages read too
+#: the rubric's headings, compiled
+SECTIONS = Sections.of(load_rubric("medical_record"))
+#: the rubric's record sections, in the order a record should give them
+SECTION_ORDER = SECTIONS.order
+#: heading as written -> the section it is
+SECTION_ALIASES = SECTIONS.aliases
+#: headings that end a section without being one of the rubric's sections
+OTHER_HEADINGS = SECTIONS.other
 
 #: colloquial phrase -> standard term (each occurrence in the record is a deduction)
 COLLOQUIAL_TERMS: dict[str, str] = {
