@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import pytest
 
+from consensus_eval.domain.judgment import Judgment
 from tests.test_rules_judge import found, judge
 
 
-def deductions(js: dict) -> list[tuple[str, str]]:
+def deductions(js: dict[str, Judgment]) -> list[tuple[str, str]]:
     return [(d.type, d.reason) for j in js.values() for d in j.deductions]
 
 
@@ -40,11 +41,61 @@ GDM_REC = """主诉：孕28周，发现血糖升高4周。
 
 
 @pytest.mark.parametrize("written", ["孕24+3周", "孕24周+3天", "孕24周3天", "妊娠24周零3天", "孕二十四周"])
-def test_a_gestational_age_is_no_duration(written):
+def test_a_gestational_age_is_no_duration(written: str) -> None:
     assert found(judge(GDM_REC.replace("孕24+3周", written), GDM_CONV)) == []
 
 
-def test_the_time_since_the_diagnosis_is_still_judged():
+def test_the_time_since_the_diagnosis_is_still_judged() -> None:
     # the gestational age no longer hides what is a duration: 4周 written as 3周
     rec = GDM_REC.replace("发现血糖升高4周", "发现血糖升高3周")
     assert [t for t, _ in deductions(judge(rec, GDM_CONV))] == ["time_error"]
+
+
+# --------------------------------------------------------------------------- b. approximate number words
+
+RANGE_CONV = """医生：您好，糖尿病多久了？
+患者：得糖尿病七八年了，十一二岁的时候我爸就查出糖尿病了。
+医生：最近怎么样？
+患者：最近十四五天老是口干，晚上起来三四次。
+医生：测血糖了吗？
+患者：空腹6点多，饭后两小时十点几。
+医生：吃什么药？
+患者：二甲双胍，一次一片500毫克，一天两三次，吃了五六年了。
+医生：有高血压吗？
+患者：没有。
+医生：家里还有谁有糖尿病？
+患者：就我爸。
+医生：抽烟吗？
+患者：不抽。"""
+
+RANGE_REC = "\n".join([
+    "主诉：血糖升高8年，口干半月。",
+    "现病史：患者8年前诊断为2型糖尿病，5年前开始口服二甲双胍片500mg 每日2-3次 餐后口服。近2周口干，夜尿3-4次。"
+    "自测空腹血糖6.5mmol/L，餐后2小时血糖10.5mmol/L。无视物模糊、肢体麻木。",
+    "既往史：否认高血压病史。",
+    "家族史：父亲患糖尿病。",
+    "个人史：否认吸烟。"])
+
+
+@pytest.mark.parametrize("old, new", [
+    ("", ""),
+    ("血糖升高8年", "血糖升高7-8年"), ("8年前诊断", "7年前诊断"), ("口干半月", "口干15天"), ("近2周", "近14天"),
+    ("5年前开始", "5～6年前开始"), ("每日2-3次", "每日3次"), ("空腹血糖6.5", "空腹血糖6.8"),
+])
+def test_approximate_number_words_are_ranges(old, new) -> None:
+    assert found(judge(RANGE_REC.replace(old, new), RANGE_CONV)) == []
+
+
+@pytest.mark.parametrize("old, new, error", [
+    ("8年前诊断", "10年前诊断", "time_error"), ("口干半月", "口干1个月", "time_error"),
+    ("空腹血糖6.5", "空腹血糖7.5", "value_error"), ("每日2-3次", "每日1次", "usage_error"),
+])
+def test_values_outside_the_range_are_still_errors(old, new, error) -> None:
+    assert [t for t, _ in deductions(judge(RANGE_REC.replace(old, new), RANGE_CONV))] == [error]
+
+
+def test_a_range_of_years_is_no_glucose_value() -> None:
+    # 血糖升高7-8年: 7 is the start of a range of years, not a glucose of 7
+    assert found(judge(RANGE_REC.replace("血糖升高8年", "血糖升高7-8年"), RANGE_CONV)) == []
+    conv = RANGE_CONV.replace("空腹6点多", "空腹6.2")
+    assert found(judge(RANGE_REC.replace("6.5mmol", "6.2mmol").replace("血糖升高8年", "血糖升高7-8年"), conv)) == []

@@ -54,8 +54,11 @@ Checks and what they emit (``dimension.category.type``):
    conversation's values of its kind: a keyword's value, a number after it (or after a threshold)
    before the next keyword in the same turn (``糖化上次7.8，这次8.1``), a number of the answer to a
    doctor's question naming the kind (``空腹血糖现在多少？`` ``6.5左右``), a number written with a unit of
-   that kind (``80公斤``), the window of an approximate value (``7点多``, ``9左右``, ``5到6``) when the
-   number is said; plain 血糖 and a glucose of known time (空腹/餐后/随机) count for each other. When
+   that kind (``80公斤``, ``瘦了4斤`` a weight change of 2 kg), a number inside the range an approximate
+   value opens from its number (``6点多`` holds 6.5, ``七八`` 7.5, ``5到6`` 5.5; not ``7左右``, whose number
+   is said; and not a record range such as ``4.8～12``, whose ends must be said), or the window of an
+   approximate value (``9左右``) when the number is said; plain 血糖 and a glucose of known time (空腹/
+   餐后/随机) count for each other (``血糖升高7-8年`` is no glucose of 7: a range of years). When
    the conversation gives no value of the kind, or the kind is plain 血糖 (a low or bedtime reading is
    often a bare number), a number said anywhere in it is fine too; when it gives one, a number said only
    elsewhere (the post-meal value written as fasting) is a ``value_error``. Time points (the nearest
@@ -77,7 +80,8 @@ Checks and what they emit (``dimension.category.type``):
    after the keyword (``肌酐清除率``) is not judged for its unit.
    Doses go to the drugs category: a record dose for a drug that differs from every dose the
    conversation gives for the same drug (same unit family; tablet count x strength and daily sums
-   are accepted) -> ``dose_error``. Frequency per day that differs (每日2次 vs 一天3次) -> ``usage_error``;
+   are accepted) -> ``dose_error``. Frequency per day that differs (每日2次 vs 一天3次; a range ``每日2-3次``,
+   ``一天两三次`` allows each count in it) -> ``usage_error``;
    so is a timing that contradicts the conversation's for the same drug: each timing phrase allows a
    set of (time of day, meal) points (睡前: bedtime; 早餐前: morning before a meal; 餐后: after any meal;
    随餐/第一口饭: with a meal; 晚上: evening or bedtime; 餐前即刻: before or with a meal ...), and the
@@ -85,8 +89,11 @@ Checks and what they emit (``dimension.category.type``):
    餐后, 随餐 ↔ 餐后). Phrases are read around each mention (from the previous drug on, up to the next
    drug's clause; in the conversation the rest of the turn, or, when that has none, the next turns of
    its window), not in a clause holding a measurement (``饭后两小时13``).
-   Durations (年/月/周/天, ``N年前``, 半年 = 6 months, 一年半, 去年 ...) in the record that match no
-   duration of the same base (months or days) in the conversation -> ``timeline.time_error``; skipped
+   Durations (年/月/周/天, ``N年前``, 半年 = 6 months, 一年半, 去年 ...; not a gestational age such as
+   ``孕28周``, ``孕24+3周``) stand for a window: a range (``七八年``, ``十四五天``, ``5-6年``) from end to end,
+   ``3年多`` 3 to 4 years, ``十多年``/``20余年`` up to the next ten. Those of the record whose window meets
+   no window of the same base (months or days) in the conversation, nor within a tenth one of the other
+   base in days (``半月`` and ``十四五天``) -> ``timeline.time_error``; skipped
    when the conversation dates things by calendar year or month (2019年, 3月份), since then the
    record's relative times are computed. Events: a duration or a calendar date belongs to the events
    named around it (a drug, any insulin as one; diabetes; a complication, comorbidity or symptom of the
@@ -95,9 +102,9 @@ Checks and what they emit (``dimension.category.type``):
    in the doctor's question it answers (``胰岛素打了多久？`` ``2年了``); not a relative's, not in 家族史;
    ``N年后`` and ``每N个月`` are no points in time. A record duration whose events the conversation times
    only with other values (and never by the calendar) -> ``time_error``, even when its value is said of
-   something else (``近1年口干`` where the patient says ``最近半年口干`` and ``去年体检``; ``3年多`` stands for
-   3 to 4 years). Two events each timed once on both sides (relative times or dates) whose order the
-   record reverses -> one ``timeline.time_order_confused`` (not also two time errors).
+   something else (``近1年口干`` where the patient says ``最近半年口干`` and ``去年体检``). Two events each
+   timed once on both sides (relative times or dates) whose order the record reverses -> one
+   ``timeline.time_order_confused`` (not also two time errors).
 7. Drug names (accuracy.drugs). A drug the record states positively that the conversation never
    mentions -> ``drug_name_error`` (reason names the conversation's drug of the same class when there
    is an unrecorded one, which is then not also counted missing). Insulins: a specific insulin in the

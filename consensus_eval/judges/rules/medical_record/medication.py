@@ -45,14 +45,17 @@ _DOSE_UNITS = {"mg": ("mass", 1.0), "毫克": ("mass", 1.0), "μg": ("mass", 0.0
                "个单位": ("unit", 1.0), "单位": ("unit", 1.0), "片": ("count", 1.0), "粒": ("count", 1.0),
                "支": ("count", 1.0), "袋": ("count", 1.0), "ml": ("volume", 1.0), "mL": ("volume", 1.0),
                "毫升": ("volume", 1.0)}
-FREQ = re.compile(r"(?:每|一)\s*(?:日|天)[^\d一两二三四五六,;。]{0,4}?(?:\d+|[一两二三四五六])\s*(?:次|回|顿|针)|"
-                  r"(?:(?<!\d)\d+|[一两二三四])\s*次\s*/\s*(?:日|天|d)|(?<![A-Za-z])(?:qd|bid|tid|qid|qn|qm|qod|qw|biw|prn|st|q\d+h)(?![A-Za-z])|"
+# a count of times, or a range of counts (2-3次, 两三次)
+_COUNT = r"(?:\d+\s*(?:-|~|～|到|至)\s*)?\d+|[一两二三四五六]{1,2}"
+FREQ = re.compile(rf"(?:每|一)\s*(?:日|天)[^\d一两二三四五六,;。]{{0,4}}?(?:{_COUNT})\s*(?:次|回|顿|针)|"
+                  rf"(?:(?<!\d)(?:{_COUNT}))\s*次\s*/\s*(?:日|天|d)|"
+                  r"(?<![A-Za-z])(?:qd|bid|tid|qid|qn|qm|qod|qw|biw|prn|st|q\d+h)(?![A-Za-z])|"
                   r"每晚|每早|每晨|睡前|睡觉前|早晚|早中晚|三餐前|三餐时|三餐后|餐前|餐后|餐时|随餐|饭前|饭后|每餐|每顿|"
                   r"早餐前|晚餐前|早餐后|晚餐后|午餐前|每周\s*(?:\d+|[一两二三])\s*次|"
                   r"晨起|早上|晚上|中午|随第一口饭", re.I)
-_FREQ_COUNT = re.compile(r"(?:每|一)\s*(?:日|天)[^\d一两二三四五六,;。]{0,4}?"
-                         r"(?P<n>\d+|[一两二三四五六])\s*(?:次|回|针)|"
-                         r"(?P<n2>(?<!\d)\d+|[一两二三四])\s*次\s*/\s*(?:日|天|d)|"
+_FREQ_COUNT = re.compile(rf"(?:每|一)\s*(?:日|天)[^\d一两二三四五六,;。]{{0,4}}?"
+                         rf"(?P<n>{_COUNT})\s*(?:次|回|针)|"
+                         rf"(?P<n2>(?<!\d)(?:{_COUNT}))\s*次\s*/\s*(?:日|天|d)|"
                          r"(?<![A-Za-z])(?P<abbr>qd|bid|tid|qid|qn|qm)(?![A-Za-z])|"
                          r"(?P<word>早中晚|三餐前|三餐时|三餐后|早晚)", re.I)
 _FREQ_WORDS = {"qd": 1, "bid": 2, "tid": 3, "qid": 4, "qn": 1, "qm": 1, "早中晚": 3, "三餐前": 3, "三餐时": 3,
@@ -148,13 +151,17 @@ def doses(text: str) -> list[Dose]:
 
 
 def freq_counts(text: str) -> set[int]:
-    out = set()
+    out: set[int] = set()
     for m in _FREQ_COUNT.finditer(text):
         n = m.group("n") or m.group("n2")
         if n:
-            v = to_number(n)
-            if v:
-                out.add(int(v))
+            ends = re.split(r"\s*(?:-|~|～|到|至)\s*", n)
+            if len(ends) == 1 and len(n) == 2 and not n.isdigit():  # 两三次: 2 or 3
+                ends = list(n)
+            vs = [to_number(x) for x in ends]
+            if all(vs) and len(vs) <= 2:
+                lo, hi = int(vs[0] or 0), int(vs[-1] or 0)
+                out.update(range(lo, hi + 1) if lo <= hi else (lo, hi))
         else:
             out.add(_FREQ_WORDS[(m.group("abbr") or m.group("word")).lower()])
     return out

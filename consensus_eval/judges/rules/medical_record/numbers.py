@@ -4,8 +4,11 @@ Measurements (``accuracy.numbers``; read by ``quantities.py``): a record value i
 of the conversation's values of its kind (:class:`_ConvValues`: a keyword's value, the numbers after
 it (or after a threshold: ``10以上，睡前7到8``) before the next keyword in the same turn, the numbers of
 the answer to a doctor's question naming the kind without a value, a number written with a unit of that
-kind, the window of an approximate value when the number is said; plain 血糖 and a glucose of known time
-count for each other). When the conversation gives no value of the kind, or the kind is plain 血糖 (a
+kind (``瘦了4斤``: a weight change of 2 kg), a number inside the range an approximate value opens from its
+number (``6点多`` holds 6.5, ``七八`` 7.5, ``5到6`` 5.5; not ``7左右``, whose number is said, nor for a record
+range such as ``4.8～12``, whose ends must be said), the window of an approximate value when the number is
+said; plain 血糖 and a glucose of known time count for each other). When the conversation gives no value of the kind,
+or the kind is plain 血糖 (a
 low or a bedtime reading is often a bare number), a number said anywhere in it is fine too;
 when it gives one, a number said only elsewhere (the post-meal value written as fasting) is a
 ``value_error``, the reason naming where the number comes from. A value the record places now (今日,
@@ -78,7 +81,7 @@ def check_numbers(doc: Doc) -> Iterator[Finding]:
             continue  # the conversation's number with a wrong unit: one error, not also a value error
         values = r.value if isinstance(r.value, tuple) else (r.value,)
         # said somewhere: for a kind the conversation gives values of, said as one of them
-        if conv_values.has_same(r) or (all(said(v) for v in values) and (
+        if conv_values.has_same(r) or said_by.holds(r) or (all(said(v) for v in values) and (
                 not said_by.pinned(r.kind) or said_by.accepts(r))):
             # the value is the conversation's, but of another time point than the record says
             when = rec_anchors.at(r.end, doc.rec_sentences.start(r.start))
@@ -175,6 +178,8 @@ class _ConvValues:
         self.kinds_pinned: set[str] = set()
         exact: dict[str, list[float]] = {}
         windows: dict[str, list[tuple[float, float]]] = {}
+        #: windows that open a range from the number said (7点多, 10多, 5到6, 七八), not those around it (7左右)
+        self.open_windows: dict[str, list[tuple[float, float]]] = {}
         self.when: dict[tuple[str, float | tuple[float, float]], set[str | None]] = {}
         self.first_at: dict[tuple[str, str], list[Measure]] = {}  # (kind, time point) -> 2 values at most
         self.by_value: dict[float | tuple[float, float], Measure] = {}
@@ -201,6 +206,8 @@ class _ConvValues:
                 exact.setdefault(m.kind, []).append(m.value)
                 if m.window is not None:
                     windows.setdefault(m.kind, []).append(m.window)
+                    if m.window[0] == m.value:
+                        self.open_windows.setdefault(m.kind, []).append(m.window)
             self.when.setdefault((m.kind, _key(m.value)), set()).add(when)
             self.by_value.setdefault(_key(m.value), m)
             self._at(m, when)
@@ -227,6 +234,8 @@ class _ConvValues:
                         exact.setdefault(kind, []).append(later.value)
                         if later.window is not None:
                             windows.setdefault(kind, []).append(later.window)
+                            if later.window[0] == later.value:
+                                self.open_windows.setdefault(kind, []).append(later.window)
         # the units the conversation writes each (kind, number as written) with
         self.units: dict[tuple[str, float], set[str]] = {}
         for m in conv:
@@ -238,9 +247,9 @@ class _ConvValues:
             self.units.setdefault((u.kind, round(u.raw, 2)), set()).add(u.unit)
         self.exact = {k: Numbers(vs) for k, vs in exact.items()}
         self.windows = {k: _Windows(ws) for k, ws in windows.items()}
+        self.open = {k: _Windows(ws) for k, ws in self.open_windows.items()}
 
-    @staticmethod
-    def _later(doc: Doc, m: Measure, turn: Turn | None, kw_starts: list[int], exact: dict[str, list[float]],
+    def _later(self, doc: Doc, m: Measure, turn: Turn | None, kw_starts: list[int], exact: dict[str, list[float]],
                windows: dict[str, list[tuple[float, float]]]) -> list[Value]:
         """The numbers after ``m``'s value, up to the next keyword, in the same turn: kept as values of
         ``m``'s kind (blood pressure excepted), and returned."""
@@ -253,6 +262,8 @@ class _ConvValues:
             exact.setdefault(m.kind, []).append(later.value)
             if later.window is not None:
                 windows.setdefault(m.kind, []).append(later.window)
+                if later.window[0] == later.value:
+                    self.open_windows.setdefault(m.kind, []).append(later.window)
         return got
 
     def _at(self, m: Measure, when: str | None) -> None:
@@ -298,6 +309,21 @@ class _ConvValues:
             return all(self._has(part, v, _about(v) if about else None)
                        for part, v in zip(("bp.s", "bp.d"), r.value, strict=True))
         return any(self._has(kind, r.value, r.window) for kind in _compatible(r.kind))
+
+    def holds(self, r: Measure) -> bool:
+        """Whether the conversation gives ``r``'s value for its kind (or a compatible one) without its number
+        being said as written: inside the range an approximate value opens from its number (``6点多`` holds
+        6.5, ``10多`` 14, ``七八`` 7.5, ``5到6`` 5.5; not ``7左右``, whose number is said), or converted from
+        another unit (``瘦了4斤`` is a weight change of 2 kg). Not for a record range (``4.8～12``): its ends
+        are values, each to be said."""
+        if r.ranged or isinstance(r.value, tuple):
+            return False
+        tol = _tolerance(r.kind)
+        for kind in _compatible(r.kind):
+            got, wins = self.exact.get(kind), self.open.get(kind)
+            if (got is not None and got.has_close(r.value, tol)) or (wins is not None and wins.holds(r.value, tol)):
+                return True
+        return False
 
     def other_time(self, r: Measure, when: str | None) -> Measure | None:
         """The conversation's value of ``r``'s kind at the record's time point ``when``, when the record's

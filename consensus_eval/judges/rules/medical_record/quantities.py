@@ -119,7 +119,8 @@ def unit_values(text: str) -> list[UnitValue]:
     return out
 
 
-_NOT_MEASURE_AFTER = re.compile(r"\s*(?:年|月|日|号|岁|次|天|周|个|小时|分钟|h(?![A-Za-z])|型|倍|级|期|"
+_NOT_MEASURE_AFTER = re.compile(r"(?:\s*(?:-|~|～|到|至)\s*\d+(?:\.\d+)?)?"  # 7-8年: a range of durations
+                                r"\s*(?:年|月|日|号|岁|次|天|周|个|小时|分钟|h(?![A-Za-z])|型|倍|级|期|"
                                 r"mg|g(?![A-Za-z])|克|"
                                 r"U(?![A-Za-z])|IU|单位|片|粒|支|袋|ml|mL|毫升|/\d|:\d)")
 _BP = re.compile(r"(?<![\d/.])(?P<s>\d{2,3})\s*/\s*(?P<d>\d{2,3})(?![\d/])(?:\s*mmHg)?")
@@ -143,12 +144,14 @@ class Measure:
     unit_bad: bool = False
     window: tuple[float, float] | None = None  # what an approximate value stands for (approx_window)
     unit: str = ""   # the unit's usual form (unit_form), '' if none is written
+    ranged: bool = False  # a range (5到6, 4.8～12, 七八): its ends are values, not a point inside it
 
     @property
     def label(self) -> str:
         return "血压" if self.kind == "bp" else ("体重变化" if self.kind == "weight_change" else MEASURES[self.kind][0])
 
 
+_RANGE_TO = re.compile(r"\s*[-~～至到、]\s*\d")
 _APPROX_KIND = re.compile(r"\s*(?:(?P<frac>点多|点几)|(?P<more>多|几|来|出头|开外)|(?P<about>左右|上下)|"
                           rf"(?P<under>不到)|[-~～至到、]\s*(?P<to>{ARABIC.pattern}))")
 
@@ -192,6 +195,9 @@ def _read_value(text: str, kind: str, kw_end: int, limit: int) -> Measure | None
         if not unit and _NOT_MEASURE_AFTER.match(text, m.end()):
             continue
         value = to_number(num)
+        rng = numeral_range(num) if value is None else None  # 七八: 7 to 8, never exactly 7
+        if rng is not None:
+            value = rng[0]
         if value is None:
             continue
         end, raw = unit_m.end(), value
@@ -212,9 +218,13 @@ def _read_value(text: str, kind: str, kw_end: int, limit: int) -> Measure | None
         if kind == "hba1c" and form == "mmol/mol" and not unit_bad:
             value = round(value / 10.929 + 2.15, 1)  # IFCC to NGSP: 65 mmol/mol is 8.1%
         after = text[m.end():m.end() + 12]
-        window = approx_window(value, text, m.end()) or (approx_window(value, text, end) if unit else None)
-        return Measure(kind, value, 0, end, num, bool(_APPROX_AFTER.match(after)),
-                       bool(_THRESHOLD_AFTER.match(after)), unit_bad, window, form)
+        if rng is not None:
+            window: tuple[float, float] | None = (value, value * rng[1] / rng[0])
+        else:
+            window = approx_window(value, text, m.end()) or (approx_window(value, text, end) if unit else None)
+        ranged = rng is not None or bool(_RANGE_TO.match(text, m.end()) or (unit and _RANGE_TO.match(text, end)))
+        return Measure(kind, value, 0, end, num, rng is not None or bool(_APPROX_AFTER.match(after)),
+                       bool(_THRESHOLD_AFTER.match(after)), unit_bad, window, form, ranged)
     return None
 
 
@@ -254,7 +264,10 @@ def later_values(text: str, lo: int, hi: int) -> list[Value]:
         if _THRESHOLD_AFTER.match(after) or _TARGET.search(text, max(lo, m.start() - 4), m.start()):
             continue
         value = to_number(num)
-        if value is not None:
+        rng = numeral_range(num) if value is None else None  # 十二三: 12 to 13
+        if rng is not None:
+            out.append(Value(rng[0], m.start(), unit_m.end(), num, rng))
+        elif value is not None:
             window = approx_window(value, text, m.end()) or approx_window(value, text, unit_m.end())
             out.append(Value(value, m.start(), unit_m.end(), num, window))
     return out
@@ -315,7 +328,7 @@ def measures(text: str, lo: int = 0, hi: int | None = None, clauses: Boundaries 
         got = _read_value(text, _KW_KIND[k.group()], k.end(), limit)
         if got is not None:
             out.append(Measure(got.kind, got.value, k.start(), got.end, got.num, got.approx, got.threshold,
-                               got.unit_bad, got.window, got.unit))
+                               got.unit_bad, got.window, got.unit, got.ranged))
     for rx in (_BP, _BP_WORDS):
         for m in rx.finditer(text, lo, hi):
             s, d = to_number(m.group("s")), to_number(m.group("d"))
@@ -351,10 +364,14 @@ CALENDAR = re.compile(r"(?:19|20)\d\d\s*年|(?<![个\d])(?:\d{1,2}|十[一二]?|
 @dataclass(frozen=True)
 class Duration:
     base: str            # "m" (months) or "d" (days)
-    value: float | None  # None when vague (几年, 数月, 两三年)
+    value: float | None  # None when vague (几年, 数月) or a range (七八年, 5-6年)
     start: int
     end: int
     text: str
+    #: what it stands for, in the base's units: (v, v) for an exact value; a range (七八年, 十四五天, 5-6年)
+    #: from its low end to its high end; an approximate one (3年多, 10余年) up to the next unit (3 to 4 years;
+    #: 10 to 20 for a round ten: 十多年, 20余年), 十来年 a unit either way; None when vague (几年, 数月)
+    window: tuple[float, float] | None = None
 
 
 _NUM = r"(?:\d+(?:\.\d+)?|[一二两三四五六七八九十]+)"
@@ -396,13 +413,58 @@ def durations(text: str, lo: int = 0, hi: int | None = None) -> list[Duration]:
             continue  # 1日3次: a frequency
         if unit == "月" and "个" not in mid and not post and _MONTH_DAY_AFTER.match(text, m.end()):
             continue
-        value = to_number(num) if num not in ("数", "几", "多") else None
-        if value is not None and ("半" in mid or post == "半"):
-            value += 0.5
         base, factor = {"年": ("m", 12), "月": ("m", 1), "周": ("d", 7), "星期": ("d", 7), "天": ("d", 1),
                         "日": ("d", 1)}[unit]
-        out.append(Duration(base, None if value is None else value * factor, m.start(), m.end(), m.group()))
+        value = to_number(num) if num not in ("数", "几", "多") else None
+        if value is None and len(num) > 1 and num.endswith("多"):  # 十多年, 二十多天: 多 read with the number
+            value, mid = to_number(num[:-1]), "多" + mid
+        half = 0.5 if "半" in mid or post == "半" else 0.0
+        window: tuple[float, float] | None = None
+        start = m.start()
+        if value is None:
+            got = numeral_range(num)  # 七八年, 十四五天, 两三个月
+            if got is not None:
+                window = (got[0] * factor, (got[1] + half) * factor)
+        else:
+            value += half
+            before = _RANGE_BEFORE.search(text, max(lo, start - 12), start)  # 5-6年, 三到四年
+            low = to_number(before.group("lo")) if before else None
+            if before and low is not None and low < value:
+                window, value, start = (low * factor, value * factor), None, before.start()
+            elif "来" in mid:  # 十来年: about ten years, a year either way
+                window = ((value - 1) * factor, (value + 1) * factor)
+            elif _APPROX.search(mid + post):  # 3年多, 10余年: up to the next unit (ten units for a round ten)
+                step = 10 if value >= 10 and value % 10 == 0 else 1
+                window = (value * factor, (value + step) * factor)
+            else:
+                window = (value * factor, value * factor)
+        out.append(Duration(base, None if value is None else value * factor, start, m.end(), text[start:m.end()],
+                            window))
     for word, (base, value) in _RELATIVE_DAYS.items():
         for m in re.finditer(word, text[lo:hi]):
-            out.append(Duration(base, value, lo + m.start(), lo + m.end(), word))
+            out.append(Duration(base, value, lo + m.start(), lo + m.end(), word, (value, value)))
     return sorted(out, key=lambda d: d.start)
+
+
+_APPROX = re.compile(r"[多余来+]")
+#: the low end of a range written before a duration's number (5-6年, 5～6年, 5到6年, 三至四年)
+_RANGE_BEFORE = re.compile(r"(?P<lo>(?<!\d)\d+(?:\.\d+)?|(?<![一二两三四五六七八九十])[一二两三四五六七八九十]+)"
+                           r"\s*(?:-|~|～|—|到|至)\s*$")
+_RANGE_DIGITS = "一二三四五六七八九"
+
+
+def numeral_range(s: str) -> tuple[float, float] | None:
+    """Two numerals in a row, one apart, for an approximate range: 七八 (7, 8), 两三 (2, 3), 十四五 (14, 15),
+    十一二 (11, 12), 三四十 (30, 40), 一两 (1, 2); None for anything else (a number, 几, junk)."""
+    m = re.fullmatch(r"(?P<tens>[一二三四五六七八九]?十)?(?P<a>[一两二三四五六七八九])(?P<b>[两二三四五六七八九])"
+                     r"(?P<ten>十)?", s)
+    if m is None or (m.group("tens") and m.group("ten")):
+        return None
+    a, b = (_RANGE_DIGITS.index(c.replace("两", "二")) + 1 for c in (m.group("a"), m.group("b")))
+    if b != a + 1:
+        return None
+    if m.group("ten"):
+        return a * 10.0, b * 10.0
+    tens = m.group("tens")
+    base = 0 if tens is None else 10 * (1 if tens == "十" else _RANGE_DIGITS.index(tens[0]) + 1)
+    return float(base + a), float(base + b)

@@ -1,9 +1,12 @@
 """Times of the record against the conversation (``accuracy.timeline``; check 6 of the package docstring,
 durations and order of events).
 
-Durations (年/月/周/天, ``N年前``, ``半年``, ``一年半``, ``去年`` ...; read by ``quantities.py``) in the record
-that match no duration of the same base (months or days) in the conversation -> ``time_error``;
-skipped when the conversation dates things by calendar year or month (2019年, 3月份), since then the
+Durations (年/月/周/天, ``N年前``, ``半年``, ``一年半``, ``去年`` ...; read by ``quantities.py``, gestational ages
+such as ``孕28周`` excepted) stand for their window (:attr:`~.quantities.Duration.window`: ``七八年`` 7 to 8
+years, ``3年多`` 3 to 4, ``十多年`` 10 to 20). Those of the record whose window meets no window of the same
+base (months or days) in the conversation, nor within a tenth one of the other base in days (``半月`` and
+``十四五天``, ``1个月`` and ``4周``), -> ``time_error``; skipped when the conversation dates things by calendar year or
+month (2019年, 3月份), since then the
 record's relative times are computed.
 
 Events: a duration or a calendar date (2019年3月) belongs to the events named around it (:class:`Events`):
@@ -16,7 +19,7 @@ doctor's question it answers (``胰岛素打了多久？`` ``2年了``). Not a r
 - A record duration whose events the conversation times (relative durations of the same base) but
   never with the record's value, nor with a calendar date, -> ``time_error`` even when the value is said
   elsewhere in the conversation (``近1年口干`` where the patient says ``最近半年口干`` and ``去年体检``).
-  ``3年多``, ``十来年`` stand for the years up to the next; ``半年`` is 6 months.
+  A duration stands for its window here too (``3年多``: 3 to 4 years ago; ``七八年``: 7 to 8).
 - Two events each timed once on both sides (relative times or dates, each side on one axis) whose order
   the record reverses -> one ``time_order_confused`` (the conversation: diabetes 5年前, insulin 2年前; the
   record: 2年前诊断, 5年前开始胰岛素); its two durations are not also time errors.
@@ -40,7 +43,7 @@ from consensus_eval.judges.rules.medical_record.lexicon import (
 )
 from consensus_eval.judges.rules.medical_record.medication import DrugHit
 from consensus_eval.judges.rules.medical_record.quantities import CALENDAR, Duration
-from consensus_eval.judges.rules.medical_record.text import Numbers, alternation
+from consensus_eval.judges.rules.medical_record.text import alternation
 
 # ============================================================================ events
 
@@ -103,7 +106,6 @@ class Events:
 
 # ============================================================================ times of events
 
-_UNIT_MONTHS = {"年": 12.0, "月": 1.0, "周": 7 / 30, "星期": 7 / 30, "天": 1 / 30, "日": 1 / 30}
 _DATE = re.compile(r"(?<!\d)(?P<y>(?:19|20)\d\d)\s*年(?:\s*(?P<m>1[0-2]|0?[1-9])\s*月)?")
 _NOT_A_POINT_AFTER = re.compile(r"\s*(?:后|以后|之后)")
 
@@ -123,25 +125,18 @@ class Time:
     events: frozenset[str] = frozenset()
 
 
-_UNIT_WORD = re.compile(r"年|月|周|星期|天|日")
-_APPROX_WORD = re.compile(r"[多余来+]")
-
-
 def _times(text: str, found: list[Duration]) -> list[Time]:
-    """The durations with a value (``found``: the durations of ``text``) and the calendar dates of ``text``,
-    in order."""
+    """The durations with a value or a range (``found``: the durations of ``text``) and the calendar dates of
+    ``text``, in order."""
     out = []
     for d in found:
-        if d.value is None or _NOT_A_POINT_AFTER.match(text, d.end) or text[max(0, d.start - 1):d.start] == "每":
+        if d.window is None or _NOT_A_POINT_AFTER.match(text, d.end) or text[max(0, d.start - 1):d.start] == "每":
             continue
-        unit = _UNIT_WORD.search(d.text)
-        step = (_UNIT_MONTHS[unit.group()] if unit else 1.0) * (30 if d.base == "d" else 1)
-        approx = bool(_APPROX_WORD.search(d.text))
-        months = d.value / 30 if d.base == "d" else d.value
-        span = step / 30 if d.base == "d" else step
-        # ago: a larger value is earlier; "3年多" is 3 to 4 years ago
-        out.append(Time(d.start, d.end, d.text, "ago", d.base, d.value, -(months + (span if approx else 0)),
-                        -months))
+        per_month = 30 if d.base == "d" else 1
+        low, high = d.window[0] / per_month, d.window[1] / per_month
+        # ago: a larger value is earlier; "3年多" is 3 to 4 years ago, "七八年" 7 to 8
+        value = d.value if d.value is not None else d.window[0]
+        out.append(Time(d.start, d.end, d.text, "ago", d.base, value, -high, -low))
     for m in _DATE.finditer(text):
         y = int(m.group("y")) * 12
         if m.group("m"):
@@ -207,21 +202,33 @@ def check_durations(doc: Doc) -> Iterator[Finding]:
     yield from _event_time_errors(doc, [t for t in rec if t.start not in done and t.start not in flagged], conv)
 
 
+_DAYS = {"m": 30, "d": 1}
+
+
 def _durations_said_nowhere(doc: Doc) -> Iterator[Finding]:
-    """Record durations that match no duration of their base in the conversation (no calendar dates in it)."""
+    """Record durations that match no duration of their base in the conversation (no calendar dates in it):
+    a duration stands for its window (a value, a range, an approximate value up to the next unit), and two
+    match when their windows meet; those of the other base are compared in days, within a tenth (半月 and
+    十四五天, 1个月 and 4周)."""
     if CALENDAR.search(doc.cv):
         return
-    conv: dict[str, list[Duration]] = {}  # base -> the conversation's durations with a value
+    conv: dict[str, list[Duration]] = {}  # base -> the conversation's durations with a value or a range
     for d in doc.cv_durations:
-        if d.value is not None:
+        if d.window is not None:
             conv.setdefault(d.base, []).append(d)
-    values = {base: Numbers(c.value for c in same if c.value is not None) for base, same in conv.items()}
+    windows = {base: _Windows([c.window for c in same if c.window is not None]) for base, same in conv.items()}
+    # in days, for a duration of the other base (半月 and 十四五天, 1个月 and 4周): a tenth either way
+    days = {base: _Windows([(c.window[0] * _DAYS[base], c.window[1] * _DAYS[base]) for c in same
+                            if c.window is not None]) for base, same in conv.items()}
     said = {base: "、".join(dict.fromkeys(c.text for c in same)) for base, same in conv.items()}
     fam = doc.body("家族史")
     for r in doc.rec_durations:
-        if r.value is None or (fam and fam[0] <= r.start < fam[1]):
+        if r.window is None or (fam and fam[0] <= r.start < fam[1]):
             continue
-        if r.base not in conv or values[r.base].has_close(r.value):
+        if r.base not in conv or windows[r.base].meets(*r.window):
+            continue
+        low, high = r.window[0] * _DAYS[r.base], r.window[1] * _DAYS[r.base]
+        if any(days[b].meets(low * 0.9, high * 1.1) for b in conv if b != r.base):
             continue
         a, b = doc.rec_clause(r.start)
         yield Finding("time_error", doc.rq(a, b),
