@@ -82,7 +82,7 @@ RANGE_REC = "\n".join([
     ("血糖升高8年", "血糖升高7-8年"), ("8年前诊断", "7年前诊断"), ("口干半月", "口干15天"), ("近2周", "近14天"),
     ("5年前开始", "5～6年前开始"), ("每日2-3次", "每日3次"), ("空腹血糖6.5", "空腹血糖6.8"),
 ])
-def test_approximate_number_words_are_ranges(old, new) -> None:
+def test_approximate_number_words_are_ranges(old: str, new: str) -> None:
     assert found(judge(RANGE_REC.replace(old, new), RANGE_CONV)) == []
 
 
@@ -90,7 +90,7 @@ def test_approximate_number_words_are_ranges(old, new) -> None:
     ("8年前诊断", "10年前诊断", "time_error"), ("口干半月", "口干1个月", "time_error"),
     ("空腹血糖6.5", "空腹血糖7.5", "value_error"), ("每日2-3次", "每日1次", "usage_error"),
 ])
-def test_values_outside_the_range_are_still_errors(old, new, error) -> None:
+def test_values_outside_the_range_are_still_errors(old: str, new: str, error: str) -> None:
     assert [t for t, _ in deductions(judge(RANGE_REC.replace(old, new), RANGE_CONV))] == [error]
 
 
@@ -99,3 +99,55 @@ def test_a_range_of_years_is_no_glucose_value() -> None:
     assert found(judge(RANGE_REC.replace("血糖升高8年", "血糖升高7-8年"), RANGE_CONV)) == []
     conv = RANGE_CONV.replace("空腹6点多", "空腹6.2")
     assert found(judge(RANGE_REC.replace("6.5mmol", "6.2mmol").replace("血糖升高8年", "血糖升高7-8年"), conv)) == []
+
+
+# --------------------------------------------------------------------------- c. combination drugs
+
+COMBO_CONV = """医生：现在吃什么药？
+患者：二甲双胍格列本脲片，一次一片，一天两次，早晚饭前吃。血压吃厄贝沙坦氢氯噻嗪，一天一片，早上吃。
+医生：血糖控制怎么样？
+患者：空腹7.2。
+医生：糖尿病多久了？
+患者：5年。
+医生：有没有看东西模糊、手脚发麻？
+患者：没有。
+医生：家里有人有糖尿病吗？
+患者：没有。
+医生：抽烟吗？
+患者：不抽。"""
+
+COMBO_REC = "\n".join([
+    "主诉：血糖升高5年。",
+    "现病史：患者5年前诊断2型糖尿病，现口服二甲双胍格列本脲片(250mg/1.25mg) 1片 每日2次 早晚餐前，"
+    "空腹血糖7.2mmol/L。无视物模糊、肢体麻木。",
+    "既往史：高血压病史，口服厄贝沙坦氢氯噻嗪片(150mg/12.5mg) 1片 每日1次 晨起口服。",
+    "家族史：否认糖尿病家族史。",
+    "个人史：否认吸烟。"])
+
+
+@pytest.mark.parametrize("name", ["厄贝沙坦氢氯噻嗪", "缬沙坦氨氯地平", "氯沙坦钾氢氯噻嗪", "奥美沙坦酯氢氯噻嗪"])
+def test_a_combination_is_one_drug(name: str) -> None:
+    rec = COMBO_REC.replace("厄贝沙坦氢氯噻嗪", name)
+    assert found(judge(rec, COMBO_CONV.replace("厄贝沙坦氢氯噻嗪", name))) == []
+    # its first part alone was read before: the combination's dose and frequency went "missing"
+
+
+def test_a_combination_is_read_whole() -> None:
+    from consensus_eval.judges.rules.medical_record.medication import find_drugs
+
+    (h,) = find_drugs("口服厄贝沙坦氢氯噻嗪片")
+    assert (h.surface, h.parts, h.cls) == ("厄贝沙坦氢氯噻嗪", ("厄贝沙坦", "氢氯噻嗪"), "ARB")
+    names = [h.surface for h in find_drugs("德谷门冬双胰岛素、二甲双胍、阿卡波糖")]
+    assert names == ["德谷门冬双胰岛素", "二甲双胍", "阿卡波糖"]
+
+
+def test_errors_of_a_combination() -> None:
+    # another combination of the class is a drug name error (its partner named), not a missing drug
+    rec = COMBO_REC.replace("厄贝沙坦氢氯噻嗪", "缬沙坦氢氯噻嗪")
+    assert deductions(judge(rec, COMBO_CONV)) == [
+        ("drug_name_error", "对话中为厄贝沙坦氢氯噻嗪，病历记为缬沙坦氢氯噻嗪")]
+    # its dose and frequency are the combination's
+    rec = COMBO_REC.replace("1片 每日2次", "2片 每日2次")
+    assert [t for t, _ in deductions(judge(rec, COMBO_CONV))] == ["dose_error"]
+    rec = COMBO_REC.replace("1片 每日2次 早晚餐前", "1片 每日1次 早餐前")
+    assert [t for t, _ in deductions(judge(rec, COMBO_CONV))] == ["usage_error"]

@@ -114,7 +114,10 @@ Checks and what they emit (``dimension.category.type``):
    stand for one another. A drug the patient uses or used (said by the
    patient, or confirmed to a doctor's single-drug question; not negated, not hypothetical, not a
    relative's) that the record never names -> ``drug_missing``. Drugs only prescribed by the doctor in
-   the conversation are not required (the record need not have a plan section).
+   the conversation are not required (the record need not have a plan section). A combination product
+   (names written one after the other: ``厄贝沙坦氢氯噻嗪``, ``缬沙坦氨氯地平``) is one drug, with its own
+   dose and frequency; a part of the conversation's combination (or a combination of drugs it names) is
+   no ``drug_name_error``, and a drug inside the record's combination is not missing.
 8. Chief complaint without any duration (number or 数/几/半 + 年/月/周/天/日) -> ``cc_duration_missing``;
    a chief complaint with no symptom text left once durations are removed -> ``cc_symptom_missing``.
 9. Family history present but omitting a relative's diabetes that the conversation affirms ->

@@ -20,7 +20,10 @@ insulin, and is excused only when the conversation names none (says only ``胰�
 record is checked for the conversation's drugs. A drug the patient uses or used (said by the patient,
 or confirmed to a doctor's single-drug question; not negated, not hypothetical, not a relative's) that
 the record never names -> ``drug_missing``. Drugs only prescribed by the doctor in the conversation are
-not required (the record need not have a plan section).
+not required (the record need not have a plan section). Combinations (``厄贝沙坦氢氯噻嗪``, one drug): a
+part of the conversation's combination, or a combination of drugs the conversation names, is no
+``drug_name_error``; a drug inside the record's combination, or a combination of which the record names
+a part, is not missing.
 
 Doses and usage (``accuracy.drugs``): a record dose for a drug that differs from every dose the
 conversation gives for the same drug (same unit family; tablet count x strength and daily sums are
@@ -41,7 +44,7 @@ from collections.abc import Iterator
 
 from consensus_eval.judges.rules.medical_record.document import ConvDrug, Doc, RecDrug
 from consensus_eval.judges.rules.medical_record.findings import Finding
-from consensus_eval.judges.rules.medical_record.lexicon import CLASS_WORDS, DRUGS
+from consensus_eval.judges.rules.medical_record.lexicon import CLASS_WORDS
 from consensus_eval.judges.rules.medical_record.medication import (
     DOSE,
     FORM_INJECTION,
@@ -51,6 +54,7 @@ from consensus_eval.judges.rules.medical_record.medication import (
     TIMING,
     TIMING_PHRASES,
     doses,
+    drug_class,
     freq_counts,
 )
 from consensus_eval.judges.rules.medical_record.text import Numbers, all_numbers, to_number
@@ -150,8 +154,9 @@ def _covered(generic: str, rec_generics: set[str]) -> bool:
     insulins one another)."""
     if generic in rec_generics:
         return True
-    if DRUGS[generic] == "胰岛素":
-        return "胰岛素" in rec_generics or (generic == "胰岛素" and any(DRUGS[g] == "胰岛素" for g in rec_generics)) \
+    if drug_class(generic) == "胰岛素":
+        return "胰岛素" in rec_generics \
+            or (generic == "胰岛素" and any(drug_class(g) == "胰岛素" for g in rec_generics)) \
             or (_human_insulin(generic) and any(_human_insulin(g) for g in rec_generics))
     return False
 
@@ -167,8 +172,8 @@ def _insulin_named(generic: str, conv_generics: set[str], rec_generics: set[str]
     insulin for a human insulin, or bare 胰岛素 unless the conversation names a specific insulin that the
     record does not (then the record's insulin stands in its place: an insulin put for another)."""
     if generic == "胰岛素":
-        return any(DRUGS[g] == "胰岛素" for g in conv_generics)
-    specific = {g for g in conv_generics if DRUGS[g] == "胰岛素" and g != "胰岛素"}
+        return any(drug_class(g) == "胰岛素" for g in conv_generics)
+    specific = {g for g in conv_generics if drug_class(g) == "胰岛素" and g != "胰岛素"}
     if _human_insulin(generic) and any(_human_insulin(g) for g in specific):
         return True
     replaced = {g for g in specific if not _covered_specific(g, rec_generics)}
@@ -183,8 +188,10 @@ def _covered_specific(generic: str, rec_generics: set[str]) -> bool:
 def check_drug_accuracy(doc: Doc) -> Iterator[Finding]:
     rec = doc.rec_drug_mentions
     rec_generics = {d.hit.generic for d in rec}
+    rec_parts = {p for d in rec for p in d.hit.parts}
     conv = doc.conv_drugs
     conv_generics = {c.hit.generic for c in conv}
+    conv_parts = {p for c in conv for p in c.hit.parts}
     in_use: dict[str, ConvDrug] = {}
     for c in conv:
         if c.in_use:
@@ -198,6 +205,8 @@ def check_drug_accuracy(doc: Doc) -> Iterator[Finding]:
         seen.add(h.generic)
         if h.generic in conv_generics or (h.insulin and _insulin_named(h.generic, conv_generics, rec_generics)):
             continue
+        if h.generic in conv_parts or (h.parts and all(p in conv_generics | conv_parts for p in h.parts)):
+            continue  # a part of the conversation's combination, or a combination of drugs it names
         # a specific insulin put for another: the conversation's specific insulin the record does not name
         # (bare 胰岛素 in the record covers it for drug_missing, not as the name that was replaced)
         partner = next((c for g, c in in_use.items() if c.hit.cls == h.cls and g not in consumed and (
@@ -212,6 +221,8 @@ def check_drug_accuracy(doc: Doc) -> Iterator[Finding]:
     for g, c in in_use.items():
         if g in consumed or _covered(g, rec_generics):
             continue
+        if g in rec_parts or any(p in rec_generics | rec_parts for p in c.hit.parts):
+            continue  # the record's combination holds it, or the record names a part of the combination
         if any(c.hit.cls in CLASS_WORDS[w] for w in class_words):
             continue  # the record wrote a class word instead: drug_name_nonstandard
         a, b = doc.cv_clauses.bounds(c.hit.start)

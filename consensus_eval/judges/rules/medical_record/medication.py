@@ -2,11 +2,14 @@
 route and timing. Pure text reading; which mentions of a case count (negated, stopped, a relative's
 ...) is decided in ``document.py``.
 
-Bare ``胰岛素`` is not a drug in ``胰岛素抵抗``, ``空腹胰岛素`` and the like; ``门冬`` is not insulin
-aspart in ``门冬氨酸钾镁``. A dose is a number and a unit (mg/g/μg/U/IU/单位/片/粒/支/ml); tablet
-counts and masses are kept apart (unit families) so a dose is compared only with doses of its family.
-Timing phrases (:data:`TIMING_PHRASES`: 睡前, 早餐前, 餐后, 随餐, 晚上 ...) each allow a set of (time of
-day, meal) points; two writings of a drug's timing agree when their sets meet.
+Bare ``胰岛素`` is not a drug in ``胰岛素抵抗``, ``空腹胰岛素`` and the like; ``门冬`` is not insulin aspart in
+``门冬氨酸钾镁``. The longest name is read: names written one after the other with nothing (or a salt: 钾, 酯)
+between are one combination product (``厄贝沙坦氢氯噻嗪``, ``缬沙坦氨氯地平``, ``二甲双胍格列本脲``), whose dose and
+frequency are its own, of the class of its first part. A dose is a number and a unit
+(mg/g/μg/U/IU/单位/片/粒/支/ml); tablet counts and masses are kept apart (unit families) so a dose is compared only
+with doses of its family.
+Timing phrases (:data:`TIMING_PHRASES`: 睡前, 早餐前, 餐后, 随餐, 晚上 ...) each allow a set of (time of day, meal)
+points; two writings of a drug's timing agree when their sets meet.
 """
 
 from __future__ import annotations
@@ -109,25 +112,43 @@ class Dose:
     text: str
 
 
+def drug_class(generic: str) -> str:
+    """The class of a generic name, or of a combination's first part (厄贝沙坦氢氯噻嗪: ARB)."""
+    got = DRUGS.get(generic)
+    if got is None:
+        first = DRUG_RE.match(generic)
+        assert first is not None, generic  # a combination's generic is its parts' generics, in order
+        got = DRUGS[_DRUG_NAMES[first.group()]]
+    return got
+
+
 @dataclass(frozen=True)
 class DrugHit:
     start: int
     end: int
     surface: str
-    generic: str
+    generic: str  # a combination's: its parts' generic names, in order (厄贝沙坦氢氯噻嗪)
     nonstandard: bool
+    parts: tuple[str, ...] = ()  # a combination's parts (generic names); () for one drug
 
     @property
     def cls(self) -> str:
-        return DRUGS[self.generic]
+        return drug_class(self.generic)
 
     @property
     def insulin(self) -> bool:
         return self.cls == "胰岛素"
 
 
+#: what may stand between two parts of a combination's name (氯沙坦钾氢氯噻嗪, 奥美沙坦酯氢氯噻嗪)
+_SALT = frozenset({"", "钾", "钠", "钙", "酯"})
+
+
 def find_drugs(text: str, lo: int = 0, hi: int | None = None) -> list[DrugHit]:
-    out = []
+    """The drug names of ``text[lo:hi]``, the longest name first: names written one after the other with
+    nothing between (or a salt: 氯沙坦钾氢氯噻嗪) are one combination product (厄贝沙坦氢氯噻嗪, 缬沙坦氨氯地平,
+    二甲双胍格列本脲, 西格列汀二甲双胍), not its first part followed by another drug."""
+    out: list[DrugHit] = []
     for m in DRUG_RE.finditer(text, lo, len(text) if hi is None else hi):
         s = m.group()
         if s in BRAND_NAMES and len(s) == 2 and re.match(r"氨酸|冬|酸", text[m.end():m.end() + 2]):
@@ -135,7 +156,15 @@ def find_drugs(text: str, lo: int = 0, hi: int | None = None) -> list[DrugHit]:
         if s == "胰岛素" and (_INSULIN_NOT_DRUG_AFTER.match(text, m.end())
                            or _INSULIN_NOT_DRUG_BEFORE.search(text, max(0, m.start() - 4), m.start())):
             continue
-        out.append(DrugHit(m.start(), m.end(), s, _DRUG_NAMES[s], s in BRAND_NAMES))
+        hit = DrugHit(m.start(), m.end(), s, _DRUG_NAMES[s], s in BRAND_NAMES)
+        prev = out[-1] if out else None
+        if prev is not None and prev.end <= m.start() <= prev.end + 1 and text[prev.end:m.start()] in _SALT:
+            parts = prev.parts or (prev.generic,)
+            if hit.generic not in parts:
+                out[-1] = DrugHit(prev.start, m.end(), text[prev.start:m.end()], "".join(parts) + hit.generic,
+                                  prev.nonstandard or hit.nonstandard, (*parts, hit.generic))
+                continue
+        out.append(hit)
     return out
 
 
