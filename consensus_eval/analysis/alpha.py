@@ -35,7 +35,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from consensus_eval._errors import InputError
-from consensus_eval.domain.textio import read_text
+from consensus_eval.domain.textio import csv_error, read_text
 
 Level = Literal["nominal", "ordinal", "interval", "ratio"]
 LEVELS: tuple[Level, ...] = ("nominal", "ordinal", "interval", "ratio")
@@ -362,7 +362,10 @@ def load_ratings(path: str | Path, encoding: str | None = None, *,
     p = Path(path)
     text = read_text(p, encoding, what="ratings")
     reader = csv.DictReader(io.StringIO(text))
-    header = [h.strip() for h in reader.fieldnames or []]
+    try:
+        header = [h.strip() for h in reader.fieldnames or []]
+    except csv.Error as e:
+        raise csv_error(p, 1, reader.line_num, e) from None
     reader.fieldnames = header
     missing = {"unit", "rater", "value"} - set(header)
     if missing:
@@ -372,7 +375,7 @@ def load_ratings(path: str | Path, encoding: str | None = None, *,
     cells: dict[tuple[str, str], float] = {}
     units: dict[str, None] = {}
     raters: dict[str, None] = {}
-    for line, r in enumerate(reader, 2):
+    for line, r in _records(p, reader):
         unit, rater, raw = (r["unit"] or "").strip(), (r["rater"] or "").strip(), (r["value"] or "").strip()
         if not unit or not rater:
             raise InputError(f"{p}:{line}: {'unit' if not unit else 'rater'}: missing")
@@ -404,6 +407,20 @@ def load_ratings(path: str | Path, encoding: str | None = None, *,
             if (u, rater) in cells:
                 arr[ri, ui[u]] = cells[(u, rater)]
     return arr, rl, ul
+
+
+def _records(p: Path, reader: csv.DictReader[str]) -> Iterator[tuple[int, dict[str, str]]]:
+    """(first line, row) of each record of ``reader``; a record that cannot be read is an :class:`InputError`
+    naming the line (a cell over the csv module's 128 KiB limit raised ``_csv.Error``)."""
+    while True:
+        start = reader.line_num + 1
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as e:
+            raise csv_error(p, start, reader.line_num, e) from None
+        yield start, row
 
 
 #: values of a ratings table that mean "no rating" (besides an empty cell)

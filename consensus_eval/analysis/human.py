@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Sequence
-from contextlib import suppress
 from pathlib import Path
 from typing import Literal, cast
 
@@ -46,9 +45,10 @@ from consensus_eval.analysis.alpha import DEFAULT_SEED, Alpha, alpha_with_ci
 from consensus_eval.analysis.audit import PENALTY_CATEGORY, penalty_copies
 from consensus_eval.analysis.consensus import CaseConsensus
 from consensus_eval.analysis.intervals import proportion
+from consensus_eval.domain.reviewers import clean_name
 from consensus_eval.domain.rubric import Dimension, Rubric
 from consensus_eval.domain.sets import jaccard
-from consensus_eval.domain.textio import csv_records, decimal_point, read_text, unguard
+from consensus_eval.domain.textio import csv_records, decimal_point, read_bytes, read_text, unguard
 from consensus_eval.domain.words import normal, spelled, words
 from consensus_eval.execution.results import StoredRun
 from consensus_eval.execution.store import VERDICTS, HumanLabelRecord, LabelOrigin, Verdict
@@ -269,16 +269,16 @@ def read_labels(path: str | Path, run: StoredRun, *, reviewer: str | None = None
     and any case or deduction id the run does not have.
     """
     p = Path(path)
-    with suppress(OSError), p.open("rb") as f:
-        if f.read(4) in (b"PK\x03\x04", b"\xd0\xcf\x11\xe0"):
-            raise InputError(f"{p}: an Excel workbook, not a CSV file: in Excel, save it as "
-                             '"CSV UTF-8 (comma delimited)" (or plain CSV) and import that')
-    text = read_text(p, encoding, what="human labels")
+    raw = read_bytes(p, "human labels")  # read once: `human import <(cat sheet.csv)` is a pipe
+    if raw[:4] in (b"PK\x03\x04", b"\xd0\xcf\x11\xe0"):
+        raise InputError(f"{p}: an Excel workbook, not a CSV file: in Excel, save it as "
+                         '"CSV UTF-8 (comma delimited)" (or plain CSV) and import that')
+    text = read_text(p, encoding, what="human labels", raw=raw)
     source = str(p.resolve())
     rows = csv_records(p, text) if p.suffix.lower() != ".jsonl" else []
     header = [h.strip().lstrip("\ufeff") for h in rows[0][1]] if rows else []
     if not (set(header) & {HUMAN_SCORE, HUMAN_VERDICT, DEDUCTION_ID}):
-        wide = load_human(p, run.rubric, encoding)
+        wide = load_human(p, run.rubric, encoding, text=text)
         in_run = {c.id for c in run.cases}
         unknown = [cid for cid in wide if cid not in in_run]
         if len(unknown) == len(wide):
@@ -290,7 +290,10 @@ def read_labels(path: str | Path, run: StoredRun, *, reviewer: str | None = None
             h = wide[unknown[0]]
             raise InputError(f"{p}:{h.line}: case_id: {h.case_id!r} is not a case of this run"
                              + (f" ({len(unknown) - 1} more unknown)" if len(unknown) > 1 else ""))
-        name = reviewer or DEFAULT_REVIEWER
+        try:
+            name = clean_name(reviewer or DEFAULT_REVIEWER)
+        except ValueError as e:
+            raise InputError(f"reviewer {reviewer!r}: {e}") from None
         return LabelFile(path=str(p), source=source, format="wide",
                          labels={name: labels_from_wide(wide, run.rubric, name, source)})
     return LabelFile(path=str(p), source=source, format="sheet",
@@ -355,6 +358,10 @@ def _sheet_labels(p: Path, head: tuple[int, list[str]], rows: list[tuple[int, li
         if name is None:
             raise InputError(f"{where(line, REVIEWER)}: empty, and the sheet names several reviewers "
                              f"({', '.join(sorted(names))}): fill it in, or give --reviewer")
+        try:
+            name = clean_name(name)  # the rule of every channel: no control character, at most 80 characters
+        except ValueError as e:
+            raise InputError(f"{where(line, REVIEWER)}: {name!r}: {e}") from None
         ded_id = cell(cells, DEDUCTION_ID)
         row_kind = row_kind or (ROW_DEDUCTION if ded_id else ROW_SCORE)
         labels: list[HumanLabelRecord] = []

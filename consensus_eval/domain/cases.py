@@ -28,6 +28,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, field_validator
 
 from consensus_eval._errors import InputError, format_validation_error
+from consensus_eval.domain.textio import loads_json
 
 
 class Turn(BaseModel):
@@ -166,7 +167,7 @@ def load_cases(path: str | Path, *, skip_invalid: bool = False, fields: CaseFiel
         if not text.strip():
             continue
         try:
-            data = json.loads(text)
+            data = loads_json(text)  # refuses a value nested over 100 deep, a lone surrogate
         except json.JSONDecodeError as e:
             result.errors.append(f"{where}: not valid JSON: {e.msg} at column {e.colno}")
             continue

@@ -521,7 +521,7 @@ def load_config(path: str | Path = DEFAULT_CONFIG) -> EvalConfig:
     p = resolve(path, "configs")
     if p.is_dir():
         raise InputError(f"{path}: is a folder, not a config file")
-    if not p.is_file():
+    if not p.exists():  # a named pipe (`-c <(...)`) is not a regular file, and is read like one
         raise InputError(f"{path}: config file not found")
     text = read_text(p, what="config", hint="save it as UTF-8")
     for lineno, line in enumerate(text.splitlines(), 1):

@@ -11,10 +11,12 @@ data, so editing the rubric YAML edits the prompt.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
 
-from jinja2 import FileSystemLoader, StrictUndefined, TemplateNotFound
+from jinja2 import FileSystemLoader, StrictUndefined, TemplateError, TemplateNotFound, TemplateSyntaxError
 from jinja2.sandbox import SandboxedEnvironment
 
 from consensus_eval._errors import InputError
@@ -74,11 +76,14 @@ def render(rubric: Rubric, dimension: Dimension, case: Case,
     root = prompts_root(prompts_dir)
     name = f"{rubric.prompts or rubric.id}/{dimension.id}.j2"
     env = _environment(str(root))
-    try:
-        template = env.get_template(name)
-    except TemplateNotFound:
-        raise InputError(f"{root / name}: prompt template not found (one .j2 per rubric dimension)") from None
-    text = template.render(rubric=rubric, dimension=dimension, case=blind(case), message_break=MESSAGE_BREAK)
+    with _template_errors(root / name):
+        try:
+            template = env.get_template(name)
+        except TemplateNotFound as e:
+            if e.name != name:
+                raise
+            raise InputError(f"{root / name}: prompt template not found (one .j2 per rubric dimension)") from None
+        text = template.render(rubric=rubric, dimension=dimension, case=blind(case), message_break=MESSAGE_BREAK)
     return _messages(text, root / name)
 
 
@@ -96,23 +101,54 @@ def render_case(rubric: Rubric, case: Case, prompts_dir: str | Path | None = Non
     env = _environment(str(root))
     criteria: dict[str, str] = {}
     for dim in rubric.dimensions:
-        try:
-            template = env.get_template(f"{folder}/{dim.id}.j2")
-        except TemplateNotFound:
-            raise InputError(f"{root / folder / dim.id}.j2: prompt template not found "
-                             "(one .j2 per rubric dimension)") from None
-        block = template.blocks.get("criteria")
-        context = template.new_context({"rubric": rubric, "dimension": dim, "case": case,
-                                        "message_break": MESSAGE_BREAK})
-        criteria[dim.id] = "".join(block(context)) if block is not None else ""
+        with _template_errors(root / folder / f"{dim.id}.j2"):
+            try:
+                template = env.get_template(f"{folder}/{dim.id}.j2")
+            except TemplateNotFound as e:
+                if e.name != f"{folder}/{dim.id}.j2":
+                    raise
+                raise InputError(f"{root / folder / dim.id}.j2: prompt template not found "
+                                 "(one .j2 per rubric dimension)") from None
+            block = template.blocks.get("criteria")
+            context = template.new_context({"rubric": rubric, "dimension": dim, "case": case,
+                                            "message_break": MESSAGE_BREAK})
+            criteria[dim.id] = "".join(block(context)) if block is not None else ""
     name = f"{folder}/{PER_CASE_TEMPLATE}"
-    try:
-        template = env.get_template(name)
-    except TemplateNotFound:
-        raise InputError(f"{root / name}: prompt template not found (`call: per_case` asks every dimension of a "
-                         f"case in one call with {PER_CASE_TEMPLATE} beside the dimension templates)") from None
-    text = template.render(rubric=rubric, case=blind(case), criteria=criteria, message_break=MESSAGE_BREAK)
+    with _template_errors(root / name):
+        try:
+            template = env.get_template(name)
+        except TemplateNotFound as e:
+            if e.name != name:
+                raise
+            raise InputError(f"{root / name}: prompt template not found (`call: per_case` asks every dimension of "
+                             f"a case in one call with {PER_CASE_TEMPLATE} beside the dimension templates)") from None
+        text = template.render(rubric=rubric, case=blind(case), criteria=criteria, message_break=MESSAGE_BREAK)
     return _messages(text, root / name)
+
+
+@contextmanager
+def _template_errors(path: Path) -> Iterator[None]:
+    """Any error loading or rendering the template ``path`` (a user's ``prompts_dir``: a syntax error, an undefined
+    name, what the sandbox forbids, a template it includes that is missing, a division by zero...) as an
+    :class:`InputError` naming the template file and line where it happened, and the error."""
+    try:
+        yield
+    except InputError:
+        raise
+    except TemplateSyntaxError as e:
+        where = e.filename or str(path)
+        raise InputError(f"{where}: line {e.lineno}: the prompt template is not valid Jinja: {e.message}") from None
+    except Exception as e:  # noqa: BLE001 - whatever a template raises while it renders is the template's error
+        where, line = str(path), None
+        tb = e.__traceback__
+        while tb is not None:  # Jinja maps the frames of a template to its file and line: the last one is the place
+            filename = tb.tb_frame.f_code.co_filename
+            if filename.endswith(".j2") or Path(filename).parent == path.parent:
+                where, line = filename, tb.tb_lineno
+            tb = tb.tb_next
+        what = e.message if isinstance(e, TemplateError) and e.message else str(e)
+        at = f": line {line}" if line is not None else ""
+        raise InputError(f"{where}{at}: the prompt template failed: {type(e).__name__}: {what}"[:2000]) from None
 
 
 def _messages(text: str, where: Path) -> list[dict[str, str]]:

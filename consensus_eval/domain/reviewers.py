@@ -10,12 +10,13 @@ MAX_NAME = 80
 
 def clean_name(name: str) -> str:
     """A reviewer's name as stored: blanks trimmed; ``ValueError`` when empty, longer than :data:`MAX_NAME`
-    or holding control characters."""
+    or holding control characters (a line break and a tab included: the same rule in every channel, the command
+    line, a sheet's reviewer column and the review page)."""
+    if any(unicodedata.category(c).startswith("C") for c in name.strip()):
+        raise ValueError("the reviewer's name holds control characters")
     name = " ".join(name.split())
     if not name:
         raise ValueError("the reviewer's name is empty")
     if len(name) > MAX_NAME:
         raise ValueError(f"the reviewer's name is longer than {MAX_NAME} characters")
-    if any(unicodedata.category(c).startswith("C") for c in name):
-        raise ValueError("the reviewer's name holds control characters")
     return name

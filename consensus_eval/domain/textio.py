@@ -28,8 +28,9 @@ from typing import Any
 
 from consensus_eval._errors import InputError
 
-__all__ = ["FALLBACK_ENCODING", "MAX_DEPTH", "RefusedJSON", "csv_records", "decimal_point", "escape_controls",
-           "formula_guard", "load_yaml", "loads_json", "read_text", "surrogate_field", "unguard", "xlsx_records"]
+__all__ = ["FALLBACK_ENCODING", "MAX_DEPTH", "RefusedJSON", "csv_error", "csv_records", "decimal_point",
+           "escape_controls", "formula_guard", "load_yaml", "loads_json", "read_bytes", "read_text", "surrogate_field",
+           "unguard", "xlsx_records"]
 
 #: tried when a file is not UTF-8: Excel's default for CSV on Chinese Windows (GBK) is a subset of it
 FALLBACK_ENCODING = "gb18030"
@@ -40,16 +41,17 @@ ENCODING_HINT = 'save it as UTF-8 (Excel: "CSV UTF-8") or name its encoding with
 
 
 def read_text(path: str | Path, encoding: str | None = None, what: str = "text", *,
-              hint: str = ENCODING_HINT) -> str:
+              hint: str = ENCODING_HINT, raw: bytes | None = None) -> str:
     """The text of ``path``: in ``encoding`` if given, else UTF-8 (BOM dropped), UTF-16 (with its BOM)
     or GB18030, in that order. ``what`` names the file in messages ("human labels" -> "human labels
-    file not found"); ``hint`` is what a message about undecodable bytes suggests.
+    file not found"); ``hint`` is what a message about undecodable bytes suggests. ``raw``: the file's bytes,
+    already read (:func:`read_bytes`: a named pipe, ``<(cat file)``, can be read only once).
 
     Raises :class:`InputError` for a missing or unreadable file, an unknown encoding, or bytes that
     do not decode (naming the line and the byte offset).
     """
     p = Path(path)
-    raw = _read_bytes(p, what)
+    raw = read_bytes(p, what) if raw is None else raw
     if encoding is not None:
         try:
             codec = codecs.lookup(encoding)
@@ -75,7 +77,8 @@ def read_text(path: str | Path, encoding: str | None = None, what: str = "text",
                 f"{p}: {what} file is neither UTF-8 nor GB18030/GBK text: {_where(raw, first)}; {hint}") from None
 
 
-def _read_bytes(p: Path, what: str) -> bytes:
+def read_bytes(p: Path, what: str) -> bytes:
+    """The bytes of ``p`` (``what`` names it in messages: "human labels file not found")."""
     try:
         return p.read_bytes()
     except FileNotFoundError:
@@ -129,8 +132,18 @@ def csv_records(path: Path, text: str) -> list[tuple[int, list[str]]]:
                 out.append((start, cells))
             start = reader.line_num + 1
     except csv.Error as e:
-        raise InputError(f"{path}:{reader.line_num}: not a readable CSV line: {e}") from None
+        raise csv_error(path, start, reader.line_num, e) from None
     return out
+
+
+def csv_error(path: Path, start: int, line: int, e: csv.Error) -> InputError:
+    """The :class:`InputError` of a CSV record that cannot be read: a cell over the csv module's size limit
+    (128 KiB: a quote left open swallows the rest of the file) names the record's first line ``start``, any
+    other error the line ``line`` where reading stopped."""
+    if "field larger than field limit" in str(e):
+        return InputError(f"{path}:{start}: a cell is longer than {csv.field_size_limit():,} characters (a quote "
+                          "left open?); no label, rating or id is that long")
+    return InputError(f"{path}:{line}: not a readable CSV line: {e}")
 
 
 _DECIMAL_COMMA = re.compile(r"[+-]?\d+,\d+")

@@ -58,6 +58,7 @@ from pydantic import BaseModel, ValidationError, model_validator
 
 from consensus_eval._errors import InputError
 from consensus_eval.domain.judgment import CallOutcome, Judgment
+from consensus_eval.domain.textio import RefusedJSON, loads_json
 from consensus_eval.execution.compact import compact_record
 
 SCHEMA_VERSION = 5  # 2: calls.error_kind; 3: human_labels; 4: batches, batch_calls; 5: human_labels.origin,
@@ -525,7 +526,9 @@ class Store:
         if not row:
             return default
         try:
-            return json.loads(row[0])
+            return loads_json(row[0])
+        except RefusedJSON as e:
+            raise InputError(f"{self.path}: damaged store: meta {key!r}: {e.msg}") from None
         except (TypeError, ValueError):
             raise InputError(f"{self.path}: damaged store: meta {key!r} is not JSON") from None
 

@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 
 import litellm
 
+from consensus_eval.domain.textio import loads_json
 from consensus_eval.judges.llm import RETRYABLE, HTTPFailure, LLMJudge, _status_kind, classify
 
 #: OpenAI's limits per batch: requests and input file size (bytes); a judge's pending calls are split under both
@@ -114,7 +115,7 @@ def read_lines(data: bytes) -> Iterator[LineResult]:
     """The lines of an output or error file (both have the same shape); unreadable lines are skipped."""
     for raw in data.decode("utf-8", errors="replace").splitlines():
         try:
-            row = json.loads(raw)
+            row = loads_json(raw)
         except ValueError:
             continue
         if not isinstance(row, dict) or not isinstance(row.get("custom_id"), str):

@@ -18,7 +18,8 @@ import typer
 
 from consensus_eval._errors import InputError
 from consensus_eval._resources import resolve
-from consensus_eval.domain.textio import read_text
+from consensus_eval.domain.terminal import SafeConsole, guarded
+from consensus_eval.domain.textio import loads_json, read_text
 from consensus_eval.metrics import tcm
 
 EXIT_INPUT_ERROR = 2
@@ -100,7 +101,7 @@ def read_jsonl(path: Path, encoding: str | None = None) -> Source:
         if not line.strip():
             continue
         try:
-            data = json.loads(line)
+            data = loads_json(line)
         except json.JSONDecodeError as exc:
             raise TcmInputError(f"{path}:{number}: invalid JSON: {exc.msg} (column {exc.colno})") from None
         if not isinstance(data, dict):
@@ -612,7 +613,7 @@ def load_knowledge(path: Path | None) -> dict[str, Any]:
     if path is None:
         return {}
     try:
-        data = json.loads(read_text(path, what="knowledge"))
+        data = loads_json(read_text(path, what="knowledge"))
     except json.JSONDecodeError as exc:
         raise TcmInputError(f"{path}:{exc.lineno}: invalid JSON: {exc.msg} (column {exc.colno})") from None
     if not isinstance(data, dict):
@@ -719,7 +720,6 @@ def evaluate_files(task: str, pred_path: Path, gold_path: Path, opts: Options) -
 
 def render_table(summary: dict[str, Any]) -> None:
     """Print the metrics as a rich table."""
-    from rich.console import Console
     from rich.table import Table
 
     family = FAMILIES[summary["task"]]
@@ -729,7 +729,7 @@ def render_table(summary: dict[str, Any]) -> None:
     table.add_column("Cases", justify="right")  # cases carrying the metric's field
     for metric, value in summary["metrics"].items():
         table.add_row(metric, f"{value:.4f}", str(summary["cases_per_metric"][metric]))
-    Console().print(table)
+    SafeConsole().print(table)  # a label from the files may hold control characters: shown escaped
 
 
 def _escape(text: str) -> str:
@@ -801,4 +801,4 @@ tcm_command.__doc__ = _help()
 
 def register(app: typer.Typer) -> None:
     """Add the `tcm` command to the `metrics` sub-app."""
-    app.command("tcm")(tcm_command)
+    app.command("tcm")(guarded(tcm_command))

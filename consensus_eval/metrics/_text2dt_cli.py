@@ -11,8 +11,9 @@ from typing import Annotated, Any
 import typer
 
 from consensus_eval._errors import InputError
+from consensus_eval.domain.terminal import SafeConsole, guarded
+from consensus_eval.domain.writable import atomic_writer, check_output_path
 from consensus_eval.metrics.text2dt import Text2DTResult, evaluate, load_trees
-from consensus_eval.output.writable import atomic_writer, check_output_path
 
 EXIT_INPUT_ERROR = 2
 MAX_INVALID_SHOWN = 20
@@ -51,11 +52,10 @@ def _details(summary: dict[str, Any]) -> dict[str, str]:
 
 def render_table(result: Text2DTResult) -> None:
     """Print the metrics as a rich table, then the pairing and the invalid predictions."""
-    from rich.console import Console
     from rich.table import Table
 
     summary = result.as_dict()
-    console = Console()
+    console = SafeConsole()  # a label from the files may hold control characters: shown escaped
     table = Table(title=f"Text2DT metrics: {result.n_trees} trees, paired by {result.pairing}")
     table.add_column("Metric", no_wrap=True)
     table.add_column("Value", justify="right")
@@ -119,4 +119,4 @@ def text2dt_command(
 
 def register(app: typer.Typer) -> None:
     """Add the `text2dt` command to the `metrics` sub-app."""
-    app.command("text2dt")(text2dt_command)
+    app.command("text2dt")(guarded(text2dt_command))

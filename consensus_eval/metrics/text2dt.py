@@ -72,6 +72,7 @@ from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
 from consensus_eval._errors import InputError
+from consensus_eval.domain.textio import loads_json
 
 __all__ = [
     "EMPTY_LEAF",
@@ -568,14 +569,14 @@ def _read_json_or_jsonl(path: Path) -> Any:
                            "JSON files must be saved as UTF-8") from None
     if path.suffix.lower() != ".jsonl":
         try:
-            return json.loads(text)
+            return loads_json(text)
         except json.JSONDecodeError as exc:
             raise Text2DTError(f"{path}: not valid JSON ({exc})") from None
     entries = []
     for line_number, line in enumerate(text.splitlines(), start=1):
         if line.strip():
             try:
-                entries.append(json.loads(line))
+                entries.append(loads_json(line))
             except json.JSONDecodeError as exc:
                 raise Text2DTError(f"{path}, line {line_number}: not valid JSON ({exc})") from None
     return entries

@@ -56,8 +56,12 @@ from consensus_eval.domain.grounding import Grounding
 from consensus_eval.domain.rubric import Rubric
 from consensus_eval.domain.scoring import DimensionScore
 from consensus_eval.domain.textio import formula_guard
+from consensus_eval.domain.writable import (
+    atomic_writer as atomic_writer,  # re-exported: the outputs write with it
+    check_output_path,
+    write_error,
+)
 from consensus_eval.execution.store import CallRecord
-from consensus_eval.output.writable import atomic_writer, check_output_path, write_error
 
 
 def judgment_row(rubric: Rubric, rec: CallRecord, score: DimensionScore | None,

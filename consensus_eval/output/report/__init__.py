@@ -10,6 +10,7 @@ from pathlib import Path
 
 from consensus_eval._gc import gc_paused_call
 from consensus_eval.analysis.results import Results
+from consensus_eval.domain.textio import escape_controls
 from consensus_eval.output.files import atomic_writer, write_text
 from consensus_eval.output.report.data import build_report_data
 from consensus_eval.output.report.html import html_pieces
@@ -29,7 +30,8 @@ def write_reports(results: Results, out_dir: str | Path, lang: str | None = None
     out = Path(out_dir)
     data = build_report_data(results, out, lang)
     md_path, html_path = out / "report.md", out / "report.html"
-    write_text(md_path, render_markdown(data))
+    # a quote, a name or a label holding a control character (ESC...) is written escaped: report.md is read in terminals
+    write_text(md_path, escape_controls(render_markdown(data)))
     with atomic_writer(html_path) as f:   # piece by piece: a large report is never one string
         f.writelines(html_pieces(data))
     return md_path, html_path

@@ -9,7 +9,7 @@
 - :func:`check_outputs`: the outputs a run will write are checked writable before any call is made
   (``score`` exits 2 only when nothing was called).
 
-Light on purpose (no analysis imported): the ``metrics`` commands use it.
+In the domain layer, light on purpose (no analysis imported): the ``metrics`` commands use it.
 """
 
 from __future__ import annotations
