@@ -150,6 +150,9 @@ class LLMJudge:
         self.backoff_base_s = BACKOFF_BASE_S
         self.backoff_max_s = BACKOFF_MAX_S
         register_prices(config)
+        from consensus_eval.judges import secrets  # (imported here: the module's imports are the packaging's)
+
+        secrets.register(config.api_key())  # scrubbed from every text of every judge, this one's and the others'
         if config.reask_ungrounded:  # a re-ask changes what is asked and what is kept: other requests
             self.version = f"{self.version}+reask-ungrounded"
         #: ``call: per_case``: the whole-case requests in flight, shared by the dimension calls of a case
@@ -183,7 +186,8 @@ class LLMJudge:
         """A validated whole-case reply -> the request's ok outcome with every dimension's judgment."""
         outcome = self._outcome(_current.get(), status="ok")
         return CaseOutcome(**outcome.model_dump(),
-                           judgments={d.id: reply.part(d).to_judgment(d) for d in self.rubric.dimensions})
+                           judgments={d.id: self._scrub_judgment(reply.part(d).to_judgment(d))
+                                      for d in self.rubric.dimensions})
 
     # ---------------------------------------------------------------- one judgment
 
@@ -417,6 +421,8 @@ class LLMJudge:
     def _outcome(self, usage: _Usage, **kw: Any) -> CallOutcome:
         if "error" in kw:
             kw["error"] = self.scrub(kw["error"])
+        if kw.get("judgment") is not None:
+            kw["judgment"] = self._scrub_judgment(kw["judgment"])
         return CallOutcome(
             model=self.config.model, raw=self.scrub(usage.raw) if usage.raw else None,
             attempts=usage.attempts, prompt_tokens=usage.prompt_tokens,
@@ -425,9 +431,17 @@ class LLMJudge:
         )
 
     def scrub(self, text: str) -> str:
-        """Remove the API key from any text that leaves the judge (errors, raw replies, batch notes)."""
-        key = self.config.api_key()
-        return text.replace(key, "***") if key and len(key) >= 4 else text
+        """Remove the API key from any text that leaves the judge (errors, raw replies, batch notes): whole, and
+        its masked, URL-encoded and JSON-escaped forms (:func:`consensus_eval.judges.secrets.scrub`)."""
+        from consensus_eval.judges.secrets import scrub
+
+        return scrub(text, self.config.api_key())
+
+    def _scrub_judgment(self, judgment: Judgment) -> Judgment:
+        """The judgment with the key scrubbed from its evidence, reasons and comment (a reply may quote it)."""
+        dumped = judgment.model_dump_json()
+        cleaned = self.scrub(dumped)
+        return judgment if cleaned == dumped else type(judgment).model_validate_json(cleaned)
 
     def _endpoint(self) -> str:
         c = self.config
