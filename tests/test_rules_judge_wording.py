@@ -151,3 +151,47 @@ def test_errors_of_a_combination() -> None:
     assert [t for t, _ in deductions(judge(rec, COMBO_CONV))] == ["dose_error"]
     rec = COMBO_REC.replace("1片 每日2次 早晚餐前", "1片 每日1次 早餐前")
     assert [t for t, _ in deductions(judge(rec, COMBO_CONV))] == ["usage_error"]
+
+
+# --------------------------------------------------------------------------- d. a dose the conversation never gives
+
+UNSAID_CONV = """医生：现在吃什么药？
+患者：二甲双胍500毫克，一天两次，饭后。以前吃过一段阿卡波糖，胃胀就停了。
+医生：还吃别的吗？
+患者：还吃阿司匹林。
+医生：糖尿病多久了？
+患者：3年。
+医生：血糖多少？
+患者：空腹7.5。
+医生：有没有手脚麻、看东西模糊？
+患者：没有。
+医生：家里人有糖尿病吗？
+患者：没有。
+医生：抽烟吗？
+患者：不抽。"""
+
+UNSAID_REC = "\n".join([
+    "主诉：血糖升高3年。",
+    "现病史：患者3年前诊断2型糖尿病，曾服阿卡波糖，因腹胀停药。现口服二甲双胍片500mg 每日2次 餐后口服，另服阿司匹林。"
+    "空腹血糖7.5mmol/L。无视物模糊、肢体麻木。",
+    "既往史：否认高血压病史。",
+    "家族史：否认糖尿病家族史。",
+    "个人史：否认吸烟。"])
+
+
+@pytest.mark.parametrize("old, new", [
+    ("", ""), ("曾服阿卡波糖，因腹胀停药", "服阿卡波糖后腹胀，改为二甲双胍"), ("另服阿司匹林", "另服阿司匹林 口服"),
+])
+def test_a_dose_the_conversation_never_gives_is_not_unclear(old: str, new: str) -> None:
+    assert found(judge(UNSAID_REC.replace(old, new), UNSAID_CONV)) == []
+
+
+def test_a_dose_the_conversation_gives_is_required() -> None:
+    conv = UNSAID_CONV.replace("还吃阿司匹林。", "还吃阿司匹林100毫克和氯吡格雷75毫克，每天各一次。")
+    rec = UNSAID_REC.replace("另服阿司匹林", "另服阿司匹林 口服；氯吡格雷75mg 每日1次 口服")
+    assert [(d.type, d.evidence) for j in judge(rec, conv).values() for d in j.deductions] == [
+        ("dose_unclear", "阿司匹林 口服"), ("usage_unclear", "阿司匹林 口服")]
+    # a dose said without its unit is a dose said (二甲双胍500，一天两次)
+    conv = UNSAID_CONV.replace("二甲双胍500毫克", "二甲双胍500")
+    rec = UNSAID_REC.replace("二甲双胍片500mg", "二甲双胍片")
+    assert found(judge(rec, conv)) == ["dose_unclear"]

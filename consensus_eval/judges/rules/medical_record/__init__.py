@@ -40,10 +40,13 @@ Checks and what they emit (``dimension.category.type``):
    numeral (``十几年``, ``10多年``) are not counted.
 5. Drug writing (standardization.drug_writing), per drug of :data:`lexicon.DRUGS` written in the record,
    looking at all its mentions: ``dose_unclear`` if no mention has a dose (number + mg/g/μg/U/IU/
-   单位/片/粒/支/ml), ``usage_unclear`` if no mention has both a frequency and a route (a dosage form
-   such as 片/胶囊 implies oral; ``打`` is not a route). Skipped: negated, allergy and family-history
-   mentions, drugs the record says were stopped (停用) or used once (曾), and treatment-mode phrases
-   (``予胰岛素治疗``). Bare ``胰岛素`` is skipped when the record also names a specific insulin.
+   单位/片/粒/支/ml) while the conversation gives the drug's dose, ``usage_unclear`` if no mention has
+   both a frequency and a route (a dosage form such as 片/胶囊 implies oral; ``打`` is not a route) while
+   the conversation gives its frequency or timing: the record cannot state what was not said (a drug
+   the patient stopped, named without its dose; a drug the conversation never names). Skipped: negated,
+   allergy and family-history mentions, drugs the record says were stopped (停用) or used once (曾), and
+   treatment-mode phrases (``予胰岛素治疗``). Bare ``胰岛素`` is skipped when the record also names a
+   specific insulin.
    ``drug_name_nonstandard``: a brand or short name (:data:`lexicon.BRAND_NAMES`, e.g. 诺和锐, 甘精), bare
    ``胰岛素`` while the conversation names the insulin, or a class word (降压药) standing for a drug the
    conversation names.

@@ -4,10 +4,13 @@ Drug writing (``standardization.drug_writing``), per drug of
 :data:`~consensus_eval.judges.rules.medical_record.lexicon.DRUGS` written in the record, looking at all
 its mentions: ``dose_unclear`` if no mention has a dose (number + mg/g/μg/U/IU/单位/片/粒/支/ml),
 ``usage_unclear`` if no mention has both a frequency and a route (a dosage form such as 片/胶囊 implies
-oral; ``打`` is not a route). Skipped: negated, allergy and family-history mentions, drugs the record
-says were stopped (停用) or used once (曾), and treatment-mode phrases (``予胰岛素治疗``). Bare ``胰岛素``
-is skipped when the record also names a specific insulin. ``drug_name_nonstandard``: a brand or short
-name (:data:`~consensus_eval.judges.rules.medical_record.lexicon.BRAND_NAMES`, e.g. 诺和锐, 甘精), bare
+oral; ``打`` is not a route); each only when the conversation gives that drug's dose (resp. its frequency
+or timing: :class:`_SaidOfDrugs`), since the record cannot state what was not said (a drug the patient
+stopped, named without its dose; a drug the conversation never names). Skipped: negated, allergy and
+family-history mentions, drugs the record says were stopped (停用) or used once (曾), and treatment-mode
+phrases (``予胰岛素治疗``). Bare ``胰岛素`` is skipped when the record also names a specific insulin.
+``drug_name_nonstandard``: a brand or short name
+(:data:`~consensus_eval.judges.rules.medical_record.lexicon.BRAND_NAMES`, e.g. 诺和锐, 甘精), bare
 ``胰岛素`` while the conversation names the insulin, or a class word (降压药) standing for a drug the
 conversation names.
 
@@ -46,6 +49,7 @@ from consensus_eval.judges.rules.medical_record.document import ConvDrug, Doc, R
 from consensus_eval.judges.rules.medical_record.findings import Finding
 from consensus_eval.judges.rules.medical_record.lexicon import CLASS_WORDS
 from consensus_eval.judges.rules.medical_record.medication import (
+    CONNECTOR_ONLY,
     DOSE,
     FORM_INJECTION,
     FORM_ORAL,
@@ -68,12 +72,16 @@ def check_drug_writing(doc: Doc) -> Iterator[Finding]:
             groups.setdefault(d.hit.generic, []).append(d)
     spans = [d.usage for d in drugs if not d.skip_writing]
     has_freq_in, has_route_in = _UsageSearch(doc.rec, FREQ, spans), _UsageSearch(doc.rec, ROUTE, spans)
-    for ds in groups.values():
+    said = _SaidOfDrugs(doc)
+    for generic, ds in groups.items():
         first = ds[0]
         evidence, ev_span = doc.drug_quote(first)
-        if not any(DOSE.search(doc.rec, *d.own) for d in ds):
+        gives_dose, gives_usage = said.of(generic, first.hit.parts)
+        if gives_dose and not any(DOSE.search(doc.rec, *d.own) for d in ds):
             yield Finding("dose_unclear", evidence, f"“{first.hit.surface}”未写明剂量（数值+单位）",
                           ("record", *ev_span))
+        if not gives_usage:
+            continue  # the record cannot state a frequency the conversation never gives
         has_freq = any(has_freq_in.found(*d.usage) for d in ds)
         has_route = any(has_route_in.found(*d.usage) or FORM_ORAL.match(doc.rec, d.hit.end)
                         or FORM_INJECTION.match(doc.rec, d.hit.end) for d in ds)
@@ -94,6 +102,60 @@ def check_drug_writing(doc: Doc) -> Iterator[Finding]:
                           f"病历仅写“胰岛素”，未写明种类（对话中为{'、'.join(conv_specific)}）",
                           ("record", h.start, h.end))
     yield from _class_word_findings(doc)
+
+
+#: a number that may be a dose said without its unit (二甲双胍500，一天两次): not a count, a time or a date
+_BARE_DOSE = re.compile(r"(?<![\d.])\d+(?:\.\d+)?(?![\d.])(?!\s*(?:次|回|年|月|周|星期|天|日|岁|点|号|%|小时|分|个|斤|"
+                        r"公斤|kg|mmol|/))")
+
+
+class _SaidOfDrugs:
+    """Whether the conversation gives each drug's dose and its frequency (or timing), around any of its
+    mentions: from the clause the name is in (or the previous drug's name) to the end of the mention's
+    window (:class:`~.document.ConvDrug`). A dose is a number and a unit, or a number the conversation does
+    not use as a count, a time or a measurement (``二甲双胍500，一天两次``); drugs joined by 和/、 share the
+    frequency after the last (``阿司匹林100毫克和氯吡格雷75毫克，每天各一次``). Found once per conversation, by
+    generic name: a combination's also gives its parts'; a mention of bare ``胰岛素`` gives every insulin's,
+    and a human insulin's every human insulin's."""
+
+    def __init__(self, doc: Doc) -> None:
+        self.by_generic: dict[str, tuple[bool, bool]] = {}
+        convs = doc.conv_drugs
+        next_usage = False  # of the next mention, for one joined to it (阿司匹林100毫克和氯吡格雷75毫克，每天各一次)
+        for i in range(len(convs) - 1, -1, -1):
+            c = convs[i]
+            ti = doc.turn_at(c.hit.start)
+            turn_start = doc.turns[ti].start if ti is not None else 0
+            lo = max(doc.cv_clauses.start(c.hit.start, turn_start), doc.cv_drug_end_before(c.hit.start))
+            spans = ((lo, c.hit.start), c.window)
+            dose = any(DOSE.search(doc.cv, a, b) for a, b in spans) or any(
+                not doc.in_measure_clause("conversation", m.start())
+                for a, b in spans for m in _BARE_DOSE.finditer(doc.cv, a, b))
+            usage = any(FREQ.search(doc.cv, a, b) for a, b in spans)
+            if i + 1 < len(convs) and c.window[1] == convs[i + 1].hit.start \
+                    and CONNECTOR_ONLY.match(doc.cv[c.window[0]:c.window[1]]):
+                usage = usage or next_usage
+            next_usage = usage
+            keys = [c.hit.generic, *c.hit.parts]
+            if c.hit.insulin:
+                keys.append("胰岛素*")  # some insulin
+                if _human_insulin(c.hit.generic):
+                    keys.append("人胰岛素*")
+            for k in keys:
+                d0, u0 = self.by_generic.get(k, (False, False))
+                self.by_generic[k] = (d0 or dose, u0 or usage)
+
+    def of(self, generic: str, parts: tuple[str, ...]) -> tuple[bool, bool]:
+        """(whether the conversation gives a dose, a frequency or timing) of the record's drug ``generic``."""
+        keys = [generic, *parts]
+        if drug_class(generic) == "胰岛素":
+            keys.append("胰岛素")  # the conversation's bare 胰岛素 stands for the record's insulin
+            if generic == "胰岛素":
+                keys.append("胰岛素*")
+            if _human_insulin(generic):
+                keys.append("人胰岛素*")
+        got = [self.by_generic.get(k, (False, False)) for k in keys]
+        return any(d for d, _ in got), any(u for _, u in got)
 
 
 class _UsageSearch:
