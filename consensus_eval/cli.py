@@ -288,9 +288,8 @@ def reliability(
     """Krippendorff's alpha with bootstrap CIs: of a run's judges (and a human), or of any ratings table;
     for a run also its validity against clinicians on the random spot check and the decision study
     (how many judges and runs are enough)."""
-    import json
-
     from consensus_eval.analysis import alpha as al
+    from consensus_eval.domain.writable import dumps_json  # NaN and Infinity written as null (JSON has neither)
 
     if ratings is not None:
         if level not in al.LEVELS:
@@ -298,7 +297,7 @@ def reliability(
         arr, raters, units = al.load_ratings(ratings, encoding, level=level)
         a = al.alpha_with_ci(arr, level, bootstrap, seed)
         if json_out:
-            print(json.dumps({**a.model_dump(), "raters": raters, "n_units_total": len(units)}, indent=2))
+            print(dumps_json({**a.model_dump(), "raters": raters, "n_units_total": len(units)}, indent=2))
         else:
             ci = f"  95% CI [{a.ci[0]:.3f}, {a.ci[1]:.3f}]" if a.ci else ""
             val = f"{a.value:.3f}" if a.value is not None else f"undefined ({a.reason})"
@@ -326,7 +325,7 @@ def reliability(
                                           isotonic=True)
     write_json(run_dir / "reliability.json", report.to_json())
     if json_out:
-        print(json.dumps(report.to_json(), ensure_ascii=False, indent=2))
+        print(dumps_json(report.to_json(), ensure_ascii=False, indent=2))
     else:
         from consensus_eval.output.report.i18n import default_lang, messages
         from consensus_eval.output.report.trust import trust_blocks
@@ -452,10 +451,9 @@ def compare(
     """B against A on the same cases: per dimension the mean paired change with its 95% CI, the cases that moved
     most, the deductions gained or lost per category. Calls no judge. With --fail-if, a CI gate: exit 5 and the
     reason when a condition holds, 0 otherwise."""
-    import json
-
     from consensus_eval import api
     from consensus_eval.analysis.compare import compare_runs, compare_systems, failed_conditions, parse_conditions
+    from consensus_eval.domain.writable import dumps_json
     from consensus_eval.output.report.i18n import default_lang, messages
     from consensus_eval.output.report.trust import comparison_block
     from consensus_eval.output.trust_console import print_block
@@ -478,7 +476,7 @@ def compare(
         comparison = compare_runs(a, b, str(run_a), str(run_b))
     reasons = failed_conditions(conditions, comparison)
     if json_out:
-        print(json.dumps({**comparison.model_dump(mode="json"), "failed": reasons}, ensure_ascii=False, indent=2))
+        print(dumps_json({**comparison.model_dump(mode="json"), "failed": reasons}, ensure_ascii=False, indent=2))
     else:
         print_block(out_console, comparison_block(comparison, a.rubric, messages(lang or default_lang(a.rubric))))
     for reason in reasons:

@@ -177,7 +177,8 @@ def krippendorff_alpha(data: np.ndarray | Sequence[Sequence[float | None]], leve
     if level == "nominal":
         do, de = _nominal(units, allv)
     elif level == "interval":
-        do, de = _interval_from(*(v.sum() for v in _interval_stats(arr)))
+        with np.errstate(over="ignore", invalid="ignore"):  # ratings of 1e300: checked just below, not warned
+            do, de = _interval_from(*(v.sum() for v in _interval_stats(arr)))
     elif level == "ordinal":
         do, de = _by_value(units, allv, _ordinal_delta(allv))
     else:
@@ -185,6 +186,9 @@ def krippendorff_alpha(data: np.ndarray | Sequence[Sequence[float | None]], leve
             raise InputError(f"the ratio level needs values >= 0, and {float(allv[allv < 0][0]):g} is negative "
                              "(use the interval level for values that can be negative)")
         do, de = _by_value(units, allv, _ratio_delta)
+    if not (math.isfinite(do) and math.isfinite(de)):
+        return Alpha(value=None, reason=f"not computable: the ratings reach {float(np.abs(allv).max()):.3g} and "
+                                        "their squared differences overflow a float; rescale them", **base)
     if de <= 0:
         return Alpha(value=None, reason="no expected disagreement", **base)
     return Alpha(value=float(1.0 - do / de), **base)
@@ -204,8 +208,8 @@ def bootstrap_ci(data: np.ndarray, level: Level = "interval", n_boot: int = 1000
     arr = arr[:, rated]
     picks, weights = _draw(seed, n_boot, arr.shape[1])
     if level == "interval":  # weighted sums of per-unit statistics: all resamples at once
-        do, de = _interval_from(*(weights() @ v for v in _interval_stats(arr)))
-        with np.errstate(invalid="ignore", divide="ignore"):
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+            do, de = _interval_from(*(weights() @ v for v in _interval_stats(arr)))
             boot = np.where(de > 0, 1.0 - do / de, np.nan)
         values = list(boot[~np.isnan(boot)])
     elif level == "ordinal" and (tables := _unit_pairs(arr)) is not None:

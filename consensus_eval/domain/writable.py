@@ -8,6 +8,7 @@
   too), a file of the store's journal, or one of a run's own outputs.
 - :func:`check_outputs`: the outputs a run will write are checked writable before any call is made
   (``score`` exits 2 only when nothing was called).
+- :func:`dumps_json`: JSON with ``null`` where a number is NaN or infinite (``json.dumps`` writes ``NaN``).
 
 In the domain layer, light on purpose (no analysis imported): the ``metrics`` commands use it.
 """
@@ -15,15 +16,18 @@ In the domain layer, light on purpose (no analysis imported): the ``metrics`` co
 from __future__ import annotations
 
 import errno
+import json
+import math
 import os
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from consensus_eval._errors import InputError
 
-__all__ = ["RUN_OUTPUTS", "STORE_NAME", "atomic_writer", "check_output_path", "check_outputs", "write_error"]
+__all__ = ["RUN_OUTPUTS", "STORE_NAME", "atomic_writer", "check_output_path", "check_outputs", "dumps_json", "finite",
+           "write_error"]
 
 STORE_NAME = "results.sqlite"  # = execution.store.STORE_NAME (not imported: the metrics commands start light)
 #: what SQLite keeps beside a store while it is open (the store's own journal)
@@ -32,6 +36,24 @@ STORE_COMPANIONS = tuple(STORE_NAME + s for s in ("-wal", "-shm", "-journal"))
 RUN_OUTPUTS = ("judgments.jsonl", "consensus.csv", "consensus.jsonl", "reliability.json", "report.md",
                "report.html", "leaderboard.json", "calibration.json", "suite.jsonl")
 _SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def finite(data: Any) -> Any:
+    """``data`` with every float that is not finite (NaN, Infinity) replaced by None, what JSON can hold: JSON has
+    no NaN, and ``json.dumps`` would write one anyway (a reader then fails on the file)."""
+    if isinstance(data, float):
+        return data if math.isfinite(data) else None
+    if isinstance(data, dict):
+        return {k: finite(v) for k, v in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [finite(v) for v in data]
+    return data
+
+
+def dumps_json(data: Any, **kwargs: Any) -> str:
+    """``json.dumps`` of :func:`finite` ``data``: strict JSON (``null`` where a number is not finite; the reason
+    is the caller's to give beside it, as ``Alpha.reason`` does)."""
+    return json.dumps(finite(data), allow_nan=False, **kwargs)
 
 
 def is_sqlite(path: Path) -> bool:

@@ -20,6 +20,7 @@ from consensus_eval._errors import InputError
 from consensus_eval._resources import resolve
 from consensus_eval.domain.terminal import SafeConsole, guarded
 from consensus_eval.domain.textio import loads_json, read_text
+from consensus_eval.domain.writable import dumps_json
 from consensus_eval.metrics import tcm
 
 EXIT_INPUT_ERROR = 2
@@ -685,6 +686,28 @@ def check_task_fields(task: str, pred: Source, gold: Source) -> None:
                 raise TcmInputError(
                     f"{gold.path}: field 'features': every key ({', '.join(sorted(keys))}) is a {other} "
                     f"feature, none a face feature (face_color, ...): are these the files of task {other!r}?")
+    _check_own_fields(task, pred, gold)
+
+
+def _check_own_fields(task: str, pred: Source, gold: Source) -> None:
+    """Refuse files that carry fields of other tasks and none that ``task`` reads besides ``syndromes`` (which
+    most tasks share): scored, only the shared field would count (``metrics tcm pulse`` on syndrome files
+    scored their syndromes alone and exited 0)."""
+    fields = {spec.name for spec in FAMILIES[task].fields}
+    own = fields - {_SYNDROMES.name}
+    present = {k for source in (pred, gold) for r in source.records.values() for k, v in r.data.items()
+               if v is not None}
+    if not own or present & own or not present & fields:  # none of its fields at all: "nothing to score" later
+        return
+    others = {name: {spec.name for spec in f.fields} for name, f in FAMILIES.items() if name != task}
+    foreign = sorted(present & set().union(*others.values()) - fields)
+    if not foreign:
+        return
+    tasks = [name for name, names in others.items() if names & set(foreign)]
+    raise TcmInputError(
+        f"{pred.path}, {gold.path}: no line has a field task {task!r} reads besides syndromes (expected "
+        f"{', '.join(sorted(own))}); the lines have {', '.join(foreign)}, fields of task(s) {', '.join(tasks)}: "
+        "are these the files of another task?")
 
 
 def evaluate_files(task: str, pred_path: Path, gold_path: Path, opts: Options) -> dict[str, Any]:
@@ -791,7 +814,7 @@ def tcm_command(
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(EXIT_INPUT_ERROR) from None
     if as_json:
-        typer.echo(json.dumps(summary, ensure_ascii=False, indent=2))
+        typer.echo(dumps_json(summary, ensure_ascii=False, indent=2))
     else:
         render_table(summary)
 

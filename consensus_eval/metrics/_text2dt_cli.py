@@ -4,7 +4,6 @@ Kept light: only the standard library, typer and (for the table) rich; never lit
 """
 
 import enum
-import json
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -12,7 +11,7 @@ import typer
 
 from consensus_eval._errors import InputError
 from consensus_eval.domain.terminal import SafeConsole, guarded
-from consensus_eval.domain.writable import atomic_writer, check_output_path
+from consensus_eval.domain.writable import atomic_writer, check_output_path, dumps_json
 from consensus_eval.metrics.text2dt import Text2DTResult, evaluate, load_trees
 
 EXIT_INPUT_ERROR = 2
@@ -80,7 +79,7 @@ def write_per_tree(result: Text2DTResult, path: Path) -> None:
     """Write one JSON object per tree pair: its counts, edit distance and edit operations (atomically)."""
     with atomic_writer(path) as handle:
         for row in result.per_tree or ():
-            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+            handle.write(dumps_json(row, ensure_ascii=False) + "\n")
 
 
 def text2dt_command(
@@ -112,7 +111,7 @@ def text2dt_command(
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(EXIT_INPUT_ERROR) from None
     if as_json:
-        typer.echo(json.dumps(result.as_dict(), ensure_ascii=False, indent=2))
+        typer.echo(dumps_json(result.as_dict(), ensure_ascii=False, indent=2))
     else:
         render_table(result)
 

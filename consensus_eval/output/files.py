@@ -25,7 +25,6 @@ deductions whose evidence was not found are listed with ``"dropped": true`` and 
 from __future__ import annotations
 
 import csv
-import json
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -59,6 +58,7 @@ from consensus_eval.domain.textio import formula_guard
 from consensus_eval.domain.writable import (
     atomic_writer as atomic_writer,  # re-exported: the outputs write with it
     check_output_path,
+    dumps_json,
     write_error,
 )
 from consensus_eval.execution.store import CallRecord
@@ -144,7 +144,7 @@ def write_judgments(path: Path, rubric: Rubric, records: Sequence[CallRecord],
     with atomic_writer(path) as f:
         for rec in records:
             row = judgment_row(rubric, rec, derived.get(rec.request_hash), grounding, drop=drop)
-            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+            f.write(dumps_json(row, ensure_ascii=False) + "\n")
 
 
 def write_consensus(folder: Path, rubric: Rubric, cases: Sequence[CaseConsensus]) -> None:
@@ -166,7 +166,7 @@ def write_consensus(folder: Path, rubric: Rubric, cases: Sequence[CaseConsensus]
 
 def write_json(path: Path, data: Any) -> None:
     with atomic_writer(path) as f:
-        json.dump(data, f, ensure_ascii=False, indent=2)
+        f.write(dumps_json(data, ensure_ascii=False, indent=2))
         f.write("\n")
 
 
