@@ -195,3 +195,46 @@ def test_a_dose_the_conversation_gives_is_required() -> None:
     conv = UNSAID_CONV.replace("二甲双胍500毫克", "二甲双胍500")
     rec = UNSAID_REC.replace("二甲双胍片500mg", "二甲双胍片")
     assert found(judge(rec, conv)) == ["dose_unclear"]
+
+
+# --------------------------------------------------------------------------- e. present illness parts
+
+NEW_CONV = """医生：您好，哪里不舒服？
+患者：这一个月老是口干，喝水多，人也瘦了4斤。
+医生：以前查过血糖吗？
+患者：没查过，今天第一次查。
+医生：今天空腹血糖11.2，糖化9.5%，可以诊断糖尿病。以前有高血压吗？
+患者：没有。
+医生：家里人有糖尿病吗？
+患者：我妈有。
+医生：抽烟喝酒吗？
+患者：不抽不喝。"""
+
+NEW_REC = "\n".join([
+    "主诉：口干、多饮1个月。",
+    "现病史：患者1个月来口干、多饮，体重下降2kg。3月12日查空腹血糖11.2mmol/L，HbA1c 9.5%，诊断为糖尿病。",
+    "既往史：否认高血压病史。",
+    "家族史：母亲患糖尿病。",
+    "个人史：否认吸烟、饮酒。"])
+
+
+@pytest.mark.parametrize("old, new", [
+    ("", ""), ("患者1个月来口干", "患者口干"), ("3月12日查", "本次查"), ("3月12日查", "目前查"),
+])
+def test_a_patient_diagnosed_at_this_visit(old: str, new: str) -> None:
+    # nothing treated yet: no treatment to record; the recent course in other words; complications never
+    # spoken of: nothing to record either
+    assert found(judge(NEW_REC.replace(old, new), NEW_CONV)) == []
+
+
+def test_present_illness_parts_the_conversation_gives_are_required() -> None:
+    conv = NEW_CONV.replace("没查过，今天第一次查。", "半年前查过，空腹7.8，一直控制饮食，没吃药。")
+    assert "pi_treatment_missing" in found(judge(NEW_REC, conv))
+    assert found(judge(NEW_REC.replace("诊断为糖尿病。", "诊断为糖尿病。半年前起饮食控制。"), conv)) == []
+    conv = NEW_CONV.replace("以前有高血压吗？", "有没有手脚麻、看东西模糊？\n患者：没有。\n医生：以前有高血压吗？")
+    assert found(judge(NEW_REC, conv)) == ["pi_complications_missing"]
+    rec = NEW_REC.replace("诊断为糖尿病。", "诊断为糖尿病。无肢体麻木、视物模糊。")
+    assert found(judge(rec, conv)) == []
+    # no recent words at all, while the conversation speaks of this month
+    rec = NEW_REC.replace("患者1个月来口干、多饮，体重下降2kg。3月12日查", "患者口干、多饮，体重下降2kg。查")
+    assert found(judge(rec, NEW_CONV)) == ["pi_recent_missing"]

@@ -17,7 +17,7 @@ Checks and what they emit (``dimension.category.type``):
    - sections out of order -> ``standardization.structure.order_error`` (once);
    - 主诉 missing -> ``cc_symptom_missing`` + ``cc_duration_missing`` (the whole category: neither a
      symptom nor a duration is written);
-   - 现病史 missing -> all four ``pi_*_missing`` types (the whole category);
+   - 现病史 missing -> the four ``pi_*_missing`` types the conversation gives (see check 10);
    - 既往史 missing -> the ``ph_*_missing`` types of the diseases the patient affirms in the
      conversation, or, if there are none, ``ph_important_missing`` once;
    - 家族史 missing -> ``fh_absent`` (it is a required section), with the conversation's family
@@ -133,11 +133,14 @@ Checks and what they emit (``dimension.category.type``):
 10. Past history: hypertension, dyslipidaemia, coronary disease the patient affirms that the record
    does not affirm anywhere outside 家族史 -> ``ph_hypertension_missing`` / ``ph_hyperlipidemia_missing``
    / ``ph_chd_missing``; stroke, gout, thyroid disease, COPD/asthma -> ``ph_other_missing``.
-   Present illness: no words of initial diagnosis, treatment, recent course or complications at all
-   -> the matching ``pi_*_missing``. Diagnosis: diabetes type in the record (1型/2型) that the
-   conversation never gives while it gives another -> ``diagnosis_error``; a complication stated in
-   the conversation (diabetic kidney disease / CKD, retinopathy, neuropathy, diabetic foot,
-   ketoacidosis) and absent from the record -> ``diagnosis_missing``.
+   Present illness: no words of initial diagnosis, treatment, recent course (also in other words:
+   ``3月12日``, ``本次``, ``1个月来``) or complications at all -> the matching ``pi_*_missing``, each only
+   when the conversation gives that part: a treatment (a drug in use, or one the patient affirms: not a
+   patient diagnosed at this visit), a recent course, complications spoken of either way. Diagnosis:
+   diabetes type in the record (1型/2型) that the conversation never gives while it gives another ->
+   ``diagnosis_error``; a complication stated in the conversation (diabetic kidney disease / CKD,
+   retinopathy, neuropathy, diabetic foot, ketoacidosis) and absent from the record ->
+   ``diagnosis_missing``.
 
 Conversation reading: turns are ``医生/患者/家属:`` lines (or the case's role list). The patient's own
 facts come from patient and family turns, clause by clause, skipping clauses about a relative or a

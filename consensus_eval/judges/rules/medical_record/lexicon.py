@@ -176,15 +176,32 @@ DIAGNOSES: tuple[tuple[str, str, str], ...] = (
     ("糖尿病酮症酸中毒", r"酮症酸中毒", r"酮症"),
 )
 
-#: present-illness parts: (deduction type, label, pattern of words that show the part is there)
+#: present-illness parts: (deduction type, label, pattern of words that show the part is there); see
+#: PRESENT_ILLNESS_SAID for what the conversation must say for a part to be required
 PRESENT_ILLNESS_PARTS: tuple[tuple[str, str, str], ...] = (
     ("pi_initial_diagnosis_missing", "初次诊断情况", r"诊断|确诊|诊为|发现|查出|体检|起病|发病|首次|初次|出现"),
     ("pi_treatment_missing", "治疗历程",
      r"治疗|服用|口服|注射|用药|服药|药物|胰岛素|饮食控制|控制饮食|运动|未予|予|加用|停用|调整|" + "|".join(DRUGS)),
     ("pi_recent_missing", "近期病情",
      (r"目前|现在|现为|现口服|现用|现血糖|近\d|近[一两二三四五六七八九十半几]|近期|近来|最近|本次|此次|今年|今日|今天|"
-      r"监测|自测|复查|就诊|来院|来诊|门诊|入院|仍|持续|加重|好转|控制不佳|控制欠佳|控制可|控制尚可|控制良好|波动")),
+      r"监测|自测|复查|就诊|来院|来诊|门诊|入院|仍|持续|加重|好转|控制不佳|控制欠佳|控制可|控制尚可|控制良好|波动|"
+      r"近日|当前|刻下|这次|本月|上周|昨日|昨天|今晨|(?<![出发表体实再呈])现(?![病史])|"
+      r"\d{1,2}\s*月\s*\d{1,2}\s*日|\d{1,2}\s*月份|(?:19|20)\d\d\s*年\s*\d{1,2}\s*月|"
+      r"[\d一二两三四五六七八九十半]+\s*(?:天|日|周|星期|个月|月)(?:以来|来|前)")),
     ("pi_complications_missing", "并发症情况",
      (r"并发症|视物模糊|视力|眼底|视网膜|白内障|麻木|疼痛|感觉|蛋白|泡沫尿|肾|神经|足|水肿|心悸|胸闷|跛行|皮肤|"
       r"伤口|溃疡|酮症|低血糖|心脑血管")),
 )
+
+#: what in the conversation shows that it gives a present-illness part (the record cannot be asked for
+#: what was not said): a treatment the patient affirms (besides a drug in use), a recent course spoken of
+#: (by anyone: today's values are the visit's), complications spoken of either way (有没有手脚麻？没有)
+PRESENT_ILLNESS_SAID: dict[str, str] = {
+    "pi_treatment_missing": (r"吃药|服药|用药|吃[^,;。]{0,6}药|打针|打胰岛素|治疗|控制饮食|饮食控制|管住嘴|少吃|节食|"
+                             r"运动|锻炼|降糖药|胰岛素"),
+    "pi_recent_missing": (r"最近|近来|近期|这段时间|这阵子|这些天|这几天|这两天|现在|目前|今天|今日|今早|这次|这回|"
+                          r"近\s*\d|近[一二两三四五六七八九十半几数]|这(?:一|两|几|半)?个?(?:月|周|星期|年)|上周|上个月|"
+                          r"前几天|前两天|[\d一二两三四五六七八九十半]+\s*(?:天|周|个?月)(?:以)?来"),
+    "pi_complications_missing": (r"并发症|麻|模糊|看不清|视力|眼底|眼睛|视网膜|白内障|疼|痛|蛋白|泡沫|肾|神经|脚|足|肿|"
+                                 r"心慌|心悸|胸闷|伤口|溃疡|酮症|低血糖|心脏|中风|脑梗"),
+}
