@@ -238,3 +238,52 @@ def test_present_illness_parts_the_conversation_gives_are_required() -> None:
     # no recent words at all, while the conversation speaks of this month
     rec = NEW_REC.replace("患者1个月来口干、多饮，体重下降2kg。3月12日查", "患者口干、多饮，体重下降2kg。查")
     assert found(judge(rec, NEW_CONV)) == ["pi_recent_missing"]
+
+
+# --------------------------------------------------------------------------- f. a timing belongs to its drug
+
+LIST_CONV = """医生：现在吃什么药？
+患者：二甲双胍一次500毫克，一天两次，早晚饭后吃。血压吃氨氯地平，一次5毫克，早上吃一片；还吃阿托伐他汀20毫克，晚上睡前吃。
+医生：糖尿病多久了？
+患者：5年。
+医生：空腹多少？
+患者：空腹7.2。
+医生：有没有手脚麻？
+患者：没有。
+医生：家里人有糖尿病吗？
+患者：没有。
+医生：抽烟吗？
+患者：不抽。"""
+
+LIST = "二甲双胍片500mg bid 早晚餐后、氨氯地平片5mg qd 晨服、阿托伐他汀钙片20mg qn 睡前"
+LIST_REC = "\n".join([
+    "主诉：血糖升高5年。",
+    f"现病史：患者5年前诊断2型糖尿病，现口服{LIST}。空腹血糖7.2mmol/L。无肢体麻木。",
+    "既往史：高血压病史。",
+    "家族史：否认糖尿病家族史。",
+    "个人史：否认吸烟。"])
+
+
+@pytest.mark.parametrize("written", [
+    LIST,
+    "氨氯地平片5mg 每日1次 晨服、阿托伐他汀钙片20mg 每日1次 睡前；二甲双胍片500mg bid 早晚餐后",
+    "氨氯地平片5mg qd（早晨）、阿托伐他汀钙片20mg qn（睡前）、二甲双胍片500mg bid（早晚餐后）",
+    "二甲双胍片500mg 每日2次 早晚餐后，晨服氨氯地平片5mg 每日1次，睡前阿托伐他汀钙片20mg 每日1次",
+    "二甲双胍片500mg bid 早晚餐后 氨氯地平片5mg qd 早上 阿托伐他汀钙片20mg qn 睡前",
+])
+def test_a_timing_belongs_to_the_drug_it_follows(written: str) -> None:
+    assert found(judge(LIST_REC.replace(LIST, written), LIST_CONV)) == []
+
+
+@pytest.mark.parametrize("said", [
+    "早上吃氨氯地平5毫克，二甲双胍500毫克一天两次早晚饭后，阿托伐他汀20毫克睡前。",
+    "氨氯地平5毫克早上吃 二甲双胍500毫克一天两次早晚饭后吃 阿托伐他汀20毫克睡前吃",
+])
+def test_a_timing_belongs_to_its_drug_in_the_conversation(said: str) -> None:
+    conv = LIST_CONV.replace(LIST_CONV.split("\n")[1][3:], said)
+    assert found(judge(LIST_REC, conv)) == []
+
+
+def test_a_timing_put_on_the_wrong_drug_is_still_found() -> None:
+    rec = LIST_REC.replace("氨氯地平片5mg qd 晨服", "氨氯地平片5mg qd 睡前")
+    assert deductions(judge(rec, LIST_CONV)) == [("usage_error", "对话中氨氯地平于早上使用，病历记为睡前")]

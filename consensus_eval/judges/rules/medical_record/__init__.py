@@ -89,9 +89,13 @@ Checks and what they emit (``dimension.category.type``):
    set of (time of day, meal) points (睡前: bedtime; 早餐前: morning before a meal; 餐后: after any meal;
    随餐/第一口饭: with a meal; 晚上: evening or bedtime; 餐前即刻: before or with a meal ...), and the
    record's phrases for the drug allowing none of the conversation's is the error (睡前 ↔ 早餐前/晚餐前/
-   餐后, 随餐 ↔ 餐后). Phrases are read around each mention (from the previous drug on, up to the next
-   drug's clause; in the conversation the rest of the turn, or, when that has none, the next turns of
-   its window), not in a clause holding a measurement (``饭后两小时13``).
+   餐后, 随餐 ↔ 餐后; 晨服 is morning, 晚服 evening). A timing belongs to the drug it follows in its
+   clause or parenthesis, not to a neighbour: phrases are read after each mention up to the next drug's
+   text, and before it only after a separator (、，；（）) that follows the previous drug (``…早晚餐后、
+   睡前阿托伐他汀``), or from the clause start; a drug joined by 、/和 to the next with no timing of its own
+   takes the next one's (``二甲双胍、阿卡波糖 餐后口服``); in the conversation also the rest of the turn,
+   or, when that has none, the next turns of its window; never in a clause holding a measurement
+   (``饭后两小时13``).
    Durations (年/月/周/天, ``N年前``, 半年 = 6 months, 一年半, 去年 ...; not a gestational age such as
    ``孕28周``, ``孕24+3周``) stand for a window: a range (``七八年``, ``十四五天``, ``5-6年``) from end to end,
    ``3年多`` 3 to 4 years, ``十多年``/``20余年`` up to the next ten. Those of the record whose window meets

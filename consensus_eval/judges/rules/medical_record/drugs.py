@@ -34,10 +34,13 @@ accepted) -> ``dose_error``. Frequency per day that differs (每日2次 vs 一�
 is a timing that contradicts the conversation's for the same drug: each timing phrase
 (:data:`~consensus_eval.judges.rules.medical_record.medication.TIMING_PHRASES`) allows a set of (time of
 day, meal) points, and the record's phrases allowing none of the conversation's is the error (睡前 ↔
-早餐前/晚餐前/餐后, 随餐 ↔ 餐后; 晚上 and 睡前, 早上 and 早餐前, 餐前即刻 and 餐时 agree). Phrases are read
-around each mention: from the previous drug on, up to the next drug's clause; in the conversation the
-rest of the turn, or, when that has none, the next turns of its window; never in a clause holding a
-measurement (``饭后两小时13``).
+早餐前/晚餐前/餐后, 随餐 ↔ 餐后; 晚上 and 睡前, 早上 and 早餐前, 餐前即刻 and 餐时 agree). A timing belongs to
+the drug it follows in its clause or parenthesis, not to a neighbour (``氨氯地平5mg qd 晨服、阿托伐他汀20mg
+qn 睡前``: 睡前 is not the amlodipine's): phrases are read after each mention up to the next drug's text,
+and before it only after a separator following the previous drug (:func:`_lead_in`: ``…、睡前阿托伐他汀``)
+or from its clause start; a drug joined to the next with no timing of its own takes the next one's; in
+the conversation also the rest of the turn, or, when that has none, the next turns of its window; never
+in a clause holding a measurement (``饭后两小时13``).
 """
 
 from __future__ import annotations
@@ -371,23 +374,43 @@ def _usage_errors(doc: Doc, rds: list[RecDrug], conv_text: str, cws: list[ConvDr
 _Points = frozenset[tuple[str, str]]
 
 
+#: what separates a drug's text from the next drug's in a list (the texts are normalized: ，；（） are ,;())
+_LIST_SEPARATORS = frozenset("、,;。\n():")
+
+
+def _lead_in(text: str, clause_start: int, prev_end: int, start: int) -> int:
+    """Where the text that belongs to the drug named at ``start`` begins before its name: its clause's start
+    when no drug comes before it in the clause; else after the last separator (、，；（）：) following the
+    previous drug's name (``…早晚餐后、睡前阿托伐他汀``: 睡前 is the statin's), and nowhere (``start``) without
+    one (``二甲双胍500mg 早晚餐后 阿卡波糖``: 早晚餐后 follows 二甲双胍 and is its)."""
+    if prev_end <= clause_start:
+        return clause_start
+    for i in range(start - 1, prev_end - 1, -1):
+        if text[i] in _LIST_SEPARATORS:
+            return i + 1
+    return start
+
+
 def _record_timing(doc: Doc) -> dict[int, tuple[_Points, list[str]]]:
-    """The timing of each record drug mention (by its start): the phrases from the previous drug on, up
-    to the next drug (not into its clause: 早餐前门冬…，睡前甘精…: 睡前 is 甘精's), and, for drugs joined by
-    、/和/及, those of the next drug's usage (二甲双胍、阿卡波糖 餐后口服), found from the last back so a
-    long list is read once."""
+    """The timing of each record drug mention (by its start): the phrases after its name up to the next
+    drug's text (not into its clause: 早餐前门冬…，睡前甘精…: 睡前 is 甘精's; nor into what leads in to it:
+    ``氨氯地平5mg 晨服、睡前阿托伐他汀``), those that lead in to its name (:func:`_lead_in`), and, for a drug
+    joined by 、/和/及 to the next with no timing of its own, those of the next drug (二甲双胍、阿卡波糖
+    餐后口服), found from the last back so a long list is read once. A timing belongs to the drug it
+    follows, not to a neighbour (``氨氯地平5mg 晨服、阿托伐他汀20mg 睡前``: 睡前 is not the amlodipine's)."""
     out: dict[int, tuple[_Points, list[str]]] = {}
     ms = doc.rec_drug_mentions
+    leads = [_lead_in(doc.rec, d.usage[0], doc.rec_drug_end_before(d.hit.start), d.hit.start) for d in ms]
     for i in range(len(ms) - 1, -1, -1):
         d = ms[i]
-        prefix = max(d.usage[0], doc.rec_drug_end_before(d.hit.start))
         end = d.own[1]
-        if end < doc.rec_sentences.stop(d.hit.start):
-            end = doc.rec_clauses.start(end, d.hit.end)
-        points, words = _timing(doc, "record", [(prefix, d.hit.start), (d.hit.end, end)])
-        if d.usage[1] > d.own[1] and i + 1 < len(ms):  # joined: the next drug's usage is this one's too
-            more_points, more_words = out[ms[i + 1].hit.start]
-            points, words = points | more_points, list(dict.fromkeys(words + more_words))
+        if end < doc.rec_sentences.stop(d.hit.start):  # the next drug is in this sentence
+            nxt = doc.rec_clauses.start(end, d.hit.end)
+            # in a later clause: up to that clause; in this one: up to what leads in to it
+            end = nxt if nxt > d.hit.end or i + 1 == len(ms) else leads[i + 1]
+        points, words = _timing(doc, "record", [(leads[i], d.hit.start), (d.hit.end, end)])
+        if not points and d.usage[1] > d.own[1] and i + 1 < len(ms):  # joined: the next drug's usage
+            points, words = out[ms[i + 1].hit.start]
         out[d.hit.start] = (points, words)
     return out
 
@@ -415,10 +438,13 @@ def _conversation_timing(doc: Doc, cws: list[ConvDrug]) -> tuple[_Points, list[s
     for c in cws:
         ti = doc.turn_at(c.hit.start)
         turn_start, turn_end = (doc.turns[ti].start, doc.turns[ti].end) if ti is not None else (0, c.window[1])
-        prefix = max(doc.cv_clauses.start(c.hit.start, turn_start), doc.cv_drug_end_before(c.hit.start))
+        clause_start = doc.cv_clauses.start(c.hit.start, turn_start)
+        prefix = _lead_in(doc.cv, clause_start, doc.cv_drug_end_before(c.hit.start), c.hit.start)
         end = min(c.window[1], turn_end)
-        if end < turn_end:  # the next drug is in this turn: up to its clause (早上打门冬，晚上打甘精)
-            end = doc.cv_clauses.start(end, c.hit.end)
+        if end < turn_end:  # the next drug is in this turn: up to its clause (早上打门冬，晚上打甘精), not
+            # into what leads in to it (氨氯地平5毫克早上吃、睡前吃阿托伐他汀)
+            nxt = doc.cv_clauses.start(end, c.hit.end)
+            end = nxt if nxt > c.hit.end else _lead_in(doc.cv, clause_start, c.hit.end, end)
         own += [(prefix, c.hit.start), (c.window[0], end)]
         if c.window[1] > turn_end:
             later.append((turn_end, c.window[1]))
