@@ -60,9 +60,7 @@ from instructor.core import (
     ResponseParsingError,
     ValidationError as InstructorValidationError,
 )
-from instructor.processing import handle_response_model
-from instructor.processing.response import process_response
-from instructor.v2.core.response_model import prepare_response_model
+from instructor.processing import handle_response_model, process_response
 
 from consensus_eval._errors import format_validation_error
 from consensus_eval.domain.cases import Case
@@ -324,15 +322,14 @@ class LLMJudge:
 
         instructor wraps a plain model in a new ``ResponseSchema`` subclass on every call, and its
         schema cache is keyed by class, so each call rebuilt the class and its JSON schema. Given
-        the already-wrapped class, instructor keeps it (and the cached schema) as is.
+        the already-wrapped class (``instructor.response_schema``, public: what instructor itself does to a
+        plain pydantic model), instructor keeps it (and the cached schema) as is.
         """
         key = CASE if self.per_case is not None else dimension_id
         model = self._models.get(key)
         if model is None:
             plain = case_response_model(self.rubric) if key == CASE else response_model(self.rubric, key)
-            prepared = prepare_response_model(plain)  # checks both classes
-            assert prepared is not None  # None only for a None model; instructor's signature does not say so
-            model = self._models[key] = prepared
+            model = self._models[key] = instructor.response_schema(plain)
         return model
 
     async def check(self) -> tuple[bool, str]:
