@@ -287,3 +287,45 @@ def test_a_timing_belongs_to_its_drug_in_the_conversation(said: str) -> None:
 def test_a_timing_put_on_the_wrong_drug_is_still_found() -> None:
     rec = LIST_REC.replace("氨氯地平片5mg qd 晨服", "氨氯地平片5mg qd 睡前")
     assert deductions(judge(rec, LIST_CONV)) == [("usage_error", "对话中氨氯地平于早上使用，病历记为睡前")]
+
+
+# --------------------------------------------------------------------------- g. a frequency is no time
+
+RATE_CONV = """医生：糖尿病多久了？
+患者：5年了，5年前体检查出来的，一直吃二甲双胍，每天吃两次。上周又加了阿卡波糖，每天三次，每次一片。
+医生：胰岛素呢？
+患者：上个月开始打的甘精，每天打一针，每次10个单位，睡前打。
+医生：最近血糖怎么样？
+患者：近2周空腹7点多。
+医生：有没有手脚麻？
+患者：没有。
+医生：家里人有糖尿病吗？
+患者：没有。
+医生：抽烟吗？
+患者：不抽。"""
+
+RATE_REC = "\n".join([
+    "主诉：血糖升高5年。",
+    "现病史：患者5年前体检诊断2型糖尿病，予二甲双胍片500mg 一天吃两次 餐后口服。"
+    "1周前加用阿卡波糖片50mg 每日3次 随餐嚼服。目前甘精胰岛素10U 一天打一针 睡前皮下注射。"
+    "近2周空腹血糖7点多。无肢体麻木。",
+    "既往史：否认高血压病史。",
+    "家族史：否认糖尿病家族史。",
+    "个人史：否认吸烟。"])
+
+
+def test_a_frequency_is_no_time_of_events() -> None:
+    # 一天吃两次 / 一天打一针 were read as "one day ago": two time errors and an order error (二甲双胍 after
+    # 阿卡波糖) on a correct record
+    assert found(judge(RATE_REC, RATE_CONV)) == []
+
+
+@pytest.mark.parametrize("text, read", [
+    ("一天吃一次", []), ("一天打一针", []), ("一日三餐", []), ("一天两三次", []), ("三天打一次", []),
+    ("一周打一针", []), ("3个月查一次糖化", []), ("每3个月复查", []), ("半年查一次眼底", []),
+    ("近3个月2次低血糖", ["3个月"]), ("3年前打一针", ["3年"]), ("吃了一年,一天一次", ["一年"]), ("2年了", ["2年"]),
+])
+def test_rates_are_not_durations(text: str, read: list[str]) -> None:
+    from consensus_eval.judges.rules.medical_record.quantities import durations
+
+    assert [d.text for d in durations(text)] == read

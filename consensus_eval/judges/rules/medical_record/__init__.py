@@ -97,7 +97,8 @@ Checks and what they emit (``dimension.category.type``):
    or, when that has none, the next turns of its window; never in a clause holding a measurement
    (``饭后两小时13``).
    Durations (年/月/周/天, ``N年前``, 半年 = 6 months, 一年半, 去年 ...; not a gestational age such as
-   ``孕28周``, ``孕24+3周``) stand for a window: a range (``七八年``, ``十四五天``, ``5-6年``) from end to end,
+   ``孕28周``, ``孕24+3周``, nor the period of a rate: ``一天吃两次``, ``一天打一针``, ``3个月查一次``,
+   ``每3个月``) stand for a window: a range (``七八年``, ``十四五天``, ``5-6年``) from end to end,
    ``3年多`` 3 to 4 years, ``十多年``/``20余年`` up to the next ten. Those of the record whose window meets
    no window of the same base (months or days) in the conversation, nor within a tenth one of the other
    base in days (``半月`` and ``十四五天``) -> ``timeline.time_error``; skipped

@@ -14,7 +14,8 @@ written with a unit, as a value of each kind measured in that unit, and :class:`
 time-point words (今天/本次 now, 去年/N年前 before).
 
 Durations are ``N年/月/周/天`` (and ``N年前``, ``去年``, ``上个月`` ...), in months or days; calendar
-dates (2019年, 3月5日), frequencies (1日3次) and gestational ages (``孕28周``, ``孕24+3周``, ``妊娠24周3天``,
+dates (2019年, 3月5日), frequencies and rates (1日3次, 一天吃两次, 一天打一针, 一日三餐, 三天打一次,
+3个月查一次, 每3个月; not 近3个月2次低血糖, a span) and gestational ages (``孕28周``, ``孕24+3周``, ``妊娠24周3天``,
 ``怀孕7个月``: how far a pregnancy is, not how long ago or how long something lasted) are not durations.
 """
 
@@ -379,6 +380,11 @@ _NUM = r"(?:\d+(?:\.\d+)?|[一二两三四五六七八九十]+)"
 GESTATIONAL_AGE = re.compile(
     rf"(?:孕|妊娠|怀孕|停经|孕龄|胎龄)(?:期|了|已|约|第|到|至)?\s*{_NUM}\s*"
     rf"(?:(?:\+|加|又|零)\s*{_NUM}\s*)?(?:周|星期|个?月)(?:\s*(?:\+|加|又|零)?\s*{_NUM}\s*天)?")
+#: a count of doses or times after a period (一天吃两次, 一天打一针, 一日三餐, 3个月查一次): the period is a rate's
+_RATE_AFTER = re.compile(r"[^\d,;。、\n前后了过来内间里]{0,3}?(?P<n>\d+|[一两二三四五六七八九十]{1,2})\s*"
+                         r"(?:次|回|顿|针|片|粒|支|袋|颗|餐|个单位|单位|U|u|IU|mg|毫克|g|克)")
+#: words that make a period before a count a span of time (近3个月2次低血糖: two lows in the last 3 months)
+_SPAN_BEFORE = re.compile(r"(?:近|最近|过去|这|前|头)$")
 _FREQUENCY_AFTER = re.compile(r"\s*(?:\d+|[一两二三四五六])\s*(?:次|片|粒|针)")
 _MONTH_DAY_AFTER = re.compile(r"\s*(?:\d|份)")
 
@@ -411,6 +417,12 @@ def durations(text: str, lo: int = 0, hi: int | None = None) -> list[Duration]:
             continue
         if unit in ("日", "天", "周") and _FREQUENCY_AFTER.match(text, m.end()):
             continue  # 1日3次: a frequency
+        if m.start() > lo and text[m.start() - 1] == "每":
+            continue  # 每3个月, 每周: a period of something repeated, no time
+        rate = _RATE_AFTER.match(text, m.end())
+        if rate and (num in ("一", "1") or rate.group("n") in ("一", "1")) \
+                and not _SPAN_BEFORE.search(text, max(lo, m.start() - 2), m.start()):
+            continue  # 一天吃一次, 一天打一针, 一日三餐, 三天打一次, 3个月查一次: a frequency, not one day ago
         if unit == "月" and "个" not in mid and not post and _MONTH_DAY_AFTER.match(text, m.end()):
             continue
         base, factor = {"年": ("m", 12), "月": ("m", 1), "周": ("d", 7), "星期": ("d", 7), "天": ("d", 1),
