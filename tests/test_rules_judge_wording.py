@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from consensus_eval.domain.judgment import Judgment
-from tests.test_rules_judge import found, judge
+from tests.test_rules_judge import RECORD, found, judge
 
 
 def deductions(js: dict[str, Judgment]) -> list[tuple[str, str]]:
@@ -329,3 +329,24 @@ def test_rates_are_not_durations(text: str, read: list[str]) -> None:
     from consensus_eval.judges.rules.medical_record.quantities import durations
 
     assert [d.text for d in durations(text)] == read
+
+
+# --------------------------------------------------------------------------- h. abbreviations of frequency
+
+
+@pytest.mark.parametrize("written", [
+    "二甲双胍片 500mg bid", "二甲双胍缓释片 500mg bid 餐后", "二甲双胍(500mg/片) 1片 bid 餐后", "二甲双胍 0.5g×1片 bid",
+    "二甲双胍 500mg 1片 每日2次", "盐酸二甲双胍片 0.5g BID", "二甲双胍肠溶胶囊 0.5g bid", "二甲双胍片 0.5g b.i.d.",
+    "二甲双胍 0.5g bid po", "二甲双胍 0.5g b.i.d. p.o.",
+])
+def test_an_abbreviated_frequency_with_a_dosage_form_is_complete_usage(written: str) -> None:
+    assert found(judge(RECORD.replace("二甲双胍片500mg 每日2次 餐后口服", written))) == []
+
+
+def test_an_abbreviated_frequency_without_form_or_route_lacks_the_route() -> None:
+    # the rubric asks 药名 + 剂量 + 频率 + 方式: "500mg bid" gives no route (nor a form that implies one)
+    js = judge(RECORD.replace("二甲双胍片500mg 每日2次 餐后口服", "二甲双胍 500mg bid"))
+    assert deductions(js) == [("usage_unclear", "“二甲双胍”未写明给药途径")]
+    # the frequency of an abbreviation is read (q.d. is once a day: the conversation says twice)
+    js = judge(RECORD.replace("二甲双胍片500mg 每日2次 餐后口服", "二甲双胍片 500mg q.d."))
+    assert [t for t, _ in deductions(js)] == ["usage_error"]

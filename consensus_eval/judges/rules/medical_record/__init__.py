@@ -41,7 +41,10 @@ Checks and what they emit (``dimension.category.type``):
 5. Drug writing (standardization.drug_writing), per drug of :data:`lexicon.DRUGS` written in the record,
    looking at all its mentions: ``dose_unclear`` if no mention has a dose (number + mg/g/μg/U/IU/
    单位/片/粒/支/ml) while the conversation gives the drug's dose, ``usage_unclear`` if no mention has
-   both a frequency and a route (a dosage form such as 片/胶囊 implies oral; ``打`` is not a route) while
+   both a frequency (每日2次, 2次/日, qd/bid/tid/qn/qw, b.i.d. ...) and a route (口服, 皮下注射, po, ih
+   ...; a dosage form such as 片/缓释片/胶囊, after the name or in the drug's own text of its clause:
+   ``(500mg/片) 1片 bid``, implies oral; ``打`` is not a route; with only ``500mg bid`` and no form the
+   route is missing, as the rubric asks 药名+剂量+频率+方式) while
    the conversation gives its frequency or timing: the record cannot state what was not said (a drug
    the patient stopped, named without its dose; a drug the conversation never names). Skipped: negated,
    allergy and family-history mentions, drugs the record says were stopped (停用) or used once (曾), and

@@ -3,13 +3,15 @@
 Drug writing (``standardization.drug_writing``), per drug of
 :data:`~consensus_eval.judges.rules.medical_record.lexicon.DRUGS` written in the record, looking at all
 its mentions: ``dose_unclear`` if no mention has a dose (number + mg/g/μg/U/IU/单位/片/粒/支/ml),
-``usage_unclear`` if no mention has both a frequency and a route (a dosage form such as 片/胶囊 implies
-oral; ``打`` is not a route); each only when the conversation gives that drug's dose (resp. its frequency
-or timing: :class:`_SaidOfDrugs`), since the record cannot state what was not said (a drug the patient
-stopped, named without its dose; a drug the conversation never names). Skipped: negated, allergy and
-family-history mentions, drugs the record says were stopped (停用) or used once (曾), and treatment-mode
-phrases (``予胰岛素治疗``). Bare ``胰岛素`` is skipped when the record also names a specific insulin.
-``drug_name_nonstandard``: a brand or short name
+``usage_unclear`` if no mention has both a frequency (qd/bid/tid/qn/qw and their dotted forms b.i.d.
+count) and a route (a dosage form such as 片/缓释片/胶囊, after the name or in the drug's own text of its
+clause, implies oral: :func:`_form_written`; ``打`` is not a route; ``500mg bid`` alone lacks the route,
+which the rubric asks for: 药名+剂量+频率+方式); each only when the conversation gives that drug's dose
+(resp. its frequency or timing: :class:`_SaidOfDrugs`), since the record cannot state what was not said (a
+drug the patient stopped, named without its dose; a drug the conversation never names). Skipped: negated,
+allergy and family-history mentions, drugs the record says were stopped (停用) or used once (曾), and
+treatment-mode phrases (``予胰岛素治疗``). Bare ``胰岛素`` is skipped when the record also names a specific
+insulin. ``drug_name_nonstandard``: a brand or short name
 (:data:`~consensus_eval.judges.rules.medical_record.lexicon.BRAND_NAMES`, e.g. 诺和锐, 甘精), bare
 ``胰岛素`` while the conversation names the insulin, or a class word (降压药) standing for a drug the
 conversation names.
@@ -86,8 +88,7 @@ def check_drug_writing(doc: Doc) -> Iterator[Finding]:
         if not gives_usage:
             continue  # the record cannot state a frequency the conversation never gives
         has_freq = any(has_freq_in.found(*d.usage) for d in ds)
-        has_route = any(has_route_in.found(*d.usage) or FORM_ORAL.match(doc.rec, d.hit.end)
-                        or FORM_INJECTION.match(doc.rec, d.hit.end) for d in ds)
+        has_route = any(has_route_in.found(*d.usage) or _form_written(doc, d) for d in ds)
         missing = [w for w, ok in (("用药频率", has_freq), ("给药途径", has_route)) if not ok]
         if missing:
             yield Finding("usage_unclear", evidence, f"“{first.hit.surface}”未写明{'、'.join(missing)}",
@@ -110,6 +111,16 @@ def check_drug_writing(doc: Doc) -> Iterator[Finding]:
 #: a number that may be a dose said without its unit (二甲双胍500，一天两次): not a count, a time or a date
 _BARE_DOSE = re.compile(r"(?<![\d.])\d+(?:\.\d+)?(?![\d.])(?!\s*(?:次|回|年|月|周|星期|天|日|岁|点|号|%|小时|分|个|斤|"
                         r"公斤|kg|mmol|/))")
+
+
+def _form_written(doc: Doc, d: RecDrug) -> bool:
+    """Whether the record writes a dosage form that implies the route for the mention ``d``: right after the
+    name (二甲双胍缓释片, 甘精胰岛素注射液) or elsewhere in its own text of its clause (``二甲双胍(500mg/片)
+    1片 bid``, ``阿卡波糖 50mg×1片 tid``): tablets, capsules, granules are taken by mouth."""
+    if FORM_ORAL.match(doc.rec, d.hit.end) or FORM_INJECTION.match(doc.rec, d.hit.end):
+        return True
+    end = min(d.own[1], doc.rec_clauses.stop(d.hit.end))
+    return bool(FORM_ORAL.search(doc.rec, d.hit.end, end))
 
 
 class _SaidOfDrugs:

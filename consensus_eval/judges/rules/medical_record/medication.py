@@ -36,7 +36,7 @@ NEG_USE_LONGEST = 6
 NOT_USAGE = re.compile(DRUG_RE.pattern + r"|[、及和与]|片|胶囊")
 _TREATMENT_MODE_CHARS = 9  # TREATMENT_MODE consumes at most 9 non-blank characters (皮下注射 等 药物 治疗)
 CONNECTOR_ONLY = re.compile(r"^[^,;。]*?[、及和与/+]\s*$")
-FORM_ORAL = re.compile(r"(?:钙|钠|钾|盐酸|酒石酸|琥珀酸)?(?:缓释片|控释片|肠溶片|分散片|咀嚼片|片|胶囊|颗粒|滴丸)")
+FORM_ORAL = re.compile(r"(?:钙|钠|钾|盐酸|酒石酸|琥珀酸)?(?:缓释|控释|肠溶|分散|咀嚼|口崩|泡腾)?(?:片|胶囊|颗粒|滴丸)")
 FORM_INJECTION = re.compile(r"(?:注射液|注射笔|笔)")
 # A number starts where its run of digits or numerals starts (see quantities.DURATION): no match of
 # these ends in such a run, so nothing else is lost, and a long run is not rescanned from each digit.
@@ -52,19 +52,20 @@ _DOSE_UNITS = {"mg": ("mass", 1.0), "毫克": ("mass", 1.0), "μg": ("mass", 0.0
 _COUNT = r"(?:\d+\s*(?:-|~|～|到|至)\s*)?\d+|[一两二三四五六]{1,2}"
 FREQ = re.compile(rf"(?:每|一)\s*(?:日|天)[^\d一两二三四五六,;。]{{0,4}}?(?:{_COUNT})\s*(?:次|回|顿|针)|"
                   rf"(?:(?<!\d)(?:{_COUNT}))\s*次\s*/\s*(?:日|天|d)|"
-                  r"(?<![A-Za-z])(?:qd|bid|tid|qid|qn|qm|qod|qw|biw|prn|st|q\d+h)(?![A-Za-z])|"
+                  r"(?<![A-Za-z.])(?:q\.?d|b\.?i\.?d|t\.?i\.?d|q\.?i\.?d|q\.?n|q\.?m|q\.?o\.?d|q\.?w|biw|prn|st|"
+                  r"q\d+h)\.?(?![A-Za-z])|"
                   r"每晚|每早|每晨|睡前|睡觉前|早晚|早中晚|三餐前|三餐时|三餐后|餐前|餐后|餐时|随餐|饭前|饭后|每餐|每顿|"
                   r"早餐前|晚餐前|早餐后|晚餐后|午餐前|每周\s*(?:\d+|[一两二三])\s*次|"
                   r"晨起|晨服|早服|晚服|早上|晚上|中午|随第一口饭", re.I)
 _FREQ_COUNT = re.compile(rf"(?:每|一)\s*(?:日|天)[^\d一两二三四五六,;。]{{0,4}}?"
                          rf"(?P<n>{_COUNT})\s*(?:次|回|针)|"
                          rf"(?P<n2>(?<!\d)(?:{_COUNT}))\s*次\s*/\s*(?:日|天|d)|"
-                         r"(?<![A-Za-z])(?P<abbr>qd|bid|tid|qid|qn|qm)(?![A-Za-z])|"
+                         r"(?<![A-Za-z.])(?P<abbr>q\.?d|b\.?i\.?d|t\.?i\.?d|q\.?i\.?d|q\.?n|q\.?m)\.?(?![A-Za-z])|"
                          r"(?P<word>早中晚|三餐前|三餐时|三餐后|早晚)", re.I)
 _FREQ_WORDS = {"qd": 1, "bid": 2, "tid": 3, "qid": 4, "qn": 1, "qm": 1, "早中晚": 3, "三餐前": 3, "三餐时": 3,
                "三餐后": 3, "早晚": 2}
 ROUTE = re.compile(r"口服|服用|服药|嚼服|嚼碎|含服|舌下|皮下注射|皮下|注射|静脉|静滴|静推|肌注|肌内注射|泵入|吸入|外用|"
-                   r"(?<![A-Za-z])(?:po|ih|iv|im)(?![A-Za-z])", re.I)
+                   r"(?<![A-Za-z.])(?:p\.?o|i\.?h|i\.?v|i\.?m)\.?(?![A-Za-z])", re.I)
 # --- timing: when in the day a drug is taken, as the set of (time, meal) points a phrase allows
 # times: 早 (morning), 午 (noon), 晚 (evening), 睡 (bedtime); meals: 前 (before), 后 (after), 随 (with), 无 (none)
 _MEAL_TIMES = ("早", "午", "晚")
@@ -96,10 +97,11 @@ TIMING_PHRASES: dict[str, frozenset[tuple[str, str]]] = {
     **dict.fromkeys(("三餐后", "每餐后", "饭后", "餐后", "进餐后", "吃饭后", "吃完饭"), _points("早午晚", "后")),
     **dict.fromkeys(("随餐", "餐时", "餐中", "进餐时", "三餐时", "吃饭时", "吃饭的时候", "饭中", "第一口饭",
                      "和饭一起", "跟饭一起"), _points("早午晚", "随")),
-    **dict.fromkeys(("早上", "早晨", "清晨", "晨起", "每早", "每晨", "早起", "晨服", "早服", "晨顿服", "qm", "QM"),
+    **dict.fromkeys(("早上", "早晨", "清晨", "晨起", "每早", "每晨", "早起", "晨服", "早服", "晨顿服", "qm", "QM",
+                     "q.m.", "Q.M."),
                     _points("早", "前后随无")),
     "中午": _points("午", "前后随无"),
-    **dict.fromkeys(("晚上", "每晚", "夜间", "晚间", "晚服", "夜服", "qn", "QN"), _EVENING_OR_BED),
+    **dict.fromkeys(("晚上", "每晚", "夜间", "晚间", "晚服", "夜服", "qn", "QN", "q.n.", "Q.N."), _EVENING_OR_BED),
     "早晚": _points("早晚", "前后随无") | _points("睡", "无"),
     **dict.fromkeys(("早中晚", "三餐", "每餐", "每顿"), _points("早午晚", "前后随无")),
 }
@@ -193,7 +195,7 @@ def freq_counts(text: str) -> set[int]:
                 lo, hi = int(vs[0] or 0), int(vs[-1] or 0)
                 out.update(range(lo, hi + 1) if lo <= hi else (lo, hi))
         else:
-            out.add(_FREQ_WORDS[(m.group("abbr") or m.group("word")).lower()])
+            out.add(_FREQ_WORDS[(m.group("abbr") or m.group("word")).lower().replace(".", "")])
     return out
 
 

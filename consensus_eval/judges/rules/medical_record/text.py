@@ -2,7 +2,8 @@
 
 Normalisation (:func:`norm`) maps full-width ASCII to half-width one character for one, so offsets
 found in the normalised text quote the original. Clauses end at ``，,；;。!?``, a line end, a full stop
-that is not a decimal point or a run of spaces (not at ``、``); sentences do not end at commas.
+that is not a decimal point nor the dot of an abbreviation (after a letter, before a letter or a blank:
+``b.i.d. p.o.``) or a run of spaces (not at ``、``); sentences do not end at commas.
 :func:`bounds` defines the clause (or sentence) around a position; :class:`Boundaries` answers the same
 from the delimiters found once per text, so that finding the clause of every mention stays linear.
 
@@ -27,8 +28,10 @@ def norm(text: str) -> str:
     return text.translate(_FULLWIDTH)
 
 
-CLAUSE_END = re.compile(r"[,;。!?\n]|\.(?!\d)|[ \t]{2,}")
-SENTENCE_END = re.compile(r"[;。!?\n]|\.(?!\d)")
+# a full stop ends a clause unless it is a decimal point (0.5) or the dot of an abbreviation: after a letter,
+# before a letter or a blank (b.i.d. p.o.)
+CLAUSE_END = re.compile(r"[,;。!?\n]|(?<![A-Za-z])\.(?!\d)|\.(?![\dA-Za-z ])|[ \t]{2,}")
+SENTENCE_END = re.compile(r"[;。!?\n]|(?<![A-Za-z])\.(?!\d)|\.(?![\dA-Za-z ])")
 
 
 def bounds(text: str, pos: int, end_re: re.Pattern[str], lo: int = 0, hi: int | None = None) -> tuple[int, int]:
@@ -50,9 +53,9 @@ class Boundaries:
 
     :meth:`bounds` answers what :func:`bounds` does, in O(log n) by bisection. Scanning a window
     ``text[lo:hi]`` finds the delimiters of the whole text, except at the window's edges: a ``.``
-    just before the edge ends a piece even when a digit follows beyond it (``\\.(?!\\d)`` sees the
-    end of the window), and a run of blanks across an edge is cut there (a delimiter only if two
-    blanks or more stay inside).
+    just before the edge ends a piece even when a digit, a letter or a blank follows beyond it (the
+    lookaheads see the end of the window), and a run of blanks across an edge is cut there (a delimiter only
+    if two blanks or more stay inside).
     """
 
     __slots__ = ("_ends", "_starts", "text")
