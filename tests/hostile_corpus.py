@@ -656,10 +656,9 @@ def json_depth_family() -> Family:
                         check=no_calls("out")),
                 Hostile(f"depth-suite-{tag}",
                         ("calibrate", "-c", "{d}/c.yaml", "--suite", "{d}/suite.jsonl", "--dry-run"),
-                        # the suite reader (domain/calibration/suite.py) does not limit depth itself yet: the CLI's
-                        # net refuses it clearly, without the file name
+                        # the suite reader refuses it like every JSON reader: file, line, how deep
                         files={"c.yaml": RULES, "suite.jsonl": v + "\n"},
-                        expect=("{d}/suite.jsonl",) if depth < 1000 else ("nested too deeply",)),
+                        expect=("{d}/suite.jsonl:1", "nested deeper than")),
             ]
     # the positive side: a meta nested a few levels is fine
     out.append(Hostile("depth-ok-cases-meta-20", ("score", "{d}/cases.jsonl", "--dry-run"),

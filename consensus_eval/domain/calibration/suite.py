@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from consensus_eval._errors import InputError, format_validation_error
 from consensus_eval.domain.cases import Case
 from consensus_eval.domain.rubric import Rubric
+from consensus_eval.domain.textio import loads_json
 
 SpanSource = Literal["record", "conversation"]
 
@@ -159,7 +160,7 @@ def load_suite(path: str | Path, rubric: Rubric) -> list[SuiteCase]:
         if not text.strip():
             continue
         try:
-            data = json.loads(text)
+            data = loads_json(text)  # refuses a value nested over 100 deep, a lone surrogate
         except json.JSONDecodeError as e:
             errors.append(f"{where}: not valid JSON: {e.msg} at column {e.colno}")
             continue
