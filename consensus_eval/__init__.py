@@ -1,6 +1,6 @@
 """consensus-eval: score cases with a panel of judges and report how far to trust the result.
 
-The public API (see README, "Python API")::
+The public API (see docs/api.md)::
 
     from consensus_eval import evaluate, load_run
     results = evaluate("examples/cases.jsonl", "configs/default.yaml", out="out/example")
