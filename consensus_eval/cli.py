@@ -361,6 +361,8 @@ def audit(
     redraw: Annotated[bool, typer.Option(
         help="With --spot-check: replace a different spot check already drawn (refused once any of its cases "
              "has a reviewer's score).")] = False,
+    lang: Annotated[str | None, typer.Option(
+        "--lang", help="Language of the printed queue: zh | en (default: en).")] = None,
 ) -> None:
     """The review queue: "N cases need review", the top cases with why, each judge's deductions side
     by side. Calls no judge.
@@ -388,7 +390,10 @@ def audit(
         return
     results = api.load_run(run_dir, replies=False)
     audits = results.audit
-    print_audit(out_console, review_queue(audits, len(results.judges)), top, results.judge_quality)
+    from consensus_eval.output.report.i18n import messages
+
+    t = messages(lang) if lang is not None else None
+    print_audit(out_console, review_queue(audits, len(results.judges)), top, results.judge_quality, t)
     if export is not None:
         path = write_adjudication_csv(export, audits[:top] if top > 0 else audits, judges=results.judges,
                                       review=results.review, reviewer=reviewer, rubric=results.rubric,

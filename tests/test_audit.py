@@ -311,3 +311,24 @@ def test_audit_never_calls_a_judge(panel_dir, monkeypatch):
 
     monkeypatch.setattr(judges, "build_judge", boom)
     assert [a.case_id for a in load_run(panel_dir).audit] == EXPECTED_ORDER
+
+
+def test_the_audit_console_in_chinese(tmp_path):
+    """`audit --lang zh` prints the queue, its legend, the totals and the drill-down in Chinese (issue 22: the
+    audit console was English only); English stays the default."""
+    from typer.testing import CliRunner
+
+    from consensus_eval.cli import app
+    from tests.conftest import ROOT
+
+    out = tmp_path / "run"
+    r = CliRunner().invoke(app, ["score", str(ROOT / "examples" / "cases.jsonl"), "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    zh = CliRunner().invoke(app, ["audit", str(out), "--top", "2", "--lang", "zh"])
+    assert zh.exit_code == 0, zh.output
+    text = " ".join(zh.output.split())
+    for words in ("个病例需要复核（共 16 例）", "风险最高的病例", "需要复核的原因", "失败和无结论的病例在前",
+                  "评审质量", "需要复核：", "满分 40"):
+        assert words in text, words
+    en = CliRunner().invoke(app, ["audit", str(out), "--top", "2"])
+    assert "need review (of 16)" in " ".join(en.output.split()) and "Highest-risk cases" in en.output

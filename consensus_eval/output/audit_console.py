@@ -20,7 +20,6 @@ from rich.text import Text
 
 from consensus_eval.analysis.audit import (
     DEFAULT_TOP,
-    ORDER_NOTE,
     CaseAudit,
     DimensionAudit,
     DrillItem,
@@ -32,13 +31,14 @@ from consensus_eval.analysis.audit import (
 from consensus_eval.analysis.intervals import Proportion
 from consensus_eval.analysis.judge_quality import JudgeQuality
 from consensus_eval.output.files import fmt_num
+from consensus_eval.output.report.i18n import Messages, messages
 
-#: readers' names of the reason codes, for the totals line
-REASON_NAMES = {
-    "failed": "failed", "inconclusive": "inconclusive", "incomplete": "incomplete",
-    "spread": "totals spread", "star_gap": "star gap", "low_score": "low score (one judge)",
-    "fixed_penalty": "fixed penalty (one judge)", "ungrounded": "evidence not found",
-}
+#: the language of the console when a caller names none
+EN = "en"
+
+
+def _t(t: Messages | None) -> Messages:
+    return t if t is not None else messages(EN)
 
 
 def as_queue(cases: ReviewQueue | Sequence[CaseAudit]) -> ReviewQueue:
@@ -51,151 +51,170 @@ def as_queue(cases: ReviewQueue | Sequence[CaseAudit]) -> ReviewQueue:
 
 
 def print_audit(console: Console, cases: ReviewQueue | Sequence[CaseAudit], top: int = DEFAULT_TOP,
-                quality: Mapping[str, JudgeQuality] | None = None) -> None:
+                quality: Mapping[str, JudgeQuality] | None = None, t: Messages | None = None) -> None:
     """The `audit` command: headline, the first ``top`` cases of the queue (0: all), the totals, the
     judges' quality (``quality``: ``Results.judge_quality``, when given), then the drill-down of each
-    case shown."""
+    case shown; in the language of ``t`` (English by default)."""
+    t = _t(t)
     queue = as_queue(cases)
     shown = queue.top(top)
-    print_queue(console, queue, top)
+    print_queue(console, queue, top, t)
     if quality:
-        console.print(judge_quality_table(quality))
+        console.print(judge_quality_table(quality, t))
     for a in shown:
         console.print()
-        console.rule(Text(f"#{a.rank} {a.case_id}  {a.status}  {queue.score_name} {_one(a.score(queue.mode))}"))
+        console.rule(Text(f"#{a.rank} {a.case_id}  {t('status_' + a.status)}  {_score_name(queue, t)} "
+                          f"{_one(a.score(queue.mode))}"))
         if a.reasons:
-            console.print(Text("needs review: " + "; ".join(r.text for r in a.reasons), style="bold"))
+            why = "; ".join(r.text for r in a.reasons) if t.lang == EN else \
+                "; ".join(dict.fromkeys(t("reason_" + r.code) for r in a.reasons))
+            console.print(Text(t("con_needs_review") + why, style="bold"))
         if a.status == "failed":
-            _print_failures(console, a)
+            _print_failures(console, a, t)
             continue
         shown_dims = [dim for dim in a.dimensions if not dim.quiet]
         for dim in shown_dims:
-            console.print(dimension_table(dim))
+            console.print(dimension_table(dim, t))
         if not shown_dims:
-            console.print(Text("  no judge deducted anything; every judge gave full marks", style="dim"))
-        _print_singletons(console, a)
-        _print_mismatches(console, a.mismatch_runs)
+            console.print(Text(t("con_no_deduction_any"), style="dim"))
+        _print_singletons(console, a, t)
+        _print_mismatches(console, a.mismatch_runs, t)
 
 
-def print_queue(console: Console, cases: ReviewQueue | Sequence[CaseAudit], top: int = DEFAULT_TOP) -> None:
+def _score_name(queue: ReviewQueue, t: Messages) -> str:
+    return queue.score_name if t.lang == EN else t("col_" + queue.mode)
+
+
+def headline(queue: ReviewQueue, t: Messages | None = None) -> str:
+    """``"N cases need review"`` in the language of ``t``."""
+    t = _t(t)
+    n = queue.n_needs_review
+    return t("con_headline_none") if n == 0 else t("con_headline_one") if n == 1 else t("n_need_review", n=n)
+
+
+def print_queue(console: Console, cases: ReviewQueue | Sequence[CaseAudit], top: int = DEFAULT_TOP,
+                t: Messages | None = None) -> None:
     """"N cases need review", the queue's first ``top`` rows (0: all) and the totals: what `score` and
-    `audit` print instead of one row per case."""
+    `audit` print instead of one row per case; in the language of ``t`` (English by default)."""
+    t = _t(t)
     queue = as_queue(cases)
-    console.print(Text(f"{queue.headline} (of {queue.n_cases})", style="bold"))
+    console.print(Text(t("con_headline_of", headline=headline(queue, t), n=queue.n_cases), style="bold"))
     shown = queue.top(top)
     if shown:
-        console.print(queue_table(queue, shown))
-    console.print(Text(totals_line(queue), style="dim"))
+        console.print(queue_table(queue, shown, t))
+    console.print(Text(totals_line(queue, t), style="dim"))
     if shown:
-        console.print(Text(LEGEND[queue.mode], style="dim"))
-    console.print(Text(f"{queue.formula}; {ORDER_NOTE}", style="dim"))
+        console.print(Text(t("con_legend_" + queue.mode), style="dim"))
+    formula = queue.formula if t.lang == EN else t("formula_" + queue.mode)
+    console.print(Text(f"{formula}; {t('con_order_note')}", style="dim"))
 
 
-#: the reasons' names in the queue table's narrow "why" column
-REASON_SHORT = {
-    "failed": "failed", "inconclusive": "inconclusive", "incomplete": "incomplete", "spread": "spread",
-    "star_gap": "stars", "low_score": "low score", "fixed_penalty": "penalty", "ungrounded": "not found",
-}
-#: what the queue table's columns mean, printed under it
-LEGEND = {
-    "disagreement": ("spread %: the judges' scores apart, as a share of each dimension's max (mean over the "
-                     "dimensions); star gap: stars apart per dimension (mean); solo %: share of deductions only "
-                     "one judge made"),
-    "risk": ("lost %: share of each dimension's max lost (mean); penalty %: runs with a fixed penalty; "
-             "not found %: deductions whose evidence was not found in the case"),
-}
-
-
-def queue_table(queue: ReviewQueue, shown: list[CaseAudit]) -> Table:
+def queue_table(queue: ReviewQueue, shown: list[CaseAudit], t: Messages | None = None) -> Table:
     """One row per case shown: rank, case, the queue's score (its name is in the title) and its
-    parts (:data:`LEGEND`), the panel total (one decimal), and why (the reasons' short names,
-    :data:`REASON_SHORT`, the status first when a case has no verdict; their full words are in `audit`'s
-    drill-down and the reports)."""
-    more = f"top {len(shown)} of {queue.n_cases}" if len(shown) < queue.n_cases else f"all {queue.n_cases}"
-    t = Table(title=f"{queue.title}, by {queue.score_name} ({more} cases)")
+    parts (explained by the legend under it), the panel total (one decimal), and why (the reasons' short
+    names, the status first when a case has no verdict; their full words are in `audit`'s drill-down and
+    the reports)."""
+    t = _t(t)
+    more = t("con_top", k=len(shown), n=queue.n_cases) if len(shown) < queue.n_cases else t("con_all", n=queue.n_cases)
+    title = queue.title if t.lang == EN else t("con_title_" + queue.mode)
+    tb = Table(title=t("con_table_title", title=title, score=_score_name(queue, t), more=more))
     risk = queue.mode == "risk"
-    parts = ("lost %", "penalty %", "not found %") if risk else ("spread %", "star gap", "solo %")
-    for col in ("#", "case", "score", *parts, "total"):
-        t.add_column(col, justify="left" if col == "case" else "right", no_wrap=col == "case", overflow="fold")
-    t.add_column("why")
+    parts = ("con_col_lost", "con_col_penalty", "con_col_not_found") if risk else \
+        ("con_col_spread", "con_col_star_gap", "con_col_solo")
+    cols = ["#", t("col_case"), t("con_col_score"), *(t(p) for p in parts), t("col_total")]
+    for i, col in enumerate(cols):
+        tb.add_column(col, justify="left" if i == 1 else "right", no_wrap=i == 1, overflow="fold")
+    tb.add_column(t("col_why"))
     for a in shown:
         values = ((_pct(a.lost_share), _pct(a.penalty_share), _pct(a.ungrounded_share)) if risk
                   else (_pct(a.spread_share), _one(a.star_gap_mean), _pct(a.singleton_share)))
-        why = ", ".join(dict.fromkeys(REASON_SHORT.get(r.code, r.code) for r in a.reasons)) or "-"
-        t.add_row(str(a.rank), Text(a.case_id), _one(a.score(queue.mode)), *values, _one(a.total), Text(why))
-    return t
+        why = ", ".join(dict.fromkeys(_text(t, "con_why_", r.code) for r in a.reasons)) or "-"
+        tb.add_row(str(a.rank), Text(a.case_id), _one(a.score(queue.mode)), *values, _one(a.total), Text(why))
+    return tb
 
 
-def totals_line(queue: ReviewQueue) -> str:
+def _text(t: Messages, prefix: str, code: str) -> str:
+    """``t(prefix + code)``, or the code itself for a code the catalogue does not know."""
+    key = prefix + code
+    return t(key) if key in t.texts else code
+
+
+def totals_line(queue: ReviewQueue, t: Messages | None = None) -> str:
     """Cases per status and cases per review reason, in one line."""
-    status = ", ".join(f"{n} {s}" for s, n in queue.by_status.items())
-    reasons = ", ".join(f"{REASON_NAMES.get(c, c)} {n}" for c, n in queue.by_reason.items())
-    return f"{queue.n_cases} cases: {status}" + (f"; needing review by reason: {reasons}" if reasons else "")
+    t = _t(t)
+    status = ", ".join(f"{n} {_text(t, 'status_', s)}" for s, n in queue.by_status.items())
+    reasons = ", ".join(f"{_text(t, 'con_reason_', c)} {n}" for c, n in queue.by_reason.items())
+    line = t("con_totals", n=queue.n_cases, status=status)
+    return line + (t("con_totals_reasons", reasons=reasons) if reasons else "")
 
 
-def judge_quality_table(quality: Mapping[str, JudgeQuality]) -> Table:
+def judge_quality_table(quality: Mapping[str, JudgeQuality], t: Messages | None = None) -> Table:
     """Facts about each judge, not about any case: its deductions whose evidence was not found in the
     case, and its runs whose claimed score differs from the score derived from its own deductions, each
     as a share with its 95% Wilson interval (:mod:`consensus_eval.analysis.judge_quality`)."""
-    t = Table(title="Judge quality (95% Wilson intervals)")
-    for col in ("judge", "ok runs", "deductions", "evidence not found", "claimed ≠ derived"):
-        t.add_column(col, justify="left" if col == "judge" else "right")
+    t = _t(t)
+    tb = Table(title=t("con_quality_title"))
+    for i, col in enumerate((t("col_judge"), t("con_q_ok_runs"), t("col_deductions"), t("con_q_not_found"),
+                             t("col_mismatch"))):
+        tb.add_column(col, justify="left" if i == 0 else "right")
     for name, q in quality.items():
-        t.add_row(Text(name), str(q.ok_runs), str(q.deductions), _share(q.ungrounded, "deductions"),
-                  _share(q.claim_mismatch, "runs that claimed a score"))
-    return t
+        tb.add_row(Text(name), str(q.ok_runs), str(q.deductions), _share(q.ungrounded, t("con_q_of_deductions"), t),
+                   _share(q.claim_mismatch, t("con_q_of_runs"), t))
+    return tb
 
 
-def _share(p: Proportion, of: str) -> str:
+def _share(p: Proportion, of: str, t: Messages) -> str:
     """``"12% [8-17%] (6 of 50 deductions)"``; ``"- (no ...)"`` when there was nothing to count."""
     if p.value is None or p.low is None or p.high is None:
-        return f"- (no {of})"
-    return f"{100 * p.value:.0f}% [{100 * p.low:.0f}-{100 * p.high:.0f}%] ({p.k} of {p.n} {of})"
+        return t("con_q_none", of=of)
+    return t("con_q_share", value=f"{100 * p.value:.0f}", low=f"{100 * p.low:.0f}", high=f"{100 * p.high:.0f}",
+             k=p.k, n=p.n, of=of)
 
 
-def dimension_table(dim: DimensionAudit) -> Table:
+def dimension_table(dim: DimensionAudit, t: Messages | None = None) -> Table:
     """The judges of one dimension side by side: one column per judge, its drill-down in the cell."""
-    panel = _num1(dim.panel_score)
-    t = Table(title=Text(f"{dim.name} ({dim.dimension}, /{fmt_num(dim.max)}; panel {panel}, star gap {dim.star_gap})"),
-              show_lines=True, expand=len(dim.judges) > 1)
+    t = _t(t)
+    tb = Table(title=Text(t("con_dim_title", name=dim.name, dimension=dim.dimension, max=fmt_num(dim.max),
+                            panel=_num1(dim.panel_score), gap=dim.star_gap)),
+               show_lines=True, expand=len(dim.judges) > 1)
     for v in dim.judges:
         head = f"{v.judge}\n{_num1(v.score)}" + (f" ({v.stars}★)" if v.stars else "")
-        t.add_column(Text(head))
-    t.add_row(*(_judge_cell(v) for v in dim.judges))
-    return t
+        tb.add_column(Text(head))
+    tb.add_row(*(_judge_cell(v, t) for v in dim.judges))
+    return tb
 
 
-def _judge_cell(v: JudgeView) -> Group | Text:
+def _judge_cell(v: JudgeView, t: Messages) -> Group | Text:
     if not v.runs_ok:
-        return Text("failed: " + "; ".join(v.errors), style="red")
+        return Text(t("con_failed") + "; ".join(v.errors), style="red")
     if not v.deductions:
-        return Text("(no deduction)", style="dim")
+        return Text(t("con_no_deduction"), style="dim")
     parts: list[Text] = []
     for g in v.drill_down():
         if g.label:
             parts.append(Text(g.label, style="underline"))
-        parts.extend(_item_text(item) for item in g.items)
+        parts.extend(_item_text(item, t) for item in g.items)
     if v.runs_failed:
-        parts.append(Text(f"{v.runs_failed} run(s) failed: " + "; ".join(dict.fromkeys(v.errors)), style="red"))
+        parts.append(Text(t("con_runs_failed", n=v.runs_failed) + "; ".join(dict.fromkeys(v.errors)), style="red"))
     return Group(*parts)
 
 
-def _item_text(item: DrillItem) -> Text:
+def _item_text(item: DrillItem, tr: Messages) -> Text:
     d = item.deduction
     t = Text()
     t.append(f"{d.category} / {d.type} -{fmt_num(d.points)}", style="bold")
     if item.runs_label:
         t.append(f" {item.runs_label}")
     if item.applied_once:
-        t.append(f" (listed {item.times_listed}x, applied once)", style="magenta")
+        t.append(tr("con_listed_once", n=item.times_listed), style="magenta")
     elif item.times_listed > 1:
-        t.append(f" (listed {item.times_listed}x in a run)")
+        t.append(tr("con_listed", n=item.times_listed))
     if d.singleton:
-        t.append("  [only this judge]", style="yellow")
+        t.append(tr("con_only_this"), style="yellow")
     elif d.match == "category":
-        t.append("  [same category only]", style="cyan")
+        t.append(tr("con_same_category"), style="cyan")
     if any(o.ungrounded for o in item.occurrences):
-        t.append("  [not found in the case]", style="red")
+        t.append(tr("con_not_found"), style="red")
     if d.evidence:
         t.append(f"\n  «{d.evidence}»")
     if d.reason:
@@ -203,31 +222,31 @@ def _item_text(item: DrillItem) -> Text:
     return t
 
 
-def _print_failures(console: Console, a: CaseAudit) -> None:
+def _print_failures(console: Console, a: CaseAudit, t: Messages) -> None:
     """A case no judge answered: one line per judge with its distinct errors."""
     for judge, errors in a.errors_by_judge().items():
-        console.print(Text(f"  {judge}: failed: " + "; ".join(errors), style="red"))
+        console.print(Text(f"  {judge}: {t('con_failed')}" + "; ".join(errors), style="red"))
 
 
-def _print_singletons(console: Console, a: CaseAudit) -> None:
+def _print_singletons(console: Console, a: CaseAudit, t: Messages) -> None:
     singles = list({(d.judge, d.dimension, d.type_id, d.evidence): d for d in a.singleton_deductions()}.values())
     if not singles:
         return
-    console.print(Text("Only one judge deducted (singletons):", style="bold"))
+    console.print(Text(t("con_singletons"), style="bold"))
     for d in singles:
         console.print(Text(f"  {d.judge}: {d.dimension} / {d.category} / {d.type} -{fmt_num(d.points)}"
                            + (f"  «{d.evidence}»" if d.evidence else "")))
 
 
-def _print_mismatches(console: Console, mismatches: list[Mismatch]) -> None:
+def _print_mismatches(console: Console, mismatches: list[Mismatch], t: Messages) -> None:
     if not mismatches:
         return
-    console.print(Text("Claimed vs derived (a fact about the judge, not counted in the case's score):",
-                       style="dim"))
+    console.print(Text(t("con_claimed_heading"), style="dim"))
     for m in mismatches:
         claimed = f"{fmt_num(m.claimed_score) or '-'}/{m.claimed_stars if m.claimed_stars is not None else '-'}★"
-        console.print(Text(f"  {m.judge} run {m.run + 1}, {m.dimension_name} ({m.dimension}): claimed {claimed}, "
-                           f"derived {fmt_num(m.derived_score)}/{m.derived_stars}★", style="dim"))
+        console.print(Text(t("con_claimed_line", judge=m.judge, run=m.run + 1, dimension_name=m.dimension_name,
+                             dimension=m.dimension, claimed=claimed, derived=fmt_num(m.derived_score),
+                             stars=m.derived_stars), style="dim"))
 
 
 def _pct(x: float | None) -> str:
