@@ -45,7 +45,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -92,11 +92,11 @@ class Hostile:
 
     name: str
     args: tuple[str, ...]
-    files: dict[str, str | bytes] = field(default_factory=dict)
+    files: Mapping[str, str | bytes] = field(default_factory=dict)
     exit: int = 2
     expect: tuple[str, ...] = ()
     absent: tuple[str, ...] = ()
-    setup: Callable[[Path], None] | None = None
+    setup: Callable[[Path], object] | None = None
     check: Check | None = None
     #: run as a separate process (cost bounded by ``timeout`` and :data:`SUBPROCESS_MEMORY`)
     proc: bool = False
@@ -204,7 +204,7 @@ def remember(*relative: str) -> Callable[[Path], None]:
     return setup
 
 
-def chain(*steps: Callable[[Path], None] | None) -> Callable[[Path], None]:
+def chain(*steps: Callable[[Path], object] | None) -> Callable[[Path], None]:
     def setup(d: Path) -> None:
         for s in steps:
             if s is not None:
@@ -401,7 +401,7 @@ def outputs_family() -> Family:
         out.append(Hostile(f"out-audit-export-{companion.split('-')[-1]}",
                            ("audit", "{run}", "--export", "{run}/" + companion),
                            expect=(companion, "store"), setup=remember("run/results.sqlite"),
-                           check=lambda d, o, c=companion: (store_whole(d, o), _assert_absent(d / "run" / c)),
+                           check=all_checks(store_whole, absent_file("run/" + companion)),
                            item=1))
     for own in ("judgments.jsonl", "consensus.csv", "consensus.jsonl", "reliability.json", "report.md",
                 "report.html"):
@@ -423,7 +423,7 @@ def outputs_family() -> Family:
         out.append(Hostile(f"out-score-{own.replace('.', '-')}-is-a-folder",
                            ("score", "{d}/cases.jsonl", "--out", "{d}/out"),
                            files={"cases.jsonl": jl(case(id="c1"), case(id="c2"))},
-                           setup=lambda d, o=own: (d / "out" / o).mkdir(parents=True),
+                           setup=folder_at("out/" + own),
                            expect=("{d}/out/" + own, "folder"), check=no_calls("out"), item=1))
     def calibration_and_folder(d: Path) -> None:
         cli(d, "calibrate", "--sample", "2", "--out", "{d}/cal")
@@ -441,11 +441,10 @@ def outputs_family() -> Family:
     out.append(Hostile("out-export-parent-is-a-file", ("audit", "{run}", "--export", "{run}/report.md/x.csv"),
                        expect=("{run}/report.md", "file"), item=1))
     out.append(Hostile("out-reliability-json-is-a-folder", ("reliability", "{run}", "--bootstrap", "0"),
-                       setup=lambda d: (os.remove(d / "run" / "reliability.json"),
-                                        (d / "run" / "reliability.json").mkdir()),
+                       setup=folder_at("run/reliability.json"),
                        expect=("{run}/reliability.json", "folder"), item=1))
     out.append(Hostile("out-report-md-is-a-folder", ("report", "{run}"),
-                       setup=lambda d: (os.remove(d / "run" / "report.md"), (d / "run" / "report.md").mkdir()),
+                       setup=folder_at("run/report.md"),
                        expect=("{run}/report.md", "folder"), item=1))
     # the positive side: an export beside the run, and one replacing an earlier sheet, still work
     out.append(Hostile("out-ok-export-beside-the-run", ("audit", "{run}", "--export", "{run}/sheet.csv"), exit=0,
@@ -460,8 +459,33 @@ def _assert(cond: bool, what: str = "") -> None:
     assert cond, what
 
 
-def _assert_absent(p: Path) -> None:
-    assert not p.exists() or p.stat().st_size == 0 or p.read_bytes()[:4] != b"row,", f"{p} was written"
+def absent_file(relative: str) -> Check:
+    """``{d}/relative`` was not written (no sheet there)."""
+    def check(d: Path, out: Outcome) -> None:
+        p = d / relative
+        assert not p.exists() or p.stat().st_size == 0 or p.read_bytes()[:4] != b"row,", f"{p} was written"
+    return check
+
+
+def folder_at(relative: str) -> Callable[[Path], None]:
+    """A folder where a file ``{d}/relative`` would be written (the file, if any, removed first)."""
+    def setup(d: Path) -> None:
+        target = d / relative
+        target.unlink(missing_ok=True)
+        target.mkdir(parents=True)
+    return setup
+
+
+def prompts_with(dimension: str, template: str | bytes) -> Callable[[Path], None]:
+    """A copy of the bundled prompts in ``{d}/prompts`` with the template of ``dimension`` replaced."""
+    def setup(d: Path) -> None:
+        copy_prompts(d)
+        path = d / "prompts" / "medical_record" / f"{dimension}.j2"
+        if isinstance(template, bytes):
+            path.write_bytes(template)
+        else:
+            path.write_text(template, encoding="utf-8")
+    return setup
 
 
 def limits_family() -> Family:
@@ -758,17 +782,15 @@ def template_family() -> Family:
         for dim in ("accuracy", "standardization"):
             out.append(Hostile(f"template-{name}-{dim}", DRY,
                                files={"cases.jsonl": jl(case()), "c.yaml": cfg},
-                               setup=lambda d, t=text, m=dim: copy_prompts(d, **{m: t}),
+                               setup=prompts_with(dim, text),
                                expect=(f"{{d}}/prompts/medical_record/{dim}.j2", f"line {line}")))
     out.append(Hostile("template-not-utf8", DRY,
                        files={"cases.jsonl": jl(case()), "c.yaml": GPT + "prompts_dir: {d}/prompts\n"},
-                       setup=lambda d: (copy_prompts(d), (d / "prompts/medical_record/accuracy.j2").write_bytes(
-                           b"{{ message_break }}\n\xff\xfe\n")),
+                       setup=prompts_with("accuracy", b"{{ message_break }}\n\xff\xfe\n"),
                        expect=("{d}/prompts/medical_record/accuracy.j2",)))
     out.append(Hostile("template-is-a-folder", DRY,
                        files={"cases.jsonl": jl(case()), "c.yaml": GPT + "prompts_dir: {d}/prompts\n"},
-                       setup=lambda d: (copy_prompts(d), os.remove(d / "prompts/medical_record/accuracy.j2"),
-                                        (d / "prompts/medical_record/accuracy.j2").mkdir()),
+                       setup=chain(prompts_with("accuracy", ""), folder_at("prompts/medical_record/accuracy.j2")),
                        expect=("accuracy.j2",)))
     out.append(Hostile("template-per-case-undefined", DRY,
                        files={"cases.jsonl": jl(case()),
@@ -980,11 +1002,77 @@ def exit_family() -> Family:
     return out
 
 
+def variations_family() -> Family:
+    """More of the same, spelled differently: what a hidden corpus with variations would try."""
+    out: Family = []
+    for tag, esc in ESCAPES.items():
+        out.append(Hostile(f"vary-tcm-error-path-{tag}", ("metrics", "tcm", "face", "{d}/p" + esc + ".jsonl",
+                                                         "{d}/g.jsonl"),
+                           expect=("error:",), check=no_escape()))
+        out.append(Hostile(f"vary-text2dt-error-id-{tag}", ("metrics", "text2dt", "{d}/p.json", "{d}/g.json"),
+                           files={"p.json": json.dumps([{"id": f"t{esc}", "tree": TREE}] * 2),
+                                  "g.json": json.dumps([{"id": f"t{esc}", "tree": TREE}])},
+                           expect=("duplicate id",), check=no_escape()))
+    for own in ("report.md", "judgments.jsonl", "results.sqlite-wal"):
+        out.append(Hostile(f"vary-per-tree-over-run-{own.replace('.', '-')}",
+                           ("metrics", "text2dt", "{d}/p.json", "{d}/g.json", "--per-tree", "{run}/" + own),
+                           files={"p.json": json.dumps([TREE]), "g.json": json.dumps([TREE])},
+                           expect=("{run}/" + own,), check=store_whole, item=1))
+    rubric = RUBRIC.read_text(encoding="utf-8")
+    for name, text in (
+        ("rubric-stars-key", rubric.replace("    stars: {5: 38, 4: 32, 3: 24, 2: 16}\n",
+                                            "    stars: {5: 38, 5: 35, 4: 32, 3: 24, 2: 16}\n", 1)),
+        ("rubric-category-key", rubric.replace("      - id: numbers\n", "      - id: numbers\n        id: numbers2\n",
+                                               1)),
+        ("rubric-self-alias", rubric + "x_loop: &l\n  a: *l\n"),
+    ):
+        assert text != rubric, f"the variation {name} changes nothing: the rubric's shape changed"
+        out.append(Hostile(f"vary-yaml-{name}", ("score", "{d}/cases.jsonl", "-c", "{d}/c.yaml", "--dry-run"),
+                           files={"cases.jsonl": jl(case()), "c.yaml": "rubric: {d}/r.yaml\n" + RULES, "r.yaml": text},
+                           expect=("{d}/r.yaml:",), item=2))
+    out.append(Hostile("vary-yaml-duplicate-in-extra-body-list", DRY,
+                       files={"cases.jsonl": jl(case()),
+                              "c.yaml": GPT + "    extra_body:\n      tools:\n        - name: a\n          name: b\n"},
+                       expect=("{d}/c.yaml:8", "duplicate key 'name'"), item=2))
+    out.append(Hostile("vary-yaml-laughs-six-levels", DRY,
+                       files={"cases.jsonl": jl(case()),
+                              "c.yaml": GPT + "    extra_body:\n" + "".join(
+                                  f"      l{i}: &l{i} [{', '.join([f'*l{i - 1}' if i else '1'] * 9)}]\n"
+                                  for i in range(7))},
+                       expect=("{d}/c.yaml", "alias"), proc=True, timeout=30, item=2))
+    out.append(Hostile("vary-bootstrap-human-import-just-over", ("human", "import", "{d}/h.csv", "--run", "{run}",
+                                                                 "--bootstrap", "100001"),
+                       files={"h.csv": "case_id,accuracy\ncase-01,30\n"}, expect=("--bootstrap",), item=2))
+    for depth in JSON_DEPTHS:
+        v = deep("array", depth)
+        for command in ("audit", "report"):
+            out.append(Hostile(f"vary-depth-{command}-human-{depth}", (command, "{run}", "--human", "{d}/h.jsonl"),
+                               files={"h.jsonl": '{"case_id": "case-01", "accuracy": 30, "x": ' + v + "}\n"},
+                               expect=("{d}/h.jsonl:1", "nested")))
+    out.append(Hostile("vary-surrogate-tcm-knowledge", ("metrics", "tcm", "face", "{d}/p.jsonl", "{d}/g.jsonl",
+                                                         "--knowledge", "{d}/k.json"),
+                       files={"p.jsonl": jl({"id": 1, "syndromes": ["a"]}),
+                              "g.jsonl": jl({"id": 1, "syndromes": ["a"]}),
+                              "k.json": '{"syndrome_similarity": {"a\\ud800": {"b": 0.5}}}'},
+                       expect=("{d}/k.json", "surrogate")))
+    out.append(Hostile("vary-surrogate-text2dt-id", ("metrics", "text2dt", "{d}/p.json", "{d}/g.json"),
+                       files={"p.json": '[{"id": "t\\udc00", "tree": ' + json.dumps(TREE) + "}]",
+                              "g.json": '[{"id": "t\\udc00", "tree": ' + json.dumps(TREE) + "}]"},
+                       expect=("{d}/p.json", "surrogate")))
+    emoji = json.loads(EXAMPLES.read_text(encoding="utf-8").splitlines()[3])
+    emoji["record"] = emoji["record"].replace("2型糖尿病病史10年", "2型糖尿病😀病史10年")
+    for enc in ("gbk", "ascii"):
+        out.append(Hostile(f"vary-console-{enc}-emoji-evidence", ("audit", "{d}/out"), files={"cases.jsonl": jl(emoji)},
+                           setup=lambda d: cli(d, "score", "{d}/cases.jsonl", "--out", "{d}/out"), exit=0, proc=True,
+                           env={"PYTHONIOENCODING": enc}, timeout=60))
+    return out
+
+
 def build() -> list[Hostile]:
     """The whole corpus (names unique)."""
     corpus = [*outputs_family(), *limits_family(), *json_depth_family(), *surrogate_family(), *template_family(),
               *big_cell_family(), *reviewer_family(), *ansi_family(), *pipe_family(), *console_family(),
-              *exit_family()]
+              *exit_family(), *variations_family()]
     names = [h.name for h in corpus]
     dup = sorted({n for n in names if names.count(n) > 1})
     assert not dup, f"duplicate corpus names: {dup}"

@@ -22,8 +22,6 @@ from tests.fakellm import chat_response, dimension_of, make_reply
 from tests.hostile_corpus import EXAMPLES, Hostile, build, classify, run_entry, scored_run_in
 
 CORPUS = build()
-#: the numbered items of issue 25's brief that are built; the entries of the others are skipped until they are
-DONE = {1, 2, 3, 5}
 
 
 @pytest.fixture(scope="module")
@@ -34,12 +32,7 @@ def scored_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return scored_run_in(tmp_path_factory.mktemp("hostile-run"))
 
 
-def _params() -> list[object]:
-    return [pytest.param(h, id=h.name, marks=[] if h.item in DONE else
-                         [pytest.mark.skip(reason=f"item {h.item} of issue 25 not built yet")]) for h in CORPUS]
-
-
-@pytest.mark.parametrize("entry", _params())
+@pytest.mark.parametrize("entry", [pytest.param(h, id=h.name) for h in CORPUS])
 def test_hostile_input(entry: Hostile, tmp_path: Path, scored_run: Path) -> None:
     outcome = run_entry(entry, tmp_path, scored_run)
     cls, why = classify(entry, tmp_path, outcome)

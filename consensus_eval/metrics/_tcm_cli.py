@@ -19,7 +19,7 @@ import typer
 from consensus_eval._errors import InputError
 from consensus_eval._resources import resolve
 from consensus_eval.domain.terminal import SafeConsole, guarded
-from consensus_eval.domain.textio import loads_json, read_text
+from consensus_eval.domain.textio import escape_controls, loads_json, read_text
 from consensus_eval.domain.writable import dumps_json
 from consensus_eval.metrics import tcm
 
@@ -811,7 +811,7 @@ def tcm_command(
         )
         summary = evaluate_files(task.value, resolve(pred, "examples"), resolve(gold, "examples"), opts)
     except InputError as exc:  # TcmInputError, and read_text's errors
-        typer.echo(f"error: {exc}", err=True)
+        typer.echo(f"error: {escape_controls(str(exc))}", err=True)
         raise typer.Exit(EXIT_INPUT_ERROR) from None
     if as_json:
         typer.echo(dumps_json(summary, ensure_ascii=False, indent=2))

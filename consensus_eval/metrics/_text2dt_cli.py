@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from consensus_eval._errors import InputError
-from consensus_eval.domain.terminal import SafeConsole, guarded
+from consensus_eval.domain.terminal import SafeConsole, escape_controls, guarded
 from consensus_eval.domain.writable import atomic_writer, check_output_path, dumps_json
 from consensus_eval.metrics.text2dt import Text2DTResult, evaluate, load_trees
 
@@ -108,7 +108,7 @@ def text2dt_command(
         if per_tree is not None:
             write_per_tree(result, per_tree)
     except InputError as exc:  # Text2DTError, and an output that cannot be written
-        typer.echo(f"error: {exc}", err=True)
+        typer.echo(f"error: {escape_controls(str(exc))}", err=True)
         raise typer.Exit(EXIT_INPUT_ERROR) from None
     if as_json:
         typer.echo(dumps_json(result.as_dict(), ensure_ascii=False, indent=2))
