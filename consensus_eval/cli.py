@@ -236,33 +236,40 @@ def _run_until_done_or_interrupted(run_async: Callable[..., Any], *args: Any) ->
     import os
     import signal
 
-    async def main() -> Any:
-        loop = asyncio.get_running_loop()
-        stop = asyncio.Event()
+    # the handlers go in before asyncio.run: it then installs no SIGINT handler of its own (a partial holding the
+    # main task), whose check at the end (signal.getsignal) formats that task and so the whole result of the
+    # run, which takes minutes for a large run (issue 25)
+    running: dict[str, Any] = {}
 
-        def again(signum: int, frame: object) -> None:
-            sys.stderr.write("\ninterrupted again: exiting now, without rebuilding the outputs\n")
-            sys.stderr.flush()
+    def again(signum: int, frame: object) -> None:
+        sys.stderr.write("\ninterrupted again: exiting now, without rebuilding the outputs\n")
+        sys.stderr.flush()
+        os._exit(EXIT_INTERRUPTED)
+
+    def first(signum: int, frame: object) -> None:
+        # the second handler first: a signal that comes once the message is out (or while it is written:
+        # Python runs handlers between bytecodes, even inside this one) is the second
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, again)
+        sys.stderr.write("\ninterrupting: stopping the calls in flight and rebuilding the outputs from what is "
+                         "stored (press Ctrl-C again to exit at once)\n")
+        sys.stderr.flush()
+        try:
+            running["loop"].call_soon_threadsafe(running["stop"].set)
+        except (KeyError, RuntimeError):   # before the run started, or after its loop closed: nothing to stop
             os._exit(EXIT_INTERRUPTED)
 
-        def first(signum: int, frame: object) -> None:
-            # the second handler first: a signal that comes once the message is out (or while it is written:
-            # Python runs handlers between bytecodes, even inside this one) is the second
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                signal.signal(sig, again)
-            sys.stderr.write("\ninterrupting: stopping the calls in flight and rebuilding the outputs from what is "
-                             "stored (press Ctrl-C again to exit at once)\n")
-            sys.stderr.flush()
-            loop.call_soon_threadsafe(stop.set)
+    async def main() -> Any:
+        running["stop"] = stop = asyncio.Event()
+        running["loop"] = asyncio.get_running_loop()
+        return await run_async(*args, stop=stop)
 
-        previous = {sig: signal.signal(sig, first) for sig in (signal.SIGINT, signal.SIGTERM)}
-        try:
-            return await run_async(*args, stop=stop)
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
-
-    return asyncio.run(main())
+    previous = {sig: signal.signal(sig, first) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        return asyncio.run(main())
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 @app.command()

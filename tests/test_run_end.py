@@ -209,3 +209,23 @@ def test_a_clean_run_exits_0(tmp_path):
     res = CliRunner().invoke(app, ["score", str(_two_cases(tmp_path)), "--out", str(tmp_path / "out")])
     assert res.exit_code == 0, res.output
     assert "failed" not in res.output.strip().splitlines()[-1] or "0 failed" in res.output
+
+
+def test_the_end_of_a_run_never_formats_its_result():
+    """asyncio.run's own SIGINT handler holds the main task, and its check at the end (signal.getsignal)
+    formatted that task, the whole result included: minutes for a large run (issue 25). The CLI's handlers go
+    in first, so nothing formats the result."""
+    from consensus_eval.cli import _run_until_done_or_interrupted
+
+    class Big:
+        formatted = 0
+
+        def __repr__(self) -> str:
+            Big.formatted += 1
+            return "Big()"
+
+    async def run(stop):
+        return Big()
+
+    assert isinstance(_run_until_done_or_interrupted(run), Big)
+    assert Big.formatted == 0
