@@ -479,3 +479,16 @@ def test_invented_quotes_are_in_no_example():
         for q in INVENTED_QUOTES:
             assert ground(q, case.record, case.conversation_as_text({"doctor": "医生", "patient": "患者"})).kind \
                 == "not_found"
+
+
+def test_a_quote_repeated_all_over_a_case_keeps_max_spans_and_counts_the_rest():
+    """A sentence repeated 2,000 times, quoted by every deduction: each grounding keeps MAX_SPANS spans and
+    counts the rest, so a run's outputs grow linearly, not as n x n (issue 25: 289 MB of judgments.jsonl)."""
+    from consensus_eval.domain.grounding import MAX_SPANS
+
+    sentence = "患者自述口干多饮。"
+    g = ground(sentence, sentence * 2000, "")
+    assert g.kind == "exact" and len(g.spans) == MAX_SPANS and g.more_spans == 2000 - MAX_SPANS
+    assert [s.start for s in g.spans] == [i * len(sentence) for i in range(MAX_SPANS)]
+    few = ground(sentence, sentence * 3, "")
+    assert len(few.spans) == 3 and few.more_spans == 0

@@ -88,12 +88,15 @@ class Grounding(BaseModel):
     """How one deduction's evidence was found in the case (module docstring).
 
     ``score`` is the fuzzy alignment's similarity in [0, 100] (100 for exact and normalised matches,
-    None for not_found and empty); ``spans`` lists every occurrence (empty when not found).
+    None for not_found and empty); ``spans`` lists the occurrences, the first :data:`MAX_SPANS` of them
+    (empty when not found), ``more_spans`` counts the rest.
     """
 
     kind: GroundingKind
     score: float | None = None
     spans: list[Span] = []
+    #: occurrences found beyond the first :data:`MAX_SPANS` (a quote repeated all over a case), counted not kept
+    more_spans: int = 0
 
     @property
     def grounded(self) -> bool:
@@ -101,11 +104,17 @@ class Grounding(BaseModel):
         return self.kind in ("exact", "normalised", "fuzzy")
 
 
-def _made(kind: GroundingKind, score: float | None = None, spans: list[Span] | None = None) -> Grounding:
+#: the most occurrences of one quote a grounding keeps as spans; the rest are counted (``more_spans``), so
+#: a sentence repeated n times, quoted by n deductions, costs n x MAX_SPANS, not n x n (issue 25)
+MAX_SPANS = 50
+
+
+def _made(kind: GroundingKind, score: float | None = None, spans: list[Span] | None = None,
+          more: int = 0) -> Grounding:
     """A :class:`Grounding` built from the search's own checked values, without validation (a rebuild
     grounds every quote of a run): the types validation would give (a float score, a new list)."""
     return Grounding.model_construct(all_fields(Grounding), kind=kind, score=None if score is None else float(score),
-                                     spans=[] if spans is None else spans)
+                                     spans=[] if spans is None else spans, more_spans=more)
 
 
 _RANK: dict[str, int] = {"exact": 0, "normalised": 1, "fuzzy": 2, "not_found": 3, "empty": 4}
@@ -279,12 +288,14 @@ class CaseGrounder:
 
     def _direct(self, quote: str, nq: str) -> Grounding | None:
         """Exact occurrences, else normalised ones, in both texts (None if neither finds any)."""
-        spans = [t.span(i, i + len(quote)) for t in self._texts for i in _occurrences(t.original, quote)]
-        if spans:
-            return _made("exact", 100.0, spans)
-        spans = [t.span(*t.norm.span(i, i + len(nq))) for t in self._texts for i in _occurrences(t.norm.text, nq)]
-        if spans:
-            return _made("normalised", 100.0, spans)
+        found = [(t, i) for t in self._texts for i in _occurrences(t.original, quote)]
+        if found:
+            return _made("exact", 100.0, [t.span(i, i + len(quote)) for t, i in found[:MAX_SPANS]],
+                         max(0, len(found) - MAX_SPANS))
+        found = [(t, i) for t in self._texts for i in _occurrences(t.norm.text, nq)]
+        if found:
+            return _made("normalised", 100.0, [t.span(*t.norm.span(i, i + len(nq))) for t, i in found[:MAX_SPANS]],
+                         max(0, len(found) - MAX_SPANS))
         return None
 
     def _fuzzy(self, nq: str) -> Grounding | None:
