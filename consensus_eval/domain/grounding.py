@@ -106,7 +106,7 @@ class Grounding(BaseModel):
 
 #: the most occurrences of one quote a grounding keeps as spans; the rest are counted (``more_spans``), so
 #: a sentence repeated n times, quoted by n deductions, costs n x MAX_SPANS, not n x n (issue 25)
-MAX_SPANS = 50
+MAX_SPANS = 10
 
 
 def _made(kind: GroundingKind, score: float | None = None, spans: list[Span] | None = None,
