@@ -350,3 +350,73 @@ def test_an_abbreviated_frequency_without_form_or_route_lacks_the_route() -> Non
     # the frequency of an abbreviation is read (q.d. is once a day: the conversation says twice)
     js = judge(RECORD.replace("二甲双胍片500mg 每日2次 餐后口服", "二甲双胍片 500mg q.d."))
     assert [t for t, _ in deductions(js)] == ["usage_error"]
+
+
+# --------------------------------------------------------------------------- part 2: against the conversation
+
+SAID_CONV = """医生：今天来看什么？
+患者：糖尿病4年了，这两个月嘴里老是干，喝水也多，人也没什么劲。
+医生：以前有什么病？高血压、血脂、心脏呢？
+患者：高血压没有，血脂也不高，心脏挺好的。
+医生：有没有尿里泡沫多、脚肿？
+患者：都没有。
+医生：手脚麻吗？
+患者：两只手的指尖发麻，脚倒没事。
+医生：还有哪里不好？
+患者：右边膝盖走路疼，快半年了。
+医生：平时吃什么药？
+患者：二甲双胍，一次500毫克，一天两次，饭后吃。
+医生：抽烟喝酒吗？
+患者：不抽，酒偶尔喝一点。
+医生：家里人有糖尿病吗？
+患者：没有。"""
+
+SAID_REC = "\n".join([
+    "主诉：血糖升高4年，口干、多饮、乏力2个月。",
+    "现病史：患者4年前诊断2型糖尿病，口服二甲双胍片500mg 每日2次 餐后口服。近2个月口干、多饮、乏力，"
+    "双手指尖麻木，无泡沫尿，无双下肢水肿。右膝关节行走后疼痛半年。",
+    "既往史：否认高血压、高脂血症、冠心病病史。",
+    "家族史：否认糖尿病家族史。",
+    "个人史：不吸烟，偶有饮酒。"])
+
+
+def test_the_record_as_the_conversation_says_it_is_clean() -> None:
+    assert found(judge(SAID_REC, SAID_CONV)) == []
+
+
+@pytest.mark.parametrize("old, new, error", [
+    # a comorbidity the patient denies, written as present (denied in other words: 血脂也不高): diagnosis_error
+    ("否认高血压、高脂血症、冠心病病史。", "有高脂血症病史；否认高血压、冠心病病史。", "diagnosis_error"),
+    ("否认高血压、高脂血症、冠心病病史。", "否认高血压、高脂血症病史，合并冠心病。", "diagnosis_error"),
+    # a finding denied to a doctor's question (都没有), written as present: fact_error
+    ("无泡沫尿，", "伴泡沫尿，", "fact_error"),
+    # a symptom the patient has, written as absent
+    ("口干、多饮、乏力，", "口干、多饮，无乏力，", "fact_error"),
+    # a habit denied
+    ("不吸烟，", "有吸烟史，", "fact_error"),
+    # numbness at the hands written at the feet
+    ("双手指尖麻木", "双足麻木", "fact_error"),
+    # the other knee
+    ("右膝关节", "左膝关节", "fact_error"),
+    # a symptom nobody mentioned
+    ("近2个月口干、多饮、乏力，", "近2个月口干、多饮、乏力，伴皮肤瘙痒，", "fact_error"),
+])
+def test_the_record_against_the_conversation(old: str, new: str, error: str) -> None:
+    assert [t for t, _ in deductions(judge(SAID_REC.replace(old, new), SAID_CONV))] == [error]
+
+
+def test_what_the_conversation_does_not_settle_stays_silent() -> None:
+    # a course (以前有，现在没有): neither way
+    conv = SAID_CONV.replace("两只手的指尖发麻，脚倒没事。", "以前手麻，现在不麻了。")
+    for rec in (SAID_REC.replace("双手指尖麻木，", "无肢体麻木，"), SAID_REC):
+        assert "fact_error" not in found(judge(rec, conv))
+    # 血压正常 on an antihypertensive is hypertension controlled, not denied
+    conv = SAID_CONV.replace("高血压没有，血脂也不高", "血压正常，吃着氨氯地平，一天一片5毫克，血脂也不高")
+    rec = SAID_REC.replace("否认高血压、高脂血症、冠心病病史。",
+                           "高血压病史，口服氨氯地平片5mg 每日1次；否认高脂血症、冠心病病史。")
+    assert found(judge(rec, conv)) == []
+    # a symptom the conversation words otherwise (没什么劲 for 乏力, 嘴里老是干 for 口干) is no hallucination;
+    # a conversation that never speaks of symptoms says nothing of their absence
+    bare = "医生：今天来复查？\n患者：对，拿药。\n医生：血糖多少？\n患者：空腹7.2。"
+    rec = "主诉：血糖升高4年。\n现病史：4年前诊断2型糖尿病，近2个月乏力。空腹血糖7.2mmol/L。"
+    assert "fact_error" not in found(judge(rec, bare))

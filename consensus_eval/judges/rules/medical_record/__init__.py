@@ -150,6 +150,21 @@ Checks and what they emit (``dimension.category.type``):
    retinopathy, neuropathy, diabetic foot, ketoacidosis) and absent from the record ->
    ``diagnosis_missing``.
 
+11. Statements against the conversation (``statements``). Negation flips: a comorbidity or complication
+   the record affirms (``有冠心病病史``, ``合并冠心病``) that the conversation denies (``没有冠心病``, ``心脏没事``,
+   a bare ``都没有`` to a question naming it) and never affirms (nor the doctor, nor a drug for it in use)
+   -> ``accuracy.diagnosis.diagnosis_error`` (the rubric's diagnosis category covers 合并症 and 并发症); a
+   symptom of a closed list (:data:`lexicon.SYMPTOMS`: 口干, 多尿, 乏力, 视物模糊, 麻木, 水肿 ...) or a habit
+   (吸烟, 饮酒) affirmed against a denial, or denied (``无乏力``, ``未出现泡沫尿``) against an affirmation ->
+   ``accuracy.course.fact_error`` (a misstated fact of the course). A comorbidity denied by the record is
+   ``ph_*_missing`` (check 10), not counted twice. Concepts the conversation states both ways (a course)
+   are not judged; symptoms at the limbs are judged per limb group (两只手发麻, 脚倒没事). A symptom at the
+   hands written at the feet (or the reverse) where the conversation names it at the other limbs only, and
+   a side (左/右) of a site (眼, 足, 下肢, 髋, 膝 ...) told with a finding (麻木, 疼痛, 破溃, 白内障, 骨折, 手术
+   ...) that the conversation gives only on the other side -> ``fact_error``. A symptom of the closed list
+   that the record affirms in 主诉/现病史 and the conversation, which does talk about symptoms, never
+   mentions in any words -> ``fact_error``.
+
 Conversation reading: turns are ``医生/患者/家属:`` lines (or the case's role list). The patient's own
 facts come from patient and family turns, clause by clause, skipping clauses about a relative or a
 spouse (and the clauses after a relative in the same turn) and turns answering a family question;
@@ -175,7 +190,8 @@ Where each part lives (each module's docstring repeats the paragraphs of the che
   personal history), ``wording`` (checks 3, 4), ``drugs`` (checks 5, 6 doses and timing, 7), ``numbers``
   (check 6: measurements), ``timeline`` (check 6: durations, order of events), ``complaint`` (checks 1,
   8, 10: chief complaint, present illness),
-  ``diagnosis`` (check 10);
+  ``diagnosis`` (check 10), ``statements`` (check 11: negation flips, a symptom nobody mentioned, the side
+  of the body);
 - ``findings``: a check's finding, and findings to one judgment per dimension.
 
 Importing this package registers these rules (:class:`~consensus_eval.judges.rules.RubricRules`) for
@@ -201,6 +217,11 @@ from consensus_eval.judges.rules.medical_record.history import (
     check_personal_history,
 )
 from consensus_eval.judges.rules.medical_record.numbers import check_numbers
+from consensus_eval.judges.rules.medical_record.statements import (
+    check_laterality,
+    check_negation_flips,
+    check_unsaid_symptoms,
+)
 from consensus_eval.judges.rules.medical_record.structure import check_structure
 from consensus_eval.judges.rules.medical_record.timeline import check_durations
 from consensus_eval.judges.rules.medical_record.wording import check_colloquial, check_vague_time
@@ -208,7 +229,7 @@ from consensus_eval.judges.rules.registry import RubricRules, register_rules
 
 __all__ = ["EMITS", "PENALTIES", "RULES", "RULES_VERSION", "check_case", "require_compatible"]
 
-RULES_VERSION = "2"
+RULES_VERSION = "3"
 
 #: dimension -> category -> deduction types the rules judge can emit (checked by require_compatible)
 EMITS: dict[str, dict[str, tuple[str, ...]]] = {
@@ -217,6 +238,7 @@ EMITS: dict[str, dict[str, tuple[str, ...]]] = {
         "drugs": ("drug_name_error", "dose_error", "usage_error", "drug_missing"),
         "timeline": ("time_error", "time_order_confused"),
         "diagnosis": ("diagnosis_error", "diagnosis_missing"),
+        "course": ("fact_error",),
     },
     "completeness": {
         "chief_complaint": ("cc_symptom_missing", "cc_duration_missing"),
@@ -242,7 +264,7 @@ _CHECKS: tuple[Callable[[Doc], Iterable[Finding]], ...] = (
     check_structure, check_diabetes_in_past_history, check_colloquial, check_vague_time,
     check_drug_writing, check_drug_accuracy, check_numbers, check_durations, check_chief_complaint,
     check_present_illness, check_past_history, check_family_history, check_personal_history,
-    check_diagnosis,
+    check_diagnosis, check_negation_flips, check_unsaid_symptoms, check_laterality,
 )
 
 

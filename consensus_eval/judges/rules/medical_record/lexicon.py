@@ -205,3 +205,67 @@ PRESENT_ILLNESS_SAID: dict[str, str] = {
     "pi_complications_missing": (r"并发症|麻|模糊|看不清|视力|眼底|眼睛|视网膜|白内障|疼|痛|蛋白|泡沫|肾|神经|脚|足|肿|"
                                  r"心慌|心悸|胸闷|伤口|溃疡|酮症|低血糖|心脏|中风|脑梗"),
 }
+
+#: common symptoms of a diabetes consultation, a closed list: (label, record pattern, conversation pattern of
+#: a statement of the symptom (either way: 口干 / 不口干), conversation pattern of any mention of it, however
+#: loose). The statement patterns decide what the patient affirms or denies; the mention patterns what the
+#: conversation never speaks of (a symptom the record affirms that nobody mentioned).
+SYMPTOMS: tuple[tuple[str, str, str, str], ...] = (
+    ("口干", r"口干|口渴|烦渴", r"口干|口渴|渴|[口嘴][^,;。不没]{0,3}干", r"[口嘴][^,;。]{0,4}干|嘴|渴|喝水"),
+    ("多饮", r"多饮|饮水(?:量)?增多|烦渴", r"多饮|喝水(?:也|很|特别|比较)?多|水喝得(?:很|特别)?多|喝很多水|想喝水",
+     r"多饮|饮水|喝[^,;。]{0,8}水|水喝|渴|喝得多|能喝"),
+    ("多尿", r"多尿|尿量增多|尿频|夜尿",
+     r"多尿|尿频|夜尿|起夜|尿(?:也|很|特别|比较)?多|小便(?:也|很|特别|比较)?(?:多|频)|上厕所",
+     r"尿|小便|起夜|厕所|夜里"),
+    ("多食", r"多食|易饥|食欲亢进|食量增加", r"多食|饿|吃得(?:也|很|特别)?多|饭量(?:也|很|特别)?大|能吃",
+     r"饿|吃[^,;。]{0,4}多|饭量|食欲|胃口|多食|能吃|嘴馋"),
+    ("体重下降", r"体重(?:明显)?(?:下降|减轻|减少)|消瘦", r"瘦|体重(?:也)?(?:下降|减轻|掉|少)|掉秤",
+     r"瘦|体重|斤|公斤|kg|掉秤|轻了"),
+    ("乏力", r"乏力|疲乏|疲劳|倦怠", r"乏力|没(?:什么|啥|有)?(?:劲|力气|精神)|无力|累|疲",
+     r"乏力|劲|力气|无力|累|疲|乏|精神|困|虚|软|蔫"),
+    ("视物模糊", r"视物模糊|视力(?:下降|减退|模糊)|视物不清",
+     r"视物模糊|模糊|看不清|眼花|视力(?:下降|差|不好)|看东西(?:花|不清)", r"模糊|看[^,;。]{0,4}清|看东西|视力|眼|花"),
+    ("肢体麻木", r"麻木|发麻", r"麻(?!烦|醉|将|辣|油)", r"麻(?!烦|醉|将|辣|油)|感觉|木"),
+    ("皮肤瘙痒", r"瘙痒|皮肤痒", r"痒", r"痒"),
+    ("头晕", r"头晕|眩晕|头昏", r"头晕|头昏|晕", r"晕|头昏|头"),
+    ("心悸", r"心悸|心慌", r"心慌|心悸|心跳(?:快|得快|加快)|心里发慌", r"心慌|心悸|心跳|心里|慌"),
+    ("胸闷", r"胸闷|胸痛", r"胸闷|胸口(?:闷|疼|痛)|胸痛", r"胸|心口|闷"),
+    ("泡沫尿", r"泡沫尿|尿(?:中|里)?(?:有)?泡沫", r"泡沫", r"泡"),
+    ("水肿", r"水肿|浮肿", r"水肿|浮肿|肿(?!瘤)", r"肿|胀"),
+    ("多汗", r"多汗|出汗|大汗", r"出汗|多汗|冒汗|汗多", r"汗"),
+    ("溃疡", r"溃疡|破溃|溃烂", r"溃疡|溃烂|破(?:了|溃|口)|烂", r"溃|破|烂|伤口|口子|疮|创面"),
+    ("腹泻", r"腹泻", r"拉肚子|腹泻|拉稀", r"拉肚子|腹泻|拉稀|大便|拉"),
+    ("恶心呕吐", r"恶心|呕吐", r"恶心|想吐|呕吐", r"恶心|吐|反胃"),
+    ("低血糖", r"低血糖", r"低血糖|血糖(?:偏|很|有点)?低(?![于到])", r"低血糖|血糖(?:偏|很|有点)?低|低|心慌|出汗|手抖"),
+)
+#: symptoms whose absence from the conversation the rules do not read as "never said": a low glucose is
+#: often told as a value (最低2.9)
+SYMPTOMS_NOT_UNSAID = frozenset({"低血糖"})
+#: symptoms told at a limb (手麻 / 脚麻, 脚肿): a statement naming the hands or the feet only is of those
+SYMPTOMS_AT_LIMBS = frozenset({"肢体麻木", "水肿", "溃疡"})
+
+#: habits the record may state against the conversation: (label, record pattern, conversation statement pattern,
+#: conversation pattern of a denial in other words: 不抽不喝)
+HABITS: tuple[tuple[str, str, str, str], ...] = (
+    ("吸烟", r"吸烟|抽烟", r"抽烟|吸烟|抽(?:了|过)?[^,;。]{0,4}烟", r"(?:不|没|从不|从来不)(?:抽|吸)(?!完|血)"),
+    ("饮酒", r"饮酒|喝酒", r"喝酒|饮酒|喝(?:点|些|了|过)?(?:白|啤|红|黄)?酒|酒(?:量|瘾)",
+     r"(?:不|没|从不|从来不)(?:喝|饮)(?!水|饮料|奶|茶|可乐|汤|粥)"),
+)
+
+#: comorbidities the patient denies in other words (血压正常, 心脏没事): label -> conversation pattern
+DISEASES_DENIED_AS: dict[str, str] = {
+    "高血压": r"血压(?:[、和]?血脂)?(?:一直|也|都|还)?(?:正常|不高|还行|挺好|没问题|没事)",
+    "高脂血症": r"血脂(?:[、和]?血压)?(?:一直|也|都|还)?(?:正常|不高|还行|挺好|没问题|没事)",
+    "冠心病": r"心脏(?:一直|也|都|还)?(?:没事|没病|没问题|没毛病|正常|挺好|好)",
+}
+#: comorbidities a doctor's question may ask about in other words (血压、血脂、心脏怎么样？): label -> pattern
+DISEASES_ASKED_AS: dict[str, str] = {
+    "高血压": r"血压", "高脂血症": r"血脂|胆固醇", "冠心病": r"心脏|冠心", "脑卒中": r"脑血管|脑梗|中风",
+}
+#: comorbidities a drug in use stands for (an antihypertensive: the patient has hypertension, however the
+#: conversation words it): label -> drug classes
+DISEASE_DRUG_CLASSES: dict[str, frozenset[str]] = {
+    "高血压": frozenset({"钙通道阻滞剂", "ARB", "ACEI", "β受体阻滞剂", "利尿剂"}),
+    "高脂血症": frozenset({"他汀类", "其他调脂药"}),
+    "冠心病": frozenset({"硝酸酯类"}),
+}

@@ -248,7 +248,7 @@ def alternation(words: Iterable[str]) -> str:
 # negation words before a term, and negations after it, in the conversation and in the record
 NEG_CONV = re.compile(r"否认|没有|没|无|未曾|从未|从来没|未|不是|不")
 POST_NEG_CONV = re.compile(r"^(?:倒是|倒|也|都|还|是|的话)?(?:没有|没|不是)(?:$|的|啊|呢|吧|过)")
-NEG_RECORD = re.compile(r"否认|没有|无|未曾|从未|未患|未诊断|未诊|未发现|未见|未有|排除|不伴|不详")
+NEG_RECORD = re.compile(r"否认|没有|无|未曾|从未|未患|未诊断|未诊|未发现|未见|未有|未出现|未诉|排除|不伴|不详")
 POST_NEG_RECORD = re.compile(r"^[^,;。\s\d]*?(?:否认|阴性|\(-\)|不详|:\s*(?:无|否认)|均无)")
 _AFFIRM_BETWEEN = re.compile(r"但|却|而|然而|可是|不过|合并|伴有|患有")
 
