@@ -215,8 +215,7 @@ async def calibrate_async(prep: PreparedCalibration, out: str | Path, on_progres
     ``out/calibration.json``, the suite run (``out/suite.jsonl``) and the reports with their calibration
     section (in ``lang``; default: the rubric's)."""
     results = await _run(prep.prepared, Path(out), on_progress, n_boot, stop, lang, wait=wait)
-    report = measure(prep.suite, results, ground, UNPLANTABLE)
-    report.source = prep.source
+    report = measure(prep.suite, results, ground, UNPLANTABLE, prep.source)
     if prep.planting is not None:
         report.planted_into = prep.planting.types
         report.not_planted = prep.planting.nothing

@@ -343,8 +343,9 @@ Found = dict[tuple[str, int], tuple[bool, bool] | None]
 
 
 def calibrate(suite: Sequence[SuiteCase], results: Results, ground: Grounder,
-              unplantable: dict[str, str] | None = None) -> CalibrationReport:
-    """The calibration figures (module docstring) of the judges of ``results`` on ``suite``.
+              unplantable: dict[str, str] | None = None, source: CalibrationSource = "builtin") -> CalibrationReport:
+    """The calibration figures (module docstring) of the judges of ``results`` on ``suite``; ``source`` says
+    what the suite's errors are (the recommendation's words depend on it).
 
     ``results`` is the run of the suite's cases (same ids); ``ground`` locates a quote in a case
     (:func:`consensus_eval.domain.grounding.ground`).
@@ -415,7 +416,7 @@ def calibrate(suite: Sequence[SuiteCase], results: Results, ground: Grounder,
         panel_gain=gain, unplantable=dict(unplantable or {}),
         not_best={j: not_best_text(nb) for j, nb in excluded.items()}, not_best_why=excluded,
         comparisons=_mode_comparisons(results, found), needed_per_type=needed,
-        small_types={t: len(v) for t, v in sorted(edits_by_type.items()) if len(v) < needed})
+        small_types={t: len(v) for t, v in sorted(edits_by_type.items()) if len(v) < needed}, source=source)
     rep.recommendation = recommend(rep)
     return rep
 
