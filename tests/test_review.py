@@ -401,6 +401,11 @@ def test_posts_without_the_csrf_token_or_from_another_origin_are_refused(client,
     assert ok.status_code == 200 and ok.json()["ok"] is True
     bad = client.post("/api/label", json={**act, "value": 99}, headers={"X-CSRF-Token": csrf})
     assert bad.status_code == 400 and "between 0 and 40" in bad.json()["error"]
+    # a body nested 100,000 deep, a lone surrogate, bytes that are not UTF-8: 400, never a 500 (issue 25)
+    for body in (b"[" * 100_000 + b"]" * 100_000, b'{"op": "\\ud800"}', b"\xff\xfe{"):
+        hostile = client.post("/api/label", content=body, headers={"X-CSRF-Token": csrf,
+                                                                   "Content-Type": "application/json"})
+        assert hostile.status_code == 400 and hostile.json()["error"] == "the body is not JSON", body[:20]
     with Store.open_existing(run_dir, read_only=True) as store:
         assert [(lb.reviewer, lb.value) for lb in store.human_labels()] == [("alice", 12)]
 

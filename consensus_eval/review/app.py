@@ -45,6 +45,7 @@ from starlette.routing import Route
 
 from consensus_eval._errors import InputError
 from consensus_eval.analysis.audit import REASON_CODES
+from consensus_eval.domain.textio import loads_json
 from consensus_eval.output.report.data import review_reasons
 from consensus_eval.output.report.fmt import avg
 from consensus_eval.output.report.i18n import Messages, default_lang, messages as report_messages
@@ -296,9 +297,9 @@ def create_app(run: ReviewRun, *, reviewer: str | None = None, hosts: list[str] 
             return JSONResponse({"error": "say who you are first"}, 400, headers=SECURITY_HEADERS)
         if not s.personal and run.team():
             return JSONResponse({"error": t("team_link")}, 403, headers=SECURITY_HEADERS)
-        try:
-            action = await request.json()
-        except ValueError:
+        try:   # the readers' JSON: nesting over 100 deep or a lone surrogate refused (a 400, never a 500)
+            action = loads_json((await request.body()).decode("utf-8"))
+        except ValueError:   # not UTF-8, not JSON, or refused (RefusedJSON is a JSONDecodeError)
             return JSONResponse({"error": "the body is not JSON"}, 400, headers=SECURITY_HEADERS)
         if not isinstance(action, dict):
             return JSONResponse({"error": "the body is not a JSON object"}, 400, headers=SECURITY_HEADERS)
