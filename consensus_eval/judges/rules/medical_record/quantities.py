@@ -380,11 +380,13 @@ _NUM = r"(?:\d+(?:\.\d+)?|[一二两三四五六七八九十]+)"
 GESTATIONAL_AGE = re.compile(
     rf"(?:孕|妊娠|怀孕|停经|孕龄|胎龄)(?:期|了|已|约|第|到|至)?\s*{_NUM}\s*"
     rf"(?:(?:\+|加|又|零)\s*{_NUM}\s*)?(?:周|星期|个?月)(?:\s*(?:\+|加|又|零)?\s*{_NUM}\s*天)?")
-#: a count of doses or times after a period (一天吃两次, 一天打一针, 一日三餐, 3个月查一次): the period is a rate's
-_RATE_AFTER = re.compile(r"[^\d,;。、\n前后了过来内间里]{0,3}?(?P<n>\d+|[一两二三四五六七八九十]{1,2})\s*"
-                         r"(?:次|回|顿|针|片|粒|支|袋|颗|餐|个单位|单位|U|u|IU|mg|毫克|g|克)")
-#: words that make a period before a count a span of time (近3个月2次低血糖: two lows in the last 3 months)
-_SPAN_BEFORE = re.compile(r"(?:近|最近|过去|这|前|头)$")
+#: a count of doses or times after a period (一天吃两次, 一天打一针, 一日三餐, 3个月查一次, 一天一包, 一天半包烟): the
+#: period is a rate's
+_RATE_AFTER = re.compile(r"[^\d,;。、\n前后了过来内间里]{0,3}?(?P<n>\d+|[一两二三四五六七八九十]{1,2}|半)\s*"
+                         r"(?:次|回|顿|针|片|粒|支|袋|颗|餐|包|盒|瓶|罐|听|杯|碗|两|斤|个单位|单位|U|u|IU|mg|毫克|g|克)")
+#: words that make a period before a count a span of time (近3个月2次低血糖: two lows in the last 3 months); not
+#: 以前/之前/从前 (以前一天一包: in the past, a pack a day)
+_SPAN_BEFORE = re.compile(r"(?:近|最近|过去|这|(?<![以之从])前|头)$")
 _FREQUENCY_AFTER = re.compile(r"\s*(?:\d+|[一两二三四五六])\s*(?:次|片|粒|针)")
 _MONTH_DAY_AFTER = re.compile(r"\s*(?:\d|份)")
 
@@ -419,8 +421,10 @@ def durations(text: str, lo: int = 0, hi: int | None = None) -> list[Duration]:
             continue  # 1日3次: a frequency
         if m.start() > lo and text[m.start() - 1] == "每":
             continue  # 每3个月, 每周: a period of something repeated, no time
+        if post == "半" and num in ("一", "1") and _RATE_AFTER.match(text, m.end() - 1):
+            continue  # 一天半包: half a pack a day, not a day and a half ago
         rate = _RATE_AFTER.match(text, m.end())
-        if rate and (num in ("一", "1") or rate.group("n") in ("一", "1")) \
+        if rate and (num in ("一", "1") or rate.group("n") in ("一", "1", "半")) \
                 and not _SPAN_BEFORE.search(text, max(lo, m.start() - 2), m.start()):
             continue  # 一天吃一次, 一天打一针, 一日三餐, 三天打一次, 3个月查一次: a frequency, not one day ago
         if unit == "月" and "个" not in mid and not post and _MONTH_DAY_AFTER.match(text, m.end()):

@@ -13,8 +13,10 @@ Events: a duration or a calendar date (2019年3月) belongs to the events named 
 a drug (any insulin as one), diabetes, a complication, a comorbidity or a symptom of the rules' lexicon
 (``口干``, ``喝水多`` as 多饮 ...), in its clause and the next clauses of its sentence up to the next time;
 when these name none, in the clause before; in the conversation, when its own turn names none, in the
-doctor's question it answers (``胰岛素打了多久？`` ``2年了``). Not a relative's (conversation) nor in
-家族史 (record); ``N年后`` and ``每N个月`` are not points in time.
+doctor's question it answers (``胰岛素打了多久？`` ``2年了``). Not a relative's: no time in a clause about a
+relative nor in 家族史, and no event named there (我妈冠心病, 母亲患冠心病) is the patient's. A habit named in the
+time's own clause (吸烟20年, 抽了二十年) owns it alone. ``N年后`` and ``每N个月`` are not points in time, nor a
+rate's period (一天一包, 每天半包: quantities.py).
 
 - A record duration whose events the conversation times (relative durations of the same base) but
   never with the record's value, nor with a calendar date, -> ``time_error`` even when the value is said
@@ -32,7 +34,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from consensus_eval.judges.rules.medical_record.conversation import about_relative
+from consensus_eval.judges.rules.medical_record.conversation import KIN, about_relative
 from consensus_eval.judges.rules.medical_record.document import Doc
 from consensus_eval.judges.rules.medical_record.findings import Finding
 from consensus_eval.judges.rules.medical_record.lexicon import (
@@ -75,11 +77,19 @@ def _drug_key(hit: DrugHit) -> str:
     return "胰岛素" if hit.insulin else hit.generic
 
 
+#: a habit named by its verb right before a duration (抽了二十年, 吸了10多年): smoking, though 烟 is not said
+_SMOKED = re.compile(r"(?:抽|吸)(?!血|搐|筋|氧|痰|收|入|引|脂)(?:了|过|有)?\s*(?:\d+|[一二两三四五六七八九十几半]+)"
+                     r"\s*(?:多|余|来)?\s*(?:个)?(?:年|月)")
+#: the habits, whose durations are theirs alone (see :func:`_with_events`)
+_HABITS = frozenset({"吸烟", "饮酒"})
+
+
 class Events:
     """The events named in one text (position, key), found once; :meth:`keys` gives those in a range,
-    :meth:`other_time` where the next word placing things at another time is."""
+    :meth:`other_time` where the next word placing things at another time is. ``skip``: the ranges whose events
+    are not the patient's (a relative's clauses, 家族史), left out."""
 
-    def __init__(self, text: str, drugs: list[DrugHit]) -> None:
+    def __init__(self, text: str, drugs: list[DrugHit], skip: list[tuple[int, int]] | None = None) -> None:
         self.other_times = [m.start() for m in _OTHER_TIME.finditer(text)]
         found: list[tuple[int, str]] = [(h.start, _drug_key(h)) for h in drugs]
         for m in _DIABETES_RE.finditer(text):
@@ -87,6 +97,11 @@ class Events:
         for label, rx in _DISEASES:
             found += [(m.start(), label) for m in rx.finditer(text)]
         found += [(m.start(), _SYMPTOMS[m.group()]) for m in _SYMPTOM_RE.finditer(text)]
+        found += [(m.start(), "吸烟") for m in _SMOKED.finditer(text)]
+        if skip:
+            skip_starts = [a for a, _ in skip]  # sorted, disjoint
+            found = [(p, k) for p, k in found
+                     if not ((i := bisect_right(skip_starts, p) - 1) >= 0 and p < skip[i][1])]
         found.sort()
         self.starts = [p for p, _ in found]
         self.names = [k for _, k in found]
@@ -148,7 +163,8 @@ def _times(text: str, found: list[Duration]) -> list[Time]:
 
 
 def _with_events(doc: Doc, source: str, times: list[Time], events: Events) -> list[Time]:
-    """Each time with the events named around it (see the module docstring)."""
+    """Each time with the events named around it (see the module docstring). A time whose own clause names a
+    habit (吸烟20年, 抽了二十年, 喝酒十年) is that habit's only: not a disease's named in the next clauses."""
     text = doc.rec if source == "record" else doc.cv
     clauses = doc.rec_clauses if source == "record" else doc.cv_clauses
     sentences = doc.rec_sentences if source == "record" else doc.cv_sentences
@@ -169,7 +185,8 @@ def _with_events(doc: Doc, source: str, times: list[Time], events: Events) -> li
         other = events.other_time(b, end)  # later clauses: up to one at another time
         if other is not None:
             end = max(b, clauses.start(other, b))
-        keys = events.keys(a, end)
+        own = events.keys(a, b) & _HABITS
+        keys = own or events.keys(a, end)
         if not keys and a > sa:  # the clause before, unless it has a time of its own
             pa = clauses.start(a - 1, sa)
             if not (i > 0 and times[i - 1].start >= pa) and events.other_time(pa, a) is None:
@@ -190,8 +207,8 @@ def check_durations(doc: Doc) -> Iterator[Finding]:
     for f in _durations_said_nowhere(doc):
         flagged.add(int(f.where[1]))
         yield f
-    rec_events = Events(doc.rec, [d.hit for d in doc.rec_drug_mentions if not d.negated])
-    conv_events = Events(doc.cv, [c.hit for c in doc.conv_drugs])
+    rec_events = Events(doc.rec, [d.hit for d in doc.rec_drug_mentions if not d.negated], _not_patients(doc, "record"))
+    conv_events = Events(doc.cv, [c.hit for c in doc.conv_drugs], _not_patients(doc, "conversation"))
     rec_times = [t for t in _times(doc.rec, doc.rec_durations) if not (fam and fam[0] <= t.start < fam[1])]
     rec = _with_events(doc, "record", rec_times, rec_events)
     conv_times = [t for t in _times(doc.cv, doc.cv_durations) if not _relatives(doc, t)]
@@ -234,6 +251,39 @@ def _durations_said_nowhere(doc: Doc) -> Iterator[Finding]:
         yield Finding("time_error", doc.rq(a, b),
                       f"病历时间“{doc.rq(r.start, r.end)}”与对话不符（对话中的时间：{said[r.base]}）",
                       ("record", r.start, r.end))
+
+
+def _not_patients(doc: Doc, source: str) -> list[tuple[int, int]]:
+    """The ranges whose events are a relative's, in order: the record's 家族史 and its clauses naming a relative
+    (母亲患冠心病); the conversation's clauses about a relative (我妈冠心病, 父亲有高血压)."""
+    out: list[tuple[int, int]] = []
+    if source == "record":
+        fam = doc.body("家族史")
+        for m in KIN.finditer(doc.rec):
+            if fam and fam[0] <= m.start() < fam[1]:
+                continue
+            a, b = doc.rec_clauses.bounds(m.start())
+            if not out or out[-1][1] <= a:
+                out.append((a, b))
+        if fam:
+            out.append(fam)
+        return _merged(out)
+    for turn in doc.turns:
+        for m in KIN.finditer(doc.cv, turn.start, turn.end):
+            a, b = doc.cv_clauses.bounds(m.start(), turn.start, turn.end)
+            if (not out or out[-1][1] <= a) and about_relative(doc.cv[a:b], turn.role) is True:
+                out.append((a, b))
+    return out
+
+
+def _merged(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for a, b in sorted(ranges):
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
 
 
 def _relatives(doc: Doc, t: Time) -> bool:
