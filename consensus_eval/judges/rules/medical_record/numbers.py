@@ -46,6 +46,7 @@ from consensus_eval.judges.rules.medical_record.quantities import (
     Anchors,
     Measure,
     Value,
+    Windows,
     later_values,
     unit_values,
 )
@@ -133,22 +134,6 @@ def _compatible(kind: str) -> tuple[str, ...]:
 
 def _key(value: float | tuple[float, float]) -> float | tuple[float, float]:
     return (round(value[0], 2), round(value[1], 2)) if isinstance(value, tuple) else round(value, 2)
-
-
-class _Windows:
-    """Closed intervals, to ask whether any holds a value, in O(log n): sorted by their low end, with the
-    highest high end of each prefix."""
-
-    def __init__(self, windows: list[tuple[float, float]]) -> None:
-        windows.sort()
-        self.lows = [lo for lo, _ in windows]
-        self.highs: list[float] = []
-        for _, hi in windows:
-            self.highs.append(max(hi, self.highs[-1]) if self.highs else hi)
-
-    def holds(self, v: float, tol: float = 1e-6) -> bool:
-        i = bisect_right(self.lows, v + tol) - 1
-        return i >= 0 and self.highs[i] >= v - tol
 
 
 def _about(v: float) -> tuple[float, float]:
@@ -246,8 +231,8 @@ class _ConvValues:
             exact.setdefault(u.kind, []).append(u.value)
             self.units.setdefault((u.kind, round(u.raw, 2)), set()).add(u.unit)
         self.exact = {k: Numbers(vs) for k, vs in exact.items()}
-        self.windows = {k: _Windows(ws) for k, ws in windows.items()}
-        self.open = {k: _Windows(ws) for k, ws in self.open_windows.items()}
+        self.windows = {k: Windows(ws) for k, ws in windows.items()}
+        self.open = {k: Windows(ws) for k, ws in self.open_windows.items()}
 
     def _later(self, doc: Doc, m: Measure, turn: Turn | None, kw_starts: list[int], exact: dict[str, list[float]],
                windows: dict[str, list[tuple[float, float]]]) -> list[Value]:

@@ -484,3 +484,23 @@ def numeral_range(s: str) -> tuple[float, float] | None:
     tens = m.group("tens")
     base = 0 if tens is None else 10 * (1 if tens == "十" else _RANGE_DIGITS.index(tens[0]) + 1)
     return float(base + a), float(base + b)
+
+
+class Windows:
+    """Closed intervals, to ask whether any meets a given one (or holds a value) in O(log n): sorted by their
+    low end, with the highest high end of each prefix (an interval [lo, hi] meets [a, b] iff lo <= b and
+    hi >= a). The numbers and timeline checks both ask it."""
+
+    def __init__(self, windows: list[tuple[float, float]]) -> None:
+        windows.sort()
+        self.lows = [lo for lo, _ in windows]
+        self.highs: list[float] = []
+        for _, hi in windows:
+            self.highs.append(max(hi, self.highs[-1]) if self.highs else hi)
+
+    def meets(self, a: float, b: float, tol: float = 1e-6) -> bool:
+        i = bisect_right(self.lows, b + tol) - 1
+        return i >= 0 and self.highs[i] >= a - tol
+
+    def holds(self, v: float, tol: float = 1e-6) -> bool:
+        return self.meets(v, v, tol)

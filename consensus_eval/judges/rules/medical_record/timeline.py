@@ -44,7 +44,7 @@ from consensus_eval.judges.rules.medical_record.lexicon import (
     VAGUE_TIME_WORDS,
 )
 from consensus_eval.judges.rules.medical_record.medication import DrugHit
-from consensus_eval.judges.rules.medical_record.quantities import CALENDAR, Duration
+from consensus_eval.judges.rules.medical_record.quantities import CALENDAR, Duration, Windows
 from consensus_eval.judges.rules.medical_record.text import alternation
 
 # ============================================================================ events
@@ -233,9 +233,9 @@ def _durations_said_nowhere(doc: Doc) -> Iterator[Finding]:
     for d in doc.cv_durations:
         if d.window is not None:
             conv.setdefault(d.base, []).append(d)
-    windows = {base: _Windows([c.window for c in same if c.window is not None]) for base, same in conv.items()}
+    windows = {base: Windows([c.window for c in same if c.window is not None]) for base, same in conv.items()}
     # in days, for a duration of the other base (半月 and 十四五天, 1个月 and 4周): a tenth either way
-    days = {base: _Windows([(c.window[0] * _DAYS[base], c.window[1] * _DAYS[base]) for c in same
+    days = {base: Windows([(c.window[0] * _DAYS[base], c.window[1] * _DAYS[base]) for c in same
                             if c.window is not None]) for base, same in conv.items()}
     said = {base: "、".join(dict.fromkeys(c.text for c in same)) for base, same in conv.items()}
     fam = doc.body("家族史")
@@ -313,7 +313,7 @@ class _EventTimes:
                 texts = self.said.setdefault((k, c.base), [])
                 if len(texts) < 3 and c.text not in texts:
                     texts.append(c.text)
-        self.windows = {key: _Windows(ws) for key, ws in windows.items()}
+        self.windows = {key: Windows(ws) for key, ws in windows.items()}
 
     def judge(self, t: Time) -> tuple[list[str], list[str]] | None:
         """For a record duration: (events the conversation times otherwise, how it times them), or None
@@ -327,22 +327,6 @@ class _EventTimes:
             if self.windows[k, t.base].meets(t.low, t.high):
                 return None
         return timed, list(dict.fromkeys(x for k in timed for x in self.said[k, t.base]))
-
-
-class _Windows:
-    """Closed intervals, to ask whether any meets a given one: sorted by low end, with the highest high
-    end of each prefix (an interval [lo, hi] meets [a, b] iff lo <= b and hi >= a)."""
-
-    def __init__(self, windows: list[tuple[float, float]]) -> None:
-        windows.sort()
-        self.lows = [lo for lo, _ in windows]
-        self.highs: list[float] = []
-        for _, hi in windows:
-            self.highs.append(max(hi, self.highs[-1]) if self.highs else hi)
-
-    def meets(self, a: float, b: float) -> bool:
-        i = bisect_right(self.lows, b + 1e-6) - 1
-        return i >= 0 and self.highs[i] >= a - 1e-6
 
 
 def _event_time_errors(doc: Doc, rec: list[Time], conv: list[Time]) -> Iterator[Finding]:
