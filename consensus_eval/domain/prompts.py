@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
 
-from jinja2 import FileSystemLoader, StrictUndefined, TemplateError, TemplateNotFound, TemplateSyntaxError
+from jinja2 import FileSystemLoader, StrictUndefined, Template, TemplateError, TemplateNotFound, TemplateSyntaxError
 from jinja2.sandbox import SandboxedEnvironment
 
 from consensus_eval._errors import InputError
@@ -77,18 +77,26 @@ def render(rubric: Rubric, dimension: Dimension, case: Case,
     name = f"{rubric.prompts or rubric.id}/{dimension.id}.j2"
     env = _environment(str(root))
     with _template_errors(root / name):
-        try:
-            template = env.get_template(name)
-        except TemplateNotFound as e:
-            if e.name != name:
-                raise
-            raise InputError(f"{root / name}: prompt template not found (one .j2 per rubric dimension)") from None
+        template = _template(env, root, name, DIMENSION_TEMPLATES)
         text = template.render(rubric=rubric, dimension=dimension, case=blind(case), message_break=MESSAGE_BREAK)
     return _messages(text, root / name)
 
 
 #: the template of one call per case (``call: per_case``), beside the dimension templates
 PER_CASE_TEMPLATE = "per_case.j2"
+#: what a missing dimension template means
+DIMENSION_TEMPLATES = "one .j2 per rubric dimension"
+
+
+def _template(env: SandboxedEnvironment, root: Path, name: str, why: str) -> Template:
+    """The template ``name`` of ``root``; a missing one is an :class:`InputError` naming its path and ``why``
+    it is needed (a template it includes that is missing stays Jinja's error, reported by _template_errors)."""
+    try:
+        return env.get_template(name)
+    except TemplateNotFound as e:
+        if e.name != name:
+            raise
+        raise InputError(f"{root / name}: prompt template not found ({why})") from None
 
 
 def render_case(rubric: Rubric, case: Case, prompts_dir: str | Path | None = None) -> list[dict[str, str]]:
@@ -102,26 +110,15 @@ def render_case(rubric: Rubric, case: Case, prompts_dir: str | Path | None = Non
     criteria: dict[str, str] = {}
     for dim in rubric.dimensions:
         with _template_errors(root / folder / f"{dim.id}.j2"):
-            try:
-                template = env.get_template(f"{folder}/{dim.id}.j2")
-            except TemplateNotFound as e:
-                if e.name != f"{folder}/{dim.id}.j2":
-                    raise
-                raise InputError(f"{root / folder / dim.id}.j2: prompt template not found "
-                                 "(one .j2 per rubric dimension)") from None
+            template = _template(env, root, f"{folder}/{dim.id}.j2", DIMENSION_TEMPLATES)
             block = template.blocks.get("criteria")
             context = template.new_context({"rubric": rubric, "dimension": dim, "case": case,
                                             "message_break": MESSAGE_BREAK})
             criteria[dim.id] = "".join(block(context)) if block is not None else ""
     name = f"{folder}/{PER_CASE_TEMPLATE}"
     with _template_errors(root / name):
-        try:
-            template = env.get_template(name)
-        except TemplateNotFound as e:
-            if e.name != name:
-                raise
-            raise InputError(f"{root / name}: prompt template not found (`call: per_case` asks every dimension of "
-                             f"a case in one call with {PER_CASE_TEMPLATE} beside the dimension templates)") from None
+        template = _template(env, root, name, f"`call: per_case` asks every dimension of a case in one call with "
+                                              f"{PER_CASE_TEMPLATE} beside the dimension templates")
         text = template.render(rubric=rubric, case=blind(case), criteria=criteria, message_break=MESSAGE_BREAK)
     return _messages(text, root / name)
 
