@@ -34,19 +34,21 @@ def pct(x: float | None) -> str:
     return "-" if x is None else f"{x:.0%}"
 
 
+def _cell(value: float | None, low: float | None, high: float | None, counts: str) -> str:
+    if value is None:
+        return ""
+    ci = f" [{low:.0%}-{high:.0%}]" if low is not None and high is not None else ""
+    return f"{value:.0%}{ci} {counts}"
+
+
 def share_cell(p: Share | None) -> str:
     """``87% [83-91] 310/356``: the share, its 95% interval, successes / units counted ('' when none)."""
-    if p is None or p.value is None:
-        return ""
-    ci = f" [{p.low:.0%}-{p.high:.0%}]" if p.low is not None and p.high is not None else ""
-    return f"{p.value:.0%}{ci} {p.k}/{p.n}"
+    return "" if p is None else _cell(p.value, p.low, p.high, f"{p.k}/{p.n}")
 
 
 def weighted_cell(w: Weighted | None) -> str:
-    if w is None or w.value is None:
-        return ""
-    ci = f" [{w.low:.0%}-{w.high:.0%}]" if w.low is not None and w.high is not None else ""
-    return f"{w.value:.0%}{ci} {fmt.num(w.found_points)}/{fmt.num(w.points)}"
+    """The same for points-weighted recall: points found / points planted."""
+    return "" if w is None else _cell(w.value, w.low, w.high, f"{fmt.num(w.found_points)}/{fmt.num(w.points)}")
 
 
 class _Names:
