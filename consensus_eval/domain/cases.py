@@ -1,11 +1,13 @@
 """Cases to score, loaded from JSONL (one case a line) with errors naming file, line and field.
 
 A line: ``{"id": ..., "conversation": "text" | [{"role": ..., "text": ...}, ...], "record": "...",
-"important": false, "system": "scribe-a", "source": "conv-17", "meta": {...}}``. ``record`` is the
+"important": false, "system": "scribe-a", "source": "conv-17", "meta": {...}, "criteria": [...]}``. ``record`` is the
 AI-generated summary being scored; ``system`` (optional) names what wrote it (a model, a prompt
 version), so systems can be compared; ``source`` (optional) names the source conversation, so the same
 conversation written up by several systems is compared pair by pair (without it, cases of different
-systems with the same conversation text are paired). ``meta`` is passed through untouched. None of
+systems with the same conversation text are paired). ``criteria`` (optional): the case's own criteria
+``[{"id", "text", "points"}]`` for a rubric's ``criteria`` dimension that has none of its own (HealthBench's
+shape); a judge reads them, so they are part of the request hash. ``meta`` is passed through untouched. None of
 ``system``, ``source``, ``meta`` or ``important`` reaches a judge or a request hash: a judge scores the
 record blind to the system that wrote it.
 
@@ -23,11 +25,12 @@ import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, field_validator
 
 from consensus_eval._errors import InputError, format_validation_error
+from consensus_eval.domain.rubric import Criterion
 from consensus_eval.domain.textio import loads_json
 
 
@@ -52,6 +55,21 @@ class Case(BaseModel):
     system: str | None = Field(default=None, min_length=1, max_length=200)
     source: str | None = Field(default=None, min_length=1, max_length=500)
     meta: dict[str, Any] = {}
+    #: the case's own criteria, for a ``criteria`` dimension without criteria of its own (module docstring)
+    criteria: Annotated[list[Criterion] | None, Field(exclude_if=lambda v: v is None)] = None
+
+    @field_validator("criteria")
+    @classmethod
+    def _criteria_ids(cls, v: list[Criterion] | None) -> list[Criterion] | None:
+        if v is not None:
+            seen: set[str] = set()
+            for c in v:
+                if c.id in seen:
+                    raise ValueError(f"criterion id {c.id!r} is given twice")
+                seen.add(c.id)
+            if not any(c.points > 0 for c in v):
+                raise ValueError("the criteria need at least one criterion with positive points")
+        return v
 
     @field_validator("id", mode="before")
     @classmethod
@@ -103,7 +121,10 @@ class Case(BaseModel):
     @property
     def content(self) -> dict[str, Any]:
         """What a judge reads of the case (the conversation and the record), for request hashes."""
-        return {"conversation": self.model_dump(mode="json")["conversation"], "record": self.record}
+        content = {"conversation": self.model_dump(mode="json")["conversation"], "record": self.record}
+        if self.criteria is not None:
+            content["criteria"] = [c.model_dump(mode="json") for c in self.criteria]
+        return content
 
 
 @dataclass

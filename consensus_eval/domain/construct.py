@@ -41,10 +41,12 @@ def construct(cls: type[M], **values: Any) -> M:
     return cls.model_construct(shared, **values)
 
 
-def shared_copy(obj: M, **changes: Any) -> M:
+def shared_copy(obj: M, *, defaults_given: frozenset[str] = frozenset(), **changes: Any) -> M:
     """``obj`` (with ``changes`` to some of its values) as an object sharing its class's fields set when it
     names every field (module docstring); ``obj`` itself when it already does and nothing changes, a copy
-    keeping its own set when it does not name every field. Use the returned object."""
+    keeping its own set when it does not name every field. ``defaults_given``: fields counted as given when
+    they hold their defaults (fields a model leaves out of its dumps while at their defaults, so a stored
+    dump never names them). Use the returned object."""
     cls = type(obj)
     shared = _ALL.get(cls) or all_fields(cls)
     own = obj.model_fields_set
@@ -52,5 +54,9 @@ def shared_copy(obj: M, **changes: Any) -> M:
         return obj
     values = dict(obj)
     values.update(changes)
+    if defaults_given and not own.issuperset(defaults_given):
+        fields = cls.model_fields
+        own = own | {k for k in defaults_given if k in fields and values[k] == fields[k].get_default(
+            call_default_factory=True)}
     full = len(own) == len(shared) and own == shared
     return cls.model_construct(shared if full else set(own), **values)

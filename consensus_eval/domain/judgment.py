@@ -10,7 +10,7 @@ rubric, so a reply that breaks the rubric is a validation error (and is re-asked
 from __future__ import annotations
 
 from types import GenericAlias
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
@@ -46,8 +46,23 @@ class PenaltyHit(BaseModel):
     reason: str = ""
 
 
+class CriterionVerdict(BaseModel):
+    """A judge's verdict on one criterion of a ``criteria`` dimension: ``met`` or not, with the quote that
+    shows it (``evidence``) and why (``reason``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    met: bool
+    evidence: str = ""
+    reason: str = ""
+
+
 class Judgment(BaseModel):
-    """A judge's verdict on one dimension of one case."""
+    """A judge's verdict on one dimension of one case, by the dimension's kind: ``deductions`` and
+    ``fixed_penalties`` (kind ``deductions``), the level picked (``rating``, kind ``likert``, with its
+    ``evidence``), or a verdict per criterion (``verdicts``, kind ``criteria``). The fields of the other
+    kinds are left out of dumps while empty, so a deductions judgment dumps as it did before kinds."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -57,6 +72,12 @@ class Judgment(BaseModel):
     claimed_score: float | None = None
     claimed_stars: int | None = None
     comment: str = ""
+    #: ``likert``: the level the judge picked
+    rating: Annotated[int | None, Field(exclude_if=lambda v: v is None)] = None
+    #: ``likert``: quotes of the record or conversation the rating rests on
+    evidence: Annotated[list[str], Field(exclude_if=lambda v: not v)] = []
+    #: ``criteria``: one verdict per criterion
+    verdicts: Annotated[list[CriterionVerdict], Field(exclude_if=lambda v: not v)] = []
 
 
 #: Why a call failed, by cause. Only ``rate_limit``, ``server_error``, ``timeout`` and ``connection``

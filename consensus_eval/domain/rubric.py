@@ -1,10 +1,21 @@
-"""The rubric as data: dimensions, categories with caps, deduction types, star thresholds.
+"""The rubric as data: dimensions of three kinds, each scored from what a judge itemizes.
 
-A rubric is a YAML file (``configs/rubrics/*.yaml``): dimensions, each with a maximum, star
-thresholds and categories; each category has a cap and closed set of deduction types, each type a
-fixed number of points or a range. Scores are re-derived from judgments in
-:mod:`consensus_eval.domain.scoring`; ``total`` is the sum of dimension scores and
-``star_total = sum(stars x star_weight)`` (the seed's star formula).
+A rubric is a YAML file (``configs/rubrics/*.yaml``) of dimensions. A dimension's ``kind`` says what a
+judge returns for it and how its score is re-derived (:mod:`consensus_eval.domain.scoring`):
+
+- ``deductions`` (the default): a maximum, star thresholds and categories; each category has a cap and a
+  closed set of deduction types, each type a fixed number of points or a range. Score = maximum minus the
+  capped deductions and fixed penalties.
+- ``likert``: a scale of ``levels`` (consecutive integers, e.g. 1-5), each with its anchor text. The judge
+  picks a level; the score is that level (``max`` is the top level).
+- ``criteria``: criteria with signed points, from the rubric (``criteria``) or from each case's own
+  ``criteria`` (HealthBench's shape). The judge marks each met or not met; the score is the met points
+  over the total positive points, clipped to [0, 1] (``max`` is 1).
+
+``total`` is the sum over dimensions of ``weight x score`` (``weight`` defaults to 1) and
+``star_total = sum(stars x star_weight)`` (seed 000's star formula; dimensions without ``stars`` have none).
+The fields a kind adds are left out of a dump when they hold their defaults, so a rubric written before
+kinds existed dumps (and fingerprints) to the same bytes.
 """
 
 from __future__ import annotations
@@ -14,7 +25,7 @@ from collections.abc import Iterable, Mapping
 from functools import cached_property
 from itertools import pairwise
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -93,20 +104,78 @@ class FixedPenalty(_Frozen):
     description: str = ""
 
 
+#: what a judge returns for a dimension and how its score is derived (module docstring)
+DimensionKind = Literal["deductions", "likert", "criteria"]
+
+
+class Criterion(_Frozen):
+    """One criterion of a ``criteria`` dimension (HealthBench's shape): ``points`` > 0 for what a good answer
+    does, < 0 for what it must not do (met means the fault is there)."""
+
+    id: Annotated[str, Field(min_length=1)]
+    text: Annotated[str, Field(min_length=1)]
+    points: float
+    tags: list[str] = []
+
+    @field_validator("points")
+    @classmethod
+    def _nonzero(cls, v: float) -> float:
+        if v == 0:
+            raise ValueError("a criterion's points must not be 0 (positive: to be met; negative: a fault)")
+        return v
+
+
+def _default(value: Any) -> Any:
+    """``exclude_if`` for a field a kind adds: drop it from dumps while it holds its default."""
+    return lambda v: v == value
+
+
 class Dimension(_Frozen):
-    """A scored dimension: ``max`` points, minus capped category deductions and fixed penalties."""
+    """A scored dimension of one :data:`DimensionKind` (module docstring).
+
+    ``deductions``: ``max`` points, minus capped category deductions and fixed penalties. ``likert``: the
+    level a judge picks among ``levels``. ``criteria``: met points over positive points, in [0, 1].
+    """
 
     id: str
     name: str
+    kind: Annotated[DimensionKind, Field(exclude_if=_default("deductions"))] = "deductions"
     max: Annotated[float, Field(gt=0)]
+    #: the dimension's weight in the rubric's total (sum of weight x score)
+    weight: Annotated[float, Field(ge=0, exclude_if=_default(1))] = 1
     star_weight: Annotated[float, Field(ge=0)] = 0
-    stars: dict[int, float]
+    #: minimum score for 5/4/3/2 stars; required for ``deductions``, optional for the other kinds
+    stars: Annotated[dict[int, float] | None, Field(exclude_if=_default(None))] = None
     description: str = ""
-    categories: list[Category] = Field(min_length=1)
+    categories: Annotated[list[Category], Field(exclude_if=_default([]))] = []
     fixed_penalties: list[FixedPenalty] = []
+    #: ``likert``: level -> its anchor text, consecutive integer levels (``{1: "not at all", ..., 5: "extremely"}``)
+    levels: Annotated[dict[int, str], Field(exclude_if=_default({}))] = {}
+    #: ``criteria``: the rubric's own criteria; empty: each case brings its ``criteria``
+    criteria: Annotated[list[Criterion], Field(exclude_if=_default([]))] = []
+
+    @model_validator(mode="before")
+    @classmethod
+    def _derived_max(cls, data: Any) -> Any:
+        """A likert dimension's ``max`` is its top level and a criteria dimension's is 1, unless given."""
+        if isinstance(data, dict) and "max" not in data:
+            if data.get("kind") == "likert" and isinstance(data.get("levels"), dict) and data["levels"]:
+                try:
+                    return {**data, "max": max(int(k) for k in data["levels"])}
+                except (TypeError, ValueError):
+                    return data
+            if data.get("kind") == "criteria":
+                return {**data, "max": 1}
+        return data
 
     @model_validator(mode="after")
     def _check(self) -> Dimension:
+        if self.kind != "deductions":
+            return self._check_other_kind()
+        if not self.categories:
+            raise ValueError("a deductions dimension needs categories (at least one)")
+        if self.stars is None:
+            raise ValueError("a deductions dimension needs stars: thresholds for 5, 4, 3 and 2 stars")
         caps = sum(c.cap for c in self.categories)
         if abs(caps - self.max) > _EPS:
             listing = " + ".join(f"{c.id} {_fmt(c.cap)}" for c in self.categories)
@@ -123,6 +192,48 @@ class Dimension(_Frozen):
         _unique("fixed penalty", (p.id for p in self.fixed_penalties))
         return self
 
+    def _check_other_kind(self) -> Dimension:
+        if self.categories or self.fixed_penalties:
+            raise ValueError(f"a {self.kind} dimension has no categories or fixed_penalties (those are for "
+                             f"kind: deductions)")
+        if self.kind == "likert":
+            if self.criteria:
+                raise ValueError("a likert dimension has levels, not criteria")
+            levels = sorted(self.levels)
+            if len(levels) < 2 or levels != list(range(levels[0], levels[-1] + 1)):
+                raise ValueError(f"a likert dimension needs levels: at least two consecutive integers with their "
+                                 f"anchor text (1: ..., 5: ...), got {levels}")
+            if abs(self.max - levels[-1]) > _EPS:
+                raise ValueError(f"a likert dimension's max is its top level {levels[-1]}, got {_fmt(self.max)}")
+        else:
+            if self.levels:
+                raise ValueError("a criteria dimension has criteria, not levels")
+            if abs(self.max - 1) > _EPS:
+                raise ValueError(f"a criteria dimension scores 0-1 (met points over positive points): max is 1, "
+                                 f"got {_fmt(self.max)}")
+            _unique("criterion", (c.id for c in self.criteria))
+            if self.criteria and not any(c.points > 0 for c in self.criteria):
+                raise ValueError("a criteria dimension needs at least one criterion with positive points")
+        if self.stars is not None:
+            thresholds = [self.stars.get(s) for s in (5, 4, 3, 2)]
+            if sorted(self.stars) != [2, 3, 4, 5]:
+                raise ValueError(f"stars must give thresholds for 5, 4, 3 and 2 stars, got keys {sorted(self.stars)}")
+            if not all(a > b for a, b in pairwise(t for t in thresholds if t is not None)):
+                raise ValueError(f"star thresholds must decrease strictly from 5 to 2 stars, got {thresholds}")
+        return self
+
+    @property
+    def level_range(self) -> tuple[int, int]:
+        """A likert dimension's lowest and highest level (``(1, 5)``); ValueError for another kind."""
+        if self.kind != "likert":
+            raise ValueError(f"dimension {self.id!r} is a {self.kind} dimension, it has no levels")
+        return min(self.levels), max(self.levels)
+
+    @property
+    def low(self) -> float:
+        """The lowest score the dimension can take: 0, or a likert scale's lowest level."""
+        return float(min(self.levels)) if self.kind == "likert" else 0.0
+
     @cached_property
     def categories_by_id(self) -> dict[str, Category]:
         return {c.id: c for c in self.categories}
@@ -138,11 +249,14 @@ class Dimension(_Frozen):
                 return c, c.types_by_id[type_id]
         raise KeyError(type_id)
 
-    def stars_for(self, score: float) -> int:
-        """Stars for a score: the highest star whose threshold the score reaches, else 1.
+    def stars_for(self, score: float) -> int | None:
+        """Stars for a score: the highest star whose threshold the score reaches, else 1; None for a
+        dimension without ``stars``.
 
         Fractional scores (averaged runs) are compared as they are: 37.5 on accuracy is 4 stars.
         """
+        if self.stars is None:
+            return None
         for star in (5, 4, 3, 2):
             if score + _EPS >= self.stars[star]:
                 return star
@@ -209,13 +323,23 @@ class Rubric(_Frozen):
 
     @property
     def max_total(self) -> float:
-        return sum(d.max for d in self.dimensions)
+        """The highest total: sum of weight x max."""
+        return sum(d.weight * d.max for d in self.dimensions)
+
+    def total(self, scores: Mapping[str, float]) -> float:
+        """The rubric's total of dimension ``scores``: sum of weight x score (a plain sum when every weight is 1)."""
+        return sum(scores[d.id] * d.weight for d in self.dimensions if d.id in scores)
+
+    @property
+    def kinds(self) -> set[str]:
+        """The kinds of the rubric's dimensions."""
+        return {d.kind for d in self.dimensions}
 
     def star_total(self, stars: Mapping[str, float]) -> float:
         """The seed's star formula: sum over dimensions of stars x star_weight."""
         return sum(stars[d.id] * d.star_weight for d in self.dimensions if d.id in stars)
 
-    def total_stars(self, scores: dict[str, float]) -> dict[str, int]:
+    def total_stars(self, scores: dict[str, float]) -> dict[str, int | None]:
         return {d: self.dimension(d).stars_for(s) for d, s in scores.items()}
 
 

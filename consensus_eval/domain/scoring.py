@@ -1,20 +1,24 @@
-"""Scores re-derived from a judgment's itemized deductions: never taken from the judge.
+"""Scores re-derived from what a judge itemized: never taken from the judge's word.
 
-DESIGN.md, "Decisions on the seed 000 rubric"::
+By the dimension's kind (:mod:`consensus_eval.domain.rubric`)::
 
-    score = max(0, max - sum_c min(sum of category c's deductions, cap_c) - fixed penalties)
-    stars = the highest star whose threshold the score reaches ("at least"), else 1
+    deductions: score = max(0, max - sum_c min(sum of category c's deductions, cap_c) - fixed penalties)
+    likert:     score = the level picked (one of the dimension's levels)
+    criteria:   score = clip(sum of met criteria's points / sum of positive points, 0, 1)   (HealthBench)
+    stars = the highest star whose threshold the score reaches ("at least"), else 1; none without ``stars``
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from typing import Annotated
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from consensus_eval.domain.construct import all_fields
 from consensus_eval.domain.judgment import Judgment
-from consensus_eval.domain.rubric import Dimension
+from consensus_eval.domain.rubric import Criterion, Dimension
 
 
 class CategoryScore(BaseModel):
@@ -28,17 +32,29 @@ class CategoryScore(BaseModel):
     n: int
 
 
+class CriterionResult(BaseModel):
+    """One criterion of a ``criteria`` dimension as scored: its points and whether the judge found it met."""
+
+    id: str
+    points: float
+    met: bool
+
+
 class DimensionScore(BaseModel):
-    """A dimension's re-derived score, and whether the judge's own claim agrees with it."""
+    """A dimension's re-derived score, and whether the judge's own claim agrees with it.
+
+    ``stars`` is None for a dimension without star thresholds; ``criteria`` lists a ``criteria`` dimension's
+    criteria as scored (left out of dumps while empty, as for every other kind)."""
 
     dimension: str
     max: float
     score: float
-    stars: int
+    stars: int | None
     categories: list[CategoryScore]
     penalties: float
     claimed_score: float | None = None
     claimed_stars: int | None = None
+    criteria: Annotated[list[CriterionResult], Field(exclude_if=lambda v: not v)] = []
 
     @property
     def claim_mismatch(self) -> bool:
@@ -48,8 +64,67 @@ class DimensionScore(BaseModel):
         return bad_score or bad_stars
 
 
-def derive(dimension: Dimension, judgment: Judgment) -> DimensionScore:
-    """Re-derive a dimension's score from a judgment's deductions and fixed penalties.
+def derive(dimension: Dimension, judgment: Judgment,
+           criteria: Sequence[Criterion] | None = None) -> DimensionScore:
+    """Re-derive a dimension's score from a judgment, by the dimension's kind (module docstring).
+
+    ``criteria``: a ``criteria`` dimension's criteria for this case (:func:`criteria_of`); ignored by the
+    other kinds. Raises ``ValueError`` for a judgment that does not fit the dimension (judgments are
+    validated before they get here).
+    """
+    if dimension.kind == "likert":
+        return _derive_likert(dimension, judgment)
+    if dimension.kind == "criteria":
+        return _derive_criteria(dimension, judgment, dimension.criteria or criteria or [])
+    return _derive_deductions(dimension, judgment)
+
+
+def criteria_of(dimension: Dimension, case_criteria: Sequence[Criterion] | None) -> list[Criterion]:
+    """The criteria a ``criteria`` dimension judges a case by: the rubric's own, else the case's. Raises
+    ``ValueError`` when there are none."""
+    found = list(dimension.criteria or case_criteria or [])
+    if not found:
+        raise ValueError(f"dimension {dimension.id!r} has no criteria of its own and the case gives none "
+                         f"(a case's \"criteria\": [{{\"id\", \"text\", \"points\"}}])")
+    return found
+
+
+def _derive_likert(dimension: Dimension, judgment: Judgment) -> DimensionScore:
+    if judgment.rating is None or judgment.rating not in dimension.levels:
+        raise ValueError(f"dimension {dimension.id!r} takes a level among {sorted(dimension.levels)}, "
+                         f"got {judgment.rating!r}")
+    score = float(judgment.rating)
+    return DimensionScore(dimension=dimension.id, max=float(dimension.max), score=score,
+                          stars=dimension.stars_for(score), categories=[], penalties=0.0,
+                          claimed_score=judgment.claimed_score, claimed_stars=judgment.claimed_stars)
+
+
+def _derive_criteria(dimension: Dimension, judgment: Judgment, criteria: Sequence[Criterion]) -> DimensionScore:
+    if not criteria:
+        criteria_of(dimension, None)  # raises, naming what is missing
+    by_id = {c.id: c for c in criteria}
+    met: dict[str, bool] = {}
+    for v in judgment.verdicts:
+        if v.id not in by_id:
+            raise ValueError(f"dimension {dimension.id!r} has no criterion {v.id!r} for this case")
+        if v.id in met:
+            raise ValueError(f"criterion {v.id!r} is judged twice")
+        met[v.id] = v.met
+    missing = [c.id for c in criteria if c.id not in met]
+    if missing:
+        raise ValueError(f"criteria not judged: {', '.join(missing)}")
+    positive = sum(c.points for c in criteria if c.points > 0)
+    achieved = sum(c.points for c in criteria if met[c.id])
+    score = min(1.0, max(0.0, achieved / positive))
+    score = round(score, 12)
+    return DimensionScore(dimension=dimension.id, max=1.0, score=score, stars=dimension.stars_for(score),
+                          categories=[], penalties=0.0,
+                          claimed_score=judgment.claimed_score, claimed_stars=judgment.claimed_stars,
+                          criteria=[CriterionResult(id=c.id, points=c.points, met=met[c.id]) for c in criteria])
+
+
+def _derive_deductions(dimension: Dimension, judgment: Judgment) -> DimensionScore:
+    """Re-derive a deductions dimension's score from a judgment's deductions and fixed penalties.
 
     Each category takes off ``min(sum of its deductions, cap)``; each fixed penalty that applies is
     taken off once, outside the caps; the result is floored at 0. Raises ``ValueError`` for a deduction whose

@@ -115,8 +115,8 @@ def _own_disagreement(scores: Sequence[float], rubric: Rubric, dim: str, config:
         return True
     if a.run_star_gap is None:
         return False
-    stars = [rubric.dimension(dim).stars_for(s) for s in scores]
-    return max(stars) - min(stars) >= a.run_star_gap
+    stars = [st for s in scores if (st := rubric.dimension(dim).stars_for(s)) is not None]
+    return bool(stars) and max(stars) - min(stars) >= a.run_star_gap
 
 
 def _mean(scores: Sequence[float]) -> float | None:
@@ -131,7 +131,8 @@ def _panel_flags(runs: CaseRuns, rubric: Rubric, config: EvalConfig) -> set[str]
     means = {j: {d: _mean(by_dim[d].scores) if d in by_dim else None for d in dims} for j, by_dim in runs.items()}
     totals = [sum(v for v in m.values() if v is not None) for m in means.values()
               if all(v is not None for v in m.values())]
-    stars = {d: [rubric.dimension(d).stars_for(v) for m in means.values() if (v := m[d]) is not None] for d in dims}
+    stars = {d: [st for m in means.values() if (v := m[d]) is not None
+                 and (st := rubric.dimension(d).stars_for(v)) is not None] for d in dims}
     flags = disagreement(totals, stars, config.consensus)
     if any(f.code == "spread" for f in flags):
         return set(dims)

@@ -20,6 +20,8 @@ from consensus_eval.domain.judgment import Judgment
 M = TypeVar("M", bound=BaseModel)
 
 _INTERNED = ("case_id", "dimension", "judge", "model", "status", "error_kind")
+#: a judgment's fields of the other dimension kinds, left out of its stored dump while empty
+_KIND_FIELDS = frozenset({"rating", "evidence", "verdicts"})
 
 
 def compact_record(rec: M) -> M:
@@ -29,7 +31,7 @@ def compact_record(rec: M) -> M:
     judgment = getattr(rec, "judgment", None)
     if isinstance(judgment, Judgment):
         changes["judgment"] = shared_copy(
-            judgment, **_interned(judgment, ("dimension",)),
+            judgment, defaults_given=_KIND_FIELDS, **_interned(judgment, ("dimension",)),
             deductions=[shared_copy(d, **_interned(d, ("category", "type"))) for d in judgment.deductions],
             fixed_penalties=[shared_copy(p, **_interned(p, ("id",))) for p in judgment.fixed_penalties])
     return shared_copy(rec, **changes)

@@ -108,12 +108,17 @@ def ground_all(rubric: Rubric, cases: Sequence[Case], records: Iterable[CallReco
     return out
 
 
+#: a case's field left out of its dump while unset (a criteria rubric's per-case criteria)
+_CASE_OPTIONAL = frozenset({"criteria"})
+
+
 def _compact_case(case: Case) -> Case:
     """``case`` and its turns as objects sharing their classes' fields sets, the roles interned
     (:mod:`consensus_eval.domain.construct`; the same values)."""
     if isinstance(case.conversation, list):
-        return shared_copy(case, conversation=[shared_copy(t, role=sys.intern(t.role)) for t in case.conversation])
-    return shared_copy(case)
+        return shared_copy(case, defaults_given=_CASE_OPTIONAL,
+                           conversation=[shared_copy(t, role=sys.intern(t.role)) for t in case.conversation])
+    return shared_copy(case, defaults_given=_CASE_OPTIONAL)
 
 
 def without_ungrounded(rec: CallRecord, grounding: dict[str, Grounding]) -> Judgment | None:
