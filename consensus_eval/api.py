@@ -49,6 +49,7 @@ from consensus_eval.domain.config import DEFAULT_CONFIG, EvalConfig, LLMJudgeCon
 from consensus_eval.domain.grounding import ground
 from consensus_eval.domain.reviewers import clean_name
 from consensus_eval.domain.rubric import Rubric, load_rubric
+from consensus_eval.domain.sets import duplicates
 from consensus_eval.domain.textio import SURROGATE_MESSAGE, surrogate_field
 from consensus_eval.domain.writable import check_outputs
 from consensus_eval.execution.adaptive import execute_rounds, grow
@@ -540,8 +541,7 @@ def _cases(cases: CasesInput, skip_invalid: bool, fields: CaseFields | None = No
             raise InputError(f"case {i}: {format_validation_error(e).strip()}") from None
         if (where := surrogate_field(out[-1].model_dump())) is not None:  # a file's are refused as it is read
             raise InputError(f"case {i}: {where}: {SURROGATE_MESSAGE}")
-    ids = [c.id for c in out]
-    dup = sorted({i for i in ids if ids.count(i) > 1})
+    dup = sorted(duplicates(c.id for c in out))
     if dup:
         raise InputError(f"duplicate case id(s): {', '.join(dup)}")
     if not out:

@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, 
 
 from consensus_eval._errors import InputError, format_validation_error
 from consensus_eval.domain.rubric import Criterion
+from consensus_eval.domain.sets import duplicates
 from consensus_eval.domain.textio import loads_json
 
 
@@ -62,11 +63,8 @@ class Case(BaseModel):
     @classmethod
     def _criteria_ids(cls, v: list[Criterion] | None) -> list[Criterion] | None:
         if v is not None:
-            seen: set[str] = set()
-            for c in v:
-                if c.id in seen:
-                    raise ValueError(f"criterion id {c.id!r} is given twice")
-                seen.add(c.id)
+            if dup := duplicates(c.id for c in v):
+                raise ValueError(f"criterion id {dup[0]!r} is given twice")
             if not any(c.points > 0 for c in v):
                 raise ValueError("the criteria need at least one criterion with positive points")
         return v

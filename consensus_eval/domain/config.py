@@ -32,6 +32,7 @@ from consensus_eval._resources import resolve
 from consensus_eval.domain.aggregate import aggregator
 from consensus_eval.domain.cases import CaseFields
 from consensus_eval.domain.plugins import Registry
+from consensus_eval.domain.sets import duplicates
 from consensus_eval.domain.textio import load_yaml, read_text
 
 Mode = Literal["tools", "json", "json_schema", "md_json"]
@@ -457,8 +458,7 @@ class EvalConfig(BaseModel):
 
     @model_validator(mode="after")
     def _unique_names(self) -> EvalConfig:
-        names = [j.name for j in self.judges]
-        dup = sorted({n for n in names if names.count(n) > 1})
+        dup = sorted(duplicates(j.name for j in self.judges))
         if dup:
             raise ValueError(f"duplicate judge name(s): {', '.join(dup)}")
         if self.consensus.min_judges > len(self.judges):

@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from consensus_eval._errors import InputError, format_validation_error
 from consensus_eval._resources import resolve
+from consensus_eval.domain.sets import duplicates
 from consensus_eval.domain.textio import load_yaml
 
 _EPS = 1e-9
@@ -344,8 +345,7 @@ class Rubric(_Frozen):
 
 
 def _unique(what: str, ids: Iterable[str]) -> None:
-    seen: set[str] = set()
-    dup = sorted({i for i in ids if i in seen or seen.add(i)})  # type: ignore[func-returns-value]
+    dup = sorted(duplicates(ids))
     if dup:
         raise ValueError(f"duplicate {what} id(s): {', '.join(dup)}")
 

@@ -1,8 +1,11 @@
-"""Set similarity, with one answer for the edge case everyone handles differently."""
+"""Sets: similarity, with one answer for the edge case everyone handles differently, and duplicates."""
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Set
+from collections.abc import Hashable, Iterable, Set
+from typing import TypeVar
+
+H = TypeVar("H", bound=Hashable)
 
 
 def jaccard(a: Set[Hashable], b: Set[Hashable]) -> float:
@@ -14,3 +17,20 @@ def jaccard(a: Set[Hashable], b: Set[Hashable]) -> float:
     """
     union = a | b
     return len(a & b) / len(union) if union else 1.0
+
+
+def duplicates(items: Iterable[H]) -> list[H]:
+    """The items that occur more than once, each once, in the order they are first met again.
+
+    ``duplicates(["a", "b", "b", "a", "b"]) == ["b", "a"]``: ``b`` repeats (third item) before ``a`` does
+    (fourth). An empty list means every item is unique. One pass; the items must be hashable.
+    Callers that name the duplicates in a message sort them themselves where they want a stable order.
+    """
+    seen: set[H] = set()
+    found: dict[H, None] = {}
+    for item in items:
+        if item in seen:
+            found.setdefault(item)
+        else:
+            seen.add(item)
+    return list(found)
