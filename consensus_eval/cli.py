@@ -537,11 +537,20 @@ def review(
     side by side, each judge's deductions with their evidence highlighted, a verdict per deduction,
     a score per dimension; every change is stored at once in RUN_DIR/results.sqlite under the
     reviewer's name. Calls no judge. Ctrl-C stops the server (nothing is lost)."""
-    from consensus_eval.review import serve
+    try:  # the app is an extra: say so before anything starts
+        import uvicorn  # noqa: F401
+
+        from consensus_eval.review import serve
+    except ModuleNotFoundError as e:
+        missing = (e.name or "").partition(".")[0]
+        if missing not in ("starlette", "uvicorn"):
+            raise
+        raise InputError(f"`review` needs {missing}, which is not installed: "
+                         "pip install 'consensus-eval[review]'") from None
 
     freeze_when_done(False)  # a long-lived server: never freeze what its requests made (consensus_eval._gc)
     from consensus_eval import api
-    from consensus_eval.review.app import is_loopback
+    from consensus_eval.domain.hosts import is_loopback
 
     reviewer = _reviewer_option(reviewer)
     members = api.team(run_dir)

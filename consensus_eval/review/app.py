@@ -45,14 +45,13 @@ from starlette.routing import Route
 
 from consensus_eval._errors import InputError
 from consensus_eval.analysis.audit import REASON_CODES
+from consensus_eval.domain.hosts import LOOPBACK_HOSTS, is_loopback
 from consensus_eval.domain.textio import loads_json
 from consensus_eval.output.report.data import review_reasons
 from consensus_eval.output.report.fmt import avg
 from consensus_eval.output.report.i18n import Messages, default_lang, messages as report_messages
 from consensus_eval.review.model import ActionError, Filters, ReviewRun, clean_reviewer
 
-#: loopback names the server answers to by default (Host header, without the port)
-LOOPBACK_HOSTS = ["127.0.0.1", "localhost", "::1", "[::1]"]
 #: Content-Security-Policy of every response: nothing but this server's own files
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
        "form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
@@ -366,18 +365,6 @@ def create_app(run: ReviewRun, *, reviewer: str | None = None, hosts: list[str] 
     app = Starlette(routes=routes, middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=allowed)],
                     lifespan=lifespan)
     return app, sessions
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` (an address or name to bind) is this machine only."""
-    import ipaddress
-
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def serve(folder: str | Path, *, host: str = "127.0.0.1", port: int = 8765, reviewer: str | None = None,
