@@ -10,7 +10,8 @@ case, with its drill-down :meth:`JudgeView.drill_down`).
     disagreement = 100 x spread_share + 10 x star_gap_mean + 10 x singleton_share
 
 - ``spread_share``: for each dimension, max - min of the judges' scores (each judge's score is the
-  mean of its runs) as a share of the dimension's max; averaged over the dimensions at least two
+  mean of its runs) as a share of the dimension's range (its max; a likert scale's top minus bottom
+  level); averaged over the dimensions at least two
   judges scored. 0.25 means the judges are a quarter of the scale apart on an average dimension.
 - ``star_gap_mean``: for each dimension, max - min of the judges' stars; averaged the same way.
 - ``singleton_share``: of the distinct deductions (judge, dimension, deduction type) that another
@@ -34,7 +35,8 @@ score or a reason to review it.
 
     risk = 100 x lost_share + 10 x penalty_share + 10 x ungrounded_share
 
-- ``lost_share``: for each dimension, the share of its max the case lost (max - score) / max (the
+- ``lost_share``: for each dimension, the share of its range the case lost (max - score) / (max - low),
+  ``low`` 0 or a likert scale's bottom level (the
   panel score, or the mean of the judges' scores below the quorum); averaged over the dimensions.
   A low score is where a mistaken judge costs most.
 - ``penalty_share``: over the judges and the dimensions whose rubric has fixed penalties, the share
@@ -53,6 +55,9 @@ needs review when any of these holds:
   (planned calls not stored yet: provisional);
 - ``spread``: the judges' totals are more than the config's ``consensus.flag_spread`` points apart;
 - ``star_gap``: on some dimension the judges' stars differ by ``consensus.flag_star_gap`` or more;
+- ``level_gap``: on a likert dimension the levels the judges picked (any run) differ by
+  ``consensus.flag_star_gap`` or more (a level is read like a star);
+- ``split``: on a criteria dimension the judges' verdicts on a criterion differ (met / not met);
 - judged by a single judge (a panel of one, or the only judge of a panel that answered), its risk
   signals: ``low_score`` (a dimension at :data:`LOW_STARS` stars or fewer) and ``fixed_penalty``
   (a fixed penalty nobody else could confirm);
@@ -102,7 +107,7 @@ from consensus_eval.analysis.consensus import CaseConsensus
 from consensus_eval.domain.config import ConsensusConfig, EvalConfig
 from consensus_eval.domain.construct import construct, shared_copy
 from consensus_eval.domain.grounding import Grounding
-from consensus_eval.domain.rubric import Rubric
+from consensus_eval.domain.rubric import Criterion, Dimension, Rubric
 from consensus_eval.domain.scoring import DimensionScore
 from consensus_eval.execution.results import StoredRun
 from consensus_eval.execution.store import CallRecord
@@ -136,11 +141,11 @@ PENALTY_CATEGORY_NAME = "fixed penalty"
 
 Match = Literal["type", "category", "none", "no_peer"]
 QueueMode = Literal["disagreement", "risk"]
-ReasonCode = Literal["failed", "inconclusive", "incomplete", "spread", "star_gap", "low_score", "fixed_penalty",
-                     "ungrounded"]
+ReasonCode = Literal["failed", "inconclusive", "incomplete", "spread", "star_gap", "level_gap", "split",
+                     "low_score", "fixed_penalty", "ungrounded"]
 #: every reason code, in the order reasons are listed
-REASON_CODES: tuple[ReasonCode, ...] = ("failed", "inconclusive", "incomplete", "spread", "star_gap", "low_score",
-                                        "fixed_penalty", "ungrounded")
+REASON_CODES: tuple[ReasonCode, ...] = ("failed", "inconclusive", "incomplete", "spread", "star_gap", "level_gap",
+                                        "split", "low_score", "fixed_penalty", "ungrounded")
 _STATUS_ORDER = {"failed": 0, "inconclusive": 1, "incomplete": 2, "ok": 3}
 
 
@@ -251,6 +256,49 @@ class RunGroup(BaseModel):
     items: list[DrillItem]
 
 
+class RatingItem(BaseModel):
+    """One run of a judge on a ``likert`` dimension: the level it picked (``rating``), that level's anchor
+    text, the quotes it rests on (``evidence``) and its comment. ``run`` is the stored run number (from 0)."""
+
+    run: int
+    rating: int
+    anchor: str
+    evidence: list[str]
+    comment: str
+
+
+class VerdictItem(BaseModel):
+    """One run's verdict of a judge on one criterion of a ``criteria`` dimension (``id``: the criterion's id)."""
+
+    run: int
+    id: str
+    met: bool
+    evidence: str
+    reason: str
+
+
+class CriterionRow(BaseModel):
+    """One criterion of a ``criteria`` dimension across the judges: ``judges`` maps each judge that answered to
+    its verdicts, run by run (``True``: met); ``split`` is True when the judges' verdicts differ (a judge whose
+    runs disagree among themselves counts as disagreeing too); ``met_share`` is the share of all those
+    verdicts that say met (None when no judge answered)."""
+
+    id: str
+    text: str
+    points: float
+    judges: dict[str, list[bool]]
+    split: bool
+    met_share: float | None
+
+    def verdict(self, judge: str) -> bool | None:
+        """The judge's verdict on this criterion: met by most of its runs (a tie is None), None without one."""
+        votes = self.judges.get(judge)
+        if not votes:
+            return None
+        met = sum(votes)
+        return None if 2 * met == len(votes) else 2 * met > len(votes)
+
+
 class JudgeView(BaseModel):
     """One judge on one dimension of one case: its score and everything it deducted.
 
@@ -259,6 +307,8 @@ class JudgeView(BaseModel):
     ``comments`` the non-empty comments of its successful runs. ``runs`` are the stored run numbers
     (from 0) of its successful runs, ``n_runs`` its runs on this dimension, ok and failed.
     ``deductions`` lists every occurrence, run by run; :meth:`drill_down` is the collapsed view.
+    By the dimension's kind, ``ratings`` (``likert``: the level of each successful run, with its anchor and
+    evidence) or ``verdicts`` (``criteria``: each run's verdict on each criterion) replace the deductions.
     """
 
     judge: str
@@ -271,6 +321,8 @@ class JudgeView(BaseModel):
     comments: list[str]
     runs: list[int] = []
     n_runs: int = 0
+    ratings: list[RatingItem] = []
+    verdicts: list[VerdictItem] = []
 
     def drill_down(self) -> list[RunGroup]:
         """The deductions grouped by the runs they were made in, repeats collapsed (module docstring):
@@ -282,8 +334,13 @@ class DimensionAudit(BaseModel):
     """One dimension of one case, side by side: each judge's view (in panel order).
 
     ``spread`` is max - min of the judges' scores in points (None with fewer than two judges with a
-    score), ``spread_share`` the same as a share of ``max``; ``star_gap`` is max - min of the
+    score), ``spread_share`` the same as a share of the range (``max``; a likert scale's top minus bottom
+    level); ``star_gap`` is max - min of the
     judges' stars (0 with fewer than two judges with stars).
+
+    By ``kind``: ``likert``: ``levels`` (level -> anchor text) and ``level_spread``, the highest minus the
+    lowest level any judge picked in any run (None without two ratings); ``criteria``: ``criteria``, a row per
+    criterion that applies to the case (criterion x judge), the split ones (judges disagree) first.
     """
 
     dimension: str
@@ -294,11 +351,28 @@ class DimensionAudit(BaseModel):
     judges: list[JudgeView]
     spread: float | None = None
     spread_share: float | None = None
+    kind: str = "deductions"
+    levels: dict[int, str] = {}
+    level_spread: int | None = None
+    criteria: list[CriterionRow] = []
 
     @property
     def quiet(self) -> bool:
-        """True when every judge answered and none deducted anything (nothing to look at)."""
+        """True when every judge answered and none deducted anything (nothing to look at); a likert dimension
+        where every judge picked the top level, a criteria dimension where no criterion is split and every
+        positive criterion is met and no negative one is."""
+        if self.kind == "likert":
+            top = max(self.levels) if self.levels else None
+            return all(v.runs_ok and all(r.rating == top for r in v.ratings) for v in self.judges)
+        if self.kind == "criteria":
+            return all(v.runs_ok for v in self.judges) and all(
+                not row.split and row.met_share == (1.0 if row.points > 0 else 0.0) for row in self.criteria)
         return all(v.runs_ok and not v.deductions for v in self.judges)
+
+    @property
+    def split_criteria(self) -> list[CriterionRow]:
+        """The criteria the judges disagree on (``criteria`` dimensions)."""
+        return [row for row in self.criteria if row.split]
 
 
 class ReviewReason(BaseModel):
@@ -427,10 +501,12 @@ def audit(run: StoredRun, cons: Sequence[CaseConsensus]) -> list[CaseAudit]:
         by_case.setdefault(r.case_id, []).append(r)
     policy = ungrounded_policy(run.config)
     anchors = case_anchors([c.case_id for c in cons])
+    own_criteria = ({c.id: c.criteria for c in run.cases if c.criteria is not None}
+                    if any(d.kind == "criteria" and not d.criteria for d in run.rubric.dimensions) else {})
     audits = []
     for c in cons:
         a = _audit_case(run.rubric, run.judges, c, by_case.get(c.case_id, []), run.scores, run.config.consensus,
-                        policy, grounding=run.grounding)
+                        policy, grounding=run.grounding, case_criteria=own_criteria.get(c.case_id))
         a.anchor = anchors[c.case_id]
         audits.append(a)
     ranked = rank(audits, queue_mode(len(run.judges)))
@@ -589,8 +665,10 @@ def _mean(values: Sequence[float]) -> float | None:
 
 def _audit_case(rubric: Rubric, judges: Sequence[str], cons: CaseConsensus, records: list[CallRecord],
                 derived: dict[str, DimensionScore], config: ConsensusConfig | None = None,
-                policy: str = "flag", *, grounding: Mapping[str, Grounding] | None = None) -> CaseAudit:
-    dims = [_audit_dimension(rubric, judges, cons, d.id, records, derived, grounding=grounding)
+                policy: str = "flag", *, grounding: Mapping[str, Grounding] | None = None,
+                case_criteria: Sequence[Criterion] | None = None) -> CaseAudit:
+    dims = [_audit_dimension(rubric, judges, cons, d.id, records, derived, grounding=grounding,
+                             case_criteria=case_criteria)
             for d in rubric.dimensions]
     mismatches = _mismatches(rubric, records, derived)
     views = [v for dim in dims for v in dim.judges]
@@ -627,13 +705,15 @@ def _audit_case(rubric: Rubric, judges: Sequence[str], cons: CaseConsensus, reco
 
 
 def _lost(dim: DimensionAudit) -> float | None:
-    """The share of the dimension's max the case lost: panel score, else the judges' mean score."""
+    """The share of the dimension's range the case lost (of its max; of top minus bottom level on a likert
+    scale): panel score, else the judges' mean score."""
     score = dim.panel_score
     if score is None:
         score = _mean([v.score for v in dim.judges if v.score is not None])
-    if score is None or dim.max <= 0:
+    low = float(min(dim.levels)) if dim.levels else 0.0   # a likert scale's lowest level, else 0
+    if score is None or dim.max <= low:
         return None
-    return (dim.max - score) / dim.max
+    return (dim.max - score) / (dim.max - low)
 
 
 def review_reasons(a: CaseAudit, cfg: ConsensusConfig, policy: str = "flag") -> list[ReviewReason]:
@@ -654,6 +734,15 @@ def review_reasons(a: CaseAudit, cfg: ConsensusConfig, policy: str = "flag") -> 
     if gaps:
         out.append(ReviewReason(code="star_gap", subjects=gaps, limit=cfg.flag_star_gap, text=(
             f"judges' stars differ by {cfg.flag_star_gap} or more: {', '.join(gaps)}")))
+    levels = [f"{dim.name} {dim.level_spread}" for dim in a.dimensions
+              if dim.level_spread is not None and dim.level_spread >= cfg.flag_star_gap]
+    if levels:
+        out.append(ReviewReason(code="level_gap", subjects=levels, limit=cfg.flag_star_gap, text=(
+            f"levels picked differ by {cfg.flag_star_gap} or more: {', '.join(levels)}")))
+    split = [f"{dim.name}: {row.id}" for dim in a.dimensions for row in dim.split_criteria]
+    if split:
+        out.append(ReviewReason(code="split", subjects=split, value=len(split), text=(
+            f"judges split on {len(split)} criterion{'s' if len(split) != 1 else ''}: {', '.join(split)}")))
     if a.n_judges_answered == 1:
         low = [f"{dim.name} {v.stars}★" for dim in a.dimensions for v in dim.judges
                if v.stars is not None and v.stars <= LOW_STARS]
@@ -678,7 +767,8 @@ def _num(x: float) -> str:
 
 def _audit_dimension(rubric: Rubric, judges: Sequence[str], cons: CaseConsensus, dim_id: str,
                      records: list[CallRecord], derived: dict[str, DimensionScore], *,
-                     grounding: Mapping[str, Grounding] | None = None) -> DimensionAudit:
+                     grounding: Mapping[str, Grounding] | None = None,
+                     case_criteria: Sequence[Criterion] | None = None) -> DimensionAudit:
     dim = rubric.dimension(dim_id)
     recs = [r for r in records if r.dimension == dim_id]
     views = [_judge_view(rubric, cons, j, dim_id, [r for r in recs if r.judge == j], derived, grounding=grounding)
@@ -687,11 +777,31 @@ def _audit_dimension(rubric: Rubric, judges: Sequence[str], cons: CaseConsensus,
     stars = [v.stars for v in views if v.stars is not None]
     scores = [v.score for v in views if v.score is not None]
     spread = (max(scores) - min(scores)) if len(scores) >= 2 else None
+    ratings = [r.rating for v in views for r in v.ratings]
     return construct(DimensionAudit, **dict(
         dimension=dim_id, name=dim.name, max=dim.max, panel_score=cons.scores.get(dim_id),
         star_gap=(max(stars) - min(stars)) if len(stars) >= 2 else 0, judges=views,
-        spread=spread, spread_share=(spread / dim.max) if spread is not None and dim.max > 0 else None,
+        spread=spread,
+        spread_share=(spread / (dim.max - dim.low)) if spread is not None and dim.max > dim.low else None,
+        kind=dim.kind, levels=dim.levels,
+        level_spread=(max(ratings) - min(ratings)) if len(ratings) >= 2 else None,
+        criteria=_criterion_rows(dim, views, case_criteria) if dim.kind == "criteria" else [],
     ))
+
+
+def _criterion_rows(dim: Dimension, views: Sequence[JudgeView],
+                    case_criteria: Sequence[Criterion] | None) -> list[CriterionRow]:
+    """The criterion x judge table of a criteria dimension: the case's criteria in their order, split ones
+    first; a verdict on an id the criteria do not list is left out (a judgment is validated against them)."""
+    crits = list(dim.criteria or case_criteria or [])
+    rows = []
+    for c in crits:
+        by_judge = {v.judge: [x.met for x in v.verdicts if x.id == c.id] for v in views if v.runs_ok}
+        by_judge = {j: m for j, m in by_judge.items() if m}
+        every = [m for ms in by_judge.values() for m in ms]
+        rows.append(construct(CriterionRow, id=c.id, text=c.text, points=float(c.points), judges=by_judge,
+                              split=len(set(every)) > 1, met_share=sum(every) / len(every) if every else None))
+    return sorted(rows, key=lambda r: not r.split)
 
 
 def _judge_view(rubric: Rubric, cons: CaseConsensus, judge: str, dim_id: str, recs: list[CallRecord],
@@ -708,7 +818,23 @@ def _judge_view(rubric: Rubric, cons: CaseConsensus, judge: str, dim_id: str, re
         errors=[r.error or "failed" for r in recs if r.request_hash not in derived],
         comments=[r.judgment.comment for r in ok if r.judgment and r.judgment.comment],
         runs=[r.run for r in ok], n_runs=max([len(recs), *(r.run + 1 for r in recs)]),
+        ratings=_ratings(rubric.dimension(dim_id), ok), verdicts=_verdicts(ok),
     ))
+
+
+def _ratings(dim: Dimension, ok: Sequence[CallRecord]) -> list[RatingItem]:
+    """Each successful run's level on a likert dimension, with the level's anchor (empty for another kind)."""
+    if dim.kind != "likert":
+        return []
+    return [construct(RatingItem, run=r.run, rating=r.judgment.rating, anchor=dim.levels.get(r.judgment.rating, ""),
+                      evidence=list(r.judgment.evidence), comment=r.judgment.comment)
+            for r in ok if r.judgment is not None and r.judgment.rating is not None]
+
+
+def _verdicts(ok: Sequence[CallRecord]) -> list[VerdictItem]:
+    """Each successful run's verdicts on a criteria dimension's criteria (empty for another kind)."""
+    return [construct(VerdictItem, run=r.run, id=v.id, met=v.met, evidence=v.evidence, reason=v.reason)
+            for r in ok if r.judgment is not None for v in r.judgment.verdicts]
 
 
 def deductions_of(rubric: Rubric, rec: CallRecord,

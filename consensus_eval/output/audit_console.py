@@ -27,6 +27,7 @@ from consensus_eval.analysis.audit import (
     Mismatch,
     ReviewQueue,
     review_queue,
+    run_label,
 )
 from consensus_eval.analysis.intervals import Proportion
 from consensus_eval.analysis.judge_quality import JudgeQuality
@@ -76,7 +77,8 @@ def print_audit(console: Console, cases: ReviewQueue | Sequence[CaseAudit], top:
         for dim in shown_dims:
             console.print(dimension_table(dim, t))
         if not shown_dims:
-            console.print(Text(t("con_no_deduction_any"), style="dim"))
+            deductions_only = all(dim.kind == "deductions" for dim in a.dimensions)
+            console.print(Text(t("con_no_deduction_any" if deductions_only else "con_quiet_any"), style="dim"))
         _print_singletons(console, a, t)
         _print_mismatches(console, a.mismatch_runs, t)
 
@@ -172,8 +174,13 @@ def _share(p: Proportion, of: str, t: Messages) -> str:
 
 
 def dimension_table(dim: DimensionAudit, t: Messages | None = None) -> Table:
-    """The judges of one dimension side by side: one column per judge, its drill-down in the cell."""
+    """The judges of one dimension side by side: one column per judge, its drill-down in the cell (a likert
+    dimension: each judge's level with its anchor and evidence; a criteria dimension: criterion x judge)."""
     t = _t(t)
+    if dim.kind == "likert":
+        return _likert_table(dim, t)
+    if dim.kind == "criteria":
+        return criteria_table(dim, t)
     tb = Table(title=Text(t("con_dim_title", name=dim.name, dimension=dim.dimension, max=fmt_num(dim.max),
                             panel=_num1(dim.panel_score), gap=dim.star_gap)),
                show_lines=True, expand=len(dim.judges) > 1)
@@ -182,6 +189,81 @@ def dimension_table(dim: DimensionAudit, t: Messages | None = None) -> Table:
         tb.add_column(Text(head))
     tb.add_row(*(_judge_cell(v, t) for v in dim.judges))
     return tb
+
+
+def _stars(stars: int | None) -> str:
+    return f" ({stars}★)" if stars else ""
+
+
+def _likert_table(dim: DimensionAudit, t: Messages) -> Table:
+    low, high = (min(dim.levels), max(dim.levels)) if dim.levels else (0, 0)
+    tb = Table(title=Text(t("con_dim_title_likert", name=dim.name, dimension=dim.dimension, low=low, high=high,
+                            panel=_num1(dim.panel_score),
+                            spread="-" if dim.level_spread is None else dim.level_spread)),
+               show_lines=True, expand=len(dim.judges) > 1)
+    for v in dim.judges:
+        tb.add_column(Text(f"{v.judge}\n{_num1(v.score)}{_stars(v.stars)}"))
+    tb.add_row(*(_rating_cell(v, t) for v in dim.judges))
+    return tb
+
+
+def _rating_cell(v: JudgeView, t: Messages) -> Group | Text:
+    if not v.runs_ok:
+        return Text(t("con_failed") + "; ".join(v.errors), style="red")
+    parts: list[Text] = []
+    for r in v.ratings:
+        line = Text()
+        if v.n_runs > 1:
+            line.append(f"{run_label(r.run, v.n_runs)}: ", style="underline")
+        line.append(t("con_level", level=r.rating, anchor=r.anchor), style="bold")
+        for quote in r.evidence:
+            line.append(f"\n  «{quote}»")
+        if r.comment:
+            line.append(f"\n  {r.comment}", style="dim")
+        parts.append(line)
+    if v.runs_failed:
+        parts.append(Text(t("con_runs_failed", n=v.runs_failed) + "; ".join(dict.fromkeys(v.errors)), style="red"))
+    return Group(*parts)
+
+
+def criteria_table(dim: DimensionAudit, t: Messages | None = None) -> Table:
+    """A criteria dimension as a table criterion x judge: met / not met per judge (each run's verdict when
+    its runs differ) with the evidence, the split criteria first."""
+    t = _t(t)
+    tb = Table(title=Text(t("con_dim_title_criteria", name=dim.name, dimension=dim.dimension,
+                            panel=_num1(dim.panel_score), split=len(dim.split_criteria), n=len(dim.criteria))),
+               show_lines=True, expand=True)
+    tb.add_column(Text(t("con_col_criterion")))
+    tb.add_column(Text(t("con_col_points")), justify="right")
+    for v in dim.judges:
+        tb.add_column(Text(f"{v.judge}\n{_num1(v.score)}{_stars(v.stars)}"))
+    for row in dim.criteria:
+        head = Text(f"{row.id}: {row.text}")
+        if row.split:
+            head.append(f"  [{t('con_split')}]", style="yellow")
+        cells: list[Text] = [head, Text(fmt_num(row.points))]
+        for v in dim.judges:
+            cells.append(_verdict_cell(v, row.id, t))
+        tb.add_row(*cells)
+    return tb
+
+
+def _verdict_cell(v: JudgeView, criterion: str, t: Messages) -> Text:
+    if not v.runs_ok:
+        return Text(t("con_failed").rstrip(": "), style="red")
+    mine = [x for x in v.verdicts if x.id == criterion]
+    out = Text()
+    for x in mine:
+        if len(mine) > 1:
+            out.append(f"{x.run + 1}: ")
+        out.append(t("con_met") if x.met else t("con_not_met"), style="green" if x.met else "red")
+        if x.evidence:
+            out.append(f" «{x.evidence}»")
+        if x.reason:
+            out.append(f"\n  {x.reason}", style="dim")
+        out.append("\n")
+    out.rstrip()
+    return out
 
 
 def _judge_cell(v: JudgeView, t: Messages) -> Group | Text:

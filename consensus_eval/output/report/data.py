@@ -265,6 +265,10 @@ def review_reasons(a: CaseAudit, t: Messages, flag_spread: float = 0.0, flag_sta
         elif r.code == "star_gap":
             dims = [f"{d.name} {d.star_gap}★" for d in a.dimensions if d.star_gap >= flag_star_gap]
             out.append(t("why_star_gap", gap=flag_star_gap, dims="、".join(dims)))
+        elif r.code == "level_gap":
+            out.append(t("why_level_gap", gap=flag_star_gap, dims="、".join(r.subjects)))
+        elif r.code == "split":
+            out.append(t("why_split", n=len(r.subjects), criteria="、".join(r.subjects)))
         elif r.code == "low_score":
             low = [f"{d.name} {v.stars}★" for d in a.dimensions for v in d.judges
                    if v.stars is not None and v.stars <= LOW_STARS]
