@@ -1,22 +1,13 @@
 """Python's cyclic garbage collector kept off the objects of a large run while it is read, analysed
-and rendered.
-
-Rebuilding a run creates millions of small objects (records, judgments, scores, groundings, report
-rows) that stay alive until the rebuild ends. CPython's collector runs a pass every 700 net
-allocations and, every so often, traverses everything alive: on a run of 2,000 cases x 4 judges those
-passes were half the time of a rebuild, and one full pass over what a 20,000-case rebuild holds takes
-about 25 s, freeing nothing: a whole rebuild at 2,000 cases leaves about 600 objects in reference
-cycles (measured: bench/README.md, "Post-processing at scale"); everything else is freed by
-reference counting the moment it is dropped, collector or not.
+and rendered (why: docs/design/gc.md).
 
 :func:`gc_paused` turns the collector off for the duration of a block and turns it back on (if it
 was on) when the outermost block ends. Only when the process owner asked for it with
 :func:`freeze_when_done` (the command line does: its process ends soon after the rebuild) does the
 end of the outermost block first move every object alive into the collector's permanent generation
-(``gc.freeze()``), so that no later pass traverses them again; the price, the few hundred objects of
-a rebuild left in cycles not reclaimed until ``gc.unfreeze()``, is one a library must not make a
-long-lived caller (a notebook, the review server) pay behind its back, so the Python API never freezes.
-Reference counting frees every object not in a cycle either way.
+(``gc.freeze()``), so that no later pass traverses them again. What is left in reference cycles then
+stays until ``gc.unfreeze()``, so the Python API never freezes. Reference counting frees every object
+not in a cycle either way.
 
 Reentrant: nested blocks (``read_run`` inside ``rebuild``) act only when the outermost one ends.
 """

@@ -57,7 +57,8 @@ CACHED_INPUT_FRACTION = {"deepseek": 0.1, "anthropic": 0.1, "dashscope": 0.1}
 BATCH_PROVIDERS = frozenset({"openai"})
 #: how an LLM judge asks (:attr:`LLMJudgeConfig.call`): one call per dimension, or one per case
 Call = Literal["per_dimension", "per_case"]
-#: what a deduction whose evidence is not found in the case does (:class:`EvalConfig`, README "Config")
+#: what a deduction whose evidence is not found in the case does (:class:`EvalConfig`; docs/judges.md,
+#: "Grounded evidence")
 Ungrounded = Literal["keep", "flag", "drop", "reask"]
 
 # Strings that look like a provider key (OpenAI/DeepSeek "sk-...", Anthropic "sk-ant-...", Google "AIza...").
@@ -95,8 +96,8 @@ class JudgeConfig(BaseModel):
     #: ``name`` is always part of the identity (added by :attr:`identity` if a kind leaves it out): two
     #: judges of the same model and settings under two names are two judges, each with its own calls.
     IDENTITY_FIELDS: ClassVar[tuple[str, ...]] = ("name", "kind")
-    #: identity fields added after results were stored: hashed only when not at their default, so the
-    #: identity (and every stored request hash) of a judge that does not set them is what it was
+    #: identity fields hashed only when not at their default: a judge that leaves them unset keeps the
+    #: identity (and every stored request hash) it has without them
     IDENTITY_IF_SET: ClassVar[tuple[str, ...]] = ()
 
     @model_validator(mode="wrap")
@@ -190,9 +191,10 @@ class LLMJudgeConfig(JudgeConfig):
     batch_cost_factor: Annotated[float, Field(ge=0, le=1)] = 0.5
     #: ``per_dimension`` (the default): one call per dimension of a case; ``per_case``: the dimensions of
     #: a case (and run) asked in one call (``<rubric>/per_case.j2``, a reply with one part per dimension),
-    #: the case sent once. Stored, resumed and reported per dimension as before; each dimension's record
-    #: carries its share of the call's tokens and cost (:mod:`consensus_eval.judges.per_case`). Part of the
-    #: identity: it changes what is asked. Measure before you use it (README, bench/README.md).
+    #: the case sent once. Stored, resumed and reported per dimension, as with ``per_dimension``; each
+    #: dimension's record carries its share of the call's tokens and cost
+    #: (:mod:`consensus_eval.judges.per_case`). Part of the identity: it changes what is asked. Measure
+    #: before you use it (docs/judges.md, "One call per case").
     call: Call = "per_dimension"
 
     IDENTITY_FIELDS: ClassVar[tuple[str, ...]] = (
@@ -274,7 +276,7 @@ class LLMJudgeConfig(JudgeConfig):
 
 
 class RulesJudgeConfig(JudgeConfig):
-    """The built-in deterministic judge of a rubric that has rules registered (seed 000's has):
+    """The built-in deterministic judge of a rubric that has rules registered (``medical_record`` has):
     offline, free, no other setting."""
 
     kind: Literal["rules"] = "rules"
@@ -377,7 +379,7 @@ Runs = int | Literal["adaptive"]
 
 class AdaptiveConfig(BaseModel):
     """The stopping rule of ``runs: adaptive`` / ``important_runs: adaptive``
-    (:mod:`consensus_eval.execution.adaptive`, README "Adaptive runs and cascades").
+    (:mod:`consensus_eval.execution.adaptive`; docs/judges.md, "Adaptive runs and cascades").
 
     A case starts with ``min_runs`` runs per judge; a judge then gets one more run of a dimension of the
     case only while (a) its own runs of that dimension disagree: their re-derived scores are more than

@@ -38,10 +38,7 @@ normalised characters are ignored. The result's kind is the worst kind of its pa
 normalised < fuzzy < not_found), its score the lowest part's, its spans those of all parts. If that
 finds nothing, the whole quote is tried fuzzily.
 
-**Threshold.** :data:`FUZZY_THRESHOLD` = 85 was chosen on real quotes (bench/README.md, "grounding"):
-the rules judge's quotes on the 16 examples and perturbed copies of them as LLM judges write them (a
-particle added or dropped, a character changed, punctuation swapped) against quotes of one case looked
-up in the other fifteen (same vocabulary, not there).
+**Threshold.** :data:`FUZZY_THRESHOLD` = 85, chosen on real quotes: docs/design/grounding.md.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""CLI for the TCM metrics of seed 001: ``consensus-eval metrics tcm TASK PRED GOLD``.
+"""CLI for the TCM metrics (:mod:`consensus_eval.metrics.tcm`): ``consensus-eval metrics tcm TASK PRED GOLD``.
 
 PRED and GOLD are JSONL files, one case a line: an ``id`` plus the fields of the task family (see
 :data:`FAMILIES`). Lines are paired by ``id``. Kept light: the standard library, typer and, for the
@@ -763,7 +763,7 @@ def _escape(text: str) -> str:
 def _help() -> str:
     """The command help: usage, then each family's fields (built from :data:`FAMILIES`)."""
     lines = [
-        "TCM metrics of seed 001 over two JSONL files, one case a line, paired by `id`.",
+        "TCM metrics over two JSONL files, one case a line, paired by `id`.",
         "",
         "Each line holds an `id` plus the fields of TASK below (other fields are ignored). A metric is"
         " reported when its field is present: compared fields are read from GOLD and PRED (a missing"

@@ -1,5 +1,6 @@
-"""TCM (traditional Chinese medicine) metrics of seed 001, sections 1 to 9.
+"""TCM (traditional Chinese medicine) metrics, sections 1 to 9 of their definitions.
 
+The definitions came with reference code, called "the seed" below (its section numbers: "seed 9.2").
 Every ``calculate_*`` function keeps the seed's name and argument order, and gives the seed's numbers on ordinary
 input (well-formed lists of clean labels, equal lengths, positive doses). Where the seed's code
 crashes or silently misbehaves, these functions follow the rules below instead; each function's

@@ -1,4 +1,4 @@
-"""Planting operators: each plants one error of one deduction type of the seed 000 rubric into a record.
+"""Planting operators: each plants one error of one deduction type of the ``medical_record`` rubric into a record.
 
 An operator reads a clean :class:`BaseCase` and lists every way it can plant its error there
 (:class:`Plant`: edits of the record, the deduction type, and where the error will be). Each plant
@@ -844,7 +844,7 @@ OPERATOR_TYPES: dict[str, str] = {
     "negated_finding_affirmed": "fact_error", "laterality": "fact_error",
 }
 
-#: deduction types of the seed 000 rubric that no operator plants, and why
+#: deduction types of the ``medical_record`` rubric that no operator plants, and why
 UNPLANTABLE: dict[str, str] = {
     "time_unclear": "the same text defect as standardization.time_vague (a vague time); planted vague times are "
                     "counted there, and a time_unclear deduction on them is not a false alarm",

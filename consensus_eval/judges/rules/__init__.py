@@ -5,7 +5,7 @@
 - :class:`RubricRules`, :func:`register_rules`, :func:`rules_for` (``registry.py``): which rules
   check which rubric (by rubric id); plugins add theirs through the ``consensus_eval.rules``
   entry-point group.
-- ``medical_record/``: the built-in rules of the seed 000 medical-record rubric, registered when this
+- ``medical_record/``: the built-in rules of the ``medical_record`` rubric, registered when this
   package is imported; :func:`check_case`, :func:`require_compatible`, :data:`RULES_VERSION` and
   :data:`EMITS` are theirs, re-exported here.
 """

@@ -17,7 +17,7 @@ class RulesJudge:
 
     deterministic = True
     reads_prompt = False
-    #: the largest case the rules read (record + conversation, characters); documented in the README
+    #: the largest case the rules read (record + conversation, characters); docs/judges.md, ``max_case_chars``
     max_case_chars: int | None = 1_000_000
 
     def __init__(self, config: RulesJudgeConfig, rubric: Rubric) -> None:

@@ -1,4 +1,4 @@
-"""The seed 000 medical-record rules: what the built-in ``rules`` judge checks for the medical-record rubric.
+"""The medical-record rules: what the built-in ``rules`` judge checks for the ``medical_record`` rubric.
 
 :func:`check_case` reads one case (the conversation and the record generated from it) and returns,
 for each dimension of the rubric, a :class:`~consensus_eval.domain.judgment.Judgment` whose deductions use
