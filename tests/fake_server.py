@@ -70,7 +70,18 @@ from typing import Any, ClassVar
 
 from aiohttp import web
 
-from tests.fakellm import DIMENSIONS, INVENTED_MARK, case_of, case_texts, chat_response, dimension_of, make_reply, quote
+from tests.fakellm import (
+    DIMENSIONS,
+    INVENTED_MARK,
+    case_of,
+    case_texts,
+    chat_response,
+    dimension_of,
+    kinds_dimension,
+    kinds_reply,
+    make_reply,
+    quote,
+)
 
 FAULTS = ("p_429", "p_500", "p_503", "p_timeout", "p_drop", "p_malformed", "p_invalid")
 
@@ -345,7 +356,7 @@ class FakeServer:
         try:
             dim = dimension_of(body)
         except ValueError:
-            dim = ""
+            dim = kinds_dimension(body)
         case = case_of(body)
         entry: dict[str, Any] = {"t": arrived, "hash": body_hash, "key": key, "model": model, "case": case,
                                  "dim": dim, "attempt": attempt, "status": 0, "fault": "",
@@ -448,10 +459,14 @@ class FakeServer:
         else:
             rng = random.Random(f"{cfg.seed}|{body_hash}|{attempt}")
             if fault == "p_malformed":
-                good = json.dumps(judgment_reply(cfg, model, case, dim, key, case_texts(body)), ensure_ascii=False)
+                good = json.dumps(kinds_reply(body, rng, 0.5, 0.0) if dim.startswith("kind:") else
+                                  judgment_reply(cfg, model, case, dim, key, case_texts(body)), ensure_ascii=False)
                 reply = good[: max(1, int(len(good) * rng.uniform(0.2, 0.8)))]
-            elif fault == "p_invalid":
+            elif fault == "p_invalid" and not dim.startswith("kind:"):
                 reply = invalid_reply(dim, rng)
+            elif dim.startswith("kind:"):  # a likert or criteria rubric (tests.fakellm.kinds_reply)
+                reply = kinds_reply(body, random.Random(f"{cfg.seed}|{key}"),
+                                    _uniform(cfg.seed, "quality", case, dim), model_bias(cfg, model))
             elif "CaseJudgment" in json.dumps(body, ensure_ascii=False):  # call: per_case, every dimension at once
                 reply = {d: cfg.replies.get(f"{model}|{case}", {}).get(d)
                          or judgment_reply(cfg, model, case, d, f"{key}|{d}", case_texts(body)) for d in DIMENSIONS}
@@ -808,14 +823,15 @@ class FakeBatches:
         try:
             dim = dimension_of(body)
         except ValueError:
-            dim = ""
+            dim = kinds_dimension(body)
         case = case_of(body)
         entry: dict[str, Any] = {"t": time.time(), "hash": body_hash, "key": key, "model": model, "case": case,
                                  "dim": dim, "attempt": attempt, "status": 0, "fault": "", "prompt_tokens": 0,
                                  "cached_tokens": 0, "completion_tokens": 0, "t_end": None, "batch": batch_id}
         if cfg.keep_log:
             srv.log.append(entry)
-        if dim and _uniform(cfg.seed, "batch_invalid", batch_id, body_hash) < cfg.batch_p_invalid:
+        if (dim and not dim.startswith("kind:")
+                and _uniform(cfg.seed, "batch_invalid", batch_id, body_hash) < cfg.batch_p_invalid):
             rng = random.Random(f"{cfg.seed}|{body_hash}|invalid")
             reply = invalid_reply(dim, rng)
             data = chat_response(body, reply, prompt_tokens=max(1, sum(len(_text(m)) for m in body["messages"]) // 2))

@@ -152,3 +152,87 @@ def chat_response(request: dict[str, Any], reply: dict[str, Any] | str, *, promp
                      else {"prompt_tokens_details": {"cached_tokens": cached_tokens}}),
                   "completion_tokens_details": {"reasoning_tokens": reasoning_tokens}},
     }
+
+
+# --------------------------------------------------------------------------- rubric kinds (likert, criteria)
+
+
+def request_schema(request: dict[str, Any]) -> dict[str, Any] | None:
+    """The JSON schema of the response model a request asks for: the tool's parameters (TOOLS), the
+    ``response_format``'s schema (JSON_SCHEMA), else the first JSON object with ``properties`` written
+    into a message (JSON, MD_JSON: instructor writes the schema into the system message)."""
+    if request.get("tools"):
+        schema = request["tools"][0]["function"].get("parameters")
+        return schema if isinstance(schema, dict) else None
+    fmt = request.get("response_format") or {}
+    if isinstance(fmt.get("json_schema"), dict) and isinstance(fmt["json_schema"].get("schema"), dict):
+        return fmt["json_schema"]["schema"]
+    decoder = json.JSONDecoder()
+    for m in request.get("messages", []):
+        content = m.get("content")
+        if not isinstance(content, str):
+            continue
+        for i, ch in enumerate(content):
+            if ch == "{" and '"properties"' in content[i:i + 20000]:
+                try:
+                    obj, _ = decoder.raw_decode(content[i:])
+                except ValueError:
+                    continue
+                if isinstance(obj, dict) and "properties" in obj:
+                    return obj
+    return None
+
+
+def _resolve(schema: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
+    ref = node.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/$defs/"):
+        return dict(schema.get("$defs", {}).get(ref.rsplit("/", 1)[1], {}))
+    return node
+
+
+def _kind_of(props: dict[str, Any]) -> str | None:
+    if "rating" in props:
+        return "likert"
+    if "verdicts" in props:
+        return "criteria"
+    return None
+
+
+def kinds_dimension(request: dict[str, Any]) -> str:
+    """``"kind:<model title>"`` when the request asks for a likert or criteria reply (or a whole case of
+    them), else "" (a deductions request: :func:`dimension_of`)."""
+    schema = request_schema(request)
+    if not schema:
+        return ""
+    props = schema.get("properties", {})
+    if _kind_of(props):
+        return f"kind:{schema.get('title', '')}"
+    parts = [_resolve(schema, p) for p in props.values() if isinstance(p, dict)]
+    if parts and all(_kind_of(p.get("properties", {})) for p in parts):
+        return "kind:case"
+    return ""
+
+
+def kinds_reply(request: dict[str, Any], rng: random.Random, quality: float, bias: float) -> dict[str, Any]:
+    """A valid likert / criteria reply (or whole-case reply) for the request's schema: a rating near
+    ``quality`` (0-1 of the scale) shifted by ``bias`` (levels), verdicts met with probability ``quality``;
+    evidence quotes the record."""
+    schema = request_schema(request) or {}
+    record, _ = case_texts(request)
+
+    def one(node: dict[str, Any]) -> dict[str, Any]:
+        props = node.get("properties", {})
+        evidence = _snippet(rng, record) if record.strip() else ""
+        if _kind_of(props) == "likert":
+            levels = sorted(props["rating"]["enum"])
+            pos = quality * (len(levels) - 1) - bias + rng.gauss(0, 0.7)
+            rating = levels[max(0, min(len(levels) - 1, round(pos)))]
+            return {"rating": rating, "evidence": [evidence] if evidence else [], "comment": "fake"}
+        verdict = _resolve(schema, props["verdicts"]["items"])
+        ids = verdict["properties"]["id"]["enum"]
+        return {"verdicts": [{"id": i, "met": rng.random() < quality - 0.15 * bias, "evidence": evidence,
+                              "reason": "fake"} for i in ids], "comment": "fake"}
+
+    if _kind_of(schema.get("properties", {})):
+        return one(schema)
+    return {name: one(_resolve(schema, p)) for name, p in schema.get("properties", {}).items()}

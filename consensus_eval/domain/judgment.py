@@ -9,12 +9,14 @@ rubric, so a reply that breaks the rubric is a validation error (and is re-asked
 
 from __future__ import annotations
 
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from types import GenericAlias
 from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
-from consensus_eval.domain.rubric import Dimension, Rubric
+from consensus_eval.domain.rubric import Criterion, Dimension, Rubric
 
 if TYPE_CHECKING:
     from typing_extensions import TypeForm
@@ -78,6 +80,13 @@ class Judgment(BaseModel):
     evidence: Annotated[list[str], Field(exclude_if=lambda v: not v)] = []
     #: ``criteria``: one verdict per criterion
     verdicts: Annotated[list[CriterionVerdict], Field(exclude_if=lambda v: not v)] = []
+
+
+def quotes_of(judgment: Judgment) -> list[str]:
+    """Every quote a judgment gives as evidence, whatever its kind: each deduction's and fixed penalty's,
+    a likert rating's quotes, each criterion verdict's (what grounding looks for in the case)."""
+    return ([d.evidence for d in judgment.deductions] + [p.evidence for p in judgment.fixed_penalties]
+            + list(judgment.evidence) + [v.evidence for v in judgment.verdicts])
 
 
 #: Why a call failed, by cause. Only ``rate_limit``, ``server_error``, ``timeout`` and ``connection``
@@ -149,7 +158,98 @@ def _list_of(model: type[BaseModel]) -> TypeForm[Any]:
     return cast("TypeForm[Any]", GenericAlias(list, (model,)))
 
 
-_MODELS: dict[tuple[str, str], type[_ReplyBase]] = {}
+class _LikertReplyBase(_ReplyBase):
+    """A ``likert`` dimension's reply: the level picked (``rating``, a closed set of the dimension's
+    levels), verbatim quotes it rests on (``evidence``) and a comment. The rating is the score
+    (:func:`~consensus_eval.domain.scoring.derive` checks it again)."""
+
+    def to_judgment(self, dimension: Dimension) -> Judgment:
+        return Judgment(dimension=dimension.id, rating=self.rating,  # type: ignore[attr-defined]
+                        evidence=list(self.evidence), comment=self.comment)  # type: ignore[attr-defined]
+
+
+class _CriteriaReplyBase(_ReplyBase):
+    """A ``criteria`` dimension's reply: one verdict per criterion of the case (ids a closed set, each
+    exactly once: a reply missing one or giving one twice fails validation and is re-asked). The score
+    is re-derived from the verdicts and the criteria's points, never taken from the judge."""
+
+    def to_judgment(self, dimension: Dimension) -> Judgment:
+        return Judgment(dimension=dimension.id, comment=self.comment,  # type: ignore[attr-defined]
+                        verdicts=[CriterionVerdict(id=v.id, met=v.met, evidence=v.evidence, reason=v.reason)
+                                  for v in self.verdicts])  # type: ignore[attr-defined]
+
+
+#: response models by (rubric fingerprint, dimension, criterion ids): bounded, since per-case criteria
+#: make one model per distinct set of ids (the oldest built is dropped first)
+_MODELS: OrderedDict[tuple[str, str, tuple[str, ...]], type[_ReplyBase]] = OrderedDict()
+MAX_CACHED_MODELS = 512
+
+
+def _cached(cache: OrderedDict[Any, Any], key: Any, build: Callable[[], Any]) -> Any:
+    """``cache[key]``, built with ``build()`` when absent; at most :data:`MAX_CACHED_MODELS` entries."""
+    hit = cache.get(key)
+    if hit is None:
+        hit = cache[key] = build()
+        while len(cache) > MAX_CACHED_MODELS:
+            cache.popitem(last=False)
+    else:
+        cache.move_to_end(key)
+    return hit
+
+
+def criterion_ids(dimension: Dimension, case_criteria: Sequence[Criterion] | None) -> tuple[str, ...]:
+    """The ids of the criteria a ``criteria`` dimension judges a case by (the rubric's own, else the
+    case's; ValueError when neither has any); ``()`` for a dimension of another kind."""
+    if dimension.kind != "criteria":
+        return ()
+    found = dimension.criteria or case_criteria
+    if not found:
+        raise ValueError(f"dimension {dimension.id!r} has no criteria of its own and the case gives none "
+                         f"(a case's \"criteria\": [{{\"id\", \"text\", \"points\"}}])")
+    return tuple(c.id for c in found)
+
+
+def _build_likert_model(dim: Dimension) -> type[_ReplyBase]:
+    levels = sorted(dim.levels)
+    anchors = "; ".join(f"{k}: {dim.levels[k]}" for k in levels)
+    return create_model(
+        f"{dim.id.title()}Judgment",
+        __base__=_LikertReplyBase,
+        rating=(cast("TypeForm[Any]", Literal[tuple(levels)]),
+                Field(description=f"the level that fits, one of {levels} ({anchors})"[:2000])),
+        evidence=(list[str], Field(description="verbatim quotes of the record or conversation the rating rests on")),
+        comment=(str, Field(description="a short comment")),
+    )
+
+
+def _build_criteria_model(dim: Dimension, ids: tuple[str, ...]) -> type[_ReplyBase]:
+    verdict = create_model(
+        f"{dim.id.title()}Verdict",
+        __config__=ConfigDict(extra="forbid"),
+        id=(_literal(list(ids)), Field(description="criterion id")),
+        met=(bool, Field(description="true when the record meets the criterion (for a negative criterion: "
+                                     "when the fault it names is there)")),
+        evidence=(str, Field(description="verbatim quote from the record or conversation")),
+        reason=(str, Field(description="why it is met or not")),
+    )
+
+    def _each_once(self: BaseModel) -> BaseModel:
+        seen = [v.id for v in self.verdicts]  # type: ignore[attr-defined]
+        twice = sorted({i for i in seen if seen.count(i) > 1})
+        missing = [i for i in ids if i not in seen]
+        if twice or missing:
+            parts = ([f"criteria judged more than once: {', '.join(twice)}"] if twice else []) + (
+                [f"criteria not judged: {', '.join(missing)}"] if missing else [])
+            raise ValueError("give exactly one verdict per criterion; " + "; ".join(parts))
+        return self
+
+    return create_model(
+        f"{dim.id.title()}Judgment",
+        __base__=_CriteriaReplyBase,
+        __validators__={"_each_once": model_validator(mode="after")(_each_once)},  # type: ignore[dict-item]
+        verdicts=(_list_of(verdict), Field(description=f"one verdict per criterion, each of {list(ids)} once")),
+        comment=(str, Field(description="a short comment")),
+    )
 
 
 def _build_response_model(rubric: Rubric, dimension_id: str) -> type[_ReplyBase]:
@@ -207,12 +307,24 @@ def _build_response_model(rubric: Rubric, dimension_id: str) -> type[_ReplyBase]
     )
 
 
-def response_model(rubric: Rubric, dimension_id: str) -> type[_ReplyBase]:
-    """The pydantic model an LLM judge fills for ``dimension_id`` of ``rubric`` (cached)."""
-    key = (rubric.fingerprint, dimension_id)
-    if key not in _MODELS:
-        _MODELS[key] = _build_response_model(rubric, dimension_id)
-    return _MODELS[key]
+def response_model(rubric: Rubric, dimension_id: str,
+                   case_criteria: Sequence[Criterion] | None = None) -> type[_ReplyBase]:
+    """The pydantic model an LLM judge fills for ``dimension_id`` of ``rubric``, by the dimension's kind:
+    deductions (closed sets of categories and types), ``likert`` (a level of the dimension), ``criteria``
+    (one verdict per criterion of the case: ``case_criteria`` when the dimension has none of its own, so
+    the model is per case). Cached by (rubric fingerprint, dimension, criterion ids), bounded."""
+    dim = rubric.dimension(dimension_id)
+    ids = criterion_ids(dim, case_criteria)
+
+    def build() -> type[_ReplyBase]:
+        if dim.kind == "likert":
+            return _build_likert_model(dim)
+        if dim.kind == "criteria":
+            return _build_criteria_model(dim, ids)
+        return _build_response_model(rubric, dimension_id)
+
+    model: type[_ReplyBase] = _cached(_MODELS, (rubric.fingerprint, dimension_id, ids), build)
+    return model
 
 
 class _CaseReplyBase(_ReplyBase):
@@ -229,18 +341,23 @@ class _CaseReplyBase(_ReplyBase):
         return self.part(dimension).to_judgment(dimension)
 
 
-_CASE_MODELS: dict[str, type[_CaseReplyBase]] = {}
+_CASE_MODELS: OrderedDict[tuple[str, tuple[str, ...]], type[_CaseReplyBase]] = OrderedDict()
 
 
-def case_response_model(rubric: Rubric) -> type[_CaseReplyBase]:
+def case_response_model(rubric: Rubric, case_criteria: Sequence[Criterion] | None = None) -> type[_CaseReplyBase]:
     """The pydantic model an LLM judge fills when asked every dimension of a case in one call: one
     required field per dimension of ``rubric`` (in rubric order, named by its id), each the dimension's
     own :func:`response_model`, so each part is checked against the rubric exactly as a reply to that
-    dimension alone would be. A reply missing a dimension fails validation (and is re-asked). Cached."""
-    key = rubric.fingerprint
-    if key not in _CASE_MODELS:
+    dimension alone would be. A reply missing a dimension fails validation (and is re-asked).
+    ``case_criteria``: the case's criteria, for a ``criteria`` dimension without its own. Cached (bounded)."""
+    ids = tuple(i for d in rubric.dimensions for i in criterion_ids(d, case_criteria) if not d.criteria)
+
+    def build() -> type[_CaseReplyBase]:
         fields: dict[str, Any] = {
-            d.id: (response_model(rubric, d.id), Field(description=f"the {d.id} dimension ({d.name}, 0-{d.max:g})"))
+            d.id: (response_model(rubric, d.id, case_criteria),
+                   Field(description=f"the {d.id} dimension ({d.name}, {d.low:g}-{d.max:g})"))
             for d in rubric.dimensions}
-        _CASE_MODELS[key] = create_model("CaseJudgment", __base__=_CaseReplyBase, **fields)
-    return _CASE_MODELS[key]
+        return create_model("CaseJudgment", __base__=_CaseReplyBase, **fields)
+
+    model: type[_CaseReplyBase] = _cached(_CASE_MODELS, (rubric.fingerprint, ids), build)
+    return model

@@ -313,7 +313,7 @@ async def _submit(store: Store, judges: dict[str, LLMJudge], calls: Sequence[Cal
                 progress.count(judge.config.name, refused)
                 continue
             h = c.planned.request_hash
-            lines.append((h, encode(batch_line(judge, c.messages, c.planned.dimension, c.planned.run, h))))
+            lines.append((h, encode(batch_line(judge, c.messages, c.planned.dimension, c.planned.run, h, c.case))))
         for chunk in split(lines):
             await _submit_one(store, judge, chunk, report, failed_now, calls, progress)
         if on_progress:

@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
 
+from consensus_eval.domain.cases import Case
 from consensus_eval.domain.config import LLMJudgeConfig
 from consensus_eval.execution.plan import Call, whole_case
 from consensus_eval.execution.pricing import saving_per_cached_token
@@ -48,7 +49,7 @@ Request = dict[str, Any]
 class WireJudge(Protocol):
     """A judge that can show the request it would send for a call, and count its tokens."""
 
-    def request(self, messages: list[dict[str, str]], dimension_id: str) -> Request:
+    def request(self, messages: list[dict[str, str]], dimension_id: str, case: Case | None = None) -> Request:
         """The request body of one call (messages, tools, response_format), as it would be sent."""
         ...
 
@@ -199,7 +200,7 @@ def _wire_counts(judge: WireJudge, calls: list[Call]) -> tuple[int, _Shares]:
         if key not in counted:
             sampled = c.planned.case_id in by_case or len(by_case) < SAMPLE_CASES
             if sampled or not overhead[dim]:
-                req = judge.request(c.messages, dim)
+                req = judge.request(c.messages, dim, c.case)
                 requests[key] = (req, judge.count_request(req))
                 by_dim[dim].append(requests[key])
                 by_case[c.planned.case_id].append(requests[key])

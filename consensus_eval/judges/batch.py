@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 
 import litellm
 
+from consensus_eval.domain.cases import Case
 from consensus_eval.domain.textio import loads_json
 from consensus_eval.judges.llm import RETRYABLE, HTTPFailure, LLMJudge, _status_kind, classify
 
@@ -50,11 +51,12 @@ def provider_model(model: str) -> str:
 
 
 def batch_line(judge: LLMJudge, messages: list[dict[str, str]], dimension_id: str, run: int,
-               custom_id: str) -> dict[str, Any]:
+               custom_id: str, case: Case | None = None) -> dict[str, Any]:
     """One call as a line of the provider's batch input file (OpenAI's JSONL format), its body the
-    request the live path would send (see the module's docstring)."""
+    request the live path would send (see the module's docstring); ``case``: the case asked about (its
+    criteria make the response model of a ``criteria`` dimension without criteria of its own)."""
     c = judge.config
-    body: dict[str, Any] = {"model": provider_model(c.model), **judge.request(messages, dimension_id),
+    body: dict[str, Any] = {"model": provider_model(c.model), **judge.request(messages, dimension_id, case),
                             "temperature": c.temperature, "max_tokens": c.max_tokens, "seed": run, **c.extra_body}
     return {"custom_id": custom_id, "method": "POST", "url": ENDPOINT, "body": body}
 

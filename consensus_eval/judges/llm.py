@@ -67,17 +67,19 @@ from consensus_eval.domain.cases import Case
 from consensus_eval.domain.config import LLMJudgeConfig
 from consensus_eval.domain.grounding import reask_prompt, ungrounded_quotes
 from consensus_eval.domain.judgment import (
+    MAX_CACHED_MODELS,
     CallOutcome,
     ErrorKind,
     Judgment,
     _CaseReplyBase,
     _ReplyBase,
     case_response_model,
+    quotes_of,
     response_model,
 )
 from consensus_eval.domain.rubric import Dimension, Rubric
 from consensus_eval.judges.pacing import Pacing, PacingReport
-from consensus_eval.judges.per_case import CASE, CaseCalls, CaseOutcome
+from consensus_eval.judges.per_case import CaseCalls, CaseOutcome
 
 if TYPE_CHECKING:
     from openai.types.chat import ChatCompletionMessageParam
@@ -142,7 +144,7 @@ class LLMJudge:
         self._client = instructor.from_litellm(self._send, mode=MODES[config.mode], async_client=True)
         #: the judge's pacing: in-flight limit, rpm, tpm (made on first use, inside the event loop)
         self._pacing: Pacing | None = None
-        self._models: dict[str, type[_ReplyBase]] = {}
+        self._models: dict[type[_ReplyBase], type[_ReplyBase]] = {}
         #: set by the first failure in :data:`STOPS_THE_JUDGE`: every later call fails with it, unsent
         self.stopped: HTTPFailure | None = None
         self.backoff_base_s = BACKOFF_BASE_S
@@ -210,7 +212,7 @@ class LLMJudge:
             params = {k: v for k, v in self._params().items() if k != "timeout"}
             reply, _raw = await self._client.chat.completions.create_with_completion(
                 model=self.config.model,
-                response_model=self._response_model(dimension.id),
+                response_model=self._response_model(dimension.id, case),
                 # the rendered {"role", "content"} messages are OpenAI chat messages
                 messages=cast("list[ChatCompletionMessageParam]", [dict(m) for m in messages]),
                 max_retries=self.config.max_reasks,
@@ -267,7 +269,7 @@ class LLMJudge:
             try:
                 resp = litellm.ModelResponse(**completion)
                 self._count(usage, resp, cost_factor=self.config.batch_cost_factor)
-                reply = process_response(resp, response_model=self._response_model(dimension.id), stream=False,
+                reply = process_response(resp, response_model=self._response_model(dimension.id, case), stream=False,
                                          mode=self._client.mode, provider=self._client.provider)
             except (*_INVALID_REPLY, IncompleteOutputException, TypeError, KeyError, AttributeError) as e:
                 live = await self.judge(case, dimension, messages, run)
@@ -286,7 +288,7 @@ class LLMJudge:
         conversation (the reply, then :func:`~consensus_eval.domain.grounding.reask_prompt`) and keep
         the second reply if it is valid, else the first. Attempts, tokens and cost of both count (the
         call's one :class:`_Usage`); the stored raw reply is the one kept."""
-        evidence = [d.evidence for d in judgment.deductions] + [p.evidence for p in judgment.fixed_penalties]
+        evidence = quotes_of(judgment)
         missing = ungrounded_quotes(case.record, case.conversation_as_text(self.rubric.roles), evidence)
         if not missing:
             return judgment
@@ -296,7 +298,7 @@ class LLMJudge:
                  {"role": "user", "content": reask_prompt(missing)}]
         try:
             reply, _raw = await self._client.chat.completions.create_with_completion(
-                model=self.config.model, response_model=self._response_model(dimension.id),
+                model=self.config.model, response_model=self._response_model(dimension.id, case),
                 messages=cast("list[ChatCompletionMessageParam]", asked),
                 max_retries=self.config.max_reasks, seed=run, **params)
         except Exception as e:  # noqa: BLE001 - the second reply failed: the first, valid one stands
@@ -316,20 +318,24 @@ class LLMJudge:
             self.stopped = HTTPFailure(failure.kind, f"not attempted: judge stopped after {failure}")
         return failure
 
-    def _response_model(self, dimension_id: str) -> type[_ReplyBase]:
+    def _response_model(self, dimension_id: str, case: Case | None = None) -> type[_ReplyBase]:
         """The dimension's response model (``call: per_case``: the whole case's, whatever the dimension),
-        prepared for instructor once per judge.
+        prepared for instructor once per judge (and per set of criterion ids, for a ``criteria`` dimension
+        whose criteria come from the ``case``: bounded like the models themselves).
 
         instructor wraps a plain model in a new ``ResponseSchema`` subclass on every call, and its
         schema cache is keyed by class, so each call rebuilt the class and its JSON schema. Given
         the already-wrapped class (``instructor.response_schema``, public: what instructor itself does to a
         plain pydantic model), instructor keeps it (and the cached schema) as is.
         """
-        key = CASE if self.per_case is not None else dimension_id
-        model = self._models.get(key)
+        criteria = case.criteria if case is not None else None
+        plain: type[_ReplyBase] = (case_response_model(self.rubric, criteria) if self.per_case is not None
+                                   else response_model(self.rubric, dimension_id, criteria))
+        model = self._models.get(plain)
         if model is None:
-            plain = case_response_model(self.rubric) if key == CASE else response_model(self.rubric, key)
-            model = self._models[key] = instructor.response_schema(plain)
+            model = self._models[plain] = instructor.response_schema(plain)
+            while len(self._models) > MAX_CACHED_MODELS:
+                self._models.pop(next(iter(self._models)))
         return model
 
     async def check(self) -> tuple[bool, str]:
@@ -355,18 +361,19 @@ class LLMJudge:
         What a call sends is :meth:`count_request_tokens` (the response schema instructor adds too)."""
         return int(litellm.token_counter(model=self.config.model, messages=messages))
 
-    def request(self, messages: list[dict[str, str]], dimension_id: str) -> dict[str, Any]:
+    def request(self, messages: list[dict[str, str]], dimension_id: str, case: Case | None = None) -> dict[str, Any]:
         """What instructor sends for this call besides the sampling settings: ``messages`` (with the
         schema JSON/MD_JSON modes write into them), ``tools`` (TOOLS) or ``response_format``, built by
         instructor's own public ``handle_response_model`` in this judge's mode. Nothing is sent."""
-        _, kwargs = handle_response_model(self._response_model(dimension_id), mode=self._client.mode,
+        _, kwargs = handle_response_model(self._response_model(dimension_id, case), mode=self._client.mode,
                                           provider=self._client.provider, messages=[dict(m) for m in messages])
         return {k: v for k, v in kwargs.items() if k in ("messages", "tools", "tool_choice", "response_format")}
 
-    def count_request_tokens(self, messages: list[dict[str, str]], dimension_id: str) -> int:
+    def count_request_tokens(self, messages: list[dict[str, str]], dimension_id: str,
+                             case: Case | None = None) -> int:
         """Prompt tokens of the request as sent (:meth:`request`: messages plus the tool or schema
         instructor adds), with litellm's counter for this model (``litellm.token_counter``)."""
-        return self.count_request(self.request(messages, dimension_id))
+        return self.count_request(self.request(messages, dimension_id, case))
 
     def count_request(self, request: dict[str, Any]) -> int:
         """Prompt tokens of a request body (:func:`request_tokens` with this judge's model)."""
