@@ -187,7 +187,7 @@ def test_a_rebuild_writes_the_same_bytes_as_without_any_saving(tmp_path, monkeyp
             monkeypatch.setattr(mod, "shared_copy", same)
     monkeypatch.setattr(store_mod, "compact_record", same)
     monkeypatch.setattr(audit_mod, "construct", lambda cls, **kw: cls.model_construct(**kw))
-    monkeypatch.setattr(Deriver, "__call__", lambda self, dim, j: derive(self.rubric.dimension(dim), j))
+    monkeypatch.setattr(Deriver, "__call__", lambda self, dim, j, case_id=None: derive(self.rubric.dimension(dim), j))
     monkeypatch.setattr(api, "read_run", lambda store, **_: read_run(store, replies=True))
     api.rebuild(plain, n_boot=50)
     assert _outputs(lean) == _outputs(plain)

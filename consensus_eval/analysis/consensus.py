@@ -18,15 +18,16 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Literal
+from collections.abc import Mapping, Sequence
+from typing import Annotated, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from consensus_eval.domain.aggregate import aggregate
+from consensus_eval.domain.cases import Case
 from consensus_eval.domain.config import ConsensusConfig
 from consensus_eval.domain.construct import construct
-from consensus_eval.domain.flags import Flag, disagreement
+from consensus_eval.domain.flags import Flag, Majority, disagreement, majority
 from consensus_eval.domain.rubric import Rubric
 from consensus_eval.domain.scoring import DimensionScore
 from consensus_eval.execution.results import StoredRun, derive_all
@@ -52,6 +53,9 @@ class JudgeScore(BaseModel):
     #: whether the judge was asked this dimension of this case at all (False: a stage-2 judge of a cascade
     #: on a case stage 1 settled; no run, and no failure either)
     asked: bool = True
+    #: a ``criteria`` dimension: criterion id -> the judge's verdict, met in more than half of its runs or
+    #: not (a criterion its runs are split on evenly is left out); left out of dumps while empty
+    criteria: Annotated[dict[str, bool], Field(exclude_if=lambda v: not v)] = {}
 
 
 class CaseConsensus(BaseModel):
@@ -72,6 +76,9 @@ class CaseConsensus(BaseModel):
     missing_calls: int = 0                    # planned calls not stored yet (status incomplete)
     not_asked: list[str] = []                 # judges the case was never sent to (cascade stage 2)
     flag_codes: list[Flag] = []               # ``flags`` as data
+    #: ``criteria`` dimensions: dimension -> criterion id -> the panel's majority verdict (``met`` by more
+    #: than half of the judges that gave one, ``not met``, or ``split``: a tie); left out of dumps while empty
+    criteria: Annotated[dict[str, dict[str, Majority]], Field(exclude_if=lambda v: not v)] = {}
 
     @property
     def flagged(self) -> bool:
@@ -81,12 +88,13 @@ class CaseConsensus(BaseModel):
 def build(
     rubric: Rubric, records: Sequence[CallRecord], judges: Sequence[str], case_ids: Sequence[str],
     config: ConsensusConfig, scores: dict[str, DimensionScore] | None = None,
-    missing: Mapping[str, int] | None = None,
+    missing: Mapping[str, int] | None = None, cases: Sequence[Case] = (),
 ) -> list[CaseConsensus]:
     """The consensus of every case, in ``case_ids`` order. ``scores`` are the records' re-derived
-    scores by request hash (:attr:`StoredRun.scores`); derived here when not given. ``missing``:
-    per case, planned calls not stored yet (such a case is ``incomplete``)."""
-    derived = scores if scores is not None else derive_all(rubric, records)
+    scores by request hash (:attr:`StoredRun.scores`); derived here when not given (``cases``: their own
+    criteria, for a criteria dimension without any). ``missing``: per case, planned calls not stored
+    yet (such a case is ``incomplete``)."""
+    derived = scores if scores is not None else derive_all(rubric, records, cases)
     by_key: dict[tuple[str, str, str], list[CallRecord]] = defaultdict(list)
     for r in records:
         by_key[(r.case_id, r.judge, r.dimension)].append(r)
@@ -97,7 +105,7 @@ def build(
 def of_run(run: StoredRun) -> list[CaseConsensus]:
     """The consensus of every case of a stored run, from its already-derived scores."""
     return build(run.rubric, run.records, run.judges, [c.id for c in run.cases], run.config.consensus, run.scores,
-                 run.missing)
+                 run.missing, run.cases)
 
 
 def _judge_score(judge: str, dim: str, recs: list[CallRecord], derived: dict[str, DimensionScore],
@@ -105,12 +113,39 @@ def _judge_score(judge: str, dim: str, recs: list[CallRecord], derived: dict[str
     ok = [derived[r.request_hash] for r in recs if r.request_hash in derived]
     runs = [d.score for d in ok]
     mean = statistics.fmean(runs) if runs else None
-    return construct(JudgeScore, **dict(
+    values: dict[str, object] = dict(
         judge=judge, dimension=dim, runs=runs, failed_runs=len(recs) - len(ok), mean=mean,
         spread=(max(runs) - min(runs)) if runs else None,
         stars=rubric.dimension(dim).stars_for(mean) if mean is not None else None,
         claim_mismatches=sum(d.claim_mismatch for d in ok), asked=bool(recs),
-    ))
+        criteria=_judge_verdicts(ok) if any(d.criteria for d in ok) else _NO_VERDICTS,
+    )
+    return construct(JudgeScore, **values)
+
+
+#: the one empty verdicts mapping every judge score of another kind shares (never changed once built)
+_NO_VERDICTS: dict[str, bool] = {}
+
+
+def _judge_verdicts(runs: Sequence[DimensionScore]) -> dict[str, bool]:
+    """A judge's verdict per criterion over its runs: met when met in more than half of them, not met when
+    in fewer than half; a criterion its runs split on evenly is left out (the judge gave no verdict)."""
+    tally: dict[str, list[bool]] = defaultdict(list)
+    for d in runs:
+        for c in d.criteria:
+            tally[c.id].append(c.met)
+    return {cid: 2 * sum(v) > len(v) for cid, v in tally.items() if 2 * sum(v) != len(v)}
+
+
+def _panel_verdicts(table: dict[str, dict[str, JudgeScore]], judges: Sequence[str],
+                    dim: str) -> dict[str, Majority]:
+    """The panel's majority verdict on each criterion of a criteria dimension (:func:`majority`), over
+    the judges that gave one, criteria in the order judges list them."""
+    by_id: dict[str, list[bool]] = {}
+    for j in judges:
+        for cid, met in table[j][dim].criteria.items():
+            by_id.setdefault(cid, []).append(met)
+    return {cid: m for cid, v in by_id.items() if (m := majority(v)) is not None}
 
 
 def _case(rubric: Rubric, case_id: str, judges: Sequence[str],
@@ -123,33 +158,46 @@ def _case(rubric: Rubric, case_id: str, judges: Sequence[str],
     for d in dims:
         vals = [m for j in judges if (m := table[j][d].mean) is not None]
         scores[d] = aggregate(vals, config.aggregate, config.trim) if len(vals) >= config.min_judges else None
-    judge_totals = {j: t for j in judges if (t := _sum_if_complete(table[j][d].mean for d in dims)) is not None}
+    judge_totals = {j: t for j in judges if (t := _total_if_complete(rubric, dims, [table[j][d].mean for d in dims]))
+                    is not None}
     any_answer = any(table[j][d].runs for j in judges for d in dims)
     complete = all(s is not None for s in scores.values())
     status: Status = ("incomplete" if missing else "ok" if complete else
                       "inconclusive" if any_answer else "failed")
     stars = {d: (rubric.dimension(d).stars_for(s) if s is not None else None) for d, s in scores.items()}
-    total = _sum_if_complete(scores.values())
-    star_total = rubric.star_total({d: s for d, s in stars.items() if s is not None}) if complete else None
+    total = _total_if_complete(rubric, dims, list(scores.values()))
+    # no stars at all (a rubric whose dimensions have none): no star total either, never a made-up 0
+    has_stars = any(d.stars is not None for d in rubric.dimensions)
+    star_total = (rubric.star_total({d: s for d, s in stars.items() if s is not None})
+                  if complete and has_stars else None)
     spread = (max(judge_totals.values()) - min(judge_totals.values())) if len(judge_totals) >= 2 else None
-    flags = _flags(table, judges, dims, list(judge_totals.values()), config)
-    return construct(CaseConsensus, **dict(
+    verdicts = {d.id: _panel_verdicts(table, judges, d.id) for d in rubric.dimensions if d.kind == "criteria"}
+    flags = _flags(rubric, table, judges, dims, list(judge_totals.values()), config, verdicts)
+    values: dict[str, object] = dict(
         case_id=case_id, status=status, scores=scores, stars=stars, total=total, star_total=star_total,
         n_judges=len(judge_totals), judges=table, judge_totals=judge_totals, spread=spread,
         flags=[f.text for f in flags], flag_codes=flags, missing_calls=missing,
         not_asked=[] if missing else [j for j in judges if not any(table[j][d].asked for d in dims)],
-    ))
+        criteria=verdicts if any(verdicts.values()) else {},
+    )
+    return construct(CaseConsensus, **values)
 
 
-def _sum_if_complete(values: Iterable[float | None]) -> float | None:
-    """The sum of ``values`` in order, or None if any of them is None."""
-    present = list(values)
-    if any(v is None for v in present):
+def _total_if_complete(rubric: Rubric, dims: Sequence[str], values: Sequence[float | None]) -> float | None:
+    """The rubric's total (sum of weight x score, :meth:`Rubric.total`) of the scores ``values`` of
+    ``dims``, or None if any of them is None."""
+    if any(v is None for v in values):
         return None
-    return sum(v for v in present if v is not None)
+    return rubric.total({d: v for d, v in zip(dims, values, strict=True) if v is not None})
 
 
-def _flags(table: dict[str, dict[str, JudgeScore]], judges: Sequence[str], dims: list[str],
-           totals: Sequence[float], config: ConsensusConfig) -> list[Flag]:
-    """Why the panel's verdict on a case is disputed (:func:`~consensus_eval.domain.flags.disagreement`)."""
-    return disagreement(totals, {d: [s for j in judges if (s := table[j][d].stars) is not None] for d in dims}, config)
+def _flags(rubric: Rubric, table: dict[str, dict[str, JudgeScore]], judges: Sequence[str], dims: list[str],
+           totals: Sequence[float], config: ConsensusConfig, verdicts: Mapping[str, Mapping[str, Majority]]
+           ) -> list[Flag]:
+    """Why the panel's verdict on a case is disputed (:func:`~consensus_eval.domain.flags.disagreement`):
+    stars of the dimensions with stars, judges' mean ratings of the likert ones, split criteria."""
+    likert = [d.id for d in rubric.dimensions if d.kind == "likert"]
+    return disagreement(
+        totals, {d: [s for j in judges if (s := table[j][d].stars) is not None] for d in dims}, config,
+        ratings={d: [m for j in judges if (m := table[j][d].mean) is not None] for d in likert},
+        splits={d: sum(v == "split" for v in by_id.values()) for d, by_id in verdicts.items()})

@@ -1,9 +1,14 @@
 """When a panel's verdict on a case is disputed: the one rule the consensus flags cases by and adaptive runs
-add runs by (``consensus.flag_spread``, ``consensus.flag_star_gap`` of the config).
+add runs by (``consensus.flag_spread``, ``flag_star_gap`` and ``flag_level_gap`` of the config).
 
 - ``spread``: the judges' totals (of the judges who scored every dimension) more than ``flag_spread``
   points apart;
-- ``star_gap``: a dimension's stars (of each judge's mean score) ``flag_star_gap`` or more apart.
+- ``star_gap``: a dimension's stars (of each judge's mean score) ``flag_star_gap`` or more apart; only a
+  dimension with star thresholds has stars;
+- ``level_gap``: a ``likert`` dimension's ratings (each judge's mean rating) ``flag_level_gap`` or more
+  levels apart;
+- ``split``: a ``criteria`` dimension with a criterion the panel is split on (as many judges found it met
+  as not: :func:`majority`).
 
 A judge's claimed score differing from the re-derived one is a fact about the judge (judge quality), not
 about the case: it never flags a case.
@@ -18,13 +23,19 @@ from pydantic import BaseModel
 
 from consensus_eval.domain.config import ConsensusConfig
 
+#: the panel's verdict on one criterion: met by more than half of the judges that answered, not met by
+#: more than half, or ``split`` (a tie)
+Majority = Literal["met", "not met", "split"]
+
 
 class Flag(BaseModel):
     """Why a case's panel verdict is disputed, as data a report renders in its language: ``code``
-    ``spread`` (the judges' totals ``value`` points apart, over ``limit``) or ``star_gap`` (a dimension's
-    stars ``value`` apart, at least ``limit``; ``dimension`` its id)."""
+    ``spread`` (the judges' totals ``value`` points apart, over ``limit``), ``star_gap`` (a dimension's
+    stars ``value`` apart, at least ``limit``; ``dimension`` its id), ``level_gap`` (a likert dimension's
+    ratings ``value`` levels apart, at least ``limit``) or ``split`` (``value`` criteria of a criteria
+    dimension split, ``limit`` 1)."""
 
-    code: Literal["spread", "star_gap"]
+    code: Literal["spread", "star_gap", "level_gap", "split"]
     value: float
     limit: float
     dimension: str | None = None
@@ -34,16 +45,44 @@ class Flag(BaseModel):
         """The flag in English, as consensus.csv writes it (``CaseConsensus.flags``)."""
         if self.code == "spread":
             return f"totals spread {self.value:g} > {self.limit:g}"
+        if self.code == "level_gap":
+            return f"{self.dimension} ratings differ by {self.value:g} levels"
+        if self.code == "split":
+            return f"{self.dimension}: judges split on {self.value:g} criteria"
         return f"{self.dimension} stars differ by {self.value:g}"
 
 
-def disagreement(totals: Sequence[float], stars: Mapping[str, Sequence[int]], config: ConsensusConfig) -> list[Flag]:
+def majority(verdicts: Sequence[bool]) -> Majority | None:
+    """The panel's verdict on one criterion from the verdicts of the judges that answered (each judge's own
+    majority over its runs): ``met`` by more than half, ``not met`` by more than half, else ``split``;
+    None when nobody answered."""
+    if not verdicts:
+        return None
+    met = sum(verdicts)
+    if 2 * met > len(verdicts):
+        return "met"
+    if 2 * met < len(verdicts):
+        return "not met"
+    return "split"
+
+
+def disagreement(totals: Sequence[float], stars: Mapping[str, Sequence[int]], config: ConsensusConfig,
+                 ratings: Mapping[str, Sequence[float]] | None = None,
+                 splits: Mapping[str, int] | None = None) -> list[Flag]:
     """The flags of a case (module docstring): ``totals`` of the judges who scored every dimension,
-    ``stars`` per dimension of each judge that scored it."""
+    ``stars`` per dimension (with stars) of each judge that scored it, ``ratings`` per likert dimension of
+    each judge that rated it, ``splits`` per criteria dimension: how many of its criteria the panel is
+    split on."""
     flags = []
     if len(totals) >= 2 and (spread := max(totals) - min(totals)) > config.flag_spread:
         flags.append(Flag(code="spread", value=spread, limit=config.flag_spread))
     for d, s in stars.items():
         if len(s) >= 2 and max(s) - min(s) >= config.flag_star_gap:
             flags.append(Flag(code="star_gap", value=max(s) - min(s), limit=config.flag_star_gap, dimension=d))
+    for d, r in (ratings or {}).items():
+        if len(r) >= 2 and max(r) - min(r) >= config.flag_level_gap:
+            flags.append(Flag(code="level_gap", value=max(r) - min(r), limit=config.flag_level_gap, dimension=d))
+    for d, n in (splits or {}).items():
+        if n:
+            flags.append(Flag(code="split", value=n, limit=1, dimension=d))
     return flags

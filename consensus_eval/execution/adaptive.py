@@ -126,14 +126,17 @@ def _mean(scores: Sequence[float]) -> float | None:
 def _panel_flags(runs: CaseRuns, rubric: Rubric, config: EvalConfig) -> set[str]:
     """The dimensions on which the panel ``runs`` disagrees, by the consensus' flag rule
     (:func:`~consensus_eval.domain.flags.disagreement`): all of them when the totals are too far apart, else
-    those whose stars are."""
+    those whose stars (or likert ratings) are. A criteria dimension's split verdicts are not seen here (the
+    runs carry scores only): the consensus flags them."""
     dims = [d.id for d in rubric.dimensions]
     means = {j: {d: _mean(by_dim[d].scores) if d in by_dim else None for d in dims} for j, by_dim in runs.items()}
-    totals = [sum(v for v in m.values() if v is not None) for m in means.values()
+    totals = [rubric.total({d: v for d, v in m.items() if v is not None}) for m in means.values()
               if all(v is not None for v in m.values())]
     stars = {d: [st for m in means.values() if (v := m[d]) is not None
                  and (st := rubric.dimension(d).stars_for(v)) is not None] for d in dims}
-    flags = disagreement(totals, stars, config.consensus)
+    ratings = {d.id: [v for m in means.values() if (v := m[d.id]) is not None]
+               for d in rubric.dimensions if d.kind == "likert"}
+    flags = disagreement(totals, stars, config.consensus, ratings=ratings)
     if any(f.code == "spread" for f in flags):
         return set(dims)
     return {f.dimension for f in flags if f.dimension is not None}
@@ -144,7 +147,7 @@ def grow(planned: Sequence[Call], records: Sequence[CallRecord], rubric: Rubric,
     """The calls to add to ``planned`` given the stored ``records``: :func:`decide` on every case all of
     whose planned calls are stored (a case with a call not stored yet waits), in plan order."""
     stored = {r.request_hash for r in records}
-    scores = derive_all(rubric, records)
+    scores = derive_all(rubric, records, {c.case.id: c.case for c in planned}.values())
     by_name = {j.config.name: j for j in judges}
     stage = {j.config.name: j.config.stage for j in judges}
     deterministic = frozenset(j.config.name for j in judges if j.deterministic)

@@ -25,20 +25,22 @@ from consensus_eval.domain.config import EvalConfig
 from consensus_eval.domain.construct import shared_copy
 from consensus_eval.domain.grounding import CaseGrounder, Grounding
 from consensus_eval.domain.judgment import Judgment
-from consensus_eval.domain.rubric import Rubric
+from consensus_eval.domain.rubric import Criterion, Rubric
 from consensus_eval.domain.scoring import CategoryScore, DimensionScore, derive
 from consensus_eval.domain.sections import Sections
 from consensus_eval.execution.pricing import saving_per_cached_token
 from consensus_eval.execution.store import CallRecord, Store
 
 
-def derive_all(rubric: Rubric, records: Iterable[CallRecord]) -> dict[str, DimensionScore]:
-    """Re-derived score of every ``ok`` record, by request hash (failed calls have none).
+def derive_all(rubric: Rubric, records: Iterable[CallRecord],
+               cases: Iterable[Case] = ()) -> dict[str, DimensionScore]:
+    """Re-derived score of every ``ok`` record, by request hash (failed calls have none). ``cases``: the
+    run's cases, whose own ``criteria`` a ``criteria`` dimension without criteria of its own scores by.
 
     Calls whose judgments score alike share one score object (:class:`Deriver`): a score is a value,
     never changed once derived, and a large run has far fewer distinct scores than calls."""
-    deriver = Deriver(rubric)
-    return {r.request_hash: deriver(r.dimension, r.judgment)
+    deriver = Deriver(rubric, cases)
+    return {r.request_hash: deriver(r.dimension, r.judgment, r.case_id)
             for r in records if r.status == "ok" and r.judgment is not None}
 
 
@@ -48,20 +50,35 @@ class Deriver:
     penalties' ids in order, the claimed score and stars) get the same :class:`DimensionScore` object,
     derived once; the category lines of the scores derived are shared the same way, and every object
     made has its class's shared fields set (:mod:`consensus_eval.domain.construct`). Values are those
-    ``derive`` gives, to the bit (floats are compared by their exact value and sign)."""
+    ``derive`` gives, to the bit (floats are compared by their exact value and sign).
 
-    def __init__(self, rubric: Rubric) -> None:
+    The other kinds' inputs are part of the key too: a likert ``rating``; a criteria dimension's verdicts
+    and the criteria they are scored by (the rubric's own, else the case's, from ``cases`` by the
+    ``case_id`` a call gives)."""
+
+    def __init__(self, rubric: Rubric, cases: Iterable[Case] = ()) -> None:
         self.rubric = rubric
         self._scores: dict[tuple[object, ...], DimensionScore] = {}
         self._categories: dict[tuple[object, ...], CategoryScore] = {}
+        per_case = any(d.kind == "criteria" and not d.criteria for d in rubric.dimensions)
+        #: the cases' own criteria, by case id (only when a criteria dimension reads them)
+        self._criteria: dict[str, list[Criterion]] = (
+            {c.id: c.criteria for c in cases if c.criteria is not None} if per_case else {})
 
-    def __call__(self, dimension: str, judgment: Judgment) -> DimensionScore:
-        """``derive(rubric.dimension(dimension), judgment)``, or the same score derived before."""
-        key = (dimension, tuple((d.category, d.type, _exact(d.points)) for d in judgment.deductions),
-               tuple(p.id for p in judgment.fixed_penalties), _exact(judgment.claimed_score), judgment.claimed_stars)
+    def __call__(self, dimension: str, judgment: Judgment, case_id: str | None = None) -> DimensionScore:
+        """``derive(rubric.dimension(dimension), judgment, case criteria)``, or the same score derived before."""
+        key: tuple[object, ...] = (
+            dimension, tuple((d.category, d.type, _exact(d.points)) for d in judgment.deductions),
+            tuple(p.id for p in judgment.fixed_penalties), _exact(judgment.claimed_score), judgment.claimed_stars)
+        criteria: list[Criterion] | None = None
+        if judgment.rating is not None or judgment.verdicts:
+            if judgment.verdicts and case_id is not None:
+                criteria = self._criteria.get(case_id)
+            key = (*key, judgment.rating, tuple((v.id, v.met) for v in judgment.verdicts),
+                   tuple((c.id, _exact(c.points)) for c in criteria or ()))
         hit = self._scores.get(key)
         if hit is None:
-            hit = self._scores[key] = derive(self.rubric.dimension(dimension), judgment)
+            hit = self._scores[key] = derive(self.rubric.dimension(dimension), judgment, criteria)
             cats = hit.categories
             for i, c in enumerate(cats):
                 ckey = (c.id, c.name, _exact(c.cap), _exact(c.deducted), _exact(c.taken), c.n)
@@ -75,13 +92,18 @@ def _exact(x: float | None) -> object:
 
 
 def evidence_of(rec: CallRecord) -> Iterator[tuple[str, str]]:
-    """``(deduction id, evidence)`` of every deduction (``#d{i}``) and fixed penalty (``#p{i}``) of a call."""
+    """``(deduction id, evidence)`` of every deduction (``#d{i}``) and fixed penalty (``#p{i}``) of a call;
+    of the other kinds, every quote of a likert rating (``#e{i}``) and every criterion verdict's (``#v{i}``)."""
     if rec.status != "ok" or rec.judgment is None:
         return
     for i, d in enumerate(rec.judgment.deductions):
         yield f"{rec.request_hash}#d{i}", d.evidence
     for i, p in enumerate(rec.judgment.fixed_penalties):
         yield f"{rec.request_hash}#p{i}", p.evidence
+    for i, e in enumerate(rec.judgment.evidence):
+        yield f"{rec.request_hash}#e{i}", e
+    for i, v in enumerate(rec.judgment.verdicts):
+        yield f"{rec.request_hash}#v{i}", v.evidence
 
 
 def ground_all(rubric: Rubric, cases: Sequence[Case], records: Iterable[CallRecord]) -> dict[str, Grounding]:
@@ -140,17 +162,17 @@ def without_ungrounded(rec: CallRecord, grounding: dict[str, Grounding]) -> Judg
 
 
 def drop_ungrounded(rubric: Rubric, records: Iterable[CallRecord], grounding: dict[str, Grounding],
-                    scores: dict[str, DimensionScore]) -> dict[str, DimensionScore]:
+                    scores: dict[str, DimensionScore], cases: Iterable[Case] = ()) -> dict[str, DimensionScore]:
     """``ungrounded: drop``: re-derive, in ``scores``, the score of every call that has deductions not
     grounded, without them (:func:`without_ungrounded`); returns the scores they replaced (derived
     from every deduction the judge gave), by request hash."""
     judged: dict[str, DimensionScore] = {}
-    deriver = Deriver(rubric)
+    deriver = Deriver(rubric, cases)
     for r in records:
         kept = without_ungrounded(r, grounding) if r.request_hash in scores else None
         if kept is not None:
             judged[r.request_hash] = scores[r.request_hash]
-            scores[r.request_hash] = deriver(r.dimension, kept)
+            scores[r.request_hash] = deriver(r.dimension, kept, r.case_id)
     return judged
 
 
@@ -284,8 +306,8 @@ def read_run(store: Store, *, replies: bool = True) -> StoredRun:
             missing[p.case_id] = missing.get(p.case_id, 0) + 1
             in_batches += p.request_hash in batched
     grounding = ground_all(rubric, cases, records)
-    scores = derive_all(rubric, records)
-    judged = drop_ungrounded(rubric, records, grounding, scores) if config.ungrounded == "drop" else {}
+    scores = derive_all(rubric, records, cases)
+    judged = drop_ungrounded(rubric, records, grounding, scores, cases) if config.ungrounded == "drop" else {}
     return StoredRun(rubric=rubric, config=config, cases=cases, invalid_lines=store.get_meta("invalid_lines", []),
                      records=records, scores=scores, planned=len(plan), missing=missing, grounding=grounding,
                      judged_scores=judged, in_batches=in_batches)
