@@ -19,6 +19,7 @@ from consensus_eval.analysis.consensus import CaseConsensus
 from consensus_eval.analysis.decision import DecisionStudy, decision_studies
 from consensus_eval.analysis.judge_quality import JudgeQuality, judge_quality
 from consensus_eval.analysis.judge_validity import ValidityReport
+from consensus_eval.domain.rubric import Dimension
 from consensus_eval.execution.results import StoredRun
 
 
@@ -39,8 +40,10 @@ class CategoryAlpha(Alpha):
 class ReliabilityReport(BaseModel):
     """Every reliability figure of a run (the content of ``reliability.json``).
 
-    - ``across_judges``: interval alpha of the judges' scores per dimension id and on ``total``;
-    - ``stars``: ordinal alpha of the judges' stars per dimension;
+    - ``across_judges``: alpha of the judges per dimension id, at the dimension kind's level (:func:`level_of`:
+      interval on a deductions dimension's scores, ordinal on a likert dimension's ratings, nominal on a
+      criteria dimension's verdicts with one unit per case x criterion), and interval on ``total``;
+    - ``stars``: ordinal alpha of the judges' stars per dimension with stars;
     - ``categories``: interval alpha of the points each judge took off in each category
       (``dimension.category``);
     - ``within_judge``: per judge with runs > 1, interval alpha across its runs per dimension
@@ -97,7 +100,6 @@ def _reliability_report(run: StoredRun, cons: Sequence[CaseConsensus], n_boot: i
     def a(rows: Sequence[Sequence[float | None]], level: Level = "interval") -> Alpha:
         return alpha_with_ci(matrix(rows), level, n_boot, seed)
 
-    keys = [*dims, "total"]
     taken = points_taken(run)
     within: dict[str, dict[str, Alpha]] = {}
     for j in judges:
@@ -107,8 +109,10 @@ def _reliability_report(run: StoredRun, cons: Sequence[CaseConsensus], n_boot: i
                                for i in range(n_runs)]) for d in dims}
     return ReliabilityReport(
         judges=judges, n_cases=len(cons), bootstrap=Bootstrap(resamples=n_boot, seed=seed),
-        across_judges={k: a([[judge_value(c, j, k) for c in cons] for j in judges]) for k in keys},
-        stars={d: a([[c.judges[j][d].stars for c in cons] for j in judges], "ordinal") for d in dims},
+        across_judges={**{d.id: a(_rows(run, cons, d), level_of(d)) for d in rubric.dimensions},
+                       "total": a([[judge_value(c, j, "total") for c in cons] for j in judges])},
+        stars={d.id: a([[c.judges[j][d.id].stars for c in cons] for j in judges], "ordinal")
+               for d in rubric.dimensions if d.stars is not None},
         categories={
             f"{d.id}.{cat.id}": CategoryAlpha(name=cat.name, **a(
                 [[mean_or_none(taken.get((c.case_id, j, cat.id))) for c in cons] for j in judges]).model_dump())
@@ -118,6 +122,32 @@ def _reliability_report(run: StoredRun, cons: Sequence[CaseConsensus], n_boot: i
         judge_quality=judge_quality(run),
         decision=decision_studies(run, cons),
     )
+
+
+def level_of(dimension: Dimension) -> Level:
+    """The level of measurement of a dimension's agreement (issue 24): interval for a deductions
+    dimension's scores, ordinal for a likert dimension's ratings, nominal for a criteria dimension's
+    met / not met verdicts."""
+    if dimension.kind == "likert":
+        return "ordinal"
+    return "nominal" if dimension.kind == "criteria" else "interval"
+
+
+def _rows(run: StoredRun, cons: Sequence[CaseConsensus], dim: Dimension) -> list[list[float | None]]:
+    """One row per judge, the values alpha of ``dim`` is computed on: each case's mean score (a likert
+    dimension's: the mean rating), or, for a criteria dimension, one value per case x criterion (the
+    criteria that apply to the case, in their order: 1 met, 0 not met, None no verdict)."""
+    judges = run.judges
+    if dim.kind != "criteria":
+        return [[c.judges[j][dim.id].mean for c in cons] for j in judges]
+    cases = {c.id: c for c in run.cases}
+    units: list[tuple[CaseConsensus, str]] = []
+    for c in cons:
+        case = cases.get(c.case_id)
+        own = dim.criteria or (case.criteria if case is not None else None) or []
+        units += [(c, k.id) for k in own]
+    return [[(float(v) if (v := c.judges[j][dim.id].criteria.get(cid)) is not None else None) for c, cid in units]
+            for j in judges]
 
 
 def mean_or_none(v: list[float] | None) -> float | None:
