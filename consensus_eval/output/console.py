@@ -35,10 +35,16 @@ def print_summary(console: Console, res: Results, out: Path, top: int = DEFAULT_
     means = []
     for d in res.rubric.dimensions:
         vals = [s for c in res.consensus if c.status == "ok" and (s := c.scores[d.id]) is not None]
-        means.append(f"{d.name} {sum(vals) / len(vals):.1f}/{fmt_num(d.max)}" if vals else f"{d.name} -")
+        # a likert scale's range (1-5), a criteria dimension's share (0-1), a deductions dimension's /max
+        scale = f" ({fmt_num(d.low)}-{fmt_num(d.max)})" if d.kind != "deductions" else f"/{fmt_num(d.max)}"
+        mean = (f"{sum(vals) / len(vals):.2f}" if d.kind == "criteria" else f"{sum(vals) / len(vals):.1f}") if vals \
+            else "-"
+        weight = f" x{fmt_num(d.weight)}" if d.weight != 1 else ""
+        means.append(f"{d.name} {mean}{scale}{weight}" if vals or d.kind != "deductions" else f"{d.name} -")
     totals = [c.total for c in res.consensus if c.status == "ok" and c.total is not None]
     if totals:
-        means.append(f"total {sum(totals) / len(totals):.1f}/{fmt_num(res.rubric.max_total)}")
+        weighted = " (weighted)" if any(d.weight != 1 for d in res.rubric.dimensions) else ""
+        means.append(f"total{weighted} {sum(totals) / len(totals):.1f}/{fmt_num(res.rubric.max_total)}")
     console.print(f"mean panel score over the {len(totals)} ok case(s): " + ", ".join(means), highlight=False)
     if res.leaderboard is not None:
         print_block(console, leaderboard_block(res.leaderboard, res.rubric, messages(default_lang(res.rubric))))
@@ -154,11 +160,15 @@ def _alpha_text(a: Alpha) -> str:
 def print_reliability(console: Console, report: ReliabilityReport) -> None:
     """Alpha per dimension (across judges, stars, within judges) and agreement with the human."""
     t = Table(title=f"Krippendorff's alpha, {len(report.judges)} judges x {report.n_cases} cases (95% CI)")
-    for col in ("", "across judges (interval)", "stars (ordinal)"):
+    levels = {a.level for a in report.across_judges.values()}
+    # one level (every dimension a deductions one): said in the heading; else each row says its own
+    across = f"across judges ({levels.pop()})" if len(levels) == 1 else "across judges"
+    for col in ("", across, "stars (ordinal)"):
         t.add_column(col)
     for k, a in report.across_judges.items():
         s = report.stars.get(k)
-        t.add_row(k, _alpha_text(a), _alpha_text(s) if s else "")
+        t.add_row(k, _alpha_text(a) if across != "across judges" else f"{_alpha_text(a)} ({a.level})",
+                  _alpha_text(s) if s else "")
     console.print(t)
     for j, dims in report.within_judge.items():
         console.print(f"run-to-run stability of {j}: " + ", ".join(f"{d} {_alpha_text(a)}" for d, a in dims.items()),

@@ -25,7 +25,7 @@ deductions whose evidence was not found are listed with ``"dropped": true`` and 
 from __future__ import annotations
 
 import csv
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +52,7 @@ from consensus_eval.analysis.human import (
 )
 from consensus_eval.analysis.results import Results
 from consensus_eval.domain.grounding import Grounding
-from consensus_eval.domain.rubric import Rubric
+from consensus_eval.domain.rubric import Dimension, Rubric
 from consensus_eval.domain.scoring import DimensionScore
 from consensus_eval.domain.textio import formula_guard
 from consensus_eval.domain.writable import (
@@ -111,6 +111,7 @@ def judgment_row(rubric: Rubric, rec: CallRecord, score: DimensionScore | None,
         "stars": score.stars if score else None,
         "deductions": deductions,
         "fixed_penalties": penalties,
+        **(_kind_fields(dim, rec, score, where) if dim.kind != "deductions" else {}),
         "claimed_score": j.claimed_score if j else None,
         "claimed_stars": j.claimed_stars if j else None,
         "claim_mismatch": score.claim_mismatch if score else None,
@@ -123,6 +124,22 @@ def judgment_row(rubric: Rubric, rec: CallRecord, score: DimensionScore | None,
         "cost": rec.cost, "latency_s": round(rec.latency_s, 4) if rec.latency_s is not None else None,
         "request_hash": rec.request_hash,
     }
+
+
+def _kind_fields(dim: Dimension, rec: CallRecord, score: DimensionScore | None,
+                 where: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
+    """A likert or criteria call's own fields of judgments.jsonl (a deductions call has none, so its lines
+    are what they were before kinds): the ``rating`` and its ``evidence`` quotes, or each criterion's
+    ``verdict`` with its points (from the scoring), evidence, reason and grounding."""
+    j = rec.judgment
+    if dim.kind == "likert":
+        return {"rating": j.rating if j else None,
+                "evidence": [{"quote": e, **where(f"{rec.request_hash}#e{i}")} for i, e in enumerate(j.evidence)]
+                if j else []}
+    points = {c.id: c.points for c in score.criteria} if score else {}
+    return {"verdicts": [{"id": v.id, "met": v.met, "points": points.get(v.id), "evidence": v.evidence,
+                          "reason": v.reason, **where(f"{rec.request_hash}#v{i}")}
+                         for i, v in enumerate(j.verdicts)] if j else []}
 
 
 @gc_paused_call
@@ -150,16 +167,29 @@ def write_judgments(path: Path, rubric: Rubric, records: Sequence[CallRecord],
 
 
 def write_consensus(folder: Path, rubric: Rubric, cases: Sequence[CaseConsensus]) -> None:
-    """consensus.csv (one row per case) and consensus.jsonl (everything, per judge and run)."""
+    """consensus.csv (one row per case) and consensus.jsonl (everything, per judge and run).
+
+    Each dimension's column is its panel score (a likert dimension's: the judges' mean rating; a criteria
+    dimension's: met points over positive points). Stars columns only for the dimensions with stars
+    (``star_total`` only when one has). A criteria dimension with criteria of its own in the rubric gets
+    one column per criterion, ``<dimension>.<criterion id>``: the panel's majority verdict (``met``, ``not
+    met``, ``split``). Criteria that come from each case are in consensus.jsonl only (``criteria``): they
+    differ from case to case, so no fixed set of columns holds them."""
     dims = [d.id for d in rubric.dimensions]
+    starred = [d.id for d in rubric.dimensions if d.stars is not None]
+    any_stars = bool(starred)
+    crit = [(d.id, k.id) for d in rubric.dimensions if d.kind == "criteria" for k in d.criteria]
     with atomic_writer(folder / "consensus.csv") as f:
         w = csv.writer(f)
-        w.writerow([csv_cell(h) for h in ["case_id", *dims, "total", "star_total", *(f"{d}_stars" for d in dims),
+        w.writerow([csv_cell(h) for h in ["case_id", *dims, "total", *(["star_total"] if any_stars else []),
+                                          *(f"{d}_stars" for d in starred), *(f"{d}.{k}" for d, k in crit),
                                           "n_judges", "status", "spread", "flagged", "flags"]])
         for c in cases:
             w.writerow([csv_cell(v) for v in [
-                c.case_id, *(fmt_num(c.scores[d]) for d in dims), fmt_num(c.total), fmt_num(c.star_total),
-                *(c.stars[d] if c.stars[d] is not None else "" for d in dims),
+                c.case_id, *(fmt_num(c.scores[d]) for d in dims), fmt_num(c.total),
+                *([fmt_num(c.star_total)] if any_stars else []),
+                *(c.stars[d] if c.stars[d] is not None else "" for d in starred),
+                *(c.criteria.get(d, {}).get(k, "") for d, k in crit),
                 c.n_judges, c.status, fmt_num(c.spread), int(c.flagged), "; ".join(c.flags)]])
     with atomic_writer(folder / "consensus.jsonl") as f:
         for c in cases:
