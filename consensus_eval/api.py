@@ -183,9 +183,12 @@ def prepare_calibration(config: ConfigInput = DEFAULT_CONFIG, suite: str | Path 
     rubric = load_rubric(cfg.rubric)
     planting = None
     if (bases is not None or str(suite) in BUILTIN_SUITES) and rubric.id != SUITE_RUBRIC_ID:
+        # the planting operators (and the built-in suites made with them) belong to their rubric
         what = f"the {suite} calibration suite is" if bases is None else "the planting operators (--bases) are"
-        raise InputError(f"{what} written for the rubric {SUITE_RUBRIC_ID!r}; the config's rubric is "
-                         f"{rubric.id!r}: give your own suite with --suite FILE")
+        raise InputError(f"rubric {rubric.id!r} has no planting operators ({what} written for the rubric "
+                         f"{SUITE_RUBRIC_ID!r}): calibrate it with a suite of your own (--suite FILE)"
+                         + ("" if rubric.kinds == {"deductions"} else
+                            ", or score it and check the judges against clinicians' labels (a spot check)"))
     if bases is not None:
         if str(suite) != "builtin":
             raise InputError("--bases plants into your records; --suite gives a finished suite: use one of them")

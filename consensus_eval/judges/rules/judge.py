@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
+from consensus_eval._errors import InputError
 from consensus_eval.domain.cases import Case
 from consensus_eval.domain.config import RulesJudgeConfig
 from consensus_eval.domain.judgment import CallOutcome, Judgment
@@ -21,8 +22,13 @@ class RulesJudge:
     max_case_chars: int | None = 1_000_000
 
     def __init__(self, config: RulesJudgeConfig, rubric: Rubric) -> None:
-        rules = rules_for(rubric)
-        rules.require_compatible(rubric)
+        try:
+            rules = rules_for(rubric)
+            rules.require_compatible(rubric)
+        except InputError as e:  # the rules belong to their rubric: say which judge of the config asks for them
+            raise InputError(f"judge {config.name!r} (kind: rules) cannot score rubric {rubric.id!r}: {e} "
+                             f"Remove judge {config.name!r} from the config's judges and score with LLM "
+                             f"judges.") from None
         self.config = config
         self.rubric = rubric
         self.rules = rules
