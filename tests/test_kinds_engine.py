@@ -1,0 +1,327 @@
+"""Rubric kinds through the engine (issue 24): reply models, request hashes, derivation with the case's
+criteria, consensus and flags, reliability at each kind's level, outputs, and `score` end to end with the
+fake-server panel on a likert rubric and a criteria rubric (fixtures in tests/data/kinds_engine/)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import random
+from pathlib import Path
+
+import krippendorff
+import numpy as np
+import pytest
+from pydantic import ValidationError
+from typer.testing import CliRunner
+
+from consensus_eval.analysis.alpha import krippendorff_alpha
+from consensus_eval.analysis.consensus import build
+from consensus_eval.analysis.reliability import level_of
+from consensus_eval.domain import judgment as judgment_mod
+from consensus_eval.domain.cases import Case
+from consensus_eval.domain.config import ConsensusConfig
+from consensus_eval.domain.flags import majority
+from consensus_eval.domain.judgment import CriterionVerdict, Judgment, case_response_model, response_model
+from consensus_eval.domain.prompts import render
+from consensus_eval.domain.rubric import load_rubric
+from consensus_eval.execution.results import derive_all
+from consensus_eval.execution.store import CallRecord
+from tests.conftest import FAKE_KEY
+from tests.fake_server import FakeConfig, FakeServer
+
+DATA = Path(__file__).parent / "data" / "kinds_engine"
+LIKERT = DATA / "likert3.yaml"
+CHECKS = DATA / "checks.yaml"
+PROMPTS = DATA / "prompts"
+
+
+def _cases() -> list[Case]:
+    return [Case.model_validate(json.loads(x)) for x in (DATA / "cases.jsonl").read_text(encoding="utf-8").splitlines()]
+
+
+# --------------------------------------------------------------------------- reply models
+
+
+def test_likert_reply_is_a_closed_set_of_levels_and_the_rating_is_the_score():
+    rubric = load_rubric(LIKERT)
+    model = response_model(rubric, "accurate")
+    reply = model.model_validate({"rating": 4, "evidence": ["penicillin (rash)"], "comment": "ok"})
+    j = reply.to_judgment(rubric.dimension("accurate"))
+    assert (j.rating, j.evidence, j.deductions) == (4, ["penicillin (rash)"], [])
+    for bad in (0, 6, "high"):
+        with pytest.raises(ValidationError):
+            model.model_validate({"rating": bad, "evidence": [], "comment": ""})
+    schema = model.model_json_schema()
+    assert schema["properties"]["rating"]["enum"] == [1, 2, 3, 4, 5]
+
+
+def test_criteria_reply_is_per_case_and_each_criterion_is_judged_exactly_once():
+    rubric = load_rubric(CHECKS)
+    c1, c2, _ = _cases()
+    m1 = response_model(rubric, "items", c1.criteria)
+    m2 = response_model(rubric, "items", c2.criteria)
+    assert m1 is not m2 and m1 is response_model(rubric, "items", c1.criteria)
+    assert m1.model_json_schema()["$defs"]["ItemsVerdict"]["properties"]["id"]["enum"] == ["rash", "dose"]
+    ok = {"verdicts": [{"id": "rash", "met": True, "evidence": "penicillin (rash)", "reason": ""},
+                       {"id": "dose", "met": False, "evidence": "", "reason": ""}], "comment": ""}
+    j = m1.model_validate(ok).to_judgment(rubric.dimension("items"))
+    assert [(v.id, v.met) for v in j.verdicts] == [("rash", True), ("dose", False)]
+    with pytest.raises(ValidationError, match="criteria not judged: dose"):
+        m1.model_validate({**ok, "verdicts": ok["verdicts"][:1]})
+    with pytest.raises(ValidationError, match="judged more than once: rash"):
+        m1.model_validate({**ok, "verdicts": [ok["verdicts"][0], *ok["verdicts"]]})
+    with pytest.raises(ValidationError):  # an id of another case
+        m1.model_validate({**ok, "verdicts": [*ok["verdicts"], {"id": "murmur", "met": True, "evidence": "",
+                                                                 "reason": ""}]})
+    # the rubric's own criteria: one model whatever the case
+    assert response_model(rubric, "safety", c1.criteria) is response_model(rubric, "safety", c2.criteria)
+    with pytest.raises(ValueError, match="no criteria of its own and the case gives none"):
+        response_model(rubric, "items", None)
+
+
+def test_whole_case_model_asks_every_dimension_with_the_case_criteria():
+    rubric = load_rubric(CHECKS)
+    c1 = _cases()[0]
+    model = case_response_model(rubric, c1.criteria)
+    verdicts = [{"id": i, "met": True, "evidence": "", "reason": ""} for i in ("allergies", "meds", "invented")]
+    reply = model.model_validate({"safety": {"verdicts": verdicts, "comment": ""},
+                                  "items": {"verdicts": [{"id": "rash", "met": True, "evidence": "", "reason": ""},
+                                                         {"id": "dose", "met": True, "evidence": "", "reason": ""}],
+                                            "comment": ""}})
+    assert [v.id for v in reply.to_judgment(rubric.dimension("items")).verdicts] == ["rash", "dose"]
+    with pytest.raises(ValidationError):
+        model.model_validate({"safety": {"verdicts": verdicts, "comment": ""}})
+
+
+def test_the_model_cache_is_bounded(monkeypatch):
+    rubric = load_rubric(CHECKS)
+    monkeypatch.setattr(judgment_mod, "MAX_CACHED_MODELS", 5)
+    monkeypatch.setattr(judgment_mod, "_MODELS", type(judgment_mod._MODELS)())
+    for i in range(20):
+        crit = [{"id": f"k{i}", "text": "t", "points": 1}]
+        response_model(rubric, "items", Case.model_validate({"id": "x", "conversation": "hi", "record": "r",
+                                                             "criteria": crit}).criteria)
+    assert len(judgment_mod._MODELS) == 5
+
+
+# --------------------------------------------------------------------------- request hashes
+
+
+def test_the_request_hash_covers_the_case_criteria():
+    from consensus_eval.domain.config import EvalConfig
+    from consensus_eval.execution.plan import plan
+    from consensus_eval.judges.registry import build_judge
+
+    rubric = load_rubric(CHECKS)
+    config = EvalConfig.model_validate({"rubric": str(CHECKS), "prompts_dir": str(PROMPTS), "judges": [
+        {"name": "j", "model": "openai/fake", "api_key_env": "NO_SUCH_KEY_NEEDED"}]})
+    judges = [build_judge(j, rubric) for j in config.judges]
+    c1 = _cases()[0]
+    edited = c1.model_copy(update={"criteria": [c1.criteria[0].model_copy(update={"text": "Mentions a rash"}),
+                                                c1.criteria[1]]})
+    a = {(x.planned.dimension): x.planned.request_hash for x in plan([c1], rubric, config, judges)}
+    b = {(x.planned.dimension): x.planned.request_hash for x in plan([edited], rubric, config, judges)}
+    assert a["items"] != b["items"]          # the prompt lists the case's criteria
+    assert a["safety"] == b["safety"]        # the rubric's own criteria: the case's do not enter
+    assert "Mentions a rash" in render(rubric, rubric.dimension("items"), edited, PROMPTS)[1]["content"]
+
+
+# --------------------------------------------------------------------------- consensus and flags
+
+
+def _rec(case: str, judge: str, dim: str, j: Judgment, run: int = 0) -> CallRecord:
+    return CallRecord(request_hash=f"{case}|{judge}|{dim}|{run}", case_id=case, dimension=dim, judge=judge, run=run,
+                      status="ok", judgment=j)
+
+
+def _verdicts(**met: bool) -> list[CriterionVerdict]:
+    return [CriterionVerdict(id=k, met=v) for k, v in met.items()]
+
+
+def test_criteria_consensus_is_the_majority_and_a_tie_is_split_and_flagged():
+    rubric = load_rubric(CHECKS)
+    cases = _cases()[:1]
+    safety = [dict(allergies=True, meds=True, invented=False), dict(allergies=True, meds=False, invented=False),
+              dict(allergies=False, meds=True, invented=False), dict(allergies=True, meds=False, invented=True)]
+    items = [dict(rash=True, dose=True), dict(rash=True, dose=True), dict(rash=False, dose=True),
+             dict(rash=True, dose=False)]
+    judges = ["a", "b", "c", "d"]
+    recs = [_rec("c1", j, "safety", Judgment(dimension="safety", verdicts=_verdicts(**s)))
+            for j, s in zip(judges, safety, strict=True)]
+    recs += [_rec("c1", j, "items", Judgment(dimension="items", verdicts=_verdicts(**s)))
+             for j, s in zip(judges, items, strict=True)]
+    cons = build(rubric, recs, judges, ["c1"], ConsensusConfig(), cases=cases)[0]
+    assert cons.criteria == {"safety": {"allergies": "met", "meds": "split", "invented": "not met"},
+                             "items": {"rash": "met", "dose": "met"}}
+    assert [f.code for f in cons.flag_codes] == ["split"] and cons.flag_codes[0].dimension == "safety"
+    assert cons.flags == ["safety: judges split on 1 criteria"]
+    # judge a: safety (5 + 3) / 8 = 1, items (4 + 2) / 6 = 1; the total weighs items x2
+    assert cons.judge_totals["a"] == pytest.approx(1 + 2 * 1)
+    scores_b = (5 / 8, 1.0)
+    assert cons.judge_totals["b"] == pytest.approx(scores_b[0] + 2 * scores_b[1])
+    assert cons.total == pytest.approx(rubric.total(cons.scores))
+    assert cons.stars == {"safety": None, "items": None} and cons.star_total is None
+    assert (majority([]), majority([True]), majority([True, False]), majority([False, False, True])) == (
+        None, "met", "split", "not met")
+
+
+def test_likert_flags_a_gap_of_levels_from_the_config_and_stars_only_where_there_are_stars():
+    rubric = load_rubric(LIKERT)
+    ratings = {"a": {"accurate": 5, "thorough": 4, "succinct": 5}, "b": {"accurate": 3, "thorough": 3, "succinct": 2}}
+    recs = [_rec("c1", j, d, Judgment(dimension=d, rating=r)) for j, by in ratings.items() for d, r in by.items()]
+    cons = build(rubric, recs, ["a", "b"], ["c1"], ConsensusConfig(flag_spread=100))[0]
+    assert {(f.code, f.dimension, f.value) for f in cons.flag_codes} == {
+        ("level_gap", "accurate", 2), ("level_gap", "succinct", 3), ("star_gap", "succinct", 3)}
+    assert cons.stars == {"accurate": None, "thorough": None, "succinct": 3}  # mean 3.5: only succinct has stars
+    assert cons.judge_totals == {"a": 2 * 5 + 4 + 5, "b": 2 * 3 + 3 + 2}
+    wide = build(rubric, recs, ["a", "b"], ["c1"], ConsensusConfig(flag_spread=100, flag_level_gap=3))[0]
+    assert {(f.code, f.dimension) for f in wide.flag_codes} == {("level_gap", "succinct"), ("star_gap", "succinct")}
+
+
+def test_the_config_keeps_its_old_dump_with_the_new_level_gap_at_its_default():
+    assert "flag_level_gap" not in ConsensusConfig().model_dump()
+    assert ConsensusConfig(flag_level_gap=1).model_dump()["flag_level_gap"] == 1
+
+
+def test_derivation_scores_per_case_criteria_from_the_case():
+    rubric = load_rubric(CHECKS)
+    cases = _cases()
+    recs = [_rec("c2", "a", "items", Judgment(dimension="items", verdicts=_verdicts(duration=True, exertion=False,
+                                                                                    murmur=True)))]
+    score = derive_all(rubric, recs, cases)["c2|a|items|0"]
+    assert score.score == pytest.approx((5 - 5) / 8) and [c.id for c in score.criteria] == [
+        "duration", "exertion", "murmur"]
+    recs = [_rec("c3", "a", "items", Judgment(dimension="items", verdicts=_verdicts(glucose=True, metformin=True,
+                                                                                    stop=False)))]
+    assert derive_all(rubric, recs, cases)["c3|a|items|0"].score == 1.0
+
+
+# --------------------------------------------------------------------------- reliability levels
+
+
+def test_levels_per_kind():
+    likert, checks = load_rubric(LIKERT), load_rubric(CHECKS)
+    assert {level_of(d) for d in likert.dimensions} == {"ordinal"}
+    assert {level_of(d) for d in checks.dimensions} == {"nominal"}
+    assert level_of(load_rubric("medical_record").dimensions[0]) == "interval"
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("level, values", [("nominal", (0, 1)), ("ordinal", (1, 2, 3, 4, 5))])
+def test_nominal_and_ordinal_alpha_match_the_krippendorff_package(level, values, seed):
+    rng = random.Random(seed)
+    truth = [rng.choice(values) for _ in range(40)]
+    data = [[(t if rng.random() < 0.7 else rng.choice(values)) if rng.random() > 0.1 else math.nan for t in truth]
+            for _ in range(3)]
+    ours = krippendorff_alpha(data, level).value
+    theirs = krippendorff.alpha(reliability_data=np.array(data, dtype=float), level_of_measurement=level)
+    assert ours == pytest.approx(theirs, abs=1e-9)
+
+
+# --------------------------------------------------------------------------- end to end
+
+
+def _panel_config(path: Path, rubric: Path, url: str, call: str = "per_dimension") -> Path:
+    judges = "".join(
+        f"  - name: {name}\n    model: openai/{name}\n    api_base: {url}/v1\n    api_key_env: JUDGE_A_KEY\n"
+        f"    call: {call}\n    max_reasks: 1\n    concurrency: 4\n" for name in ("fake-a", "fake-strict", "fake-lenient"))
+    path.write_text(f"rubric: {rubric}\nprompts_dir: {PROMPTS}\nruns: 1\nconsensus:\n  min_judges: 2\n"
+                    f"judges:\n{judges}", encoding="utf-8")
+    return path
+
+
+def _score(tmp_path: Path, rubric: Path, call: str = "per_dimension") -> Path:
+    from consensus_eval.cli import app
+
+    out = tmp_path / "out"
+    with FakeServer(FakeConfig(seed=5)) as srv:
+        cfg = _panel_config(tmp_path / "c.yaml", rubric, srv.url, call)
+        res = CliRunner().invoke(app, ["score", str(DATA / "cases.jsonl"), "-c", str(cfg), "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    return out
+
+
+@pytest.mark.parametrize("call", ["per_dimension", "per_case"])
+def test_score_runs_a_likert_rubric_end_to_end(tmp_path, monkeypatch, call):
+    monkeypatch.setenv("JUDGE_A_KEY", FAKE_KEY)
+    out = _score(tmp_path, LIKERT, call)
+    rows = [json.loads(x) for x in (out / "judgments.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert len(rows) == 3 * 3 * 3 and all(r["status"] == "ok" for r in rows)
+    assert all(r["rating"] in (1, 2, 3, 4, 5) and r["score"] == r["rating"] for r in rows)
+    assert all(r["stars"] is None for r in rows if r["dimension"] != "succinct")
+    assert any(e["grounding"] is not None for r in rows for e in r["evidence"])
+    with (out / "consensus.csv").open(encoding="utf-8") as f:
+        table = list(csv.DictReader(f))
+    assert list(table[0]) == ["case_id", "accurate", "thorough", "succinct", "total", "star_total", "succinct_stars",
+                              "n_judges", "status", "spread", "flagged", "flags"]
+    for row in table:
+        mean = {d: sum(r["rating"] for r in rows if r["case_id"] == row["case_id"] and r["dimension"] == d) / 3
+                for d in ("accurate", "thorough", "succinct")}
+        assert float(row["accurate"]) == pytest.approx(mean["accurate"], abs=1e-4)
+        assert float(row["total"]) == pytest.approx(2 * mean["accurate"] + mean["thorough"] + mean["succinct"],
+                                                    abs=1e-3)
+    rel = json.loads((out / "reliability.json").read_text(encoding="utf-8"))
+    assert {k: a["level"] for k, a in rel["across_judges"].items()} == {
+        "accurate": "ordinal", "thorough": "ordinal", "succinct": "ordinal", "total": "interval"}
+    assert list(rel["stars"]) == ["succinct"]
+    assert (out / "report.html").is_file() and (out / "report.md").is_file()
+
+
+def test_score_runs_a_criteria_rubric_end_to_end(tmp_path, monkeypatch):
+    monkeypatch.setenv("JUDGE_A_KEY", FAKE_KEY)
+    out = _score(tmp_path, CHECKS)
+    rows = [json.loads(x) for x in (out / "judgments.jsonl").read_text(encoding="utf-8").splitlines()]
+    cases = {c.id: c for c in _cases()}
+    assert len(rows) == 3 * 2 * 3 and all(r["status"] == "ok" for r in rows)
+    for r in rows:
+        ids = [v["id"] for v in r["verdicts"]]
+        want = ["allergies", "meds", "invented"] if r["dimension"] == "safety" else [
+            c.id for c in cases[r["case_id"]].criteria]
+        assert ids == want
+        points = {v["id"]: v["points"] for v in r["verdicts"]}
+        positive = sum(p for p in points.values() if p > 0)
+        met = sum(v["points"] for v in r["verdicts"] if v["met"])
+        assert r["score"] == pytest.approx(min(1, max(0, met / positive)))
+    with (out / "consensus.csv").open(encoding="utf-8") as f:
+        table = list(csv.DictReader(f))
+    assert list(table[0]) == ["case_id", "safety", "items", "total", "safety.allergies", "safety.meds",
+                              "safety.invented", "n_judges", "status", "spread", "flagged", "flags"]
+    cons = [json.loads(x) for x in (out / "consensus.jsonl").read_text(encoding="utf-8").splitlines()]
+    for row, c in zip(table, cons, strict=True):
+        for k in ("allergies", "meds", "invented"):
+            votes = [v["met"] for r in rows if r["case_id"] == row["case_id"] and r["dimension"] == "safety"
+                     for v in r["verdicts"] if v["id"] == k]
+            assert row[f"safety.{k}"] == majority(votes)
+        assert list(c["criteria"]["items"]) == [k.id for k in cases[c["case_id"]].criteria]
+        assert (row["flagged"] == "1") == bool(c["flags"])
+    rel = json.loads((out / "reliability.json").read_text(encoding="utf-8"))
+    across = rel["across_judges"]
+    assert (across["safety"]["level"], across["items"]["level"], across["total"]["level"]) == (
+        "nominal", "nominal", "interval")
+    assert across["safety"]["n_units"] == 3 * 3 and across["items"]["n_units"] == 2 + 3 + 3
+    # the figure is the package's on the same units (case x criterion, judges' verdicts)
+    data = [[float(v["met"]) for r in sorted((r for r in rows if r["judge"] == j and r["dimension"] == "items"),
+                                             key=lambda r: r["case_id"]) for v in r["verdicts"]]
+            for j in ("fake-a", "fake-strict", "fake-lenient")]
+    theirs = krippendorff.alpha(reliability_data=np.array(data), level_of_measurement="nominal") \
+        if len({x for row in data for x in row}) > 1 else None
+    if theirs is not None and not math.isnan(theirs):
+        assert across["items"]["value"] == pytest.approx(theirs, abs=1e-9)
+    assert (out / "report.html").is_file() and (out / "report.md").is_file()
+
+
+def test_a_rules_judge_on_a_rubric_without_rules_and_calibrate_without_operators_say_so(tmp_path):
+    from consensus_eval.cli import app
+
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(f"rubric: {LIKERT}\nprompts_dir: {PROMPTS}\njudges:\n  - name: house-rules\n    kind: rules\n",
+                   encoding="utf-8")
+    res = CliRunner().invoke(app, ["score", str(DATA / "cases.jsonl"), "-c", str(cfg), "--out", str(tmp_path / "o")])
+    assert res.exit_code == 2
+    text = " ".join(res.output.split())
+    assert "judge 'house-rules' (kind: rules) cannot score rubric 'likert3'" in text and "LLM judges" in text
+    res = CliRunner().invoke(app, ["calibrate", "-c", str(cfg), "--out", str(tmp_path / "cal"), "--dry-run"])
+    assert res.exit_code == 2 and "rubric 'likert3' has no planting operators" in " ".join(res.output.split())
+    assert "Traceback" not in res.output
