@@ -4,16 +4,27 @@ validity and report for a likert and a criteria rubric, on runs written straight
 
 from __future__ import annotations
 
+import csv
 import io
+import re
+import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import pytest
+from markupsafe import escape
 from rich.console import Console
+from starlette.testclient import TestClient
 
+from consensus_eval._errors import InputError
 from consensus_eval.analysis.audit import REASON_CODES
+from consensus_eval.analysis.human import build_review, criterion_cells, criterion_columns, read_labels
 from consensus_eval.api import load_run
+from consensus_eval.execution.store import HumanLabelRecord, Store
 from consensus_eval.output.audit_console import print_audit
 from consensus_eval.output.report.i18n import messages
+from consensus_eval.review.app import create_app
+from consensus_eval.review.model import ActionError, ReviewRun
 from tests.kinds_human_run import build_kinds_run, kinds_rubric
 
 
@@ -115,3 +126,226 @@ def test_every_reason_code_has_words_in_every_catalogue() -> None:
         t = messages(lang)
         for code in REASON_CODES:
             assert f"reason_{code}" in t.texts and f"con_reason_{code}" in t.texts, (lang, code)
+
+
+# --------------------------------------------------------------------------- 2. review app, labels
+
+
+@pytest.fixture
+def likert_copy(likert_run: Path, tmp_path: Path) -> Path:
+    return _copy(likert_run, tmp_path / "likert")
+
+
+@pytest.fixture
+def criteria_copy(criteria_run: Path, tmp_path: Path) -> Path:
+    return _copy(criteria_run, tmp_path / "criteria")
+
+
+def _copy(src: Path, out: Path) -> Path:
+    out.mkdir()
+    for f in src.iterdir():
+        if f.is_file():
+            (out / f.name).write_bytes(f.read_bytes())
+    return out
+
+
+def _labels(folder: Path, reviewer: str | None = None) -> list[HumanLabelRecord]:
+    with Store.open_existing(folder, read_only=True) as store:
+        return store.human_labels(reviewer=reviewer)
+
+
+def _client(review: ReviewRun, reviewer: str = "alice") -> tuple[TestClient, str]:
+    app, sessions = create_app(review, reviewer=reviewer, lang="en")
+    c = TestClient(app, base_url="http://127.0.0.1:8765")
+    assert c.get(f"/?token={sessions.token}", follow_redirects=False).status_code == 303
+    csrf = c.get("/").text.split('name="csrf-token" content="')[1].split('"')[0]
+    return c, csrf
+
+
+def test_likert_review_page_is_a_scale_with_anchors_and_a_level_is_the_reviewers_score(likert_copy: Path) -> None:
+    rubric = kinds_rubric("likert")
+    with closing(ReviewRun.open(likert_copy)) as r:
+        c, csrf = _client(r)
+        with c:
+            page = c.get("/case/1").text
+            for d in rubric.dimensions:
+                for lv, anchor in d.levels.items():
+                    assert f'name="level-{d.id}" data-dim="{d.id}" value="{lv}"' in page
+                    assert str(escape(anchor)) in page
+            assert 'class="add-form"' not in page and '<details class="added"' not in page
+            post = lambda act: c.post("/api/label", json=act, headers={"X-CSRF-Token": csrf})  # noqa: E731
+            assert post({"op": "score", "case": 1, "dimension": "accurate", "value": 4}).status_code == 200
+            bad = post({"op": "score", "case": 1, "dimension": "accurate", "value": 3.5})
+            assert bad.status_code == 400 and "one of its levels 1-5" in bad.json()["error"]
+            assert post({"op": "score", "case": 1, "dimension": "thorough", "value": 6}).status_code == 400
+            # confirm: organized and thorough untouched -> the panel's (mean) levels, accepted, kept apart
+            reply = post({"op": "scores", "case": 1, "scores": {"accurate": 4}, "accepted": ["thorough", "organized"]})
+            assert reply.status_code == 200 and reply.json()["state"] == "done"
+            page = c.get("/case/1").text
+            assert 'value="4" checked' in page
+        a = r.case_at(1)
+        labels = {lb.dimension: lb for lb in _labels(likert_copy, "alice")}
+        assert labels["accurate"].value == 4 and labels["accurate"].origin == "own"
+        for d in ("thorough", "organized"):
+            panel = next(x.panel_score for x in a.dimensions if x.dimension == d)
+            assert labels[d].origin == "accepted" and labels[d].value == pytest.approx(panel)
+        review = build_review(_labels(likert_copy), rubric)
+        assert review.cases[a.case_id].scores == {"alice": {"accurate": 4.0}}   # accepted ones left out
+        assert review.n_accepted == 2
+
+
+def test_criteria_review_toggles_store_one_label_per_criterion_and_derive_the_score(criteria_copy: Path) -> None:
+    rubric = kinds_rubric("criteria")
+    crits = {c.id: c for c in rubric.dimension("safety").criteria}
+    with closing(ReviewRun.open(criteria_copy)) as r:
+        c, csrf = _client(r)
+        with c:
+            page = c.get("/case/2").text
+            for cid, crit in crits.items():
+                assert f'data-criterion="{cid}"' in page and str(escape(crit.text)) in page
+            post = lambda act: c.post("/api/label", json=act, headers={"X-CSRF-Token": csrf})  # noqa: E731
+            mine = {"allergy": True, "meds": False, "followup": True}
+            for cid, met in mine.items():
+                reply = post({"op": "criterion", "case": 2, "dimension": "safety", "criterion": cid, "met": met,
+                              "evidence": f"quote for {cid}"})
+                assert reply.status_code == 200 and reply.json()["state"] == "started"
+            # the same criterion again replaces its label (one judgement, one label)
+            assert post({"op": "criterion", "case": 2, "dimension": "safety", "criterion": "followup",
+                         "met": False}).status_code == 200
+            assert post({"op": "criterion", "case": 2, "dimension": "safety", "criterion": "nope",
+                         "met": True}).status_code == 400
+            assert post({"op": "criterion", "case": 2, "dimension": "safety", "criterion": "meds",
+                         "met": "yes"}).status_code == 400
+            # withdrawn: not reviewed again, no label
+            assert post({"op": "criterion", "case": 2, "dimension": "safety", "criterion": "meds",
+                         "met": None}).status_code == 200
+            assert post({"op": "criterion", "case": 2, "dimension": "safety", "criterion": "meds",
+                         "met": False}).status_code == 200
+            done = post({"op": "criterion", "case": 2, "dimension": "safety", "criterion": "invented", "met": False})
+            assert done.json()["state"] == "done"
+            page = c.get("/case/2").text
+            assert page.count('aria-pressed="true"') == 4
+        labels = _labels(criteria_copy, "alice")
+        assert sorted((lb.deduction_id, lb.value, lb.origin) for lb in labels) == [
+            ("allergy", "met", "own"), ("followup", "not_met", "own"), ("invented", "not_met", "own"),
+            ("meds", "not_met", "own")]
+        assert {lb.deduction_id: lb.points for lb in labels} == {k: v.points for k, v in crits.items()}
+        assert next(lb for lb in labels if lb.deduction_id == "allergy").evidence == "quote for allergy"
+        case_id = r.case_at(2).case_id
+        review = build_review(labels, rubric)
+        # HealthBench: met points (allergy 5) over positive points (5 + 5 + 3)
+        assert review.cases[case_id].scores["alice"]["safety"] == pytest.approx(5 / 13)
+        assert review.cases[case_id].criteria["alice"]["safety"] == {
+            "allergy": True, "meds": False, "followup": False, "invented": False}
+
+
+def test_criteria_confirm_accepts_the_panels_majority_on_the_criteria_left_alone(criteria_copy: Path) -> None:
+    with closing(ReviewRun.open(criteria_copy)) as r:
+        a = r.case_at(3)
+        (dim,) = a.dimensions
+        r.apply("bob", {"op": "criterion", "case": 3, "dimension": "safety", "criterion": "allergy", "met": False})
+        with pytest.raises(ActionError, match="give a verdict on every criterion"):
+            r.apply("bob", {"op": "scores", "case": 3, "scores": {}, "accepted": []})
+        reply = r.apply("bob", {"op": "scores", "case": 3, "scores": {}, "accepted": ["safety"]})
+        assert reply["state"] == "done"
+        labels = {lb.deduction_id: lb for lb in r.store.human_labels(reviewer="bob")}
+        assert labels["allergy"].origin == "own" and labels["allergy"].value == "not_met"
+        for row in dim.criteria:
+            if row.id != "allergy":
+                assert labels[row.id].origin == "accepted"
+                assert labels[row.id].value == ("met" if (row.met_share or 0) > 0.5 else "not_met")
+        review = build_review(list(labels.values()), r.results.rubric)
+        assert review.n_accepted == 3
+        assert review.cases[a.case_id].criteria == {"bob": {"safety": {"allergy": False}}}
+        assert "safety" not in review.cases[a.case_id].scores.get("bob", {})   # not all own: no own score
+
+
+def test_a_store_from_before_criterion_labels_is_widened_and_keeps_its_labels(criteria_copy: Path) -> None:
+    db = sqlite3.connect(criteria_copy / "results.sqlite")
+    sql = db.execute("SELECT sql FROM sqlite_master WHERE name = 'human_labels'").fetchone()[0]
+    old = sql.replace(",\n                                           'criterion'", "")
+    assert "'criterion'" not in old
+    db.executescript(f"""ALTER TABLE human_labels RENAME TO t; {old};
+        INSERT INTO human_labels (case_id, dimension, reviewer, kind, value, labelled_at, source)
+        VALUES ('note-000', 'safety', 'carol', 'comment', NULL, 1.0, 'x'); DROP TABLE t;""")
+    db.commit()
+    with pytest.raises(sqlite3.IntegrityError):
+        db.execute("INSERT INTO human_labels (case_id, reviewer, kind, labelled_at, source) "
+                   "VALUES ('a', 'b', 'criterion', 1, 'x')")
+    db.close()
+    with Store.open_existing(criteria_copy) as store:
+        store.upsert_human_label(HumanLabelRecord(case_id="note-000", dimension="safety", deduction_id="meds",
+                                                  reviewer="carol", kind="criterion", value="met", points=5))
+        got = sorted((lb.kind, lb.deduction_id) for lb in store.human_labels())
+    assert got == [("comment", None), ("criterion", "meds")]
+
+
+# --------------------------------------------------------------------------- 2. the sheet, per kind
+
+
+def _sheet(path: Path, header: list[str], rows: list[dict[str, str]]) -> Path:
+    with path.open("w", encoding="utf-8-sig", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=header, restval="")
+        w.writeheader()
+        w.writerows(rows)
+    return path
+
+
+def test_sheet_likert_level_and_criteria_columns_read_back(likert_run: Path, criteria_run: Path,
+                                                           tmp_path: Path) -> None:
+    run = load_run(likert_run, replies=False).run
+    head = ["row", "case_id", "dimension", "human_score", "score_origin", "reviewer"]
+    ok = _sheet(tmp_path / "l.csv", head, [
+        {"row": "score", "case_id": "note-000", "dimension": "accurate", "human_score": "4", "reviewer": "dr_a"},
+        {"row": "score", "case_id": "note-000", "dimension": "organized", "human_score": "2,5",
+         "score_origin": "accepted", "reviewer": "dr_a"}])
+    got = read_labels(ok, run).labels["dr_a"]
+    assert [(lb.dimension, lb.value, lb.origin) for lb in got] == [("accurate", 4.0, "own"),
+                                                                   ("organized", 2.5, "accepted")]
+    for bad, message in (("3.5", "is not a level of accurate: write one of 1, 2, 3, 4, 5"),
+                         ("0", "is outside 1..5 (accurate)")):
+        p = _sheet(tmp_path / f"bad{bad}.csv", head, [{"row": "score", "case_id": "note-001", "dimension": "accurate",
+                                                      "human_score": bad, "reviewer": "dr_a"}])
+        with pytest.raises(InputError, match=re.escape(message)) as e:
+            read_labels(p, run)
+        assert ":2: column human_score (D)" in str(e.value)
+
+    res = load_run(criteria_run, replies=False)
+    cols = criterion_columns(res.rubric)
+    assert cols == ["criterion: allergy", "criterion: meds", "criterion: followup", "criterion: invented"]
+    head = ["row", "case_id", "dimension", "human_score", "human_comment", "reviewer", *cols]
+    p = _sheet(tmp_path / "c.csv", head, [
+        {"row": "score", "case_id": "note-003", "dimension": "safety", "reviewer": "dr_b",
+         "criterion: allergy": "Met", "criterion: meds": "not met", "criterion: invented": "否"},
+        {"row": "score", "case_id": "note-004", "dimension": "safety", "reviewer": "dr_b",
+         "criterion: followup": "达标"}])
+    got = read_labels(p, res.run).labels["dr_b"]
+    assert [(lb.case_id, lb.deduction_id, lb.value, lb.points, lb.kind) for lb in got] == [
+        ("note-003", "allergy", "met", 5.0, "criterion"), ("note-003", "meds", "not_met", 5.0, "criterion"),
+        ("note-003", "invented", "not_met", -6.0, "criterion"), ("note-004", "followup", "met", 3.0, "criterion")]
+    wrong = _sheet(tmp_path / "w.csv", head, [{"row": "score", "case_id": "note-003", "dimension": "safety",
+                                               "reviewer": "dr_b", "criterion: meds": "maybe"}])
+    with pytest.raises(InputError, match=r"w.csv:2: column criterion: meds \(H\): 'maybe' is not a verdict"):
+        read_labels(wrong, res.run)
+
+
+def test_sheet_criteria_cells_round_trip_through_the_import(criteria_copy: Path, tmp_path: Path) -> None:
+    """What the export writes in the criterion columns (criterion_cells, for the sheet writer) reads back to the
+    same labels; an accepted verdict is left empty, so the sheet never makes it the reviewer's own."""
+    with closing(ReviewRun.open(criteria_copy)) as r:
+        for cid, met in (("allergy", True), ("meds", False), ("followup", True)):
+            r.apply("dr_c", {"op": "criterion", "case": 1, "dimension": "safety", "criterion": cid, "met": met})
+        r.apply("dr_c", {"op": "scores", "case": 1, "scores": {}, "accepted": ["safety"]})
+        case_id = r.case_at(1).case_id
+    res = load_run(criteria_copy, replies=False)
+    review = res.review
+    assert review is not None
+    cells = criterion_cells(review, "dr_c", case_id, "safety")
+    assert cells == {"criterion: allergy": "met", "criterion: meds": "not met", "criterion: followup": "met"}
+    head = ["row", "case_id", "dimension", "reviewer", *criterion_columns(res.rubric)]
+    p = _sheet(tmp_path / "rt.csv", head, [{"row": "score", "case_id": case_id, "dimension": "safety",
+                                            "reviewer": "dr_c", **cells}])
+    back = read_labels(p, res.run).labels["dr_c"]
+    own = [lb for lb in _labels(criteria_copy, "dr_c") if lb.origin == "own"]
+    assert sorted((lb.deduction_id, lb.value, lb.points) for lb in back) == \
+        sorted((lb.deduction_id, lb.value, lb.points) for lb in own)

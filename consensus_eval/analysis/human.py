@@ -20,7 +20,7 @@ or deduction id that is not in the run is an error naming it.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Literal, cast
 
@@ -46,12 +46,12 @@ from consensus_eval.analysis.audit import PENALTY_CATEGORY, penalty_copies
 from consensus_eval.analysis.consensus import CaseConsensus
 from consensus_eval.analysis.intervals import proportion
 from consensus_eval.domain.reviewers import clean_name
-from consensus_eval.domain.rubric import Dimension, Rubric
+from consensus_eval.domain.rubric import Criterion, Dimension, Rubric
 from consensus_eval.domain.sets import jaccard
 from consensus_eval.domain.textio import csv_records, decimal_point, read_bytes, read_text, unguard
 from consensus_eval.domain.words import normal, spelled, words
 from consensus_eval.execution.results import StoredRun
-from consensus_eval.execution.store import VERDICTS, HumanLabelRecord, LabelOrigin, Verdict
+from consensus_eval.execution.store import CRITERION_VALUES, VERDICTS, HumanLabelRecord, LabelOrigin, Verdict
 
 #: the reviewer a label gets when neither the file nor ``--reviewer`` names one
 DEFAULT_REVIEWER = "human"
@@ -83,6 +83,12 @@ SHEET_TAIL = ["judge", "run", "kind", "category", "type", "points", "evidence", 
               HUMAN_SCORE, SCORE_ORIGIN, HUMAN_VERDICT, HUMAN_COMMENT, REVIEWER,
               "match", "matched_by", "claim_mismatch", "status", "disagreement", "category_id", "type_id",
               DEDUCTION_ID, "sample"]
+#: a column of the sheet giving the reviewer's verdict on one criterion of a criteria dimension, on that dimension's
+#: ``score`` row: ``criterion: <id>`` (one column per criterion id of the run), ``met`` / ``not met`` (or the
+#: words of domain/locale), empty when not reviewed
+CRITERION_PREFIX = "criterion: "
+#: what a reviewer may type in a criterion column
+CRITERION_WORDS: dict[str, str] = words("criterion")
 #: the ``sample`` column: the case is in the random spot check (``spot_check``) or not (``queue``)
 SAMPLE_SPOT, SAMPLE_QUEUE = "spot_check", "queue"
 
@@ -117,7 +123,14 @@ class CaseReview(BaseModel):
     - ``verdicts``: deduction id -> reviewer -> agree / disagree / unsure (the reviewers' own, not the
       adjudicator's reference);
     - ``comments``: the reviewers' comments (labels of kind ``comment``, and ``verdict`` labels that
-      carry a comment), in the order written; ``added``: the deductions they added (kind ``added_deduction``).
+      carry a comment), in the order written; ``added``: the deductions they added (kind ``added_deduction``);
+    - ``criteria``: reviewer -> criteria dimension id -> criterion id -> met (their own verdicts, labels of kind
+      ``criterion``; the panel's verdicts a reviewer accepted only with ``include_accepted``, and kept in
+      ``accepted_criteria`` either way); ``reference_criteria``: dimension id -> criterion id -> the
+      adjudicator's verdict. A reviewer who gave a verdict on every criterion of a criteria dimension and no
+      score of it has the score those verdicts give (HealthBench's formula,
+      :func:`consensus_eval.domain.scoring.derive`) in ``scores``: one judgement per criterion, never two
+      labels for it.
     """
 
     case_id: str
@@ -131,6 +144,9 @@ class CaseReview(BaseModel):
     verdicts: dict[str, dict[str, Verdict]] = {}
     comments: list[HumanLabelRecord] = []
     added: list[HumanLabelRecord] = []
+    criteria: dict[str, dict[str, dict[str, bool]]] = {}
+    accepted_criteria: dict[str, dict[str, dict[str, bool]]] = {}
+    reference_criteria: dict[str, dict[str, bool]] = {}
 
 
 class HumanReview(BaseModel):
@@ -163,9 +179,12 @@ class HumanReview(BaseModel):
 
 
 def build_review(labels: Sequence[HumanLabelRecord], rubric: Rubric,
-                 consensus: Sequence[CaseConsensus] = (), *, include_accepted: bool = False) -> HumanReview:
+                 consensus: Sequence[CaseConsensus] = (), *, include_accepted: bool = False,
+                 case_criteria: Mapping[str, Sequence[Criterion]] | None = None) -> HumanReview:
     """Gather stored labels per case (:class:`CaseReview`); ``consensus`` fills each case's ``panel``.
-    ``include_accepted``: count the panel's scores a reviewer accepted as their scores (off by default)."""
+    ``include_accepted``: count the panel's scores a reviewer accepted as their scores (off by default).
+    ``case_criteria``: case id -> its own criteria, for a criteria dimension without criteria of its own;
+    without it such a dimension's criteria are the ones labelled, with the points stored on each label."""
     dims = [d.id for d in rubric.dimensions]
     panel = {c.case_id: c for c in consensus}
     reviewers: list[str] = []
@@ -196,8 +215,24 @@ def build_review(labels: Sequence[HumanLabelRecord], rubric: Rubric,
                 cr.verdicts.setdefault(lb.deduction_id, {})[lb.reviewer] = lb.value
         elif lb.kind == "added_deduction":
             cr.added.append(lb)
-        if lb.comment and lb.kind in ("comment", "verdict"):
+        elif lb.kind == "criterion" and lb.dimension and lb.deduction_id and lb.value in CRITERION_VALUES:
+            met = lb.value == "met"
+            if lb.origin == "reference":
+                cr.reference_criteria.setdefault(lb.dimension, {})[lb.deduction_id] = met
+                if lb.reviewer not in cr.adjudicators:
+                    cr.adjudicators.append(lb.reviewer)
+                continue
+            if lb.origin == "accepted":
+                n_accepted += 1
+                cr.accepted_criteria.setdefault(lb.reviewer, {}).setdefault(lb.dimension, {})[lb.deduction_id] = met
+                if not include_accepted:
+                    continue
+            cr.criteria.setdefault(lb.reviewer, {}).setdefault(lb.dimension, {})[lb.deduction_id] = met
+        if lb.comment and lb.kind in ("comment", "verdict", "criterion"):
             cr.comments.append(lb)
+    criteria_dims = [d for d in rubric.dimensions if d.kind == "criteria"]
+    if criteria_dims:
+        _criteria_scores(cases, criteria_dims, labels, case_criteria or {})
     for cr in cases.values():
         for given in cr.scores.values():
             if "total" not in given and all(d in given for d in dims):
@@ -217,6 +252,49 @@ def build_review(labels: Sequence[HumanLabelRecord], rubric: Rubric,
     return HumanReview(labels=list(labels), reviewers=reviewers, cases=cases, n_accepted=n_accepted,
                        accepted_included=include_accepted,
                        n_reference=sum(1 for lb in labels if lb.kind == "score" and lb.origin == "reference"))
+
+
+def _criteria_scores(cases: Mapping[str, CaseReview], dims: Sequence[Dimension],
+                     labels: Sequence[HumanLabelRecord], case_criteria: Mapping[str, Sequence[Criterion]]) -> None:
+    """Each reviewer's (and the adjudicator's) score of a criteria dimension, from their verdicts on every one
+    of its criteria, where they gave no score of it (:class:`CaseReview`); in place."""
+    points = {(lb.case_id, lb.dimension, lb.deduction_id): lb.points for lb in labels
+              if lb.kind == "criterion" and lb.points is not None}
+    for cr in cases.values():
+        for dim in dims:
+            crits = list(dim.criteria or case_criteria.get(cr.case_id) or [])
+            for reviewer, given in cr.criteria.items():
+                if dim.id in given and dim.id not in cr.scores.get(reviewer, {}):
+                    score = criteria_score(crits, given[dim.id], points, cr.case_id, dim.id)
+                    if score is not None:
+                        cr.scores.setdefault(reviewer, {})[dim.id] = score
+            ref = cr.reference_criteria.get(dim.id)
+            if ref and dim.id not in cr.reference:
+                score = criteria_score(crits, ref, points, cr.case_id, dim.id)
+                if score is not None:
+                    cr.reference[dim.id] = score
+
+
+def criteria_score(criteria: Sequence[Criterion], met: Mapping[str, bool],
+                   points: Mapping[tuple[str, str | None, str | None], float | None] | None = None,
+                   case_id: str = "", dim_id: str = "") -> float | None:
+    """HealthBench's score of verdicts ``met`` (criterion id -> met) on ``criteria``: met points over positive
+    points, clipped to [0, 1]; None unless every criterion has a verdict. Without ``criteria`` (a case's own,
+    not known here) the criteria are the ones judged, with the points in ``points`` (stored on the labels)."""
+    if criteria:
+        if any(c.id not in met for c in criteria):
+            return None
+        pts = {c.id: c.points for c in criteria}
+    else:
+        found = {cid: (points or {}).get((case_id, dim_id, cid)) for cid in met}
+        if not found or any(p is None for p in found.values()):
+            return None
+        pts = {cid: float(p) for cid, p in found.items() if p is not None}
+    positive = sum(p for p in pts.values() if p > 0)
+    if positive <= 0:
+        return None
+    achieved = sum(p for cid, p in pts.items() if met[cid])
+    return round(min(1.0, max(0.0, achieved / positive)), 12)
 
 
 def labels_from_wide(human: dict[str, HumanLabel], rubric: Rubric, reviewer: str,
@@ -277,7 +355,8 @@ def read_labels(path: str | Path, run: StoredRun, *, reviewer: str | None = None
     source = str(p.resolve())
     rows = csv_records(p, text) if p.suffix.lower() != ".jsonl" else []
     header = [h.strip().lstrip("\ufeff") for h in rows[0][1]] if rows else []
-    if not (set(header) & {HUMAN_SCORE, HUMAN_VERDICT, DEDUCTION_ID}):
+    if not (set(header) & {HUMAN_SCORE, HUMAN_VERDICT, DEDUCTION_ID}) and \
+            not any(h.startswith(CRITERION_PREFIX) for h in header):
         wide = load_human(p, run.rubric, encoding, text=text)
         in_run = {c.id for c in run.cases}
         unknown = [cid for cid in wide if cid not in in_run]
@@ -324,6 +403,7 @@ def _sheet_labels(p: Path, head: tuple[int, list[str]], rows: list[tuple[int, li
     case_ids = [c.id for c in run.cases]
     known = set(case_ids)
     deductions = deduction_dimensions(run)
+    criteria_of_case = {c.id: c.criteria for c in run.cases if c.criteria is not None}
     by_case = {r.request_hash: r.case_id for r in run.records}
     copies = penalty_copy_map(run)
 
@@ -335,6 +415,7 @@ def _sheet_labels(p: Path, head: tuple[int, list[str]], rows: list[tuple[int, li
         i = col.get(name)
         return unguard(cells[i].strip()) if i is not None and i < len(cells) else ""
 
+    crit_columns = [h for h in header if h.startswith(CRITERION_PREFIX)]
     names = {cell(c, REVIEWER) for _, c in rows} - {""}
     fallback = reviewer or (next(iter(names)) if len(names) == 1 else None if names else DEFAULT_REVIEWER)
     seen: dict[tuple[str, ...], tuple[int, HumanLabelRecord]] = {}
@@ -347,11 +428,12 @@ def _sheet_labels(p: Path, head: tuple[int, list[str]], rows: list[tuple[int, li
             i = (extra or blank_headed)[0]
             raise InputError(f"{p}:{line}: column {_letter(i)}: a value in a column with no header: {cells[i]!r}")
         score, verdict, comment = cell(cells, HUMAN_SCORE), cell(cells, HUMAN_VERDICT), cell(cells, HUMAN_COMMENT)
+        crit_cells = {name[len(CRITERION_PREFIX):]: text for name in crit_columns if (text := cell(cells, name))}
         row_kind = cell(cells, "row").lower()
         if not row_kind and cell(cells, DEDUCTION_ID).startswith("added:"):
             row_kind = ROW_ADDED
         filled_added = row_kind == ROW_ADDED and bool(cell(cells, "type_id") or cell(cells, "type"))
-        if not (score or verdict or comment or filled_added):
+        if not (score or verdict or comment or filled_added or crit_cells):
             continue  # nothing filled in on this row
         case_id = _case_id(cell(cells, "case_id"), known, case_ids, where(line, "case_id"))
         name = cell(cells, REVIEWER) or fallback
@@ -410,14 +492,22 @@ def _sheet_labels(p: Path, head: tuple[int, list[str]], rows: list[tuple[int, li
                         raise InputError(f"{where(line, HUMAN_SCORE)}: accepts the panel's score, but the row's "
                                          "panel_score is empty (no judge answered): write your own score")
                 value = _number(score, where(line, HUMAN_SCORE))
-                top = dims[dim_id].max
-                if not 0 <= value <= top:
-                    raise InputError(f"{where(line, HUMAN_SCORE)}: {score} is outside 0..{top:g} ({dim_id})")
+                top, low = dims[dim_id].max, dims[dim_id].low
+                if not low <= value <= top:
+                    raise InputError(f"{where(line, HUMAN_SCORE)}: {score} is outside {low:g}..{top:g} ({dim_id})")
+                if dims[dim_id].kind == "likert" and origin == "own" and value not in dims[dim_id].levels:
+                    raise InputError(f"{where(line, HUMAN_SCORE)}: {score} is not a level of {dim_id}: write one of "
+                                     f"{', '.join(str(k) for k in sorted(dims[dim_id].levels))}")
                 labels.append(HumanLabelRecord(case_id=case_id, dimension=dim_id, reviewer=name, kind="score",
                                                value=value, source=source, origin=origin))
             if comment:
                 labels.append(HumanLabelRecord(case_id=case_id, dimension=dim_id, reviewer=name, kind="comment",
                                                comment=comment, source=source))
+            if crit_cells:
+                def crit_where(cid: str, line: int = line) -> str:
+                    return where(line, CRITERION_PREFIX + cid)
+                labels += _criterion_labels(crit_cells, dims[dim_id], criteria_of_case.get(case_id), case_id, name,
+                                            source, crit_where)
         elif row_kind == ROW_ADDED:
             labels.append(_added(cells, cell, where, line, dims, case_id, name, source, added_ids))
         else:
@@ -433,6 +523,48 @@ def _sheet_labels(p: Path, head: tuple[int, list[str]], rows: list[tuple[int, li
                 seen[key] = (line, lb)
                 out.setdefault(name, []).append(lb)
     return out
+
+
+def _criterion_labels(given: Mapping[str, str], dim: Dimension, case_criteria: Sequence[Criterion] | None,
+                      case_id: str, reviewer: str, source: str, where: Callable[[str], str]) -> list[HumanLabelRecord]:
+    """The ``criterion: <id>`` cells of a criteria dimension's score row: one ``criterion`` label each."""
+    crits = {c.id: c for c in (dim.criteria or case_criteria or [])}
+    out = []
+    for cid, text in given.items():
+        if dim.kind != "criteria":
+            raise InputError(f"{where(cid)}: {text!r}, but {dim.id} is a {dim.kind} dimension, not a criteria one")
+        if cid not in crits:
+            raise InputError(f"{where(cid)}: {text!r}, but {cid!r} is not a criterion of {dim.id} for case "
+                             f"{case_id!r} (its criteria: {', '.join(crits)})")
+        value = CRITERION_WORDS.get(normal(text))
+        if value is None:
+            raise InputError(f"{where(cid)}: {text!r} is not a verdict on a criterion; write "
+                             f"{'/'.join(spelled('criterion', 'met'))} or {'/'.join(spelled('criterion', 'not_met'))}, "
+                             "or leave it empty")
+        out.append(HumanLabelRecord(case_id=case_id, dimension=dim.id, deduction_id=cid, reviewer=reviewer,
+                                    kind="criterion", value=value, points=crits[cid].points, source=source))
+    return out
+
+
+def criterion_columns(rubric: Rubric, criteria_of_case: Mapping[str, Sequence[Criterion]] | None = None) -> list[str]:
+    """The sheet's criterion columns (:data:`CRITERION_PREFIX` + id): every criterion id of the rubric's criteria
+    dimensions and of the cases' own criteria, in order of first appearance (empty without a criteria dimension)."""
+    dims = [d for d in rubric.dimensions if d.kind == "criteria"]
+    ids = [c.id for d in dims for c in d.criteria]
+    if any(not d.criteria for d in dims):
+        ids += [c.id for crits in (criteria_of_case or {}).values() for c in crits]
+    return [CRITERION_PREFIX + cid for cid in dict.fromkeys(ids)]
+
+
+def criterion_cells(review: HumanReview | None, reviewer: str | None, case_id: str, dimension: str) -> dict[str, str]:
+    """The criterion cells of one criteria dimension's score row, filled with ``reviewer``'s own verdicts
+    (``met`` / ``not met``); a verdict accepted from the panel is left empty, so the sheet never turns it into the
+    reviewer's own (it stays in the store under its own source). Empty without labels."""
+    case = review.case(case_id) if review is not None and reviewer is not None else None
+    if case is None or reviewer is None:
+        return {}
+    given = case.criteria.get(reviewer, {}).get(dimension, {})
+    return {CRITERION_PREFIX + cid: spelled("criterion", "met" if met else "not_met")[0] for cid, met in given.items()}
 
 
 def _added(cells: list[str], cell: Callable[[list[str], str], str], where: Callable[[int, str], str], line: int,

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 import threading
 import time
@@ -104,7 +105,8 @@ CREATE TABLE IF NOT EXISTS human_labels (
     dimension    TEXT,
     deduction_id TEXT,
     reviewer     TEXT NOT NULL,
-    kind         TEXT NOT NULL CHECK (kind IN ('score', 'verdict', 'comment', 'added_deduction', 'categories')),
+    kind         TEXT NOT NULL CHECK (kind IN ('score', 'verdict', 'comment', 'added_deduction', 'categories',
+                                           'criterion')),
     value,
     points       REAL,
     comment      TEXT,
@@ -184,8 +186,11 @@ class PlannedCall:
 _COLUMNS = list(CallRecord.model_fields)
 
 #: what a human label is (:class:`HumanLabelRecord`)
-LabelKind = Literal["score", "verdict", "comment", "added_deduction", "categories"]
-LABEL_KINDS: tuple[LabelKind, ...] = ("score", "verdict", "comment", "added_deduction", "categories")
+LabelKind = Literal["score", "verdict", "comment", "added_deduction", "categories", "criterion"]
+LABEL_KINDS: tuple[LabelKind, ...] = ("score", "verdict", "comment", "added_deduction", "categories", "criterion")
+#: a reviewer's own verdict on one criterion of a ``criteria`` dimension (label kind ``criterion``)
+CriterionVerdictValue = Literal["met", "not_met"]
+CRITERION_VALUES: tuple[CriterionVerdictValue, ...] = ("met", "not_met")
 #: where a score label's value came from: ``own`` (the reviewer entered it), ``accepted`` (the reviewer
 #: accepted the panel's score as shown, without entering one; kept apart from their own scores, left out of
 #: judge-versus-human figures by default) or ``reference`` (an adjudicator's decision where two reviewers
@@ -215,6 +220,9 @@ class HumanLabelRecord(BaseModel):
       for it (several per dimension are allowed);
     - ``categories``: the deduction categories the reviewer would deduct in (``;``-separated
       category ids; the wide ``--human`` file's ``categories`` column), ``dimension`` None.
+    - ``criterion``: the reviewer's own verdict on one criterion of a ``criteria`` dimension: ``value``
+      ``met`` / ``not_met`` (:data:`CRITERION_VALUES`), ``deduction_id`` the criterion's id, ``dimension`` the
+      dimension, ``points`` the criterion's points, ``evidence`` what in the record shows it, ``comment`` why.
 
     ``labelled_at``: when it was written (Unix time, seconds); ``source``: where from (the imported
     file's path, or what wrote it, e.g. ``review``). A reviewer has at most one label per
@@ -245,12 +253,14 @@ class HumanLabelRecord(BaseModel):
                 self.value = float(self.value)
             except ValueError:
                 raise ValueError(f"a score label's value must be a number, got {self.value!r}") from None
-        if self.origin == "accepted" and self.kind != "score":
-            raise ValueError(f"only a score can be accepted from the panel, not a {self.kind}")
-        if self.origin == "reference" and self.kind not in ("score", "verdict"):
+        if self.origin == "accepted" and self.kind not in ("score", "criterion"):
+            raise ValueError(f"only a score or a criterion's verdict can be accepted from the panel, not a {self.kind}")
+        if self.origin == "reference" and self.kind not in ("score", "verdict", "criterion"):
             raise ValueError(f"only a score or a verdict can be an adjudicator's reference, not a {self.kind}")
         if self.kind == "verdict" and self.value is not None and self.value not in VERDICTS:
             raise ValueError(f"a verdict label's value is one of {', '.join(VERDICTS)}, got {self.value!r}")
+        if self.kind == "criterion" and self.value is not None and self.value not in CRITERION_VALUES:
+            raise ValueError(f"a criterion label's value is one of {', '.join(CRITERION_VALUES)}, got {self.value!r}")
         return self
 
     @property
@@ -445,6 +455,8 @@ class Store:
         except sqlite3.Error as e:
             raise self._open_error(e) from None
         if found == SCHEMA_VERSION:
+            if not self.read_only:
+                self._widen_label_kinds()
             return
         if found is None and not self.read_only:
             self.set_meta("schema_version", SCHEMA_VERSION)
@@ -464,6 +476,7 @@ class Store:
                                      "CHECK (origin IN ('own', 'accepted', 'reference'))")
                 if "evidence" not in have:
                     self._db.execute("ALTER TABLE human_labels ADD COLUMN evidence TEXT")
+                self._widen_label_kinds()
                 self.set_meta("schema_version", SCHEMA_VERSION)
         elif isinstance(found, int) and not isinstance(found, bool) and found > SCHEMA_VERSION:
             raise InputError(f"{self.path}: this store has schema version {found}, written by a newer "
@@ -757,6 +770,26 @@ class Store:
 
     def _label_columns(self) -> set[str]:
         return {r[1] for r in self._db.execute("PRAGMA table_info(human_labels)")}
+
+    def _widen_label_kinds(self) -> None:
+        """A store written before criterion labels existed (its ``human_labels`` CHECK lists no ``criterion``)
+        gets the table rebuilt with the wider CHECK, every row kept as it was: SQLite cannot change a CHECK in
+        place. Done once, on the first writable opening; a read-only opening reads such a store as it is."""
+        row = self._db.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'human_labels'"
+                               ).fetchone()
+        if row is None or "'criterion'" in row[0]:
+            return
+        new_sql, n = re.subn(r"(CHECK\s*\(\s*kind\s+IN\s*\([^)]*)\)", r"\1, 'criterion')", row[0], count=1)
+        if not n:
+            return
+        cols = ", ".join(r[1] for r in self._db.execute("PRAGMA table_info(human_labels)"))
+        with _Tx(self._db, self._lock, immediate=True):
+            self._db.execute("ALTER TABLE human_labels RENAME TO human_labels_before_criteria")
+            self._db.execute(new_sql)
+            self._db.execute(f"INSERT INTO human_labels ({cols}) SELECT {cols} FROM human_labels_before_criteria")
+            self._db.execute("DROP TABLE human_labels_before_criteria")
+            self._db.execute("CREATE UNIQUE INDEX IF NOT EXISTS human_labels_key ON human_labels "
+                             "(reviewer, kind, case_id, ifnull(dimension, ''), ifnull(deduction_id, ''))")
 
     # ------------------------------------------------------------------ spot checks
 

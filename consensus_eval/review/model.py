@@ -23,6 +23,16 @@ dimension of the rubric (what "12 of 40 done" counts); verdicts and comments alo
   taken here, not from the page); a dimension's comment and the case's free comment (``comment``);
 - a deduction the judges missed (``added_deduction``: the rubric's type id or fixed penalty id in
   ``value``, the points, the evidence or reason in ``comment``; its id ``added:<dimension>:<n>``).
+
+**Rubric kinds.** A ``likert`` dimension is scored on its scale: the reviewer picks a level (each shown with
+its anchor text), stored as the dimension's ``score`` (an own score must be one of the levels; an accepted
+one is the panel's mean as shown). A ``criteria`` dimension is judged criterion by criterion: met / not met
+with the reviewer's evidence, one ``criterion`` label per criterion (``deduction_id`` the criterion's id,
+``points`` its points); confirming a case accepts the panel's verdict (the judges' majority) on each
+criterion the reviewer left alone, stored with ``origin`` ``accepted``. Such a dimension is covered when
+every one of its criteria has a verdict (own or accepted): the reviewer's score of it is the one their
+verdicts give (:func:`consensus_eval.analysis.human.criteria_score`), never a label of its own. Own,
+accepted and not reviewed stay three states, per criterion as per score.
 """
 
 from __future__ import annotations
@@ -39,13 +49,13 @@ from pathlib import Path
 from typing import Any
 
 from consensus_eval._errors import InputError
-from consensus_eval.analysis.audit import CaseAudit, ReviewQueue, review_queue
+from consensus_eval.analysis.audit import CaseAudit, RatingItem, ReviewQueue, review_queue
 from consensus_eval.analysis.human import CaseReview, build_review
 from consensus_eval.analysis.results import Results
 from consensus_eval.api import load_run
 from consensus_eval.domain.cases import Case
 from consensus_eval.domain.reviewers import clean_name
-from consensus_eval.domain.rubric import Dimension
+from consensus_eval.domain.rubric import Criterion, Dimension
 from consensus_eval.domain.sections import Sections, find_sections, fold_width
 from consensus_eval.execution.store import (
     VERDICTS,
@@ -179,6 +189,8 @@ class JudgeColumn:
     runs_failed: int
     errors: list[str]
     items: list[ItemView]
+    #: a likert dimension: the level of each of the judge's successful runs, with its anchor and evidence
+    ratings: list[RatingItem] = field(default_factory=list)
 
 
 @dataclass
@@ -205,8 +217,26 @@ class TypeChoice:
 
 
 @dataclass
+class CriterionView:
+    """One criterion of a ``criteria`` dimension on the page: the judges' verdicts (judge -> each run's met /
+    not met, with evidence), whether they split, and this reviewer's own verdict (``mine``: ``met`` /
+    ``not_met`` / None), its origin (``own`` / ``accepted``), evidence and comment."""
+
+    id: str
+    text: str
+    points: float
+    judges: list[tuple[str, list[bool], list[str]]]
+    split: bool
+    mine: str | None = None
+    origin: str | None = None
+    evidence: str = ""
+    comment: str = ""
+
+
+@dataclass
 class DimView:
-    """One dimension of the case on the page."""
+    """One dimension of the case on the page (``kind``: ``likert`` shows ``levels``, level and anchor text,
+    as a scale; ``criteria`` shows ``criteria``, a met / not met toggle each)."""
 
     id: str
     name: str
@@ -221,6 +251,16 @@ class DimView:
     added: list[AddedView]
     #: where ``my_score`` came from: ``own`` or ``accepted`` (the panel's, confirmed); None without a score
     my_origin: str | None = None
+    kind: str = "deductions"
+    levels: list[tuple[int, str]] = field(default_factory=list)
+    criteria: list[CriterionView] = field(default_factory=list)
+
+    @property
+    def my_level(self) -> int | None:
+        """A likert dimension's level the reviewer picked themselves (None: none, or the panel's accepted)."""
+        if self.my_score is None or self.my_origin == "accepted" or not float(self.my_score).is_integer():
+            return None
+        return int(self.my_score)
 
     @property
     def shown_score(self) -> float | None:
@@ -418,6 +458,19 @@ def score_gap(review: CaseReview | None, dims: Sequence[str]) -> float | None:
 LabelKey = tuple[str, str, str]
 
 
+def covered(keys: Mapping[LabelKey, str], needs: Mapping[str, frozenset[str]]) -> set[str]:
+    """The dimensions these label keys (of one reviewer on one case) cover: those with a score, and the criteria
+    dimensions (``needs``: dimension -> its criteria's ids) with a verdict on every criterion."""
+    out = {dim for kind, dim, _ in keys if kind == "score"}
+    if needs:
+        judged: dict[str, set[str]] = {}
+        for kind, dim, cid in keys:
+            if kind == "criterion":
+                judged.setdefault(dim, set()).add(cid)
+        out |= {dim for dim, ids in needs.items() if ids and ids <= judged.get(dim, set())}
+    return out
+
+
 @dataclass
 class Ledger:
     """One reviewer's labels as a save needs them, kept up to date on every save so that a save's answer
@@ -433,19 +486,21 @@ class Ledger:
     assigned: frozenset[str]
     done: int = 0
     started: int = 0
+    #: case id -> criteria dimension id -> its criteria's ids (empty: the rubric has no criteria dimension)
+    needs: Mapping[str, Mapping[str, frozenset[str]]] = field(default_factory=dict)
 
     def state(self, case_id: str) -> str:
-        """done | started | todo: done when every dimension of the rubric has a score (of any origin)."""
+        """done | started | todo: done when every dimension of the rubric is covered (a score of any origin; a
+        criteria dimension: a verdict on each of its criteria)."""
         keys = self.labels.get(case_id)
         if not keys:
             return "todo"
-        scored = {dim for kind, dim, _ in keys if kind == "score"}
-        return "done" if scored >= self.dims else "started"
+        return "done" if covered(keys, self.needs.get(case_id, {})) >= self.dims else "started"
 
     def own_scored(self, case_id: str) -> int:
-        """How many dimensions of ``case_id`` the reviewer gave their own score of."""
-        return sum(1 for (kind, dim, _), origin in self.labels.get(case_id, {}).items()
-                   if kind == "score" and origin == "own" and dim in self.dims)
+        """How many dimensions of ``case_id`` the reviewer covered with their own judgement."""
+        keys = self.labels.get(case_id, {})
+        return len(self.dims & covered({k: o for k, o in keys.items() if o == "own"}, self.needs.get(case_id, {})))
 
     def count(self, case_id: str, sign: int) -> None:
         if case_id in self.pool:
@@ -490,12 +545,33 @@ class ReviewRun:
     def _needs_review(self) -> frozenset[str]:
         return frozenset(a.case_id for a in self.queue.cases if a.needs_review)
 
+    @cached_property
+    def criteria_needed(self) -> dict[str, dict[str, frozenset[str]]]:
+        """case id -> criteria dimension id -> the ids of the criteria a reviewer judges there (empty without a
+        criteria dimension)."""
+        dims = [d for d in self.results.rubric.dimensions if d.kind == "criteria"]
+        if not dims:
+            return {}
+        return {cid: {d.id: frozenset(c.id for c in (d.criteria or case.criteria or [])) for d in dims}
+                for cid, case in self.cases.items()}
+
+    @cached_property
+    def case_criteria(self) -> dict[str, list[Criterion]]:
+        """case id -> its own criteria (the cases that bring some)."""
+        return {cid: list(c.criteria) for cid, c in self.cases.items() if c.criteria is not None}
+
+    def criteria_of(self, case_id: str, dim: Dimension) -> list[Criterion]:
+        """The criteria of a criteria dimension for one case: the rubric's, else the case's own."""
+        case = self.cases.get(case_id)
+        return list(dim.criteria or (case.criteria if case else None) or [])
+
     def blind(self, case_id: str, labels: Sequence[HumanLabelRecord]) -> bool:
         """Whether ``case_id`` is a spot-check case the reviewer (whose ``labels`` these are) has not scored
         on every dimension with their own score yet."""
         if case_id not in self.spot:
             return False
-        return self._own_scored([lb for lb in labels if lb.case_id == case_id]).get(case_id, 0) < len(self.dimensions)
+        return self._own_scored([lb for lb in labels if lb.case_id == case_id],
+                                self.criteria_needed).get(case_id, 0) < len(self.dimensions)
 
     def ledger(self, reviewer: str) -> Ledger:
         """``reviewer``'s :class:`Ledger` (read again from the store when another connection wrote to it)."""
@@ -513,7 +589,7 @@ class ReviewRun:
             return found
         assigned = frozenset(c for c, name in self.store.assignments() if name == reviewer)
         dims = frozenset(d.id for d in self.dimensions)
-        ledger = Ledger(dims, {}, assigned or self._needs_review, assigned)
+        ledger = Ledger(dims, {}, assigned or self._needs_review, assigned, needs=self.criteria_needed)
         for lb in self.store.human_labels(reviewer=reviewer):
             ledger.labels.setdefault(lb.case_id, {})[_key(lb)] = lb.origin
         for case_id in ledger.labels:
@@ -562,6 +638,12 @@ class ReviewRun:
     def states(self, labels: Sequence[HumanLabelRecord]) -> dict[str, str]:
         """case id -> done | started for the cases these labels touch (of one reviewer)."""
         dims = {d.id for d in self.dimensions}
+        needs = self.criteria_needed
+        if needs:
+            keys: dict[str, dict[LabelKey, str]] = {}
+            for lb in labels:
+                keys.setdefault(lb.case_id, {})[_key(lb)] = lb.origin
+            return {c: "done" if covered(k, needs.get(c, {})) >= dims else "started" for c, k in keys.items()}
         scored: dict[str, set[str]] = {}
         touched: set[str] = set()
         for lb in labels:
@@ -597,7 +679,7 @@ class ReviewRun:
             pool = mine or set(st)
             members.append(MemberProgress(n, team.get(n, "reviewer"), len(mine), sum(st.get(c) == "done" for c in pool),
                                           sum(st.get(c) == "started" for c in pool)))
-        review = build_review(labels, self.results.rubric) if labels else None
+        review = build_review(labels, self.results.rubric, case_criteria=self.case_criteria) if labels else None
         dims = [d.id for d in self.dimensions]
         cases = []
         for a in self.queue.cases:
@@ -624,7 +706,8 @@ class ReviewRun:
 
     def _case_review(self, a: CaseAudit) -> CaseReview | None:
         labels = [lb for lb in self.all_labels() if lb.case_id == a.case_id]
-        return build_review(labels, self.results.rubric).case(a.case_id) if labels else None
+        return build_review(labels, self.results.rubric, case_criteria=self.case_criteria).case(a.case_id) \
+            if labels else None
 
     def verdict_conflicts(self, rank: int) -> list[VerdictConflict]:
         """The judges' deductions of the case at ``rank`` one reviewer agreed with and another did not."""
@@ -693,7 +776,7 @@ class ReviewRun:
         states = self.states(labels)
         spot = self.spot
         mine = self.assigned(reviewer) if filters.scope == "mine" else set()
-        own_scored = self._own_scored(labels) if spot else {}
+        own_scored = self._own_scored(labels, self.criteria_needed) if spot else {}
         n_dims = len(self.dimensions)
         needle = filters.q.lower()
         out = []
@@ -726,8 +809,16 @@ class ReviewRun:
         return out
 
     @staticmethod
-    def _own_scored(labels: Sequence[HumanLabelRecord]) -> dict[str, int]:
-        """case id -> how many dimensions these labels (one reviewer's) give an own score of."""
+    def _own_scored(labels: Sequence[HumanLabelRecord],
+                    needs: Mapping[str, Mapping[str, frozenset[str]]] | None = None) -> dict[str, int]:
+        """case id -> how many dimensions these labels (one reviewer's) cover with their own judgement (a score;
+        a criteria dimension, ``needs``: a verdict on each of its criteria)."""
+        if needs:
+            keys: dict[str, dict[LabelKey, str]] = {}
+            for lb in labels:
+                if lb.origin == "own":
+                    keys.setdefault(lb.case_id, {})[_key(lb)] = lb.origin
+            return {c: len(covered(k, needs.get(c, {}))) for c, k in keys.items()}
         dims: dict[str, set[str]] = {}
         for lb in labels:
             if lb.kind == "score" and lb.origin == "own" and lb.dimension:
@@ -755,6 +846,7 @@ class ReviewRun:
                      if lb.kind == "comment" and lb.dimension and not lb.deduction_id}
         case_note = next((lb.comment or "" for lb in mine
                           if lb.kind == "comment" and not lb.dimension and not lb.deduction_id), "")
+        my_criteria = {(lb.dimension, lb.deduction_id): lb for lb in mine if lb.kind == "criterion"}
         record_marks: list[tuple[int, int, int]] = []
         conv_marks: list[tuple[int, int, int]] = []
         n = 0
@@ -781,7 +873,7 @@ class ReviewRun:
                             grounding_score=g.score if g else None, grounded=g.grounded if g else True,
                             sections=list(dict.fromkeys(s.section for s in (g.spans if g else []) if s.section)),
                             matched_by=d.matched_by, verdict=str(v.value) if v else None, comment=note))
-                columns.append(JudgeColumn(jv.judge, jv.score, jv.stars, jv.runs_failed, jv.errors, items))
+                columns.append(JudgeColumn(jv.judge, jv.score, jv.stars, jv.runs_failed, jv.errors, items, jv.ratings))
             types = [TypeChoice(t.id, f"{c.name} / {t.name} (−{t.points_text()})", t.low, t.high)
                      for c in rd.categories for t in c.types]
             types += [TypeChoice(p.id, f"{p.name} (−{p.points:g})", p.points, p.points, penalty=True)
@@ -791,9 +883,22 @@ class ReviewRun:
                                lb.points, lb.comment or "")
                      for lb in mine if lb.kind == "added_deduction" and lb.dimension == dim.dimension]
             my = scores.get(dim.dimension)
+            crits = []
+            if dim.kind == "criteria":
+                rows = {row.id: row for row in dim.criteria}
+                for c in self.criteria_of(a.case_id, rd):
+                    row = rows.get(c.id)
+                    lb = my_criteria.get((dim.dimension, c.id))
+                    crits.append(CriterionView(
+                        c.id, c.text, float(c.points),
+                        [(jv.judge, [x.met for x in jv.verdicts if x.id == c.id],
+                          [x.evidence for x in jv.verdicts if x.id == c.id and x.evidence]) for jv in dim.judges],
+                        bool(row and row.split), str(lb.value) if lb and lb.value else None,
+                        lb.origin if lb else None, (lb.evidence or "") if lb else "", (lb.comment or "") if lb else ""))
             dims.append(DimView(dim.dimension, dim.name, dim.max, dim.panel_score,
                                 float(my) if isinstance(my, (int, float)) else None, dim_notes.get(dim.dimension, ""),
-                                dim.star_gap, dim.spread, columns, types, added, origins.get(dim.dimension)))
+                                dim.star_gap, dim.spread, columns, types, added, origins.get(dim.dimension),
+                                rd.kind, sorted(rd.levels.items()), crits))
         conv = case.conversation_as_text(rubric.roles)
         blind = self.blind(a.case_id, mine)
         if blind:   # no evidence mark either: the marks show where the judges deducted
@@ -806,7 +911,8 @@ class ReviewRun:
         """The adjudication sheet ``audit --export`` writes (every case, in the queue's order), with
         ``reviewer``'s labels filled in; UTF-8 with a BOM."""
         labels = self.all_labels()
-        review = build_review(labels, self.results.rubric, self.results.consensus) if labels else None
+        review = build_review(labels, self.results.rubric, self.results.consensus,
+                              case_criteria=self.case_criteria) if labels else None
         with tempfile.TemporaryDirectory(prefix="consensus-eval-sheet-") as tmp:
             path = write_adjudication_csv(Path(tmp) / "sheet.csv", self.queue.cases, judges=self.results.judges,
                                           review=review, reviewer=reviewer, rubric=self.results.rubric,
@@ -830,9 +936,12 @@ class ReviewRun:
             self._verdict(reviewer, a, action)
         elif op == "score":
             self._score(reviewer, a, _text(action, "dimension"), action.get("value"))
+        elif op == "criterion":
+            self._criterion(reviewer, a, action)
         elif op == "scores":
             # "confirm scores": the reviewer's own scores in ``scores``, and in ``accepted`` the dimensions whose
-            # field still showed the panel's score untouched (stored as accepted, with the panel's value)
+            # field still showed the panel's score untouched (stored as accepted, with the panel's value); a
+            # criteria dimension in ``accepted``: the panel's verdict on each criterion the reviewer left alone
             scores = action.get("scores")
             accepted = action.get("accepted", [])
             if not isinstance(scores, dict):
@@ -843,7 +952,14 @@ class ReviewRun:
             if accepted and a.case_id in self.spot and self.ledger(reviewer).own_scored(a.case_id) < len(panel):
                 raise ActionError("a spot-check case takes your own scores: the panel's are not shown until you "
                                   "have entered yours")
+            kinds = {d.id: d.kind for d in self.dimensions}
+            judged = self._criteria_judged(reviewer, a) if "criteria" in kinds.values() else {}
             for dim_id in [d.id for d in self.dimensions]:
+                if kinds[dim_id] == "criteria":
+                    if dim_id not in accepted and judged.get(dim_id):
+                        raise ActionError(f"give a verdict on every criterion of {dim_id}: "
+                                          f"{', '.join(sorted(judged[dim_id]))} left")
+                    continue
                 if dim_id not in scores and dim_id not in accepted:
                     raise ActionError(f"'scores' gives no score for {dim_id}")
                 if dim_id in accepted and panel.get(dim_id) is None:
@@ -851,10 +967,18 @@ class ReviewRun:
             for dim_id, value in scores.items():
                 self._dimension(a, str(dim_id))
                 _score_value(value, self.results.rubric.dimension(str(dim_id)))
+            for dim_id in accepted:
+                if kinds.get(dim_id) == "criteria":
+                    self._panel_verdicts(a, dim_id, judged.get(dim_id, set()))   # raises on a tie, before writing
             for dim_id, value in scores.items():
                 self._score(reviewer, a, str(dim_id), value)
             for dim_id in accepted:
-                if dim_id not in scores:
+                if kinds.get(dim_id) == "criteria":
+                    for cid, (met, points) in self._panel_verdicts(a, dim_id, judged.get(dim_id, set())).items():
+                        self._put(HumanLabelRecord(case_id=a.case_id, dimension=dim_id, deduction_id=cid,
+                                                   reviewer=reviewer, kind="criterion", points=points,
+                                                   value="met" if met else "not_met", origin="accepted"))
+                elif dim_id not in scores:
                     self._score(reviewer, a, dim_id, panel[dim_id], origin="accepted")
         elif op == "comment":
             dim = action.get("dimension") or None
@@ -883,6 +1007,49 @@ class ReviewRun:
         if dim_id not in {d.dimension for d in a.dimensions}:
             raise ActionError(f"{dim_id!r} is not a dimension of the rubric")
         return self.results.rubric.dimension(dim_id)
+
+    def _criteria_judged(self, reviewer: str, a: CaseAudit) -> dict[str, set[str]]:
+        """criteria dimension id -> the ids of its criteria the reviewer has given no verdict on yet."""
+        have = {(lb.dimension, lb.deduction_id) for lb in self.labels(reviewer)
+                if lb.case_id == a.case_id and lb.kind == "criterion"}
+        return {d.id: {c.id for c in self.criteria_of(a.case_id, d) if (d.id, c.id) not in have}
+                for d in self.dimensions if d.kind == "criteria"}
+
+    def _panel_verdicts(self, a: CaseAudit, dim_id: str, ids: set[str]) -> dict[str, tuple[bool, float]]:
+        """The panel's verdict (the judges' majority over their runs) and the points of each criterion in
+        ``ids``; an ActionError for one the judges split evenly on or none answered (nothing to accept)."""
+        dim = next(d for d in a.dimensions if d.dimension == dim_id)
+        out = {}
+        for row in dim.criteria:
+            if row.id not in ids:
+                continue
+            if row.met_share is None or row.met_share == 0.5:
+                raise ActionError(f"the judges give no majority verdict on {row.id} ({dim_id}): give your own")
+            out[row.id] = (row.met_share > 0.5, row.points)
+        return out
+
+    def _criterion(self, reviewer: str, a: CaseAudit, action: Mapping[str, Any]) -> None:
+        """The reviewer's own verdict on one criterion: ``met`` true / false (null: withdrawn), with evidence
+        and a comment; stored with the criterion's points."""
+        dim_id = _text(action, "dimension")
+        rd = self._dimension(a, dim_id)
+        if rd.kind != "criteria":
+            raise ActionError(f"{dim_id!r} is not a criteria dimension")
+        cid = _text(action, "criterion")
+        crit = {c.id: c for c in self.criteria_of(a.case_id, rd)}.get(cid)
+        if crit is None:
+            raise ActionError(f"{cid!r} is not a criterion of {dim_id} for this case")
+        met = action.get("met")
+        if met is not None and not isinstance(met, bool):
+            raise ActionError("'met' must be true, false or null")
+        evidence = _comment(action.get("evidence"))
+        label = HumanLabelRecord(case_id=a.case_id, dimension=dim_id, deduction_id=cid, reviewer=reviewer,
+                                 kind="criterion")
+        if met is None:
+            self._delete(label)
+            return
+        self._put(label.model_copy(update={"value": "met" if met else "not_met", "points": float(crit.points),
+                                           "evidence": evidence, "comment": _comment(action.get("comment"))}))
 
     def _verdict(self, reviewer: str, a: CaseAudit, action: Mapping[str, Any]) -> None:
         ids = action.get("ids")
@@ -913,7 +1080,7 @@ class ReviewRun:
         if value is None or value == "":
             self._delete(label)
             return
-        self._put(label.model_copy(update={"value": _score_value(value, rd), "origin": origin}))
+        self._put(label.model_copy(update={"value": _score_value(value, rd, origin), "origin": origin}))
 
     def _add(self, reviewer: str, a: CaseAudit, action: Mapping[str, Any]) -> str:
         dim_id = _text(action, "dimension")
@@ -988,8 +1155,17 @@ def _number(v: Any, what: str) -> float:
     return x
 
 
-def _score_value(value: Any, rd: Dimension) -> float:
+def _score_value(value: Any, rd: Dimension, origin: LabelOrigin = "own") -> float:
+    """A score given for ``rd``: within its range; a reviewer's own score of a likert dimension is one of its
+    levels (the panel's accepted or adjudicated mean may fall between two)."""
     x = _number(value, f"score of {rd.id}")
+    if rd.kind == "likert":
+        lo, hi = rd.level_range
+        if origin == "own" and x not in rd.levels:
+            raise ActionError(f"a score of {rd.id} is one of its levels {lo}-{hi}, got {x:g}")
+        if not lo <= x <= hi:
+            raise ActionError(f"a score of {rd.id} is between {lo} and {hi}, got {x:g}")
+        return x
     if not 0 <= x <= rd.max:
         raise ActionError(f"a score of {rd.id} is between 0 and {rd.max:g}, got {x:g}")
     return x

@@ -183,6 +183,41 @@
     });
   });
 
+  // a likert dimension: the level picked on the scale is the reviewer's own score (the hidden field carries it,
+  // so "Confirm scores" treats it as any typed score)
+  document.querySelectorAll("input.level").forEach((radio) => radio.addEventListener("change", async () => {
+    const box = radio.closest(".your-score");
+    const input = box.querySelector("input.score");
+    input.value = radio.value;
+    input.dataset.edited = "yes";
+    const reply = await save({op: "score", case: caseRank, dimension: radio.dataset.dim, value: Number(radio.value)});
+    if (reply) {
+      input.dataset.mine = "yes";
+      box.querySelector(".score-note").textContent = tr("note_mine");
+    }
+  }));
+
+  // a criteria dimension: met / not met per criterion (pressed again: withdrawn), with the reviewer's evidence
+  function critState(row) {
+    const on = row.querySelector("button.crit[aria-pressed=true]");
+    return {op: "criterion", case: caseRank, dimension: row.dataset.dim, criterion: row.dataset.criterion,
+            met: on ? on.dataset.met === "true" : null, evidence: row.querySelector(".crit-evidence").value};
+  }
+  document.querySelectorAll("tr.criterion").forEach((row) => {
+    row.querySelectorAll("button.crit").forEach((b) => b.addEventListener("click", async () => {
+      const press = b.getAttribute("aria-pressed") !== "true";
+      row.querySelectorAll("button.crit").forEach((x) => x.setAttribute("aria-pressed", x === b && press ? "true" : "false"));
+      if (await save(critState(row))) {
+        row.dataset.origin = press ? "own" : "";
+        row.querySelector(".crit-note").textContent = "";
+      }
+    }));
+    const ev = row.querySelector(".crit-evidence");
+    const later = debounced((keep) => { if (row.querySelector("button.crit[aria-pressed=true]")) save(critState(row), keep); }, 700);
+    ev.addEventListener("input", later);
+    ev.addEventListener("change", () => { if (row.querySelector("button.crit[aria-pressed=true]")) save(critState(row)); });
+  });
+
   // "Confirm scores": a score the reviewer entered is theirs; a field still showing the panel's score,
   // untouched, is stored as "accepted the panel's score", never as the reviewer's own.
   async function confirmScores() {
@@ -195,7 +230,16 @@
       else accepted.push(input.dataset.dim);
     });
     if (missing) { say(tr("js_not_saved", {why: tr("js_need_scores")}), "error"); return; }
+    // a criteria dimension with a criterion left alone: the panel's verdict on it is accepted (kept apart)
+    let acceptedCriteria = false;
+    document.querySelectorAll("table.criteria").forEach((tb) => {
+      if (Array.from(tb.querySelectorAll("tr.criterion")).some((r) => !r.querySelector("button.crit[aria-pressed=true]"))) {
+        accepted.push(tb.dataset.dim);
+        acceptedCriteria = true;
+      }
+    });
     const reply = await save({op: "scores", case: caseRank, scores, accepted});
+    if (reply && acceptedCriteria) { window.location.reload(); return; }
     // a blind spot-check case: the reviewer's own scores are in, so the judges' can be shown now
     if (reply && document.getElementById("case").dataset.blind === "yes") { window.location.reload(); return; }
     if (reply) document.querySelectorAll("input.score").forEach((input) => {
@@ -232,6 +276,7 @@
   }
   document.querySelectorAll("section.dim").forEach((dim) => {
     const form = dim.querySelector(".add-form");
+    if (!form) return;   // a likert or criteria dimension: no deduction to add
     const list = dim.querySelector(".added-list");
     const type = form.querySelector(".add-type");
     const points = form.querySelector(".add-points");
