@@ -12,14 +12,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from consensus_eval.cli import app
 from consensus_eval.domain.cases import Case, load_cases
 from consensus_eval.domain.config import LLMJudgeConfig, load_config
+from consensus_eval.domain.judgment import CriterionVerdict, Deduction, Judgment, PenaltyHit
 from consensus_eval.domain.prompts import render, render_case
-from consensus_eval.domain.rubric import Rubric, load_rubric
-from consensus_eval.domain.scoring import criteria_of
+from consensus_eval.domain.rubric import Dimension, Rubric, load_rubric
+from consensus_eval.domain.scoring import criteria_of, derive
 from consensus_eval.domain.sections import Sections, fold_width
 from tests.conftest import ROOT
 
@@ -299,3 +301,40 @@ def test_a_test_rubrics_config_runs_as_a_dry_run(name: str, monkeypatch: pytest.
     assert res.exit_code == 0, res.output
     rubric, cases = s.load()
     assert re.search(rf"│ gpt\s+│[^│]*│\s+{len(cases) * len(rubric.dimensions)} │", res.output), res.output
+
+
+# --------------------------------------------------------------------------- docs/rubrics.md's examples
+
+
+def _doc_block(heading: str) -> str:
+    """The first ```yaml block under ``heading`` in docs/rubrics.md."""
+    doc = (ROOT / "docs" / "rubrics.md").read_text(encoding="utf-8")
+    section = doc.split(f"\n{heading}\n", 1)[1]
+    return section.split("```yaml\n", 1)[1].split("```", 1)[0]
+
+
+def test_the_docs_yaml_of_each_kind_loads_as_written() -> None:
+    for kind in ("deductions", "likert", "criteria"):
+        (data,) = yaml.safe_load(_doc_block(f"## `kind: {kind}`"))
+        dim = Dimension.model_validate(data)
+        assert dim.kind == kind
+    assert Dimension.model_validate(yaml.safe_load(_doc_block("## `kind: likert`"))[0]).max == 5
+
+
+def test_the_docs_worked_examples_are_what_the_scoring_derives() -> None:
+    (data,) = yaml.safe_load(_doc_block("## `kind: deductions`"))
+    dim = Dimension.model_validate(data)
+    items = [Deduction(category="errors", type="wrong_side", points=4)] * 3 + [
+        Deduction(category="errors", type="wrong_value", points=2),
+        Deduction(category="omissions", type="missed_finding", points=3)]
+    score = derive(dim, Judgment(dimension=dim.id, deductions=items))
+    assert (score.score, score.stars) == (13, 2)
+    penalty = Judgment(dimension=dim.id, deductions=items, fixed_penalties=[PenaltyHit(id="wrong_patient")])
+    assert derive(dim, penalty).score == 0
+    rubric, cases = SETS["criteria"].load()
+    case = next(c for c in cases if c.id == "crit-03")
+    verdicts = [CriterionVerdict(id=c.id, met=case.meta["expected"][c.id]) for c in case.criteria or []]
+    got = derive(rubric.dimensions[0], Judgment(dimension=rubric.dimensions[0].id, verdicts=verdicts), case.criteria)
+    assert got.score == pytest.approx(9 / 25)
+    doc = (ROOT / "docs" / "rubrics.md").read_text(encoding="utf-8")
+    assert "30 - 14 - 3 = 13" in doc and "9 / 25 = 0.36" in doc
