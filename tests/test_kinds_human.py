@@ -30,7 +30,7 @@ from tests.kinds_human_run import build_kinds_run, kinds_rubric
 
 @pytest.fixture(scope="module")
 def likert_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_kinds_run(tmp_path_factory.mktemp("likert"), "likert", n_cases=12, runs=2)
+    return build_kinds_run(tmp_path_factory.mktemp("likert"), "likert", n_cases=12, runs=2, noise=0.6)
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +50,7 @@ def test_likert_audit_rows_show_each_judges_level_anchor_and_evidence(likert_run
     for a in res.audit:
         for dim in a.dimensions:
             assert dim.kind == "likert" and dim.levels == rubric.dimension(dim.dimension).levels
-            every = []
+            means = []
             for v in dim.judges:
                 assert v.deductions == [] and v.verdicts == []
                 assert [r.run for r in v.ratings] == [0, 1]
@@ -58,11 +58,11 @@ def test_likert_audit_rows_show_each_judges_level_anchor_and_evidence(likert_run
                     j = stored[a.case_id, dim.dimension, v.judge, r.run]
                     assert j is not None and r.rating == j.rating and r.evidence == j.evidence
                     assert r.anchor == dim.levels[r.rating]
-                    every.append(r.rating)
                     n_rows += 1
                 # the judge's score is the mean of its runs' levels
                 assert v.score == pytest.approx(sum(r.rating for r in v.ratings) / len(v.ratings))
-            assert dim.level_spread == max(every) - min(every)
+                means.append(v.score)
+            assert dim.level_spread == pytest.approx(max(means) - min(means))
     assert n_rows == 12 * 3 * 3 * 2
     # a case whose levels are 2 or more apart on some attribute needs review for it, with the attribute named
     gaps = [a for a in res.audit if any((d.level_spread or 0) >= 2 for d in a.dimensions)]
@@ -101,12 +101,28 @@ def test_criteria_audit_rows_are_a_criterion_by_judge_table_split_first(criteria
             assert row.split == (len(set(verdicts.values())) > 1)
             assert row.met_share == pytest.approx(sum(verdicts.values()) / 3)
         n_split += len(dim.split_criteria)
-        if dim.split_criteria:
+        ties = [r for r in dim.criteria if r.tie]
+        for row in dim.criteria:    # a tie: as many judges (by their majority over runs) found it met as not
+            votes = [sum(m) * 2 > len(m) for m in row.judges.values() if sum(m) * 2 != len(m)]
+            assert row.tie == (bool(votes) and 2 * sum(votes) == len(votes))
+        if ties:
             reason = next(r for r in a.reasons if r.code == "split")
-            assert reason.subjects == [f"{dim.name}: {r.id}" for r in dim.split_criteria]
+            assert reason.subjects == [f"{dim.name}: {r.id}" for r in ties]
         else:
             assert "split" not in {r.code for r in a.reasons}
     assert n_split > 0
+
+
+def test_a_criterion_the_panel_splits_evenly_on_is_a_review_reason(tmp_path: Path) -> None:
+    res = load_run(build_kinds_run(tmp_path, "criteria", n_cases=12, n_judges=4, noise=0.6), replies=False)
+    tied = [a for a in res.audit if any(r.tie for r in a.dimensions[0].criteria)]
+    assert tied, "4 judges with noise: some criterion is split 2-2"
+    for a in res.audit:
+        ties = [f"Safety: {r.id}" for r in a.dimensions[0].criteria if r.tie]
+        reasons = [r for r in a.reasons if r.code == "split"]
+        assert (reasons[0].subjects if reasons else []) == ties
+        # the consensus flags the same cases (its own rule, domain/flags.py)
+        assert any("split" in f for f in a.flags) == bool(ties)
 
 
 def test_console_drill_down_per_kind(likert_run: Path, criteria_run: Path) -> None:

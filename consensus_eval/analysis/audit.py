@@ -55,9 +55,11 @@ needs review when any of these holds:
   (planned calls not stored yet: provisional);
 - ``spread``: the judges' totals are more than the config's ``consensus.flag_spread`` points apart;
 - ``star_gap``: on some dimension the judges' stars differ by ``consensus.flag_star_gap`` or more;
-- ``level_gap``: on a likert dimension the levels the judges picked (any run) differ by
-  ``consensus.flag_star_gap`` or more (a level is read like a star);
-- ``split``: on a criteria dimension the judges' verdicts on a criterion differ (met / not met);
+- ``level_gap``: on a likert dimension the judges' ratings (each judge's mean over its runs) differ by
+  ``consensus.flag_level_gap`` or more levels (the consensus flag's rule);
+- ``split``: on a criteria dimension the panel is split evenly on a criterion (as many judges found it met
+  as not: no panel verdict, the consensus flag's rule); a criterion the judges merely disagree on is marked
+  in the drill-down (:attr:`CriterionRow.split`, listed first) and weighs in the spread, not a reason;
 - judged by a single judge (a panel of one, or the only judge of a panel that answered), its risk
   signals: ``low_score`` (a dimension at :data:`LOW_STARS` stars or fewer) and ``fixed_penalty``
   (a fixed penalty nobody else could confirm);
@@ -106,6 +108,7 @@ from pydantic import BaseModel, Field
 from consensus_eval.analysis.consensus import CaseConsensus
 from consensus_eval.domain.config import ConsensusConfig, EvalConfig
 from consensus_eval.domain.construct import construct, shared_copy
+from consensus_eval.domain.flags import majority
 from consensus_eval.domain.grounding import Grounding
 from consensus_eval.domain.rubric import Criterion, Dimension, Rubric
 from consensus_eval.domain.scoring import DimensionScore
@@ -281,7 +284,8 @@ class CriterionRow(BaseModel):
     """One criterion of a ``criteria`` dimension across the judges: ``judges`` maps each judge that answered to
     its verdicts, run by run (``True``: met); ``split`` is True when the judges' verdicts differ (a judge whose
     runs disagree among themselves counts as disagreeing too); ``met_share`` is the share of all those
-    verdicts that say met (None when no judge answered)."""
+    verdicts that say met (None when no judge answered); ``tie``: the panel's majority is split evenly (each
+    judge's majority over its runs, as many met as not: :func:`consensus_eval.domain.flags.majority`)."""
 
     id: str
     text: str
@@ -289,6 +293,7 @@ class CriterionRow(BaseModel):
     judges: dict[str, list[bool]]
     split: bool
     met_share: float | None
+    tie: bool = False
 
     def verdict(self, judge: str) -> bool | None:
         """The judge's verdict on this criterion: met by most of its runs (a tie is None), None without one."""
@@ -338,9 +343,10 @@ class DimensionAudit(BaseModel):
     level); ``star_gap`` is max - min of the
     judges' stars (0 with fewer than two judges with stars).
 
-    By ``kind``: ``likert``: ``levels`` (level -> anchor text) and ``level_spread``, the highest minus the
-    lowest level any judge picked in any run (None without two ratings); ``criteria``: ``criteria``, a row per
-    criterion that applies to the case (criterion x judge), the split ones (judges disagree) first.
+    By ``kind``: ``likert``: ``levels`` (level -> anchor text) and ``level_spread``, the judges' ratings
+    (each judge's mean over its runs) apart, highest minus lowest (None with fewer than two judges rating);
+    ``criteria``: ``criteria``, a row per criterion that applies to the case (criterion x judge), the split ones
+    (judges disagree) first.
     """
 
     dimension: str
@@ -353,7 +359,7 @@ class DimensionAudit(BaseModel):
     spread_share: float | None = None
     kind: str = "deductions"
     levels: dict[int, str] = {}
-    level_spread: int | None = None
+    level_spread: float | None = None
     criteria: list[CriterionRow] = []
 
     @property
@@ -734,15 +740,17 @@ def review_reasons(a: CaseAudit, cfg: ConsensusConfig, policy: str = "flag") -> 
     if gaps:
         out.append(ReviewReason(code="star_gap", subjects=gaps, limit=cfg.flag_star_gap, text=(
             f"judges' stars differ by {cfg.flag_star_gap} or more: {', '.join(gaps)}")))
-    levels = [f"{dim.name} {dim.level_spread}" for dim in a.dimensions
-              if dim.level_spread is not None and dim.level_spread >= cfg.flag_star_gap]
+    gap = cfg.flag_level_gap
+    levels = [f"{dim.name} {_num(dim.level_spread)}" for dim in a.dimensions
+              if dim.level_spread is not None and dim.level_spread >= gap]
     if levels:
-        out.append(ReviewReason(code="level_gap", subjects=levels, limit=cfg.flag_star_gap, text=(
-            f"levels picked differ by {cfg.flag_star_gap} or more: {', '.join(levels)}")))
-    split = [f"{dim.name}: {row.id}" for dim in a.dimensions for row in dim.split_criteria]
+        out.append(ReviewReason(code="level_gap", subjects=levels, limit=gap, text=(
+            f"judges' ratings differ by {_num(gap)} levels or more: {', '.join(levels)}")))
+    split = [f"{dim.name}: {row.id}" for dim in a.dimensions for row in dim.criteria if row.tie]
     if split:
         out.append(ReviewReason(code="split", subjects=split, value=len(split), text=(
-            f"judges split on {len(split)} criterion{'s' if len(split) != 1 else ''}: {', '.join(split)}")))
+            f"the panel is split evenly on {len(split)} criterion{'s' if len(split) != 1 else ''}: "
+            f"{', '.join(split)}")))
     if a.n_judges_answered == 1:
         low = [f"{dim.name} {v.stars}★" for dim in a.dimensions for v in dim.judges
                if v.stars is not None and v.stars <= LOW_STARS]
@@ -777,14 +785,14 @@ def _audit_dimension(rubric: Rubric, judges: Sequence[str], cons: CaseConsensus,
     stars = [v.stars for v in views if v.stars is not None]
     scores = [v.score for v in views if v.score is not None]
     spread = (max(scores) - min(scores)) if len(scores) >= 2 else None
-    ratings = [r.rating for v in views for r in v.ratings]
+    ratings = [v.score for v in views if v.ratings and v.score is not None]
     return construct(DimensionAudit, **dict(
         dimension=dim_id, name=dim.name, max=dim.max, panel_score=cons.scores.get(dim_id),
         star_gap=(max(stars) - min(stars)) if len(stars) >= 2 else 0, judges=views,
         spread=spread,
         spread_share=(spread / (dim.max - dim.low)) if spread is not None and dim.max > dim.low else None,
         kind=dim.kind, levels=dim.levels,
-        level_spread=(max(ratings) - min(ratings)) if len(ratings) >= 2 else None,
+        level_spread=(max(ratings) - min(ratings)) if dim.kind == "likert" and len(ratings) >= 2 else None,
         criteria=_criterion_rows(dim, views, case_criteria) if dim.kind == "criteria" else [],
     ))
 
@@ -799,8 +807,10 @@ def _criterion_rows(dim: Dimension, views: Sequence[JudgeView],
         by_judge = {v.judge: [x.met for x in v.verdicts if x.id == c.id] for v in views if v.runs_ok}
         by_judge = {j: m for j, m in by_judge.items() if m}
         every = [m for ms in by_judge.values() for m in ms]
+        per_judge = [2 * sum(ms) > len(ms) for ms in by_judge.values() if 2 * sum(ms) != len(ms)]
         rows.append(construct(CriterionRow, id=c.id, text=c.text, points=float(c.points), judges=by_judge,
-                              split=len(set(every)) > 1, met_share=sum(every) / len(every) if every else None))
+                              split=len(set(every)) > 1, met_share=sum(every) / len(every) if every else None,
+                              tie=majority(per_judge) == "split"))
     return sorted(rows, key=lambda r: not r.split)
 
 

@@ -199,7 +199,7 @@ def _likert_table(dim: DimensionAudit, t: Messages) -> Table:
     low, high = (min(dim.levels), max(dim.levels)) if dim.levels else (0, 0)
     tb = Table(title=Text(t("con_dim_title_likert", name=dim.name, dimension=dim.dimension, low=low, high=high,
                             panel=_num1(dim.panel_score),
-                            spread="-" if dim.level_spread is None else dim.level_spread)),
+                            spread=_num1(dim.level_spread))),
                show_lines=True, expand=len(dim.judges) > 1)
     for v in dim.judges:
         tb.add_column(Text(f"{v.judge}\n{_num1(v.score)}{_stars(v.stars)}"))
