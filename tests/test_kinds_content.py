@@ -6,6 +6,7 @@ case, the criteria and the anchors; the documented commands run; no CJK characte
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from dataclasses import dataclass
@@ -23,7 +24,8 @@ from consensus_eval.domain.prompts import render, render_case
 from consensus_eval.domain.rubric import Dimension, Rubric, load_rubric
 from consensus_eval.domain.scoring import criteria_of, derive
 from consensus_eval.domain.sections import Sections, fold_width
-from tests.conftest import ROOT
+from tests.conftest import FAKE_KEY, ROOT
+from tests.fake_server import FakeConfig, FakeServer
 
 KINDS = ROOT / "tests" / "data" / "kinds"
 
@@ -338,3 +340,37 @@ def test_the_docs_worked_examples_are_what_the_scoring_derives() -> None:
     assert got.score == pytest.approx(9 / 25)
     doc = (ROOT / "docs" / "rubrics.md").read_text(encoding="utf-8")
     assert "30 - 14 - 3 = 13" in doc and "9 / 25 = 0.36" in doc
+
+
+# --------------------------------------------------------------------------- the main job on the examples
+
+
+@pytest.mark.parametrize("name", ["pdqi9", "criteria"])
+def test_score_runs_on_the_shipped_examples_with_the_fake_server_panel(
+        name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`score` on examples/<name> with a panel of three fake-server judges: every call ok, a panel verdict for
+    every case, alpha at the kind's level, and reports without a CJK character (the rubric is English)."""
+    monkeypatch.setenv("JUDGE_KEY", FAKE_KEY)
+    s = SETS[name]
+    rubric, cases = s.load()
+    out = tmp_path / "out"
+    with FakeServer(FakeConfig(seed=11)) as srv:
+        judges = "".join(f"  - name: {j}\n    model: openai/{j}\n    api_base: {srv.url}/v1\n"
+                         f"    api_key_env: JUDGE_KEY\n    max_reasks: 1\n    concurrency: 4\n"
+                         for j in ("fake-a", "fake-strict", "fake-lenient"))
+        cfg = tmp_path / "c.yaml"
+        cfg.write_text(f"rubric: {name}\nruns: 1\nconsensus:\n  min_judges: 2\njudges:\n{judges}", encoding="utf-8")
+        res = CliRunner().invoke(app, ["score", str(s.cases), "-c", str(cfg), "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    rows = [json.loads(x) for x in (out / "judgments.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert len(rows) == len(cases) * len(rubric.dimensions) * 3 and all(r["status"] == "ok" for r in rows)
+    consensus = [json.loads(x) for x in (out / "consensus.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert sorted(c["case_id"] for c in consensus) == sorted(c.id for c in cases)
+    assert all(c["status"] == "ok" for c in consensus)
+    levels = {k: a["level"] for k, a in json.loads((out / "reliability.json").read_text(encoding="utf-8"))
+              ["across_judges"].items()}
+    level = "ordinal" if name == "pdqi9" else "nominal"
+    assert levels == {**{d.id: level for d in rubric.dimensions}, "total": "interval"}
+    for report in ("report.md", "report.html"):
+        text = (out / report).read_text(encoding="utf-8")
+        assert not CJK.search(text), (report, CJK.findall(text)[:10])
