@@ -374,3 +374,18 @@ def test_score_runs_on_the_shipped_examples_with_the_fake_server_panel(
     for report in ("report.md", "report.html"):
         text = (out / report).read_text(encoding="utf-8")
         assert not CJK.search(text), (report, CJK.findall(text)[:10])
+
+
+def test_the_docs_minimal_likert_template_renders(tmp_path: Path) -> None:
+    """docs/rubrics.md's minimal template, saved as it is, with the docs' likert dimension and a shipped case."""
+    doc = (ROOT / "docs" / "rubrics.md").read_text(encoding="utf-8")
+    template = doc.split("```jinja\n", 1)[1].split("```", 1)[0]
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "organized.j2").write_text(template, encoding="utf-8")
+    (dim_data,) = yaml.safe_load(_doc_block("## `kind: likert`"))
+    rubric = Rubric.model_validate({"id": "notes", "name": "Notes", "language": "en", "dimensions": [dim_data],
+                                    "roles": {"doctor": "Clinician", "patient": "Patient"}})
+    case = SETS["pdqi9"].load()[1][0]
+    system, user = (m["content"] for m in render(rubric, rubric.dimensions[0], case, tmp_path))
+    assert all(f"{level}: {anchor}" in system for level, anchor in rubric.dimensions[0].levels.items())
+    assert '"rating"' in system and case.record in user
