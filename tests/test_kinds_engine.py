@@ -226,7 +226,8 @@ def test_nominal_and_ordinal_alpha_match_the_krippendorff_package(level, values,
 def _panel_config(path: Path, rubric: Path, url: str, call: str = "per_dimension") -> Path:
     judges = "".join(
         f"  - name: {name}\n    model: openai/{name}\n    api_base: {url}/v1\n    api_key_env: JUDGE_A_KEY\n"
-        f"    call: {call}\n    max_reasks: 1\n    concurrency: 4\n" for name in ("fake-a", "fake-strict", "fake-lenient"))
+        f"    call: {call}\n    max_reasks: 1\n    concurrency: 4\n"
+        for name in ("fake-a", "fake-strict", "fake-lenient"))
     path.write_text(f"rubric: {rubric}\nprompts_dir: {PROMPTS}\nruns: 1\nconsensus:\n  min_judges: 2\n"
                     f"judges:\n{judges}", encoding="utf-8")
     return path
@@ -325,3 +326,50 @@ def test_a_rules_judge_on_a_rubric_without_rules_and_calibrate_without_operators
     res = CliRunner().invoke(app, ["calibrate", "-c", str(cfg), "--out", str(tmp_path / "cal"), "--dry-run"])
     assert res.exit_code == 2 and "rubric 'likert3' has no planting operators" in " ".join(res.output.split())
     assert "Traceback" not in res.output
+
+
+# --------------------------------------------------------------------------- the shipped English examples
+
+
+def _example_config(path: Path, example: Path, url: str) -> Path:
+    """The shipped example config with its judges pointed at the fake server (each keeps its mode)."""
+    import yaml
+
+    cfg = yaml.safe_load(example.read_text(encoding="utf-8"))
+    for j in cfg["judges"]:
+        j.update(model=f"openai/{j['name']}", api_base=f"{url}/v1", api_key_env="JUDGE_A_KEY")
+        j.pop("input_cost_per_token", None)
+        j.pop("output_cost_per_token", None)
+        j.pop("rpm", None)
+    path.write_text(yaml.safe_dump(cfg, allow_unicode=True), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("name", ["pdqi9", "criteria"])
+def test_score_runs_the_shipped_examples_with_the_fake_server_panel(tmp_path, monkeypatch, name):
+    from consensus_eval.cli import app
+
+    root = Path(__file__).resolve().parents[1]
+    example, cases = root / "configs" / f"{name}.example.yaml", root / "examples" / name / "cases.jsonl"
+    if not example.is_file() or not cases.is_file():
+        pytest.skip(f"{name} examples not shipped")
+    monkeypatch.setenv("JUDGE_A_KEY", FAKE_KEY)
+    monkeypatch.chdir(root)
+    out = tmp_path / "out"
+    with FakeServer(FakeConfig(seed=7)) as srv:
+        cfg = _example_config(tmp_path / "c.yaml", example, srv.url)
+        res = CliRunner().invoke(app, ["score", str(cases), "-c", str(cfg), "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    rubric = load_rubric(name)
+    n_cases = len(cases.read_text(encoding="utf-8").splitlines())
+    rows = [json.loads(x) for x in (out / "judgments.jsonl").read_text(encoding="utf-8").splitlines()]
+    n_judges = len({r["judge"] for r in rows})
+    assert len(rows) == n_cases * len(rubric.dimensions) * n_judges >= 8 * 3
+    assert all(r["status"] == "ok" for r in rows)
+    key = "rating" if rubric.kinds == {"likert"} else "verdicts"
+    assert all(r[key] for r in rows)
+    rel = json.loads((out / "reliability.json").read_text(encoding="utf-8"))
+    levels = {a["level"] for k, a in rel["across_judges"].items() if k != "total"}
+    assert levels == ({"ordinal"} if key == "rating" else {"nominal"})
+    for f in ("consensus.csv", "consensus.jsonl", "report.md", "report.html"):
+        assert (out / f).stat().st_size > 0
