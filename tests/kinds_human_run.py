@@ -6,8 +6,9 @@ report. No judge runs.
 1-5) or ``criteria`` (tests/data/kinds_human/criteria.yaml: the rubric's own four criteria, and each case's
 own criteria on ``case_points`` when ``per_case``). English discharge notes; judges ``judge-a``..; for each
 case a seeded "true" level (or met / not met per criterion), each judge's rating one level off it now and
-then (a criterion's verdict flipped now and then), with evidence quoting the note. Each judgment carries the
-claimed score equal to the derived one. Seeded: the same arguments give the same store.
+then (a criterion's verdict flipped now and then), with evidence quoting the note; the true answers are in each
+case's ``meta["truth"]``. Each judgment carries the claimed score equal to the derived one. Seeded: the same
+arguments give the same store.
 """
 
 from __future__ import annotations
@@ -74,6 +75,9 @@ def build_kinds_run(folder: Path, kind: str, n_cases: int = 12, n_judges: int = 
                 truth[c.id, d.id] = rng.randint(*d.level_range)
             else:
                 truth[c.id, d.id] = {k.id: rng.random() < 0.6 for k in criteria_of(d, c.criteria)}
+    # the "true" answers, kept in each case's meta (passed through untouched; no judge reads it) for the tests
+    cases = [c.model_copy(update={"meta": {"truth": {d.id: truth[c.id, d.id] for d in rubric.dimensions}}})
+             for c in cases]
     by_id = {c.id: c for c in cases}
     folder.mkdir(parents=True, exist_ok=True)
     with Store(folder / "results.sqlite") as store:

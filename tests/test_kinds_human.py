@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import io
+import random
 import re
 import sqlite3
 from contextlib import closing
@@ -19,9 +20,10 @@ from starlette.testclient import TestClient
 from consensus_eval._errors import InputError
 from consensus_eval.analysis.audit import REASON_CODES
 from consensus_eval.analysis.human import build_review, criterion_cells, criterion_columns, read_labels
-from consensus_eval.api import load_run
+from consensus_eval.api import load_run, spot_check
 from consensus_eval.execution.store import HumanLabelRecord, Store
 from consensus_eval.output.audit_console import print_audit
+from consensus_eval.output.report import write_reports
 from consensus_eval.output.report.i18n import messages
 from consensus_eval.review.app import create_app
 from consensus_eval.review.model import ActionError, ReviewRun
@@ -365,3 +367,103 @@ def test_sheet_criteria_cells_round_trip_through_the_import(criteria_copy: Path,
     own = [lb for lb in _labels(criteria_copy, "dr_c") if lb.origin == "own"]
     assert sorted((lb.deduction_id, lb.value, lb.points) for lb in back) == \
         sorted((lb.deduction_id, lb.value, lb.points) for lb in own)
+
+
+# --------------------------------------------------------------------------- 3. validity per kind
+
+
+def _clinicians(folder: Path, n: int, flip: float, seed: int) -> list[str]:
+    """Draw a spot check of ``n`` cases and have two clinicians label it from the true answers, each getting
+    some wrong (a level one off, a criterion's verdict flipped) with probability ``flip``."""
+    spot = spot_check(folder, n, seed=1)
+    rng = random.Random(seed)
+    res = load_run(folder, replies=False)
+    cases = {c.id: c for c in res.cases}
+    with Store.open_existing(folder) as store:
+        for reviewer in ("dr_x", "dr_y"):
+            for s in spot.sample:
+                truth = cases[s.case_id].meta["truth"]
+                for d in res.rubric.dimensions:
+                    if d.kind == "likert":
+                        lo, hi = d.level_range
+                        level = truth[d.id] + (rng.choice((-1, 1)) if rng.random() < flip else 0)
+                        store.upsert_human_label(HumanLabelRecord(
+                            case_id=s.case_id, dimension=d.id, reviewer=reviewer, kind="score",
+                            value=min(hi, max(lo, level))))
+                    else:
+                        for c in d.criteria:
+                            met = truth[d.id][c.id] != (rng.random() < flip)
+                            store.upsert_human_label(HumanLabelRecord(
+                                case_id=s.case_id, dimension=d.id, deduction_id=c.id, reviewer=reviewer,
+                                kind="criterion", value="met" if met else "not_met", points=c.points))
+    return [s.case_id for s in spot.sample]
+
+
+def test_likert_validity_is_icc_per_attribute_and_total_checked_against_pingouin(likert_copy: Path) -> None:
+    pg = pytest.importorskip("pingouin")
+    ids = _clinicians(likert_copy, 12, 0.2, seed=3)
+    res = load_run(likert_copy, replies=False, reuse_saved=False)
+    v = res.reliability.validity
+    assert v is not None and v.sample == "spot_check" and v.n_labelled == 12 and v.criteria is None
+    review = res.review
+    assert review is not None
+    by_id = {c.case_id: c for c in res.consensus}
+    for key in ["accurate", "thorough", "organized", "total"]:
+        human = []
+        for cid in ids:
+            cr = review.case(cid)
+            assert cr is not None
+            given = [cr.scores[r][key] for r in ("dr_x", "dr_y")]
+            if key == "total":    # the rubric's total: weight 2 on organized
+                for r in ("dr_x", "dr_y"):
+                    s = cr.scores[r]
+                    assert s["total"] == s["accurate"] + s["thorough"] + 2 * s["organized"]
+            human.append(sum(given) / 2)
+        for j in res.judges:
+            mine = [by_id[cid].judges[j][key].mean if key != "total" else by_id[cid].judge_totals[j] for cid in ids]
+            long = [(i, "judge", m) for i, m in enumerate(mine)] + [(i, "human", h) for i, h in enumerate(human)]
+            frame = pg.intraclass_corr(data=__import__("pandas").DataFrame(long, columns=["case", "rater", "score"]),
+                                       targets="case", raters="rater", ratings="score")
+            frame = frame.set_index("Type")
+            icc2 = frame.loc["ICC(A,1)"] if "ICC(A,1)" in frame.index else frame.loc["ICC2"]
+            ci = icc2["CI95"] if "CI95" in icc2 else icc2["CI95%"]
+            got = v.scores[key].raters[j].icc
+            assert got.value == pytest.approx(float(icc2["ICC"]), abs=1e-9)
+            assert (got.low, got.high) == pytest.approx(tuple(map(float, ci)), abs=0.006)   # older pingouin rounds
+        assert v.scores[key].ceiling is not None and v.scores[key].ceiling.n == 12
+
+
+def test_criteria_validity_is_macro_f1_and_kappa_per_judge_with_the_clinicians_ceiling(criteria_copy: Path) -> None:
+    from sklearn.metrics import cohen_kappa_score, f1_score
+
+    ids = _clinicians(criteria_copy, 10, 0.1, seed=5)
+    res = load_run(criteria_copy, replies=False, reuse_saved=False)
+    v = res.reliability.validity
+    assert v is not None and v.criteria is not None
+    cv = v.criteria
+    labels = _labels(criteria_copy)
+    own = {(lb.reviewer, lb.case_id, lb.deduction_id): lb.value == "met" for lb in labels if lb.kind == "criterion"}
+    units = [(cid, k) for cid in ids for k in ("allergy", "meds", "followup", "invented")]
+    # two clinicians: the reference is their majority, a tie not counted
+    ref = {u: own["dr_x", *u] for u in units if own["dr_x", *u] == own["dr_y", *u]}
+    assert cv.n_units == len(ref) and 0 < len(ref) < len(units)
+    verdicts = {(r.judge, r.case_id, vv.id): vv.met for r in res.records if r.judgment for vv in r.judgment.verdicts}
+    for j in res.judges:
+        y_true = ["met" if ref[u] else "not_met" for u in sorted(ref)]
+        y_pred = ["met" if verdicts[(j, *u)] else "not_met" for u in sorted(ref)]
+        got = cv.raters[j]
+        assert got.n == len(ref)
+        assert got.macro_f1 == pytest.approx(f1_score(y_true, y_pred, average="macro"))
+        assert got.kappa == pytest.approx(cohen_kappa_score(y_true, y_pred))
+    assert cv.raters["panel"].n == len(ref)   # three judges: the panel always has a majority
+    xs = ["met" if own["dr_x", *u] else "not_met" for u in units]
+    ys = ["met" if own["dr_y", *u] else "not_met" for u in units]
+    assert cv.ceiling is not None and cv.ceiling.n == len(units)
+    assert cv.ceiling.kappa == pytest.approx(cohen_kappa_score(ys, xs))
+    # the rest of reliability.json as before: the field is left out of a run without criteria
+    dumped = res.reliability.to_json()["validity"]
+    assert dumped["criteria"]["n_units"] == len(ref)
+    md, _ = write_reports(res, criteria_copy)
+    text = md.read_text(encoding="utf-8")
+    assert "| judge-a | " + str(len(ref)) + " | " in text and "macro-F1 | kappa" in text
+    assert f"({len(ref)} units)" in text

@@ -109,7 +109,8 @@ class CaseReview(BaseModel):
     """Everything the reviewers said about one case: the lookup a drill-down shows beside the panel.
 
     - ``scores``: reviewer -> key (dimension id or ``total``) -> their own score, as given (a reviewer's
-      total is their ``total`` label if any, else the sum of their dimension scores when complete); a
+      total is their ``total`` label if any, else the rubric's total of their dimension scores when complete:
+      the sum of weight x score); a
       score the reviewer accepted from the panel is here only when the review was built with
       ``include_accepted``;
     - ``accepted``: reviewer -> dimension id -> the panel's score they accepted without entering their own;
@@ -236,16 +237,16 @@ def build_review(labels: Sequence[HumanLabelRecord], rubric: Rubric,
     for cr in cases.values():
         for given in cr.scores.values():
             if "total" not in given and all(d in given for d in dims):
-                given["total"] = sum(given[d] for d in dims)
+                given["total"] = rubric.total(given)   # sum of weight x score (a plain sum at weight 1)
         keys = {k for given in cr.scores.values() for k in given}
         cr.human = {k: float(np.mean([g[k] for g in cr.scores.values() if k in g]))
                     for k in [*dims, "total"] if k in keys}
         if cr.reference:   # the adjudicator's decision is the reference where given
             if "total" not in cr.reference and all(d in cr.reference for d in dims):
-                cr.reference["total"] = sum(cr.reference[d] for d in dims)
+                cr.reference["total"] = rubric.total(cr.reference)
             cr.human.update(cr.reference)
             if "total" not in cr.reference and all(d in cr.human for d in dims):
-                cr.human["total"] = sum(cr.human[d] for d in dims)
+                cr.human["total"] = rubric.total(cr.human)
         c = panel.get(cr.case_id)
         if c is not None:
             cr.panel = {**{d: c.scores.get(d) for d in dims}, "total": c.total}

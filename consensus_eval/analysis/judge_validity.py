@@ -24,6 +24,16 @@ verdict), and a judge says yes when it took that type in at least half of its ru
 macro-F1 of its yes/no against the clinicians', with the clinicians' kappa between themselves as the
 ceiling.
 
+Criterion verdicts (:class:`CriteriaValidity`, a rubric with ``criteria`` dimensions), as HealthBench's
+meta-evaluation grades its graders: the units are the distinct (case, dimension, criterion) of the spot-check
+cases a clinician gave their own verdict on; the clinicians' verdict is the adjudicator's reference where
+there is one, else the majority of the reviewers' own verdicts (a tie is not counted; a verdict accepted from
+the panel never counts). A judge's verdict is its majority over its runs (a tie is not counted), the panel's
+the consensus majority (``split`` is not counted). Per judge and the panel: macro-F1 over met / not met
+(scikit-learn ``f1_score(average="macro")``, clinicians as truth) and Cohen's kappa; the ceiling: the first
+two reviewers' verdicts on the units two gave, before adjudication. Likert dimensions need nothing of their
+own: a reviewer's level is their score of the dimension, and its ICC is the per-dimension figure above.
+
 Prediction-powered estimates (:class:`PpiEstimate`, Angelopoulos et al. 2023, PPI++): per system (or for
 the whole run) the mean clinician total estimated from the panel's totals on every case, corrected by the
 spot-checked cases; shown beside the panel-only mean and the clinician-only mean. The PPI interval stays
@@ -33,11 +43,11 @@ It needs a simple random sample within the group (equal inclusion probabilities)
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Literal
+from collections.abc import Callable, Sequence
+from typing import Annotated, Literal
 
 import numpy as np
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from consensus_eval.analysis.agreement import judge_value, panel_value
 from consensus_eval.analysis.consensus import CaseConsensus
@@ -100,6 +110,20 @@ class DeductionValidity(BaseModel):
     recall: dict[str, Share] = {}
 
 
+class CriteriaValidity(BaseModel):
+    """Criterion verdicts against the clinicians (module docstring): ``n_units`` distinct (case, dimension,
+    criterion) with a clinicians' verdict; per rater (each judge and ``panel``) its
+    :class:`~consensus_eval.analysis.validity.VerdictValidity` over labels ``met`` / ``not_met`` (``macro_f1``:
+    HealthBench's meta-evaluation figure; ``kappa``: Cohen's); ``ceiling``: the first two reviewers' verdicts
+    against each other on the units two gave (None without such units); ``per_dimension``: the same per
+    criteria dimension, when the rubric has several."""
+
+    n_units: int
+    raters: dict[str, VerdictValidity]
+    ceiling: VerdictValidity | None = None
+    per_dimension: dict[str, dict[str, VerdictValidity]] = {}
+
+
 class PpiEstimate(BaseModel):
     """The mean clinician score of ``group`` (a system, or ``all``) on ``key``, three ways: ``ppi`` (the
     panel on every case, corrected by the spot check), ``human`` (the spot check alone) and ``panel``
@@ -144,6 +168,9 @@ class ValidityReport(BaseModel):
     ppi: list[PpiEstimate] = []
     ppi_differences: list[PpiDifference] = []
     notes: list[str] = []
+    #: criterion verdicts against the clinicians (a rubric with criteria dimensions; left out of the dump
+    #: otherwise): :class:`CriteriaValidity`
+    criteria: Annotated[CriteriaValidity | None, Field(exclude_if=lambda v: v is None)] = None
     #: with ``isotonic`` (off by default): per rater, an isotonic map of its total to the clinicians' scale,
     #: fitted on the spot check with its cross-validated error (:class:`~consensus_eval.analysis.validity.IsotonicMap`),
     #: reported beside the raw scores, never in their place
@@ -156,6 +183,8 @@ def validity_report(run: StoredRun, cons: Sequence[CaseConsensus], review: Human
     fit each rater's calibrated reading of the total (``calibrated``)."""
     if not sample:
         return ValidityReport(sample="none")
+    criteria = (_criteria(run, cons, review, [s.case_id for s in sample])
+                if review is not None and any(d.kind == "criteria" for d in run.rubric.dimensions) else None)
     by_id = {c.case_id: c for c in cons}
     prob = {s.case_id: s.probability for s in sample}
     strata = list(dict.fromkeys(s.stratum for s in sample))
@@ -163,8 +192,8 @@ def validity_report(run: StoredRun, cons: Sequence[CaseConsensus], review: Human
                 and cid in by_id]
     accepted_only = sum(1 for cid in prob if review is not None and (r := review.case(cid)) is not None
                         and not r.human and r.accepted)
-    out = ValidityReport(sample="spot_check" if labelled else "none", n_drawn=len(sample), n_labelled=len(labelled),
-                         n_accepted_only=accepted_only, strata=strata)
+    out = ValidityReport(sample="spot_check" if labelled or criteria else "none", n_drawn=len(sample),
+                         n_labelled=len(labelled), n_accepted_only=accepted_only, strata=strata, criteria=criteria)
     if not labelled or review is None:
         return out
     probs = np.array([prob[cid] for cid in labelled])
@@ -267,6 +296,68 @@ def _deductions(run: StoredRun, review: HumanReview, case_ids: Sequence[str]) ->
         ceiling = verdict_validity(["yes" if a else "no" for a, _ in pairs],
                                    ["yes" if b else "no" for _, b in pairs])
     return DeductionValidity(n_items=len(items), judges=judges, ceiling=ceiling, precision=precision, recall=recall)
+
+
+def _criteria(run: StoredRun, cons: Sequence[CaseConsensus], review: HumanReview,
+              case_ids: Sequence[str]) -> CriteriaValidity | None:
+    """Criterion verdicts of the judges and the panel against the clinicians' on the spot check (module
+    docstring); None when no clinician gave a verdict there."""
+    wanted = set(case_ids)
+    dims = [d.id for d in run.rubric.dimensions if d.kind == "criteria"]
+    Unit = tuple[str, str, str]
+    reference: dict[Unit, bool] = {}
+    pairs: list[tuple[bool, bool]] = []
+    for cid in case_ids:
+        cr = review.case(cid)
+        if cr is None:
+            continue
+        for dim in dims:
+            own = [given[dim] for given in cr.criteria.values() if dim in given]
+            ids = dict.fromkeys([*(k for g in own for k in g), *cr.reference_criteria.get(dim, {})])
+            for k in ids:
+                votes = [g[k] for g in own if k in g]
+                ref = cr.reference_criteria.get(dim, {}).get(k)
+                decided = ref if ref is not None else _majority(votes)
+                if decided is not None:
+                    reference[(cid, dim, k)] = decided
+                if len(votes) >= 2:
+                    pairs.append((votes[0], votes[1]))
+    if not reference:
+        return None
+    votes_of: dict[tuple[str, str, str, str], list[bool]] = {}
+    for r in run.records:
+        if r.case_id in wanted and r.status == "ok" and r.judgment is not None and r.dimension in dims:
+            for v in r.judgment.verdicts:
+                votes_of.setdefault((r.judge, r.case_id, r.dimension, v.id), []).append(v.met)
+    panel = {c.case_id: c.criteria for c in cons if c.case_id in wanted}
+    units = sorted(reference)
+
+    def rater(verdict_of: Callable[[Unit], bool | None], only: str | None = None) -> VerdictValidity:
+        mine, ref = [], []
+        for u in units:
+            if only is not None and u[1] != only:
+                continue
+            v = verdict_of(u)
+            if v is not None:
+                mine.append("met" if v else "not_met")
+                ref.append("met" if reference[u] else "not_met")
+        return verdict_validity(mine, ref)
+
+    def judge(j: str) -> Callable[[Unit], bool | None]:
+        return lambda u: _majority(votes_of.get((j, *u), []))
+
+    def panel_of(u: Unit) -> bool | None:
+        said = panel.get(u[0], {}).get(u[1], {}).get(u[2])
+        return None if said in (None, "split") else said == "met"
+
+    raters = {j: rater(judge(j)) for j in run.judges}
+    raters[PANEL] = rater(panel_of)
+    per_dim = {}
+    if len(dims) > 1:
+        per_dim = {d: {**{j: rater(judge(j), d) for j in run.judges}, PANEL: rater(panel_of, d)} for d in dims}
+    ceiling = verdict_validity(["met" if a else "not_met" for a, _ in pairs],
+                               ["met" if b else "not_met" for _, b in pairs]) if pairs else None
+    return CriteriaValidity(n_units=len(units), raters=raters, ceiling=ceiling, per_dimension=per_dim)
 
 
 def _majority(votes: Sequence[bool]) -> bool | None:

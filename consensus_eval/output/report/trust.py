@@ -166,6 +166,19 @@ def validity_block(v: ValidityReport, rubric: Rubric, judges: list[str], t: Mess
                                                                t("col_agreement")],
                                        rows, [False, True, True, True, True]))
         block.notes.append(t("validity_deductions_note", n=dv.n_items))
+    if v.criteria is not None:
+        cv = v.criteria
+        rows = [[t("panel") if name == PANEL else name, str(x.n), fmt.fixed(x.macro_f1), fmt.fixed(x.kappa),
+                 fmt.share(x.agreement)] for name, x in cv.raters.items()]
+        if cv.ceiling is not None:
+            rows.append([t("validity_ceiling"), str(cv.ceiling.n), fmt.fixed(cv.ceiling.macro_f1),
+                         fmt.fixed(cv.ceiling.kappa), fmt.share(cv.ceiling.agreement)])
+        block.tables.append(TableBlock("validity-criteria", [t("col_rater"), "n", "macro-F1", "kappa",
+                                                             t("col_agreement")],
+                                       rows, [False, True, True, True, True]))
+        block.notes.append(t("validity_criteria_note", n=cv.n_units))
+        if cv.ceiling is None:
+            block.notes.append(t("validity_criteria_no_ceiling"))
     ppi = [p for p in v.ppi if p.key == "total"]
     if ppi:
         def cell(m: MeanEstimate) -> str:
