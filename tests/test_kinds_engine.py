@@ -373,3 +373,17 @@ def test_score_runs_the_shipped_examples_with_the_fake_server_panel(tmp_path, mo
     assert levels == ({"ordinal"} if key == "rating" else {"nominal"})
     for f in ("consensus.csv", "consensus.jsonl", "report.md", "report.html"):
         assert (out / f).stat().st_size > 0
+
+
+def test_every_quote_is_grounded_except_an_empty_one_of_a_criterion_not_met():
+    from consensus_eval.domain.judgment import quotes_of
+    from consensus_eval.execution.results import evidence_of
+
+    j = Judgment(dimension="items", verdicts=[CriterionVerdict(id="a", met=True, evidence="rash"),
+                                              CriterionVerdict(id="b", met=False),
+                                              CriterionVerdict(id="c", met=True)])
+    assert quotes_of(j) == ["rash", ""]
+    assert [d for d, _ in evidence_of(_rec("c1", "x", "items", j))] == ["c1|x|items|0#v0", "c1|x|items|0#v2"]
+    lik = Judgment(dimension="accurate", rating=3, evidence=["q1", "q2"])
+    assert quotes_of(lik) == ["q1", "q2"]
+    assert [d for d, _ in evidence_of(_rec("c1", "x", "accurate", lik))] == ["c1|x|accurate|0#e0", "c1|x|accurate|0#e1"]

@@ -2,9 +2,12 @@
 
 A :class:`Judgment` is what any judge (rules or LLM) returns for one (case, dimension): a list of
 itemized deductions, the fixed penalties that apply, and the judge's own claimed score and stars
-(kept, compared, never trusted). :func:`response_model` builds, from the rubric, the pydantic model
-an LLM must fill: categories and deduction types are closed sets, points are checked against the
-rubric, so a reply that breaks the rubric is a validation error (and is re-asked), never scored.
+(kept, compared, never trusted); for a ``likert`` dimension the level picked and its quotes, for a
+``criteria`` dimension a verdict per criterion. :func:`response_model` builds, from the rubric, the
+pydantic model an LLM must fill, by the dimension's kind: categories and deduction types are closed sets,
+points are checked against the rubric; a likert rating is one of the dimension's levels; criterion ids are
+the case's (or the rubric's) criteria, each judged exactly once. A reply that breaks the rubric is a
+validation error (and is re-asked), never scored.
 """
 
 from __future__ import annotations
@@ -84,9 +87,10 @@ class Judgment(BaseModel):
 
 def quotes_of(judgment: Judgment) -> list[str]:
     """Every quote a judgment gives as evidence, whatever its kind: each deduction's and fixed penalty's,
-    a likert rating's quotes, each criterion verdict's (what grounding looks for in the case)."""
+    a likert rating's quotes, each criterion verdict's (what grounding looks for in the case; a verdict
+    ``not met`` may have nothing to quote, and an empty quote of one is not asked for again)."""
     return ([d.evidence for d in judgment.deductions] + [p.evidence for p in judgment.fixed_penalties]
-            + list(judgment.evidence) + [v.evidence for v in judgment.verdicts])
+            + list(judgment.evidence) + [v.evidence for v in judgment.verdicts if v.evidence or v.met])
 
 
 #: Why a call failed, by cause. Only ``rate_limit``, ``server_error``, ``timeout`` and ``connection``

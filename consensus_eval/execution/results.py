@@ -93,7 +93,8 @@ def _exact(x: float | None) -> object:
 
 def evidence_of(rec: CallRecord) -> Iterator[tuple[str, str]]:
     """``(deduction id, evidence)`` of every deduction (``#d{i}``) and fixed penalty (``#p{i}``) of a call;
-    of the other kinds, every quote of a likert rating (``#e{i}``) and every criterion verdict's (``#v{i}``)."""
+    of the other kinds, every quote of a likert rating (``#e{i}``) and every criterion verdict's (``#v{i}``; a
+    verdict ``not met`` without a quote has none to look for)."""
     if rec.status != "ok" or rec.judgment is None:
         return
     for i, d in enumerate(rec.judgment.deductions):
@@ -103,7 +104,8 @@ def evidence_of(rec: CallRecord) -> Iterator[tuple[str, str]]:
     for i, e in enumerate(rec.judgment.evidence):
         yield f"{rec.request_hash}#e{i}", e
     for i, v in enumerate(rec.judgment.verdicts):
-        yield f"{rec.request_hash}#v{i}", v.evidence
+        if v.evidence or v.met:  # a criterion not met may have nothing to quote
+            yield f"{rec.request_hash}#v{i}", v.evidence
 
 
 def ground_all(rubric: Rubric, cases: Sequence[Case], records: Iterable[CallRecord]) -> dict[str, Grounding]:
