@@ -182,13 +182,18 @@ def prepare_calibration(config: ConfigInput = DEFAULT_CONFIG, suite: str | Path 
     cfg = _config(config)
     rubric = load_rubric(cfg.rubric)
     planting = None
+    if rubric.kinds != {"deductions"}:
+        # calibration plants errors a judge must deduct: a likert or criteria dimension has nothing to plant
+        other = [f"{d.id} ({d.kind})" for d in rubric.dimensions if d.kind != "deductions"]
+        raise InputError(f"rubric {rubric.id!r} has no planting operators: calibration measures judges on errors "
+                         f"planted for them to deduct, and {', '.join(other)} are not deductions dimensions. Score "
+                         f"the cases and check the judges against clinicians' labels instead (`consensus-eval "
+                         f"audit RUN_DIR --spot-check N`)")
     if (bases is not None or str(suite) in BUILTIN_SUITES) and rubric.id != SUITE_RUBRIC_ID:
         # the planting operators (and the built-in suites made with them) belong to their rubric
         what = f"the {suite} calibration suite is" if bases is None else "the planting operators (--bases) are"
         raise InputError(f"rubric {rubric.id!r} has no planting operators ({what} written for the rubric "
-                         f"{SUITE_RUBRIC_ID!r}): calibrate it with a suite of your own (--suite FILE)"
-                         + ("" if rubric.kinds == {"deductions"} else
-                            ", or score it and check the judges against clinicians' labels (a spot check)"))
+                         f"{SUITE_RUBRIC_ID!r}): calibrate it with a suite of your own (--suite FILE)")
     if bases is not None:
         if str(suite) != "builtin":
             raise InputError("--bases plants into your records; --suite gives a finished suite: use one of them")

@@ -195,12 +195,33 @@ def _kind_of(props: dict[str, Any]) -> str | None:
         return "likert"
     if "verdicts" in props:
         return "criteria"
+    if "deductions" in props:
+        return "deductions"
     return None
 
 
+_TYPE_HELP = re.compile(r"(\w+) \((\w+), ([0-9.]+)(?:-([0-9.]+))?\)")
+_SCORE_MAX = re.compile(r"0-([0-9.]+)")
+
+
+def _deductions_reply(schema: dict[str, Any], node: dict[str, Any], rng: random.Random, quality: float,
+                      bias: float, evidence: str) -> dict[str, Any]:
+    """A valid deductions reply for any rubric, read from its schema: the deduction types and their points
+    from the type field's description (``id (category, points)``), the maximum from the score's."""
+    props = node["properties"]
+    deduction = _resolve(schema, props["deductions"]["items"])
+    types = _TYPE_HELP.findall(deduction["properties"]["type"].get("description", ""))
+    n = max(0, round((1 - quality) * 3 + bias + rng.gauss(0, 0.6))) if types else 0
+    picks = [rng.choice(types) for _ in range(n)]
+    top = float(_SCORE_MAX.search(props["score"].get("description", "0-0")).group(1))
+    return {"deductions": [{"category": c, "type": t, "points": float(low), "evidence": evidence, "reason": "fake"}
+                           for t, c, low, _ in picks],
+            "fixed_penalties": [], "score": top, "stars": 5, "comment": "fake"}
+
+
 def kinds_dimension(request: dict[str, Any]) -> str:
-    """``"kind:<model title>"`` when the request asks for a likert or criteria reply (or a whole case of
-    them), else "" (a deductions request: :func:`dimension_of`)."""
+    """``"kind:<model title>"`` when the request asks for a reply of any rubric's dimension (or a whole case
+    of them) that :func:`dimension_of` does not know (it knows medical_record's), else ""."""
     schema = request_schema(request)
     if not schema:
         return ""
@@ -214,15 +235,17 @@ def kinds_dimension(request: dict[str, Any]) -> str:
 
 
 def kinds_reply(request: dict[str, Any], rng: random.Random, quality: float, bias: float) -> dict[str, Any]:
-    """A valid likert / criteria reply (or whole-case reply) for the request's schema: a rating near
-    ``quality`` (0-1 of the scale) shifted by ``bias`` (levels), verdicts met with probability ``quality``;
-    evidence quotes the record."""
+    """A valid reply (or whole-case reply) for the request's schema, whatever the rubric: a rating near
+    ``quality`` (0-1 of the scale) shifted by ``bias`` (levels), verdicts met with probability ``quality``,
+    about ``(1 - quality) x 3 + bias`` deductions; evidence quotes the record."""
     schema = request_schema(request) or {}
     record, _ = case_texts(request)
 
     def one(node: dict[str, Any]) -> dict[str, Any]:
         props = node.get("properties", {})
         evidence = _snippet(rng, record) if record.strip() else ""
+        if _kind_of(props) == "deductions":
+            return _deductions_reply(schema, node, rng, quality, bias, evidence)
         if _kind_of(props) == "likert":
             levels = sorted(props["rating"]["enum"])
             pos = quality * (len(levels) - 1) - bias + rng.gauss(0, 0.7)

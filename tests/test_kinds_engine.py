@@ -387,3 +387,48 @@ def test_every_quote_is_grounded_except_an_empty_one_of_a_criterion_not_met():
     lik = Judgment(dimension="accurate", rating=3, evidence=["q1", "q2"])
     assert quotes_of(lik) == ["q1", "q2"]
     assert [d for d, _ in evidence_of(_rec("c1", "x", "accurate", lik))] == ["c1|x|accurate|0#e0", "c1|x|accurate|0#e1"]
+
+
+@pytest.mark.parametrize("name", ["radiology", "discharge5", "checklist"])
+def test_score_runs_the_test_only_rubric_of_each_kind(tmp_path, monkeypatch, name):
+    # the rubrics a newcomer wrote from the README and docs alone (tests/data/kinds), with their own configs
+    from consensus_eval.cli import app
+
+    root = Path(__file__).resolve().parents[1]
+    folder = root / "tests" / "data" / "kinds"
+    if not (folder / f"{name}.config.yaml").is_file():
+        pytest.skip(f"tests/data/kinds/{name} not there")
+    monkeypatch.setenv("JUDGE_A_KEY", FAKE_KEY)
+    monkeypatch.chdir(root)
+    out = tmp_path / "out"
+    with FakeServer(FakeConfig(seed=11)) as srv:
+        cfg = _example_config(tmp_path / "c.yaml", folder / f"{name}.config.yaml", srv.url)
+        res = CliRunner().invoke(app, ["score", str(folder / f"{name}_cases.jsonl"), "-c", str(cfg),
+                                       "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    rubric = load_rubric(folder / f"{name}.yaml")
+    rows = [json.loads(x) for x in (out / "judgments.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert rows and all(r["status"] == "ok" for r in rows)
+    assert {r["dimension"] for r in rows} == {d.id for d in rubric.dimensions}
+    rel = json.loads((out / "reliability.json").read_text(encoding="utf-8"))
+    for d in rubric.dimensions:
+        assert rel["across_judges"][d.id]["level"] == level_of(d)
+    with (out / "consensus.csv").open(encoding="utf-8") as f:
+        head = next(csv.reader(f))
+    assert [h for h in head if h.endswith("_stars")] == [f"{d.id}_stars" for d in rubric.dimensions if d.stars]
+    assert (out / "report.html").stat().st_size > 0
+
+
+def test_calibrate_refuses_a_rubric_of_another_kind_even_with_a_suite_of_its_own(tmp_path):
+    from consensus_eval.cli import app
+
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(f"rubric: {CHECKS}\nprompts_dir: {PROMPTS}\njudges:\n  - name: j\n    model: openai/x\n"
+                   f"    api_key_env: NO_KEY_HERE\n", encoding="utf-8")
+    suite = tmp_path / "suite.jsonl"
+    suite.write_text((DATA / "cases.jsonl").read_text(encoding="utf-8"), encoding="utf-8")
+    res = CliRunner().invoke(app, ["calibrate", "-c", str(cfg), "--suite", str(suite), "--out", str(tmp_path / "o"),
+                                   "--dry-run"])
+    text = " ".join(res.output.split())
+    assert res.exit_code == 2 and "rubric 'checks' has no planting operators" in text
+    assert "safety (criteria), items (criteria)" in text and "Traceback" not in res.output
