@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import random
 import re
 import sqlite3
@@ -23,11 +24,13 @@ from consensus_eval.analysis.human import build_review, criterion_cells, criteri
 from consensus_eval.api import load_run, spot_check
 from consensus_eval.execution.store import HumanLabelRecord, Store
 from consensus_eval.output.audit_console import print_audit
-from consensus_eval.output.report import write_reports
+from consensus_eval.output.report import i18n as report_i18n, write_reports
 from consensus_eval.output.report.i18n import messages
+from consensus_eval.review import app as review_app
 from consensus_eval.review.app import create_app
 from consensus_eval.review.model import ActionError, ReviewRun
 from tests.kinds_human_run import build_kinds_run, kinds_rubric
+from tests.test_review import _VisibleText, score_run
 
 
 @pytest.fixture(scope="module")
@@ -467,3 +470,80 @@ def test_criteria_validity_is_macro_f1_and_kappa_per_judge_with_the_clinicians_c
     text = md.read_text(encoding="utf-8")
     assert "| judge-a | " + str(len(ref)) + " | " in text and "macro-F1 | kappa" in text
     assert f"({len(ref)} units)" in text
+
+
+# --------------------------------------------------------------------------- 4. the report, in the rubric's language
+
+#: Han characters, kana, hangul, CJK symbols and punctuation, fullwidth forms
+CJK = re.compile(r"[\u2e80-\u2fff\u3000-\u303f\u3040-\u30ff\u3100-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af"
+                 r"\uf900-\ufaff\uff00-\uffef]")
+
+
+def _pages_of(folder: Path) -> dict[str, str]:
+    """report.md, report.html and the review app's pages (queue, three cases, the team) of a run."""
+    res = load_run(folder, replies=False, reuse_saved=False)
+    md, page = write_reports(res, folder)
+    out = {"report.md": md.read_text(encoding="utf-8"), "report.html": page.read_text(encoding="utf-8")}
+    with closing(ReviewRun.open(folder)) as r:
+        c, _ = _client(r, "dr_x")
+        with c:
+            for path in ("/", "/?scope=all", "/case/1", "/case/2", "/case/3", "/team"):
+                out[path] = c.get(path).text
+    return out
+
+
+@pytest.mark.parametrize("kind", ["likert", "criteria"])
+def test_an_english_rubrics_report_and_review_pages_have_no_cjk_character(kind: str, tmp_path: Path) -> None:
+    folder = build_kinds_run(tmp_path / kind, kind, n_cases=10, per_case=kind == "criteria", noise=0.5)
+    _clinicians(folder, 6, 0.2, seed=2)   # the human, validity and progress sections show too
+    pages = _pages_of(folder)
+    assert "Ratings per attribute and judge" in pages["report.md"] if kind == "likert" else \
+        "Criteria: met rates and split criteria" in pages["report.md"]
+    for name, text in pages.items():
+        found = sorted(set(CJK.findall(text)))
+        assert not found, (kind, name, found, [text[max(0, m.start() - 40):m.end() + 40]
+                                               for m in list(CJK.finditer(text))[:3]])
+
+
+def test_a_likert_report_shows_no_made_up_star_and_a_criteria_report_none_at_all(likert_run: Path,
+                                                                               criteria_run: Path) -> None:
+    text = load_run(likert_run, replies=False).rubric and _md(likert_run)
+    # only Organized has stars; no star total (no star weight)
+    assert "| stars (Organized) |" in text and "star total" not in text.lower()
+    assert "–★" not in text and "-/-" not in text
+    text = _md(criteria_run)
+    assert "★" not in text and "stars" not in text.split("## Reliability")[0]
+
+
+def _md(folder: Path) -> str:
+    md, _ = write_reports(load_run(folder, replies=False), folder)
+    return md.read_text(encoding="utf-8")
+
+
+def test_the_chinese_medical_record_report_has_no_english_ui_phrase_with_a_chinese_translation(tmp_path: Path) -> None:
+    """Every phrase of the English catalogues (report and review app) that the Chinese ones translate: none
+    on the Chinese report pages of a medical_record run (report.md, report.html's visible text and labels)."""
+    folder = score_run(tmp_path / "mr")
+    res = load_run(folder, replies=False)
+    assert res.rubric.id == "medical_record"
+    md, page = write_reports(res, folder)
+    seen = _VisibleText()
+    seen.feed(page.read_text(encoding="utf-8"))
+    meta = re.search(r'<script type="application/json" id="meta">(.*?)</script>', page.read_text(encoding="utf-8"),
+                     re.S)
+    texts = [md.read_text(encoding="utf-8"), " ".join(seen.out), meta.group(1) if meta else ""]
+    phrases = set()
+    for folder_i18n in (Path(report_i18n.__file__).parent / "i18n", Path(review_app.__file__).parent / "i18n"):
+        en = json.loads((folder_i18n / "en.json").read_text(encoding="utf-8"))
+        zh = json.loads((folder_i18n / "zh.json").read_text(encoding="utf-8"))
+        for k, v in en.items():
+            if k.startswith("_") or zh.get(k) in (None, v):
+                continue
+            for part in re.split(r"\{\w+\}", v):
+                part = part.strip(" .,:;()·/–-")
+                if " " in part and len(part) >= 10 and re.search(r"[A-Za-z]{3}", part):
+                    phrases.add(part)
+    assert len(phrases) > 300
+    for text in texts:
+        hits = sorted(p for p in phrases if p in text)
+        assert not hits, hits[:10]

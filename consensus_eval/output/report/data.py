@@ -22,15 +22,16 @@ from consensus_eval.analysis.judge_quality import JudgeQuality
 from consensus_eval.analysis.reliability import ReliabilityReport
 from consensus_eval.analysis.results import Results
 from consensus_eval.domain.cases import Case
-from consensus_eval.domain.rubric import Rubric
+from consensus_eval.domain.rubric import Dimension, Rubric
 from consensus_eval.execution.results import JudgeUsage
 from consensus_eval.output.calibration import CALIBRATION_JSON, load_calibration
 from consensus_eval.output.files import fmt_num
 from consensus_eval.output.report.calibration import calibration_block
 from consensus_eval.output.report.charts import BoxPlot, Histogram, box_plot, histograms
-from consensus_eval.output.report.drill import drill_payload
+from consensus_eval.output.report.drill import conversation_shown, drill_payload
 from consensus_eval.output.report.i18n import Messages, default_lang, messages
-from consensus_eval.output.report.trust import TrustBlocks, trust_blocks
+from consensus_eval.output.report.kinds import kinds_blocks
+from consensus_eval.output.report.trust import Block, TrustBlocks, trust_blocks
 
 #: cases shown with full details in report.md (the HTML has every case, drilled down on demand)
 MARKDOWN_TOP = 10
@@ -133,7 +134,7 @@ class ReportData:
                       for p in d.fixed_penalties})
         for a in self.ranking:
             case = self.cases.get(a.case_id)
-            conv = case.conversation_as_text(roles) if case else ""
+            conv = conversation_shown(case, roles, self.lang) if case else ""
             yield drill_payload(a, case.record if case else "", conv, self.judges, self.anchors[a.case_id],
                                 review=review.case(a.case_id) if review else None, type_names=types,
                                 flags=self.flag_texts(a.case_id))
@@ -152,6 +153,9 @@ class ReportData:
         for f in (c.flag_codes if c else []):
             if f.code == "spread":
                 out.append(self.t("flag_spread", value=fmt_num(f.value), limit=fmt_num(f.limit)))
+            elif f.code in ("level_gap", "split"):
+                dim = names.get(f.dimension or "", f.dimension)
+                out.append(self.t("flag_" + f.code, dim=dim, value=fmt_num(f.value)))
             else:
                 dim = names.get(f.dimension or "", f.dimension)
                 out.append(self.t("flag_star_gap", dim=dim, value=fmt_num(f.value)))
@@ -215,6 +219,27 @@ class ReportData:
             calibration = calibration_block(load_calibration(self.folder / CALIBRATION_JSON), self.t, self.rubric,
                                             validity.deductions if validity is not None else None, self.human)
         return trust_blocks(self.results, self.t, calibration)
+
+    @cached_property
+    def kinds(self) -> list[Block]:
+        """The sections of the rubric's kinds (:mod:`.kinds`: ratings of likert attributes, criteria met rates);
+        empty for a rubric of deductions only."""
+        return kinds_blocks(self.results, self.t)
+
+    @property
+    def deductions_only(self) -> bool:
+        """Whether every dimension is a deductions one (the report then reads as it always has)."""
+        return all(d.kind == "deductions" for d in self.rubric.dimensions)
+
+    @property
+    def star_dims(self) -> list[Dimension]:
+        """The dimensions with stars (every one of a deductions rubric); only these show stars."""
+        return [d for d in self.rubric.dimensions if d.stars is not None]
+
+    @property
+    def has_star_total(self) -> bool:
+        """Whether the seed's star formula means anything here: some dimension has stars and a star weight."""
+        return any(d.stars is not None and d.star_weight for d in self.rubric.dimensions)
 
     @property
     def human(self) -> HumanAgreement | None:

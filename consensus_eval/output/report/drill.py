@@ -25,6 +25,7 @@ from typing import Any
 
 from consensus_eval.analysis.audit import PENALTY_CATEGORY, PENALTY_CATEGORY_NAME, CaseAudit, DrillItem
 from consensus_eval.analysis.human import CaseReview
+from consensus_eval.domain.cases import Case
 from consensus_eval.domain.rubric import Rubric
 
 #: cases per compressed chunk: large enough to compress well, small enough to open a case quickly
@@ -94,7 +95,11 @@ def drill_payload(a: CaseAudit, record: str, conversation: str, judges: Sequence
     over reviewers; ``s`` reviewer -> key -> score; ``cm`` [reviewer, dimension, comment]; ``ad`` the
     deductions they added: [reviewer, dimension, type name (``type_names``, else its id), points,
     evidence, comment]) and
-    ``dims``, one per dimension: ``id``, ``n`` (name), ``max``, ``p`` (panel score), ``g`` (star gap),
+    ``dims``, one per dimension (a likert or criteria dimension adds ``kd``, its kind; likert: ``lv`` [lowest,
+    highest level] and per judge ``rt`` [run, level, anchor, evidence quotes] and ``n`` (its runs); criteria:
+    ``cr`` [criterion id, text, points, judges differ (1/0), judge index -> verdict per run] and ``hc``
+    (reviewer -> criterion id -> met, their own verdicts)): ``id``, ``n`` (name), ``max``, ``p`` (panel score),
+    ``g`` (star gap),
     ``q`` (nobody deducted), ``v``: per judge ``j`` (index in the judge list), ``s`` (score), ``k``
     (stars), ``ok``/``nf`` (runs ok/failed), ``e`` (errors), ``c`` (comments), ``gr``: its
     drill-down (:meth:`~consensus_eval.analysis.audit.JudgeView.drill_down`), groups of ``r`` (the
@@ -112,10 +117,26 @@ def drill_payload(a: CaseAudit, record: str, conversation: str, judges: Sequence
         views = []
         for v in dim.judges:
             groups = [{"r": g.runs, "n": g.n_runs, "d": [_item(it, review) for it in g.items]} for g in v.drill_down()]
-            views.append(_lean({"j": jidx.get(v.judge, -1), "s": v.score, "k": v.stars, "ok": v.runs_ok,
-                                "nf": v.runs_failed, "e": v.errors, "c": v.comments, "gr": groups}))
-        dims.append({"id": dim.dimension, "n": dim.name, "max": dim.max, "p": dim.panel_score, "g": dim.star_gap,
-                     "q": dim.quiet, "v": views})
+            view = _lean({"j": jidx.get(v.judge, -1), "s": v.score, "k": v.stars, "ok": v.runs_ok,
+                          "nf": v.runs_failed, "e": v.errors, "c": v.comments, "gr": groups})
+            if v.ratings:
+                view["rt"] = [[r.run, r.rating, r.anchor, r.evidence] for r in v.ratings]
+                view["n"] = v.n_runs
+            views.append(view)
+        entry: dict[str, Any] = {"id": dim.dimension, "n": dim.name, "max": dim.max, "p": dim.panel_score,
+                                 "g": dim.star_gap, "q": dim.quiet, "v": views}
+        if dim.kind != "deductions":   # a deductions dimension's payload is what it always was
+            entry["kd"] = dim.kind
+            if dim.kind == "likert":
+                entry["lv"] = [min(dim.levels), max(dim.levels)] if dim.levels else []
+            else:
+                entry["cr"] = [[row.id, row.text, row.points, int(row.split),
+                                {str(jidx.get(j, j)): votes for j, votes in row.judges.items()}]
+                               for row in dim.criteria]
+                if review is not None:
+                    entry["hc"] = {rv: given[dim.dimension] for rv, given in review.criteria.items()
+                                   if dim.dimension in given}
+        dims.append(entry)
     out: dict[str, Any] = {
         "id": a.case_id, "a": anchor_id, "rk": a.rank, "st": a.status, "tot": a.total,
         "jt": {str(jidx.get(j, j)): t for j, t in a.judge_totals.items()},
@@ -167,6 +188,28 @@ def _item(it: DrillItem, review: CaseReview | None) -> dict[str, Any]:
         if ref is not None:
             item["rv"] = ref
     return item
+
+
+#: the separator :meth:`~consensus_eval.domain.cases.Case.conversation_as_text` puts after a turn's speaker
+TURN_SEPARATOR = "\uff1a"
+
+
+def conversation_shown(case: Case, roles: Mapping[str, str], lang: str) -> str:
+    """A case's conversation as a page shows it: :meth:`~consensus_eval.domain.cases.Case.conversation_as_text`
+    (the text the judges read, which evidence spans index into), with the fullwidth colon written after each
+    turn's speaker replaced by ``:`` on a page not in Chinese: one character for one, so every span still
+    points where it did, and an English page shows no Chinese punctuation. The turns' own text is untouched."""
+    text = case.conversation_as_text(roles)
+    if lang == "zh" or isinstance(case.conversation, str):
+        return text
+    chars = list(text)
+    pos = 0
+    for turn in case.conversation:
+        sep = pos + len(roles.get(turn.role, turn.role))
+        if sep < len(chars) and chars[sep] == TURN_SEPARATOR:
+            chars[sep] = ":"
+        pos = sep + 1 + len(turn.text) + 1
+    return "".join(chars)
 
 
 def category_options(rubric: Rubric) -> list[tuple[str, str]]:

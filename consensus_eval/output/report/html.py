@@ -38,6 +38,9 @@ JS_LABELS = ("showing", "loading", "no_stream", "total", "judge_totals", "human"
              "status_incomplete", "verdict_agree", "verdict_disagree", "verdict_unsure", "human_vs_panel",
              "human_comments", "human_added", "fixed_penalty", "verdict_reference",
              "search_placeholder_reasons")
+#: the catalogue keys the script uses for likert and criteria dimensions (passed only when the rubric has one)
+JS_KIND_LABELS = ("dim_sub_likert", "dim_sub_criteria", "quiet_kinds", "level", "met", "not_met", "split",
+                  "col_criterion", "col_points")
 
 
 def render_html(data: ReportData) -> str:
@@ -52,7 +55,8 @@ def html_pieces(data: ReportData) -> Iterator[str]:
     script = script_text()
     index, chunks = pack(data.drill_payloads())
     types = type_names(data.rubric)
-    meta = {"judges": data.judges, "index": index, "labels": {k: data.t(k) for k in JS_LABELS},
+    labels = JS_LABELS if data.deductions_only else (*JS_LABELS, *JS_KIND_LABELS)
+    meta = {"judges": data.judges, "index": index, "labels": {k: data.t(k) for k in labels},
             "types": [name for _, name in types]}
     judges = data.judges
     options = category_options(data.rubric)

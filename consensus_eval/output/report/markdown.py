@@ -12,6 +12,7 @@ from collections.abc import Iterable, Sequence
 
 from consensus_eval.analysis.agreement import Agreement
 from consensus_eval.analysis.audit import CaseAudit, DimensionAudit
+from consensus_eval.analysis.human import CaseReview
 from consensus_eval.output.report import fmt
 from consensus_eval.output.report.charts import summary_stats
 from consensus_eval.output.report.data import (
@@ -48,7 +49,8 @@ def render_markdown(data: ReportData) -> str:
     """The whole report as Markdown: the review queue first, then the summary sections."""
     tb = data.trust
     parts = [
-        _header(data), _queue(data), _summary(data), block_markdown(tb.systems), _quality(data), _distributions(data),
+        _header(data), _queue(data), _summary(data), *(block_markdown(b) for b in data.kinds),
+        block_markdown(tb.systems), _quality(data), _distributions(data),
         _agreement(data), _reliability(data), _human(data), block_markdown(tb.added), block_markdown(tb.validity),
         block_markdown(tb.decision), block_markdown(tb.calibration), _metrics(data), _costs(data), _details(data),
     ]
@@ -69,9 +71,10 @@ def block_markdown(b: Block | None, level: int = 2) -> str:
 
 def _header(d: ReportData) -> str:
     r, t = d.rubric, d.t
-    text = (f"# {md_text(r.name)}\n\n" + t("md_meta_line", n_cases=len(d.consensus), n_judges=len(d.judges),
-                                               judges=md_text(", ".join(d.judges)), rubric=md_text(r.id),
-                                               version=md_text(r.version), generated=d.generated_at))
+    meta = "md_meta_line" if d.deductions_only else "md_meta_line_kinds"
+    text = (f"# {md_text(r.name)}\n\n" + t(meta, n_cases=len(d.consensus), n_judges=len(d.judges),
+                                             judges=md_text(", ".join(d.judges)), rubric=md_text(r.id),
+                                             version=md_text(r.version), generated=d.generated_at))
     if d.missing_calls:
         text += "\n\n**" + t("incomplete_banner", missing=d.missing_calls, planned=d.planned_calls,
                                cases=d.incomplete_cases) + "**"
@@ -110,25 +113,32 @@ def _summary(d: ReportData) -> str:
     t = d.t
     dims = d.rubric.dimensions
     formula, star_max = fmt.star_formula(d.rubric)
-    intro = t("star_formula", formula=md_text(formula), max=fmt.num(star_max))
+    intro = t("star_formula", formula=md_text(formula), max=fmt.num(star_max)) if d.has_star_total else ""
     shown = d.consensus
     if len(shown) > MARKDOWN_ALL_CASES:
         flagged = {a.case_id for a in d.queue}
         shown = [c for c in shown if c.case_id in flagged][:MARKDOWN_ALL_CASES]
-        intro += " " + t("md_summary_cut", shown=len(shown), n=len(d.consensus))
+        intro = (intro + " " + t("md_summary_cut", shown=len(shown), n=len(d.consensus))).strip()
+    # the star columns only where stars mean something: a dimension without stars shows none (never a made-up one)
+    star_dims, star_total = d.star_dims, d.has_star_total
     header = [t("col_case"), *(f"{md_text(x.name)} /{fmt.num(x.max)}" for x in dims),
-              f"{t('col_total')} /{fmt.num(d.rubric.max_total)}", t("col_star_total"), t("col_stars"), t("col_judges"),
-              t("col_spread"), t("col_status"), t("col_flags")]
-    rows = [[md_text(c.case_id), *(fmt.avg(c.scores[x.id]) for x in dims), fmt.avg(c.total), fmt.num(c.star_total),
-             "/".join(str(c.stars[x.id] or "-") for x in dims), str(c.n_judges), fmt.num(c.spread),
+              f"{t('col_total')} /{fmt.num(d.rubric.max_total)}", *([t("col_star_total")] if star_total else []),
+              *([t("col_stars") + ("" if len(star_dims) == len(dims) else
+                                   f" ({md_text(', '.join(x.name for x in star_dims))})")] if star_dims else []),
+              t("col_judges"), t("col_spread"), t("col_status"),
+              t("col_flags")]
+    rows = [[md_text(c.case_id), *(fmt.avg(c.scores[x.id]) for x in dims), fmt.avg(c.total),
+             *([fmt.num(c.star_total)] if star_total else []),
+             *(["/".join(str(c.stars.get(x.id) or "-") for x in star_dims)] if star_dims else []),
+             str(c.n_judges), fmt.num(c.spread),
              t("status_" + c.status), md_text("; ".join(d.flag_texts(c.case_id)))] for c in shown]
-    right = [False, *([True] * (len(dims) + 5)), False, False]
+    right = [False, *([True] * (len(dims) + 3 + star_total + bool(star_dims))), False, False]
     counts = {s: sum(c.status == s for c in d.consensus) for s in ("ok", "inconclusive", "failed", "incomplete")}
     totals = [c.total for c in d.consensus if c.total is not None]
     mean = sum(totals) / len(totals) if totals else None
     line = t("md_totals", n=len(d.consensus), mean=fmt.mean1(mean),
              statuses=", ".join(f"{t('status_' + s)} {n}" for s, n in counts.items() if n))
-    return f"## {t('h_cases')}\n\n{line}\n\n{intro}\n\n" + table(header, rows, right)
+    return f"## {t('h_cases')}\n\n{line}\n\n" + (f"{intro}\n\n" if intro else "") + table(header, rows, right)
 
 
 def _quality(d: ReportData) -> str:
@@ -139,9 +149,10 @@ def _quality(d: ReportData) -> str:
     rows = [[md_text(j), fmt.integer(q.deductions), *(fmt.integer(q.by_kind.get(k, 0)) for k in kinds),
              fmt.share(q.ungrounded), fmt.share(q.claim_mismatch) if q.claim_mismatch.n else t("no_claims")]
             for j, q in d.judge_quality.items()]
-    header = [t("col_judge"), t("col_deductions"), *(t("col_" + k) for k in kinds), t("col_ungrounded"),
-              t("col_mismatch")]
-    return f"## {t('h_quality')}\n\n{t('quality_intro')}\n\n" + table(header, rows, [False] + [True] * 8)
+    header = [t("col_judge"), t("col_deductions" if d.deductions_only else "col_quotes"),
+              *(t("col_" + k) for k in kinds), t("col_ungrounded"), t("col_mismatch")]
+    intro = t("quality_intro" if d.deductions_only else "quality_intro_kinds")
+    return f"## {t('h_quality')}\n\n{intro}\n\n" + table(header, rows, [False] + [True] * 8)
 
 
 def _distributions(d: ReportData) -> str:
@@ -298,13 +309,16 @@ def _case_details(a: CaseAudit, d: ReportData) -> str:
                                                            for j, es in a.errors_by_judge().items()))
     else:
         for dim in a.dimensions:
-            lines.extend(_dimension_lines(dim, t, review.human.get(dim.dimension) if review else None))
+            human = review.human.get(dim.dimension) if review else None
+            lines.extend(_dimension_lines(dim, t, human) if dim.kind == "deductions" else
+                         _kind_lines(dim, t, human, review, d.judges))
     if a.mismatch_runs:
         lines.append(f"\n{t('claimed_vs_derived')}:")
         lines += [f"- {md_text(m.judge)} run {m.run + 1}, {md_text(m.dimension_name)}: "
                   f"claimed {fmt.num(m.claimed_score)} "
                   f"({m.claimed_stars if m.claimed_stars is not None else fmt.DASH}★), derived "
-                  f"{fmt.num(m.derived_score)} ({m.derived_stars}★)" for m in a.mismatch_runs]
+                  f"{fmt.num(m.derived_score)}" + (f" ({m.derived_stars}★)" if m.derived_stars is not None else "")
+                  for m in a.mismatch_runs]
     return "\n".join(lines)
 
 
@@ -340,6 +354,46 @@ def _dimension_lines(dim: DimensionAudit, t: Messages, human: float | None = Non
                 if x.grounding is not None and x.grounding.kind == "not_found":
                     note += f" **[{t('not_found')}]**"
                 lines.append(f"{indent}- {item}{note}{quote}")
+    return lines
+
+
+def _kind_lines(dim: DimensionAudit, t: Messages, human: float | None, review: CaseReview | None,
+               judges: Sequence[str]) -> list[str]:
+    """A likert dimension's drill-down (each judge's level per run with its anchor and evidence) or a criteria
+    dimension's (criterion by criterion, each judge's verdict, the reviewers' own)."""
+    if dim.quiet:
+        return [f"\n{md_text(dim.name)}: {t('quiet_kinds')}"]
+    if dim.kind == "likert":
+        sub = t("md_dim_sub_likert", panel=fmt.num(dim.panel_score), spread=fmt.num(dim.level_spread))
+    else:
+        sub = t("md_dim_sub_criteria", panel=fmt.num(dim.panel_score), split=len(dim.split_criteria),
+                n=len(dim.criteria))
+    if human is not None:
+        sub += f", {t('human')} {fmt.num(human)}"
+    lines = [f"\n{md_text(dim.name)} ({sub}):\n"]
+    if dim.kind == "likert":
+        for v in dim.judges:
+            head = f"- {md_text(v.judge)}: {fmt.num(v.score)}" + (f" ({fmt.stars(v.stars)})" if v.stars else "")
+            if not v.runs_ok:
+                lines.append(f"{head}: {t('failed')} ({md_text('; '.join(v.errors))})")
+                continue
+            lines.append(head)
+            for r in v.ratings:
+                run = f"*{md_text(_runs_label([r.run], v.n_runs, t))}* " if v.n_runs > 1 else ""
+                quotes = "".join(f" «{md_text(q)}»" for q in r.evidence)
+                lines.append(f"  - {run}{md_text(t('level', level=r.rating, anchor=r.anchor))}{quotes}")
+        return lines
+    mine = {rv: given.get(dim.dimension, {}) for rv, given in review.criteria.items()} if review else {}
+    for row in dim.criteria:
+        said = []
+        for j in judges:
+            votes = row.judges.get(j)
+            if votes:
+                said.append(f"{md_text(j)} " + "/".join(t("met") if m else t("not_met") for m in votes))
+        said += [f"{md_text(rv)} {t('met') if given[row.id] else t('not_met')}"
+                 for rv, given in mine.items() if row.id in given]
+        note = f" **[{t('split')}]**" if row.split else ""
+        lines.append(f"- {md_text(row.id)}: {md_text(row.text)} ({fmt.num(row.points)}){note}: " + "; ".join(said))
     return lines
 
 

@@ -245,9 +245,54 @@
     if (p.err) {
       Object.keys(p.err).forEach(function (j) { box.appendChild(el("p", "err", j + ": " + p.err[j].join("; "))); });
     }
+    function kindDim(d) {   /* a likert dimension: each judge's levels; a criteria one: criterion x judge */
+      if (d.kd === "likert") {
+        var lgrid = el("div", "jgrid");
+        d.v.forEach(function (v) {
+          var col = el("div", "jcol s" + (v.k || 0));
+          var jh = el("div", "jhead", (J[v.j] || "?") + " \u00b7 " + num(v.s) + " ");
+          if (v.k) { jh.appendChild(el("span", "stars", stars(v.k))); }
+          col.appendChild(jh);
+          if (!v.ok) { col.appendChild(el("p", "err", L.failed + ": " + (v.e || []).join("; "))); }
+          (v.rt || []).forEach(function (r) {
+            if (v.n > 1) { col.appendChild(el("div", "rungroup", runsLabel([r[0]], v.n))); }
+            col.appendChild(el("p", "level", L.level.replace("{level}", r[1]).replace("{anchor}", r[2])));
+            r[3].forEach(function (q) { col.appendChild(el("blockquote", null, q)); });
+          });
+          (v.c || []).forEach(function (c) { col.appendChild(el("p", "reason", L.comment + ": " + c)); });
+          lgrid.appendChild(col);
+        });
+        box.appendChild(lgrid);
+        return;
+      }
+      var tb = el("table", "crit"), hr = el("tr");
+      [L.col_criterion, L.col_points].forEach(function (x) { hr.appendChild(el("th", null, x)); });
+      d.v.forEach(function (v) { hr.appendChild(el("th", null, (J[v.j] || "?") + " \u00b7 " + num(v.s))); });
+      var revs = Object.keys(d.hc || {});
+      revs.forEach(function (r) { hr.appendChild(el("th", null, r)); });
+      tb.appendChild(hr);
+      (d.cr || []).forEach(function (c) {
+        var tr = el("tr", c[3] ? "split" : null), first = el("td", null, c[0] + ": " + c[1] + " ");
+        if (c[3]) { first.appendChild(badge("m-none", L.split)); }
+        tr.appendChild(first);
+        tr.appendChild(el("td", "n", pts(c[2])));
+        d.v.forEach(function (v) {
+          var votes = c[4][String(v.j)] || [];
+          tr.appendChild(el("td", null, votes.map(function (m) { return m ? L.met : L.not_met; }).join(" / ") || "\u2013"));
+        });
+        revs.forEach(function (r) {
+          var m = d.hc[r][c[0]];
+          tr.appendChild(el("td", null, m === undefined ? "\u2013" : (m ? L.met : L.not_met)));
+        });
+        tb.appendChild(tr);
+      });
+      box.appendChild(tb);
+    }
     p.dims.forEach(function (d) {
       var h = el("h4", null, d.n + " ");
-      var sub = L.dim_sub.replace("{max}", num(d.max)).replace("{panel}", num(d.p)).replace("{gap}", d.g);
+      var sub = d.kd === "likert" ? L.dim_sub_likert.replace("{low}", (d.lv || [])[0]).replace("{max}", num(d.max)).replace("{panel}", num(d.p))
+        : d.kd === "criteria" ? L.dim_sub_criteria.replace("{panel}", num(d.p))
+        : L.dim_sub.replace("{max}", num(d.max)).replace("{panel}", num(d.p)).replace("{gap}", d.g);
       if (p.h && p.h.m[d.id] !== undefined) {
         sub += " \u00b7 " + L.human + " " + num(p.h.m[d.id]);
         var per = Object.keys(p.h.s).filter(function (r) { return p.h.s[r][d.id] !== undefined; });
@@ -255,7 +300,8 @@
       }
       h.appendChild(el("span", "muted", sub));
       box.appendChild(h);
-      if (d.q) { box.appendChild(el("p", "muted", L.quiet)); return; }
+      if (d.q) { box.appendChild(el("p", "muted", d.kd ? L.quiet_kinds : L.quiet)); return; }
+      if (d.kd) { kindDim(d); return; }
       var grid = el("div", "jgrid");
       d.v.forEach(function (v) {
         var col = el("div", "jcol s" + (v.k || 0));
