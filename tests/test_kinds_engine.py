@@ -126,6 +126,13 @@ def test_the_request_hash_covers_the_case_criteria():
     assert a["items"] != b["items"]          # the prompt lists the case's criteria
     assert a["safety"] == b["safety"]        # the rubric's own criteria: the case's do not enter
     assert "Mentions a rash" in render(rubric, rubric.dimension("items"), edited, PROMPTS)[1]["content"]
+    # the rubric's own criteria are in its fingerprint: an edit there changes every hash
+    data = rubric.model_dump()
+    data["dimensions"][0]["criteria"][0]["points"] = 6
+    other = type(rubric).model_validate(data)
+    assert other.fingerprint != rubric.fingerprint
+    c = {(x.planned.dimension): x.planned.request_hash for x in plan([c1], other, config, judges)}
+    assert c["safety"] != a["safety"] and c["items"] != a["items"]
 
 
 # --------------------------------------------------------------------------- consensus and flags
@@ -432,3 +439,33 @@ def test_calibrate_refuses_a_rubric_of_another_kind_even_with_a_suite_of_its_own
     text = " ".join(res.output.split())
     assert res.exit_code == 2 and "rubric 'checks' has no planting operators" in text
     assert "safety (criteria), items (criteria)" in text and "Traceback" not in res.output
+
+
+def test_adaptive_runs_read_each_kind_on_its_own_scale():
+    from consensus_eval.domain.config import EvalConfig
+    from consensus_eval.execution.adaptive import JudgeRuns, decide
+
+    panel = {"judges": [{"name": "a", "model": "openai/x"}, {"name": "b", "model": "openai/y"}],
+             "important_runs": "adaptive", "adaptive": {"max_runs": 3, "run_spread": 3, "run_star_gap": None},
+             "consensus": {"flag_spread": 100}}
+    config = EvalConfig.model_validate(panel)
+    stages = {"a": 1, "b": 1}
+
+    def state(**dims: tuple[tuple[float, ...], tuple[float, ...]]) -> dict[str, dict[str, JudgeRuns]]:
+        return {j: {d: JudgeRuns(len(v[i]), v[i]) for d, v in dims.items()} for i, j in enumerate(("a", "b"))}
+
+    likert = load_rubric(LIKERT)
+    calm = {"accurate": ((4, 5), (4, 4)), "thorough": ((3, 3), (3, 3)), "succinct": ((5, 5), (5, 5))}
+    assert decide(state(**calm), likert, config, adaptive=True, stage=stages) == []
+    # a's own runs of accurate 2 levels apart: another run (run_spread 3 points would not see it)
+    adds = decide(state(**{**calm, "accurate": ((2, 4), (3, 3))}), likert, config, adaptive=True, stage=stages)
+    assert [(x.judge, x.dimension, x.why) for x in adds] == [("a", "accurate", "own")]
+    # the panel's mean ratings 2 levels apart: a run of that attribute from each judge
+    adds = decide(state(**{**calm, "thorough": ((1, 1), (3, 3))}), likert, config, adaptive=True, stage=stages)
+    assert sorted((x.judge, x.dimension, x.why) for x in adds) == [("a", "thorough", "panel"),
+                                                                   ("b", "thorough", "panel")]
+    checks = load_rubric(CHECKS)
+    # b's runs scoring 0.5 and 0.75 on a criteria dimension: a verdict changed, another run
+    adds = decide(state(safety=((1.0, 1.0), (0.5, 0.75)), items=((1.0, 1.0), (1.0, 1.0))), checks, config,
+                  adaptive=True, stage=stages)
+    assert [(x.judge, x.dimension, x.why) for x in adds] == [("b", "safety", "own")]

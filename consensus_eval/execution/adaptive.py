@@ -12,7 +12,9 @@ judge, dimension and case, with ``n`` runs planned and their successful runs' re
   ``score`` retries failed calls as always);
 - otherwise one more run (run ``n``) if the judge's own runs disagree: their scores are more than
   ``adaptive.run_spread`` points apart (max - min), or their stars ``adaptive.run_star_gap`` or more
-  apart (needs two successful runs);
+  apart (needs two successful runs); on a ``likert`` dimension, their ratings ``consensus.flag_level_gap``
+  or more levels apart (points of a deductions scale mean nothing on a 1-5 one); on a ``criteria``
+  dimension, any two runs scoring differently (a verdict changed: a 0-1 score has no points to spread);
 - or if the panel (every judge asked the case) disagrees: judges' totals (means over runs) more than
   ``consensus.flag_spread`` apart (every dimension gets a run), or this dimension's stars
   ``consensus.flag_star_gap`` or more apart: the very rules that flag a case for audit
@@ -110,6 +112,11 @@ def decide(runs: CaseRuns, rubric: Rubric, config: EvalConfig, *, adaptive: bool
 def _own_disagreement(scores: Sequence[float], rubric: Rubric, dim: str, config: EvalConfig) -> bool:
     if len(scores) < 2:
         return False
+    kind = rubric.dimension(dim).kind
+    if kind == "likert":
+        return max(scores) - min(scores) >= config.consensus.flag_level_gap
+    if kind == "criteria":
+        return max(scores) != min(scores)
     a = config.adaptive
     if max(scores) - min(scores) > a.run_spread:
         return True
