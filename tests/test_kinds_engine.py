@@ -469,3 +469,37 @@ def test_adaptive_runs_read_each_kind_on_its_own_scale():
     adds = decide(state(safety=((1.0, 1.0), (0.5, 0.75)), items=((1.0, 1.0), (1.0, 1.0))), checks, config,
                   adaptive=True, stage=stages)
     assert [(x.judge, x.dimension, x.why) for x in adds] == [("b", "safety", "own")]
+
+
+def test_a_batch_judge_scores_per_case_criteria_as_the_live_one_does(tmp_path, monkeypatch):
+    # a provider batch line carries the case's own response model (its criterion ids): the batch replies
+    # validate, and give the live path's judgments under the same request hashes
+    import asyncio
+
+    from consensus_eval import api
+    from consensus_eval.execution.store import Store
+
+    monkeypatch.setenv("JUDGE_A_KEY", FAKE_KEY)
+
+    def config(url: str, batch: bool) -> dict:
+        return {"rubric": str(CHECKS), "prompts_dir": str(PROMPTS), "runs": 1, "judges": [
+            {"name": "gpt", "model": "openai/gpt-4.1", "api_base": f"{url}/v1", "api_key_env": "JUDGE_A_KEY",
+             "mode": "tools", "batch": batch, "batch_poll_s": 0.05}]}
+
+    def run(url: str, out: Path, batch: bool):
+        return asyncio.run(api.run_async(api.prepare(DATA / "cases.jsonl", config(url, batch)), out, n_boot=0))
+
+    def calls(out: Path) -> dict:
+        with Store.open_existing(out, read_only=True) as store:
+            return {c.request_hash: c for c in store.calls()}
+
+    with FakeServer(FakeConfig(seed=3)) as srv:
+        run(srv.url, tmp_path / "live", False)
+        run(srv.url, tmp_path / "b", True)          # submitted
+        second = run(srv.url, tmp_path / "b", True)  # collected
+    live, got = calls(tmp_path / "live"), calls(tmp_path / "b")
+    assert set(got) == set(live) and len(got) == 3 * 2
+    assert all(c.status == "ok" and c.judgment == live[h].judgment for h, c in got.items())
+    assert {c.status for c in second.consensus} == {"ok"}
+    items = [c.judgment for c in got.values() if c.dimension == "items"]
+    assert sorted(len(j.verdicts) for j in items) == [2, 3, 3]
