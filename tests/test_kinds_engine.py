@@ -503,3 +503,65 @@ def test_a_batch_judge_scores_per_case_criteria_as_the_live_one_does(tmp_path, m
     assert {c.status for c in second.consensus} == {"ok"}
     items = [c.judgment for c in got.values() if c.dimension == "items"]
     assert sorted(len(j.verdicts) for j in items) == [2, 3, 3]
+
+
+# --------------------------------------------------------------------------- reliability through the pipeline
+
+
+def _stored_run(rubric, cases: list[Case], judgments: dict[tuple[str, str, str], Judgment], judges: list[str]):
+    from consensus_eval.domain.config import EvalConfig
+    from consensus_eval.execution.results import StoredRun
+
+    config = EvalConfig.model_validate({"rubric": rubric.id, "judges": [
+        {"name": j, "model": f"openai/{j}"} for j in judges]})
+    records = [_rec(c, j, d, judgment) for (c, j, d), judgment in judgments.items()]
+    return StoredRun(rubric=rubric, config=config, cases=cases, invalid_lines=[], records=records,
+                     scores=derive_all(rubric, records, cases), planned=len(records), missing={})
+
+
+def test_ordinal_alpha_of_a_likert_dimension_is_krippendorffs_published_example():
+    # Krippendorff (2011): 4 coders x 12 units, values 1-5 with gaps; ordinal alpha 0.815. Coders are judges,
+    # units are cases, each value the level a judge picked on a 1-5 likert attribute.
+    from consensus_eval.analysis.consensus import of_run
+    from consensus_eval.analysis.reliability import reliability_report
+    from tests.test_reliability import EXAMPLE, PUBLISHED
+
+    rubric = load_rubric(LIKERT)
+    judges = ["c1", "c2", "c3", "c4"]
+    cases = [Case(id=f"u{i:02d}", conversation="x", record="y") for i in range(EXAMPLE.shape[1])]
+    judgments = {}
+    for jj, j in enumerate(judges):
+        for i, case in enumerate(cases):
+            if not math.isnan(EXAMPLE[jj, i]):
+                judgments[(case.id, j, "accurate")] = Judgment(dimension="accurate", rating=int(EXAMPLE[jj, i]))
+    run = _stored_run(rubric, cases, judgments, judges)
+    rel = reliability_report(run, of_run(run), n_boot=0)
+    a = rel.across_judges["accurate"]
+    assert a.level == "ordinal" and round(a.value, 3) == PUBLISHED["ordinal"]
+    assert (a.n_units, a.n_values, a.n_raters) == (11, 40, 4)
+
+
+def test_nominal_alpha_of_criteria_verdicts_is_the_packages_with_one_unit_per_case_and_criterion():
+    from consensus_eval.analysis.consensus import of_run
+    from consensus_eval.analysis.reliability import reliability_report
+
+    rubric = load_rubric(CHECKS)
+    cases = _cases()
+    judges = ["a", "b", "c"]
+    rng = random.Random(4)
+    judgments: dict[tuple[str, str, str], Judgment] = {}
+    expected: list[list[float]] = [[] for _ in judges]   # rows: judges; columns: (case, criterion) in order
+    for case in cases:
+        truth = {k.id: rng.random() < 0.5 for k in case.criteria}
+        for jj, j in enumerate(judges):
+            met = {k: (v if rng.random() < 0.8 else not v) for k, v in truth.items()}
+            skip = jj == 2 and case.id == "c3"       # judge c failed on c3: its units have a missing value
+            if not skip:
+                judgments[(case.id, j, "items")] = Judgment(dimension="items", verdicts=_verdicts(**met))
+            expected[jj] += [math.nan if skip else float(met[k.id]) for k in case.criteria]
+    run = _stored_run(rubric, cases, judgments, judges)
+    rel = reliability_report(run, of_run(run), n_boot=0)
+    a = rel.across_judges["items"]
+    theirs = krippendorff.alpha(reliability_data=np.array(expected), level_of_measurement="nominal")
+    assert a.level == "nominal" and a.n_units == 2 + 3 + 3
+    assert a.value == pytest.approx(theirs, abs=1e-12)
