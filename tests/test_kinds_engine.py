@@ -277,9 +277,10 @@ def test_score_runs_a_likert_rubric_end_to_end(tmp_path, monkeypatch, call):
     assert (out / "report.html").is_file() and (out / "report.md").is_file()
 
 
-def test_score_runs_a_criteria_rubric_end_to_end(tmp_path, monkeypatch):
+@pytest.mark.parametrize("call", ["per_dimension", "per_case"])
+def test_score_runs_a_criteria_rubric_end_to_end(tmp_path, monkeypatch, call):
     monkeypatch.setenv("JUDGE_A_KEY", FAKE_KEY)
-    out = _score(tmp_path, CHECKS)
+    out = _score(tmp_path, CHECKS, call)
     rows = [json.loads(x) for x in (out / "judgments.jsonl").read_text(encoding="utf-8").splitlines()]
     cases = {c.id: c for c in _cases()}
     assert len(rows) == 3 * 2 * 3 and all(r["status"] == "ok" for r in rows)
