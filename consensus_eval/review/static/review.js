@@ -65,8 +65,9 @@
   }
   window.addEventListener("beforeunload", (e) => { if (pending > 0) e.preventDefault(); });
 
-  function typing(el) {
-    return el && (el.tagName === "INPUT" || el.tagName === "TEXTAREA" || el.tagName === "SELECT" || el.isContentEditable);
+  function typing(el) {   // a level picked on a likert scale (a radio) leaves the shortcuts on
+    const choice = el && el.tagName === "INPUT" && (el.type === "radio" || el.type === "checkbox");
+    return el && !choice && (el.tagName === "INPUT" || el.tagName === "TEXTAREA" || el.tagName === "SELECT" || el.isContentEditable);
   }
 
   // text fields save after a pause in typing; anything still waiting is sent when the page goes away
