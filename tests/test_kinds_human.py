@@ -19,6 +19,7 @@ from rich.console import Console
 from starlette.testclient import TestClient
 
 from consensus_eval._errors import InputError
+from consensus_eval.analysis.agreement import load_human
 from consensus_eval.analysis.audit import REASON_CODES
 from consensus_eval.analysis.human import build_review, criterion_cells, criterion_columns, read_labels
 from consensus_eval.api import load_run, spot_check
@@ -547,3 +548,14 @@ def test_the_chinese_medical_record_report_has_no_english_ui_phrase_with_a_chine
     for text in texts:
         hits = sorted(p for p in phrases if p in text)
         assert not hits, hits[:10]
+
+
+def test_the_wide_human_file_reads_a_likert_rubric_on_its_scale_and_weights(likert_run: Path, tmp_path: Path) -> None:
+    rubric = kinds_rubric("likert")
+    p = tmp_path / "wide.csv"
+    p.write_text("case_id,accurate,thorough,organized\nnote-000,4,3,5\n", encoding="utf-8")
+    got = load_human(p, rubric)
+    assert got["note-000"].scores["total"] == 4 + 3 + 2 * 5     # organized weighs 2
+    p.write_text("case_id,accurate,thorough,organized\nnote-000,0,3,5\n", encoding="utf-8")
+    with pytest.raises(InputError, match=r"wide.csv:2: accurate: 0 is outside 1..5"):
+        load_human(p, rubric)

@@ -182,10 +182,11 @@ def load_human(path: str | Path, rubric: Rubric, encoding: str | None = None, *,
                 raise InputError(f"{p}:{line}: {d}: not a number: {v!r}") from None
             if not math.isfinite(scores[d]):
                 raise InputError(f"{p}:{line}: {d}: not a finite number: {v!r}")
-            if d != "total" and not 0 <= scores[d] <= rubric.dimension(d).max:
-                raise InputError(f"{p}:{line}: {d}: {v} is outside 0..{rubric.dimension(d).max:g}")
+            if d != "total" and not rubric.dimension(d).low <= scores[d] <= rubric.dimension(d).max:
+                raise InputError(f"{p}:{line}: {d}: {v} is outside {rubric.dimension(d).low:g}.."
+                                 f"{rubric.dimension(d).max:g}")
         if "total" not in scores and all(d in scores for d in dims):
-            scores["total"] = sum(scores[d] for d in dims)
+            scores["total"] = rubric.total(scores)   # sum of weight x score (a plain sum at weight 1)
         cats = r.get("categories")
         categories = None
         if cats is not None:

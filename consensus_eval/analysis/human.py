@@ -311,7 +311,7 @@ def labels_from_wide(human: dict[str, HumanLabel], rubric: Rubric, reviewer: str
                                         value=v, source=source))
         total = h.scores.get("total")
         complete = len(dims) == len(rubric.dimensions)
-        if total is not None and not (complete and math.isclose(total, sum(dims.values()))):
+        if total is not None and not (complete and math.isclose(total, rubric.total(dims))):
             out.append(HumanLabelRecord(case_id=h.case_id, dimension="total", reviewer=reviewer, kind="score",
                                         value=total, source=source))
         if h.categories is not None:
