@@ -559,3 +559,40 @@ def test_the_wide_human_file_reads_a_likert_rubric_on_its_scale_and_weights(like
     p.write_text("case_id,accurate,thorough,organized\nnote-000,0,3,5\n", encoding="utf-8")
     with pytest.raises(InputError, match=r"wide.csv:2: accurate: 0 is outside 1..5"):
         load_human(p, rubric)
+
+
+def test_two_reviewers_disagreeing_on_a_criterion_are_adjudicated_criterion_by_criterion(criteria_copy: Path) -> None:
+    rubric = kinds_rubric("criteria")
+    crits = {c.id: c for c in rubric.dimension("safety").criteria}
+    with closing(ReviewRun.open(criteria_copy)) as r:
+        case_id = r.case_at(1).case_id
+        mine = {"li": {"allergy": True, "meds": True, "followup": False, "invented": False},
+                "wang": {"allergy": True, "meds": False, "followup": False, "invented": True}}
+        for name, given in mine.items():
+            for cid, met in given.items():
+                r.apply(name, {"op": "criterion", "case": 1, "dimension": "safety", "criterion": cid, "met": met})
+        (progress,) = [c for c in r.team_progress()[1] if c.audit.case_id == case_id]
+        assert progress.needs_adjudication and progress.conflicts == 2 and progress.gap is None
+        assert sorted((c.id, tuple(c.verdicts.items())) for c in r.criterion_conflicts(1)) == [
+            ("invented", (("li", False), ("wang", True))), ("meds", (("li", True), ("wang", False)))]
+        assert not r.scores_needed(1) and r.adjudication_view(1) == []
+        c, csrf = _client(r, "chen")
+        with c:
+            page = c.get("/adjudicate/1").text
+            assert 'name="criterion_safety:meds"' in page and 'name="criterion_safety:invented"' in page
+            assert 'id="adjudication"' not in page      # no score to give: a criteria dimension has none of its own
+            half = c.post("/adjudicate/1", data={"csrf": csrf, "criterion_safety:meds": "met"},
+                          follow_redirects=False)
+            assert half.status_code == 400 and "give a reference verdict on criterion invented" in half.text
+            assert not [lb for lb in _labels(criteria_copy, "chen")]     # nothing stored unless all is given
+            done = c.post("/adjudicate/1", data={"csrf": csrf, "criterion_safety:meds": "met",
+                                                 "criterion_safety:invented": "not_met"}, follow_redirects=False)
+            assert done.status_code == 303
+        refs = {(lb.deduction_id, lb.value, lb.origin) for lb in _labels(criteria_copy, "chen")}
+        assert refs == {("meds", "met", "reference"), ("invented", "not_met", "reference")}
+        review = build_review(_labels(criteria_copy), rubric)
+        cr = review.cases[case_id]
+        assert cr.adjudicators == ["chen"] and review.reviewers == ["li", "wang"]
+        # the reference: agreed allergy met, followup not met; adjudicated meds met, invented not met
+        assert cr.reference["safety"] == pytest.approx((crits["allergy"].points + crits["meds"].points) / 13)
+        assert cr.human["safety"] == cr.reference["safety"]

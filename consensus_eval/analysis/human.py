@@ -271,7 +271,13 @@ def _criteria_scores(cases: Mapping[str, CaseReview], dims: Sequence[Dimension],
                         cr.scores.setdefault(reviewer, {})[dim.id] = score
             ref = cr.reference_criteria.get(dim.id)
             if ref and dim.id not in cr.reference:
-                score = criteria_score(crits, ref, points, cr.case_id, dim.id)
+                # the adjudicator settles the criteria the reviewers disagree on; the others are what they agree on
+                agreed: dict[str, bool | None] = {}
+                for given in cr.criteria.values():
+                    for cid, met in given.get(dim.id, {}).items():
+                        agreed[cid] = met if agreed.get(cid, met) == met else None
+                merged = {**{k: v for k, v in agreed.items() if v is not None}, **ref}
+                score = criteria_score(crits, merged, points, cr.case_id, dim.id)
                 if score is not None:
                     cr.reference[dim.id] = score
 

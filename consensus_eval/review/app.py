@@ -328,7 +328,8 @@ def create_app(run: ReviewRun, *, reviewer: str | None = None, hosts: list[str] 
                 return refusal
             try:
                 run.adjudicate(s.reviewer, rank, {k[6:]: v for k, v in form.items() if k.startswith("score_")},
-                               {k: v for k, v in form.items() if k.startswith("verdict_")})
+                               {k: v for k, v in form.items() if k.startswith("verdict_")},
+                               {k: v for k, v in form.items() if k.startswith("criterion_")})
                 return RedirectResponse("/team", status_code=303, headers=SECURITY_HEADERS)
             except ActionError as e:
                 error = str(e)
@@ -338,9 +339,12 @@ def create_app(run: ReviewRun, *, reviewer: str | None = None, hosts: list[str] 
             return page("missing.html.j2", request, s, status=404, why=t("missing_case", rank=rank,
                                                                         n=len(run.queue.cases)), query={})
         conflicts = run.verdict_conflicts(rank)
-        names = list(dict.fromkeys([*(n for d in dims for n in d.scores), *(n for c in conflicts for n in c.verdicts)]))
+        crit_conflicts = run.criterion_conflicts(rank)
+        names = list(dict.fromkeys([*(n for d in dims for n in d.scores), *(n for c in conflicts for n in c.verdicts),
+                                    *(n for c in crit_conflicts for n in c.verdicts)]))
         return page("adjudicate.html.j2", request, s, status=400 if error else 200, a=run.case_at(rank), dims=dims,
-                    names=names, error=error, conflicts=conflicts, scores_needed=run.scores_needed(rank))
+                    names=names, error=error, conflicts=conflicts, criterion_conflicts=crit_conflicts,
+                    scores_needed=run.scores_needed(rank))
 
     async def reviewer_page(request: Request, s: Session) -> Response:
         return page("reviewer.html.j2", request, s, next="/")

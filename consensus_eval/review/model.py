@@ -438,6 +438,40 @@ def verdict_lines(a: CaseAudit, review: CaseReview | None, conflicts_only: bool 
     return out
 
 
+@dataclass
+class CriterionConflict:
+    """A criterion one reviewer found met and another not (their own verdicts), as the adjudicator sees it:
+    each reviewer's ``verdicts`` (True: met), the reference verdict given so far (None: not yet)."""
+
+    dimension: str
+    dimension_name: str
+    id: str
+    text: str
+    points: float
+    verdicts: dict[str, bool]
+    reference: bool | None
+
+    @property
+    def key(self) -> str:
+        """The form field's name of its reference verdict."""
+        return f"criterion_{self.dimension}:{self.id}"
+
+
+def criterion_conflicts(a: CaseAudit, review: CaseReview | None) -> list[CriterionConflict]:
+    """The criteria of ``a`` two reviewers' own verdicts disagree on, in page order."""
+    if review is None or not review.criteria:
+        return []
+    out = []
+    for dim in a.dimensions:
+        for row in dim.criteria:
+            said = {rv: given[dim.dimension][row.id] for rv, given in review.criteria.items()
+                    if row.id in given.get(dim.dimension, {})}
+            if len(set(said.values())) > 1:
+                out.append(CriterionConflict(dim.dimension, dim.name, row.id, row.text, row.points, said,
+                                             review.reference_criteria.get(dim.dimension, {}).get(row.id)))
+    return out
+
+
 def _in_conflict(review: CaseReview | None) -> bool:
     """Whether two reviewers' verdicts on one deduction id disagree (agree and disagree): a cheap test before
     :func:`verdict_lines`."""
@@ -446,8 +480,9 @@ def _in_conflict(review: CaseReview | None) -> bool:
 
 def score_gap(review: CaseReview | None, dims: Sequence[str]) -> float | None:
     """The widest gap between two reviewers' own scores of one dimension, over the reviewers who scored every
-    dimension (None: fewer than two of them)."""
-    if review is None:
+    dimension (None: fewer than two of them). ``dims``: the dimensions scored as such (a criteria dimension's
+    disagreements are its criteria: :func:`criterion_conflicts`)."""
+    if review is None or not dims:
         return None
     complete = [sc for sc in review.scores.values() if all(d in sc for d in dims)]
     if len(complete) < 2:
@@ -687,7 +722,7 @@ class ReviewRun:
             members.append(MemberProgress(n, team.get(n, "reviewer"), len(mine), sum(st.get(c) == "done" for c in pool),
                                           sum(st.get(c) == "started" for c in pool)))
         review = build_review(labels, self.results.rubric, case_criteria=self.case_criteria) if labels else None
-        dims = [d.id for d in self.dimensions]
+        dims = self._scored_dims
         cases = []
         for a in self.queue.cases:
             who = assignments.get(a.case_id, [])
@@ -696,20 +731,34 @@ class ReviewRun:
                 continue
             cr = review.case(a.case_id) if review else None
             gap = score_gap(cr, dims)
-            conflicts = len(verdict_lines(a, cr)) if _in_conflict(cr) else 0
+            conflicts = (len(verdict_lines(a, cr)) if _in_conflict(cr) else 0) + len(criterion_conflicts(a, cr))
             cases.append(CaseProgress(a, {n: states[n].get(a.case_id, "todo") for n in dict.fromkeys([*who, *scored])},
                                       gap, (gap is not None and gap > ADJUDICATE_GAP) or conflicts > 0,
                                       list(cr.adjudicators) if cr else [], conflicts))
         return members, cases
 
+    @property
+    def _scored_dims(self) -> list[str]:
+        """The dimensions a reviewer scores as such (not criteria dimensions: those are judged criterion by
+        criterion, and adjudicated so)."""
+        return [d.id for d in self.dimensions if d.kind != "criteria"]
+
     def adjudication_view(self, rank: int) -> list[AdjudicationDim]:
-        """The case at ``rank`` as the adjudicator sees it: per dimension each reviewer's own score."""
+        """The case at ``rank`` as the adjudicator sees it: per dimension scored as such each reviewer's own
+        score (a criteria dimension's disagreements are :meth:`criterion_conflicts`)."""
         a = self.case_at(rank)
         cr = self._case_review(a)
         given = cr.scores if cr else {}
+        scored = set(self._scored_dims)
         return [AdjudicationDim(d.dimension, d.name, d.max, d.panel_score,
                                 {n: sc[d.dimension] for n, sc in given.items() if d.dimension in sc},
-                                cr.reference.get(d.dimension) if cr else None) for d in a.dimensions]
+                                cr.reference.get(d.dimension) if cr else None)
+                for d in a.dimensions if d.dimension in scored]
+
+    def criterion_conflicts(self, rank: int) -> list[CriterionConflict]:
+        """The criteria of the case at ``rank`` one reviewer found met and another not."""
+        a = self.case_at(rank)
+        return criterion_conflicts(a, self._case_review(a))
 
     def _case_review(self, a: CaseAudit) -> CaseReview | None:
         labels = [lb for lb in self.all_labels() if lb.case_id == a.case_id]
@@ -726,27 +775,40 @@ class ReviewRun:
         :data:`ADJUDICATE_GAP` apart, or nothing else is to be settled (no verdict conflict)."""
         a = self.case_at(rank)
         cr = self._case_review(a)
-        gap = score_gap(cr, [d.id for d in self.dimensions])
-        return (gap is not None and gap > ADJUDICATE_GAP) or not verdict_lines(a, cr)
+        if not self._scored_dims:
+            return False
+        gap = score_gap(cr, self._scored_dims)
+        return (gap is not None and gap > ADJUDICATE_GAP) or not (verdict_lines(a, cr) or criterion_conflicts(a, cr))
 
     def adjudicate(self, adjudicator: str, rank: int, scores: Mapping[str, Any],
-                   verdicts: Mapping[str, Any] | None = None) -> None:
+                   verdicts: Mapping[str, Any] | None = None, criteria: Mapping[str, Any] | None = None) -> None:
         """Store the adjudicator's decisions on the case at ``rank``, as labels of origin ``reference`` kept apart
         from the reviewers' own: a reference score of every dimension (needed when the reviewers' scores are
         more than :data:`ADJUDICATE_GAP` apart or there is no verdict conflict; else optional, all or none),
         and a reference verdict on every deduction the reviewers' verdicts disagree on (``verdicts``: the
-        conflict's :attr:`VerdictConflict.key` -> agree / disagree / unsure), stored on each of its ids.
-        Nothing is stored unless all of it is given."""
+        conflict's :attr:`VerdictConflict.key` -> agree / disagree / unsure), stored on each of its ids; a
+        reference verdict on every criterion two reviewers disagree on (``criteria``: the conflict's
+        :attr:`CriterionConflict.key` -> met / not_met), a ``criterion`` label of origin ``reference`` (a criteria
+        dimension takes no reference score: its score is the one the reference verdicts give). Nothing is stored
+        unless all of it is given."""
         a = self.case_at(rank)
         cr = self._case_review(a)
         conflicts = verdict_lines(a, cr)
-        gap = score_gap(cr, [d.id for d in self.dimensions])
+        crit_conflicts = criterion_conflicts(a, cr)
+        scored = [d for d in self.dimensions if d.kind != "criteria"]
+        gap = score_gap(cr, [d.id for d in scored])
         given = {k: v for k, v in scores.items() if v not in (None, "")}
-        if given or (gap is not None and gap > ADJUDICATE_GAP) or not conflicts:
-            for d in self.dimensions:
+        if scored and (given or (gap is not None and gap > ADJUDICATE_GAP) or not (conflicts or crit_conflicts)):
+            for d in scored:
                 if d.id not in given:
                     raise ActionError(f"give a reference score of {d.id}")
-        values = {d.id: _score_value(given[d.id], d) for d in self.dimensions if d.id in given}
+        values = {d.id: _score_value(given[d.id], d) for d in scored if d.id in given}
+        settled: list[tuple[CriterionConflict, bool]] = []
+        for cc in crit_conflicts:
+            said = (criteria or {}).get(cc.key)
+            if said not in ("met", "not_met"):
+                raise ActionError(f"give a reference verdict on criterion {cc.id} ({cc.dimension})")
+            settled.append((cc, said == "met"))
         decided: list[tuple[VerdictConflict, Verdict]] = []
         for c in conflicts:
             v = (verdicts or {}).get(c.key)
@@ -756,6 +818,10 @@ class ReviewRun:
         for dim_id, value in values.items():
             self._put(HumanLabelRecord(case_id=a.case_id, dimension=dim_id, reviewer=adjudicator, kind="score",
                                        value=value, origin="reference"))
+        for cc, met in settled:
+            self._put(HumanLabelRecord(case_id=a.case_id, dimension=cc.dimension, deduction_id=cc.id,
+                                       reviewer=adjudicator, kind="criterion", value="met" if met else "not_met",
+                                       points=cc.points, origin="reference"))
         dim_of = {x.id: x.dimension for dim in a.dimensions for jv in dim.judges for x in jv.deductions}
         for c, v in decided:
             for i in c.ids:
