@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Iterator
 from pathlib import Path
 
 from consensus_eval.domain.cases import Case
 from consensus_eval.domain.config import EvalConfig
 from consensus_eval.domain.judgment import Deduction, Judgment, PenaltyHit
 from consensus_eval.domain.rubric import load_rubric
-from consensus_eval.execution.store import CallRecord, PlannedCall, Store
+from consensus_eval.execution.store import CallRecord, PlannedCall
+from tests.helpers import write_store
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "cases.jsonl"
 
@@ -59,12 +61,8 @@ def build_big_run(folder: Path, n_cases: int = 2000, n_judges: int = 4, seed: in
     planned = [PlannedCall(f"{c.id}|{j}|{d.id}|0", c.id, d.id, j, 0)
                for c in cases for j in judges for d in rubric.dimensions]
     by_id = {c.id: c for c in cases}
-    folder.mkdir(parents=True, exist_ok=True)
-    with Store(folder / "results.sqlite") as store:
-        store.set_meta("rubric", rubric.model_dump(mode="json"))
-        store.set_meta("config", config.model_dump(mode="json"))
-        store.set_meta("cases", [c.model_dump(mode="json") for c in cases])
-        store.set_plan(planned)
+
+    def records() -> Iterator[CallRecord]:  # drawn one by one as they are stored
         for p in planned:
             case = by_id[p.case_id]
             dim = rubric.dimension(p.dimension)
@@ -82,8 +80,9 @@ def build_big_run(folder: Path, n_cases: int = 2000, n_judges: int = 4, seed: in
             pens = [PenaltyHit(id=pen.id, evidence=_quote(rng, case.record)) for pen in dim.fixed_penalties
                     if rng.random() < 0.05]
             judgment = Judgment(dimension=p.dimension, deductions=deds, fixed_penalties=pens)
-            store.record(CallRecord(status="ok", judgment=judgment, raw=judgment.model_dump_json(),
-                                    request_hash=p.request_hash, case_id=p.case_id, dimension=p.dimension,
-                                    judge=p.judge, run=p.run, model=f"openai/{p.judge}", prompt_tokens=1500,
-                                    completion_tokens=300, cost=0.002, latency_s=2.0))
-    return folder
+            yield CallRecord(status="ok", judgment=judgment, raw=judgment.model_dump_json(),
+                             request_hash=p.request_hash, case_id=p.case_id, dimension=p.dimension,
+                             judge=p.judge, run=p.run, model=f"openai/{p.judge}", prompt_tokens=1500,
+                             completion_tokens=300, cost=0.002, latency_s=2.0)
+
+    return write_store(folder, rubric, config, cases, records(), planned)

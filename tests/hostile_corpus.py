@@ -1,24 +1,19 @@
 """The hostile-input corpus of issue 25, generated: what an attacker or a careless user feeds every subcommand.
 
-Each :class:`Hostile` entry is a command line (placeholders ``{d}``: the entry's own folder, ``{run}``: a
-fresh copy of a small scored run in ``{d}/run``), the files it writes, what it must end in (``exit``: 2 for
-a clear refusal, 0/1/3 for a handled case) and what its output must say (``expect``) or must not
-(``absent``); ``check`` looks further (the store still whole, no escape character in report.md, strict
-JSON on stdout...). The families below are generated from small templates crossed with their
-variations (every JSON reader x three depths, every case field x every surrogate, every output a run
-needs x every command that writes one...), so the corpus grows by adding a variation, not an entry.
+Each entry (:class:`tests.bad_input_harness.Entry`, here called :data:`Hostile`) is a command line
+(placeholders ``{d}``: the entry's own folder, ``{run}``: a fresh copy of a small scored run in ``{d}/run``),
+the files it writes, what it must end in (``exit``: 2 for a clear refusal, 0/1/3 for a handled case) and
+what its output must say (``expect``) or must not (``absent``); ``check`` looks further (the store still
+whole, no escape character in report.md, strict JSON on stdout...). The families below are generated from
+small templates crossed with their variations (every JSON reader x three depths, every case field x every
+surrogate, every output a run needs x every command that writes one...), so the corpus grows by adding a
+variation, not an entry.
 
-Every entry is run and its result put in one class:
-
-- ``refused``: exit 2 (or the refusal exit the entry expects) with the message it expects;
-- ``handled``: the exit the entry expects (0, 1, 3) and its checks pass;
-- ``traceback``: an exception other than the CLI's own exit, or "Traceback" in the output;
-- ``wrong``: another exit code, a message missing, a check failing (an exit 0 on a wrong result);
-- ``hang``: over the entry's time limit (in-process: interrupted by SIGALRM; in a subprocess: killed).
-
-Most entries run in-process (typer's ``CliRunner``); those whose cost is the point (huge bootstrap counts,
-billions of runs, YAML bombs, 40,001-node trees), and those about the process itself (the console's
-encoding, a full disk, a closed pipe) run in a subprocess with a time limit and an address-space limit.
+Every entry is run and its result put in one class (refused, handled, traceback, wrong, hang) by the
+harness shared with ``tests/test_bad_input_corpus.py`` (``tests/bad_input_harness.py``). Most entries run
+in-process (typer's ``CliRunner``); those whose cost is the point (huge bootstrap counts, billions of
+runs, YAML bombs, 40,001-node trees), and those about the process itself (the console's encoding, a full
+disk, a closed pipe) run in a subprocess with a time limit and an address-space limit.
 
 As a script it runs the whole corpus and prints the counts per class (``--list`` prints the names)::
 
@@ -36,117 +31,48 @@ import errno
 import io
 import json
 import os
-import resource
 import shutil
-import signal
 import sqlite3
-import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-EXAMPLES = ROOT / "examples" / "cases.jsonl"
-TCM = ROOT / "examples" / "tcm"
-PROMPTS = ROOT / "prompts"
+from tests.bad_input_harness import (
+    CLASSES,
+    D_LEAF,
+    EXAMPLES,
+    IN_PROCESS_TIMEOUT,
+    PROMPTS,
+    ROOT,
+    RUBRIC_MINI,
+    RULES,
+    TCM,
+    TREE,
+    Check,
+    Entry,
+    Outcome,
+    case,
+    classify,
+    fill,
+    jl,
+    run_entry,
+    scored_run_in,
+    sql,
+    store_path,
+)
+
 RUBRIC = ROOT / "configs" / "rubrics" / "medical_record.yaml"
 
-#: seconds an in-process entry may take before it is a hang (a subprocess entry: its own ``timeout``)
-IN_PROCESS_TIMEOUT = 20.0
-#: address space of a subprocess entry: an entry that needs more is a memory blow-up, not a pass
-SUBPROCESS_MEMORY = 3 * 1024**3
-
-CLASSES = ("refused", "handled", "traceback", "wrong", "hang")
-
-
-# --------------------------------------------------------------------------- entries
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What running an entry gave."""
-
-    code: int | None
-    stdout: str
-    stderr: str
-    exc: BaseException | None = None
-    hung: bool = False
-    seconds: float = 0.0
-
-    @property
-    def output(self) -> str:
-        return self.stdout + self.stderr
-
-
-Check = Callable[[Path, Outcome], None]
-
-
-@dataclass(frozen=True)
-class Hostile:
-    """One entry of the corpus (see the module docstring)."""
-
-    name: str
-    args: tuple[str, ...]
-    files: Mapping[str, str | bytes] = field(default_factory=dict)
-    exit: int = 2
-    expect: tuple[str, ...] = ()
-    absent: tuple[str, ...] = ()
-    setup: Callable[[Path], object] | None = None
-    check: Check | None = None
-    #: run as a separate process (cost bounded by ``timeout`` and :data:`SUBPROCESS_MEMORY`)
-    proc: bool = False
-    env: dict[str, str] = field(default_factory=dict)
-    #: subprocess only: where stdout goes (``pipe``, ``full``: /dev/full, ``closed``: a pipe closed at once)
-    stdout: str = "pipe"
-    timeout: float = IN_PROCESS_TIMEOUT
-    #: the numbered item of issue 25 (brief) the entry belongs to
-    item: int = 3
-
-
-def _fill(text: str, d: Path) -> str:
-    return text.replace("{run}", str(d / "run")).replace("{d}", str(d))
-
-
-def jl(*rows: Any) -> str:
-    return "".join((r if isinstance(r, str) else json.dumps(r, ensure_ascii=False)) + "\n" for r in rows)
-
-
-CASE: dict[str, Any] = {"id": "c1", "conversation": "医生：哪里不舒服？\n患者：口渴三个月。",
-                        "record": "主诉：口渴3个月。"}
-
-
-def case(**fields: Any) -> dict[str, Any]:
-    return {**CASE, **fields}
-
+#: an entry of this corpus
+Hostile = Entry
 
 #: `score` (a dry run) of {d}/cases.jsonl with the config {d}/c.yaml
 DRY = ("score", "{d}/cases.jsonl", "-c", "{d}/c.yaml", "--dry-run")
 GPT = "judges:\n  - name: gpt\n    model: openai/gpt-4.1\n    api_key_env: OPENAI_API_KEY\n"
-RULES = "judges:\n  - name: rules\n    kind: rules\n"
-RUBRIC_MINI = """\
-id: mini
-name: mini
-dimensions:
-  - id: quality
-    name: quality
-    max: 10
-    star_weight: 1
-    stars: {5: 9, 4: 7, 3: 5, 2: 3}
-    categories:
-      - id: facts
-        name: facts
-        cap: 10
-        types:
-          - {id: fact_wrong, name: wrong fact, points: 2}
-"""
-D_LEAF = {"role": "D", "triples": [["patient", "take", "drug"]], "logical_rel": "null"}
-C_NODE = {"role": "C", "triples": [["patient", "has", "fever"]], "logical_rel": "null"}
-TREE = [C_NODE, D_LEAF, {"role": "D", "triples": [["patient", "take", "rest"]], "logical_rel": "null"}]
 
 
 def deep(kind: str, depth: int) -> str:
@@ -157,10 +83,6 @@ def deep(kind: str, depth: int) -> str:
 
 
 # --------------------------------------------------------------------------- set-ups and checks
-
-
-def _store(d: Path) -> Path:
-    return d / "run" / "results.sqlite"
 
 
 def _calls(store: Path) -> int:
@@ -177,7 +99,7 @@ def _calls(store: Path) -> int:
 
 def store_whole(d: Path, out: Outcome) -> None:
     """The run's store is still a whole SQLite store with its calls."""
-    p = _store(d)
+    p = store_path(d)
     assert p.read_bytes()[:16] == b"SQLite format 3\x00", f"{p} is no longer an SQLite store"
     con = sqlite3.connect(f"file:{p}?mode=ro", uri=True)
     try:
@@ -258,30 +180,20 @@ def cli(d: Path, *args: str) -> str:
 
     from consensus_eval.cli import app
 
-    res = CliRunner().invoke(app, [_fill(a, d) for a in args])
+    res = CliRunner().invoke(app, [fill(a, d) for a in args])
     assert res.exit_code == 0, f"set-up {' '.join(args)}: exit {res.exit_code}\n{res.output}"
     return res.output
 
 
-def _sql(d: Path, *statements: str, params: tuple[Any, ...] = ()) -> None:
-    con = sqlite3.connect(_store(d))
-    try:
-        for s in statements:
-            con.execute(s, params)
-        con.commit()
-    finally:
-        con.close()
-
-
 def meta_value(key: str, value: str) -> Callable[[Path], None]:
     def setup(d: Path) -> None:
-        _sql(d, "UPDATE meta SET value = ? WHERE key = ?", params=(value, key))
+        sql(d, "UPDATE meta SET value = ? WHERE key = ?", params=(value, key))
     return setup
 
 
 def judgment_value(value: str) -> Callable[[Path], None]:
     def setup(d: Path) -> None:
-        _sql(d, "UPDATE calls SET judgment = ? WHERE status = 'ok'", params=(value,))
+        sql(d, "UPDATE calls SET judgment = ? WHERE status = 'ok'", params=(value,))
     return setup
 
 
@@ -364,11 +276,11 @@ def outputs_family() -> Family:
                        check=unchanged("run/results.sqlite"), item=1))
 
     def symlink(d: Path) -> None:
-        (d / "link.csv").symlink_to(_store(d))
+        (d / "link.csv").symlink_to(store_path(d))
         remember("run/results.sqlite")(d)
 
     def hardlink(d: Path) -> None:
-        os.link(_store(d), d / "hard.csv")
+        os.link(store_path(d), d / "hard.csv")
         remember("run/results.sqlite")(d)
 
     out.append(Hostile("out-audit-export-symlink-to-store", ("audit", "{run}", "--export", "{d}/link.csv"),
@@ -1079,138 +991,7 @@ def build() -> list[Hostile]:
     return corpus
 
 
-# --------------------------------------------------------------------------- running an entry
-
-
-class Hang(BaseException):
-    """Raised by SIGALRM in an in-process entry that takes too long (not an Exception: nothing catches it)."""
-
-
-@contextlib.contextmanager
-def _alarm(seconds: float) -> Iterator[None]:
-    def ring(signum: int, frame: object) -> None:
-        raise Hang()
-
-    previous = signal.signal(signal.SIGALRM, ring)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-
-
-def _in_process(h: Hostile, d: Path) -> Outcome:
-    from typer.testing import CliRunner
-
-    from consensus_eval.cli import app
-
-    start = time.monotonic()
-    try:
-        with _alarm(h.timeout):
-            res = CliRunner().invoke(app, [_fill(a, d) for a in h.args], env=h.env or None)
-    except Hang:
-        return Outcome(None, "", "", hung=True, seconds=time.monotonic() - start)
-    exc = None if res.exception is None or isinstance(res.exception, SystemExit) else res.exception
-    stdout = res.stdout
-    try:
-        stderr = res.stderr
-    except ValueError:
-        stderr = ""
-    if not stderr and res.output != stdout:
-        stderr = res.output.replace(stdout, "", 1)
-    return Outcome(res.exit_code, stdout, stderr, exc, seconds=time.monotonic() - start)
-
-
-def _limit_memory() -> None:
-    resource.setrlimit(resource.RLIMIT_AS, (SUBPROCESS_MEMORY, SUBPROCESS_MEMORY))
-
-
-def _subprocess(h: Hostile, d: Path) -> Outcome:
-    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "COLUMNS": "100", **h.env}
-    env.pop("FORCE_COLOR", None)
-    cmd = [sys.executable, "-m", "consensus_eval.cli", *(_fill(a, d) for a in h.args)]
-    start = time.monotonic()
-    stdout_target: Any = subprocess.PIPE
-    full = None
-    if h.stdout == "full":
-        full = open("/dev/full", "w")  # noqa: SIM115 - closed below
-        stdout_target = full
-    try:
-        if h.stdout == "closed":
-            r, w = os.pipe()
-            os.close(r)
-            stdout_target = w
-        proc = subprocess.Popen(cmd, stdout=stdout_target, stderr=subprocess.PIPE, env=env, cwd=ROOT,
-                                preexec_fn=_limit_memory, start_new_session=True)
-        if h.stdout == "closed":
-            os.close(w)
-        try:
-            out, err = proc.communicate(timeout=h.timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
-            return Outcome(None, "", "", hung=True, seconds=time.monotonic() - start)
-    finally:
-        if full is not None:
-            full.close()
-    def dec(b: bytes | None) -> str:
-        return b.decode("utf-8", "replace") if b else ""
-
-    stderr = dec(err)
-    exc: BaseException | None = None
-    if proc.returncode < 0:
-        exc = RuntimeError(f"killed by signal {-proc.returncode}")
-    elif "MemoryError" in stderr:
-        exc = MemoryError(stderr[-300:])
-    return Outcome(proc.returncode, dec(out), stderr, exc, seconds=time.monotonic() - start)
-
-
-def run_entry(h: Hostile, d: Path, scored_run: Path) -> Outcome:
-    """Write the entry's files into ``d`` (copy the scored run for ``{run}``), prepare, run."""
-    for name, content in h.files.items():
-        if isinstance(content, bytes):
-            (d / name).write_bytes(content)
-        else:
-            (d / name).write_text(_fill(content, d), encoding="utf-8", newline="")
-    shutil.copytree(scored_run, d / "run")
-    if h.setup is not None:
-        h.setup(d)
-    return _subprocess(h, d) if h.proc else _in_process(h, d)
-
-
-def classify(h: Hostile, d: Path, out: Outcome) -> tuple[str, str]:
-    """(class, why) of an outcome (see the module docstring)."""
-    if out.hung:
-        return "hang", f"over {h.timeout:g} s"
-    if out.exc is not None:
-        return "traceback", f"{type(out.exc).__name__}: {str(out.exc)[:300]}"
-    if "Traceback (most recent call last)" in out.output:
-        return "traceback", out.output[out.output.index("Traceback"):][-600:]
-    if out.code != h.exit:
-        return "wrong", f"exit {out.code}, expected {h.exit}: {out.output[-600:]}"
-    for part in h.expect:
-        if _fill(part, d) not in out.output:
-            return "wrong", f"{_fill(part, d)!r} not in the output: {out.output[-600:]}"
-    for part in h.absent:
-        if _fill(part, d) in out.output:
-            return "wrong", f"{_fill(part, d)!r} in the output"
-    if h.check is not None:
-        try:
-            h.check(d, out)
-        except Exception as e:  # noqa: BLE001 - a check that fails is a wrong result, whatever it raised
-            return "wrong", f"check: {type(e).__name__}: {e}"
-    return ("refused" if h.exit == 2 else "handled"), ""
-
-
-def scored_run_in(folder: Path) -> Path:
-    """A small finished run (4 example cases, the rules judge) in ``folder/run``."""
-    from consensus_eval import api as ce
-
-    cases = folder / "cases.jsonl"
-    cases.write_text("".join(EXAMPLES.read_text(encoding="utf-8").splitlines(keepends=True)[:4]), encoding="utf-8")
-    ce.evaluate(cases, "configs/default.yaml", out=folder / "run", n_boot=20)
-    return folder / "run"
+# --------------------------------------------------------------------------- the script
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -1257,4 +1038,4 @@ if __name__ == "__main__":
     sys.exit(main())
 
 
-__all__ = ["CLASSES", "Hostile", "Outcome", "build", "classify", "run_entry", "scored_run_in"]
+__all__ = ["Hostile", "build"]

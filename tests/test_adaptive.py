@@ -13,7 +13,7 @@ from consensus_eval.domain.config import EvalConfig
 from consensus_eval.execution.adaptive import JudgeRuns, decide
 from consensus_eval.execution.store import STORE_NAME, Store
 from tests.fake_server import FakeConfig, FakeServer
-from tests.test_fault_tolerance import write_cases
+from tests.helpers import write_cases
 
 DIMS = ("accuracy", "completeness", "standardization")
 PANEL = {"judges": [{"name": "a", "model": "openai/x"}, {"name": "b", "model": "openai/y"}],

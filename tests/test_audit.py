@@ -23,6 +23,7 @@ from consensus_eval.domain.judgment import Deduction, Judgment, PenaltyHit
 from consensus_eval.domain.rubric import load_rubric
 from consensus_eval.execution.store import CallRecord, PlannedCall, Store
 from consensus_eval.output.files import export_columns, write_adjudication_csv
+from tests.helpers import write_store
 
 JUDGES = ["judge-a", "judge-b", "judge-c"]
 DIMS = ["accuracy", "completeness", "standardization"]
@@ -78,14 +79,8 @@ def build_panel_store(folder: Path, panel: dict | None = None, cases: list[Case]
     rubric = load_rubric("medical_record")
     config = EvalConfig.model_validate({"judges": [{"name": j, "model": f"openai/{j}"} for j in JUDGES]})
     planned = [PlannedCall(f"{c.id}|{j}|{d}|0", c.id, d, j, 0) for c in cases for j in JUDGES for d in DIMS]
-    with Store(folder / "results.sqlite") as store:
-        store.set_meta("rubric", rubric.model_dump(mode="json"))
-        store.set_meta("config", config.model_dump(mode="json"))
-        store.set_meta("cases", [c.model_dump(mode="json") for c in cases])
-        store.set_plan(planned)
-        for p in planned:
-            store.record(_record(p, panel.get((p.case_id, p.judge, p.dimension))))
-    return folder
+    records = [_record(p, panel.get((p.case_id, p.judge, p.dimension))) for p in planned]
+    return write_store(folder, rubric, config, cases, records, planned)
 
 
 def _record(p: PlannedCall, outcome: Judgment | str | None) -> CallRecord:

@@ -20,7 +20,7 @@ from consensus_eval import api as evaluate
 from consensus_eval.cli import app
 from consensus_eval.execution.store import Store
 from tests.fake_server import FakeConfig, FakeServer
-from tests.test_fault_tolerance import MODEL_OF, write_cases, write_panel
+from tests.helpers import MODEL_OF, write_cases, write_panel
 
 CONTEXT_CHARS = 20_000  # the fake judges' context window; normal prompts are 3-8k characters
 

@@ -15,53 +15,48 @@ Entries marked ``xfail(strict=True, reason="needs CLI: ...")`` describe behaviou
 in cli.py/api.py (``--encoding``, ``--bootstrap`` checks, ``--allow-failures``, commands that read a
 run opening the store read-only); the marks come off as the options land.
 
-Read-only folders: permissions do not stop root (CI runs as root), so a "read-only" case runs its
-command with the effective uid of ``nobody`` on a folder owned by root (or, for a normal user, on a
-folder made ``a-w``).
+Entries are run and judged by the harness shared with ``tests/hostile_corpus.py``
+(``tests/bad_input_harness.py``: an entry must end refused or handled; read-only folders are explained
+there).
 """
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import io
 import json
 import os
 import shutil
 import sqlite3
-import tempfile
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from typer.testing import CliRunner
 
-from consensus_eval import InputError
 from consensus_eval.cli import app
+from consensus_eval.domain.sets import duplicates
+from tests.bad_input_harness import (
+    BAD,
+    CASE,
+    D_LEAF,
+    DROP,
+    EXAMPLES,
+    RUBRIC_MINI as RUBRIC,
+    TCM,
+    TREE,
+    Entry,
+    assert_passes,
+    case,
+    jl,
+    scored_run_in,
+    sql,
+    store_path,
+)
 
-ROOT = Path(__file__).resolve().parents[1]
-BAD = Path(__file__).parent / "data" / "bad"
-EXAMPLES = ROOT / "examples" / "cases.jsonl"
-TCM = ROOT / "examples" / "tcm"
-NOBODY = 65534
-
-# --------------------------------------------------------------------------- templates
-
-CASE = {"id": "c1", "conversation": "医生：哪里不舒服？\n患者：口渴三个月。", "record": "主诉：口渴3个月。"}
-DROP = object()
-
-
-def case(**fields: Any) -> dict[str, Any]:
-    """The template case with ``fields`` replaced (``DROP`` removes one)."""
-    out = {**CASE, **fields}
-    return {k: v for k, v in out.items() if v is not DROP}
-
-
-def jl(*rows: Any) -> str:
-    """JSON Lines: dicts are dumped, strings are written as they are."""
-    return "".join((r if isinstance(r, str) else json.dumps(r, ensure_ascii=False)) + "\n" for r in rows)
+#: an entry of this corpus
+Bad = Entry
 
 
 def cases_n(n: int, start: int = 1) -> list[dict[str, Any]]:
@@ -81,24 +76,6 @@ def extra_body(yaml_block: str) -> str:
     return gpt_with("extra_body:\n" + "\n".join("  " + line for line in yaml_block.splitlines()))
 
 
-#: a rubric (the minimal valid one) to vary
-RUBRIC = """\
-id: mini
-name: mini
-dimensions:
-  - id: quality
-    name: quality
-    max: 10
-    star_weight: 1
-    stars: {5: 9, 4: 7, 3: 5, 2: 3}
-    categories:
-      - id: facts
-        name: facts
-        cap: 10
-        types:
-          - {id: fact_wrong, name: wrong fact, points: 2}
-"""
-
 HUMAN_HEAD = "case_id,accuracy,completeness,standardization,categories\n"
 RATINGS_HEAD = "unit,rater,value\n"
 
@@ -109,11 +86,6 @@ def ratings(*rows: str) -> str:
 
 GOOD_RATINGS = ["u1,a,3", "u1,b,4", "u2,a,2", "u2,b,2", "u3,a,5", "u3,b,4"]
 
-D_LEAF = {"role": "D", "triples": [["patient", "take", "drug"]], "logical_rel": "null"}
-C_NODE = {"role": "C", "triples": [["patient", "has", "fever"]], "logical_rel": "null"}
-TREE = [C_NODE, D_LEAF, {"role": "D", "triples": [["patient", "take", "rest"]], "logical_rel": "null"}]
-
-
 def trees(*items: Any) -> str:
     return json.dumps(list(items), ensure_ascii=False)
 
@@ -123,26 +95,6 @@ def tcm_line(**fields: Any) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------- the table
-
-
-@dataclass(frozen=True)
-class Bad:
-    """One corpus entry (see the module docstring)."""
-
-    name: str
-    args: tuple[str, ...] = ()
-    files: dict[str, str | bytes] = field(default_factory=dict)
-    exit: int = 2
-    expect: tuple[str, ...] = ()
-    #: an API call instead of a command line: exit 0 if it returns, 2 if it raises InputError
-    call: Callable[[Path], object] | None = None
-    #: prepare the folder (after the files are written and the run copied): corrupt a store...
-    setup: Callable[[Path], None] | None = None
-    #: run the command on a read-only {d} (see the module docstring)
-    read_only: bool = False
-    #: the output must NOT contain these
-    absent: tuple[str, ...] = ()
-    xfail: str | None = None
 
 
 def score_cases(name: str, content: str | bytes, *expect: str, exit: int = 2, extra: tuple[str, ...] = (),
@@ -208,65 +160,51 @@ def store_cmd(name: str, setup: Callable[[Path], None] | None, *expect: str, com
 # ----- store set-ups
 
 
-def _store(d: Path) -> Path:
-    return d / "run" / "results.sqlite"
-
-
 def corrupt_store(d: Path) -> None:
-    _store(d).write_bytes(os.urandom(4096))
+    store_path(d).write_bytes(os.urandom(4096))
 
 
 def empty_store(d: Path) -> None:
-    _store(d).write_bytes(b"")
+    store_path(d).write_bytes(b"")
 
 
 def truncate_store(d: Path) -> None:
-    raw = _store(d).read_bytes()
-    _store(d).write_bytes(raw[: len(raw) // 3])
-
-
-def _sql(d: Path, *statements: str) -> None:
-    con = sqlite3.connect(_store(d))
-    try:
-        for s in statements:
-            con.execute(s)
-        con.commit()
-    finally:
-        con.close()
+    raw = store_path(d).read_bytes()
+    store_path(d).write_bytes(raw[: len(raw) // 3])
 
 
 def newer_schema(d: Path) -> None:
-    _sql(d, "UPDATE meta SET value = '99' WHERE key = 'schema_version'")
+    sql(d, "UPDATE meta SET value = '99' WHERE key = 'schema_version'")
 
 
 def odd_schema(d: Path) -> None:
-    _sql(d, "UPDATE meta SET value = '\"abc\"' WHERE key = 'schema_version'")
+    sql(d, "UPDATE meta SET value = '\"abc\"' WHERE key = 'schema_version'")
 
 
 def foreign_db(d: Path) -> None:
-    _store(d).unlink()
-    _sql(d, "CREATE TABLE invoices (id INTEGER, total REAL)")
+    store_path(d).unlink()
+    sql(d, "CREATE TABLE invoices (id INTEGER, total REAL)")
 
 
 def no_run_recorded(d: Path) -> None:
-    _sql(d, "DELETE FROM meta WHERE key IN ('config', 'rubric')")
+    sql(d, "DELETE FROM meta WHERE key IN ('config', 'rubric')")
 
 
 def damaged_meta(d: Path) -> None:
-    _sql(d, "UPDATE meta SET value = '{not json' WHERE key = 'config'")
+    sql(d, "UPDATE meta SET value = '{not json' WHERE key = 'config'")
 
 
 def damaged_call(d: Path) -> None:
-    _sql(d, "UPDATE calls SET judgment = '{\"verdict\": 1}' WHERE status = 'ok'")
+    sql(d, "UPDATE calls SET judgment = '{\"verdict\": 1}' WHERE status = 'ok'")
 
 
 def no_store(d: Path) -> None:
-    _store(d).unlink()
+    store_path(d).unlink()
 
 
 def store_is_folder(d: Path) -> None:
-    _store(d).unlink()
-    _store(d).mkdir()
+    store_path(d).unlink()
+    store_path(d).mkdir()
 
 
 def run_is_file(d: Path) -> None:
@@ -867,8 +805,7 @@ def _export_sheet(d: Path) -> None:
 
 
 def _params() -> list[Any]:
-    names = [b.name for b in CORPUS]
-    dup = sorted({n for n in names if names.count(n) > 1})
+    dup = sorted(duplicates(b.name for b in CORPUS))
     assert not dup, f"duplicate corpus names: {dup}"
     return [pytest.param(b, id=b.name, marks=[pytest.mark.xfail(strict=True, reason=b.xfail)] if b.xfail else [])
             for b in CORPUS]
@@ -880,104 +817,12 @@ def _params() -> list[Any]:
 @pytest.fixture(scope="module")
 def scored_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A small finished run (4 example cases, the rules judge), scored once for the whole module."""
-    from consensus_eval import api as ce
-    from consensus_eval.judges.quiet import quiet_libraries
-
-    quiet_libraries()  # what the CLI does first; done here so a read-only case imports nothing new
-    folder = tmp_path_factory.mktemp("corpus-run")
-    cases = folder / "cases.jsonl"
-    cases.write_text("".join(EXAMPLES.read_text(encoding="utf-8").splitlines(keepends=True)[:4]), encoding="utf-8")
-    ce.evaluate(cases, "configs/default.yaml", out=folder / "run", n_boot=20)
-    # import what the commands import lazily, before a read-only case runs as another user
-    import consensus_eval.output.audit_console
-    import consensus_eval.output.console
-    import consensus_eval.output.report  # noqa: F401
-    return folder / "run"
-
-
-@contextlib.contextmanager
-def _folder_for(bad: Bad, tmp_path: Path) -> Iterator[Path]:
-    """The case's folder: tmp_path, or for a read-only case a folder other users can reach."""
-    if not bad.read_only or os.geteuid() != 0:
-        yield tmp_path
-        return
-    base = Path(tempfile.mkdtemp(prefix="ce-corpus-"))
-    try:
-        base.chmod(0o755)
-        yield base
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
-
-
-@contextlib.contextmanager
-def _read_only(folder: Path) -> Iterator[None]:
-    """Run the body unable to write in ``folder``: as ``nobody`` for root, else with the folder a-w."""
-    if os.geteuid() != 0:
-        dirs = [folder, *(p for p in folder.rglob("*") if p.is_dir())]
-        for p in dirs:
-            p.chmod(0o555)
-        try:
-            yield
-        finally:
-            for p in dirs:
-                p.chmod(0o755)
-        return
-    try:
-        os.seteuid(NOBODY)
-    except PermissionError:
-        pytest.skip("cannot drop privileges to test a read-only folder")
-    try:
-        try:
-            os.listdir(folder)
-        except PermissionError:
-            pytest.skip(f"{folder} is not reachable by uid {NOBODY}")
-        yield
-    finally:
-        os.seteuid(0)
-
-
-def _fill(text: str, d: Path) -> str:
-    return text.replace("{run}", str(d / "run")).replace("{d}", str(d)).replace("{bad}", str(BAD))
-
-
-def _invoke(bad: Bad, d: Path) -> tuple[int, str, BaseException | None]:
-    if bad.call is not None:
-        try:
-            bad.call(d)
-        except InputError as e:
-            return 2, str(e), None
-        except Exception as e:  # noqa: BLE001 - any other exception is what the corpus is against
-            return 1, f"{type(e).__name__}: {e}", e
-        return 0, "", None
-    res = CliRunner().invoke(app, [_fill(a, d) for a in bad.args])
-    exc = None if res.exception is None or isinstance(res.exception, SystemExit) else res.exception
-    return res.exit_code, res.output, exc
+    return scored_run_in(tmp_path_factory.mktemp("corpus-run"))
 
 
 @pytest.mark.parametrize("bad", _params())
 def test_bad_input(bad: Bad, tmp_path: Path, scored_run: Path) -> None:
-    with _folder_for(bad, tmp_path) as d:
-        for name, content in bad.files.items():
-            if isinstance(content, bytes):
-                (d / name).write_bytes(content)
-            else:
-                (d / name).write_text(_fill(content, d), encoding="utf-8", newline="")
-        if any("{run}" in a for a in bad.args) or bad.read_only or bad.setup is not None:
-            shutil.copytree(scored_run, d / "run")
-        if bad.setup is not None:
-            bad.setup(d)
-        if bad.read_only:
-            with _read_only(d):
-                code, out, exc = _invoke(bad, d)
-        else:
-            code, out, exc = _invoke(bad, d)
-    assert exc is None, f"{type(exc).__name__}: {exc}\n{out}"
-    assert "Traceback" not in out, out
-    assert code == bad.exit, f"exit {code}, expected {bad.exit}:\n{out}"
-    for part in bad.expect:
-        assert _fill(part, d) in out, f"{_fill(part, d)!r} not in:\n{out}"
-    for part in bad.absent:
-        assert _fill(part, d) not in out, f"{_fill(part, d)!r} in:\n{out}"
+    assert_passes(bad, tmp_path, scored_run)
 
 
 def test_the_corpus_is_big_enough() -> None:

@@ -21,7 +21,7 @@ import pytest
 
 from tests.conftest import ROOT
 from tests.fake_server import FakeConfig, FakeServer
-from tests.test_fault_tolerance import _cli, write_cases
+from tests.helpers import cli_command, write_cases
 
 KEY = "sk-test-BATCH-SECRET-0123456789abcdef"
 N_CASES = 4
@@ -225,7 +225,7 @@ def test_score_exits_4_while_batches_run_and_no_secret_is_written(tmp_path: Path
     env = {**os.environ, "BATCH_TEST_KEY": KEY}
     with FakeServer(FakeConfig(seed=4, batch_delay_s=None)) as srv:
         cfg = _write_config(tmp_path / "cfg.yaml", srv.url)
-        cmd = [*_cli(), "score", str(cases), "--config", str(cfg), "--out", str(tmp_path / "o")]
+        cmd = [*cli_command(), "score", str(cases), "--config", str(cfg), "--out", str(tmp_path / "o")]
         r1 = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
         assert r1.returncode == 4, r1.stdout + r1.stderr
         batch_id = srv.batches.stats()["batches"][0]["id"]
@@ -262,7 +262,7 @@ def test_a_kill_at_any_step_loses_no_batch_and_submits_none_twice(tmp_path: Path
     env = {**os.environ, "BATCH_TEST_KEY": KEY}
     with FakeServer(FakeConfig(seed=5)) as srv:
         cfg = _write_config(tmp_path / "cfg.yaml", srv.url)
-        cmd = [*_cli(), "score", str(cases), "--config", str(cfg), "--out", str(tmp_path / "o")]
+        cmd = [*cli_command(), "score", str(cases), "--config", str(cfg), "--out", str(tmp_path / "o")]
         if step in ("line", "collected"):   # a collection step: submit first (in this process: same code path)
             assert _run(cases, _config(srv.url), tmp_path / "o").progress.batches
         killed = subprocess.run(cmd, cwd=ROOT, env={**env, KILL_ENV: step}, capture_output=True, text=True,
@@ -290,7 +290,7 @@ def test_kills_from_outside_at_random_points_lose_nothing_and_duplicate_nothing(
     rng = random.Random(16)
     with FakeServer(FakeConfig(seed=9, batch_delay_s=1.0)) as srv:
         cfg = _write_config(tmp_path / "cfg.yaml", srv.url)
-        cmd = [*_cli(), "score", str(cases), "--config", str(cfg), "--out", str(tmp_path / "o"), "--wait"]
+        cmd = [*cli_command(), "score", str(cases), "--config", str(cfg), "--out", str(tmp_path / "o"), "--wait"]
         for _ in range(4):
             proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             time.sleep(rng.uniform(1.0, 6.0))

@@ -16,9 +16,7 @@ import json
 import os
 import random
 import signal
-import sqlite3
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -26,59 +24,14 @@ import pytest
 
 from consensus_eval import api as evaluate
 from consensus_eval.execution.store import Store
-from tests.conftest import EXAMPLES, ROOT
+from tests.conftest import ROOT
 from tests.fake_server import FakeConfig, FakeServer, spawn
+from tests.helpers import MODEL_OF, PRICE_IN, PRICE_OUT, cli_command, ok_count, write_cases, write_panel
 
 N_CASES = 20
-PRICE_IN, PRICE_OUT = 1e-6, 2e-6
 RETRYABLE_STATUSES = {"429", "500", "503", "hang", "drop"}
 
 
-def write_cases(path: Path, n: int = N_CASES) -> Path:
-    """``n`` cases cycled from the examples, each with its own id; none important (one run each)."""
-    examples = [json.loads(x) for x in EXAMPLES.read_text(encoding="utf-8").splitlines() if x.strip()]
-    lines = []
-    for i in range(n):
-        d = dict(examples[i % len(examples)])
-        d["id"], d["important"] = f"ft-{i:03d}", False
-        lines.append(json.dumps(d, ensure_ascii=False))
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
-
-
-def write_panel(path: Path, url: str, *, timeout_s: float = 3.0, concurrency: int = 8,
-                retries: tuple[int, int] = (4, 2)) -> Path:
-    """Two LLM judges on the fake server: one in TOOLS mode, one stricter in JSON mode."""
-    path.write_text(f"""\
-rubric: medical_record
-runs: 1
-important_runs: 1
-judges:
-  - name: judge-a
-    model: openai/fake-a
-    api_base: {url}/v1
-    mode: tools
-    concurrency: {concurrency}
-    timeout_s: {timeout_s}
-    max_retries: {retries[0]}
-    max_reasks: 2
-    input_cost_per_token: {PRICE_IN}
-    output_cost_per_token: {PRICE_OUT}
-  - name: judge-b
-    model: hosted_vllm/fake-strict
-    api_base: {url}/v1
-    mode: json
-    concurrency: {concurrency}
-    timeout_s: {timeout_s}
-    max_retries: {retries[1]}
-    max_reasks: 2
-    input_cost_per_token: {PRICE_IN}
-    output_cost_per_token: {PRICE_OUT}
-""", encoding="utf-8")
-    return path
-
-
-MODEL_OF = {"judge-a": "fake-a", "judge-b": "fake-strict"}  # the model name the server sees (write_panel's judges)
 SERVER_MODEL = {**MODEL_OF, "judge-c": "fake-lenient"}  # and the third judge of the issue-12 storm
 
 
@@ -327,22 +280,6 @@ def test_fault_storm_fails_only_calls_that_ran_out_of_budget(tmp_path, warm_lite
 # --------------------------------------------------------------------------- crash and resume
 
 
-def _cli() -> list[str]:
-    script = Path(sys.executable).with_name("consensus-eval")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "consensus_eval.cli"]
-
-
-def _ok_count(db: Path) -> int:
-    try:
-        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1)
-        try:
-            return con.execute("SELECT count(*) FROM calls WHERE status = 'ok'").fetchone()[0]
-        finally:
-            con.close()
-    except sqlite3.Error:  # not created yet, or the schema is being written
-        return 0
-
-
 def _comparable(path: Path) -> list[dict]:
     rows = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()]
     for r in rows:
@@ -369,22 +306,22 @@ def test_kill_9_and_resume_gives_the_uninterrupted_result(tmp_path, warm_litellm
     with FakeServer(FakeConfig(**server_cfg)) as srv:
         # another server (so another api_base, so other request hashes), same seed: same replies
         cfg = write_panel(tmp_path / "panel.yaml", srv.url, concurrency=2)
-        cmd = [*_cli(), "score", str(cases), "--config", str(cfg), "--out", str(out)]
+        cmd = [*cli_command(), "score", str(cases), "--config", str(cfg), "--out", str(out)]
         for _ in range(3):
-            have = _ok_count(db)
+            have = ok_count(db)
             target = have + rng.randint(5, max(6, (total - have) // 2))
             proc = subprocess.Popen(cmd, env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
             deadline = time.monotonic() + 60
             seen = have
             while proc.poll() is None and time.monotonic() < deadline:
-                seen = _ok_count(db)
+                seen = ok_count(db)
                 if seen >= target:
                     break
                 time.sleep(0.01)
             if proc.poll() is None:
                 proc.send_signal(signal.SIGKILL)
             proc.wait(10)
-            kills.append((seen, _ok_count(db)))
+            kills.append((seen, ok_count(db)))
             assert proc.returncode == -signal.SIGKILL, proc.stderr.read().decode()[-2000:] if proc.stderr else ""
             proc.stderr.close()
         final = subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=90)

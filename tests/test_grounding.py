@@ -34,10 +34,11 @@ from consensus_eval.domain.rubric import Headings, load_rubric
 from consensus_eval.domain.sections import SectionIndex, Sections, find_sections, fold_width
 from consensus_eval.execution.execute import execute
 from consensus_eval.execution.results import ground_all, read_run
-from consensus_eval.execution.store import CallRecord, PlannedCall, Store
+from consensus_eval.execution.store import CallRecord, Store
 from consensus_eval.judges.llm import LLMJudge
 from tests.conftest import EXAMPLES
 from tests.fakellm import INVENTED_MARK, INVENTED_QUOTES, chat_response
+from tests.helpers import write_store
 
 RECORD = ("主诉：口渴、多饮3年，加重1月。\n"
           "现病史：患者3年前体检发现空腹血糖7.9mmol/L，诊断为2型糖尿病，口服二甲双胍 500mg 每日2次。近1月口渴加重。\n"
@@ -311,19 +312,9 @@ def _store(tmp_path: Path, rubric, mode: str, judgments: list[Judgment]) -> Path
     case = Case(id="c1", record=RECORD, conversation=CONVERSATION)
     config = EvalConfig.model_validate({"ungrounded": mode, "runs": len(judgments), "judges": [
         {"name": "j", "model": "openai/fake", "api_base": "http://x.test/v1"}]})
-    folder = tmp_path / mode
-    folder.mkdir()
-    store = Store(folder / "results.sqlite")
-    store.set_meta("rubric", rubric.model_dump(mode="json"))
-    store.set_meta("config", config.to_json())
-    store.set_meta("cases", [case.model_dump(mode="json")])
-    planned = [PlannedCall(f"h{i}", "c1", "accuracy", "j", i) for i in range(len(judgments))]
-    store.set_plan(planned)
-    for p, j in zip(planned, judgments, strict=True):
-        store.record(CallRecord(status="ok", judgment=j, raw=j.model_dump_json(), request_hash=p.request_hash,
-                                case_id="c1", dimension="accuracy", judge="j", run=p.run))
-    store.close()
-    return folder
+    records = [CallRecord(status="ok", judgment=j, raw=j.model_dump_json(), request_hash=f"h{i}", case_id="c1",
+                          dimension="accuracy", judge="j", run=i) for i, j in enumerate(judgments)]
+    return write_store(tmp_path / mode, rubric, config, [case], records)
 
 
 JUDGMENT = Judgment(dimension="accuracy", deductions=[

@@ -13,11 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import contextlib
 import json
 import random
 import socket
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -34,7 +32,7 @@ from consensus_eval.judges.llm import RETRYABLE, STOPS_THE_JUDGE, LLMJudge, clas
 from tests.conftest import FAKE_KEY, write_config
 from tests.fake_server import FakeConfig, FakeServer
 from tests.fakellm import chat_response, make_reply
-from tests.test_fault_tolerance import write_cases
+from tests.helpers import ModeServer, write_cases
 
 KIND_WORDS = {"rate_limit": "rate limited", "server_error": "server error", "timeout": "timeout",
               "connection": "connection dropped", "connection_refused": "connection refused",
@@ -45,26 +43,19 @@ KIND_WORDS = {"rate_limit": "rate limited", "server_error": "server error", "tim
 # --------------------------------------------------------------------------- real endpoints
 
 
-class StatusServer:
+class StatusServer(ModeServer):
     """A local OpenAI-compatible endpoint answering ``POST /<mode>/v1/chat/completions`` with HTTP
     status ``<mode>`` (an OpenAI-style error body; 400 is a context window exceeded), ``html``
     (200 with a body that is not JSON) or ``ok`` (a valid judgment). Counts requests per mode."""
 
+    lifetime_s = 120.0
+
     def __init__(self) -> None:
+        super().__init__()
         self.requests: collections.Counter[str] = collections.Counter()
-        self.port = 0
-        self._ready = threading.Event()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._stop: asyncio.Event | None = None
-        self._thread = threading.Thread(target=lambda: asyncio.run(self._serve()), daemon=True)
 
-    def url(self, mode: str | int) -> str:
-        return f"http://127.0.0.1:{self.port}/{mode}/v1"
-
-    async def _handle(self, request: web.Request) -> web.StreamResponse:
-        mode = request.match_info["mode"]
+    async def answer(self, mode: str, body: dict[str, Any]) -> web.StreamResponse:
         self.requests[mode] += 1
-        body = await request.json()
         if mode == "ok":
             return web.json_response(chat_response(body, make_reply("accuracy", random.Random(1), n=1)))
         if mode == "html":
@@ -76,30 +67,6 @@ class StatusServer:
             error.update(message="This model's maximum context length is 8192 tokens. However, your messages "
                                  "resulted in 9000 tokens.", code="context_length_exceeded")
         return web.json_response({"error": error}, status=status)
-
-    async def _serve(self) -> None:
-        self._loop, self._stop = asyncio.get_running_loop(), asyncio.Event()
-        app = web.Application()
-        app.router.add_post("/{mode}/v1/chat/completions", self._handle)
-        runner = web.AppRunner(app, access_log=None)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        self._ready.set()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._stop.wait(), 120)
-        await runner.cleanup()
-
-    def __enter__(self) -> StatusServer:
-        self._thread.start()
-        assert self._ready.wait(10)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._loop is not None and self._stop is not None:
-            self._loop.call_soon_threadsafe(self._stop.set)
-        self._thread.join(10)
 
 
 @pytest.fixture(scope="module")

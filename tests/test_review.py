@@ -519,22 +519,16 @@ def test_a_deduction_repeated_in_three_runs_is_one_line_and_three_verdicts(tmp_p
     from consensus_eval.domain.judgment import Judgment
     from consensus_eval.domain.rubric import load_rubric
     from consensus_eval.execution.store import PlannedCall
+    from tests.helpers import write_store
     from tests.test_audit import DIMS, _d, _record, panel_cases
 
     case = panel_cases()[:1]
     rubric = load_rubric("medical_record")
     config = EvalConfig.model_validate({"judges": [{"name": "judge-a", "model": "openai/judge-a"}]})
     planned = [PlannedCall(f"c1|judge-a|{d}|{run}", "c1", d, "judge-a", run) for d in DIMS for run in range(3)]
-    folder = tmp_path / "runs"
-    with Store(folder / "results.sqlite") as store:
-        store.set_meta("rubric", rubric.model_dump(mode="json"))
-        store.set_meta("config", config.model_dump(mode="json"))
-        store.set_meta("cases", [c.model_dump(mode="json") for c in case])
-        store.set_plan(planned)
-        for p in planned:
-            judgment = (Judgment(dimension="accuracy", deductions=[_d("numbers", "value_error", 2, "空腹7.9")])
-                        if p.dimension == "accuracy" else None)
-            store.record(_record(p, judgment))
+    deduction = Judgment(dimension="accuracy", deductions=[_d("numbers", "value_error", 2, "空腹7.9")])
+    records = [_record(p, deduction if p.dimension == "accuracy" else None) for p in planned]
+    folder = write_store(tmp_path / "runs", rubric, config, case, records, planned)
     r = ReviewRun.open(folder)
     try:
         view = r.case_view("alice", 1)

@@ -23,9 +23,10 @@ from consensus_eval.domain.config import EvalConfig
 from consensus_eval.domain.judgment import Deduction, Judgment, PenaltyHit
 from consensus_eval.domain.rubric import Rubric, load_rubric
 from consensus_eval.execution.results import StoredRun, derive_all, ground_all
-from consensus_eval.execution.store import CallRecord, PlannedCall, Store
+from consensus_eval.execution.store import CallRecord
 from consensus_eval.output.audit_console import print_audit
 from consensus_eval.output.console import print_summary
+from tests.helpers import write_store
 
 RUBRIC = load_rubric("medical_record")
 PANEL3 = ["judge-a", "judge-b", "judge-c"]
@@ -346,14 +347,7 @@ def test_the_console_prints_the_top_of_the_queue_at_2000_cases(tmp_path):
 
 
 def _write_store(folder: Path, run: StoredRun) -> Path:
-    with Store(folder / "results.sqlite") as store:
-        store.set_meta("rubric", run.rubric.model_dump(mode="json"))
-        store.set_meta("config", run.config.model_dump(mode="json"))
-        store.set_meta("cases", [c.model_dump(mode="json") for c in run.cases])
-        store.set_plan(PlannedCall(r.request_hash, r.case_id, r.dimension, r.judge, r.run) for r in run.records)
-        for r in run.records:
-            store.record(r)
-    return folder
+    return write_store(folder, run.rubric, run.config, run.cases, run.records)
 
 
 def test_cli_audit_of_a_single_judge_says_highest_risk(tmp_path):

@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 
 from tests.conftest import ROOT, write_config
 from tests.fake_server import FakeConfig, FakeServer
-from tests.test_fault_tolerance import _cli, _ok_count, write_cases, write_panel
+from tests.helpers import cli_command, ok_count, write_cases, write_panel
 
 ENV = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
        "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
@@ -34,7 +34,7 @@ def _statuses(out: Path) -> dict[str, str]:
 def _start_and_wait_for(cmd: list[str], cwd: Path, db: Path, rows: int) -> subprocess.Popen[str]:
     proc = subprocess.Popen(cmd, env=ENV, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
-    while proc.poll() is None and _ok_count(db) < rows and time.monotonic() < deadline:
+    while proc.poll() is None and ok_count(db) < rows and time.monotonic() < deadline:
         time.sleep(0.02)
     assert proc.poll() is None, f"the run ended before it could be interrupted: {proc.communicate()}"
     return proc
@@ -48,7 +48,7 @@ def _score_in_flight(tmp_path: Path, rows: int) -> Iterator[tuple[subprocess.Pop
     with FakeServer(FakeConfig(seed=3, latency_ms=400.0, max_lifetime_s=120)) as srv:
         cfg = write_panel(tmp_path / "panel.yaml", srv.url, concurrency=2)
         out = tmp_path / "out"
-        cmd = [*_cli(), "score", str(cases), "--config", str(cfg), "--out", str(out)]
+        cmd = [*cli_command(), "score", str(cases), "--config", str(cfg), "--out", str(out)]
         yield _start_and_wait_for(cmd, tmp_path, out / "results.sqlite", rows), cmd, out
 
 
@@ -59,7 +59,7 @@ def test_a_signal_stops_the_run_rebuilds_the_outputs_and_the_rerun_resumes(tmp_p
         stdout, stderr = proc.communicate(timeout=30)
         assert proc.returncode == 130, stdout + stderr
         assert "Traceback" not in stdout + stderr
-        stored = _ok_count(out / "results.sqlite")
+        stored = ok_count(out / "results.sqlite")
         assert f"interrupted: {stored} of 120 judgments stored; rerun the same command to resume" in stdout
         # the outputs were rebuilt from what is stored: the cases with calls missing say so
         statuses = _statuses(out)
