@@ -7,7 +7,8 @@
 # prompts, examples). Three comparisons:
 #   1. `score examples/cases.jsonl` (default config, the rules judge): every output file byte for byte, except
 #      what a live run measures (judgments.jsonl's latency_s; in results.sqlite the calls' latency_s and
-#      finished_at): those two files are compared with the measurements masked, the store table by table;
+#      finished_at) and the minute the reports were written: a file that is not the same byte for byte is
+#      compared with those masked ("same (timings masked)"), the store by its schema and rows;
 #   2. `score` of 300 cases (tests/big_run.big_cases) with a panel of 3 rules judges, compared the same way;
 #   3. one store rebuilt by each side (`rebuild`, from the same results.sqlite: the before side's 300 x 3 run
 #      and tests/big_run.build_big_run(300 cases, 3 judges) written by the before side): every output file,
@@ -43,6 +44,9 @@ path, out = sys.argv[1], sys.argv[2]
 if path.endswith(".jsonl"):
     text = open(path, encoding="utf-8").read()
     open(out, "w", encoding="utf-8").write(re.sub(r"\"latency_s\": [0-9.e+-]+", "\"latency_s\": null", text))
+elif path.endswith((".md", ".html")):  # the reports say when they were written, to the minute
+    text = open(path, encoding="utf-8").read()
+    open(out, "w", encoding="utf-8").write(re.sub(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", "<written>", text))
 else:
     db = sqlite3.connect(path)
     with open(out, "w", encoding="utf-8") as f:
@@ -65,7 +69,9 @@ compare() {  # compare DIR_BEFORE DIR_AFTER MASKED_FILES...: every file byte for
     if [[ ! -f "$b/$f" ]]; then echo "MISSING after: $f"; FAILED=1; continue; fi
     if [[ "$masked" == *" $f "* ]]; then
       "$PY" -c "$MASK" "$a/$f" "$WORK/masked.a"; "$PY" -c "$MASK" "$b/$f" "$WORK/masked.b"
-      if cmp -s "$WORK/masked.a" "$WORK/masked.b"; then echo "same (timings masked) $f"; else echo "DIFFERENT $f"; FAILED=1; fi
+      if cmp -s "$a/$f" "$b/$f"; then echo "same $f"
+      elif cmp -s "$WORK/masked.a" "$WORK/masked.b"; then echo "same (timings masked) $f"
+      else echo "DIFFERENT $f"; FAILED=1; fi
     elif cmp -s "$a/$f" "$b/$f"; then echo "same $f"; else echo "DIFFERENT $f"; FAILED=1; fi
   done
   for f in $(cd "$b" && ls); do [[ -f "$a/$f" ]] || { echo "EXTRA after: $f"; FAILED=1; }; done
@@ -73,7 +79,7 @@ compare() {  # compare DIR_BEFORE DIR_AFTER MASKED_FILES...: every file byte for
 
 echo "== 1. score examples/cases.jsonl, default config"
 for side in before after; do cli "$side" score examples/cases.jsonl --out "$WORK/ex/$side/out" >/dev/null 2>&1; done
-compare "$WORK/ex/before/out" "$WORK/ex/after/out" judgments.jsonl results.sqlite
+compare "$WORK/ex/before/out" "$WORK/ex/after/out" judgments.jsonl results.sqlite report.md report.html
 
 echo "== 2. score 300 cases x 3 rules judges"
 printf 'rubric: medical_record\nruns: 1\nimportant_runs: 3\njudges:\n  - {name: rules-a, kind: rules}\n  - {name: rules-b, kind: rules}\n  - {name: rules-c, kind: rules}\n' > "$WORK/panel3.yaml"
@@ -87,14 +93,14 @@ with open(sys.argv[1], "w", encoding="utf-8") as f:
 for side in before after; do
   cli "$side" score "$WORK/cases300.jsonl" -c "$WORK/panel3.yaml" --out "$WORK/big/$side/out" >/dev/null 2>&1
 done
-compare "$WORK/big/before/out" "$WORK/big/after/out" judgments.jsonl results.sqlite
+compare "$WORK/big/before/out" "$WORK/big/after/out" judgments.jsonl results.sqlite report.md report.html
 
 echo "== 3a. the before side's 300 x 3 store, rebuilt by each side"
 for side in before after; do
   mkdir -p "$WORK/rb/$side/out" && cp "$WORK/big/before/out/results.sqlite" "$WORK/rb/$side/out/"
   py "$side" 'import sys; from consensus_eval import api; api.rebuild(sys.argv[1])' "$WORK/rb/$side/out"
 done
-compare "$WORK/rb/before/out" "$WORK/rb/after/out" results.sqlite
+compare "$WORK/rb/before/out" "$WORK/rb/after/out" results.sqlite report.md report.html
 
 echo "== 3b. tests/big_run.build_big_run(300 cases, 3 judges), rebuilt by each side"
 py before 'import sys; from pathlib import Path; from tests.big_run import build_big_run; build_big_run(Path(sys.argv[1]), 300, 3)' "$WORK/bb/src"
@@ -102,7 +108,7 @@ for side in before after; do
   mkdir -p "$WORK/bb/$side/out" && cp "$WORK/bb/src/results.sqlite" "$WORK/bb/$side/out/"
   py "$side" 'import sys; from consensus_eval import api; api.rebuild(sys.argv[1])' "$WORK/bb/$side/out"
 done
-compare "$WORK/bb/before/out" "$WORK/bb/after/out" results.sqlite
+compare "$WORK/bb/before/out" "$WORK/bb/after/out" results.sqlite report.md report.html
 
 if [[ $FAILED == 0 ]]; then echo "IDENTICAL: every medical_record output, before and after"; else echo "DIFFERENCES FOUND"; fi
 exit $FAILED
