@@ -596,3 +596,22 @@ def test_two_reviewers_disagreeing_on_a_criterion_are_adjudicated_criterion_by_c
         # the reference: agreed allergy met, followup not met; adjudicated meds met, invented not met
         assert cr.reference["safety"] == pytest.approx((crits["allergy"].points + crits["meds"].points) / 13)
         assert cr.human["safety"] == cr.reference["safety"]
+
+
+def test_the_review_apps_sheet_has_the_criterion_columns_and_reads_back(criteria_copy: Path, tmp_path: Path) -> None:
+    with closing(ReviewRun.open(criteria_copy)) as r:
+        for cid, met in (("allergy", True), ("invented", False)):
+            r.apply("dr_d", {"op": "criterion", "case": 2, "dimension": "safety", "criterion": cid, "met": met})
+        r.apply("dr_d", {"op": "scores", "case": 2, "scores": {}, "accepted": ["safety"]})
+        raw = r.sheet("dr_d")
+        case_id = r.case_at(2).case_id
+    assert raw.startswith("\ufeff".encode()) and b"\r\n" in raw
+    text = raw.decode("utf-8-sig")
+    header = text.splitlines()[0].split(",")
+    assert header[-4:] == ["criterion: allergy", "criterion: meds", "criterion: followup", "criterion: invented"]
+    (row,) = [line for line in csv.reader(io.StringIO(text)) if line[2] == case_id and line[0] == "score"]
+    assert row[-4:] == ["met", "", "", "not met"]     # the accepted ones are left empty: never made own
+    p = tmp_path / "sheet.csv"
+    p.write_bytes(raw)
+    back = read_labels(p, load_run(criteria_copy, replies=False).run).labels["dr_d"]
+    assert sorted((lb.deduction_id, lb.value) for lb in back) == [("allergy", "met"), ("invented", "not_met")]
