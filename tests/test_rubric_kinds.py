@@ -108,3 +108,15 @@ def test_a_deductions_judgment_dumps_as_before_kinds_and_the_total_is_weighted()
     rubric = Rubric.model_validate({"id": "r", "name": "r", "dimensions": [
         {**LIKERT, "weight": 2}, {**LIKERT, "id": "thorough", "name": "Thorough"}]})
     assert rubric.max_total == 15 and rubric.total({"accurate": 4, "thorough": 3}) == 11
+
+
+def test_the_speaker_separator_follows_the_rubrics_language_unless_given():
+    case = Case.model_validate({"id": "c", "record": "r", "conversation": [{"role": "doctor", "text": "Hi"}]})
+    zh = load_rubric("medical_record")
+    assert zh.conversation_text(case) == "医生：Hi"
+    en = Rubric.model_validate({"id": "r", "name": "r", "language": "en", "roles": {"doctor": "Clinician"},
+                                "dimensions": [LIKERT]})
+    assert en.conversation_text(case) == "Clinician: Hi"
+    own = en.model_copy(update={"speaker_separator": " - "})
+    assert own.conversation_text(case) == "Clinician - Hi"
+    assert "speaker_separator" not in en.model_dump() and en.fingerprint != own.fingerprint

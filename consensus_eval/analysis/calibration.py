@@ -239,7 +239,7 @@ class _Case:
     def __init__(self, sc: SuiteCase, rubric: Rubric, ground: Grounder) -> None:
         self.sc = sc
         self.record = sc.case.record
-        self.conversation = sc.case.conversation_as_text(rubric.roles)
+        self.conversation = rubric.conversation_text(sc.case)
         self.cluster = sc.base or sc.case.id
         self._ground = ground
         self._cache: dict[str, Grounding] = {}

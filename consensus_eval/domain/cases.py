@@ -99,16 +99,19 @@ class Case(BaseModel):
             raise ValueError("the conversation is empty")
         return v
 
-    def conversation_as_text(self, roles: Mapping[str, str] | None = None) -> str:
-        """The conversation as plain text, one ``label：text`` line per turn.
+    def conversation_as_text(self, roles: Mapping[str, str] | None = None, separator: str = "：") -> str:
+        """The conversation as plain text, one ``label<separator>text`` line per turn (``医生：...``).
 
         ``roles`` maps a turn's role to its label (the rubric's ``roles``, e.g. ``doctor: 医生``);
-        a role it does not list is written as given. A conversation given as text is returned as is.
+        a role it does not list is written as given. ``separator`` follows the label: the rubric's
+        :attr:`~consensus_eval.domain.rubric.Rubric.speaker_separator` (use
+        :meth:`~consensus_eval.domain.rubric.Rubric.conversation_text`, which passes both). A conversation
+        given as text is returned as is.
         """
         if isinstance(self.conversation, str):
             return self.conversation
         names = roles or {}
-        return "\n".join(f"{names.get(t.role, t.role)}：{t.text}" for t in self.conversation)
+        return "\n".join(f"{names.get(t.role, t.role)}{separator}{t.text}" for t in self.conversation)
 
     @property
     def size(self) -> int:

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping
 from functools import cached_property
 from itertools import pairwise
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -34,6 +34,9 @@ from consensus_eval._errors import InputError, format_validation_error
 from consensus_eval._resources import resolve
 from consensus_eval.domain.sets import duplicates
 from consensus_eval.domain.textio import load_yaml
+
+if TYPE_CHECKING:
+    from consensus_eval.domain.cases import Case
 
 _EPS = 1e-9
 
@@ -288,6 +291,9 @@ class Rubric(_Frozen):
     required_sections: list[str] = []
     #: how a conversation's speakers are written out (``doctor: 医生``); roles not listed as given
     roles: dict[str, str] = {}
+    #: what follows a speaker's label in a conversation given as turns (``医生：...``, ``Clinician: ...``);
+    #: unset: ``：`` for a rubric in Chinese (``language: zh`` or none given), ``": "`` for any other language
+    speaker_separator: Annotated[str | None, Field(exclude_if=_default(None))] = None
     #: the language the rubric is written in (``zh``, ``en``): the default language of the reports'
     #: headings and labels; display only, not part of :attr:`fingerprint`
     language: str | None = None
@@ -310,6 +316,18 @@ class Rubric(_Frozen):
         ``language`` and ``headings`` are left out: they change how reports are labelled and records read,
         not what a judge is asked (a judge that reads records has its own version in the request hash)."""
         return hashlib.sha256(self.model_dump_json(exclude={"language", "headings"}).encode()).hexdigest()[:16]
+
+    @property
+    def separator(self) -> str:
+        """The text after a speaker's label in a conversation (:attr:`speaker_separator`, else by language)."""
+        if self.speaker_separator is not None:
+            return self.speaker_separator
+        return "：" if self.language in (None, "zh") else ": "
+
+    def conversation_text(self, case: Case) -> str:
+        """``case``'s conversation as a judge reads it and as quotes are grounded in: one line per turn, the
+        speaker written by :attr:`roles`, then :attr:`separator`, then what was said."""
+        return case.conversation_as_text(self.roles, self.separator)
 
     @cached_property
     def dimensions_by_id(self) -> dict[str, Dimension]:

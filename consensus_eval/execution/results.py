@@ -125,7 +125,7 @@ def ground_all(rubric: Rubric, cases: Sequence[Case], records: Iterable[CallReco
         recs = by_case.get(case.id)
         if not recs:
             continue
-        grounder = CaseGrounder(case.record, case.conversation_as_text(rubric.roles), sections)
+        grounder = CaseGrounder(case.record, rubric.conversation_text(case), sections)
         for r in recs:
             for did, evidence in evidence_of(r):
                 out[did] = grounder.ground(evidence)   # built with shared fields sets (domain/grounding.py)

@@ -289,7 +289,7 @@ class LLMJudge:
         the second reply if it is valid, else the first. Attempts, tokens and cost of both count (the
         call's one :class:`_Usage`); the stored raw reply is the one kept."""
         evidence = quotes_of(judgment)
-        missing = ungrounded_quotes(case.record, case.conversation_as_text(self.rubric.roles), evidence)
+        missing = ungrounded_quotes(case.record, self.rubric.conversation_text(case), evidence)
         if not missing:
             return judgment
         usage = _current.get()
