@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping
 from functools import cached_property
 from itertools import pairwise
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Protocol
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -35,8 +35,12 @@ from consensus_eval._resources import resolve
 from consensus_eval.domain.sets import duplicates
 from consensus_eval.domain.textio import load_yaml
 
-if TYPE_CHECKING:
-    from consensus_eval.domain.cases import Case
+
+class _Conversation(Protocol):
+    """What :meth:`Rubric.conversation_text` reads of a case (a :class:`~consensus_eval.domain.cases.Case`;
+    named structurally because cases read the rubric's criteria, not the other way round)."""
+
+    def conversation_as_text(self, roles: Mapping[str, str] | None = None, separator: str = "：") -> str: ...
 
 _EPS = 1e-9
 
@@ -324,7 +328,7 @@ class Rubric(_Frozen):
             return self.speaker_separator
         return "：" if self.language in (None, "zh") else ": "
 
-    def conversation_text(self, case: Case) -> str:
+    def conversation_text(self, case: _Conversation) -> str:
         """``case``'s conversation as a judge reads it and as quotes are grounded in: one line per turn, the
         speaker written by :attr:`roles`, then :attr:`separator`, then what was said."""
         return case.conversation_as_text(self.roles, self.separator)
