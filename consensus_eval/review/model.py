@@ -77,8 +77,6 @@ from consensus_eval.execution.store import (
     Verdict,
 )
 from consensus_eval.output.files import write_adjudication_csv
-from consensus_eval.output.report.drill import TURN_SEPARATOR, conversation_shown
-from consensus_eval.output.report.i18n import default_lang
 
 #: the ``source`` of every label the app writes
 SOURCE = "review"
@@ -607,11 +605,6 @@ class ReviewRun:
         """case id -> its own criteria (the cases that bring some)."""
         return {cid: list(c.criteria) for cid, c in self.cases.items() if c.criteria is not None}
 
-    @cached_property
-    def lang(self) -> str:
-        """The language of the run's rubric (``zh`` / ``en``): how its conversations' speakers are shown."""
-        return default_lang(self.results.rubric)
-
     def criteria_of(self, case_id: str, dim: Dimension) -> list[Criterion]:
         """The criteria of a criteria dimension for one case: the rubric's, else the case's own."""
         case = self.cases.get(case_id)
@@ -982,11 +975,11 @@ class ReviewRun:
                                 float(my) if isinstance(my, (int, float)) else None, dim_notes.get(dim.dimension, ""),
                                 dim.star_gap, dim.spread, columns, types, added, origins.get(dim.dimension),
                                 rd.kind, sorted(rd.levels.items()), crits))
-        conv = conversation_shown(case, rubric.roles, self.lang)
+        conv = rubric.conversation_text(case)   # what the judges read, and the evidence spans index into
         blind = self.blind(a.case_id, mine)
         if blind:   # no evidence mark either: the marks show where the judges deducted
             record_marks, conv_marks = [], []
-        sep = ":" if self.lang != "zh" and isinstance(case.conversation, list) else TURN_SEPARATOR
+        sep = rubric.separator.strip() or rubric.separator
         return CaseView(a, mark_text(case.record, record_blocks(case.record, Sections.of(rubric)), record_marks),
                         mark_text(conv, line_blocks(conv, sep), conv_marks), dims, case_note,
                         self.states(mine).get(a.case_id, "todo"), a.case_id in self.spot, blind)

@@ -28,7 +28,7 @@ from consensus_eval.output.calibration import CALIBRATION_JSON, load_calibration
 from consensus_eval.output.files import fmt_num
 from consensus_eval.output.report.calibration import calibration_block
 from consensus_eval.output.report.charts import BoxPlot, Histogram, box_plot, histograms
-from consensus_eval.output.report.drill import conversation_shown, drill_payload
+from consensus_eval.output.report.drill import drill_payload
 from consensus_eval.output.report.i18n import Messages, default_lang, messages
 from consensus_eval.output.report.kinds import kinds_blocks
 from consensus_eval.output.report.trust import Block, TrustBlocks, trust_blocks
@@ -127,14 +127,13 @@ class ReportData:
     def drill_payloads(self) -> Iterator[dict[str, Any]]:
         """Every case's drill-down as plain data (rendered by the page's script on open), ranking order;
         made one at a time as they are read (a large run's payloads are never all held at once)."""
-        roles = self.rubric.roles
         review = self.review
         types = {t.id: t.name for d in self.rubric.dimensions for c in d.categories for t in c.types}
         types.update({p.id: f"{self.t('fixed_penalty')}: {p.name}" for d in self.rubric.dimensions
                       for p in d.fixed_penalties})
         for a in self.ranking:
             case = self.cases.get(a.case_id)
-            conv = conversation_shown(case, roles, self.lang) if case else ""
+            conv = self.rubric.conversation_text(case) if case else ""
             yield drill_payload(a, case.record if case else "", conv, self.judges, self.anchors[a.case_id],
                                 review=review.case(a.case_id) if review else None, type_names=types,
                                 flags=self.flag_texts(a.case_id))

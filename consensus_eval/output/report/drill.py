@@ -25,7 +25,6 @@ from typing import Any
 
 from consensus_eval.analysis.audit import PENALTY_CATEGORY, PENALTY_CATEGORY_NAME, CaseAudit, DrillItem
 from consensus_eval.analysis.human import CaseReview
-from consensus_eval.domain.cases import Case
 from consensus_eval.domain.rubric import Rubric
 
 #: cases per compressed chunk: large enough to compress well, small enough to open a case quickly
@@ -188,28 +187,6 @@ def _item(it: DrillItem, review: CaseReview | None) -> dict[str, Any]:
         if ref is not None:
             item["rv"] = ref
     return item
-
-
-#: the separator :meth:`~consensus_eval.domain.cases.Case.conversation_as_text` puts after a turn's speaker
-TURN_SEPARATOR = "\uff1a"
-
-
-def conversation_shown(case: Case, roles: Mapping[str, str], lang: str) -> str:
-    """A case's conversation as a page shows it: :meth:`~consensus_eval.domain.cases.Case.conversation_as_text`
-    (the text the judges read, which evidence spans index into), with the fullwidth colon written after each
-    turn's speaker replaced by ``:`` on a page not in Chinese: one character for one, so every span still
-    points where it did, and an English page shows no Chinese punctuation. The turns' own text is untouched."""
-    text = case.conversation_as_text(roles)
-    if lang == "zh" or isinstance(case.conversation, str):
-        return text
-    chars = list(text)
-    pos = 0
-    for turn in case.conversation:
-        sep = pos + len(roles.get(turn.role, turn.role))
-        if sep < len(chars) and chars[sep] == TURN_SEPARATOR:
-            chars[sep] = ":"
-        pos = sep + 1 + len(turn.text) + 1
-    return "".join(chars)
 
 
 def category_options(rubric: Rubric) -> list[tuple[str, str]]:
