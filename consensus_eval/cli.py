@@ -379,7 +379,7 @@ def audit(
     fixed penalty, or a deduction quotes evidence not found in the case. Panels of two judges or more are
     ranked by disagreement (per-dimension spread as a share of the max, star gaps, deductions only one
     judge made: rates, so neither runs nor dimensions inflate it); a panel of one by risk (score lost,
-    fixed penalties, evidence not found). README, "Review queue".
+    fixed penalties, evidence not found). docs/review.md, "Review queue".
     """
     from consensus_eval import api
     from consensus_eval.analysis.audit import review_queue

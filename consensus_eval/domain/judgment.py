@@ -42,7 +42,7 @@ class Deduction(BaseModel):
 
 
 class PenaltyHit(BaseModel):
-    """A fixed penalty of the rubric that applies (seed 000: diabetes written into past history)."""
+    """A fixed penalty of the rubric that applies (medical_record: diabetes written into past history)."""
 
     model_config = ConfigDict(extra="forbid")
 

@@ -13,7 +13,7 @@ judge returns for it and how its score is re-derived (:mod:`consensus_eval.domai
   over the total positive points, clipped to [0, 1] (``max`` is 1).
 
 ``total`` is the sum over dimensions of ``weight x score`` (``weight`` defaults to 1) and
-``star_total = sum(stars x star_weight)`` (seed 000's star formula; dimensions without ``stars`` have none).
+``star_total = sum(stars x star_weight)`` (the medical_record rubric's star formula; dimensions without ``stars`` have none).
 The fields a kind adds are left out of a dump when they hold their defaults, so a rubric written before
 kinds existed dumps (and fingerprints) to the same bytes.
 """
@@ -104,7 +104,7 @@ class Category(_Frozen):
 
 
 class FixedPenalty(_Frozen):
-    """A penalty taken outside the category caps (seed 000: diabetes in past history, -10)."""
+    """A penalty taken outside the category caps (medical_record: diabetes written into past history, -10)."""
 
     id: str
     name: str

@@ -273,7 +273,7 @@ _LABEL_COLUMNS = list(HumanLabelRecord.model_fields)
 
 
 class SpotCheckRecord(BaseModel):
-    """One case of the random spot-check sample (table ``spot_checks``, schema 5; seed 000's 随机抽查).
+    """One case of the random spot-check sample (table ``spot_checks``, schema 5; the medical_record rubric's 随机抽查).
 
     ``probability``: the case's inclusion probability under the design that drew it (n_h / N_h in its
     stratum), what inverse-probability weights are made of; ``stratum``: the stratum it was drawn in

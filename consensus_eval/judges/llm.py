@@ -24,7 +24,7 @@ rubric's response model; a reply that still fails is recorded as ``failed`` (``i
 instructor is never given ``timeout``: it would read it as a deadline for the whole re-ask loop
 (``stop_after_delay``) and end a call whose first attempts were slow (a hang cut by the timeout, a
 429 backoff) before its re-asks, as "failed validation after 1 attempt". litellm's own retries are
-off (``num_retries=0``): they differ per provider (STACK_NOTES.md).
+off (``num_retries=0``): they differ from one provider to another, so this module owns the retries.
 
 Importing this module changes no global state (no environment variable, no logger level, no
 library setting): the command line does that (:func:`consensus_eval.cli`), and a host application
