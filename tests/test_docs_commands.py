@@ -1,4 +1,4 @@
-"""Every command in the README and docs/*.md is executed here, as written (issue 26, part 5).
+"""Every command in the README and docs/ (docs/design/ too) is executed here, as written (issue 26, part 5).
 
 The commands are read out of the docs' fenced blocks (tests/docs_runner.py says what counts), so a command
 added to a doc is run by this module the next time it runs; one that cannot be run here must be listed in
@@ -57,7 +57,7 @@ from tests.docs_runner import Block, DocCommand, extract, output_pattern, strip_
 from tests.fake_server import FakeConfig, FakeServer
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCS = ("README.md", *(f"docs/{p.name}" for p in sorted((ROOT / "docs").glob("*.md"))))
+DOCS = ("README.md", *(p.relative_to(ROOT).as_posix() for p in sorted((ROOT / "docs").rglob("*.md"))))
 BLOCKS = [b for doc in DOCS for b in extract(ROOT / doc, doc)]
 COMMANDS = [c for b in BLOCKS for c in b.commands]
 CLI = Path(sys.executable).with_name("consensus-eval")
