@@ -7,8 +7,8 @@ report. No judge runs.
 own criteria on ``case_points`` when ``per_case``). English discharge notes; judges ``judge-a``..; for each
 case a seeded "true" level (or met / not met per criterion), each judge's rating one level off it now and
 then (a criterion's verdict flipped now and then), with evidence quoting the note; the true answers are in each
-case's ``meta["truth"]``. Each judgment carries the claimed score equal to the derived one. Seeded: the same
-arguments give the same store.
+case's ``meta["truth"]``. Each judgment carries the claimed score equal to the derived one
+(``quote_conversation``: the evidence quotes the patient's turn). Seeded: the same arguments give the same store.
 """
 
 from __future__ import annotations
@@ -56,7 +56,8 @@ def kinds_cases(n: int, seed: int = 0, *, per_case: bool = False) -> list[Case]:
 
 
 def build_kinds_run(folder: Path, kind: str, n_cases: int = 12, n_judges: int = 3, seed: int = 0, *,
-                    runs: int = 1, per_case: bool = False, noise: float = 0.25) -> Path:
+                    runs: int = 1, per_case: bool = False, noise: float = 0.25,
+                    quote_conversation: bool = False) -> Path:
     """Fill ``folder/results.sqlite`` with a finished run of the ``kind`` rubric (module docstring)."""
     rng = random.Random(seed)
     rubric = kinds_rubric(kind)
@@ -89,6 +90,8 @@ def build_kinds_run(folder: Path, kind: str, n_cases: int = 12, n_judges: int = 
             case = by_id[p.case_id]
             dim = rubric.dimension(p.dimension)
             quote = case.record.splitlines()[rng.randrange(len(case.record.splitlines()))]
+            if quote_conversation and isinstance(case.conversation, list):   # what the patient said
+                quote = case.conversation[1].text
             if dim.kind == "likert":
                 lo, hi = dim.level_range
                 t = truth[case.id, dim.id]

@@ -615,3 +615,29 @@ def test_the_review_apps_sheet_has_the_criterion_columns_and_reads_back(criteria
     p.write_bytes(raw)
     back = read_labels(p, load_run(criteria_copy, replies=False).run).labels["dr_d"]
     assert sorted((lb.deduction_id, lb.value) for lb in back) == [("allergy", "met"), ("invented", "not_met")]
+
+
+def test_an_english_conversation_quote_is_marked_where_it_is_on_the_review_page(tmp_path: Path) -> None:
+    """The page shows the conversation as the judges read it (the rubric's 'Doctor: ...' separator), so the
+    evidence spans grounded in that text mark exactly the quote."""
+    folder = build_kinds_run(tmp_path / "conv", "likert", n_cases=3, quote_conversation=True)
+    with closing(ReviewRun.open(folder)) as r:
+        view = r.case_view("dr_e", 1)
+        case = r.cases[view.audit.case_id]
+        quote = case.conversation[1].text                      # type: ignore[index]
+        marked = ["".join(p.text for p in b.parts if p.marks) for b in view.conversation]
+        assert quote in marked
+        labels = [b.label for b in view.conversation]
+        assert labels == ["Doctor", "Patient", "Doctor"]
+        text = "".join(p.text for b in view.conversation for p in b.parts)
+        assert "Patient: I came in with" in text and "：" not in text
+
+
+def test_a_criterion_verdicts_evidence_is_marked_with_the_criterions_number(criteria_run: Path) -> None:
+    with closing(ReviewRun.open(criteria_run)) as r:
+        view = r.case_view("dr_e", 1)
+        (dim,) = view.dims
+        marks = {n for b in view.record for p in b.parts for n in p.marks}
+        quoted = {c.n for c in dim.criteria if any(evs for _, _, evs in c.judges)}
+        assert quoted and quoted <= marks
+        assert marks <= {c.n for c in dim.criteria}

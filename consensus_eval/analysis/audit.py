@@ -261,13 +261,15 @@ class RunGroup(BaseModel):
 
 class RatingItem(BaseModel):
     """One run of a judge on a ``likert`` dimension: the level it picked (``rating``), that level's anchor
-    text, the quotes it rests on (``evidence``) and its comment. ``run`` is the stored run number (from 0)."""
+    text, the quotes it rests on (``evidence``) and its comment. ``run`` is the stored run number (from 0);
+    ``grounding``: where each quote is in the case (one per quote, None when not computed)."""
 
     run: int
     rating: int
     anchor: str
     evidence: list[str]
     comment: str
+    grounding: list[Grounding | None] = []
 
 
 class VerdictItem(BaseModel):
@@ -278,6 +280,8 @@ class VerdictItem(BaseModel):
     met: bool
     evidence: str
     reason: str
+    #: where its evidence is in the case (None when not computed, or nothing was quoted)
+    grounding: Grounding | None = None
 
 
 class CriterionRow(BaseModel):
@@ -828,23 +832,27 @@ def _judge_view(rubric: Rubric, cons: CaseConsensus, judge: str, dim_id: str, re
         errors=[r.error or "failed" for r in recs if r.request_hash not in derived],
         comments=[r.judgment.comment for r in ok if r.judgment and r.judgment.comment],
         runs=[r.run for r in ok], n_runs=max([len(recs), *(r.run + 1 for r in recs)]),
-        ratings=_ratings(rubric.dimension(dim_id), ok), verdicts=_verdicts(ok),
+        ratings=_ratings(rubric.dimension(dim_id), ok, grounding or {}), verdicts=_verdicts(ok, grounding or {}),
     ))
 
 
-def _ratings(dim: Dimension, ok: Sequence[CallRecord]) -> list[RatingItem]:
-    """Each successful run's level on a likert dimension, with the level's anchor (empty for another kind)."""
+def _ratings(dim: Dimension, ok: Sequence[CallRecord], grounding: Mapping[str, Grounding]) -> list[RatingItem]:
+    """Each successful run's level on a likert dimension, with the level's anchor and where each quote is
+    (``grounding`` by quote id, ``{request_hash}#e{i}``); empty for another kind."""
     if dim.kind != "likert":
         return []
     return [construct(RatingItem, run=r.run, rating=r.judgment.rating, anchor=dim.levels.get(r.judgment.rating, ""),
-                      evidence=list(r.judgment.evidence), comment=r.judgment.comment)
+                      evidence=list(r.judgment.evidence), comment=r.judgment.comment,
+                      grounding=[grounding.get(f"{r.request_hash}#e{i}") for i in range(len(r.judgment.evidence))])
             for r in ok if r.judgment is not None and r.judgment.rating is not None]
 
 
-def _verdicts(ok: Sequence[CallRecord]) -> list[VerdictItem]:
-    """Each successful run's verdicts on a criteria dimension's criteria (empty for another kind)."""
-    return [construct(VerdictItem, run=r.run, id=v.id, met=v.met, evidence=v.evidence, reason=v.reason)
-            for r in ok if r.judgment is not None for v in r.judgment.verdicts]
+def _verdicts(ok: Sequence[CallRecord], grounding: Mapping[str, Grounding]) -> list[VerdictItem]:
+    """Each successful run's verdicts on a criteria dimension's criteria, with where each one's evidence is
+    (``{request_hash}#v{i}``); empty for another kind."""
+    return [construct(VerdictItem, run=r.run, id=v.id, met=v.met, evidence=v.evidence, reason=v.reason,
+                      grounding=grounding.get(f"{r.request_hash}#v{i}"))
+            for r in ok if r.judgment is not None for i, v in enumerate(r.judgment.verdicts)]
 
 
 def deductions_of(rubric: Rubric, rec: CallRecord,

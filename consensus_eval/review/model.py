@@ -201,6 +201,8 @@ class JudgeColumn:
     items: list[ItemView]
     #: a likert dimension: the level of each of the judge's successful runs, with its anchor and evidence
     ratings: list[RatingItem] = field(default_factory=list)
+    #: the page number of each of ``ratings`` (its evidence marks carry it)
+    rating_ns: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -241,6 +243,8 @@ class CriterionView:
     origin: str | None = None
     evidence: str = ""
     comment: str = ""
+    #: its number on the page (the judges' evidence marks for it carry it)
+    n: int = 0
 
 
 @dataclass
@@ -949,7 +953,15 @@ class ReviewRun:
                             grounding_score=g.score if g else None, grounded=g.grounded if g else True,
                             sections=list(dict.fromkeys(s.section for s in (g.spans if g else []) if s.section)),
                             matched_by=d.matched_by, verdict=str(v.value) if v else None, comment=note))
-                columns.append(JudgeColumn(jv.judge, jv.score, jv.stars, jv.runs_failed, jv.errors, items, jv.ratings))
+                rating_ns = []
+                for r in jv.ratings:
+                    n += 1
+                    rating_ns.append(n)
+                    for g in r.grounding:
+                        for sp in (g.spans if g else []):
+                            (record_marks if sp.source == "record" else conv_marks).append((sp.start, sp.end, n))
+                columns.append(JudgeColumn(jv.judge, jv.score, jv.stars, jv.runs_failed, jv.errors, items, jv.ratings,
+                                           rating_ns))
             types = [TypeChoice(t.id, f"{c.name} / {t.name} (−{t.points_text()})", t.low, t.high)
                      for c in rd.categories for t in c.types]
             types += [TypeChoice(p.id, f"{p.name} (−{p.points:g})", p.points, p.points, penalty=True)
@@ -965,12 +977,18 @@ class ReviewRun:
                 for c in self.criteria_of(a.case_id, rd):
                     row = rows.get(c.id)
                     lb = my_criteria.get((dim.dimension, c.id))
+                    n += 1
+                    for jv in dim.judges:
+                        for x in jv.verdicts:
+                            for sp in (x.grounding.spans if x.id == c.id and x.grounding else []):
+                                (record_marks if sp.source == "record" else conv_marks).append((sp.start, sp.end, n))
                     crits.append(CriterionView(
                         c.id, c.text, float(c.points),
                         [(jv.judge, [x.met for x in jv.verdicts if x.id == c.id],
                           [x.evidence for x in jv.verdicts if x.id == c.id and x.evidence]) for jv in dim.judges],
                         bool(row and row.split), str(lb.value) if lb and lb.value else None,
-                        lb.origin if lb else None, (lb.evidence or "") if lb else "", (lb.comment or "") if lb else ""))
+                        lb.origin if lb else None, (lb.evidence or "") if lb else "", (lb.comment or "") if lb else "",
+                        n))
             dims.append(DimView(dim.dimension, dim.name, dim.max, dim.panel_score,
                                 float(my) if isinstance(my, (int, float)) else None, dim_notes.get(dim.dimension, ""),
                                 dim.star_gap, dim.spread, columns, types, added, origins.get(dim.dimension),

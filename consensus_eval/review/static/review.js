@@ -110,7 +110,8 @@
   const root = document.getElementById("case");
   if (!root) return;
   const caseRank = parseInt(root.dataset.case, 10);
-  const deds = Array.from(document.querySelectorAll("article.ded"));
+  // the judges' deductions, and a likert judge's rating or a criterion (their evidence is marked in the texts too)
+  const deds = Array.from(document.querySelectorAll("article.ded, article.rating, tr.criterion"));
   let current = null;
 
   function highlight(ded, scroll) {
@@ -160,7 +161,7 @@
     return save(dedState(ded));
   }
 
-  deds.forEach((ded) => {
+  deds.filter((ded) => ded.matches("article.ded")).forEach((ded) => {
     ded.querySelectorAll("button.verdict").forEach((b) => b.addEventListener("click", () => {
       highlight(ded, false);
       setVerdict(ded, b.dataset.verdict);
@@ -321,8 +322,9 @@
     else if (e.key === "q") go(root.dataset.queue);
     else if (e.key === "n") step(1);
     else if (e.key === "p") step(-1);
-    else if (verdicts[e.key] && current) setVerdict(current, verdicts[e.key]);
-    else if (e.key === "c" && current) { current.querySelector(".ded-comment").focus(); e.preventDefault(); }
+    else if (verdicts[e.key] && current && current.matches("article.ded")) setVerdict(current, verdicts[e.key]);
+    else if (e.key === "c" && current && current.querySelector(".ded-comment, .crit-evidence")) {
+      current.querySelector(".ded-comment, .crit-evidence").focus(); e.preventDefault(); }
     else if (e.key === "s") confirmScores();
     else return;
     e.preventDefault();
