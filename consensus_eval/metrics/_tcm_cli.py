@@ -318,7 +318,7 @@ def _values(cases: list[PairedRecord], side: str, name: str) -> list[Any]:
     return [c.get(side, name) for c in cases]
 
 
-def _mean_rows(metric: str, per_case: list[dict[str, float]] | list[float], n: int) -> list[Row]:
+def _mean_rows(metric: str, per_case: Sequence[float | dict[str, float]], n: int) -> list[Row]:
     """Average per-case values (floats, or dictionaries of floats) over cases into rows."""
     if not per_case:
         return []
@@ -333,13 +333,17 @@ def _dict_rows(metric: str, result: dict[str, float], n: int) -> list[Row]:
     return [Row(f"{metric}.{k}", v, n) for k, v in result.items()]
 
 
-def _feature_rows(cases: list[PairedRecord], fn: Callable[[list[Any], list[Any]], dict[str, float]],
-                  metric: str) -> list[Row]:
-    """Feature accuracy rows over the cases whose gold carries ``features``."""
-    scored = _with(cases, "gold", "features")
+def _compared(cases: list[PairedRecord], name: str,
+              fn: Callable[[list[Any], list[Any]], float | dict[str, float]], metric: str) -> list[Row]:
+    """``fn(predicted values, gold values)`` of field ``name`` over the cases whose gold carries it: one row,
+    or one per key of a dictionary result (feature accuracies, P/R/F1); none when no gold carries it."""
+    scored = _with(cases, "gold", name)
     if not scored:
         return []
-    return _dict_rows(metric, fn(_values(scored, "pred", "features"), _values(scored, "gold", "features")), len(scored))
+    result = fn(_values(scored, "pred", name), _values(scored, "gold", name))
+    if isinstance(result, dict):
+        return _dict_rows(metric, result, len(scored))
+    return [Row(metric, result, len(scored))]
 
 
 def _completeness_row(cases: list[PairedRecord], name: str, fn: Callable[..., float], metric: str,
@@ -351,50 +355,46 @@ def _completeness_row(cases: list[PairedRecord], name: str, fn: Callable[..., fl
     return [Row(metric, fn(_values(scored, "pred", name), opts.aspects), len(scored))]
 
 
+def _mean_over(cases: list[PairedRecord], name: str, metric: str,
+               per_case: Callable[[PairedRecord], float | dict[str, float]], side: str = "gold") -> list[Row]:
+    """The mean of ``per_case`` over the cases whose ``side`` record carries ``name`` (:func:`_mean_rows`)."""
+    scored = _with(cases, side, name)
+    return _mean_rows(metric, [per_case(c) for c in scored], len(scored))
+
+
 def _syndrome_rows(cases: list[PairedRecord], per_case: Callable[[PairedRecord], float]) -> list[Row]:
     """Mean syndrome correlation over the cases whose gold carries ``syndromes``."""
-    scored = _with(cases, "gold", "syndromes")
-    return _mean_rows("syndrome_correlation", [per_case(c) for c in scored], len(scored))
+    return _mean_over(cases, "syndromes", "syndrome_correlation", per_case)
 
 
-def _face(cases: list[PairedRecord], opts: Options) -> list[Row]:
-    """face: feature accuracy (seed 1.1), description completeness (1.2), syndrome correlation (1.3)."""
-    matrix = opts.knowledge.get("syndrome_similarity")
-    return (
-        _feature_rows(cases, tcm.calculate_feature_recognition_accuracy, "feature_accuracy")
-        + _completeness_row(cases, "description", tcm.calculate_face_description_completeness,
-                            "description_completeness", opts)
-        + _syndrome_rows(cases, lambda c: tcm.calculate_face_syndrome_correlation(
-            c.get("pred", "syndromes"), c.get("gold", "syndromes"), matrix))
-    )
+def _looked_at(features: Callable[[list[Any], list[Any]], dict[str, float]], description: Callable[..., float],
+               knowledge_key: str, syndromes: Callable[[Any, Any, Any], float]) -> Compute:
+    """face and tongue: feature accuracy, description completeness and syndrome correlation (read with the
+    knowledge entry ``knowledge_key``), by the family's three metrics."""
+    def compute(cases: list[PairedRecord], opts: Options) -> list[Row]:
+        knowledge = opts.knowledge.get(knowledge_key)
+        return (
+            _compared(cases, "features", features, "feature_accuracy")
+            + _completeness_row(cases, "description", description, "description_completeness", opts)
+            + _syndrome_rows(cases, lambda c: syndromes(c.get("pred", "syndromes"), c.get("gold", "syndromes"),
+                                                        knowledge))
+        )
+    return compute
 
 
-def _tongue(cases: list[PairedRecord], opts: Options) -> list[Row]:
-    """tongue: feature accuracy (seed 2.1), description completeness (2.2), syndrome correlation (2.3)."""
-    kb = opts.knowledge.get("tongue_knowledge_base")
-    return (
-        _feature_rows(cases, tcm.calculate_tongue_feature_recognition_accuracy, "feature_accuracy")
-        + _completeness_row(cases, "description", tcm.calculate_tongue_description_completeness,
-                            "description_completeness", opts)
-        + _syndrome_rows(cases, lambda c: tcm.calculate_tongue_syndrome_correlation(
-            c.get("pred", "syndromes"), c.get("gold", "syndromes"), kb))
-    )
+#: face: feature accuracy (seed 1.1), description completeness (1.2), syndrome correlation (1.3)
+_face = _looked_at(tcm.calculate_feature_recognition_accuracy, tcm.calculate_face_description_completeness,
+                   "syndrome_similarity", tcm.calculate_face_syndrome_correlation)
+#: tongue: feature accuracy (seed 2.1), description completeness (2.2), syndrome correlation (2.3)
+_tongue = _looked_at(tcm.calculate_tongue_feature_recognition_accuracy, tcm.calculate_tongue_description_completeness,
+                     "tongue_knowledge_base", tcm.calculate_tongue_syndrome_correlation)
 
 
 def _sound(cases: list[PairedRecord], opts: Options) -> list[Row]:
     """sound: classification (seed 3.1), feature detail (3.2), syndromes (3.3), description (3.4), voice (3.5)."""
-    rows: list[Row] = []
-    typed = _with(cases, "gold", "sound_type")
-    if typed:
-        value = tcm.calculate_sound_classification_accuracy(
-            _values(typed, "pred", "sound_type"), _values(typed, "gold", "sound_type"))
-        rows.append(Row("classification_accuracy", value, len(typed)))
-    rows += _feature_rows(cases, tcm.calculate_sound_feature_recognition_detail, "feature_detail")
-    voiced = _with(cases, "gold", "voice")
-    if voiced:
-        value = tcm.calculate_voice_analysis_accuracy(
-            _values(voiced, "pred", "voice"), _values(voiced, "gold", "voice"))
-        rows.append(Row("voice_accuracy", value, len(voiced)))
+    rows = _compared(cases, "sound_type", tcm.calculate_sound_classification_accuracy, "classification_accuracy")
+    rows += _compared(cases, "features", tcm.calculate_sound_feature_recognition_detail, "feature_detail")
+    rows += _compared(cases, "voice", tcm.calculate_voice_analysis_accuracy, "voice_accuracy")
     rows += _completeness_row(cases, "description", tcm.calculate_sound_description_completeness,
                               "description_completeness", opts)
     smap = opts.knowledge.get("sound_syndrome_map")
@@ -405,18 +405,10 @@ def _sound(cases: list[PairedRecord], opts: Options) -> list[Row]:
 
 def _inquiry(cases: list[PairedRecord], opts: Options) -> list[Row]:
     """inquiry: symptom recognition and classification, completeness, efficiency, diagnosis (seed 4.1-4.5)."""
-    rows: list[Row] = []
     required = opts.aspects if opts.aspects is not None else list(tcm.INQUIRY_REQUIRED_INFO)
-    symptomatic = _with(cases, "gold", "symptoms")
-    if symptomatic:
-        result = tcm.calculate_symptom_recognition_rate(
-            _values(symptomatic, "pred", "symptoms"), _values(symptomatic, "gold", "symptoms"))
-        rows += _dict_rows("symptom_recognition", result, len(symptomatic))
-    classed = _with(cases, "gold", "symptom_classes")
-    if classed:
-        value = tcm.calculate_symptom_classification_accuracy(
-            _values(classed, "pred", "symptom_classes"), _values(classed, "gold", "symptom_classes"))
-        rows.append(Row("symptom_classification_accuracy", value, len(classed)))
+    rows = _compared(cases, "symptoms", tcm.calculate_symptom_recognition_rate, "symptom_recognition")
+    rows += _compared(cases, "symptom_classes", tcm.calculate_symptom_classification_accuracy,
+                      "symptom_classification_accuracy")
     collected = _with(cases, "pred", "collected")
     if collected:
         value = tcm.calculate_inquiry_completeness(_values(collected, "pred", "collected"), required)
@@ -426,23 +418,14 @@ def _inquiry(cases: list[PairedRecord], opts: Options) -> list[Row]:
         value = tcm.calculate_inquiry_efficiency(
             _values(talked, "pred", "dialogue"), _values(talked, "pred", "collected"), required)
         rows.append(Row("inquiry_efficiency", value, len(talked)))
-    diagnosed = _with(cases, "gold", "diagnoses")
-    if diagnosed:
-        value = tcm.calculate_diagnosis_relevance(
-            _values(diagnosed, "pred", "diagnoses"), _values(diagnosed, "gold", "diagnoses"))
-        rows.append(Row("diagnosis_relevance", value, len(diagnosed)))
+    rows += _compared(cases, "diagnoses", tcm.calculate_diagnosis_relevance, "diagnosis_relevance")
     return rows
 
 
 def _pulse(cases: list[PairedRecord], opts: Options) -> list[Row]:
     """pulse: classification (seed 5.1), features (5.2), syndrome correlation (5.3), interpretation (5.4)."""
-    rows: list[Row] = []
-    felt = _with(cases, "gold", "pulse")
-    if felt:
-        value = tcm.calculate_pulse_classification_accuracy(
-            _values(felt, "pred", "pulse"), _values(felt, "gold", "pulse"))
-        rows.append(Row("classification_accuracy", value, len(felt)))
-    rows += _feature_rows(cases, tcm.calculate_pulse_feature_accuracy, "feature_accuracy")
+    rows = _compared(cases, "pulse", tcm.calculate_pulse_classification_accuracy, "classification_accuracy")
+    rows += _compared(cases, "features", tcm.calculate_pulse_feature_accuracy, "feature_accuracy")
     rows += _completeness_row(cases, "interpretation", tcm.calculate_pulse_interpretation_completeness,
                               "interpretation_completeness", opts)
     pmap = opts.knowledge.get("pulse_syndrome_map")
@@ -453,28 +436,21 @@ def _pulse(cases: list[PairedRecord], opts: Options) -> list[Row]:
 
 def _syndrome(cases: list[PairedRecord], opts: Options) -> list[Row]:
     """syndrome: differentiation P/R/F1 (seed 6.3), modal consistency (6.1), clinical relevance (6.4)."""
-    scored = _with(cases, "gold", "syndromes")
-    rows = _mean_rows("differentiation", [
-        tcm.calculate_syndrome_differentiation_accuracy(c.get("pred", "syndromes"), c.get("gold", "syndromes"))
-        for c in scored], len(scored))
-    modal = _with(cases, "pred", "modal")
-    rows += _mean_rows("modal_consistency", [tcm.calculate_modal_consistency(c.get("pred", "modal")) for c in modal],
-                       len(modal))
+    rows = _mean_over(cases, "syndromes", "differentiation", lambda c: tcm.calculate_syndrome_differentiation_accuracy(
+        c.get("pred", "syndromes"), c.get("gold", "syndromes")))
+    rows += _mean_over(cases, "modal", "modal_consistency", lambda c: tcm.calculate_modal_consistency(
+        c.get("pred", "modal")), side="pred")
     cmap = opts.knowledge.get("syndrome_clinical_map")
     if cmap:
-        observed = _with(cases, "gold", "clinical_features")
-        rows += _mean_rows("clinical_relevance", [
-            tcm.calculate_clinical_relevance(c.get("pred", "syndromes"), c.get("gold", "clinical_features"), cmap)
-            for c in observed], len(observed))
+        rows += _mean_over(cases, "clinical_features", "clinical_relevance", lambda c: tcm.calculate_clinical_relevance(
+            c.get("pred", "syndromes"), c.get("gold", "clinical_features"), cmap))
     return rows
 
 
 def _prescription(cases: list[PairedRecord], opts: Options) -> list[Row]:
     """prescription: herb P/R/F1 (seed 7.1), explanation (7.3), prescription-syndrome match (7.4)."""
-    scored = _with(cases, "gold", "herbs")
-    rows = _mean_rows("herbs", [
-        tcm.calculate_prescription_accuracy(c.get("pred", "herbs"), c.get("gold", "herbs")) for c in scored],
-        len(scored))
+    rows = _mean_over(cases, "herbs", "herbs", lambda c: tcm.calculate_prescription_accuracy(
+        c.get("pred", "herbs"), c.get("gold", "herbs")))
     explained = [c for c in cases if c.get("gold", "keywords") is not None or c.get("gold", "reasonings") is not None]
     rows += _mean_rows("explanation", [
         tcm.calculate_explanation_rationality(
@@ -482,10 +458,8 @@ def _prescription(cases: list[PairedRecord], opts: Options) -> list[Row]:
         for c in explained], len(explained))
     psmap = opts.knowledge.get("prescription_syndrome_map")
     if psmap:
-        indicated = _with(cases, "gold", "syndromes")
-        rows += _mean_rows("syndrome_match", [
-            tcm.calculate_prescription_syndrome_match(c.get("pred", "name"), c.get("gold", "syndromes"), psmap)
-            for c in indicated], len(indicated))
+        rows += _mean_over(cases, "syndromes", "syndrome_match", lambda c: tcm.calculate_prescription_syndrome_match(
+            c.get("pred", "name"), c.get("gold", "syndromes"), psmap))
     return rows
 
 
@@ -505,11 +479,8 @@ def _dosage(cases: list[PairedRecord], opts: Options) -> list[Row]:
 
 def _agreement(cases: list[PairedRecord], opts: Options) -> list[Row]:
     """agreement: human-AI agreement (seed 9.2), gold = expert, pred = model."""
-    scored = _with(cases, "gold", "diagnoses")
-    if not scored:
-        return []
-    value = tcm.calculate_human_ai_agreement(_values(scored, "gold", "diagnoses"), _values(scored, "pred", "diagnoses"))
-    return [Row("human_ai_agreement", value, len(scored))]
+    return _compared(cases, "diagnoses", lambda pred, gold: tcm.calculate_human_ai_agreement(gold, pred),
+                     "human_ai_agreement")
 
 
 _FEATURES = "object feature -> value"

@@ -302,6 +302,16 @@ def _overall(correct: Mapping[Any, int], count: Mapping[Any, int]) -> float:
     return sum(correct.values()) / total if total > 0 else 0.0
 
 
+def _feature_accuracy(predictions: Any, references: Any, features: Sequence[str] | None) -> dict[Any, float]:
+    """Accuracy per scored feature key, in the order of ``features`` (``None``: every key, first seen first),
+    keys no reference carries left out, then ``"overall"``: :func:`_tally_features`, :func:`_overall`."""
+    correct, count = _tally_features(predictions, references, features)
+    keys = count if features is None else [key for key in features if count.get(key)]
+    accuracy: dict[Any, float] = {key: correct[key] / count[key] for key in keys}
+    accuracy["overall"] = _overall(correct, count)
+    return accuracy
+
+
 def _label_map(mapping: Mapping[Any, Any] | None, name: str) -> dict[Hashable, set[Hashable]]:
     """Normalise a ``key -> labels`` knowledge map (keys and label lists); ``None`` is empty."""
     if mapping is None:
@@ -323,6 +333,16 @@ def _expected_from_map(cues: Any, mapping: Mapping[Hashable, set[Hashable]]) -> 
     return expected
 
 
+def _with_expected(basic: float, predicted: set[Hashable], cues: Any, mapping: Mapping[Any, Any], name: str,
+                   weight: float) -> float:
+    """``weight * basic + (1 - weight) * |predicted ∩ expected| / |expected|``, where ``expected`` is what the
+    knowledge map ``mapping`` (argument ``name``) gives for ``cues``; ``basic`` when it gives nothing."""
+    expected = _expected_from_map(cues, _label_map(mapping, name))
+    if not expected:
+        return basic
+    return weight * basic + (1.0 - weight) * (len(predicted & expected) / len(expected))
+
+
 # --- 1. face (望诊: 面诊) ---------------------------------------------------------------------------
 
 
@@ -337,10 +357,7 @@ def calculate_feature_recognition_accuracy(
     prediction is wrong. No reference feature gives ``{"overall": 0.0}``.
     Raises ``ValueError`` when the two lists differ in length.
     """
-    correct, count = _tally_features(predictions, references, None)
-    accuracy: dict[str, float] = {key: correct[key] / count[key] for key in count}
-    accuracy["overall"] = _overall(correct, count)
-    return accuracy
+    return _feature_accuracy(predictions, references, None)
 
 
 def calculate_face_description_completeness(
@@ -426,10 +443,7 @@ def calculate_tongue_feature_recognition_accuracy(
     A reference value of ``None`` is not scored; a missing or ``None`` prediction is wrong.
     Raises ``ValueError`` when the two lists differ in length.
     """
-    correct, count = _tally_features(predictions, references, TONGUE_FEATURES)
-    accuracy = {key: (correct[key] / count[key] if count.get(key) else 0.0) for key in TONGUE_FEATURES}
-    accuracy["overall"] = _overall(correct, count)
-    return accuracy
+    return dict.fromkeys(TONGUE_FEATURES, 0.0) | _feature_accuracy(predictions, references, TONGUE_FEATURES)
 
 
 def calculate_tongue_description_completeness(
@@ -531,10 +545,7 @@ def calculate_sound_feature_recognition_detail(
     nothing is scored). ``None`` reference values are not scored; ``None`` predictions are wrong.
     Raises ``ValueError`` on mismatched lengths.
     """
-    correct, count = _tally_features(predictions, references, SOUND_FEATURES)
-    detail = {key: correct[key] / count[key] for key in SOUND_FEATURES if count.get(key)}
-    detail["overall"] = _overall(correct, count)
-    return detail
+    return _feature_accuracy(predictions, references, SOUND_FEATURES)
 
 
 def calculate_sound_syndrome_correlation(
@@ -557,10 +568,7 @@ def calculate_sound_syndrome_correlation(
     basic = _jaccard(predicted, reference)
     if sound_syndrome_map is None:
         return basic
-    expected = _expected_from_map(sound_features, _label_map(sound_syndrome_map, "sound_syndrome_map"))
-    if not expected:
-        return basic
-    return 0.5 * basic + 0.5 * (len(predicted & expected) / len(expected))
+    return _with_expected(basic, predicted, sound_features, sound_syndrome_map, "sound_syndrome_map", 0.5)
 
 
 def calculate_sound_description_completeness(
@@ -805,10 +813,7 @@ def calculate_pulse_feature_accuracy(
     ``None`` reference values are not scored; ``None`` predictions are wrong.
     Raises ``ValueError`` on mismatched lengths.
     """
-    correct, count = _tally_features(predictions, references, PULSE_FEATURES)
-    accuracy = {key: correct[key] / count[key] for key in PULSE_FEATURES if count.get(key)}
-    accuracy["overall"] = _overall(correct, count)
-    return accuracy
+    return _feature_accuracy(predictions, references, PULSE_FEATURES)
 
 
 def calculate_pulse_syndrome_correlation(
@@ -828,10 +833,7 @@ def calculate_pulse_syndrome_correlation(
     basic = _jaccard(predicted, reference)
     if not _labels(pulse_features) or not pulse_syndrome_map:
         return basic
-    expected = _expected_from_map(pulse_features, _label_map(pulse_syndrome_map, "pulse_syndrome_map"))
-    if not expected:
-        return basic
-    return 0.6 * basic + 0.4 * (len(predicted & expected) / len(expected))
+    return _with_expected(basic, predicted, pulse_features, pulse_syndrome_map, "pulse_syndrome_map", 0.6)
 
 
 def calculate_pulse_interpretation_completeness(
