@@ -319,6 +319,23 @@ def test_a_wrong_also_span_is_refused(tmp_path, rubric):
         load_suite(p, rubric)
 
 
+def test_lines_that_are_no_case_are_listed_as_the_cases_loader_lists_them(tmp_path, rubric):
+    """The suite is read by the cases' JSON Lines reader (domain.cases.jsonl_objects): the same messages."""
+    p = tmp_path / "s.jsonl"
+    p.write_bytes(b"\n\xe9\n[1]\n{\n")
+    with pytest.raises(InputError) as ei:
+        load_suite(p, rubric)
+    assert str(ei.value).splitlines()[1:] == [
+        f"{p}:2: not UTF-8 (byte 0: b'\\xe9')",
+        f"{p}:3: a suite case must be a JSON object, got list",
+        f"{p}:4: not valid JSON: Expecting property name enclosed in double quotes at column 2",
+    ]
+    with pytest.raises(InputError, match=r"is a folder, not a calibration suite \(JSONL\)"):
+        load_suite(tmp_path, rubric)
+    with pytest.raises(InputError, match=r"cannot read the calibration suite"):
+        load_suite(tmp_path / "missing.jsonl", rubric)
+
+
 # --------------------------------------------------------------------------- the held-out family
 
 

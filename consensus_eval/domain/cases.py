@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import unicodedata
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
@@ -171,31 +171,9 @@ def load_cases(path: str | Path, *, skip_invalid: bool = False, fields: CaseFiel
     p = Path(path)
     if p.suffix.lower() in CSV_SUFFIXES + XLSX_SUFFIXES:
         return _finish(p, _table_cases(p, fields or CaseFields(), encoding), skip_invalid)
-    try:
-        raw = p.read_bytes()
-    except IsADirectoryError:
-        raise InputError(f"{p}: is a folder, not a cases file (JSONL)") from None
-    except OSError as e:
-        raise InputError(f"{p}: cannot read cases: {e.strerror or e}") from None
     result = LoadResult()
     seen: dict[str, int] = {}
-    for lineno, line in enumerate(raw.splitlines(), start=1):
-        where = f"{p}:{lineno}"
-        try:
-            text = line.decode("utf-8-sig" if lineno == 1 else "utf-8")  # tolerate a BOM
-        except UnicodeDecodeError as e:
-            result.errors.append(f"{where}: not UTF-8 (byte {e.start}: {line[e.start:e.start + 1]!r})")
-            continue
-        if not text.strip():
-            continue
-        try:
-            data = loads_json(text)  # refuses a value nested over 100 deep, a lone surrogate
-        except json.JSONDecodeError as e:
-            result.errors.append(f"{where}: not valid JSON: {e.msg} at column {e.colno}")
-            continue
-        if not isinstance(data, dict):
-            result.errors.append(f"{where}: a case must be a JSON object, got {type(data).__name__}")
-            continue
+    for where, lineno, data in jsonl_objects(p, result.errors):
         try:
             case = Case.model_validate(data)
         except ValidationError as e:
@@ -208,6 +186,41 @@ def load_cases(path: str | Path, *, skip_invalid: bool = False, fields: CaseFiel
         seen[case.id] = lineno
         result.cases.append(case)
     return _finish(p, result, skip_invalid)
+
+
+def jsonl_objects(p: Path, errors: list[str], *, file: str = "a cases file", reading: str = "cases",
+                  item: str = "a case") -> Iterator[tuple[str, int, dict[str, Any]]]:
+    """The objects of the JSON Lines file ``p``, each as ``("file:line", line number, object)``.
+
+    Blank lines are skipped; the first line may start with a UTF-8 BOM. A line that is not UTF-8, not JSON or not
+    a JSON object adds ``file:line: message`` to ``errors`` instead. A folder or an unreadable file raises
+    :class:`InputError`. The messages name the file as ``file`` ("is a folder, not a cases file (JSONL)") and
+    ``reading`` ("cannot read cases: ..."), a line as ``item`` ("a case must be a JSON object").
+    """
+    try:
+        raw = p.read_bytes()
+    except IsADirectoryError:
+        raise InputError(f"{p}: is a folder, not {file} (JSONL)") from None
+    except OSError as e:
+        raise InputError(f"{p}: cannot read {reading}: {e.strerror or e}") from None
+    for lineno, line in enumerate(raw.splitlines(), start=1):
+        where = f"{p}:{lineno}"
+        try:
+            text = line.decode("utf-8-sig" if lineno == 1 else "utf-8")  # tolerate a BOM
+        except UnicodeDecodeError as e:
+            errors.append(f"{where}: not UTF-8 (byte {e.start}: {line[e.start:e.start + 1]!r})")
+            continue
+        if not text.strip():
+            continue
+        try:
+            data = loads_json(text)  # refuses a value nested over 100 deep, a lone surrogate
+        except json.JSONDecodeError as e:
+            errors.append(f"{where}: not valid JSON: {e.msg} at column {e.colno}")
+            continue
+        if not isinstance(data, dict):
+            errors.append(f"{where}: {item} must be a JSON object, got {type(data).__name__}")
+            continue
+        yield where, lineno, data
 
 
 def _finish(p: Path, result: LoadResult, skip_invalid: bool) -> LoadResult:

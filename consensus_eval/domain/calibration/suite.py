@@ -31,9 +31,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from consensus_eval._errors import InputError, format_validation_error
-from consensus_eval.domain.cases import Case
+from consensus_eval.domain.cases import Case, jsonl_objects
 from consensus_eval.domain.rubric import Rubric
-from consensus_eval.domain.textio import loads_json
 
 SpanSource = Literal["record", "conversation"]
 
@@ -141,32 +140,11 @@ def load_suite(path: str | Path, rubric: Rubric) -> list[SuiteCase]:
     ``file:line: field: message``. Blank lines are ignored; duplicate ids are errors.
     """
     p = Path(path)
-    try:
-        raw = p.read_bytes()
-    except IsADirectoryError:
-        raise InputError(f"{p}: is a folder, not a calibration suite (JSONL)") from None
-    except OSError as e:
-        raise InputError(f"{p}: cannot read the calibration suite: {e.strerror or e}") from None
     errors: list[str] = []
     out: list[SuiteCase] = []
     seen: dict[str, int] = {}
-    for lineno, line in enumerate(raw.splitlines(), start=1):
-        where = f"{p}:{lineno}"
-        try:
-            text = line.decode("utf-8-sig" if lineno == 1 else "utf-8")
-        except UnicodeDecodeError as e:
-            errors.append(f"{where}: not UTF-8 (byte {e.start})")
-            continue
-        if not text.strip():
-            continue
-        try:
-            data = loads_json(text)  # refuses a value nested over 100 deep, a lone surrogate
-        except json.JSONDecodeError as e:
-            errors.append(f"{where}: not valid JSON: {e.msg} at column {e.colno}")
-            continue
-        if not isinstance(data, dict):
-            errors.append(f"{where}: a suite case must be a JSON object, got {type(data).__name__}")
-            continue
+    for where, lineno, data in jsonl_objects(p, errors, file="a calibration suite", reading="the calibration suite",
+                                             item="a suite case"):
         if "expected" not in data:
             errors.append(f"{where}: expected: missing (a list of planted errors; [] for a clean control)")
             continue
