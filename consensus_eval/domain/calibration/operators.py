@@ -413,6 +413,18 @@ def family_line(record: str, pos: int) -> bool:
     return in_section(record, pos, "家族史")
 
 
+def diabetes_history(b: BaseCase) -> tuple[tuple[int, int], str, str] | None:
+    """What writing the patient's diabetes into 既往史 needs: the body of 既往史, the patient's diabetes type
+    (``2型糖尿病``, the first not in 家族史) and the chief complaint's first duration (``3年``); ``None`` when
+    the record lacks one of them."""
+    body = section(b.record, "既往史")
+    typ = next((m for m in DIABETES_TYPE.finditer(b.record) if not family_line(b.record, m.start())), None)
+    cc = re.search(r"^主诉：[^\n]*?(\d+)(年|个月)", b.record, re.M)
+    if body is None or typ is None or cc is None:
+        return None
+    return body, typ.group(), cc.group(1) + cc.group(2)
+
+
 def pick(options: list[str], b: BaseCase) -> str | None:
     """One of ``options`` for base ``b``, the same one every run (so that the bases do not all get the same
     added drug, symptom or test)."""
@@ -691,12 +703,11 @@ def hallucinated_result(b: BaseCase) -> Iterator[Plant]:
 
 def diabetes_in_past_history(b: BaseCase) -> Iterator[Plant]:
     """Diabetes written into 既往史 (the fixed penalty): ``2型糖尿病病史3年；`` at its start."""
-    body = section(b.record, "既往史")
-    typ = next((m for m in DIABETES_TYPE.finditer(b.record) if not family_line(b.record, m.start())), None)
-    cc = re.search(r"^主诉：[^\n]*?(\d+)(年|个月)", b.record, re.M)
-    if body is None or typ is None or cc is None:
+    found = diabetes_history(b)
+    if found is None:
         return
-    text = f"{typ.group()}病史{cc.group(1)}{cc.group(2)}；"
+    body, typ, duration = found
+    text = f"{typ}病史{duration}；"
     yield Plant("diabetes_in_past_history", "diabetes_in_past_history", (Edit(body[0], body[0], text),))
 
 

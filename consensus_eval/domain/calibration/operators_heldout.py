@@ -54,6 +54,7 @@ from consensus_eval.domain.calibration.operators import (
     Operator,
     Plant,
     alternatives,
+    diabetes_history,
     dose_options,
     doses,
     family_line,
@@ -395,13 +396,12 @@ def laterality_h(b: BaseCase) -> Iterator[Plant]:
 
 def diabetes_in_past_history_h(b: BaseCase) -> Iterator[Plant]:
     """Diabetes written into 既往史 at its end: ``；患2型糖尿病3年`` before its last full stop."""
-    body = section(b.record, "既往史")
-    typ = next((m for m in DIABETES_TYPE.finditer(b.record) if not family_line(b.record, m.start())), None)
-    cc = re.search(r"^主诉：[^\n]*?(\d+)(年|个月)", b.record, re.M)
-    if body is None or typ is None or cc is None:
+    found = diabetes_history(b)
+    if found is None:
         return
+    body, typ, duration = found
     at = body[1] - 1 if b.record[body[1] - 1] == "。" else body[1]
-    text = f"；患{typ.group()}{cc.group(1)}{cc.group(2)}"
+    text = f"；患{typ}{duration}"
     yield Plant("diabetes_in_past_history_h", "diabetes_in_past_history", (Edit(at, at, text, ((1, len(text)),)),))
 
 
