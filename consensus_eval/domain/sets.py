@@ -1,4 +1,5 @@
-"""Sets: similarity, with one answer for the edge case everyone handles differently, and duplicates."""
+"""Sets: similarity, with one answer for the edge case everyone handles differently, duplicates, and the union
+of spans."""
 
 from __future__ import annotations
 
@@ -35,3 +36,15 @@ def duplicates(items: Iterable[H]) -> list[H]:
         else:
             seen.add(item)
     return list(found)
+
+
+def merged_spans(spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The union of ``(start, end)`` spans as sorted, disjoint spans: overlapping or touching spans (one ends where
+    the next starts) become one. ``merged_spans([(5, 9), (0, 2), (2, 3), (8, 12)]) == [(0, 3), (5, 12)]``."""
+    out: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if out and start <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((start, end))
+    return out

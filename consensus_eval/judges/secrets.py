@@ -17,6 +17,8 @@ import re
 from functools import lru_cache
 from urllib.parse import quote, quote_plus
 
+from consensus_eval.domain.sets import merged_spans
+
 __all__ = ["MASK", "MIN_FRAGMENT", "register", "scrub"]
 
 #: the shortest prefix or suffix of a key that is removed (shorter ones are too common to be the key's)
@@ -45,7 +47,7 @@ def scrub(text: str, *keys: str | None) -> str:
         return text
     out: list[str] = []
     end = 0
-    for start, stop in _merged(spans):  # forms found over the same text: each span masked once, whole
+    for start, stop in merged_spans(spans):  # forms found over the same text: each span masked once, whole
         out += [text[end:start], MASK]
         end = stop
     return "".join(out) + text[end:]
@@ -66,16 +68,6 @@ def _spans(text: str, form: str) -> list[tuple[int, int]]:
     if form[:MIN_FRAGMENT] not in text and form[-MIN_FRAGMENT:] not in text:
         return []
     return [m.span() for m in _pattern(form).finditer(text)]
-
-
-def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    out: list[tuple[int, int]] = []
-    for start, stop in sorted(spans):
-        if out and start <= out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], stop))
-        else:
-            out.append((start, stop))
-    return out
 
 
 @lru_cache(maxsize=64)

@@ -53,6 +53,9 @@ from consensus_eval.judges.rules.medical_record.text import (
     pieces,
 )
 
+#: a clause ending as a question does (吃药了吗, 什么时候呢)
+_QUESTION_END = re.compile(r"(?:吗|么|呢)$")
+
 
 class Doc:
     """A case read once: normalized texts, sections, turns, drug mentions.
@@ -150,6 +153,10 @@ class Doc:
             asks = prev.role in ("doctor", "unknown") and ("?" in text or QUESTION_WORDS.search(text))
             got = self._questions[i] = text if asks else ""
         return got
+
+    def is_question(self, a: int, b: int) -> bool:
+        """Whether the conversation's clause ``cv[a:b]`` is a question: ``?`` after it, or 吗/么/呢 at its end."""
+        return self.cv[b:b + 1] == "?" or _QUESTION_END.search(self.cv, a, b) is not None
 
     def patient_turns(self) -> Iterator[tuple[int, Turn]]:
         for i, t in enumerate(self.turns):

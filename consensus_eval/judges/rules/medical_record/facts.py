@@ -37,10 +37,6 @@ _ANY_DISEASE = re.compile("|".join([*(pattern for _, _, pattern in PAST_DISEASES
                                     *(conv_pattern for _, conv_pattern, _ in DIAGNOSES)]))
 
 
-def _is_question_clause(doc: Doc, a: int, b: int) -> bool:
-    return doc.cv[b:b + 1] == "?" or bool(re.search(r"(?:吗|么|呢)$", doc.cv[a:b]))
-
-
 def self_affirmed(doc: Doc, pattern: str, topics: list[str]) -> tuple[int, int] | None:
     """Span of a patient-side clause affirming that the patient has ``pattern`` (or None)."""
     rx = re.compile(pattern)
@@ -58,7 +54,7 @@ def self_affirmed(doc: Doc, pattern: str, topics: list[str]) -> tuple[int, int] 
             if not m:
                 continue
             found = True
-            if rel is True or OTHER_PERSON.search(cl) or _is_question_clause(doc, a, b) or UNSURE.search(cl):
+            if rel is True or OTHER_PERSON.search(cl) or doc.is_question(a, b) or UNSURE.search(cl):
                 continue
             if seen_relative and not SELF_START.match(cl) and rel is not False:
                 continue
@@ -112,7 +108,7 @@ def topic_mentioned(doc: Doc, pattern: str) -> tuple[int, int] | None:
         for a, b in clauses:
             cl = doc.cv[a:b]
             if rx.search(cl) and about_relative(cl, turn.role) is not True and not OTHER_PERSON.search(cl) \
-                    and not _is_question_clause(doc, a, b):
+                    and not doc.is_question(a, b):
                 return a, b
         if clauses and q and rx.search(q) and not FAMILY_QUESTION.search(q):
             return clauses[0]
@@ -140,7 +136,7 @@ def conversation_states(doc: Doc, pattern: str) -> tuple[int, int] | None:
         for a, b in doc.turn_pieces(i):
             cl = doc.cv[a:b]
             m = rx.search(cl)
-            if not m or _is_question_clause(doc, a, b) or about_relative(cl, turn.role) is True \
+            if not m or doc.is_question(a, b) or about_relative(cl, turn.role) is True \
                     or TENTATIVE.search(cl) or UNSURE.search(cl) or NOT_STATED.search(cl):
                 continue
             if not is_negated(cl, m.start(), m.end(), NEG_CONV, POST_NEG_CONV):

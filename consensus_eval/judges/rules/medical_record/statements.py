@@ -162,7 +162,7 @@ class _Said:
                 seen_relative = seen_relative or rel is True
                 if not _ANY_STATEMENT.search(cl):
                     continue
-                silent = bool(rel is True or OTHER_PERSON.search(cl) or _question(doc, a, b) or UNSURE.search(cl)
+                silent = bool(rel is True or OTHER_PERSON.search(cl) or doc.is_question(a, b) or UNSURE.search(cl)
                               or TENTATIVE.search(cl)
                               or (seen_relative and not SELF_START.match(cl) and rel is not False))
                 site = _site(cl)
@@ -198,7 +198,7 @@ class _Said:
                 continue
             for a, b in doc.turn_pieces(i):
                 cl = doc.cv[a:b]
-                if not _ANY_STATEMENT.search(cl) or _question(doc, a, b) or _ASKS.search(cl) \
+                if not _ANY_STATEMENT.search(cl) or doc.is_question(a, b) or _ASKS.search(cl) \
                         or TENTATIVE.search(cl) or KIN.search(cl):
                     continue
                 for c in _CONCEPTS:
@@ -244,10 +244,6 @@ class _Said:
 
     def affirmed_sites(self, label: str) -> set[str]:
         return {site for lab, site in self.affirmed if lab == label}
-
-
-def _question(doc: Doc, a: int, b: int) -> bool:
-    return doc.cv[b:b + 1] == "?" or bool(re.search(r"(?:吗|么|呢)$", doc.cv[a:b]))
 
 
 # ============================================================================ the record
@@ -431,7 +427,7 @@ def check_laterality(doc: Doc) -> Iterator[Finding]:
         turn = doc.turns[ti]
         a, b = doc.cv_clauses.bounds(m.start(), turn.start, turn.end)
         cl = doc.cv[a:b]
-        if _question(doc, a, b) or _ASKS.search(cl) or about_relative(cl, turn.role) is True or TENTATIVE.search(cl):
+        if doc.is_question(a, b) or _ASKS.search(cl) or about_relative(cl, turn.role) is True or TENTATIVE.search(cl):
             continue
         keys = _findings(cl, NEG_CONV, POST_NEG_CONV, False)
         if m.group("site"):

@@ -34,6 +34,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from consensus_eval.domain.sets import merged_spans
 from consensus_eval.judges.rules.medical_record.conversation import KIN, about_relative
 from consensus_eval.judges.rules.medical_record.document import Doc
 from consensus_eval.judges.rules.medical_record.findings import Finding
@@ -267,22 +268,12 @@ def _not_patients(doc: Doc, source: str) -> list[tuple[int, int]]:
                 out.append((a, b))
         if fam:
             out.append(fam)
-        return _merged(out)
+        return merged_spans(out)
     for turn in doc.turns:
         for m in KIN.finditer(doc.cv, turn.start, turn.end):
             a, b = doc.cv_clauses.bounds(m.start(), turn.start, turn.end)
             if (not out or out[-1][1] <= a) and about_relative(doc.cv[a:b], turn.role) is True:
                 out.append((a, b))
-    return out
-
-
-def _merged(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    out: list[tuple[int, int]] = []
-    for a, b in sorted(ranges):
-        if out and a <= out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], b))
-        else:
-            out.append((a, b))
     return out
 
 
