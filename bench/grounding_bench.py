@@ -12,7 +12,7 @@ threshold (exact, normalised or fuzzy), and for the negatives the share wrongly 
 
 **cost**. Cases are the 16 examples cycled (distinct ids); each case gets 4 judges x 3 dimensions,
 2 deductions each (evidence from the fake server's quote generator, 20% invented): 24 quotes per case.
-Times ``consensus_eval.execution.results.ground_all`` (what ``read_run`` runs once per read).
+Times ``consensus_eval.analysis.derived.ground_all`` (what ``read_run`` runs once per read).
 Figures in bench/README.md, "Grounding".
 """
 
@@ -28,11 +28,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from consensus_eval.analysis.derived import ground_all  # noqa: E402
 from consensus_eval.domain import grounding  # noqa: E402
 from consensus_eval.domain.cases import Case, load_cases  # noqa: E402
 from consensus_eval.domain.judgment import Deduction, Judgment  # noqa: E402
 from consensus_eval.domain.rubric import load_rubric  # noqa: E402
-from consensus_eval.execution.results import ground_all  # noqa: E402
 from consensus_eval.execution.store import CallRecord  # noqa: E402
 from consensus_eval.judges.rules import RulesJudge  # noqa: E402
 from tests.fakellm import _snippet, quote  # noqa: E402

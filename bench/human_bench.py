@@ -22,9 +22,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from consensus_eval.analysis.derived import read_run
 from consensus_eval.analysis.human import read_labels
 from consensus_eval.api import load_run, rebuild
-from consensus_eval.execution.results import read_run
 from consensus_eval.execution.store import HumanLabelRecord, Store
 from consensus_eval.output.files import write_adjudication_csv
 from tests.big_run import build_big_run

@@ -30,6 +30,7 @@ from consensus_eval.analysis.agreement import HumanLabel
 from consensus_eval.analysis.alpha import DEFAULT_SEED
 from consensus_eval.analysis.calibration import CalibrationReport, CalibrationSource, calibrate as measure
 from consensus_eval.analysis.consensus import of_run as consensus_of_run
+from consensus_eval.analysis.derived import read_run
 from consensus_eval.analysis.human import label_counts, read_labels
 from consensus_eval.analysis.reliability import ReliabilityReport
 from consensus_eval.analysis.results import Results, analyze
@@ -56,15 +57,14 @@ from consensus_eval.execution.adaptive import execute_rounds, grow
 from consensus_eval.execution.estimate import JudgeEstimate, estimate
 from consensus_eval.execution.execute import Progress, ProgressHook, execute
 from consensus_eval.execution.plan import Call, plan
-from consensus_eval.execution.results import read_run
 from consensus_eval.execution.store import (
     REVIEWER_ROLES,
     STORE_NAME,
-    CallRecord,
     ReviewerRecord,
     ReviewerRole,
     SpotCheckRecord,
     Store,
+    StoredCall,
 )
 from consensus_eval.judges import Judge, build_judge
 from consensus_eval.output.calibration import CALIBRATION_JSON, load_calibration, write_calibration
@@ -472,7 +472,7 @@ async def _run(prep: Prepared, out: Path, on_progress: ProgressHook | None, n_bo
         store.set_meta("cases", [c.model_dump(mode="json") for c in prep.cases])
         store.set_meta("invalid_lines", prep.invalid_lines)
         if prep.config.grows:
-            def more(planned: list[Call], stored: list[CallRecord]) -> list[Call]:
+            def more(planned: list[Call], stored: list[StoredCall]) -> list[Call]:
                 return grow(planned, stored, prep.rubric, prep.config, prep.judges)
 
             progress = await execute_rounds(prep.calls, prep.judges, prep.rubric, store, more, on_progress, stop)

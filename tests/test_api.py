@@ -13,11 +13,11 @@ from tests.conftest import EXAMPLES
 @pytest.fixture
 def counted(monkeypatch):
     """Count store openings, reads of the calls table, and score derivations."""
-    import consensus_eval.execution.results as results_mod
+    import consensus_eval.domain.scoring as scoring_mod
     from consensus_eval.execution.store import Store
 
     counts: Counter[str] = Counter()
-    real_init, real_calls, real_derive = Store.__init__, Store.calls, results_mod.derive
+    real_init, real_calls, real_derive = Store.__init__, Store.calls, scoring_mod.derive
 
     def init(self, *a, **k):
         counts["store opened"] += 1
@@ -33,7 +33,7 @@ def counted(monkeypatch):
 
     monkeypatch.setattr(Store, "__init__", init)
     monkeypatch.setattr(Store, "calls", calls)
-    monkeypatch.setattr(results_mod, "derive", derive)
+    monkeypatch.setattr(scoring_mod, "derive", derive)
     return counts
 
 
@@ -43,7 +43,7 @@ def test_score_reads_the_store_once_and_derives_each_judgment_once(tmp_path, cou
     res = CliRunner().invoke(app, ["score", str(EXAMPLES), "--out", str(tmp_path / "out")])
     assert res.exit_code == 0, res.output
     # 16 cases x 3 dimensions x the rules judge: 48 judgments, one read of the store, each distinct
-    # scoring input derived once (judgments that score alike share their score: execution/results.py)
+    # scoring input derived once (judgments that score alike share their score: domain/scoring.py's Deriver)
     seen = dict(counted)   # before the helper below opens the store again
     assert seen == {"store opened": 1, "calls read": 1, "derived": _distinct_inputs(tmp_path / "out")}
     assert 0 < seen["derived"] <= 48

@@ -117,7 +117,7 @@ def test_a_broken_cases_file_on_rerun_loses_nothing_already_stored(tmp_path):
     assert len(rows) == 30 and set(old) <= set(rows)
     for h, rec in old.items():
         assert rows[h].status == "ok" and rows[h].finished_at == rec["finished_at"]
-        assert rows[h].judgment.model_dump_json() == rec["judgment"]
+        assert rows[h].judgment.to_judgment().model_dump_json() == rec["judgment"]
     judged = [json.loads(x) for x in (out / "judgments.jsonl").read_text(encoding="utf-8").splitlines()]
     assert {r["case_id"] for r in judged} == {f"ft-{i:03d}" for i in range(5)}
     assert {r["judge"] for r in judged} == set(MODEL_OF) and all(r["status"] == "ok" for r in judged)

@@ -16,6 +16,7 @@ import httpx
 import pytest
 import respx
 
+from consensus_eval.analysis.derived import ground_all, read_run
 from consensus_eval.domain import grounding as grounding_module
 from consensus_eval.domain.cases import Case, load_cases
 from consensus_eval.domain.config import EvalConfig, LLMJudgeConfig
@@ -33,7 +34,6 @@ from consensus_eval.domain.prompts import render
 from consensus_eval.domain.rubric import Headings, load_rubric
 from consensus_eval.domain.sections import SectionIndex, Sections, find_sections, fold_width
 from consensus_eval.execution.execute import execute
-from consensus_eval.execution.results import ground_all, read_run
 from consensus_eval.execution.store import CallRecord, Store
 from consensus_eval.judges.llm import LLMJudge
 from tests.conftest import EXAMPLES
@@ -340,7 +340,8 @@ def test_drop_rederives_without_ungrounded_and_keeps_the_reply(tmp_path, rubric)
     assert run.scores["h0"].claimed_score is None               # the claim was about all three
     assert run.score_as_judged("h0").score == 26 and run.score_as_judged("h0").claimed_score == 26
     (rec,) = run.records
-    assert rec.judgment == JUDGMENT and json.loads(rec.raw)["deductions"][1]["evidence"] == "青霉素皮试阳性"
+    assert rec.judgment.to_judgment() == JUDGMENT          # the stored judgment untouched
+    assert json.loads(rec.raw)["deductions"][1]["evidence"] == "青霉素皮试阳性"
 
 
 def test_drop_leaves_fully_grounded_calls_alone(tmp_path, rubric):

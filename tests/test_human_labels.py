@@ -21,11 +21,11 @@ import pytest
 from typer.testing import CliRunner
 
 from consensus_eval import InputError, load_run
+from consensus_eval.analysis.derived import read_run
 from consensus_eval.analysis.human import parse_verdict, read_labels
 from consensus_eval.analysis.intervals import wilson
 from consensus_eval.api import import_human
 from consensus_eval.cli import app
-from consensus_eval.execution.results import read_run
 from consensus_eval.execution.store import SCHEMA_VERSION, HumanLabelRecord, Store
 from consensus_eval.output.files import write_adjudication_csv
 from tests.test_audit import build_panel_store

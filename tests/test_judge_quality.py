@@ -7,12 +7,13 @@ import math
 
 import pytest
 
+from consensus_eval.analysis.derived import derive_all, drop_ungrounded, ground_all
 from consensus_eval.analysis.judge_quality import judge_quality
 from consensus_eval.analysis.reliability import ReliabilityReport
 from consensus_eval.domain.cases import Case
 from consensus_eval.domain.config import EvalConfig
 from consensus_eval.domain.judgment import Deduction, Judgment, PenaltyHit
-from consensus_eval.execution.results import StoredRun, derive_all, drop_ungrounded, ground_all
+from consensus_eval.execution.results import StoredRun
 from consensus_eval.execution.store import CallRecord
 
 RECORD = "主诉：口渴、多饮3年。\n现病史：空腹血糖7.9mmol/L，口服二甲双胍500mg。\n既往史：高血压5年。"

@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 
 from consensus_eval.analysis.alpha import krippendorff_alpha
 from consensus_eval.analysis.consensus import build
+from consensus_eval.analysis.derived import derive_all
 from consensus_eval.analysis.reliability import level_of
 from consensus_eval.domain import judgment as judgment_mod
 from consensus_eval.domain.cases import Case
@@ -26,7 +27,6 @@ from consensus_eval.domain.flags import majority
 from consensus_eval.domain.judgment import CriterionVerdict, Judgment, case_response_model, response_model
 from consensus_eval.domain.prompts import render
 from consensus_eval.domain.rubric import load_rubric
-from consensus_eval.execution.results import derive_all
 from consensus_eval.execution.store import CallRecord
 from tests.conftest import FAKE_KEY
 from tests.fake_server import FakeConfig, FakeServer
@@ -384,8 +384,8 @@ def test_score_runs_the_shipped_examples_with_the_fake_server_panel(tmp_path, mo
 
 
 def test_every_quote_is_grounded_except_an_empty_one_of_a_criterion_not_met():
+    from consensus_eval.analysis.derived import evidence_of
     from consensus_eval.domain.judgment import quotes_of
-    from consensus_eval.execution.results import evidence_of
 
     j = Judgment(dimension="items", verdicts=[CriterionVerdict(id="a", met=True, evidence="rash"),
                                               CriterionVerdict(id="b", met=False),

@@ -18,11 +18,11 @@ from starlette.testclient import TestClient
 
 from consensus_eval import api
 from consensus_eval._errors import InputError
+from consensus_eval.analysis.derived import read_run
 from consensus_eval.analysis.human import read_labels
 from consensus_eval.domain.hosts import is_loopback
 from consensus_eval.domain.rubric import load_rubric
 from consensus_eval.domain.sections import Sections
-from consensus_eval.execution.results import read_run
 from consensus_eval.execution.store import CallRecord, HumanLabelRecord, Store
 from consensus_eval.review.app import create_app
 from consensus_eval.review.model import (

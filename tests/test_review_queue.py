@@ -17,12 +17,13 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from consensus_eval.analysis import audit as audit_mod, consensus
+from consensus_eval.analysis.derived import derive_all, ground_all
 from consensus_eval.analysis.results import analyze
 from consensus_eval.domain.cases import Case
 from consensus_eval.domain.config import EvalConfig
 from consensus_eval.domain.judgment import Deduction, Judgment, PenaltyHit
 from consensus_eval.domain.rubric import Rubric, load_rubric
-from consensus_eval.execution.results import StoredRun, derive_all, ground_all
+from consensus_eval.execution.results import StoredRun
 from consensus_eval.execution.store import CallRecord
 from consensus_eval.output.audit_console import print_audit
 from consensus_eval.output.console import print_summary

@@ -19,6 +19,7 @@ from consensus_eval.domain.grounding import CaseGrounder, Grounding
 from consensus_eval.domain.judgment import Deduction, Judgment, PenaltyHit
 from consensus_eval.domain.rubric import load_rubric
 from consensus_eval.domain.scoring import DimensionScore, derive
+from consensus_eval.execution import store as store_mod
 from consensus_eval.execution.store import Store
 from tests.big_run import big_cases, build_big_run
 
@@ -131,8 +132,9 @@ def _work_of_a_rebuild(tmp_path, monkeypatch, n_cases: int) -> dict[str, int]:
     src = build_big_run(tmp_path / f"src{n_cases}", n_cases, 2)
     folder = tmp_path / f"run{n_cases}"
     shutil.copytree(src, folder)
-    counts = {"parsed": 0, "searched": 0, "validated_scores": 0, "validated_groundings": 0, "resamples": 0}
-    parse, search = Judgment.model_validate_json, CaseGrounder._ground
+    counts = {"parsed": 0, "validated_judgments": 0, "searched": 0, "validated_scores": 0, "validated_groundings": 0,
+              "resamples": 0}
+    parse, validate, search = store_mod.stored_judgment, Judgment.model_validate_json, CaseGrounder._ground
     score_init, grounding_init = DimensionScore.__init__, Grounding.__init__
     alpha = alpha_mod.krippendorff_alpha
 
@@ -142,7 +144,8 @@ def _work_of_a_rebuild(tmp_path, monkeypatch, n_cases: int) -> dict[str, int]:
             return fn(*a, **k)
         return wrapped
 
-    monkeypatch.setattr(Judgment, "model_validate_json", counting("parsed", parse))
+    monkeypatch.setattr(store_mod, "stored_judgment", counting("parsed", parse))
+    monkeypatch.setattr(Judgment, "model_validate_json", counting("validated_judgments", validate))
     monkeypatch.setattr(CaseGrounder, "_ground", counting("searched", search))
     monkeypatch.setattr(DimensionScore, "__init__", counting("validated_scores", score_init))
     monkeypatch.setattr(Grounding, "__init__", counting("validated_groundings", grounding_init))
@@ -160,9 +163,10 @@ def _work_of_a_rebuild(tmp_path, monkeypatch, n_cases: int) -> dict[str, int]:
 def test_a_rebuilds_work_is_linear_in_cases(tmp_path, monkeypatch):
     small = _work_of_a_rebuild(tmp_path, monkeypatch, 24)
     large = _work_of_a_rebuild(tmp_path, monkeypatch, 72)
-    # each stored judgment parsed once, each distinct quote of a case searched once at most
+    # each stored judgment parsed once (into its plain read model, never validated again), each distinct quote
+    # of a case searched once at most
     for c in (small, large):
-        assert c["parsed"] == c["calls"]
+        assert c["parsed"] == c["calls"] and c["validated_judgments"] == 0
         assert 0 < c["searched"] <= c["quotes"]
         # no score or grounding validated one by one, and alpha computed once per figure (the ordinal
         # bootstrap's resamples are not alphas of resampled tables any more: 40 per stars figure before)
@@ -187,7 +191,7 @@ def test_figures_sharing_their_resamples_get_the_intervals_they_got_alone():
 
 def test_audit_deductions_equal_their_validated_twins(tmp_path):
     from consensus_eval.analysis.audit import AuditDeduction, deductions_of
-    from consensus_eval.execution.results import read_run
+    from consensus_eval.analysis.derived import read_run
 
     folder = build_big_run(tmp_path / "run", 12, 2)
     with Store.open_existing(folder, read_only=True) as store:
@@ -202,7 +206,7 @@ def test_audit_deductions_equal_their_validated_twins(tmp_path):
 def test_drill_down_groups_equal_their_validated_twins(tmp_path):
     from consensus_eval.analysis.audit import RunGroup, audit
     from consensus_eval.analysis.consensus import of_run
-    from consensus_eval.execution.results import read_run
+    from consensus_eval.analysis.derived import read_run
 
     folder = build_big_run(tmp_path / "run", 12, 2)
     with Store.open_existing(folder, read_only=True) as store:

@@ -113,7 +113,7 @@ from consensus_eval.domain.grounding import Grounding
 from consensus_eval.domain.rubric import Criterion, Dimension, Rubric
 from consensus_eval.domain.scoring import DimensionScore
 from consensus_eval.execution.results import StoredRun
-from consensus_eval.execution.store import CallRecord
+from consensus_eval.execution.store import StoredCall
 
 #: weights of the disagreement score's parts (module docstring)
 SPREAD_WEIGHT = 100.0
@@ -506,7 +506,7 @@ class ReviewQueue(BaseModel):
 
 def audit(run: StoredRun, cons: Sequence[CaseConsensus]) -> list[CaseAudit]:
     """Every case of a run, audited and ranked (module docstring: scores, review, ranking, matching)."""
-    by_case: dict[str, list[CallRecord]] = {}
+    by_case: dict[str, list[StoredCall]] = {}
     for r in run.records:
         by_case.setdefault(r.case_id, []).append(r)
     policy = ungrounded_policy(run.config)
@@ -673,7 +673,7 @@ def _mean(values: Sequence[float]) -> float | None:
     return statistics.fmean(values) if values else None
 
 
-def _audit_case(rubric: Rubric, judges: Sequence[str], cons: CaseConsensus, records: list[CallRecord],
+def _audit_case(rubric: Rubric, judges: Sequence[str], cons: CaseConsensus, records: list[StoredCall],
                 derived: dict[str, DimensionScore], config: ConsensusConfig | None = None,
                 policy: str = "flag", *, grounding: Mapping[str, Grounding] | None = None,
                 case_criteria: Sequence[Criterion] | None = None) -> CaseAudit:
@@ -778,7 +778,7 @@ def _num(x: float) -> str:
 
 
 def _audit_dimension(rubric: Rubric, judges: Sequence[str], cons: CaseConsensus, dim_id: str,
-                     records: list[CallRecord], derived: dict[str, DimensionScore], *,
+                     records: list[StoredCall], derived: dict[str, DimensionScore], *,
                      grounding: Mapping[str, Grounding] | None = None,
                      case_criteria: Sequence[Criterion] | None = None) -> DimensionAudit:
     dim = rubric.dimension(dim_id)
@@ -818,7 +818,7 @@ def _criterion_rows(dim: Dimension, views: Sequence[JudgeView],
     return sorted(rows, key=lambda r: not r.split)
 
 
-def _judge_view(rubric: Rubric, cons: CaseConsensus, judge: str, dim_id: str, recs: list[CallRecord],
+def _judge_view(rubric: Rubric, cons: CaseConsensus, judge: str, dim_id: str, recs: list[StoredCall],
                 derived: dict[str, DimensionScore], *,
                 grounding: Mapping[str, Grounding] | None = None) -> JudgeView:
     ok = sorted((r for r in recs if r.request_hash in derived), key=lambda r: r.run)
@@ -836,7 +836,7 @@ def _judge_view(rubric: Rubric, cons: CaseConsensus, judge: str, dim_id: str, re
     ))
 
 
-def _ratings(dim: Dimension, ok: Sequence[CallRecord], grounding: Mapping[str, Grounding]) -> list[RatingItem]:
+def _ratings(dim: Dimension, ok: Sequence[StoredCall], grounding: Mapping[str, Grounding]) -> list[RatingItem]:
     """Each successful run's level on a likert dimension, with the level's anchor and where each quote is
     (``grounding`` by quote id, ``{request_hash}#e{i}``); empty for another kind."""
     if dim.kind != "likert":
@@ -847,7 +847,7 @@ def _ratings(dim: Dimension, ok: Sequence[CallRecord], grounding: Mapping[str, G
             for r in ok if r.judgment is not None and r.judgment.rating is not None]
 
 
-def _verdicts(ok: Sequence[CallRecord], grounding: Mapping[str, Grounding]) -> list[VerdictItem]:
+def _verdicts(ok: Sequence[StoredCall], grounding: Mapping[str, Grounding]) -> list[VerdictItem]:
     """Each successful run's verdicts on a criteria dimension's criteria, with where each one's evidence is
     (``{request_hash}#v{i}``); empty for another kind."""
     return [construct(VerdictItem, run=r.run, id=v.id, met=v.met, evidence=v.evidence, reason=v.reason,
@@ -855,7 +855,7 @@ def _verdicts(ok: Sequence[CallRecord], grounding: Mapping[str, Grounding]) -> l
             for r in ok if r.judgment is not None for i, v in enumerate(r.judgment.verdicts)]
 
 
-def deductions_of(rubric: Rubric, rec: CallRecord,
+def deductions_of(rubric: Rubric, rec: StoredCall,
                   grounding: Mapping[str, Grounding] | None = None) -> list[AuditDeduction]:
     """The deductions and fixed penalties of one successful call, with the rubric's display names and,
     from ``grounding`` (:attr:`StoredRun.grounding`, by deduction id), where each one's evidence is."""
@@ -886,7 +886,7 @@ def deductions_of(rubric: Rubric, rec: CallRecord,
     return items
 
 
-def penalty_copies(rec: CallRecord) -> dict[str, str]:
+def penalty_copies(rec: StoredCall) -> dict[str, str]:
     """A call's fixed penalties listed more than once (the score charges each once): the id of every
     repeat listing -> the id of the first listing of the same penalty (empty: no repeats)."""
     if rec.judgment is None:
@@ -922,7 +922,7 @@ def _match_deductions(views: list[JudgeView]) -> None:
                 d.match, d.matched_by = "none", []
 
 
-def _mismatches(rubric: Rubric, records: list[CallRecord], derived: dict[str, DimensionScore]) -> list[Mismatch]:
+def _mismatches(rubric: Rubric, records: list[StoredCall], derived: dict[str, DimensionScore]) -> list[Mismatch]:
     out = []
     for r in records:
         s = derived.get(r.request_hash)

@@ -73,12 +73,15 @@ from consensus_eval.domain.config import LLMJudgeConfig
 from consensus_eval.domain.grounding import Grounding
 from consensus_eval.domain.judgment import Deduction, Judgment, PenaltyHit
 from consensus_eval.domain.rubric import Rubric
-from consensus_eval.domain.scoring import derive
+from consensus_eval.domain.scoring import AnyJudgment, derive
+from consensus_eval.domain.stored import StoredDeduction, StoredPenalty
 
 #: what a calibration's errors are (:attr:`CalibrationReport.source`)
 CalibrationSource = Literal["builtin", "builtin-heldout", "bases", "handwritten", "file"]
 #: ``ground(evidence, record, conversation) -> Grounding``: where a quote is in the case
 Grounder = Callable[[str, str, str], Grounding]
+#: a deduction or fixed penalty, as a judge gives it or as the store hands it back
+_Item = Deduction | PenaltyHit | StoredDeduction | StoredPenalty
 PANEL = "panel"
 #: a quote may be this many times the planted span's length, plus the sentence around it
 SPAN_FACTOR = 3
@@ -269,23 +272,23 @@ class _Case:
         return g.grounded and any(s.source == p.source and s.start < p.end and p.start < s.end
                                   and s.end - s.start <= limit for s in g.spans for p, limit in self.targets[i])
 
-    def hit(self, item: Deduction | PenaltyHit, i: int) -> tuple[bool, bool]:
+    def hit(self, item: _Item, i: int) -> tuple[bool, bool]:
         """(found, type matched) of one deduction or penalty for planted error ``i``."""
         e = self.sc.expected[i]
-        if isinstance(item, PenaltyHit):
+        if isinstance(item, (PenaltyHit, StoredPenalty)):
             ok = e.penalty and item.id == e.type and self.on(self.where(item.evidence), i)
             return ok, ok
         if e.penalty or item.category != e.category or not self.on(self.where(item.evidence), i):
             return False, False
         return True, item.type == e.type
 
-    def finds_some(self, item: Deduction | PenaltyHit) -> bool:
+    def finds_some(self, item: _Item) -> bool:
         """True when the item finds some planted error of the case (precision counts these)."""
         return any(self.hit(item, i)[0] for i in range(len(self.sc.expected)))
 
 
-def _items(judgments: Iterable[Judgment]) -> list[Deduction | PenaltyHit]:
-    out: list[Deduction | PenaltyHit] = []
+def _items(judgments: Iterable[AnyJudgment]) -> list[_Item]:
+    out: list[_Item] = []
     for j in judgments:
         out.extend(j.deductions)
         out.extend(j.fixed_penalties)
@@ -353,7 +356,7 @@ def calibrate(suite: Sequence[SuiteCase], results: Results, ground: Grounder,
     rubric = results.rubric
     by_id = {sc.case.id: _Case(sc, rubric, ground) for sc in suite}
     # (case, judge, run) -> dimension -> judgment; (case, judge, run, dim) -> re-derived score
-    got: dict[tuple[str, str, int], dict[str, Judgment]] = defaultdict(dict)
+    got: dict[tuple[str, str, int], dict[str, AnyJudgment]] = defaultdict(dict)
     scores: dict[tuple[str, str, int, str], float] = {}
     runs_of: dict[str, set[int]] = defaultdict(set)
     costs: dict[str, list[float | None]] = defaultdict(list)
@@ -464,7 +467,7 @@ def _rows(by_id: dict[str, _Case], f: Found) -> tuple[list[_Row], dict[str, int]
     return rows, dict(sorted(unjudged.items()))
 
 
-def _false_alarms(by_id: dict[str, _Case], items_of: Callable[[_Case], list[Deduction | PenaltyHit] | None]
+def _false_alarms(by_id: dict[str, _Case], items_of: Callable[[_Case], list[_Item] | None]
                   ) -> tuple[list[int], Share, Share]:
     """Deductions per clean control judged in every dimension, the share of those flagged (units: distinct
     clean records) and precision on planted cases (deductions finding some planted error; units: base
@@ -483,7 +486,7 @@ def _false_alarms(by_id: dict[str, _Case], items_of: Callable[[_Case], list[Dedu
     return [n for _, n in counts], flagged, share(touched, len(touched))
 
 
-def _judge_figures(judge: str, by_id: dict[str, _Case], got: dict[tuple[str, str, int], dict[str, Judgment]],
+def _judge_figures(judge: str, by_id: dict[str, _Case], got: dict[tuple[str, str, int], dict[str, AnyJudgment]],
                    scores: dict[tuple[str, str, int, str], float], found: dict[tuple[str, int], Found],
                    runs: list[int], rubric: Rubric, cost: float | None) -> JudgeCalibration:
     run0 = runs[0]
@@ -491,7 +494,7 @@ def _judge_figures(judge: str, by_id: dict[str, _Case], got: dict[tuple[str, str
     overall, by_type, by_cat = _recall(rows)
     n_dims = len(rubric.dimensions)
 
-    def items_of(c: _Case) -> list[Deduction | PenaltyHit] | None:
+    def items_of(c: _Case) -> list[_Item] | None:
         js = got.get((c.sc.case.id, judge, run0))
         if not js or (c.sc.clean and len(js) < n_dims):
             return None
@@ -539,17 +542,17 @@ def _touching(a: Grounding, b: Grounding) -> bool:
                                              for x in a.spans for y in b.spans)
 
 
-def panel_items(c: _Case, per_judge: dict[str, list[Deduction | PenaltyHit]], quorum: int
-                ) -> list[list[Deduction | PenaltyHit]]:
+def panel_items(c: _Case, per_judge: dict[str, list[_Item]], quorum: int
+                ) -> list[list[_Item]]:
     """The panel's deductions on a case: the judges' deductions grouped (same category, or fixed penalty
     id; located evidence overlapping, or both finding the same planted error, e.g. one quoting the record's
     wrong value and one the conversation's right one; at most one deduction of each judge in a group) and
     kept when at least ``quorum`` judges are in the group. A deduction whose evidence cannot be located
     stays alone."""
-    groups: list[tuple[str, Grounding, set[int], dict[str, Deduction | PenaltyHit]]] = []
+    groups: list[tuple[str, Grounding, set[int], dict[str, _Item]]] = []
     for judge, items in per_judge.items():
         for it in items:
-            key = f"penalty:{it.id}" if isinstance(it, PenaltyHit) else it.category
+            key = f"penalty:{it.id}" if isinstance(it, (PenaltyHit, StoredPenalty)) else it.category
             g = c.where(it.evidence)
             finds = {i for i in range(len(c.sc.expected)) if c.hit(it, i)[0]}
             home = next((m for k, g0, f0, m in groups
@@ -561,14 +564,14 @@ def panel_items(c: _Case, per_judge: dict[str, list[Deduction | PenaltyHit]], qu
     return [list(m.values()) for _, _, _, m in groups if len(m) >= quorum]
 
 
-def _panel_figures(by_id: dict[str, _Case], results: Results, got: dict[tuple[str, str, int], dict[str, Judgment]],
+def _panel_figures(by_id: dict[str, _Case], results: Results, got: dict[tuple[str, str, int], dict[str, AnyJudgment]],
                    judges: list[str], panel_found: Found, rubric: Rubric, cost: float | None) -> JudgeCalibration:
     rows, unjudged = _rows(by_id, panel_found)
     overall, by_type, by_cat = _recall(rows)
     quorum = results.config.consensus.min_judges
     n_dims = len(rubric.dimensions)
 
-    def items_of(c: _Case) -> list[Deduction | PenaltyHit] | None:
+    def items_of(c: _Case) -> list[_Item] | None:
         per_judge = {j: _items(js.values()) for j in judges
                      if (js := got.get((c.sc.case.id, j, 0))) and len(js) == n_dims}
         if len(per_judge) < quorum:

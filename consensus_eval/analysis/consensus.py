@@ -23,6 +23,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
+from consensus_eval.analysis.derived import derive_all
 from consensus_eval.domain.aggregate import aggregate
 from consensus_eval.domain.cases import Case
 from consensus_eval.domain.config import ConsensusConfig
@@ -30,8 +31,8 @@ from consensus_eval.domain.construct import construct
 from consensus_eval.domain.flags import Flag, Majority, disagreement, majority
 from consensus_eval.domain.rubric import Rubric
 from consensus_eval.domain.scoring import DimensionScore
-from consensus_eval.execution.results import StoredRun, derive_all
-from consensus_eval.execution.store import CallRecord
+from consensus_eval.execution.results import StoredRun
+from consensus_eval.execution.store import StoredCall
 
 Status = Literal["ok", "inconclusive", "failed", "incomplete"]
 
@@ -86,7 +87,7 @@ class CaseConsensus(BaseModel):
 
 
 def build(
-    rubric: Rubric, records: Sequence[CallRecord], judges: Sequence[str], case_ids: Sequence[str],
+    rubric: Rubric, records: Sequence[StoredCall], judges: Sequence[str], case_ids: Sequence[str],
     config: ConsensusConfig, scores: dict[str, DimensionScore] | None = None,
     missing: Mapping[str, int] | None = None, cases: Sequence[Case] = (),
 ) -> list[CaseConsensus]:
@@ -95,7 +96,7 @@ def build(
     criteria, for a criteria dimension without any). ``missing``: per case, planned calls not stored
     yet (such a case is ``incomplete``)."""
     derived = scores if scores is not None else derive_all(rubric, records, cases)
-    by_key: dict[tuple[str, str, str], list[CallRecord]] = defaultdict(list)
+    by_key: dict[tuple[str, str, str], list[StoredCall]] = defaultdict(list)
     for r in records:
         by_key[(r.case_id, r.judge, r.dimension)].append(r)
     gaps = missing or {}
@@ -108,7 +109,7 @@ def of_run(run: StoredRun) -> list[CaseConsensus]:
                  run.missing, run.cases)
 
 
-def _judge_score(judge: str, dim: str, recs: list[CallRecord], derived: dict[str, DimensionScore],
+def _judge_score(judge: str, dim: str, recs: list[StoredCall], derived: dict[str, DimensionScore],
                  rubric: Rubric) -> JudgeScore:
     ok = [derived[r.request_hash] for r in recs if r.request_hash in derived]
     runs = [d.score for d in ok]
@@ -149,7 +150,7 @@ def _panel_verdicts(table: dict[str, dict[str, JudgeScore]], judges: Sequence[st
 
 
 def _case(rubric: Rubric, case_id: str, judges: Sequence[str],
-          by_key: dict[tuple[str, str, str], list[CallRecord]], derived: dict[str, DimensionScore],
+          by_key: dict[tuple[str, str, str], list[StoredCall]], derived: dict[str, DimensionScore],
           config: ConsensusConfig, missing: int = 0) -> CaseConsensus:
     dims = [d.id for d in rubric.dimensions]
     table = {j: {d: _judge_score(j, d, by_key.get((case_id, j, d), []), derived, rubric) for d in dims}

@@ -18,9 +18,10 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
+from consensus_eval.analysis.derived import evidence_of
 from consensus_eval.analysis.intervals import Proportion, proportion
 from consensus_eval.domain.grounding import GroundingKind
-from consensus_eval.execution.results import StoredRun, evidence_of
+from consensus_eval.execution.results import StoredRun
 
 KINDS: tuple[GroundingKind, ...] = ("exact", "normalised", "fuzzy", "not_found", "empty")
 

@@ -28,7 +28,7 @@ from consensus_eval.domain.rubric import Rubric
 from consensus_eval.domain.scoring import DimensionScore
 from consensus_eval.execution.execute import Progress
 from consensus_eval.execution.results import JudgeUsage, StoredRun
-from consensus_eval.execution.store import CallRecord, HumanLabelRecord, SpotCheckRecord
+from consensus_eval.execution.store import HumanLabelRecord, SpotCheckRecord, StoredCall
 
 
 @dataclass
@@ -71,7 +71,7 @@ class Results:
         return self.run.cases
 
     @property
-    def records(self) -> list[CallRecord]:
+    def records(self) -> list[StoredCall]:
         """Every stored call of the plan (ok and failed), in plan order."""
         return self.run.records
 

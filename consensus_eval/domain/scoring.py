@@ -11,14 +11,19 @@ By the dimension's kind (:mod:`consensus_eval.domain.rubric`)::
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Annotated
 
 from pydantic import BaseModel, Field
 
+from consensus_eval.domain.cases import Case
 from consensus_eval.domain.construct import all_fields
 from consensus_eval.domain.judgment import Judgment
-from consensus_eval.domain.rubric import Criterion, Dimension
+from consensus_eval.domain.rubric import Criterion, Dimension, Rubric
+from consensus_eval.domain.stored import StoredJudgment
+
+#: a judgment as a judge returns it (validated) or as the store hands it back (a plain read model)
+AnyJudgment = Judgment | StoredJudgment
 
 
 class CategoryScore(BaseModel):
@@ -64,7 +69,7 @@ class DimensionScore(BaseModel):
         return bad_score or bad_stars
 
 
-def derive(dimension: Dimension, judgment: Judgment,
+def derive(dimension: Dimension, judgment: AnyJudgment,
            criteria: Sequence[Criterion] | None = None) -> DimensionScore:
     """Re-derive a dimension's score from a judgment, by the dimension's kind (module docstring).
 
@@ -89,7 +94,7 @@ def criteria_of(dimension: Dimension, case_criteria: Sequence[Criterion] | None)
     return found
 
 
-def _derive_likert(dimension: Dimension, judgment: Judgment) -> DimensionScore:
+def _derive_likert(dimension: Dimension, judgment: AnyJudgment) -> DimensionScore:
     if judgment.rating is None or judgment.rating not in dimension.levels:
         raise ValueError(f"dimension {dimension.id!r} takes a level among {sorted(dimension.levels)}, "
                          f"got {judgment.rating!r}")
@@ -99,7 +104,7 @@ def _derive_likert(dimension: Dimension, judgment: Judgment) -> DimensionScore:
                           claimed_score=judgment.claimed_score, claimed_stars=judgment.claimed_stars)
 
 
-def _derive_criteria(dimension: Dimension, judgment: Judgment, criteria: Sequence[Criterion]) -> DimensionScore:
+def _derive_criteria(dimension: Dimension, judgment: AnyJudgment, criteria: Sequence[Criterion]) -> DimensionScore:
     if not criteria:
         criteria_of(dimension, None)  # raises, naming what is missing
     by_id = {c.id: c for c in criteria}
@@ -123,7 +128,7 @@ def _derive_criteria(dimension: Dimension, judgment: Judgment, criteria: Sequenc
                           criteria=[CriterionResult(id=c.id, points=c.points, met=met[c.id]) for c in criteria])
 
 
-def _derive_deductions(dimension: Dimension, judgment: Judgment) -> DimensionScore:
+def _derive_deductions(dimension: Dimension, judgment: AnyJudgment) -> DimensionScore:
     """Re-derive a deductions dimension's score from a judgment's deductions and fixed penalties.
 
     Each category takes off ``min(sum of its deductions, cap)``; each fixed penalty that applies is
@@ -168,3 +173,49 @@ def _derive_deductions(dimension: Dimension, judgment: Judgment) -> DimensionSco
         claimed_stars=judgment.claimed_stars,
     )
 
+
+class Deriver:
+    """:func:`~consensus_eval.domain.scoring.derive` with a memory: judgments that give the same inputs
+    to the derivation (dimension, each deduction's category, type and points in order, the fixed
+    penalties' ids in order, the claimed score and stars) get the same :class:`DimensionScore` object,
+    derived once; the category lines of the scores derived are shared the same way, and every object
+    made has its class's shared fields set (:mod:`consensus_eval.domain.construct`). Values are those
+    ``derive`` gives, to the bit (floats are compared by their exact value and sign).
+
+    The other kinds' inputs are part of the key too: a likert ``rating``; a criteria dimension's verdicts
+    and the criteria they are scored by (the rubric's own, else the case's, from ``cases`` by the
+    ``case_id`` a call gives)."""
+
+    def __init__(self, rubric: Rubric, cases: Iterable[Case] = ()) -> None:
+        self.rubric = rubric
+        self._scores: dict[tuple[object, ...], DimensionScore] = {}
+        self._categories: dict[tuple[object, ...], CategoryScore] = {}
+        per_case = any(d.kind == "criteria" and not d.criteria for d in rubric.dimensions)
+        #: the cases' own criteria, by case id (only when a criteria dimension reads them)
+        self._criteria: dict[str, list[Criterion]] = (
+            {c.id: c.criteria for c in cases if c.criteria is not None} if per_case else {})
+
+    def __call__(self, dimension: str, judgment: AnyJudgment, case_id: str | None = None) -> DimensionScore:
+        """``derive(rubric.dimension(dimension), judgment, case criteria)``, or the same score derived before."""
+        key: tuple[object, ...] = (
+            dimension, tuple((d.category, d.type, _exact(d.points)) for d in judgment.deductions),
+            tuple(p.id for p in judgment.fixed_penalties), _exact(judgment.claimed_score), judgment.claimed_stars)
+        criteria: list[Criterion] | None = None
+        if judgment.rating is not None or judgment.verdicts:
+            if judgment.verdicts and case_id is not None:
+                criteria = self._criteria.get(case_id)
+            key = (*key, judgment.rating, tuple((v.id, v.met) for v in judgment.verdicts),
+                   tuple((c.id, _exact(c.points)) for c in criteria or ()))
+        hit = self._scores.get(key)
+        if hit is None:
+            hit = self._scores[key] = derive(self.rubric.dimension(dimension), judgment, criteria)
+            cats = hit.categories
+            for i, c in enumerate(cats):
+                ckey = (c.id, c.name, _exact(c.cap), _exact(c.deducted), _exact(c.taken), c.n)
+                cats[i] = self._categories.setdefault(ckey, c)
+        return hit
+
+
+def _exact(x: float | None) -> object:
+    """A float as a key that tells apart what ``==`` does not (0.0 and -0.0); None as is."""
+    return None if x is None else float(x).hex()

@@ -42,10 +42,10 @@ from consensus_eval.domain.cases import Case
 from consensus_eval.domain.config import EvalConfig
 from consensus_eval.domain.flags import disagreement
 from consensus_eval.domain.rubric import Rubric
+from consensus_eval.domain.scoring import Deriver
 from consensus_eval.execution.execute import Progress, ProgressHook, execute
 from consensus_eval.execution.plan import Call, call_for, first_runs
-from consensus_eval.execution.results import derive_all
-from consensus_eval.execution.store import CallRecord, Store
+from consensus_eval.execution.store import Store, StoredCall
 from consensus_eval.judges.base import Judge
 
 
@@ -149,12 +149,14 @@ def _panel_flags(runs: CaseRuns, rubric: Rubric, config: EvalConfig) -> set[str]
     return {f.dimension for f in flags if f.dimension is not None}
 
 
-def grow(planned: Sequence[Call], records: Sequence[CallRecord], rubric: Rubric, config: EvalConfig,
+def grow(planned: Sequence[Call], records: Sequence[StoredCall], rubric: Rubric, config: EvalConfig,
          judges: Sequence[Judge]) -> list[Call]:
     """The calls to add to ``planned`` given the stored ``records``: :func:`decide` on every case all of
     whose planned calls are stored (a case with a call not stored yet waits), in plan order."""
     stored = {r.request_hash for r in records}
-    scores = derive_all(rubric, records, {c.case.id: c.case for c in planned}.values())
+    derive = Deriver(rubric, {c.case.id: c.case for c in planned}.values())
+    scores = {r.request_hash: derive(r.dimension, r.judgment, r.case_id)
+              for r in records if r.status == "ok" and r.judgment is not None}
     by_name = {j.config.name: j for j in judges}
     stage = {j.config.name: j.config.stage for j in judges}
     deterministic = frozenset(j.config.name for j in judges if j.deterministic)
@@ -184,7 +186,7 @@ def grow(planned: Sequence[Call], records: Sequence[CallRecord], rubric: Rubric,
     return out
 
 
-Grow = Callable[[list[Call], list[CallRecord]], list[Call]]
+Grow = Callable[[list[Call], list[StoredCall]], list[Call]]
 
 
 async def execute_rounds(calls: Sequence[Call], judges: Sequence[Judge], rubric: Rubric, store: Store,

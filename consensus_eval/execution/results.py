@@ -1,18 +1,14 @@
-"""The read model of a run: everything stored, read back in one pass, every score derived once.
+"""The read model of a run: everything stored, read back in one pass (:func:`read_stored`).
 
-:func:`read_run` is the only place results are loaded from a store; analysis, outputs, reports and
-the Python API all work from the :class:`StoredRun` it returns.
-
-Grounding (:mod:`consensus_eval.domain.grounding`) is computed here too, once per read: every
-deduction's and fixed penalty's evidence located in its case (:func:`ground_all`, keyed by deduction id
-``{request_hash}#d{i}`` / ``{request_hash}#p{i}``). With ``ungrounded: drop`` the scores are derived
-without the deductions whose evidence was not found (the stored reply and judgment are untouched).
+Execution stores and reads; it does not interpret: the scores derived from the calls and the grounding of
+their evidence are added by :func:`consensus_eval.analysis.derived.read_run` (what analysis, outputs,
+reports and the Python API work from). The calls are plain read models (:class:`StoredCall`).
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -23,164 +19,11 @@ from consensus_eval._gc import gc_paused_call
 from consensus_eval.domain.cases import Case
 from consensus_eval.domain.config import EvalConfig
 from consensus_eval.domain.construct import shared_copy
-from consensus_eval.domain.grounding import CaseGrounder, Grounding
-from consensus_eval.domain.judgment import Judgment
-from consensus_eval.domain.rubric import Criterion, Rubric
-from consensus_eval.domain.scoring import CategoryScore, DimensionScore, derive
-from consensus_eval.domain.sections import Sections
+from consensus_eval.domain.grounding import Grounding
+from consensus_eval.domain.rubric import Rubric
+from consensus_eval.domain.scoring import DimensionScore
 from consensus_eval.execution.pricing import saving_per_cached_token
-from consensus_eval.execution.store import CallRecord, Store
-
-
-def derive_all(rubric: Rubric, records: Iterable[CallRecord],
-               cases: Iterable[Case] = ()) -> dict[str, DimensionScore]:
-    """Re-derived score of every ``ok`` record, by request hash (failed calls have none). ``cases``: the
-    run's cases, whose own ``criteria`` a ``criteria`` dimension without criteria of its own scores by.
-
-    Calls whose judgments score alike share one score object (:class:`Deriver`): a score is a value,
-    never changed once derived, and a large run has far fewer distinct scores than calls."""
-    deriver = Deriver(rubric, cases)
-    return {r.request_hash: deriver(r.dimension, r.judgment, r.case_id)
-            for r in records if r.status == "ok" and r.judgment is not None}
-
-
-class Deriver:
-    """:func:`~consensus_eval.domain.scoring.derive` with a memory: judgments that give the same inputs
-    to the derivation (dimension, each deduction's category, type and points in order, the fixed
-    penalties' ids in order, the claimed score and stars) get the same :class:`DimensionScore` object,
-    derived once; the category lines of the scores derived are shared the same way, and every object
-    made has its class's shared fields set (:mod:`consensus_eval.domain.construct`). Values are those
-    ``derive`` gives, to the bit (floats are compared by their exact value and sign).
-
-    The other kinds' inputs are part of the key too: a likert ``rating``; a criteria dimension's verdicts
-    and the criteria they are scored by (the rubric's own, else the case's, from ``cases`` by the
-    ``case_id`` a call gives)."""
-
-    def __init__(self, rubric: Rubric, cases: Iterable[Case] = ()) -> None:
-        self.rubric = rubric
-        self._scores: dict[tuple[object, ...], DimensionScore] = {}
-        self._categories: dict[tuple[object, ...], CategoryScore] = {}
-        per_case = any(d.kind == "criteria" and not d.criteria for d in rubric.dimensions)
-        #: the cases' own criteria, by case id (only when a criteria dimension reads them)
-        self._criteria: dict[str, list[Criterion]] = (
-            {c.id: c.criteria for c in cases if c.criteria is not None} if per_case else {})
-
-    def __call__(self, dimension: str, judgment: Judgment, case_id: str | None = None) -> DimensionScore:
-        """``derive(rubric.dimension(dimension), judgment, case criteria)``, or the same score derived before."""
-        key: tuple[object, ...] = (
-            dimension, tuple((d.category, d.type, _exact(d.points)) for d in judgment.deductions),
-            tuple(p.id for p in judgment.fixed_penalties), _exact(judgment.claimed_score), judgment.claimed_stars)
-        criteria: list[Criterion] | None = None
-        if judgment.rating is not None or judgment.verdicts:
-            if judgment.verdicts and case_id is not None:
-                criteria = self._criteria.get(case_id)
-            key = (*key, judgment.rating, tuple((v.id, v.met) for v in judgment.verdicts),
-                   tuple((c.id, _exact(c.points)) for c in criteria or ()))
-        hit = self._scores.get(key)
-        if hit is None:
-            hit = self._scores[key] = derive(self.rubric.dimension(dimension), judgment, criteria)
-            cats = hit.categories
-            for i, c in enumerate(cats):
-                ckey = (c.id, c.name, _exact(c.cap), _exact(c.deducted), _exact(c.taken), c.n)
-                cats[i] = self._categories.setdefault(ckey, c)
-        return hit
-
-
-def _exact(x: float | None) -> object:
-    """A float as a key that tells apart what ``==`` does not (0.0 and -0.0); None as is."""
-    return None if x is None else float(x).hex()
-
-
-def evidence_of(rec: CallRecord) -> Iterator[tuple[str, str]]:
-    """``(deduction id, evidence)`` of every deduction (``#d{i}``) and fixed penalty (``#p{i}``) of a call;
-    of the other kinds, every quote of a likert rating (``#e{i}``) and every criterion verdict's (``#v{i}``; a
-    verdict ``not met`` without a quote has none to look for)."""
-    if rec.status != "ok" or rec.judgment is None:
-        return
-    for i, d in enumerate(rec.judgment.deductions):
-        yield f"{rec.request_hash}#d{i}", d.evidence
-    for i, p in enumerate(rec.judgment.fixed_penalties):
-        yield f"{rec.request_hash}#p{i}", p.evidence
-    for i, e in enumerate(rec.judgment.evidence):
-        yield f"{rec.request_hash}#e{i}", e
-    for i, v in enumerate(rec.judgment.verdicts):
-        if v.evidence or v.met:  # a criterion not met may have nothing to quote
-            yield f"{rec.request_hash}#v{i}", v.evidence
-
-
-def ground_all(rubric: Rubric, cases: Sequence[Case], records: Iterable[CallRecord]) -> dict[str, Grounding]:
-    """The grounding of every deduction and fixed penalty of the ok records, by deduction id.
-
-    One :class:`~consensus_eval.domain.grounding.CaseGrounder` per case (its texts folded once, each
-    distinct quote searched once), dropped when the case is done: time and memory are linear in the
-    number of cases. The conversation is searched as the prompt renders it (``rubric.roles``).
-    """
-    by_case: dict[str, list[CallRecord]] = {}
-    for r in records:
-        if r.status == "ok" and r.judgment is not None:
-            by_case.setdefault(r.case_id, []).append(r)
-    out: dict[str, Grounding] = {}
-    sections = Sections.of(rubric)
-    for case in cases:
-        recs = by_case.get(case.id)
-        if not recs:
-            continue
-        grounder = CaseGrounder(case.record, rubric.conversation_text(case), sections)
-        for r in recs:
-            for did, evidence in evidence_of(r):
-                out[did] = grounder.ground(evidence)   # built with shared fields sets (domain/grounding.py)
-    return out
-
-
-#: a case's field left out of its dump while unset (a criteria rubric's per-case criteria)
-_CASE_OPTIONAL = frozenset({"criteria"})
-
-
-def _compact_case(case: Case) -> Case:
-    """``case`` and its turns as objects sharing their classes' fields sets, the roles interned
-    (:mod:`consensus_eval.domain.construct`; the same values)."""
-    if isinstance(case.conversation, list):
-        return shared_copy(case, defaults_given=_CASE_OPTIONAL,
-                           conversation=[shared_copy(t, role=sys.intern(t.role)) for t in case.conversation])
-    return shared_copy(case, defaults_given=_CASE_OPTIONAL)
-
-
-def without_ungrounded(rec: CallRecord, grounding: dict[str, Grounding]) -> Judgment | None:
-    """The call's judgment without the deductions and fixed penalties whose evidence is not grounded
-    (not found, or no quote), or None when every one is grounded (``ungrounded: drop``). Its claimed
-    score and stars are None: the judge's claim was about every deduction it gave
-    (:meth:`StoredRun.score_as_judged` keeps that comparison)."""
-    j = rec.judgment
-    if j is None:
-        return None
-    h = rec.request_hash
-    keep_d = [d for i, d in enumerate(j.deductions) if _grounded(grounding, f"{h}#d{i}")]
-    keep_p = [p for i, p in enumerate(j.fixed_penalties) if _grounded(grounding, f"{h}#p{i}")]
-    if len(keep_d) == len(j.deductions) and len(keep_p) == len(j.fixed_penalties):
-        return None
-    # the judge claimed a score for all its deductions, not for these: no claim to compare with
-    return j.model_copy(update={"deductions": keep_d, "fixed_penalties": keep_p,
-                                "claimed_score": None, "claimed_stars": None})
-
-
-def drop_ungrounded(rubric: Rubric, records: Iterable[CallRecord], grounding: dict[str, Grounding],
-                    scores: dict[str, DimensionScore], cases: Iterable[Case] = ()) -> dict[str, DimensionScore]:
-    """``ungrounded: drop``: re-derive, in ``scores``, the score of every call that has deductions not
-    grounded, without them (:func:`without_ungrounded`); returns the scores they replaced (derived
-    from every deduction the judge gave), by request hash."""
-    judged: dict[str, DimensionScore] = {}
-    deriver = Deriver(rubric, cases)
-    for r in records:
-        kept = without_ungrounded(r, grounding) if r.request_hash in scores else None
-        if kept is not None:
-            judged[r.request_hash] = scores[r.request_hash]
-            scores[r.request_hash] = deriver(r.dimension, kept, r.case_id)
-    return judged
-
-
-def _grounded(grounding: dict[str, Grounding], did: str) -> bool:
-    g = grounding.get(did)
-    return g is None or g.grounded
+from consensus_eval.execution.store import CallRecord, Store, StoredCall
 
 
 class JudgeUsage(BaseModel):
@@ -206,7 +49,7 @@ class JudgeUsage(BaseModel):
     saved: float | None = None
 
 
-def usage_by_judge(records: Iterable[CallRecord],
+def usage_by_judge(records: Iterable[StoredCall | CallRecord],
                    saving_per_cached_token: Mapping[str, float | None] | None = None) -> dict[str, JudgeUsage]:
     """Per judge: calls ok / failed, attempts, tokens and cost, summed over every stored call; the
     cache hit rate, and the money saved from each judge's USD saved per cached token (by judge name)."""
@@ -232,25 +75,27 @@ def usage_by_judge(records: Iterable[CallRecord],
 
 @dataclass(frozen=True)
 class StoredRun:
-    """A run as stored: its context (rubric, config, cases), every call of the current plan, and the
-    score re-derived from each successful call's deductions (``scores``, by request hash).
+    """A run as stored: its context (rubric, config, cases), every call of the current plan, and (once
+    analysis has derived them: :func:`consensus_eval.analysis.derived.read_run`) the score re-derived from each
+    successful call's deductions (``scores``, by request hash; empty as read by :func:`read_stored`).
 
-    ``records`` carry ``raw`` (the judge's reply as given) unless read with ``replies=False`` (a rebuild:
-    :func:`read_run`); ``scores`` may share one object between calls that score alike (:class:`Deriver`).
+    ``records`` carry ``raw`` (the judge's reply as given) unless read with ``replies=False`` (a rebuild);
+    ``scores`` may share one object between calls that score alike
+    (:class:`~consensus_eval.domain.scoring.Deriver`).
     ``planned`` is the number of calls the plan has; ``len(records)`` of them are stored (ok or failed);
     ``missing`` counts, per case, the planned calls with nothing stored yet (an interrupted run).
 
     ``grounding``: where each deduction's evidence is in its case, by deduction id (``{request_hash}#d{i}``
-    / ``#p{i}``; :func:`ground_all`). ``judged_scores``: under ``ungrounded: drop``, the score derived
-    from every deduction the judge gave, for the calls that lost some (``scores`` excludes them); empty
-    otherwise. What the judge's own claim is compared with: :meth:`score_as_judged`.
+    / ``#p{i}``; :func:`consensus_eval.analysis.derived.ground_all`). ``judged_scores``: under ``ungrounded:
+    drop``, the score derived from every deduction the judge gave, for the calls that lost some (``scores``
+    excludes them); empty otherwise. What the judge's own claim is compared with: :meth:`score_as_judged`.
     """
 
     rubric: Rubric
     config: EvalConfig
     cases: list[Case]
     invalid_lines: list[str]
-    records: list[CallRecord]
+    records: list[StoredCall]
     scores: dict[str, DimensionScore]
     planned: int
     missing: dict[str, int]
@@ -280,9 +125,23 @@ class StoredRun:
         return usage_by_judge(self.records, {j.name: saving_per_cached_token(j) for j in self.config.judges})
 
 
+#: a case's field left out of its dump while unset (a criteria rubric's per-case criteria)
+_CASE_OPTIONAL = frozenset({"criteria"})
+
+
+def _compact_case(case: Case) -> Case:
+    """``case`` and its turns as objects sharing their classes' fields sets, the roles interned
+    (:mod:`consensus_eval.domain.construct`; the same values)."""
+    if isinstance(case.conversation, list):
+        return shared_copy(case, defaults_given=_CASE_OPTIONAL,
+                           conversation=[shared_copy(t, role=sys.intern(t.role)) for t in case.conversation])
+    return shared_copy(case, defaults_given=_CASE_OPTIONAL)
+
+
 @gc_paused_call
-def read_run(store: Store, *, replies: bool = True) -> StoredRun:
-    """Read a run back from its store (no judge is called): one read of each table, one derivation.
+def read_stored(store: Store, *, replies: bool = True) -> StoredRun:
+    """Read a run back from its store (no judge is called), one read of each table, nothing derived: ``scores``,
+    ``grounding`` and ``judged_scores`` empty (:func:`consensus_eval.analysis.derived.read_run` adds them).
 
     ``replies=False``: the records without the judges' raw replies (``raw`` None; what a rebuild reads:
     nothing after the judge layer uses them, and they are a large part of a run's memory).
@@ -307,9 +166,5 @@ def read_run(store: Store, *, replies: bool = True) -> StoredRun:
         if p.request_hash not in stored:
             missing[p.case_id] = missing.get(p.case_id, 0) + 1
             in_batches += p.request_hash in batched
-    grounding = ground_all(rubric, cases, records)
-    scores = derive_all(rubric, records, cases)
-    judged = drop_ungrounded(rubric, records, grounding, scores, cases) if config.ungrounded == "drop" else {}
     return StoredRun(rubric=rubric, config=config, cases=cases, invalid_lines=store.get_meta("invalid_lines", []),
-                     records=records, scores=scores, planned=len(plan), missing=missing, grounding=grounding,
-                     judged_scores=judged, in_batches=in_batches)
+                     records=records, scores={}, planned=len(plan), missing=missing, in_batches=in_batches)

@@ -46,21 +46,22 @@ import json
 import os
 import re
 import sqlite3
+import sys
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 from urllib.parse import quote
 
 from pydantic import BaseModel, ValidationError, model_validator
 
 from consensus_eval._errors import InputError
-from consensus_eval.domain.judgment import CallOutcome, Judgment
+from consensus_eval.domain.judgment import CallOutcome, ErrorKind
+from consensus_eval.domain.stored import StoredJudgment, stored_judgment
 from consensus_eval.domain.textio import RefusedJSON, loads_json
-from consensus_eval.execution.compact import compact_record
 
 SCHEMA_VERSION = 5  # 2: calls.error_kind; 3: human_labels; 4: batches, batch_calls; 5: human_labels.origin,
 #                    spot_checks (1 to 4 upgraded in place)
@@ -170,6 +171,39 @@ class CallRecord(CallOutcome):
     run: int
     latency_s: float | None = None
     finished_at: float = 0.0
+
+
+@dataclass(slots=True, frozen=True)
+class StoredCall:
+    """One stored call as read back (:meth:`Store.calls`): a plain read model of a :class:`CallRecord` (the same
+    field names), built straight from its row, its judgment from its JSON
+    (:class:`~consensus_eval.domain.stored.StoredJudgment`): what was stored was validated when written."""
+
+    request_hash: str
+    case_id: str
+    dimension: str
+    judge: str
+    run: int
+    status: Literal["ok", "failed"]
+    judgment: StoredJudgment | None = None
+    raw: str | None = None
+    error: str | None = None
+    error_kind: ErrorKind | None = None
+    model: str | None = None
+    prompt_tokens: int | None = None
+    cached_tokens: int | None = None
+    completion_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    cost: float | None = None
+    attempts: int = 1
+    latency_s: float | None = None
+    finished_at: float = 0.0
+
+
+#: a call's status as read, one string object each
+_STATUS: dict[str, Literal["ok", "failed"]] = {"ok": "ok", "failed": "failed"}
+#: the calls table's columns in :class:`StoredCall`'s field order (what :meth:`Store.calls` selects)
+_READ_COLUMNS = [f for f in StoredCall.__dataclass_fields__]
 
 
 @dataclass(frozen=True)
@@ -361,7 +395,7 @@ class Store:
         #: one write transaction at a time on this connection (a web app may share one Store across threads)
         self._lock = threading.RLock()
         #: the calls table's columns as selected (a version-1 store read as is has no error_kind)
-        self._select = list(_COLUMNS)
+        self._select = list(_READ_COLUMNS)
         if read_only:
             self._db = self._connect_read_only()
         else:
@@ -466,7 +500,7 @@ class Store:
             # tables added since were created by _SCHEMA on opening)
             if self.read_only:
                 if found == 1:
-                    self._select = ["NULL" if c == "error_kind" else c for c in _COLUMNS]
+                    self._select = ["NULL" if c == "error_kind" else c for c in _READ_COLUMNS]
             else:
                 if found == 1:
                     self._db.execute("ALTER TABLE calls ADD COLUMN error_kind TEXT")
@@ -590,12 +624,12 @@ class Store:
             [values[c] for c in _COLUMNS],
         )
 
-    def calls(self, *, planned_only: bool = True, replies: bool = True) -> list[CallRecord]:
-        """Stored calls, in plan order (only those of the current plan unless told otherwise).
+    def calls(self, *, planned_only: bool = True, replies: bool = True) -> list[StoredCall]:
+        """Stored calls, in plan order (only those of the current plan unless told otherwise), as plain read
+        models (:class:`StoredCall`; no validation: what was stored was validated when written).
 
         ``replies=False``: without the judges' raw replies (``raw`` None): what a rebuild reads, since
-        nothing after the judge layer uses them. Each call is made compact as it is read
-        (:func:`~consensus_eval.execution.compact.compact_record`: same values, less memory)."""
+        nothing after the judge layer uses them."""
         select = self._select if replies else ["NULL" if c == "raw" else c for c in self._select]
         cols = ", ".join(c if c == "NULL" else f"c.{c}" for c in select)
         if planned_only:
@@ -605,15 +639,19 @@ class Store:
         with self._reading():   # row by row: the raw rows of a large run never sit in memory all at once
             return [self._to_record(r) for r in self._db.execute(sql)]
 
-    def _to_record(self, row: tuple[Any, ...]) -> CallRecord:
-        d = dict(zip(_COLUMNS, row, strict=True))  # the row of SELECT {_COLUMNS}
+    def _to_record(self, row: tuple[Any, ...]) -> StoredCall:
+        # the row of SELECT {_READ_COLUMNS}: request_hash, case_id, dimension, judge, run, status, judgment, raw,
+        # error, error_kind, model, ...
+        rh, case_id, dim, judge, run, status, judgment, raw, error, error_kind, model, *rest = row
+        intern = sys.intern
         try:
-            if d["judgment"]:
-                d["judgment"] = Judgment.model_validate_json(d["judgment"])
-            return compact_record(CallRecord.model_validate(d))
-        except ValidationError as e:
-            raise InputError(f"{self.path}: damaged store: the call {d.get('request_hash')!r} does not read back "
-                             f"({e.error_count()} problem(s), first: {e.errors()[0]['msg']})") from None
+            j = stored_judgment(json.loads(judgment)) if judgment else None
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            raise InputError(f"{self.path}: damaged store: the call {rh!r} does not read back "
+                             f"(its judgment: {type(e).__name__}: {e})") from None
+        return StoredCall(rh, intern(case_id), intern(dim), intern(judge), run, _STATUS[status], j, raw, error,
+                          None if error_kind is None else cast("ErrorKind", intern(error_kind)),
+                          None if model is None else intern(model), *rest)
 
     # ------------------------------------------------------------------ provider batches
 

@@ -61,10 +61,10 @@ from consensus_eval.domain.writable import (
     dumps_json,
     write_error,
 )
-from consensus_eval.execution.store import CallRecord
+from consensus_eval.execution.store import StoredCall
 
 
-def judgment_row(rubric: Rubric, rec: CallRecord, score: DimensionScore | None,
+def judgment_row(rubric: Rubric, rec: StoredCall, score: DimensionScore | None,
                  grounding: Mapping[str, Grounding] | None = None, *, drop: bool = False) -> dict[str, Any]:
     """One line of judgments.jsonl: a call's outcome with its re-derived score.
 
@@ -126,7 +126,7 @@ def judgment_row(rubric: Rubric, rec: CallRecord, score: DimensionScore | None,
     }
 
 
-def _kind_fields(dim: Dimension, rec: CallRecord, score: DimensionScore | None,
+def _kind_fields(dim: Dimension, rec: StoredCall, score: DimensionScore | None,
                  where: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
     """A likert or criteria call's own fields of judgments.jsonl (a deductions call has none, so its lines
     are what they were before kinds): the ``rating`` and its ``evidence`` quotes, or each criterion's
@@ -157,7 +157,7 @@ def write_outputs(results: Results, out: Path) -> None:
         (out / "leaderboard.json").unlink(missing_ok=True)
 
 
-def write_judgments(path: Path, rubric: Rubric, records: Sequence[CallRecord],
+def write_judgments(path: Path, rubric: Rubric, records: Sequence[StoredCall],
                     derived: dict[str, DimensionScore], grounding: Mapping[str, Grounding] | None = None, *,
                     drop: bool = False) -> None:
     with atomic_writer(path) as f:
