@@ -404,7 +404,8 @@ def audit(
     if export is not None:
         path = write_adjudication_csv(export, audits[:top] if top > 0 else audits, judges=results.judges,
                                       review=results.review, reviewer=reviewer, rubric=results.rubric,
-                                      spot_check={r.case_id for r in results.spot_checks})
+                                      spot_check={r.case_id for r in results.spot_checks},
+                                      case_criteria=results.case_criteria)
         out_console.print(f"adjudication sheet: {path} (fill in human_score, human_verdict, human_comment, "
                           f"reviewer; then: consensus-eval human import {path} --run {run_dir})", highlight=False)
 
@@ -435,7 +436,8 @@ def _spot_check(run_dir: Path, n: int, seed: int, stratify: str | None, redraw: 
         by_id = {a.case_id: a for a in results.audit}
         path = write_adjudication_csv(export, [by_id[r.case_id] for r in sample if r.case_id in by_id],
                                       judges=results.judges, review=results.review, reviewer=reviewer,
-                                      rubric=results.rubric, spot_check={r.case_id for r in sample})
+                                      rubric=results.rubric, spot_check={r.case_id for r in sample},
+                                      case_criteria=results.case_criteria)
         out_console.print(f"blind spot-check sheet: {path} (no judge score or deduction until the reviewer's own "
                           f"scores are in; fill in human_score and reviewer, then: consensus-eval human import {path} "
                           f"--run {run_dir}; export again with --reviewer NAME to judge the deductions)",

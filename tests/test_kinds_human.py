@@ -641,3 +641,25 @@ def test_a_criterion_verdicts_evidence_is_marked_with_the_criterions_number(crit
         quoted = {c.n for c in dim.criteria if any(evs for _, _, evs in c.judges)}
         assert quoted and quoted <= marks
         assert marks <= {c.n for c in dim.criteria}
+
+
+def test_audit_export_writes_the_criterion_columns_with_the_reviewers_own_verdicts(criteria_copy: Path,
+                                                                                    tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from consensus_eval.cli import app
+
+    with closing(ReviewRun.open(criteria_copy)) as r:
+        r.apply("dr_x", {"op": "criterion", "case": 1, "dimension": "safety", "criterion": "meds", "met": False})
+        case_id = r.case_at(1).case_id
+    sheet = tmp_path / "audit.csv"
+    res = CliRunner().invoke(app, ["audit", str(criteria_copy), "--top", "0", "--export", str(sheet),
+                                   "--reviewer", "dr_x"])
+    assert res.exit_code == 0, res.output
+    rows = list(csv.reader(io.StringIO(sheet.read_text(encoding="utf-8-sig"))))
+    header = rows[0]
+    assert header[-4:] == ["criterion: allergy", "criterion: meds", "criterion: followup", "criterion: invented"]
+    (row,) = [line for line in rows if line[2] == case_id and line[0] == "score"]
+    assert row[-4:] == ["", "not met", "", ""]
+    back = read_labels(sheet, load_run(criteria_copy, replies=False).run).labels["dr_x"]
+    assert [(lb.deduction_id, lb.value) for lb in back if lb.kind == "criterion"] == [("meds", "not_met")]

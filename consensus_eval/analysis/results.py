@@ -24,7 +24,7 @@ from consensus_eval.analysis.reliability import ReliabilityReport, reliability_r
 from consensus_eval.analysis.systems import Leaderboard, leaderboard
 from consensus_eval.domain.cases import Case
 from consensus_eval.domain.config import EvalConfig
-from consensus_eval.domain.rubric import Rubric
+from consensus_eval.domain.rubric import Criterion, Rubric
 from consensus_eval.domain.scoring import DimensionScore
 from consensus_eval.execution.execute import Progress
 from consensus_eval.execution.results import JudgeUsage, StoredRun
@@ -70,6 +70,12 @@ class Results:
     def cases(self) -> list[Case]:
         return self.run.cases
 
+    @cached_property
+    def case_criteria(self) -> dict[str, list[Criterion]]:
+        """case id -> the case's own criteria (for a criteria dimension without criteria of its own); the cases
+        that bring none are left out."""
+        return {c.id: list(c.criteria) for c in self.run.cases if c.criteria is not None}
+
     @property
     def records(self) -> list[StoredCall]:
         """Every stored call of the plan (ok and failed), in plan order."""
@@ -109,7 +115,8 @@ class Results:
     def review(self) -> HumanReview | None:
         """The human labels gathered per case (None without labels): what a drill-down shows beside
         the panel (``review.case(case_id)``: each reviewer's scores, verdicts, comments)."""
-        return build_review(self.labels, self.rubric, self.consensus) if self.labels else None
+        return build_review(self.labels, self.rubric, self.consensus,
+                            case_criteria=self.case_criteria) if self.labels else None
 
     @cached_property
     @gc_paused_call

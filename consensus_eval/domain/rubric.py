@@ -13,7 +13,8 @@ judge returns for it and how its score is re-derived (:mod:`consensus_eval.domai
   over the total positive points, clipped to [0, 1] (``max`` is 1).
 
 ``total`` is the sum over dimensions of ``weight x score`` (``weight`` defaults to 1) and
-``star_total = sum(stars x star_weight)`` (the medical_record rubric's star formula; dimensions without ``stars`` have none).
+``star_total = sum(stars x star_weight)`` (the medical_record rubric's star formula; dimensions without
+``stars`` have none).
 The fields a kind adds are left out of a dump when they hold their defaults, so a rubric written before
 kinds existed dumps (and fingerprints) to the same bytes.
 """

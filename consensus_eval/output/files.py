@@ -49,10 +49,12 @@ from consensus_eval.analysis.human import (
     SHEET_HEAD,
     SHEET_TAIL,
     HumanReview,
+    criterion_cells,
+    criterion_columns,
 )
 from consensus_eval.analysis.results import Results
 from consensus_eval.domain.grounding import Grounding
-from consensus_eval.domain.rubric import Dimension, Rubric
+from consensus_eval.domain.rubric import Criterion, Dimension, Rubric
 from consensus_eval.domain.scoring import DimensionScore
 from consensus_eval.domain.textio import formula_guard
 from consensus_eval.domain.writable import (
@@ -221,12 +223,14 @@ def write_text(path: Path, text: str) -> None:
 # --------------------------------------------------------------------------- adjudication sheet
 
 
-def export_columns(judges: Sequence[str]) -> list[str]:
+def export_columns(judges: Sequence[str], criteria: Sequence[str] = ()) -> list[str]:
     """The sheet's columns: :data:`~consensus_eval.analysis.human.SHEET_HEAD`, one ``score: <judge>``
     column per judge (its score of the dimension, on ``score`` rows), then
     :data:`~consensus_eval.analysis.human.SHEET_TAIL` (the deduction's details, the reviewer's cells
-    ``human_score`` / ``human_verdict`` / ``human_comment`` / ``reviewer``, and the ids)."""
-    return [*SHEET_HEAD, *(JUDGE_SCORE_PREFIX + j for j in judges), *SHEET_TAIL]
+    ``human_score`` / ``human_verdict`` / ``human_comment`` / ``reviewer``, and the ids), then ``criteria``: the
+    criterion columns of a rubric with a criteria dimension (:func:`~consensus_eval.analysis.human.criterion_columns`;
+    none otherwise)."""
+    return [*SHEET_HEAD, *(JUDGE_SCORE_PREFIX + j for j in judges), *SHEET_TAIL, *criteria]
 
 
 #: the columns of a sheet of a panel of three judges named a, b, c (the columns depend on the panel)
@@ -289,6 +293,8 @@ def export_rows(audits: Iterable[CaseAudit], review: HumanReview | None = None,
                     score_row[SCORE_ORIGIN] = "own" if score_row[HUMAN_SCORE] else ""
                 score_row[HUMAN_COMMENT] = notes.get((dim.dimension, None)) or ""
                 score_row[REVIEWER] = reviewer
+                if rubric is not None and rubric.dimension(dim.dimension).kind == "criteria":
+                    score_row.update(criterion_cells(review, reviewer, a.case_id, dim.dimension))
             if reviewer is not None:
                 score_row.setdefault(REVIEWER, reviewer)
             rows.append(score_row)
@@ -335,10 +341,13 @@ def _mismatch_text(a: CaseAudit, dimension: str, judge: str) -> str:
 
 def write_adjudication_csv(path: str | Path, audits: Iterable[CaseAudit], *, judges: Sequence[str] | None = None,
                            review: HumanReview | None = None, reviewer: str | None = None,
-                           rubric: Rubric | None = None, spot_check: Collection[str] = ()) -> Path:
+                           rubric: Rubric | None = None, spot_check: Collection[str] = (),
+                           case_criteria: Mapping[str, Sequence[Criterion]] | None = None) -> Path:
     """Write the adjudication sheet (:func:`export_rows`) as CSV in UTF-8 with a BOM (so Excel reads the
     Chinese); its folder is created if needed. ``judges``: the panel, in order (default: the judges of
-    the audits). ``review`` + ``reviewer``: write that reviewer's labels into the human cells.
+    the audits). ``review`` + ``reviewer``: write that reviewer's labels into the human cells. ``rubric`` with a
+    criteria dimension: one ``criterion: <id>`` column per criterion (the rubric's, else ``case_criteria``: case
+    id -> the case's own), filled on that dimension's score rows with the reviewer's own verdicts.
     ``consensus-eval human import`` reads it back. Text cells are neutralised against formula injection
     (:func:`csv_cell`; the import strips the quote again from case ids). Raises :class:`InputError`
     when ``path`` is a folder or cannot be written."""
@@ -357,7 +366,8 @@ def write_adjudication_csv(path: str | Path, audits: Iterable[CaseAudit], *, jud
         judges = list(dict.fromkeys(jv.judge for a in audits for dim in a.dimensions for jv in dim.judges))
     with atomic_writer(p, encoding="utf-8-sig") as f:
         # a header cell never starts like a formula: the judges' columns start with "score: "
-        w = csv.DictWriter(f, fieldnames=export_columns(judges), restval="")
+        criteria = criterion_columns(rubric, case_criteria) if rubric is not None else []
+        w = csv.DictWriter(f, fieldnames=export_columns(judges, criteria), restval="")
         w.writeheader()
         w.writerows({k: csv_cell(v) for k, v in row.items()}
                     for row in export_rows(audits, review, reviewer, rubric, spot_check))

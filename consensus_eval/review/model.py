@@ -37,8 +37,6 @@ accepted and not reviewed stay three states, per criterion as per score.
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 import secrets
 import tempfile
@@ -53,12 +51,8 @@ from typing import Any
 from consensus_eval._errors import InputError
 from consensus_eval.analysis.audit import CaseAudit, RatingItem, ReviewQueue, review_queue
 from consensus_eval.analysis.human import (
-    ROW_SCORE,
     CaseReview,
-    HumanReview,
     build_review,
-    criterion_cells,
-    criterion_columns,
 )
 from consensus_eval.analysis.results import Results
 from consensus_eval.api import load_run
@@ -66,7 +60,6 @@ from consensus_eval.domain.cases import Case
 from consensus_eval.domain.reviewers import clean_name
 from consensus_eval.domain.rubric import Criterion, Dimension
 from consensus_eval.domain.sections import Sections, find_sections, fold_width
-from consensus_eval.domain.textio import unguard
 from consensus_eval.execution.store import (
     VERDICTS,
     HumanLabelRecord,
@@ -607,7 +600,7 @@ class ReviewRun:
     @cached_property
     def case_criteria(self) -> dict[str, list[Criterion]]:
         """case id -> its own criteria (the cases that bring some)."""
-        return {cid: list(c.criteria) for cid, c in self.cases.items() if c.criteria is not None}
+        return self.results.case_criteria
 
     def criteria_of(self, case_id: str, dim: Dimension) -> list[Criterion]:
         """The criteria of a criteria dimension for one case: the rubric's, else the case's own."""
@@ -1011,33 +1004,9 @@ class ReviewRun:
         with tempfile.TemporaryDirectory(prefix="consensus-eval-sheet-") as tmp:
             path = write_adjudication_csv(Path(tmp) / "sheet.csv", self.queue.cases, judges=self.results.judges,
                                           review=review, reviewer=reviewer, rubric=self.results.rubric,
-                                          spot_check={r.case_id for r in self.results.spot_checks})
-            raw = path.read_bytes()
-        if any(d.kind == "criteria" for d in self.dimensions):
-            raw = self._with_criteria(raw, review, reviewer)
-        return raw
-
-    def _with_criteria(self, raw: bytes, review: HumanReview | None, reviewer: str) -> bytes:
-        """The sheet with its criterion columns (:data:`~consensus_eval.analysis.human.CRITERION_PREFIX` + id, one
-        per criterion id of the run) after the others, filled on each criteria dimension's score row with the
-        reviewer's own verdicts (:func:`~consensus_eval.analysis.human.criterion_cells`): what ``human import``
-        reads back."""
-        rows = list(csv.reader(io.StringIO(raw.decode("utf-8-sig"))))
-        if not rows:
-            return raw
-        header, body = rows[0], rows[1:]
-        extra = criterion_columns(self.results.rubric, self.case_criteria)
-        at = {h: i for i, h in enumerate(header)}
-        kinds = {d.id: d.kind for d in self.dimensions}
-        out = io.StringIO()
-        w = csv.writer(out, lineterminator="\r\n")
-        w.writerow([*header, *extra])
-        for row in body:
-            cells: dict[str, str] = {}
-            if row[at["row"]] == ROW_SCORE and kinds.get(row[at["dimension"]]) == "criteria":
-                cells = criterion_cells(review, reviewer, unguard(row[at["case_id"]]), row[at["dimension"]])
-            w.writerow([*row, *(cells.get(c, "") for c in extra)])
-        return ("\ufeff" + out.getvalue()).encode("utf-8")
+                                          spot_check={r.case_id for r in self.results.spot_checks},
+                                          case_criteria=self.case_criteria)
+            return path.read_bytes()
 
     # ------------------------------------------------------------------ writing
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import re
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
@@ -52,7 +53,7 @@ def html_pieces(data: ReportData) -> Iterator[str]:
     """The report's HTML document in pieces, as the template renders them (joined, :func:`render_html`;
     written one by one to a file, :func:`~consensus_eval.output.report.write_reports`: a large report
     is never one string in memory)."""
-    script = script_text()
+    script = script_text(kinds=not data.deductions_only)
     index, chunks = pack(data.drill_payloads())
     types = type_names(data.rubric)
     labels = JS_LABELS if data.deductions_only else (*JS_LABELS, *JS_KIND_LABELS)
@@ -75,10 +76,17 @@ def html_pieces(data: ReportData) -> Iterator[str]:
         category_options=[(c, data.t("fixed_penalty") if c == "fixed_penalty" else label) for c, label in options])
 
 
+#: the lines of report.js that only likert and criteria dimensions need lie between these marker lines
+_KINDS_BLOCK = re.compile(r"^[ \t]*/\* kinds \{ \*/\n.*?^[ \t]*/\* \} kinds \*/\n", re.MULTILINE | re.DOTALL)
+
+
 @cache
-def script_text() -> str:
-    """The page's script (``templates/report.js``), as embedded."""
-    return (TEMPLATES / "report.js").read_text(encoding="utf-8")
+def script_text(kinds: bool = True) -> str:
+    """The page's script (``templates/report.js``), as embedded; without ``kinds``, without the lines only a
+    likert or criteria dimension needs (marked ``/* kinds { */`` ... ``/* } kinds */``), so a rubric of
+    deduction dimensions gets the same script, and the same report bytes, as before kinds existed."""
+    text = (TEMPLATES / "report.js").read_text(encoding="utf-8")
+    return text if kinds else _KINDS_BLOCK.sub("", text)
 
 
 def script_hash(script: str) -> str:

@@ -245,6 +245,7 @@
     if (p.err) {
       Object.keys(p.err).forEach(function (j) { box.appendChild(el("p", "err", j + ": " + p.err[j].join("; "))); });
     }
+    /* kinds { */
     function kindDim(d) {   /* a likert dimension: each judge's levels; a criteria one: criterion x judge */
       if (d.kd === "likert") {
         var lgrid = el("div", "jgrid");
@@ -288,11 +289,14 @@
       });
       box.appendChild(tb);
     }
+    /* } kinds */
     p.dims.forEach(function (d) {
       var h = el("h4", null, d.n + " ");
-      var sub = d.kd === "likert" ? L.dim_sub_likert.replace("{low}", (d.lv || [])[0]).replace("{max}", num(d.max)).replace("{panel}", num(d.p))
-        : d.kd === "criteria" ? L.dim_sub_criteria.replace("{panel}", num(d.p))
-        : L.dim_sub.replace("{max}", num(d.max)).replace("{panel}", num(d.p)).replace("{gap}", d.g);
+      var sub = L.dim_sub.replace("{max}", num(d.max)).replace("{panel}", num(d.p)).replace("{gap}", d.g);
+      /* kinds { */
+      if (d.kd === "likert") { sub = L.dim_sub_likert.replace("{low}", (d.lv || [])[0]).replace("{max}", num(d.max)).replace("{panel}", num(d.p)); }
+      if (d.kd === "criteria") { sub = L.dim_sub_criteria.replace("{panel}", num(d.p)); }
+      /* } kinds */
       if (p.h && p.h.m[d.id] !== undefined) {
         sub += " \u00b7 " + L.human + " " + num(p.h.m[d.id]);
         var per = Object.keys(p.h.s).filter(function (r) { return p.h.s[r][d.id] !== undefined; });
@@ -300,8 +304,11 @@
       }
       h.appendChild(el("span", "muted", sub));
       box.appendChild(h);
-      if (d.q) { box.appendChild(el("p", "muted", d.kd ? L.quiet_kinds : L.quiet)); return; }
+      /* kinds { */
+      if (d.q && d.kd) { box.appendChild(el("p", "muted", L.quiet_kinds)); return; }
       if (d.kd) { kindDim(d); return; }
+      /* } kinds */
+      if (d.q) { box.appendChild(el("p", "muted", L.quiet)); return; }
       var grid = el("div", "jgrid");
       d.v.forEach(function (v) {
         var col = el("div", "jcol s" + (v.k || 0));
