@@ -135,6 +135,14 @@ DISAGREEMENT_FORMULA = (
 RISK_FORMULA = (
     f"risk = {LOST_WEIGHT:g} × mean share of each dimension's max lost + {PENALTY_WEIGHT:g} × share of runs "
     f"with a fixed penalty + {UNGROUNDED_WEIGHT:g} × share of deductions whose evidence was not found in the case")
+#: the same for a rubric without deduction dimensions (likert, criteria): no singleton deductions, penalties or
+#: deductions' evidence to count, spreads and losses over each dimension's range
+DISAGREEMENT_FORMULA_KINDS = (
+    f"disagreement = {SPREAD_WEIGHT:g} × mean per-dimension spread of the judges' scores (share of the "
+    "dimension's range: a scale's lowest to highest level, 0-1 for criteria)")
+#: ... with dimensions that have stars
+DISAGREEMENT_FORMULA_KINDS_STARS = f"{DISAGREEMENT_FORMULA_KINDS} + {STAR_GAP_WEIGHT:g} × mean star gap per dimension"
+RISK_FORMULA_KINDS = f"risk = {LOST_WEIGHT:g} × mean share of each dimension's range lost"
 ORDER_NOTE = ("failed and inconclusive cases first, then incomplete ones, then the cases that need review; "
               "highest score first")
 
@@ -490,6 +498,14 @@ class ReviewQueue(BaseModel):
     cases: list[CaseAudit]
 
     @property
+    def formula_key(self) -> str:
+        """The catalogue key of :attr:`formula` in words (``formula_disagreement``; ``..._kinds`` for a rubric
+        without deduction dimensions, whose score has no deduction parts)."""
+        shape = _formula_shape(self.cases)
+        return f"formula_{self.mode}" + ("_kinds" if shape == "kinds_stars" and self.mode == "risk" else
+                                         "" if shape == "deductions" else f"_{shape}")
+
+    @property
     def headline(self) -> str:
         """``"N cases need review"`` (``"1 case needs review"``, ``"no case needs review"``)."""
         n = self.n_needs_review
@@ -529,6 +545,15 @@ def queue_mode(panel_size: int) -> QueueMode:
     return "risk" if panel_size == 1 else "disagreement"
 
 
+def _formula_shape(audits: Sequence[CaseAudit]) -> str:
+    """Which parts the queue's score has: ``deductions`` (a rubric with deduction dimensions), else ``kinds``
+    (likert / criteria: spreads only) or ``kinds_stars`` (and star gaps: some dimension has stars)."""
+    dims = audits[0].dimensions if audits else []
+    if not dims or any(dim.kind == "deductions" for dim in dims):
+        return "deductions"
+    return "kinds_stars" if any(v.stars is not None for dim in dims for v in dim.judges) else "kinds"
+
+
 def review_queue(audits: Sequence[CaseAudit], panel_size: int) -> ReviewQueue:
     """The queue of ranked ``audits`` (as :func:`audit` returns them) for a panel of ``panel_size``
     judges: title, counts per status and reason, the cases in order."""
@@ -539,9 +564,13 @@ def review_queue(audits: Sequence[CaseAudit], panel_size: int) -> ReviewQueue:
         by_status[a.status] = by_status.get(a.status, 0) + 1
         for code in dict.fromkeys(r.code for r in a.reasons):
             by_reason[code] = by_reason.get(code, 0) + 1
+    shape = _formula_shape(audits)
+    formulas = {"deductions": (RISK_FORMULA, DISAGREEMENT_FORMULA),
+                "kinds": (RISK_FORMULA_KINDS, DISAGREEMENT_FORMULA_KINDS),
+                "kinds_stars": (RISK_FORMULA_KINDS, DISAGREEMENT_FORMULA_KINDS_STARS)}[shape]
     return ReviewQueue(
         mode=mode, title="Highest-risk cases" if mode == "risk" else "Most disputed cases",
-        score_name=mode, formula=RISK_FORMULA if mode == "risk" else DISAGREEMENT_FORMULA,
+        score_name=mode, formula=formulas[0] if mode == "risk" else formulas[1],
         panel_size=panel_size, n_cases=len(audits), n_needs_review=sum(a.needs_review for a in audits),
         by_status=by_status, by_reason={c: by_reason[c] for c in REASON_CODES if c in by_reason},
         cases=list(audits),

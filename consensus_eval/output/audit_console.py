@@ -107,7 +107,7 @@ def print_queue(console: Console, cases: ReviewQueue | Sequence[CaseAudit], top:
     console.print(Text(totals_line(queue, t), style="dim"))
     if shown:
         console.print(Text(t("con_legend_" + queue.mode), style="dim"))
-    formula = queue.formula if t.lang == EN else t("formula_" + queue.mode)
+    formula = queue.formula if t.lang == EN else t(queue.formula_key)
     console.print(Text(f"{formula}; {t('con_order_note')}", style="dim"))
 
 

@@ -91,7 +91,7 @@ def _queue(d: ReportData) -> str:
     queue = d.queue
     rq = d.review_queue
     text = f"## {t('n_need_review', n=len(queue))}\n\n" + (t("review_single_intro") if d.single_judge
-                                                            else t("review_intro")) + " " + t("formula_" + rq.mode)
+                                                            else t("review_intro")) + " " + t(rq.formula_key)
     if d.trust.progress:
         text += f"\n\n**{md_text(d.trust.progress)}**"
     if rq.by_reason:
