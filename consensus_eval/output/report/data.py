@@ -290,7 +290,8 @@ def review_reasons(a: CaseAudit, t: Messages, flag_spread: float = 0.0, flag_sta
             dims = [f"{d.name} {d.star_gap}★" for d in a.dimensions if d.star_gap >= flag_star_gap]
             out.append(t("why_star_gap", gap=flag_star_gap, dims="、".join(dims)))
         elif r.code == "level_gap":
-            out.append(t("why_level_gap", gap=flag_star_gap, dims="、".join(r.subjects)))
+            gap = fmt_num(r.limit) if r.limit is not None else ""        # the config's flag_level_gap
+            out.append(t("why_level_gap", gap=gap, dims="、".join(r.subjects)))
         elif r.code == "split":
             out.append(t("why_split", n=len(r.subjects), criteria="、".join(r.subjects)))
         elif r.code == "low_score":
