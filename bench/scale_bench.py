@@ -55,7 +55,10 @@ sys.path.insert(0, {tree!r})
 from pathlib import Path
 from consensus_eval._gc import gc_paused
 from consensus_eval.analysis.results import analyze
-from consensus_eval.execution.results import read_run
+try:
+    from consensus_eval.analysis.derived import read_run   # since issue 26: execution reads, analysis derives
+except ImportError:
+    from consensus_eval.execution.results import read_run
 from consensus_eval.execution.store import Store
 from consensus_eval.output import files
 from consensus_eval.output.report import data as report_data, html, markdown

@@ -151,10 +151,10 @@ def test_fuzzy_refuses_a_changed_number():
 
 def test_not_found_and_empty():
     assert _g("青霉素皮试阳性").kind == "not_found"
-    assert _g("青霉素皮试阳性").spans == [] and _g("青霉素皮试阳性").score is None
+    assert _g("青霉素皮试阳性").spans == () and _g("青霉素皮试阳性").score is None
     for quote in ("", "   ", "\n", "“”"):
         g = _g(quote)
-        assert g.kind == "empty" and not g.grounded and g.spans == []
+        assert g.kind == "empty" and not g.grounded and g.spans == ()
 
 
 def test_short_quotes_are_never_fuzzy():
@@ -256,7 +256,7 @@ def test_the_rules_judge_imports_the_section_finder_from_the_domain():
 def test_case_grounder_memoises_by_quote():
     g = CaseGrounder(RECORD, CONVERSATION)
     assert g.ground("口渴") is g.ground("口渴")
-    assert g.ground("口渴").model_dump() == ground("口渴", RECORD, CONVERSATION).model_dump()
+    assert g.ground("口渴") == ground("口渴", RECORD, CONVERSATION)
 
 
 def test_ground_all_folds_each_case_once_and_searches_each_distinct_quote_once(rubric, monkeypatch):

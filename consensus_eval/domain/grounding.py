@@ -46,14 +46,13 @@ from __future__ import annotations
 import re
 import unicodedata
 from array import array
-from typing import Literal
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from jinja2 import FileSystemLoader, StrictUndefined
 from jinja2.sandbox import SandboxedEnvironment
-from pydantic import BaseModel
 from rapidfuzz import fuzz
 
-from consensus_eval.domain.construct import all_fields
 from consensus_eval.domain.prompts import prompts_root
 from consensus_eval.domain.sections import SectionIndex, Sections
 
@@ -68,7 +67,8 @@ MIN_FUZZY_CHARS = 4
 MIN_PART_CHARS = 2
 
 
-class Span(BaseModel):
+@dataclass(slots=True, frozen=True)
+class Span:
     """One place a quote was found: ``text[start:end]`` of ``source``.
 
     ``section`` is the record section (主诉, 现病史, ...) the span starts in, None outside any
@@ -80,9 +80,14 @@ class Span(BaseModel):
     end: int
     section: str | None = None
 
+    def to_dict(self) -> dict[str, Any]:
+        return {"source": self.source, "start": self.start, "end": self.end, "section": self.section}
 
-class Grounding(BaseModel):
-    """How one deduction's evidence was found in the case (module docstring).
+
+@dataclass(slots=True, frozen=True)
+class Grounding:
+    """How one deduction's evidence was found in the case (module docstring): a plain read model, made by the
+    search from its own checked values (a rebuild grounds every quote of a run).
 
     ``score`` is the fuzzy alignment's similarity in [0, 100] (100 for exact and normalised matches,
     None for not_found and empty); ``spans`` lists the occurrences, the first :data:`MAX_SPANS` of them
@@ -91,7 +96,7 @@ class Grounding(BaseModel):
 
     kind: GroundingKind
     score: float | None = None
-    spans: list[Span] = []
+    spans: tuple[Span, ...] = ()
     #: occurrences found beyond the first :data:`MAX_SPANS` (a quote repeated all over a case), counted not kept
     more_spans: int = 0
 
@@ -99,6 +104,13 @@ class Grounding(BaseModel):
     def grounded(self) -> bool:
         """True when the quote was found (exactly, normalised or fuzzily above the threshold)."""
         return self.kind in ("exact", "normalised", "fuzzy")
+
+    def to_dict(self, *, more_spans: bool = True) -> dict[str, Any]:
+        """Its fields as JSON values (``more_spans`` left out when asked to)."""
+        out: dict[str, Any] = {"kind": self.kind, "score": self.score, "spans": [s.to_dict() for s in self.spans]}
+        if more_spans:
+            out["more_spans"] = self.more_spans
+        return out
 
 
 #: the most occurrences of one quote a grounding keeps as spans; the rest are counted (``more_spans``), so
@@ -108,10 +120,8 @@ MAX_SPANS = 10
 
 def _made(kind: GroundingKind, score: float | None = None, spans: list[Span] | None = None,
           more: int = 0) -> Grounding:
-    """A :class:`Grounding` built from the search's own checked values, without validation (a rebuild
-    grounds every quote of a run): the types validation would give (a float score, a new list)."""
-    return Grounding.model_construct(all_fields(Grounding), kind=kind, score=None if score is None else float(score),
-                                     spans=[] if spans is None else spans, more_spans=more)
+    """A :class:`Grounding` from the search's own values (a float score, a tuple of spans)."""
+    return Grounding(kind, None if score is None else float(score), () if spans is None else tuple(spans), more)
 
 
 _RANK: dict[str, int] = {"exact": 0, "normalised": 1, "fuzzy": 2, "not_found": 3, "empty": 4}
@@ -226,9 +236,7 @@ class _Text:
         self.sections = sections
 
     def span(self, start: int, end: int) -> Span:
-        # built here from checked values: no validation needed
-        return Span.model_construct(all_fields(Span), source=self.source, start=start, end=end,
-                                    section=self.sections.at(start) if self.sections is not None else None)
+        return Span(self.source, start, end, self.sections.at(start) if self.sections is not None else None)
 
 
 def _occurrences(hay: str, needle: str) -> list[int]:
