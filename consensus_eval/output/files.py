@@ -80,8 +80,7 @@ def judgment_row(rubric: Rubric, rec: StoredCall, score: DimensionScore | None,
     def where(did: str) -> dict[str, Any]:
         g = found.get(did)
         # more_spans only when a quote occurs over MAX_SPANS times (judgments.jsonl as before otherwise)
-        out: dict[str, Any] = {"grounding": g.model_dump(mode="json", exclude=None if g.more_spans else {"more_spans"})
-                               if g is not None else None}
+        out: dict[str, Any] = {"grounding": g.to_dict(more_spans=bool(g.more_spans)) if g is not None else None}
         if drop and g is not None and not g.grounded:
             out["dropped"] = True
         return out
