@@ -62,7 +62,7 @@ def test_likert_audit_rows_show_each_judges_level_anchor_and_evidence(likert_run
                 assert [r.run for r in v.ratings] == [0, 1]
                 for r in v.ratings:
                     j = stored[a.case_id, dim.dimension, v.judge, r.run]
-                    assert j is not None and r.rating == j.rating and r.evidence == j.evidence
+                    assert j is not None and r.rating == j.rating and r.evidence == list(j.evidence)
                     assert r.anchor == dim.levels[r.rating]
                     n_rows += 1
                 # the judge's score is the mean of its runs' levels

@@ -23,7 +23,7 @@ from consensus_eval.analysis.human import read_labels
 from consensus_eval.domain.hosts import is_loopback
 from consensus_eval.domain.rubric import load_rubric
 from consensus_eval.domain.sections import Sections
-from consensus_eval.execution.store import CallRecord, HumanLabelRecord, Store
+from consensus_eval.execution.store import HumanLabelRecord, Store
 from consensus_eval.review.app import create_app
 from consensus_eval.review.model import (
     ActionError,
@@ -310,7 +310,7 @@ def test_labels_while_a_scoring_run_writes_the_same_store(review, run_dir):
                             store._db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
                                               (f"noise{i % 50}", json.dumps(i)))
                             i += 1
-                    store.record(CallRecord.model_validate({**rec.model_dump(), "latency_s": float(i)}))
+                    store.record(rec.to_record().model_copy(update={"latency_s": float(i)}))
         except BaseException as e:  # noqa: BLE001 - reported by the assertion below
             errors.append(e)
 

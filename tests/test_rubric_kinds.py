@@ -30,7 +30,7 @@ def test_likert_max_is_the_top_level_and_the_score_is_the_level_picked():
     dim = Dimension.model_validate(LIKERT)
     assert dim.max == 5 and dim.low == 1 and dim.level_range == (1, 5) and dim.stars is None
     score = derive(dim, Judgment(dimension="accurate", rating=4, evidence=["BP 142/90"]))
-    assert score.score == 4.0 and score.stars is None and score.categories == []
+    assert score.score == 4.0 and score.stars is None and score.categories == ()
     with pytest.raises(ValueError, match="takes a level among"):
         derive(dim, Judgment(dimension="accurate", rating=6))
     with pytest.raises(ValueError, match="takes a level among"):

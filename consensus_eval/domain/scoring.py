@@ -12,12 +12,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from typing import Annotated
-
-from pydantic import BaseModel, Field
+from dataclasses import dataclass, replace
 
 from consensus_eval.domain.cases import Case
-from consensus_eval.domain.construct import all_fields
 from consensus_eval.domain.judgment import Judgment
 from consensus_eval.domain.rubric import Criterion, Dimension, Rubric
 from consensus_eval.domain.stored import StoredJudgment
@@ -26,7 +23,8 @@ from consensus_eval.domain.stored import StoredJudgment
 AnyJudgment = Judgment | StoredJudgment
 
 
-class CategoryScore(BaseModel):
+@dataclass(slots=True, frozen=True)
+class CategoryScore:
     """What one category took off: ``deducted`` (sum of its deductions) and ``taken`` (capped)."""
 
     id: str
@@ -37,7 +35,8 @@ class CategoryScore(BaseModel):
     n: int
 
 
-class CriterionResult(BaseModel):
+@dataclass(slots=True, frozen=True)
+class CriterionResult:
     """One criterion of a ``criteria`` dimension as scored: its points and whether the judge found it met."""
 
     id: str
@@ -45,21 +44,24 @@ class CriterionResult(BaseModel):
     met: bool
 
 
-class DimensionScore(BaseModel):
-    """A dimension's re-derived score, and whether the judge's own claim agrees with it.
+@dataclass(slots=True, frozen=True)
+class DimensionScore:
+    """A dimension's re-derived score, and whether the judge's own claim agrees with it: a plain read model,
+    derived from checked values (the rubric's and a judgment's), never changed once made (a rebuild derives
+    every stored call's score, and calls that score alike share one: :class:`Deriver`).
 
     ``stars`` is None for a dimension without star thresholds; ``criteria`` lists a ``criteria`` dimension's
-    criteria as scored (left out of dumps while empty, as for every other kind)."""
+    criteria as scored (empty for every other kind)."""
 
     dimension: str
     max: float
     score: float
     stars: int | None
-    categories: list[CategoryScore]
+    categories: tuple[CategoryScore, ...]
     penalties: float
     claimed_score: float | None = None
     claimed_stars: int | None = None
-    criteria: Annotated[list[CriterionResult], Field(exclude_if=lambda v: not v)] = []
+    criteria: tuple[CriterionResult, ...] = ()
 
     @property
     def claim_mismatch(self) -> bool:
@@ -100,8 +102,8 @@ def _derive_likert(dimension: Dimension, judgment: AnyJudgment) -> DimensionScor
                          f"got {judgment.rating!r}")
     score = float(judgment.rating)
     return DimensionScore(dimension=dimension.id, max=float(dimension.max), score=score,
-                          stars=dimension.stars_for(score), categories=[], penalties=0.0,
-                          claimed_score=judgment.claimed_score, claimed_stars=judgment.claimed_stars)
+                          stars=dimension.stars_for(score), categories=(), penalties=0.0,
+                          claimed_score=_opt_float(judgment.claimed_score), claimed_stars=judgment.claimed_stars)
 
 
 def _derive_criteria(dimension: Dimension, judgment: AnyJudgment, criteria: Sequence[Criterion]) -> DimensionScore:
@@ -123,9 +125,9 @@ def _derive_criteria(dimension: Dimension, judgment: AnyJudgment, criteria: Sequ
     score = min(1.0, max(0.0, achieved / positive))
     score = round(score, 12)
     return DimensionScore(dimension=dimension.id, max=1.0, score=score, stars=dimension.stars_for(score),
-                          categories=[], penalties=0.0,
-                          claimed_score=judgment.claimed_score, claimed_stars=judgment.claimed_stars,
-                          criteria=[CriterionResult(id=c.id, points=c.points, met=met[c.id]) for c in criteria])
+                          categories=(), penalties=0.0,
+                          claimed_score=_opt_float(judgment.claimed_score), claimed_stars=judgment.claimed_stars,
+                          criteria=tuple(CriterionResult(c.id, float(c.points), met[c.id]) for c in criteria))
 
 
 def _derive_deductions(dimension: Dimension, judgment: AnyJudgment) -> DimensionScore:
@@ -146,15 +148,10 @@ def _derive_deductions(dimension: Dimension, judgment: AnyJudgment) -> Dimension
         if not typ.accepts(d.points):
             raise ValueError(f"{d.points} points is outside {typ.points_text()} for type {typ.id!r}")
         per_cat[cat.id].append(d.points)
-    # built from checked values (the rubric's and a validated judgment's), with the types validation
-    # would give them (floats for sums of no deduction too): no validation needed, a rebuild derives
-    # every stored call's score
-    cats = [
-        CategoryScore.model_construct(all_fields(CategoryScore), id=c.id, name=c.name, cap=c.cap,
-                                      deducted=float(sum(per_cat[c.id])), taken=float(min(sum(per_cat[c.id]), c.cap)),
-                                      n=len(per_cat[c.id]))
-        for c in dimension.categories
-    ]
+    # floats for sums of no deduction too (the types the fields declare)
+    cats = tuple(CategoryScore(c.id, c.name, float(c.cap), float(sum(per_cat[c.id])),
+                               float(min(sum(per_cat[c.id]), c.cap)), len(per_cat[c.id]))
+                 for c in dimension.categories)
     unknown = [p.id for p in judgment.fixed_penalties if p.id not in dimension.penalties_by_id]
     if unknown:
         raise ValueError(f"dimension {dimension.id!r} has no fixed penalty {unknown[0]!r}")
@@ -165,21 +162,20 @@ def _derive_deductions(dimension: Dimension, judgment: AnyJudgment) -> Dimension
     score = round(score, 9)
     if math.isclose(score, round(score)):
         score = float(round(score))
-    return DimensionScore.model_construct(
-        all_fields(DimensionScore),
-        dimension=dimension.id, max=float(dimension.max), score=score, stars=dimension.stars_for(score),
-        categories=cats, penalties=float(penalties),
-        claimed_score=None if judgment.claimed_score is None else float(judgment.claimed_score),
-        claimed_stars=judgment.claimed_stars,
-    )
+    return DimensionScore(dimension=dimension.id, max=float(dimension.max), score=score,
+                          stars=dimension.stars_for(score), categories=cats, penalties=float(penalties),
+                          claimed_score=_opt_float(judgment.claimed_score), claimed_stars=judgment.claimed_stars)
+
+
+def _opt_float(x: float | None) -> float | None:
+    return None if x is None else float(x)
 
 
 class Deriver:
     """:func:`~consensus_eval.domain.scoring.derive` with a memory: judgments that give the same inputs
     to the derivation (dimension, each deduction's category, type and points in order, the fixed
     penalties' ids in order, the claimed score and stars) get the same :class:`DimensionScore` object,
-    derived once; the category lines of the scores derived are shared the same way, and every object
-    made has its class's shared fields set (:mod:`consensus_eval.domain.construct`). Values are those
+    derived once; the category lines of the scores derived are shared the same way. Values are those
     ``derive`` gives, to the bit (floats are compared by their exact value and sign).
 
     The other kinds' inputs are part of the key too: a likert ``rating``; a criteria dimension's verdicts
@@ -208,11 +204,13 @@ class Deriver:
                    tuple((c.id, _exact(c.points)) for c in criteria or ()))
         hit = self._scores.get(key)
         if hit is None:
-            hit = self._scores[key] = derive(self.rubric.dimension(dimension), judgment, criteria)
-            cats = hit.categories
-            for i, c in enumerate(cats):
-                ckey = (c.id, c.name, _exact(c.cap), _exact(c.deducted), _exact(c.taken), c.n)
-                cats[i] = self._categories.setdefault(ckey, c)
+            hit = derive(self.rubric.dimension(dimension), judgment, criteria)
+            if hit.categories:
+                share = self._categories.setdefault
+                hit = replace(hit, categories=tuple(
+                    share((c.id, c.name, _exact(c.cap), _exact(c.deducted), _exact(c.taken), c.n), c)
+                    for c in hit.categories))
+            self._scores[key] = hit
         return hit
 
 

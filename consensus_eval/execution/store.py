@@ -199,6 +199,12 @@ class StoredCall:
     latency_s: float | None = None
     finished_at: float = 0.0
 
+    def to_record(self) -> CallRecord:
+        """The same call as a :class:`CallRecord` (its judgment validated again): what :meth:`Store.record` takes."""
+        values = {f: getattr(self, f) for f in _READ_COLUMNS}
+        values["judgment"] = None if self.judgment is None else self.judgment.to_judgment()
+        return CallRecord.model_validate(values)
+
 
 #: a call's status as read, one string object each
 _STATUS: dict[str, Literal["ok", "failed"]] = {"ok": "ok", "failed": "failed"}
