@@ -218,3 +218,12 @@ def test_drill_down_groups_equal_their_validated_twins(tmp_path):
         twin = RunGroup.model_validate(g.model_dump())
         assert g == twin and g.model_dump_json() == twin.model_dump_json()
         assert g.model_fields_set == twin.model_fields_set
+
+
+def test_dumps_json_writes_null_for_what_is_not_finite_and_the_same_bytes_either_way():
+    from consensus_eval.domain.writable import dumps_json, finite
+
+    fine = {"a": [1.5, (2, 3.25)], "b": {"c": None, "d": "文"}}
+    assert dumps_json(fine, ensure_ascii=False) == json.dumps(finite(fine), allow_nan=False, ensure_ascii=False)
+    bad = {"a": [1.5, float("nan")], "b": {"c": float("inf"), "d": (float("-inf"), 2.0)}}
+    assert json.loads(dumps_json(bad)) == {"a": [1.5, None], "b": {"c": None, "d": [None, 2.0]}}

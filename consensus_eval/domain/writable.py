@@ -52,8 +52,12 @@ def finite(data: Any) -> Any:
 
 def dumps_json(data: Any, **kwargs: Any) -> str:
     """``json.dumps`` of :func:`finite` ``data``: strict JSON (``null`` where a number is not finite; the reason
-    is the caller's to give beside it, as ``Alpha.reason`` does)."""
-    return json.dumps(finite(data), allow_nan=False, **kwargs)
+    is the caller's to give beside it, as ``Alpha.reason`` does). Written at once when every float is finite (the
+    usual case; ``allow_nan=False`` refuses the others), else through :func:`finite`: the same bytes either way."""
+    try:
+        return json.dumps(data, allow_nan=False, **kwargs)
+    except ValueError:
+        return json.dumps(finite(data), allow_nan=False, **kwargs)
 
 
 def is_sqlite(path: Path) -> bool:
