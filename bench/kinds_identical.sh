@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# medical_record's outputs byte for byte before rubric kinds (6598aa8) and after (HEAD, or the commit given):
+# medical_record's outputs byte for byte before rubric kinds (6598aa8, or BEFORE=<commit>) and after (HEAD, or the
+# commit given):
 # issue 24's "byte-identical before and after, on the examples and a 300 x 3 run". Not run in CI (it builds two
 # worktrees and scores 300 cases three times on each side); run from the repository:
 #   bench/kinds_identical.sh [AFTER_COMMIT]
+#   BEFORE=e2b385f bench/kinds_identical.sh       # another starting point (issue 26's plain read models)
 # Each side runs its own code (PYTHONPATH=its worktree, the same venv) from its own worktree (its configs,
 # prompts, examples). Three comparisons:
 #   1. `score examples/cases.jsonl` (default config, the rules judge): every output file byte for byte, except
@@ -19,7 +21,7 @@
 set -euo pipefail
 ROOT=$(git rev-parse --show-toplevel)
 PY="$ROOT/.venv/bin/python"
-BEFORE=6598aa8
+BEFORE=${BEFORE:-6598aa8}
 AFTER=${1:-HEAD}
 WORK=$(mktemp -d /tmp/kinds_identical.XXXXXX)
 trap 'git -C "$ROOT" worktree remove --force "$WORK/before" >/dev/null 2>&1 || true;

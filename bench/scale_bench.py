@@ -14,6 +14,9 @@ first tree is printed.
 
     .venv/bin/python bench/scale_bench.py --cases 5000 10000 20000 --tree /tmp/base --tree . --repeats 3
 
+``--gc-on``: the same rebuilds with the cyclic collector never paused (``gc.disable`` and ``gc.freeze`` made
+no-ops): what the pause of :mod:`consensus_eval._gc` saves.
+
 ``--stages``: instead, one fresh process per size doing the same rebuild stage by stage (read, consensus,
 judgments.jsonl, consensus.csv/jsonl, reliability, audit, report.md, report.html), printing after each
 its seconds, the process's RSS and its peak RSS so far (``/proc/self/status``): where the memory is held
@@ -40,8 +43,10 @@ sys.path.insert(0, str(ROOT))
 from tests.big_run import build_big_run  # noqa: E402
 
 CHILD = """
-import sys, time
+import gc, sys, time
 sys.path.insert(0, {tree!r})
+if {gc_on!r}:   # --gc-on: the collector never paused (what the pause saves)
+    gc.disable = gc.freeze = lambda: None
 from consensus_eval import api
 t = time.perf_counter()
 api.rebuild({folder!r}, n_boot={boot})
@@ -106,7 +111,7 @@ def stages(tree: Path, store: Path, boot: int) -> None:
     print(proc.stdout, end="", flush=True)
 
 
-def one_run(tree: Path, store: Path, boot: int) -> tuple[float, float, float]:
+def one_run(tree: Path, store: Path, boot: int, gc_on: bool = False) -> tuple[float, float, float]:
     """(seconds inside rebuild, peak RSS in MB, CPU seconds of the whole process: user + system, imports
     included) of one fresh process rebuilding a copy of ``store``. On this shared machine the wall time
     grows with the other engineers' load; the CPU time much less."""
@@ -114,7 +119,7 @@ def one_run(tree: Path, store: Path, boot: int) -> tuple[float, float, float]:
         folder = Path(tmp) / "run"
         folder.mkdir()
         shutil.copy(store / "results.sqlite", folder / "results.sqlite")
-        code = CHILD.format(tree=str(tree), folder=str(folder), boot=boot)
+        code = CHILD.format(tree=str(tree), folder=str(folder), boot=boot, gc_on=gc_on)
         proc = subprocess.run(["/usr/bin/time", "-v", sys.executable, "-c", code], cwd=tree,
                               capture_output=True, text=True, check=True)
     wall = float(re.search(r"WALL (\S+)", proc.stdout).group(1))  # type: ignore[union-attr]
@@ -140,6 +145,8 @@ def main() -> None:
                     help="source tree to run (repeatable; default: this one)")
     ap.add_argument("--stores", type=Path, default=Path("/tmp/scale-bench"))
     ap.add_argument("--stages", action="store_true", help="time and RSS after each stage of one rebuild per size")
+    ap.add_argument("--gc-on", action="store_true",
+                    help="make gc.disable and gc.freeze no-ops in the rebuild: the collector is never paused")
     args = ap.parse_args()
     trees = [t.resolve() for t in (args.tree or [ROOT])]
     for n in args.cases:
@@ -153,7 +160,7 @@ def main() -> None:
             continue
         first: tuple[float, float] | None = None
         for tree in trees:
-            runs = [one_run(tree, store, args.boot) for _ in range(args.repeats)]
+            runs = [one_run(tree, store, args.boot, args.gc_on) for _ in range(args.repeats)]
             wall = statistics.median(w for w, _, _ in runs)
             rss = statistics.median(r for _, r, _ in runs)
             cpu = statistics.median(c for _, _, c in runs)

@@ -1,15 +1,19 @@
 """Pydantic models built from checked values, sharing one fields set per class: less memory for the
-millions of small models a large run's rebuild holds, through pydantic's public API only.
+many small pydantic models a large run's rebuild still holds, through pydantic's public API only.
+
+What is read back from the store is not built here: stored calls, judgments, scores and groundings are plain
+slotted dataclasses (:mod:`consensus_eval.domain.stored`, :class:`~consensus_eval.execution.store.StoredCall`,
+:mod:`~consensus_eval.domain.scoring`, :mod:`~consensus_eval.domain.grounding`). What stays pydantic because it
+is written out as JSON (the consensus of each case and each judge, the audit's rows, the cases) is built here.
 
 A pydantic model instance carries, beside its values, the set of the names of the fields that were given
-(``model_fields_set``): a set of 6 names takes 728 bytes, one of 18 (a stored call) 2,264, more than the
-values it describes. A rebuild of 20,000 cases x 4 judges holds about four million such objects, nearly
-all with every field given. ``BaseModel.model_construct(_fields_set, **values)`` uses the set it is given
-as the instance's ``model_fields_set`` (pydantic's documented contract), so objects built here share their
-class's one set (:func:`all_fields`): the same contents, so ``model_fields_set``,
-``model_dump(exclude_unset=True)`` and equality are unchanged. Only a set naming *every* field is ever
-shared: assigning a field then adds nothing to it, so no object's set can change through another's.
-Nothing here writes a model's internals; :func:`shared_copy` makes a new object instead.
+(``model_fields_set``): a set of 6 names takes 728 bytes, one of 18 2,264, more than the values it describes.
+``BaseModel.model_construct(_fields_set, **values)`` uses the set it is given as the instance's
+``model_fields_set`` (pydantic's documented contract), so objects built here share their class's one set
+(:func:`all_fields`): the same contents, so ``model_fields_set``, ``model_dump(exclude_unset=True)`` and
+equality are unchanged. Only a set naming *every* field is ever shared: assigning a field then adds nothing to
+it, so no object's set can change through another's. Nothing here writes a model's internals;
+:func:`shared_copy` makes a new object instead.
 """
 
 from __future__ import annotations
