@@ -18,7 +18,7 @@ from consensus_eval.analysis.judge_validity import PANEL, ValidityReport
 from consensus_eval.analysis.ppi import MeanEstimate
 from consensus_eval.analysis.results import Results
 from consensus_eval.analysis.systems import Leaderboard
-from consensus_eval.analysis.validity import ICC
+from consensus_eval.analysis.validity import ICC, VerdictValidity
 from consensus_eval.domain.rubric import Rubric
 from consensus_eval.output.report import fmt
 from consensus_eval.output.report.i18n import Messages
@@ -116,6 +116,22 @@ def leaderboard_block(lb: Leaderboard, rubric: Rubric, t: Messages) -> Block:
                   t("lb_diff_intro", margin=fmt.num(lb.tie_margin))], tables, notes)
 
 
+def _verdict_table(table_id: str, who: str, raters: dict[str, VerdictValidity], ceiling: VerdictValidity | None,
+                   t: Messages, *, kappa_first: bool) -> TableBlock:
+    """One row per rater of verdicts against the clinicians (n, kappa, macro-F1, agreement), then the clinicians'
+    own ceiling; ``kappa_first``: kappa before macro-F1 (deductions), else macro-F1 first (criteria, as
+    HealthBench reports it)."""
+    def row(name: str, x: VerdictValidity) -> list[str]:
+        scores = [fmt.fixed(x.kappa), fmt.fixed(x.macro_f1)]
+        return [name, str(x.n), *(scores if kappa_first else scores[::-1]), fmt.share(x.agreement)]
+
+    rows = [row(name, x) for name, x in raters.items()]
+    if ceiling is not None:
+        rows.append(row(t("validity_ceiling"), ceiling))
+    heads = ["kappa", "macro-F1"] if kappa_first else ["macro-F1", "kappa"]
+    return TableBlock(table_id, [who, "n", *heads, t("col_agreement")], rows, [False, True, True, True, True])
+
+
 def validity_block(v: ValidityReport, rubric: Rubric, judges: list[str], t: Messages) -> Block:
     """The judges and the panel against clinicians on the random spot check, in plain words."""
     block = Block("validity", t("h_validity"))
@@ -157,25 +173,14 @@ def validity_block(v: ValidityReport, rubric: Rubric, judges: list[str], t: Mess
                                        [False] + [True] * len(dims)))
     if v.deductions is not None:
         dv = v.deductions
-        rows = [[j, str(x.n), fmt.fixed(x.kappa), fmt.fixed(x.macro_f1), fmt.share(x.agreement)]
-                for j, x in dv.judges.items()]
-        if dv.ceiling is not None:
-            rows.append([t("validity_ceiling"), str(dv.ceiling.n), fmt.fixed(dv.ceiling.kappa),
-                         fmt.fixed(dv.ceiling.macro_f1), fmt.share(dv.ceiling.agreement)])
-        block.tables.append(TableBlock("validity-deductions", [t("col_judge"), "n", "kappa", "macro-F1",
-                                                               t("col_agreement")],
-                                       rows, [False, True, True, True, True]))
+        block.tables.append(_verdict_table("validity-deductions", t("col_judge"), dv.judges, dv.ceiling, t,
+                                           kappa_first=True))
         block.notes.append(t("validity_deductions_note", n=dv.n_items))
     if v.criteria is not None:
         cv = v.criteria
-        rows = [[t("panel") if name == PANEL else name, str(x.n), fmt.fixed(x.macro_f1), fmt.fixed(x.kappa),
-                 fmt.share(x.agreement)] for name, x in cv.raters.items()]
-        if cv.ceiling is not None:
-            rows.append([t("validity_ceiling"), str(cv.ceiling.n), fmt.fixed(cv.ceiling.macro_f1),
-                         fmt.fixed(cv.ceiling.kappa), fmt.share(cv.ceiling.agreement)])
-        block.tables.append(TableBlock("validity-criteria", [t("col_rater"), "n", "macro-F1", "kappa",
-                                                             t("col_agreement")],
-                                       rows, [False, True, True, True, True]))
+        raters = {t("panel") if name == PANEL else name: x for name, x in cv.raters.items()}
+        block.tables.append(_verdict_table("validity-criteria", t("col_rater"), raters, cv.ceiling, t,
+                                           kappa_first=False))
         block.notes.append(t("validity_criteria_note", n=cv.n_units))
         if cv.ceiling is None:
             block.notes.append(t("validity_criteria_no_ceiling"))
