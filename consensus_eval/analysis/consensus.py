@@ -19,6 +19,7 @@ from __future__ import annotations
 import statistics
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
@@ -37,8 +38,10 @@ from consensus_eval.execution.store import StoredCall
 Status = Literal["ok", "inconclusive", "failed", "incomplete"]
 
 
-class JudgeScore(BaseModel):
-    """One judge on one dimension of one case: its runs' re-derived scores and their mean.
+@dataclass(slots=True, frozen=True)
+class JudgeScore:
+    """One judge on one dimension of one case: its runs' re-derived scores and their mean (a plain dataclass:
+    a rebuild makes one per judge, dimension and case; written out inside :class:`CaseConsensus`).
 
     ``spread`` is the range (max - min) over runs: 0 for a single run or perfectly stable runs.
     """
@@ -56,7 +59,7 @@ class JudgeScore(BaseModel):
     asked: bool = True
     #: a ``criteria`` dimension: criterion id -> the judge's verdict, met in more than half of its runs or
     #: not (a criterion its runs are split on evenly is left out); left out of dumps while empty
-    criteria: Annotated[dict[str, bool], Field(exclude_if=lambda v: not v)] = {}
+    criteria: Annotated[dict[str, bool], Field(exclude_if=lambda v: not v)] = field(default_factory=dict)
 
 
 class CaseConsensus(BaseModel):
@@ -114,14 +117,13 @@ def _judge_score(judge: str, dim: str, recs: list[StoredCall], derived: dict[str
     ok = [derived[r.request_hash] for r in recs if r.request_hash in derived]
     runs = [d.score for d in ok]
     mean = statistics.fmean(runs) if runs else None
-    values: dict[str, object] = dict(
+    return JudgeScore(
         judge=judge, dimension=dim, runs=runs, failed_runs=len(recs) - len(ok), mean=mean,
         spread=(max(runs) - min(runs)) if runs else None,
         stars=rubric.dimension(dim).stars_for(mean) if mean is not None else None,
         claim_mismatches=sum(d.claim_mismatch for d in ok), asked=bool(recs),
         criteria=_judge_verdicts(ok) if any(d.criteria for d in ok) else _NO_VERDICTS,
     )
-    return construct(JudgeScore, **values)
 
 
 #: the one empty verdicts mapping every judge score of another kind shares (never changed once built)
