@@ -10,6 +10,7 @@ every expected figure below is computed by hand in the comments.
 from __future__ import annotations
 
 import csv
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -228,7 +229,7 @@ def test_single_judge_has_no_peer(tmp_path):
 
 def test_mismatch_listing(audits):
     c3 = _by_id(audits)["c3"]
-    assert [m.model_dump() for m in c3.mismatch_runs] == [{
+    assert [dataclasses.asdict(m) for m in c3.mismatch_runs] == [{
         "judge": "judge-a", "run": 0, "dimension": "standardization", "dimension_name": "规范性",
         "claimed_score": 25, "claimed_stars": 5, "derived_score": 24, "derived_stars": 5}]
     assert all(not a.mismatch_runs for a in audits if a.case_id != "c3")

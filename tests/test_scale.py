@@ -8,6 +8,7 @@ import gc
 import json
 import random
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,14 +17,19 @@ from pydantic import TypeAdapter
 from consensus_eval import _gc, api
 from consensus_eval.analysis import alpha as alpha_mod
 from consensus_eval.analysis.alpha import bootstrap_ci, krippendorff_alpha
+from consensus_eval.analysis.audit import CaseAudit, RunGroup, audit, deductions_of, review_queue
+from consensus_eval.analysis.consensus import of_run
+from consensus_eval.analysis.derived import read_run
 from consensus_eval.analysis.reliability import mean_or_none
 from consensus_eval.domain.grounding import CaseGrounder, Grounding
 from consensus_eval.domain.judgment import Deduction, Judgment, PenaltyHit
 from consensus_eval.domain.rubric import load_rubric
 from consensus_eval.domain.scoring import DimensionScore, derive
 from consensus_eval.execution import store as store_mod
+from consensus_eval.execution.results import StoredRun
 from consensus_eval.execution.store import Store
 from tests.big_run import big_cases, build_big_run
+from tests.kinds_human_run import build_kinds_run
 
 
 def _slow_ordinal_ci(data: np.ndarray, n_boot: int, seed: int) -> tuple[float, float] | None:
@@ -190,34 +196,40 @@ def test_figures_sharing_their_resamples_get_the_intervals_they_got_alone():
     assert shared == alone and alpha_mod._draws is None
 
 
-def test_audit_deductions_equal_their_validated_twins(tmp_path):
-    from consensus_eval.analysis.audit import AuditDeduction, deductions_of
-    from consensus_eval.analysis.derived import read_run
-
-    folder = build_big_run(tmp_path / "run", 12, 2)
+def _audited(folder: Path) -> tuple[StoredRun, list[CaseAudit]]:
     with Store.open_existing(folder, read_only=True) as store:
         run = read_run(store)
-    made = [d for r in run.records for d in deductions_of(run.rubric, r, run.grounding)]
-    assert any(d.kind == "penalty" for d in made) and any(d.kind == "deduction" for d in made)
-    for d in made:
-        twin = AuditDeduction.model_validate(d.model_dump())
-        assert d == twin and d.model_dump_json() == twin.model_dump_json()
+    return run, audit(run, of_run(run))
 
 
-def test_drill_down_groups_equal_their_validated_twins(tmp_path):
-    from consensus_eval.analysis.audit import RunGroup, audit
-    from consensus_eval.analysis.consensus import of_run
-    from consensus_eval.analysis.derived import read_run
-
-    folder = build_big_run(tmp_path / "run", 12, 2)
-    with Store.open_existing(folder, read_only=True) as store:
-        run = read_run(store)
-    groups = [g for a in audit(run, of_run(run)) for d in a.dimensions for v in d.judges for g in v.drill_down()]
-    assert groups and any(it.occurrences for g in groups for it in g.items)
+@pytest.mark.parametrize("kind", ["deductions", "likert", "criteria"])
+def test_audit_rows_are_plain_read_models_with_the_types_validation_gives(tmp_path: Path, kind: str) -> None:
+    folder = (build_big_run(tmp_path / "run", 12, 2) if kind == "deductions"
+              else build_kinds_run(tmp_path / "run", kind, 12, 2))
+    run, audits = _audited(folder)
+    rows: list[object] = [x for a in audits for dim in a.dimensions for v in dim.judges
+            for x in (a, dim, v, *v.deductions, *v.ratings, *v.verdicts, *a.reasons, *dim.criteria)]
+    groups = [g for a in audits for d in a.dimensions for v in d.judges for g in v.drill_down()]
+    if kind == "deductions":
+        made = [d for r in run.records for d in deductions_of(run.rubric, r, run.grounding)]
+        assert any(d.kind == "penalty" for d in made) and any(d.kind == "deduction" for d in made)
+        assert any(it.occurrences for g in groups for it in g.items)
+        rows += [*made, *groups, *(it for g in groups for it in g.items)]
+    else:
+        assert any(v.ratings or v.verdicts for a in audits for dim in a.dimensions for v in dim.judges)
+    assert any(a.reasons for a in audits)
+    # slotted: no per-object __dict__
+    assert rows and all(dataclasses.is_dataclass(x) and not hasattr(x, "__dict__") for x in rows)
+    # what validating their values against the declared types gives is themselves, down to int against float
+    # (repr tells 2 from 2.0), as the pydantic models they were gave
+    for a in audits:
+        twin = TypeAdapter(CaseAudit).validate_python(dataclasses.asdict(a))
+        assert twin == a and repr(twin) == repr(a)
     for g in groups:
-        twin = RunGroup.model_validate(g.model_dump())
-        assert g == twin and g.model_dump_json() == twin.model_dump_json()
-        assert g.model_fields_set == twin.model_fields_set
+        twin_g = TypeAdapter(RunGroup).validate_python(dataclasses.asdict(g))
+        assert twin_g == g and repr(twin_g) == repr(g)
+    queue = review_queue(audits, len(run.judges))
+    assert queue.cases == audits and queue.n_cases == len(audits)
 
 
 def test_dumps_json_writes_null_for_what_is_not_finite_and_the_same_bytes_either_way():

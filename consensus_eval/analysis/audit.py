@@ -3,7 +3,10 @@
 Everything here works on a stored run (:class:`~consensus_eval.execution.results.StoredRun`) and its
 consensus; no judge is ever called, and nothing is printed or written (the console, the reports and
 the adjudication sheet render these objects: :class:`ReviewQueue` and the :class:`CaseAudit` of each
-case, with its drill-down :meth:`JudgeView.drill_down`).
+case, with its drill-down :meth:`JudgeView.drill_down`). They are plain read models, slotted dataclasses
+(a large run holds hundreds of thousands): frozen, except the three the audit completes after building them
+(:class:`AuditDeduction`'s match, :class:`DrillItem`'s occurrences, :class:`CaseAudit`'s rank and reasons)
+and the one :class:`ReviewQueue`.
 
 **Disagreement score** of a case (panels of two judges or more; higher: look first)::
 
@@ -101,13 +104,11 @@ import hashlib
 import re
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Literal
-
-from pydantic import BaseModel, Field
 
 from consensus_eval.analysis.consensus import CaseConsensus
 from consensus_eval.domain.config import ConsensusConfig, EvalConfig
-from consensus_eval.domain.construct import construct, shared_copy
 from consensus_eval.domain.flags import majority
 from consensus_eval.domain.grounding import Grounding
 from consensus_eval.domain.rubric import Criterion, Dimension, Rubric
@@ -160,7 +161,8 @@ REASON_CODES: tuple[ReasonCode, ...] = ("failed", "inconclusive", "incomplete", 
 _STATUS_ORDER = {"failed": 0, "inconclusive": 1, "incomplete": 2, "ok": 3}
 
 
-class AuditDeduction(BaseModel):
+@dataclass(slots=True, kw_only=True)
+class AuditDeduction:
     """One deduction (or fixed penalty) one judge made in one run, with how others matched it.
 
     ``run`` is the stored run number, from 0 (shown to readers as "run 1 of N": :func:`run_label`).
@@ -182,7 +184,7 @@ class AuditDeduction(BaseModel):
     evidence: str
     reason: str
     match: Match = "no_peer"
-    matched_by: list[str] = Field(default_factory=list)
+    matched_by: list[str] = field(default_factory=list)
     #: stable id of this deduction across rebuilds: ``{request_hash}#d{i}`` (i-th deduction of the
     #: call's judgment) or ``{request_hash}#p{i}`` (i-th fixed penalty); what human verdicts refer to
     id: str = ""
@@ -203,7 +205,8 @@ class AuditDeduction(BaseModel):
         return self.grounding is not None and not self.grounding.grounded
 
 
-class Mismatch(BaseModel):
+@dataclass(slots=True, frozen=True, kw_only=True)
+class Mismatch:
     """A run whose claimed score or stars differ from the score re-derived from its deductions.
 
     A fact about the judge (its arithmetic or its reading of the rubric), listed in the case's
@@ -217,10 +220,11 @@ class Mismatch(BaseModel):
     claimed_score: float | None
     claimed_stars: int | None
     derived_score: float
-    derived_stars: int
+    derived_stars: int | None
 
 
-class DrillItem(BaseModel):
+@dataclass(slots=True, kw_only=True)
+class DrillItem:
     """One line of a judge's drill-down: a deduction, shown once for every run that made it.
 
     ``deduction`` is its first occurrence (lowest run), ``occurrences`` every occurrence collapsed
@@ -254,7 +258,8 @@ class DrillItem(BaseModel):
         return [o.id for o in self.occurrences if o.copy_of is None]
 
 
-class RunGroup(BaseModel):
+@dataclass(slots=True, frozen=True, kw_only=True)
+class RunGroup:
     """The drill-down lines made in exactly the runs ``runs`` (stored numbers, from 0).
 
     ``label`` says which runs in readers' numbering: ``"run 1 of 3"``, ``"runs 1, 3 of 3"``,
@@ -267,7 +272,8 @@ class RunGroup(BaseModel):
     items: list[DrillItem]
 
 
-class RatingItem(BaseModel):
+@dataclass(slots=True, frozen=True, kw_only=True)
+class RatingItem:
     """One run of a judge on a ``likert`` dimension: the level it picked (``rating``), that level's anchor
     text, the quotes it rests on (``evidence``) and its comment. ``run`` is the stored run number (from 0);
     ``grounding``: where each quote is in the case (one per quote, None when not computed)."""
@@ -277,10 +283,11 @@ class RatingItem(BaseModel):
     anchor: str
     evidence: list[str]
     comment: str
-    grounding: list[Grounding | None] = []
+    grounding: list[Grounding | None] = field(default_factory=list)
 
 
-class VerdictItem(BaseModel):
+@dataclass(slots=True, frozen=True, kw_only=True)
+class VerdictItem:
     """One run's verdict of a judge on one criterion of a ``criteria`` dimension (``id``: the criterion's id)."""
 
     run: int
@@ -292,7 +299,8 @@ class VerdictItem(BaseModel):
     grounding: Grounding | None = None
 
 
-class CriterionRow(BaseModel):
+@dataclass(slots=True, frozen=True, kw_only=True)
+class CriterionRow:
     """One criterion of a ``criteria`` dimension across the judges: ``judges`` maps each judge that answered to
     its verdicts, run by run (``True``: met); ``split`` is True when the judges' verdicts differ (a judge whose
     runs disagree among themselves counts as disagreeing too); ``met_share`` is the share of all those
@@ -316,7 +324,8 @@ class CriterionRow(BaseModel):
         return None if 2 * met == len(votes) else 2 * met > len(votes)
 
 
-class JudgeView(BaseModel):
+@dataclass(slots=True, frozen=True, kw_only=True)
+class JudgeView:
     """One judge on one dimension of one case: its score and everything it deducted.
 
     ``score`` is the mean of the re-derived scores of its successful runs (None if none),
@@ -336,10 +345,10 @@ class JudgeView(BaseModel):
     deductions: list[AuditDeduction]
     errors: list[str]
     comments: list[str]
-    runs: list[int] = []
+    runs: list[int] = field(default_factory=list)
     n_runs: int = 0
-    ratings: list[RatingItem] = []
-    verdicts: list[VerdictItem] = []
+    ratings: list[RatingItem] = field(default_factory=list)
+    verdicts: list[VerdictItem] = field(default_factory=list)
 
     def drill_down(self) -> list[RunGroup]:
         """The deductions grouped by the runs they were made in, repeats collapsed (module docstring):
@@ -347,7 +356,8 @@ class JudgeView(BaseModel):
         return drill_down(self.deductions, self.runs, max(self.n_runs, self.runs_ok + self.runs_failed))
 
 
-class DimensionAudit(BaseModel):
+@dataclass(slots=True, frozen=True, kw_only=True)
+class DimensionAudit:
     """One dimension of one case, side by side: each judge's view (in panel order).
 
     ``spread`` is max - min of the judges' scores in points (None with fewer than two judges with a
@@ -370,9 +380,9 @@ class DimensionAudit(BaseModel):
     spread: float | None = None
     spread_share: float | None = None
     kind: str = "deductions"
-    levels: dict[int, str] = {}
+    levels: dict[int, str] = field(default_factory=dict)
     level_spread: float | None = None
-    criteria: list[CriterionRow] = []
+    criteria: list[CriterionRow] = field(default_factory=list)
 
     @property
     def quiet(self) -> bool:
@@ -393,7 +403,8 @@ class DimensionAudit(BaseModel):
         return [row for row in self.criteria if row.split]
 
 
-class ReviewReason(BaseModel):
+@dataclass(slots=True, frozen=True, kw_only=True)
+class ReviewReason:
     """Why a case needs review: ``code`` (stable, one of :data:`REASON_CODES`, for filters) and
     ``text`` (plain English words for the reader, naming the dimensions, penalties or counts concerned).
 
@@ -406,12 +417,13 @@ class ReviewReason(BaseModel):
 
     code: ReasonCode
     text: str
-    subjects: list[str] = Field(default_factory=list)
+    subjects: list[str] = field(default_factory=list)
     value: float | None = None
     limit: float | None = None
 
 
-class CaseAudit(BaseModel):
+@dataclass(slots=True, kw_only=True)
+class CaseAudit:
     """The audit of one case: its place in the queue, why it needs review, the scores and details.
 
     ``rank`` starts at 1 (:func:`rank`). ``anchor`` is the case's HTML id / URL fragment
@@ -436,7 +448,7 @@ class CaseAudit(BaseModel):
     anchor: str = ""
     status: str
     needs_review: bool = False
-    reasons: list[ReviewReason] = []
+    reasons: list[ReviewReason] = field(default_factory=list)
     disagreement: float
     spread_share: float | None = None
     star_gap_mean: float | None = None
@@ -476,7 +488,8 @@ class CaseAudit(BaseModel):
         return [d for dim in self.dimensions for jv in dim.judges for d in jv.deductions if d.singleton]
 
 
-class ReviewQueue(BaseModel):
+@dataclass(slots=True, kw_only=True)
+class ReviewQueue:
     """The cases of a run in review order, with what heads the queue ("N cases need review").
 
     ``mode`` follows the panel size (``panel_size``: judges in the config): ``disagreement`` with two
@@ -535,9 +548,7 @@ def audit(run: StoredRun, cons: Sequence[CaseConsensus]) -> list[CaseAudit]:
                         policy, grounding=run.grounding, case_criteria=own_criteria.get(c.case_id))
         a.anchor = anchors[c.case_id]
         audits.append(a)
-    ranked = rank(audits, queue_mode(len(run.judges)))
-    # every field set by now: objects sharing the class's one fields set (domain/construct.py)
-    return [shared_copy(a) for a in ranked]
+    return rank(audits, queue_mode(len(run.judges)))
 
 
 def queue_mode(panel_size: int) -> QueueMode:
@@ -665,9 +676,8 @@ def drill_down(deductions: Sequence[AuditDeduction], runs_ok: Sequence[int], n_r
                     penalty_key[d.type_id] = key
             item = items.get(key)
             if item is None:
-                # from checked values (an audit's deductions, run numbers): no validation needed
-                item = items[key] = construct(DrillItem, deduction=d, occurrences=[], runs=[], n_runs=n_runs,
-                                              times_listed=1, applied_once=False)
+                item = items[key] = DrillItem(deduction=d, occurrences=[], runs=[], n_runs=n_runs,
+                                                times_listed=1, applied_once=False)
             item.occurrences.append(d)
             if r not in item.runs:
                 item.runs.append(r)
@@ -684,7 +694,7 @@ def drill_down(deductions: Sequence[AuditDeduction], runs_ok: Sequence[int], n_r
     def order(runs: tuple[int, ...]) -> tuple[int, int, tuple[int, ...]]:
         return (0 if runs == every else 1 if len(runs) == 1 else 2, len(runs), runs)
 
-    return [construct(RunGroup, runs=list(runs), n_runs=n_runs, label=_group_label(runs, n_runs), items=its)
+    return [RunGroup(runs=list(runs), n_runs=n_runs, label=_group_label(runs, n_runs), items=its)
             for runs, its in sorted(groups.items(), key=lambda kv: order(kv[0]))]
 
 
@@ -732,9 +742,10 @@ def _audit_case(rubric: Rubric, judges: Sequence[str], cons: CaseConsensus, reco
         spread_share=spread_share, star_gap_mean=star_gap_mean, singleton_share=singleton_share,
         lost_share=lost_share, penalty_share=_mean(penalty_runs), ungrounded_share=ungrounded_share,
         n_judges_answered=len(answered),
-        spread=cons.spread, star_gaps=sum(d.star_gap for d in dims), singletons=len(singles),
+        spread=_opt_float(cons.spread), star_gaps=sum(d.star_gap for d in dims), singletons=len(singles),
         mismatches=len(mismatches), ungrounded=len(ungrounded),
-        total=cons.total, judge_totals=cons.judge_totals, flags=cons.flags,
+        total=_opt_float(cons.total), judge_totals={j: float(t) for j, t in cons.judge_totals.items()},
+        flags=cons.flags,
         dimensions=dims, mismatch_runs=mismatches,
     )
     a.risk = risk_score(a.lost_share, a.penalty_share, a.ungrounded_share)
@@ -759,47 +770,58 @@ def review_reasons(a: CaseAudit, cfg: ConsensusConfig, policy: str = "flag") -> 
     """Why case ``a`` needs review (module docstring, *Needs review*); empty when it does not."""
     out: list[ReviewReason] = []
     if a.status == "failed":
-        out.append(ReviewReason(code="failed", text="no judge answered"))
+        out.append(_reason(code="failed", text="no judge answered"))
     elif a.status == "inconclusive":
-        out.append(ReviewReason(code="inconclusive", value=a.n_judges_answered, limit=cfg.min_judges, text=(
+        out.append(_reason(code="inconclusive", value=a.n_judges_answered, limit=cfg.min_judges, text=(
             f"too few judges answered for a panel verdict ({a.n_judges_answered} answered, quorum "
             f"{cfg.min_judges})")))
     elif a.status == "incomplete":
-        out.append(ReviewReason(code="incomplete", text="calls still missing: the scores are provisional"))
+        out.append(_reason(code="incomplete", text="calls still missing: the scores are provisional"))
     if a.spread is not None and a.spread > cfg.flag_spread:
-        out.append(ReviewReason(code="spread", value=a.spread, limit=cfg.flag_spread, text=(
+        out.append(_reason(code="spread", value=a.spread, limit=cfg.flag_spread, text=(
             f"the judges' totals are {_num(a.spread)} points apart (more than {_num(cfg.flag_spread)})")))
     gaps = [f"{dim.name} {dim.star_gap}★" for dim in a.dimensions if dim.star_gap >= cfg.flag_star_gap]
     if gaps:
-        out.append(ReviewReason(code="star_gap", subjects=gaps, limit=cfg.flag_star_gap, text=(
+        out.append(_reason(code="star_gap", subjects=gaps, limit=cfg.flag_star_gap, text=(
             f"judges' stars differ by {cfg.flag_star_gap} or more: {', '.join(gaps)}")))
     gap = cfg.flag_level_gap
     levels = [f"{dim.name} {_num(dim.level_spread)}" for dim in a.dimensions
               if dim.level_spread is not None and dim.level_spread >= gap]
     if levels:
-        out.append(ReviewReason(code="level_gap", subjects=levels, limit=gap, text=(
+        out.append(_reason(code="level_gap", subjects=levels, limit=gap, text=(
             f"judges' ratings differ by {_num(gap)} levels or more: {', '.join(levels)}")))
     split = [f"{dim.name}: {row.id}" for dim in a.dimensions for row in dim.criteria if row.tie]
     if split:
-        out.append(ReviewReason(code="split", subjects=split, value=len(split), text=(
+        out.append(_reason(code="split", subjects=split, value=len(split), text=(
             f"the panel is split evenly on {len(split)} criterion{'s' if len(split) != 1 else ''}: "
             f"{', '.join(split)}")))
     if a.n_judges_answered == 1:
         low = [f"{dim.name} {v.stars}★" for dim in a.dimensions for v in dim.judges
                if v.stars is not None and v.stars <= LOW_STARS]
         if low:
-            out.append(ReviewReason(code="low_score", subjects=low, limit=LOW_STARS, text=(
+            out.append(_reason(code="low_score", subjects=low, limit=LOW_STARS, text=(
                 f"one judge only, and a low score: {', '.join(low)} ({LOW_STARS}★ or fewer)")))
         pens = dict.fromkeys(f"{d.type} ({dim.name})" for dim in a.dimensions for v in dim.judges
                              for d in v.deductions if d.kind == "penalty")
         if pens:
-            out.append(ReviewReason(code="fixed_penalty", subjects=list(pens), text=(
+            out.append(_reason(code="fixed_penalty", subjects=list(pens), text=(
                 f"one judge only applied a fixed penalty: {', '.join(pens)}")))
     if policy == "flag" and a.ungrounded:
         n = a.ungrounded
-        out.append(ReviewReason(code="ungrounded", value=n, text=(
+        out.append(_reason(code="ungrounded", value=n, text=(
             f"{n} deduction{'s' if n != 1 else ''} quote{'' if n != 1 else 's'} evidence not found in the case")))
     return out
+
+
+def _reason(*, code: ReasonCode, text: str, subjects: list[str] | None = None, value: float | None = None,
+            limit: float | None = None) -> ReviewReason:
+    """A :class:`ReviewReason` with its figures as floats (a count or a threshold given as an int)."""
+    return ReviewReason(code=code, text=text, subjects=subjects if subjects is not None else [],
+                        value=_opt_float(value), limit=_opt_float(limit))
+
+
+def _opt_float(x: float | None) -> float | None:
+    return None if x is None else float(x)
 
 
 def _num(x: float) -> str:
@@ -819,7 +841,7 @@ def _audit_dimension(rubric: Rubric, judges: Sequence[str], cons: CaseConsensus,
     scores = [v.score for v in views if v.score is not None]
     spread = (max(scores) - min(scores)) if len(scores) >= 2 else None
     ratings = [v.score for v in views if v.ratings and v.score is not None]
-    return construct(DimensionAudit, **dict(
+    return DimensionAudit(
         dimension=dim_id, name=dim.name, max=dim.max, panel_score=cons.scores.get(dim_id),
         star_gap=(max(stars) - min(stars)) if len(stars) >= 2 else 0, judges=views,
         spread=spread,
@@ -827,7 +849,7 @@ def _audit_dimension(rubric: Rubric, judges: Sequence[str], cons: CaseConsensus,
         kind=dim.kind, levels=dim.levels,
         level_spread=(max(ratings) - min(ratings)) if dim.kind == "likert" and len(ratings) >= 2 else None,
         criteria=_criterion_rows(dim, views, case_criteria) if dim.kind == "criteria" else [],
-    ))
+    )
 
 
 def _criterion_rows(dim: Dimension, views: Sequence[JudgeView],
@@ -841,9 +863,9 @@ def _criterion_rows(dim: Dimension, views: Sequence[JudgeView],
         by_judge = {j: m for j, m in by_judge.items() if m}
         every = [m for ms in by_judge.values() for m in ms]
         per_judge = [2 * sum(ms) > len(ms) for ms in by_judge.values() if 2 * sum(ms) != len(ms)]
-        rows.append(construct(CriterionRow, id=c.id, text=c.text, points=float(c.points), judges=by_judge,
-                              split=len(set(every)) > 1, met_share=sum(every) / len(every) if every else None,
-                              tie=majority(per_judge) == "split"))
+        rows.append(CriterionRow(id=c.id, text=c.text, points=float(c.points), judges=by_judge,
+                                 split=len(set(every)) > 1, met_share=sum(every) / len(every) if every else None,
+                                 tie=majority(per_judge) == "split"))
     return sorted(rows, key=lambda r: not r.split)
 
 
@@ -852,7 +874,7 @@ def _judge_view(rubric: Rubric, cons: CaseConsensus, judge: str, dim_id: str, re
                 grounding: Mapping[str, Grounding] | None = None) -> JudgeView:
     ok = sorted((r for r in recs if r.request_hash in derived), key=lambda r: r.run)
     score = cons.judges.get(judge, {}).get(dim_id)
-    return construct(JudgeView, **dict(
+    return JudgeView(
         judge=judge,
         score=score.mean if score else None,
         stars=score.stars if score else None,
@@ -862,7 +884,7 @@ def _judge_view(rubric: Rubric, cons: CaseConsensus, judge: str, dim_id: str, re
         comments=[r.judgment.comment for r in ok if r.judgment and r.judgment.comment],
         runs=[r.run for r in ok], n_runs=max([len(recs), *(r.run + 1 for r in recs)]),
         ratings=_ratings(rubric.dimension(dim_id), ok, grounding or {}), verdicts=_verdicts(ok, grounding or {}),
-    ))
+    )
 
 
 def _ratings(dim: Dimension, ok: Sequence[StoredCall], grounding: Mapping[str, Grounding]) -> list[RatingItem]:
@@ -870,17 +892,17 @@ def _ratings(dim: Dimension, ok: Sequence[StoredCall], grounding: Mapping[str, G
     (``grounding`` by quote id, ``{request_hash}#e{i}``); empty for another kind."""
     if dim.kind != "likert":
         return []
-    return [construct(RatingItem, run=r.run, rating=r.judgment.rating, anchor=dim.levels.get(r.judgment.rating, ""),
-                      evidence=list(r.judgment.evidence), comment=r.judgment.comment,
-                      grounding=[grounding.get(f"{r.request_hash}#e{i}") for i in range(len(r.judgment.evidence))])
+    return [RatingItem(run=r.run, rating=r.judgment.rating, anchor=dim.levels.get(r.judgment.rating, ""),
+                       evidence=list(r.judgment.evidence), comment=r.judgment.comment,
+                       grounding=[grounding.get(f"{r.request_hash}#e{i}") for i in range(len(r.judgment.evidence))])
             for r in ok if r.judgment is not None and r.judgment.rating is not None]
 
 
 def _verdicts(ok: Sequence[StoredCall], grounding: Mapping[str, Grounding]) -> list[VerdictItem]:
     """Each successful run's verdicts on a criteria dimension's criteria, with where each one's evidence is
     (``{request_hash}#v{i}``); empty for another kind."""
-    return [construct(VerdictItem, run=r.run, id=v.id, met=v.met, evidence=v.evidence, reason=v.reason,
-                      grounding=grounding.get(f"{r.request_hash}#v{i}"))
+    return [VerdictItem(run=r.run, id=v.id, met=v.met, evidence=v.evidence, reason=v.reason,
+                        grounding=grounding.get(f"{r.request_hash}#v{i}"))
             for r in ok if r.judgment is not None for i, v in enumerate(r.judgment.verdicts)]
 
 
@@ -891,15 +913,14 @@ def deductions_of(rubric: Rubric, rec: StoredCall,
     found = grounding or {}
     if rec.judgment is None:
         return []
-    # built from a validated judgment, the rubric and groundings, with the types validation gives: no
-    # validation, and the class's shared fields set (an audit makes one per deduction of the run)
+    # from a judgment validated when stored, the rubric and groundings, with the types validation would give
     dim = rubric.dimension(rec.dimension)
     items = []
     for i, d in enumerate(rec.judgment.deductions):
         cat, typ = dim.find_type(d.type)
         did = f"{rec.request_hash}#d{i}"
-        items.append(construct(
-            AuditDeduction, id=did, judge=rec.judge, run=rec.run, dimension=rec.dimension, kind="deduction",
+        items.append(AuditDeduction(
+            id=did, judge=rec.judge, run=rec.run, dimension=rec.dimension, kind="deduction",
             category_id=cat.id, category=cat.name, type_id=typ.id, type=typ.name,
             points=float(d.points), evidence=d.evidence, reason=d.reason, match="no_peer", matched_by=[],
             grounding=found.get(did), copy_of=None))
@@ -907,8 +928,8 @@ def deductions_of(rubric: Rubric, rec: StoredCall,
     for i, p in enumerate(rec.judgment.fixed_penalties):
         pen = dim.penalties_by_id[p.id]
         pid = f"{rec.request_hash}#p{i}"
-        items.append(construct(
-            AuditDeduction, id=pid, judge=rec.judge, run=rec.run, dimension=rec.dimension, kind="penalty",
+        items.append(AuditDeduction(
+            id=pid, judge=rec.judge, run=rec.run, dimension=rec.dimension, kind="penalty",
             category_id=PENALTY_CATEGORY, category=PENALTY_CATEGORY_NAME, type_id=pen.id, type=pen.name,
             points=float(pen.points), evidence=p.evidence, reason=p.reason, match="no_peer", matched_by=[],
             grounding=found.get(pid), copy_of=copies.get(pid)))
@@ -956,8 +977,8 @@ def _mismatches(rubric: Rubric, records: list[StoredCall], derived: dict[str, Di
     for r in records:
         s = derived.get(r.request_hash)
         if s is not None and s.claim_mismatch:
-            out.append(construct(Mismatch, **dict(judge=r.judge, run=r.run, dimension=r.dimension,
+            out.append(Mismatch(judge=r.judge, run=r.run, dimension=r.dimension,
                                 dimension_name=rubric.dimension(r.dimension).name,
                                 claimed_score=s.claimed_score, claimed_stars=s.claimed_stars,
-                                derived_score=s.score, derived_stars=s.stars)))
+                                derived_score=s.score, derived_stars=s.stars))
     return out

@@ -1,10 +1,11 @@
 """Pydantic models built from checked values, sharing one fields set per class: less memory for the
 many small pydantic models a large run's rebuild still holds, through pydantic's public API only.
 
-What is read back from the store is not built here: stored calls, judgments, scores and groundings are plain
-slotted dataclasses (:mod:`consensus_eval.domain.stored`, :class:`~consensus_eval.execution.store.StoredCall`,
-:mod:`~consensus_eval.domain.scoring`, :mod:`~consensus_eval.domain.grounding`). What stays pydantic because it
-is written out as JSON (the consensus of each case and each judge, the audit's rows, the cases) is built here.
+What is read back from the store is not built here: stored calls, judgments, scores, groundings and the audit's
+rows are plain slotted dataclasses (:mod:`consensus_eval.domain.stored`,
+:class:`~consensus_eval.execution.store.StoredCall`, :mod:`~consensus_eval.domain.scoring`,
+:mod:`~consensus_eval.domain.grounding`, :mod:`~consensus_eval.analysis.audit`). What stays pydantic because it
+is written out as JSON (the consensus of each case, the cases) is built here.
 
 A pydantic model instance carries, beside its values, the set of the names of the fields that were given
 (``model_fields_set``): a set of 6 names takes 728 bytes, one of 18 2,264, more than the values it describes.
