@@ -9,7 +9,7 @@ first sentence; ``after``: the templates in prompts/), it
    prompt cache on (tests/fake_server.py: DeepSeek's 64-token blocks for the deepseek judge, OpenAI's
    128 from 1,024 for the others; a prefix is cached once a reply containing it has gone out), with the
    panel's concurrency and a lognormal latency, and reads per judge: cached tokens, hit rate, cost
-   and money saved (:class:`consensus_eval.execution.results.JudgeUsage`).
+   and money saved (:class:`consensus_eval.analysis.usage.JudgeUsage`).
 
     .venv/bin/python bench/prompt_cache.py [--latency-ms 300] [--json out.json]
     .venv/bin/python bench/prompt_cache.py --cases 1000 --layout after --latency-ms 80   # issue 16, section 7

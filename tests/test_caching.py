@@ -16,12 +16,12 @@ import respx
 from rich.console import Console
 
 from consensus_eval import api
+from consensus_eval.analysis.usage import usage_by_judge
 from consensus_eval.domain.cases import Case
 from consensus_eval.domain.config import EvalConfig, LLMJudgeConfig
 from consensus_eval.domain.prompts import render
 from consensus_eval.execution.estimate import shared_prefix
 from consensus_eval.execution.pricing import litellm_price, saving_per_cached_token
-from consensus_eval.execution.results import usage_by_judge
 from consensus_eval.execution.store import CallRecord
 from consensus_eval.judges.llm import LLMJudge, request_tokens
 from consensus_eval.output.console import print_cache_summary, print_estimate
@@ -316,6 +316,19 @@ def _record(judge: str, prompt: int, cached: int, cost: float) -> CallRecord:
     return CallRecord(request_hash=f"{judge}{prompt}{cached}", case_id="c", dimension="accuracy", judge=judge,
                       run=0, status="ok", prompt_tokens=prompt, cached_tokens=cached, completion_tokens=10,
                       cost=cost)
+
+
+def test_usage_sums_each_judges_calls_in_order():
+    failed = CallRecord(request_hash="f", case_id="c", dimension="accuracy", judge="b", run=0, status="failed",
+                        attempts=3, cost=None)
+    records = [_record("b", 500, 0, 0.1), _record("a", 1000, 0, 0.2), failed, _record("b", 700, 100, 0.7)]
+    usage = usage_by_judge(records)
+    assert list(usage) == ["b", "a"]                             # judges in the order they first appear
+    b = usage["b"]
+    assert (b.ok, b.failed, b.prompt_tokens, b.cached_tokens, b.completion_tokens) == (2, 1, 1200, 100, 20)
+    assert b.attempts == sum(r.attempts for r in records if r.judge == "b")
+    assert b.cost == 0.0 + 0.1 + 0.0 + 0.7 and type(b.cost) is float   # an unknown cost counts 0, summed in order
+    assert b.cache_hit_rate == 100 / 1200 and usage["a"].failed == 0 and usage["a"].cost == 0.2
 
 
 def test_usage_gives_hit_rate_and_money_saved():

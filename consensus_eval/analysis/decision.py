@@ -30,6 +30,7 @@ from consensus_eval.analysis.gstudy import (
     g_study,
     g_study_single_run,
 )
+from consensus_eval.analysis.usage import run_usage
 from consensus_eval.execution.results import StoredRun
 
 #: the reliability a design must reach by default
@@ -67,7 +68,7 @@ def decision_studies(run: StoredRun, cons: Sequence[CaseConsensus], target: floa
     if not counts:
         return {}
     n_runs = max(counts, key=lambda r: (counts[r], -r))
-    usage = run.usage
+    usage = run_usage(run)
     calls = sum(u.ok + u.failed for u in usage.values())
     cost = sum(u.cost for u in usage.values())
     cost_per_call = cost / calls if calls and cost > 0 else None

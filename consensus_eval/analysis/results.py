@@ -22,12 +22,13 @@ from consensus_eval.analysis.judge_quality import JudgeQuality, judge_quality
 from consensus_eval.analysis.judge_validity import validity_report
 from consensus_eval.analysis.reliability import ReliabilityReport, reliability_report
 from consensus_eval.analysis.systems import Leaderboard, leaderboard
+from consensus_eval.analysis.usage import JudgeUsage, run_usage
 from consensus_eval.domain.cases import Case
 from consensus_eval.domain.config import EvalConfig
 from consensus_eval.domain.rubric import Criterion, Rubric
 from consensus_eval.domain.scoring import DimensionScore
 from consensus_eval.execution.execute import Progress
-from consensus_eval.execution.results import JudgeUsage, StoredRun
+from consensus_eval.execution.results import StoredRun
 from consensus_eval.execution.store import HumanLabelRecord, SpotCheckRecord, StoredCall
 
 
@@ -90,9 +91,10 @@ class Results:
     def judges(self) -> list[str]:
         return self.run.judges
 
-    @property
+    @cached_property
     def usage(self) -> dict[str, JudgeUsage]:
-        return self.run.usage
+        """Per judge: calls, attempts, tokens, cost and cache savings (:func:`~.usage.run_usage`)."""
+        return run_usage(self.run)
 
     @property
     def reliability(self) -> ReliabilityReport:

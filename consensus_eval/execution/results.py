@@ -2,17 +2,16 @@
 
 Execution stores and reads; it does not interpret: the scores derived from the calls and the grounding of
 their evidence are added by :func:`consensus_eval.analysis.derived.read_run` (what analysis, outputs,
-reports and the Python API work from). The calls are plain read models (:class:`StoredCall`).
+reports and the Python API work from), and the cost totals by :mod:`consensus_eval.analysis.usage`. The calls
+are plain read models (:class:`StoredCall`).
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from functools import cached_property
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from consensus_eval._errors import InputError, format_validation_error
 from consensus_eval._gc import gc_paused_call
@@ -22,55 +21,7 @@ from consensus_eval.domain.construct import shared_copy
 from consensus_eval.domain.grounding import Grounding
 from consensus_eval.domain.rubric import Rubric
 from consensus_eval.domain.scoring import DimensionScore
-from consensus_eval.execution.pricing import saving_per_cached_token
-from consensus_eval.execution.store import CallRecord, Store, StoredCall
-
-
-class JudgeUsage(BaseModel):
-    """One judge's calls over a run: ``ok`` / ``failed`` calls, HTTP ``attempts`` (re-asks and retries
-    included), tokens, and ``cost`` in USD (calls whose cost is unknown count 0 here).
-
-    ``cached_tokens`` are the prompt tokens the provider served from its prompt cache (billed at its
-    cache rate, included in ``cost`` that way); ``cache_hit_rate`` is their share of ``prompt_tokens``
-    (None without prompt tokens); ``saved`` the USD those hits saved against the full input price
-    (:func:`consensus_eval.execution.pricing.saving_per_cached_token`; None when the judge's prices
-    are unknown).
-    """
-
-    ok: int = 0
-    failed: int = 0
-    attempts: int = 0
-    prompt_tokens: int = 0
-    cached_tokens: int = 0
-    completion_tokens: int = 0
-    reasoning_tokens: int = 0
-    cost: float = 0.0
-    cache_hit_rate: float | None = None
-    saved: float | None = None
-
-
-def usage_by_judge(records: Iterable[StoredCall | CallRecord],
-                   saving_per_cached_token: Mapping[str, float | None] | None = None) -> dict[str, JudgeUsage]:
-    """Per judge: calls ok / failed, attempts, tokens and cost, summed over every stored call; the
-    cache hit rate, and the money saved from each judge's USD saved per cached token (by judge name)."""
-    totals: dict[str, JudgeUsage] = {}
-    for r in records:
-        t = totals.setdefault(r.judge, JudgeUsage())
-        if r.status == "ok":
-            t.ok += 1
-        else:
-            t.failed += 1
-        t.attempts += r.attempts
-        t.prompt_tokens += r.prompt_tokens or 0
-        t.cached_tokens += r.cached_tokens or 0
-        t.completion_tokens += r.completion_tokens or 0
-        t.reasoning_tokens += r.reasoning_tokens or 0
-        t.cost += r.cost or 0.0
-    for name, t in totals.items():
-        t.cache_hit_rate = t.cached_tokens / t.prompt_tokens if t.prompt_tokens else None
-        rate = (saving_per_cached_token or {}).get(name)
-        t.saved = None if rate is None else t.cached_tokens * rate
-    return totals
+from consensus_eval.execution.store import Store, StoredCall
 
 
 @dataclass(frozen=True)
@@ -118,11 +69,6 @@ class StoredRun:
     def missing_calls(self) -> int:
         """Planned calls with nothing stored yet (0 for a finished run)."""
         return sum(self.missing.values())
-
-    @cached_property
-    def usage(self) -> dict[str, JudgeUsage]:
-        """Per judge: calls, attempts, tokens, cost and cache savings (:func:`usage_by_judge`)."""
-        return usage_by_judge(self.records, {j.name: saving_per_cached_token(j) for j in self.config.judges})
 
 
 #: a case's field left out of its dump while unset (a criteria rubric's per-case criteria)

@@ -14,9 +14,9 @@ from consensus_eval.analysis.alpha import Alpha
 from consensus_eval.analysis.audit import DEFAULT_TOP, review_queue
 from consensus_eval.analysis.reliability import ReliabilityReport
 from consensus_eval.analysis.results import Results
+from consensus_eval.analysis.usage import JudgeUsage
 from consensus_eval.execution.estimate import ASSUMED_OUTPUT_TOKENS, JudgeEstimate
 from consensus_eval.execution.execute import Progress
-from consensus_eval.execution.results import JudgeUsage
 from consensus_eval.execution.store import STORE_NAME
 from consensus_eval.output.audit_console import print_queue
 from consensus_eval.output.files import fmt_num

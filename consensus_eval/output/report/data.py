@@ -21,9 +21,9 @@ from consensus_eval.analysis.human import CaseReview, HumanReview
 from consensus_eval.analysis.judge_quality import JudgeQuality
 from consensus_eval.analysis.reliability import ReliabilityReport
 from consensus_eval.analysis.results import Results
+from consensus_eval.analysis.usage import JudgeUsage
 from consensus_eval.domain.cases import Case
 from consensus_eval.domain.rubric import Dimension, Rubric
-from consensus_eval.execution.results import JudgeUsage
 from consensus_eval.output.calibration import CALIBRATION_JSON, load_calibration
 from consensus_eval.output.files import fmt_num
 from consensus_eval.output.report.calibration import calibration_block
