@@ -10,6 +10,7 @@ distinct colours of their pixels (a small PNG decoder below, zlib only).
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import struct
 import zlib
@@ -222,12 +223,12 @@ def test_runs_once_per_line_with_run_labels(browser, tmp_path):
         for r in rows:
             for run in (1, 2):
                 h = r.request_hash.rsplit("|", 1)[0] + f"|{run}"
-                extra.append((h, r.model_copy(update={"request_hash": h, "run": run})))
+                extra.append((h, dataclasses.replace(r, request_hash=h, run=run)))
         from consensus_eval.execution.store import PlannedCall
 
         store.set_plan([*planned, *(PlannedCall(h, r.case_id, r.dimension, r.judge, r.run) for h, r in extra)])
         for _, r in extra:
-            store.record(r)
+            store.record(r.to_record())
     _, html = write_reports(load_run(out, n_boot=0), out, "en")
     pg = Page(browser, html, fragment="#case-c2")
     drill = pg.page.locator("tr.drill")

@@ -652,7 +652,7 @@ class Store:
         intern = sys.intern
         try:
             j = stored_judgment(json.loads(judgment)) if judgment else None
-        except (ValueError, KeyError, TypeError, AttributeError) as e:
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as e:  # deep nesting: RecursionError
             raise InputError(f"{self.path}: damaged store: the call {rh!r} does not read back "
                              f"(its judgment: {type(e).__name__}: {e})") from None
         return StoredCall(rh, intern(case_id), intern(dim), intern(judge), run, _STATUS[status], j, raw, error,
