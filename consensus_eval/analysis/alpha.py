@@ -140,6 +140,8 @@ def _ordinal_delta(allv: np.ndarray) -> Callable[[np.ndarray, np.ndarray], np.nd
 
 
 def _ratio_delta(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    # ((a - b) / (a + b))^2 with both halved: the same value (halving is exact), and no overflow near the largest float
+    a, b = a / 2, b / 2
     s = a + b
     with np.errstate(invalid="ignore", divide="ignore"):
         d = ((a - b) / s) ** 2
