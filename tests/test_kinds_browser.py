@@ -13,7 +13,7 @@ import pytest
 
 from consensus_eval.execution.store import HumanLabelRecord, Store
 from tests.kinds_human_run import build_kinds_run, kinds_rubric
-from tests.test_review_browser import CHROMIUM, free_port, start_server, stop_server
+from tests.test_review_browser import CHROMIUM, reviewing
 
 pytestmark = pytest.mark.skipif(
     not CHROMIUM.exists(), reason="Debian chromium is not installed (/usr/bin/chromium): apt-get install -y chromium")
@@ -25,50 +25,42 @@ def _labels(folder: Path, reviewer: str) -> list[HumanLabelRecord]:
 
 
 def test_a_reviewer_rates_a_likert_case_on_the_scale_and_the_levels_read_back(tmp_path: Path) -> None:
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     expect.set_options(timeout=30_000)
     folder = build_kinds_run(tmp_path / "likert", "likert", n_cases=6, noise=0.5)
     rubric = kinds_rubric("likert")
-    proc, url, _ = start_server(folder, free_port(), "--reviewer", "alice")
-    base = url.split("/?")[0]
-    try:
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.goto(url)
-            expect(page.locator("#queue")).to_be_visible()
-            page.goto(base + "/case/1")
-            # the scale of every attribute, each level with its anchor text
-            for d in rubric.dimensions:
-                scale = page.locator(f"fieldset.scale[data-dim={d.id}]")
-                expect(scale.locator("label.level")).to_have_count(len(d.levels))
-                for lv, anchor in d.levels.items():
-                    expect(scale.locator("label.level").nth(lv - 1)).to_contain_text(f"{lv} {anchor}")
-            picks = {"accurate": 2, "thorough": 5, "organized": 4}
-            for dim, lv in picks.items():
-                page.locator(f"#dim-{dim} input.level[value='{lv}']").click()
-                expect(page.locator(f"#dim-{dim} .score-note")).to_have_text("yours, saved")
-            page.locator("#confirm-scores").click()
-            expect(page.locator("#case-state")).to_have_text("done")
-            # case 2: one attribute rated, the others confirmed as the panel's (accepted, not the reviewer's own)
-            page.goto(base + "/case/2")
-            page.locator("#dim-thorough input.level[value='1']").click()
-            expect(page.locator("#dim-thorough .score-note")).to_have_text("yours, saved")
-            page.keyboard.press("s")
-            expect(page.locator("#case-state")).to_have_text("done")
-            expect(page.locator("#dim-accurate .score-note")).to_contain_text("accepted")
-            # a reload shows the same levels picked
-            page.goto(base + "/case/1")
-            for dim, lv in picks.items():
-                expect(page.locator(f"#dim-{dim} input.level[value='{lv}']")).to_be_checked()
-                expect(page.locator(f"#dim-{dim} input.level:checked")).to_have_count(1)
-            page.goto(base + "/case/2")
-            expect(page.locator("#dim-thorough input.level[value='1']")).to_be_checked()
-            expect(page.locator("#dim-accurate input.level:checked")).to_have_count(0)
-            browser.close()
-    finally:
-        stop_server(proc)
+    with reviewing(folder, "alice") as (page, url, base):
+        page.goto(url)
+        expect(page.locator("#queue")).to_be_visible()
+        page.goto(base + "/case/1")
+        # the scale of every attribute, each level with its anchor text
+        for d in rubric.dimensions:
+            scale = page.locator(f"fieldset.scale[data-dim={d.id}]")
+            expect(scale.locator("label.level")).to_have_count(len(d.levels))
+            for lv, anchor in d.levels.items():
+                expect(scale.locator("label.level").nth(lv - 1)).to_contain_text(f"{lv} {anchor}")
+        picks = {"accurate": 2, "thorough": 5, "organized": 4}
+        for dim, lv in picks.items():
+            page.locator(f"#dim-{dim} input.level[value='{lv}']").click()
+            expect(page.locator(f"#dim-{dim} .score-note")).to_have_text("yours, saved")
+        page.locator("#confirm-scores").click()
+        expect(page.locator("#case-state")).to_have_text("done")
+        # case 2: one attribute rated, the others confirmed as the panel's (accepted, not the reviewer's own)
+        page.goto(base + "/case/2")
+        page.locator("#dim-thorough input.level[value='1']").click()
+        expect(page.locator("#dim-thorough .score-note")).to_have_text("yours, saved")
+        page.keyboard.press("s")
+        expect(page.locator("#case-state")).to_have_text("done")
+        expect(page.locator("#dim-accurate .score-note")).to_contain_text("accepted")
+        # a reload shows the same levels picked
+        page.goto(base + "/case/1")
+        for dim, lv in picks.items():
+            expect(page.locator(f"#dim-{dim} input.level[value='{lv}']")).to_be_checked()
+            expect(page.locator(f"#dim-{dim} input.level:checked")).to_have_count(1)
+        page.goto(base + "/case/2")
+        expect(page.locator("#dim-thorough input.level[value='1']")).to_be_checked()
+        expect(page.locator("#dim-accurate input.level:checked")).to_have_count(0)
     got = {(lb.case_id, lb.dimension): (lb.value, lb.origin) for lb in _labels(folder, "alice")}
     with Store.open_existing(folder, read_only=True) as store:
         cases = [c["id"] for c in store.get_meta("cases")]
@@ -86,52 +78,44 @@ def test_a_reviewer_rates_a_likert_case_on_the_scale_and_the_levels_read_back(tm
 
 
 def test_a_reviewer_toggles_criteria_with_evidence_and_the_verdicts_read_back(tmp_path: Path) -> None:
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     expect.set_options(timeout=30_000)
     folder = build_kinds_run(tmp_path / "criteria", "criteria", n_cases=6, per_case=True, noise=0.5)
-    proc, url, _ = start_server(folder, free_port(), "--reviewer", "bob")
-    base = url.split("/?")[0]
-    try:
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.goto(url)
-            page.goto(base + "/case/1")
-            rows = page.locator("tr.criterion")
-            expect(rows).to_have_count(4 + 3)      # the rubric's four, the case's own three
-            safety = page.locator("tr.criterion[data-dim=safety]")
-            row = safety.filter(has=page.locator("text=allergy"))
-            row.locator("button.v-met").click()
-            expect(row.locator("button.v-met")).to_have_attribute("aria-pressed", "true")
-            row.locator(".crit-evidence").fill("Allergies: penicillin.")
-            row.locator(".crit-evidence").press("Tab")
-            expect(page.locator("#save-status")).to_have_text(re.compile("^saved"))
-            meds = safety.filter(has=page.locator("text=meds"))
-            meds.locator("button.v-not-met").click()
-            expect(meds.locator("button.v-not-met")).to_have_attribute("aria-pressed", "true")
-            # changed: met instead, then withdrawn altogether (pressed again: not reviewed)
-            meds.locator("button.v-met").click()
-            expect(meds.locator("button.v-not-met")).to_have_attribute("aria-pressed", "false")
-            meds.locator("button.v-met").click()
-            expect(meds.locator("button.crit[aria-pressed=true]")).to_have_count(0)
-            expect(page.locator("#save-status")).to_have_text(re.compile("^saved"))
-            problem = page.locator("tr.criterion[data-dim=case_points][data-criterion=problem]")
-            problem.locator("button.v-not-met").click()
-            expect(problem.locator("button.v-not-met")).to_have_attribute("aria-pressed", "true")
-            expect(page.locator("#case-state")).to_have_text("started")
-            # confirm: the criteria left alone take the panel's majority, kept apart as accepted
-            page.locator("#confirm-scores").click()
-            page.wait_for_load_state("load")
-            expect(page.locator("#case-state")).to_have_text("done")
-            expect(page.locator("tr.criterion[data-origin=accepted]")).to_have_count(7 - 2)
-            page.reload()
-            expect(row.locator("button.v-met")).to_have_attribute("aria-pressed", "true")
-            expect(row.locator(".crit-evidence")).to_have_value("Allergies: penicillin.")
-            expect(problem.locator("button.v-not-met")).to_have_attribute("aria-pressed", "true")
-            browser.close()
-    finally:
-        stop_server(proc)
+    with reviewing(folder, "bob") as (page, url, base):
+        page.goto(url)
+        page.goto(base + "/case/1")
+        rows = page.locator("tr.criterion")
+        expect(rows).to_have_count(4 + 3)      # the rubric's four, the case's own three
+        safety = page.locator("tr.criterion[data-dim=safety]")
+        row = safety.filter(has=page.locator("text=allergy"))
+        row.locator("button.v-met").click()
+        expect(row.locator("button.v-met")).to_have_attribute("aria-pressed", "true")
+        row.locator(".crit-evidence").fill("Allergies: penicillin.")
+        row.locator(".crit-evidence").press("Tab")
+        expect(page.locator("#save-status")).to_have_text(re.compile("^saved"))
+        meds = safety.filter(has=page.locator("text=meds"))
+        meds.locator("button.v-not-met").click()
+        expect(meds.locator("button.v-not-met")).to_have_attribute("aria-pressed", "true")
+        # changed: met instead, then withdrawn altogether (pressed again: not reviewed)
+        meds.locator("button.v-met").click()
+        expect(meds.locator("button.v-not-met")).to_have_attribute("aria-pressed", "false")
+        meds.locator("button.v-met").click()
+        expect(meds.locator("button.crit[aria-pressed=true]")).to_have_count(0)
+        expect(page.locator("#save-status")).to_have_text(re.compile("^saved"))
+        problem = page.locator("tr.criterion[data-dim=case_points][data-criterion=problem]")
+        problem.locator("button.v-not-met").click()
+        expect(problem.locator("button.v-not-met")).to_have_attribute("aria-pressed", "true")
+        expect(page.locator("#case-state")).to_have_text("started")
+        # confirm: the criteria left alone take the panel's majority, kept apart as accepted
+        page.locator("#confirm-scores").click()
+        page.wait_for_load_state("load")
+        expect(page.locator("#case-state")).to_have_text("done")
+        expect(page.locator("tr.criterion[data-origin=accepted]")).to_have_count(7 - 2)
+        page.reload()
+        expect(row.locator("button.v-met")).to_have_attribute("aria-pressed", "true")
+        expect(row.locator(".crit-evidence")).to_have_value("Allergies: penicillin.")
+        expect(problem.locator("button.v-not-met")).to_have_attribute("aria-pressed", "true")
     labels = _labels(folder, "bob")
     own = {(lb.dimension, lb.deduction_id): (lb.value, lb.evidence) for lb in labels if lb.origin == "own"}
     assert own == {("safety", "allergy"): ("met", "Allergies: penicillin."),

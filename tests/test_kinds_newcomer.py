@@ -19,7 +19,7 @@ from consensus_eval.domain.rubric import load_rubric
 from consensus_eval.execution.store import Store
 from tests.conftest import FAKE_KEY
 from tests.fake_server import FakeConfig, FakeServer
-from tests.test_review_browser import CHROMIUM, fill_scores, free_port, start_server, stop_server
+from tests.test_review_browser import CHROMIUM, fill_scores, reviewing
 
 ROOT = Path(__file__).resolve().parents[1]
 KINDS = ROOT / "tests" / "data" / "kinds"
@@ -38,39 +38,31 @@ def _panel(path: Path, name: str, url: str) -> Path:
 
 def _review_one_case(run: Path, kind: str, dims: list[str]) -> None:
     """A reviewer opens the first case of the queue and judges it with the kind's controls, then confirms."""
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     expect.set_options(timeout=30_000)
-    proc, url, _ = start_server(run, free_port(), "--reviewer", "ana")
-    base = url.split("/?")[0]
-    try:
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.goto(url)
-            page.goto(base + "/?scope=all")        # every case, whether or not the judges disagree on it
-            expect(page.locator("#queue")).to_be_visible()
-            assert not CJK.search(page.content())
-            # the ranking formula names the parts the rubric's kinds have: deductions only for deductions
-            assert ("deductions only one judge made" in page.content()) == (kind == "deductions")
-            page.goto(base + "/case/1")
-            if kind == "deductions":
-                fill_scores(page, {d: "10" for d in dims})
-            elif kind == "likert":
-                page.locator(f"#dim-{dims[0]} input.level[value='3']").click()
-                expect(page.locator(f"#dim-{dims[0]} .score-note")).to_have_text("yours, saved")
-            else:
-                page.locator("tr.criterion").first.locator("button.v-met").click()
-                expect(page.locator("#save-status")).to_have_text(re.compile("^saved"))
-            page.locator("#confirm-scores").click()
-            page.wait_for_load_state("load")           # a criteria case's page reloads with the accepted verdicts
-            expect(page.locator("#case-state")).to_have_text("done")
-            page.reload()
-            expect(page.locator("#case-state")).to_have_text("done")
-            assert not CJK.search(page.content())
-            browser.close()
-    finally:
-        stop_server(proc)
+    with reviewing(run, "ana") as (page, url, base):
+        page.goto(url)
+        page.goto(base + "/?scope=all")        # every case, whether or not the judges disagree on it
+        expect(page.locator("#queue")).to_be_visible()
+        assert not CJK.search(page.content())
+        # the ranking formula names the parts the rubric's kinds have: deductions only for deductions
+        assert ("deductions only one judge made" in page.content()) == (kind == "deductions")
+        page.goto(base + "/case/1")
+        if kind == "deductions":
+            fill_scores(page, {d: "10" for d in dims})
+        elif kind == "likert":
+            page.locator(f"#dim-{dims[0]} input.level[value='3']").click()
+            expect(page.locator(f"#dim-{dims[0]} .score-note")).to_have_text("yours, saved")
+        else:
+            page.locator("tr.criterion").first.locator("button.v-met").click()
+            expect(page.locator("#save-status")).to_have_text(re.compile("^saved"))
+        page.locator("#confirm-scores").click()
+        page.wait_for_load_state("load")           # a criteria case's page reloads with the accepted verdicts
+        expect(page.locator("#case-state")).to_have_text("done")
+        page.reload()
+        expect(page.locator("#case-state")).to_have_text("done")
+        assert not CJK.search(page.content())
 
 
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian chromium is not installed (/usr/bin/chromium)")

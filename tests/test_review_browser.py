@@ -27,7 +27,10 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -74,6 +77,23 @@ def stop_server(proc: subprocess.Popen[str]) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
+
+
+@contextmanager
+def reviewing(run_dir: Path, reviewer: str) -> Iterator[tuple[Any, str, str]]:
+    """The review server started for ``reviewer`` on ``run_dir`` (as a user starts it) and a Chromium page on
+    it: yields (page, the URL the server printed, the server's base URL); closes both after."""
+    from playwright.sync_api import sync_playwright
+
+    proc, url, _ = start_server(run_dir, free_port(), "--reviewer", reviewer)
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            yield page, url, url.split("/?")[0]
+            browser.close()
+    finally:
+        stop_server(proc)
 
 
 def fill_scores(page, scores: dict[str, str]) -> None:
