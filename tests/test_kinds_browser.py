@@ -108,8 +108,8 @@ def test_a_reviewer_toggles_criteria_with_evidence_and_the_verdicts_read_back(tm
         expect(problem.locator("button.v-not-met")).to_have_attribute("aria-pressed", "true")
         expect(page.locator("#case-state")).to_have_text("started")
         # confirm: the criteria left alone take the panel's majority, kept apart as accepted
-        page.locator("#confirm-scores").click()
-        page.wait_for_load_state("load")
+        with page.expect_navigation(wait_until="load"):     # confirming reloads the page with the accepted verdicts
+            page.locator("#confirm-scores").click()
         expect(page.locator("#case-state")).to_have_text("done")
         expect(page.locator("tr.criterion[data-origin=accepted]")).to_have_count(7 - 2)
         page.reload()
