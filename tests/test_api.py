@@ -137,4 +137,4 @@ def test_a_version_1_store_is_read_as_is_and_upgraded_by_the_next_score(tmp_path
     assert schema()[0] == "1" and "error_kind" not in schema()[1]
     resumed = evaluate(EXAMPLES, out=tmp_path / "out", n_boot=0)   # a writer upgrades it in place
     assert resumed.progress is not None and resumed.progress.skipped == 48 and resumed.progress.done == 0
-    assert schema() == ("5", schema()[1]) and "error_kind" in schema()[1]
+    assert schema() == ("6", schema()[1]) and "error_kind" in schema()[1]

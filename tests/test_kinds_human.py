@@ -289,7 +289,8 @@ def test_a_store_from_before_criterion_labels_is_widened_and_keeps_its_labels(cr
     assert "'criterion'" not in old
     db.executescript(f"""ALTER TABLE human_labels RENAME TO t; {old};
         INSERT INTO human_labels (case_id, dimension, reviewer, kind, value, labelled_at, source)
-        VALUES ('note-000', 'safety', 'carol', 'comment', NULL, 1.0, 'x'); DROP TABLE t;""")
+        VALUES ('note-000', 'safety', 'carol', 'comment', NULL, 1.0, 'x'); DROP TABLE t;
+        UPDATE meta SET value = '5' WHERE key = 'schema_version';""")
     db.commit()
     with pytest.raises(sqlite3.IntegrityError):
         db.execute("INSERT INTO human_labels (case_id, reviewer, kind, labelled_at, source) "

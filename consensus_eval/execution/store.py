@@ -63,8 +63,8 @@ from consensus_eval.domain.judgment import CallOutcome, ErrorKind
 from consensus_eval.domain.stored import StoredJudgment, stored_judgment
 from consensus_eval.domain.textio import RefusedJSON, loads_json
 
-SCHEMA_VERSION = 5  # 2: calls.error_kind; 3: human_labels; 4: batches, batch_calls; 5: human_labels.origin,
-#                    spot_checks (1 to 4 upgraded in place)
+SCHEMA_VERSION = 6  # 2: calls.error_kind; 3: human_labels; 4: batches, batch_calls; 5: human_labels.origin,
+#                    spot_checks; 6: human_labels.kind 'criterion' (1 to 5 upgraded in place)
 #: how long a writer waits for another writer's transaction before giving up (SQLite busy_timeout), seconds
 BUSY_TIMEOUT_S = 30.0
 #: the store's file name inside an output folder
@@ -495,15 +495,13 @@ class Store:
         except sqlite3.Error as e:
             raise self._open_error(e) from None
         if found == SCHEMA_VERSION:
-            if not self.read_only:
-                self._widen_label_kinds()
             return
         if found is None and not self.read_only:
             self.set_meta("schema_version", SCHEMA_VERSION)
-        elif found in (1, 2, 3, 4) and not isinstance(found, bool):
+        elif found in (1, 2, 3, 4, 5) and not isinstance(found, bool):
             # read-only: read as is (no error_kind before 2, no human_labels before 3, no batches before 4,
-            # no label origin nor spot checks before 5: read as 'own' and none); else upgraded in place (the
-            # tables added since were created by _SCHEMA on opening)
+            # no label origin nor spot checks before 5: read as 'own' and none; no criterion label before 6);
+            # else upgraded in place (the tables added since were created by _SCHEMA on opening)
             if self.read_only:
                 if found == 1:
                     self._select = ["NULL" if c == "error_kind" else c for c in _READ_COLUMNS]
