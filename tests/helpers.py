@@ -13,14 +13,15 @@ import sys
 import threading
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 
 from aiohttp import web
 
 from consensus_eval.domain.cases import Case
 from consensus_eval.domain.config import EvalConfig
 from consensus_eval.domain.rubric import Rubric
-from consensus_eval.execution.store import CallRecord, PlannedCall, Store
+from consensus_eval.domain.stored import from_judgment
+from consensus_eval.execution.store import CallRecord, PlannedCall, Store, StoredCall
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "cases.jsonl"
 
@@ -158,3 +159,22 @@ class ModeServer:
         if self._loop is not None and self._stop is not None:
             self._loop.call_soon_threadsafe(self._stop.set)
         self._thread.join(10)
+
+
+_T = TypeVar("_T")
+
+
+def all_present(values: Iterable[_T | None]) -> list[_T]:
+    """``values`` as a list, each asserted not None: for sums over stored counts a test expects set."""
+    out: list[_T] = []
+    for value in values:
+        assert value is not None
+        out.append(value)
+    return out
+
+
+def as_stored(records: Iterable[CallRecord]) -> list[StoredCall]:
+    """``records`` as :meth:`Store.calls` reads them back (a :class:`StoredCall` each, the same values): what the
+    analysis takes, for a run built in memory."""
+    return [StoredCall(**{f: getattr(r, f) for f in StoredCall.__dataclass_fields__ if f != "judgment"},
+                       judgment=None if r.judgment is None else from_judgment(r.judgment)) for r in records]

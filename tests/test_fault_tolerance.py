@@ -19,14 +19,24 @@ import signal
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from consensus_eval import api as evaluate
-from consensus_eval.execution.store import Store
+from consensus_eval.execution.store import Store, StoredCall
 from tests.conftest import ROOT
 from tests.fake_server import FakeConfig, FakeServer, spawn
-from tests.helpers import MODEL_OF, PRICE_IN, PRICE_OUT, cli_command, ok_count, write_cases, write_panel
+from tests.helpers import (
+    MODEL_OF,
+    PRICE_IN,
+    PRICE_OUT,
+    all_present,
+    cli_command,
+    ok_count,
+    write_cases,
+    write_panel,
+)
 
 N_CASES = 20
 RETRYABLE_STATUSES = {"429", "500", "503", "hang", "drop"}
@@ -39,11 +49,12 @@ def _key(model: str, case: str, dim: str) -> tuple[str, str, str]:
     return model, case, dim
 
 
-def assert_out_of_budget(rows: list, log: list[dict], max_retries: dict[str, int], max_reasks: int) -> None:
+def assert_out_of_budget(rows: list[StoredCall], log: list[dict[str, Any]], max_retries: dict[str, int],
+                         max_reasks: int) -> None:
     """Every call made exactly the HTTP requests it counted, and every failed one failed only once
     its budget was spent, by its own record and by the server's: ``max_retries`` + 1 retryable
     faults in a row on its last ask, or ``max_reasks`` + 1 replies that did not validate."""
-    requests: dict[tuple[str, str, str], list[dict]] = collections.defaultdict(list)
+    requests: dict[tuple[str, str, str], list[dict[str, Any]]] = collections.defaultdict(list)
     for e in sorted(log, key=lambda e: e["t"]):
         requests[(e["model"], e["case"], e["dim"])].append(e)
     for r in rows:
@@ -53,6 +64,7 @@ def assert_out_of_budget(rows: list, log: list[dict], max_retries: dict[str, int
             assert r.error_kind is None
             continue
         n = max_retries[r.judge] + 1
+        assert r.error is not None
         if r.error_kind == "invalid_reply":
             assert r.error.startswith(f"invalid reply, failed validation after {max_reasks + 1} attempt(s): "), r.error
             answered = [e for e in mine if e["status"] == 200]
@@ -85,8 +97,9 @@ def test_fake_server_is_deterministic_bounded_and_biased():
 
     from tests.fakellm import dimension_of
 
-    def body(model: str, case: str, extra: list | None = None, seed: int | None = None) -> dict:
-        b = {"model": model, "response_format": {"type": "json_object"},
+    def body(model: str, case: str, extra: list[dict[str, str]] | None = None,
+             seed: int | None = None) -> dict[str, Any]:
+        b: dict[str, Any] = {"model": model, "response_format": {"type": "json_object"},
              "messages": [{"role": "system", "content": "rubric ... AccuracyJudgment"},
                           {"role": "user", "content": f"【病例 {case}】 record"}, *(extra or [])]}
         if seed is not None:
@@ -95,10 +108,11 @@ def test_fake_server_is_deterministic_bounded_and_biased():
 
     client = httpx.Client(timeout=5)
 
-    def ask(url: str, b: dict) -> dict:
+    def ask(url: str, b: dict[str, Any]) -> dict[str, Any]:
         r = client.post(url + "/v1/chat/completions", json=b)
         assert r.status_code == 200, r.text
-        return json.loads(r.json()["choices"][0]["message"]["content"])
+        reply: dict[str, Any] = json.loads(r.json()["choices"][0]["message"]["content"])
+        return reply
 
     cfg = FakeConfig(seed=3, max_requests=400, max_lifetime_s=20, fault_free_after=None)
     proc, proc_url = spawn(cfg)  # the same server as a separate process (what the benchmark uses)
@@ -125,6 +139,7 @@ def test_fake_server_is_deterministic_bounded_and_biased():
     with FakeServer(FakeConfig(seed=1, max_requests=3, max_lifetime_s=20)) as c:
         for i in range(3):
             ask(c.url, body("m", f"x{i}"))
+        assert c._thread is not None
         c._thread.join(5)
         assert not c._thread.is_alive()
     client.close()
@@ -133,6 +148,7 @@ def test_fake_server_is_deterministic_bounded_and_biased():
         start = time.monotonic()
         with pytest.raises(httpx.HTTPError):
             httpx.post(d.url + "/v1/chat/completions", json=body("m", "y"), timeout=10)
+        assert d._thread is not None
         d._thread.join(5)
         assert not d._thread.is_alive() and time.monotonic() - start < 5
         assert [e["status"] for e in d.log] == ["hang"]
@@ -141,7 +157,7 @@ def test_fake_server_is_deterministic_bounded_and_biased():
 # --------------------------------------------------------------------------- fault storm
 
 
-STORM = dict(p_429=0.20, p_500=0.05, p_503=0.05, p_timeout=0.05, p_malformed=0.04, p_invalid=0.01,
+STORM: dict[str, Any] = dict(p_429=0.20, p_500=0.05, p_503=0.05, p_timeout=0.05, p_malformed=0.04, p_invalid=0.01,
              retry_after_s=0.02, hang_s=60.0, latency_ms=5.0, fault_free_after=None, max_lifetime_s=120)
 
 
@@ -163,6 +179,7 @@ def test_fault_storm_every_call_ends_ok_or_failed_and_nothing_is_lost(tmp_path, 
         start = time.monotonic()
         progress = evaluate.run(prep, tmp_path / "out").progress
         elapsed = time.monotonic() - start
+        assert progress is not None
         log = [e for e in srv.log if e["dim"]]
 
         with Store(tmp_path / "out" / "results.sqlite") as store:
@@ -189,10 +206,10 @@ def test_fault_storm_every_call_ends_ok_or_failed_and_nothing_is_lost(tmp_path, 
         assert statuses["429"] and statuses["500"] and statuses["503"] and statuses["hang"]
         assert sum(r.attempts for r in rows) == len(log)  # every HTTP attempt counted, none invisible
         served = [e for e in log if e["status"] == 200]
-        assert sum(r.prompt_tokens for r in rows) == sum(e["prompt_tokens"] for e in served)
-        assert sum(r.completion_tokens for r in rows) == sum(e["completion_tokens"] for e in served)
+        assert sum(all_present(r.prompt_tokens for r in rows)) == sum(e["prompt_tokens"] for e in served)
+        assert sum(all_present(r.completion_tokens for r in rows)) == sum(e["completion_tokens"] for e in served)
         expected_cost = sum(e["prompt_tokens"] * PRICE_IN + e["completion_tokens"] * PRICE_OUT for e in served)
-        assert sum(r.cost for r in rows) == pytest.approx(expected_cost)
+        assert sum(all_present(r.cost for r in rows)) == pytest.approx(expected_cost)
         # one valid reply per ok judgment, none for a failed one
         valid = collections.Counter((e["model"], e["case"], e["dim"]) for e in served if not e["fault"])
         for r in rows:
@@ -206,6 +223,7 @@ def test_fault_storm_every_call_ends_ok_or_failed_and_nothing_is_lost(tmp_path, 
         # --- a rerun retries the failed calls only; the stored ones are not asked again
         n_before = len(srv.log)
         again = evaluate.run(evaluate.prepare(cases, cfg), tmp_path / "out").progress
+        assert again is not None
         new = srv.log[n_before:]
         assert again.skipped == len(ok) and again.done == len(failed)
         failed_keys = {_key(MODEL_OF[r.judge], r.case_id, r.dimension) for r in failed}
@@ -218,8 +236,9 @@ def test_fault_storm_every_call_ends_ok_or_failed_and_nothing_is_lost(tmp_path, 
           f"{dict(statuses)}; {elapsed:.1f} s")
 
 
-ISSUE_12_STORM = dict(p_429=0.20, p_500=0.05, p_503=0.05, p_timeout=0.05, p_malformed=0.04, p_invalid=0.01,
-                     retry_after_s=0.02, hang_s=60.0, latency_ms=5.0, fault_free_after=None, max_lifetime_s=120)
+ISSUE_12_STORM: dict[str, Any] = dict(
+    p_429=0.20, p_500=0.05, p_503=0.05, p_timeout=0.05, p_malformed=0.04, p_invalid=0.01,
+    retry_after_s=0.02, hang_s=60.0, latency_ms=5.0, fault_free_after=None, max_lifetime_s=120)
 
 
 def test_fault_storm_fails_only_calls_that_ran_out_of_budget(tmp_path, warm_litellm):
@@ -250,6 +269,7 @@ def test_fault_storm_fails_only_calls_that_ran_out_of_budget(tmp_path, warm_lite
         start = time.monotonic()
         progress = evaluate.run(prep, tmp_path / "out").progress
         elapsed = time.monotonic() - start
+        assert progress is not None
         log = [e for e in srv.log if e["dim"]]
     with Store(tmp_path / "out" / "results.sqlite") as store:
         rows = store.calls()
@@ -280,7 +300,7 @@ def test_fault_storm_fails_only_calls_that_ran_out_of_budget(tmp_path, warm_lite
 # --------------------------------------------------------------------------- crash and resume
 
 
-def _comparable(path: Path) -> list[dict]:
+def _comparable(path: Path) -> list[dict[str, Any]]:
     rows = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()]
     for r in rows:
         r.pop("latency_s", None)
@@ -289,7 +309,8 @@ def _comparable(path: Path) -> list[dict]:
 
 def test_kill_9_and_resume_gives_the_uninterrupted_result(tmp_path, warm_litellm):
     cases = write_cases(tmp_path / "cases.jsonl")
-    server_cfg = dict(seed=11, latency_ms=60.0, latency_dist="lognormal", latency_sigma=0.3, max_lifetime_s=110)
+    server_cfg: dict[str, Any] = dict(seed=11, latency_ms=60.0, latency_dist="lognormal", latency_sigma=0.3,
+                                      max_lifetime_s=110)
 
     # the uninterrupted run (in-process: no start-up cost), on its own server with the same seed
     with FakeServer(FakeConfig(**server_cfg)) as ref_srv:
@@ -323,6 +344,7 @@ def test_kill_9_and_resume_gives_the_uninterrupted_result(tmp_path, warm_litellm
             proc.wait(10)
             kills.append((seen, ok_count(db)))
             assert proc.returncode == -signal.SIGKILL, proc.stderr.read().decode()[-2000:] if proc.stderr else ""
+            assert proc.stderr is not None
             proc.stderr.close()
         final = subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=90)
         assert final.returncode == 0, final.stderr[-3000:]
@@ -353,7 +375,7 @@ def test_kill_9_and_resume_gives_the_uninterrupted_result(tmp_path, warm_litellm
           f"judgments ({repeated} repeated: in flight at a kill)")
 
 
-def _comparable_with_hashes_of(ref: Path, out: Path) -> list[dict]:
+def _comparable_with_hashes_of(ref: Path, out: Path) -> list[dict[str, Any]]:
     """The reference rows, with request hashes mapped to the crashed run's (api_base differs)."""
     with Store(out / "results.sqlite") as b:
         mine = {(r.judge, r.case_id, r.dimension, r.run): r.request_hash for r in b.calls()}

@@ -14,6 +14,7 @@ import shutil
 import sqlite3
 import threading
 from pathlib import Path
+from typing import Any
 
 import krippendorff
 import numpy as np
@@ -33,13 +34,13 @@ from tests.test_audit import build_panel_store
 EXAMPLES = Path(__file__).parent.parent / "examples" / "cases.jsonl"
 
 
-def _cli(*args: str) -> str:
+def _cli(*args: str | Path) -> str:
     res = CliRunner().invoke(app, [str(a) for a in args], env={"COLUMNS": "200"})
     assert res.exit_code == 0, res.output
     return res.output
 
 
-def _cli_error(*args: str) -> str:
+def _cli_error(*args: str | Path) -> str:
     res = CliRunner().invoke(app, [str(a) for a in args], env={"COLUMNS": "400"})
     assert res.exit_code == 2, res.output
     assert "Traceback" not in res.output
@@ -140,13 +141,14 @@ def test_the_sheet_round_trips_whatever_excel_did(run: Path, tmp_path: Path, var
     assert len(score_rows) == 4 * 3                                            # --top 4 cases x 3 dimensions
     words = ("同意", "Disagree", "不确定") if variant != "gbk" else ("AGREE", "不同意", "Unsure")
     rows, scores, verdicts = _fill(rows, reviewer="" if variant != "gbk" else "李医生", verdicts=words)
-    kwargs = {
+    options: dict[str, dict[str, Any]] = {
         "as-exported": {},
         "gbk": {"encoding": "gbk"},
         "gb18030-semicolon-decimal-comma": {"encoding": "gb18030", "delimiter": ";", "decimal_comma": True},
         "excel-ids-trailing": {"excel_ids": True, "trailing": True},
         "utf16-tab-sorted": {"encoding": "utf-16", "delimiter": "\t"},   # Excel's "Unicode text"
-    }[variant]
+    }
+    kwargs = options[variant]
     if variant == "utf16-tab-sorted":                      # the reviewer sorted the rows: each row stands alone
         rows = sorted(rows, key=lambda r: (r["row"], r["dimension"], r["case_id"]), reverse=True)
     sheet = _write(rows, tmp_path / "filled.csv", **kwargs)
@@ -271,7 +273,7 @@ def test_the_wide_human_file_is_stored_the_same_way(run: Path, tmp_path: Path) -
         ("001", "accuracy", 38), ("001", "completeness", 33), ("001", "standardization", 24),
         ("002", "accuracy", 30), ("002", "completeness", 35), ("002", "standardization", 20)]
     # an empty categories cell: the reviewer would deduct in no category (stored, as an empty list)
-    assert sorted(lb.value for lb in labels if lb.kind == "categories") == ["", "numbers"]
+    assert sorted((lb.value for lb in labels if lb.kind == "categories"), key=str) == ["", "numbers"]
     assert {lb.reviewer for lb in labels} == {"zhang"}
     _cli("report", run)
     h = load_run(run, n_boot=0).reliability.human
@@ -376,7 +378,8 @@ def test_only_a_score_can_be_accepted() -> None:
 
 def test_upsert_one_label_per_key_and_delete(run: Path) -> None:
     with Store.open_existing(run) as store:
-        base = {"case_id": "001", "dimension": "accuracy", "deduction_id": "x#d0", "reviewer": "li", "kind": "verdict"}
+        base: dict[str, Any] = {"case_id": "001", "dimension": "accuracy", "deduction_id": "x#d0", "reviewer": "li",
+                                "kind": "verdict"}
         store.upsert_human_label(HumanLabelRecord(**base, value="agree", source="review"))
         store.upsert_human_label(HumanLabelRecord(**base, value="disagree", comment="no", source="review"))
         store.upsert_human_label(HumanLabelRecord(**{**base, "reviewer": "wang"}, value="agree", source="review"))
@@ -470,7 +473,7 @@ def test_precision_and_agreement_on_a_hand_built_panel(tmp_path: Path) -> None:
     assert h is not None and h.n_cases == 3 and h.reviewers == ["li", "wang"] and h.small_sample
     tot = h.judges["judge-a"]["total"]
     # judge-a's totals 88, 90, 99 against the human's 90, 93, 98: MAE (2 + 3 + 1) / 3, bias -4/3
-    assert (tot.n, tot.mae, tot.bias) == (3, pytest.approx(2.0), pytest.approx(-4 / 3))
+    assert tot.n == 3 and tot.mae == pytest.approx(2.0) and tot.bias == pytest.approx(-4 / 3)
     assert tot.mae_ci is not None and tot.mae_ci[0] <= 2.0 <= tot.mae_ci[1]
     assert tot.bias_ci is not None and -3 <= tot.bias_ci[0] <= -4 / 3 <= tot.bias_ci[1] <= 1
     assert h.inter_reviewer == {}                              # li gave verdicts only: nothing to compare
@@ -553,8 +556,9 @@ def test_a_label_must_fit_its_kind() -> None:
     assert HumanLabelRecord(case_id="1", dimension="accuracy", reviewer="li", kind="score", value="32.5").value == 32.5
     # without a value: the key of a label to delete (what the review app builds)
     assert HumanLabelRecord(case_id="1", dimension="accuracy", reviewer="li", kind="score").value is None
-    for bad in ({"kind": "score", "value": "abc", "dimension": "accuracy"},
-                {"kind": "verdict", "value": "maybe", "deduction_id": "x#d0"}):
+    bads: list[dict[str, Any]] = [{"kind": "score", "value": "abc", "dimension": "accuracy"},
+                                  {"kind": "verdict", "value": "maybe", "deduction_id": "x#d0"}]
+    for bad in bads:
         with pytest.raises(ValidationError):
             HumanLabelRecord(case_id="1", reviewer="li", **bad)
 

@@ -8,7 +8,9 @@ import logging
 import random
 import sqlite3
 import time
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -17,6 +19,7 @@ import respx
 from consensus_eval import api as evaluate
 from consensus_eval.domain.cases import Case
 from consensus_eval.domain.config import LLMJudgeConfig
+from consensus_eval.domain.judgment import CallOutcome
 from consensus_eval.domain.prompts import render
 from consensus_eval.execution.store import Store
 from consensus_eval.judges.llm import LLMJudge, retry_after_s
@@ -28,11 +31,12 @@ URL_B = "http://judge-b.test/v1/chat/completions"
 URL_DS = "https://api.deepseek.com/beta/chat/completions"
 
 
-def _body(request: httpx.Request) -> dict:
-    return json.loads(request.content)
+def _body(request: httpx.Request) -> dict[str, Any]:
+    body: dict[str, Any] = json.loads(request.content)
+    return body
 
 
-def honest_judge(seed: int):
+def honest_judge(seed: int) -> Callable[[httpx.Request], httpx.Response]:
     """A side effect answering every request with a valid, reproducible judgment."""
 
     def answer(request: httpx.Request) -> httpx.Response:
@@ -89,7 +93,7 @@ def test_each_mode_returns_a_typed_judgment(rubric, api_keys, mode):
 
 def test_malformed_json_then_valid_is_one_reask(rubric, api_keys):
     good = make_reply("accuracy", random.Random(2), n=1)
-    replies = iter(['{"deductions": [', good])
+    replies: Iterator[dict[str, Any] | str] = iter(['{"deductions": [', good])
     with respx.mock(using="httpx", assert_all_called=False) as mock:
         route = mock.post(URL_A).mock(
             side_effect=lambda r: httpx.Response(200, json=chat_response(_body(r), next(replies))))
@@ -283,7 +287,7 @@ def test_persistent_5xx_gives_up_after_max_retries(rubric, api_keys):
 
 def test_retry_after_parsing():
     class E(Exception):
-        def __init__(self, headers):
+        def __init__(self, headers: dict[str, str]) -> None:
             self.response = httpx.Response(429, headers=headers)
 
     assert retry_after_s(E({"Retry-After": "2"})) == 2
@@ -295,7 +299,8 @@ def test_retry_after_parsing():
 # --------------------------------------------------------------------------- the panel, end to end
 
 
-def _mock_panel(mock, seeds=(1, 2, 3)):
+def _mock_panel(mock: respx.MockRouter,
+                seeds: tuple[int, int, int] = (1, 2, 3)) -> tuple[respx.Route, respx.Route, respx.Route]:
     return (mock.post(URL_A).mock(side_effect=honest_judge(seeds[0])),
             mock.post(URL_B).mock(side_effect=honest_judge(seeds[1])),
             mock.post(URL_DS).mock(side_effect=honest_judge(seeds[2])))
@@ -309,6 +314,7 @@ def test_panel_end_to_end_and_resume(tmp_path, api_keys):
         routes = _mock_panel(mock)
         prep = evaluate.prepare(cases, cfg)
         progress = evaluate.run(prep, out).progress
+    assert progress is not None
     # 4 cases x 3 dimensions x 3 LLM judges, plus the rules judge once per case and dimension
     assert [r.call_count for r in routes] == [12, 12, 12]
     assert progress.done == 48 and progress.failed == 0
@@ -330,6 +336,7 @@ def test_panel_end_to_end_and_resume(tmp_path, api_keys):
     with respx.mock(using="httpx", assert_all_called=False) as mock:
         routes = _mock_panel(mock)
         progress = evaluate.run(evaluate.prepare(cases, cfg), out).progress
+    assert progress is not None
     assert [r.call_count for r in routes] == [0, 0, 0] and progress.done == 0 and progress.skipped == 48
 
 
@@ -376,6 +383,7 @@ def test_persistent_failure_is_recorded_and_excluded(tmp_path, api_keys):
         mock.post(URL_B).mock(side_effect=honest_judge(2))
         mock.post(URL_DS).mock(side_effect=honest_judge(3))
         progress = evaluate.run(evaluate.prepare(cases, cfg), tmp_path / "out").progress
+    assert progress is not None
     assert progress.failed == 6
     rows = [json.loads(x) for x in (tmp_path / "out" / "judgments.jsonl").read_text().splitlines()]
     failed = [r for r in rows if r["status"] == "failed"]
@@ -396,10 +404,12 @@ def test_failed_calls_are_retried_on_the_next_run(tmp_path, api_keys):
         mock.post(URL_A).mock(return_value=httpx.Response(401, json={"error": {"message": "bad key"}}))
         mock.post(URL_B).mock(side_effect=honest_judge(2))
         mock.post(URL_DS).mock(side_effect=honest_judge(3))
-        assert evaluate.run(evaluate.prepare(cases, cfg), tmp_path / "out").progress.failed == 3
+        first = evaluate.run(evaluate.prepare(cases, cfg), tmp_path / "out").progress
+        assert first is not None and first.failed == 3
     with respx.mock(using="httpx", assert_all_called=False) as mock:
         routes = _mock_panel(mock)
         progress = evaluate.run(evaluate.prepare(cases, cfg), tmp_path / "out").progress
+    assert progress is not None
     assert [r.call_count for r in routes] == [3, 0, 0] and progress.failed == 0
 
 
@@ -409,10 +419,10 @@ def test_interrupted_run_resumes_without_repeating_a_stored_call(tmp_path, api_k
     prep = evaluate.prepare(cases, cfg)
     seen: list[str] = []
 
-    def counting(seed):
+    def counting(seed: int) -> Callable[[httpx.Request], Awaitable[httpx.Response]]:
         inner = honest_judge(seed)
 
-        async def answer(r):
+        async def answer(r: httpx.Request) -> httpx.Response:
             b = _body(r)
             seen.append(f"{r.url.host}|{case_of(b)}|{dimension_of(b)}")
             await asyncio.sleep(0.002)  # a reply takes a while, as over a network: the run can be cut mid-way
@@ -420,7 +430,7 @@ def test_interrupted_run_resumes_without_repeating_a_stored_call(tmp_path, api_k
 
         return answer
 
-    async def interrupted():
+    async def interrupted() -> int:
         from consensus_eval.execution.execute import execute
 
         with Store(tmp_path / "out" / "results.sqlite") as store:
@@ -445,6 +455,7 @@ def test_interrupted_run_resumes_without_repeating_a_stored_call(tmp_path, api_k
         n_first = len(seen)
         assert 15 <= stored < 48
         progress = evaluate.run(evaluate.prepare(cases, cfg), tmp_path / "out").progress
+    assert progress is not None
     assert progress.skipped == stored and progress.done == 48 - stored
     second = seen[n_first:]
     assert not stored_keys & set(second)  # no stored judgment was asked for again
@@ -480,10 +491,10 @@ def test_concurrency_and_rpm_limits_are_respected(tmp_path, api_keys):
     peak = dict(in_flight)
     starts: list[float] = []
 
-    def slow(seed):
+    def slow(seed: int) -> Callable[[httpx.Request], Awaitable[httpx.Response]]:
         inner = honest_judge(seed)
 
-        async def answer(r):
+        async def answer(r: httpx.Request) -> httpx.Response:
             host = r.url.host
             in_flight[host] += 1
             peak[host] = max(peak[host], in_flight[host])
@@ -522,7 +533,7 @@ def test_waiting_for_the_rate_limiter_is_not_part_of_the_timeout(rubric, api_key
     d = rubric.dimension("accuracy")
     cases = [Case(id=f"c{i}", conversation="医生：你好", record="主诉：多饮3年") for i in range(3)]
 
-    async def three():
+    async def three() -> list[CallOutcome]:
         return await asyncio.gather(*(judge.judge(c, d, render(rubric, d, c)) for c in cases))
 
     with respx.mock(using="httpx", assert_all_called=False) as mock:
@@ -607,7 +618,8 @@ def test_a_key_echoed_anywhere_in_an_error_is_scrubbed_before_the_line_is_cut(ru
 
     judge = _judge(rubric)
     message = "x" * offset + f"invalid key {api_keys} given" + "y" * 400
-    error: Exception = (openai.AuthenticationError(message, response=httpx.Response(401, request=httpx.Request(
+    # openai 2.x types `response` as its httpx2.Response; the test builds an httpx one, which it reads alike
+    error: Exception = (openai.AuthenticationError(message, response=httpx.Response(401, request=httpx.Request(  # type: ignore[arg-type]
         "POST", URL_A)), body=None) if source == "provider" else RuntimeError(message))
     kind, _head, line = classify(error, judge.scrub)
     assert kind == ("authentication" if source == "provider" else "local")

@@ -12,6 +12,7 @@ import re
 import threading
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 from starlette.testclient import TestClient
@@ -23,8 +24,8 @@ from consensus_eval.analysis.human import read_labels
 from consensus_eval.domain.hosts import is_loopback
 from consensus_eval.domain.rubric import load_rubric
 from consensus_eval.domain.sections import Sections
-from consensus_eval.execution.store import HumanLabelRecord, Store
-from consensus_eval.review.app import create_app
+from consensus_eval.execution.store import HumanLabelRecord, ReviewerRole, Store
+from consensus_eval.review.app import Sessions, create_app
 from consensus_eval.review.model import (
     ActionError,
     Filters,
@@ -36,6 +37,7 @@ from consensus_eval.review.model import (
     record_blocks,
 )
 from tests.conftest import EXAMPLES, ROOT
+from tests.helpers import all_present
 
 XSS = "<script>alert('xss')</script><img src=x onerror=alert(1)>"
 
@@ -137,7 +139,7 @@ def test_actions_store_labels_under_the_reviewer(review, run_dir):
         alice = {(lb.kind, lb.dimension, lb.deduction_id): lb for lb in store.human_labels(reviewer="alice")}
         bob = store.human_labels(reviewer="bob")
     verdicts = [lb for lb in alice.values() if lb.kind == "verdict"]
-    assert sorted(lb.deduction_id for lb in verdicts) == sorted(it.ids)
+    assert sorted(all_present(lb.deduction_id for lb in verdicts)) == sorted(it.ids)
     assert {(lb.value, lb.comment) for lb in verdicts} == {("disagree", "no")}
     assert alice[("score", "accuracy", None)].value == 33
     assert alice[("comment", None, None)].comment == "looked at it"
@@ -174,11 +176,11 @@ def test_done_needs_a_score_for_every_dimension(review):
 class _NoPass(list):  # type: ignore[type-arg]
     """A list of cases that refuses to be walked through (indexing and len are allowed)."""
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
+    def __iter__(self) -> NoReturn:
         raise AssertionError("a save walked through every case of the run")
 
 
-def test_a_save_answers_from_the_reviewers_ledger_without_a_pass_over_the_run(review, run_dir):
+def test_a_save_answers_from_the_reviewers_ledger_without_a_pass_over_the_run(review: ReviewRun, run_dir: Path) -> None:
     """Progress and state after each save come from the reviewer's ledger, updated by the save: the same as
     recomputed from every label, without reading the reviewer's labels or walking the run's cases; a write by
     another connection (a sheet import, an assignment) is picked up."""
@@ -198,7 +200,7 @@ def test_a_save_answers_from_the_reviewers_ledger_without_a_pass_over_the_run(re
     cases, labels = review.queue.cases, review.store.human_labels
     review.queue.cases = _NoPass(cases)
 
-    def no_read(**kw):  # type: ignore[no-untyped-def]
+    def no_read(**kw: object) -> NoReturn:
         raise AssertionError("a save read the reviewer's labels back")
 
     review.store.human_labels = no_read                            # type: ignore[method-assign]
@@ -256,7 +258,8 @@ def test_confirming_the_panels_score_stores_it_as_accepted_not_as_the_reviewers_
     results = api.load_run(run_dir, n_boot=0)
     human = results.reliability.human
     assert human is not None and human.n_accepted == 2 and not human.accepted_included
-    assert results.review is not None and results.review.case(a.case_id).scores["alice"] == {"accuracy": 30.0}
+    assert results.review is not None and (cr := results.review.case(a.case_id)) is not None
+    assert cr.scores["alice"] == {"accuracy": 30.0}
     assert human.judges[results.judges[0]]["accuracy"].n == 1 and human.judges[results.judges[0]]["completeness"].n == 0
 
 
@@ -361,12 +364,18 @@ def test_the_sheet_is_the_audit_export_filled_in_and_reads_back(review, run_dir,
 @pytest.fixture
 def client(review):
     app, sessions = create_app(review, reviewer="alice", lang="en")
-    with TestClient(app, base_url="http://127.0.0.1:8765") as c:
-        c.sessions = sessions  # type: ignore[attr-defined]
+    with _Client(app, base_url="http://127.0.0.1:8765") as c:
+        c.sessions = sessions
         yield c
 
 
-def login(c: TestClient) -> str:
+class _Client(TestClient):
+    """A test client that carries its app's sessions (``sessions.token`` is the login link's)."""
+
+    sessions: Sessions
+
+
+def login(c: _Client) -> str:
     r = c.get(f"/?token={c.sessions.token}", follow_redirects=False)
     assert r.status_code == 303 and r.headers["location"] == "/"
     page = c.get("/")
@@ -535,7 +544,7 @@ def test_a_deduction_repeated_in_three_runs_is_one_line_and_three_verdicts(tmp_p
         items = [it for jc in view.dims[0].judges for it in jc.items]
         assert len(items) == 1 and len(items[0].ids) == 3 and "3 runs" in items[0].runs_label
         r.apply("alice", {"op": "verdict", "case": 1, "ids": items[0].ids, "verdict": "disagree"})
-        assert sorted(lb.deduction_id for lb in r.labels("alice")) == sorted(items[0].ids)
+        assert sorted(all_present(lb.deduction_id for lb in r.labels("alice"))) == sorted(items[0].ids)
         rows = list(csv.DictReader(io.StringIO(r.sheet("alice").decode("utf-8-sig"))))
         assert [row["run"] for row in rows if row["human_verdict"] == "disagree"] == ["1", "2", "3"]   # from 1
         assert r.case_view("alice", 1).dims[0].judges[0].items[0].verdict == "disagree"
@@ -584,8 +593,8 @@ def test_spot_check_cases_are_shown_apart_and_blind_until_the_reviewers_own_scor
         assert view.spot and view.blind
         assert not any(p.marks for b in view.record for p in b.parts)          # no evidence mark either
         app, sessions = create_app(ReviewRun.open(run_dir), reviewer="alice", lang="en")
-        with TestClient(app, base_url="http://127.0.0.1:8765") as c:
-            c.sessions = sessions  # type: ignore[attr-defined]
+        with _Client(app, base_url="http://127.0.0.1:8765") as c:
+            c.sessions = sessions
             login(c)
             page = html.unescape(c.get(f"/case/{rank}").text)
             judges = review.results.judges
@@ -665,8 +674,9 @@ def test_a_team_each_with_a_personal_link_labels_as_themselves_only(run_dir):
 def test_double_review_on_assigned_cases_then_adjudication_gives_the_reference(run_dir):
     done = api.spot_check(run_dir, 4, seed=2)
     spot = [r.case_id for r in done.sample]
-    keys = {n: api.add_reviewer(run_dir, n, role=r)[1] for n, r in (("li", "reviewer"), ("wang", "reviewer"),
-                                                                     ("zhao", "reviewer"), ("chen", "adjudicator"))}
+    roles: tuple[tuple[str, ReviewerRole], ...] = (("li", "reviewer"), ("wang", "reviewer"), ("zhao", "reviewer"),
+                                                   ("chen", "adjudicator"))
+    keys = {n: api.add_reviewer(run_dir, n, role=r)[1] for n, r in roles}
     plan = api.assign(run_dir, 2)
     assert set(plan) == set(spot) and all(len(v) == 2 and "chen" not in v for v in plan.values())
     load = {n: sum(n in v for v in plan.values()) for n in ("li", "wang", "zhao")}
@@ -699,13 +709,16 @@ def test_double_review_on_assigned_cases_then_adjudication_gives_the_reference(r
         review.close()
     # the reference is the human score of the validity figures; the ceiling is the reviewers' own, before it
     res = api.load_run(run_dir, n_boot=0)
+    assert res.review is not None
     cr = res.review.case(case_id)
+    assert cr is not None
     assert cr.reference == {"accuracy": 33.0, "completeness": 31.0, "standardization": 21.0, "total": 85.0}
     assert cr.human["total"] == 85.0 and cr.scores[first]["accuracy"] == 30.0 and "chen" not in cr.scores
     assert res.review.reviewers[:2] == [first, second] and "chen" not in res.review.reviewers
     v = res.reliability.validity
     assert v is not None and v.n_labelled == 1
     panel_total = next(c.total for c in res.consensus if c.case_id == case_id)
+    assert panel_total is not None
     assert v.scores["total"].raters["panel"].bias == pytest.approx(panel_total - 85)
     # the pages: the adjudicator's team page and form; a reviewer cannot open them
     review = ReviewRun.open(run_dir)
@@ -722,7 +735,9 @@ def test_double_review_on_assigned_cases_then_adjudication_gives_the_reference(r
         assert r.status_code == 303 and r.headers["location"] == "/team"
         li.get(f"/?key={keys['li']}")
         assert li.get("/team").status_code == 403 and li.get(f"/adjudicate/{rank}").status_code == 403
-    assert api.load_run(run_dir, n_boot=0).review.case(case_id).reference["accuracy"] == 34.0
+    review_after = api.load_run(run_dir, n_boot=0).review
+    assert review_after is not None and (cr := review_after.case(case_id)) is not None
+    assert cr.reference["accuracy"] == 34.0
     # the report's first screen: who reviewed, what was adjudicated
     md = (api.rebuild(run_dir, n_boot=0, lang="en"), (run_dir / "report.md").read_text(encoding="utf-8"))[1]
     assert f"Review progress: 1 of {len(res.consensus)} cases fully scored" in md and "1 adjudicated (chen)" in md
@@ -809,8 +824,8 @@ def test_a_verdict_conflict_goes_to_adjudication_and_the_reference_verdict_count
     page's adjudication list; the adjudicator sees both verdicts side by side and gives the reference verdict,
     stored apart from theirs (origin reference), which then decides the deduction in precision and validity."""
     api.spot_check(run_dir, 17, seed=1)                          # every case: the validity figures see the case
-    keys = {n: api.add_reviewer(run_dir, n, role=r)[1] for n, r in (("li", "reviewer"), ("wang", "reviewer"),
-                                                                     ("chen", "adjudicator"))}
+    roles: tuple[tuple[str, ReviewerRole], ...] = (("li", "reviewer"), ("wang", "reviewer"), ("chen", "adjudicator"))
+    keys = {n: api.add_reviewer(run_dir, n, role=r)[1] for n, r in roles}
     review = ReviewRun.open(run_dir)
     try:
         rank = next(a.rank for a in review.queue.cases if any(jv.deductions for d in a.dimensions for jv in d.judges))
@@ -843,7 +858,9 @@ def test_a_verdict_conflict_goes_to_adjudication_and_the_reference_verdict_count
     finally:
         review.close()
     after = api.load_run(run_dir, n_boot=0)
+    assert after.review is not None
     cr = after.review.case(case_id)
+    assert cr is not None
     assert cr.reference_verdicts == dict.fromkeys(item.ids, "disagree") and cr.reference == {}
     assert {i: cr.verdicts[i] for i in item.ids} == {i: {"li": "agree", "wang": "disagree"} for i in item.ids}
     assert "chen" not in after.review.reviewers and cr.adjudicators == ["chen"]
@@ -855,6 +872,7 @@ def test_a_verdict_conflict_goes_to_adjudication_and_the_reference_verdict_count
     assert (p0.agree, p0.disagree) == (n, n) and (p1.agree, p1.disagree) == (0, n)
     assert h1.n_verdicts == h0.n_verdicts - n
     # validity: the reviewers' tie decided nothing; the reference decides the deduction against the judge
+    assert before.reliability.validity is not None and after.reliability.validity is not None
     d0, d1 = before.reliability.validity.deductions, after.reliability.validity.deductions
     assert d0 is not None and d1 is not None
     assert d1.judges[item.judge].n == d0.judges[item.judge].n + 1
@@ -879,5 +897,6 @@ def test_a_verdict_conflict_goes_to_adjudication_and_the_reference_verdict_count
         r = chen.post(f"/adjudicate/{rank}", data={"csrf": csrf, conflict.key: "agree"}, follow_redirects=False)
         assert r.status_code == 303 and r.headers["location"] == "/team"
     review.close()
-    cr = api.load_run(run_dir, n_boot=0).review.case(case_id)
+    final = api.load_run(run_dir, n_boot=0).review
+    assert final is not None and (cr := final.case(case_id)) is not None
     assert cr.reference_verdicts == dict.fromkeys(item.ids, "agree")

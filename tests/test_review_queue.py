@@ -10,7 +10,9 @@ store is written except for the command-line tests; every expected figure is wor
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 from rich.console import Console
@@ -19,7 +21,7 @@ from typer.testing import CliRunner
 from consensus_eval.analysis import audit as audit_mod, consensus
 from consensus_eval.analysis.derived import derive_all, ground_all
 from consensus_eval.analysis.results import analyze
-from consensus_eval.domain.cases import Case
+from consensus_eval.domain.cases import Case, Turn
 from consensus_eval.domain.config import EvalConfig
 from consensus_eval.domain.judgment import Deduction, Judgment, PenaltyHit
 from consensus_eval.domain.rubric import Rubric, load_rubric
@@ -27,7 +29,7 @@ from consensus_eval.execution.results import StoredRun
 from consensus_eval.execution.store import CallRecord
 from consensus_eval.output.audit_console import print_audit
 from consensus_eval.output.console import print_summary
-from tests.helpers import write_store
+from tests.helpers import as_stored, write_store
 
 RUBRIC = load_rubric("medical_record")
 PANEL3 = ["judge-a", "judge-b", "judge-c"]
@@ -41,29 +43,31 @@ def _d(category: str, type_: str, points: float, evidence: str = "") -> Deductio
     return Deduction(category=category, type=type_, points=points, evidence=evidence)
 
 
-def make_run(panel: dict[tuple[str, str, str], Outcome], judges: list[str], case_ids: list[str], *,
+def make_run(panel: Mapping[tuple[str, str, str], Outcome], judges: list[str], case_ids: list[str], *,
              rubric: Rubric = RUBRIC, runs: dict[str, int] | None = None, ground: bool = False,
              record: str = RECORD, **config: object) -> StoredRun:
     """A finished run in memory. ``panel[(case, judge, dimension)]``: one Judgment (the same in every
     run), a list (one per run) or ``"failed"``; not listed: full marks. ``runs``: runs per case (1)."""
     cfg = EvalConfig.model_validate({"judges": [{"name": j, "model": f"openai/{j}"} for j in judges], **config})
-    cases = [Case(id=c, conversation=[{"role": "patient", "text": "口干"}], record=record) for c in case_ids]
+    cases = [Case(id=c, conversation=[Turn(role="patient", text="口干")], record=record) for c in case_ids]
     records = []
     for c in case_ids:
         for j in judges:
             for d in rubric.dimensions:
                 for r in range((runs or {}).get(c, 1)):
                     out = panel.get((c, j, d.id), Judgment(dimension=d.id))
-                    common = dict(request_hash=f"{c}|{j}|{d.id}|{r}", case_id=c, dimension=d.id, judge=j, run=r)
+                    common: dict[str, Any] = dict(request_hash=f"{c}|{j}|{d.id}|{r}", case_id=c, dimension=d.id,
+                                                  judge=j, run=r)
                     if out == "failed":
                         records.append(CallRecord(status="failed", error="timeout", **common))
                         continue
                     judgment = out[r] if isinstance(out, list) else out
                     assert isinstance(judgment, Judgment)
                     records.append(CallRecord(status="ok", judgment=judgment, **common))
-    return StoredRun(rubric=rubric, config=cfg, cases=cases, invalid_lines=[], records=records,
-                     scores=derive_all(rubric, records), planned=len(records), missing={},
-                     grounding=ground_all(rubric, cases, records) if ground else {})
+    stored = as_stored(records)
+    return StoredRun(rubric=rubric, config=cfg, cases=cases, invalid_lines=[], records=stored,
+                     scores=derive_all(rubric, stored), planned=len(stored), missing={},
+                     grounding=ground_all(rubric, cases, stored) if ground else {})
 
 
 def audits_of(run: StoredRun) -> list[audit_mod.CaseAudit]:
@@ -348,7 +352,7 @@ def test_the_console_prints_the_top_of_the_queue_at_2000_cases(tmp_path):
 
 
 def _write_store(folder: Path, run: StoredRun) -> Path:
-    return write_store(folder, run.rubric, run.config, run.cases, run.records)
+    return write_store(folder, run.rubric, run.config, run.cases, [r.to_record() for r in run.records])
 
 
 def test_cli_audit_of_a_single_judge_says_highest_risk(tmp_path):

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import typer
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from consensus_eval.metrics.cli import metrics_app
 from consensus_eval.metrics.tcm import (
@@ -179,7 +179,7 @@ class TestTongue:
     def test_syndrome_correlation_string_feature_is_one_value(self):
         # A: coating "黄腻" (a string), B: ["黄腻"]: one shared value of one -> kb similarity 1.0
         # simple 0 (A != B); result 0.6 * 1.0 = 0.6 (seed: set("黄腻") = {黄, 腻} vs {黄腻} -> 0.0)
-        kb = {"A": {"tongue_coating": "黄腻"}, "B": {"tongue_coating": ["黄腻"]}}
+        kb: dict[str, dict[str, str | list[str]]] = {"A": {"tongue_coating": "黄腻"}, "B": {"tongue_coating": ["黄腻"]}}
         assert calculate_tongue_syndrome_correlation(["A"], ["B"], kb) == approx(0.6)
 
 
@@ -262,7 +262,7 @@ class TestInquiry:
     def test_inquiry_completeness(self):
         # case 1: 主诉, 发病时间 filled; "" and None are not -> 2/4
         # case 2: all four -> 4/4; mean 0.75     (seed: same)
-        infos = [{"主诉": "头痛", "发病时间": "2天", "伴随症状": "", "既往史": None},
+        infos: list[dict[str, object]] = [{"主诉": "头痛", "发病时间": "2天", "伴随症状": "", "既往史": None},
                  {"主诉": "胃痛", "发病时间": "1月", "伴随症状": ["嗳气"], "既往史": "无"}]
         assert calculate_inquiry_completeness(infos, REQUIRED) == 0.75
         assert calculate_inquiry_completeness([], REQUIRED) == 0.0
@@ -450,11 +450,12 @@ class TestPrescription:
         assert calculate_dosage_rationality({"a": 10, "b": 5}, {"a": None, "b": 5}) == 1.0
         assert calculate_dosage_rationality({"a": None, "b": 5}, {"a": 10, "b": 5}) == 0.5
         # herb names normalised, pairs accepted, equal duplicates collapse: 黄芪 30 vs 30 -> 1
-        assert calculate_dosage_rationality([("黄芪　", 30), ("黄芪", 30)], {"黄芪": 30}) == 1.0
+        # (herb, dose) pairs: accepted at runtime, outside the Mapping signature
+        assert calculate_dosage_rationality([("黄芪　", 30), ("黄芪", 30)], {"黄芪": 30}) == 1.0  # type: ignore[arg-type]
         assert calculate_dosage_rationality({}, {"a": 1}) == 0.0
         assert calculate_dosage_rationality({"b": 1}, {"a": 1}) == 0.0  # no common herb
         with pytest.raises(ValueError, match="listed twice with different doses"):
-            calculate_dosage_rationality([("黄芪", 30), ("黄芪 ", 15)], {"黄芪": 30})
+            calculate_dosage_rationality([("黄芪", 30), ("黄芪 ", 15)], {"黄芪": 30})  # type: ignore[arg-type]
         with pytest.raises(ValueError, match="must not be negative"):
             normalize_dosages({"a": -1})
         with pytest.raises(ValueError, match="must be a number"):
@@ -545,7 +546,7 @@ def cli() -> typer.Typer:
     return metrics_app  # `consensus-eval metrics`, where `tcm` is a sub-command
 
 
-def run(cli: typer.Typer, *args: str):
+def run(cli: typer.Typer, *args: str | Path) -> Result:
     return CliRunner().invoke(cli, ["tcm", *map(str, args)])
 
 

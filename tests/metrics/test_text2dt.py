@@ -8,8 +8,11 @@ import importlib.util
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from fractions import Fraction
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -18,6 +21,7 @@ from consensus_eval.metrics.text2dt import (
     EMPTY_LEAF,
     Node,
     Text2DTError,
+    Text2DTResult,
     evaluate,
     load_trees,
     parse_tree,
@@ -30,8 +34,9 @@ WORKED = DATA / "worked_example"
 SPLITS = ("train", "dev", "test")
 
 
-def _load_bench():
+def _load_bench() -> ModuleType:
     spec = importlib.util.spec_from_file_location("text2dt_bench", ROOT / "bench" / "text2dt_bench.py")
+    assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -41,8 +46,9 @@ bench = _load_bench()
 
 
 @pytest.fixture(scope="module")
-def real_trees() -> list[list[dict]]:
-    return bench.load_gold_trees()
+def real_trees() -> list[list[dict[str, Any]]]:
+    trees: list[list[dict[str, Any]]] = bench.load_gold_trees()
+    return trees
 
 
 # --------------------------------------------------------------------------------------------------
@@ -53,15 +59,15 @@ def t(name: str) -> list[str]:
     return ["patient", "rel", name]
 
 
-def node(role: str, triples: list, rel: str = "null") -> dict:
+def node(role: str, triples: list[Any], rel: str = "null") -> dict[str, Any]:
     return {"role": role, "triples": triples, "logical_rel": rel}
 
 
-def empty_leaf() -> dict:
+def empty_leaf() -> dict[str, Any]:
     return node("D", [])
 
 
-def seed_empty_leaf() -> dict:
+def seed_empty_leaf() -> dict[str, Any]:
     return {"role": "", "triples": "", "logical_rel": ""}
 
 
@@ -96,7 +102,7 @@ PRED_SWAP = [node("C", [t("a")]), node("C", [t("c")]), node("D", [t("d"), t("e")
 # total 18; ratio share 5 + 2x4 + 13 = 26.
 
 # d) empty prediction.
-PRED_EMPTY: list = []
+PRED_EMPTY: list[dict[str, Any]] = []
 # not counted in the tree-accuracy / edit-distance denominators; triples 0/0/5; paths 0/0/3;
 # nodes 0/0/4; ED = every gold node alone: 3 + 3 + 3 + 4 + 2 = 15; ratio share 0 + 13 = 13.
 
@@ -122,7 +128,7 @@ HAND_CASES = {
 }
 
 
-def to_seed_spelling(tree: list[dict]) -> list[dict]:
+def to_seed_spelling(tree: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The task description's spelling: lower-case roles, empty leaves written with ''."""
     out = []
     for raw in tree:
@@ -133,7 +139,7 @@ def to_seed_spelling(tree: list[dict]) -> list[dict]:
     return out
 
 
-def exact(result) -> dict[str, Fraction | None]:
+def exact(result: Text2DTResult) -> dict[str, Fraction | None]:
     return result.metrics()
 
 
@@ -163,6 +169,7 @@ def test_worked_example_matches_the_smoothed_original_to_1e_6():
     golds = [entry["tree"] for entry in json.loads((WORKED / "gold.json").read_text())]
     baseline = bench.baseline_metrics(preds, golds)
     for name, value in evaluate(preds, golds).metrics().items():
+        assert value is not None
         assert bench.close(float(value), baseline[name]), name
 
 
@@ -189,6 +196,7 @@ def test_hand_built_perturbations(name):
     assert (score.nodes.correct, score.nodes.predicted, score.nodes.gold) == nodes
     assert score.edit_distance == distance
     assert score.edit_ratio_denominator == ratio_share
+    assert score.operations is not None
     assert sum(op["cost"] for op in score.operations) == distance
 
 
@@ -209,11 +217,13 @@ def test_hand_built_perturbations_aggregate():
     assert result.edit_ratio == Fraction(31, 47)
     baseline = bench.baseline_metrics(copy.deepcopy(preds), [copy.deepcopy(GOLD) for _ in preds])
     for name, value in result.metrics().items():
+        assert value is not None
         assert bench.close(float(value), baseline[name]), name
 
 
 def test_edit_operations_of_the_worked_example():
     result = evaluate(load_trees(WORKED / "pred.json"), load_trees(WORKED / "gold.json"), per_tree=True)
+    assert result.per_tree is not None
     first, second = result.per_tree
     ops = [(op["op"], op["position"], op.get("from"), op.get("to"), op.get("triple"))
            for op in first["edit_operations"]]
@@ -230,19 +240,24 @@ def test_edit_operations_of_the_worked_example():
 
 def test_lone_node_operations_carry_their_cost():
     score = score_pair(parse_tree(PRED_PRUNE), parse_tree(GOLD), with_operations=True)
+    assert score.operations is not None
     assert [(op["op"], op["position"], op["cost"]) for op in score.operations] == [
         ("change_role", "root.R", 1), ("insert_node", "root.R.L", 4), ("insert_node", "root.R.R", 2)]
 
 
 def test_matches_the_reimplemented_original_on_perturbed_real_trees():
     preds, golds = bench.make_workload(3000, seed=7)
-    mine = {name: float(value) for name, value in evaluate(preds, golds).metrics().items()}
+    mine: dict[str, float] = {}
+    for name, value in evaluate(preds, golds).metrics().items():
+        assert value is not None
+        mine[name] = float(value)
     assert bench.compare(mine, bench.baseline_metrics(preds, golds)) == []
 
 
 def test_edit_operations_always_sum_to_the_distance():
     preds, golds = bench.make_workload(500, seed=3)
     result = evaluate(preds, golds, per_tree=True)
+    assert result.per_tree is not None
     for row in result.per_tree:
         assert sum(op["cost"] for op in row["edit_operations"]) == row["edit_distance"]
     assert sum(row["edit_distance"] for row in result.per_tree) == result.edit_distance_sum
@@ -289,7 +304,9 @@ def test_parse_tree_structure_and_normal_form():
 def test_both_spellings_give_identical_results_on_real_trees():
     preds, golds = bench.make_workload(1000, seed=11)
     reference = evaluate(preds, golds)
-    spellings = [(to_seed_spelling, to_seed_spelling), (to_seed_spelling, list), (list, to_seed_spelling)]
+    Spelling = Callable[[list[dict[str, Any]]], list[dict[str, Any]]]
+    spellings: list[tuple[Spelling, Spelling]] = [
+        (to_seed_spelling, to_seed_spelling), (to_seed_spelling, list), (list, to_seed_spelling)]
     for pred_side, gold_side in spellings:
         result = evaluate([pred_side(p) for p in preds], [gold_side(g) for g in golds])
         assert result == reference
@@ -325,7 +342,7 @@ def test_empty_leaf_with_json_null_relation_is_the_same_leaf():
 # Malformed input
 
 
-def flip(tree: list[dict], index: int, role: str) -> list[dict]:
+def flip(tree: list[dict[str, Any]], index: int, role: str) -> list[dict[str, Any]]:
     out = copy.deepcopy(tree)
     out[index]["role"] = role
     return out
@@ -340,16 +357,17 @@ MALFORMED = {
     "sequence ends early": ([node("C", [t("a")]), node("D", [t("b")])], 0, "no right child"),
     "lone condition": ([node("C", [t("a")])], 0, "no left child"),
     "unknown role": (flip(GOLD, 3, "X"), 3, "role 'X'"),
-    "role is not a string": (flip(GOLD, 3, 1), 3, "role 1"),
+    "role is not a string": (flip(GOLD, 3, 1), 3, "role 1"),  # type: ignore[arg-type]  # bad input: role 1
     "two-element triple": ([node("D", [["a", "b"]])], 0, "not three strings"),
     "four-element triple": ([node("D", [t("a"), ["a", "b", "c", "d"]])], 0, "triple 1 is not three strings"),
     "non-string in triple": ([node("D", [["a", "b", 3]])], 0, "not three strings"),
     "triple is a string": ([node("D", ["abc"])], 0, "not three strings"),
-    "triples is not a list": ([node("D", "a b c")], 0, "'triples' must be a list"),
+    "triples is not a list": ([node("D", "a b c")], 0, "'triples' must be a list"),  # type: ignore[arg-type]  # bad input
     "empty role with triples": ([{"role": "", "triples": [t("a")], "logical_rel": ""}], 0, "empty leaf"),
     "missing field": ([{"role": "D", "triples": []}], 0, "lacks field(s) logical_rel"),
     "node is not an object": ([["D", [], "null"]], 0, "must be an object"),
-    "relation is not a string": ([node("D", [t("a")], ["and"])], 0, "'logical_rel' must be a string"),
+    "relation is not a string": ([node("D", [t("a")], ["and"])], 0,  # type: ignore[arg-type]  # bad input
+                                 "'logical_rel' must be a string"),
 }
 
 
@@ -402,14 +420,14 @@ def test_invalid_gold_always_raises():
 
 def test_on_invalid_must_be_known():
     with pytest.raises(ValueError, match="on_invalid"):
-        evaluate([GOLD], [GOLD], on_invalid="skip")
+        evaluate([GOLD], [GOLD], on_invalid="skip")  # type: ignore[arg-type]  # bad input: unknown value
 
 
 # --------------------------------------------------------------------------------------------------
 # Pairing and loading
 
 
-def with_ids(trees: list, prefix: str = "t") -> list[dict]:
+def with_ids(trees: list[Any], prefix: str = "t") -> list[dict[str, Any]]:
     return [{"id": f"{prefix}{i}", "text": "", "tree": tree} for i, tree in enumerate(trees)]
 
 
@@ -533,7 +551,7 @@ def test_cli_per_tree_file(tmp_path):
     assert {op["op"] for op in rows[0]["edit_operations"]} == {"change_logical_rel", "delete_triple", "insert_triple"}
 
 
-def write_trees(tmp_path: Path, name: str, trees: list) -> str:
+def write_trees(tmp_path: Path, name: str, trees: list[Any]) -> str:
     path = tmp_path / name
     path.write_text(json.dumps(trees, ensure_ascii=False), encoding="utf-8")
     return str(path)
