@@ -597,11 +597,6 @@ class ReviewRun:
         return {cid: {d.id: frozenset(c.id for c in (d.criteria or case.criteria or [])) for d in dims}
                 for cid, case in self.cases.items()}
 
-    @cached_property
-    def case_criteria(self) -> dict[str, list[Criterion]]:
-        """case id -> its own criteria (the cases that bring some)."""
-        return self.results.case_criteria
-
     def criteria_of(self, case_id: str, dim: Dimension) -> list[Criterion]:
         """The criteria of a criteria dimension for one case: the rubric's, else the case's own."""
         case = self.cases.get(case_id)
@@ -721,7 +716,7 @@ class ReviewRun:
             pool = mine or set(st)
             members.append(MemberProgress(n, team.get(n, "reviewer"), len(mine), sum(st.get(c) == "done" for c in pool),
                                           sum(st.get(c) == "started" for c in pool)))
-        review = build_review(labels, self.results.rubric, case_criteria=self.case_criteria) if labels else None
+        review = build_review(labels, self.results.rubric, case_criteria=self.results.case_criteria) if labels else None
         dims = self._scored_dims
         cases = []
         for a in self.queue.cases:
@@ -762,7 +757,7 @@ class ReviewRun:
 
     def _case_review(self, a: CaseAudit) -> CaseReview | None:
         labels = [lb for lb in self.all_labels() if lb.case_id == a.case_id]
-        return build_review(labels, self.results.rubric, case_criteria=self.case_criteria).case(a.case_id) \
+        return build_review(labels, self.results.rubric, case_criteria=self.results.case_criteria).case(a.case_id) \
             if labels else None
 
     def verdict_conflicts(self, rank: int) -> list[VerdictConflict]:
@@ -1000,12 +995,12 @@ class ReviewRun:
         ``reviewer``'s labels filled in; UTF-8 with a BOM."""
         labels = self.all_labels()
         review = build_review(labels, self.results.rubric, self.results.consensus,
-                              case_criteria=self.case_criteria) if labels else None
+                              case_criteria=self.results.case_criteria) if labels else None
         with tempfile.TemporaryDirectory(prefix="consensus-eval-sheet-") as tmp:
             path = write_adjudication_csv(Path(tmp) / "sheet.csv", self.queue.cases, judges=self.results.judges,
                                           review=review, reviewer=reviewer, rubric=self.results.rubric,
                                           spot_check={r.case_id for r in self.results.spot_checks},
-                                          case_criteria=self.case_criteria)
+                                          case_criteria=self.results.case_criteria)
             return path.read_bytes()
 
     # ------------------------------------------------------------------ writing
