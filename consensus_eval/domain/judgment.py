@@ -201,6 +201,17 @@ def _cached(cache: OrderedDict[Any, Any], key: Any, build: Callable[[], Any]) ->
     return hit
 
 
+#: the name of the whole-case reply model (:func:`case_response_model`)
+CASE_MODEL_NAME = "CaseJudgment"
+
+
+def _judgment_name(dim: Dimension) -> str:
+    """The name of a dimension's reply model, ``<Id>Judgment``; never the whole-case model's name, which a
+    dimension with id ``case`` would otherwise get (that one is ``CaseDimensionJudgment``)."""
+    name = f"{dim.id.title()}Judgment"
+    return f"{dim.id.title()}DimensionJudgment" if name == CASE_MODEL_NAME else name
+
+
 def criterion_ids(dimension: Dimension, case_criteria: Sequence[Criterion] | None) -> tuple[str, ...]:
     """The ids of the criteria a ``criteria`` dimension judges a case by (the rubric's own, else the
     case's; ValueError when neither has any); ``()`` for a dimension of another kind."""
@@ -217,7 +228,7 @@ def _build_likert_model(dim: Dimension) -> type[_ReplyBase]:
     levels = sorted(dim.levels)
     anchors = "; ".join(f"{k}: {dim.levels[k]}" for k in levels)
     return create_model(
-        f"{dim.id.title()}Judgment",
+        _judgment_name(dim),
         __base__=_LikertReplyBase,
         rating=(cast("TypeForm[Any]", Literal[tuple(levels)]),
                 Field(description=f"the level that fits, one of {levels} ({anchors})"[:2000])),
@@ -248,7 +259,7 @@ def _build_criteria_model(dim: Dimension, ids: tuple[str, ...]) -> type[_ReplyBa
         return self
 
     return create_model(
-        f"{dim.id.title()}Judgment",
+        _judgment_name(dim),
         __base__=_CriteriaReplyBase,
         __validators__={"_each_once": model_validator(mode="after")(_each_once)},  # type: ignore[dict-item]
         verdicts=(_list_of(verdict), Field(description=f"one verdict per criterion, each of {list(ids)} once")),
@@ -301,7 +312,7 @@ def _build_response_model(rubric: Rubric, dimension_id: str) -> type[_ReplyBase]
     else:
         fixed_penalties = (list[None], Field(default_factory=list, max_length=0))
     return create_model(
-        f"{dim.id.title()}Judgment",
+        _judgment_name(dim),
         __base__=_ReplyBase,
         deductions=(_list_of(deduction), Field(description="one item per occurrence; empty if nothing to deduct")),
         score=(float, Field(ge=0, le=dim.max, description=f"your score, 0-{dim.max:g}")),
@@ -361,7 +372,7 @@ def case_response_model(rubric: Rubric, case_criteria: Sequence[Criterion] | Non
             d.id: (response_model(rubric, d.id, case_criteria),
                    Field(description=f"the {d.id} dimension ({d.name}, {d.low:g}-{d.max:g})"))
             for d in rubric.dimensions}
-        return create_model("CaseJudgment", __base__=_CaseReplyBase, **fields)
+        return create_model(CASE_MODEL_NAME, __base__=_CaseReplyBase, **fields)
 
     model: type[_CaseReplyBase] = _cached(_CASE_MODELS, (rubric.fingerprint, ids), build)
     return model
