@@ -672,6 +672,16 @@ class ReviewRun:
     def dimensions(self) -> list[Dimension]:
         return list(self.results.rubric.dimensions)
 
+    @property
+    def done_wording(self) -> str:
+        """Which words say when a case is done (the suffix of the ``done_rule`` / ``progress_title`` texts):
+        ``""`` a score for every dimension, ``"_criteria"`` a verdict on every criterion (own or accepted),
+        ``"_mixed"`` both, for a rubric with criteria dimensions beside others."""
+        kinds = self.results.rubric.kinds
+        if "criteria" not in kinds:
+            return ""
+        return "_criteria" if kinds == {"criteria"} else "_mixed"
+
     def states(self, labels: Sequence[HumanLabelRecord]) -> dict[str, str]:
         """case id -> done | started for the cases these labels touch (of one reviewer)."""
         dims = {d.id for d in self.dimensions}
