@@ -12,6 +12,10 @@ add runs by (``consensus.flag_spread``, ``flag_star_gap`` and ``flag_level_gap``
 
 A judge's claimed score differing from the re-derived one is a fact about the judge (judge quality), not
 about the case: it never flags a case.
+
+Two reviewers' own scores send a case to adjudication by the same rule on a ``likert`` dimension (levels
+``flag_level_gap`` or more apart), and more than :data:`ADJUDICATE_GAP` points apart on another
+(:func:`reviewers_apart`).
 """
 
 from __future__ import annotations
@@ -22,6 +26,10 @@ from typing import Literal
 from pydantic import BaseModel
 
 from consensus_eval.domain.config import ConsensusConfig
+
+#: two reviewers' own scores of a dimension that is not ``likert`` further apart than this many points send the
+#: case to adjudication (:func:`reviewers_apart`)
+ADJUDICATE_GAP = 2.0
 
 #: the panel's verdict on one criterion: met by more than half of the judges that answered, not met by
 #: more than half, or ``split`` (a tie)
@@ -66,6 +74,19 @@ def majority(verdicts: Sequence[bool]) -> Majority | None:
     return "split"
 
 
+def levels_apart(gap: float, config: ConsensusConfig) -> bool:
+    """Whether two ratings of a ``likert`` dimension ``gap`` levels apart are a dispute: ``flag_level_gap`` or
+    more levels (default 2)."""
+    return gap >= config.flag_level_gap
+
+
+def reviewers_apart(kind: str, gap: float, config: ConsensusConfig) -> bool:
+    """Whether two reviewers' own scores of one dimension of ``kind``, ``gap`` apart, send the case to
+    adjudication: on a ``likert`` dimension the panel's rule (:func:`levels_apart`), on another dimension more
+    than :data:`ADJUDICATE_GAP` points."""
+    return levels_apart(gap, config) if kind == "likert" else gap > ADJUDICATE_GAP
+
+
 def disagreement(totals: Sequence[float], stars: Mapping[str, Sequence[int]], config: ConsensusConfig,
                  ratings: Mapping[str, Sequence[float]] | None = None,
                  splits: Mapping[str, int] | None = None) -> list[Flag]:
@@ -80,7 +101,7 @@ def disagreement(totals: Sequence[float], stars: Mapping[str, Sequence[int]], co
         if len(s) >= 2 and max(s) - min(s) >= config.flag_star_gap:
             flags.append(Flag(code="star_gap", value=max(s) - min(s), limit=config.flag_star_gap, dimension=d))
     for d, r in (ratings or {}).items():
-        if len(r) >= 2 and max(r) - min(r) >= config.flag_level_gap:
+        if len(r) >= 2 and levels_apart(max(r) - min(r), config):
             flags.append(Flag(code="level_gap", value=max(r) - min(r), limit=config.flag_level_gap, dimension=d))
     for d, n in (splits or {}).items():
         if n:

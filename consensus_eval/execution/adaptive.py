@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 from consensus_eval.domain.cases import Case
 from consensus_eval.domain.config import EvalConfig
-from consensus_eval.domain.flags import disagreement
+from consensus_eval.domain.flags import disagreement, levels_apart
 from consensus_eval.domain.rubric import Rubric
 from consensus_eval.domain.scoring import Deriver
 from consensus_eval.execution.execute import Progress, ProgressHook, execute
@@ -114,7 +114,7 @@ def _own_disagreement(scores: Sequence[float], rubric: Rubric, dim: str, config:
         return False
     kind = rubric.dimension(dim).kind
     if kind == "likert":
-        return max(scores) - min(scores) >= config.consensus.flag_level_gap
+        return levels_apart(max(scores) - min(scores), config.consensus)
     if kind == "criteria":
         return max(scores) != min(scores)
     a = config.adaptive

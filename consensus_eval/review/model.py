@@ -57,6 +57,8 @@ from consensus_eval.analysis.human import (
 from consensus_eval.analysis.results import Results
 from consensus_eval.api import load_run
 from consensus_eval.domain.cases import Case
+from consensus_eval.domain.config import ConsensusConfig
+from consensus_eval.domain.flags import reviewers_apart
 from consensus_eval.domain.reviewers import clean_name
 from consensus_eval.domain.rubric import Criterion, Dimension
 from consensus_eval.domain.sections import Sections, find_sections, fold_width
@@ -349,10 +351,6 @@ class Progress:
         return f"{self.done} of {self.total} done"
 
 
-#: two reviewers' own scores of a dimension further apart than this many points send the case to adjudication
-ADJUDICATE_GAP = 2.0
-
-
 @dataclass
 class MemberProgress:
     """One reviewer of the team on the QA lead's page: role, cases assigned, done and started."""
@@ -369,8 +367,9 @@ class CaseProgress:
     """One assigned or reviewed case on the QA lead's page: who reviews it and how far (``states``:
     reviewer -> done | started | todo), the widest gap between two reviewers' own scores of a dimension
     (``gap``, None below two complete reviews), the judges' deductions one reviewer agreed with and another
-    did not (``conflicts``, lines of the drill-down), whether it needs adjudication (``gap`` >
-    :data:`ADJUDICATE_GAP`, or a verdict conflict) and who adjudicated it (empty: not yet)."""
+    did not (``conflicts``, lines of the drill-down), whether it needs adjudication (two reviewers' scores
+    apart by :func:`~consensus_eval.domain.flags.reviewers_apart`, or a verdict conflict) and who adjudicated
+    it (empty: not yet)."""
 
     audit: CaseAudit
     states: dict[str, str]
@@ -483,8 +482,8 @@ def _in_conflict(review: CaseReview | None) -> bool:
     return review is not None and any({"agree", "disagree"} <= set(by.values()) for by in review.verdicts.values())
 
 
-def score_gap(review: CaseReview | None, dims: Sequence[str]) -> float | None:
-    """The widest gap between two reviewers' own scores of one dimension, over the reviewers who scored every
+def score_gaps(review: CaseReview | None, dims: Sequence[str]) -> dict[str, float] | None:
+    """Per dimension the widest gap between two reviewers' own scores, over the reviewers who scored every
     dimension (None: fewer than two of them). ``dims``: the dimensions scored as such (a criteria dimension's
     disagreements are its criteria: :func:`criterion_conflicts`)."""
     if review is None or not dims:
@@ -492,7 +491,21 @@ def score_gap(review: CaseReview | None, dims: Sequence[str]) -> float | None:
     complete = [sc for sc in review.scores.values() if all(d in sc for d in dims)]
     if len(complete) < 2:
         return None
-    return max(max(sc[d] for sc in complete) - min(sc[d] for sc in complete) for d in dims)
+    return {d: max(sc[d] for sc in complete) - min(sc[d] for sc in complete) for d in dims}
+
+
+def score_gap(review: CaseReview | None, dims: Sequence[str]) -> float | None:
+    """The widest of :func:`score_gaps` (None: fewer than two reviewers scored every dimension)."""
+    gaps = score_gaps(review, dims)
+    return max(gaps.values()) if gaps else None
+
+
+def scores_apart(review: CaseReview | None, dims: Sequence[Dimension], config: ConsensusConfig) -> bool:
+    """Whether two reviewers' own scores of some dimension of ``dims`` (those scored as such) send the case to
+    adjudication (:func:`~consensus_eval.domain.flags.reviewers_apart`: levels ``flag_level_gap`` apart on a
+    likert dimension, more than :data:`~consensus_eval.domain.flags.ADJUDICATE_GAP` points on another)."""
+    gaps = score_gaps(review, [d.id for d in dims])
+    return gaps is not None and any(reviewers_apart(d.kind, gaps[d.id], config) for d in dims)
 
 
 #: what identifies one of a reviewer's labels of a case (the store's key without reviewer and case):
@@ -728,6 +741,7 @@ class ReviewRun:
                                           sum(st.get(c) == "started" for c in pool)))
         review = build_review(labels, self.results.rubric, case_criteria=self.results.case_criteria) if labels else None
         dims = self._scored_dims
+        scored_dims = self._scored
         cases = []
         for a in self.queue.cases:
             who = assignments.get(a.case_id, [])
@@ -738,15 +752,38 @@ class ReviewRun:
             gap = score_gap(cr, dims)
             conflicts = (len(verdict_lines(a, cr)) if _in_conflict(cr) else 0) + len(criterion_conflicts(a, cr))
             cases.append(CaseProgress(a, {n: states[n].get(a.case_id, "todo") for n in dict.fromkeys([*who, *scored])},
-                                      gap, (gap is not None and gap > ADJUDICATE_GAP) or conflicts > 0,
+                                      gap, scores_apart(cr, scored_dims, self._consensus) or conflicts > 0,
                                       list(cr.adjudicators) if cr else [], conflicts))
         return members, cases
 
     @property
-    def _scored_dims(self) -> list[str]:
+    def _scored(self) -> list[Dimension]:
         """The dimensions a reviewer scores as such (not criteria dimensions: those are judged criterion by
         criterion, and adjudicated so)."""
-        return [d.id for d in self.dimensions if d.kind != "criteria"]
+        return [d for d in self.dimensions if d.kind != "criteria"]
+
+    @property
+    def _scored_dims(self) -> list[str]:
+        return [d.id for d in self._scored]
+
+    @property
+    def _consensus(self) -> ConsensusConfig:
+        return self.results.config.consensus
+
+    @property
+    def gap_wording(self) -> str:
+        """Which words say when reviewers' scores are close enough for reference scores to be optional (the
+        suffix of the ``adjudicate_scores_optional`` text): ``""`` points, ``"_levels"`` likert levels,
+        ``"_mixed"`` both."""
+        kinds = {d.kind for d in self._scored}
+        if "likert" not in kinds:
+            return ""
+        return "_levels" if kinds == {"likert"} else "_mixed"
+
+    @property
+    def level_gap(self) -> float:
+        """The config's ``flag_level_gap``: likert levels this far apart are a dispute."""
+        return self._consensus.flag_level_gap
 
     def adjudication_view(self, rank: int) -> list[AdjudicationDim]:
         """The case at ``rank`` as the adjudicator sees it: per dimension scored as such each reviewer's own
@@ -776,20 +813,20 @@ class ReviewRun:
         return verdict_lines(a, self._case_review(a))
 
     def scores_needed(self, rank: int) -> bool:
-        """Whether adjudicating the case at ``rank`` takes reference scores: its reviewers' scores are more than
-        :data:`ADJUDICATE_GAP` apart, or nothing else is to be settled (no verdict conflict)."""
+        """Whether adjudicating the case at ``rank`` takes reference scores: its reviewers' scores are apart
+        (:func:`scores_apart`), or nothing else is to be settled (no verdict conflict)."""
         a = self.case_at(rank)
         cr = self._case_review(a)
-        if not self._scored_dims:
+        if not self._scored:
             return False
-        gap = score_gap(cr, self._scored_dims)
-        return (gap is not None and gap > ADJUDICATE_GAP) or not (verdict_lines(a, cr) or criterion_conflicts(a, cr))
+        return scores_apart(cr, self._scored, self._consensus) or not (verdict_lines(a, cr)
+                                                                       or criterion_conflicts(a, cr))
 
     def adjudicate(self, adjudicator: str, rank: int, scores: Mapping[str, Any],
                    verdicts: Mapping[str, Any] | None = None, criteria: Mapping[str, Any] | None = None) -> None:
         """Store the adjudicator's decisions on the case at ``rank``, as labels of origin ``reference`` kept apart
         from the reviewers' own: a reference score of every dimension (needed when the reviewers' scores are
-        more than :data:`ADJUDICATE_GAP` apart or there is no verdict conflict; else optional, all or none),
+        apart, :func:`scores_apart`, or there is no verdict conflict; else optional, all or none),
         and a reference verdict on every deduction the reviewers' verdicts disagree on (``verdicts``: the
         conflict's :attr:`VerdictConflict.key` -> agree / disagree / unsure), stored on each of its ids; a
         reference verdict on every criterion two reviewers disagree on (``criteria``: the conflict's
@@ -800,10 +837,9 @@ class ReviewRun:
         cr = self._case_review(a)
         conflicts = verdict_lines(a, cr)
         crit_conflicts = criterion_conflicts(a, cr)
-        scored = [d for d in self.dimensions if d.kind != "criteria"]
-        gap = score_gap(cr, [d.id for d in scored])
+        scored = self._scored
         given = {k: v for k, v in scores.items() if v not in (None, "")}
-        if scored and (given or (gap is not None and gap > ADJUDICATE_GAP) or not (conflicts or crit_conflicts)):
+        if scored and (given or scores_apart(cr, scored, self._consensus) or not (conflicts or crit_conflicts)):
             for d in scored:
                 if d.id not in given:
                     raise ActionError(f"give a reference score of {d.id}")
