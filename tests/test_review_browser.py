@@ -27,18 +27,22 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pytest
 
 from consensus_eval.analysis.results import Results
 from consensus_eval.api import load_run
-from consensus_eval.execution.store import Store
+from consensus_eval.execution.store import ReviewerRole, Store
 from tests.conftest import ROOT
 from tests.test_review import score_run
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser, Dialog, Page
 
 CHROMIUM = Path("/usr/bin/chromium")
 
@@ -79,21 +83,70 @@ def stop_server(proc: subprocess.Popen[str]) -> None:
         proc.wait()
 
 
+@dataclass
+class Server:
+    """A review server a test started (:func:`serving`): its process, the URL it printed, its base URL, and
+    the seconds until it printed that URL."""
+
+    run_dir: Path
+    args: tuple[str, ...]
+    port: int
+    proc: subprocess.Popen[str]
+    url: str
+    start_s: float
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def restart(self) -> None:
+        """Ctrl-C the server and start it again on the same port (its sessions, in memory, are gone)."""
+        stop_server(self.proc)
+        self.proc, self.url, self.start_s = start_server(self.run_dir, self.port, *self.args)
+
+
 @contextmanager
-def reviewing(run_dir: Path, reviewer: str) -> Iterator[tuple[Any, str, str]]:
-    """The review server started for ``reviewer`` on ``run_dir`` (as a user starts it) and a Chromium page on
-    it: yields (page, the URL the server printed, the server's base URL); closes both after."""
+def serving(run_dir: Path, *args: str) -> Iterator[Server]:
+    """`consensus-eval review RUN_DIR --port P *args` started as a user starts it; stopped (Ctrl-C) after."""
+    port = free_port()
+    proc, url, start_s = start_server(run_dir, port, *args)
+    server = Server(run_dir, args, port, proc, url, start_s)
+    try:
+        yield server
+    finally:
+        stop_server(server.proc)
+
+
+@contextmanager
+def chromium() -> Iterator[Browser]:
+    """Debian's Chromium driven by Playwright, headless; closed after."""
     from playwright.sync_api import sync_playwright
 
-    proc, url, _ = start_server(run_dir, free_port(), "--reviewer", reviewer)
-    try:
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            yield page, url, url.split("/?")[0]
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
+        try:
+            yield browser
+        finally:
             browser.close()
-    finally:
-        stop_server(proc)
+
+
+@contextmanager
+def reviewing(run_dir: Path, reviewer: str, *args: str,
+              viewport: tuple[int, int] = (1400, 1000)) -> Iterator[tuple[Page, str, str]]:
+    """The review server started for ``reviewer`` on ``run_dir`` (as a user starts it; ``args`` more of its
+    options, e.g. ``--lang en``) and a Chromium page of ``viewport`` on it: yields (page, the URL the server
+    printed, the server's base URL); closes both after."""
+    with serving(run_dir, "--reviewer", reviewer, *args) as server, chromium() as browser:
+        page = browser.new_page(viewport={"width": viewport[0], "height": viewport[1]})
+        yield page, server.url, server.base
+
+
+def collect_dialogs(into: list[str]) -> Callable[[Dialog], None]:
+    """A page's ``dialog`` handler: the dialog's message appended to ``into``, the dialog dismissed."""
+    def on_dialog(dialog: Dialog) -> None:
+        into.append(dialog.message)
+        dialog.dismiss()
+    return on_dialog
 
 
 def fill_scores(page, scores: dict[str, str]) -> None:
@@ -115,23 +168,20 @@ def run_dir(tmp_path: Path) -> Path:
 
 
 def test_review_in_the_browser(run_dir: Path, tmp_path: Path):
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     expect.set_options(timeout=30_000)          # a shared, loaded machine: generous waits, no timing asserted
     shots = Path(os.environ.get("REVIEW_SCREENSHOTS") or tmp_path / "shots")
     shots.mkdir(parents=True, exist_ok=True)
     timings: dict[str, float] = {}
-    port = free_port()
-    proc, url, timings["server_start_s"] = start_server(run_dir, port, "--reviewer", "alice", "--lang", "en")
-    base = f"http://127.0.0.1:{port}"
     dialogs: list[str] = []
-    try:
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
+    with serving(run_dir, "--reviewer", "alice", "--lang", "en") as server:
+        url, base, timings["server_start_s"] = server.url, server.base, server.start_s
+        with chromium() as browser:
             ctx = browser.new_context(viewport={"width": 1500, "height": 950}, accept_downloads=True)
             ctx.set_default_timeout(60_000)
             page = ctx.new_page()
-            page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+            page.on("dialog", collect_dialogs(dialogs))
 
             # ---- the queue
             t = time.perf_counter()
@@ -163,7 +213,8 @@ def test_review_in_the_browser(run_dir: Path, tmp_path: Path):
             n = first.get_attribute("data-n")
             active = page.locator("mark.ev.active")
             expect(active.first).to_be_visible()
-            assert n in active.first.get_attribute("data-ev").split()
+            ev = active.first.get_attribute("data-ev")
+            assert ev is not None and n in ev.split()
             page.keyboard.press("a")
             expect(first.locator("button[data-verdict=agree]")).to_have_attribute("aria-pressed", "true")
             expect(page.locator("#save-status")).to_have_text(re.compile("^saved"))
@@ -247,7 +298,7 @@ def test_review_in_the_browser(run_dir: Path, tmp_path: Path):
             ctx_b = browser.new_context(viewport={"width": 1500, "height": 950})
             ctx_b.set_default_timeout(60_000)
             page_b = ctx_b.new_page()
-            page_b.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+            page_b.on("dialog", collect_dialogs(dialogs))
             page_b.goto(url)
             page_b.get_by_role("link", name="change").click()
             page_b.locator("#reviewer-input").fill("bob")
@@ -284,12 +335,13 @@ def test_review_in_the_browser(run_dir: Path, tmp_path: Path):
             before = len(labels(run_dir))
             act = {"op": "score", "case": 1, "dimension": "accuracy", "value": 1}
             csrf = page.locator('meta[name="csrf-token"]').get_attribute("content")
+            assert csrf is not None
             plain = {"Content-Type": "application/json"}
             for headers in (plain, {**plain, "X-CSRF-Token": "f" * 64},
                             {**plain, "X-CSRF-Token": csrf, "Origin": "http://evil.example"}):
                 assert page.request.post(base + "/api/label", data=json.dumps(act), headers=headers).status == 403
             other = ctx.new_page()                               # a page of another origin posting blind
-            other.goto(f"http://localhost:{port}/nothing-here")
+            other.goto(f"http://localhost:{server.port}/nothing-here")
             other.evaluate("""url => fetch(url, {method: 'POST', mode: 'no-cors', credentials: 'include',
                                headers: {'Content-Type': 'text/plain'}, body: '{"op":"score","case":1,'
                                + '"dimension":"accuracy","value":1}'}).catch(() => null)""", base + "/api/label")
@@ -308,10 +360,7 @@ def test_review_in_the_browser(run_dir: Path, tmp_path: Path):
             assert {r["human_verdict"] for r in rows_csv if r["row"] == "deduction"} == {
                 "agree", "disagree", "unsure", ""}
             assert any(r["human_score"] == "25" and r["case_id"] == second_case for r in rows_csv)
-            browser.close()
-    finally:
-        stop_server(proc)
-    assert proc.returncode in (0, -signal.SIGINT, 130), proc.returncode
+    assert server.proc.returncode in (0, -signal.SIGINT, 130), server.proc.returncode
 
     # ---- `report` afterwards: the human section, from the labels in the store
     res = subprocess.run([sys.executable, "-m", "consensus_eval.cli", "report", str(run_dir)], capture_output=True,
@@ -327,8 +376,7 @@ def test_review_in_the_browser(run_dir: Path, tmp_path: Path):
     added_rows = [line for line in md.splitlines() if "家族史完全缺失" in line]
     assert any(second_case in line and "家族史缺失" in line and "alice" in line for line in added_rows), added_rows
     anchor = next(a.anchor for a in load_run(run_dir, n_boot=0).audit if a.case_id == second_case)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
+    with chromium() as browser:
         report = browser.new_page()
         report.goto((run_dir / "report.html").as_uri() + "#" + anchor)
         added = report.locator("tr.drill ul.added li")
@@ -336,7 +384,6 @@ def test_review_in_the_browser(run_dir: Path, tmp_path: Path):
         expect(added).to_contain_text("alice")
         expect(added).to_contain_text("家族史完全缺失")
         expect(added).to_contain_text("家族史缺失")
-        browser.close()
 
     summary = {k: round(v, 3) for k, v in timings.items()}
     print("review timings:", json.dumps(summary))
@@ -348,7 +395,7 @@ def test_a_spot_check_case_is_blind_until_the_reviewers_own_scores(run_dir: Path
     """A random spot check drawn on the CLI; in the browser the spot-check filter lists its cases, a case
     shows no judge score or deduction until the reviewer's own scores are confirmed, then shows them; the
     scores are stored as the reviewer's own, and the report's validity section counts the case."""
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     expect.set_options(timeout=30_000)
     res = subprocess.run([sys.executable, "-m", "consensus_eval.cli", "audit", str(run_dir), "--spot-check", "4",
@@ -356,30 +403,21 @@ def test_a_spot_check_case_is_blind_until_the_reviewers_own_scores(run_dir: Path
     assert res.returncode == 0, res.stdout + res.stderr
     with Store.open_existing(run_dir, read_only=True) as store:
         spot = [r.case_id for r in store.spot_checks()]
-    port = free_port()
-    proc, url, _ = start_server(run_dir, port, "--reviewer", "alice", "--lang", "zh")
-    base = f"http://127.0.0.1:{port}"
-    try:
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
-            page = browser.new_context(viewport={"width": 1400, "height": 950}).new_page()
-            page.goto(url)
-            page.goto(base + "/?scope=spot")
-            rows = page.locator("#queue tbody tr.row")
-            expect(rows).to_have_count(4)
-            assert sorted(rows.nth(i).locator("td").nth(1).locator("a").inner_text() for i in range(4)) == sorted(spot)
-            expect(rows.first.locator(".blind-row")).to_contain_text("评分前不显示评审结果")
-            rows.first.locator("td").nth(1).locator("a").click()
-            expect(page.locator("#spot-note")).to_contain_text("请先给出您自己的各维度评分")
-            assert page.locator(".judges, article.ded, mark.ev").count() == 0
-            assert page.locator("input.score").evaluate_all("xs => xs.map(x => x.value)") == ["", "", ""]
-            fill_scores(page, {"accuracy": "31", "completeness": "30.5", "standardization": "22"})
-            page.locator("#confirm-scores").click()
-            expect(page.locator("#spot-note")).to_contain_text("现在显示评审的评分与扣分")     # reloaded, open
-            expect(page.locator(".judges").first).to_be_visible()
-            browser.close()
-    finally:
-        stop_server(proc)
+    with reviewing(run_dir, "alice", "--lang", "zh", viewport=(1400, 950)) as (page, url, base):
+        page.goto(url)
+        page.goto(base + "/?scope=spot")
+        rows = page.locator("#queue tbody tr.row")
+        expect(rows).to_have_count(4)
+        assert sorted(rows.nth(i).locator("td").nth(1).locator("a").inner_text() for i in range(4)) == sorted(spot)
+        expect(rows.first.locator(".blind-row")).to_contain_text("评分前不显示评审结果")
+        rows.first.locator("td").nth(1).locator("a").click()
+        expect(page.locator("#spot-note")).to_contain_text("请先给出您自己的各维度评分")
+        assert page.locator(".judges, article.ded, mark.ev").count() == 0
+        assert page.locator("input.score").evaluate_all("xs => xs.map(x => x.value)") == ["", "", ""]
+        fill_scores(page, {"accuracy": "31", "completeness": "30.5", "standardization": "22"})
+        page.locator("#confirm-scores").click()
+        expect(page.locator("#spot-note")).to_contain_text("现在显示评审的评分与扣分")     # reloaded, open
+        expect(page.locator(".judges").first).to_be_visible()
     mine = [lb for lb in labels(run_dir, "alice") if lb.kind == "score"]
     assert len(mine) == 3 and {lb.origin for lb in mine} == {"own"} and mine[0].case_id in spot
     res = subprocess.run([sys.executable, "-m", "consensus_eval.cli", "report", str(run_dir), "--lang", "en"],
@@ -395,76 +433,72 @@ def test_a_team_double_reviews_blind_and_an_adjudicator_settles_the_disagreement
     the adjudicator sees both on the team page, gives the reference score and the reference verdict, which
     the validity figures then use, and the report's drill-down shows. The shared token link opens nothing
     in team mode."""
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     from consensus_eval import api
 
     expect.set_options(timeout=30_000)
     api.spot_check(run_dir, 1, seed=5)
-    keys = {n: api.add_reviewer(run_dir, n, role=r)[1] for n, r in (("li", "reviewer"), ("wang", "reviewer"),
-                                                                     ("chen", "adjudicator"))}
+    roles: tuple[tuple[str, ReviewerRole], ...] = (("li", "reviewer"), ("wang", "reviewer"), ("chen", "adjudicator"))
+    keys = {n: api.add_reviewer(run_dir, n, role=r)[1] for n, r in roles}
     plan = api.assign(run_dir, 2)
     (case_id, who), = plan.items()
     assert sorted(who) == ["li", "wang"]
     verdict = {"li": "agree", "wang": "disagree"}
-    port = free_port()
-    proc, url, _ = start_server(run_dir, port, "--lang", "en")
-    base = f"http://127.0.0.1:{port}"
-    try:
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
-            assert browser.new_context().request.get(url).status == 403       # the token link is off
-            for name, acc in (("li", "30"), ("wang", "36")):
-                page = browser.new_context(viewport={"width": 1300, "height": 900}).new_page()
-                page.goto(f"{base}/?key={keys[name]}")
-                expect(page.locator("#reviewer-name")).to_have_text(name)
-                assert page.locator("a[href='/reviewer']").count() == 0       # the name is the link's
-                rows = page.locator("#queue tbody tr.row")
-                expect(rows).to_have_count(1)                                 # their assigned case only
-                rows.first.locator("td").nth(1).locator("a").click()
-                expect(page.locator("#spot-note")).to_contain_text("give your own score")
-                assert page.locator(".judges, article.ded").count() == 0      # blind
-                fill_scores(page, {"accuracy": acc, "completeness": "31", "standardization": "21"})
-                page.locator("#confirm-scores").click()
-                expect(page.locator(".judges").first).to_be_visible()        # open once scored
-                ded = page.locator("article.ded").first                       # opposite verdicts on one deduction
-                ded.locator(f"button[data-verdict={verdict[name]}]").click()
-                expect(ded.locator(f"button[data-verdict={verdict[name]}]")).to_have_attribute("aria-pressed", "true")
-                expect(page.locator("#save-status")).to_have_text(re.compile("^saved"))
-                page.context.close()
-            lead = browser.new_context(viewport={"width": 1300, "height": 900}).new_page()
-            lead.goto(f"{base}/?key={keys['chen']}")
-            lead.locator("#team-link").click()
-            row = lead.locator("#team-cases tbody tr.needs-adjudication")
-            expect(row).to_have_count(1)
-            expect(row.locator("td").nth(3)).to_have_text("6.0")
-            expect(row.locator("td.conflicts")).to_have_text("1")                # one verdict conflict
-            row.locator("a.adjudicate").click()
-            expect(lead.locator("#adjudication tbody tr").first).to_contain_text("30")
-            conflict = lead.locator("#verdict-conflicts article.conflict")
-            expect(conflict).to_have_count(1)                                    # the two verdicts side by side
-            expect(conflict).to_contain_text("li: Agree")
-            expect(conflict).to_contain_text("wang: Disagree")
-            lead.locator("input[name=score_accuracy]").fill("33")
-            lead.locator("input[name=score_completeness]").fill("31")
-            lead.locator("input[name=score_standardization]").fill("21")
-            # no reference verdict chosen yet: the form cannot be sent
-            assert conflict.locator("select").evaluate("s => s.validity.valueMissing") is True
-            conflict.locator("select").select_option("disagree")
-            lead.locator("#save-reference").click()
-            expect(lead.locator("#team-cases")).to_contain_text("adjudicated by chen")
-            conflict_ids = conflict_ids_of(run_dir, case_id)
-            browser.close()
-    finally:
-        stop_server(proc)
+    with serving(run_dir, "--lang", "en") as server, chromium() as browser:
+        url, base = server.url, server.base
+        assert browser.new_context().request.get(url).status == 403       # the token link is off
+        for name, acc in (("li", "30"), ("wang", "36")):
+            page = browser.new_context(viewport={"width": 1300, "height": 900}).new_page()
+            page.goto(f"{base}/?key={keys[name]}")
+            expect(page.locator("#reviewer-name")).to_have_text(name)
+            assert page.locator("a[href='/reviewer']").count() == 0       # the name is the link's
+            rows = page.locator("#queue tbody tr.row")
+            expect(rows).to_have_count(1)                                 # their assigned case only
+            rows.first.locator("td").nth(1).locator("a").click()
+            expect(page.locator("#spot-note")).to_contain_text("give your own score")
+            assert page.locator(".judges, article.ded").count() == 0      # blind
+            fill_scores(page, {"accuracy": acc, "completeness": "31", "standardization": "21"})
+            page.locator("#confirm-scores").click()
+            expect(page.locator(".judges").first).to_be_visible()        # open once scored
+            ded = page.locator("article.ded").first                       # opposite verdicts on one deduction
+            ded.locator(f"button[data-verdict={verdict[name]}]").click()
+            expect(ded.locator(f"button[data-verdict={verdict[name]}]")).to_have_attribute("aria-pressed", "true")
+            expect(page.locator("#save-status")).to_have_text(re.compile("^saved"))
+            page.context.close()
+        lead = browser.new_context(viewport={"width": 1300, "height": 900}).new_page()
+        lead.goto(f"{base}/?key={keys['chen']}")
+        lead.locator("#team-link").click()
+        row = lead.locator("#team-cases tbody tr.needs-adjudication")
+        expect(row).to_have_count(1)
+        expect(row.locator("td").nth(3)).to_have_text("6.0")
+        expect(row.locator("td.conflicts")).to_have_text("1")                # one verdict conflict
+        row.locator("a.adjudicate").click()
+        expect(lead.locator("#adjudication tbody tr").first).to_contain_text("30")
+        conflict = lead.locator("#verdict-conflicts article.conflict")
+        expect(conflict).to_have_count(1)                                    # the two verdicts side by side
+        expect(conflict).to_contain_text("li: Agree")
+        expect(conflict).to_contain_text("wang: Disagree")
+        lead.locator("input[name=score_accuracy]").fill("33")
+        lead.locator("input[name=score_completeness]").fill("31")
+        lead.locator("input[name=score_standardization]").fill("21")
+        # no reference verdict chosen yet: the form cannot be sent
+        assert conflict.locator("select").evaluate("s => s.validity.valueMissing") is True
+        conflict.locator("select").select_option("disagree")
+        lead.locator("#save-reference").click()
+        expect(lead.locator("#team-cases")).to_contain_text("adjudicated by chen")
+        conflict_ids = conflict_ids_of(run_dir, case_id)
     res = api.load_run(run_dir, n_boot=0)
+    assert res.review is not None
     cr = res.review.case(case_id)
+    assert cr is not None
     assert cr.human["total"] == 85.0                                             # the reference, not the mean
     assert cr.reference_verdicts == dict.fromkeys(conflict_ids, "disagree")
     v = res.reliability.validity
     assert v is not None and v.n_labelled == 1
     assert v.scores["total"].raters["panel"].n == 1
     panel_total = next(c.total for c in res.consensus if c.case_id == case_id)
+    assert panel_total is not None
     assert v.scores["total"].raters["panel"].bias == pytest.approx(panel_total - 85)    # the mean would be 84
     # the deduction the reviewers tied on is decided by the reference verdict: counted, as not deserved
     assert v.deductions is not None
@@ -473,15 +507,13 @@ def test_a_team_double_reviews_blind_and_an_adjudicator_settles_the_disagreement
     # the report's drill-down shows the reference verdict beside the reviewers'
     api.rebuild(run_dir, n_boot=0, lang="en")
     anchor = next(a.anchor for a in res.audit if a.case_id == case_id)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
+    with chromium() as browser:
         page = browser.new_page()
         page.goto((run_dir / "report.html").as_uri() + "#" + anchor)
         drill = page.locator("tr.drill")
         expect(drill.locator(".badge.rv")).to_have_count(1)
         expect(drill.locator(".badge.rv")).to_have_text("reference (chen): disagrees")
         expect(drill.locator(".badge.hv", has_text="li: agrees")).to_have_count(1)
-        browser.close()
 
 
 def conflict_ids_of(run_dir: Path, case_id: str) -> list[str]:
@@ -511,48 +543,30 @@ def test_a_tab_left_open_across_a_restart_says_so_and_keeps_the_input(run_dir: P
     """The server restarts (its sessions are in memory): the old tab's next save is refused, and the page
     says so in a banner, in the page's language (Chinese or English), keeping what was typed; nothing is
     stored from it."""
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     expect.set_options(timeout=30_000)
-    port = free_port()
-    proc, url, _ = start_server(run_dir, port, "--reviewer", "li", "--lang", lang)
-    try:
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
-            page = browser.new_context(viewport={"width": 1300, "height": 900}).new_page()
-            page.goto(url)
-            page.goto(f"http://127.0.0.1:{port}/case/1")
-            expect(page.locator("input.score").first).to_be_visible()
-            stop_server(proc)
-            proc, _, _ = start_server(run_dir, port, "--reviewer", "li", "--lang", lang)
-            box = page.locator("input.score[data-dim=accuracy]")
-            box.fill("27.5")
-            box.press("Tab")
-            banner, status = STALE[lang]
-            expect(page.locator("#stale-banner")).to_contain_text(banner)
-            expect(page.locator("#save-status")).to_contain_text(status)
-            expect(box).to_have_value("27.5")                         # what was typed stays
-            browser.close()
-    finally:
-        stop_server(proc)
+    with serving(run_dir, "--reviewer", "li", "--lang", lang) as server, chromium() as browser:
+        page = browser.new_context(viewport={"width": 1300, "height": 900}).new_page()
+        page.goto(server.url)
+        page.goto(f"{server.base}/case/1")
+        expect(page.locator("input.score").first).to_be_visible()
+        server.restart()
+        box = page.locator("input.score[data-dim=accuracy]")
+        box.fill("27.5")
+        box.press("Tab")
+        banner, status = STALE[lang]
+        expect(page.locator("#stale-banner")).to_contain_text(banner)
+        expect(page.locator("#save-status")).to_contain_text(status)
+        expect(box).to_have_value("27.5")                         # what was typed stays
     assert [lb for lb in labels(run_dir) if lb.kind == "score"] == []
 
 
 def test_the_queue_and_a_case_fit_a_phone(run_dir: Path):
     """At 390 px the queue, a case and the team page never scroll sideways (a wide table scrolls inside)."""
-    from playwright.sync_api import sync_playwright
-
-    port = free_port()
-    proc, url, _ = start_server(run_dir, port, "--reviewer", "li", "--lang", "zh")
-    try:
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
-            page = browser.new_context(viewport={"width": 390, "height": 844}).new_page()
-            page.goto(url)
-            for path in ("/?scope=all", "/case/1", "/team"):
-                page.goto(f"http://127.0.0.1:{port}{path}")
-                widths = page.evaluate("() => [document.documentElement.scrollWidth, innerWidth]")
-                assert widths[0] <= widths[1], (path, widths)
-            browser.close()
-    finally:
-        stop_server(proc)
+    with reviewing(run_dir, "li", "--lang", "zh", viewport=(390, 844)) as (page, url, base):
+        page.goto(url)
+        for path in ("/?scope=all", "/case/1", "/team"):
+            page.goto(f"{base}{path}")
+            widths = page.evaluate("() => [document.documentElement.scrollWidth, innerWidth]")
+            assert widths[0] <= widths[1], (path, widths)
