@@ -15,7 +15,8 @@ import pytest
 from pydantic import TypeAdapter
 
 from consensus_eval import _gc, api
-from consensus_eval.analysis import alpha as alpha_mod
+from consensus_eval.analysis import alpha as alpha_mod, reliability as reliability_mod
+from consensus_eval.analysis.agreement import matrix, points_taken
 from consensus_eval.analysis.alpha import bootstrap_ci, krippendorff_alpha
 from consensus_eval.analysis.audit import CaseAudit, RunGroup, audit, deductions_of, review_queue
 from consensus_eval.analysis.consensus import of_run
@@ -194,6 +195,44 @@ def test_figures_sharing_their_resamples_get_the_intervals_they_got_alone():
         shared = [bootstrap_ci(t, level, 50, seed=4) for t in tables for level in ("interval", "ordinal")]
         assert alpha_mod._draws                       # drawn once, kept for the next figure
     assert shared == alone and alpha_mod._draws is None
+
+
+@pytest.mark.parametrize(("n_boot", "n_units"), [(1000, 20_000), (65, 7), (3, 1), (130, 70_000), (200, 301)])
+def test_resamples_drawn_in_chunks_are_the_one_draw_of_the_whole_matrix(n_boot: int, n_units: int) -> None:
+    # np.random.Generator.integers draws in sequence: chunk after chunk from one generator is the same numbers
+    whole = np.random.default_rng(7).integers(0, n_units, (n_boot, n_units))
+    picks = alpha_mod._picks(7, n_boot, n_units)
+    assert picks.dtype == (np.uint16 if n_units <= 65_536 else np.uint32)
+    assert np.array_equal(picks, whole)
+
+
+def test_weights_count_each_resamples_draws() -> None:
+    picks = alpha_mod._picks(3, 203, 333)
+    counts = np.zeros((203, 333))
+    for b, row in enumerate(picks):
+        np.add.at(counts[b], row, 1)
+    assert np.array_equal(alpha_mod._weights(picks), counts)
+
+
+def test_category_matrices_are_the_means_of_points_taken(tmp_path: Path) -> None:
+    with Store.open_existing(build_big_run(tmp_path / "big", 30, 3), read_only=True) as store:
+        run = read_run(store)
+    # a second run of every third call, scored as another call was, and calls of a judge and a case not in the
+    # panel's consensus: cells of two values, and records to leave out
+    others = list(run.scores.values())
+    extra = [dataclasses.replace(r, request_hash=f"{r.request_hash}#2", run=1) for r in run.records[::3]]
+    strays = [dataclasses.replace(run.records[0], request_hash="stray-judge", judge="nobody"),
+              dataclasses.replace(run.records[1], request_hash="stray-case", case_id="nowhere")]
+    scores = {**run.scores, **{r.request_hash: others[(i * 7) % len(others)] for i, r in enumerate(extra + strays)}}
+    run = dataclasses.replace(run, records=run.records + extra + strays, scores=scores)
+    cons = of_run(dataclasses.replace(run, records=run.records[:-2]))
+    slow = points_taken(run)
+    fast = reliability_mod._points_taken(run, cons)
+    cats = [cat.id for d in run.rubric.dimensions for cat in d.categories] + ["no-such-category"]
+    for cat in cats:
+        want = matrix([[mean_or_none(slow.get((c.case_id, j, cat))) for c in cons] for j in run.judges])
+        assert np.array_equal(fast(cat), want, equal_nan=True)
+    assert sum(len(v) == 2 for v in slow.values()) > 50 and any((~np.isnan(fast(c))).any() for c in cats)
 
 
 def _audited(folder: Path) -> tuple[StoredRun, list[CaseAudit]]:

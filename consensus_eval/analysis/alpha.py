@@ -247,15 +247,12 @@ def shared_draws() -> Iterator[None]:
 
 
 def _draw(seed: int, n_boot: int, n_units: int) -> tuple[np.ndarray, Callable[[], np.ndarray]]:
-    """The resamples (``n_boot`` x ``n_units`` unit indices, seeded) and a function giving their
-    weights (:func:`_weights`, computed once), shared inside :func:`shared_draws`."""
+    """The resamples (``n_boot`` x ``n_units`` unit indices, seeded: :func:`_picks`) and a function giving
+    their weights (:func:`_weights`, computed once), shared inside :func:`shared_draws`."""
     key = (seed, n_boot, n_units)
     hit = _draws.get(key) if _draws is not None else None
     if hit is None:
-        picks = np.random.default_rng(seed).integers(0, n_units, (n_boot, n_units))
-        if n_units <= np.iinfo(np.int32).max:   # the same indices in half the memory (80 MB at 20,000 units)
-            picks = picks.astype(np.int32)
-        hit = (picks, [])
+        hit = (_picks(seed, n_boot, n_units), [])
         if _draws is not None:
             _draws.clear()
             _draws[key] = hit
@@ -269,9 +266,29 @@ def _draw(seed: int, n_boot: int, n_units: int) -> tuple[np.ndarray, Callable[[]
     return picks, weights
 
 
+def _picks(seed: int, n_boot: int, n_units: int) -> np.ndarray:
+    """``n_boot`` x ``n_units`` unit indices drawn with replacement: the rows of
+    ``np.random.default_rng(seed).integers(0, n_units, (n_boot, n_units))``, drawn :data:`BOOT_CHUNK` rows at a
+    time from that one generator (which draws in sequence: the same numbers) into the smallest unsigned integer
+    type that holds them (uint16 up to 65,536 units: 40 MB at 20,000 units x 1,000 resamples, where the whole
+    draw at once made 160 MB of int64 first)."""
+    dtype = np.uint16 if n_units <= 1 << 16 else np.uint32 if n_units <= 1 << 32 else np.int64
+    out = np.empty((n_boot, n_units), dtype=dtype)
+    rng = np.random.default_rng(seed)
+    for start in range(0, n_boot, BOOT_CHUNK):
+        k = min(BOOT_CHUNK, n_boot - start)
+        out[start:start + k] = rng.integers(0, n_units, (k, n_units))
+    return out
+
+
 def _weights(picks: np.ndarray) -> np.ndarray:
     """Resamples x units: how many times each resample (row of ``picks``) drew each unit (floats, counted
-    :data:`BOOT_CHUNK` resamples at a time: no integer copy of the whole matrix is ever made)."""
+    :data:`BOOT_CHUNK` resamples at a time: no integer copy of the whole matrix is ever made).
+
+    Floats, held whole (160 MB at 20,000 units x 1,000 resamples): the interval level's ``weights @ v`` is one
+    BLAS matrix-vector product, whose sums depend on how BLAS splits the rows between its threads; a product
+    of the same weights chunk by chunk gave other last bits for some shapes on the 2-core test machine, and the
+    intervals must stay the same bits."""
     n_boot, n_units = picks.shape
     out = np.empty((n_boot, n_units))
     for start in range(0, n_boot, BOOT_CHUNK):
@@ -320,10 +337,11 @@ def _ordinal_boot(picks: np.ndarray, weights: np.ndarray, values: np.ndarray, co
     and the expected disagreement is summed over the present values, as :func:`_by_value` does.
     """
     n_values = values.size
+    counts_f, m_f = counts.astype(float), m.astype(float)
     out: list[float] = []
     for start in range(0, picks.shape[0], BOOT_CHUNK):
-        chunk = picks[start:start + BOOT_CHUNK]
-        n_by_value = np.rint(weights[start:start + BOOT_CHUNK] @ counts.astype(float)).astype(np.int64)  # exact
+        chunk = picks[start:start + BOOT_CHUNK].astype(np.intp)
+        n_by_value = np.rint(weights[start:start + BOOT_CHUNK] @ counts_f).astype(np.int64)  # exact
         deltas = np.zeros((len(chunk), n_values * n_values))
         expected: list[float | None] = []
         for b, n_c in enumerate(n_by_value):
@@ -337,10 +355,10 @@ def _ordinal_boot(picks: np.ndarray, weights: np.ndarray, values: np.ndarray, co
             block = (cum_full[keep][:, None] - cum_full[keep][None, :]) ** 2
             expected.append(float((c[:, None] * c[None, :] * block).sum()))
             deltas[b] = ((cum_full[:, None] - cum_full[None, :]) ** 2).ravel()
-        per_unit = (pairs @ deltas.T).T                     # resamples x units, exact
-        drawn = np.take_along_axis(per_unit, chunk, axis=1) / (m[chunk] - 1)
-        observed = drawn.sum(axis=1)
-        n = m[chunk].sum(axis=1)
+        # resamples x units, exact (any order of the sums), each unit's divided by its m - 1 before it is drawn
+        per_unit = (deltas @ pairs.T) / (m - 1)
+        observed = np.take_along_axis(per_unit, chunk, axis=1).sum(axis=1)
+        n = np.rint(weights[start:start + BOOT_CHUNK] @ m_f).astype(np.int64)  # the ratings drawn: exact
         for b, de in enumerate(expected):
             if de is not None and de > 0:
                 out.append(float(1.0 - observed[b] * (n[b] - 1) / de))
