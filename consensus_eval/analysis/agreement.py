@@ -308,7 +308,8 @@ class HumanAgreement(BaseModel):
       of their verdicts on the deductions two or more of them judged (None when there are none);
     - ``category_jaccard``: per judge, the mean over labelled cases of the Jaccard similarity of the
       categories it deducted in and the human's (two empty sets agree: 1); ``category_jaccard_seed``:
-      the same under seed 001's 9.2 rule (a case where either side is empty scores 0), for comparison.
+      the same by the stricter rule of the project's first specification, whose name it keeps (a case
+      where either side is empty scores 0), for comparison.
     """
 
     n_cases: int

@@ -1,4 +1,4 @@
-"""Random spot checks (seed 000, quality control step 4: 随机抽查): a random sample of cases for clinicians
+"""Random spot checks (随机抽查): a random sample of cases for clinicians
 to score, so that judge-versus-clinician figures are measured on cases chosen by chance, not on the
 cases the judges disagreed on most (the review queue), which are the hardest and would bias every figure.
 

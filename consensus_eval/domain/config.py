@@ -366,7 +366,7 @@ class ConsensusConfig(BaseModel):
     flag_spread: Annotated[float, Field(ge=0)] = 10.0
     flag_star_gap: Annotated[int, Field(ge=1)] = 2
     #: flag a case when judges' ratings of a ``likert`` dimension differ by this many levels or more (left out
-    #: of dumps at its default, so a run's stored config is what it was before rubric kinds)
+    #: of dumps at its default: a config that does not set it is stored as one without the field)
     flag_level_gap: Annotated[float, Field(gt=0, exclude_if=lambda v: v == 2)] = 2
 
     @field_validator("aggregate")

@@ -32,9 +32,8 @@ after it was released gives its slot/turn back to the next in line.
   cut is not news), and each success while the limit is in use raises it by ``1 / ceiling`` (additive:
   +1 per round trip of successes). A ceiling that climbs back to the Little's-law target is lifted.
   With no rate known there is no target: the ceiling starts at :data:`INITIAL_CONCURRENCY` and, until
-  the first 429, grows by 1 per success (slow start: doubling per round trip). 0.9 rather than TCP's
-  0.5: a provider's per-minute window reacts late (against a simulated sliding 60 s hidden limit 0.7
-  sustained 0.78 of the limit, 0.8 0.86, 0.9 0.89-0.90).
+  the first 429, grows by 1 per success (slow start: doubling per round trip). The decrease is 0.9, not
+  TCP's 0.5: a provider's per-minute window reacts late (docs/design/pacing.md).
 - **A learned rate** when no rate is known (providers count most hidden limits per minute): the first
   429 ends the slow start and sets the rate to :data:`LEARN_MARGIN` x the requests the provider
   accepted (sent and not answered 429, :class:`SendLog`) in the last :data:`RATE_WINDOW_S` s (or
@@ -44,15 +43,10 @@ after it was released gives its slot/turn back to the next in line.
   grows by :data:`RATE_STEP` of itself per round trip, twice as fast after each window without a 429
   (up to :data:`PROBE_MAX`). A later 429 with the window nearly full (:data:`WINDOW_FULL`) sets it
   again from what was accepted; one with the window not full is a limit on requests in flight: it cuts
-  the ceiling instead (AIMD as above). Against the simulated sliding 60 s limit (300/min, median
-  latency 8 s, one hour) the accepted rate is 0.95 of the limit over the hour and 0.93 in its first ten
-  minutes (0.875 and 0.69 before), with 0.2 % of requests answered 429 (``bench/pacing_bench.py
-  --part hiddensim``; bench/README.md). The rate grows only while the window is full to
-  :data:`GROW_FULL` (waiters at its spacer are no sign: the judge layer sends in bunches; and a rate
-  that grew while another limit held the requests back would be above what a 429 re-learns). The
-  cost: against a limit on requests in flight the learned rate and the ceiling both hold requests
-  back (simulated, 20 in flight at 1 s: 0.78-0.81 of its throughput against 0.90-0.93 before, with
-  0.1 % of requests answered 429 against 2.2 %).
+  the ceiling instead (AIMD as above). The rate grows only while the window is full to
+  :data:`GROW_FULL`. Against a limit on requests in flight the learned rate and the ceiling both hold
+  requests back: such a provider is served below its throughput, with few 429s. Why these rules, and
+  what they give against simulated providers: docs/design/pacing.md.
 - **cap**: ``max_concurrency`` (default 256 for an LLM judge): what one client keeps open.
 
 :meth:`Pacing.report` says, per judge, what limited it (:class:`PacingReport`).
