@@ -173,11 +173,11 @@ question about exactly one topic answered ``有/对/是/嗯`` counts as the pati
 
 Deduplication: one deduction per (type, evidence span); absence findings per (type, reason).
 
-Cost: time linear in the case's length (about 3 s for a 1 MB record with a 1 MB conversation;
-``bench/rules_bench.py``), also for clauses or turns with no punctuation and long runs of digits. What a
-check looks up for each mention is found once per text (clause and sentence delimiters, the turn at a
-position, each turn's clauses: ``document.Doc``), searches that several mentions of one clause would
-repeat are answered once or incrementally, and values are compared through sorted lists.
+Cost: time linear in the case's length (figures: bench/README.md, "Rules judge: time per KB"), also for
+clauses or turns with no punctuation and long runs of digits. What a check looks up for each mention is
+found once per text (clause and sentence delimiters, the turn at a position, each turn's clauses:
+``document.Doc``), searches that several mentions of one clause would repeat are answered once or
+incrementally, and values are compared through sorted lists.
 
 Where each part lives (each module's docstring repeats the paragraphs of the checks it implements):
 
