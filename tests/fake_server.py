@@ -66,7 +66,7 @@ import threading
 import time
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TextIO
 
 from aiohttp import web
 
@@ -244,7 +244,8 @@ def _text(m: dict[str, Any]) -> str:
 
 
 def run_marker(body: dict[str, Any], headers: Any) -> str:
-    meta = body.get("metadata") if isinstance(body.get("metadata"), dict) else {}
+    metadata = body.get("metadata")
+    meta: dict[str, Any] = metadata if isinstance(metadata, dict) else {}
     for v in (body.get("seed"), body.get("user"), meta.get("run"), headers.get("X-Run")):
         if v is not None:
             return str(v)
@@ -320,7 +321,7 @@ class FakeServer:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
-        self._log_fh = None
+        self._log_fh: TextIO | None = None
         self.error: BaseException | None = None
 
     @property
@@ -611,7 +612,8 @@ class FakeServer:
 
     # ------------------------------------------------------------------ helpers for tests
 
-    def requests_for(self, *, model: str | None = None, case: str | None = None, dim: str | None = None) -> list[dict]:
+    def requests_for(self, *, model: str | None = None, case: str | None = None,
+                     dim: str | None = None) -> list[dict[str, Any]]:
         return [e for e in list(self.log) if (model is None or e["model"] == model)
                 and (case is None or e["case"] == case) and (dim is None or e["dim"] == dim)]
 
@@ -931,7 +933,8 @@ def main(argv: list[str] | None = None) -> None:
     asyncio.run(run())
 
 
-def spawn(cfg: FakeConfig, *, timeout: float = 20.0, cwd: str | Path | None = None) -> tuple[subprocess.Popen, str]:
+def spawn(cfg: FakeConfig, *, timeout: float = 20.0,
+          cwd: str | Path | None = None) -> tuple[subprocess.Popen[str], str]:
     """Start the server as a separate process; returns ``(process, base_url)`` once it listens."""
     args = [sys.executable, "-m", "tests.fake_server", "--port", "0"]
     for f in fields(FakeConfig):

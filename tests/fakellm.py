@@ -16,7 +16,7 @@ from typing import Any
 DIMENSIONS = ("accuracy", "completeness", "standardization")
 
 # A few valid deductions per dimension (category id, type id, points) to build varied judgments.
-CANDIDATES: dict[str, list[tuple[str, str, float | None]]] = {
+CANDIDATES: dict[str, list[tuple[str, str, float]]] = {
     "accuracy": [("numbers", "value_error", 2), ("drugs", "dose_error", 2), ("timeline", "time_error", 2),
                  ("diagnosis", "diagnosis_missing", 2), ("course", "fact_error", 2), ("numbers", "value_missing", 1.5)],
     "completeness": [("chief_complaint", "cc_duration_missing", 3), ("present_illness", "pi_recent_missing", 4),
@@ -166,7 +166,8 @@ def request_schema(request: dict[str, Any]) -> dict[str, Any] | None:
         return schema if isinstance(schema, dict) else None
     fmt = request.get("response_format") or {}
     if isinstance(fmt.get("json_schema"), dict) and isinstance(fmt["json_schema"].get("schema"), dict):
-        return fmt["json_schema"]["schema"]
+        found: dict[str, Any] = fmt["json_schema"]["schema"]
+        return found
     decoder = json.JSONDecoder()
     for m in request.get("messages", []):
         content = m.get("content")
@@ -213,7 +214,9 @@ def _deductions_reply(schema: dict[str, Any], node: dict[str, Any], rng: random.
     types = _TYPE_HELP.findall(deduction["properties"]["type"].get("description", ""))
     n = max(0, round((1 - quality) * 3 + bias + rng.gauss(0, 0.6))) if types else 0
     picks = [rng.choice(types) for _ in range(n)]
-    top = float(_SCORE_MAX.search(props["score"].get("description", "0-0")).group(1))
+    score_max = _SCORE_MAX.search(props["score"].get("description", "0-0"))
+    assert score_max is not None
+    top = float(score_max.group(1))
     return {"deductions": [{"category": c, "type": t, "points": float(low), "evidence": evidence, "reason": "fake"}
                            for t, c, low, _ in picks],
             "fixed_penalties": [], "score": top, "stars": 5, "comment": "fake"}

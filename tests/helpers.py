@@ -11,7 +11,7 @@ import json
 import sqlite3
 import sys
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Self, TypeVar
 
@@ -164,6 +164,12 @@ class ModeServer:
 _T = TypeVar("_T")
 
 
+def present(value: _T | None) -> _T:
+    """``value``, asserted not None: a count or score a test expects set."""
+    assert value is not None
+    return value
+
+
 def all_present(values: Iterable[_T | None]) -> list[_T]:
     """``values`` as a list, each asserted not None: for sums over stored counts a test expects set."""
     out: list[_T] = []
@@ -178,3 +184,11 @@ def as_stored(records: Iterable[CallRecord]) -> list[StoredCall]:
     analysis takes, for a run built in memory."""
     return [StoredCall(**{f: getattr(r, f) for f in StoredCall.__dataclass_fields__ if f != "judgment"},
                        judgment=None if r.judgment is None else from_judgment(r.judgment)) for r in records]
+
+
+_K = TypeVar("_K")
+
+
+def all_present_values(mapping: Mapping[_K, _T | None]) -> dict[_K, _T]:
+    """``mapping`` as a dict, each value asserted not None."""
+    return dict(zip(mapping, all_present(mapping.values()), strict=True))

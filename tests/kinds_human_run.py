@@ -16,7 +16,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from consensus_eval.domain.cases import Case
+from consensus_eval.domain.cases import Case, Turn
 from consensus_eval.domain.config import EvalConfig
 from consensus_eval.domain.judgment import CriterionVerdict, Judgment
 from consensus_eval.domain.rubric import Criterion, Rubric, load_rubric
@@ -41,9 +41,9 @@ def kinds_cases(n: int, seed: int = 0, *, per_case: bool = False) -> list[Case]:
         drug, dose = _DRUGS[i % len(_DRUGS)]
         problem = _PROBLEMS[(i * 3) % len(_PROBLEMS)]
         days = rng.randrange(2, 15)
-        conv = [{"role": "doctor", "text": "What brought you in? Any allergies?"},
-                {"role": "patient", "text": f"I came in with {problem}. I am allergic to penicillin."},
-                {"role": "doctor", "text": f"Keep taking {drug} {dose}, and come back in {days} days."}]
+        conv = [Turn(role="doctor", text="What brought you in? Any allergies?"),
+                Turn(role="patient", text=f"I came in with {problem}. I am allergic to penicillin."),
+                Turn(role="doctor", text=f"Keep taking {drug} {dose}, and come back in {days} days.")]
         record = (f"Reason for admission: {problem}.\nAllergies: penicillin.\nMedications: {drug} {dose}.\n"
                   f"Plan: follow-up in {days} days.")
         crit = None

@@ -9,11 +9,13 @@ from pathlib import Path
 import pytest
 
 from consensus_eval import InputError, api
+from consensus_eval.analysis.results import Results
 from consensus_eval.domain.config import EvalConfig
 from consensus_eval.execution.adaptive import JudgeRuns, decide
+from consensus_eval.execution.execute import Progress
 from consensus_eval.execution.store import STORE_NAME, Store
 from tests.fake_server import FakeConfig, FakeServer
-from tests.helpers import write_cases
+from tests.helpers import as_stored, write_cases
 
 DIMS = ("accuracy", "completeness", "standardization")
 PANEL = {"judges": [{"name": "a", "model": "openai/x"}, {"name": "b", "model": "openai/y"}],
@@ -160,18 +162,19 @@ def test_dry_run_is_a_range_from_one_run_to_max_runs(tmp_path):
     prep = api.prepare(cases, write_config(tmp_path / "c.yaml", "http://127.0.0.1:9", cascade=True))
     est = {e.judge: e for e in api.dry_run(prep)}
     for j in ("judge-a", "judge-b"):
-        assert est[j].calls == 4 * 3 and est[j].upper is not None and est[j].upper.calls == 4 * 3 * 3
-        assert est[j].upper.cost is not None and est[j].cost is not None and est[j].upper.cost > est[j].cost
+        e = est[j]
+        assert e.calls == 4 * 3 and e.upper is not None and e.upper.calls == 4 * 3 * 3
+        assert e.upper.cost is not None and e.cost is not None and e.upper.cost > e.cost
     assert est["judge-c"].calls == 0 and est["judge-c"].upper is not None and est["judge-c"].upper.calls == 4 * 3 * 3
 
 
 def test_adaptive_run_grows_in_rounds_and_resumes_to_the_same_plan(tmp_path):
     cases = write_cases(tmp_path / "cases.jsonl", n=6)
 
-    async def go(out: Path, stop_after: int | None, url: str) -> api.Results:
+    async def go(out: Path, stop_after: int | None, url: str) -> Results:
         stop = asyncio.Event()
 
-        def hook(p: api.Progress) -> None:  # type: ignore[name-defined]
+        def hook(p: Progress) -> None:
             if stop_after is not None and p.done >= stop_after:
                 stop.set()
 
@@ -275,8 +278,8 @@ def test_grow_decides_from_stored_records_and_waits_for_a_case_with_a_call_not_s
     # case k0: a finds nothing, b takes 8 (accuracy) + 4 (completeness): totals 12 apart > flag_spread 10
     # case k1: both agree, but b's standardization call is not stored yet: the case waits
     waiting = ("k1", "b", "standardization")
-    records = [stored(x, 6 if x.planned.judge == "b" and x.planned.case_id == "k0" else 0) for x in first
-               if (x.planned.case_id, x.planned.judge, x.planned.dimension) != waiting]
+    records = as_stored([stored(x, 6 if x.planned.judge == "b" and x.planned.case_id == "k0" else 0) for x in first
+                         if (x.planned.case_id, x.planned.judge, x.planned.dimension) != waiting])
     added = grow(first, records, rubric, c, judges)
     assert {(x.planned.case_id, x.planned.judge, x.planned.dimension, x.planned.run) for x in added} == {
         ("k0", j, d, 1) for j in "ab" for d in DIMS}

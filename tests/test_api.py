@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -64,16 +65,16 @@ def test_report_and_audit_read_the_store_once(tmp_path, counted):
         assert seen == {"store opened": 1, "calls read": 1, "derived": _distinct_inputs(tmp_path / "out")}, command
 
 
-def _distinct_inputs(folder):
+def _distinct_inputs(folder: Path) -> int:
     """How many distinct scoring inputs (dimension, deductions, fixed penalties, claims) the run's calls have."""
     from consensus_eval.execution.store import Store
 
     with Store.open_existing(folder, read_only=True) as store:
-        calls = [c for c in store.calls() if c.judgment is not None]
+        calls = [(c.dimension, c.judgment) for c in store.calls() if c.judgment is not None]
     assert len(calls) == 48
-    return len({(c.dimension, tuple((d.category, d.type, d.points) for d in c.judgment.deductions),
-                 tuple(p.id for p in c.judgment.fixed_penalties), c.judgment.claimed_score, c.judgment.claimed_stars)
-                for c in calls})
+    return len({(dim, tuple((d.category, d.type, d.points) for d in j.deductions),
+                 tuple(p.id for p in j.fixed_penalties), j.claimed_score, j.claimed_stars)
+                for dim, j in calls})
 
 
 def test_load_run_returns_typed_results(tmp_path):

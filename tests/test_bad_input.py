@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -20,7 +21,7 @@ from consensus_eval import api as evaluate
 from consensus_eval.cli import app
 from consensus_eval.execution.store import Store
 from tests.fake_server import FakeConfig, FakeServer
-from tests.helpers import MODEL_OF, write_cases, write_panel
+from tests.helpers import MODEL_OF, present, write_cases, write_panel
 
 CONTEXT_CHARS = 20_000  # the fake judges' context window; normal prompts are 3-8k characters
 
@@ -38,6 +39,7 @@ def test_record_beyond_the_context_window_fails_that_call_with_a_clear_reason(tm
         progress = evaluate.run(evaluate.prepare(cases, cfg), tmp_path / "out").progress
         log = [e for e in srv.log if e["dim"]]
 
+    assert progress is not None
     assert progress.done == 18 and progress.failed == 6  # the huge case's 3 dimensions x 2 judges
     with Store(tmp_path / "out" / "results.sqlite") as store:
         rows = store.calls()
@@ -45,6 +47,7 @@ def test_record_beyond_the_context_window_fails_that_call_with_a_clear_reason(tm
         if r.case_id == huge["id"]:
             assert r.status == "failed" and r.judgment is None and r.attempts == 1
             assert r.error_kind == "bad_request", r.error
+            assert r.error is not None
             assert r.error.startswith("bad request (400, context window exceeded), not retried: "
                                       "ContextWindowExceededError 400"), r.error
             assert "maximum context length" in r.error
@@ -66,7 +69,7 @@ def test_record_beyond_the_context_window_fails_that_call_with_a_clear_reason(tm
     assert all(cons[c]["status"] == "ok" for c in cons if c != huge["id"])
 
 
-def _snapshot(out: Path) -> dict:
+def _snapshot(out: Path) -> dict[str, Any]:
     """What a later bad run must not change: every table of the store, and the output files."""
     con = sqlite3.connect(out / "results.sqlite")
     con.row_factory = sqlite3.Row
@@ -117,7 +120,7 @@ def test_a_broken_cases_file_on_rerun_loses_nothing_already_stored(tmp_path):
     assert len(rows) == 30 and set(old) <= set(rows)
     for h, rec in old.items():
         assert rows[h].status == "ok" and rows[h].finished_at == rec["finished_at"]
-        assert rows[h].judgment.to_judgment().model_dump_json() == rec["judgment"]
+        assert present(rows[h].judgment).to_judgment().model_dump_json() == rec["judgment"]
     judged = [json.loads(x) for x in (out / "judgments.jsonl").read_text(encoding="utf-8").splitlines()]
     assert {r["case_id"] for r in judged} == {f"ft-{i:03d}" for i in range(5)}
     assert {r["judge"] for r in judged} == set(MODEL_OF) and all(r["status"] == "ok" for r in judged)
@@ -143,4 +146,5 @@ def test_context_error_message_names_the_limit(tmp_path, mode):
         out = asyncio.run(judge.judge(case, d, render(rubric, d, case)))
         assert len(srv.log) == 1
     assert out.status == "failed" and out.attempts == 1
+    assert out.error is not None
     assert "ContextWindowExceededError" in out.error and "maximum context length" in out.error

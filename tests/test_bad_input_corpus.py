@@ -871,6 +871,7 @@ def test_a_repeated_fixed_penalty_is_listed_once_as_charged() -> None:
     from consensus_eval.domain.scoring import derive
     from consensus_eval.execution.store import CallRecord
     from consensus_eval.output.files import judgment_row
+    from tests.helpers import as_stored
 
     rubric = load_rubric("medical_record")
     dim = next(d for d in rubric.dimensions if d.fixed_penalties)
@@ -880,7 +881,8 @@ def test_a_repeated_fixed_penalty_is_listed_once_as_charged() -> None:
     points = typ.low
     judgment = Judgment(dimension=dim.id, deductions=[Deduction(category=cat.id, type=typ.id, points=points)] * 2,
                         fixed_penalties=[PenaltyHit(id=pen.id, evidence=f"quote {i}") for i in range(3)])
-    rec = CallRecord(status="ok", judgment=judgment, request_hash="h", case_id="c", dimension=dim.id, judge="j", run=0)
+    rec = as_stored([CallRecord(status="ok", judgment=judgment, request_hash="h", case_id="c", dimension=dim.id,
+                                judge="j", run=0)])[0]
     score = derive(dim, judgment)
     row = judgment_row(rubric, rec, score)
     assert [(p["id"], p["times_listed"], p["evidence"]) for p in row["fixed_penalties"]] == [(pen.id, 3, "quote 0")]

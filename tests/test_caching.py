@@ -8,7 +8,9 @@ import asyncio
 import io
 import json
 import random
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -28,6 +30,7 @@ from consensus_eval.output.console import print_cache_summary, print_estimate
 from tests.conftest import EXAMPLES, FAKE_KEY
 from tests.fake_server import FakeConfig, FakeServer
 from tests.fakellm import chat_response, dimension_of, make_reply
+from tests.helpers import present
 
 URL = "http://judge.test/v1/chat/completions"
 URL_DS = "https://api.deepseek.com/beta/chat/completions"
@@ -54,7 +57,7 @@ def _examples(n: int) -> list[Case]:
     return [Case.model_validate({**json.loads(x), "important": False}) for x in lines]
 
 
-def _answer(bodies: list[dict], **usage):
+def _answer(bodies: list[dict[str, Any]], **usage: Any) -> Callable[[httpx.Request], httpx.Response]:
     def answer(request: httpx.Request) -> httpx.Response:
         body = json.loads(request.content)
         bodies.append(body)
@@ -71,7 +74,7 @@ def test_the_request_counted_is_the_request_sent(rubric, key, mode):
     """The dry run's request is byte for byte what instructor sends, in every mode, and its token
     count is the count of the captured body with the same tokenizer."""
     judge = _judge(rubric, mode=mode, model="openai/gpt-4.1")
-    bodies: list[dict] = []
+    bodies: list[dict[str, Any]] = []
     with respx.mock(using="httpx") as mock:
         mock.post(URL).mock(side_effect=_answer(bodies))
         for case in _examples(2):
@@ -97,7 +100,7 @@ def test_dry_run_total_is_within_2_percent_of_what_the_run_sends(rubric, key, tm
         "mode": "json", "input_cost_per_token": 1e-6, "output_cost_per_token": 2e-6}]})
     prep = api.prepare(_examples(4), cfg)
     estimate = api.dry_run(prep)[0]
-    bodies: list[dict] = []
+    bodies: list[dict[str, Any]] = []
     with respx.mock(using="httpx") as mock:
         mock.post(URL).mock(side_effect=_answer(bodies))
         api.run(prep, tmp_path / "out")
@@ -175,7 +178,7 @@ def test_dry_run_reports_the_shared_prefix_per_dimension(key):
 # --------------------------------------------------------------------------- cache markers
 
 
-def _anthropic_reply(bodies: list[dict], cache_read: int = 1500):
+def _anthropic_reply(bodies: list[dict[str, Any]], cache_read: int = 1500) -> Callable[[httpx.Request], httpx.Response]:
     def answer(request: httpx.Request) -> httpx.Response:
         body = json.loads(request.content)
         bodies.append(body)
@@ -198,7 +201,7 @@ def _has_marker(value: object) -> bool:
 def test_anthropic_gets_a_cache_marker_on_the_system_message(rubric, key, prompt_cache, marked):
     judge = _judge(rubric, model="anthropic/claude-sonnet-4-5", api_base=None, api_key_env="ANTHROPIC_API_KEY",
                    prompt_cache=prompt_cache)
-    bodies: list[dict] = []
+    bodies: list[dict[str, Any]] = []
     dim = rubric.dimension("accuracy")
     with respx.mock(using="httpx") as mock:
         mock.post(URL_ANTHROPIC).mock(side_effect=_anthropic_reply(bodies))
@@ -215,7 +218,7 @@ def test_anthropic_gets_a_cache_marker_on_the_system_message(rubric, key, prompt
 
 
 def test_dashscope_gets_a_marker_and_openai_deepseek_none_by_default(rubric, key):
-    bodies: list[dict] = []
+    bodies: list[dict[str, Any]] = []
     dim = rubric.dimension("accuracy")
     messages = render(rubric, dim, CASE)
     with respx.mock(using="httpx") as mock:
@@ -243,7 +246,7 @@ def test_prompt_cache_does_not_change_request_hashes():
 def test_deepseek_and_openai_cache_hits_are_recorded(rubric, key):
     dim = rubric.dimension("accuracy")
     messages = render(rubric, dim, CASE)
-    bodies: list[dict] = []
+    bodies: list[dict[str, Any]] = []
     with respx.mock(using="httpx") as mock:
         mock.post(URL_DS).mock(side_effect=_answer(bodies, prompt_tokens=3000, completion_tokens=100,
                                                    cached_tokens=2048, cache_style="deepseek"))
@@ -278,7 +281,7 @@ def test_config_priced_judges_bill_cached_tokens_at_the_cache_rate(rubric, key, 
 def test_a_config_priced_call_is_billed_at_the_cache_rate(rubric, key):
     judge = _judge(rubric, model="hosted_vllm/local", mode="json", input_cost_per_token=1e-6,
                    output_cost_per_token=2e-6, cached_input_cost_per_token=1e-7)
-    bodies: list[dict] = []
+    bodies: list[dict[str, Any]] = []
     dim = rubric.dimension("accuracy")
     with respx.mock(using="httpx") as mock:
         mock.post(URL).mock(side_effect=_answer(bodies, prompt_tokens=3000, completion_tokens=100,
@@ -347,15 +350,16 @@ def test_usage_gives_hit_rate_and_money_saved():
 # --------------------------------------------------------------------------- the fake server's cache
 
 
-def _post(url: str, body: dict) -> dict:
+def _post(url: str, body: dict[str, Any]) -> dict[str, Any]:
     r = httpx.post(url + "/v1/chat/completions", json=body, timeout=10)
     assert r.status_code == 200, r.text
-    return r.json()["usage"]
+    usage: dict[str, Any] = r.json()["usage"]
+    return usage
 
 
 def test_fake_server_reports_the_longest_prefix_seen_like_deepseek_and_openai():
     system = {"role": "system", "content": "评分标准" * 1000}      # 4,000 characters
-    def body(model: str, case: str, tools: str = "t") -> dict:
+    def body(model: str, case: str, tools: str = "t") -> dict[str, Any]:
         return {"model": model, "tools": [{"type": "function", "function": {"name": "AccuracyJudgment",
                                                                             "description": tools}}],
                 "messages": [system, {"role": "user", "content": f"【病例 {case}】" + case * 300}]}
@@ -398,7 +402,8 @@ def test_a_run_against_the_fake_server_records_hits_and_savings(key, tmp_path: P
     assert u.ok == 12 and u.cached_tokens == sum(e["cached_tokens"] for e in served) > 0
     assert u.cache_hit_rate is not None and 0.4 < u.cache_hit_rate < 0.95
     assert u.saved == pytest.approx(u.cached_tokens * (2.8e-7 - 2.8e-8))
-    full_price = sum(r.prompt_tokens * 2.8e-7 + r.completion_tokens * 4.2e-7 for r in res.records)
+    full_price = sum(present(r.prompt_tokens) * 2.8e-7 + present(r.completion_tokens) * 4.2e-7 for r in res.records)
+    assert u.saved is not None
     assert u.cost == pytest.approx(full_price - u.saved)
     # the reports show the same hit rate and saving (report.md: the cost table's last two columns)
     md = (tmp_path / "out" / "report.md").read_text(encoding="utf-8")

@@ -15,6 +15,7 @@ from consensus_eval.cli import app
 from consensus_eval.domain.calibration.bases import heading_style, plain_headings, user_suite
 from consensus_eval.domain.cases import load_cases
 from tests.conftest import ROOT, write_config
+from tests.helpers import present
 
 RULES = "  - name: rules\n    kind: rules\n"
 
@@ -55,7 +56,7 @@ def test_planted_copies_keep_the_users_form(tmp_path, rubric):
     clean = {sc.base: sc for sc in suite if sc.clean}
     assert set(clean) == {c.id for c in cases}
     for rid, sc in clean.items():
-        assert sc.case.record == by_id[rid].record and sc.case.conversation == by_id[rid].conversation
+        assert sc.case.record == by_id[present(rid)].record and sc.case.conversation == by_id[present(rid)].conversation
     # planted copies of the bracketed record keep its headings; spans point at the planted text
     bracketed = [sc for sc in suite if sc.base == given[1]["id"] and not sc.clean]
     assert bracketed and all(sc.case.record.startswith("【主诉】") and "现病史：" not in sc.case.record

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import random
+from pathlib import Path
+from typing import Any
 
 import pytest
 from rich.console import Console
@@ -14,11 +16,12 @@ from typer.testing import CliRunner
 from consensus_eval import api
 from consensus_eval.analysis.calibration import PANEL, calibrate
 from consensus_eval.analysis.intervals import wilson
+from consensus_eval.analysis.results import Results
 from consensus_eval.cli import app
 from consensus_eval.domain.calibration.generator import builtin_suite
 from consensus_eval.domain.calibration.suite import PlantedError, SuiteCase
 from consensus_eval.domain.grounding import ground
-from consensus_eval.domain.rubric import load_rubric
+from consensus_eval.domain.rubric import Rubric, load_rubric
 from consensus_eval.output.report import write_reports
 from consensus_eval.output.report.calibration import calibration_block
 from consensus_eval.output.report.i18n import messages
@@ -84,7 +87,7 @@ def test_rules_judge_on_the_builtin_suite(rules_run):
     assert (out / "report.md").read_text(encoding="utf-8").count("## 校准") == 1
 
 
-def results_of(out):
+def results_of(out: Path) -> Results:
     return api.load_run(out, replies=False)
 
 
@@ -119,20 +122,20 @@ def _whole(sc: SuiteCase):
     return PlantedSpan(source="record", start=0, end=len(sc.case.record), text=sc.case.record)
 
 
-def _deduction(e: PlantedError, category: str, evidence: str) -> dict:
+def _deduction(e: PlantedError, category: str, evidence: str) -> dict[str, Any]:
     return {"category": category, "type": e.type, "points": e.points, "evidence": evidence, "reason": "fake"}
 
 
-def _reply(items: list[dict], penalties: list[dict]) -> dict:
+def _reply(items: list[dict[str, Any]], penalties: list[dict[str, Any]]) -> dict[str, Any]:
     return {"deductions": items, "fixed_penalties": penalties, "score": 0, "stars": 1, "comment": "fake"}
 
 
-def _scripts(suite: list[SuiteCase], rubric) -> tuple[dict, int]:
+def _scripts(suite: list[SuiteCase], rubric: Rubric) -> tuple[dict[str, dict[str, dict[str, Any]]], int]:
     """Replies of the oracle (finds every planted error), the random judge (the planted text, in a
     category drawn at random among the dimension's) and the liar (right category, absent quote);
     and how many of the random judge's draws hit the right category."""
     rng = random.Random(5)
-    scripts: dict[str, dict[str, dict]] = {}
+    scripts: dict[str, dict[str, dict[str, Any]]] = {}
     lucky = 0
     for sc in suite:
         for model in ("oracle", "random", "liar", "whole", "side"):
@@ -203,6 +206,7 @@ def test_fake_llm_judges(tmp_path, rubric, monkeypatch):
     n_pen = n - n_random
     assert rnd.overall.found.k == lucky + n_pen
     chance = (n_random / 5 + n_pen) / n
+    assert rnd.overall.found.low is not None and rnd.overall.found.high is not None
     assert rnd.overall.found.low <= chance <= rnd.overall.found.high
     # the liar: right category and type, a quote the case does not have: no credit
     assert liar.overall.found.k == 0 and liar.overall.found.high == pytest.approx(wilson(0, n)[1])
@@ -222,6 +226,7 @@ def test_fake_llm_judges(tmp_path, rubric, monkeypatch):
     # (no quorum: no panel false alarm); on planted ones it agrees with the random judge's wrong categories
     panel = rep.judges[PANEL]
     assert panel.overall.found.k == n and panel.false_alarms_per_case == 0 and panel.clean_cases == 3
+    assert panel.precision.value is not None
     assert panel.precision.k >= n - n_pen and 0.5 < panel.precision.value < 1
     assert rep.best_judge == "oracle"
     # cost: every call priced; per error found
@@ -313,7 +318,8 @@ def test_failed_calls_are_unjudged_not_missed(tmp_path, rubric, monkeypatch):
 
 def test_the_best_judge_is_not_chosen_on_recall_alone() -> None:
     """Recall alone would name a judge that fails where it would miss, or one that deducts everywhere."""
-    from consensus_eval.analysis.calibration import JudgeCalibration, Recall, choose_best, recommend, share
+    from consensus_eval.analysis.calibration import JudgeCalibration, Recall, choose_best, recommend
+    from consensus_eval.analysis.intervals import share
 
     def proportion(k: int, n: int):
         return share([("base", 1.0)] * k + [("base", 0.0)] * (n - k))

@@ -27,11 +27,13 @@ from consensus_eval.domain.calibration.operators import (
     OPERATOR_TYPES,
     OPERATORS,
     UNPLANTABLE,
+    BaseCase,
     plantable_types,
 )
-from consensus_eval.domain.calibration.suite import dumps_suite, load_suite
-from consensus_eval.domain.rubric import load_rubric
+from consensus_eval.domain.calibration.suite import SuiteCase, dumps_suite, load_suite
+from consensus_eval.domain.rubric import Rubric, load_rubric
 from consensus_eval.judges.rules.medical_record import check_case
+from tests.helpers import present
 
 
 def _line(record: str, heading: str) -> str:
@@ -99,10 +101,10 @@ def test_clean_controls_are_byte_identical_to_their_base(rubric):
     assert len(clean) == len(bases) * len(STYLES) >= 40
     for c in clean:
         style = c.case.id.split("~")[2] if c.case.id.count("~") == 2 else "plain"
-        assert c.case.conversation_as_text(rubric.roles) == bases[c.base].conversation
-        assert c.case.record == restyle(bases[c.base].record, style)[0]
+        assert c.case.conversation_as_text(rubric.roles) == bases[present(c.base)].conversation
+        assert c.case.record == restyle(bases[present(c.base)].record, style)[0]
         if style == "plain":
-            assert c.case.record == bases[c.base].record
+            assert c.case.record == bases[present(c.base)].record
     # the styles only rewrite headings
     heads = {restyle(bases["base-01"].record, s)[0].split("\n")[3] for s in STYLES}
     styled = ("家族史：", "【家族史】", "**家族史**：", "4. 家族史：")
@@ -119,13 +121,13 @@ def test_every_planted_error_is_inside_its_span(rubric):
     bases = {b.id: b for b in base_cases()}
     for c in builtin_suite():
         conv = c.case.conversation_as_text(rubric.roles)
-        assert conv == bases[c.base].conversation
+        assert conv == bases[present(c.base)].conversation
         for e in c.expected:
             for s in e.spans:
                 text = c.case.record if s.source == "record" else conv
                 assert text[s.start:s.end] == s.text and s.text, (c.case.id, e)
             if e.spans[0].source == "record":
-                assert c.case.record != bases[c.base].record
+                assert c.case.record != bases[present(c.base)].record
 
 
 def test_a_seed_reproduces_the_suite_and_another_differs():
@@ -140,7 +142,7 @@ def test_a_seed_reproduces_the_suite_and_another_differs():
     assert sum(c.clean for c in sample(builtin_suite(), 2, 1)) == 1
 
 
-def _plant(rubric, type_id, base=0, k=0):
+def _plant(rubric: Rubric, type_id: str, base: int = 0, k: int = 0) -> tuple[BaseCase, SuiteCase]:
     b = base_cases()[base]
     plants = [p for p in OPERATORS[type_id](b)]
     return b, apply(b, [plants[k]], rubric, "x")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -20,7 +21,7 @@ FIELDS = CaseFields(id="病历号", record="病历摘要", conversation="对话"
 RULES = "  - name: rules\n    kind: rules\n"
 
 
-def _examples(n: int = 3) -> list[dict]:
+def _examples(n: int = 3) -> list[dict[str, Any]]:
     lines = (ROOT / "examples" / "cases.jsonl").read_text(encoding="utf-8").splitlines()[:n]
     out = []
     for line in lines:
@@ -32,7 +33,7 @@ def _examples(n: int = 3) -> list[dict]:
     return out
 
 
-def _csv(rows: list[dict], delimiter: str = ",") -> str:
+def _csv(rows: list[dict[str, Any]], delimiter: str = ",") -> str:
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=list(rows[0]), delimiter=delimiter)
     w.writeheader()

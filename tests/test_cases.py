@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,7 +19,7 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "cases.jsonl"
 ROLES = {"doctor": "医生", "patient": "患者", "family": "家属"}
 
 
-def _write(tmp_path: Path, *lines: str | dict, name: str = "cases.jsonl") -> Path:
+def _write(tmp_path: Path, *lines: str | dict[str, Any], name: str = "cases.jsonl") -> Path:
     p = tmp_path / name
     p.write_text("".join((json.dumps(x, ensure_ascii=False) if isinstance(x, dict) else x) + "\n"
                          for x in lines), encoding="utf-8")

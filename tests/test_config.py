@@ -9,12 +9,19 @@ import pytest
 from pydantic import ValidationError
 
 from consensus_eval import InputError
-from consensus_eval.domain.config import EvalConfig, JudgeConfig, load_config
+from consensus_eval.domain.config import EvalConfig, JudgeConfig, LLMJudgeConfig, load_config
+from tests.helpers import present
 
 
 def _judge_config(**fields: object) -> JudgeConfig:
     """A judge config validated from a mapping, as a config file's entry is (the class follows ``kind``)."""
     return JudgeConfig.model_validate(fields)
+
+
+def _llm(judge: JudgeConfig) -> LLMJudgeConfig:
+    """``judge``, asserted an LLM judge's config."""
+    assert isinstance(judge, LLMJudgeConfig)
+    return judge
 
 BAD = Path(__file__).parent / "data" / "bad"
 FAKE_KEY = "sk-FAKEFAKEFAKEFAKEFAKE1234"
@@ -45,13 +52,13 @@ def test_load_config_default_argument():
 
 def test_panel_example():
     cfg = load_config("configs/panel.example.yaml")
-    llm = [j for j in cfg.judges if j.kind == "llm"]
+    llm = [_llm(j) for j in cfg.judges if j.kind == "llm"]
     assert [j.name for j in llm] == ["deepseek", "gpt", "qwen"]
     assert [j.name for j in cfg.judges if j.kind == "rules"] == ["rules"]
     assert [j.api_key_env for j in llm] == ["DEEPSEEK_API_KEY", "OPENAI_API_KEY", "DASHSCOPE_API_KEY"]
     assert [j.mode for j in llm] == ["md_json", "tools", "json"]
-    assert cfg.judge("deepseek").model == "deepseek/deepseek-reasoner"
-    assert cfg.judge("qwen").input_cost_per_token == pytest.approx(1.6e-6)
+    assert _llm(cfg.judge("deepseek")).model == "deepseek/deepseek-reasoner"
+    assert _llm(cfg.judge("qwen")).input_cost_per_token == pytest.approx(1.6e-6)
     assert cfg.consensus.min_judges == 2
     with pytest.raises(KeyError):
         cfg.judge("claude")
@@ -59,7 +66,7 @@ def test_panel_example():
 
 def test_local_vllm_example():
     cfg = load_config("configs/local-vllm.example.yaml")
-    local = cfg.judge("local-qwen")
+    local = _llm(cfg.judge("local-qwen"))
     assert local.kind == "llm" and local.model.startswith("hosted_vllm/")
     assert local.api_base == "http://127.0.0.1:8000/v1"
     assert local.api_key_env is None  # commented out in the file: a local server needs no key
@@ -130,14 +137,14 @@ def test_api_key_env_must_be_a_variable_name():
 
 
 def test_api_key_env_name_is_accepted_and_read(monkeypatch):
-    j = _judge_config(name="gpt", model="openai/gpt-4.1", api_key_env="CE_TEST_OPENAI_KEY")
+    j = _llm(_judge_config(name="gpt", model="openai/gpt-4.1", api_key_env="CE_TEST_OPENAI_KEY"))
     monkeypatch.setenv("CE_TEST_OPENAI_KEY", "dummy-value")
     assert j.api_key() == "dummy-value" and j.missing_key() is None
 
 
 def test_missing_env_var_names_the_variable(monkeypatch):
     monkeypatch.delenv("CE_TEST_MISSING_KEY", raising=False)
-    j = _judge_config(name="gpt", model="openai/gpt-4.1", api_key_env="CE_TEST_MISSING_KEY")
+    j = _llm(_judge_config(name="gpt", model="openai/gpt-4.1", api_key_env="CE_TEST_MISSING_KEY"))
     msg = j.missing_key()
     assert msg is not None
     assert "'gpt'" in msg and "CE_TEST_MISSING_KEY is not set" in msg
@@ -154,7 +161,7 @@ def test_panel_missing_keys(monkeypatch):
     cfg = load_config("configs/panel.example.yaml")
     missing = {j.name: j.missing_key() for j in cfg.judges}
     assert missing["gpt"] is None and missing["rules"] is None
-    assert "DEEPSEEK_API_KEY" in missing["deepseek"] and "DASHSCOPE_API_KEY" in missing["qwen"]
+    assert "DEEPSEEK_API_KEY" in present(missing["deepseek"]) and "DASHSCOPE_API_KEY" in present(missing["qwen"])
 
 
 def test_llm_judge_without_model():

@@ -91,7 +91,7 @@ def test_balanced_subset() -> None:
     kept, dropped = balanced_subset(x)
     assert dropped == 2 and kept.shape == (3, 2, 2)
     assert np.array_equal(kept, x[[0, 2, 4]])
-    listed = [[[1.0, None], [2.0, 3.0]], [[1.0, 2.0], [2.0, 3.0]]]
+    listed: list[list[list[float | None]]] = [[[1.0, None], [2.0, 3.0]], [[1.0, 2.0], [2.0, 3.0]]]
     assert balanced_subset(listed)[1] == 1
     with pytest.raises(ValueError):
         g_study(x)
@@ -102,7 +102,9 @@ def test_balanced_subset() -> None:
 
 
 def _truth_vc() -> VarianceComponents:
-    return VarianceComponents(**TRUTH, raw=TRUTH, mean_squares={}, n_cases=200, n_judges=4, n_runs=3)
+    return VarianceComponents(case=TRUTH["case"], judge=TRUTH["judge"], run=TRUTH["run"],
+                              case_judge=TRUTH["case_judge"], residual=TRUTH["residual"], raw=TRUTH,
+                              mean_squares={}, n_cases=200, n_judges=4, n_runs=3)
 
 
 def test_d_study_monotone() -> None:

@@ -13,8 +13,10 @@ from consensus_eval.analysis.reliability import ReliabilityReport
 from consensus_eval.domain.cases import Case
 from consensus_eval.domain.config import EvalConfig
 from consensus_eval.domain.judgment import Deduction, Judgment, PenaltyHit
+from consensus_eval.domain.rubric import Rubric
 from consensus_eval.execution.results import StoredRun
-from consensus_eval.execution.store import CallRecord
+from consensus_eval.execution.store import CallRecord, StoredCall
+from tests.helpers import as_stored, present
 
 RECORD = "主诉：口渴、多饮3年。\n现病史：空腹血糖7.9mmol/L，口服二甲双胍500mg。\n既往史：高血压5年。"
 CONVERSATION = "医生：哪里不舒服？\n患者：口渴，喝水多。"
@@ -33,12 +35,13 @@ def _d(evidence: str, typ: str = "value_error", cat: str = "numbers", pts: float
     return Deduction(category=cat, type=typ, points=pts, evidence=evidence)
 
 
-def _rec(h: str, judge: str, run: int, judgment: Judgment | None, dim: str = "accuracy") -> CallRecord:
-    return CallRecord(status="ok" if judgment else "failed", judgment=judgment, request_hash=h, case_id="c1",
-                      dimension=dim, judge=judge, run=run, error=None if judgment else "boom")
+def _rec(h: str, judge: str, run: int, judgment: Judgment | None, dim: str = "accuracy") -> StoredCall:
+    record = CallRecord(status="ok" if judgment else "failed", judgment=judgment, request_hash=h, case_id="c1",
+                        dimension=dim, judge=judge, run=run, error=None if judgment else "boom")
+    return as_stored([record])[0]
 
 
-def _run(rubric, mode: str = "flag") -> StoredRun:
+def _run(rubric: Rubric, mode: str = "flag") -> StoredRun:
     config = EvalConfig.model_validate({"ungrounded": mode, "runs": 3, "judges": [
         {"name": "llm", "model": "openai/x", "api_base": "http://x.test/v1"}, {"name": "rules", "kind": "rules"}]})
     case = Case(id="c1", record=RECORD, conversation=CONVERSATION)
@@ -95,7 +98,7 @@ def test_claim_mismatch_rate_per_judge(rubric):
 def test_drop_compares_the_claim_with_every_deduction_the_judge_gave(rubric):
     run = _run(rubric, "drop")
     # run 0 lost its invented quote: 36 now, but the claim (34) was about all three: still no mismatch
-    assert run.scores["a"].score == 36 and run.score_as_judged("a").score == 34
+    assert run.scores["a"].score == 36 and present(run.score_as_judged("a")).score == 34
     q = judge_quality(run)
     assert (q["llm"].claim_mismatch.k, q["llm"].claim_mismatch.n) == (1, 2)
     assert q["llm"].by_kind == judge_quality(_run(rubric))["llm"].by_kind

@@ -71,9 +71,9 @@ def test_a_reviewer_rates_a_likert_case_on_the_scale_and_the_levels_read_back(tm
     assert {k: v for k, v in got.items() if k[0] == first} == {(first, d): (float(v), "own") for d, v in picks.items()}
     panel = {d.dimension: d.panel_score for d in queue[1].dimensions}
     assert got[second, "thorough"] == (1.0, "own")
-    for d in ("accurate", "organized"):
-        value, origin = got[second, d]
-        assert origin == "accepted" and value == pytest.approx(panel[d])
+    for dim_id in ("accurate", "organized"):
+        value, origin = got[second, dim_id]
+        assert origin == "accepted" and value == pytest.approx(panel[dim_id])
     assert len(got) == 6 and set(cases) >= {first, second}
 
 

@@ -9,6 +9,7 @@ import json
 import math
 import random
 from pathlib import Path
+from typing import Any
 
 import krippendorff
 import numpy as np
@@ -26,10 +27,11 @@ from consensus_eval.domain.config import ConsensusConfig
 from consensus_eval.domain.flags import majority
 from consensus_eval.domain.judgment import CriterionVerdict, Judgment, case_response_model, response_model
 from consensus_eval.domain.prompts import render
-from consensus_eval.domain.rubric import load_rubric
-from consensus_eval.execution.store import CallRecord
+from consensus_eval.domain.rubric import Criterion, load_rubric
+from consensus_eval.execution.store import CallRecord, StoredCall
 from tests.conftest import FAKE_KEY
 from tests.fake_server import FakeConfig, FakeServer
+from tests.helpers import all_present, all_present_values, as_stored
 
 DATA = Path(__file__).parent / "data" / "kinds_engine"
 LIKERT = DATA / "likert3.yaml"
@@ -119,8 +121,8 @@ def test_the_request_hash_covers_the_case_criteria():
         {"name": "j", "model": "openai/fake", "api_key_env": "NO_SUCH_KEY_NEEDED"}]})
     judges = [build_judge(j, rubric) for j in config.judges]
     c1 = _cases()[0]
-    edited = c1.model_copy(update={"criteria": [c1.criteria[0].model_copy(update={"text": "Mentions a rash"}),
-                                                c1.criteria[1]]})
+    edited = c1.model_copy(update={"criteria": [_criteria(c1)[0].model_copy(update={"text": "Mentions a rash"}),
+                                                _criteria(c1)[1]]})
     a = {(x.planned.dimension): x.planned.request_hash for x in plan([c1], rubric, config, judges)}
     b = {(x.planned.dimension): x.planned.request_hash for x in plan([edited], rubric, config, judges)}
     assert a["items"] != b["items"]          # the prompt lists the case's criteria
@@ -138,9 +140,15 @@ def test_the_request_hash_covers_the_case_criteria():
 # --------------------------------------------------------------------------- consensus and flags
 
 
-def _rec(case: str, judge: str, dim: str, j: Judgment, run: int = 0) -> CallRecord:
-    return CallRecord(request_hash=f"{case}|{judge}|{dim}|{run}", case_id=case, dimension=dim, judge=judge, run=run,
-                      status="ok", judgment=j)
+def _rec(case: str, judge: str, dim: str, j: Judgment, run: int = 0) -> StoredCall:
+    record = CallRecord(request_hash=f"{case}|{judge}|{dim}|{run}", case_id=case, dimension=dim, judge=judge, run=run,
+                        status="ok", judgment=j)
+    return as_stored([record])[0]
+
+
+def _criteria(case: Case) -> list[Criterion]:
+    assert case.criteria is not None
+    return case.criteria
 
 
 def _verdicts(**met: bool) -> list[CriterionVerdict]:
@@ -168,7 +176,7 @@ def test_criteria_consensus_is_the_majority_and_a_tie_is_split_and_flagged():
     assert cons.judge_totals["a"] == pytest.approx(1 + 2 * 1)
     scores_b = (5 / 8, 1.0)
     assert cons.judge_totals["b"] == pytest.approx(scores_b[0] + 2 * scores_b[1])
-    assert cons.total == pytest.approx(rubric.total(cons.scores))
+    assert cons.total == pytest.approx(rubric.total(all_present_values(cons.scores)))
     assert cons.stars == {"safety": None, "items": None} and cons.star_total is None
     assert (majority([]), majority([True]), majority([True, False]), majority([False, False, True])) == (
         None, "met", "split", "not met")
@@ -287,7 +295,7 @@ def test_score_runs_a_criteria_rubric_end_to_end(tmp_path, monkeypatch, call):
     for r in rows:
         ids = [v["id"] for v in r["verdicts"]]
         want = ["allergies", "meds", "invented"] if r["dimension"] == "safety" else [
-            c.id for c in cases[r["case_id"]].criteria]
+            c.id for c in _criteria(cases[r["case_id"]])]
         assert ids == want
         points = {v["id"]: v["points"] for v in r["verdicts"]}
         positive = sum(p for p in points.values() if p > 0)
@@ -303,7 +311,7 @@ def test_score_runs_a_criteria_rubric_end_to_end(tmp_path, monkeypatch, call):
             votes = [v["met"] for r in rows if r["case_id"] == row["case_id"] and r["dimension"] == "safety"
                      for v in r["verdicts"] if v["id"] == k]
             assert row[f"safety.{k}"] == majority(votes)
-        assert list(c["criteria"]["items"]) == [k.id for k in cases[c["case_id"]].criteria]
+        assert list(c["criteria"]["items"]) == [k.id for k in _criteria(cases[c["case_id"]])]
         assert (row["flagged"] == "1") == bool(c["flags"])
     rel = json.loads((out / "reliability.json").read_text(encoding="utf-8"))
     across = rel["across_judges"]
@@ -482,7 +490,7 @@ def test_a_batch_judge_scores_per_case_criteria_as_the_live_one_does(tmp_path, m
 
     monkeypatch.setenv("JUDGE_A_KEY", FAKE_KEY)
 
-    def config(url: str, batch: bool) -> dict:
+    def config(url: str, batch: bool) -> dict[str, Any]:
         return {"rubric": str(CHECKS), "prompts_dir": str(PROMPTS), "runs": 1, "judges": [
             {"name": "gpt", "model": "openai/gpt-4.1", "api_base": f"{url}/v1", "api_key_env": "JUDGE_A_KEY",
              "mode": "tools", "batch": batch, "batch_poll_s": 0.05}]}
@@ -490,7 +498,7 @@ def test_a_batch_judge_scores_per_case_criteria_as_the_live_one_does(tmp_path, m
     def run(url: str, out: Path, batch: bool):
         return asyncio.run(api.run_async(api.prepare(DATA / "cases.jsonl", config(url, batch)), out, n_boot=0))
 
-    def calls(out: Path) -> dict:
+    def calls(out: Path) -> dict[str, StoredCall]:
         with Store.open_existing(out, read_only=True) as store:
             return {c.request_hash: c for c in store.calls()}
 
@@ -502,7 +510,7 @@ def test_a_batch_judge_scores_per_case_criteria_as_the_live_one_does(tmp_path, m
     assert set(got) == set(live) and len(got) == 3 * 2
     assert all(c.status == "ok" and c.judgment == live[h].judgment for h, c in got.items())
     assert {c.status for c in second.consensus} == {"ok"}
-    items = [c.judgment for c in got.values() if c.dimension == "items"]
+    items = all_present(c.judgment for c in got.values() if c.dimension == "items")
     assert sorted(len(j.verdicts) for j in items) == [2, 3, 3]
 
 
@@ -538,6 +546,7 @@ def test_ordinal_alpha_of_a_likert_dimension_is_krippendorffs_published_example(
     run = _stored_run(rubric, cases, judgments, judges)
     rel = reliability_report(run, of_run(run), n_boot=0)
     a = rel.across_judges["accurate"]
+    assert a.value is not None
     assert a.level == "ordinal" and round(a.value, 3) == PUBLISHED["ordinal"]
     assert (a.n_units, a.n_values, a.n_raters) == (11, 40, 4)
 
@@ -553,13 +562,13 @@ def test_nominal_alpha_of_criteria_verdicts_is_the_packages_with_one_unit_per_ca
     judgments: dict[tuple[str, str, str], Judgment] = {}
     expected: list[list[float]] = [[] for _ in judges]   # rows: judges; columns: (case, criterion) in order
     for case in cases:
-        truth = {k.id: rng.random() < 0.5 for k in case.criteria}
+        truth = {k.id: rng.random() < 0.5 for k in _criteria(case)}
         for jj, j in enumerate(judges):
             met = {k: (v if rng.random() < 0.8 else not v) for k, v in truth.items()}
             skip = jj == 2 and case.id == "c3"       # judge c failed on c3: its units have a missing value
             if not skip:
                 judgments[(case.id, j, "items")] = Judgment(dimension="items", verdicts=_verdicts(**met))
-            expected[jj] += [math.nan if skip else float(met[k.id]) for k in case.criteria]
+            expected[jj] += [math.nan if skip else float(met[k.id]) for k in _criteria(case)]
     run = _stored_run(rubric, cases, judgments, judges)
     rel = reliability_report(run, of_run(run), n_boot=0)
     a = rel.across_judges["items"]

@@ -10,8 +10,10 @@ import json
 import random
 import re
 import sqlite3
+from collections.abc import Callable
 from contextlib import closing
 from pathlib import Path
+from typing import Any
 
 import pytest
 from markupsafe import escape
@@ -58,7 +60,7 @@ def test_likert_audit_rows_show_each_judges_level_anchor_and_evidence(likert_run
             assert dim.kind == "likert" and dim.levels == rubric.dimension(dim.dimension).levels
             means = []
             for v in dim.judges:
-                assert v.deductions == [] and v.verdicts == []
+                assert v.deductions == () and v.verdicts == ()
                 assert [r.run for r in v.ratings] == [0, 1]
                 for r in v.ratings:
                     j = stored[a.case_id, dim.dimension, v.judge, r.run]
@@ -67,6 +69,7 @@ def test_likert_audit_rows_show_each_judges_level_anchor_and_evidence(likert_run
                     n_rows += 1
                 # the judge's score is the mean of its runs' levels
                 assert v.score == pytest.approx(sum(r.rating for r in v.ratings) / len(v.ratings))
+                assert v.score is not None
                 means.append(v.score)
             assert dim.level_spread == pytest.approx(max(means) - min(means))
     assert n_rows == 12 * 3 * 3 * 2
@@ -195,7 +198,9 @@ def test_likert_review_page_is_a_scale_with_anchors_and_a_level_is_the_reviewers
                     assert f'name="level-{d.id}" data-dim="{d.id}" value="{lv}"' in page
                     assert str(escape(anchor)) in page
             assert 'class="add-form"' not in page and '<details class="added"' not in page
-            post = lambda act: c.post("/api/label", json=act, headers={"X-CSRF-Token": csrf})  # noqa: E731
+            # a Response of httpx or of httpx2, whichever the installed starlette's test client uses
+            post: Callable[[dict[str, Any]], Any] = lambda act: c.post(  # noqa: E731
+                "/api/label", json=act, headers={"X-CSRF-Token": csrf})
             assert post({"op": "score", "case": 1, "dimension": "accurate", "value": 4}).status_code == 200
             bad = post({"op": "score", "case": 1, "dimension": "accurate", "value": 3.5})
             assert bad.status_code == 400 and "one of its levels 1-5" in bad.json()["error"]
@@ -208,9 +213,9 @@ def test_likert_review_page_is_a_scale_with_anchors_and_a_level_is_the_reviewers
         a = r.case_at(1)
         labels = {lb.dimension: lb for lb in _labels(likert_copy, "alice")}
         assert labels["accurate"].value == 4 and labels["accurate"].origin == "own"
-        for d in ("thorough", "organized"):
-            panel = next(x.panel_score for x in a.dimensions if x.dimension == d)
-            assert labels[d].origin == "accepted" and labels[d].value == pytest.approx(panel)
+        for dim_id in ("thorough", "organized"):
+            panel = next(x.panel_score for x in a.dimensions if x.dimension == dim_id)
+            assert labels[dim_id].origin == "accepted" and labels[dim_id].value == pytest.approx(panel)
         review = build_review(_labels(likert_copy), rubric)
         assert review.cases[a.case_id].scores == {"alice": {"accurate": 4.0}}   # accepted ones left out
         assert review.n_accepted == 2
@@ -225,7 +230,9 @@ def test_criteria_review_toggles_store_one_label_per_criterion_and_derive_the_sc
             page = c.get("/case/2").text
             for cid, crit in crits.items():
                 assert f'data-criterion="{cid}"' in page and str(escape(crit.text)) in page
-            post = lambda act: c.post("/api/label", json=act, headers={"X-CSRF-Token": csrf})  # noqa: E731
+            # a Response of httpx or of httpx2, whichever the installed starlette's test client uses
+            post: Callable[[dict[str, Any]], Any] = lambda act: c.post(  # noqa: E731
+                "/api/label", json=act, headers={"X-CSRF-Token": csrf})
             mine = {"allergy": True, "meds": False, "followup": True}
             for cid, met in mine.items():
                 reply = post({"op": "criterion", "case": 2, "dimension": "safety", "criterion": cid, "met": met,
@@ -435,7 +442,8 @@ def test_likert_validity_is_icc_per_attribute_and_total_checked_against_pingouin
             got = v.scores[key].raters[j].icc
             assert got.value == pytest.approx(float(icc2["ICC"]), abs=1e-9)
             assert (got.low, got.high) == pytest.approx(tuple(map(float, ci)), abs=0.006)   # older pingouin rounds
-        assert v.scores[key].ceiling is not None and v.scores[key].ceiling.n == 12
+        ceiling = v.scores[key].ceiling
+        assert ceiling is not None and ceiling.n == 12
 
 
 def test_criteria_validity_is_macro_f1_and_kappa_per_judge_with_the_clinicians_ceiling(criteria_copy: Path) -> None:
@@ -509,7 +517,8 @@ def test_an_english_rubrics_report_and_review_pages_have_no_cjk_character(kind: 
 
 def test_a_likert_report_shows_no_made_up_star_and_a_criteria_report_none_at_all(likert_run: Path,
                                                                                criteria_run: Path) -> None:
-    text = load_run(likert_run, replies=False).rubric and _md(likert_run)
+    assert load_run(likert_run, replies=False).rubric
+    text = _md(likert_run)
     # only Organized has stars; no star total (no star weight)
     assert "| stars (Organized) |" in text and "star total" not in text.lower()
     assert "–★" not in text and "-/-" not in text
@@ -625,7 +634,8 @@ def test_an_english_conversation_quote_is_marked_where_it_is_on_the_review_page(
     with closing(ReviewRun.open(folder)) as r:
         view = r.case_view("dr_e", 1)
         case = r.cases[view.audit.case_id]
-        quote = case.conversation[1].text                      # type: ignore[index]
+        assert isinstance(case.conversation, list)
+        quote = case.conversation[1].text
         marked = ["".join(p.text for p in b.parts if p.marks) for b in view.conversation]
         assert quote in marked
         labels = [b.label for b in view.conversation]

@@ -17,6 +17,7 @@ import json
 import random
 import socket
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,13 +27,15 @@ from aiohttp import web
 from consensus_eval import api as evaluate
 from consensus_eval.domain.cases import Case
 from consensus_eval.domain.config import LLMJudgeConfig
+from consensus_eval.domain.judgment import CallOutcome
 from consensus_eval.domain.prompts import render
-from consensus_eval.execution.store import Store
+from consensus_eval.domain.rubric import Rubric
+from consensus_eval.execution.store import Store, StoredCall
 from consensus_eval.judges.llm import RETRYABLE, STOPS_THE_JUDGE, LLMJudge, classify
 from tests.conftest import FAKE_KEY, write_config
 from tests.fake_server import FakeConfig, FakeServer
 from tests.fakellm import chat_response, make_reply
-from tests.helpers import ModeServer, write_cases
+from tests.helpers import ModeServer, present, write_cases
 
 KIND_WORDS = {"rate_limit": "rate limited", "server_error": "server error", "timeout": "timeout",
               "connection": "connection dropped", "connection_refused": "connection refused",
@@ -79,7 +82,7 @@ def closed_port() -> int:
     """A port on 127.0.0.1 nothing listens on: bound, then closed."""
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
+    port: int = s.getsockname()[1]
     s.close()
     return port
 
@@ -90,11 +93,11 @@ def _judge(rubric, api_base: str, *, model: str = "openai/fake", **kw: Any) -> L
     return LLMJudge(LLMJudgeConfig(name="j", model=model, api_base=api_base, api_key_env="JUDGE_A_KEY", **kw), rubric)
 
 
-def _call(rubric, judge: LLMJudge, n: int = 1):
+def _call(rubric: Rubric, judge: LLMJudge, n: int = 1) -> list[CallOutcome]:
     """``n`` calls of ``judge`` (different cases), one after the other, in one event loop."""
     d = rubric.dimension("accuracy")
 
-    async def calls():
+    async def calls() -> list[CallOutcome]:
         return [await judge.judge(case, d, render(rubric, d, case))
                 for case in (Case(id=f"c{i}", conversation="医生：血糖多少？\n患者：空腹9.6。", record="主诉：多饮3年")
                              for i in range(n))]
@@ -102,9 +105,10 @@ def _call(rubric, judge: LLMJudge, n: int = 1):
     return asyncio.run(calls())
 
 
-def _assert_failed(out, kind: str, attempts: int) -> None:
+def _assert_failed(out: CallOutcome, kind: str, attempts: int) -> None:
     assert out.status == "failed" and out.judgment is None
     assert out.error_kind == kind, out.error
+    assert out.error is not None
     prefix = "not attempted: judge stopped after " if attempts == 0 else ""
     assert out.error.startswith(prefix + KIND_WORDS[kind]), out.error
     assert "\n" not in out.error and FAKE_KEY not in out.error
@@ -126,6 +130,7 @@ def test_an_http_status_is_classified_by_what_the_server_sent(rubric, api_keys, 
     [out] = _call(rubric, judge)
     retried = kind in RETRYABLE
     _assert_failed(out, kind, attempts=3 if retried else 1)
+    assert out.error is not None
     assert status_server.requests[str(status)] - before == out.attempts  # every attempt reached the server
     assert ("gave up after 3 attempt(s)" if retried else "not retried") in out.error
     if status == 400:
@@ -140,6 +145,7 @@ def test_a_closed_port_is_connection_refused_not_a_500(rubric, api_keys, model):
     url = f"http://127.0.0.1:{closed_port()}/v1"
     [out] = _call(rubric, _judge(rubric, url, model=model))
     _assert_failed(out, "connection_refused", attempts=1)
+    assert out.error is not None
     assert out.error.startswith(f"connection refused, not retried: cannot reach {url} (refused: ")
     assert "ConnectionRefusedError" in out.error and "InternalServerError" not in out.error
 
@@ -159,6 +165,7 @@ def test_a_failed_dns_lookup_is_connection_refused(rubric, api_keys, monkeypatch
     monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
     [out] = _call(rubric, _judge(rubric, "http://no-such-host.invalid/v1"))
     _assert_failed(out, "connection_refused", attempts=1)
+    assert out.error is not None
     assert "(DNS lookup failed: gaierror: " in out.error
 
 
@@ -166,6 +173,7 @@ def test_a_tls_handshake_with_a_plain_http_server_is_connection_refused(rubric, 
     with FakeServer(FakeConfig(max_lifetime_s=30)) as srv:
         [out] = _call(rubric, _judge(rubric, srv.url.replace("http://", "https://") + "/v1"))
     _assert_failed(out, "connection_refused", attempts=1)
+    assert out.error is not None
     assert "(TLS failed: SSLError: " in out.error
 
 
@@ -173,11 +181,13 @@ def test_dropped_and_hanging_requests_are_retried(rubric, api_keys):
     with FakeServer(FakeConfig(p_drop=1.0, fault_free_after=None, max_lifetime_s=30)) as srv:
         [out] = _call(rubric, _judge(rubric, srv.url + "/v1", max_retries=2))
     _assert_failed(out, "connection", attempts=3)
+    assert out.error is not None
     assert out.error.startswith("connection dropped, gave up after 3 attempt(s): ")
     with FakeServer(FakeConfig(p_timeout=1.0, hang_s=30, fault_free_after=None, max_lifetime_s=30)) as srv:
         start = time.monotonic()
         [out] = _call(rubric, _judge(rubric, srv.url + "/v1", max_retries=1, timeout_s=0.3))
     _assert_failed(out, "timeout", attempts=2)
+    assert out.error is not None
     assert out.error.startswith("timeout, gave up after 2 attempt(s): ")
     assert time.monotonic() - start < 5
 
@@ -215,6 +225,7 @@ def test_an_exception_raised_inside_litellm_is_local(rubric, api_keys, monkeypat
 
     [out] = _call(rubric, _judge(rubric, "http://127.0.0.1:9/v1"))
     _assert_failed(out, "local", attempts=1)
+    assert out.error is not None
     assert out.error.startswith("local error, not retried: ModuleNotFoundError: No module named 'mcp' "
                                 "(raised inside litellm, which reported it as APIConnectionError)")
     assert len(calls) == 2
@@ -226,6 +237,7 @@ def test_a_reply_the_server_garbled_is_not_local(rubric, api_keys, status_server
     judge = _judge(rubric, status_server.url("html"), model="hosted_vllm/fake", max_retries=1)
     [out] = _call(rubric, judge)
     _assert_failed(out, "server_error", attempts=2)
+    assert out.error is not None
     assert out.error.startswith("server error (unreadable reply, HTTP 200)") and judge.stopped is None
 
 
@@ -294,7 +306,7 @@ def _dead_panel(tmp_path: Path, healthy_url: str, api_base: str, *, concurrency:
     return write_config(tmp_path / "panel.yaml", dead + HEALTHY.format(url=healthy_url), runs=1, important_runs=1)
 
 
-def _run_dead_panel(tmp_path: Path, cfg: Path) -> tuple[list, list, float]:
+def _run_dead_panel(tmp_path: Path, cfg: Path) -> tuple[list[StoredCall], list[StoredCall], float]:
     """4 cases x 3 dimensions: 12 calls per judge. Returns (dead rows, healthy rows, run seconds)."""
     cases = write_cases(tmp_path / "cases.jsonl", 4)
     prep = evaluate.prepare(cases, cfg)
@@ -306,15 +318,15 @@ def _run_dead_panel(tmp_path: Path, cfg: Path) -> tuple[list, list, float]:
     return [r for r in rows if r.judge == "dead"], [r for r in rows if r.judge == "healthy"], elapsed
 
 
-def _assert_stopped(dead: list, kind: str, max_attempts: int) -> int:
+def _assert_stopped(dead: list[StoredCall], kind: str, max_attempts: int) -> int:
     """All 12 calls failed with ``kind``; those made before the stop each made one attempt, the others none."""
     assert len(dead) == 12 and all(r.status == "failed" and r.error_kind == kind for r in dead), \
         [(r.error_kind, r.error) for r in dead]
     tried = [r for r in dead if r.attempts]
     assert 1 <= len(tried) <= max_attempts and all(r.attempts == 1 for r in tried)
-    assert all(r.error.startswith(KIND_WORDS[kind]) for r in tried)
+    assert all(present(r.error).startswith(KIND_WORDS[kind]) for r in tried)
     first = tried[0].error
-    assert all(r.error.startswith("not attempted: judge stopped after " + KIND_WORDS[kind]) for r in dead
+    assert all(present(r.error).startswith("not attempted: judge stopped after " + KIND_WORDS[kind]) for r in dead
                if not r.attempts)
     assert any(r.error == f"not attempted: judge stopped after {first}" for r in dead if not r.attempts) or \
         len(tried) == 12
@@ -329,7 +341,7 @@ def test_a_judge_on_a_closed_port_fails_fast_and_the_others_go_on(tmp_path, api_
     import litellm
 
     dead_url = f"http://127.0.0.1:{closed_port()}/v1"
-    sent = collections.Counter()
+    sent: collections.Counter[str | None] = collections.Counter()
     real = litellm.acompletion
 
     async def counting(**kwargs: Any) -> Any:
@@ -357,7 +369,7 @@ def test_a_judge_with_a_bad_key_stops_after_one_401(tmp_path, api_keys, status_s
     assert _assert_stopped(dead, "authentication", max_attempts=1) == 1
     assert status_server.requests["401"] - before == 1
     assert all(r.status == "ok" for r in healthy)
-    assert all(FAKE_KEY not in r.error and "***" in r.error for r in dead)
+    assert all(FAKE_KEY not in present(r.error) and "***" in present(r.error) for r in dead)
 
 
 def test_a_module_missing_inside_litellm_stops_the_judge(tmp_path, api_keys, monkeypatch):
@@ -368,7 +380,7 @@ def test_a_module_missing_inside_litellm_stops_the_judge(tmp_path, api_keys, mon
         dead, healthy, _elapsed = _run_dead_panel(
             tmp_path, _dead_panel(tmp_path, srv.url, srv.url + "/v1", concurrency=1))
     assert _assert_stopped(dead, "local", max_attempts=1) == 1 and len(calls) == 1
-    assert "No module named 'mcp'" in dead[0].error
+    assert "No module named 'mcp'" in present(dead[0].error)
     assert all(r.status == "ok" for r in healthy)
 
 
@@ -402,7 +414,7 @@ def test_classify_reads_the_chain_not_the_outer_class():
         except BaseException as e:  # noqa: BLE001
             return e
 
-    def llm(cls, **kw):
+    def llm(cls: Callable[..., BaseException], **kw: Any) -> BaseException:
         return cls(message="litellm says so", llm_provider="openai", model="m", **kw)
 
     cases = {

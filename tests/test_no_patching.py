@@ -26,7 +26,7 @@ def _library_functions() -> dict[str, object]:
     return {
         "litellm.acompletion": litellm.acompletion,
         "litellm.main.acompletion": litellm.main.acompletion,
-        "openai.async_maybe_transform": cc.async_maybe_transform,
+        "openai.async_maybe_transform": vars(cc)["async_maybe_transform"],  # the name as completions binds it
         "instructor.reject_async_validators": av.reject_async_validators,
         "aiohttp.ClientRequest.write_bytes": aiohttp.client_reqrep.ClientRequest.write_bytes,
         "litellm.Logging._response_cost_calculator":

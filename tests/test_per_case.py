@@ -11,7 +11,9 @@ import json
 import random
 import sqlite3
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypedDict
 
 import httpx
 import pytest
@@ -20,6 +22,7 @@ import respx
 from consensus_eval import InputError, api
 from consensus_eval.analysis.calibration import calibrate as calibrate_suite, recommend
 from consensus_eval.analysis.intervals import paired_difference
+from consensus_eval.analysis.results import Results
 from consensus_eval.domain.calibration.generator import builtin_suite
 from consensus_eval.domain.calibration.suite import SuiteCase
 from consensus_eval.domain.cases import Case
@@ -36,7 +39,16 @@ from tests.fake_server import FakeConfig, FakeServer
 from tests.fakellm import DIMENSIONS, case_of, chat_response, make_reply
 
 URL = "http://judge-a.test/v1/chat/completions"
-USAGE = {"prompt_tokens": 5003, "completion_tokens": 1201, "cached_tokens": 1000, "reasoning_tokens": 7}
+
+
+class _Usage(TypedDict):
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int
+    reasoning_tokens: int
+
+
+USAGE: _Usage = {"prompt_tokens": 5003, "completion_tokens": 1201, "cached_tokens": 1000, "reasoning_tokens": 7}
 PRICE_IN, PRICE_OUT = 1.1e-6, 3.3e-6
 
 
@@ -51,22 +63,23 @@ def _cases(n: int, important: bool = False) -> list[Case]:
     return [Case.model_validate({**json.loads(x), "important": important}) for x in lines]
 
 
-def _judge(name: str = "j", call: str = "per_case", mode: str = "tools", **kw: object) -> dict:
+def _judge(name: str = "j", call: str = "per_case", mode: str = "tools", **kw: object) -> dict[str, Any]:
     return {"name": name, "model": "openai/fake-a", "api_base": "http://judge-a.test/v1", "api_key_env": "JUDGE_A_KEY",
             "mode": mode, "call": call, "input_cost_per_token": PRICE_IN, "output_cost_per_token": PRICE_OUT,
             "concurrency": 2, "max_reasks": 1, **kw}
 
 
-def _config(*judges: dict, runs: int = 1, important_runs: int = 2) -> EvalConfig:
+def _config(*judges: dict[str, Any], runs: int = 1, important_runs: int = 2) -> EvalConfig:
     return EvalConfig.model_validate({"runs": runs, "important_runs": important_runs, "judges": list(judges)})
 
 
-def _parts(case: str) -> dict[str, dict]:
+def _parts(case: str) -> dict[str, dict[str, Any]]:
     """The reply of each dimension for a case (reproducible)."""
     return {d: make_reply(d, random.Random(f"{case}|{d}"), n=2) for d in DIMENSIONS}
 
 
-def _answer(bodies: list[dict], *, missing: dict[str, int] | None = None):
+def _answer(bodies: list[dict[str, Any]], *, missing: dict[str, int] | None = None,
+            ) -> Callable[[httpx.Request], httpx.Response]:
     """A side effect answering a whole-case request with every dimension's part (or, the first
     ``missing[case]`` times, without standardization), and a dimension request with that part."""
     missing = dict(missing or {})
@@ -78,7 +91,7 @@ def _answer(bodies: list[dict], *, missing: dict[str, int] | None = None):
         blob = json.dumps(body, ensure_ascii=False)
         parts = _parts(case)
         if "CaseJudgment" in blob:
-            reply: dict = dict(parts)
+            reply: dict[str, Any] = dict(parts)
             if missing.get(case, 0) > 0:
                 missing[case] -= 1
                 del reply["standardization"]
@@ -89,7 +102,7 @@ def _answer(bodies: list[dict], *, missing: dict[str, int] | None = None):
     return answer
 
 
-def _records(out: Path, judge: str | None = None) -> list[dict]:
+def _records(out: Path, judge: str | None = None) -> list[dict[str, Any]]:
     con = sqlite3.connect(out / "results.sqlite")
     con.row_factory = sqlite3.Row
     rows = [dict(r) for r in con.execute("SELECT * FROM calls ORDER BY case_id, run, dimension")]
@@ -97,7 +110,7 @@ def _records(out: Path, judge: str | None = None) -> list[dict]:
     return [r for r in rows if judge is None or r["judge"] == judge]
 
 
-def _run(config: EvalConfig, cases: list[Case], out: Path) -> api.Results:
+def _run(config: EvalConfig, cases: list[Case], out: Path) -> Results:
     return api.run(api.prepare(cases, config), out, n_boot=10)
 
 
@@ -107,7 +120,7 @@ def _run(config: EvalConfig, cases: list[Case], out: Path) -> api.Results:
 @pytest.mark.parametrize("mode", ["tools", "json", "md_json"])
 def test_one_request_per_case_and_run(tmp_path, key, mode):
     cases = [*_cases(3), _cases(4)[3].model_copy(update={"important": True})]
-    bodies: list[dict] = []
+    bodies: list[dict[str, Any]] = []
     with respx.mock(using="httpx") as mock:
         mock.post(URL).mock(side_effect=_answer(bodies))
         results = _run(_config(_judge(mode=mode)), cases, tmp_path)
@@ -117,6 +130,7 @@ def test_one_request_per_case_and_run(tmp_path, key, mode):
     assert all(b.get("seed") in (0, 1) for b in bodies)  # the run is sent, as for a dimension call
     rows = _records(tmp_path)
     assert len(rows) == 15 and all(r["status"] == "ok" for r in rows)
+    assert results.progress is not None
     assert results.progress.done == 15 and results.progress.failed == 0
 
 
@@ -124,7 +138,7 @@ def test_records_equal_three_separate_replies(tmp_path, key):
     """The per-case judge's judgments (and the scores re-derived from them) equal those of a
     per-dimension judge given the same three replies one by one."""
     cases = _cases(4)
-    bodies: list[dict] = []
+    bodies: list[dict[str, Any]] = []
     with respx.mock(using="httpx") as mock:
         mock.post(URL).mock(side_effect=_answer(bodies))
         results = _run(_config(_judge("whole"), _judge("each", call="per_dimension")), cases, tmp_path)
@@ -137,13 +151,13 @@ def test_records_equal_three_separate_replies(tmp_path, key):
     for case in results.consensus:
         assert case.judge_totals["whole"] == case.judge_totals["each"]
         for dim in DIMENSIONS:
-            a, b = case.judges["whole"][dim], case.judges["each"][dim]
-            assert (a.runs, a.stars, a.claim_mismatches) == (b.runs, b.stars, b.claim_mismatches)
+            sa, sb = case.judges["whole"][dim], case.judges["each"][dim]
+            assert (sa.runs, sa.stars, sa.claim_mismatches) == (sb.runs, sb.stars, sb.claim_mismatches)
 
 
 def test_tokens_and_cost_split_exactly(tmp_path, key):
     cases = _cases(2)
-    bodies: list[dict] = []
+    bodies: list[dict[str, Any]] = []
     with respx.mock(using="httpx") as mock:
         mock.post(URL).mock(side_effect=_answer(bodies))
         _run(_config(_judge()), cases, tmp_path)
@@ -185,7 +199,7 @@ def test_split_unit():
 
 
 def test_a_failed_request_fails_every_dimension(tmp_path, key):
-    bodies: list[dict] = []
+    bodies: list[dict[str, Any]] = []
 
     def refuse(request: httpx.Request) -> httpx.Response:
         bodies.append(json.loads(request.content))
@@ -199,13 +213,14 @@ def test_a_failed_request_fails_every_dimension(tmp_path, key):
     assert len(rows) == 6 and all(r["status"] == "failed" and r["error_kind"] == "bad_request" for r in rows)
     for case_id in {r["case_id"] for r in rows}:
         assert len({r["error"] for r in rows if r["case_id"] == case_id}) == 1  # the same reason for all three
+    assert results.progress is not None
     assert results.progress.failed == 6
     assert FAKE_KEY not in json.dumps(rows)
 
 
 def test_a_reply_missing_a_dimension_is_re_asked(tmp_path, key):
     cases = _cases(2)
-    bodies: list[dict] = []
+    bodies: list[dict[str, Any]] = []
     with respx.mock(using="httpx") as mock:
         mock.post(URL).mock(side_effect=_answer(bodies, missing={cases[0].id: 1}))
         _run(_config(_judge()), cases, tmp_path)
@@ -221,7 +236,7 @@ def test_a_reply_missing_a_dimension_is_re_asked(tmp_path, key):
 
 def test_a_reply_always_missing_a_dimension_fails_all_three(tmp_path, key):
     cases = _cases(1)
-    bodies: list[dict] = []
+    bodies: list[dict[str, Any]] = []
     with respx.mock(using="httpx") as mock:
         mock.post(URL).mock(side_effect=_answer(bodies, missing={cases[0].id: 99}))
         _run(_config(_judge()), cases, tmp_path)
@@ -300,7 +315,7 @@ def test_resume_asks_only_the_missing_dimensions(tmp_path, key):
     """A run interrupted after some dimensions of a case were stored: the rerun makes one request for
     that case, the stored record is kept, and the request's tokens go to the dimensions it answers."""
     cases = _cases(2)
-    bodies: list[dict] = []
+    bodies: list[dict[str, Any]] = []
     with respx.mock(using="httpx") as mock:
         mock.post(URL).mock(side_effect=_answer(bodies))
         _run(_config(_judge()), cases, tmp_path)
@@ -315,6 +330,7 @@ def test_resume_asks_only_the_missing_dimensions(tmp_path, key):
         prep = api.prepare(cases, _config(_judge()))
         results = api.run(prep, tmp_path, n_boot=10)
     assert [case_of(b) for b in bodies] == [cases[1].id]
+    assert results.progress is not None
     assert results.progress.skipped == 4 and results.progress.done == 2
     after = {(r["case_id"], r["dimension"]): r for r in _records(tmp_path)}
     assert after[(cases[1].id, "accuracy")] == before[(cases[1].id, "accuracy")]
@@ -370,6 +386,7 @@ def test_fake_server_answers_a_whole_case_request(tmp_path, monkeypatch):
     rows = _records(tmp_path)
     assert len(rows) == 12 and all(r["status"] == "ok" for r in rows)
     assert sum(r["prompt_tokens"] for r in rows) == sum(e["prompt_tokens"] for e in log)
+    assert results.progress is not None
     assert results.progress.failed == 0
 
 
@@ -432,7 +449,7 @@ def test_calibration_compares_per_case_with_per_dimension(tmp_path, key, rubric)
     suite = _suite(10)
     missed = {sc.case.id for sc in suite[:3]}
 
-    def part(sc: SuiteCase, dim: str, drop: bool) -> dict:
+    def part(sc: SuiteCase, dim: str, drop: bool) -> dict[str, Any]:
         items = [] if drop else [
             {"category": e.category, "type": e.type, "points": e.points, "evidence": e.spans[0].text, "reason": "x"}
             for e in sc.expected if e.dimension == dim]
@@ -478,13 +495,14 @@ def test_concurrency_one_still_one_request_per_case_and_run(tmp_path, key):
     run) and the runner starts three workers per request slot: at concurrency 1 the dimensions of a case
     still share one request per run, and nothing waits forever."""
     cases = [*_cases(2), _cases(3)[2].model_copy(update={"important": True})]
-    bodies: list[dict] = []
+    bodies: list[dict[str, Any]] = []
     with respx.mock(using="httpx") as mock:
         mock.post(URL).mock(side_effect=_answer(bodies))
         prep = api.prepare(cases, _config(_judge(concurrency=1), important_runs=3))
         results = api.run(prep, tmp_path, n_boot=0)
     assert Counter((case_of(b), b.get("seed")) for b in bodies) == {
         (cases[0].id, 0): 1, (cases[1].id, 0): 1, (cases[2].id, 0): 1, (cases[2].id, 1): 1, (cases[2].id, 2): 1}
+    assert results.progress is not None
     assert results.progress.done == 15 and results.progress.failed == 0
     order = [(c.planned.case_id, c.planned.dimension, c.planned.run) for c in prep.calls]
     assert order[:3] == [(cases[0].id, d, 0) for d in DIMENSIONS]
@@ -498,7 +516,7 @@ def test_the_per_case_request_counted_is_the_request_sent(tmp_path, key, mode):
     cases = _cases(5)
     prep = api.prepare(cases, _config(_judge(mode=mode)))
     (est,) = api.dry_run(prep)
-    bodies: list[dict] = []
+    bodies: list[dict[str, Any]] = []
     with respx.mock(using="httpx") as mock:
         mock.post(URL).mock(side_effect=_answer(bodies))
         api.run(prep, tmp_path, n_boot=0)
@@ -516,7 +534,7 @@ def test_adaptive_runs_with_one_request_per_case(tmp_path, key):
     """runs: adaptive grows a per-case judge's plan in rounds: each round's extra run of a case is one
     request, and the plan's hashes stay those of a fixed plan of as many runs."""
     cases = _cases(2)
-    bodies: list[dict] = []
+    bodies: list[dict[str, Any]] = []
 
     def answer(request: httpx.Request) -> httpx.Response:
         body = json.loads(request.content)
@@ -534,6 +552,7 @@ def test_adaptive_runs_with_one_request_per_case(tmp_path, key):
     assert Counter((case_of(b), b.get("seed")) for b in bodies) == {(c.id, r): 1 for c in cases for r in range(3)}
     rows = _records(tmp_path)
     assert len(rows) == 18 and all(r["status"] == "ok" for r in rows)
+    assert results.progress is not None
     assert results.progress.rounds == 2
     fixed = {c.planned.request_hash for c in plan(cases, results.rubric, config.model_copy(
         update={"runs": 3, "important_runs": 3}), api.prepare(cases, config).judges)}

@@ -12,6 +12,7 @@ from consensus_eval import InputError
 from consensus_eval.domain.cases import Case, Turn
 from consensus_eval.domain.prompts import MESSAGE_BREAK, fence, render
 from consensus_eval.domain.rubric import Rubric, load_rubric
+from tests.helpers import present
 
 RUBRIC = load_rubric("medical_record")
 DIMS = [d.id for d in RUBRIC.dimensions]
@@ -61,7 +62,7 @@ def _check_system_has_rubric(system: str, rubric: Rubric, dim_id: str) -> None:
         for t in c.types:
             assert f"{t.name}（type: {t.id}）：每处扣{t.points_text()}分" in system
     for star in (5, 4, 3, 2):
-        assert f"{_n(dim.stars[star])}分及以上{star}星" in system
+        assert f"{_n(present(dim.stars)[star])}分及以上{star}星" in system
 
 
 @pytest.mark.parametrize("dim_id", DIMS)

@@ -8,14 +8,16 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic import ValidationError
 
 from consensus_eval import InputError
 from consensus_eval.domain.judgment import Deduction, Judgment, PenaltyHit, response_model
-from consensus_eval.domain.rubric import Dimension, Rubric, load_rubric
+from consensus_eval.domain.rubric import Category, DeductionType, Dimension, Rubric, load_rubric
 from consensus_eval.domain.scoring import derive
+from tests.helpers import present
 
 BAD = Path(__file__).parent / "data" / "bad"
 RUBRIC = load_rubric("medical_record")
@@ -137,8 +139,8 @@ def test_loader_errors_name_file_and_field(name, expected):
         assert part in msg, f"{part!r} not in {msg!r}"
 
 
-def _mini(**dim_overrides) -> dict:
-    dim = {
+def _mini(**dim_overrides: Any) -> dict[str, Any]:
+    dim: dict[str, Any] = {
         "id": "quality", "name": "Quality", "max": 10, "stars": {5: 9, 4: 7, 3: 5, 2: 3},
         "categories": [
             {"id": "facts", "name": "Facts", "cap": 6, "types": [{"id": "fact_wrong", "name": "W", "points": 2}]},
@@ -149,7 +151,7 @@ def _mini(**dim_overrides) -> dict:
     return {"id": "mini", "name": "Mini", "dimensions": [dim]}
 
 
-def _write(tmp_path: Path, data: dict | str) -> Path:
+def _write(tmp_path: Path, data: dict[str, Any] | str) -> Path:
     p = tmp_path / "rubric.yaml"
     p.write_text(data if isinstance(data, str) else json.dumps(data), encoding="utf-8")  # JSON is YAML
     return p
@@ -295,7 +297,8 @@ def test_seed_worked_example():
     assert s.claim_mismatch is True
     assert a.score + c.score + s.score == 89  # 38 + 28 + 23
     # the seed's star formula on the derived stars: 5*8 + 4*7 + 4*5 = 40 + 28 + 20 = 88
-    assert RUBRIC.star_total({"accuracy": a.stars, "completeness": c.stars, "standardization": s.stars}) == 88
+    assert RUBRIC.star_total({"accuracy": present(a.stars), "completeness": present(c.stars),
+                              "standardization": present(s.stars)}) == 88
     # ... and on the stars the seed's example claims (5/4/5): 40 + 28 + 25 = 93
     assert RUBRIC.star_total({"accuracy": 5, "completeness": 4, "standardization": 5}) == 93
     assert RUBRIC.total_stars({"accuracy": 38, "completeness": 28, "standardization": 23}) == {
@@ -313,7 +316,7 @@ def test_claim_mismatch_on_score_only():
 # --------------------------------------------------------------------------- derive: caps and floor
 
 
-def _biggest_type(cat):
+def _biggest_type(cat: Category) -> DeductionType:
     return max(cat.types, key=lambda t: t.high)
 
 
@@ -407,7 +410,7 @@ def test_fixed_penalty_counts_once():
 # --------------------------------------------------------------------------- stars
 
 
-STAR_PARAMS = [(d.id, star, d.stars[star]) for d in RUBRIC.dimensions for star in (5, 4, 3, 2)]
+STAR_PARAMS = [(d.id, star, present(d.stars)[star]) for d in RUBRIC.dimensions for star in (5, 4, 3, 2)]
 
 
 @pytest.mark.parametrize(("dim_id", "star", "threshold"), STAR_PARAMS)
@@ -494,7 +497,8 @@ def test_unknown_type_raises_value_error():
 # --------------------------------------------------------------------------- response models
 
 
-def _reply(dim_id: str, deductions: list[dict], *, score: float = 38, stars: int = 5, **extra) -> dict:
+def _reply(dim_id: str, deductions: list[dict[str, Any]], *, score: float = 38, stars: int = 5,
+           **extra: Any) -> dict[str, Any]:
     return {"deductions": [{"evidence": "…", "reason": "…", **d} for d in deductions],
             "score": score, "stars": stars, "comment": "ok", **extra}
 
@@ -591,7 +595,7 @@ def test_response_model_rejects_claims_out_of_bounds(dim_id, score, stars):
 
 def test_response_model_accepts_max_score():
     M = response_model(RUBRIC, "standardization")
-    assert M.model_validate(_reply("standardization", [], score=25, stars=5)).score == 25
+    assert M.model_validate(_reply("standardization", [], score=25, stars=5)).model_dump()["score"] == 25
 
 
 def test_response_model_json_schema_lists_closed_enums():

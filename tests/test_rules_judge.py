@@ -22,7 +22,7 @@ import pytest
 from consensus_eval._errors import InputError
 from consensus_eval.domain.cases import Case, Turn, load_cases
 from consensus_eval.domain.config import EvalConfig, LLMJudgeConfig, RulesJudgeConfig
-from consensus_eval.domain.judgment import Judgment
+from consensus_eval.domain.judgment import Deduction, Judgment, PenaltyHit
 from consensus_eval.domain.rubric import Rubric, load_rubric
 from consensus_eval.domain.scoring import derive
 from consensus_eval.execution.plan import plan
@@ -61,6 +61,7 @@ from consensus_eval.judges.rules.medical_record.text import (
     bounds,
     close,
 )
+from tests.helpers import present
 
 RUBRIC = load_rubric("medical_record")
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "cases.jsonl"
@@ -88,19 +89,28 @@ RECORD = """主诉：血糖升高3年，口干、多饮6个月。
 个人史：否认吸烟、饮酒。"""
 
 
-def judge(record: str = RECORD, conversation: str | list[Turn] = CONV) -> dict:
+def judge(record: str = RECORD, conversation: str | list[Turn] = CONV) -> dict[str, Judgment]:
     return check_case(Case(id="t", conversation=conversation, record=record), RUBRIC)
 
 
-def found(judgments: dict) -> list[str]:
+def found(judgments: dict[str, Judgment]) -> list[str]:
     """Every deduction type and fixed penalty id, in order."""
     return [d.type for j in judgments.values() for d in j.deductions] + \
            [p.id for j in judgments.values() for p in j.fixed_penalties]
 
 
-def hits(judgments: dict, type_id: str) -> list:
-    return [d for j in judgments.values() for d in [*j.deductions, *j.fixed_penalties]
-            if getattr(d, "type", getattr(d, "id", None)) == type_id]
+def hits(judgments: dict[str, Judgment], type_id: str) -> list[Deduction | PenaltyHit]:
+    out: list[Deduction | PenaltyHit] = []
+    for j in judgments.values():
+        parts: list[Deduction | PenaltyHit] = [*j.deductions, *j.fixed_penalties]
+        out += [d for d in parts if getattr(d, "type", getattr(d, "id", None)) == type_id]
+    return out
+
+
+def deductions(items: list[Deduction | PenaltyHit]) -> list[Deduction]:
+    """``items``, each asserted a deduction (not a fixed penalty)."""
+    assert all(isinstance(d, Deduction) for d in items), items
+    return [d for d in items if isinstance(d, Deduction)]
 
 
 def edit(old: str, new: str, text: str = RECORD) -> str:
@@ -131,7 +141,7 @@ def test_same_case_same_output_and_version():
 
 def test_points_come_from_the_rubric_low_end_and_comment_counts():
     js = judge(edit("个人史：否认吸烟、饮酒。", "个人史：无特殊。"))  # personal_unrecorded is [1, 2]
-    d = hits(js, "personal_unrecorded")
+    d = deductions(hits(js, "personal_unrecorded"))
     assert [x.points for x in d] == [1.0, 1.0]  # smoking and drinking, once each
     assert js["completeness"].comment == "rules: 2 findings"
 
@@ -176,7 +186,7 @@ def test_headings_on_one_line():
 
 def test_missing_family_history_quotes_the_conversation():
     js = judge(edit("家族史：母亲患糖尿病。\n", ""))
-    (d,) = hits(js, "fh_absent")
+    (d,) = deductions(hits(js, "fh_absent"))
     assert d.category == "family_history" and d.points == 4 and d.evidence == "我母亲有糖尿病"
     assert found(js) == ["fh_absent"]
 
@@ -604,7 +614,8 @@ def test_evidence_is_quoted_from_the_record_or_conversation():
     rec = edit("家族史：母亲患糖尿病。", "家族史：不详。", rec)
     js = judge(rec)
     for j in js.values():
-        for d in [*j.deductions, *j.fixed_penalties]:
+        parts: list[Deduction | PenaltyHit] = [*j.deductions, *j.fixed_penalties]
+        for d in parts:
             assert d.evidence == "" or d.evidence in rec or d.evidence in CONV, d
     keys = Counter((d.type, d.evidence, d.reason) for j in js.values() for d in j.deductions)
     assert max(keys.values()) == 1
@@ -795,7 +806,7 @@ async def test_registered_rules_serve_their_rubric(rules_registry_copy):
     assert judge.version == "rules-other-7"
     case = Case(id="t", conversation=CONV, record=RECORD)
     outcomes = [await judge.judge(case, d, []) for d in other.dimensions]
-    assert [o.judgment.comment for o in outcomes] == ["tiny other"] * 3
+    assert [present(o.judgment).comment for o in outcomes] == ["tiny other"] * 3
     assert all(o.status == "ok" and o.cost == 0.0 for o in outcomes)
     assert seen == ["t"]  # run once per case, every dimension served from it
     # the medical-record rubric keeps its own rules

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from consensus_eval.domain.judgment import Judgment
 from tests.test_rules_judge import CONV, RECORD, edit, found, judge
 
 # --------------------------------------------------------------------------- 1. insulin for insulin
@@ -61,7 +62,7 @@ def test_two_insulins_one_swapped():
 # --------------------------------------------------------------------------- 2. a value from another point
 
 
-def accuracy(js: dict) -> list[tuple[str, str]]:
+def accuracy(js: dict[str, Judgment]) -> list[tuple[str, str]]:
     return [(d.type, d.reason) for d in js["accuracy"].deductions]
 
 
@@ -178,7 +179,7 @@ LABS = edit("血压130/80。", "血压130/80，肌酐98，eGFR 85，体重150斤
 LABS_REC = edit("血压130/80mmHg。", "血压130/80mmHg，血肌酐98μmol/L，eGFR 85ml/(min·1.73m²)，体重75kg。")
 
 
-def units(js: dict) -> list[tuple[str, str, str]]:
+def units(js: dict[str, Judgment]) -> list[tuple[str, str, str]]:
     return [(d.type, d.evidence, d.reason) for d in js["accuracy"].deductions]
 
 

@@ -111,14 +111,16 @@ def test_a_second_ctrl_c_exits_at_once_without_a_traceback(tmp_path):
 
 def test_stop_event_of_the_api_leaves_incomplete_cases(tmp_path):
     from consensus_eval import api
+    from consensus_eval.analysis.results import Results
+    from consensus_eval.execution.execute import Progress
 
     cases = write_cases(tmp_path / "cases.jsonl", n=6)
 
-    async def go() -> api.Results:
+    async def go() -> Results:
         stop = asyncio.Event()
         done = 0
 
-        def hook(p: api.Progress) -> None:  # type: ignore[name-defined]
+        def hook(p: Progress) -> None:
             nonlocal done
             done = p.done
             if p.done >= 3:

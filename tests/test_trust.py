@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +15,7 @@ from scipy import stats
 from typer.testing import CliRunner
 
 from consensus_eval import load_run
+from consensus_eval.analysis.consensus import CaseConsensus
 from consensus_eval.analysis.gstudy import g_study
 from consensus_eval.analysis.ppi import ppi_mean
 from consensus_eval.analysis.spotcheck import allocate, band, draw
@@ -21,10 +23,10 @@ from consensus_eval.analysis.systems import leaderboard
 from consensus_eval.analysis.validity import icc_a1
 from consensus_eval.api import spot_check
 from consensus_eval.cli import app
-from consensus_eval.domain.cases import Case
+from consensus_eval.domain.cases import Case, Turn
 from consensus_eval.domain.judgment import Deduction, Judgment
 from consensus_eval.domain.prompts import render
-from consensus_eval.execution.store import HumanLabelRecord, Store
+from consensus_eval.execution.store import HumanLabelRecord, LabelOrigin, Store
 from tests.conftest import ROOT
 from tests.test_audit import DIMS, JUDGES, RECORD, build_panel_store
 
@@ -38,17 +40,22 @@ def _cli(*args: object, code: int = 0) -> str:
     return res.output
 
 
-def _synthetic_panel(n_sources: int = 30, seed: int = 3) -> tuple[dict, list[Case]]:
+def _total(c: CaseConsensus) -> float:
+    assert c.total is not None
+    return c.total
+
+
+def _synthetic_panel(n_sources: int = 30, seed: int = 3) -> tuple[dict[tuple[str, str, str], Judgment], list[Case]]:
     """3 judges x 2 systems x n_sources conversations: system b's records lose ~3 more points on accuracy;
     judge-c is harsher by one value_error (2 points) on every case."""
     rng = random.Random(seed)
-    panel: dict = {}
+    panel: dict[tuple[str, str, str], Judgment] = {}
     cases = []
     for i in range(n_sources):
         base = rng.randint(0, 3)
         for system, extra in (("a", 0), ("b", rng.choice((1, 2, 2)))):
             cid = f"s{i:02d}-{system}"
-            cases.append(Case(id=cid, conversation=[{"role": "patient", "text": f"患者{i}：口干"}],
+            cases.append(Case(id=cid, conversation=[Turn(role="patient", text=f"患者{i}：口干")],
                               record=RECORD.format(i=f"{i}{system}"), system=f"scribe-{system}", source=f"c{i}"))
             for j in JUDGES:
                 k = base + extra + (1 if j == "judge-c" else 0) + rng.choice((0, 0, 1))
@@ -87,7 +94,8 @@ def test_the_leaderboard_against_scipy_and_pingouin(two_systems: Path) -> None:
     assert (d.diff, d.low, d.high, d.p) == pytest.approx(((a - b).mean(), ci.low, ci.high, test.pvalue))
     assert d.verdict == "a" and d.wins == int(((a - b) > 0.5).sum()) and d.wins + d.ties + d.losses == 30
     flipped = lb.difference("scribe-b", "scribe-a")
-    assert (flipped.diff, flipped.verdict, flipped.losses) == (pytest.approx(-d.diff), "b", d.wins)
+    assert d.diff is not None
+    assert flipped.diff == pytest.approx(-d.diff) and flipped.verdict == "b" and flipped.losses == d.wins
     # Holm over the pairs of a key: 2 systems, 1 pair per key; with a third system, 3 pairs
     family = [x for x in lb.differences if x.key == "accuracy"]
     assert [x.p_holm for x in family] == pytest.approx(list(pg.multicomp([x.p for x in family], method="holm")[1]))
@@ -110,7 +118,7 @@ def test_holm_and_welch_with_three_unpaired_systems() -> None:
                                       star_total=None, n_judges=1, judges={}, judge_totals={}, spread=None, flags=[]))
     lb = leaderboard(cases, cons, ["accuracy"], [], n_boot=0)
     assert lb is not None and lb.design == "unpaired"
-    tot = {c.case_id: c.total for c in cons}
+    tot = {c.case_id: _total(c) for c in cons}
     for d in (x for x in lb.differences if x.key == "total"):
         xa = [tot[c.id] for c in cases if c.system == d.a]
         xb = [tot[c.id] for c in cases if c.system == d.b]
@@ -205,7 +213,8 @@ def test_spot_check_cli_stores_the_draw_and_refuses_a_redraw_after_labels(two_sy
 # --------------------------------------------------------------------------- validity on the spot check
 
 
-def _label(store: Store, case_id: str, reviewer: str, scores: dict[str, float], origin: str = "own") -> None:
+def _label(store: Store, case_id: str, reviewer: str, scores: Mapping[str, float | None],
+           origin: LabelOrigin = "own") -> None:
     for d, v in scores.items():
         store.upsert_human_label(HumanLabelRecord(case_id=case_id, dimension=d, reviewer=reviewer, kind="score",
                                                   value=v, origin=origin, source="test"))
@@ -217,7 +226,7 @@ def test_validity_is_measured_on_the_spot_check_only_against_the_estimators(two_
     res = load_run(two_systems, n_boot=0)
     by_id = {c.case_id: c for c in res.consensus}
     rng = np.random.default_rng(0)
-    truth = {cid: by_id[cid].total - 2 + rng.normal(0, 1.5) for cid in sample}     # clinicians: 2 points harsher
+    truth = {cid: _total(by_id[cid]) - 2 + rng.normal(0, 1.5) for cid in sample}     # clinicians: 2 points harsher
     queue_case = next(c.case_id for c in res.consensus if c.case_id not in sample)
     with Store.open_existing(two_systems) as store:
         for cid in sample[:-2]:
@@ -234,11 +243,12 @@ def test_validity_is_measured_on_the_spot_check_only_against_the_estimators(two_
     used = sample[:-2]
     human = {cid: (truth[cid] - 60 + 35 + 25 + (truth[cid] - 60 + 1 + 35 + 25 if cid in sample[:10] else
                                                   truth[cid] - 60 + 35 + 25)) / 2 for cid in used}
-    panel = [by_id[cid].total for cid in used]
+    panel = [_total(by_id[cid]) for cid in used]
     expect = icc_a1(np.column_stack([panel, [human[c] for c in used]]))
     got = v.scores["total"].raters["panel"]
     assert got.n == 22 and got.icc.value == pytest.approx(expect.value)
     assert got.bias == pytest.approx(np.mean(np.array(panel) - [human[c] for c in used]))
+    assert got.bias is not None
     assert got.bias > 1                                       # the panel is kinder than the clinicians
     ceiling = v.scores["total"].ceiling
     pairs = [[truth[c] - 60 + 60, truth[c] - 60 + 61] for c in sample[:10]]
@@ -247,7 +257,7 @@ def test_validity_is_measured_on_the_spot_check_only_against_the_estimators(two_
     ppi = next(p for p in v.ppi if p.group == "scribe-a" and p.key == "total")
     ids_a = [c.id for c in res.cases if c.system == "scribe-a"]
     lab = [c for c in used if c in ids_a]
-    want = ppi_mean([human[c] for c in lab], [by_id[c].total for c in lab], [by_id[c].total for c in ids_a],
+    want = ppi_mean([human[c] for c in lab], [_total(by_id[c]) for c in lab], [_total(by_id[c]) for c in ids_a],
                     unlabelled_includes_labelled=True)
     assert (ppi.ppi.estimate, ppi.ppi.low, ppi.ppi.high) == pytest.approx((want.estimate, want.low, want.high))
     assert ppi.panel.N == 30 and ppi.human.n == len(lab)
@@ -283,7 +293,7 @@ def test_a_band_stratified_sample_weights_bias_and_mae(two_systems: Path) -> Non
             _label(store, cid, "li", {"accuracy": 30, "completeness": 35, "standardization": 25})
     v = load_run(two_systems, n_boot=0).reliability.validity
     assert v is not None and v.weighted and "ppi_unequal_probabilities" in v.notes
-    diffs = np.array([by_id[c].total - 90 for c in probs])
+    diffs = np.array([_total(by_id[c]) - 90 for c in probs])
     w = np.array([1 / probs[c] for c in probs])
     assert v.scores["total"].raters["panel"].bias == pytest.approx(float((w * diffs).sum() / w.sum()))
 
@@ -415,8 +425,9 @@ def test_detection_on_real_records_beside_the_planted_errors(two_systems: Path) 
             acc = [r for r in res.records if r.case_id == cid and r.dimension == "accuracy" and r.run == 0
                    and r.judgment is not None]
             for r in acc:
+                assert r.judgment is not None
                 took[(cid, r.judge)] = bool(r.judgment.deductions)
-            first = next((r for r in acc if r.judgment.deductions), None)
+            first = next((r for r in acc if r.judgment is not None and r.judgment.deductions), None)
             if first is not None:       # deserved on the first half of the sample, not on the second
                 store.upsert_human_label(HumanLabelRecord(
                     case_id=cid, dimension="accuracy", deduction_id=f"{first.request_hash}#d0", reviewer="li",
@@ -426,6 +437,7 @@ def test_detection_on_real_records_beside_the_planted_errors(two_systems: Path) 
                     case_id=cid, dimension="standardization", deduction_id="li-1", reviewer="li",
                     kind="added_deduction", value="colloquial", points=1, evidence="x", source="test"))
     res = load_run(two_systems, n_boot=0)
+    assert res.reliability.validity is not None
     dv = res.reliability.validity.deductions
     assert dv is not None
     for j in JUDGES:

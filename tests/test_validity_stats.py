@@ -245,6 +245,7 @@ def test_isotonic_map_against_sklearn_and_its_cross_validated_error() -> None:
     assert [m.apply(v) for v in (60.0, 85.0, 120.0)] == pytest.approx(list(fit.predict([60.0, 85.0, 120.0])))
     assert all(b >= a for a, b in zip(m.y, m.y[1:], strict=False))          # monotone
     assert m.mae_raw == pytest.approx(float(np.abs(raw - clinician).mean()))
+    assert m.mae_raw is not None
     assert m.mae_cv is not None and m.mae_cv < m.mae_raw / 3                # out-of-fold, still far better
     # a useless judge: calibration cannot invent a relation the data do not have
     noise = isotonic_map(list(rng.uniform(70, 100, 60)), list(rng.uniform(60, 100, 60)))

@@ -24,7 +24,7 @@ class EchoJudge:
     deterministic = True
     reads_prompt = False
     version = "echo-1"
-    max_case_chars = None
+    max_case_chars: int | None = None
 
     def __init__(self, config: EchoConfig, rubric: Rubric) -> None:
         self.config = config
