@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from consensus_eval.domain.rubric import Rubric
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
@@ -15,14 +19,14 @@ FAKE_KEY = "sk-test-DO-NOT-LEAK-0123456789abcdef"
 
 
 @pytest.fixture
-def rubric():
+def rubric() -> Rubric:
     from consensus_eval.domain.rubric import load_rubric
 
     return load_rubric("medical_record")
 
 
 @pytest.fixture(autouse=True)
-def fast_backoff(monkeypatch):
+def fast_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
     """Retries wait milliseconds, not seconds, in tests."""
     import consensus_eval.judges.llm as llm
 
@@ -31,7 +35,7 @@ def fast_backoff(monkeypatch):
 
 
 @pytest.fixture
-def api_keys(monkeypatch):
+def api_keys(monkeypatch: pytest.MonkeyPatch) -> str:
     for var in ("JUDGE_A_KEY", "JUDGE_B_KEY", "DEEPSEEK_API_KEY"):
         monkeypatch.setenv(var, FAKE_KEY)
     return FAKE_KEY

@@ -11,6 +11,7 @@ import pytest
 from consensus_eval import InputError, api
 from consensus_eval.analysis.results import Results
 from consensus_eval.domain.config import EvalConfig
+from consensus_eval.domain.rubric import Rubric
 from consensus_eval.execution.adaptive import JudgeRuns, decide
 from consensus_eval.execution.execute import Progress
 from consensus_eval.execution.store import STORE_NAME, Store
@@ -36,25 +37,25 @@ def runs(**by_judge: tuple[tuple[float, ...], tuple[float, ...], tuple[float, ..
 STAGES = {"a": 1, "b": 1}
 
 
-def test_one_run_each_and_the_panel_agrees_stops(rubric):
+def test_one_run_each_and_the_panel_agrees_stops(rubric: Rubric) -> None:
     state = runs(a=((36,), (30,), (22,)), b=((34,), (29,), (22,)))  # totals 88 vs 85: 3 apart, stars close
     assert decide(state, rubric, cfg(), adaptive=True, stage=STAGES) == []
 
 
-def test_panel_spread_above_flag_spread_asks_every_judge_every_dimension(rubric):
+def test_panel_spread_above_flag_spread_asks_every_judge_every_dimension(rubric: Rubric) -> None:
     state = runs(a=((38,), (33,), (22,)), b=((30,), (30,), (21,)))  # totals 93 vs 81: 12 > 10
     adds = decide(state, rubric, cfg(), adaptive=True, stage=STAGES)
     assert {(x.judge, x.dimension, x.run, x.why) for x in adds} == {(j, d, 1, "panel") for j in "ab" for d in DIMS}
 
 
-def test_a_star_gap_of_the_panel_asks_only_that_dimension(rubric):
+def test_a_star_gap_of_the_panel_asks_only_that_dimension(rubric: Rubric) -> None:
     # totals 74 vs 83 (9 apart); standardization 10 (2 stars) vs 20 (4 stars): a gap of 2
     state = runs(a=((34,), (30,), (10,)), b=((33,), (30,), (20,)))
     adds = decide(state, rubric, cfg(), adaptive=True, stage=STAGES)
     assert {(x.judge, x.dimension) for x in adds} == {("a", "standardization"), ("b", "standardization")}
 
 
-def test_own_runs_disagreeing_get_another_run_until_max_runs(rubric):
+def test_own_runs_disagreeing_get_another_run_until_max_runs(rubric: Rubric) -> None:
     # panel agrees; judge a's accuracy runs 36 and 31 are 5 > run_spread 3 apart: run 2
     state = runs(a=((36, 31), (30, 30), (22, 22)), b=((34, 34), (29, 29), (22, 22)))
     adds = decide(state, rubric, cfg(), adaptive=True, stage=STAGES)
@@ -67,7 +68,7 @@ def test_own_runs_disagreeing_get_another_run_until_max_runs(rubric):
     assert decide(state, rubric, cfg(), adaptive=True, stage=STAGES) == []
 
 
-def test_star_disagreement_of_own_runs_counts_when_configured(rubric):
+def test_star_disagreement_of_own_runs_counts_when_configured(rubric: Rubric) -> None:
     # 31.5 (3 stars) and 32.5 (4 stars) are 1 point apart, within run_spread, but a star apart
     state = runs(a=((31.5, 32.5), (30, 30), (22, 22)), b=((32, 32), (29, 29), (22, 22)))
     assert decide(state, rubric, cfg(), adaptive=True, stage=STAGES) == []
@@ -76,7 +77,7 @@ def test_star_disagreement_of_own_runs_counts_when_configured(rubric):
         ("a", "accuracy")]
 
 
-def test_failed_judges_deterministic_judges_and_fixed_cases_get_no_more_runs(rubric):
+def test_failed_judges_deterministic_judges_and_fixed_cases_get_no_more_runs(rubric: Rubric) -> None:
     # the panel disagrees on accuracy (5 vs 3 stars) and completeness (5 vs 3 stars)
     state = runs(a=((38,), (35,), (22,)), b=((30,), (24,), (21,)))
     state["b"]["accuracy"] = JudgeRuns(1, ())  # b's accuracy call failed: no total, no spread; no retry here
@@ -88,7 +89,7 @@ def test_failed_judges_deterministic_judges_and_fixed_cases_get_no_more_runs(rub
 CASCADE = {**PANEL, "judges": [*PANEL["judges"], {"name": "big", "model": "openai/z", "stage": 2}]}
 
 
-def test_cascade_asks_stage_2_only_when_stage_1_flags_or_cannot_settle(rubric):
+def test_cascade_asks_stage_2_only_when_stage_1_flags_or_cannot_settle(rubric: Rubric) -> None:
     c = EvalConfig.model_validate({**CASCADE, "important_runs": 1})
     stages = {"a": 1, "b": 1, "big": 2}
     agree = runs(a=((36,), (30,), (22,)), b=((34,), (29,), (22,)))
@@ -105,7 +106,7 @@ def test_cascade_asks_stage_2_only_when_stage_1_flags_or_cannot_settle(rubric):
     assert decide(asked, rubric, c, adaptive=False, stage=stages) == []
 
 
-def test_adaptive_stage_1_settles_before_stage_2_is_asked(rubric):
+def test_adaptive_stage_1_settles_before_stage_2_is_asked(rubric: Rubric) -> None:
     c = EvalConfig.model_validate(CASCADE)
     stages = {"a": 1, "b": 1, "big": 2}
     disagree = runs(a=((38,), (33,), (22,)), b=((30,), (30,), (21,)))
@@ -121,7 +122,7 @@ def test_adaptive_stage_1_settles_before_stage_2_is_asked(rubric):
     ({"judges": [{"name": "a", "model": "openai/x", "stage": 2}]}, "stage-1"),
     ({"judges": CASCADE["judges"], "consensus": {"min_judges": 3}}, "stage-1 judge"),
 ])
-def test_config_errors(over, match):
+def test_config_errors(over, match: str) -> None:
     with pytest.raises(InputError, match=match):
         api.prepare([], {**PANEL, **over}, check_keys=False)
 
@@ -157,7 +158,7 @@ def _plan(out: Path) -> list[tuple[str, str, str, int, str]]:
         return sorted((p.case_id, p.dimension, p.judge, p.run, p.request_hash) for p in s.plan())
 
 
-def test_dry_run_is_a_range_from_one_run_to_max_runs(tmp_path):
+def test_dry_run_is_a_range_from_one_run_to_max_runs(tmp_path: Path) -> None:
     cases = write_cases(tmp_path / "cases.jsonl", n=4)
     prep = api.prepare(cases, write_config(tmp_path / "c.yaml", "http://127.0.0.1:9", cascade=True))
     est = {e.judge: e for e in api.dry_run(prep)}
@@ -168,7 +169,7 @@ def test_dry_run_is_a_range_from_one_run_to_max_runs(tmp_path):
     assert est["judge-c"].calls == 0 and est["judge-c"].upper is not None and est["judge-c"].upper.calls == 4 * 3 * 3
 
 
-def test_adaptive_run_grows_in_rounds_and_resumes_to_the_same_plan(tmp_path):
+def test_adaptive_run_grows_in_rounds_and_resumes_to_the_same_plan(tmp_path: Path) -> None:
     cases = write_cases(tmp_path / "cases.jsonl", n=6)
 
     async def go(out: Path, stop_after: int | None, url: str) -> Results:
@@ -213,7 +214,7 @@ def test_adaptive_run_grows_in_rounds_and_resumes_to_the_same_plan(tmp_path):
     assert {h for *_, h in planned} <= {c.planned.request_hash for c in fixed.calls}
 
 
-def test_cascade_sends_stage_2_only_the_flagged_cases_and_says_so(tmp_path):
+def test_cascade_sends_stage_2_only_the_flagged_cases_and_says_so(tmp_path: Path) -> None:
     cases = write_cases(tmp_path / "cases.jsonl", n=8)
     with FakeServer(FakeConfig(seed=11, latency_ms=5.0, max_lifetime_s=120)) as srv:
         prep = api.prepare(cases, write_config(tmp_path / "c.yaml", srv.url, cascade=True))
@@ -251,7 +252,7 @@ def test_cascade_sends_stage_2_only_the_flagged_cases_and_says_so(tmp_path):
         assert f"on the other {n_not} it is not asked" in report
 
 
-def test_grow_decides_from_stored_records_and_waits_for_a_case_with_a_call_not_stored(rubric):
+def test_grow_decides_from_stored_records_and_waits_for_a_case_with_a_call_not_stored(rubric: Rubric) -> None:
     from consensus_eval.domain.cases import Case
     from consensus_eval.domain.judgment import Deduction, Judgment
     from consensus_eval.execution.adaptive import grow

@@ -12,7 +12,7 @@ from tests.conftest import EXAMPLES
 
 
 @pytest.fixture
-def counted(monkeypatch):
+def counted(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
     """Count store openings, reads of the calls table, and score derivations."""
     import consensus_eval.domain.scoring as scoring_mod
     from consensus_eval.execution.store import Store
@@ -20,7 +20,7 @@ def counted(monkeypatch):
     counts: Counter[str] = Counter()
     real_init, real_calls, real_derive = Store.__init__, Store.calls, scoring_mod.derive
 
-    def init(self, *a, **k):
+    def init(self, *a, **k) -> None:
         counts["store opened"] += 1
         real_init(self, *a, **k)
 
@@ -38,7 +38,7 @@ def counted(monkeypatch):
     return counts
 
 
-def test_score_reads_the_store_once_and_derives_each_judgment_once(tmp_path, counted):
+def test_score_reads_the_store_once_and_derives_each_judgment_once(tmp_path: Path, counted: Counter[str]) -> None:
     from consensus_eval.cli import app
 
     res = CliRunner().invoke(app, ["score", str(EXAMPLES), "--out", str(tmp_path / "out")])
@@ -52,7 +52,7 @@ def test_score_reads_the_store_once_and_derives_each_judgment_once(tmp_path, cou
         assert (tmp_path / "out" / name).is_file()
 
 
-def test_report_and_audit_read_the_store_once(tmp_path, counted):
+def test_report_and_audit_read_the_store_once(tmp_path: Path, counted: Counter[str]) -> None:
     from consensus_eval import evaluate
     from consensus_eval.cli import app
 
@@ -77,7 +77,7 @@ def _distinct_inputs(folder: Path) -> int:
                 for dim, j in calls})
 
 
-def test_load_run_returns_typed_results(tmp_path):
+def test_load_run_returns_typed_results(tmp_path: Path) -> None:
     from consensus_eval import Results, evaluate, load_run
     from consensus_eval.analysis.reliability import ReliabilityReport
 
@@ -91,7 +91,7 @@ def test_load_run_returns_typed_results(tmp_path):
     assert again.usage["rules"].ok == 48 and again.usage["rules"].cost == 0.0
 
 
-def test_cases_and_config_as_objects(tmp_path):
+def test_cases_and_config_as_objects(tmp_path: Path) -> None:
     from consensus_eval import Case, EvalConfig, RulesJudgeConfig, evaluate
     from consensus_eval.domain.cases import load_cases
 
@@ -104,7 +104,7 @@ def test_cases_and_config_as_objects(tmp_path):
     assert all(isinstance(c, Case) for c in a.cases)
 
 
-def test_bad_objects_are_input_errors(tmp_path):
+def test_bad_objects_are_input_errors(tmp_path: Path) -> None:
     from consensus_eval import InputError, evaluate
 
     with pytest.raises(InputError, match=r"case 0: .*record"):
@@ -113,7 +113,7 @@ def test_bad_objects_are_input_errors(tmp_path):
         evaluate(EXAMPLES, {"judges": []}, out=tmp_path / "o")
 
 
-def test_a_version_1_store_is_read_as_is_and_upgraded_by_the_next_score(tmp_path):
+def test_a_version_1_store_is_read_as_is_and_upgraded_by_the_next_score(tmp_path: Path) -> None:
     import sqlite3
 
     from consensus_eval import evaluate, load_run

@@ -52,14 +52,14 @@ def _cycles(graph: grimp.ImportGraph) -> list[list[str]]:
     return found
 
 
-def test_no_import_cycle_anywhere_in_the_package():
+def test_no_import_cycle_anywhere_in_the_package() -> None:
     """Function-local imports included: grimp reads every import statement of every module."""
     graph = grimp.build_graph("consensus_eval", include_external_packages=False)
     assert len(graph.modules) > 40
     assert _cycles(graph) == []
 
 
-def test_the_cycle_finder_finds_a_cycle(tmp_path, monkeypatch):
+def test_the_cycle_finder_finds_a_cycle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pkg = tmp_path / "cyclic_pkg"
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
@@ -69,7 +69,7 @@ def test_the_cycle_finder_finds_a_cycle(tmp_path, monkeypatch):
     assert _cycles(grimp.build_graph("cyclic_pkg")) == [["cyclic_pkg.a", "cyclic_pkg.b"]]
 
 
-def test_the_layering_contract_holds():
+def test_the_layering_contract_holds() -> None:
     lint = Path(sys.executable).with_name("lint-imports")
     if not lint.exists():
         pytest.skip("import-linter is not installed in this environment (CI runs it in its static checks)")
@@ -78,7 +78,7 @@ def test_the_layering_contract_holds():
     assert "0 broken" in res.stdout
 
 
-def test_importing_the_package_changes_nothing_global():
+def test_importing_the_package_changes_nothing_global() -> None:
     """No environment variable, no logger level, no library setting (the CLI module included: it
     changes them only when a command runs); the API is there, lazily."""
     code = """
@@ -100,7 +100,7 @@ print(json.dumps({"env": dict(os.environ) == env,
     assert out == {"env": True, "loggers": True, "litellm_quiet": False, "api": True}
 
 
-def test_all_names_exactly_the_lazy_exports():
+def test_all_names_exactly_the_lazy_exports() -> None:
     """``__all__`` is spelled out for linters and type checkers; it must not drift from ``_EXPORTS``."""
     import consensus_eval
 
@@ -108,7 +108,7 @@ def test_all_names_exactly_the_lazy_exports():
     assert set(consensus_eval.__all__) == {"__version__", *consensus_eval._EXPORTS}
 
 
-def test_every_public_name_resolves_to_what_it_names_whatever_was_imported_first():
+def test_every_public_name_resolves_to_what_it_names_whatever_was_imported_first() -> None:
     """A subpackage must not shadow an exported name (``consensus_eval.run`` was a subpackage once,
     and importing it replaced the exported ``run`` function)."""
     code = """
@@ -126,7 +126,7 @@ print(json.dumps(bad))
     assert json.loads(res.stdout.strip().splitlines()[-1]) == []
 
 
-def test_the_metrics_do_not_load_the_judge_layer():
+def test_the_metrics_do_not_load_the_judge_layer() -> None:
     code = ("import sys, consensus_eval.metrics.tcm, consensus_eval.metrics.text2dt;"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('litellm', 'instructor', 'openai')))")
     res = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
@@ -136,7 +136,7 @@ def test_the_metrics_do_not_load_the_judge_layer():
 # --------------------------------------------------------------------------- a judge kind from outside
 
 
-def test_a_new_judge_kind_is_one_module_and_one_registration(tmp_path):
+def test_a_new_judge_kind_is_one_module_and_one_registration(tmp_path: Path) -> None:
     """tests/plugins/echo_judge.py adds ``kind: echo``; a config uses it like any built-in kind."""
     import tests.plugins.echo_judge  # noqa: F401 - registers the kind
     from consensus_eval import evaluate
@@ -155,7 +155,7 @@ def test_a_new_judge_kind_is_one_module_and_one_registration(tmp_path):
     assert set(stored["judges"]) == {"echo", "rules"}
 
 
-def test_an_unknown_kind_is_named_with_the_known_ones(tmp_path):
+def test_an_unknown_kind_is_named_with_the_known_ones(tmp_path: Path) -> None:
     from consensus_eval import InputError, load_config
 
     cfg = write_config(tmp_path / "bad.yaml", "  - name: x\n    kind: nosuchkind\n")
@@ -163,7 +163,7 @@ def test_an_unknown_kind_is_named_with_the_known_ones(tmp_path):
         load_config(cfg)
 
 
-def test_an_aggregator_is_registered_by_name(tmp_path):
+def test_an_aggregator_is_registered_by_name(tmp_path: Path) -> None:
     from consensus_eval import evaluate, register_aggregator
 
     register_aggregator("max_of", lambda values, trim: max(values))
@@ -173,7 +173,7 @@ def test_an_aggregator_is_registered_by_name(tmp_path):
     assert results.config.consensus.aggregate == "max_of" and results.consensus[0].status == "ok"
 
 
-def test_the_api_refuses_to_block_a_running_loop_and_its_async_twin_works(tmp_path):
+def test_the_api_refuses_to_block_a_running_loop_and_its_async_twin_works(tmp_path: Path) -> None:
     import asyncio
 
     from consensus_eval import evaluate, evaluate_async
@@ -187,7 +187,7 @@ def test_the_api_refuses_to_block_a_running_loop_and_its_async_twin_works(tmp_pa
     assert asyncio.run(inside()) == 16
 
 
-def test_readme_python_example_runs(tmp_path, monkeypatch):
+def test_readme_python_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The Python API example of docs/api.md, as written, from the repository root."""
     doc = (ROOT / "docs" / "api.md").read_text(encoding="utf-8")
     block = doc.split("```python", 1)[1].split("```", 1)[0]
@@ -224,7 +224,7 @@ except Exception as e:
 """
 
 
-def test_an_installed_package_adds_a_judge_kind_through_its_entry_point(tmp_path):
+def test_an_installed_package_adds_a_judge_kind_through_its_entry_point(tmp_path: Path) -> None:
     """No import of the plugin anywhere: the config names the kind, the entry point is found."""
     site = tmp_path / "site"
     site.mkdir()
@@ -237,7 +237,7 @@ def test_an_installed_package_adds_a_judge_kind_through_its_entry_point(tmp_path
     assert json.loads(res.stdout.strip().splitlines()[-1]) == {"judges": ["mine"], "ok": 48}
 
 
-def test_a_broken_plugin_is_named_not_skipped(tmp_path):
+def test_a_broken_plugin_is_named_not_skipped(tmp_path: Path) -> None:
     site = tmp_path / "site"
     site.mkdir()
     _installed_plugin(site, "ce_broken_plugin", "raise RuntimeError('half-installed')\n")

@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 
 from consensus_eval import api as evaluate
 from consensus_eval.cli import app
+from consensus_eval.domain.config import Mode
 from consensus_eval.execution.store import Store
 from tests.fake_server import FakeConfig, FakeServer
 from tests.helpers import MODEL_OF, present, write_cases, write_panel
@@ -26,7 +27,7 @@ from tests.helpers import MODEL_OF, present, write_cases, write_panel
 CONTEXT_CHARS = 20_000  # the fake judges' context window; normal prompts are 3-8k characters
 
 
-def test_record_beyond_the_context_window_fails_that_call_with_a_clear_reason(tmp_path):
+def test_record_beyond_the_context_window_fails_that_call_with_a_clear_reason(tmp_path: Path) -> None:
     cases = write_cases(tmp_path / "cases.jsonl", 3)
     lines = cases.read_text(encoding="utf-8").splitlines()
     huge = json.loads(lines[1])
@@ -82,7 +83,7 @@ def _snapshot(out: Path) -> dict[str, Any]:
     return {"tables": tables, "files": files}
 
 
-def test_a_broken_cases_file_on_rerun_loses_nothing_already_stored(tmp_path):
+def test_a_broken_cases_file_on_rerun_loses_nothing_already_stored(tmp_path: Path) -> None:
     good = write_cases(tmp_path / "cases.jsonl", 4)
     new_case = json.loads(write_cases(tmp_path / "more.jsonl", 5).read_text(encoding="utf-8").splitlines()[4])
     broken = tmp_path / "broken.jsonl"
@@ -127,7 +128,7 @@ def test_a_broken_cases_file_on_rerun_loses_nothing_already_stored(tmp_path):
 
 
 @pytest.mark.parametrize("mode", ["tools", "json"])
-def test_context_error_message_names_the_limit(tmp_path, mode):
+def test_context_error_message_names_the_limit(tmp_path: Path, mode: Mode) -> None:
     """The reason a user reads says what happened (context length), from both provider routes."""
     import asyncio
 

@@ -22,6 +22,7 @@ from consensus_eval.analysis.usage import usage_by_judge
 from consensus_eval.domain.cases import Case
 from consensus_eval.domain.config import EvalConfig, LLMJudgeConfig
 from consensus_eval.domain.prompts import render
+from consensus_eval.domain.rubric import Rubric
 from consensus_eval.execution.estimate import shared_prefix
 from consensus_eval.execution.pricing import litellm_price, saving_per_cached_token
 from consensus_eval.execution.store import CallRecord
@@ -40,13 +41,13 @@ CASE = Case(id="c1", conversation="医生：血糖多少？\n患者：空腹9.6�
 
 
 @pytest.fixture
-def key(monkeypatch):
+def key(monkeypatch: pytest.MonkeyPatch) -> str:
     for var in ("JUDGE_KEY", "DEEPSEEK_API_KEY", "ANTHROPIC_API_KEY", "DASHSCOPE_API_KEY"):
         monkeypatch.setenv(var, FAKE_KEY)
     return FAKE_KEY
 
 
-def _judge(rubric, **kw) -> LLMJudge:
+def _judge(rubric: Rubric, **kw) -> LLMJudge:
     settings = {"name": "j", "model": "openai/fake", "api_base": "http://judge.test/v1", "api_key_env": "JUDGE_KEY",
                 **kw}
     return LLMJudge(LLMJudgeConfig(**settings), rubric)
@@ -70,7 +71,7 @@ def _answer(bodies: list[dict[str, Any]], **usage: Any) -> Callable[[httpx.Reque
 
 
 @pytest.mark.parametrize("mode", ["tools", "json", "md_json", "json_schema"])
-def test_the_request_counted_is_the_request_sent(rubric, key, mode):
+def test_the_request_counted_is_the_request_sent(rubric: Rubric, key: str, mode: str) -> None:
     """The dry run's request is byte for byte what instructor sends, in every mode, and its token
     count is the count of the captured body with the same tokenizer."""
     judge = _judge(rubric, mode=mode, model="openai/gpt-4.1")
@@ -92,7 +93,7 @@ def test_the_request_counted_is_the_request_sent(rubric, key, mode):
                 assert judge.count_tokens(messages) < on_the_wire
 
 
-def test_dry_run_total_is_within_2_percent_of_what_the_run_sends(rubric, key, tmp_path):
+def test_dry_run_total_is_within_2_percent_of_what_the_run_sends(rubric: Rubric, key: str, tmp_path: Path) -> None:
     """`score --dry-run` against the bodies a run actually sends (respx), counted independently on
     each captured body; JSON mode, where instructor's schema is about a quarter of the request."""
     cfg = EvalConfig.model_validate({"judges": [{
@@ -112,7 +113,7 @@ def test_dry_run_total_is_within_2_percent_of_what_the_run_sends(rubric, key, tm
 
 
 @pytest.mark.parametrize("mode", ["tools", "md_json"])
-def test_counting_a_sample_exactly_gives_the_exact_totals(key, monkeypatch, mode):
+def test_counting_a_sample_exactly_gives_the_exact_totals(key: str, monkeypatch: pytest.MonkeyPatch, mode: str) -> None:
     """Past the first SAMPLE_CASES cases, a request is counted as its messages plus its dimension's
     schema overhead: the totals and shares equal counting every request as built by instructor."""
     import consensus_eval.execution.estimate as est
@@ -132,7 +133,7 @@ def test_counting_a_sample_exactly_gives_the_exact_totals(key, monkeypatch, mode
 # --------------------------------------------------------------------------- shared prefix
 
 
-def test_shared_prefix_follows_the_providers_order():
+def test_shared_prefix_follows_the_providers_order() -> None:
     tool_a, tool_b = [{"function": {"name": "A"}}], [{"function": {"name": "B"}}]
     sys_msg = {"role": "system", "content": "rubric"}
     a = {"tools": tool_a, "messages": [sys_msg, {"role": "user", "content": "case one: x"}]}
@@ -146,7 +147,7 @@ def test_shared_prefix_follows_the_providers_order():
     assert shared_prefix([a, c]) == {"tools": tool_a, "messages": [sys_msg]}
 
 
-def test_dry_run_reports_the_shared_prefix_per_dimension(key):
+def test_dry_run_reports_the_shared_prefix_per_dimension(key: str) -> None:
     def shares(mode: str):
         cfg = EvalConfig.model_validate({"judges": [{
             "name": "j", "model": "openai/gpt-4.1", "api_base": "http://judge.test/v1", "api_key_env": "JUDGE_KEY",
@@ -198,7 +199,8 @@ def _has_marker(value: object) -> bool:
 
 
 @pytest.mark.parametrize(("prompt_cache", "marked"), [("auto", True), ("on", True), ("off", False)])
-def test_anthropic_gets_a_cache_marker_on_the_system_message(rubric, key, prompt_cache, marked):
+def test_anthropic_gets_a_cache_marker_on_the_system_message(rubric: Rubric, key: str, prompt_cache: str,
+                                                             marked: bool) -> None:
     judge = _judge(rubric, model="anthropic/claude-sonnet-4-5", api_base=None, api_key_env="ANTHROPIC_API_KEY",
                    prompt_cache=prompt_cache)
     bodies: list[dict[str, Any]] = []
@@ -217,7 +219,7 @@ def test_anthropic_gets_a_cache_marker_on_the_system_message(rubric, key, prompt
     assert out.cost == pytest.approx(100 * 3e-6 + 1500 * 3e-7 + 50 * 1.5e-5)
 
 
-def test_dashscope_gets_a_marker_and_openai_deepseek_none_by_default(rubric, key):
+def test_dashscope_gets_a_marker_and_openai_deepseek_none_by_default(rubric: Rubric, key: str) -> None:
     bodies: list[dict[str, Any]] = []
     dim = rubric.dimension("accuracy")
     messages = render(rubric, dim, CASE)
@@ -235,7 +237,7 @@ def test_dashscope_gets_a_marker_and_openai_deepseek_none_by_default(rubric, key
     assert not LLMJudgeConfig(name="x", model="anthropic/claude-sonnet-4-5", prompt_cache="off").cache_markers
 
 
-def test_prompt_cache_does_not_change_request_hashes():
+def test_prompt_cache_does_not_change_request_hashes() -> None:
     a = LLMJudgeConfig(name="x", model="anthropic/claude-sonnet-4-5")
     assert a.identity == a.model_copy(update={"prompt_cache": "off"}).identity
 
@@ -243,7 +245,7 @@ def test_prompt_cache_does_not_change_request_hashes():
 # --------------------------------------------------------------------------- cached tokens and their price
 
 
-def test_deepseek_and_openai_cache_hits_are_recorded(rubric, key):
+def test_deepseek_and_openai_cache_hits_are_recorded(rubric: Rubric, key: str) -> None:
     dim = rubric.dimension("accuracy")
     messages = render(rubric, dim, CASE)
     bodies: list[dict[str, Any]] = []
@@ -271,14 +273,15 @@ def test_deepseek_and_openai_cache_hits_are_recorded(rubric, key):
     ("hosted_vllm/local", {}, 1e-6),                                    # no published discount: full price
     ("hosted_vllm/local", {"cached_input_cost_per_token": 3e-7}, 3e-7),  # the config's own
 ])
-def test_config_priced_judges_bill_cached_tokens_at_the_cache_rate(rubric, key, model, extra, cached_price):
+def test_config_priced_judges_bill_cached_tokens_at_the_cache_rate(rubric: Rubric, key: str, model: str, extra,
+                                                                   cached_price: float) -> None:
     cfg = LLMJudgeConfig(name="j", model=model, input_cost_per_token=1e-6, output_cost_per_token=2e-6, **extra)
     assert cfg.cached_input_price == pytest.approx(cached_price)
     expected = 1000 * 1e-6 + 2000 * cached_price + 100 * 2e-6
     assert LLMJudge(cfg, rubric)._cost(_Resp(3000, 2000, 100)) == pytest.approx(expected)
 
 
-def test_a_config_priced_call_is_billed_at_the_cache_rate(rubric, key):
+def test_a_config_priced_call_is_billed_at_the_cache_rate(rubric: Rubric, key: str) -> None:
     judge = _judge(rubric, model="hosted_vllm/local", mode="json", input_cost_per_token=1e-6,
                    output_cost_per_token=2e-6, cached_input_cost_per_token=1e-7)
     bodies: list[dict[str, Any]] = []
@@ -303,7 +306,7 @@ class _Resp:
         self.usage = _Usage(prompt, cached, completion)
 
 
-def test_saving_per_cached_token():
+def test_saving_per_cached_token() -> None:
     ds = LLMJudgeConfig(name="d", model="deepseek/deepseek-reasoner")
     assert saving_per_cached_token(ds) == pytest.approx(2.8e-7 - 2.8e-8)   # litellm's map, read as data
     assert saving_per_cached_token(LLMJudgeConfig(name="g", model="openai/gpt-4.1")) == pytest.approx(1.5e-6)
@@ -321,7 +324,7 @@ def _record(judge: str, prompt: int, cached: int, cost: float) -> CallRecord:
                       cost=cost)
 
 
-def test_usage_sums_each_judges_calls_in_order():
+def test_usage_sums_each_judges_calls_in_order() -> None:
     failed = CallRecord(request_hash="f", case_id="c", dimension="accuracy", judge="b", run=0, status="failed",
                         attempts=3, cost=None)
     records = [_record("b", 500, 0, 0.1), _record("a", 1000, 0, 0.2), failed, _record("b", 700, 100, 0.7)]
@@ -334,7 +337,7 @@ def test_usage_sums_each_judges_calls_in_order():
     assert b.cache_hit_rate == 100 / 1200 and usage["a"].failed == 0 and usage["a"].cost == 0.2
 
 
-def test_usage_gives_hit_rate_and_money_saved():
+def test_usage_gives_hit_rate_and_money_saved() -> None:
     records = [_record("a", 1000, 0, 0.1), _record("a", 1000, 640, 0.05), _record("b", 500, 0, 0.0)]
     usage = usage_by_judge(records, {"a": 2.5e-7, "b": None})
     assert usage["a"].cached_tokens == 640 and usage["a"].cache_hit_rate == pytest.approx(0.32)
@@ -357,7 +360,7 @@ def _post(url: str, body: dict[str, Any]) -> dict[str, Any]:
     return usage
 
 
-def test_fake_server_reports_the_longest_prefix_seen_like_deepseek_and_openai():
+def test_fake_server_reports_the_longest_prefix_seen_like_deepseek_and_openai() -> None:
     system = {"role": "system", "content": "评分标准" * 1000}      # 4,000 characters
     def body(model: str, case: str, tools: str = "t") -> dict[str, Any]:
         return {"model": model, "tools": [{"type": "function", "function": {"name": "AccuracyJudgment",
@@ -389,7 +392,7 @@ def test_fake_server_reports_the_longest_prefix_seen_like_deepseek_and_openai():
         assert _post(srv.url, body("deepseek-chat", "a"))["prompt_cache_hit_tokens"] == 0
 
 
-def test_a_run_against_the_fake_server_records_hits_and_savings(key, tmp_path: Path):
+def test_a_run_against_the_fake_server_records_hits_and_savings(key: str, tmp_path: Path) -> None:
     """One judge, one call at a time: every call after a dimension's first is served its instructions,
     rubric and schema from the cache; the summary's hit rate and saving follow from the usage."""
     with FakeServer(FakeConfig(seed=2, prompt_cache=True)) as srv:

@@ -5,6 +5,7 @@ with the reason; a file where nothing can be planted is refused."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -14,6 +15,7 @@ from consensus_eval._errors import InputError
 from consensus_eval.cli import app
 from consensus_eval.domain.calibration.bases import heading_style, plain_headings, user_suite
 from consensus_eval.domain.cases import load_cases
+from consensus_eval.domain.rubric import Rubric
 from tests.conftest import ROOT, write_config
 from tests.helpers import present
 
@@ -28,7 +30,7 @@ def _bracketed(record: str) -> str:
     return record if record.startswith("【") else "【主诉】" + record.removeprefix("主诉：")
 
 
-def _cases(tmp_path, *, odd: bool = True):
+def _cases(tmp_path: Path, *, odd: bool = True):
     cases = [json.loads(line) for line in (ROOT / "examples" / "cases.jsonl").read_text(encoding="utf-8").splitlines()]
     cases = cases[:4]
     cases[1]["record"] = _bracketed(cases[1]["record"])
@@ -40,14 +42,14 @@ def _cases(tmp_path, *, odd: bool = True):
     return path, cases
 
 
-def test_heading_styles_round_trip():
+def test_heading_styles_round_trip() -> None:
     rec = "【主诉】口干3年。\n【现病史】……\n【既往史】否认高血压。"
     assert heading_style(rec) == "bracket"
     assert plain_headings(rec, "bracket") == "主诉：口干3年。\n现病史：……\n既往史：否认高血压。"
     assert heading_style("患者口干3年。") is None
 
 
-def test_planted_copies_keep_the_users_form(tmp_path, rubric):
+def test_planted_copies_keep_the_users_form(tmp_path: Path, rubric: Rubric) -> None:
     path, given = _cases(tmp_path)
     cases = load_cases(path).cases
     suite, planting = user_suite(cases, rubric, seed=3)
@@ -71,7 +73,7 @@ def test_planted_copies_keep_the_users_form(tmp_path, rubric):
     assert all(planting.types[c.id] for c in cases if c.id != "odd")
 
 
-def test_nothing_plantable_is_refused(tmp_path):
+def test_nothing_plantable_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "odd.jsonl"
     path.write_text(json.dumps({"id": "odd", "conversation": "医生：哪里不舒服？\n患者：头晕两天。",
                                 "record": "患者头晕两天。"}, ensure_ascii=False) + "\n", encoding="utf-8")
@@ -82,7 +84,7 @@ def test_nothing_plantable_is_refused(tmp_path):
         api.prepare_calibration(cfg, "suite.jsonl", bases=path)
 
 
-def test_calibrate_bases_command(tmp_path):
+def test_calibrate_bases_command(tmp_path: Path) -> None:
     path, _ = _cases(tmp_path)
     cfg = write_config(tmp_path / "rules.yaml", RULES)
     r = CliRunner().invoke(app, ["calibrate", "--config", str(cfg), "--bases", str(path), "--out", str(tmp_path / "o"),
@@ -97,7 +99,7 @@ def test_calibrate_bases_command(tmp_path):
     assert "Planted into your own records (calibrate --bases): 4 of 5 records took errors" in md
 
 
-def test_the_handwritten_suite_is_labelled_for_what_it_is(tmp_path):
+def test_the_handwritten_suite_is_labelled_for_what_it_is(tmp_path: Path) -> None:
     cfg = write_config(tmp_path / "rules.yaml", RULES)
     r = CliRunner().invoke(app, ["calibrate", "--config", str(cfg), "--suite", "handwritten", "--out",
                                  str(tmp_path / "o"), "--lang", "en"])
@@ -109,7 +111,7 @@ def test_the_handwritten_suite_is_labelled_for_what_it_is(tmp_path):
     assert not any("an upper bound" in line for line in saved["recommendation"])
 
 
-def test_the_heldout_operator_family_is_a_builtin_suite(tmp_path):
+def test_the_heldout_operator_family_is_a_builtin_suite(tmp_path: Path) -> None:
     cfg = write_config(tmp_path / "rules.yaml", RULES)
     prep = api.prepare_calibration(cfg, "builtin-heldout", sample=30, seed=1)
     main = api.prepare_calibration(cfg, "builtin", sample=30, seed=1)

@@ -38,14 +38,14 @@ def uncovered(b: BaseCase) -> list[str]:
 
 
 @pytest.mark.parametrize("base", base_cases(), ids=lambda b: b.id)
-def test_every_fact_of_the_record_is_listed_with_its_source(base):
+def test_every_fact_of_the_record_is_listed_with_its_source(base) -> None:
     assert len(base.facts) >= 8, base.id
     assert uncovered(base) == []
     for o in base.omit:
         assert o.record in base.record and o.conversation in base.conversation, (base.id, o)
 
 
-def test_the_check_catches_an_unlisted_fact_and_a_wrong_quote():
+def test_the_check_catches_an_unlisted_fact_and_a_wrong_quote() -> None:
     b = base_cases()[0]
     record = b.record.replace("今日血压132/82mmHg。", "今日血压132/82mmHg，心率76次/分。")
     changed = b.model_copy(update={"record": record})
@@ -56,7 +56,7 @@ def test_the_check_catches_an_unlisted_fact_and_a_wrong_quote():
     assert "drug outside every fact: '餐后口服。1年前加用格列美脲片2mg'" in uncovered(dropped)
 
 
-def test_the_bases_vary_in_shape():
+def test_the_bases_vary_in_shape() -> None:
     bases = base_cases()
     assert len(bases) >= 40 and len({b.id for b in bases}) == len(bases)
 

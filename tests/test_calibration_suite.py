@@ -6,6 +6,7 @@ from __future__ import annotations
 import collections
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -40,13 +41,13 @@ def _line(record: str, heading: str) -> str:
     return next(ln for ln in record.split("\n") if ln.startswith(heading))
 
 
-def _rules_flags(case, rubric) -> set[tuple[str, str]]:
+def _rules_flags(case, rubric: Rubric) -> set[tuple[str, str]]:
     judgments = check_case(case, rubric)
     found = {(d.type, d.evidence) for j in judgments.values() for d in j.deductions}
     return found | {(p.id, p.evidence) for j in judgments.values() for p in j.fixed_penalties}
 
 
-def test_base_cases_are_clean_by_the_rules_judge(rubric):
+def test_base_cases_are_clean_by_the_rules_judge(rubric: Rubric) -> None:
     """Clean by the rules judge (the bases' own check is tests/test_calibration_bases_content.py: every fact
     listed with its source). Before commit 9917ef2 it took 7 deductions on 3 of the 40 bases (base-15, 31, 37),
     reviewed as its false alarms."""
@@ -61,7 +62,7 @@ def test_base_cases_are_clean_by_the_rules_judge(rubric):
         assert found == set(), (b.id, found)
 
 
-def test_every_rubric_type_is_planted_or_listed_unplantable(rubric):
+def test_every_rubric_type_is_planted_or_listed_unplantable(rubric: Rubric) -> None:
     types = {t.id for d in rubric.dimensions for c in d.categories for t in c.types}
     penalties = {p.id for d in rubric.dimensions for p in d.fixed_penalties}
     assert set(OPERATOR_TYPES) == set(OPERATORS)
@@ -73,14 +74,14 @@ def test_every_rubric_type_is_planted_or_listed_unplantable(rubric):
     assert len(plantable_types()) == 29 and len(types | penalties) == 45
 
 
-def test_each_operator_plants_its_declared_type():
+def test_each_operator_plants_its_declared_type() -> None:
     for b in base_cases():
         for name, op in OPERATORS.items():
             for p in op(b):
                 assert (p.operator, p.type) == (name, OPERATOR_TYPES[name]), (b.id, name, p)
 
 
-def test_default_suite_coverage():
+def test_default_suite_coverage() -> None:
     suite = builtin_suite()
     planted = [c for c in suite if not c.clean]
     assert len(planted) >= 300
@@ -95,7 +96,7 @@ def test_default_suite_coverage():
     assert len({c.case.record for c in suite}) == len(suite)
 
 
-def test_clean_controls_are_byte_identical_to_their_base(rubric):
+def test_clean_controls_are_byte_identical_to_their_base(rubric: Rubric) -> None:
     bases = {b.id: b for b in base_cases()}
     clean = [c for c in builtin_suite() if c.clean]
     assert len(clean) == len(bases) * len(STYLES) >= 40
@@ -111,13 +112,13 @@ def test_clean_controls_are_byte_identical_to_their_base(rubric):
     assert heads == {f"{h}母亲患糖尿病，父亲患高血压。" for h in styled}
 
 
-def test_styled_clean_controls_are_clean_by_the_rules_judge(rubric):
+def test_styled_clean_controls_are_clean_by_the_rules_judge(rubric: Rubric) -> None:
     for c in builtin_suite():
         if c.clean:
             assert _rules_flags(c.case, rubric) == set(), c.case.id
 
 
-def test_every_planted_error_is_inside_its_span(rubric):
+def test_every_planted_error_is_inside_its_span(rubric: Rubric) -> None:
     bases = {b.id: b for b in base_cases()}
     for c in builtin_suite():
         conv = c.case.conversation_as_text(rubric.roles)
@@ -130,7 +131,7 @@ def test_every_planted_error_is_inside_its_span(rubric):
                 assert c.case.record != bases[present(c.base)].record
 
 
-def test_a_seed_reproduces_the_suite_and_another_differs():
+def test_a_seed_reproduces_the_suite_and_another_differs() -> None:
     a = dumps_suite(build_suite(DEFAULT_SEED))
     assert a == dumps_suite(build_suite(DEFAULT_SEED))
     assert a == dumps_suite(list(builtin_suite()))
@@ -155,7 +156,7 @@ def _plant(rubric: Rubric, type_id: str, base: int = 0, k: int = 0) -> tuple[Bas
      "2型糖尿病病史3年；"),
     ("cc_duration_missing", "主诉", "主诉：血糖升高，控制不佳。", "血糖升高，控制不佳。"),
 ])
-def test_golden_whole_line(rubric, type_id, heading, expected_line, span):
+def test_golden_whole_line(rubric: Rubric, type_id: str, heading: str, expected_line: str, span: str) -> None:
     _, sc = _plant(rubric, type_id)
     assert _line(sc.case.record, heading) == expected_line
     assert [s.text for s in sc.expected[0].spans] == [span]
@@ -169,12 +170,12 @@ def test_golden_whole_line(rubric, type_id, heading, expected_line, span):
     ("drug_name_nonstandard", "予二甲双胍片500mg", "予格华止500mg"),
     ("unit_error", "发现空腹血糖7.9mmol/L", "发现空腹血糖7.9mg/dL"),
 ])
-def test_golden_substitutions(rubric, type_id, old, new):
+def test_golden_substitutions(rubric: Rubric, type_id: str, old: str, new: str) -> None:
     b, sc = _plant(rubric, type_id)
     assert old in b.record and sc.case.record == b.record.replace(old, new, 1)
 
 
-def test_golden_time_order_moves_an_event_and_keeps_every_time(rubric):
+def test_golden_time_order_moves_an_event_and_keeps_every_time(rubric: Rubric) -> None:
     """time_order_confused is one error: the two events of the present illness change places, each with its
     own time (no time is changed)."""
     b, sc = _plant(rubric, "time_order_confused")
@@ -208,12 +209,12 @@ def test_golden_time_order_moves_an_event_and_keeps_every_time(rubric):
     ("laterality", 15, "血糖升高11年，左足", "血糖升高11年，右足"),
     ("ph_hypertension_missing", 20, "高血压病史3年，未服药，低盐饮食；", ""),
 ])
-def test_golden_new_operators(rubric, type_id, base, old, new):
+def test_golden_new_operators(rubric: Rubric, type_id: str, base: int, old: str, new: str) -> None:
     b, sc = _plant(rubric, type_id, base)
     assert old in b.record and sc.case.record == b.record.replace(old, new, 1)
 
 
-def test_a_drug_swap_stays_in_its_class_with_that_drugs_dose():
+def test_a_drug_swap_stays_in_its_class_with_that_drugs_dose() -> None:
     for b in base_cases():
         for p in OPERATORS["drug_name_error"](b):
             old, new = b.record[p.edits[0].start:p.edits[0].end], p.edits[0].new
@@ -228,7 +229,7 @@ def test_a_drug_swap_stays_in_its_class_with_that_drugs_dose():
         "二甲双胍", "格列齐特", "氨氯地平"]
 
 
-def test_golden_omission_points_at_the_conversation(rubric):
+def test_golden_omission_points_at_the_conversation(rubric: Rubric) -> None:
     _, sc = _plant(rubric, "drug_missing")
     assert "格列美脲" not in sc.case.record
     (e,) = sc.expected
@@ -237,7 +238,7 @@ def test_golden_omission_points_at_the_conversation(rubric):
 
 
 @pytest.mark.parametrize("style", list(STYLES))
-def test_spans_follow_the_headings(rubric, style):
+def test_spans_follow_the_headings(rubric: Rubric, style) -> None:
     b = base_cases()[0]
     for type_id in ("order_error", "cc_duration_missing", "diabetes_in_past_history", "dose_error"):
         sc = apply(b, [next(OPERATORS[type_id](b))], rubric, "x", style)
@@ -249,7 +250,7 @@ def test_spans_follow_the_headings(rubric, style):
             assert s.text == "血糖升高，控制不佳。"
 
 
-def test_two_errors_in_one_record_keep_both_spans(rubric):
+def test_two_errors_in_one_record_keep_both_spans(rubric: Rubric) -> None:
     b = base_cases()[0]
     p1 = next(OPERATORS["cc_duration_missing"](b))
     p2 = next(OPERATORS["dose_error"](b))
@@ -260,11 +261,11 @@ def test_two_errors_in_one_record_keep_both_spans(rubric):
         assert sc.case.record[s.start:s.end] == s.text
 
 
-def test_operators_have_enough_places_to_plant():
+def test_operators_have_enough_places_to_plant() -> None:
     assert all(len(v) >= 3 for v in candidates().values())
 
 
-def test_suite_file_round_trip_and_errors(tmp_path, rubric):
+def test_suite_file_round_trip_and_errors(tmp_path: Path, rubric: Rubric) -> None:
     n_clean = sum(c.clean for c in builtin_suite())
     suite = list(builtin_suite())[n_clean:n_clean + 20]  # after the clean controls
     p = tmp_path / "suite.jsonl"
@@ -289,7 +290,7 @@ def test_suite_file_round_trip_and_errors(tmp_path, rubric):
     assert f"{p}:18: expected: missing" in msg
 
 
-def test_either_side_of_an_error_is_listed(rubric):
+def test_either_side_of_an_error_is_listed(rubric: Rubric) -> None:
     """A changed dose also points at the conversation's statement of the right one; an omission also at
     the record line it left the fact out of; a standardization error only at the record's text."""
     b, sc = _plant(rubric, "drug_missing")
@@ -311,7 +312,7 @@ def test_either_side_of_an_error_is_listed(rubric):
     assert sc.expected[0].also == []
 
 
-def test_a_wrong_also_span_is_refused(tmp_path, rubric):
+def test_a_wrong_also_span_is_refused(tmp_path: Path, rubric: Rubric) -> None:
     sc = next(c for c in builtin_suite() if c.expected and c.expected[0].also)
     line = sc.to_line()
     line["expected"][0]["also"][0]["text"] = "不在这里"
@@ -321,7 +322,7 @@ def test_a_wrong_also_span_is_refused(tmp_path, rubric):
         load_suite(p, rubric)
 
 
-def test_lines_that_are_no_case_are_listed_as_the_cases_loader_lists_them(tmp_path, rubric):
+def test_lines_that_are_no_case_are_listed_as_the_cases_loader_lists_them(tmp_path: Path, rubric: Rubric) -> None:
     """The suite is read by the cases' JSON Lines reader (domain.cases.jsonl_objects): the same messages."""
     p = tmp_path / "s.jsonl"
     p.write_bytes(b"\n\xe9\n[1]\n{\n")
@@ -341,7 +342,7 @@ def test_lines_that_are_no_case_are_listed_as_the_cases_loader_lists_them(tmp_pa
 # --------------------------------------------------------------------------- the held-out family
 
 
-def test_heldout_family_plants_the_same_types_differently(rubric):
+def test_heldout_family_plants_the_same_types_differently(rubric: Rubric) -> None:
     from consensus_eval.domain.calibration.operators import BRANDS, COLLOQUIAL
     from consensus_eval.domain.calibration.operators_heldout import (
         COLLOQUIAL_H,
@@ -391,7 +392,7 @@ def test_heldout_family_plants_the_same_types_differently(rubric):
     ("dose_unclear_h", 0, "二甲双胍片500mg 每日2次", "二甲双胍片1片 每日2次"),
     ("usage_unclear_h", 0, "二甲双胍片500mg 每日2次 餐后口服", "二甲双胍片500mg 遵医嘱"),
 ])
-def test_golden_heldout(rubric, name, base, old, new):
+def test_golden_heldout(rubric: Rubric, name: str, base: int, old: str, new: str) -> None:
     from consensus_eval.domain.calibration.operators_heldout import HELDOUT_OPERATORS
 
     b = base_cases()[base]
@@ -400,7 +401,7 @@ def test_golden_heldout(rubric, name, base, old, new):
     assert b.record.replace(old, new, 1) in made
 
 
-def test_heldout_suite(rubric):
+def test_heldout_suite(rubric: Rubric) -> None:
     main, held = builtin_suite(), builtin_suite(family="heldout")
     assert held == builtin_suite(family="heldout") and dumps_suite(list(held)) == dumps_suite(
         build_suite(DEFAULT_SEED, family="heldout"))
@@ -419,7 +420,7 @@ def test_heldout_suite(rubric):
                 assert text[s.start:s.end] == s.text and s.text, (c.case.id, e)
 
 
-def test_sections_after_personal_history_take_the_heading_style():
+def test_sections_after_personal_history_take_the_heading_style() -> None:
     b = base_cases()[12]
     assert "\n体格检查：" in b.record
     bracket = restyle(b.record, "bracket")[0]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -43,7 +44,7 @@ def _csv(rows: list[dict[str, Any]], delimiter: str = ",") -> str:
 
 @pytest.mark.parametrize(("encoding", "delimiter"), [("utf-8-sig", ","), ("gbk", ","), ("utf-8", ";"),
                                                       ("utf-16", "\t")])
-def test_a_csv_in_excels_encodings(tmp_path, encoding, delimiter):
+def test_a_csv_in_excels_encodings(tmp_path: Path, encoding: str, delimiter: str) -> None:
     rows = _examples()
     if encoding == "gbk":   # what GBK cannot hold Excel cannot save either: the rows as Excel would write them
         rows = [{k: v.encode("gbk", errors="replace").decode("gbk") for k, v in r.items()} for r in rows]
@@ -55,7 +56,7 @@ def test_a_csv_in_excels_encodings(tmp_path, encoding, delimiter):
     assert cases[0].important is True and cases[0].meta == {"科室": "内分泌"}
 
 
-def test_an_xlsx_sheet(tmp_path):
+def test_an_xlsx_sheet(tmp_path: Path) -> None:
     openpyxl = pytest.importorskip("openpyxl")
     rows = _examples()
     wb = openpyxl.Workbook()
@@ -75,7 +76,7 @@ def test_an_xlsx_sheet(tmp_path):
         load_cases(bad, fields=FIELDS)
 
 
-def test_errors_name_the_file_row_and_column(tmp_path):
+def test_errors_name_the_file_row_and_column(tmp_path: Path) -> None:
     rows = _examples(4)
     rows[1]["病历摘要"] = ""
     rows[3]["病历号"] = rows[2]["病历号"]
@@ -99,7 +100,7 @@ def test_errors_name_the_file_row_and_column(tmp_path):
         load_cases(p)
 
 
-def test_score_a_csv_with_the_fields_of_the_config(tmp_path):
+def test_score_a_csv_with_the_fields_of_the_config(tmp_path: Path) -> None:
     p = tmp_path / "cases.csv"
     p.write_bytes(_csv(_examples()).encode("utf-8-sig"))
     cfg = write_config(tmp_path / "rules.yaml", RULES, fields="{id: 病历号, record: 病历摘要, conversation: 对话}")

@@ -36,7 +36,7 @@ PLAIN = {"id": "p1", "record": "主诉：多尿1年", "conversation": "医生：
 # --------------------------------------------------------------------------- valid input
 
 
-def test_loads_turns_and_plain_text(tmp_path):
+def test_loads_turns_and_plain_text(tmp_path: Path) -> None:
     res = load_cases(_write(tmp_path, TURNS, PLAIN))
     assert res.errors == []
     turns, plain = res.cases
@@ -50,32 +50,32 @@ def test_loads_turns_and_plain_text(tmp_path):
     assert plain.record == "主诉：多尿1年"
 
 
-def test_family_role_name():
+def test_family_role_name() -> None:
     c = Case(id="x", record="r", conversation=[Turn(role="family", text="他最近瘦了")])
     assert c.conversation_as_text(ROLES) == "家属：他最近瘦了"
 
 
-def test_integer_ids_become_strings(tmp_path):
+def test_integer_ids_become_strings(tmp_path: Path) -> None:
     res = load_cases(_write(tmp_path, {**PLAIN, "id": 7}, {**TURNS, "id": 0}))
     assert [c.id for c in res.cases] == ["7", "0"]
     assert all(isinstance(c.id, str) for c in res.cases)
 
 
 @pytest.mark.parametrize("bad_id", [True, 1.5, None, "", ["a"]])
-def test_other_id_types_are_errors(tmp_path, bad_id):
+def test_other_id_types_are_errors(tmp_path: Path, bad_id) -> None:
     p = _write(tmp_path, {**PLAIN, "id": bad_id})
     with pytest.raises(InputError, match=rf"{re.escape(str(p))}:1: id"):
         load_cases(p)
 
 
-def test_integer_and_string_id_collide(tmp_path):
+def test_integer_and_string_id_collide(tmp_path: Path) -> None:
     # 7 and "7" are the same id once converted
     p = _write(tmp_path, {**PLAIN, "id": 7}, {**TURNS, "id": "7"})
     with pytest.raises(InputError, match=rf"{re.escape(str(p))}:2: id: duplicate case id '7' \(first on line 1\)"):
         load_cases(p)
 
 
-def test_blank_lines_are_ignored_and_line_numbers_kept(tmp_path):
+def test_blank_lines_are_ignored_and_line_numbers_kept(tmp_path: Path) -> None:
     p = _write(tmp_path, "", PLAIN, "   ", "\t", TURNS, "", '{"id": "b"}')
     # lines: 1 "", 2 PLAIN, 3 "   ", 4 "\t", 5 TURNS, 6 "", 7 the bad case (no conversation, no record)
     res = load_cases(p, skip_invalid=True)
@@ -83,13 +83,13 @@ def test_blank_lines_are_ignored_and_line_numbers_kept(tmp_path):
     assert len(res.errors) == 1 and res.errors[0].startswith(f"{p}:7: ")
 
 
-def test_crlf_line_endings(tmp_path):
+def test_crlf_line_endings(tmp_path: Path) -> None:
     p = tmp_path / "crlf.jsonl"
     p.write_bytes((json.dumps(PLAIN) + "\r\n" + json.dumps(TURNS) + "\r\n").encode())
     assert [c.id for c in load_cases(p).cases] == ["p1", "t1"]
 
 
-def test_examples_load():
+def test_examples_load() -> None:
     res = load_cases(EXAMPLES)
     assert res.errors == []
     assert len(res.cases) == 16
@@ -114,7 +114,7 @@ def test_examples_load():
     # line 1 ok-1, line 2 blank, line 3 ok-2, line 4 ok-1 again
     ("cases_duplicate_id.jsonl", ":4: id: duplicate case id 'ok-1' (first on line 1)"),
 ])
-def test_bad_corpus(name, expected):
+def test_bad_corpus(name: str, expected: str) -> None:
     path = BAD / name
     # without skip_invalid nothing loads: one InputError listing the error with file:line
     with pytest.raises(InputError) as ei:
@@ -129,19 +129,19 @@ def test_bad_corpus(name, expected):
     assert len(res.cases) == (2 if name == "cases_duplicate_id.jsonl" else 1)
 
 
-def test_conversation_int_names_both_accepted_shapes():
+def test_conversation_int_names_both_accepted_shapes() -> None:
     path = BAD / "cases_conversation_int.jsonl"
     res = load_cases(path, skip_invalid=True)
     assert "valid string" in res.errors[0] and "valid list" in res.errors[0]
 
 
-def test_important_string_is_rejected():
+def test_important_string_is_rejected() -> None:
     path = BAD / "cases_important_yes.jsonl"
     res = load_cases(path, skip_invalid=True)
     assert len(res.errors) == 1 and res.errors[0].startswith(f"{path}:2: important")
 
 
-def test_non_utf8_bytes_written_here(tmp_path):
+def test_non_utf8_bytes_written_here(tmp_path: Path) -> None:
     p = tmp_path / "latin1.jsonl"
     good = json.dumps(PLAIN, ensure_ascii=False).encode()
     p.write_bytes(good + b"\n" + '{"id": "x", "conversation": "caf\u00e9", "record": "r"}'.encode("latin-1") + b"\n")
@@ -152,7 +152,7 @@ def test_non_utf8_bytes_written_here(tmp_path):
     assert res.errors == [f"{p}:2: not UTF-8 (byte 32: b'\\xe9')"]
 
 
-def test_all_errors_listed_and_nothing_loads(tmp_path):
+def test_all_errors_listed_and_nothing_loads(tmp_path: Path) -> None:
     p = _write(tmp_path, PLAIN, "{not json", "[1, 2]", {"id": "x", "conversation": "c"},
                {**TURNS, "important": "maybe"}, {**TURNS, "id": "t2"})
     with pytest.raises(InputError) as ei:
@@ -167,7 +167,7 @@ def test_all_errors_listed_and_nothing_loads(tmp_path):
     assert [e.split(": ", 1)[0] for e in res.errors] == [f"{p}:{n}" for n in (2, 3, 4, 5)]
 
 
-def test_several_errors_on_one_line_are_joined(tmp_path):
+def test_several_errors_on_one_line_are_joined(tmp_path: Path) -> None:
     p = _write(tmp_path, {"id": "x", "conversation": "", "record": " ", "extra": 1})
     res = load_cases(p, skip_invalid=True)
     assert res.cases == []
@@ -178,7 +178,7 @@ def test_several_errors_on_one_line_are_joined(tmp_path):
         assert part in err
 
 
-def test_turn_errors_name_the_turn(tmp_path):
+def test_turn_errors_name_the_turn(tmp_path: Path) -> None:
     p = _write(tmp_path, {"id": "x", "record": "r", "conversation": [{"role": "doctor", "text": "hi"},
                                                                      {"role": "", "text": "x"}]})
     res = load_cases(p, skip_invalid=True)
@@ -186,20 +186,20 @@ def test_turn_errors_name_the_turn(tmp_path):
 
 
 @pytest.mark.parametrize("name", ["cases_empty.jsonl", "cases_blank_only.jsonl"])
-def test_empty_file(name):
+def test_empty_file(name: str) -> None:
     path = BAD / name
     for skip in (False, True):
         with pytest.raises(InputError, match=rf"^{re.escape(str(path))}: no cases \(the file is empty\)$"):
             load_cases(path, skip_invalid=skip)
 
 
-def test_missing_file(tmp_path):
+def test_missing_file(tmp_path: Path) -> None:
     p = tmp_path / "nope.jsonl"
     with pytest.raises(InputError, match=rf"^{re.escape(str(p))}: cannot read cases"):
         load_cases(p)
 
 
-def test_all_lines_invalid_with_skip_invalid_returns_errors(tmp_path):
+def test_all_lines_invalid_with_skip_invalid_returns_errors(tmp_path: Path) -> None:
     p = _write(tmp_path, "{", "{")
     res = load_cases(p, skip_invalid=True)
     assert res.cases == [] and len(res.errors) == 2

@@ -36,7 +36,7 @@ def _write(tmp_path: Path, text: str) -> Path:
 # --------------------------------------------------------------------------- bundled configs
 
 
-def test_default_config_rules_only():
+def test_default_config_rules_only() -> None:
     cfg = load_config("configs/default.yaml")
     assert cfg.rubric == "medical_record"
     assert [(j.name, j.kind) for j in cfg.judges] == [("rules", "rules")]
@@ -46,11 +46,11 @@ def test_default_config_rules_only():
     assert all(j.missing_key() is None for j in cfg.judges)
 
 
-def test_load_config_default_argument():
+def test_load_config_default_argument() -> None:
     assert load_config() == load_config("configs/default.yaml")
 
 
-def test_panel_example():
+def test_panel_example() -> None:
     cfg = load_config("configs/panel.example.yaml")
     llm = [_llm(j) for j in cfg.judges if j.kind == "llm"]
     assert [j.name for j in llm] == ["deepseek", "gpt", "qwen"]
@@ -64,7 +64,7 @@ def test_panel_example():
         cfg.judge("claude")
 
 
-def test_local_vllm_example():
+def test_local_vllm_example() -> None:
     cfg = load_config("configs/local-vllm.example.yaml")
     local = _llm(cfg.judge("local-qwen"))
     assert local.kind == "llm" and local.model.startswith("hosted_vllm/")
@@ -75,7 +75,7 @@ def test_local_vllm_example():
     assert cfg.judge("rules").kind == "rules"
 
 
-def test_default_config_from_another_cwd(tmp_path, monkeypatch):
+def test_default_config_from_another_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     assert not Path("configs/default.yaml").exists()
     cfg = load_config("configs/default.yaml")
@@ -86,7 +86,7 @@ def test_default_config_from_another_cwd(tmp_path, monkeypatch):
 # --------------------------------------------------------------------------- errors
 
 
-def test_unknown_judge_field_names_the_judge():
+def test_unknown_judge_field_names_the_judge() -> None:
     path = BAD / "config_unknown_field.yaml"
     with pytest.raises(InputError) as ei:
         load_config(path)
@@ -100,7 +100,7 @@ def test_unknown_judge_field_names_the_judge():
     ("config_api_key_field.yaml", 6),      # `api_key: ...`
     ("config_key_in_env_field.yaml", 5),   # `api_key_env: sk-FAKE...`
 ])
-def test_literal_key_refused_with_file_and_line(name, line):
+def test_literal_key_refused_with_file_and_line(name: str, line: int) -> None:
     path = BAD / name
     with pytest.raises(InputError) as ei:
         load_config(path)
@@ -118,14 +118,14 @@ def test_literal_key_refused_with_file_and_line(name, line):
     "    - api_key: something",
     f"# api_key_env: {FAKE_KEY}",            # even in a comment
 ])
-def test_literal_key_patterns(tmp_path, line):
+def test_literal_key_patterns(tmp_path: Path, line) -> None:
     # line 1 "judges:", 2 "  - name: gpt", 3 the line under test
     p = _write(tmp_path, f"judges:\n  - name: gpt\n{line}\n    model: openai/gpt-4.1\n")
     with pytest.raises(InputError, match=rf"^{re.escape(str(p))}:3: this looks like a literal API key"):
         load_config(p)
 
 
-def test_api_key_env_must_be_a_variable_name():
+def test_api_key_env_must_be_a_variable_name() -> None:
     path = BAD / "config_env_not_a_name.yaml"
     with pytest.raises(InputError) as ei:
         load_config(path)
@@ -136,13 +136,13 @@ def test_api_key_env_must_be_a_variable_name():
         _judge_config(name="x", model="openai/gpt-4.1", api_key_env=FAKE_KEY)
 
 
-def test_api_key_env_name_is_accepted_and_read(monkeypatch):
+def test_api_key_env_name_is_accepted_and_read(monkeypatch: pytest.MonkeyPatch) -> None:
     j = _llm(_judge_config(name="gpt", model="openai/gpt-4.1", api_key_env="CE_TEST_OPENAI_KEY"))
     monkeypatch.setenv("CE_TEST_OPENAI_KEY", "dummy-value")
     assert j.api_key() == "dummy-value" and j.missing_key() is None
 
 
-def test_missing_env_var_names_the_variable(monkeypatch):
+def test_missing_env_var_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("CE_TEST_MISSING_KEY", raising=False)
     j = _llm(_judge_config(name="gpt", model="openai/gpt-4.1", api_key_env="CE_TEST_MISSING_KEY"))
     msg = j.missing_key()
@@ -154,7 +154,7 @@ def test_missing_env_var_names_the_variable(monkeypatch):
     assert j.missing_key() is not None
 
 
-def test_panel_missing_keys(monkeypatch):
+def test_panel_missing_keys(monkeypatch: pytest.MonkeyPatch) -> None:
     for var in ("DEEPSEEK_API_KEY", "OPENAI_API_KEY", "DASHSCOPE_API_KEY"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("OPENAI_API_KEY", "dummy")
@@ -164,13 +164,13 @@ def test_panel_missing_keys(monkeypatch):
     assert "DEEPSEEK_API_KEY" in present(missing["deepseek"]) and "DASHSCOPE_API_KEY" in present(missing["qwen"])
 
 
-def test_llm_judge_without_model():
+def test_llm_judge_without_model() -> None:
     path = BAD / "config_no_model.yaml"
     with pytest.raises(InputError, match=r"judges\[1 mystery\]: an llm judge needs `model`"):
         load_config(path)
 
 
-def test_duplicate_judge_names():
+def test_duplicate_judge_names() -> None:
     path = BAD / "config_duplicate_names.yaml"
     with pytest.raises(InputError, match=r"duplicate judge name\(s\): gpt") as ei:
         load_config(path)
@@ -190,21 +190,21 @@ def test_duplicate_judge_names():
     ("judges:\n  - name: rules\nconsensus:\n  trim: 0.5\n", r"consensus\.trim"),
     ("judges:\n  - name: rules\nworkers: 3\n", r"workers: Extra inputs are not permitted"),
 ])
-def test_config_errors(tmp_path, text, match):
+def test_config_errors(tmp_path: Path, text: str, match: str) -> None:
     p = _write(tmp_path, text)
     with pytest.raises(InputError, match=match) as ei:
         load_config(p)
     assert str(ei.value).startswith(str(p))
 
 
-def test_missing_config_file(tmp_path):
+def test_missing_config_file(tmp_path: Path) -> None:
     p = tmp_path / "nope.yaml"
     with pytest.raises(InputError, match="config file not found") as ei:
         load_config(p)
     assert str(p) in str(ei.value)
 
 
-def test_judge_kind_inference():
+def test_judge_kind_inference() -> None:
     assert _judge_config(name="rules").kind == "rules"
     assert _judge_config(name="rules", model="openai/gpt-4.1").kind == "llm"
     assert _judge_config(name="gpt", model="openai/gpt-4.1").kind == "llm"
@@ -226,7 +226,7 @@ BASE = dict(name="gpt", model="openai/gpt-4.1", api_key_env="OPENAI_API_KEY", mo
     ("max_tokens", 1024),
     ("extra_body", {"reasoning_effort": "high"}),
 ])
-def test_identity_changes_with_what_changes_answers(field, value):
+def test_identity_changes_with_what_changes_answers(field: str, value) -> None:
     assert _judge_config(**{**BASE, field: value}).identity != _judge_config(**BASE).identity
 
 
@@ -240,17 +240,17 @@ def test_identity_changes_with_what_changes_answers(field, value):
     ("output_cost_per_token", 4e-6),
     ("api_key_env", "OTHER_KEY"),
 ])
-def test_identity_ignores_operational_settings(field, value):
+def test_identity_ignores_operational_settings(field: str, value) -> None:
     assert _judge_config(**{**BASE, field: value}).identity == _judge_config(**BASE).identity
 
 
-def test_identity_is_stable_and_short():
+def test_identity_is_stable_and_short() -> None:
     a, b = _judge_config(**BASE), _judge_config(**BASE)
     assert a.identity == b.identity
     assert re.fullmatch(r"[0-9a-f]{16}", a.identity)
 
 
-def test_eval_config_direct_construction():
+def test_eval_config_direct_construction() -> None:
     cfg = EvalConfig(judges=[_judge_config(name="rules"), _judge_config(**BASE)])
     assert cfg.rubric == "medical_record" and cfg.prompts_dir is None
     with pytest.raises(ValidationError, match=r"duplicate judge name\(s\): gpt"):

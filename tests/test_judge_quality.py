@@ -68,7 +68,7 @@ def _run(rubric: Rubric, mode: str = "flag") -> StoredRun:
                      planned=len(records), missing={}, grounding=grounding, judged_scores=judged)
 
 
-def test_grounding_shares_per_judge(rubric):
+def test_grounding_shares_per_judge(rubric: Rubric) -> None:
     q = judge_quality(_run(rubric))
     assert list(q) == ["llm", "rules"]
     llm = q["llm"]
@@ -84,7 +84,7 @@ def test_grounding_shares_per_judge(rubric):
     assert rules.ungrounded.low == 0.0 and rules.ungrounded.high == pytest.approx(_wilson(0, 2)[1])
 
 
-def test_claim_mismatch_rate_per_judge(rubric):
+def test_claim_mismatch_rate_per_judge(rubric: Rubric) -> None:
     q = judge_quality(_run(rubric))
     llm = q["llm"]
     assert llm.claimed_runs == 2 and (llm.claim_mismatch.k, llm.claim_mismatch.n) == (1, 2)
@@ -95,7 +95,7 @@ def test_claim_mismatch_rate_per_judge(rubric):
     assert rules.claimed_runs == 0 and rules.claim_mismatch.n == 0 and rules.claim_mismatch.value is None
 
 
-def test_drop_compares_the_claim_with_every_deduction_the_judge_gave(rubric):
+def test_drop_compares_the_claim_with_every_deduction_the_judge_gave(rubric: Rubric) -> None:
     run = _run(rubric, "drop")
     # run 0 lost its invented quote: 36 now, but the claim (34) was about all three: still no mismatch
     assert run.scores["a"].score == 36 and present(run.score_as_judged("a")).score == 34
@@ -104,7 +104,7 @@ def test_drop_compares_the_claim_with_every_deduction_the_judge_gave(rubric):
     assert q["llm"].by_kind == judge_quality(_run(rubric))["llm"].by_kind
 
 
-def test_judge_quality_is_part_of_reliability_json(rubric):
+def test_judge_quality_is_part_of_reliability_json(rubric: Rubric) -> None:
     report = ReliabilityReport(judges=["llm", "rules"], n_cases=1, across_judges={},
                                judge_quality=judge_quality(_run(rubric)))
     data = report.to_json()

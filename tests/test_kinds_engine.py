@@ -17,7 +17,7 @@ import pytest
 from pydantic import ValidationError
 from typer.testing import CliRunner
 
-from consensus_eval.analysis.alpha import krippendorff_alpha
+from consensus_eval.analysis.alpha import Level, krippendorff_alpha
 from consensus_eval.analysis.consensus import build
 from consensus_eval.analysis.derived import derive_all
 from consensus_eval.analysis.reliability import level_of
@@ -27,7 +27,7 @@ from consensus_eval.domain.config import ConsensusConfig
 from consensus_eval.domain.flags import majority
 from consensus_eval.domain.judgment import CriterionVerdict, Judgment, case_response_model, response_model
 from consensus_eval.domain.prompts import render
-from consensus_eval.domain.rubric import Criterion, load_rubric
+from consensus_eval.domain.rubric import Criterion, Rubric, load_rubric
 from consensus_eval.execution.store import CallRecord, StoredCall
 from tests.conftest import FAKE_KEY
 from tests.fake_server import FakeConfig, FakeServer
@@ -46,7 +46,7 @@ def _cases() -> list[Case]:
 # --------------------------------------------------------------------------- reply models
 
 
-def test_likert_reply_is_a_closed_set_of_levels_and_the_rating_is_the_score():
+def test_likert_reply_is_a_closed_set_of_levels_and_the_rating_is_the_score() -> None:
     rubric = load_rubric(LIKERT)
     model = response_model(rubric, "accurate")
     reply = model.model_validate({"rating": 4, "evidence": ["penicillin (rash)"], "comment": "ok"})
@@ -59,7 +59,7 @@ def test_likert_reply_is_a_closed_set_of_levels_and_the_rating_is_the_score():
     assert schema["properties"]["rating"]["enum"] == [1, 2, 3, 4, 5]
 
 
-def test_criteria_reply_is_per_case_and_each_criterion_is_judged_exactly_once():
+def test_criteria_reply_is_per_case_and_each_criterion_is_judged_exactly_once() -> None:
     rubric = load_rubric(CHECKS)
     c1, c2, _ = _cases()
     m1 = response_model(rubric, "items", c1.criteria)
@@ -83,7 +83,7 @@ def test_criteria_reply_is_per_case_and_each_criterion_is_judged_exactly_once():
         response_model(rubric, "items", None)
 
 
-def test_whole_case_model_asks_every_dimension_with_the_case_criteria():
+def test_whole_case_model_asks_every_dimension_with_the_case_criteria() -> None:
     rubric = load_rubric(CHECKS)
     c1 = _cases()[0]
     model = case_response_model(rubric, c1.criteria)
@@ -97,7 +97,7 @@ def test_whole_case_model_asks_every_dimension_with_the_case_criteria():
         model.model_validate({"safety": {"verdicts": verdicts, "comment": ""}})
 
 
-def test_the_model_cache_is_bounded(monkeypatch):
+def test_the_model_cache_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     rubric = load_rubric(CHECKS)
     monkeypatch.setattr(judgment_mod, "MAX_CACHED_MODELS", 5)
     monkeypatch.setattr(judgment_mod, "_MODELS", type(judgment_mod._MODELS)())
@@ -111,7 +111,7 @@ def test_the_model_cache_is_bounded(monkeypatch):
 # --------------------------------------------------------------------------- request hashes
 
 
-def test_the_request_hash_covers_the_case_criteria():
+def test_the_request_hash_covers_the_case_criteria() -> None:
     from consensus_eval.domain.config import EvalConfig
     from consensus_eval.execution.plan import plan
     from consensus_eval.judges.registry import build_judge
@@ -155,7 +155,7 @@ def _verdicts(**met: bool) -> list[CriterionVerdict]:
     return [CriterionVerdict(id=k, met=v) for k, v in met.items()]
 
 
-def test_criteria_consensus_is_the_majority_and_a_tie_is_split_and_flagged():
+def test_criteria_consensus_is_the_majority_and_a_tie_is_split_and_flagged() -> None:
     rubric = load_rubric(CHECKS)
     cases = _cases()[:1]
     safety = [dict(allergies=True, meds=True, invented=False), dict(allergies=True, meds=False, invented=False),
@@ -182,7 +182,7 @@ def test_criteria_consensus_is_the_majority_and_a_tie_is_split_and_flagged():
         None, "met", "split", "not met")
 
 
-def test_likert_flags_a_gap_of_levels_from_the_config_and_stars_only_where_there_are_stars():
+def test_likert_flags_a_gap_of_levels_from_the_config_and_stars_only_where_there_are_stars() -> None:
     rubric = load_rubric(LIKERT)
     ratings = {"a": {"accurate": 5, "thorough": 4, "succinct": 5}, "b": {"accurate": 3, "thorough": 3, "succinct": 2}}
     recs = [_rec("c1", j, d, Judgment(dimension=d, rating=r)) for j, by in ratings.items() for d, r in by.items()]
@@ -195,12 +195,12 @@ def test_likert_flags_a_gap_of_levels_from_the_config_and_stars_only_where_there
     assert {(f.code, f.dimension) for f in wide.flag_codes} == {("level_gap", "succinct"), ("star_gap", "succinct")}
 
 
-def test_the_config_keeps_its_old_dump_with_the_new_level_gap_at_its_default():
+def test_the_config_keeps_its_old_dump_with_the_new_level_gap_at_its_default() -> None:
     assert "flag_level_gap" not in ConsensusConfig().model_dump()
     assert ConsensusConfig(flag_level_gap=1).model_dump()["flag_level_gap"] == 1
 
 
-def test_derivation_scores_per_case_criteria_from_the_case():
+def test_derivation_scores_per_case_criteria_from_the_case() -> None:
     rubric = load_rubric(CHECKS)
     cases = _cases()
     recs = [_rec("c2", "a", "items", Judgment(dimension="items", verdicts=_verdicts(duration=True, exertion=False,
@@ -216,7 +216,7 @@ def test_derivation_scores_per_case_criteria_from_the_case():
 # --------------------------------------------------------------------------- reliability levels
 
 
-def test_levels_per_kind():
+def test_levels_per_kind() -> None:
     likert, checks = load_rubric(LIKERT), load_rubric(CHECKS)
     assert {level_of(d) for d in likert.dimensions} == {"ordinal"}
     assert {level_of(d) for d in checks.dimensions} == {"nominal"}
@@ -225,7 +225,8 @@ def test_levels_per_kind():
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
 @pytest.mark.parametrize("level, values", [("nominal", (0, 1)), ("ordinal", (1, 2, 3, 4, 5))])
-def test_nominal_and_ordinal_alpha_match_the_krippendorff_package(level, values, seed):
+def test_nominal_and_ordinal_alpha_match_the_krippendorff_package(level: Level, values: tuple[int, ...],
+                                                                   seed: int) -> None:
     rng = random.Random(seed)
     truth = [rng.choice(values) for _ in range(40)]
     data = [[(t if rng.random() < 0.7 else rng.choice(values)) if rng.random() > 0.1 else math.nan for t in truth]
@@ -260,7 +261,7 @@ def _score(tmp_path: Path, rubric: Path, call: str = "per_dimension") -> Path:
 
 
 @pytest.mark.parametrize("call", ["per_dimension", "per_case"])
-def test_score_runs_a_likert_rubric_end_to_end(tmp_path, monkeypatch, call):
+def test_score_runs_a_likert_rubric_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, call: str) -> None:
     monkeypatch.setenv("JUDGE_A_KEY", FAKE_KEY)
     out = _score(tmp_path, LIKERT, call)
     rows = [json.loads(x) for x in (out / "judgments.jsonl").read_text(encoding="utf-8").splitlines()]
@@ -286,7 +287,7 @@ def test_score_runs_a_likert_rubric_end_to_end(tmp_path, monkeypatch, call):
 
 
 @pytest.mark.parametrize("call", ["per_dimension", "per_case"])
-def test_score_runs_a_criteria_rubric_end_to_end(tmp_path, monkeypatch, call):
+def test_score_runs_a_criteria_rubric_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, call: str) -> None:
     monkeypatch.setenv("JUDGE_A_KEY", FAKE_KEY)
     out = _score(tmp_path, CHECKS, call)
     rows = [json.loads(x) for x in (out / "judgments.jsonl").read_text(encoding="utf-8").splitlines()]
@@ -329,7 +330,7 @@ def test_score_runs_a_criteria_rubric_end_to_end(tmp_path, monkeypatch, call):
     assert (out / "report.html").is_file() and (out / "report.md").is_file()
 
 
-def test_a_rules_judge_on_a_rubric_without_rules_and_calibrate_without_operators_say_so(tmp_path):
+def test_a_rules_judge_on_a_rubric_without_rules_and_calibrate_without_operators_say_so(tmp_path: Path) -> None:
     from consensus_eval.cli import app
 
     cfg = tmp_path / "c.yaml"
@@ -362,7 +363,8 @@ def _example_config(path: Path, example: Path, url: str) -> Path:
 
 
 @pytest.mark.parametrize("name", ["pdqi9", "criteria"])
-def test_score_runs_the_shipped_examples_with_the_fake_server_panel(tmp_path, monkeypatch, name):
+def test_score_runs_the_shipped_examples_with_the_fake_server_panel(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                    name: str) -> None:
     from consensus_eval.cli import app
 
     root = Path(__file__).resolve().parents[1]
@@ -391,7 +393,7 @@ def test_score_runs_the_shipped_examples_with_the_fake_server_panel(tmp_path, mo
         assert (out / f).stat().st_size > 0
 
 
-def test_every_quote_is_grounded_except_an_empty_one_of_a_criterion_not_met():
+def test_every_quote_is_grounded_except_an_empty_one_of_a_criterion_not_met() -> None:
     from consensus_eval.analysis.derived import evidence_of
     from consensus_eval.domain.judgment import quotes_of
 
@@ -406,7 +408,8 @@ def test_every_quote_is_grounded_except_an_empty_one_of_a_criterion_not_met():
 
 
 @pytest.mark.parametrize("name", ["radiology", "discharge5", "checklist"])
-def test_score_runs_the_test_only_rubric_of_each_kind(tmp_path, monkeypatch, name):
+def test_score_runs_the_test_only_rubric_of_each_kind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      name: str) -> None:
     # the rubrics a newcomer wrote from the README and docs alone (tests/data/kinds), with their own configs
     from consensus_eval.cli import app
 
@@ -435,7 +438,7 @@ def test_score_runs_the_test_only_rubric_of_each_kind(tmp_path, monkeypatch, nam
     assert (out / "report.html").stat().st_size > 0
 
 
-def test_calibrate_refuses_a_rubric_of_another_kind_even_with_a_suite_of_its_own(tmp_path):
+def test_calibrate_refuses_a_rubric_of_another_kind_even_with_a_suite_of_its_own(tmp_path: Path) -> None:
     from consensus_eval.cli import app
 
     cfg = tmp_path / "c.yaml"
@@ -450,7 +453,7 @@ def test_calibrate_refuses_a_rubric_of_another_kind_even_with_a_suite_of_its_own
     assert "safety (criteria), items (criteria)" in text and "Traceback" not in res.output
 
 
-def test_adaptive_runs_read_each_kind_on_its_own_scale():
+def test_adaptive_runs_read_each_kind_on_its_own_scale() -> None:
     from consensus_eval.domain.config import EvalConfig
     from consensus_eval.execution.adaptive import JudgeRuns, decide
 
@@ -480,7 +483,8 @@ def test_adaptive_runs_read_each_kind_on_its_own_scale():
     assert [(x.judge, x.dimension, x.why) for x in adds] == [("b", "safety", "own")]
 
 
-def test_a_batch_judge_scores_per_case_criteria_as_the_live_one_does(tmp_path, monkeypatch):
+def test_a_batch_judge_scores_per_case_criteria_as_the_live_one_does(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     # a provider batch line carries the case's own response model (its criterion ids): the batch replies
     # validate, and give the live path's judgments under the same request hashes
     import asyncio
@@ -517,7 +521,7 @@ def test_a_batch_judge_scores_per_case_criteria_as_the_live_one_does(tmp_path, m
 # --------------------------------------------------------------------------- reliability through the pipeline
 
 
-def _stored_run(rubric, cases: list[Case], judgments: dict[tuple[str, str, str], Judgment], judges: list[str]):
+def _stored_run(rubric: Rubric, cases: list[Case], judgments: dict[tuple[str, str, str], Judgment], judges: list[str]):
     from consensus_eval.domain.config import EvalConfig
     from consensus_eval.execution.results import StoredRun
 
@@ -528,7 +532,7 @@ def _stored_run(rubric, cases: list[Case], judgments: dict[tuple[str, str, str],
                      scores=derive_all(rubric, records, cases), planned=len(records), missing={})
 
 
-def test_ordinal_alpha_of_a_likert_dimension_is_krippendorffs_published_example():
+def test_ordinal_alpha_of_a_likert_dimension_is_krippendorffs_published_example() -> None:
     # Krippendorff (2011): 4 coders x 12 units, values 1-5 with gaps; ordinal alpha 0.815. Coders are judges,
     # units are cases, each value the level a judge picked on a 1-5 likert attribute.
     from consensus_eval.analysis.consensus import of_run
@@ -551,7 +555,7 @@ def test_ordinal_alpha_of_a_likert_dimension_is_krippendorffs_published_example(
     assert (a.n_units, a.n_values, a.n_raters) == (11, 40, 4)
 
 
-def test_nominal_alpha_of_criteria_verdicts_is_the_packages_with_one_unit_per_case_and_criterion():
+def test_nominal_alpha_of_criteria_verdicts_is_the_packages_with_one_unit_per_case_and_criterion() -> None:
     from consensus_eval.analysis.consensus import of_run
     from consensus_eval.analysis.reliability import reliability_report
 

@@ -71,7 +71,9 @@ def _review_one_case(run: Path, kind: str, dims: list[str]) -> None:
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian chromium is not installed (/usr/bin/chromium)")
 @pytest.mark.parametrize("name, kind", [("radiology", "deductions"), ("discharge5", "likert"),
                                         ("checklist", "criteria")])
-def test_a_rubric_written_from_the_docs_scores_audits_is_reviewed_and_reports(tmp_path, monkeypatch, name, kind):
+def test_a_rubric_written_from_the_docs_scores_audits_is_reviewed_and_reports(tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch,
+                                                                              name: str, kind: str) -> None:
     monkeypatch.setenv("JUDGE_A_KEY", FAKE_KEY)
     monkeypatch.chdir(ROOT)
     rubric = load_rubric(KINDS / f"{name}.yaml")

@@ -17,7 +17,7 @@ import json
 import random
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -73,7 +73,7 @@ class StatusServer(ModeServer):
 
 
 @pytest.fixture(scope="module")
-def status_server():
+def status_server() -> Iterator[StatusServer]:
     with StatusServer() as srv:
         yield srv
 
@@ -87,7 +87,7 @@ def closed_port() -> int:
     return port
 
 
-def _judge(rubric, api_base: str, *, model: str = "openai/fake", **kw: Any) -> LLMJudge:
+def _judge(rubric: Rubric, api_base: str, *, model: str = "openai/fake", **kw: Any) -> LLMJudge:
     kw = {"max_retries": 2, "timeout_s": 5.0, "mode": "tools", "input_cost_per_token": 0,
           "output_cost_per_token": 0, **kw}
     return LLMJudge(LLMJudgeConfig(name="j", model=model, api_base=api_base, api_key_env="JUDGE_A_KEY", **kw), rubric)
@@ -124,7 +124,9 @@ def _assert_failed(out: CallOutcome, kind: str, attempts: int) -> None:
     (503, "server_error"), (504, "timeout"), ("html", "server_error"),
 ])
 @pytest.mark.parametrize("model", ["openai/fake", "hosted_vllm/fake"])
-def test_an_http_status_is_classified_by_what_the_server_sent(rubric, api_keys, status_server, status, kind, model):
+def test_an_http_status_is_classified_by_what_the_server_sent(rubric: Rubric, api_keys: str,
+                                                              status_server: StatusServer, status, kind: str,
+                                                              model: str) -> None:
     judge = _judge(rubric, status_server.url(status), model=model, max_retries=2)
     before = status_server.requests[str(status)]
     [out] = _call(rubric, judge)
@@ -141,7 +143,7 @@ def test_an_http_status_is_classified_by_what_the_server_sent(rubric, api_keys, 
 
 
 @pytest.mark.parametrize("model", ["openai/fake", "hosted_vllm/fake"])
-def test_a_closed_port_is_connection_refused_not_a_500(rubric, api_keys, model):
+def test_a_closed_port_is_connection_refused_not_a_500(rubric: Rubric, api_keys: str, model: str) -> None:
     url = f"http://127.0.0.1:{closed_port()}/v1"
     [out] = _call(rubric, _judge(rubric, url, model=model))
     _assert_failed(out, "connection_refused", attempts=1)
@@ -150,7 +152,8 @@ def test_a_closed_port_is_connection_refused_not_a_500(rubric, api_keys, model):
     assert "ConnectionRefusedError" in out.error and "InternalServerError" not in out.error
 
 
-def test_a_failed_dns_lookup_is_connection_refused(rubric, api_keys, monkeypatch):
+def test_a_failed_dns_lookup_is_connection_refused(rubric: Rubric, api_keys: str,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     import aiohttp.resolver
 
     if aiohttp.resolver.DefaultResolver is not aiohttp.resolver.ThreadedResolver:
@@ -169,7 +172,7 @@ def test_a_failed_dns_lookup_is_connection_refused(rubric, api_keys, monkeypatch
     assert "(DNS lookup failed: gaierror: " in out.error
 
 
-def test_a_tls_handshake_with_a_plain_http_server_is_connection_refused(rubric, api_keys):
+def test_a_tls_handshake_with_a_plain_http_server_is_connection_refused(rubric: Rubric, api_keys: str) -> None:
     with FakeServer(FakeConfig(max_lifetime_s=30)) as srv:
         [out] = _call(rubric, _judge(rubric, srv.url.replace("http://", "https://") + "/v1"))
     _assert_failed(out, "connection_refused", attempts=1)
@@ -177,7 +180,7 @@ def test_a_tls_handshake_with_a_plain_http_server_is_connection_refused(rubric, 
     assert "(TLS failed: SSLError: " in out.error
 
 
-def test_dropped_and_hanging_requests_are_retried(rubric, api_keys):
+def test_dropped_and_hanging_requests_are_retried(rubric: Rubric, api_keys: str) -> None:
     with FakeServer(FakeConfig(p_drop=1.0, fault_free_after=None, max_lifetime_s=30)) as srv:
         [out] = _call(rubric, _judge(rubric, srv.url + "/v1", max_retries=2))
     _assert_failed(out, "connection", attempts=3)
@@ -192,7 +195,7 @@ def test_dropped_and_hanging_requests_are_retried(rubric, api_keys):
     assert time.monotonic() - start < 5
 
 
-def _raise_inside_litellm(monkeypatch, error: BaseException, model: str) -> list[str]:
+def _raise_inside_litellm(monkeypatch: pytest.MonkeyPatch, error: BaseException, model: str) -> list[str]:
     """Make litellm.acompletion fail on this machine for ``model`` as litellm 1.106.0-1.106.2 does without
     `mcp`: there, ``completion()`` (which acompletion runs) imports litellm.responses.mcp when tools are
     sent, and acompletion's ``except Exception`` hands the ImportError to ``exception_type``, which
@@ -212,7 +215,8 @@ def _raise_inside_litellm(monkeypatch, error: BaseException, model: str) -> list
     return calls
 
 
-def test_an_exception_raised_inside_litellm_is_local(rubric, api_keys, monkeypatch):
+def test_an_exception_raised_inside_litellm_is_local(rubric: Rubric, api_keys: str,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     import litellm
 
     calls = _raise_inside_litellm(monkeypatch, ModuleNotFoundError("No module named 'mcp'", name="mcp"),
@@ -231,7 +235,7 @@ def test_an_exception_raised_inside_litellm_is_local(rubric, api_keys, monkeypat
     assert len(calls) == 2
 
 
-def test_a_reply_the_server_garbled_is_not_local(rubric, api_keys, status_server):
+def test_a_reply_the_server_garbled_is_not_local(rubric: Rubric, api_keys: str, status_server: StatusServer) -> None:
     """A 200 whose body is not JSON makes litellm raise (a JSONDecodeError under it): the server's
     fault, retried, never 'local' (which would stop the judge)."""
     judge = _judge(rubric, status_server.url("html"), model="hosted_vllm/fake", max_retries=1)
@@ -241,7 +245,7 @@ def test_a_reply_the_server_garbled_is_not_local(rubric, api_keys, status_server
     assert out.error.startswith("server error (unreadable reply, HTTP 200)") and judge.stopped is None
 
 
-def test_check_reports_the_kind(rubric, api_keys, status_server):
+def test_check_reports_the_kind(rubric: Rubric, api_keys: str, status_server: StatusServer) -> None:
     ok, msg = asyncio.run(_judge(rubric, f"http://127.0.0.1:{closed_port()}/v1").check())
     assert not ok and msg.startswith("connection refused, not retried: cannot reach ") and \
         msg.endswith("[connection_refused]")
@@ -255,7 +259,8 @@ def test_check_reports_the_kind(rubric, api_keys, status_server):
 # --------------------------------------------------------------------------- a judge that cannot work stops
 
 
-def test_a_stopped_judge_makes_no_request_and_says_why(rubric, api_keys, status_server):
+def test_a_stopped_judge_makes_no_request_and_says_why(rubric: Rubric, api_keys: str,
+                                                       status_server: StatusServer) -> None:
     judge = _judge(rubric, status_server.url(404))
     before = status_server.requests["404"]
     first, *rest = _call(rubric, judge, n=5)
@@ -268,7 +273,8 @@ def test_a_stopped_judge_makes_no_request_and_says_why(rubric, api_keys, status_
 
 
 @pytest.mark.parametrize("status", [400, 422])
-def test_a_bad_request_fails_the_call_not_the_judge(rubric, api_keys, status_server, status):
+def test_a_bad_request_fails_the_call_not_the_judge(rubric: Rubric, api_keys: str, status_server: StatusServer,
+                                                    status: int) -> None:
     judge = _judge(rubric, status_server.url(status))
     before = status_server.requests[str(status)]
     outs = _call(rubric, judge, n=3)
@@ -334,7 +340,9 @@ def _assert_stopped(dead: list[StoredCall], kind: str, max_attempts: int) -> int
 
 
 @pytest.mark.parametrize("concurrency", [1, 4])
-def test_a_judge_on_a_closed_port_fails_fast_and_the_others_go_on(tmp_path, api_keys, monkeypatch, concurrency):
+def test_a_judge_on_a_closed_port_fails_fast_and_the_others_go_on(tmp_path: Path, api_keys: str,
+                                                                  monkeypatch: pytest.MonkeyPatch,
+                                                                  concurrency: int) -> None:
     """A dead endpoint costs one connection attempt per call in flight when it is found dead
     (concurrency 1: exactly one; concurrency 4: at most 4, the calls started together), not
     ``max_retries`` + 1 per call with backoff (before issue 12: 5 attempts per call, minutes)."""
@@ -361,7 +369,7 @@ def test_a_judge_on_a_closed_port_fails_fast_and_the_others_go_on(tmp_path, api_
           f"connection attempt(s)")
 
 
-def test_a_judge_with_a_bad_key_stops_after_one_401(tmp_path, api_keys, status_server):
+def test_a_judge_with_a_bad_key_stops_after_one_401(tmp_path: Path, api_keys: str, status_server: StatusServer) -> None:
     before = status_server.requests["401"]
     with FakeServer(FakeConfig(seed=1, latency_ms=5, max_lifetime_s=60)) as srv:
         dead, healthy, _elapsed = _run_dead_panel(
@@ -372,7 +380,8 @@ def test_a_judge_with_a_bad_key_stops_after_one_401(tmp_path, api_keys, status_s
     assert all(FAKE_KEY not in present(r.error) and "***" in present(r.error) for r in dead)
 
 
-def test_a_module_missing_inside_litellm_stops_the_judge(tmp_path, api_keys, monkeypatch):
+def test_a_module_missing_inside_litellm_stops_the_judge(tmp_path: Path, api_keys: str,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """litellm 1.106.0-1.106.2 without `mcp`, in TOOLS mode: every call would fail the same way."""
     calls = _raise_inside_litellm(monkeypatch, ModuleNotFoundError("No module named 'mcp'", name="mcp"),
                                   "openai/fake-dead")
@@ -384,11 +393,12 @@ def test_a_module_missing_inside_litellm_stops_the_judge(tmp_path, api_keys, mon
     assert all(r.status == "ok" for r in healthy)
 
 
-def test_a_judge_bug_is_local_and_stops_the_judge(rubric, api_keys, monkeypatch, status_server):
+def test_a_judge_bug_is_local_and_stops_the_judge(rubric: Rubric, api_keys: str, monkeypatch: pytest.MonkeyPatch,
+                                                  status_server: StatusServer) -> None:
     """An exception of our own (here: converting a valid reply) is `local` too."""
     from consensus_eval.domain import judgment
 
-    def broken(self, dimension):
+    def broken(self, dimension) -> None:
         raise TypeError("to_judgment() is broken")
 
     monkeypatch.setattr(judgment._ReplyBase, "to_judgment", broken)
@@ -402,7 +412,7 @@ def test_a_judge_bug_is_local_and_stops_the_judge(rubric, api_keys, monkeypatch,
 # --------------------------------------------------------------------------- the classifier on its own
 
 
-def test_classify_reads_the_chain_not_the_outer_class():
+def test_classify_reads_the_chain_not_the_outer_class() -> None:
     import litellm
 
     def wrapped(inner: BaseException, outer: BaseException) -> BaseException:

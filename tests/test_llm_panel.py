@@ -18,9 +18,10 @@ import respx
 
 from consensus_eval import api as evaluate
 from consensus_eval.domain.cases import Case
-from consensus_eval.domain.config import LLMJudgeConfig
+from consensus_eval.domain.config import LLMJudgeConfig, Mode
 from consensus_eval.domain.judgment import CallOutcome
 from consensus_eval.domain.prompts import render
+from consensus_eval.domain.rubric import Rubric
 from consensus_eval.execution.store import Store
 from consensus_eval.judges.llm import LLMJudge, retry_after_s
 from tests.conftest import EXAMPLES, FAKE_KEY, PANEL, write_config
@@ -61,13 +62,13 @@ def _cases(tmp_path: Path, n: int, important: bool = False) -> Path:
     return p
 
 
-def _judge(rubric, mode="tools", **kw) -> LLMJudge:
+def _judge(rubric: Rubric, mode: Mode = "tools", **kw: Any) -> LLMJudge:
     cfg = LLMJudgeConfig(name="j", model="openai/fake", api_base="http://judge-a.test/v1", api_key_env="JUDGE_A_KEY",
                       mode=mode, **kw)
     return LLMJudge(cfg, rubric)
 
 
-def _one_call(rubric, judge: LLMJudge, dim="accuracy"):
+def _one_call(rubric: Rubric, judge: LLMJudge, dim: str = "accuracy"):
     case = Case(id="c1", conversation="医生：血糖多少？\n患者：空腹9.6。", record="主诉：多饮3年")
     d = rubric.dimension(dim)
     return asyncio.run(judge.judge(case, d, render(rubric, d, case)))
@@ -77,7 +78,7 @@ def _one_call(rubric, judge: LLMJudge, dim="accuracy"):
 
 
 @pytest.mark.parametrize("mode", ["tools", "json", "md_json", "json_schema"])
-def test_each_mode_returns_a_typed_judgment(rubric, api_keys, mode):
+def test_each_mode_returns_a_typed_judgment(rubric: Rubric, api_keys: str, mode: Mode) -> None:
     reply = make_reply("accuracy", random.Random(1), n=2)
     with respx.mock(using="httpx", assert_all_called=False) as mock:
         route = mock.post(URL_A).mock(side_effect=lambda r: httpx.Response(200, json=chat_response(_body(r), reply)))
@@ -91,7 +92,7 @@ def test_each_mode_returns_a_typed_judgment(rubric, api_keys, mode):
     assert ("tools" in body) == (mode == "tools")
 
 
-def test_malformed_json_then_valid_is_one_reask(rubric, api_keys):
+def test_malformed_json_then_valid_is_one_reask(rubric: Rubric, api_keys: str) -> None:
     good = make_reply("accuracy", random.Random(2), n=1)
     replies: Iterator[dict[str, Any] | str] = iter(['{"deductions": [', good])
     with respx.mock(using="httpx", assert_all_called=False) as mock:
@@ -106,7 +107,7 @@ def test_malformed_json_then_valid_is_one_reask(rubric, api_keys):
     assert out.prompt_tokens == 2000 and out.cost == pytest.approx(2000 * 1e-6)
 
 
-def test_unknown_deduction_type_is_rejected_and_reasked(rubric, api_keys):
+def test_unknown_deduction_type_is_rejected_and_reasked(rubric: Rubric, api_keys: str) -> None:
     bad = make_reply("accuracy", random.Random(3), n=1)
     bad["deductions"][0]["type"] = "made_up_type"
     good = make_reply("accuracy", random.Random(3), n=1)
@@ -120,7 +121,7 @@ def test_unknown_deduction_type_is_rejected_and_reasked(rubric, api_keys):
     assert out.judgment.deductions[0].type == good["deductions"][0]["type"]
 
 
-def test_points_outside_a_range_type_are_rejected(rubric, api_keys):
+def test_points_outside_a_range_type_are_rejected(rubric: Rubric, api_keys: str) -> None:
     bad = {"deductions": [{"category": "chief_complaint", "type": "cc_nonstandard", "points": 5,
                            "evidence": "x", "reason": "y"}],
            "fixed_penalties": [], "score": 30, "stars": 4, "comment": ""}
@@ -158,7 +159,7 @@ def _scripted(steps, seen: list[int]):
     return answer
 
 
-def test_a_reask_after_a_slow_first_ask_is_still_made(rubric, api_keys):
+def test_a_reask_after_a_slow_first_ask_is_still_made(rubric: Rubric, api_keys: str) -> None:
     """The root cause of issue 12's "reply failed validation after 1 attempt(s)": given `timeout`,
     instructor also stops re-asking once that many seconds have passed since the call began
     (tenacity's stop_after_delay). A first ask that hung until the hard timeout and was retried has
@@ -172,7 +173,7 @@ def test_a_reask_after_a_slow_first_ask_is_still_made(rubric, api_keys):
     assert seen[0] == seen[1] < seen[2]
 
 
-def test_hangs_and_5xx_during_a_reask_are_retried_like_a_first_ask(rubric, api_keys):
+def test_hangs_and_5xx_during_a_reask_are_retried_like_a_first_ask(rubric: Rubric, api_keys: str) -> None:
     seen: list[int] = []
     with respx.mock(using="httpx", assert_all_called=False) as mock:
         mock.post(URL_A).mock(side_effect=_scripted(["bad", "hang", 503, 429, "bad", 502, "hang"], seen))
@@ -182,7 +183,7 @@ def test_hangs_and_5xx_during_a_reask_are_retried_like_a_first_ask(rubric, api_k
     assert seen[0] < seen[1] == seen[2] == seen[3] == seen[4] < seen[5] == seen[6] == seen[7]
 
 
-def test_a_reask_that_runs_out_of_retries_fails_with_its_own_kind(rubric, api_keys):
+def test_a_reask_that_runs_out_of_retries_fails_with_its_own_kind(rubric: Rubric, api_keys: str) -> None:
     seen: list[int] = []
     with respx.mock(using="httpx", assert_all_called=False) as mock:
         mock.post(URL_A).mock(side_effect=_scripted(["bad", "hang", 503, "hang"], seen))
@@ -192,7 +193,7 @@ def test_a_reask_that_runs_out_of_retries_fails_with_its_own_kind(rubric, api_ke
     assert out.error.startswith("timeout, gave up after 3 attempt(s): ") and out.error.endswith("(on re-ask 1 of 2)")
 
 
-def test_a_bad_request_on_a_reask_is_a_bad_request(rubric, api_keys):
+def test_a_bad_request_on_a_reask_is_a_bad_request(rubric: Rubric, api_keys: str) -> None:
     """A re-ask makes the prompt longer: one over the context window fails as bad_request, at once."""
     seen: list[int] = []
     with respx.mock(using="httpx", assert_all_called=False) as mock:
@@ -205,7 +206,7 @@ def test_a_bad_request_on_a_reask_is_a_bad_request(rubric, api_keys):
 # --------------------------------------------------------------------------- HTTP failures
 
 
-def test_429_with_retry_after_is_honoured(rubric, api_keys):
+def test_429_with_retry_after_is_honoured(rubric: Rubric, api_keys: str) -> None:
     reply = make_reply("accuracy", random.Random(4))
     responses = iter([httpx.Response(429, headers={"Retry-After": "0.15"}, json={"error": {"message": "slow down"}})])
 
@@ -222,7 +223,7 @@ def test_429_with_retry_after_is_honoured(rubric, api_keys):
 
 
 @pytest.mark.parametrize("status", [500, 502, 503])
-def test_5xx_is_retried(rubric, api_keys, status):
+def test_5xx_is_retried(rubric: Rubric, api_keys: str, status: int) -> None:
     reply = make_reply("accuracy", random.Random(5))
     responses = iter([httpx.Response(status, json={"error": {"message": "boom"}})] * 2)
     with respx.mock(using="httpx", assert_all_called=False) as mock:
@@ -232,7 +233,7 @@ def test_5xx_is_retried(rubric, api_keys, status):
     assert out.status == "ok" and out.attempts == 3 and route.call_count == 3
 
 
-def test_transport_timeout_is_retried(rubric, api_keys):
+def test_transport_timeout_is_retried(rubric: Rubric, api_keys: str) -> None:
     reply = make_reply("accuracy", random.Random(6))
     state = {"n": 0}
 
@@ -248,7 +249,7 @@ def test_transport_timeout_is_retried(rubric, api_keys):
     assert out.status == "ok" and out.attempts == 2
 
 
-def test_hard_timeout_cuts_a_hanging_call(rubric, api_keys):
+def test_hard_timeout_cuts_a_hanging_call(rubric: Rubric, api_keys: str) -> None:
     reply = make_reply("accuracy", random.Random(7))
     state = {"n": 0}
 
@@ -267,7 +268,7 @@ def test_hard_timeout_cuts_a_hanging_call(rubric, api_keys):
 
 
 @pytest.mark.parametrize("status", [400, 401, 404])
-def test_client_errors_are_not_retried(rubric, api_keys, status):
+def test_client_errors_are_not_retried(rubric: Rubric, api_keys: str, status: int) -> None:
     with respx.mock(using="httpx", assert_all_called=False) as mock:
         route = mock.post(URL_A).mock(return_value=httpx.Response(status, json={"error": {"message": "no"}}))
         out = _one_call(rubric, _judge(rubric))
@@ -276,7 +277,7 @@ def test_client_errors_are_not_retried(rubric, api_keys, status):
     assert out.error_kind == {400: "bad_request", 401: "authentication", 404: "not_found"}[status]
 
 
-def test_persistent_5xx_gives_up_after_max_retries(rubric, api_keys):
+def test_persistent_5xx_gives_up_after_max_retries(rubric: Rubric, api_keys: str) -> None:
     with respx.mock(using="httpx", assert_all_called=False) as mock:
         route = mock.post(URL_A).mock(return_value=httpx.Response(503, json={"error": {"message": "down"}}))
         out = _one_call(rubric, _judge(rubric, max_retries=2))
@@ -285,7 +286,7 @@ def test_persistent_5xx_gives_up_after_max_retries(rubric, api_keys):
     assert out.error.startswith("server error (503), gave up after 3 attempt(s): ")
 
 
-def test_retry_after_parsing():
+def test_retry_after_parsing() -> None:
     class E(Exception):
         def __init__(self, headers: dict[str, str]) -> None:
             self.response = httpx.Response(429, headers=headers)
@@ -306,7 +307,7 @@ def _mock_panel(mock: respx.MockRouter,
             mock.post(URL_DS).mock(side_effect=honest_judge(seeds[2])))
 
 
-def test_panel_end_to_end_and_resume(tmp_path, api_keys):
+def test_panel_end_to_end_and_resume(tmp_path: Path, api_keys: str) -> None:
     cases = _cases(tmp_path, 4)
     cfg = write_config(tmp_path / "panel.yaml", PANEL)
     out = tmp_path / "out"
@@ -340,7 +341,7 @@ def test_panel_end_to_end_and_resume(tmp_path, api_keys):
     assert [r.call_count for r in routes] == [0, 0, 0] and progress.done == 0 and progress.skipped == 48
 
 
-def test_swapping_one_model_reruns_only_that_judge(tmp_path, api_keys):
+def test_swapping_one_model_reruns_only_that_judge(tmp_path: Path, api_keys: str) -> None:
     cases = _cases(tmp_path, 2)
     cfg = write_config(tmp_path / "panel.yaml", PANEL)
     with respx.mock(using="httpx", assert_all_called=False) as mock:
@@ -355,7 +356,7 @@ def test_swapping_one_model_reruns_only_that_judge(tmp_path, api_keys):
     assert "openai/fake-a2" in models and "openai/fake-a" not in models
 
 
-def test_editing_the_rubric_or_prompt_changes_every_hash(tmp_path, api_keys, rubric):
+def test_editing_the_rubric_or_prompt_changes_every_hash(tmp_path: Path, api_keys: str, rubric: Rubric) -> None:
     from consensus_eval.execution.plan import request_hash
 
     judge = _judge(rubric)
@@ -374,7 +375,7 @@ def test_editing_the_rubric_or_prompt_changes_every_hash(tmp_path, api_keys, rub
     assert request_hash(tuned, rubric, msgs, 0, "accuracy") == h  # throughput settings do not matter
 
 
-def test_persistent_failure_is_recorded_and_excluded(tmp_path, api_keys):
+def test_persistent_failure_is_recorded_and_excluded(tmp_path: Path, api_keys: str) -> None:
     cases = _cases(tmp_path, 2)
     cfg = write_config(tmp_path / "panel.yaml", PANEL)
     with respx.mock(using="httpx", assert_all_called=False) as mock:
@@ -397,7 +398,7 @@ def test_persistent_failure_is_recorded_and_excluded(tmp_path, api_keys):
         assert c["scores"]["accuracy"] == pytest.approx(sum(scores) / 3)
 
 
-def test_failed_calls_are_retried_on_the_next_run(tmp_path, api_keys):
+def test_failed_calls_are_retried_on_the_next_run(tmp_path: Path, api_keys: str) -> None:
     cases = _cases(tmp_path, 1)
     cfg = write_config(tmp_path / "panel.yaml", PANEL)
     with respx.mock(using="httpx", assert_all_called=False) as mock:
@@ -413,7 +414,7 @@ def test_failed_calls_are_retried_on_the_next_run(tmp_path, api_keys):
     assert [r.call_count for r in routes] == [3, 0, 0] and progress.failed == 0
 
 
-def test_interrupted_run_resumes_without_repeating_a_stored_call(tmp_path, api_keys):
+def test_interrupted_run_resumes_without_repeating_a_stored_call(tmp_path: Path, api_keys: str) -> None:
     cases = _cases(tmp_path, 4)
     cfg = write_config(tmp_path / "panel.yaml", PANEL)
     prep = evaluate.prepare(cases, cfg)
@@ -467,7 +468,7 @@ def test_interrupted_run_resumes_without_repeating_a_stored_call(tmp_path, api_k
 # --------------------------------------------------------------------------- limits and secrets
 
 
-def test_concurrency_and_rpm_limits_are_respected(tmp_path, api_keys):
+def test_concurrency_and_rpm_limits_are_respected(tmp_path: Path, api_keys: str) -> None:
     cases = _cases(tmp_path, 6)
     judges = """\
   - name: judge-a
@@ -524,7 +525,7 @@ def test_concurrency_and_rpm_limits_are_respected(tmp_path, api_keys):
     assert starts[-1] - starts[0] >= 0.9
 
 
-def test_waiting_for_the_rate_limiter_is_not_part_of_the_timeout(rubric, api_keys):
+def test_waiting_for_the_rate_limiter_is_not_part_of_the_timeout(rubric: Rubric, api_keys: str) -> None:
     """rpm 60 lets one request a second through; a call waiting its turn has not timed out (before,
     the hard timeout also covered the limiter's wait: such a call counted a failed attempt that never
     reached the server, and slept a backoff)."""
@@ -544,7 +545,8 @@ def test_waiting_for_the_rate_limiter_is_not_part_of_the_timeout(rubric, api_key
     assert route.call_count == 3 and time.monotonic() - start >= 1.9  # the limiter did make them wait
 
 
-def test_api_key_never_reaches_store_outputs_or_logs(tmp_path, api_keys, caplog, capsys):
+def test_api_key_never_reaches_store_outputs_or_logs(tmp_path: Path, api_keys: str, caplog: pytest.LogCaptureFixture,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
     caplog.set_level(logging.DEBUG)
     cases = _cases(tmp_path, 2)
     cfg = write_config(tmp_path / "panel.yaml", PANEL)
@@ -566,7 +568,7 @@ def test_api_key_never_reaches_store_outputs_or_logs(tmp_path, api_keys, caplog,
     assert FAKE_KEY not in captured.out + captured.err + caplog.text
 
 
-def test_missing_key_fails_fast_before_any_call(tmp_path, monkeypatch):
+def test_missing_key_fails_fast_before_any_call(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from consensus_eval import InputError
 
     monkeypatch.delenv("JUDGE_A_KEY", raising=False)
@@ -580,7 +582,7 @@ def test_missing_key_fails_fast_before_any_call(tmp_path, monkeypatch):
     assert route.call_count == 0
 
 
-def test_important_cases_get_distinct_runs_that_are_averaged(tmp_path, api_keys):
+def test_important_cases_get_distinct_runs_that_are_averaged(tmp_path: Path, api_keys: str) -> None:
     cases = _cases(tmp_path, 1, important=True)
     judges = """\
   - name: judge-a
@@ -609,7 +611,8 @@ def test_important_cases_get_distinct_runs_that_are_averaged(tmp_path, api_keys)
 
 @pytest.mark.parametrize("offset", [0, 150, 280, 290, 295, 299, 300, 310])
 @pytest.mark.parametrize("source", ["provider", "local"])
-def test_a_key_echoed_anywhere_in_an_error_is_scrubbed_before_the_line_is_cut(rubric, api_keys, offset, source):
+def test_a_key_echoed_anywhere_in_an_error_is_scrubbed_before_the_line_is_cut(rubric: Rubric, api_keys: str,
+                                                                              offset: int, source: str) -> None:
     """The failure line keeps 300 characters of the message (a provider's 401, or an error raised on this
     machine); the key is scrubbed first, so no part of it survives whichever side of the cut it straddles."""
     import openai

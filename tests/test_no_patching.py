@@ -12,6 +12,7 @@ import random
 import httpx
 import respx
 
+from consensus_eval.domain.rubric import Rubric
 from tests.fakellm import chat_response, make_reply
 from tests.test_llm_panel import URL_A, _judge, _one_call
 
@@ -34,7 +35,7 @@ def _library_functions() -> dict[str, object]:
     }
 
 
-def test_no_library_function_is_replaced_by_a_judged_call(rubric, api_keys):
+def test_no_library_function_is_replaced_by_a_judged_call(rubric: Rubric, api_keys: str) -> None:
     before = _library_functions()
     judge = _judge(rubric)
     reply = make_reply("accuracy", random.Random(1), n=2)
@@ -46,7 +47,7 @@ def test_no_library_function_is_replaced_by_a_judged_call(rubric, api_keys):
     assert _library_functions() == before
 
 
-def test_config_prices_are_registered_with_litellm(rubric):
+def test_config_prices_are_registered_with_litellm(rubric: Rubric) -> None:
     import litellm
 
     from consensus_eval.domain.config import LLMJudgeConfig

@@ -13,6 +13,7 @@ import itertools
 import math
 import random
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,12 +21,14 @@ import pytest
 from consensus_eval.domain.cases import Case
 from consensus_eval.domain.config import LLMJudgeConfig, RulesJudgeConfig, load_config
 from consensus_eval.domain.prompts import render
+from consensus_eval.domain.rubric import Rubric
 from consensus_eval.judges.llm import LLMJudge
 from consensus_eval.judges.pacing import (
     ASSUMED_LATENCY_S,
     HEADROOM,
     INITIAL_CONCURRENCY,
     LEARN_MARGIN,
+    Binding,
     Gate,
     Pacing,
     SendLog,
@@ -52,7 +55,7 @@ def max_in_window(times: list[float], window: float) -> int:
 
 
 @pytest.mark.parametrize("rpm", [300, 1200])
-def test_no_window_sees_more_than_the_rate_with_400_waiters(rpm):
+def test_no_window_sees_more_than_the_rate_with_400_waiters(rpm: int) -> None:
     """400 workers, each sending requests with a random latency in between: in any sliding second
     at most rpm/60 releases, in any sliding minute at most rpm, and the rate is reached (the old
     limiter released 5 at once every second: up to 11 in a sliding second at rpm 300)."""
@@ -86,7 +89,7 @@ def test_no_window_sees_more_than_the_rate_with_400_waiters(rpm):
     assert spacer.waits >= n - 1
 
 
-def test_releases_are_first_come_first_served_and_an_idle_pause_builds_no_burst():
+def test_releases_are_first_come_first_served_and_an_idle_pause_builds_no_burst() -> None:
     async def main() -> list[tuple[int, float]]:
         loop = asyncio.get_running_loop()
         spacer = Spacer(60)  # one a second
@@ -109,7 +112,7 @@ def test_releases_are_first_come_first_served_and_an_idle_pause_builds_no_burst(
     assert times[5:] == pytest.approx([30.0, 31.0, 32.0])  # after 26 s idle: still one a second
 
 
-def test_a_cancelled_waiter_leaves_the_queue_and_a_released_one_gives_its_turn_back():
+def test_a_cancelled_waiter_leaves_the_queue_and_a_released_one_gives_its_turn_back() -> None:
     """Waiter 2 is cancelled while waiting: it never goes, and 3 takes the next turn. Waiter 4 is
     cancelled right after its release, before it ran: its turn goes to 5 at once, not a second later."""
     released: list[tuple[int, float]] = []
@@ -149,7 +152,7 @@ def test_a_cancelled_waiter_leaves_the_queue_and_a_released_one_gives_its_turn_b
     assert max_in_window([t for _, t in released], 1.0) == 1
 
 
-def test_tpm_spacing_charges_the_estimate_and_corrects_by_the_usage():
+def test_tpm_spacing_charges_the_estimate_and_corrects_by_the_usage() -> None:
     """tpm 6,000 = 100 tokens a second. A 200-token estimate holds the next request 2 s; its usage of
     500 moves the next one to 5 s; a 429 refunds its charge."""
     async def main() -> list[float]:
@@ -175,7 +178,7 @@ def test_tpm_spacing_charges_the_estimate_and_corrects_by_the_usage():
 # --------------------------------------------------------------------------- the in-flight gate
 
 
-def test_the_gate_admits_at_most_its_limit_first_come_first_served_and_follows_a_lower_limit():
+def test_the_gate_admits_at_most_its_limit_first_come_first_served_and_follows_a_lower_limit() -> None:
     async def main() -> tuple[list[int], int, int]:
         gate = Gate(3)
         order: list[int] = []
@@ -256,7 +259,7 @@ def _simulate(pacing: Pacing, n: int, latency: Callable[[int], float], *, worker
     return virtual(main), limits, n429, sent
 
 
-def test_auto_concurrency_is_sized_from_rpm_and_the_observed_latency():
+def test_auto_concurrency_is_sized_from_rpm_and_the_observed_latency() -> None:
     """The example panel's deepseek judge: rpm 120 at a 30 s latency needs 60 in flight (Little's law).
     auto starts from the assumed 10 s latency, then sizes from the latencies that come in, and
     reaches the rpm; concurrency 8 (the old default) gets 16 a minute."""
@@ -280,7 +283,7 @@ def test_auto_concurrency_is_sized_from_rpm_and_the_observed_latency():
     assert fixed.report().binding == "concurrency"
 
 
-def test_auto_concurrency_without_a_known_rate_grows_additively_and_is_cut_on_429():
+def test_auto_concurrency_without_a_known_rate_grows_additively_and_is_cut_on_429() -> None:
     """No rpm: AIMD alone. A hidden limit of 20 in flight answers 429 above it: the limit is cut
     (multiplicatively), grows back slowly, and settles around the hidden limit; the report blames 429s.
     (The rate learned at the first 429 does not hold it back: a 429 with the learned window not full
@@ -308,7 +311,7 @@ def test_auto_concurrency_without_a_known_rate_grows_additively_and_is_cut_on_42
 
 
 @pytest.mark.parametrize("seed", [1, 2])
-def test_a_hidden_rate_per_minute_is_learned_at_the_first_429(seed):
+def test_a_hidden_rate_per_minute_is_learned_at_the_first_429(seed: int) -> None:
     """No rpm, a provider that takes 300 requests in any sliding minute: the slow start ends at the
     first 429, the rate is learned from what the provider accepted in its window, and from then on the
     requests are paced by it. Over the whole 15 minutes (the slow start included) the accepted rate is
@@ -330,7 +333,7 @@ def test_a_hidden_rate_per_minute_is_learned_at_the_first_429(seed):
     assert "paced at" in report.explain()
 
 
-def test_the_send_log_counts_what_the_provider_accepted_and_when_the_window_frees():
+def test_the_send_log_counts_what_the_provider_accepted_and_when_the_window_frees() -> None:
     log = SendLog()
     for t in (0.0, 1.0, 2.0, 3.0, 4.0):
         log.add(t)
@@ -345,13 +348,13 @@ def test_the_send_log_counts_what_the_provider_accepted_and_when_the_window_free
     assert log.accepted(70.0, 60.0) == 1 and log.first == 0.0
 
 
-def test_auto_without_any_limit_grows_to_the_cap_and_no_further():
+def test_auto_without_any_limit_grows_to_the_cap_and_no_further() -> None:
     pacing = Pacing(concurrency="auto", max_concurrency=12)
     _, limits, _, _ = _simulate(pacing, 500, lambda i: 1.0, workers=40)
     assert limits[0] <= INITIAL_CONCURRENCY + 1 and max(limits) == 12
 
 
-def test_the_report_names_latency_when_no_limit_held_requests_back():
+def test_the_report_names_latency_when_no_limit_held_requests_back() -> None:
     pacing = Pacing(rpm=600, concurrency=50)
     _simulate(pacing, 10, lambda i: 5.0 + i, workers=10)
     report = pacing.report()
@@ -362,7 +365,7 @@ def test_the_report_names_latency_when_no_limit_held_requests_back():
 # --------------------------------------------------------------------------- config
 
 
-def test_concurrency_auto_is_the_llm_default_and_a_number_still_works():
+def test_concurrency_auto_is_the_llm_default_and_a_number_still_works() -> None:
     llm = LLMJudgeConfig(name="a", model="openai/x")
     assert llm.concurrency == "auto" and llm.max_workers == 256
     assert LLMJudgeConfig(name="a", model="openai/x", concurrency=4).max_workers == 4
@@ -371,7 +374,7 @@ def test_concurrency_auto_is_the_llm_default_and_a_number_still_works():
     assert LLMJudgeConfig(name="a", model="openai/x", tpm=90_000).tpm == 90_000
 
 
-def test_a_bad_concurrency_is_refused_naming_the_field(tmp_path):
+def test_a_bad_concurrency_is_refused_naming_the_field(tmp_path: Path) -> None:
     cfg = tmp_path / "c.yaml"
     cfg.write_text("rubric: medical_record\njudges:\n  - name: a\n    model: openai/x\n    concurrency: lots\n",
                    encoding="utf-8")
@@ -382,7 +385,7 @@ def test_a_bad_concurrency_is_refused_naming_the_field(tmp_path):
 # --------------------------------------------------------------------------- against the fake server
 
 
-def test_aimd_reacts_to_the_fake_servers_hidden_limit(rubric, api_keys):
+def test_aimd_reacts_to_the_fake_servers_hidden_limit(rubric: Rubric, api_keys: str) -> None:
     """A hidden limit of 4 requests in flight (429 above it, no Retry-After): concurrency auto with no
     rpm starts at 8, is cut on the first 429s (the lowest limit reached is below 8, whatever it grew back to),
     and every call still ends ok."""
@@ -418,7 +421,7 @@ def test_aimd_reacts_to_the_fake_servers_hidden_limit(rubric, api_keys):
 
 @pytest.mark.parametrize("binding", ["rpm", "tpm", "concurrency", "provider 429s", "latency"])
 @pytest.mark.parametrize("rpm", [None, 120.0])
-def test_every_binding_explains_itself_with_or_without_limits(binding, rpm):
+def test_every_binding_explains_itself_with_or_without_limits(binding: Binding, rpm: float | None) -> None:
     report = Pacing(rpm=rpm, concurrency="auto").report()
     report.binding = binding
     report.mean_latency_s = None

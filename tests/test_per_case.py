@@ -30,6 +30,7 @@ from consensus_eval.domain.config import EvalConfig, LLMJudgeConfig, load_config
 from consensus_eval.domain.grounding import ground
 from consensus_eval.domain.judgment import CallOutcome, Judgment, case_response_model
 from consensus_eval.domain.prompts import render, render_case
+from consensus_eval.domain.rubric import Rubric
 from consensus_eval.execution.estimate import PER_CASE, estimate
 from consensus_eval.execution.plan import plan
 from consensus_eval.judges.llm import LLMJudge, request_tokens
@@ -53,7 +54,7 @@ PRICE_IN, PRICE_OUT = 1.1e-6, 3.3e-6
 
 
 @pytest.fixture
-def key(monkeypatch):
+def key(monkeypatch: pytest.MonkeyPatch) -> str:
     monkeypatch.setenv("JUDGE_A_KEY", FAKE_KEY)
     return FAKE_KEY
 
@@ -118,7 +119,7 @@ def _run(config: EvalConfig, cases: list[Case], out: Path) -> Results:
 
 
 @pytest.mark.parametrize("mode", ["tools", "json", "md_json"])
-def test_one_request_per_case_and_run(tmp_path, key, mode):
+def test_one_request_per_case_and_run(tmp_path: Path, key: str, mode: str) -> None:
     cases = [*_cases(3), _cases(4)[3].model_copy(update={"important": True})]
     bodies: list[dict[str, Any]] = []
     with respx.mock(using="httpx") as mock:
@@ -134,7 +135,7 @@ def test_one_request_per_case_and_run(tmp_path, key, mode):
     assert results.progress.done == 15 and results.progress.failed == 0
 
 
-def test_records_equal_three_separate_replies(tmp_path, key):
+def test_records_equal_three_separate_replies(tmp_path: Path, key: str) -> None:
     """The per-case judge's judgments (and the scores re-derived from them) equal those of a
     per-dimension judge given the same three replies one by one."""
     cases = _cases(4)
@@ -155,7 +156,7 @@ def test_records_equal_three_separate_replies(tmp_path, key):
             assert (sa.runs, sa.stars, sa.claim_mismatches) == (sb.runs, sb.stars, sb.claim_mismatches)
 
 
-def test_tokens_and_cost_split_exactly(tmp_path, key):
+def test_tokens_and_cost_split_exactly(tmp_path: Path, key: str) -> None:
     cases = _cases(2)
     bodies: list[dict[str, Any]] = []
     with respx.mock(using="httpx") as mock:
@@ -179,7 +180,7 @@ def test_tokens_and_cost_split_exactly(tmp_path, key):
     assert usage.prompt_tokens == 2 * USAGE["prompt_tokens"] and usage.attempts == 2
 
 
-def test_split_unit():
+def test_split_unit() -> None:
     outcome = CaseOutcome(status="ok", prompt_tokens=10, completion_tokens=None, cached_tokens=0, cost=1.0,
                           attempts=2, judgments={d: Judgment(dimension=d) for d in DIMENSIONS})
     among = list(DIMENSIONS)
@@ -198,7 +199,7 @@ def test_split_unit():
     assert bare.status == "failed" and bare.error_kind == "invalid_reply"
 
 
-def test_a_failed_request_fails_every_dimension(tmp_path, key):
+def test_a_failed_request_fails_every_dimension(tmp_path: Path, key: str) -> None:
     bodies: list[dict[str, Any]] = []
 
     def refuse(request: httpx.Request) -> httpx.Response:
@@ -218,7 +219,7 @@ def test_a_failed_request_fails_every_dimension(tmp_path, key):
     assert FAKE_KEY not in json.dumps(rows)
 
 
-def test_a_reply_missing_a_dimension_is_re_asked(tmp_path, key):
+def test_a_reply_missing_a_dimension_is_re_asked(tmp_path: Path, key: str) -> None:
     cases = _cases(2)
     bodies: list[dict[str, Any]] = []
     with respx.mock(using="httpx") as mock:
@@ -234,7 +235,7 @@ def test_a_reply_missing_a_dimension_is_re_asked(tmp_path, key):
     assert sum(r["prompt_tokens"] for r in rows) == 2 * USAGE["prompt_tokens"]  # both attempts counted once
 
 
-def test_a_reply_always_missing_a_dimension_fails_all_three(tmp_path, key):
+def test_a_reply_always_missing_a_dimension_fails_all_three(tmp_path: Path, key: str) -> None:
     cases = _cases(1)
     bodies: list[dict[str, Any]] = []
     with respx.mock(using="httpx") as mock:
@@ -249,7 +250,7 @@ def test_a_reply_always_missing_a_dimension_fails_all_three(tmp_path, key):
 # --------------------------------------------------------------------------- identity and hashes
 
 
-def test_hashes_differ_between_modes_and_per_dimension_identity_is_unchanged(rubric):
+def test_hashes_differ_between_modes_and_per_dimension_identity_is_unchanged(rubric: Rubric) -> None:
     cases = _cases(3)
     per_dim = LLMJudgeConfig.model_validate(_judge(call="per_dimension"))
     per_case = LLMJudgeConfig.model_validate(_judge())
@@ -272,7 +273,7 @@ def test_hashes_differ_between_modes_and_per_dimension_identity_is_unchanged(rub
     assert calls[0].messages is calls[1].messages is calls[2].messages
 
 
-def test_the_per_case_prompt_asks_each_dimension_with_the_same_words(rubric):
+def test_the_per_case_prompt_asks_each_dimension_with_the_same_words(rubric: Rubric) -> None:
     case = _cases(1)[0]
     system, user = (m["content"] for m in render_case(rubric, case))
     for dim in rubric.dimensions:
@@ -288,7 +289,7 @@ def test_the_per_case_prompt_asks_each_dimension_with_the_same_words(rubric):
     assert all(f.is_required() for f in model.model_fields.values())
 
 
-def test_config_refuses_combinations(tmp_path):
+def test_config_refuses_combinations(tmp_path: Path) -> None:
     path = tmp_path / "c.yaml"
     path.write_text("ungrounded: reask\njudges:\n  - name: j\n    model: openai/x\n    call: per_case\n",
                     encoding="utf-8")
@@ -300,7 +301,7 @@ def test_config_refuses_combinations(tmp_path):
 
 
 @pytest.mark.skipif("batch" not in LLMJudgeConfig.model_fields, reason="batch: true (issue 16 section 2) not here")
-def test_config_refuses_per_case_with_batch(tmp_path):
+def test_config_refuses_per_case_with_batch(tmp_path: Path) -> None:
     path = tmp_path / "c.yaml"
     path.write_text("judges:\n  - name: j\n    model: openai/x\n    call: per_case\n    batch: true\n",
                     encoding="utf-8")
@@ -311,7 +312,7 @@ def test_config_refuses_per_case_with_batch(tmp_path):
 # --------------------------------------------------------------------------- resumption
 
 
-def test_resume_asks_only_the_missing_dimensions(tmp_path, key):
+def test_resume_asks_only_the_missing_dimensions(tmp_path: Path, key: str) -> None:
     """A run interrupted after some dimensions of a case were stored: the rerun makes one request for
     that case, the stored record is kept, and the request's tokens go to the dimensions it answers."""
     cases = _cases(2)
@@ -342,7 +343,7 @@ def test_resume_asks_only_the_missing_dimensions(tmp_path, key):
     assert isinstance(judge, LLMJudge) and judge.per_case is not None and judge.per_case.pending() == 0
 
 
-def test_stopped_waiters_cancel_the_request_and_a_rerun_asks_again(rubric):
+def test_stopped_waiters_cancel_the_request_and_a_rerun_asks_again(rubric: Rubric) -> None:
     started: list[int] = []
     asked = asyncio.Event()
     release = asyncio.Event()
@@ -375,7 +376,7 @@ def test_stopped_waiters_cancel_the_request_and_a_rerun_asks_again(rubric):
 # --------------------------------------------------------------------------- the fake server and the dry run
 
 
-def test_fake_server_answers_a_whole_case_request(tmp_path, monkeypatch):
+def test_fake_server_answers_a_whole_case_request(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("JUDGE_A_KEY", FAKE_KEY)
     cases = _cases(4)
     with FakeServer(FakeConfig(seed=3)) as srv:
@@ -390,7 +391,7 @@ def test_fake_server_answers_a_whole_case_request(tmp_path, monkeypatch):
     assert results.progress.failed == 0
 
 
-def test_dry_run_counts_the_per_case_request_once_per_case(rubric, key):
+def test_dry_run_counts_the_per_case_request_once_per_case(rubric: Rubric, key: str) -> None:
     cases = [*_cases(3), _cases(4)[3].model_copy(update={"important": True})]
     config = _config(_judge("whole"), _judge("each", call="per_dimension"), important_runs=2)
     prep = api.prepare(cases, config)
@@ -416,7 +417,7 @@ def test_dry_run_counts_the_per_case_request_once_per_case(rubric, key):
 # --------------------------------------------------------------------------- the calibration compares the modes
 
 
-def test_paired_difference_against_a_published_value():
+def test_paired_difference_against_a_published_value() -> None:
     # contingencytables (Fagerland, Lydersen & Laake), Newcombe_square_and_add_CI_paired_2x2 on the table
     # [[59, 6], [16, 80]]: estimate -0.0621, 95% CI -0.1186 to -0.0046 (its tests/testthat/test-ch8.R)
     d, low, high = paired_difference(59, 6, 16, 80)
@@ -443,7 +444,7 @@ def _suite(n: int) -> list[SuiteCase]:
     return picked + [sc for sc in suite if sc.clean][:2]
 
 
-def test_calibration_compares_per_case_with_per_dimension(tmp_path, key, rubric):
+def test_calibration_compares_per_case_with_per_dimension(tmp_path: Path, key: str, rubric: Rubric) -> None:
     """The same model in both modes: the per-case judge is scripted to miss the planted errors of three
     cases; the report counts the pairs and gives the paired difference and a verdict."""
     suite = _suite(10)
@@ -490,7 +491,7 @@ def test_calibration_compares_per_case_with_per_dimension(tmp_path, key, rubric)
         assert any(verdict in x for x in recommend(other))
 
 
-def test_concurrency_one_still_one_request_per_case_and_run(tmp_path, key):
+def test_concurrency_one_still_one_request_per_case_and_run(tmp_path: Path, key: str) -> None:
     """The queue holds a case's dimension calls next to each other (plan order: case, dimension, judge,
     run) and the runner starts three workers per request slot: at concurrency 1 the dimensions of a case
     still share one request per run, and nothing waits forever."""
@@ -509,7 +510,7 @@ def test_concurrency_one_still_one_request_per_case_and_run(tmp_path, key):
 
 
 @pytest.mark.parametrize("mode", ["tools", "json", "md_json"])
-def test_the_per_case_request_counted_is_the_request_sent(tmp_path, key, mode):
+def test_the_per_case_request_counted_is_the_request_sent(tmp_path: Path, key: str, mode: str) -> None:
     """The dry run's whole-case request equals the body the run sends (messages, tools, response_format)
     and the dry run's total is the token count of the captured bodies (up to 8 cases, all counted
     exactly: the estimate samples 8)."""
@@ -530,7 +531,7 @@ def test_the_per_case_request_counted_is_the_request_sent(tmp_path, key, mode):
     assert est.prompt_tokens == sum(request_tokens("openai/fake-a", b) for b in bodies)
 
 
-def test_adaptive_runs_with_one_request_per_case(tmp_path, key):
+def test_adaptive_runs_with_one_request_per_case(tmp_path: Path, key: str) -> None:
     """runs: adaptive grows a per-case judge's plan in rounds: each round's extra run of a case is one
     request, and the plan's hashes stay those of a fixed plan of as many runs."""
     cases = _cases(2)

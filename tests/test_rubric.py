@@ -36,7 +36,7 @@ def _judgment(dim: str, *deductions: tuple[str, str, float], penalties: tuple[st
 # --------------------------------------------------------------------------- the bundled rubric
 
 
-def test_bundled_rubric_dimensions_maxima_weights():
+def test_bundled_rubric_dimensions_maxima_weights() -> None:
     assert RUBRIC.id == "medical_record"
     assert [d.id for d in RUBRIC.dimensions] == ["accuracy", "completeness", "standardization"]
     assert [RUBRIC.dimension(d).max for d in ("accuracy", "completeness", "standardization")] == [40, 35, 25]
@@ -55,7 +55,7 @@ CAPS = {  # DESIGN.md decision 1
 
 
 @pytest.mark.parametrize("dim", list(CAPS))
-def test_bundled_rubric_caps(dim):
+def test_bundled_rubric_caps(dim) -> None:
     d = RUBRIC.dimension(dim)
     assert {c.id: c.cap for c in d.categories} == CAPS[dim]
     # 8+10+8+8+6 = 40; 7+14+7+4+3 = 35; 8+7+5+3+2 = 25
@@ -67,11 +67,11 @@ def test_bundled_rubric_caps(dim):
     ("completeness", {5: 34, 4: 28, 3: 21, 2: 14}),
     ("standardization", {5: 24, 4: 20, 3: 15, 2: 10}),
 ])
-def test_bundled_rubric_star_thresholds(dim, thresholds):
+def test_bundled_rubric_star_thresholds(dim: str, thresholds) -> None:
     assert RUBRIC.dimension(dim).stars == thresholds
 
 
-def test_bundled_rubric_fixed_penalty():
+def test_bundled_rubric_fixed_penalty() -> None:
     acc = RUBRIC.dimension("accuracy")
     assert [(p.id, p.points) for p in acc.fixed_penalties] == [("diabetes_in_past_history", 10)]
     assert RUBRIC.dimension("completeness").fixed_penalties == []
@@ -90,13 +90,13 @@ def test_bundled_rubric_fixed_penalty():
     ("completeness", "personal_unrecorded", (1, 2)), ("standardization", "hierarchy_missing", (1, 2)),
     ("standardization", "unprofessional", (1, 2)),
 ])
-def test_bundled_rubric_type_points(dim, type_id, points):
+def test_bundled_rubric_type_points(dim: str, type_id: str, points) -> None:
     _, typ = RUBRIC.dimension(dim).find_type(type_id)
     assert typ.points == points
     assert typ.is_range == isinstance(points, tuple)
 
 
-def test_range_type_accessors():
+def test_range_type_accessors() -> None:
     _, typ = RUBRIC.dimension("completeness").find_type("ph_important_missing")
     assert (typ.low, typ.high, typ.points_text()) == (2, 3, "2-3")
     assert typ.accepts(2) and typ.accepts(2.5) and typ.accepts(3)
@@ -106,7 +106,7 @@ def test_range_type_accessors():
     assert fixed.accepts(1.5) and not fixed.accepts(2)
 
 
-def test_bundled_rubric_found_by_path_from_another_cwd(tmp_path, monkeypatch):
+def test_bundled_rubric_found_by_path_from_another_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     assert load_rubric("configs/rubrics/medical_record.yaml") == RUBRIC
     assert load_rubric("medical_record").fingerprint == RUBRIC.fingerprint
@@ -129,7 +129,7 @@ def test_bundled_rubric_found_by_path_from_another_cwd(tmp_path, monkeypatch):
     ("rubric_invalid_yaml.yaml", ["not valid YAML", "line 6"]),
     ("rubric_not_mapping.yaml", ["must be a mapping"]),
 ])
-def test_loader_errors_name_file_and_field(name, expected):
+def test_loader_errors_name_file_and_field(name: str, expected) -> None:
     path = BAD / name
     with pytest.raises(InputError) as ei:
         load_rubric(path)
@@ -157,38 +157,38 @@ def _write(tmp_path: Path, data: dict[str, Any] | str) -> Path:
     return p
 
 
-def test_mini_rubric_is_valid(tmp_path):
+def test_mini_rubric_is_valid(tmp_path: Path) -> None:
     r = load_rubric(_write(tmp_path, _mini()))
     assert r.dimension("quality").max == 10
 
 
-def test_threshold_below_zero(tmp_path):
+def test_threshold_below_zero(tmp_path: Path) -> None:
     p = _write(tmp_path, _mini(stars={5: 9, 4: 7, 3: 5, 2: -1}))
     with pytest.raises(InputError, match=r"dimensions\[0 quality\]: star thresholds .* within 0\.\.10") as ei:
         load_rubric(p)
     assert str(ei.value).startswith(str(p))
 
 
-def test_threshold_equal_to_max_is_allowed(tmp_path):
+def test_threshold_equal_to_max_is_allowed(tmp_path: Path) -> None:
     # thresholds are "at least": 5 stars only at the full 10 is legal
     r = load_rubric(_write(tmp_path, _mini(stars={5: 10, 4: 7, 3: 5, 2: 0})))
     assert r.dimension("quality").stars_for(10) == 5
     assert r.dimension("quality").stars_for(9.5) == 4
 
 
-def test_threshold_missing_star(tmp_path):
+def test_threshold_missing_star(tmp_path: Path) -> None:
     with pytest.raises(InputError, match=r"5, 4, 3 and 2 stars"):
         load_rubric(_write(tmp_path, _mini(stars={5: 9, 4: 7, 3: 5})))
 
 
-def test_caps_over_the_max_show_the_sum(tmp_path):
+def test_caps_over_the_max_show_the_sum(tmp_path: Path) -> None:
     cats = _mini()["dimensions"][0]["categories"]
     cats[0]["cap"] = 7.5  # 7.5 + 4 = 11.5 > 10
     with pytest.raises(InputError, match=r"caps sum to 11\.5 \(facts 7\.5 \+ style 4\), not the maximum 10"):
         load_rubric(_write(tmp_path, _mini(categories=cats)))
 
 
-def test_duplicate_category_across_dimensions(tmp_path):
+def test_duplicate_category_across_dimensions(tmp_path: Path) -> None:
     data = _mini()
     second = json.loads(json.dumps(data["dimensions"][0]))
     second["id"] = "other"
@@ -200,14 +200,14 @@ def test_duplicate_category_across_dimensions(tmp_path):
 
 
 @pytest.mark.parametrize("points", [0, -1, [0, 1], [1, 2, 3]])
-def test_bad_points(tmp_path, points):
+def test_bad_points(tmp_path: Path, points) -> None:
     cats = _mini()["dimensions"][0]["categories"]
     cats[1]["types"][0]["points"] = points
     with pytest.raises(InputError, match=r"categories\[1 style\]\.types\[0 style_poor\]\.points"):
         load_rubric(_write(tmp_path, _mini(categories=cats)))
 
 
-def test_missing_rubric_file(tmp_path):
+def test_missing_rubric_file(tmp_path: Path) -> None:
     p = tmp_path / "nope.yaml"
     with pytest.raises(InputError, match="rubric file not found") as ei:
         load_rubric(p)
@@ -216,14 +216,14 @@ def test_missing_rubric_file(tmp_path):
         load_rubric("no_such_rubric")
 
 
-def test_missing_required_field(tmp_path):
+def test_missing_required_field(tmp_path: Path) -> None:
     data = _mini()
     del data["dimensions"][0]["max"]
     with pytest.raises(InputError, match=r"dimensions\[0 quality\]\.max: Field required"):
         load_rubric(_write(tmp_path, data))
 
 
-def test_required_sections_must_be_listed(tmp_path):
+def test_required_sections_must_be_listed(tmp_path: Path) -> None:
     data = _mini()
     data["sections"] = ["A", "B"]
     data["required_sections"] = ["A", "C"]
@@ -257,7 +257,7 @@ dimensions:
 """
 
 
-def test_user_written_rubric_for_another_task(tmp_path):
+def test_user_written_rubric_for_another_task(tmp_path: Path) -> None:
     r = load_rubric(_write(tmp_path, USER_RUBRIC))
     dim = r.dimension("fidelity")
     assert dim.star_weight == 0 and r.max_total == 20
@@ -278,7 +278,7 @@ def test_user_written_rubric_for_another_task(tmp_path):
 # --------------------------------------------------------------------------- derive: worked example
 
 
-def test_seed_worked_example():
+def test_seed_worked_example() -> None:
     acc, comp, std = (RUBRIC.dimension(d) for d in ("accuracy", "completeness", "standardization"))
     # accuracy: one timeline time_error, 2 points -> 40 - 2 = 38 -> 5 stars (>= 38)
     a = derive(acc, _judgment("accuracy", ("timeline", "time_error", 2), claimed_score=38, claimed_stars=5))
@@ -305,7 +305,7 @@ def test_seed_worked_example():
         "accuracy": 5, "completeness": 4, "standardization": 4}
 
 
-def test_claim_mismatch_on_score_only():
+def test_claim_mismatch_on_score_only() -> None:
     acc = RUBRIC.dimension("accuracy")
     # 40 - 2 = 38 (5 stars); the judge claims 36 with 5 stars
     s = derive(acc, _judgment("accuracy", ("timeline", "time_error", 2), claimed_score=36, claimed_stars=5))
@@ -324,7 +324,7 @@ CATEGORY_PARAMS = [(d.id, c.id) for d in RUBRIC.dimensions for c in d.categories
 
 
 @pytest.mark.parametrize(("dim_id", "cat_id"), CATEGORY_PARAMS)
-def test_every_category_cap(dim_id, cat_id):
+def test_every_category_cap(dim_id, cat_id) -> None:
     dim = RUBRIC.dimension(dim_id)
     cat = dim.categories_by_id[cat_id]
     typ = _biggest_type(cat)
@@ -362,7 +362,7 @@ def test_every_category_cap(dim_id, cat_id):
     ("standardization", [("professionalism", "unprofessional", 2), ("professionalism", "unprofessional", 1.5)]
      + [("time_expression", "time_vague", 1)] * 4, 20),
 ])
-def test_caps_hand_computed(dim_id, deductions, expected):
+def test_caps_hand_computed(dim_id: str, deductions, expected: float) -> None:
     assert derive(RUBRIC.dimension(dim_id), _judgment(dim_id, *deductions)).score == expected
 
 
@@ -375,7 +375,7 @@ def _all_over_caps(dim: Dimension) -> list[tuple[str, str, float]]:
 
 
 @pytest.mark.parametrize("dim_id", ["accuracy", "completeness", "standardization"])
-def test_floor_at_zero(dim_id):
+def test_floor_at_zero(dim_id: str) -> None:
     dim = RUBRIC.dimension(dim_id)
     # every category over its cap: max - sum(caps) = max - max = 0; never negative
     s = derive(dim, _judgment(dim_id, *_all_over_caps(dim)))
@@ -383,7 +383,7 @@ def test_floor_at_zero(dim_id):
     assert sum(c.taken for c in s.categories) == dim.max
 
 
-def test_fixed_penalty_outside_caps():
+def test_fixed_penalty_outside_caps() -> None:
     acc = RUBRIC.dimension("accuracy")
     pen = ("diabetes_in_past_history",)
     # all five categories over their caps: 40 - 40 = 0 even before the penalty; 0 - 10 floors at 0
@@ -400,7 +400,7 @@ def test_fixed_penalty_outside_caps():
     assert (numbers.deducted, numbers.taken) == (12, 8)
 
 
-def test_fixed_penalty_counts_once():
+def test_fixed_penalty_counts_once() -> None:
     acc = RUBRIC.dimension("accuracy")
     # seed: 糖尿病写入既往史 "直接扣10分" is one fixed penalty, not per occurrence: 40 - 10 = 30
     s = derive(acc, _judgment("accuracy", penalties=("diabetes_in_past_history", "diabetes_in_past_history")))
@@ -414,7 +414,7 @@ STAR_PARAMS = [(d.id, star, present(d.stars)[star]) for d in RUBRIC.dimensions f
 
 
 @pytest.mark.parametrize(("dim_id", "star", "threshold"), STAR_PARAMS)
-def test_stars_at_and_around_thresholds(dim_id, star, threshold):
+def test_stars_at_and_around_thresholds(dim_id, star, threshold) -> None:
     dim = RUBRIC.dimension(dim_id)
     below = star - 1  # the next lower star (2 stars -> 1 star)
     assert dim.stars_for(threshold) == star                 # "at least"
@@ -425,7 +425,7 @@ def test_stars_at_and_around_thresholds(dim_id, star, threshold):
     assert dim.stars_for(threshold - 1e-10) == star         # e.g. 37.9999999999 counts as 38 (float noise)
 
 
-def test_stars_examples():
+def test_stars_examples() -> None:
     acc = RUBRIC.dimension("accuracy")
     assert acc.stars_for(37.999) == 4
     assert acc.stars_for(37.9999999999) == 5
@@ -436,7 +436,7 @@ def test_stars_examples():
     assert RUBRIC.dimension("standardization").stars_for(9.9) == 1
 
 
-def test_derive_fractional_scores_and_stars():
+def test_derive_fractional_scores_and_stars() -> None:
     acc = RUBRIC.dimension("accuracy")
     # value_missing 1.5 -> 38.5 -> 5 stars
     s = derive(acc, _judgment("accuracy", ("numbers", "value_missing", 1.5)))
@@ -451,7 +451,7 @@ def test_derive_fractional_scores_and_stars():
     assert s.score == pytest.approx(32.7) and s.stars == 4
 
 
-def test_derive_rounds_float_noise_to_the_integer():
+def test_derive_rounds_float_noise_to_the_integer() -> None:
     comp = RUBRIC.dimension("completeness")
     # 0.1 + 0.2 style noise: personal_unrecorded 1.1 + 1.9 = 3.0000000000000004 -> capped at 3 -> 32
     # cc_nonstandard 1.3 + 1.7 = 3 (float 3.0) -> 35 - 3 - 3 = 29 exactly, stored as an integral float
@@ -465,7 +465,7 @@ def test_derive_rounds_float_noise_to_the_integer():
 # --------------------------------------------------------------------------- derive: invalid judgments
 
 
-def test_deduction_type_from_another_category_raises():
+def test_deduction_type_from_another_category_raises() -> None:
     acc = RUBRIC.dimension("accuracy")
     with pytest.raises(ValueError, match="belongs to category 'timeline', not 'numbers'"):
         derive(acc, _judgment("accuracy", ("numbers", "time_error", 2)))
@@ -478,18 +478,18 @@ def test_deduction_type_from_another_category_raises():
     ("accuracy", "numbers", "value_error", 3),                       # fixed 2
     ("accuracy", "numbers", "value_error", -2),
 ])
-def test_points_out_of_range_raise(dim_id, cat, typ, points):
+def test_points_out_of_range_raise(dim_id: str, cat: str, typ: str, points: float) -> None:
     with pytest.raises(ValueError, match="outside"):
         derive(RUBRIC.dimension(dim_id), _judgment(dim_id, (cat, typ, points)))
 
 
-def test_points_within_tolerance_are_accepted():
+def test_points_within_tolerance_are_accepted() -> None:
     comp = RUBRIC.dimension("completeness")
     # 2 + 1e-12 is 2 within the 1e-9 tolerance: 35 - 2 = 33
     assert derive(comp, _judgment("completeness", ("chief_complaint", "cc_nonstandard", 2 + 1e-12))).score == 33
 
 
-def test_unknown_type_raises_value_error():
+def test_unknown_type_raises_value_error() -> None:
     with pytest.raises(ValueError):
         derive(RUBRIC.dimension("accuracy"), _judgment("accuracy", ("numbers", "colloquial", 1)))
 
@@ -503,7 +503,7 @@ def _reply(dim_id: str, deductions: list[dict[str, Any]], *, score: float = 38, 
             "score": score, "stars": stars, "comment": "ok", **extra}
 
 
-def test_response_model_valid_reply_fixed_points_from_rubric():
+def test_response_model_valid_reply_fixed_points_from_rubric() -> None:
     acc = RUBRIC.dimension("accuracy")
     M = response_model(RUBRIC, "accuracy")
     reply = M.model_validate(_reply("accuracy", [
@@ -520,7 +520,7 @@ def test_response_model_valid_reply_fixed_points_from_rubric():
     assert (s.score, s.stars, s.claim_mismatch) == (26.5, 3, False)
 
 
-def test_response_model_seed_example_end_to_end():
+def test_response_model_seed_example_end_to_end() -> None:
     # the seed's example, as replies: 38 + 28 + 23 = 89; the standardization claim (5 stars) is flagged
     replies = {
         "accuracy": _reply("accuracy", [{"category": "timeline", "type": "time_error"}], score=38, stars=5),
@@ -538,7 +538,7 @@ def test_response_model_seed_example_end_to_end():
     assert [s.claim_mismatch for s in scores.values()] == [False, False, True]
 
 
-def test_response_model_takes_rubric_points_for_fixed_type_even_if_given():
+def test_response_model_takes_rubric_points_for_fixed_type_even_if_given() -> None:
     acc = RUBRIC.dimension("accuracy")
     reply = response_model(RUBRIC, "accuracy").model_validate(
         _reply("accuracy", [{"category": "drugs", "type": "drug_name_error", "points": 3.0}]))
@@ -562,20 +562,20 @@ def test_response_model_takes_rubric_points_for_fixed_type_even_if_given():
     # unknown field on a deduction
     ("accuracy", {"category": "numbers", "type": "value_error", "severity": "high"}, "severity"),
 ])
-def test_response_model_rejects_bad_deductions(dim_id, deduction, match):
+def test_response_model_rejects_bad_deductions(dim_id: str, deduction, match: str) -> None:
     M = response_model(RUBRIC, dim_id)
     with pytest.raises(ValidationError, match=match):
         M.model_validate(_reply(dim_id, [deduction], score=20, stars=2))
 
 
-def test_response_model_rejects_unknown_fixed_penalty():
+def test_response_model_rejects_unknown_fixed_penalty() -> None:
     M = response_model(RUBRIC, "accuracy")
     with pytest.raises(ValidationError, match="fixed_penalties"):
         M.model_validate(_reply("accuracy", [], fixed_penalties=[{"id": "diabetes_in_family_history"}]))
 
 
 @pytest.mark.parametrize("dim_id", ["completeness", "standardization"])
-def test_dimensions_without_penalties_reject_non_empty_list(dim_id):
+def test_dimensions_without_penalties_reject_non_empty_list(dim_id: str) -> None:
     M = response_model(RUBRIC, dim_id)
     ok = M.model_validate(_reply(dim_id, [], score=20, stars=4, fixed_penalties=[]))
     assert ok.to_judgment(RUBRIC.dimension(dim_id)).fixed_penalties == []
@@ -588,17 +588,17 @@ def test_dimensions_without_penalties_reject_non_empty_list(dim_id):
     ("accuracy", 40.5, 5), ("completeness", 36, 5), ("standardization", 26, 5),  # above max
     ("accuracy", -1, 1), ("accuracy", 30, 0), ("accuracy", 30, 6),
 ])
-def test_response_model_rejects_claims_out_of_bounds(dim_id, score, stars):
+def test_response_model_rejects_claims_out_of_bounds(dim_id: str, score: float, stars: int) -> None:
     with pytest.raises(ValidationError):
         response_model(RUBRIC, dim_id).model_validate(_reply(dim_id, [], score=score, stars=stars))
 
 
-def test_response_model_accepts_max_score():
+def test_response_model_accepts_max_score() -> None:
     M = response_model(RUBRIC, "standardization")
     assert M.model_validate(_reply("standardization", [], score=25, stars=5)).model_dump()["score"] == 25
 
 
-def test_response_model_json_schema_lists_closed_enums():
+def test_response_model_json_schema_lists_closed_enums() -> None:
     for dim in RUBRIC.dimensions:
         schema = response_model(RUBRIC, dim.id).model_json_schema()
         ded = next(v for k, v in schema["$defs"].items() if k.endswith("Deduction"))
@@ -615,12 +615,12 @@ def test_response_model_json_schema_lists_closed_enums():
             assert schema["properties"]["fixed_penalties"]["maxItems"] == 0
 
 
-def test_response_model_is_cached_per_rubric_content():
+def test_response_model_is_cached_per_rubric_content() -> None:
     assert response_model(RUBRIC, "accuracy") is response_model(RUBRIC, "accuracy")
     assert response_model(RUBRIC, "accuracy") is not response_model(RUBRIC, "completeness")
 
 
-def test_rubric_fingerprint_changes_with_content():
+def test_rubric_fingerprint_changes_with_content() -> None:
     data = RUBRIC.model_dump()
     data["dimensions"][0]["categories"][0]["cap"] = 9
     data["dimensions"][0]["categories"][1]["cap"] = 9  # 9 + 9 + 8 + 8 + 6 = 40, still valid
@@ -629,6 +629,6 @@ def test_rubric_fingerprint_changes_with_content():
     assert Rubric.model_validate(RUBRIC.model_dump()).fingerprint == RUBRIC.fingerprint
 
 
-def test_unknown_dimension():
+def test_unknown_dimension() -> None:
     with pytest.raises(KeyError, match="no dimension 'style'"):
         RUBRIC.dimension("style")

@@ -15,7 +15,7 @@ LIKERT = {"id": "accurate", "name": "Accurate", "kind": "likert",
 CRITERIA = {"id": "criteria", "name": "Criteria", "kind": "criteria"}
 
 
-def test_a_rubric_written_before_kinds_keeps_its_fingerprint_and_dump():
+def test_a_rubric_written_before_kinds_keeps_its_fingerprint_and_dump() -> None:
     # the fingerprint of configs/rubrics/medical_record.yaml computed at 6598aa8, before kinds existed:
     # every request hash contains it, so a change here would re-run every stored call
     rubric = load_rubric("medical_record")
@@ -26,7 +26,7 @@ def test_a_rubric_written_before_kinds_keeps_its_fingerprint_and_dump():
     assert Rubric.model_validate(dumped) == rubric
 
 
-def test_likert_max_is_the_top_level_and_the_score_is_the_level_picked():
+def test_likert_max_is_the_top_level_and_the_score_is_the_level_picked() -> None:
     dim = Dimension.model_validate(LIKERT)
     assert dim.max == 5 and dim.low == 1 and dim.level_range == (1, 5) and dim.stars is None
     score = derive(dim, Judgment(dimension="accurate", rating=4, evidence=["BP 142/90"]))
@@ -44,17 +44,17 @@ def test_likert_max_is_the_top_level_and_the_score_is_the_level_picked():
     ({"categories": [{"id": "c", "name": "c", "cap": 1, "types": [{"id": "t", "name": "t", "points": 1}]}]},
      "no categories"),
 ])
-def test_a_likert_dimension_that_does_not_hold_together_is_refused(bad, message):
+def test_a_likert_dimension_that_does_not_hold_together_is_refused(bad, message: str) -> None:
     with pytest.raises(ValidationError, match=message):
         Dimension.model_validate({**LIKERT, **bad})
 
 
-def test_a_deductions_dimension_still_needs_categories_and_stars():
+def test_a_deductions_dimension_still_needs_categories_and_stars() -> None:
     with pytest.raises(ValidationError, match="needs categories"):
         Dimension.model_validate({"id": "a", "name": "a", "max": 10, "stars": {5: 9, 4: 8, 3: 6, 2: 4}})
 
 
-def test_criteria_score_is_healthbench_met_points_over_positive_points_clipped():
+def test_criteria_score_is_healthbench_met_points_over_positive_points_clipped() -> None:
     # HealthBench (Arora et al. 2025): score = sum of met criteria's points / sum of positive points, in [0, 1]
     crit = [Criterion(id="a", text="advises urgent care", points=5), Criterion(id="b", text="asks age", points=3),
             Criterion(id="c", text="recommends antibiotics", points=-2)]
@@ -78,7 +78,7 @@ def test_criteria_score_is_healthbench_met_points_over_positive_points_clipped()
         derive(dim, Judgment(dimension="criteria", verdicts=[CriterionVerdict(id=i, met=True) for i in "abcz"]), crit)
 
 
-def test_the_rubrics_own_criteria_come_before_the_cases():
+def test_the_rubrics_own_criteria_come_before_the_cases() -> None:
     own = Dimension.model_validate({**CRITERIA, "criteria": [{"id": "x", "text": "x", "points": 1}]})
     case_crit = [Criterion(id="y", text="y", points=1)]
     assert [c.id for c in criteria_of(own, case_crit)] == ["x"]
@@ -87,7 +87,7 @@ def test_the_rubrics_own_criteria_come_before_the_cases():
         criteria_of(Dimension.model_validate(CRITERIA), None)
 
 
-def test_a_cases_criteria_are_checked_and_enter_what_a_judge_reads():
+def test_a_cases_criteria_are_checked_and_enter_what_a_judge_reads() -> None:
     base = {"id": "c1", "conversation": "Q", "record": "A"}
     plain = Case.model_validate(base)
     assert "criteria" not in plain.model_dump() and "criteria" not in plain.content
@@ -101,7 +101,7 @@ def test_a_cases_criteria_are_checked_and_enter_what_a_judge_reads():
         Case.model_validate({**base, "criteria": [{"id": "a", "text": "t", "points": 0}]})
 
 
-def test_a_deductions_judgment_dumps_as_before_kinds_and_the_total_is_weighted():
+def test_a_deductions_judgment_dumps_as_before_kinds_and_the_total_is_weighted() -> None:
     j = Judgment(dimension="accuracy", deductions=[Deduction(category="numbers", type="value_error", points=2)])
     assert set(j.model_dump()) == {"dimension", "deductions", "fixed_penalties", "claimed_score", "claimed_stars",
                                    "comment"}
@@ -110,7 +110,7 @@ def test_a_deductions_judgment_dumps_as_before_kinds_and_the_total_is_weighted()
     assert rubric.max_total == 15 and rubric.total({"accurate": 4, "thorough": 3}) == 11
 
 
-def test_the_speaker_separator_follows_the_rubrics_language_unless_given():
+def test_the_speaker_separator_follows_the_rubrics_language_unless_given() -> None:
     case = Case.model_validate({"id": "c", "record": "r", "conversation": [{"role": "doctor", "text": "Hi"}]})
     zh = load_rubric("medical_record")
     assert zh.conversation_text(case) == "医生：Hi"

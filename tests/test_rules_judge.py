@@ -125,7 +125,7 @@ def with_past_history(body: str) -> str:
 # --------------------------------------------------------------------------- the baseline and the API
 
 
-def test_clean_case_has_no_findings():
+def test_clean_case_has_no_findings() -> None:
     js = judge()
     assert list(js) == ["accuracy", "completeness", "standardization"]
     assert found(js) == []
@@ -133,20 +133,20 @@ def test_clean_case_has_no_findings():
                for j in js.values())
 
 
-def test_same_case_same_output_and_version():
+def test_same_case_same_output_and_version() -> None:
     rec = edit("500mg 每日2次 餐后口服", "一天两次")
     assert judge(rec) == judge(rec)
     assert RULES_VERSION == "3"
 
 
-def test_points_come_from_the_rubric_low_end_and_comment_counts():
+def test_points_come_from_the_rubric_low_end_and_comment_counts() -> None:
     js = judge(edit("个人史：否认吸烟、饮酒。", "个人史：无特殊。"))  # personal_unrecorded is [1, 2]
     d = deductions(hits(js, "personal_unrecorded"))
     assert [x.points for x in d] == [1.0, 1.0]  # smoking and drinking, once each
     assert js["completeness"].comment == "rules: 2 findings"
 
 
-def test_require_compatible_rejects_a_rubric_without_the_ids():
+def test_require_compatible_rejects_a_rubric_without_the_ids() -> None:
     require_compatible(RUBRIC)
     data = RUBRIC.model_dump()
     terms = data["dimensions"][2]["categories"][0]
@@ -158,7 +158,7 @@ def test_require_compatible_rejects_a_rubric_without_the_ids():
         check_case(Case(id="t", conversation=CONV, record=RECORD), other)
 
 
-def test_require_compatible_names_a_missing_dimension_and_penalty():
+def test_require_compatible_names_a_missing_dimension_and_penalty() -> None:
     data = RUBRIC.model_dump()
     data["dimensions"][0]["fixed_penalties"] = []
     data["dimensions"] = [data["dimensions"][0]]
@@ -174,48 +174,48 @@ def test_require_compatible_names_a_missing_dimension_and_penalty():
     "{name}:{body}", "{name}：{body}", "  {name}：{body}", "【{name}】{body}", "**{name}**：{body}",
     "{n}. {name}：{body}", "{name}\n{body}",
 ])
-def test_headings_in_many_styles(style):
+def test_headings_in_many_styles(style: str) -> None:
     parts = [line.split("：", 1) for line in RECORD.splitlines()]
     rec = "\n".join(style.format(name=n, body=b, n=i + 1) for i, (n, b) in enumerate(parts))
     assert found(judge(rec)) == []
 
 
-def test_headings_on_one_line():
+def test_headings_on_one_line() -> None:
     assert found(judge(RECORD.replace("\n", ""))) == []
 
 
-def test_missing_family_history_quotes_the_conversation():
+def test_missing_family_history_quotes_the_conversation() -> None:
     js = judge(edit("家族史：母亲患糖尿病。\n", ""))
     (d,) = deductions(hits(js, "fh_absent"))
     assert d.category == "family_history" and d.points == 4 and d.evidence == "我母亲有糖尿病"
     assert found(js) == ["fh_absent"]
 
 
-def test_missing_chief_complaint_takes_both_types():
+def test_missing_chief_complaint_takes_both_types() -> None:
     js = judge(edit("主诉：血糖升高3年，口干、多饮6个月。\n", ""))
     assert sorted(found(js)) == ["cc_duration_missing", "cc_symptom_missing"]
 
 
-def test_missing_present_illness_takes_its_four_parts():
+def test_missing_present_illness_takes_its_four_parts() -> None:
     rec = "\n".join(line for line in RECORD.splitlines() if not line.startswith("现病史"))
     js = judge(rec)
     assert {d.type for d in js["completeness"].deductions} == {
         "pi_initial_diagnosis_missing", "pi_treatment_missing", "pi_recent_missing", "pi_complications_missing"}
 
 
-def test_missing_past_history():
+def test_missing_past_history() -> None:
     rec = edit("既往史：否认高血压、冠心病病史。\n", "")
     assert found(judge(rec)) == ["ph_important_missing"]
     conv = edit("患者：都没有。\n医生：家里", "患者：有高血压，5年了。\n医生：家里", CONV)
     assert found(judge(rec, conv)) == ["ph_hypertension_missing"]
 
 
-def test_no_headings_is_structure_confused_only():
+def test_no_headings_is_structure_confused_only() -> None:
     rec = "".join(line.split("：", 1)[1] for line in RECORD.splitlines())
     assert found(judge(rec)) == ["structure_confused"]  # section checks are skipped, content checks run
 
 
-def test_wrong_order_once():
+def test_wrong_order_once() -> None:
     lines = RECORD.splitlines()
     rec = "\n".join([lines[4], lines[2], lines[0], lines[3], lines[1]])
     js = judge(rec)
@@ -223,7 +223,7 @@ def test_wrong_order_once():
     assert "应为主诉→现病史→既往史→家族史→个人史" in js["standardization"].deductions[0].reason
 
 
-def test_other_headings_end_a_section():
+def test_other_headings_end_a_section() -> None:
     rec = RECORD + "\n诊断：2型糖尿病\n处理意见：继续二甲双胍片500mg 每日2次 餐后口服。"
     assert found(judge(rec)) == []
 
@@ -240,13 +240,13 @@ def test_other_headings_end_a_section():
     "糖尿病肾病3年。",
     "高血压病史5年\n糖尿病病史3年",
 ])
-def test_affirmed_diabetes_in_past_history(body):
+def test_affirmed_diabetes_in_past_history(body: str) -> None:
     rec = with_past_history(body)
     (p,) = check_case(Case(id="t", conversation=CONV, record=rec), RUBRIC)["accuracy"].fixed_penalties
     assert p.id == "diabetes_in_past_history" and p.evidence and p.evidence in rec
 
 
-def test_diabetes_penalty_is_ten_points_outside_the_caps():
+def test_diabetes_penalty_is_ten_points_outside_the_caps() -> None:
     js = judge(with_past_history("2型糖尿病病史3年，否认高血压。"))
     assert found(js) == ["diabetes_in_past_history"]
     assert derive(RUBRIC.dimension("accuracy"), js["accuracy"]).score == 30
@@ -266,11 +266,11 @@ def test_diabetes_penalty_is_ten_points_outside_the_caps():
     "糖尿病前期2年。",
     "没有糖尿病、冠心病。",
 ])
-def test_negated_or_other_diabetes_mentions_do_not_trigger(body):
+def test_negated_or_other_diabetes_mentions_do_not_trigger(body: str) -> None:
     assert judge(with_past_history(body))["accuracy"].fixed_penalties == []
 
 
-def test_diabetes_outside_past_history_does_not_trigger():
+def test_diabetes_outside_past_history_does_not_trigger() -> None:
     rec = edit("近6个月口干", "既往有糖尿病史3年。近6个月口干")
     assert judge(rec)["accuracy"].fixed_penalties == []
 
@@ -282,25 +282,25 @@ def test_diabetes_outside_past_history_does_not_trigger():
     ("尿很多", "多尿"), ("看不清楚", "视物模糊"), ("脚麻", "下肢麻木"), ("经常口渴", "多饮"), ("没劲", "乏力"),
     ("手脚发麻", "肢端麻木"), ("老是饿", "多食"), ("上厕所", "排尿/尿频"),
 ])
-def test_colloquial_terms(phrase, standard):
+def test_colloquial_terms(phrase: str, standard: str) -> None:
     js = judge(edit("近6个月口干、多饮。", f"近6个月口干、多饮，{phrase}。"))
     (d,) = js["standardization"].deductions
     assert (d.type, d.category, d.points, d.evidence) == ("colloquial", "terminology", 1, phrase)
     assert standard in d.reason
 
 
-def test_colloquial_each_occurrence_and_blood_sugar():
+def test_colloquial_each_occurrence_and_blood_sugar() -> None:
     js = judge(edit("主诉：血糖升高3年", "主诉：血糖高3年", edit("近6个月口干、多饮。", "近6个月血糖高，口干、多饮。")))
     assert [d.evidence for d in js["standardization"].deductions] == ["血糖高", "血糖高"]
 
 
-def test_thirst_alone_is_colloquial_but_not_beside_polydipsia():
+def test_thirst_alone_is_colloquial_but_not_beside_polydipsia() -> None:
     assert found(judge(edit("口干、多饮6个月", "口渴6个月"))) == ["colloquial"]
     assert found(judge(edit("口干、多饮6个月", "口渴、多饮6个月"))) == []
 
 
 @pytest.mark.parametrize("text", ["血糖升高", "血糖高于正常", "血糖高峰出现在餐后", "双足麻木", "口干", "多尿"])
-def test_standard_terms_are_not_colloquial(text):
+def test_standard_terms_are_not_colloquial(text: str) -> None:
     # (双足麻木 is a fact_error here: the patient denies numbness; rules2 part 2)
     assert "colloquial" not in found(judge(edit("近6个月口干、多饮。", f"近6个月口干、多饮，{text}。")))
 
@@ -309,26 +309,26 @@ def test_standard_terms_are_not_colloquial(text):
 
 
 @pytest.mark.parametrize("phrase", ["很久以前", "最近", "前段时间", "这几天", "近期", "多年前", "一段时间"])
-def test_vague_time(phrase):
+def test_vague_time(phrase: str) -> None:
     js = judge(edit("近6个月口干、多饮。", f"{phrase}口干、多饮。"))
     assert [(d.type, d.evidence) for d in js["standardization"].deductions] == [("time_vague", phrase)]
 
 
-def test_clause_initial_before_is_vague():
+def test_clause_initial_before_is_vague() -> None:
     js = judge(edit("近6个月口干、多饮。", "近6个月口干、多饮，以前血糖控制可。"))
     assert found(js) == ["time_vague"]
 
 
 @pytest.mark.parametrize("text", ["最近3个月口干、多饮。", "近6个月口干、多饮，最近一次HbA1c 8.1%。",
                                   "最近两周口干、多饮。", "近6个月口干、多饮，服药之前血糖更高。"])
-def test_concrete_times_are_not_vague(text):
+def test_concrete_times_are_not_vague(text: str) -> None:
     assert "time_vague" not in found(judge(edit("近6个月口干、多饮。", text)))
 
 
 # --------------------------------------------------------------------------- 5. drug writing
 
 
-def test_drug_without_dose_and_route():
+def test_drug_without_dose_and_route() -> None:
     js = judge(edit("二甲双胍片500mg 每日2次 餐后口服", "二甲双胍 一天两次"))  # the seed's own bad example
     ds = {d.type: d for d in js["standardization"].deductions}
     assert set(ds) == {"dose_unclear", "usage_unclear"}
@@ -336,16 +336,16 @@ def test_drug_without_dose_and_route():
     assert "给药途径" in ds["usage_unclear"].reason and "频率" not in ds["usage_unclear"].reason
 
 
-def test_drug_without_frequency():
+def test_drug_without_frequency() -> None:
     js = judge(edit("二甲双胍片500mg 每日2次 餐后口服", "口服二甲双胍500mg"))
     assert found(js) == ["usage_unclear"] and "用药频率" in js["standardization"].deductions[0].reason
 
 
-def test_tablet_form_implies_oral_route():
+def test_tablet_form_implies_oral_route() -> None:
     assert found(judge(edit("500mg 每日2次 餐后口服", "500mg 每日2次"))) == []
 
 
-def test_injected_insulin_is_nonstandard_when_the_conversation_names_it():
+def test_injected_insulin_is_nonstandard_when_the_conversation_names_it() -> None:
     conv = edit("二甲双胍片500毫克，一天两次，饭后吃。", "二甲双胍片500毫克，一天两次，饭后吃；还打甘精胰岛素，睡前12个单位。", CONV)
     rec = edit("餐后口服。", "餐后口服，打胰岛素。")
     assert sorted(found(judge(rec, conv))) == ["dose_unclear", "drug_name_nonstandard", "usage_unclear"]
@@ -359,18 +359,18 @@ def test_injected_insulin_is_nonstandard_when_the_conversation_names_it():
     ("怀孕时打过胰岛素。", "3年前孕期予胰岛素治疗。"),
     ("我对阿司匹林过敏。", "对阿司匹林过敏。"),
 ])
-def test_drug_mentions_that_need_no_dose(said, sentence):
+def test_drug_mentions_that_need_no_dose(said: str, sentence: str) -> None:
     conv = edit("都没有。\n医生：家里", f"都没有。{said}\n医生：家里", CONV)
     assert found(judge(edit("近6个月口干", sentence + "近6个月口干"), conv)) == []
 
 
-def test_enumerated_drugs_share_their_usage():
+def test_enumerated_drugs_share_their_usage() -> None:
     conv = edit("饭后吃。", "饭后吃，阿卡波糖50毫克一天三次。", CONV)
     rec = edit("予二甲双胍片500mg 每日2次 餐后口服", "予二甲双胍片500mg、阿卡波糖片50mg 每日3次 口服")
     assert "usage_unclear" not in found(judge(rec, conv))
 
 
-def test_brand_name_is_nonstandard():
+def test_brand_name_is_nonstandard() -> None:
     conv = edit("二甲双胍片500毫克", "格华止500毫克", CONV)
     js = judge(edit("二甲双胍片500mg", "格华止500mg"), conv)
     (d,) = js["standardization"].deductions
@@ -380,48 +380,48 @@ def test_brand_name_is_nonstandard():
 # --------------------------------------------------------------------------- 6. numbers
 
 
-def test_wrong_value_names_both_values():
+def test_wrong_value_names_both_values() -> None:
     js = judge(edit("今日查空腹血糖9.6mmol/L", "今日查空腹血糖8.6mmol/L"))
     (d,) = js["accuracy"].deductions
     assert (d.type, d.category, d.points) == ("value_error", "numbers", 2)
     assert d.reason == "对话中空腹血糖为9.6，病历记为8.6" and d.evidence == "空腹血糖8.6mmol/L"
 
 
-def test_fabricated_value():
+def test_fabricated_value() -> None:
     js = judge(edit("血压130/80mmHg。", "血压130/80mmHg，甘油三酯2.3mmol/L。"))
     (d,) = js["accuracy"].deductions
     assert d.type == "value_error" and d.reason == "对话中未提及甘油三酯2.3"
 
 
-def test_value_missing_from_record():
+def test_value_missing_from_record() -> None:
     js = judge(edit("，HbA1c 8.1%", ""))
     (d,) = js["accuracy"].deductions
     assert (d.type, d.points, d.evidence) == ("value_missing", 1.5, "糖化8.1%")
 
 
-def test_blood_pressure_missing_and_wrong():
+def test_blood_pressure_missing_and_wrong() -> None:
     assert found(judge(edit("，血压130/80mmHg", ""))) == ["value_missing"]
     js = judge(edit("血压130/80mmHg", "血压150/80mmHg"))
     assert [d.reason for d in js["accuracy"].deductions] == ["对话中血压为130/80，病历记为150/80"]
 
 
-def test_unit_error_without_value_error():
+def test_unit_error_without_value_error() -> None:
     js = judge(edit("空腹血糖9.6mmol/L", "空腹血糖9.6mg/dL"))
     assert [(d.type, d.points) for d in js["accuracy"].deductions] == [("unit_error", 1)]
 
 
 @pytest.mark.parametrize("said", ["空腹九点六", "空腹是９.６", "空腹9.60"])
-def test_numbers_are_normalised(said):
+def test_numbers_are_normalised(said: str) -> None:
     assert found(judge(conversation=edit("空腹9.6", said, CONV))) == []
 
 
-def test_targets_and_weights_in_jin():
+def test_targets_and_weights_in_jin() -> None:
     conv = edit("都没有。\n医生：家里", "都没有。体重150斤，空腹血糖要控制在7以下。\n医生：家里", CONV)
     rec = edit("，血压130/80mmHg", "，血压130/80mmHg，体重75kg")
     assert found(judge(rec, conv)) == []
 
 
-def test_values_of_another_kind_are_not_confused():
+def test_values_of_another_kind_are_not_confused() -> None:
     conv = edit("今天空腹9.6", "今天空腹9.6，餐后两小时12.5", CONV)
     js = judge(edit("今日查空腹血糖9.6mmol/L", "今日查空腹血糖9.6mmol/L，餐后2小时血糖12.5mmol/L"), conv)
     assert found(js) == []
@@ -430,7 +430,7 @@ def test_values_of_another_kind_are_not_confused():
 # --------------------------------------------------------------------------- 6. doses, usage, durations
 
 
-def test_dose_error():
+def test_dose_error() -> None:
     js = judge(edit("二甲双胍片500mg", "二甲双胍片1000mg"))
     (d,) = js["accuracy"].deductions
     assert (d.type, d.category, d.points) == ("dose_error", "drugs", 2)
@@ -441,12 +441,12 @@ def test_dose_error():
     ("二甲双胍缓释片，500毫克一片，每天吃2片", "二甲双胍缓释片1000mg 每日1次 口服"),
     ("二甲双胍片0.5克，一天两次，饭后吃", "二甲双胍片500mg 每日2次 餐后口服"),
 ])
-def test_equivalent_doses(said, written):
+def test_equivalent_doses(said: str, written: str) -> None:
     conv = edit("二甲双胍片500毫克，一天两次，饭后吃", said, CONV)
     assert found(judge(edit("二甲双胍片500mg 每日2次 餐后口服", written), conv)) == []
 
 
-def test_frequency_and_timing_errors():
+def test_frequency_and_timing_errors() -> None:
     assert found(judge(edit("每日2次", "每日3次"))) == ["usage_error"]
     conv = edit("饭后吃。", "饭后吃；甘精胰岛素12个单位，睡前打。", CONV)
     rec = edit("餐后口服。", "餐后口服，甘精胰岛素12U 每日1次 早餐前皮下注射。")
@@ -454,7 +454,7 @@ def test_frequency_and_timing_errors():
     assert found(js) == ["usage_error"] and "睡前" in js["accuracy"].deductions[0].reason
 
 
-def test_duration_errors():
+def test_duration_errors() -> None:
     js = judge(edit("主诉：血糖升高3年", "主诉：血糖升高5年"))
     (d,) = js["accuracy"].deductions
     assert (d.type, d.category) == ("time_error", "timeline") and "5年" in d.reason
@@ -466,19 +466,19 @@ def test_duration_errors():
 # --------------------------------------------------------------------------- 7. drug names
 
 
-def test_drug_in_record_not_in_conversation():
+def test_drug_in_record_not_in_conversation() -> None:
     js = judge(edit("餐后口服。", "餐后口服，阿卡波糖片50mg 每日3次 随餐嚼服。"))
     assert [(d.type, d.points, d.reason) for d in js["accuracy"].deductions] == [
         ("drug_name_error", 3, "对话中未提及阿卡波糖")]
 
 
-def test_wrong_drug_of_the_same_class_is_one_error():
+def test_wrong_drug_of_the_same_class_is_one_error() -> None:
     js = judge(edit("二甲双胍片500mg", "格列齐特片500mg"), edit("二甲双胍片500毫克", "格列美脲片500毫克", CONV))
     assert [(d.type, d.reason) for d in js["accuracy"].deductions] == [
         ("drug_name_error", "对话中为格列美脲，病历记为格列齐特")]
 
 
-def test_drug_missing_from_record():
+def test_drug_missing_from_record() -> None:
     conv = edit("饭后吃。", "饭后吃。还有西格列汀100毫克，每天1次。", CONV)
     js = judge(conversation=conv)
     (d,) = js["accuracy"].deductions
@@ -492,11 +492,11 @@ def test_drug_missing_from_record():
     "医生：以后可能要打胰岛素。\n患者：好。",
     "医生：您母亲用什么药？\n患者：我妈打胰岛素。",
 ])
-def test_drugs_the_record_need_not_carry(turns):
+def test_drugs_the_record_need_not_carry(turns: str) -> None:
     assert found(judge(conversation=CONV + "\n" + turns)) == []
 
 
-def test_confirmed_drug_is_required():
+def test_confirmed_drug_is_required() -> None:
     conv = CONV + "\n医生：您是不是也在吃阿司匹林？\n患者：对，每天一片。"
     assert found(judge(conversation=conv)) == ["drug_missing"]
 
@@ -508,7 +508,7 @@ def test_confirmed_drug_is_required():
     ("多饮、血糖控制不佳。", True), ("血糖升高。", True), ("血糖升高10余年。", False), ("多饮半年。", False),
     ("口干、多饮2周。", False),
 ])
-def test_chief_complaint_duration(cc, missing):
+def test_chief_complaint_duration(cc: str, missing: bool) -> None:
     js = judge(edit("血糖升高3年，口干、多饮6个月。", cc))
     assert ("cc_duration_missing" in found(js)) is missing
 
@@ -516,7 +516,7 @@ def test_chief_complaint_duration(cc, missing):
 # --------------------------------------------------------------------------- 9. family and personal history
 
 
-def test_family_history_without_the_diabetes_said():
+def test_family_history_without_the_diabetes_said() -> None:
     js = judge(edit("家族史：母亲患糖尿病。", "家族史：不详。"))
     (d,) = js["completeness"].deductions
     assert (d.type, d.points, d.evidence) == ("fh_diabetes_missing", 3, "我母亲有糖尿病")
@@ -524,7 +524,7 @@ def test_family_history_without_the_diabetes_said():
     assert found(js) == ["fh_diabetes_missing"]
 
 
-def test_family_other_disease():
+def test_family_other_disease() -> None:
     conv = edit("我母亲有糖尿病。", "我母亲有糖尿病，父亲有高血压。", CONV)
     assert found(judge(conversation=conv)) == ["fh_other_missing"]
     assert found(judge(edit("母亲患糖尿病。", "母亲患糖尿病，父亲患高血压。"), conv)) == []
@@ -532,13 +532,13 @@ def test_family_other_disease():
 
 @pytest.mark.parametrize("answer", ["没有，我父母都没有糖尿病。", "我父母那一辈没听说有糖尿病。", "不清楚。",
                                     "没有，我爸有高血压。"])
-def test_family_history_not_affirmed(answer):
+def test_family_history_not_affirmed(answer: str) -> None:
     conv = edit("我母亲有糖尿病。", answer, CONV)
     rec = edit("家族史：母亲患糖尿病。", "家族史：否认糖尿病家族史。")
     assert "fh_diabetes_missing" not in found(judge(rec, conv))
 
 
-def test_family_member_speaking_about_the_patient():
+def test_family_member_speaking_about_the_patient() -> None:
     conv = [Turn(role="doctor", text="家里有人有糖尿病吗？"), Turn(role="family", text="我爸就是糖尿病14年了，他妈妈也有。")]
     rec = edit("家族史：母亲患糖尿病。", "家族史：祖母患糖尿病。")
     js = judge(rec, conv)
@@ -547,7 +547,7 @@ def test_family_member_speaking_about_the_patient():
     assert hits(judge(rec_bad, conv), "fh_diabetes_missing")[0].evidence == "他妈妈也有"
 
 
-def test_personal_history_unrecorded_once_per_topic():
+def test_personal_history_unrecorded_once_per_topic() -> None:
     rec = edit("\n个人史：否认吸烟、饮酒。", "")
     js = judge(rec)
     assert [(d.type, d.evidence) for d in js["completeness"].deductions] == [
@@ -556,7 +556,7 @@ def test_personal_history_unrecorded_once_per_topic():
     assert "吸烟" in js["completeness"].deductions[0].reason and "饮酒" in js["completeness"].deductions[1].reason
 
 
-def test_personal_topics_only_when_the_patient_speaks_of_them():
+def test_personal_topics_only_when_the_patient_speaks_of_them() -> None:
     conv = CONV + "\n医生：以后要多运动，少吃甜食。\n患者：好的。"
     assert found(judge(conversation=conv)) == []
     conv = CONV + "\n医生：平时运动吗？\n患者：很少。"
@@ -576,28 +576,28 @@ def test_personal_topics_only_when_the_patient_speaks_of_them():
     ("我老伴有高血压。", []),
     ("不知道有没有高血压。", []),
 ])
-def test_past_history_diseases(answer, expected):
+def test_past_history_diseases(answer: str, expected) -> None:
     conv = edit("患者：都没有。\n医生：家里", f"患者：{answer}\n医生：家里", CONV)
     assert found(judge(conversation=conv)) == expected
 
 
-def test_single_topic_question_answered_yes():
+def test_single_topic_question_answered_yes() -> None:
     conv = CONV + "\n医生：血压高吗？\n患者：有，吃着药呢。"
     assert found(judge(conversation=conv)) == ["ph_hypertension_missing"]
 
 
-def test_comorbidity_recorded_elsewhere_is_not_missing():
+def test_comorbidity_recorded_elsewhere_is_not_missing() -> None:
     conv = edit("患者：都没有。\n医生：家里", "患者：有高血压，5年了。\n医生：家里", CONV)
     rec = edit("否认高血压、冠心病病史。", "高血压病史5年；否认冠心病病史。")
     assert found(judge(rec, conv)) == []
 
 
-def test_present_illness_without_complications():
+def test_present_illness_without_complications() -> None:
     js = judge(edit("无肢体麻木、视物模糊。", ""))
     assert found(js) == ["pi_complications_missing"]
 
 
-def test_diabetes_type_error_and_missing_complication():
+def test_diabetes_type_error_and_missing_complication() -> None:
     js = judge(edit("诊断为“2型糖尿病”", "诊断为“1型糖尿病”"))
     assert [(d.type, d.points) for d in js["accuracy"].deductions] == [("diagnosis_error", 3)]
     conv = CONV + "\n医生：尿蛋白高，诊断糖尿病肾病。\n患者：好的。"
@@ -609,7 +609,7 @@ def test_diabetes_type_error_and_missing_complication():
 # --------------------------------------------------------------------------- de-duplication and evidence
 
 
-def test_evidence_is_quoted_from_the_record_or_conversation():
+def test_evidence_is_quoted_from_the_record_or_conversation() -> None:
     rec = edit("血糖升高3年，口干、多饮6个月", "血糖高，口渴", edit("500mg 每日2次 餐后口服", "一天两次"))
     rec = edit("家族史：母亲患糖尿病。", "家族史：不详。", rec)
     js = judge(rec)
@@ -649,20 +649,20 @@ def _tags(case: Case) -> list[str]:
     return [d.split(":", 1)[0].strip() for d in case.meta.get("defects", [])]
 
 
-def test_examples_every_output_derives():
+def test_examples_every_output_derives() -> None:
     for case in _example_cases():
         for dim_id, j in check_case(case, RUBRIC).items():
             s = derive(RUBRIC.dimension(dim_id), j)  # raises on an unknown category/type or points out of range
             assert 0 <= s.score <= s.max
 
 
-def test_examples_diabetes_in_past_history_exactly_where_planted():
+def test_examples_diabetes_in_past_history_exactly_where_planted() -> None:
     for case in _example_cases():
         penalized = bool(check_case(case, RUBRIC)["accuracy"].fixed_penalties)
         assert penalized == ("diabetes_in_past_history" in _tags(case)), case.id
 
 
-def test_examples_good_cases_are_near_full_marks():
+def test_examples_good_cases_are_near_full_marks() -> None:
     good = [c for c in _example_cases() if not _tags(c)]
     assert good
     for case in good:
@@ -671,7 +671,7 @@ def test_examples_good_cases_are_near_full_marks():
         assert total >= 98, (case.id, found(js))
 
 
-def test_examples_planted_defects_are_caught_and_little_else():
+def test_examples_planted_defects_are_caught_and_little_else() -> None:
     caught = planted = 0
     for case in _example_cases():
         types = set(found(check_case(case, RUBRIC)))
@@ -723,16 +723,16 @@ REAL_RECORD = """## 主诉
 加用氨氯地平片5mg qd 口服；定期筛查糖尿病肾病。"""
 
 
-def test_realistic_record_with_colloquial_conversation_is_clean():
+def test_realistic_record_with_colloquial_conversation_is_clean() -> None:
     assert found(judge(REAL_RECORD, REAL_CONV)) == []
 
 
-def test_unlabelled_conversation_lines():
+def test_unlabelled_conversation_lines() -> None:
     bare = "\n".join(line.split("：", 1)[1] for line in REAL_CONV.splitlines())
     assert found(judge(REAL_RECORD, bare)) == []
 
 
-def test_realistic_defects():
+def test_realistic_defects() -> None:
     rec = edit("姐姐患糖尿病，父母无糖尿病。", "父母无糖尿病。", REAL_RECORD)
     rec = edit("高血压病史5年，未规律治疗。", "", rec)
     rec = edit("二甲双胍片0.5g bid", "格华止 一天两次", rec)
@@ -748,16 +748,16 @@ def test_realistic_defects():
     "空腹血糖(2023年5月)9.6mmol/L。",       # a year is not a value
     "近6个月口干、多饮。",
 ])
-def test_not_drugs_not_values(sentence):
+def test_not_drugs_not_values(sentence: str) -> None:
     assert found(judge(edit("近6个月口干、多饮。", sentence))) == []
 
 
-def test_a_frequency_is_not_a_duration():
+def test_a_frequency_is_not_a_duration() -> None:
     rec = edit("二甲双胍片500mg 每日2次 餐后口服", "二甲双胍片500mg 1日2次 餐后口服")
     assert found(judge(rec)) == []
 
 
-def test_screening_is_not_a_stated_complication():
+def test_screening_is_not_a_stated_complication() -> None:
     conv = CONV + "\n医生：以后每年查一次眼底，看看有没有视网膜病变。\n患者：好。"
     assert found(judge(conversation=conv)) == []
 
@@ -771,12 +771,12 @@ def other_rubric(rubric_id: str) -> Rubric:
 
 
 @pytest.fixture
-def rules_registry_copy(monkeypatch):
+def rules_registry_copy(monkeypatch: pytest.MonkeyPatch) -> None:
     """Rules registered in a test are forgotten after it."""
     monkeypatch.setattr(rules_registry._RULES, "_items", dict(rules_registry._RULES._items))
 
 
-def test_rules_judge_serves_the_medical_record_rubric():
+def test_rules_judge_serves_the_medical_record_rubric() -> None:
     judge = RulesJudge(RulesJudgeConfig(name="rules"), RUBRIC)
     assert judge.version == f"rules-medical_record-{RULES_VERSION}"
     assert judge.deterministic and not judge.reads_prompt
@@ -784,7 +784,7 @@ def test_rules_judge_serves_the_medical_record_rubric():
     assert isinstance(built, RulesJudge) and built.version == judge.version
 
 
-def test_rubric_without_registered_rules_is_refused(rules_registry_copy):
+def test_rubric_without_registered_rules_is_refused(rules_registry_copy: None) -> None:
     with pytest.raises(InputError, match=r"no rules are registered for rubric 'no_such_rubric'") as e:
         RulesJudge(RulesJudgeConfig(name="rules"), other_rubric("no_such_rubric"))
     assert "kind: rules" in str(e.value)
@@ -792,7 +792,7 @@ def test_rubric_without_registered_rules_is_refused(rules_registry_copy):
         build_judge(RulesJudgeConfig(name="rules"), other_rubric("no_such_rubric"))
 
 
-async def test_registered_rules_serve_their_rubric(rules_registry_copy):
+async def test_registered_rules_serve_their_rubric(rules_registry_copy: None) -> None:
     seen: list[str] = []
 
     def tiny(case: Case, rubric: Rubric) -> dict[str, Judgment]:
@@ -818,7 +818,7 @@ async def test_registered_rules_serve_their_rubric(rules_registry_copy):
         RulesJudge(RulesJudgeConfig(name="rules"), other)
 
 
-def test_rules_request_hash_follows_the_case_not_the_prompt_templates(tmp_path):
+def test_rules_request_hash_follows_the_case_not_the_prompt_templates(tmp_path: Path) -> None:
     prompts = tmp_path / "prompts"
     shutil.copytree(Path(__file__).resolve().parents[1] / "prompts", prompts)
     llm_config = LLMJudgeConfig(name="j", model="openai/x", api_base="http://x.test/v1")
@@ -950,7 +950,7 @@ def _degenerate(unit: str, n: int) -> Case:
 
 
 @pytest.mark.parametrize("kind", ["examples", "drug list in one clause", "unpunctuated conversation"])
-def test_doubling_the_case_doubles_the_work(kind, monkeypatch):
+def test_doubling_the_case_doubles_the_work(kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
     if kind == "examples":  # a record of ~96 KB (and a conversation of ~125 KB), then twice that
         small, large = _copies(250), _copies(500)
         assert 90_000 < len(small.record) < 100_000
@@ -962,7 +962,7 @@ def test_doubling_the_case_doubles_the_work(kind, monkeypatch):
     assert 1.7 < walked2 / walked < 2.4, (walked, walked2)
 
 
-def test_a_large_case_is_judged_the_same_each_time():
+def test_a_large_case_is_judged_the_same_each_time() -> None:
     big, other = _copies(120), _copies(17)
     first = check_case(big, RUBRIC)
     assert sum(len(j.deductions) for j in first.values()) > 100
@@ -971,7 +971,7 @@ def test_a_large_case_is_judged_the_same_each_time():
     assert check_case(Case(id="again", record=big.record, conversation=big.conversation), RUBRIC) == first
 
 
-def test_boundaries_give_what_bounds_gives():
+def test_boundaries_give_what_bounds_gives() -> None:
     rng = random.Random(12)
     for _ in range(400):
         text = "".join(rng.choice(",.;。!?\n \t \t1a") for _ in range(rng.randint(0, 9)))
@@ -985,7 +985,7 @@ def test_boundaries_give_what_bounds_gives():
         Boundaries("a", re.compile(","))
 
 
-def test_numbers_has_close_as_any_close():
+def test_numbers_has_close_as_any_close() -> None:
     rng = random.Random(3)
     pool = [0.0, 0.5, 1.0, 7.2, 7.25, 7.3, 100.0, 1e300, float("inf"), float("nan")]
     for _ in range(3_000):
@@ -999,7 +999,7 @@ def _measure(kind: str, value: float | tuple[float, float], threshold: bool = Fa
     return Measure(kind, value, 0, 1, str(value), False, threshold)
 
 
-def test_value_error_pairing_takes_what_min_took():
+def test_value_error_pairing_takes_what_min_took() -> None:
     """_Candidates.take against the list-and-min it replaces (ties, infinities, pairs, glucose kinds)."""
     rng = random.Random(5)
     values: list[float | tuple[float, float]] = [5.0, 5.5, 6.0, 6.0, 7.0, 7.5, float("inf"), (120.0, 80.0),
@@ -1024,7 +1024,7 @@ def test_value_error_pairing_takes_what_min_took():
         assert used == expected_used
 
 
-def test_guarded_number_patterns_match_as_before():
+def test_guarded_number_patterns_match_as_before() -> None:
     """The run-start lookbehinds of DURATION, DOSE and FREQ change no match (they only spare rescans)."""
     guards = ["(?<!\\d)", "(?<![一二两三四五六七八九十百数几])", "(?<![^年月周期天日][半多])",
               "(?<![零一二两三四五六七八九十百半])"]
@@ -1048,7 +1048,7 @@ def test_guarded_number_patterns_match_as_before():
     assert [m.group() for m in DURATION.finditer("1" * 200_000 + "年")] == ["1" * 200_000 + "年"]
 
 
-def test_incremental_searches_answer_as_the_plain_ones():
+def test_incremental_searches_answer_as_the_plain_ones() -> None:
     rng = random.Random(9)
     drugs = ["二甲双胍", "阿卡波糖", "胰岛素", "甘精", "门冬"]
     after = [*" \t口服皮下注射静脉等药物治疗、及和与片胶囊x", *drugs, "治疗", "  "]

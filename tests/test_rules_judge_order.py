@@ -32,17 +32,17 @@ WRITTEN = "吸烟20年，每日1包，已戒烟，"
 
 @pytest.mark.parametrize("text", ["一天一包", "以前一天一包", "一天一支", "一天两片", "一日三次", "每天半包",
                                   "一天半包", "一天二两", "一天一瓶啤酒", "之前一天一支烟"])
-def test_a_rate_is_no_duration(text):
+def test_a_rate_is_no_duration(text: str) -> None:
     assert durations(text) == []
 
 
 @pytest.mark.parametrize("text, read", [("近3个月2次低血糖", ["3个月"]), ("一天半了", ["一天半"]),
                                         ("一年半前", ["一年半"])])
-def test_durations_beside_counts_are_still_read(text, read):
+def test_durations_beside_counts_are_still_read(text: str, read) -> None:
     assert [d.text for d in durations(text)] == read
 
 
-def test_a_correct_record_with_a_relatives_disease_and_a_smoking_rate():
+def test_a_correct_record_with_a_relatives_disease_and_a_smoking_rate() -> None:
     # the clinician's report: 一天 (a rate) in a clause after 我妈冠心病 timed 冠心病 "one day ago", and the
     # record's 吸烟20年 timed it 20 years ago: a false time_order_confused against diabetes 7年
     conv = CONV.format(smoke=SMOKED)
@@ -52,7 +52,7 @@ def test_a_correct_record_with_a_relatives_disease_and_a_smoking_rate():
     assert "time_order_confused" not in found(judge(rec, conv))
 
 
-def test_a_relatives_disease_is_never_timed_for_the_patient():
+def test_a_relatives_disease_is_never_timed_for_the_patient() -> None:
     conv = CONV.format(smoke="我自己冠心病3年了，不抽烟。").replace("我妈冠心病，", "我爸高血压，")
     rec = REC.format(smoke="否认吸烟，").replace("否认高血压病史。", "冠心病3年。") \
         .replace("母亲患冠心病", "父亲患高血压")
@@ -62,7 +62,7 @@ def test_a_relatives_disease_is_never_timed_for_the_patient():
     assert "time_order_confused" in found(judge(swapped, conv))
 
 
-def test_a_habits_duration_is_the_habits():
+def test_a_habits_duration_is_the_habits() -> None:
     conv = CONV.format(smoke="").replace("患者：我妈冠心病，\n", "患者：我妈冠心病。\n") \
         .replace("医生：喝酒吗？\n患者：不喝酒。", "医生：您自己有冠心病吗？\n患者：有，冠心病3年了，抽了二十年，"
                                            "一天一包。\n医生：喝酒吗？\n患者：不喝酒。")
@@ -73,7 +73,7 @@ def test_a_habits_duration_is_the_habits():
     assert "time_error" in found(judge(wrong, conv)) or "time_order_confused" in found(judge(wrong, conv))
 
 
-def test_a_time_after_a_relatives_disease_is_not_the_patients():
+def test_a_time_after_a_relatives_disease_is_not_the_patients() -> None:
     # 二十年了 after 我爸冠心病 is the father's: the patient's own 冠心病 stays timed once (3 years), so an order
     # error of the patient's events is found
     conv = CONV.format(smoke="不抽烟。").replace("我妈冠心病，", "我爸冠心病，二十年了。") \

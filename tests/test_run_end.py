@@ -53,7 +53,7 @@ def _score_in_flight(tmp_path: Path, rows: int) -> Iterator[tuple[subprocess.Pop
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
-def test_a_signal_stops_the_run_rebuilds_the_outputs_and_the_rerun_resumes(tmp_path, sig):
+def test_a_signal_stops_the_run_rebuilds_the_outputs_and_the_rerun_resumes(tmp_path: Path, sig) -> None:
     with _score_in_flight(tmp_path, rows=6) as (proc, cmd, out):
         proc.send_signal(sig)
         stdout, stderr = proc.communicate(timeout=30)
@@ -96,7 +96,7 @@ def _stderr_until(proc: subprocess.Popen[str], needle: str, timeout: float) -> s
     return raw.decode()
 
 
-def test_a_second_ctrl_c_exits_at_once_without_a_traceback(tmp_path):
+def test_a_second_ctrl_c_exits_at_once_without_a_traceback(tmp_path: Path) -> None:
     with _score_in_flight(tmp_path, rows=4) as (proc, _cmd, _out):
         proc.send_signal(signal.SIGINT)
         # the first signal's handler has installed the second one before it says so (consensus_eval/cli.py)
@@ -109,7 +109,7 @@ def test_a_second_ctrl_c_exits_at_once_without_a_traceback(tmp_path):
     assert "interrupted again: exiting now" in stderr
 
 
-def test_stop_event_of_the_api_leaves_incomplete_cases(tmp_path):
+def test_stop_event_of_the_api_leaves_incomplete_cases(tmp_path: Path) -> None:
     from consensus_eval import api
     from consensus_eval.analysis.results import Results
     from consensus_eval.execution.execute import Progress
@@ -158,7 +158,7 @@ def _two_cases(tmp_path: Path) -> Path:
     return write_cases(tmp_path / "cases.jsonl", n=2)
 
 
-def test_a_run_with_failures_exits_3_and_says_which_judge_failed_and_why(tmp_path, api_keys):
+def test_a_run_with_failures_exits_3_and_says_which_judge_failed_and_why(tmp_path: Path, api_keys: str) -> None:
     from consensus_eval.cli import app
 
     cfg = write_config(tmp_path / "c.yaml", RULES_AND_BROKEN, important_runs=1)
@@ -178,7 +178,7 @@ def test_a_run_with_failures_exits_3_and_says_which_judge_failed_and_why(tmp_pat
     assert {p.name for p in (tmp_path / "out").iterdir()} >= {"consensus.csv", "report.html", "judgments.jsonl"}
 
 
-def test_allow_failures_accepts_a_share_of_failed_calls(tmp_path, api_keys):
+def test_allow_failures_accepts_a_share_of_failed_calls(tmp_path: Path, api_keys: str) -> None:
     from consensus_eval.cli import app
 
     cfg = write_config(tmp_path / "c.yaml", RULES_AND_BROKEN, important_runs=1)
@@ -193,7 +193,7 @@ def test_allow_failures_accepts_a_share_of_failed_calls(tmp_path, api_keys):
     assert strict.exit_code == 3, strict.output
 
 
-def test_cases_below_the_quorum_are_counted(tmp_path, api_keys):
+def test_cases_below_the_quorum_are_counted(tmp_path: Path, api_keys: str) -> None:
     from consensus_eval.cli import app
 
     cfg = write_config(tmp_path / "c.yaml", RULES_AND_BROKEN, important_runs=1, consensus="{min_judges: 2}")
@@ -205,7 +205,7 @@ def test_cases_below_the_quorum_are_counted(tmp_path, api_keys):
     assert "cases without a panel verdict: 2 inconclusive (below the quorum)" in res.output
 
 
-def test_a_clean_run_exits_0(tmp_path):
+def test_a_clean_run_exits_0(tmp_path: Path) -> None:
     from consensus_eval.cli import app
 
     res = CliRunner().invoke(app, ["score", str(_two_cases(tmp_path)), "--out", str(tmp_path / "out")])
@@ -213,7 +213,7 @@ def test_a_clean_run_exits_0(tmp_path):
     assert "failed" not in res.output.strip().splitlines()[-1] or "0 failed" in res.output
 
 
-def test_the_end_of_a_run_never_formats_its_result():
+def test_the_end_of_a_run_never_formats_its_result() -> None:
     """asyncio.run's own SIGINT handler holds the main task, and its check at the end (signal.getsignal)
     formatted that task, the whole result included: minutes for a large run (issue 25). The CLI's handlers go
     in first, so nothing formats the result."""

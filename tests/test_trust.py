@@ -26,6 +26,7 @@ from consensus_eval.cli import app
 from consensus_eval.domain.cases import Case, Turn
 from consensus_eval.domain.judgment import Deduction, Judgment
 from consensus_eval.domain.prompts import render
+from consensus_eval.domain.rubric import Rubric
 from consensus_eval.execution.store import HumanLabelRecord, LabelOrigin, Store
 from tests.conftest import ROOT
 from tests.test_audit import DIMS, JUDGES, RECORD, build_panel_store
@@ -130,7 +131,7 @@ def test_holm_and_welch_with_three_unpaired_systems() -> None:
     assert [x.p_holm for x in family] == pytest.approx(list(pg.multicomp([x.p for x in family], method="holm")[1]))
 
 
-def test_the_system_never_reaches_the_judge(rubric) -> None:
+def test_the_system_never_reaches_the_judge(rubric: Rubric) -> None:
     plain = Case(id="1", conversation="医生：你好", record="主诉：口干")
     named = plain.model_copy(update={"system": "scribe-secret", "source": "conv-secret", "meta": {"x": "meta-secret"}})
     assert named.content == plain.content                    # what request hashes are made of
@@ -298,7 +299,7 @@ def test_a_band_stratified_sample_weights_bias_and_mae(two_systems: Path) -> Non
     assert v.scores["total"].raters["panel"].bias == pytest.approx(float((w * diffs).sum() / w.sum()))
 
 
-def test_without_a_spot_check_there_is_no_validity_figure_and_the_report_says_how_to_get_one(two_systems: Path):
+def test_without_a_spot_check_there_is_no_validity_figure_and_the_report_says_how_to_get_one(two_systems: Path) -> None:
     with Store.open_existing(two_systems) as store:
         _label(store, "s00-a", "li", {"accuracy": 30, "completeness": 35, "standardization": 25})
     res = load_run(two_systems, n_boot=0)

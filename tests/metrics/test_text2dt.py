@@ -147,7 +147,7 @@ def exact(result: Text2DTResult) -> dict[str, Fraction | None]:
 # Parity
 
 
-def test_worked_example_exact_values():
+def test_worked_example_exact_values() -> None:
     result = evaluate(load_trees(WORKED / "pred.json"), load_trees(WORKED / "gold.json"))
     assert result.tree_accuracy == Fraction(1, 2)
     assert result.triple_f1 == Fraction(16, 19)
@@ -164,7 +164,7 @@ def test_worked_example_exact_values():
     assert result.pairing == "position" and result.n_trees == 2 and result.invalid == ()
 
 
-def test_worked_example_matches_the_smoothed_original_to_1e_6():
+def test_worked_example_matches_the_smoothed_original_to_1e_6() -> None:
     preds = [entry["tree"] for entry in json.loads((WORKED / "pred.json").read_text())]
     golds = [entry["tree"] for entry in json.loads((WORKED / "gold.json").read_text())]
     baseline = bench.baseline_metrics(preds, golds)
@@ -173,7 +173,7 @@ def test_worked_example_matches_the_smoothed_original_to_1e_6():
         assert bench.close(float(value), baseline[name]), name
 
 
-def test_gold_against_itself_on_all_500_real_trees(real_trees):
+def test_gold_against_itself_on_all_500_real_trees(real_trees: list[list[dict[str, Any]]]) -> None:
     assert len(real_trees) == 500
     result = evaluate(real_trees, real_trees)
     assert result.tree_accuracy == 1
@@ -186,7 +186,7 @@ def test_gold_against_itself_on_all_500_real_trees(real_trees):
 
 
 @pytest.mark.parametrize("name", list(HAND_CASES))
-def test_hand_built_perturbations(name):
+def test_hand_built_perturbations(name) -> None:
     pred, equal, triples, paths, nodes, distance, ratio_share = HAND_CASES[name]
     score = score_pair(parse_tree(pred), parse_tree(GOLD), with_operations=True)
     assert score.tree_equal is equal
@@ -200,7 +200,7 @@ def test_hand_built_perturbations(name):
     assert sum(op["cost"] for op in score.operations) == distance
 
 
-def test_hand_built_perturbations_aggregate():
+def test_hand_built_perturbations_aggregate() -> None:
     preds = [case[0] for case in HAND_CASES.values()]
     result = evaluate(preds, [GOLD] * len(preds))
     # non-empty predictions 5 (all but "empty"), 1 equal tree.
@@ -221,7 +221,7 @@ def test_hand_built_perturbations_aggregate():
         assert bench.close(float(value), baseline[name]), name
 
 
-def test_edit_operations_of_the_worked_example():
+def test_edit_operations_of_the_worked_example() -> None:
     result = evaluate(load_trees(WORKED / "pred.json"), load_trees(WORKED / "gold.json"), per_tree=True)
     assert result.per_tree is not None
     first, second = result.per_tree
@@ -238,14 +238,14 @@ def test_edit_operations_of_the_worked_example():
     assert second["tree_equal"] and not first["tree_equal"]
 
 
-def test_lone_node_operations_carry_their_cost():
+def test_lone_node_operations_carry_their_cost() -> None:
     score = score_pair(parse_tree(PRED_PRUNE), parse_tree(GOLD), with_operations=True)
     assert score.operations is not None
     assert [(op["op"], op["position"], op["cost"]) for op in score.operations] == [
         ("change_role", "root.R", 1), ("insert_node", "root.R.L", 4), ("insert_node", "root.R.R", 2)]
 
 
-def test_matches_the_reimplemented_original_on_perturbed_real_trees():
+def test_matches_the_reimplemented_original_on_perturbed_real_trees() -> None:
     preds, golds = bench.make_workload(3000, seed=7)
     mine: dict[str, float] = {}
     for name, value in evaluate(preds, golds).metrics().items():
@@ -254,7 +254,7 @@ def test_matches_the_reimplemented_original_on_perturbed_real_trees():
     assert bench.compare(mine, bench.baseline_metrics(preds, golds)) == []
 
 
-def test_edit_operations_always_sum_to_the_distance():
+def test_edit_operations_always_sum_to_the_distance() -> None:
     preds, golds = bench.make_workload(500, seed=3)
     result = evaluate(preds, golds, per_tree=True)
     assert result.per_tree is not None
@@ -263,14 +263,14 @@ def test_edit_operations_always_sum_to_the_distance():
     assert sum(row["edit_distance"] for row in result.per_tree) == result.edit_distance_sum
 
 
-def test_triples_are_lower_cased_and_a_set():
+def test_triples_are_lower_cased_and_a_set() -> None:
     gold = [node("D", [["Patient", "REL", "Aspirin"]])]
     pred = [node("D", [["patient", "rel", "aspirin"], ["PATIENT", "rel", "aspirin"]])]
     result = evaluate([pred], [gold])
     assert result.tree_accuracy == 1 and result.triple_f1 == 1 and result.mean_edit_distance == 0
 
 
-def test_node_f1_matches_duplicates_as_a_multiset_unlike_the_original():
+def test_node_f1_matches_duplicates_as_a_multiset_unlike_the_original() -> None:
     tree = [node("C", [t("a")]), node("D", [t("b")]), node("D", [t("b")])]
     result = evaluate([tree], [tree])
     assert (result.nodes.correct, result.nodes.predicted, result.nodes.gold) == (3, 3, 3)
@@ -279,7 +279,7 @@ def test_node_f1_matches_duplicates_as_a_multiset_unlike_the_original():
     assert bench.baseline_nodes(bench._baseline_lowercase(tree), bench._baseline_lowercase(tree)) == (5, 3, 3)
 
 
-def test_all_predictions_empty_leaves_accuracy_and_mean_distance_undefined():
+def test_all_predictions_empty_leaves_accuracy_and_mean_distance_undefined() -> None:
     result = evaluate([[], []], [GOLD, GOLD])
     assert result.tree_accuracy is None and result.mean_edit_distance is None
     assert result.triple_f1 == 0 and result.path_f1 == 0 and result.node_f1 == 0
@@ -293,7 +293,7 @@ def test_all_predictions_empty_leaves_accuracy_and_mean_distance_undefined():
 # Spellings
 
 
-def test_parse_tree_structure_and_normal_form():
+def test_parse_tree_structure_and_normal_form() -> None:
     tree = parse_tree(to_seed_spelling(GOLD))
     assert tree.left == (1, -1, 3, -1, -1) and tree.right == (2, -1, 4, -1, -1)
     assert tree.nodes[4] == EMPTY_LEAF and tree.nodes[4].is_empty_leaf
@@ -301,7 +301,7 @@ def test_parse_tree_structure_and_normal_form():
     assert tree == parse_tree(GOLD)
 
 
-def test_both_spellings_give_identical_results_on_real_trees():
+def test_both_spellings_give_identical_results_on_real_trees() -> None:
     preds, golds = bench.make_workload(1000, seed=11)
     reference = evaluate(preds, golds)
     Spelling = Callable[[list[dict[str, Any]]], list[dict[str, Any]]]
@@ -313,14 +313,14 @@ def test_both_spellings_give_identical_results_on_real_trees():
     assert reference.n_trees == 1000 and reference.edit_distance_sum > 0
 
 
-def test_both_spellings_give_identical_results_on_hand_cases():
+def test_both_spellings_give_identical_results_on_hand_cases() -> None:
     preds = [case[0] for case in HAND_CASES.values()]
     data = evaluate(preds, [GOLD] * len(preds), per_tree=True)
     seed = evaluate([to_seed_spelling(p) for p in preds], [to_seed_spelling(GOLD)] * len(preds), per_tree=True)
     assert seed == data
 
 
-def test_seed_example_tree_parses():
+def test_seed_example_tree_parses() -> None:
     seed_tree = [
         {"role": "c", "triples": [["亚急性甲状腺患者", "临床表现", "轻型"]], "logical_rel": "null"},
         {"role": "d", "triples": [["亚急性甲状腺患者", "治疗药物", "非甾体抗炎药"],
@@ -333,7 +333,7 @@ def test_seed_example_tree_parses():
     assert [n.role for n in tree.nodes] == ["C", "D", "C", "D", "D"] and tree.nodes[-1] == EMPTY_LEAF
 
 
-def test_empty_leaf_with_json_null_relation_is_the_same_leaf():
+def test_empty_leaf_with_json_null_relation_is_the_same_leaf() -> None:
     assert parse_tree([{"role": "D", "triples": [], "logical_rel": None}]).nodes[0] == EMPTY_LEAF
     assert parse_tree([{"role": "", "triples": [], "logical_rel": "null"}]).nodes[0] == EMPTY_LEAF
 
@@ -372,7 +372,7 @@ MALFORMED = {
 
 
 @pytest.mark.parametrize("name", list(MALFORMED))
-def test_malformed_prediction_raises_naming_tree_and_node(name):
+def test_malformed_prediction_raises_naming_tree_and_node(name) -> None:
     pred, node_index, words = MALFORMED[name]
     golds = [GOLD, GOLD, GOLD]
     with pytest.raises(Text2DTError) as caught:
@@ -385,7 +385,7 @@ def test_malformed_prediction_raises_naming_tree_and_node(name):
 
 
 @pytest.mark.parametrize("name", list(MALFORMED))
-def test_malformed_prediction_scores_as_empty_in_zero_mode(name):
+def test_malformed_prediction_scores_as_empty_in_zero_mode(name) -> None:
     pred, node_index, _ = MALFORMED[name]
     result = evaluate([GOLD, pred], [GOLD, GOLD], on_invalid="zero")
     assert dataclasses.replace(result, invalid=()) == evaluate([GOLD, []], [GOLD, GOLD])
@@ -395,7 +395,7 @@ def test_malformed_prediction_scores_as_empty_in_zero_mode(name):
     assert result.as_dict()["invalid"][0]["message"].startswith("prediction tree 1, node")
 
 
-def test_zero_mode_counts_invalid_as_a_wrong_tree():
+def test_zero_mode_counts_invalid_as_a_wrong_tree() -> None:
     result = evaluate([GOLD, flip(GOLD, 1, "C")], [GOLD, GOLD], on_invalid="zero")
     # the invalid tree adds gold counts and its full edit cost (15), and counts in the tree-accuracy and
     # edit-distance denominators as a wrong tree (issue 12: 1 correct + 1 invalid is 1/2, not 1)
@@ -405,20 +405,20 @@ def test_zero_mode_counts_invalid_as_a_wrong_tree():
     assert (result.triples.correct, result.triples.predicted, result.triples.gold) == (5, 5, 10)
 
 
-def test_tree_that_is_not_a_list_is_invalid():
+def test_tree_that_is_not_a_list_is_invalid() -> None:
     with pytest.raises(Text2DTError, match="prediction tree 0: a tree must be a list of nodes"):
         evaluate([{"tree": None}], [GOLD])
     assert len(evaluate([{"tree": None}], [GOLD], on_invalid="zero").invalid) == 1
 
 
-def test_invalid_gold_always_raises():
+def test_invalid_gold_always_raises() -> None:
     with pytest.raises(Text2DTError, match="gold tree 0, node 1: trailing node"):
         evaluate([GOLD], [flip(GOLD, 0, "D")], on_invalid="zero")
     with pytest.raises(Text2DTError, match="gold tree 0: gold tree is empty"):
         evaluate([GOLD], [[]], on_invalid="zero")
 
 
-def test_on_invalid_must_be_known():
+def test_on_invalid_must_be_known() -> None:
     with pytest.raises(ValueError, match="on_invalid"):
         evaluate([GOLD], [GOLD], on_invalid="skip")  # type: ignore[arg-type]  # bad input: unknown value
 
@@ -431,7 +431,7 @@ def with_ids(trees: list[Any], prefix: str = "t") -> list[dict[str, Any]]:
     return [{"id": f"{prefix}{i}", "text": "", "tree": tree} for i, tree in enumerate(trees)]
 
 
-def test_pairs_by_id_when_both_sides_have_ids():
+def test_pairs_by_id_when_both_sides_have_ids() -> None:
     golds = [GOLD, PRED_GROW, PRED_SWAP]
     preds = [PRED_DROP, PRED_GROW, PRED_SWAP]
     by_position = evaluate(preds, golds)
@@ -445,13 +445,13 @@ def test_pairs_by_id_when_both_sides_have_ids():
     assert evaluate([entry["tree"] for entry in shuffled], golds).metrics() != by_position.metrics()
 
 
-def test_pairs_by_position_when_ids_are_partial():
+def test_pairs_by_position_when_ids_are_partial() -> None:
     preds = with_ids([PRED_SAME, PRED_DROP])
     del preds[1]["id"]
     assert evaluate(preds, with_ids([GOLD, GOLD])).pairing == "position"
 
 
-def test_missing_prediction_id():
+def test_missing_prediction_id() -> None:
     golds = with_ids([GOLD, GOLD, GOLD])
     preds = with_ids([GOLD, GOLD])
     with pytest.raises(Text2DTError, match="prediction for gold tree 2 \\(id 't2'\\): no prediction with this id"):
@@ -461,7 +461,7 @@ def test_missing_prediction_id():
     assert result.n_nonempty_predictions == 2 and result.edit_distance_sum == 15
 
 
-def test_unknown_or_duplicate_ids_and_length_mismatch_are_errors():
+def test_unknown_or_duplicate_ids_and_length_mismatch_are_errors() -> None:
     with pytest.raises(Text2DTError, match="not in the gold file"):
         evaluate(with_ids([GOLD], "x"), with_ids([GOLD]))
     with pytest.raises(Text2DTError, match="duplicate id 't0'"):
@@ -470,7 +470,7 @@ def test_unknown_or_duplicate_ids_and_length_mismatch_are_errors():
         evaluate([GOLD, GOLD], [GOLD], on_invalid="zero")
 
 
-def test_load_trees_formats(tmp_path):
+def test_load_trees_formats(tmp_path: Path) -> None:
     bare = tmp_path / "bare.json"
     bare.write_text(json.dumps([GOLD, PRED_DROP]), encoding="utf-8")
     lines = tmp_path / "lines.jsonl"
@@ -484,7 +484,7 @@ def test_load_trees_formats(tmp_path):
     ("{not json", "not valid JSON"),
     ('{"tree": []}', "expected a JSON list of trees"),
 ])
-def test_load_trees_errors(tmp_path, content, words):
+def test_load_trees_errors(tmp_path: Path, content: str, words: str) -> None:
     path = tmp_path / "trees.json"
     path.write_text(content, encoding="utf-8")
     with pytest.raises(Text2DTError, match=words):
@@ -497,7 +497,7 @@ def test_load_trees_errors(tmp_path, content, words):
     (3, "prediction tree 1: entry must be a node list or an object with 'tree', got int"),
     ({"id": [1], "tree": GOLD}, "prediction tree 1: 'id' must be a string or an integer"),
 ])
-def test_entries_without_a_tree_are_invalid_predictions(entry, words):
+def test_entries_without_a_tree_are_invalid_predictions(entry, words: str) -> None:
     with pytest.raises(Text2DTError) as caught:
         evaluate([GOLD, entry], [GOLD, GOLD])
     assert str(caught.value).startswith(words)
@@ -506,7 +506,7 @@ def test_entries_without_a_tree_are_invalid_predictions(entry, words):
         evaluate([GOLD, GOLD], [GOLD, entry], on_invalid="zero")
 
 
-def test_load_trees_missing_file(tmp_path):
+def test_load_trees_missing_file(tmp_path: Path) -> None:
     with pytest.raises(Text2DTError, match="cannot read"):
         load_trees(tmp_path / "nope.json")
 
@@ -521,7 +521,7 @@ def run_cli(*args: str):
     return CliRunner().invoke(app, ["metrics", "text2dt", *args])
 
 
-def test_cli_json_output():
+def test_cli_json_output() -> None:
     result = run_cli(str(WORKED / "pred.json"), str(WORKED / "gold.json"), "--json")
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
@@ -533,7 +533,7 @@ def test_cli_json_output():
     assert summary["n_trees"] == 2 and summary["pairing"] == "position" and summary["invalid"] == []
 
 
-def test_cli_table_output():
+def test_cli_table_output() -> None:
     result = run_cli(str(WORKED / "pred.json"), str(WORKED / "gold.json"))
     assert result.exit_code == 0, result.output
     for words in ("Tree accuracy", "Triple F1", "16/19", "Decision-path F1", "Mean edit distance", "5/2",
@@ -541,7 +541,7 @@ def test_cli_table_output():
         assert words in result.stdout
 
 
-def test_cli_per_tree_file(tmp_path):
+def test_cli_per_tree_file(tmp_path: Path) -> None:
     out = tmp_path / "per_tree.jsonl"
     result = run_cli(str(WORKED / "pred.json"), str(WORKED / "gold.json"), "--per-tree", str(out), "--json")
     assert result.exit_code == 0, result.output
@@ -557,7 +557,7 @@ def write_trees(tmp_path: Path, name: str, trees: list[Any]) -> str:
     return str(path)
 
 
-def test_cli_invalid_prediction_exits_2_without_traceback(tmp_path):
+def test_cli_invalid_prediction_exits_2_without_traceback(tmp_path: Path) -> None:
     pred = write_trees(tmp_path, "pred.json", [GOLD, flip(GOLD, 2, "D")])
     gold = write_trees(tmp_path, "gold.json", [GOLD, GOLD])
     result = run_cli(pred, gold)
@@ -567,7 +567,7 @@ def test_cli_invalid_prediction_exits_2_without_traceback(tmp_path):
     assert isinstance(result.exception, SystemExit)
 
 
-def test_cli_zero_mode_lists_invalid_trees(tmp_path):
+def test_cli_zero_mode_lists_invalid_trees(tmp_path: Path) -> None:
     pred = write_trees(tmp_path, "pred.json", [GOLD, flip(GOLD, 2, "D")])
     gold = write_trees(tmp_path, "gold.json", [GOLD, GOLD])
     result = run_cli(pred, gold, "--on-invalid", "zero", "--json")
@@ -579,19 +579,19 @@ def test_cli_zero_mode_lists_invalid_trees(tmp_path):
     assert "1 invalid prediction(s) scored as empty" in table.stdout and "node 3" in table.stdout
 
 
-def test_cli_missing_file_exits_2(tmp_path):
+def test_cli_missing_file_exits_2(tmp_path: Path) -> None:
     result = run_cli(str(tmp_path / "missing.json"), str(WORKED / "gold.json"))
     assert result.exit_code == 2 and "cannot read" in result.stderr and "Traceback" not in result.output
 
 
-def test_cli_pairing_is_reported(tmp_path):
+def test_cli_pairing_is_reported(tmp_path: Path) -> None:
     pred = write_trees(tmp_path, "pred.json", list(reversed(with_ids([PRED_DROP, GOLD]))))
     gold = write_trees(tmp_path, "gold.json", with_ids([GOLD, GOLD]))
     summary = json.loads(run_cli(pred, gold, "--json").stdout)
     assert summary["pairing"] == "id" and summary["exact"]["mean_edit_distance"] == "1"
 
 
-def test_metrics_modules_import_nothing_heavy():
+def test_metrics_modules_import_nothing_heavy() -> None:
     code = ("import sys, consensus_eval.metrics.text2dt, consensus_eval.metrics.cli; "
             "heavy = [m for m in ('litellm', 'instructor', 'openai', 'numpy', 'pydantic') if m in sys.modules]; "
             "print(heavy)")
