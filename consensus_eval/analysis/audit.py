@@ -656,13 +656,15 @@ def case_anchor(case_id: str) -> str:
 
 def drill_down(deductions: Sequence[AuditDeduction], runs_ok: Sequence[int], n_runs: int) -> list[RunGroup]:
     """A judge's deductions on one dimension as the drill-down shows them (module docstring)."""
+    if not deductions:
+        return []
     items: dict[tuple[object, ...], DrillItem] = {}
     by_run: dict[int, list[AuditDeduction]] = {}
     for d in deductions:
         by_run.setdefault(d.run, []).append(d)
     for r in sorted(by_run):
-        listed: dict[tuple[object, ...], int] = {}
         penalty_key: dict[str, tuple[object, ...]] = {}
+        penalty_listed: dict[tuple[object, ...], int] = {}   # a line's listings in this run: only a penalty's repeat
         seen: dict[tuple[object, ...], int] = {}
         for d in by_run[r]:
             if d.kind == "penalty" and d.type_id in penalty_key:
@@ -677,15 +679,17 @@ def drill_down(deductions: Sequence[AuditDeduction], runs_ok: Sequence[int], n_r
             item = items.get(key)
             if item is None:
                 item = items[key] = DrillItem(deduction=d, occurrences=[], runs=[], n_runs=n_runs,
-                                                times_listed=1, applied_once=False)
+                                              times_listed=1, applied_once=False)
             item.occurrences.append(d)
             if r not in item.runs:
                 item.runs.append(r)
-            listed[key] = listed.get(key, 0) + 1
-        for key, n in listed.items():
-            item = items[key]
-            item.times_listed = max(item.times_listed, n)
-            item.applied_once = item.applied_once or (item.deduction.kind == "penalty" and n > 1)
+            if d.kind == "penalty":
+                penalty_listed[key] = penalty_listed.get(key, 0) + 1
+        for key, n in penalty_listed.items():
+            if n > 1:
+                item = items[key]
+                item.times_listed = max(item.times_listed, n)
+                item.applied_once = True
     groups: dict[tuple[int, ...], list[DrillItem]] = {}
     for item in items.values():
         groups.setdefault(tuple(item.runs), []).append(item)

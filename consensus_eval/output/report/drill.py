@@ -5,7 +5,7 @@ it embeds each case's deductions, record and conversation as JSON, and the page'
 the drill-down (with text nodes only, never markup) when the case is opened.
 
 - :func:`drill_payload`: one case as a dict of short keys (documented there);
-- :func:`pack`: the payloads in chunks of :data:`CHUNK` cases, each chunk's JSON gzip-compressed and
+- :func:`packed`: the payloads in chunks of :data:`CHUNK` cases, each chunk's JSON gzip-compressed and
   base64-encoded (records compress 3-4x; the browser inflates a chunk with DecompressionStream when a
   case of it is opened), so the page stays small and loads fast;
 - :func:`embed_json`: JSON made safe inside ``<script type="application/json">``: ``<``, ``>``, ``&``
@@ -19,7 +19,7 @@ import base64
 import gzip
 import json
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -29,7 +29,7 @@ from consensus_eval.domain.rubric import Rubric
 
 #: cases per compressed chunk: large enough to compress well, small enough to open a case quickly
 CHUNK = 25
-#: chunks built and waiting to be compressed, at most (:func:`pack`)
+#: chunks built and waiting to be compressed, at most (:func:`packed`)
 PENDING = 4
 _SAFE = {ord("<"): "\\u003c", ord(">"): "\\u003e", ord("&"): "\\u0026", 0x2028: "\\u2028", 0x2029: "\\u2029"}
 
@@ -40,34 +40,54 @@ def embed_json(value: Any) -> str:
 
 
 def pack(payloads: Iterable[dict[str, Any]]) -> tuple[dict[str, int], list[str]]:
-    """(case id -> chunk index, the chunks): every :data:`CHUNK` payloads as gzip+base64 JSON.
-
-    ``payloads`` is read as it comes (a generator: one chunk's payloads are held at a time, never every
-    case's). Deterministic (gzip without a timestamp): the same run gives the same report.
-    """
+    """(case id -> chunk index, the chunks): :func:`chunk_index` and :func:`packed` at once, every chunk held
+    (report.html writes each chunk as it is made instead)."""
     index: dict[str, int] = {}
-    chunks: list[str] = []
+
+    def counted() -> Iterator[dict[str, Any]]:
+        for n, p in enumerate(payloads):
+            index[p["id"]] = n // CHUNK
+            yield p
+
+    chunks = list(packed(counted()))
+    return index, chunks
+
+
+def chunk_index(case_ids: Iterable[str]) -> dict[str, int]:
+    """Case id -> the index of the chunk its payload is in, for payloads in the order of ``case_ids``
+    (:func:`packed`): the n-th case (from 0) is in chunk n // :data:`CHUNK`; a repeated id keeps its first
+    place in the map and its last chunk."""
+    return {cid: n // CHUNK for n, cid in enumerate(case_ids)}
+
+
+def packed(payloads: Iterable[dict[str, Any]]) -> Iterator[str]:
+    """Every :data:`CHUNK` payloads as gzip+base64 JSON, yielded in order as they are made.
+
+    ``payloads`` is read as it comes (a generator: a chunk's payloads are held until it is made, and at most
+    :data:`PENDING` chunks wait, never every case's). Deterministic (gzip without a timestamp): the same run
+    gives the same report.
+    """
     pending: deque[Future[str]] = deque()
     # zlib releases the GIL: a chunk is compressed in a second thread while the next one is built (the
     # same calls in the same order, so the same bytes); at most PENDING chunks wait, so memory stays bounded
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="report-pack") as pool:
-        def close(part: list[dict[str, Any]]) -> None:
-            raw = json.dumps(part, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-            pending.append(pool.submit(_compress, raw))
-            while len(pending) > PENDING:
-                chunks.append(pending.popleft().result())
-
         part: list[dict[str, Any]] = []
-        for n, p in enumerate(payloads):
-            index[p["id"]] = n // CHUNK
+        for p in payloads:
             part.append(p)
             if len(part) == CHUNK:
-                close(part)
+                pending.append(pool.submit(_compress, _chunk_json(part)))
                 part = []
+                while len(pending) > PENDING:
+                    yield pending.popleft().result()
         if part:
-            close(part)
-        chunks.extend(f.result() for f in pending)
-    return index, chunks
+            pending.append(pool.submit(_compress, _chunk_json(part)))
+        while pending:
+            yield pending.popleft().result()
+
+
+def _chunk_json(part: list[dict[str, Any]]) -> bytes:
+    """One chunk's payloads as compact JSON, UTF-8."""
+    return json.dumps(part, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
 def _compress(raw: bytes) -> str:
@@ -116,8 +136,20 @@ def drill_payload(a: CaseAudit, record: str, conversation: str, judges: Sequence
         views = []
         for v in dim.judges:
             groups = [{"r": g.runs, "n": g.n_runs, "d": [_item(it, review) for it in g.items]} for g in v.drill_down()]
-            view = _lean({"j": jidx.get(v.judge, -1), "s": v.score, "k": v.stars, "ok": v.runs_ok,
-                          "nf": v.runs_failed, "e": v.errors, "c": v.comments, "gr": groups})
+            # the page reads an absent key as empty: only ``j`` and ``s`` are always written
+            view: dict[str, Any] = {"j": jidx.get(v.judge, -1), "s": v.score}
+            if v.stars:
+                view["k"] = v.stars
+            if v.runs_ok:
+                view["ok"] = v.runs_ok
+            if v.runs_failed:
+                view["nf"] = v.runs_failed
+            if v.errors:
+                view["e"] = v.errors
+            if v.comments:
+                view["c"] = v.comments
+            if groups:
+                view["gr"] = groups
             if v.ratings:
                 view["rt"] = [[r.run, r.rating, r.anchor, r.evidence] for r in v.ratings]
                 view["n"] = v.n_runs
@@ -156,15 +188,23 @@ def drill_payload(a: CaseAudit, record: str, conversation: str, judges: Sequence
     return out
 
 
-def _lean(d: dict[str, Any]) -> dict[str, Any]:
-    """``d`` without its empty values (empty strings and lists, None, 0): the page reads them as absent."""
-    return {k: v for k, v in d.items() if v not in ("", [], None, 0) or k in ("j", "s", "p")}
-
-
 def _item(it: DrillItem, review: CaseReview | None) -> dict[str, Any]:
+    """One drill-down line's keys (:func:`drill_payload`); an empty value is left out, except the points."""
     d = it.deduction
-    item: dict[str, Any] = _lean({"id": d.id, "c": d.category, "t": d.type, "p": d.points, "ev": d.evidence,
-                                  "why": d.reason, "m": d.match, "mb": d.matched_by})
+    item: dict[str, Any] = {"id": d.id} if d.id else {}
+    if d.category:
+        item["c"] = d.category
+    if d.type:
+        item["t"] = d.type
+    item["p"] = d.points
+    if d.evidence:
+        item["ev"] = d.evidence
+    if d.reason:
+        item["why"] = d.reason
+    if d.match:
+        item["m"] = d.match
+    if d.matched_by:
+        item["mb"] = d.matched_by
     if d.kind == "penalty":
         item["pen"] = True
     if it.times_listed > 1:

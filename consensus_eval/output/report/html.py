@@ -28,7 +28,7 @@ from consensus_eval.analysis.audit import CaseAudit
 from consensus_eval.output.report import fmt
 from consensus_eval.output.report.charts import interval_bar
 from consensus_eval.output.report.data import QUEUE_TOP, ReportData, needs_review
-from consensus_eval.output.report.drill import category_options, embed_json, pack, row_facts, type_names
+from consensus_eval.output.report.drill import category_options, chunk_index, embed_json, packed, row_facts, type_names
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 #: catalogue keys the page's script uses (passed to it in the embedded meta JSON)
@@ -54,7 +54,10 @@ def html_pieces(data: ReportData) -> Iterator[str]:
     written one by one to a file, :func:`~consensus_eval.output.report.write_reports`: a large report
     is never one string in memory)."""
     script = script_text(kinds=not data.deductions_only)
-    index, chunks = pack(data.drill_payloads())
+    # the chunks come last in the page, after the index: each is made as the template reaches it and written
+    # at once (a large run's compressed payloads are never all held)
+    index = chunk_index(a.case_id for a in data.ranking)
+    chunks = packed(data.drill_payloads())
     types = type_names(data.rubric)
     labels = JS_LABELS if data.deductions_only else (*JS_LABELS, *JS_KIND_LABELS)
     meta = {"judges": data.judges, "index": index, "labels": {k: data.t(k) for k in labels},
