@@ -32,7 +32,9 @@ with the reviewer's evidence, one ``criterion`` label per criterion (``deduction
 criterion the reviewer left alone, stored with ``origin`` ``accepted``. Such a dimension is covered when
 every one of its criteria has a verdict (own or accepted): the reviewer's score of it is the one their
 verdicts give (:func:`consensus_eval.analysis.human.criteria_score`), never a label of its own. Own,
-accepted and not reviewed stay three states, per criterion as per score.
+accepted and not reviewed stay three states, per criterion as per score. An adjudicator's reference
+(:meth:`ReviewRun.adjudicate`, origin ``reference``) is given in the same terms: a likert dimension's is one of
+its levels, a criteria dimension's a verdict on each criterion the reviewers disagree on.
 """
 
 from __future__ import annotations
@@ -381,7 +383,8 @@ class CaseProgress:
 
 @dataclass
 class AdjudicationDim:
-    """One dimension on the adjudicator's page: each reviewer's own score, the panel's, the reference so far."""
+    """One dimension on the adjudicator's page: each reviewer's own score, the panel's, the reference so far
+    (``kind`` ``likert``: a level among ``levels``, each with its anchor text, as on the review page)."""
 
     id: str
     name: str
@@ -389,6 +392,19 @@ class AdjudicationDim:
     panel: float | None
     scores: dict[str, float]
     reference: float | None
+    kind: str = "deductions"
+    levels: list[tuple[int, str]] = field(default_factory=list)
+
+    @property
+    def reference_level(self) -> int | None:
+        """A likert dimension's reference level so far (None: none given)."""
+        if self.reference is None or not float(self.reference).is_integer():
+            return None
+        return int(self.reference)
+
+    def picked(self, level: int) -> list[str]:
+        """The reviewers whose own score of a likert dimension is ``level``."""
+        return [n for n, sc in self.scores.items() if sc == level]
 
 
 @dataclass
@@ -791,10 +807,11 @@ class ReviewRun:
         a = self.case_at(rank)
         cr = self._case_review(a)
         given = cr.scores if cr else {}
-        scored = set(self._scored_dims)
+        scored = {d.id: d for d in self._scored}
         return [AdjudicationDim(d.dimension, d.name, d.max, d.panel_score,
                                 {n: sc[d.dimension] for n, sc in given.items() if d.dimension in sc},
-                                cr.reference.get(d.dimension) if cr else None)
+                                cr.reference.get(d.dimension) if cr else None, scored[d.dimension].kind,
+                                sorted(scored[d.dimension].levels.items()))
                 for d in a.dimensions if d.dimension in scored]
 
     def criterion_conflicts(self, rank: int) -> list[CriterionConflict]:
@@ -826,7 +843,8 @@ class ReviewRun:
                    verdicts: Mapping[str, Any] | None = None, criteria: Mapping[str, Any] | None = None) -> None:
         """Store the adjudicator's decisions on the case at ``rank``, as labels of origin ``reference`` kept apart
         from the reviewers' own: a reference score of every dimension (needed when the reviewers' scores are
-        apart, :func:`scores_apart`, or there is no verdict conflict; else optional, all or none),
+        apart, :func:`scores_apart`, or there is no verdict conflict; else optional, all or none; a likert
+        dimension's is one of its levels, as a reviewer's own score, never between two),
         and a reference verdict on every deduction the reviewers' verdicts disagree on (``verdicts``: the
         conflict's :attr:`VerdictConflict.key` -> agree / disagree / unsure), stored on each of its ids; a
         reference verdict on every criterion two reviewers disagree on (``criteria``: the conflict's
@@ -842,8 +860,8 @@ class ReviewRun:
         if scored and (given or scores_apart(cr, scored, self._consensus) or not (conflicts or crit_conflicts)):
             for d in scored:
                 if d.id not in given:
-                    raise ActionError(f"give a reference score of {d.id}")
-        values = {d.id: _score_value(given[d.id], d) for d in scored if d.id in given}
+                    raise ActionError(f"give a reference {'level' if d.kind == 'likert' else 'score'} of {d.id}")
+        values = {d.id: _score_value(given[d.id], d, "reference") for d in scored if d.id in given}
         settled: list[tuple[CriterionConflict, bool]] = []
         for cc in crit_conflicts:
             said = (criteria or {}).get(cc.key)
@@ -1286,13 +1304,14 @@ def _number(v: Any, what: str) -> float:
 
 
 def _score_value(value: Any, rd: Dimension, origin: LabelOrigin = "own") -> float:
-    """A score given for ``rd``: within its range; a reviewer's own score of a likert dimension is one of its
-    levels (the panel's accepted or adjudicated mean may fall between two)."""
+    """A score given for ``rd``: within its range; a likert dimension's own or reference (adjudicated) score is
+    one of its levels (only the panel's mean, accepted, may fall between two)."""
     x = _number(value, f"score of {rd.id}")
     if rd.kind == "likert":
         lo, hi = rd.level_range
-        if origin == "own" and x not in rd.levels:
-            raise ActionError(f"a score of {rd.id} is one of its levels {lo}-{hi}, got {x:g}")
+        if origin != "accepted" and x not in rd.levels:
+            what = "a reference level" if origin == "reference" else "a score"
+            raise ActionError(f"{what} of {rd.id} is one of its levels {lo}-{hi} (a whole level), got {x:g}")
         if not lo <= x <= hi:
             raise ActionError(f"a score of {rd.id} is between {lo} and {hi}, got {x:g}")
         return x
