@@ -26,7 +26,7 @@ from __future__ import annotations
 import csv
 import io
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Literal, TypeVar
@@ -208,33 +208,35 @@ def bootstrap_ci(data: np.ndarray, level: Level = "interval", n_boot: int = 1000
     if rated.size < 2:
         return None
     arr = arr[:, rated]
-    picks, weights = _draw(seed, n_boot, arr.shape[1])
+    n_units = arr.shape[1]
     if level == "interval":  # weighted sums of per-unit statistics: all resamples at once
         with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-            do, de = _interval_from(*(weights() @ v for v in _interval_stats(arr)))
+            weights = _weights(seed, n_boot, n_units)
+            do, de = _interval_from(*(weights @ v for v in _interval_stats(arr)))
             boot = np.where(de > 0, 1.0 - do / de, np.nan)
         values = list(boot[~np.isnan(boot)])
     elif level == "ordinal" and (tables := _unit_pairs(arr)) is not None:
-        values = _ordinal_boot(picks, weights(), *tables)
+        values = _ordinal_boot(_picks(seed, n_boot, n_units), *tables)
     else:
-        values = [a for p in picks if (a := krippendorff_alpha(arr[:, p], level).value) is not None]
+        values = [a for block in _picks(seed, n_boot, n_units) for p in block
+                  if (a := krippendorff_alpha(arr[:, p], level).value) is not None]
     if len(values) < n_boot / 2:
         return None
     lo, hi = np.quantile(values, [(1 - confidence) / 2, 1 - (1 - confidence) / 2])
     return float(lo), float(hi)
 
 
-#: the resamples drawn last inside :func:`shared_draws`, by (seed, resamples, units); None outside
-_draws: dict[tuple[int, int, int], tuple[np.ndarray, list[np.ndarray]]] | None = None
+#: the weights of the resamples drawn last inside :func:`shared_draws`, by (seed, resamples, units); None outside
+_draws: dict[tuple[int, int, int], np.ndarray] | None = None
 
 
 @contextmanager
 def shared_draws() -> Iterator[None]:
-    """Inside the block, :func:`bootstrap_ci` draws the resamples of a (seed, resamples, units) once
-    and reuses them (and their weights) for the next figure with the same three: the resamples are
-    the same ones it would draw again (one seeded generator per call), at a fraction of the cost
-    when a report has twenty figures over the same cases. Only the last draw is kept, and nothing
-    after the block."""
+    """Inside the block, :func:`bootstrap_ci` computes the weights of the resamples of a (seed, resamples,
+    units) once (:func:`_weights`) and reuses them for the next figure at the interval level with the same
+    three: the resamples are the same ones it would draw again (one seeded generator per call), at a fraction
+    of the cost when a report has twenty figures over the same cases. Only the last weights are kept, and
+    nothing after the block."""
     global _draws
     outer = _draws is None
     if outer:
@@ -246,63 +248,50 @@ def shared_draws() -> Iterator[None]:
             _draws = None
 
 
-def _draw(seed: int, n_boot: int, n_units: int) -> tuple[np.ndarray, Callable[[], np.ndarray]]:
-    """The resamples (``n_boot`` x ``n_units`` unit indices, seeded: :func:`_picks`) and a function giving
-    their weights (:func:`_weights`, computed once), shared inside :func:`shared_draws`."""
-    key = (seed, n_boot, n_units)
-    hit = _draws.get(key) if _draws is not None else None
-    if hit is None:
-        hit = (_picks(seed, n_boot, n_units), [])
-        if _draws is not None:
-            _draws.clear()
-            _draws[key] = hit
-    picks, cache = hit
-
-    def weights() -> np.ndarray:
-        if not cache:
-            cache.append(_weights(picks))
-        return cache[0]
-
-    return picks, weights
-
-
-def _picks(seed: int, n_boot: int, n_units: int) -> np.ndarray:
-    """``n_boot`` x ``n_units`` unit indices drawn with replacement: the rows of
-    ``np.random.default_rng(seed).integers(0, n_units, (n_boot, n_units))``, drawn :data:`BOOT_CHUNK` rows at a
-    time from that one generator (which draws in sequence: the same numbers) into the smallest unsigned integer
-    type that holds them (uint16 up to 65,536 units: 40 MB at 20,000 units x 1,000 resamples, where the whole
-    draw at once made 160 MB of int64 first)."""
-    dtype = np.uint16 if n_units <= 1 << 16 else np.uint32 if n_units <= 1 << 32 else np.int64
-    out = np.empty((n_boot, n_units), dtype=dtype)
+def _picks(seed: int, n_boot: int, n_units: int) -> Iterator[np.ndarray]:
+    """The resamples, :data:`BOOT_CHUNK` at a time: the rows of
+    ``np.random.default_rng(seed).integers(0, n_units, (n_boot, n_units))`` (each row the units one resample
+    draws, with replacement), drawn chunk after chunk from that one generator, which draws in sequence: the
+    same numbers. No resamples x units matrix of indices is held (160 MB of int64 at 20,000 units x 1,000
+    resamples); a figure that needs them draws them again (about 0.2 s at that size)."""
     rng = np.random.default_rng(seed)
     for start in range(0, n_boot, BOOT_CHUNK):
-        k = min(BOOT_CHUNK, n_boot - start)
-        out[start:start + k] = rng.integers(0, n_units, (k, n_units))
-    return out
+        yield rng.integers(0, n_units, (min(BOOT_CHUNK, n_boot - start), n_units))
 
 
-def _weights(picks: np.ndarray) -> np.ndarray:
-    """Resamples x units: how many times each resample (row of ``picks``) drew each unit (floats, counted
-    :data:`BOOT_CHUNK` resamples at a time: no integer copy of the whole matrix is ever made).
+def _counts(block: np.ndarray, n_units: int) -> np.ndarray:
+    """How many times each resample (row of ``block``, unit indices) drew each unit: rows x units, int64."""
+    k = block.shape[0]
+    flat = (block + (np.arange(k, dtype=np.int64) * n_units)[:, None]).ravel()
+    return np.bincount(flat, minlength=k * n_units).reshape(k, n_units)
+
+
+def _weights(seed: int, n_boot: int, n_units: int) -> np.ndarray:
+    """Resamples x units: how many times each resample (:func:`_picks`) drew each unit, as floats, counted
+    :data:`BOOT_CHUNK` resamples at a time; shared inside :func:`shared_draws`.
 
     Floats, held whole (160 MB at 20,000 units x 1,000 resamples): the interval level's ``weights @ v`` is one
-    BLAS matrix-vector product, whose sums depend on how BLAS splits the rows between its threads; a product
-    of the same weights chunk by chunk gave other last bits for some shapes on the 2-core test machine, and the
-    intervals must stay the same bits."""
-    n_boot, n_units = picks.shape
+    BLAS matrix-vector product, whose sums depend on how BLAS splits the rows between its threads; the same
+    product taken chunk by chunk gave other last bits for some shapes on the 2-core test machine (OpenBLAS
+    threads a product above about 460,800 cells), and the intervals must stay the same bits."""
+    key = (seed, n_boot, n_units)
+    if _draws is not None and key in _draws:
+        return _draws[key]
     out = np.empty((n_boot, n_units))
-    for start in range(0, n_boot, BOOT_CHUNK):
-        block = picks[start:start + BOOT_CHUNK]
-        k = block.shape[0]
-        flat = (block + (np.arange(k, dtype=np.int64) * n_units)[:, None]).ravel()
-        out[start:start + k] = np.bincount(flat, minlength=k * n_units).reshape(k, n_units)
+    start = 0
+    for block in _picks(seed, n_boot, n_units):
+        out[start:start + block.shape[0]] = _counts(block, n_units)
+        start += block.shape[0]
+    if _draws is not None:
+        _draws.clear()
+        _draws[key] = out
     return out
 
 
 #: the most units x V x V cells :func:`_unit_pairs` builds (V distinct values; 8 bytes each)
 MAX_PAIR_CELLS = 4_000_000
 #: resamples computed at once in :func:`_ordinal_boot` (bounds its resamples x units blocks)
-BOOT_CHUNK = 64
+BOOT_CHUNK = 32
 
 
 def _unit_pairs(arr: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
@@ -324,11 +313,10 @@ def _unit_pairs(arr: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np
     return values, counts, pairs.reshape(n_units, n_values * n_values).astype(float), counts.sum(axis=1)
 
 
-def _ordinal_boot(picks: np.ndarray, weights: np.ndarray, values: np.ndarray, counts: np.ndarray,
+def _ordinal_boot(picks: Iterable[np.ndarray], values: np.ndarray, counts: np.ndarray,
                   pairs: np.ndarray, m: np.ndarray) -> list[float]:
-    """Ordinal alpha of each resample (rows of ``picks``; ``weights``: :func:`_weights` of them),
-    the undefined ones left out: what
-    :func:`krippendorff_alpha` gives for the resampled table, to the last bit, without building it.
+    """Ordinal alpha of each resample (rows of the chunks ``picks``: :func:`_picks`), the undefined ones left
+    out: what :func:`krippendorff_alpha` gives for the resampled table, to the last bit, without building it.
 
     A resample's value counts are its units' summed; they set the ordinal distances (mid-rank
     positions ``cumsum(n) - n/2`` of the values present, as :func:`_ordinal_delta`); each unit's
@@ -337,11 +325,11 @@ def _ordinal_boot(picks: np.ndarray, weights: np.ndarray, values: np.ndarray, co
     and the expected disagreement is summed over the present values, as :func:`_by_value` does.
     """
     n_values = values.size
-    counts_f, m_f = counts.astype(float), m.astype(float)
+    n_units = pairs.shape[0]
     out: list[float] = []
-    for start in range(0, picks.shape[0], BOOT_CHUNK):
-        chunk = picks[start:start + BOOT_CHUNK].astype(np.intp)
-        n_by_value = np.rint(weights[start:start + BOOT_CHUNK] @ counts_f).astype(np.int64)  # exact
+    for chunk in picks:
+        drawn = _counts(chunk, n_units)               # resamples x units, how many times each unit was drawn
+        n_by_value = drawn @ counts                   # integers: exact
         deltas = np.zeros((len(chunk), n_values * n_values))
         expected: list[float | None] = []
         for b, n_c in enumerate(n_by_value):
@@ -358,7 +346,7 @@ def _ordinal_boot(picks: np.ndarray, weights: np.ndarray, values: np.ndarray, co
         # resamples x units, exact (any order of the sums), each unit's divided by its m - 1 before it is drawn
         per_unit = (deltas @ pairs.T) / (m - 1)
         observed = np.take_along_axis(per_unit, chunk, axis=1).sum(axis=1)
-        n = np.rint(weights[start:start + BOOT_CHUNK] @ m_f).astype(np.int64)  # the ratings drawn: exact
+        n = drawn @ m                                 # the ratings drawn: integers, exact
         for b, de in enumerate(expected):
             if de is not None and de > 0:
                 out.append(float(1.0 - observed[b] * (n[b] - 1) / de))
