@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -122,7 +123,7 @@ def test_adaptive_stage_1_settles_before_stage_2_is_asked(rubric: Rubric) -> Non
     ({"judges": [{"name": "a", "model": "openai/x", "stage": 2}]}, "stage-1"),
     ({"judges": CASCADE["judges"], "consensus": {"min_judges": 3}}, "stage-1 judge"),
 ])
-def test_config_errors(over, match: str) -> None:
+def test_config_errors(over: dict[str, Any], match: str) -> None:
     with pytest.raises(InputError, match=match):
         api.prepare([], {**PANEL, **over}, check_keys=False)
 
@@ -256,7 +257,7 @@ def test_grow_decides_from_stored_records_and_waits_for_a_case_with_a_call_not_s
     from consensus_eval.domain.cases import Case
     from consensus_eval.domain.judgment import Deduction, Judgment
     from consensus_eval.execution.adaptive import grow
-    from consensus_eval.execution.plan import plan
+    from consensus_eval.execution.plan import Call, plan
     from consensus_eval.execution.store import CallRecord
     from consensus_eval.judges import build_judge
 
@@ -267,7 +268,7 @@ def test_grow_decides_from_stored_records_and_waits_for_a_case_with_a_call_not_s
     first = plan(cases, rubric, c, judges)
     assert {(p.planned.judge, p.planned.run) for p in first} == {("a", 0), ("b", 0)}
 
-    def stored(call, n_errors: int) -> CallRecord:
+    def stored(call: Call, n_errors: int) -> CallRecord:
         """n value errors (2 points each, capped at 8) on accuracy, one missing family history (4) if n."""
         p = call.planned
         deds = {"accuracy": [Deduction(category="numbers", type="value_error", points=2.0)] * n_errors,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -15,20 +16,21 @@ from tests.conftest import EXAMPLES
 def counted(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
     """Count store openings, reads of the calls table, and score derivations."""
     import consensus_eval.domain.scoring as scoring_mod
-    from consensus_eval.execution.store import Store
+    from consensus_eval.domain.scoring import DimensionScore
+    from consensus_eval.execution.store import Store, StoredCall
 
     counts: Counter[str] = Counter()
     real_init, real_calls, real_derive = Store.__init__, Store.calls, scoring_mod.derive
 
-    def init(self, *a, **k) -> None:
+    def init(self: Store, *a: Any, **k: Any) -> None:
         counts["store opened"] += 1
         real_init(self, *a, **k)
 
-    def calls(self, *a, **k):
+    def calls(self: Store, *a: Any, **k: Any) -> list[StoredCall]:
         counts["calls read"] += 1
         return real_calls(self, *a, **k)
 
-    def derive(*a, **k):
+    def derive(*a: Any, **k: Any) -> DimensionScore:
         counts["derived"] += 1
         return real_derive(*a, **k)
 

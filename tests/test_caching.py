@@ -23,7 +23,7 @@ from consensus_eval.domain.cases import Case
 from consensus_eval.domain.config import EvalConfig, LLMJudgeConfig
 from consensus_eval.domain.prompts import render
 from consensus_eval.domain.rubric import Rubric
-from consensus_eval.execution.estimate import shared_prefix
+from consensus_eval.execution.estimate import JudgeEstimate, shared_prefix
 from consensus_eval.execution.pricing import litellm_price, saving_per_cached_token
 from consensus_eval.execution.store import CallRecord
 from consensus_eval.judges.llm import LLMJudge, request_tokens
@@ -47,7 +47,7 @@ def key(monkeypatch: pytest.MonkeyPatch) -> str:
     return FAKE_KEY
 
 
-def _judge(rubric: Rubric, **kw) -> LLMJudge:
+def _judge(rubric: Rubric, **kw: Any) -> LLMJudge:
     settings = {"name": "j", "model": "openai/fake", "api_base": "http://judge.test/v1", "api_key_env": "JUDGE_KEY",
                 **kw}
     return LLMJudge(LLMJudgeConfig(**settings), rubric)
@@ -148,7 +148,7 @@ def test_shared_prefix_follows_the_providers_order() -> None:
 
 
 def test_dry_run_reports_the_shared_prefix_per_dimension(key: str) -> None:
-    def shares(mode: str):
+    def shares(mode: str) -> JudgeEstimate:
         cfg = EvalConfig.model_validate({"judges": [{
             "name": "j", "model": "openai/gpt-4.1", "api_base": "http://judge.test/v1", "api_key_env": "JUDGE_KEY",
             "mode": mode}]})
@@ -273,8 +273,8 @@ def test_deepseek_and_openai_cache_hits_are_recorded(rubric: Rubric, key: str) -
     ("hosted_vllm/local", {}, 1e-6),                                    # no published discount: full price
     ("hosted_vllm/local", {"cached_input_cost_per_token": 3e-7}, 3e-7),  # the config's own
 ])
-def test_config_priced_judges_bill_cached_tokens_at_the_cache_rate(rubric: Rubric, key: str, model: str, extra,
-                                                                   cached_price: float) -> None:
+def test_config_priced_judges_bill_cached_tokens_at_the_cache_rate(rubric: Rubric, key: str, model: str,
+                                                                   extra: dict[str, Any], cached_price: float) -> None:
     cfg = LLMJudgeConfig(name="j", model=model, input_cost_per_token=1e-6, output_cost_per_token=2e-6, **extra)
     assert cfg.cached_input_price == pytest.approx(cached_price)
     expected = 1000 * 1e-6 + 2000 * cached_price + 100 * 2e-6

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -30,7 +31,7 @@ def _bracketed(record: str) -> str:
     return record if record.startswith("【") else "【主诉】" + record.removeprefix("主诉：")
 
 
-def _cases(tmp_path: Path, *, odd: bool = True):
+def _cases(tmp_path: Path, *, odd: bool = True) -> tuple[Path, list[dict[str, Any]]]:
     cases = [json.loads(line) for line in (ROOT / "examples" / "cases.jsonl").read_text(encoding="utf-8").splitlines()]
     cases = cases[:4]
     cases[1]["record"] = _bracketed(cases[1]["record"])

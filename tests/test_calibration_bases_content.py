@@ -6,6 +6,7 @@ formats, informants, diabetes types, sections."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import pytest
 
@@ -38,7 +39,7 @@ def uncovered(b: BaseCase) -> list[str]:
 
 
 @pytest.mark.parametrize("base", base_cases(), ids=lambda b: b.id)
-def test_every_fact_of_the_record_is_listed_with_its_source(base) -> None:
+def test_every_fact_of_the_record_is_listed_with_its_source(base: BaseCase) -> None:
     assert len(base.facts) >= 8, base.id
     assert uncovered(base) == []
     for o in base.omit:
@@ -60,7 +61,7 @@ def test_the_bases_vary_in_shape() -> None:
     bases = base_cases()
     assert len(bases) >= 40 and len({b.id for b in bases}) == len(bases)
 
-    def count(pred) -> int:
+    def count(pred: Callable[..., bool]) -> int:
         return sum(1 for b in bases if pred(b))
 
     # diabetes types, informants, patients with many drugs

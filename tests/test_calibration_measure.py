@@ -19,7 +19,7 @@ from consensus_eval.analysis.intervals import wilson
 from consensus_eval.analysis.results import Results
 from consensus_eval.cli import app
 from consensus_eval.domain.calibration.generator import builtin_suite
-from consensus_eval.domain.calibration.suite import PlantedError, SuiteCase
+from consensus_eval.domain.calibration.suite import PlantedError, PlantedSpan, SuiteCase
 from consensus_eval.domain.grounding import ground
 from consensus_eval.domain.rubric import Rubric, load_rubric
 from consensus_eval.output.report import write_reports
@@ -118,7 +118,7 @@ def _small_suite() -> list[SuiteCase]:
     return picked + [c for c in suite if c.clean][:3]
 
 
-def _whole(sc: SuiteCase):
+def _whole(sc: SuiteCase) -> PlantedSpan:
     from consensus_eval.domain.calibration.suite import PlantedSpan
 
     return PlantedSpan(source="record", start=0, end=len(sc.case.record), text=sc.case.record)
@@ -321,12 +321,13 @@ def test_failed_calls_are_unjudged_not_missed(tmp_path: Path, rubric: Rubric, mo
 def test_the_best_judge_is_not_chosen_on_recall_alone() -> None:
     """Recall alone would name a judge that fails where it would miss, or one that deducts everywhere."""
     from consensus_eval.analysis.calibration import JudgeCalibration, Recall, choose_best, recommend
-    from consensus_eval.analysis.intervals import share
+    from consensus_eval.analysis.intervals import Share, share
 
-    def proportion(k: int, n: int):
+    def proportion(k: int, n: int) -> Share:
         return share([("base", 1.0)] * k + [("base", 0.0)] * (n - k))
 
-    def judge(name: str, found: int, n: int, unjudged: int, false_alarms: float, prec: tuple[int, int]):
+    def judge(name: str, found: int, n: int, unjudged: int, false_alarms: float,
+              prec: tuple[int, int]) -> JudgeCalibration:
         return JudgeCalibration(name=name, overall=Recall(found=proportion(found, n), type_match=proportion(found, n)),
                                 by_type={}, by_category={}, unjudged=unjudged, clean_cases=12,
                                 false_alarms_per_case=false_alarms, clean_flagged=proportion(0, 12),

@@ -32,6 +32,7 @@ from consensus_eval.domain.calibration.operators import (
     plantable_types,
 )
 from consensus_eval.domain.calibration.suite import SuiteCase, dumps_suite, load_suite
+from consensus_eval.domain.cases import Case
 from consensus_eval.domain.rubric import Rubric, load_rubric
 from consensus_eval.judges.rules.medical_record import check_case
 from tests.helpers import present
@@ -41,7 +42,7 @@ def _line(record: str, heading: str) -> str:
     return next(ln for ln in record.split("\n") if ln.startswith(heading))
 
 
-def _rules_flags(case, rubric: Rubric) -> set[tuple[str, str]]:
+def _rules_flags(case: Case, rubric: Rubric) -> set[tuple[str, str]]:
     judgments = check_case(case, rubric)
     found = {(d.type, d.evidence) for j in judgments.values() for d in j.deductions}
     return found | {(p.id, p.evidence) for j in judgments.values() for p in j.fixed_penalties}
@@ -238,7 +239,7 @@ def test_golden_omission_points_at_the_conversation(rubric: Rubric) -> None:
 
 
 @pytest.mark.parametrize("style", list(STYLES))
-def test_spans_follow_the_headings(rubric: Rubric, style) -> None:
+def test_spans_follow_the_headings(rubric: Rubric, style: str) -> None:
     b = base_cases()[0]
     for type_id in ("order_error", "cc_duration_missing", "diabetes_in_past_history", "dose_error"):
         sc = apply(b, [next(OPERATORS[type_id](b))], rubric, "x", style)

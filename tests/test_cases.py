@@ -62,7 +62,7 @@ def test_integer_ids_become_strings(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("bad_id", [True, 1.5, None, "", ["a"]])
-def test_other_id_types_are_errors(tmp_path: Path, bad_id) -> None:
+def test_other_id_types_are_errors(tmp_path: Path, bad_id: object) -> None:
     p = _write(tmp_path, {**PLAIN, "id": bad_id})
     with pytest.raises(InputError, match=rf"{re.escape(str(p))}:1: id"):
         load_cases(p)

@@ -118,7 +118,7 @@ def test_literal_key_refused_with_file_and_line(name: str, line: int) -> None:
     "    - api_key: something",
     f"# api_key_env: {FAKE_KEY}",            # even in a comment
 ])
-def test_literal_key_patterns(tmp_path: Path, line) -> None:
+def test_literal_key_patterns(tmp_path: Path, line: str) -> None:
     # line 1 "judges:", 2 "  - name: gpt", 3 the line under test
     p = _write(tmp_path, f"judges:\n  - name: gpt\n{line}\n    model: openai/gpt-4.1\n")
     with pytest.raises(InputError, match=rf"^{re.escape(str(p))}:3: this looks like a literal API key"):
@@ -226,7 +226,7 @@ BASE = dict(name="gpt", model="openai/gpt-4.1", api_key_env="OPENAI_API_KEY", mo
     ("max_tokens", 1024),
     ("extra_body", {"reasoning_effort": "high"}),
 ])
-def test_identity_changes_with_what_changes_answers(field: str, value) -> None:
+def test_identity_changes_with_what_changes_answers(field: str, value: object) -> None:
     assert _judge_config(**{**BASE, field: value}).identity != _judge_config(**BASE).identity
 
 
@@ -240,7 +240,7 @@ def test_identity_changes_with_what_changes_answers(field: str, value) -> None:
     ("output_cost_per_token", 4e-6),
     ("api_key_env", "OTHER_KEY"),
 ])
-def test_identity_ignores_operational_settings(field: str, value) -> None:
+def test_identity_ignores_operational_settings(field: str, value: object) -> None:
     assert _judge_config(**{**BASE, field: value}).identity == _judge_config(**BASE).identity
 
 

@@ -13,6 +13,7 @@ import json
 import shutil
 import sqlite3
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -289,7 +290,8 @@ def test_the_wide_human_file_is_stored_the_same_way(run: Path, tmp_path: Path) -
     (lambda r: r.update(human_score="abc"), ["column human_score", "not a number: 'abc'"]),
     (lambda r: r.update(human_verdict="agree"), ["column human_verdict", "on a score row"]),
 ])
-def test_a_bad_score_row_names_file_line_and_column(run: Path, tmp_path: Path, edit, expect) -> None:
+def test_a_bad_score_row_names_file_line_and_column(run: Path, tmp_path: Path, edit: Callable[[dict[str, str]], None],
+                                                    expect: list[str]) -> None:
     rows = _export(run, tmp_path / "sheet.csv")
     assert rows[0]["row"] == "score" and rows[0]["dimension"] == "accuracy"
     rows[0]["human_score"] = "30"
@@ -307,7 +309,9 @@ def test_a_bad_score_row_names_file_line_and_column(run: Path, tmp_path: Path, e
      ["column deduction_id", "'nope#d0' is not a deduction of this run"]),
     (lambda r: r.update(human_score="3", human_verdict=""), ["column human_score", "on a deduction row"]),
 ])
-def test_a_bad_deduction_row_names_file_line_and_column(run: Path, tmp_path: Path, edit, expect) -> None:
+def test_a_bad_deduction_row_names_file_line_and_column(run: Path, tmp_path: Path,
+                                                        edit: Callable[[dict[str, str]], None],
+                                                        expect: list[str]) -> None:
     rows = _export(run, tmp_path / "sheet.csv")
     i = next(i for i, r in enumerate(rows) if r["row"] == "deduction")
     edit(rows[i])

@@ -21,6 +21,7 @@ from consensus_eval.analysis.alpha import Level, krippendorff_alpha
 from consensus_eval.analysis.consensus import build
 from consensus_eval.analysis.derived import derive_all
 from consensus_eval.analysis.reliability import level_of
+from consensus_eval.analysis.results import Results
 from consensus_eval.domain import judgment as judgment_mod
 from consensus_eval.domain.cases import Case
 from consensus_eval.domain.config import ConsensusConfig
@@ -28,6 +29,7 @@ from consensus_eval.domain.flags import majority
 from consensus_eval.domain.judgment import CriterionVerdict, Judgment, case_response_model, response_model
 from consensus_eval.domain.prompts import render
 from consensus_eval.domain.rubric import Criterion, Rubric, load_rubric
+from consensus_eval.execution.results import StoredRun
 from consensus_eval.execution.store import CallRecord, StoredCall
 from tests.conftest import FAKE_KEY
 from tests.fake_server import FakeConfig, FakeServer
@@ -499,7 +501,7 @@ def test_a_batch_judge_scores_per_case_criteria_as_the_live_one_does(tmp_path: P
             {"name": "gpt", "model": "openai/gpt-4.1", "api_base": f"{url}/v1", "api_key_env": "JUDGE_A_KEY",
              "mode": "tools", "batch": batch, "batch_poll_s": 0.05}]}
 
-    def run(url: str, out: Path, batch: bool):
+    def run(url: str, out: Path, batch: bool) -> Results:
         return asyncio.run(api.run_async(api.prepare(DATA / "cases.jsonl", config(url, batch)), out, n_boot=0))
 
     def calls(out: Path) -> dict[str, StoredCall]:
@@ -521,7 +523,8 @@ def test_a_batch_judge_scores_per_case_criteria_as_the_live_one_does(tmp_path: P
 # --------------------------------------------------------------------------- reliability through the pipeline
 
 
-def _stored_run(rubric: Rubric, cases: list[Case], judgments: dict[tuple[str, str, str], Judgment], judges: list[str]):
+def _stored_run(rubric: Rubric, cases: list[Case], judgments: dict[tuple[str, str, str], Judgment],
+                judges: list[str]) -> StoredRun:
     from consensus_eval.domain.config import EvalConfig
     from consensus_eval.execution.results import StoredRun
 

@@ -29,7 +29,7 @@ from consensus_eval.domain.cases import Case
 from consensus_eval.domain.config import LLMJudgeConfig
 from consensus_eval.domain.judgment import CallOutcome
 from consensus_eval.domain.prompts import render
-from consensus_eval.domain.rubric import Rubric
+from consensus_eval.domain.rubric import Dimension, Rubric
 from consensus_eval.execution.store import Store, StoredCall
 from consensus_eval.judges.llm import RETRYABLE, STOPS_THE_JUDGE, LLMJudge, classify
 from tests.conftest import FAKE_KEY, write_config
@@ -125,7 +125,7 @@ def _assert_failed(out: CallOutcome, kind: str, attempts: int) -> None:
 ])
 @pytest.mark.parametrize("model", ["openai/fake", "hosted_vllm/fake"])
 def test_an_http_status_is_classified_by_what_the_server_sent(rubric: Rubric, api_keys: str,
-                                                              status_server: StatusServer, status, kind: str,
+                                                              status_server: StatusServer, status: int | str, kind: str,
                                                               model: str) -> None:
     judge = _judge(rubric, status_server.url(status), model=model, max_retries=2)
     before = status_server.requests[str(status)]
@@ -160,7 +160,7 @@ def test_a_failed_dns_lookup_is_connection_refused(rubric: Rubric, api_keys: str
         pytest.skip("aiohttp resolves without getaddrinfo here (aiodns)")
     real = socket.getaddrinfo
 
-    def getaddrinfo(host, *args, **kwargs):
+    def getaddrinfo(host: str, *args: Any, **kwargs: Any) -> Any:
         if host == "no-such-host.invalid":
             raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
         return real(host, *args, **kwargs)
@@ -398,7 +398,7 @@ def test_a_judge_bug_is_local_and_stops_the_judge(rubric: Rubric, api_keys: str,
     """An exception of our own (here: converting a valid reply) is `local` too."""
     from consensus_eval.domain import judgment
 
-    def broken(self, dimension) -> None:
+    def broken(self: object, dimension: Dimension) -> None:
         raise TypeError("to_judgment() is broken")
 
     monkeypatch.setattr(judgment._ReplyBase, "to_judgment", broken)

@@ -68,7 +68,7 @@ def _judge(rubric: Rubric, mode: Mode = "tools", **kw: Any) -> LLMJudge:
     return LLMJudge(cfg, rubric)
 
 
-def _one_call(rubric: Rubric, judge: LLMJudge, dim: str = "accuracy"):
+def _one_call(rubric: Rubric, judge: LLMJudge, dim: str = "accuracy") -> CallOutcome:
     case = Case(id="c1", conversation="医生：血糖多少？\n患者：空腹9.6。", record="主诉：多饮3年")
     d = rubric.dimension(dim)
     return asyncio.run(judge.judge(case, d, render(rubric, d, case)))
@@ -85,6 +85,7 @@ def test_each_mode_returns_a_typed_judgment(rubric: Rubric, api_keys: str, mode:
         out = _one_call(rubric, _judge(rubric, mode=mode, input_cost_per_token=1e-6, output_cost_per_token=2e-6))
     assert out.status == "ok", out.error
     assert route.call_count == 1 and out.attempts == 1
+    assert out.judgment is not None
     assert [d.type for d in out.judgment.deductions] == [d["type"] for d in reply["deductions"]]
     assert out.prompt_tokens == 1000 and out.completion_tokens == 200
     assert out.cost == pytest.approx(1000 * 1e-6 + 200 * 2e-6)
@@ -118,6 +119,7 @@ def test_unknown_deduction_type_is_rejected_and_reasked(rubric: Rubric, api_keys
         out = _one_call(rubric, _judge(rubric))
     assert out.status == "ok" and route.call_count == 2
     assert "made_up_type" in json.dumps(_body(route.calls[1].request), ensure_ascii=False)
+    assert out.judgment is not None
     assert out.judgment.deductions[0].type == good["deductions"][0]["type"]
 
 
@@ -131,6 +133,7 @@ def test_points_outside_a_range_type_are_rejected(rubric: Rubric, api_keys: str)
     assert out.status == "failed" and out.judgment is None
     assert route.call_count == 2  # one call + one re-ask, then given up
     assert out.error_kind == "invalid_reply" and out.attempts == 2
+    assert out.error is not None
     assert out.error.startswith("invalid reply, failed validation after 2 attempt(s): ")
     assert "cc_nonstandard" in out.error
     assert out.raw and '"points": 5' in out.raw
@@ -139,7 +142,7 @@ def test_points_outside_a_range_type_are_rejected(rubric: Rubric, api_keys: str)
 # --------------------------------------------------------------------------- re-asks under the retry policy
 
 
-def _scripted(steps, seen: list[int]):
+def _scripted(steps: list[str | int], seen: list[int]) -> Callable[[httpx.Request], Awaitable[httpx.Response]]:
     """A side effect playing ``steps`` in order, then valid replies: "hang" (sleeps far past the
     timeout), an int (that HTTP status), "bad" (a reply that fails validation), "good". ``seen``
     gets the number of messages of every request as it arrives (respx records a call only once
@@ -147,7 +150,7 @@ def _scripted(steps, seen: list[int]):
     good = make_reply("accuracy", random.Random(8), n=1)
     script = iter(steps)
 
-    async def answer(r):
+    async def answer(r: httpx.Request) -> httpx.Response:
         seen.append(len(_body(r)["messages"]))
         step = next(script, "good")
         if step == "hang":
@@ -190,6 +193,7 @@ def test_a_reask_that_runs_out_of_retries_fails_with_its_own_kind(rubric: Rubric
         out = _one_call(rubric, _judge(rubric, mode="json", timeout_s=0.3, max_retries=2, max_reasks=2))
     assert out.status == "failed" and len(seen) == out.attempts == 4
     assert out.error_kind == "timeout"  # the last failure's kind; `invalid_reply` only when the re-asks run out
+    assert out.error is not None
     assert out.error.startswith("timeout, gave up after 3 attempt(s): ") and out.error.endswith("(on re-ask 1 of 2)")
 
 
@@ -200,6 +204,7 @@ def test_a_bad_request_on_a_reask_is_a_bad_request(rubric: Rubric, api_keys: str
         mock.post(URL_A).mock(side_effect=_scripted(["bad", 400], seen))
         out = _one_call(rubric, _judge(rubric, mode="json"))
     assert out.status == "failed" and len(seen) == out.attempts == 2
+    assert out.error is not None
     assert out.error_kind == "bad_request" and out.error.startswith("bad request (400), not retried: ")
 
 
@@ -210,7 +215,7 @@ def test_429_with_retry_after_is_honoured(rubric: Rubric, api_keys: str) -> None
     reply = make_reply("accuracy", random.Random(4))
     responses = iter([httpx.Response(429, headers={"Retry-After": "0.15"}, json={"error": {"message": "slow down"}})])
 
-    def answer(r):
+    def answer(r: httpx.Request) -> httpx.Response:
         return next(responses, None) or httpx.Response(200, json=chat_response(_body(r), reply))
 
     with respx.mock(using="httpx", assert_all_called=False) as mock:
@@ -237,7 +242,7 @@ def test_transport_timeout_is_retried(rubric: Rubric, api_keys: str) -> None:
     reply = make_reply("accuracy", random.Random(6))
     state = {"n": 0}
 
-    def answer(r):
+    def answer(r: httpx.Request) -> httpx.Response:
         state["n"] += 1
         if state["n"] == 1:
             raise httpx.ReadTimeout("read timed out", request=r)
@@ -253,7 +258,7 @@ def test_hard_timeout_cuts_a_hanging_call(rubric: Rubric, api_keys: str) -> None
     reply = make_reply("accuracy", random.Random(7))
     state = {"n": 0}
 
-    async def answer(r):
+    async def answer(r: httpx.Request) -> httpx.Response:
         state["n"] += 1
         if state["n"] == 1:
             await asyncio.sleep(30)  # hangs far past timeout_s
@@ -273,6 +278,7 @@ def test_client_errors_are_not_retried(rubric: Rubric, api_keys: str, status: in
         route = mock.post(URL_A).mock(return_value=httpx.Response(status, json={"error": {"message": "no"}}))
         out = _one_call(rubric, _judge(rubric))
     assert out.status == "failed" and route.call_count == 1 and out.attempts == 1
+    assert out.error is not None
     assert "not retried" in out.error and str(status) in out.error
     assert out.error_kind == {400: "bad_request", 401: "authentication", 404: "not_found"}[status]
 
@@ -283,6 +289,7 @@ def test_persistent_5xx_gives_up_after_max_retries(rubric: Rubric, api_keys: str
         out = _one_call(rubric, _judge(rubric, max_retries=2))
     assert out.status == "failed" and route.call_count == 3 and out.attempts == 3
     assert out.error_kind == "server_error"
+    assert out.error is not None
     assert out.error.startswith("server error (503), gave up after 3 attempt(s): ")
 
 
@@ -594,7 +601,7 @@ def test_important_cases_get_distinct_runs_that_are_averaged(tmp_path: Path, api
 """
     cfg = write_config(tmp_path / "c.yaml", judges)
 
-    def by_seed(r):  # a stricter judgment on each later run: 0, 1, 2 deductions
+    def by_seed(r: httpx.Request) -> httpx.Response:  # a stricter judgment on each later run: 0, 1, 2 deductions
         body = _body(r)
         return httpx.Response(200, json=chat_response(body, make_reply(dimension_of(body), random.Random(0),
                                                                        n=body["seed"])))

@@ -39,7 +39,8 @@ def _n(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else f"{x:g}"
 
 
-def _render(dim_id: str, case: Case = CASE_A, rubric: Rubric = RUBRIC, prompts_dir=None) -> tuple[str, str]:
+def _render(dim_id: str, case: Case = CASE_A, rubric: Rubric = RUBRIC,
+            prompts_dir: Path | None = None) -> tuple[str, str]:
     msgs = render(rubric, rubric.dimension(dim_id), case, prompts_dir)
     assert [m["role"] for m in msgs] == ["system", "user"]
     return msgs[0]["content"], msgs[1]["content"]
@@ -66,7 +67,7 @@ def _check_system_has_rubric(system: str, rubric: Rubric, dim_id: str) -> None:
 
 
 @pytest.mark.parametrize("dim_id", DIMS)
-def test_system_message_has_the_dimensions_rubric(dim_id) -> None:
+def test_system_message_has_the_dimensions_rubric(dim_id: str) -> None:
     system, _ = _render(dim_id)
     _check_system_has_rubric(system, RUBRIC, dim_id)
     # no category or type of another dimension leaks in
@@ -175,7 +176,7 @@ def test_editing_the_rubric_yaml_edits_the_prompt(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("dim_id", DIMS)
-def test_system_message_is_static(dim_id) -> None:
+def test_system_message_is_static(dim_id: str) -> None:
     sys_a, user_a = _render(dim_id, CASE_A)
     sys_b, user_b = _render(dim_id, CASE_B)
     assert sys_a == sys_b                 # one cacheable prefix across cases
@@ -190,7 +191,7 @@ def test_system_message_is_static(dim_id) -> None:
 
 
 @pytest.mark.parametrize("dim_id", DIMS)
-def test_user_message_fences_the_case(dim_id) -> None:
+def test_user_message_fences_the_case(dim_id: str) -> None:
     _, user = _render(dim_id, CASE_A)
     assert (_between(user, CONV_LABEL) == CASE_A.conversation_as_text(ROLES)
             == "医生：这种情况多久了？\n患者：大概有3个月了，空腹7.2。")

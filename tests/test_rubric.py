@@ -55,7 +55,7 @@ CAPS = {  # DESIGN.md decision 1
 
 
 @pytest.mark.parametrize("dim", list(CAPS))
-def test_bundled_rubric_caps(dim) -> None:
+def test_bundled_rubric_caps(dim: str) -> None:
     d = RUBRIC.dimension(dim)
     assert {c.id: c.cap for c in d.categories} == CAPS[dim]
     # 8+10+8+8+6 = 40; 7+14+7+4+3 = 35; 8+7+5+3+2 = 25
@@ -67,7 +67,7 @@ def test_bundled_rubric_caps(dim) -> None:
     ("completeness", {5: 34, 4: 28, 3: 21, 2: 14}),
     ("standardization", {5: 24, 4: 20, 3: 15, 2: 10}),
 ])
-def test_bundled_rubric_star_thresholds(dim: str, thresholds) -> None:
+def test_bundled_rubric_star_thresholds(dim: str, thresholds: dict[int, float]) -> None:
     assert RUBRIC.dimension(dim).stars == thresholds
 
 
@@ -90,7 +90,7 @@ def test_bundled_rubric_fixed_penalty() -> None:
     ("completeness", "personal_unrecorded", (1, 2)), ("standardization", "hierarchy_missing", (1, 2)),
     ("standardization", "unprofessional", (1, 2)),
 ])
-def test_bundled_rubric_type_points(dim: str, type_id: str, points) -> None:
+def test_bundled_rubric_type_points(dim: str, type_id: str, points: float | tuple[float, float]) -> None:
     _, typ = RUBRIC.dimension(dim).find_type(type_id)
     assert typ.points == points
     assert typ.is_range == isinstance(points, tuple)
@@ -129,7 +129,7 @@ def test_bundled_rubric_found_by_path_from_another_cwd(tmp_path: Path, monkeypat
     ("rubric_invalid_yaml.yaml", ["not valid YAML", "line 6"]),
     ("rubric_not_mapping.yaml", ["must be a mapping"]),
 ])
-def test_loader_errors_name_file_and_field(name: str, expected) -> None:
+def test_loader_errors_name_file_and_field(name: str, expected: list[str]) -> None:
     path = BAD / name
     with pytest.raises(InputError) as ei:
         load_rubric(path)
@@ -200,7 +200,7 @@ def test_duplicate_category_across_dimensions(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("points", [0, -1, [0, 1], [1, 2, 3]])
-def test_bad_points(tmp_path: Path, points) -> None:
+def test_bad_points(tmp_path: Path, points: object) -> None:
     cats = _mini()["dimensions"][0]["categories"]
     cats[1]["types"][0]["points"] = points
     with pytest.raises(InputError, match=r"categories\[1 style\]\.types\[0 style_poor\]\.points"):
@@ -324,7 +324,7 @@ CATEGORY_PARAMS = [(d.id, c.id) for d in RUBRIC.dimensions for c in d.categories
 
 
 @pytest.mark.parametrize(("dim_id", "cat_id"), CATEGORY_PARAMS)
-def test_every_category_cap(dim_id, cat_id) -> None:
+def test_every_category_cap(dim_id: str, cat_id: str) -> None:
     dim = RUBRIC.dimension(dim_id)
     cat = dim.categories_by_id[cat_id]
     typ = _biggest_type(cat)
@@ -362,7 +362,7 @@ def test_every_category_cap(dim_id, cat_id) -> None:
     ("standardization", [("professionalism", "unprofessional", 2), ("professionalism", "unprofessional", 1.5)]
      + [("time_expression", "time_vague", 1)] * 4, 20),
 ])
-def test_caps_hand_computed(dim_id: str, deductions, expected: float) -> None:
+def test_caps_hand_computed(dim_id: str, deductions: list[tuple[str, str, float]], expected: float) -> None:
     assert derive(RUBRIC.dimension(dim_id), _judgment(dim_id, *deductions)).score == expected
 
 
@@ -414,7 +414,7 @@ STAR_PARAMS = [(d.id, star, present(d.stars)[star]) for d in RUBRIC.dimensions f
 
 
 @pytest.mark.parametrize(("dim_id", "star", "threshold"), STAR_PARAMS)
-def test_stars_at_and_around_thresholds(dim_id, star, threshold) -> None:
+def test_stars_at_and_around_thresholds(dim_id: str, star: int, threshold: float) -> None:
     dim = RUBRIC.dimension(dim_id)
     below = star - 1  # the next lower star (2 stars -> 1 star)
     assert dim.stars_for(threshold) == star                 # "at least"
@@ -562,7 +562,7 @@ def test_response_model_takes_rubric_points_for_fixed_type_even_if_given() -> No
     # unknown field on a deduction
     ("accuracy", {"category": "numbers", "type": "value_error", "severity": "high"}, "severity"),
 ])
-def test_response_model_rejects_bad_deductions(dim_id: str, deduction, match: str) -> None:
+def test_response_model_rejects_bad_deductions(dim_id: str, deduction: dict[str, Any], match: str) -> None:
     M = response_model(RUBRIC, dim_id)
     with pytest.raises(ValidationError, match=match):
         M.model_validate(_reply(dim_id, [deduction], score=20, stars=2))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from pydantic import ValidationError
 
@@ -44,7 +46,7 @@ def test_likert_max_is_the_top_level_and_the_score_is_the_level_picked() -> None
     ({"categories": [{"id": "c", "name": "c", "cap": 1, "types": [{"id": "t", "name": "t", "points": 1}]}]},
      "no categories"),
 ])
-def test_a_likert_dimension_that_does_not_hold_together_is_refused(bad, message: str) -> None:
+def test_a_likert_dimension_that_does_not_hold_together_is_refused(bad: dict[str, Any], message: str) -> None:
     with pytest.raises(ValidationError, match=message):
         Dimension.model_validate({**LIKERT, **bad})
 

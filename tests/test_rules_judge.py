@@ -576,7 +576,7 @@ def test_personal_topics_only_when_the_patient_speaks_of_them() -> None:
     ("我老伴有高血压。", []),
     ("不知道有没有高血压。", []),
 ])
-def test_past_history_diseases(answer: str, expected) -> None:
+def test_past_history_diseases(answer: str, expected: list[str]) -> None:
     conv = edit("患者：都没有。\n医生：家里", f"患者：{answer}\n医生：家里", CONV)
     assert found(judge(conversation=conv)) == expected
 

@@ -158,7 +158,7 @@ def test_an_approximate_value_covers_what_it_stands_for() -> None:
     ("2024年3月空腹6.9，2023年", ["date:2024-3", "date:2023-0"]),
     ("平时空腹一般8左右", []),
 ])
-def test_time_points(text: str, kinds) -> None:
+def test_time_points(text: str, kinds: list[str | None]) -> None:
     from consensus_eval.judges.rules.medical_record.quantities import Anchors
 
     a = Anchors(text)

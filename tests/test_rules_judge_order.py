@@ -38,7 +38,7 @@ def test_a_rate_is_no_duration(text: str) -> None:
 
 @pytest.mark.parametrize("text, read", [("近3个月2次低血糖", ["3个月"]), ("一天半了", ["一天半"]),
                                         ("一年半前", ["一年半"])])
-def test_durations_beside_counts_are_still_read(text: str, read) -> None:
+def test_durations_beside_counts_are_still_read(text: str, read: list[str]) -> None:
     assert [d.text for d in durations(text)] == read
 
 

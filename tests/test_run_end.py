@@ -53,7 +53,8 @@ def _score_in_flight(tmp_path: Path, rows: int) -> Iterator[tuple[subprocess.Pop
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
-def test_a_signal_stops_the_run_rebuilds_the_outputs_and_the_rerun_resumes(tmp_path: Path, sig) -> None:
+def test_a_signal_stops_the_run_rebuilds_the_outputs_and_the_rerun_resumes(tmp_path: Path,
+                                                                            sig: signal.Signals) -> None:
     with _score_in_flight(tmp_path, rows=6) as (proc, cmd, out):
         proc.send_signal(sig)
         stdout, stderr = proc.communicate(timeout=30)
@@ -226,7 +227,7 @@ def test_the_end_of_a_run_never_formats_its_result() -> None:
             Big.formatted += 1
             return "Big()"
 
-    async def run(stop):
+    async def run(stop: asyncio.Event) -> Big:
         return Big()
 
     assert isinstance(_run_until_done_or_interrupted(run), Big)

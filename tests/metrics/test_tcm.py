@@ -560,7 +560,7 @@ FAMILIES = ["face", "tongue", "sound", "inquiry", "pulse", "syndrome", "prescrip
 
 
 @pytest.mark.parametrize("task", FAMILIES)
-def test_cli_examples_run(cli: typer.Typer, task) -> None:
+def test_cli_examples_run(cli: typer.Typer, task: str) -> None:
     result = run(cli, task, EXAMPLES / f"{task}_pred.jsonl", EXAMPLES / f"{task}_gold.jsonl",
                  "--knowledge", EXAMPLES / "knowledge.json", "--json")
     assert result.exit_code == 0, result.output
@@ -607,7 +607,7 @@ def test_cli_aspects_option(cli: typer.Typer, tmp_path: Path) -> None:
     assert json.loads(result.stdout)["metrics"] == {"description_completeness": 0.5}
 
 
-def assert_input_error(result, *fragments: str) -> None:
+def assert_input_error(result: Result, *fragments: str) -> None:
     assert result.exit_code == 2, result.output
     assert "Traceback" not in result.output
     for fragment in fragments:

@@ -15,7 +15,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from consensus_eval.metrics.text2dt import (
     EMPTY_LEAF,
@@ -186,7 +186,7 @@ def test_gold_against_itself_on_all_500_real_trees(real_trees: list[list[dict[st
 
 
 @pytest.mark.parametrize("name", list(HAND_CASES))
-def test_hand_built_perturbations(name) -> None:
+def test_hand_built_perturbations(name: str) -> None:
     pred, equal, triples, paths, nodes, distance, ratio_share = HAND_CASES[name]
     score = score_pair(parse_tree(pred), parse_tree(GOLD), with_operations=True)
     assert score.tree_equal is equal
@@ -372,7 +372,7 @@ MALFORMED = {
 
 
 @pytest.mark.parametrize("name", list(MALFORMED))
-def test_malformed_prediction_raises_naming_tree_and_node(name) -> None:
+def test_malformed_prediction_raises_naming_tree_and_node(name: str) -> None:
     pred, node_index, words = MALFORMED[name]
     golds = [GOLD, GOLD, GOLD]
     with pytest.raises(Text2DTError) as caught:
@@ -385,7 +385,7 @@ def test_malformed_prediction_raises_naming_tree_and_node(name) -> None:
 
 
 @pytest.mark.parametrize("name", list(MALFORMED))
-def test_malformed_prediction_scores_as_empty_in_zero_mode(name) -> None:
+def test_malformed_prediction_scores_as_empty_in_zero_mode(name: str) -> None:
     pred, node_index, _ = MALFORMED[name]
     result = evaluate([GOLD, pred], [GOLD, GOLD], on_invalid="zero")
     assert dataclasses.replace(result, invalid=()) == evaluate([GOLD, []], [GOLD, GOLD])
@@ -497,7 +497,7 @@ def test_load_trees_errors(tmp_path: Path, content: str, words: str) -> None:
     (3, "prediction tree 1: entry must be a node list or an object with 'tree', got int"),
     ({"id": [1], "tree": GOLD}, "prediction tree 1: 'id' must be a string or an integer"),
 ])
-def test_entries_without_a_tree_are_invalid_predictions(entry, words: str) -> None:
+def test_entries_without_a_tree_are_invalid_predictions(entry: object, words: str) -> None:
     with pytest.raises(Text2DTError) as caught:
         evaluate([GOLD, entry], [GOLD, GOLD])
     assert str(caught.value).startswith(words)
@@ -515,7 +515,7 @@ def test_load_trees_missing_file(tmp_path: Path) -> None:
 # CLI
 
 
-def run_cli(*args: str):
+def run_cli(*args: str) -> Result:
     from consensus_eval.cli import app
 
     return CliRunner().invoke(app, ["metrics", "text2dt", *args])
