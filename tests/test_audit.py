@@ -181,16 +181,16 @@ def test_singletons_and_matches(audits):
     assert sorted((s.judge, s.type_id) for s in singles) == [("judge-a", "diagnosis_error"), ("judge-a", "time_error")]
     views = {v.judge: v for v in c2.dimensions[0].judges}
     match = {d.type_id: (d.match, d.matched_by) for d in views["judge-a"].deductions}
-    assert match["drug_name_error"] == ("type", ["judge-b"])
-    assert match["dose_error"] == ("type", ["judge-c"])
-    assert [(d.match, d.matched_by) for d in views["judge-c"].deductions] == [("type", ["judge-a"])]
+    assert match["drug_name_error"] == ("type", ("judge-b",))
+    assert match["dose_error"] == ("type", ("judge-c",))
+    assert [(d.match, d.matched_by) for d in views["judge-c"].deductions] == [("type", ("judge-a",))]
 
 
 def test_category_only_match(audits):
     std = _by_id(audits)["c3"].dimensions[2]
     views = {v.judge: v for v in std.judges}
-    assert [(d.match, d.matched_by) for d in views["judge-a"].deductions] == [("category", ["judge-b"])]
-    assert [(d.match, d.matched_by) for d in views["judge-b"].deductions] == [("category", ["judge-a"])]
+    assert [(d.match, d.matched_by) for d in views["judge-a"].deductions] == [("category", ("judge-b",))]
+    assert [(d.match, d.matched_by) for d in views["judge-b"].deductions] == [("category", ("judge-a",))]
     assert _by_id(audits)["c3"].singleton_deductions() == []
 
 
@@ -206,7 +206,7 @@ def test_failed_calls_show_errors(audits):
     c4 = _by_id(audits)["c4"]
     for dim in c4.dimensions:
         for v in dim.judges:
-            assert (v.runs_ok, v.runs_failed, v.score, v.errors) == (0, 1, None, ["timeout after 120 s"])
+            assert (v.runs_ok, v.runs_failed, v.score, v.errors) == (0, 1, None, ("timeout after 120 s",))
 
 
 def test_single_judge_has_no_peer(tmp_path):

@@ -60,7 +60,7 @@ def test_likert_audit_rows_show_each_judges_level_anchor_and_evidence(likert_run
             assert dim.kind == "likert" and dim.levels == rubric.dimension(dim.dimension).levels
             means = []
             for v in dim.judges:
-                assert v.deductions == [] and v.verdicts == []
+                assert v.deductions == () and v.verdicts == ()
                 assert [r.run for r in v.ratings] == [0, 1]
                 for r in v.ratings:
                     j = stored[a.case_id, dim.dimension, v.judge, r.run]

@@ -21,18 +21,13 @@ and the one :class:`ReviewQueue`.
   judge could have matched, the share no other judge made anything like (*singletons*, see
   *matching* below).
 
-Why: the score must not grow with the number of runs or of dimensions. The previous score added
-spread in points, star gaps summed over dimensions and counts of singletons and claimed-vs-derived
-mismatches, so an important case judged 3 times (3 x the mismatches) or a rubric with more
-dimensions topped the list. Here every part is a mean or a share: identical runs give the judge the
-same mean, hence the same score, and a rubric with more dimensions disagreeing as much scores the
-same. Weights: 100 x a share reads as "percent of the scale apart"; one star apart on every
-dimension weighs as much as judges 10% of the scale apart on every dimension (a star of seed 000
-spans 15-25% of a dimension, so a star gap mostly comes with its spread already and adds weight
-where the disagreement changes the stars a reader sees); deductions seen by one judge only add at
-most 10. A judge's claimed score differing from the score re-derived from its own deductions is a
-fact about that judge (see ``mismatch_runs`` and the judge-quality section), never part of a case's
-score or a reason to review it.
+Every part is a mean or a share, so the score does not grow with the number of runs or of dimensions:
+identical runs give a judge the same mean, hence the same score, and a rubric with more dimensions disagreeing
+as much scores the same. 100 x a share reads as "percent of the scale apart"; one star apart on every dimension
+weighs as much as judges 10% of the scale apart on every dimension; deductions seen by one judge only add at
+most 10 (why these weights: docs/design/review_queue.md). A judge's claimed score differing from the score
+re-derived from its own deductions is a fact about that judge (see ``mismatch_runs`` and the judge-quality
+section), never part of a case's score or a reason to review it.
 
 **Risk score** of a case (what a panel of one judge is ranked by; computed for every case)::
 
@@ -47,9 +42,9 @@ score or a reason to review it.
 - ``ungrounded_share``: the share of the deductions whose evidence was looked for in the case and
   not found (an invented or garbled quote). 0 when grounding was not computed.
 
-Why a separate score: with one judge there is nothing to disagree with, so a "most disputed" list
-would rank by nothing; the queue's title follows the panel size ("Most disputed cases" with two
-judges or more, "Highest-risk cases" with one: :class:`ReviewQueue`).
+A panel of one judge (nothing to disagree with) is ranked by risk, a larger panel by disagreement; the
+queue's title follows the panel size ("Most disputed cases" with two judges or more, "Highest-risk cases"
+with one: :class:`ReviewQueue`).
 
 **Needs review** (:attr:`CaseAudit.needs_review`, with its :class:`ReviewReason` list): a case
 needs review when any of these holds:
@@ -105,6 +100,7 @@ import re
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Literal
 
 from consensus_eval.analysis.consensus import CaseConsensus
@@ -170,6 +166,7 @@ class AuditDeduction:
     ``points`` are the points of this one occurrence (before the category cap). ``matched_by``
     lists the other judges that made a deduction of the same type (``match == "type"``) or, failing
     that, in the same category (``match == "category"``); it is empty otherwise.
+    ``id`` (:attr:`id`) is made from ``call`` and ``index`` when read.
     """
 
     judge: str
@@ -184,15 +181,25 @@ class AuditDeduction:
     evidence: str
     reason: str
     match: Match = "no_peer"
-    matched_by: list[str] = field(default_factory=list)
-    #: stable id of this deduction across rebuilds: ``{request_hash}#d{i}`` (i-th deduction of the
-    #: call's judgment) or ``{request_hash}#p{i}`` (i-th fixed penalty); what human verdicts refer to
-    id: str = ""
+    matched_by: tuple[str, ...] = ()
+    #: the call it was made in (its ``request_hash``; "" for a deduction of no stored call) ...
+    call: str = ""
+    #: ... and its place in the call's judgment: the i-th deduction, or the i-th fixed penalty
+    index: int = 0
     #: where its evidence is in the case (None when not computed)
     grounding: Grounding | None = None
     #: a fixed penalty listed again in the same call (charged once): the id of its first listing, the one
     #: a reviewer's verdict is stored on (one judgement, one label); None for every other deduction
     copy_of: str | None = None
+
+    @property
+    def id(self) -> str:
+        """Stable id of this deduction across rebuilds: ``{request_hash}#d{i}`` (i-th deduction of the
+        call's judgment) or ``{request_hash}#p{i}`` (i-th fixed penalty); what human verdicts refer to ("" without
+        a call)."""
+        if not self.call:
+            return ""
+        return f"{self.call}#{'p' if self.kind == 'penalty' else 'd'}{self.index}"
 
     @property
     def singleton(self) -> bool:
@@ -342,13 +349,13 @@ class JudgeView:
     stars: int | None
     runs_ok: int
     runs_failed: int
-    deductions: list[AuditDeduction]
-    errors: list[str]
-    comments: list[str]
-    runs: list[int] = field(default_factory=list)
+    deductions: tuple[AuditDeduction, ...]
+    errors: tuple[str, ...]
+    comments: tuple[str, ...]
+    runs: tuple[int, ...] = ()
     n_runs: int = 0
-    ratings: list[RatingItem] = field(default_factory=list)
-    verdicts: list[VerdictItem] = field(default_factory=list)
+    ratings: tuple[RatingItem, ...] = ()
+    verdicts: tuple[VerdictItem, ...] = ()
 
     def drill_down(self) -> list[RunGroup]:
         """The deductions grouped by the runs they were made in, repeats collapsed (module docstring):
@@ -878,36 +885,37 @@ def _judge_view(rubric: Rubric, cons: CaseConsensus, judge: str, dim_id: str, re
                 grounding: Mapping[str, Grounding] | None = None) -> JudgeView:
     ok = sorted((r for r in recs if r.request_hash in derived), key=lambda r: r.run)
     score = cons.judges.get(judge, {}).get(dim_id)
+    # tuples (an empty one is shared), the run numbers shared between views: a large run holds ~10 views per case
     return JudgeView(
         judge=judge,
         score=score.mean if score else None,
         stars=score.stars if score else None,
         runs_ok=len(ok), runs_failed=len(recs) - len(ok),
-        deductions=[d for r in ok for d in deductions_of(rubric, r, grounding)],
-        errors=[r.error or "failed" for r in recs if r.request_hash not in derived],
-        comments=[r.judgment.comment for r in ok if r.judgment and r.judgment.comment],
-        runs=[r.run for r in ok], n_runs=max([len(recs), *(r.run + 1 for r in recs)]),
+        deductions=tuple(d for r in ok for d in deductions_of(rubric, r, grounding)),
+        errors=tuple(r.error or "failed" for r in recs if r.request_hash not in derived),
+        comments=tuple(r.judgment.comment for r in ok if r.judgment and r.judgment.comment),
+        runs=_shared_runs(tuple(r.run for r in ok)), n_runs=max([len(recs), *(r.run + 1 for r in recs)]),
         ratings=_ratings(rubric.dimension(dim_id), ok, grounding or {}), verdicts=_verdicts(ok, grounding or {}),
     )
 
 
-def _ratings(dim: Dimension, ok: Sequence[StoredCall], grounding: Mapping[str, Grounding]) -> list[RatingItem]:
+def _ratings(dim: Dimension, ok: Sequence[StoredCall], grounding: Mapping[str, Grounding]) -> tuple[RatingItem, ...]:
     """Each successful run's level on a likert dimension, with the level's anchor and where each quote is
     (``grounding`` by quote id, ``{request_hash}#e{i}``); empty for another kind."""
     if dim.kind != "likert":
-        return []
-    return [RatingItem(run=r.run, rating=r.judgment.rating, anchor=dim.levels.get(r.judgment.rating, ""),
+        return ()
+    return tuple(RatingItem(run=r.run, rating=r.judgment.rating, anchor=dim.levels.get(r.judgment.rating, ""),
                        evidence=list(r.judgment.evidence), comment=r.judgment.comment,
                        grounding=[grounding.get(f"{r.request_hash}#e{i}") for i in range(len(r.judgment.evidence))])
-            for r in ok if r.judgment is not None and r.judgment.rating is not None]
+            for r in ok if r.judgment is not None and r.judgment.rating is not None)
 
 
-def _verdicts(ok: Sequence[StoredCall], grounding: Mapping[str, Grounding]) -> list[VerdictItem]:
+def _verdicts(ok: Sequence[StoredCall], grounding: Mapping[str, Grounding]) -> tuple[VerdictItem, ...]:
     """Each successful run's verdicts on a criteria dimension's criteria, with where each one's evidence is
     (``{request_hash}#v{i}``); empty for another kind."""
-    return [VerdictItem(run=r.run, id=v.id, met=v.met, evidence=v.evidence, reason=v.reason,
-                        grounding=grounding.get(f"{r.request_hash}#v{i}"))
-            for r in ok if r.judgment is not None for i, v in enumerate(r.judgment.verdicts)]
+    return tuple(VerdictItem(run=r.run, id=v.id, met=v.met, evidence=v.evidence, reason=v.reason,
+                             grounding=grounding.get(f"{r.request_hash}#v{i}"))
+                 for r in ok if r.judgment is not None for i, v in enumerate(r.judgment.verdicts))
 
 
 def deductions_of(rubric: Rubric, rec: StoredCall,
@@ -922,20 +930,19 @@ def deductions_of(rubric: Rubric, rec: StoredCall,
     items = []
     for i, d in enumerate(rec.judgment.deductions):
         cat, typ = dim.find_type(d.type)
-        did = f"{rec.request_hash}#d{i}"
         items.append(AuditDeduction(
-            id=did, judge=rec.judge, run=rec.run, dimension=rec.dimension, kind="deduction",
+            call=rec.request_hash, index=i, judge=rec.judge, run=rec.run, dimension=rec.dimension, kind="deduction",
             category_id=cat.id, category=cat.name, type_id=typ.id, type=typ.name,
-            points=float(d.points), evidence=d.evidence, reason=d.reason, match="no_peer", matched_by=[],
-            grounding=found.get(did), copy_of=None))
+            points=float(d.points), evidence=d.evidence, reason=d.reason, match="no_peer", matched_by=(),
+            grounding=found.get(f"{rec.request_hash}#d{i}") if found else None, copy_of=None))
     copies = penalty_copies(rec)
     for i, p in enumerate(rec.judgment.fixed_penalties):
         pen = dim.penalties_by_id[p.id]
         pid = f"{rec.request_hash}#p{i}"
         items.append(AuditDeduction(
-            id=pid, judge=rec.judge, run=rec.run, dimension=rec.dimension, kind="penalty",
+            call=rec.request_hash, index=i, judge=rec.judge, run=rec.run, dimension=rec.dimension, kind="penalty",
             category_id=PENALTY_CATEGORY, category=PENALTY_CATEGORY_NAME, type_id=pen.id, type=pen.name,
-            points=float(pen.points), evidence=p.evidence, reason=p.reason, match="no_peer", matched_by=[],
+            points=float(pen.points), evidence=p.evidence, reason=p.reason, match="no_peer", matched_by=(),
             grounding=found.get(pid), copy_of=copies.get(pid)))
     return items
 
@@ -964,16 +971,30 @@ def _match_deductions(views: list[JudgeView]) -> None:
     for v in answered:
         peers = [p.judge for p in answered if p.judge != v.judge]
         for d in v.deductions:
-            same_type = [p for p in peers if d.type_id in types[p]]
-            same_cat = [p for p in peers if d.category_id in cats[p]]
             if not peers:
-                d.match, d.matched_by = "no_peer", []
-            elif same_type:
-                d.match, d.matched_by = "type", same_type
-            elif same_cat:
-                d.match, d.matched_by = "category", same_cat
+                d.match, d.matched_by = "no_peer", ()
+                continue
+            same_type = tuple(p for p in peers if d.type_id in types[p])
+            if same_type:
+                d.match, d.matched_by = "type", _shared_names(same_type)
+                continue
+            same_cat = tuple(p for p in peers if d.category_id in cats[p])
+            if same_cat:
+                d.match, d.matched_by = "category", _shared_names(same_cat)
             else:
-                d.match, d.matched_by = "none", []
+                d.match, d.matched_by = "none", ()
+
+
+@lru_cache(maxsize=1024)
+def _shared_names(names: tuple[str, ...]) -> tuple[str, ...]:
+    """``names``, or the equal tuple returned before: one object for every deduction matched by the same judges."""
+    return names
+
+
+@lru_cache(maxsize=1024)
+def _shared_runs(runs: tuple[int, ...]) -> tuple[int, ...]:
+    """``runs``, or the equal tuple returned before: one object for every view with the same run numbers."""
+    return runs
 
 
 def _mismatches(rubric: Rubric, records: list[StoredCall], derived: dict[str, DimensionScore]) -> list[Mismatch]:

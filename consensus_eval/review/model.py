@@ -1004,7 +1004,7 @@ class ReviewRun:
                             applied_once=it.applied_once, grounding=g.kind if g else None,
                             grounding_score=g.score if g else None, grounded=g.grounded if g else True,
                             sections=list(dict.fromkeys(s.section for s in (g.spans if g else []) if s.section)),
-                            matched_by=d.matched_by, verdict=str(v.value) if v else None, comment=note))
+                            matched_by=list(d.matched_by), verdict=str(v.value) if v else None, comment=note))
                 rating_ns = []
                 for r in jv.ratings:
                     n += 1
@@ -1012,8 +1012,8 @@ class ReviewRun:
                     for g in r.grounding:
                         for sp in (g.spans if g else []):
                             (record_marks if sp.source == "record" else conv_marks).append((sp.start, sp.end, n))
-                columns.append(JudgeColumn(jv.judge, jv.score, jv.stars, jv.runs_failed, jv.errors, items, jv.ratings,
-                                           rating_ns))
+                columns.append(JudgeColumn(jv.judge, jv.score, jv.stars, jv.runs_failed, list(jv.errors), items,
+                                           list(jv.ratings), rating_ns))
             types = [TypeChoice(t.id, f"{c.name} / {t.name} (−{t.points_text()})", t.low, t.high)
                      for c in rd.categories for t in c.types]
             types += [TypeChoice(p.id, f"{p.name} (−{p.points:g})", p.points, p.points, penalty=True)

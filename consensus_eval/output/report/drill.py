@@ -1,8 +1,8 @@
 """A case's drill-down as plain data, and how report.html embeds it.
 
-report.html does not carry every case's drill-down as HTML (at 2,000 cases that was 15-22 MB):
-it embeds each case's deductions, record and conversation as JSON, and the page's script builds
-the drill-down (with text nodes only, never markup) when the case is opened.
+report.html does not carry every case's drill-down as HTML (15-22 MB at 2,000 cases): it embeds each
+case's deductions, record and conversation as JSON, and the page's script builds the drill-down (with text
+nodes only, never markup) when the case is opened.
 
 - :func:`drill_payload`: one case as a dict of short keys (documented there);
 - :func:`packed`: the payloads in chunks of :data:`CHUNK` cases, each chunk's JSON gzip-compressed and

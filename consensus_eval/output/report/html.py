@@ -86,8 +86,8 @@ _KINDS_BLOCK = re.compile(r"^[ \t]*/\* kinds \{ \*/\n.*?^[ \t]*/\* \} kinds \*/\
 @cache
 def script_text(kinds: bool = True) -> str:
     """The page's script (``templates/report.js``), as embedded; without ``kinds``, without the lines only a
-    likert or criteria dimension needs (marked ``/* kinds { */`` ... ``/* } kinds */``), so a rubric of
-    deduction dimensions gets the same script, and the same report bytes, as before kinds existed."""
+    likert or criteria dimension needs (marked ``/* kinds { */`` ... ``/* } kinds */``): a rubric of deduction
+    dimensions gets only the lines it uses."""
     text = (TEMPLATES / "report.js").read_text(encoding="utf-8")
     return text if kinds else _KINDS_BLOCK.sub("", text)
 
