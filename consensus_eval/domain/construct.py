@@ -57,7 +57,7 @@ def shared_copy(obj: M, *, defaults_given: frozenset[str] = frozenset(), **chang
     own = obj.model_fields_set
     if own is shared and not changes:
         return obj
-    values = dict(obj)
+    values = dict(iter(obj))    # the (field, value) pairs (dict(obj) would look for obj.keys: pydantic's slow miss)
     values.update(changes)
     if defaults_given and not own.issuperset(defaults_given):
         fields = cls.model_fields

@@ -43,6 +43,7 @@ an sqlite3 traceback.
 from __future__ import annotations
 
 import json
+import operator
 import os
 import re
 import sqlite3
@@ -210,6 +211,8 @@ class StoredCall:
 _STATUS: dict[str, Literal["ok", "failed"]] = {"ok": "ok", "failed": "failed"}
 #: the calls table's columns in :class:`StoredCall`'s field order (what :meth:`Store.calls` selects)
 _READ_COLUMNS = [f for f in StoredCall.__dataclass_fields__]
+#: the plan position of a (position, call) pair
+_first = operator.itemgetter(0)
 
 
 @dataclass(frozen=True)
@@ -636,12 +639,17 @@ class Store:
         nothing after the judge layer uses them."""
         select = self._select if replies else ["NULL" if c == "raw" else c for c in self._select]
         cols = ", ".join(c if c == "NULL" else f"c.{c}" for c in select)
-        if planned_only:
-            sql = f"SELECT {cols} FROM calls c JOIN plan p USING (request_hash) ORDER BY p.position"
-        else:
+        if not planned_only:
             sql = f"SELECT {cols} FROM calls c ORDER BY c.finished_at"
-        with self._reading():   # row by row: the raw rows of a large run never sit in memory all at once
-            return [self._to_record(r) for r in self._db.execute(sql)]
+            with self._reading():   # row by row: the raw rows of a large run never sit in memory all at once
+                return [self._to_record(r) for r in self._db.execute(sql)]
+        # sorted here by plan position rather than by SQLite (a temporary B-tree of every row, judgments
+        # included: twice the time of the scan at 240,000 calls); positions are distinct
+        sql = f"SELECT p.position, {cols} FROM calls c JOIN plan p USING (request_hash)"
+        with self._reading():
+            placed = [(r[0], self._to_record(r[1:])) for r in self._db.execute(sql)]
+        placed.sort(key=_first)
+        return [rec for _, rec in placed]
 
     def _to_record(self, row: tuple[Any, ...]) -> StoredCall:
         # the row of SELECT {_READ_COLUMNS}: request_hash, case_id, dimension, judge, run, status, judgment, raw,

@@ -25,6 +25,7 @@ deductions whose evidence was not found are listed with ``"dropped": true`` and 
 from __future__ import annotations
 
 import csv
+import json
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -161,10 +162,27 @@ def write_outputs(results: Results, out: Path) -> None:
 def write_judgments(path: Path, rubric: Rubric, records: Sequence[StoredCall],
                     derived: dict[str, DimensionScore], grounding: Mapping[str, Grounding] | None = None, *,
                     drop: bool = False) -> None:
+    encode = _JSONL.encode
     with atomic_writer(path) as f:
+        lines: list[str] = []
         for rec in records:
             row = judgment_row(rubric, rec, derived.get(rec.request_hash), grounding, drop=drop)
-            f.write(dumps_json(row, ensure_ascii=False) + "\n")
+            try:
+                lines.append(encode(row))
+            except ValueError:      # a float that is not finite: written as null, as dumps_json does
+                lines.append(dumps_json(row, ensure_ascii=False))
+            if len(lines) == _LINES_AT_ONCE:
+                f.write("\n".join(lines) + "\n")
+                lines.clear()
+        if lines:
+            f.write("\n".join(lines) + "\n")
+
+
+#: what ``dumps_json(row, ensure_ascii=False)`` writes when every float is finite (json.dumps builds this
+#: encoder on every call), made once for every line of judgments.jsonl
+_JSONL = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
+#: judgments.jsonl's lines written to the file together
+_LINES_AT_ONCE = 1000
 
 
 def write_consensus(folder: Path, rubric: Rubric, cases: Sequence[CaseConsensus]) -> None:
