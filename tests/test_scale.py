@@ -22,6 +22,7 @@ from consensus_eval.analysis.audit import CaseAudit, RunGroup, audit, deductions
 from consensus_eval.analysis.consensus import of_run
 from consensus_eval.analysis.derived import read_run
 from consensus_eval.analysis.reliability import mean_or_none
+from consensus_eval.domain import textio
 from consensus_eval.domain.grounding import CaseGrounder, Grounding
 from consensus_eval.domain.judgment import Deduction, Judgment, PenaltyHit
 from consensus_eval.domain.rubric import load_rubric
@@ -231,6 +232,34 @@ def test_category_matrices_are_the_means_of_points_taken(tmp_path: Path) -> None
         want = matrix([[mean_or_none(slow.get((c.case_id, j, cat))) for c in cons] for j in run.judges])
         assert np.array_equal(fast(cat), want, equal_nan=True)
     assert sum(len(v) == 2 for v in slow.values()) > 50 and any((~np.isnan(fast(c))).any() for c in cats)
+
+
+def _nesting(v: object) -> int:
+    """How many dicts and lists deep ``v`` goes, the plain recursive way."""
+    if isinstance(v, dict):
+        return 1 + max((_nesting(x) for x in v.values()), default=0)
+    if isinstance(v, list):
+        return 1 + max((_nesting(x) for x in v), default=0)
+    return 0
+
+
+def test_json_depth_is_the_nesting_of_dicts_and_lists() -> None:
+    r = random.Random(3)
+
+    def value(k: int) -> object:
+        if k == 0 or r.random() < 0.2:
+            return r.choice([1, "x", None, [], {}, 2.5])
+        if r.random() < 0.5:
+            return [value(k - 1) for _ in range(r.randrange(4))]
+        return {str(i): value(k - 1) for i in range(r.randrange(4))}
+
+    deep: object = 1
+    for i in range(textio.MAX_DEPTH + 5):
+        deep = [deep] if i % 2 else {"k": deep, "s": "x"}
+    for v in [value(r.randrange(12)) for _ in range(300)] + [0, [], {}, [[[]]], deep]:
+        want = _nesting(v)
+        got = textio._depth(v)
+        assert got == want if want <= textio.MAX_DEPTH else got == textio.MAX_DEPTH + 1
 
 
 def _audited(folder: Path) -> tuple[StoredRun, list[CaseAudit]]:
