@@ -561,7 +561,8 @@ class FakeServer:
         await runner.setup()
         site = web.TCPSite(runner, self.host, self.port, backlog=2048)
         await site.start()
-        sockets = site._server.sockets  # type: ignore[union-attr]
+        assert isinstance(site._server, asyncio.Server)  # started: it listens
+        sockets = site._server.sockets
         self.port = sockets[0].getsockname()[1]
         self.started = time.monotonic()
         if on_ready:
@@ -846,6 +847,7 @@ class FakeBatches:
                 entry["t_end"] = time.time()
                 return 500, {"error": {"message": "fake server: request dropped", "type": "server_error"}}
             assert isinstance(resp, web.Response) and resp.body is not None
+            # a json_response: its body is bytes (typed as any payload)
             data, status = json.loads(bytes(resp.body)), resp.status  # type: ignore[arg-type]
         entry["t_end"] = time.time()
         srv._record(entry)

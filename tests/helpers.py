@@ -144,7 +144,8 @@ class ModeServer:
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", 0)
         await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        assert isinstance(site._server, asyncio.Server)  # started: it listens
+        self.port = site._server.sockets[0].getsockname()[1]
         self._ready.set()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._stop.wait(), self.lifetime_s)

@@ -35,6 +35,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from consensus_eval.analysis.alpha import Level
 from consensus_eval.cli import app
 from consensus_eval.domain.sets import duplicates
 from tests.bad_input_harness import (
@@ -254,11 +255,11 @@ def api_store_at(relative: str) -> Callable[[Path], object]:
     return call
 
 
-def api_ratings(level: str | None = None, encoding: str | None = None) -> Callable[[Path], object]:
+def api_ratings(level: Level | None = None, encoding: str | None = None) -> Callable[[Path], object]:
     def call(d: Path) -> object:
         from consensus_eval.analysis.alpha import load_ratings
 
-        return load_ratings(d / "r.csv", encoding, level=level)  # type: ignore[arg-type]
+        return load_ratings(d / "r.csv", encoding, level=level)
     return call
 
 

@@ -240,6 +240,7 @@ def test_score_exits_4_while_batches_run_and_no_secret_is_written(tmp_path: Path
         r2 = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
         assert r2.returncode == 4 and "in_progress" in r2.stdout          # still running: still 4, no new batch
         assert len(srv.batches.stats()["batches"]) == 1
+        # the handler reads no request: None stands for it
         asyncio.run_coroutine_threadsafe(srv.batches._complete_all(None), srv._loop).result(30)  # type: ignore[arg-type]
         r3 = subprocess.run([*cmd, "--wait"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
         assert r3.returncode == 0, r3.stdout + r3.stderr
@@ -425,6 +426,7 @@ def test_a_batch_cancelled_at_the_provider_gives_its_calls_back(tmp_path: Path, 
         assert first.state == "cancelled" and first.reason == (
             f"provider status cancelled: {N_CALLS} of {N_CALLS} call(s) unanswered, pending again")
         assert second.state == "submitted" and [b.key for b in again.progress.batches] == [second.key]
+        # the handler reads no request: None stands for it
         asyncio.run_coroutine_threadsafe(srv.batches._complete_all(None), srv._loop).result(30)  # type: ignore[arg-type]
         _run(cases, _config(srv.url), tmp_path / "o")
         assert {c.status for c in _calls(tmp_path / "o").values()} == {"ok"}

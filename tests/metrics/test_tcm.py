@@ -516,7 +516,7 @@ class TestComposite:
         with pytest.raises(ValueError, match="at least one weight"):
             calculate_comprehensive_score(0.8, 0.6, 0, 0)  # seed: ZeroDivisionError
         with pytest.raises(ValueError, match="general_score"):
-            calculate_comprehensive_score(None, 0.6)  # type: ignore[arg-type]
+            calculate_comprehensive_score(None, 0.6)  # type: ignore[arg-type]  # bad input: no general score
 
 
 # --- 9. human-AI agreement ----------------------------------------------------------------------------
