@@ -117,7 +117,9 @@ def test_the_likert_adjudication_page_in_chinese(run_dir: Path) -> None:
         c, _ = _client(r, "zh")
         with c:
             page = c.get("/adjudicate/1").text
-    assert page.count("参考等级") == 4 and "li, wang 所选" in page and "等级 1 至 5" in page   # the header and 3 scales
+    form = page.split('id="adjudicate-form"')[1]
+    assert form.count("参考等级") == 4 and "li, wang 所选" in form and "等级 1 至 5" in form   # the header and 3 scales
+    assert "选出参考等级" in page.split('id="adjudicate-form"')[0]                          # the intro says levels
     assert "Reference level" not in page and "picked by" not in page
 
 

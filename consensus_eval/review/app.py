@@ -24,7 +24,6 @@ from __future__ import annotations
 import errno
 import hashlib
 import hmac
-import json
 import secrets
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -50,7 +49,16 @@ from consensus_eval.domain.textio import loads_json
 from consensus_eval.output.report.data import review_reasons
 from consensus_eval.output.report.fmt import avg
 from consensus_eval.output.report.i18n import Messages, default_lang, messages as report_messages
-from consensus_eval.review.model import ActionError, Filters, ReviewRun, clean_reviewer
+from consensus_eval.review.model import (
+    ActionError,
+    AdjudicationDim,
+    CriterionConflict,
+    Filters,
+    ReviewRun,
+    VerdictConflict,
+    catalogue,
+    clean_reviewer,
+)
 
 #: Content-Security-Policy of every response: nothing but this server's own files
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
@@ -76,8 +84,39 @@ def messages(lang: str) -> Messages:
     """The review pages' catalogue of ``lang``; an InputError names the choices otherwise."""
     if lang not in LANGS:
         raise InputError(f"--lang must be one of {', '.join(LANGS)}, got {lang!r}")
-    texts = json.loads((files("consensus_eval.review") / "i18n" / f"{lang}.json").read_text(encoding="utf-8"))
-    return Messages(lang, {k: v for k, v in texts.items() if not k.startswith("_")})
+    return catalogue(lang)
+
+
+#: the rubric kinds in the order the adjudication page's intro names what each takes
+KIND_ORDER = ("deductions", "likert", "criteria")
+
+
+def adjudication_intro(t: Messages, kinds: set[str]) -> str:
+    """What the adjudication page asks for, in the words of the rubric's ``kinds``: reference scores and verdicts
+    on deductions, reference levels, reference verdicts on criteria; a rubric mixing kinds names each part."""
+    if len(kinds) == 1:
+        (kind,) = kinds
+        return t("adjudicate_intro" + ("" if kind == "deductions" else "_" + kind))
+    return t("adjudicate_intro_mixed", what=t("adjudicate_intro_sep").join(
+        t("adjudicate_part_" + k) for k in KIND_ORDER if k in kinds))
+
+
+def adjudication_entries(dims: list[AdjudicationDim], conflicts: list[VerdictConflict],
+                         crit_conflicts: list[CriterionConflict], form: dict[str, str] | None) -> dict[str, str]:
+    """The value each field of the adjudication form shows (field name -> value; ``""``: none): the reference
+    stored so far, or, after a refused POST (``form``), what the adjudicator had entered, so that a 400 keeps
+    their levels, scores and verdicts on the page."""
+    out = {}
+    for d in dims:
+        ref = d.reference_level if d.kind == "likert" else d.reference
+        out[f"score_{d.id}"] = "" if ref is None else f"{ref:g}"
+    for c in conflicts:
+        out[c.key] = c.reference or ""
+    for cc in crit_conflicts:
+        out[cc.key] = "" if cc.reference is None else "met" if cc.reference else "not_met"
+    if form is not None:
+        out = {k: form.get(k, "").strip() for k in out}
+    return out
 
 
 @dataclass
@@ -280,7 +319,7 @@ def create_app(run: ReviewRun, *, reviewer: str | None = None, hosts: list[str] 
         try:
             s.reviewer = clean_reviewer(form.get("reviewer", ""))
         except ActionError as e:
-            return page("reviewer.html.j2", request, s, status=400, error=str(e), next="/")
+            return page("reviewer.html.j2", request, s, status=400, error=e.text(t), next="/")
         target = form.get("next", "/")
         if not target.startswith("/") or target.startswith("//"):
             target = "/"
@@ -293,19 +332,19 @@ def create_app(run: ReviewRun, *, reviewer: str | None = None, hosts: list[str] 
             return refusal
         assert s is not None
         if s.reviewer is None:
-            return JSONResponse({"error": "say who you are first"}, 400, headers=SECURITY_HEADERS)
+            return JSONResponse({"error": t("err_no_reviewer")}, 400, headers=SECURITY_HEADERS)
         if not s.personal and run.team():
             return JSONResponse({"error": t("team_link")}, 403, headers=SECURITY_HEADERS)
         try:   # the readers' JSON: nesting over 100 deep or a lone surrogate refused (a 400, never a 500)
             action = loads_json((await request.body()).decode("utf-8"))
         except ValueError:   # not UTF-8, not JSON, or refused (RefusedJSON is a JSONDecodeError)
-            return JSONResponse({"error": "the body is not JSON"}, 400, headers=SECURITY_HEADERS)
+            return JSONResponse({"error": t("err_not_json")}, 400, headers=SECURITY_HEADERS)
         if not isinstance(action, dict):
-            return JSONResponse({"error": "the body is not a JSON object"}, 400, headers=SECURITY_HEADERS)
+            return JSONResponse({"error": t("err_not_object")}, 400, headers=SECURITY_HEADERS)
         try:
             reply = run.apply(s.reviewer, action)
         except ActionError as e:
-            return JSONResponse({"error": str(e)}, 400, headers=SECURITY_HEADERS)
+            return JSONResponse({"error": e.text(t)}, 400, headers=SECURITY_HEADERS)
         reply["progress"] = t("progress", done=reply["done"], total=reply["total"])
         return JSONResponse({"ok": True, **reply}, headers=SECURITY_HEADERS)
 
@@ -321,6 +360,7 @@ def create_app(run: ReviewRun, *, reviewer: str | None = None, hosts: list[str] 
             return refused(why="lead")
         rank = request.path_params["rank"]
         error = None
+        form: dict[str, str] | None = None
         if request.method == "POST":
             form = {k: v[0] for k, v in parse_qs((await request.body()).decode("utf-8", "replace")).items()}
             refusal = post_guard(request, s, form.get("csrf"))
@@ -332,7 +372,7 @@ def create_app(run: ReviewRun, *, reviewer: str | None = None, hosts: list[str] 
                                {k: v for k, v in form.items() if k.startswith("criterion_")})
                 return RedirectResponse("/team", status_code=303, headers=SECURITY_HEADERS)
             except ActionError as e:
-                error = str(e)
+                error = e.text(t)
         try:
             dims = run.adjudication_view(rank)
         except ActionError:
@@ -344,7 +384,8 @@ def create_app(run: ReviewRun, *, reviewer: str | None = None, hosts: list[str] 
                                     *(n for c in crit_conflicts for n in c.verdicts)]))
         return page("adjudicate.html.j2", request, s, status=400 if error else 200, a=run.case_at(rank), dims=dims,
                     names=names, error=error, conflicts=conflicts, criterion_conflicts=crit_conflicts,
-                    scores_needed=run.scores_needed(rank))
+                    scores_needed=run.scores_needed(rank), intro=adjudication_intro(t, run.results.rubric.kinds),
+                    entries=adjudication_entries(dims, conflicts, crit_conflicts, form if error else None))
 
     async def reviewer_page(request: Request, s: Session) -> Response:
         return page("reviewer.html.j2", request, s, next="/")

@@ -39,13 +39,16 @@ its levels, a criteria dimension's a verdict on each criterion the reviewers dis
 
 from __future__ import annotations
 
+import json
 import math
 import secrets
 import tempfile
 import threading
+import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cache, cached_property
+from importlib.resources import files
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -61,7 +64,7 @@ from consensus_eval.api import load_run
 from consensus_eval.domain.cases import Case
 from consensus_eval.domain.config import ConsensusConfig
 from consensus_eval.domain.flags import reviewers_apart
-from consensus_eval.domain.reviewers import clean_name
+from consensus_eval.domain.reviewers import MAX_NAME, clean_name
 from consensus_eval.domain.rubric import Criterion, Dimension
 from consensus_eval.domain.sections import Sections, find_sections, fold_width
 from consensus_eval.execution.store import (
@@ -74,6 +77,7 @@ from consensus_eval.execution.store import (
     Verdict,
 )
 from consensus_eval.output.files import write_adjudication_csv
+from consensus_eval.output.report.i18n import Messages
 
 #: the ``source`` of every label the app writes
 SOURCE = "review"
@@ -81,17 +85,41 @@ SOURCE = "review"
 MAX_COMMENT = 10_000
 
 
+@cache
+def catalogue(lang: str) -> Messages:
+    """The review pages' words in ``lang`` (``i18n/<lang>.json``, shipped with the package; keys starting with
+    ``_`` are notes). ``lang`` is one of the files' names (the app checks it: :func:`~.app.messages`)."""
+    texts = json.loads((files("consensus_eval.review") / "i18n" / f"{lang}.json").read_text(encoding="utf-8"))
+    return Messages(lang, {k: v for k, v in texts.items() if not k.startswith("_")})
+
+
 class ActionError(ValueError):
-    """An action the app cannot apply (unknown case, dimension or deduction, a score out of range...)."""
+    """An action the app cannot apply (unknown case, dimension or deduction, a score out of range...), said as a
+    message of the review pages' catalogues: ``key`` (an ``err_`` key of ``i18n/<lang>.json``) and the
+    ``params`` its placeholders take (ids and values as text). :meth:`text` says it in a page's language;
+    ``str()`` is the English text (what the JSON API, the command line and the logs show)."""
+
+    def __init__(self, key: str, /, **params: Any) -> None:
+        self.key = key
+        self.params = params
+        super().__init__(self.text(catalogue("en")))
+
+    def text(self, t: Messages) -> str:
+        """The refusal in ``t``'s language."""
+        return t(self.key, **self.params)
 
 
 def clean_reviewer(name: str) -> str:
     """A reviewer's name as stored (:func:`consensus_eval.domain.reviewers.clean_name`); an
-    :class:`ActionError` says what is wrong with it."""
+    :class:`ActionError` says what is wrong with it (``clean_name``'s rules, in its order)."""
     try:
         return clean_name(name)
-    except ValueError as e:
-        raise ActionError(str(e)) from None
+    except ValueError:
+        if any(unicodedata.category(c).startswith("C") for c in name.strip()):
+            raise ActionError("err_name_control") from None
+        if not name.split():
+            raise ActionError("err_name_empty") from None
+        raise ActionError("err_name_long", max=MAX_NAME) from None
 
 
 # --------------------------------------------------------------------------- texts with evidence marks
@@ -461,7 +489,8 @@ def verdict_lines(a: CaseAudit, review: CaseReview | None, conflicts_only: bool 
 @dataclass
 class CriterionConflict:
     """A criterion one reviewer found met and another not (their own verdicts), as the adjudicator sees it:
-    each reviewer's ``verdicts`` (True: met), the reference verdict given so far (None: not yet)."""
+    each reviewer's ``verdicts`` (True: met) with the ``evidence`` and ``comments`` they gave with them (reviewer
+    -> text; absent: none), the reference verdict given so far (None: not yet)."""
 
     dimension: str
     dimension_name: str
@@ -470,6 +499,8 @@ class CriterionConflict:
     points: float
     verdicts: dict[str, bool]
     reference: bool | None
+    evidence: dict[str, str] = field(default_factory=dict)
+    comments: dict[str, str] = field(default_factory=dict)
 
     @property
     def key(self) -> str:
@@ -477,18 +508,25 @@ class CriterionConflict:
         return f"criterion_{self.dimension}:{self.id}"
 
 
-def criterion_conflicts(a: CaseAudit, review: CaseReview | None) -> list[CriterionConflict]:
-    """The criteria of ``a`` two reviewers' own verdicts disagree on, in page order."""
+def criterion_conflicts(a: CaseAudit, review: CaseReview | None,
+                        labels: Sequence[HumanLabelRecord] = ()) -> list[CriterionConflict]:
+    """The criteria of ``a`` two reviewers' own verdicts disagree on, in page order; ``labels`` (the case's):
+    where each reviewer's evidence and comment on them are read (none given: none shown)."""
     if review is None or not review.criteria:
         return []
+    notes = {(lb.dimension, lb.deduction_id, lb.reviewer): lb for lb in labels
+             if lb.case_id == a.case_id and lb.kind == "criterion" and lb.origin == "own"}
     out = []
     for dim in a.dimensions:
         for row in dim.criteria:
             said = {rv: given[dim.dimension][row.id] for rv, given in review.criteria.items()
                     if row.id in given.get(dim.dimension, {})}
             if len(set(said.values())) > 1:
+                given_by = {rv: lb for rv in said if (lb := notes.get((dim.dimension, row.id, rv)))}
                 out.append(CriterionConflict(dim.dimension, dim.name, row.id, row.text, row.points, said,
-                                             review.reference_criteria.get(dim.dimension, {}).get(row.id)))
+                                             review.reference_criteria.get(dim.dimension, {}).get(row.id),
+                                             {rv: lb.evidence for rv, lb in given_by.items() if lb.evidence},
+                                             {rv: lb.comment for rv, lb in given_by.items() if lb.comment}))
     return out
 
 
@@ -815,14 +853,21 @@ class ReviewRun:
                 for d in a.dimensions if d.dimension in scored]
 
     def criterion_conflicts(self, rank: int) -> list[CriterionConflict]:
-        """The criteria of the case at ``rank`` one reviewer found met and another not."""
+        """The criteria of the case at ``rank`` one reviewer found met and another not, with each reviewer's
+        evidence and comment."""
         a = self.case_at(rank)
-        return criterion_conflicts(a, self._case_review(a))
+        labels = self._case_labels(a)
+        return criterion_conflicts(a, self._review_of(a, labels), labels)
 
-    def _case_review(self, a: CaseAudit) -> CaseReview | None:
-        labels = [lb for lb in self.all_labels() if lb.case_id == a.case_id]
+    def _case_labels(self, a: CaseAudit) -> list[HumanLabelRecord]:
+        return [lb for lb in self.all_labels() if lb.case_id == a.case_id]
+
+    def _review_of(self, a: CaseAudit, labels: Sequence[HumanLabelRecord]) -> CaseReview | None:
         return build_review(labels, self.results.rubric, case_criteria=self.results.case_criteria).case(a.case_id) \
             if labels else None
+
+    def _case_review(self, a: CaseAudit) -> CaseReview | None:
+        return self._review_of(a, self._case_labels(a))
 
     def verdict_conflicts(self, rank: int) -> list[VerdictConflict]:
         """The judges' deductions of the case at ``rank`` one reviewer agreed with and another did not."""
@@ -860,19 +905,20 @@ class ReviewRun:
         if scored and (given or scores_apart(cr, scored, self._consensus) or not (conflicts or crit_conflicts)):
             for d in scored:
                 if d.id not in given:
-                    raise ActionError(f"give a reference {'level' if d.kind == 'likert' else 'score'} of {d.id}")
+                    raise ActionError("err_give_reference_level" if d.kind == "likert" else "err_give_reference_score",
+                                      dim=d.id)
         values = {d.id: _score_value(given[d.id], d, "reference") for d in scored if d.id in given}
         settled: list[tuple[CriterionConflict, bool]] = []
         for cc in crit_conflicts:
             said = (criteria or {}).get(cc.key)
             if said not in ("met", "not_met"):
-                raise ActionError(f"give a reference verdict on criterion {cc.id} ({cc.dimension})")
+                raise ActionError("err_give_reference_criterion", id=cc.id, dim=cc.dimension)
             settled.append((cc, said == "met"))
         decided: list[tuple[VerdictConflict, Verdict]] = []
         for c in conflicts:
             v = (verdicts or {}).get(c.key)
             if v not in VERDICTS:
-                raise ActionError(f"give a reference verdict on {c.judge}'s deduction {c.type} ({c.dimension})")
+                raise ActionError("err_give_reference_verdict", judge=c.judge, type=c.type, dim=c.dimension)
             decided.append((c, v))
         for dim_id, value in values.items():
             self._put(HumanLabelRecord(case_id=a.case_id, dimension=dim_id, reviewer=adjudicator, kind="score",
@@ -899,7 +945,7 @@ class ReviewRun:
 
     def case_at(self, rank: int) -> CaseAudit:
         if not 1 <= rank <= len(self.queue.cases):
-            raise ActionError(f"no case at position {rank} (the queue has {len(self.queue.cases)})")
+            raise ActionError("err_no_case", rank=rank, n=len(self.queue.cases))
         return self.queue.cases[rank - 1]
 
     def rows(self, reviewer: str, filters: Filters) -> list[QueueRow]:
@@ -1077,7 +1123,7 @@ class ReviewRun:
         op = action.get("op")
         rank = action.get("case")
         if not isinstance(rank, int) or isinstance(rank, bool):
-            raise ActionError("'case' must be the case's position in the queue (an integer)")
+            raise ActionError("err_case_int")
         a = self.case_at(rank)
         reply: dict[str, Any] = {}
         if op == "verdict":
@@ -1093,25 +1139,23 @@ class ReviewRun:
             scores = action.get("scores")
             accepted = action.get("accepted", [])
             if not isinstance(scores, dict):
-                raise ActionError("'scores' must map dimensions to scores")
+                raise ActionError("err_scores_map")
             if not isinstance(accepted, list) or not all(isinstance(d, str) for d in accepted):
-                raise ActionError("'accepted' must list dimension ids")
+                raise ActionError("err_accepted_list")
             panel = {d.dimension: d.panel_score for d in a.dimensions}
             if accepted and a.case_id in self.spot and self.ledger(reviewer).own_scored(a.case_id) < len(panel):
-                raise ActionError("a spot-check case takes your own scores: the panel's are not shown until you "
-                                  "have entered yours")
+                raise ActionError("err_spot_own")
             kinds = {d.id: d.kind for d in self.dimensions}
             judged = self._criteria_judged(reviewer, a) if "criteria" in kinds.values() else {}
             for dim_id in [d.id for d in self.dimensions]:
                 if kinds[dim_id] == "criteria":
                     if dim_id not in accepted and judged.get(dim_id):
-                        raise ActionError(f"give a verdict on every criterion of {dim_id}: "
-                                          f"{', '.join(sorted(judged[dim_id]))} left")
+                        raise ActionError("err_criteria_left", dim=dim_id, left=", ".join(sorted(judged[dim_id])))
                     continue
                 if dim_id not in scores and dim_id not in accepted:
-                    raise ActionError(f"'scores' gives no score for {dim_id}")
+                    raise ActionError("err_no_score", dim=dim_id)
                 if dim_id in accepted and panel.get(dim_id) is None:
-                    raise ActionError(f"no panel score of {dim_id} to accept: enter your own")
+                    raise ActionError("err_no_panel", dim=dim_id)
             for dim_id, value in scores.items():
                 self._dimension(a, str(dim_id))
                 _score_value(value, self.results.rubric.dimension(str(dim_id)))
@@ -1139,11 +1183,11 @@ class ReviewRun:
         elif op == "remove":
             did = _text(action, "id")
             if not did.startswith("added:"):
-                raise ActionError(f"{did!r} is not a deduction added by a reviewer")
+                raise ActionError("err_not_added", id=repr(did))
             self._delete(HumanLabelRecord(case_id=a.case_id, dimension=did.split(":")[1], deduction_id=did,
                                           reviewer=reviewer, kind="added_deduction"))
         else:
-            raise ActionError(f"unknown action {op!r}")
+            raise ActionError("err_unknown_op", op=repr(op))
         with self.lock:     # the reviewer's ledger, kept up to date by every write: no pass over the run's cases
             ledger = self._ledger(reviewer)
             progress = Progress(done=ledger.done, started=ledger.started, total=len(ledger.pool))
@@ -1153,7 +1197,7 @@ class ReviewRun:
 
     def _dimension(self, a: CaseAudit, dim_id: str) -> Dimension:
         if dim_id not in {d.dimension for d in a.dimensions}:
-            raise ActionError(f"{dim_id!r} is not a dimension of the rubric")
+            raise ActionError("err_not_dimension", dim=repr(dim_id))
         return self.results.rubric.dimension(dim_id)
 
     def _criteria_judged(self, reviewer: str, a: CaseAudit) -> dict[str, set[str]]:
@@ -1172,7 +1216,7 @@ class ReviewRun:
             if row.id not in ids:
                 continue
             if row.met_share is None or row.met_share == 0.5:
-                raise ActionError(f"the judges give no majority verdict on {row.id} ({dim_id}): give your own")
+                raise ActionError("err_no_majority", id=row.id, dim=dim_id)
             out[row.id] = (row.met_share > 0.5, row.points)
         return out
 
@@ -1182,14 +1226,14 @@ class ReviewRun:
         dim_id = _text(action, "dimension")
         rd = self._dimension(a, dim_id)
         if rd.kind != "criteria":
-            raise ActionError(f"{dim_id!r} is not a criteria dimension")
+            raise ActionError("err_not_criteria_dim", dim=repr(dim_id))
         cid = _text(action, "criterion")
         crit = {c.id: c for c in self.criteria_of(a.case_id, rd)}.get(cid)
         if crit is None:
-            raise ActionError(f"{cid!r} is not a criterion of {dim_id} for this case")
+            raise ActionError("err_not_criterion", id=repr(cid), dim=dim_id)
         met = action.get("met")
         if met is not None and not isinstance(met, bool):
-            raise ActionError("'met' must be true, false or null")
+            raise ActionError("err_met")
         evidence = _comment(action.get("evidence"))
         label = HumanLabelRecord(case_id=a.case_id, dimension=dim_id, deduction_id=cid, reviewer=reviewer,
                                  kind="criterion")
@@ -1202,15 +1246,15 @@ class ReviewRun:
     def _verdict(self, reviewer: str, a: CaseAudit, action: Mapping[str, Any]) -> None:
         ids = action.get("ids")
         if not isinstance(ids, list) or not ids or not all(isinstance(i, str) for i in ids):
-            raise ActionError("'ids' must list the deduction ids of the line")
+            raise ActionError("err_ids")
         known = {d.id: d for dim in a.dimensions for jv in dim.judges for d in jv.deductions}
         unknown = [i for i in ids if i not in known]
         if unknown:
-            raise ActionError(f"{unknown[0]!r} is not a deduction of case {a.case_id!r}")
+            raise ActionError("err_not_deduction", id=repr(unknown[0]), case=repr(a.case_id))
         ids = list(dict.fromkeys(known[i].copy_of or i for i in ids))   # a penalty's copies: one judgement
         verdict = action.get("verdict") or None
         if verdict is not None and verdict not in VERDICTS:
-            raise ActionError(f"{verdict!r} is not a verdict ({', '.join(VERDICTS)})")
+            raise ActionError("err_not_verdict", value=repr(verdict), choices=", ".join(VERDICTS))
         comment = _comment(action.get("comment"))
         for i in ids:
             base = HumanLabelRecord(case_id=a.case_id, dimension=known[i].dimension, deduction_id=i,
@@ -1237,12 +1281,12 @@ class ReviewRun:
         bounds = {t.id: (t.low, t.high) for c in rd.categories for t in c.types}
         bounds.update({p.id: (p.points, p.points) for p in rd.fixed_penalties})
         if type_id not in bounds:
-            raise ActionError(f"{type_id!r} is not a deduction type or fixed penalty of {dim_id}")
+            raise ActionError("err_not_type", type=repr(type_id), dim=dim_id)
         lo, hi = bounds[type_id]
         raw = action.get("points")
-        points = lo if raw in (None, "") else _number(raw, "points")
+        points = lo if raw in (None, "") else _number(raw)
         if not lo - 1e-9 <= points <= hi + 1e-9:
-            raise ActionError(f"{points:g} points is outside {lo:g}..{hi:g} for {type_id}")
+            raise ActionError("err_points_range", points=f"{points:g}", low=f"{lo:g}", high=f"{hi:g}", type=type_id)
         did = f"added:{dim_id}:{secrets.token_hex(4)}"
         self._put(HumanLabelRecord(case_id=a.case_id, dimension=dim_id, deduction_id=did, reviewer=reviewer,
                                    kind="added_deduction", value=type_id, points=points,
@@ -1279,7 +1323,7 @@ def _key(label: HumanLabelRecord) -> LabelKey:
 def _text(action: Mapping[str, Any], key: str) -> str:
     v = action.get(key)
     if not isinstance(v, str) or not v:
-        raise ActionError(f"'{key}' must be a non-empty text")
+        raise ActionError("err_text", field=key)
     return v
 
 
@@ -1287,36 +1331,39 @@ def _comment(v: Any) -> str | None:
     if v is None:
         return None
     if not isinstance(v, str):
-        raise ActionError("a comment must be text")
+        raise ActionError("err_comment_text")
     if len(v) > MAX_COMMENT:
-        raise ActionError(f"a comment is longer than {MAX_COMMENT} characters")
+        raise ActionError("err_comment_long", max=MAX_COMMENT)
     return v.strip() or None
 
 
-def _number(v: Any, what: str) -> float:
+def _number(v: Any, dim: str | None = None) -> float:
+    """``v`` as a number: a score of dimension ``dim``, or (None) a deduction's points."""
     try:
         x = float(v)
+        if isinstance(v, bool) or not math.isfinite(x):
+            raise ValueError
     except (TypeError, ValueError):
-        raise ActionError(f"{what}: {v!r} is not a number") from None
-    if isinstance(v, bool) or not math.isfinite(x):
-        raise ActionError(f"{what}: {v!r} is not a number")
+        if dim is None:
+            raise ActionError("err_points_number", value=repr(v)) from None
+        raise ActionError("err_score_number", dim=dim, value=repr(v)) from None
     return x
 
 
 def _score_value(value: Any, rd: Dimension, origin: LabelOrigin = "own") -> float:
     """A score given for ``rd``: within its range; a likert dimension's own or reference (adjudicated) score is
     one of its levels (only the panel's mean, accepted, may fall between two)."""
-    x = _number(value, f"score of {rd.id}")
+    x = _number(value, rd.id)
     if rd.kind == "likert":
         lo, hi = rd.level_range
         if origin != "accepted" and x not in rd.levels:
-            what = "a reference level" if origin == "reference" else "a score"
-            raise ActionError(f"{what} of {rd.id} is one of its levels {lo}-{hi} (a whole level), got {x:g}")
+            raise ActionError("err_reference_level" if origin == "reference" else "err_level", dim=rd.id, low=lo,
+                              high=hi, value=f"{x:g}")
         if not lo <= x <= hi:
-            raise ActionError(f"a score of {rd.id} is between {lo} and {hi}, got {x:g}")
+            raise ActionError("err_level_range", dim=rd.id, low=lo, high=hi, value=f"{x:g}")
         return x
     if not 0 <= x <= rd.max:
-        raise ActionError(f"a score of {rd.id} is between 0 and {rd.max:g}, got {x:g}")
+        raise ActionError("err_score_range", dim=rd.id, max=f"{rd.max:g}", value=f"{x:g}")
     return x
 
 
