@@ -114,16 +114,16 @@ def of_run(run: StoredRun) -> list[CaseConsensus]:
 
 def _judge_score(judge: str, dim: str, recs: list[StoredCall], derived: dict[str, DimensionScore],
                  rubric: Rubric) -> JudgeScore:
-    ok = [derived[r.request_hash] for r in recs if r.request_hash in derived]
+    ok = [d for r in recs if (d := derived.get(r.request_hash)) is not None]
     runs = [d.score for d in ok]
     mean = statistics.fmean(runs) if runs else None
-    return JudgeScore(
-        judge=judge, dimension=dim, runs=runs, failed_runs=len(recs) - len(ok), mean=mean,
-        spread=(max(runs) - min(runs)) if runs else None,
-        stars=rubric.dimension(dim).stars_for(mean) if mean is not None else None,
-        claim_mismatches=sum(d.claim_mismatch for d in ok), asked=bool(recs),
-        criteria=_judge_verdicts(ok) if any(d.criteria for d in ok) else _NO_VERDICTS,
-    )
+    mismatches, verdicts = 0, False     # one pass over the runs (a rebuild makes one JudgeScore per call)
+    for d in ok:
+        mismatches += d.claim_mismatch
+        verdicts = verdicts or bool(d.criteria)
+    return JudgeScore(judge, dim, runs, len(recs) - len(ok), mean, (max(runs) - min(runs)) if runs else None,
+                      rubric.dimension(dim).stars_for(mean) if mean is not None else None, mismatches, bool(recs),
+                      _judge_verdicts(ok) if verdicts else _NO_VERDICTS)
 
 
 #: the one empty verdicts mapping every judge score of another kind shares (never changed once built)
