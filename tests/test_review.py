@@ -889,8 +889,9 @@ def test_a_verdict_conflict_goes_to_adjudication_and_the_reference_verdict_count
         form = chen.get(f"/adjudicate/{rank}").text
         assert 'id="verdict-conflicts"' in form and "li: Agree" in form and "wang: Disagree" in form
         assert html.escape(item.type) in form and "证据不足" in form
-        assert 'id="scores-optional"' in form and 'name="score_accuracy" min="0" max="40" step="0.5" required' \
+        assert 'id="scores-optional"' in form and 'name="score_accuracy" min="0" max="40" step="any" required' \
             not in form
+        assert 'name="score_accuracy" min="0" max="40" step="any"' in form  # any value, as the case page takes
         csrf = form.split('name="csrf" value="')[1].split('"')[0]
         r = chen.post(f"/adjudicate/{rank}", data={"csrf": csrf, conflict.key: ""}, follow_redirects=False)
         assert r.status_code == 400 and "reference verdict" in html.unescape(r.text)
