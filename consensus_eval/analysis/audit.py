@@ -727,7 +727,10 @@ def _audit_case(rubric: Rubric, judges: Sequence[str], cons: CaseConsensus, reco
                 derived: dict[str, DimensionScore], config: ConsensusConfig | None = None,
                 policy: str = "flag", *, grounding: Mapping[str, Grounding] | None = None,
                 case_criteria: Sequence[Criterion] | None = None) -> CaseAudit:
-    dims = [_audit_dimension(rubric, judges, cons, d.id, records, derived, grounding=grounding,
+    calls: dict[tuple[str, str], list[StoredCall]] = {}   # (dimension, judge) -> its calls, in stored order
+    for r in records:
+        calls.setdefault((r.dimension, r.judge), []).append(r)
+    dims = [_audit_dimension(rubric, judges, cons, d, calls, derived, grounding=grounding,
                              case_criteria=case_criteria)
             for d in rubric.dimensions]
     mismatches = _mismatches(rubric, records, derived)
@@ -839,13 +842,12 @@ def _num(x: float) -> str:
     return f"{x:.1f}".rstrip("0").rstrip(".")
 
 
-def _audit_dimension(rubric: Rubric, judges: Sequence[str], cons: CaseConsensus, dim_id: str,
-                     records: list[StoredCall], derived: dict[str, DimensionScore], *,
+def _audit_dimension(rubric: Rubric, judges: Sequence[str], cons: CaseConsensus, dim: Dimension,
+                     calls: Mapping[tuple[str, str], list[StoredCall]], derived: dict[str, DimensionScore], *,
                      grounding: Mapping[str, Grounding] | None = None,
                      case_criteria: Sequence[Criterion] | None = None) -> DimensionAudit:
-    dim = rubric.dimension(dim_id)
-    recs = [r for r in records if r.dimension == dim_id]
-    views = [_judge_view(rubric, cons, j, dim_id, [r for r in recs if r.judge == j], derived, grounding=grounding)
+    dim_id = dim.id
+    views = [_judge_view(rubric, cons, j, dim, calls.get((dim_id, j), []), derived, grounding=grounding)
              for j in judges]
     _match_deductions(views)
     stars = [v.stars for v in views if v.stars is not None]
@@ -880,11 +882,11 @@ def _criterion_rows(dim: Dimension, views: Sequence[JudgeView],
     return sorted(rows, key=lambda r: not r.split)
 
 
-def _judge_view(rubric: Rubric, cons: CaseConsensus, judge: str, dim_id: str, recs: list[StoredCall],
+def _judge_view(rubric: Rubric, cons: CaseConsensus, judge: str, dim: Dimension, recs: list[StoredCall],
                 derived: dict[str, DimensionScore], *,
                 grounding: Mapping[str, Grounding] | None = None) -> JudgeView:
     ok = sorted((r for r in recs if r.request_hash in derived), key=lambda r: r.run)
-    score = cons.judges.get(judge, {}).get(dim_id)
+    score = cons.judges.get(judge, {}).get(dim.id)
     # tuples (an empty one is shared), the run numbers shared between views: a large run holds ~10 views per case
     return JudgeView(
         judge=judge,
@@ -895,7 +897,7 @@ def _judge_view(rubric: Rubric, cons: CaseConsensus, judge: str, dim_id: str, re
         errors=tuple(r.error or "failed" for r in recs if r.request_hash not in derived),
         comments=tuple(r.judgment.comment for r in ok if r.judgment and r.judgment.comment),
         runs=_shared_runs(tuple(r.run for r in ok)), n_runs=max([len(recs), *(r.run + 1 for r in recs)]),
-        ratings=_ratings(rubric.dimension(dim_id), ok, grounding or {}), verdicts=_verdicts(ok, grounding or {}),
+        ratings=_ratings(dim, ok, grounding or {}), verdicts=_verdicts(ok, grounding or {}),
     )
 
 

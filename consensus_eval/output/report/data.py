@@ -147,7 +147,7 @@ class ReportData:
         """Why the case's panel verdict is disputed, in the report's language
         (:class:`~consensus_eval.analysis.consensus.Flag`)."""
         c = self.consensus_by_id.get(case_id)
-        names = {d.id: d.name for d in self.rubric.dimensions}
+        names = self.dimension_names
         out = []
         for f in (c.flag_codes if c else []):
             if f.code == "spread":
@@ -163,6 +163,11 @@ class ReportData:
     def human_of(self, case_id: str) -> CaseReview | None:
         """The reviewers' labels of one case (None: nobody labelled it)."""
         return self.review.case(case_id) if self.review else None
+
+    @cached_property
+    def dimension_names(self) -> dict[str, str]:
+        """Dimension id -> its name in the rubric."""
+        return {d.id: d.name for d in self.rubric.dimensions}
 
     @cached_property
     def consensus_by_id(self) -> dict[str, CaseConsensus]:

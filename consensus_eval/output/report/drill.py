@@ -19,7 +19,7 @@ import base64
 import gzip
 import json
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -252,25 +252,35 @@ def row_facts(a: CaseAudit, judges: Sequence[str], categories: Sequence[str],
     a quote not found in the case, a failed call, a claimed score that differs from its deductions);
     ``cats``: indexes in ``categories`` of the categories anyone deducted in; ``types``: indexes in
     ``types`` (type ids, :func:`type_names`) of the deduction types anyone deducted, what the table's search
-    looks in beside the row's text.
+    looks in beside the row's text. For every row of a table: :func:`row_facts_of`.
     """
+    return row_facts_of(judges, categories, types)(a)
+
+
+def row_facts_of(judges: Sequence[str], categories: Sequence[str],
+                 types: Sequence[str] = ()) -> Callable[[CaseAudit], dict[str, str]]:
+    """:func:`row_facts` with these judges, categories and types, their indexes looked up once for every row."""
     jidx = {j: i for i, j in enumerate(judges)}
     cidx = {c: i for i, c in enumerate(categories)}
-    standing: set[int] = {jidx[m.judge] for m in a.mismatch_runs if m.judge in jidx}
-    cats: set[int] = set()
     tidx = {t: i for i, t in enumerate(types)}
-    found: set[int] = set()
-    for dim in a.dimensions:
-        for v in dim.judges:
-            if v.runs_failed and v.judge in jidx:
-                standing.add(jidx[v.judge])
-            for d in v.deductions:
-                if d.type_id in tidx:
-                    found.add(tidx[d.type_id])
-                if d.category_id in cidx:
-                    cats.add(cidx[d.category_id])
-                ungrounded = d.grounding is not None and d.grounding.kind == "not_found"
-                if (d.singleton or ungrounded) and d.judge in jidx:
-                    standing.add(jidx[d.judge])
-    return {"judges": " ".join(map(str, sorted(standing))), "cats": " ".join(map(str, sorted(cats))),
-            "types": " ".join(map(str, sorted(found)))}
+
+    def facts(a: CaseAudit) -> dict[str, str]:
+        standing: set[int] = {jidx[m.judge] for m in a.mismatch_runs if m.judge in jidx}
+        cats: set[int] = set()
+        found: set[int] = set()
+        for dim in a.dimensions:
+            for v in dim.judges:
+                if v.runs_failed and v.judge in jidx:
+                    standing.add(jidx[v.judge])
+                for d in v.deductions:
+                    if d.type_id in tidx:
+                        found.add(tidx[d.type_id])
+                    if d.category_id in cidx:
+                        cats.add(cidx[d.category_id])
+                    ungrounded = d.grounding is not None and d.grounding.kind == "not_found"
+                    if (d.singleton or ungrounded) and d.judge in jidx:
+                        standing.add(jidx[d.judge])
+        return {"judges": " ".join(map(str, sorted(standing))), "cats": " ".join(map(str, sorted(cats))),
+                "types": " ".join(map(str, sorted(found)))}
+
+    return facts

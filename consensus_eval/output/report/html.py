@@ -24,11 +24,17 @@ from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-from consensus_eval.analysis.audit import CaseAudit
 from consensus_eval.output.report import fmt
 from consensus_eval.output.report.charts import interval_bar
 from consensus_eval.output.report.data import QUEUE_TOP, ReportData, needs_review
-from consensus_eval.output.report.drill import category_options, chunk_index, embed_json, packed, row_facts, type_names
+from consensus_eval.output.report.drill import (
+    category_options,
+    chunk_index,
+    embed_json,
+    packed,
+    row_facts_of,
+    type_names,
+)
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 #: catalogue keys the page's script uses (passed to it in the embedded meta JSON)
@@ -62,14 +68,8 @@ def html_pieces(data: ReportData) -> Iterator[str]:
     labels = JS_LABELS if data.deductions_only else (*JS_LABELS, *JS_KIND_LABELS)
     meta = {"judges": data.judges, "index": index, "labels": {k: data.t(k) for k in labels},
             "types": [name for _, name in types]}
-    judges = data.judges
     options = category_options(data.rubric)
-    cat_ids = [c for c, _ in options]
-    type_ids = [t for t, _ in types]
-
-    def facts(a: CaseAudit) -> dict[str, str]:
-        return row_facts(a, judges, cat_ids, type_ids)
-
+    facts = row_facts_of(data.judges, [c for c, _ in options], [t for t, _ in types])
     formula, star_max = fmt.star_formula(data.rubric)
     return environment().get_template("report.html.j2").generate(
         d=data, dims=data.rubric.dimensions, script=script, script_hash=script_hash(script),
