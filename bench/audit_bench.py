@@ -11,7 +11,10 @@ and reused. Timed with ``time.perf_counter``, each step ``--runs`` times, the me
 - ``print``: what ``audit`` prints by default (``--top 10``: the queue, the totals, the judge quality and
   ten drill-downs) to a console that discards it.
 
-    python bench/audit_bench.py [--cases 2000] [--judges 4] [--runs 3] [--folder /tmp/audit-bench]
+``--memory``: also what the audit's rows hold once built (``tracemalloc``, one more audit): the total and the
+source lines that allocated most of it.
+
+    python bench/audit_bench.py [--cases 2000] [--judges 4] [--runs 3] [--folder /tmp/audit-bench] [--memory]
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import io
 import statistics
 import sys
 import time
+import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -51,6 +55,7 @@ def main() -> None:
     ap.add_argument("--judges", type=int, default=4)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--folder", type=Path, default=Path("/tmp/audit-bench"))
+    ap.add_argument("--memory", action="store_true", help="also the memory the audit's rows hold (tracemalloc)")
     args = ap.parse_args()
     folder = args.folder / f"{args.cases}x{args.judges}"
     if not (folder / "results.sqlite").is_file():
@@ -74,6 +79,24 @@ def main() -> None:
     print(f"  review_queue                            {t_queue:6.3f} s")
     print(f"  print audit --top 10                    {t_print:6.2f} s ({lines} lines)")
     print(f"  {queue.headline}; by reason {queue.by_reason}")
+    if args.memory:
+        held(lambda: audit(run, cons))
+
+
+def held(fn: Callable[[], Any], top: int = 8) -> None:
+    """Print the memory what ``fn`` returns holds (allocated during the call and still alive with its result),
+    in total and by the source lines that allocated most of it."""
+    tracemalloc.start()
+    before = tracemalloc.take_snapshot()
+    out = fn()
+    after = tracemalloc.take_snapshot()
+    tracemalloc.stop()
+    stats = after.compare_to(before, "lineno")
+    print(f"  held by the audit's rows                {sum(s.size_diff for s in stats) / 1e6:6.1f} MB")
+    for s in stats[:top]:
+        frame = s.traceback[0]
+        print(f"    {s.size_diff / 1e6:6.1f} MB  {s.count_diff:9,d} blocks  {Path(frame.filename).name}:{frame.lineno}")
+    del out
 
 
 if __name__ == "__main__":
