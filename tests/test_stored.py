@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import random
 import sqlite3
 
 import pytest
@@ -12,7 +13,7 @@ import pytest
 from consensus_eval import InputError
 from consensus_eval.domain.judgment import CriterionVerdict, Deduction, Judgment, PenaltyHit
 from consensus_eval.domain.stored import StoredJudgment, from_judgment, stored_judgment
-from consensus_eval.execution.store import CallRecord, Store, StoredCall
+from consensus_eval.execution.store import CallRecord, PlannedCall, Store, StoredCall
 
 KINDS = [
     Judgment(dimension="accuracy", deductions=[Deduction(category="numbers", type="value_error", points=2.0,
@@ -77,3 +78,21 @@ def test_a_judgment_that_does_not_read_back_is_a_damaged_store(tmp_path):
         damaged = pytest.raises(InputError, match="damaged store: the call 'h0'")
         with Store(tmp_path / "results.sqlite") as store, damaged:
             store.calls(planned_only=False)
+
+
+def test_the_calls_of_the_plan_come_in_plan_order_and_the_unstored_ones_are_listed_in_it(tmp_path):
+    plan = [PlannedCall(f"h{i}", f"c{i % 7}", "accuracy", "j", i % 3) for i in range(60)]
+    order = list(range(60))
+    random.Random(4).shuffle(order)    # stored in another order than planned; a third never stored
+    with Store(tmp_path / "results.sqlite") as store:
+        store.set_plan(plan)
+        for i in order[:40]:
+            store.record(CallRecord(status="ok", judgment=KINDS[0], request_hash=f"h{i}", case_id=f"c{i % 7}",
+                                    dimension="accuracy", judge="j", run=i % 3))
+        store.record(CallRecord(status="failed", error="x", request_hash="stray", case_id="c0",
+                                dimension="accuracy", judge="j", run=0))     # not in the plan
+        calls = store.calls()
+        stored = {c.request_hash for c in calls}
+        assert [c.request_hash for c in calls] == [p.request_hash for p in store.plan() if p.request_hash in stored]
+        assert len(calls) == 40 and "stray" not in stored
+        assert store.unstored_plan() == [(p.request_hash, p.case_id) for p in plan if p.request_hash not in stored]

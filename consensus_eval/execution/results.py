@@ -103,14 +103,11 @@ def read_stored(store: Store, *, replies: bool = True) -> StoredRun:
         raise InputError(f"{store.path}: the run recorded in this store is not valid for this version of "
                          f"consensus-eval (rerun `score` into a new folder):\n{format_validation_error(e)}") from None
     records = store.calls(replies=replies)
-    stored = {r.request_hash for r in records}
-    plan = store.plan()
     missing: dict[str, int] = {}
     batched = store.batched_hashes()
     in_batches = 0
-    for p in plan:
-        if p.request_hash not in stored:
-            missing[p.case_id] = missing.get(p.case_id, 0) + 1
-            in_batches += p.request_hash in batched
+    for request_hash, case_id in store.unstored_plan():
+        missing[case_id] = missing.get(case_id, 0) + 1
+        in_batches += request_hash in batched
     return StoredRun(rubric=rubric, config=config, cases=cases, invalid_lines=store.get_meta("invalid_lines", []),
-                     records=records, scores={}, planned=len(plan), missing=missing, in_batches=in_batches)
+                     records=records, scores={}, planned=store.plan_size(), missing=missing, in_batches=in_batches)
