@@ -326,6 +326,11 @@ def _ordinal_boot(picks: Iterable[np.ndarray], values: np.ndarray, counts: np.nd
     """
     n_values = values.size
     n_units = pairs.shape[0]
+    # units with the same pair counts and m have the same disagreement in every resample: computed once per
+    # such pattern (a few dozen for stars), then looked up per unit drawn
+    patterns, pattern_of = np.unique(np.column_stack([pairs, m]), axis=0, return_inverse=True)
+    pattern_of = pattern_of.reshape(-1)
+    pattern_pairs, pattern_m = patterns[:, :-1], patterns[:, -1]
     out: list[float] = []
     for chunk in picks:
         drawn = _counts(chunk, n_units)               # resamples x units, how many times each unit was drawn
@@ -343,9 +348,9 @@ def _ordinal_boot(picks: Iterable[np.ndarray], values: np.ndarray, counts: np.nd
             block = (cum_full[keep][:, None] - cum_full[keep][None, :]) ** 2
             expected.append(float((c[:, None] * c[None, :] * block).sum()))
             deltas[b] = ((cum_full[:, None] - cum_full[None, :]) ** 2).ravel()
-        # resamples x units, exact (any order of the sums), each unit's divided by its m - 1 before it is drawn
-        per_unit = (deltas @ pairs.T) / (m - 1)
-        observed = np.take_along_axis(per_unit, chunk, axis=1).sum(axis=1)
+        # resamples x patterns, exact (any order of the sums), each divided by its m - 1 before it is drawn
+        per_pattern = (deltas @ pattern_pairs.T) / (pattern_m - 1)
+        observed = np.take_along_axis(per_pattern, pattern_of[chunk], axis=1).sum(axis=1)
         n = drawn @ m                                 # the ratings drawn: integers, exact
         for b, de in enumerate(expected):
             if de is not None and de > 0:
