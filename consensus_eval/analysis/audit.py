@@ -669,34 +669,39 @@ def drill_down(deductions: Sequence[AuditDeduction], runs_ok: Sequence[int], n_r
     by_run: dict[int, list[AuditDeduction]] = {}
     for d in deductions:
         by_run.setdefault(d.run, []).append(d)
-    for r in sorted(by_run):
+    for r in sorted(by_run):   # runs in order: a line's last run is this one once it has been seen in it
         penalty_key: dict[str, tuple[object, ...]] = {}
         penalty_listed: dict[tuple[object, ...], int] = {}   # a line's listings in this run: only a penalty's repeat
         seen: dict[tuple[object, ...], int] = {}
         for d in by_run[r]:
-            if d.kind == "penalty" and d.type_id in penalty_key:
+            penalty = d.kind == "penalty"
+            if penalty and d.type_id in penalty_key:
                 key = penalty_key[d.type_id]       # listed again in this run: charged once
             else:
                 base: tuple[object, ...] = (d.kind, d.type_id, d.points, d.evidence.strip())
                 k = seen.get(base, 0)
                 seen[base] = k + 1
-                key = (*base, k)                   # the k-th listing within a run is its own line
-                if d.kind == "penalty":
+                key = (base, k)                    # the k-th listing within a run is its own line
+                if penalty:
                     penalty_key[d.type_id] = key
             item = items.get(key)
             if item is None:
-                item = items[key] = DrillItem(deduction=d, occurrences=[], runs=[], n_runs=n_runs,
-                                              times_listed=1, applied_once=False)
-            item.occurrences.append(d)
-            if r not in item.runs:
-                item.runs.append(r)
-            if d.kind == "penalty":
+                items[key] = DrillItem(deduction=d, occurrences=[d], runs=[r], n_runs=n_runs,
+                                       times_listed=1, applied_once=False)
+            else:
+                item.occurrences.append(d)
+                if item.runs[-1] != r:
+                    item.runs.append(r)
+            if penalty:
                 penalty_listed[key] = penalty_listed.get(key, 0) + 1
         for key, n in penalty_listed.items():
             if n > 1:
                 item = items[key]
                 item.times_listed = max(item.times_listed, n)
                 item.applied_once = True
+    if len(by_run) == 1:                           # one run: one group, every line in it
+        only = (next(iter(by_run)),)
+        return [RunGroup(runs=list(only), n_runs=n_runs, label=_group_label(only, n_runs), items=list(items.values()))]
     groups: dict[tuple[int, ...], list[DrillItem]] = {}
     for item in items.values():
         groups.setdefault(tuple(item.runs), []).append(item)
