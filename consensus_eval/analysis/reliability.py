@@ -85,15 +85,17 @@ class ReliabilityReport(BaseModel):
 
 
 def reliability_report(run: StoredRun, cons: Sequence[CaseConsensus], n_boot: int = 1000,
-                       seed: int = DEFAULT_SEED) -> ReliabilityReport:
+                       seed: int = DEFAULT_SEED, *,
+                       quality: dict[str, JudgeQuality] | None = None) -> ReliabilityReport:
     """Alpha across judges, of stars, per category and within judges, each with its bootstrap CI
-    (the figures over the same cases share their resamples: :func:`shared_draws`)."""
+    (the figures over the same cases share their resamples: :func:`shared_draws`). ``quality``: the run's
+    :func:`~consensus_eval.analysis.judge_quality.judge_quality`, when the caller has it already."""
     with shared_draws():
-        return _reliability_report(run, cons, n_boot, seed)
+        return _reliability_report(run, cons, n_boot, seed, quality)
 
 
 def _reliability_report(run: StoredRun, cons: Sequence[CaseConsensus], n_boot: int,
-                        seed: int) -> ReliabilityReport:
+                        seed: int, quality: dict[str, JudgeQuality] | None) -> ReliabilityReport:
     rubric, judges = run.rubric, run.judges
     dims = [d.id for d in rubric.dimensions]
 
@@ -118,7 +120,7 @@ def _reliability_report(run: StoredRun, cons: Sequence[CaseConsensus], n_boot: i
             for d in rubric.dimensions for cat in d.categories
         },
         within_judge=within,
-        judge_quality=judge_quality(run),
+        judge_quality=judge_quality(run) if quality is None else quality,
         decision=decision_studies(run, cons),
     )
 

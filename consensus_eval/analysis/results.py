@@ -101,7 +101,8 @@ class Results:
         """Alpha across judges, stars, categories and runs (and against the human, with labels)."""
         with gc_paused():
             if self._reliability is None:
-                self._reliability = reliability_report(self.run, self.consensus, self.n_boot, self.seed)
+                self._reliability = reliability_report(self.run, self.consensus, self.n_boot, self.seed,
+                                                       quality=self.judge_quality)  # computed once for both
                 self._human_done = False
             if not self._human_done:
                 # the human section always says what the store's labels say (a saved one may be stale)
