@@ -191,7 +191,8 @@ def drill_payload(a: CaseAudit, record: str, conversation: str, judges: Sequence
 def _item(it: DrillItem, review: CaseReview | None) -> dict[str, Any]:
     """One drill-down line's keys (:func:`drill_payload`); an empty value is left out, except the points."""
     d = it.deduction
-    item: dict[str, Any] = {"id": d.id} if d.id else {}
+    did = d.id
+    item: dict[str, Any] = {"id": did} if did else {}
     if d.category:
         item["c"] = d.category
     if d.type:
