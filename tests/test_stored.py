@@ -157,3 +157,28 @@ def test_plain_cases_are_the_validated_cases() -> None:
             assert type(got.conversation) is str
         built += plain is not None
     assert built == 3   # the three plain dicts, and nothing else, took the trusted path
+
+
+def test_a_stored_judgment_is_parsed_to_what_json_loads_gives() -> None:
+    """Store._to_record parses a judgment with pydantic-core's parser: the same values as json.loads (every float
+    bit for bit, -0.0 and big ints included), and what it refuses goes to json.loads (its value or its error)."""
+    import math
+    import struct
+
+    from consensus_eval.execution.store import _loads_judgment
+
+    rng = random.Random(7)
+    texts = ['{"a": -0.0, "b": 123456789012345678901234567890, "c": 1e400, "d": "\\ud83d\\ude00", "e": [true, null]}',
+             '"\\ud800"', '{"x": "a\\u0000b\\/"}', " {} ", "NaN", "-Infinity"]
+    for _ in range(20000):
+        x = struct.unpack("<d", rng.getrandbits(64).to_bytes(8, "little"))[0]
+        if math.isfinite(x):
+            texts += [repr(x), f"{x:.17g}", f"{x:.6e}", json.dumps({"points": x, "claimed_score": round(x, 2)})]
+    for t in texts:
+        want, got = json.loads(t), _loads_judgment(t)
+        assert repr(got) == repr(want) and json.dumps(got) == json.dumps(want), t
+    for bad in ("01", "[1,]", "{}x", '"\t"', "\ufeff{}", "[" * 5000):
+        with pytest.raises((ValueError, RecursionError)) as want_err:
+            json.loads(bad)
+        with pytest.raises(want_err.type):
+            _loads_judgment(bad)

@@ -58,6 +58,7 @@ from typing import Any, Literal, cast
 from urllib.parse import quote
 
 from pydantic import BaseModel, ValidationError, model_validator
+from pydantic_core import from_json
 
 from consensus_eval._errors import InputError
 from consensus_eval.domain.judgment import CallOutcome, ErrorKind
@@ -213,6 +214,17 @@ _STATUS: dict[str, Literal["ok", "failed"]] = {"ok": "ok", "failed": "failed"}
 _READ_COLUMNS = [f for f in StoredCall.__dataclass_fields__]
 #: the plan position of a (position, call) pair
 _first = operator.itemgetter(0)
+
+
+def _loads_judgment(text: str) -> Any:
+    """``json.loads(text)`` of a stored judgment, parsed by pydantic-core's JSON parser when it can (the same
+    values: floats correctly rounded by both, tests/test_stored.py compares them; 0.85 -> 0.53 s CPU for the
+    240,000 judgments of a 20,000 x 4 store). What it refuses (damaged JSON, an escaped lone surrogate, deep
+    nesting) is parsed by ``json.loads``: its value, or its error, as before."""
+    try:
+        return from_json(text, cache_strings="keys")
+    except ValueError:
+        return json.loads(text)
 
 
 @dataclass(frozen=True)
@@ -666,7 +678,7 @@ class Store:
         rh, case_id, dim, judge, run, status, judgment, raw, error, error_kind, model, *rest = row
         intern = sys.intern
         try:
-            j = stored_judgment(json.loads(judgment)) if judgment else None
+            j = stored_judgment(_loads_judgment(judgment)) if judgment else None
         except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as e:  # deep nesting: RecursionError
             raise InputError(f"{self.path}: damaged store: the call {rh!r} does not read back "
                              f"(its judgment: {type(e).__name__}: {e})") from None
