@@ -665,6 +665,9 @@ def drill_down(deductions: Sequence[AuditDeduction], runs_ok: Sequence[int], n_r
     """A judge's deductions on one dimension as the drill-down shows them (module docstring)."""
     if not deductions:
         return []
+    first = deductions[0].run
+    if all(d.run == first for d in deductions):
+        return [_one_run_group(deductions, first, n_runs)]
     items: dict[tuple[object, ...], DrillItem] = {}
     by_run: dict[int, list[AuditDeduction]] = {}
     for d in deductions:
@@ -712,6 +715,28 @@ def drill_down(deductions: Sequence[AuditDeduction], runs_ok: Sequence[int], n_r
 
     return [RunGroup(runs=list(runs), n_runs=n_runs, label=_group_label(runs, n_runs), items=its)
             for runs, its in sorted(groups.items(), key=lambda kv: order(kv[0]))]
+
+
+def _one_run_group(deductions: Sequence[AuditDeduction], run: int, n_runs: int) -> RunGroup:
+    """:func:`drill_down` of deductions all made in run ``run``: one group; within one run every listing is its own
+    line (the k-th listing of the same deduction included), except a fixed penalty listed again (charged once)."""
+    items: list[DrillItem] = []
+    penalties: dict[str, DrillItem] = {}   # type id -> its line
+    for d in deductions:
+        if d.kind == "penalty":
+            item = penalties.get(d.type_id)
+            if item is not None:
+                item.occurrences.append(d)
+                item.times_listed += 1
+                item.applied_once = True
+                continue
+            item = penalties[d.type_id] = DrillItem(deduction=d, occurrences=[d], runs=[run], n_runs=n_runs,
+                                                    times_listed=1, applied_once=False)
+        else:
+            item = DrillItem(deduction=d, occurrences=[d], runs=[run], n_runs=n_runs, times_listed=1,
+                             applied_once=False)
+        items.append(item)
+    return RunGroup(runs=[run], n_runs=n_runs, label=_group_label((run,), n_runs), items=items)
 
 
 def _group_label(runs: tuple[int, ...], n_runs: int) -> str:
@@ -890,19 +915,35 @@ def _criterion_rows(dim: Dimension, views: Sequence[JudgeView],
 def _judge_view(rubric: Rubric, cons: CaseConsensus, judge: str, dim: Dimension, recs: list[StoredCall],
                 derived: dict[str, DimensionScore], *,
                 grounding: Mapping[str, Grounding] | None = None) -> JudgeView:
-    ok = sorted((r for r in recs if r.request_hash in derived), key=lambda r: r.run)
+    ok: list[StoredCall] = []
+    errors: list[str] = []
+    n_runs = len(recs)
+    for r in recs:
+        if r.request_hash in derived:
+            ok.append(r)
+        else:
+            errors.append(r.error or "failed")
+        if r.run >= n_runs:
+            n_runs = r.run + 1
+    if len(ok) > 1:
+        ok.sort(key=lambda r: r.run)   # stable: calls of the same run keep their stored order
+    found = grounding or {}
+    deductions: list[AuditDeduction] = []
+    comments: list[str] = []
+    for r in ok:
+        deductions += _deductions(dim, r, found)
+        if r.judgment and r.judgment.comment:
+            comments.append(r.judgment.comment)
     score = cons.judges.get(judge, {}).get(dim.id)
     # tuples (an empty one is shared), the run numbers shared between views: a large run holds ~10 views per case
     return JudgeView(
         judge=judge,
         score=score.mean if score else None,
         stars=score.stars if score else None,
-        runs_ok=len(ok), runs_failed=len(recs) - len(ok),
-        deductions=tuple(d for r in ok for d in deductions_of(rubric, r, grounding)),
-        errors=tuple(r.error or "failed" for r in recs if r.request_hash not in derived),
-        comments=tuple(r.judgment.comment for r in ok if r.judgment and r.judgment.comment),
-        runs=_shared_runs(tuple(r.run for r in ok)), n_runs=max([len(recs), *(r.run + 1 for r in recs)]),
-        ratings=_ratings(dim, ok, grounding or {}), verdicts=_verdicts(ok, grounding or {}),
+        runs_ok=len(ok), runs_failed=len(errors),
+        deductions=tuple(deductions), errors=tuple(errors), comments=tuple(comments),
+        runs=_shared_runs(tuple(r.run for r in ok)), n_runs=n_runs,
+        ratings=_ratings(dim, ok, found), verdicts=_verdicts(ok, found),
     )
 
 
@@ -929,25 +970,34 @@ def deductions_of(rubric: Rubric, rec: StoredCall,
                   grounding: Mapping[str, Grounding] | None = None) -> list[AuditDeduction]:
     """The deductions and fixed penalties of one successful call, with the rubric's display names and,
     from ``grounding`` (:attr:`StoredRun.grounding`, by deduction id), where each one's evidence is."""
-    found = grounding or {}
     if rec.judgment is None:
         return []
+    return _deductions(rubric.dimension(rec.dimension), rec, grounding or {})
+
+
+def _deductions(dim: Dimension, rec: StoredCall, found: Mapping[str, Grounding]) -> list[AuditDeduction]:
+    """:func:`deductions_of` with the call's dimension ``dim`` given."""
+    judgment = rec.judgment
+    if judgment is None:
+        return []
     # from a judgment validated when stored, the rubric and groundings, with the types validation would give
-    dim = rubric.dimension(rec.dimension)
+    call, judge, run, dimension = rec.request_hash, rec.judge, rec.run, rec.dimension
     items = []
-    for i, d in enumerate(rec.judgment.deductions):
+    for i, d in enumerate(judgment.deductions):
         cat, typ = dim.find_type(d.type)
         items.append(AuditDeduction(
-            call=rec.request_hash, index=i, judge=rec.judge, run=rec.run, dimension=rec.dimension, kind="deduction",
+            call=call, index=i, judge=judge, run=run, dimension=dimension, kind="deduction",
             category_id=cat.id, category=cat.name, type_id=typ.id, type=typ.name,
             points=float(d.points), evidence=d.evidence, reason=d.reason, match="no_peer", matched_by=(),
-            grounding=found.get(f"{rec.request_hash}#d{i}") if found else None, copy_of=None))
+            grounding=found.get(f"{call}#d{i}") if found else None, copy_of=None))
+    if not judgment.fixed_penalties:
+        return items
     copies = penalty_copies(rec)
-    for i, p in enumerate(rec.judgment.fixed_penalties):
+    for i, p in enumerate(judgment.fixed_penalties):
         pen = dim.penalties_by_id[p.id]
-        pid = f"{rec.request_hash}#p{i}"
+        pid = f"{call}#p{i}"
         items.append(AuditDeduction(
-            call=rec.request_hash, index=i, judge=rec.judge, run=rec.run, dimension=rec.dimension, kind="penalty",
+            call=call, index=i, judge=judge, run=run, dimension=dimension, kind="penalty",
             category_id=PENALTY_CATEGORY, category=PENALTY_CATEGORY_NAME, type_id=pen.id, type=pen.name,
             points=float(pen.points), evidence=p.evidence, reason=p.reason, match="no_peer", matched_by=(),
             grounding=found.get(pid), copy_of=copies.get(pid)))
@@ -976,20 +1026,26 @@ def _match_deductions(views: list[JudgeView]) -> None:
     types = {v.judge: {d.type_id for d in v.deductions} for v in answered}
     cats = {v.judge: {d.category_id for d in v.deductions} for v in answered}
     for v in answered:
+        if not v.deductions:
+            continue
         peers = [p.judge for p in answered if p.judge != v.judge]
-        for d in v.deductions:
-            if not peers:
+        if not peers:
+            for d in v.deductions:
                 d.match, d.matched_by = "no_peer", ()
-                continue
-            same_type = tuple(p for p in peers if d.type_id in types[p])
-            if same_type:
-                d.match, d.matched_by = "type", _shared_names(same_type)
-                continue
-            same_cat = tuple(p for p in peers if d.category_id in cats[p])
-            if same_cat:
-                d.match, d.matched_by = "category", _shared_names(same_cat)
-            else:
-                d.match, d.matched_by = "none", ()
+            continue
+        found: dict[tuple[str, str], tuple[Match, tuple[str, ...]]] = {}   # (type, category) -> its match
+        for d in v.deductions:
+            key = (d.type_id, d.category_id)
+            res = found.get(key)
+            if res is None:
+                same_type = [p for p in peers if d.type_id in types[p]]
+                if same_type:
+                    res = ("type", _shared_names(tuple(same_type)))
+                else:
+                    same_cat = [p for p in peers if d.category_id in cats[p]]
+                    res = ("category", _shared_names(tuple(same_cat))) if same_cat else ("none", ())
+                found[key] = res
+            d.match, d.matched_by = res
 
 
 @lru_cache(maxsize=1024)
