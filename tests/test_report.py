@@ -633,3 +633,49 @@ def test_report_at_2000_cases_x_4_judges_is_under_5_mb(tmp_path):
     assert html.count('<tr id="case-') == 2000 and "<details" in html and html.count("<details") < 5
     data = payloads(html)
     assert len(data) == 2000 and all(p["rec"] for p in data.values())
+
+
+#: the case table's row as the template wrote it before html.case_rows: case_rows must write the same bytes
+_ROW_TEMPLATE = (
+    '{% for a in d.ranking %}{% set c = d.consensus_by_id[a.case_id] %}{% set f = facts(a) %}'
+    '{% set stars = c.stars.values() | reject("none") | list %}{% set rv = is_review(a) %}\n'
+    '<tr id="{{ d.anchors[a.case_id] }}" data-id="{{ a.case_id }}" data-s="{{ c.status }}" '
+    'data-k="{{ stars | min if stars else 6 }}"{% if f.judges %} data-j="{{ f.judges }}"{% endif %}'
+    '{% if f.cats %} data-c="{{ f.cats }}"{% endif %}{% if f.types %} data-t="{{ f.types }}"{% endif %}'
+    '{% if rv or c.flags %} class="{{ \'review\' if rv else \'\' }}{{ \' flag\' if c.flags else \'\' }}"{% endif %}>'
+    '<td class="n">{{ a.rank }}</td><td><a class="case" href="#{{ d.anchors[a.case_id] }}">{{ a.case_id }}</a></td>'
+    '<td><span class="status {{ c.status }}">{{ t("status_" ~ c.status) }}</span></td>'
+    '{% for dim in dims %}{% if dim.stars is none %}<td class="n">{{ c.scores[dim.id] | avg }}</td>'
+    '{% else %}<td class="n {{ star_class(c.stars[dim.id]) }}">{{ c.scores[dim.id] | avg }} '
+    '<i>{{ c.stars[dim.id] if c.stars[dim.id] else "–" }}★</i></td>{% endif %}{% endfor %}'
+    '<td class="n"><b>{{ c.total | avg }}</b></td>{% if d.has_star_total %}<td class="n">{{ c.star_total | num }}</td>'
+    '{% endif %}<td class="n">{{ c.spread | num }}</td><td class="n">{{ a.score(d.review_queue.mode) | mean1 }}</td>'
+    '<td class="flags">{{ d.flag_texts(c.case_id) | join("; ") }}</td></tr>\n{% endfor %}\n')
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_case_rows_write_what_the_row_template_wrote(tmp_path, real_run, lang):
+    from consensus_eval.output.report.data import needs_review
+    from consensus_eval.output.report.drill import category_options, row_facts_of, type_names
+    from consensus_eval.output.report.html import case_rows, environment
+    from tests.test_audit import panel_cases
+
+    cases = panel_cases()
+    cases[1] = cases[1].model_copy(update={"id": "</script><!--<b a=\"1\" b='2'>&amp;"})
+    nasty = build_panel_store(tmp_path / "ids", cases=cases)
+    template = environment().from_string(_ROW_TEMPLATE)
+    written = {}
+    for out in (nasty, real_run):
+        data = build_report_data(load_run(out, n_boot=0), out, lang)
+        facts = row_facts_of(data.judges, [c for c, _ in category_options(data.rubric)],
+                             [t for t, _ in type_names(data.rubric)])
+        before = template.render(d=data, dims=data.rubric.dimensions, facts=facts, t=data.t, is_review=needs_review)
+        rows = list(case_rows(data, facts))
+        assert len(rows) == len(data.ranking) >= 3
+        assert "".join(rows) == before
+        written[out] = rows
+    assert any("&lt;/script&gt;&lt;!--&lt;b a=&#34;1&#34; b=&#39;2&#39;&gt;&amp;amp;" in r   # escaped as before
+               for r in written[nasty])
+    every = written[nasty] + written[real_run]
+    assert any('class="review' in r for r in every) and any('data-j="' in r for r in every)
+    assert any("★</i>" in r for r in every)

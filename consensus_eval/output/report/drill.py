@@ -274,13 +274,18 @@ def row_facts_of(judges: Sequence[str], categories: Sequence[str],
                 if v.runs_failed and v.judge in jidx:
                     standing.add(jidx[v.judge])
                 for d in v.deductions:
-                    if d.type_id in tidx:
-                        found.add(tidx[d.type_id])
-                    if d.category_id in cidx:
-                        cats.add(cidx[d.category_id])
-                    ungrounded = d.grounding is not None and d.grounding.kind == "not_found"
-                    if (d.singleton or ungrounded) and d.judge in jidx:
-                        standing.add(jidx[d.judge])
+                    i = tidx.get(d.type_id)
+                    if i is not None:
+                        found.add(i)
+                    i = cidx.get(d.category_id)
+                    if i is not None:
+                        cats.add(i)
+                    g = d.grounding
+                    # d.singleton (no other judge in its category), or a quote not found in the case
+                    if d.match == "none" or (g is not None and g.kind == "not_found"):
+                        i = jidx.get(d.judge)
+                        if i is not None:
+                            standing.add(i)
         return {"judges": " ".join(map(str, sorted(standing))), "cats": " ".join(map(str, sorted(cats))),
                 "types": " ".join(map(str, sorted(found)))}
 
