@@ -766,8 +766,23 @@ def _audit_case(rubric: Rubric, judges: Sequence[str], cons: CaseConsensus, reco
     mismatches = _mismatches(rubric, records, derived)
     views = [v for dim in dims for v in dim.judges]
     every = [x for v in views for x in v.deductions]
-    singles = {(x.judge, x.dimension, x.type_id) for x in every if x.singleton}
-    comparable = {(x.judge, x.dimension, x.type_id) for x in every if x.match != "no_peer"}
+    singles: set[tuple[str, str, str]] = set()
+    comparable: set[tuple[str, str, str]] = set()
+    n_checked = 0   # deductions whose evidence was looked for in the case ...
+    ungrounded: set[tuple[str, str, str, str, str]] = set()   # ... and those not found, each listing once
+    n_ungrounded = 0
+    for ded in every:
+        if ded.match != "no_peer":
+            key = (ded.judge, ded.dimension, ded.type_id)
+            comparable.add(key)
+            if ded.match == "none":   # ded.singleton
+                singles.add(key)
+        g = ded.grounding
+        if g is not None:
+            n_checked += 1
+            if not g.grounded:      # ded.ungrounded
+                n_ungrounded += 1
+                ungrounded.add((ded.judge, ded.dimension, ded.kind, ded.type_id, ded.evidence))
     compared = [dim for dim in dims if dim.spread is not None]
     spread_share = _mean([dim.spread_share for dim in compared if dim.spread_share is not None])
     star_gap_mean = _mean([float(dim.star_gap) for dim in compared])
@@ -776,10 +791,9 @@ def _audit_case(rubric: Rubric, judges: Sequence[str], cons: CaseConsensus, reco
     with_penalties = {d.id for d in rubric.dimensions if d.fixed_penalties}
     penalty_runs = [len({x.run for x in v.deductions if x.kind == "penalty"}) / v.runs_ok
                     for dim in dims if dim.dimension in with_penalties for v in dim.judges if v.runs_ok]
-    checked = [x for x in every if x.grounding is not None]
-    ungrounded_share = sum(x.ungrounded for x in checked) / len(checked) if checked else None
-    ungrounded = {(x.judge, x.dimension, x.kind, x.type_id, x.evidence) for x in every if x.ungrounded}
-    answered = [j for j in judges if any(v.runs_ok for dim in dims for v in dim.judges if v.judge == j)]
+    ungrounded_share = n_ungrounded / n_checked if n_checked else None
+    answering = {v.judge for v in views if v.runs_ok}
+    answered = [j for j in judges if j in answering]
     a = CaseAudit(
         case_id=cons.case_id, status=cons.status,
         disagreement=disagreement_score(spread_share, star_gap_mean, singleton_share),
@@ -1038,14 +1052,19 @@ def _match_deductions(views: list[JudgeView]) -> None:
             key = (d.type_id, d.category_id)
             res = found.get(key)
             if res is None:
-                same_type = [p for p in peers if d.type_id in types[p]]
-                if same_type:
-                    res = ("type", _shared_names(tuple(same_type)))
-                else:
-                    same_cat = [p for p in peers if d.category_id in cats[p]]
-                    res = ("category", _shared_names(tuple(same_cat))) if same_cat else ("none", ())
-                found[key] = res
+                res = found[key] = _match(d, peers, types, cats)
             d.match, d.matched_by = res
+
+
+def _match(d: AuditDeduction, peers: Sequence[str], types: Mapping[str, set[str]],
+           cats: Mapping[str, set[str]]) -> tuple[Match, tuple[str, ...]]:
+    """How ``d`` is matched by ``peers`` (``types``/``cats``: each judge's deduction types / categories on the
+    dimension): the peers with its type, else those with its category, else none."""
+    same_type = [p for p in peers if d.type_id in types[p]]
+    if same_type:
+        return "type", _shared_names(tuple(same_type))
+    same_cat = [p for p in peers if d.category_id in cats[p]]
+    return ("category", _shared_names(tuple(same_cat))) if same_cat else ("none", ())
 
 
 @lru_cache(maxsize=1024)

@@ -2,9 +2,11 @@
 
 Rendered with Jinja2 with autoescape on for every template: all text from cases and judges is
 escaped, and the template never marks data ``|safe`` (the only ``|safe`` values are the package's
-own script and JSON passed through :func:`~consensus_eval.output.report.drill.embed_json`). The
-Content-Security-Policy allows that one script by its SHA-256 hash, computed here at render time,
-and forbids every other script and any fetch, so the file works (and stays inert) offline.
+own script and JSON passed through :func:`~consensus_eval.output.report.drill.embed_json`). The case
+table's rows are the one part written in Python (:func:`case_rows`, one string per row): every value in them is
+escaped with markupsafe, as autoescape would. The Content-Security-Policy allows that one script by its
+SHA-256 hash, computed here at render time, and forbids every other script and any fetch, so the file works
+(and stays inert) offline.
 
 At scale the page stays small: the case table is one row per case, and a case's drill-down (its
 deductions, record and conversation) is embedded as compressed JSON and built when opened
