@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
 
 from consensus_eval.analysis import audit as audit_mod
 from consensus_eval.api import load_run
-from consensus_eval.domain.cases import Case
+from consensus_eval.domain.cases import Case, Turn
 from consensus_eval.domain.config import EvalConfig
 from consensus_eval.domain.judgment import Deduction, Judgment, PenaltyHit
 from consensus_eval.domain.rubric import load_rubric
@@ -69,11 +71,12 @@ RECORD = ("主诉：口干{i}年。\n现病史：1型糖尿病，5年前起病�
 
 
 def panel_cases() -> list[Case]:
-    return [Case(id=f"c{i}", conversation=[{"role": "patient", "text": f"患者{i}：口干<script>alert({i})</script>"}],
+    return [Case(id=f"c{i}", conversation=[Turn(role="patient", text=f"患者{i}：口干<script>alert({i})</script>")],
                  record=RECORD.format(i=i)) for i in range(1, 5)]
 
 
-def build_panel_store(folder: Path, panel: dict | None = None, cases: list[Case] | None = None) -> Path:
+def build_panel_store(folder: Path, panel: Mapping[tuple[str, str, str], Judgment | str] | None = None,
+                      cases: list[Case] | None = None) -> Path:
     """Fill ``folder/results.sqlite`` with 3 judges x the cases, as a finished run would leave it."""
     panel = PANEL if panel is None else panel
     cases = panel_cases() if cases is None else cases
@@ -85,7 +88,7 @@ def build_panel_store(folder: Path, panel: dict | None = None, cases: list[Case]
 
 
 def _record(p: PlannedCall, outcome: Judgment | str | None) -> CallRecord:
-    common = dict(request_hash=p.request_hash, case_id=p.case_id, dimension=p.dimension, judge=p.judge,
+    common: dict[str, Any] = dict(request_hash=p.request_hash, case_id=p.case_id, dimension=p.dimension, judge=p.judge,
                   run=p.run, model=f"openai/{p.judge}", prompt_tokens=1000, completion_tokens=200,
                   cost=0.01, latency_s=1.5)
     if outcome == "failed":
@@ -220,8 +223,8 @@ def test_single_judge_has_no_peer(tmp_path):
                 store._db.execute("DELETE FROM calls WHERE request_hash = ?", (p.request_hash,))
                 store.record(_record(p, "failed"))
     a = _by_id(load_run(folder).audit)["c1"]
-    d = a.dimensions[0].judges[0].deductions[0]
-    assert (d.match, d.singleton, a.singletons) == ("no_peer", False, 0)
+    ded = a.dimensions[0].judges[0].deductions[0]
+    assert (ded.match, ded.singleton, a.singletons) == ("no_peer", False, 0)
 
 
 # --------------------------------------------------------------------------- mismatches

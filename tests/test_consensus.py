@@ -8,7 +8,8 @@ from consensus_eval.analysis.consensus import build
 from consensus_eval.domain.aggregate import aggregate
 from consensus_eval.domain.config import ConsensusConfig
 from consensus_eval.domain.judgment import Deduction, Judgment, PenaltyHit
-from consensus_eval.execution.store import CallRecord
+from consensus_eval.execution.store import CallRecord, StoredCall
+from tests.helpers import as_stored
 
 DIMS = ("accuracy", "completeness", "standardization")
 # one deduction of each fixed-points type used below, by dimension: (category, type, points)
@@ -17,20 +18,20 @@ ONE = {"accuracy": ("numbers", "value_error", 2.0), "completeness": ("family_his
 
 
 def rec(case: str, judge: str, dim: str, run: int = 0, n: int = 0, ok: bool = True, claimed: float | None = None,
-        penalty: bool = False) -> CallRecord:
+        penalty: bool = False) -> StoredCall:
     """A stored call: ``n`` deductions of the dimension's ONE type (or a failed call)."""
     if not ok:
-        return CallRecord(request_hash=f"{case}{judge}{dim}{run}", case_id=case, dimension=dim, judge=judge,
-                          run=run, status="failed", error="boom")
+        return as_stored([CallRecord(request_hash=f"{case}{judge}{dim}{run}", case_id=case, dimension=dim,
+                                     judge=judge, run=run, status="failed", error="boom")])[0]
     cat, typ, pts = ONE[dim]
     j = Judgment(dimension=dim, deductions=[Deduction(category=cat, type=typ, points=pts)] * n,
                  fixed_penalties=[PenaltyHit(id="diabetes_in_past_history")] if penalty else [],
                  claimed_score=claimed)
-    return CallRecord(request_hash=f"{case}{judge}{dim}{run}", case_id=case, dimension=dim, judge=judge, run=run,
-                      status="ok", judgment=j)
+    return as_stored([CallRecord(request_hash=f"{case}{judge}{dim}{run}", case_id=case, dimension=dim, judge=judge,
+                                 run=run, status="ok", judgment=j)])[0]
 
 
-def full(case: str, judge: str, n: dict[str, int] | None = None, run: int = 0) -> list[CallRecord]:
+def full(case: str, judge: str, n: dict[str, int] | None = None, run: int = 0) -> list[StoredCall]:
     n = n or {}
     return [rec(case, judge, d, run, n.get(d, 0)) for d in DIMS]
 

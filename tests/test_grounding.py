@@ -11,6 +11,7 @@ import json
 import math
 import random
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -18,7 +19,7 @@ import respx
 
 from consensus_eval.analysis.derived import ground_all, read_run
 from consensus_eval.domain import grounding as grounding_module
-from consensus_eval.domain.cases import Case, load_cases
+from consensus_eval.domain.cases import Case, Turn, load_cases
 from consensus_eval.domain.config import EvalConfig, LLMJudgeConfig
 from consensus_eval.domain.grounding import (
     FUZZY_THRESHOLD,
@@ -38,7 +39,7 @@ from consensus_eval.execution.store import CallRecord, Store
 from consensus_eval.judges.llm import LLMJudge
 from tests.conftest import EXAMPLES
 from tests.fakellm import INVENTED_MARK, INVENTED_QUOTES, chat_response
-from tests.helpers import write_store
+from tests.helpers import as_stored, present, write_store
 
 RECORD = ("主诉：口渴、多饮3年，加重1月。\n"
           "现病史：患者3年前体检发现空腹血糖7.9mmol/L，诊断为2型糖尿病，口服二甲双胍 500mg 每日2次。近1月口渴加重。\n"
@@ -131,6 +132,7 @@ def test_normalised_spans_map_back_exactly_on_random_texts():
 
 def test_fuzzy_particle_added_is_found_with_its_score():
     g = _g("患者3年前体检时发现空腹血糖7.9")   # 时 added
+    assert g.score is not None
     assert g.kind == "fuzzy" and FUZZY_THRESHOLD <= g.score < 100
     (s,) = g.spans
     assert RECORD[s.start:s.end] == "患者3年前体检发现空腹血糖7.9"  # the window fitted to the quote
@@ -140,6 +142,7 @@ def test_a_quote_longer_than_the_text_is_not_a_perfect_fuzzy_match():
     # partial_ratio alone would find the 6-character record inside the quote and score it 100
     assert ground("主诉：口渴多饮三年余伴乏力", "口渴多饮三年", "").kind == "not_found"
     g = ground("口渴多饮三年的", "口渴多饮三年", "")
+    assert g.score is not None
     assert g.kind == "fuzzy" and FUZZY_THRESHOLD <= g.score < 100
 
 
@@ -175,8 +178,8 @@ def test_fuzzy_threshold_edge(monkeypatch):
 
 
 def test_a_quote_from_the_conversation_as_the_prompt_renders_it(rubric):
-    case = Case(id="c", record="主诉：多饮3年。", conversation=[{"role": "doctor", "text": "家里人有糖尿病吗？"},
-                                                           {"role": "patient", "text": "我父亲有糖尿病。"}])
+    case = Case(id="c", record="主诉：多饮3年。", conversation=[Turn(role="doctor", text="家里人有糖尿病吗？"),
+                                                           Turn(role="patient", text="我父亲有糖尿病。")])
     shown = case.conversation_as_text(rubric.roles)
     assert shown in render(rubric, rubric.dimensions[0], case)[1]["content"]  # what the judge saw
     g = ground("患者：我父亲有糖尿病", case.record, shown)
@@ -247,7 +250,7 @@ def test_section_finder_reads_folded_text_one_for_one():
 def test_the_rules_judge_imports_the_section_finder_from_the_domain():
     from consensus_eval.judges.rules.medical_record import document
 
-    assert document.find_sections is find_sections
+    assert vars(document)["find_sections"] is find_sections  # the name as the rules' document module binds it
 
 
 # --------------------------------------------------------------------------- a case's grounder
@@ -281,7 +284,7 @@ def test_ground_all_folds_each_case_once_and_searches_each_distinct_quote_once(r
                           run=r, judgment=Judgment(dimension="accuracy", deductions=[
                               Deduction(category="numbers", type="value_error", points=2, evidence=q) for q in quotes]))
                for c in cases for j in "abcd" for r in range(2)]
-    out = ground_all(rubric, cases, records)
+    out = ground_all(rubric, cases, as_stored(records))
     assert len(out) == 3 * 4 * 2 * 3
     assert len(made) == 3 and len(searched) == 3 * 2
 
@@ -338,10 +341,11 @@ def test_drop_rederives_without_ungrounded_and_keeps_the_reply(tmp_path, rubric)
         run = read_run(store)
     assert run.scores["h0"].score == 40 - 2                     # only the grounded deduction counts
     assert run.scores["h0"].claimed_score is None               # the claim was about all three
-    assert run.score_as_judged("h0").score == 26 and run.score_as_judged("h0").claimed_score == 26
+    as_judged = present(run.score_as_judged("h0"))
+    assert as_judged.score == 26 and as_judged.claimed_score == 26
     (rec,) = run.records
-    assert rec.judgment.to_judgment() == JUDGMENT          # the stored judgment untouched
-    assert json.loads(rec.raw)["deductions"][1]["evidence"] == "青霉素皮试阳性"
+    assert present(rec.judgment).to_judgment() == JUDGMENT          # the stored judgment untouched
+    assert json.loads(present(rec.raw))["deductions"][1]["evidence"] == "青霉素皮试阳性"
 
 
 def test_drop_leaves_fully_grounded_calls_alone(tmp_path, rubric):
@@ -383,12 +387,12 @@ def test_audit_deductions_carry_their_grounding(tmp_path, rubric):
 URL = "http://judge-a.test/v1/chat/completions"
 
 
-def _reply(evidence: list[str], score: float = 36) -> dict:
+def _reply(evidence: list[str], score: float = 36) -> dict[str, Any]:
     return {"deductions": [{"category": "numbers", "type": "value_error", "points": 2, "evidence": e, "reason": "r"}
                            for e in evidence], "fixed_penalties": [], "score": score, "stars": 3, "comment": "c"}
 
 
-def _reask_call(rubric, replies: list, **kw):
+def _reask_call(rubric, replies: list[dict[str, Any] | str], **kw):
     cfg = EvalConfig.model_validate({"ungrounded": "reask", "judges": [
         {"name": "j", "model": "openai/fake", "api_base": "http://judge-a.test/v1", "api_key_env": "JUDGE_A_KEY",
          "mode": "json", "input_cost_per_token": 1e-6, "output_cost_per_token": 0, **kw}]})
@@ -452,7 +456,9 @@ def test_fake_server_panel_invented_quotes_come_out_not_found(tmp_path, rubric):
             store.set_plan(c.planned for c in prep.calls)
             asyncio.run(execute(prep.calls, prep.judges, prep.rubric, store, None))
             run = read_run(store)
-    invented, real, missed = {}, {}, []
+    invented: dict[str, int] = {}
+    real: dict[str, int] = {}
+    missed: list[str] = []
     for r in run.records:
         assert r.judgment is not None, r.error
         for i, d in enumerate(r.judgment.deductions):

@@ -15,6 +15,7 @@ import re
 import shutil
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -25,6 +26,7 @@ from consensus_eval.output.report import write_reports
 from consensus_eval.output.report.data import build_report_data, flatten_numbers, pair_agreement
 from consensus_eval.output.report.drill import embed_json, unpack
 from tests.conftest import EXAMPLES, ROOT
+from tests.helpers import present
 from tests.test_audit import JUDGES, XSS_EVIDENCE, build_panel_store
 
 MD_SECTIONS = ["cases need review", "## All cases", "## Score distributions per judge", "## Judge vs judge",
@@ -35,7 +37,7 @@ HTML_SECTIONS = ["review", "cases", "distributions", "agreement", "reliability",
 
 
 @pytest.fixture(scope="module")
-def real_run(tmp_path_factory) -> Path:
+def real_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The bundled examples scored by the default config (rules judge only), reports written."""
     from consensus_eval import api as evaluate
 
@@ -58,15 +60,16 @@ def panel_run(tmp_path) -> Path:
     return out
 
 
-def payloads(html: str) -> dict[str, dict]:
+def payloads(html: str) -> dict[str, dict[str, Any]]:
     """Every case's embedded drill-down (what the page's script unpacks), by case id."""
     chunks = re.findall(r'<script type="application/octet-stream" id="dd-\d+">(.*?)</script>', html, re.S)
     return {p["id"]: p for c in chunks for p in unpack(c.strip())}
 
 
-def meta(html: str) -> dict:
-    return json.loads(re.search(r'<script type="application/json" id="report-meta">(.*?)</script>', html, re.S)
-                      .group(1))
+def meta(html: str) -> dict[str, Any]:
+    found = present(re.search(r'<script type="application/json" id="report-meta">(.*?)</script>', html, re.S))
+    data: dict[str, Any] = json.loads(found.group(1))
+    return data
 
 
 class _Resources(HTMLParser):
@@ -248,7 +251,7 @@ def test_html_fetches_nothing_and_runs_only_its_own_script(real_run, panel_run):
         for css in parsed.styles:
             assert "@import" not in css and "url(" not in css
         assert not re.search(r"""(src|href)\s*=\s*["']?\s*(https?:)?//""", html, re.I)
-        csp = re.search(r'http-equiv="Content-Security-Policy" content="([^"]+)"', html).group(1)
+        csp = present(re.search(r'http-equiv="Content-Security-Policy" content="([^"]+)"', html)).group(1)
         assert "default-src 'none'" in csp and "connect-src" not in csp and "unsafe-eval" not in csp
         scripts = re.findall(r"<script([^>]*)>(.*?)</script>", html, re.S)
         code = [body for attrs, body in scripts if "type=" not in attrs]

@@ -16,6 +16,7 @@ import struct
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -23,6 +24,7 @@ from typer.testing import CliRunner
 from consensus_eval.api import load_run
 from consensus_eval.domain.judgment import Deduction, Judgment
 from consensus_eval.output.report import write_reports
+from tests.helpers import present
 from tests.test_audit import PANEL, build_panel_store, panel_cases
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -46,7 +48,7 @@ def browser() -> Iterator[object]:
 
 
 @pytest.fixture(scope="module")
-def panel_html(tmp_path_factory) -> Path:
+def panel_html(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The 3-judge panel of test_audit, plus an invented quote (ungrounded) and one human review."""
     out = tmp_path_factory.mktemp("browser") / "panel"
     panel = dict(PANEL)
@@ -87,14 +89,19 @@ class Page:
         self.page = self.context.new_page()
         self.dialogs: list[str] = []
         self.errors: list[str] = []
-        self.page.on("dialog", lambda d: (self.dialogs.append(d.message), d.dismiss()))
+        def on_dialog(d: Any) -> None:
+            self.dialogs.append(d.message)
+            d.dismiss()
+
+        self.page.on("dialog", on_dialog)
         self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
         self.page.on("pageerror", lambda e: self.errors.append(str(e)))
         self.page.goto(html.as_uri() + fragment)
 
     def visible_ids(self) -> list[str]:
-        return self.page.eval_on_selector_all("#case-table tbody tr[data-id]:not([hidden])",
-                                              "rows => rows.map(r => r.dataset.id)")
+        ids: list[str] = self.page.eval_on_selector_all("#case-table tbody tr[data-id]:not([hidden])",
+                                                        "rows => rows.map(r => r.dataset.id)")
+        return ids
 
     def close(self) -> None:
         self.context.close()
@@ -320,7 +327,7 @@ def png_colours(data: bytes, step: int = 3) -> int:
     raw = zlib.decompress(idat)
     stride = width * channels
     prev = bytearray(stride)
-    seen = set()
+    seen: set[bytes] = set()
     for y, start in enumerate(range(0, len(raw), stride + 1)):
         filt, line = raw[start], bytearray(raw[start + 1:start + 1 + stride])
         for i in range(stride):
@@ -375,7 +382,7 @@ def test_screenshots_have_content(browser, panel_html, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def trust_run(tmp_path_factory) -> Path:
+def trust_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Two systems x 30 conversations, 3 judges, a random spot check of 24 scored by a clinician (10 of them
     by a second one): the leaderboard, the validity section and the decision study all have content."""
     from consensus_eval.api import spot_check
@@ -390,7 +397,8 @@ def trust_run(tmp_path_factory) -> Path:
     with Store.open_existing(out) as store:
         for i, cid in enumerate(sample):
             for reviewer in ("li", "wang") if i < 10 else ("li",):
-                acc = max(0.0, min(40.0, totals[cid] - 62 + ((1 + i % 2) if reviewer == "wang" else 0) + (i % 3)))
+                acc = max(0.0, min(40.0, present(totals[cid]) - 62 + ((1 + i % 2) if reviewer == "wang" else 0)
+                                   + (i % 3)))
                 for d, v in (("accuracy", acc), ("completeness", 35.0), ("standardization", 25.0)):
                     store.upsert_human_label(HumanLabelRecord(case_id=cid, dimension=d, reviewer=reviewer,
                                                               kind="score", value=v, source="test"))

@@ -8,7 +8,9 @@ import gc
 import json
 import random
 import shutil
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -148,11 +150,11 @@ def _work_of_a_rebuild(tmp_path, monkeypatch, n_cases: int) -> dict[str, int]:
     folder = tmp_path / f"run{n_cases}"
     shutil.copytree(src, folder)
     counts = {"parsed": 0, "validated_judgments": 0, "searched": 0, "resamples": 0}
-    parse, validate, search = store_mod.stored_judgment, Judgment.model_validate_json, CaseGrounder._ground
+    parse, validate, search = vars(store_mod)["stored_judgment"], Judgment.model_validate_json, CaseGrounder._ground
     alpha = alpha_mod.krippendorff_alpha
 
-    def counting(key, fn):
-        def wrapped(*a, **k):
+    def counting(key: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapped(*a: Any, **k: Any) -> Any:
             counts[key] += 1
             return fn(*a, **k)
         return wrapped
