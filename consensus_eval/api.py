@@ -26,6 +26,7 @@ from typing import Any, TypeVar, cast
 from pydantic import ValidationError
 
 from consensus_eval._errors import InputError, format_validation_error
+from consensus_eval._gc import gc_paused_call
 from consensus_eval.analysis.agreement import HumanLabel
 from consensus_eval.analysis.alpha import DEFAULT_SEED
 from consensus_eval.analysis.calibration import CalibrationReport, CalibrationSource, calibrate as measure
@@ -506,7 +507,10 @@ async def _execute_with_batches(prep: Prepared, store: Store, on_progress: Progr
     return progress
 
 
+@gc_paused_call
 def _rebuild(store: Store, out: Path, n_boot: int, lang: str | None = None) -> Results:
+    """Read, analyse and write a run in one paused-collector block (``consensus_eval._gc``): its stages' own
+    blocks are nested, so the collector does not wake between stages to traverse what the stages before made."""
     # without the raw replies: nothing after the judge layer reads them (load_run keeps them)
     results = analyze(read_run(store, replies=False), labels=store.human_labels(), n_boot=n_boot,
                       spot_checks=store.spot_checks())

@@ -139,6 +139,29 @@ def test_the_gc_pause_nests_restores_the_collector_and_freezes_only_when_asked()
         gc.enable()
 
 
+
+def test_a_rebuild_is_one_paused_block_the_collector_never_wakes_between_its_stages(tmp_path: Path) -> None:
+    """api.rebuild reads, analyses and writes inside one paused block: the collector's automatic passes (which
+    traverse everything the stages before made) do not run between its stages, only once it has ended. Counted
+    with gc.callbacks, the public hook of every pass."""
+    build_big_run(tmp_path, 40, 3)
+    passes: list[int] = []
+
+    def count(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            passes.append(info["generation"])
+
+    gc.collect()
+    gc.callbacks.append(count)
+    try:
+        api.rebuild(tmp_path, n_boot=20)
+    finally:
+        gc.callbacks.remove(count)
+    # once the block ends, the next allocation may start one pass (the young generation holds all that the
+    # rebuild made); stage by stage, each of the ~10 stages' ends started one or more
+    assert len(passes) <= 2, passes
+
+
 class _Counter:
     def __init__(self) -> None:
         self.n = 0
