@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
-from typing import Any
 
 from pydantic import ValidationError
 
 from consensus_eval._errors import InputError, format_validation_error
 from consensus_eval._gc import gc_paused_call
-from consensus_eval.domain.cases import Case, Turn
+from consensus_eval.domain.cases import Case
 from consensus_eval.domain.config import EvalConfig
-from consensus_eval.domain.construct import all_fields, shared_copy
+from consensus_eval.domain.construct import shared_copy
 from consensus_eval.domain.grounding import Grounding
 from consensus_eval.domain.rubric import Rubric
 from consensus_eval.domain.scoring import DimensionScore
@@ -85,63 +84,6 @@ def _compact_case(case: Case) -> Case:
     return shared_copy(case, defaults_given=_CASE_OPTIONAL)
 
 
-_TURN_KEYS = frozenset(("role", "text"))
-_PLAIN_CASE_KEYS = frozenset(("id", "conversation", "record", "important", "system", "source", "meta"))
-
-
-def _opt_text(v: Any, most: int) -> bool:
-    return v is None or (type(v) is str and 0 < len(v) <= most)
-
-
-def _plain_case(d: Any) -> Case | None:
-    """The case a stored case dict (``Case.model_dump()`` as the store wrote it) validates to, built without
-    validation, or None when ``d`` is not such a plain dict (then :func:`_stored_case` validates it).
-
-    It is built only when every check :class:`~consensus_eval.domain.cases.Case` makes is seen to pass, on values
-    that validation keeps as they are: every field given, exact ``str``/``bool``/``dict``/``list`` types, a
-    printable non-blank id (``str.isprintable``: no control character or line break), a non-blank record, a
-    non-empty conversation of ``{role, text}`` turns with a role, ``system``/``source`` None or of 1-200/1-500
-    characters, no ``criteria`` (a case with criteria is validated). The result equals
-    ``_compact_case(Case.model_validate(d))``: the same values and fields sets, roles interned
-    (tests/test_stored.py compares the two)."""
-    if type(d) is not dict or d.keys() != _PLAIN_CASE_KEYS:
-        return None
-    cid, conv, record, meta = d["id"], d["conversation"], d["record"], d["meta"]
-    if (type(cid) is not str or not cid.isprintable() or not cid.strip() or type(record) is not str
-            or not record.strip() or type(d["important"]) is not bool or type(meta) is not dict
-            or not _opt_text(d["system"], 200) or not _opt_text(d["source"], 500)):
-        return None
-    if type(conv) is str:
-        if not conv.strip():
-            return None
-    elif type(conv) is list and conv:
-        turns = []
-        shared_turn = _TURN_FIELDS
-        for t in conv:
-            if type(t) is not dict or t.keys() != _TURN_KEYS:
-                return None
-            role, text = t["role"], t["text"]
-            if type(role) is not str or not role or type(text) is not str:
-                return None
-            turns.append(Turn.model_construct(shared_turn, role=sys.intern(role), text=text))
-        conv = turns
-    else:
-        return None
-    if not all(type(k) is str for k in meta):
-        return None
-    return Case.model_construct(_CASE_FIELDS, id=cid, conversation=conv, record=record, important=d["important"],
-                                system=d["system"], source=d["source"], meta=meta, criteria=None)
-
-
-def _stored_case(d: Any) -> Case:
-    """A case of the store's ``cases`` (:func:`_plain_case` when it applies, else validated and compacted)."""
-    return _plain_case(d) or _compact_case(Case.model_validate(d))
-
-
-_CASE_FIELDS = all_fields(Case)
-_TURN_FIELDS = all_fields(Turn)
-
-
 @gc_paused_call
 def read_stored(store: Store, *, replies: bool = True) -> StoredRun:
     """Read a run back from its store (no judge is called), one read of each table, nothing derived: ``scores``,
@@ -156,7 +98,7 @@ def read_stored(store: Store, *, replies: bool = True) -> StoredRun:
     try:
         rubric = Rubric.model_validate(store.get_meta("rubric"))
         config = EvalConfig.model_validate(store.get_meta("config"))
-        cases = [_stored_case(c) for c in store.get_meta("cases", [])]
+        cases = [_compact_case(Case.model_validate(c)) for c in store.get_meta("cases", [])]
     except ValidationError as e:
         raise InputError(f"{store.path}: the run recorded in this store is not valid for this version of "
                          f"consensus-eval (rerun `score` into a new folder):\n{format_validation_error(e)}") from None
