@@ -13,7 +13,7 @@ import csv
 import dataclasses
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 from typer.testing import CliRunner
@@ -114,12 +114,12 @@ def _by_id(audits: list[audit_mod.CaseAudit]) -> dict[str, audit_mod.CaseAudit]:
 # --------------------------------------------------------------------------- ranking
 
 
-def test_ranking_order_and_ranks(audits):
+def test_ranking_order_and_ranks(audits: list[audit_mod.CaseAudit]) -> None:
     assert [a.case_id for a in audits] == EXPECTED_ORDER
     assert [a.rank for a in audits] == [1, 2, 3, 4]
 
 
-def test_score_parts_by_hand(audits):
+def test_score_parts_by_hand(audits: list[audit_mod.CaseAudit]) -> None:
     a = _by_id(audits)
     assert (a["c2"].spread, a["c2"].star_gaps, a["c2"].singletons, a["c2"].mismatches) == (8, 2, 2, 0)
     assert a["c2"].disagreement == pytest.approx(50 / 3)
@@ -132,14 +132,14 @@ def test_score_parts_by_hand(audits):
     assert a["c4"].status == "failed" and a["c4"].spread is None and a["c4"].disagreement == 0
 
 
-def test_disagreement_and_risk_formulas():
+def test_disagreement_and_risk_formulas() -> None:
     assert audit_mod.disagreement_score(None, None, None) == 0
     assert audit_mod.disagreement_score(0.25, 1.5, 0.5) == 25 + 15 + 5
     assert audit_mod.risk_score(None, None, None) == 0
     assert audit_mod.risk_score(0.3, 0.5, 0.25) == pytest.approx(30 + 5 + 2.5)
 
 
-def test_needs_review_reasons(audits):
+def test_needs_review_reasons(audits: list[audit_mod.CaseAudit]) -> None:
     a = _by_id(audits)
     assert [(r.code, r.text) for r in a["c4"].reasons] == [("failed", "no judge answered")]
     assert [(r.code, r.text) for r in a["c2"].reasons] == [("star_gap", "judges' stars differ by 2 or more: 准确性 2★")]
@@ -147,7 +147,7 @@ def test_needs_review_reasons(audits):
     assert [x.needs_review for x in audits] == [True, True, False, False]
 
 
-def test_failed_then_inconclusive_come_first():
+def test_failed_then_inconclusive_come_first() -> None:
     def fake(cid: str, status: str, score: float, review: bool = False, risk: float = 0) -> audit_mod.CaseAudit:
         return audit_mod.CaseAudit(case_id=cid, status=status, disagreement=score, risk=risk, needs_review=review,
                                    spread=None, star_gaps=0, singletons=0, mismatches=0, total=None,
@@ -169,7 +169,7 @@ def test_failed_then_inconclusive_come_first():
 # --------------------------------------------------------------------------- side by side, singletons
 
 
-def test_side_by_side_uses_display_names(audits):
+def test_side_by_side_uses_display_names(audits: list[audit_mod.CaseAudit]) -> None:
     acc = _by_id(audits)["c2"].dimensions[0]
     assert (acc.dimension, acc.name, acc.star_gap) == ("accuracy", "准确性", 2)
     views = {v.judge: v for v in acc.judges}
@@ -178,7 +178,7 @@ def test_side_by_side_uses_display_names(audits):
     assert (first.category, first.type, first.points, first.evidence) == ("药物信息准确性", "药名错误", 3, XSS_EVIDENCE)
 
 
-def test_singletons_and_matches(audits):
+def test_singletons_and_matches(audits: list[audit_mod.CaseAudit]) -> None:
     c2 = _by_id(audits)["c2"]
     singles = c2.singleton_deductions()
     assert sorted((s.judge, s.type_id) for s in singles) == [("judge-a", "diagnosis_error"), ("judge-a", "time_error")]
@@ -189,7 +189,7 @@ def test_singletons_and_matches(audits):
     assert [(d.match, d.matched_by) for d in views["judge-c"].deductions] == [("type", ("judge-a",))]
 
 
-def test_category_only_match(audits):
+def test_category_only_match(audits: list[audit_mod.CaseAudit]) -> None:
     std = _by_id(audits)["c3"].dimensions[2]
     views = {v.judge: v for v in std.judges}
     assert [(d.match, d.matched_by) for d in views["judge-a"].deductions] == [("category", ("judge-b",))]
@@ -197,7 +197,7 @@ def test_category_only_match(audits):
     assert _by_id(audits)["c3"].singleton_deductions() == []
 
 
-def test_fixed_penalties_are_listed_and_matched(audits):
+def test_fixed_penalties_are_listed_and_matched(audits: list[audit_mod.CaseAudit]) -> None:
     acc = _by_id(audits)["c1"].dimensions[0]
     for v in acc.judges:
         pen = [d for d in v.deductions if d.kind == "penalty"]
@@ -205,14 +205,14 @@ def test_fixed_penalties_are_listed_and_matched(audits):
         assert [(p.type, p.points, p.category, p.match) for p in pen] == expected
 
 
-def test_failed_calls_show_errors(audits):
+def test_failed_calls_show_errors(audits: list[audit_mod.CaseAudit]) -> None:
     c4 = _by_id(audits)["c4"]
     for dim in c4.dimensions:
         for v in dim.judges:
             assert (v.runs_ok, v.runs_failed, v.score, v.errors) == (0, 1, None, ("timeout after 120 s",))
 
 
-def test_single_judge_has_no_peer(tmp_path):
+def test_single_judge_has_no_peer(tmp_path: Path) -> None:
     solo = {("c1", "judge-a", "accuracy"): Judgment(dimension="accuracy", deductions=[_d("numbers", "value_error", 2)])}
     folder = build_panel_store(tmp_path / "solo", solo)
     # judge-b and judge-c fail everything on c1: judge-a's deduction has nobody to compare with
@@ -230,7 +230,7 @@ def test_single_judge_has_no_peer(tmp_path):
 # --------------------------------------------------------------------------- mismatches
 
 
-def test_mismatch_listing(audits):
+def test_mismatch_listing(audits: list[audit_mod.CaseAudit]) -> None:
     c3 = _by_id(audits)["c3"]
     assert [dataclasses.asdict(m) for m in c3.mismatch_runs] == [{
         "judge": "judge-a", "run": 0, "dimension": "standardization", "dimension_name": "规范性",
@@ -241,7 +241,7 @@ def test_mismatch_listing(audits):
 # --------------------------------------------------------------------------- adjudication sheet
 
 
-def test_export_csv_columns_bom_and_rows(audits, tmp_path):
+def test_export_csv_columns_bom_and_rows(audits: list[audit_mod.CaseAudit], tmp_path: Path) -> None:
     path = write_adjudication_csv(tmp_path / "sheet.csv", audits)
     raw = path.read_bytes()
     assert raw.startswith(b"\xef\xbb\xbf")
@@ -272,7 +272,7 @@ def test_export_csv_columns_bom_and_rows(audits, tmp_path):
 # --------------------------------------------------------------------------- command line
 
 
-def test_cli_audit_prints_ranking_and_exports(panel_dir, tmp_path):
+def test_cli_audit_prints_ranking_and_exports(panel_dir: Path, tmp_path: Path) -> None:
     from consensus_eval.cli import app
 
     sheet = tmp_path / "adjudicate.csv"
@@ -287,7 +287,7 @@ def test_cli_audit_prints_ranking_and_exports(panel_dir, tmp_path):
     assert {r["case_id"] for r in rows} == {"c4", "c2"}  # --top limits the sheet too
 
 
-def test_cli_audit_shows_mismatches(panel_dir):
+def test_cli_audit_shows_mismatches(panel_dir: Path) -> None:
     from consensus_eval.cli import app
 
     res = CliRunner().invoke(app, ["audit", str(panel_dir), "--top", "0"], env={"COLUMNS": "200"})
@@ -295,24 +295,24 @@ def test_cli_audit_shows_mismatches(panel_dir):
     assert "claimed 25" in res.output and "derived 24" in res.output
 
 
-def test_cli_audit_without_store(tmp_path):
+def test_cli_audit_without_store(tmp_path: Path) -> None:
     from consensus_eval.cli import app
 
     res = CliRunner().invoke(app, ["audit", str(tmp_path)])
     assert res.exit_code == 2 and "no store here" in res.output
 
 
-def test_audit_never_calls_a_judge(panel_dir, monkeypatch):
+def test_audit_never_calls_a_judge(panel_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import consensus_eval.judges as judges
 
-    def boom(*a, **k):
+    def boom(*a: Any, **k: Any) -> NoReturn:
         raise AssertionError("audit must not build or call a judge")
 
     monkeypatch.setattr(judges, "build_judge", boom)
     assert [a.case_id for a in load_run(panel_dir).audit] == EXPECTED_ORDER
 
 
-def test_the_audit_console_in_chinese(tmp_path):
+def test_the_audit_console_in_chinese(tmp_path: Path) -> None:
     """`audit --lang zh` prints the queue, its legend, the totals and the drill-down in Chinese (issue 22: the
     audit console was English only); English stays the default."""
     from typer.testing import CliRunner

@@ -8,6 +8,7 @@ from consensus_eval.analysis.consensus import build
 from consensus_eval.domain.aggregate import aggregate
 from consensus_eval.domain.config import ConsensusConfig
 from consensus_eval.domain.judgment import Deduction, Judgment, PenaltyHit
+from consensus_eval.domain.rubric import Rubric
 from consensus_eval.execution.store import CallRecord, StoredCall
 from tests.helpers import as_stored
 
@@ -36,7 +37,7 @@ def full(case: str, judge: str, n: dict[str, int] | None = None, run: int = 0) -
     return [rec(case, judge, d, run, n.get(d, 0)) for d in DIMS]
 
 
-def test_aggregates():
+def test_aggregates() -> None:
     assert aggregate([30, 34, 38]) == 34
     assert aggregate([30, 31, 38], "median") == 31
     # trimmed mean (20%) of 5 values drops one at each end: mean(31, 32, 33) = 32
@@ -46,7 +47,7 @@ def test_aggregates():
         aggregate([])
 
 
-def test_runs_are_averaged_then_judges(rubric):
+def test_runs_are_averaged_then_judges(rubric: Rubric) -> None:
     records = [
         # judge a, run 0: accuracy 40 - 2x2 = 36; run 1: 40 - 1x2 = 38 -> mean 37, spread 2
         *full("c1", "a", {"accuracy": 2}, run=0), *full("c1", "a", {"accuracy": 1}, run=1),
@@ -64,13 +65,13 @@ def test_runs_are_averaged_then_judges(rubric):
     assert c.judge_totals == {"a": 37 + 35 + 25, "b": 34 + 31 + 25} and c.spread == 7
 
 
-def test_failed_runs_are_left_out_not_zero(rubric):
+def test_failed_runs_are_left_out_not_zero(rubric: Rubric) -> None:
     records = [*full("c1", "a", {"accuracy": 1}), rec("c1", "a", "accuracy", run=1, ok=False)]
     [c] = build(rubric, records, ["a"], ["c1"], ConsensusConfig())
     assert c.judges["a"]["accuracy"].failed_runs == 1 and c.scores["accuracy"] == 38
 
 
-def test_quorum_inconclusive_and_failed(rubric):
+def test_quorum_inconclusive_and_failed(rubric: Rubric) -> None:
     records = [*full("c1", "a"), *full("c1", "b"),
                *full("c2", "a"), *(rec("c2", "b", d, ok=False) for d in DIMS),
                *(rec("c3", j, d, ok=False) for j in "ab" for d in DIMS)]
@@ -84,7 +85,7 @@ def test_quorum_inconclusive_and_failed(rubric):
     assert c2b.status == "ok" and c2b.n_judges == 1
 
 
-def test_flags(rubric):
+def test_flags(rubric: Rubric) -> None:
     records = [
         *full("c1", "a"),  # 100
         # 4 x 2 = 8 (the numbers cap) -> 32; 2 x 4 = 8 but family history caps at 4 -> 31: total 88, spread 12

@@ -30,9 +30,9 @@ from consensus_eval.domain.grounding import (
     quote_parts,
     reask_prompt,
 )
-from consensus_eval.domain.judgment import Deduction, Judgment, PenaltyHit
+from consensus_eval.domain.judgment import CallOutcome, Deduction, Judgment, PenaltyHit
 from consensus_eval.domain.prompts import render
-from consensus_eval.domain.rubric import Headings, load_rubric
+from consensus_eval.domain.rubric import Headings, Rubric, load_rubric
 from consensus_eval.domain.sections import SectionIndex, Sections, find_sections, fold_width
 from consensus_eval.execution.execute import execute
 from consensus_eval.execution.store import CallRecord, Store
@@ -65,7 +65,7 @@ def _g(quote: str) -> Grounding:
 # --------------------------------------------------------------------------- the levels
 
 
-def test_exact_keeps_every_occurrence_in_both_texts():
+def test_exact_keeps_every_occurrence_in_both_texts() -> None:
     g = _g("口渴")
     assert g.kind == "exact" and g.score == 100 and g.grounded
     where = [(s.source, s.start) for s in g.spans]
@@ -76,26 +76,26 @@ def test_exact_keeps_every_occurrence_in_both_texts():
         assert _text(s.source)[s.start:s.end] == "口渴"
 
 
-def test_exact_ignores_surrounding_blanks():
+def test_exact_ignores_surrounding_blanks() -> None:
     g = _g("  高血压5年 \n")
     assert g.kind == "exact" and RECORD[g.spans[0].start:g.spans[0].end] == "高血压5年"
 
 
-def test_full_width_quote_is_normalised_and_maps_back():
+def test_full_width_quote_is_normalised_and_maps_back() -> None:
     g = _g("空腹血糖７．９ｍｍｏｌ／Ｌ")
     assert g.kind == "normalised" and g.score == 100
     (s,) = g.spans
     assert RECORD[s.start:s.end] == "空腹血糖7.9mmol/L"
 
 
-def test_half_width_quote_of_full_width_record():
+def test_half_width_quote_of_full_width_record() -> None:
     record = "现病史：空腹血糖７．９ｍｍｏｌ／Ｌ，糖化６．９％。"
     g = ground("糖化6.9%", record, "")
     assert g.kind == "normalised"
     assert record[g.spans[0].start:g.spans[0].end] == "糖化６．９％"
 
 
-def test_blanks_punctuation_and_quote_marks_are_folded():
+def test_blanks_punctuation_and_quote_marks_are_folded() -> None:
     cases = {
         "二甲双胍500mg每日2次": "二甲双胍 500mg 每日2次",   # blanks dropped
         "口渴,多饮3年": "口渴、多饮3年",                    # 、 and , are one comma
@@ -109,7 +109,7 @@ def test_blanks_punctuation_and_quote_marks_are_folded():
         assert g.kind == "normalised" or quote == original
 
 
-def test_normalised_spans_map_back_exactly_on_random_texts():
+def test_normalised_spans_map_back_exactly_on_random_texts() -> None:
     """Independent check of the position map: a span's original text, normalised, is the normalised
     quote, and its ends are not a dropped character (the span is as tight as the match)."""
     rng = random.Random(7)
@@ -130,7 +130,7 @@ def test_normalised_spans_map_back_exactly_on_random_texts():
                 assert normalise(piece[0]) and normalise(piece[-1]), (text, quote, piece)
 
 
-def test_fuzzy_particle_added_is_found_with_its_score():
+def test_fuzzy_particle_added_is_found_with_its_score() -> None:
     g = _g("患者3年前体检时发现空腹血糖7.9")   # 时 added
     assert g.score is not None
     assert g.kind == "fuzzy" and FUZZY_THRESHOLD <= g.score < 100
@@ -138,7 +138,7 @@ def test_fuzzy_particle_added_is_found_with_its_score():
     assert RECORD[s.start:s.end] == "患者3年前体检发现空腹血糖7.9"  # the window fitted to the quote
 
 
-def test_a_quote_longer_than_the_text_is_not_a_perfect_fuzzy_match():
+def test_a_quote_longer_than_the_text_is_not_a_perfect_fuzzy_match() -> None:
     # partial_ratio alone would find the 6-character record inside the quote and score it 100
     assert ground("主诉：口渴多饮三年余伴乏力", "口渴多饮三年", "").kind == "not_found"
     g = ground("口渴多饮三年的", "口渴多饮三年", "")
@@ -146,13 +146,13 @@ def test_a_quote_longer_than_the_text_is_not_a_perfect_fuzzy_match():
     assert g.kind == "fuzzy" and FUZZY_THRESHOLD <= g.score < 100
 
 
-def test_fuzzy_refuses_a_changed_number():
+def test_fuzzy_refuses_a_changed_number() -> None:
     # one character off, but the value is wrong: a wrong quote, not a near one
     assert _g("患者3年前体检发现空腹血糖8.9").kind == "not_found"
     assert _g("吸烟30年").kind == "not_found"
 
 
-def test_not_found_and_empty():
+def test_not_found_and_empty() -> None:
     assert _g("青霉素皮试阳性").kind == "not_found"
     assert _g("青霉素皮试阳性").spans == () and _g("青霉素皮试阳性").score is None
     for quote in ("", "   ", "\n", "“”"):
@@ -160,14 +160,14 @@ def test_not_found_and_empty():
         assert g.kind == "empty" and not g.grounded and g.spans == ()
 
 
-def test_short_quotes_are_never_fuzzy():
+def test_short_quotes_are_never_fuzzy() -> None:
     assert _g("渴").kind == "exact"
     assert _g("痛").kind == "not_found"           # one character absent: not found, never "fuzzy"
     assert _g("口干").kind == "not_found"         # two characters, one differs
     assert _g("高血脂").kind == "not_found"       # three characters, one differs (高血压 is there)
 
 
-def test_fuzzy_threshold_edge(monkeypatch):
+def test_fuzzy_threshold_edge(monkeypatch: pytest.MonkeyPatch) -> None:
     quote = "患者3年前体检时发现空腹血糖7.9"
     score = _g(quote).score
     assert score is not None
@@ -177,7 +177,7 @@ def test_fuzzy_threshold_edge(monkeypatch):
     assert _g(quote).kind == "not_found"
 
 
-def test_a_quote_from_the_conversation_as_the_prompt_renders_it(rubric):
+def test_a_quote_from_the_conversation_as_the_prompt_renders_it(rubric: Rubric) -> None:
     case = Case(id="c", record="主诉：多饮3年。", conversation=[Turn(role="doctor", text="家里人有糖尿病吗？"),
                                                            Turn(role="patient", text="我父亲有糖尿病。")])
     shown = case.conversation_as_text(rubric.roles)
@@ -191,26 +191,26 @@ def test_a_quote_from_the_conversation_as_the_prompt_renders_it(rubric):
 # --------------------------------------------------------------------------- quotes in parts
 
 
-def test_elided_quote_grounds_each_part():
+def test_elided_quote_grounds_each_part() -> None:
     g = _g("患者3年前体检发现……诊断为2型糖尿病")
     assert g.kind == "exact"
     pieces = {RECORD[s.start:s.end] for s in g.spans}
     assert pieces == {"患者3年前体检发现", "诊断为2型糖尿病"}
 
 
-def test_parts_take_the_worst_kind_and_an_invented_part_fails_the_quote():
+def test_parts_take_the_worst_kind_and_an_invented_part_fails_the_quote() -> None:
     g = _g("高血压5年；空腹血糖７．９")
     assert g.kind == "normalised"
     assert _g("高血压5年；青霉素皮试阳性").kind == "not_found"
 
 
-def test_quoted_segments_are_the_parts():
+def test_quoted_segments_are_the_parts() -> None:
     assert quote_parts("病历写“高血压5年”，对话说“我父亲有糖尿病”") == ["高血压5年", "我父亲有糖尿病"]
     g = _g("病历写“高血压5年”，对话说“我父亲有糖尿病”")
     assert g.kind == "exact" and [s.source for s in g.spans] == ["record", "conversation"]
 
 
-def test_slash_inside_a_value_or_unit_is_not_a_separator():
+def test_slash_inside_a_value_or_unit_is_not_a_separator() -> None:
     assert quote_parts("血压132/82mmHg") == ["血压132/82mmHg"]
     assert quote_parts("空腹血糖7.9mmol/L") == ["空腹血糖7.9mmol/L"]
     assert quote_parts("口渴/多饮") == ["口渴", "多饮"]
@@ -219,7 +219,7 @@ def test_slash_inside_a_value_or_unit_is_not_a_separator():
 # --------------------------------------------------------------------------- sections
 
 
-def test_each_span_gets_its_record_section():
+def test_each_span_gets_its_record_section() -> None:
     want = {"口渴、多饮3年": "主诉", "二甲双胍": "现病史", "氨氯地平": "既往史", "父亲患糖尿病": "家族史",
             "吸烟20年": "个人史", "132/82": "体格检查"}
     for quote, section in want.items():
@@ -229,7 +229,7 @@ def test_each_span_gets_its_record_section():
     assert _g("既往史：高血压").spans[0].section == "既往史"
 
 
-def test_sections_of_full_width_and_bracketed_headings():
+def test_sections_of_full_width_and_bracketed_headings() -> None:
     record = "【主诉】多饮3年\n1. 现病史：血糖升高\n既往病史：高血压\n其他内容"
     idx = SectionIndex(record, SECTIONS)
     assert [(s.name, s.canonical) for s in idx.sections] == [("主诉", True), ("现病史", True), ("既往史", True)]
@@ -240,14 +240,14 @@ def test_sections_of_full_width_and_bracketed_headings():
     assert SectionIndex(record, Sections((), Headings())).sections == []
 
 
-def test_section_finder_reads_folded_text_one_for_one():
+def test_section_finder_reads_folded_text_one_for_one() -> None:
     record = "主诉：多饮3年。现病史：血糖高。"
     folded = fold_width(record)
     assert len(folded) == len(record) and "：" not in folded
     assert [s.name for s in find_sections(folded, SECTIONS)] == ["主诉", "现病史"]
 
 
-def test_the_rules_judge_imports_the_section_finder_from_the_domain():
+def test_the_rules_judge_imports_the_section_finder_from_the_domain() -> None:
     from consensus_eval.judges.rules.medical_record import document
 
     assert vars(document)["find_sections"] is find_sections  # the name as the rules' document module binds it
@@ -256,23 +256,24 @@ def test_the_rules_judge_imports_the_section_finder_from_the_domain():
 # --------------------------------------------------------------------------- a case's grounder
 
 
-def test_case_grounder_memoises_by_quote():
+def test_case_grounder_memoises_by_quote() -> None:
     g = CaseGrounder(RECORD, CONVERSATION)
     assert g.ground("口渴") is g.ground("口渴")
     assert g.ground("口渴") == ground("口渴", RECORD, CONVERSATION)
 
 
-def test_ground_all_folds_each_case_once_and_searches_each_distinct_quote_once(rubric, monkeypatch):
+def test_ground_all_folds_each_case_once_and_searches_each_distinct_quote_once(rubric: Rubric,
+                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """The cost of grounding a run is linear: one grounder per case, one search per distinct quote of
     a case however many judges and runs repeat it (counted, not timed)."""
     made, searched = [], []
     real_init, real_ground = CaseGrounder.__init__, CaseGrounder._ground
 
-    def init(self, record, conversation, sections=None):
+    def init(self: CaseGrounder, record: str, conversation: str, sections: Sections | None = None) -> None:
         made.append(record)
         real_init(self, record, conversation, sections)
 
-    def search(self, evidence):
+    def search(self: CaseGrounder, evidence: str) -> Grounding:
         searched.append(evidence)
         return real_ground(self, evidence)
 
@@ -289,7 +290,7 @@ def test_ground_all_folds_each_case_once_and_searches_each_distinct_quote_once(r
     assert len(made) == 3 and len(searched) == 3 * 2
 
 
-def test_rules_judge_quotes_on_the_examples_are_all_exact(rubric):
+def test_rules_judge_quotes_on_the_examples_are_all_exact(rubric: Rubric) -> None:
     from consensus_eval.domain.config import RulesJudgeConfig
     from consensus_eval.judges.rules import RulesJudge
 
@@ -310,7 +311,7 @@ def test_rules_judge_quotes_on_the_examples_are_all_exact(rubric):
 # --------------------------------------------------------------------------- read_run: grounding and drop
 
 
-def _store(tmp_path: Path, rubric, mode: str, judgments: list[Judgment]) -> Path:
+def _store(tmp_path: Path, rubric: Rubric, mode: str, judgments: list[Judgment]) -> Path:
     """A store written by hand: one case, one LLM judge, one call per judgment (accuracy, runs 0..)."""
     case = Case(id="c1", record=RECORD, conversation=CONVERSATION)
     config = EvalConfig.model_validate({"ungrounded": mode, "runs": len(judgments), "judges": [
@@ -327,7 +328,7 @@ JUDGMENT = Judgment(dimension="accuracy", deductions=[
     claimed_score=26, claimed_stars=3)
 
 
-def test_read_run_grounds_every_deduction_by_id(tmp_path, rubric):
+def test_read_run_grounds_every_deduction_by_id(tmp_path: Path, rubric: Rubric) -> None:
     with Store.open_existing(_store(tmp_path, rubric, "flag", [JUDGMENT]), read_only=True) as store:
         run = read_run(store)
     assert {k: g.kind for k, g in run.grounding.items()} == {"h0#d0": "exact", "h0#d1": "not_found",
@@ -336,7 +337,7 @@ def test_read_run_grounds_every_deduction_by_id(tmp_path, rubric):
     assert run.grounding == ground_all(rubric, run.cases, run.records)
 
 
-def test_drop_rederives_without_ungrounded_and_keeps_the_reply(tmp_path, rubric):
+def test_drop_rederives_without_ungrounded_and_keeps_the_reply(tmp_path: Path, rubric: Rubric) -> None:
     with Store.open_existing(_store(tmp_path, rubric, "drop", [JUDGMENT]), read_only=True) as store:
         run = read_run(store)
     assert run.scores["h0"].score == 40 - 2                     # only the grounded deduction counts
@@ -348,7 +349,7 @@ def test_drop_rederives_without_ungrounded_and_keeps_the_reply(tmp_path, rubric)
     assert json.loads(present(rec.raw))["deductions"][1]["evidence"] == "青霉素皮试阳性"
 
 
-def test_drop_leaves_fully_grounded_calls_alone(tmp_path, rubric):
+def test_drop_leaves_fully_grounded_calls_alone(tmp_path: Path, rubric: Rubric) -> None:
     grounded = Judgment(dimension="accuracy", deductions=[
         Deduction(category="numbers", type="value_error", points=2, evidence="空腹血糖7.9mmol/L")], claimed_score=38)
     with Store.open_existing(_store(tmp_path, rubric, "drop", [grounded]), read_only=True) as store:
@@ -356,7 +357,7 @@ def test_drop_leaves_fully_grounded_calls_alone(tmp_path, rubric):
     assert run.scores["h0"].score == 38 and run.scores["h0"].claimed_score == 38 and run.judged_scores == {}
 
 
-def test_judgments_jsonl_carries_grounding_and_drop(tmp_path, rubric):
+def test_judgments_jsonl_carries_grounding_and_drop(tmp_path: Path, rubric: Rubric) -> None:
     from consensus_eval.output.files import judgment_row
 
     with Store.open_existing(_store(tmp_path, rubric, "drop", [JUDGMENT]), read_only=True) as store:
@@ -370,7 +371,7 @@ def test_judgments_jsonl_carries_grounding_and_drop(tmp_path, rubric):
     assert row["fixed_penalties"][0]["dropped"] is True and row["score"] == 38
 
 
-def test_audit_deductions_carry_their_grounding(tmp_path, rubric):
+def test_audit_deductions_carry_their_grounding(tmp_path: Path, rubric: Rubric) -> None:
     from consensus_eval.analysis.audit import deductions_of
 
     with Store.open_existing(_store(tmp_path, rubric, "flag", [JUDGMENT]), read_only=True) as store:
@@ -392,7 +393,8 @@ def _reply(evidence: list[str], score: float = 36) -> dict[str, Any]:
                            for e in evidence], "fixed_penalties": [], "score": score, "stars": 3, "comment": "c"}
 
 
-def _reask_call(rubric, replies: list[dict[str, Any] | str], **kw):
+def _reask_call(rubric: Rubric, replies: list[dict[str, Any] | str],
+                **kw: object) -> tuple[CallOutcome, respx.Route, LLMJudge]:
     cfg = EvalConfig.model_validate({"ungrounded": "reask", "judges": [
         {"name": "j", "model": "openai/fake", "api_base": "http://judge-a.test/v1", "api_key_env": "JUDGE_A_KEY",
          "mode": "json", "input_cost_per_token": 1e-6, "output_cost_per_token": 0, **kw}]})
@@ -409,11 +411,12 @@ def _reask_call(rubric, replies: list[dict[str, Any] | str], **kw):
     return out, route, judge
 
 
-def test_reask_asks_once_for_exact_quotes_and_keeps_the_second_reply(rubric, api_keys):
+def test_reask_asks_once_for_exact_quotes_and_keeps_the_second_reply(rubric: Rubric, api_keys: str) -> None:
     first = _reply(["空腹血糖7.9mmol/L", "青霉素皮试阳性"], score=36)
     second = _reply(["空腹血糖7.9mmol/L"], score=38)
     out, route, judge = _reask_call(rubric, [first, second])
     assert out.status == "ok" and route.call_count == 2 and out.attempts == 2
+    assert out.judgment is not None and out.raw is not None
     assert [d.evidence for d in out.judgment.deductions] == ["空腹血糖7.9mmol/L"] and out.judgment.claimed_score == 38
     assert out.prompt_tokens == 2000 and out.completion_tokens == 400 and out.cost == pytest.approx(2000e-6)
     asked = json.loads(route.calls[1].request.content)["messages"]
@@ -424,15 +427,16 @@ def test_reask_asks_once_for_exact_quotes_and_keeps_the_second_reply(rubric, api
     assert "+reask" in judge.version  # other requests than without reask: other request hashes
 
 
-def test_reask_is_not_sent_when_every_quote_is_found(rubric, api_keys):
+def test_reask_is_not_sent_when_every_quote_is_found(rubric: Rubric, api_keys: str) -> None:
     out, route, _ = _reask_call(rubric, [_reply(["空腹血糖7.9mmol/L", "口渴"])])
     assert out.status == "ok" and route.call_count == 1 and out.attempts == 1
 
 
-def test_reask_keeps_the_first_reply_when_the_second_is_invalid(rubric, api_keys):
+def test_reask_keeps_the_first_reply_when_the_second_is_invalid(rubric: Rubric, api_keys: str) -> None:
     first = _reply(["青霉素皮试阳性"], score=38)
     out, route, _ = _reask_call(rubric, [first, '{"deductions": [', '{"no'], max_reasks=1)
     assert out.status == "ok" and route.call_count == 3 and out.attempts == 3
+    assert out.judgment is not None and out.raw is not None
     assert [d.evidence for d in out.judgment.deductions] == ["青霉素皮试阳性"]
     assert json.loads(out.raw)["score"] == 38  # the raw reply stored is the one kept
 
@@ -440,7 +444,7 @@ def test_reask_keeps_the_first_reply_when_the_second_is_invalid(rubric, api_keys
 # --------------------------------------------------------------------------- the fake server's quotes
 
 
-def test_fake_server_panel_invented_quotes_come_out_not_found(tmp_path, rubric):
+def test_fake_server_panel_invented_quotes_come_out_not_found(tmp_path: Path, rubric: Rubric) -> None:
     from consensus_eval import api
     from tests.fake_server import FakeConfig, FakeServer
 
@@ -472,14 +476,14 @@ def test_fake_server_panel_invented_quotes_come_out_not_found(tmp_path, rubric):
     assert {"exact", "normalised", "fuzzy"} <= set(real)
 
 
-def test_invented_quotes_are_in_no_example():
+def test_invented_quotes_are_in_no_example() -> None:
     for case in load_cases(EXAMPLES).cases:
         for q in INVENTED_QUOTES:
             assert ground(q, case.record, case.conversation_as_text({"doctor": "医生", "patient": "患者"})).kind \
                 == "not_found"
 
 
-def test_a_quote_repeated_all_over_a_case_keeps_max_spans_and_counts_the_rest():
+def test_a_quote_repeated_all_over_a_case_keeps_max_spans_and_counts_the_rest() -> None:
     """A sentence repeated 2,000 times, quoted by every deduction: each grounding keeps MAX_SPANS spans and
     counts the rest, so a run's outputs grow linearly, not as n x n (issue 25: 289 MB of judgments.jsonl)."""
     from consensus_eval.domain.grounding import MAX_SPANS

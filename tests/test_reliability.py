@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import krippendorff
 import numpy as np
@@ -10,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from consensus_eval.analysis.agreement import agreement, pearson, spearman
-from consensus_eval.analysis.alpha import alpha_with_ci, bootstrap_ci, krippendorff_alpha, load_ratings
+from consensus_eval.analysis.alpha import Level, alpha_with_ci, bootstrap_ci, krippendorff_alpha, load_ratings
 from consensus_eval.cli import app
 from tests.helpers import present
 
@@ -26,7 +27,7 @@ PUBLISHED = {"nominal": 0.743, "ordinal": 0.815, "interval": 0.849, "ratio": 0.7
 
 
 @pytest.mark.parametrize("level", list(PUBLISHED))
-def test_published_example(level):
+def test_published_example(level: Level) -> None:
     a = krippendorff_alpha(EXAMPLE, level)
     assert a.value is not None
     assert round(a.value, 3) == PUBLISHED[level]
@@ -36,7 +37,7 @@ def test_published_example(level):
 
 @pytest.mark.parametrize("level", list(PUBLISHED))
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_matches_the_krippendorff_package_on_random_data(level, seed):
+def test_matches_the_krippendorff_package_on_random_data(level: Level, seed: int) -> None:
     rng = np.random.default_rng(seed)
     data = rng.integers(0, 8, (4, 60)).astype(float)
     data[1] = np.where(rng.random(60) < 0.6, data[0], data[1])  # some agreement
@@ -46,7 +47,7 @@ def test_matches_the_krippendorff_package_on_random_data(level, seed):
     assert ours == pytest.approx(theirs, abs=1e-12)
 
 
-def test_float_scores_do_not_blow_up_memory():
+def test_float_scores_do_not_blow_up_memory() -> None:
     # 5 judges x 10,000 cases of continuous scores: the package would need ~186 GB (STACK_NOTES)
     rng = np.random.default_rng(7)
     truth = rng.normal(70, 10, 10_000)
@@ -56,7 +57,7 @@ def test_float_scores_do_not_blow_up_memory():
     assert a.value == pytest.approx(0.8, abs=0.02)
 
 
-def test_missing_values_are_missing_not_zeros():
+def test_missing_values_are_missing_not_zeros() -> None:
     data = np.array([[10, 20, 30, NAN], [10, 20, 30, 40]])
     as_zero = np.nan_to_num(data)
     assert krippendorff_alpha(data).value == pytest.approx(1.0)
@@ -64,7 +65,7 @@ def test_missing_values_are_missing_not_zeros():
     assert krippendorff_alpha([[10, 20, 30, None], [10, 20, 30, 40]]).value == pytest.approx(1.0)
 
 
-def test_undefined_alpha_says_why():
+def test_undefined_alpha_says_why() -> None:
     assert krippendorff_alpha([[1, 2, 3], [NAN, NAN, NAN]]).reason == "no unit has two or more ratings"
     same = krippendorff_alpha([[3, 3, 3], [3, 3, 3]])
     assert same.value is None and same.reason is not None and "no variation" in same.reason
@@ -72,13 +73,13 @@ def test_undefined_alpha_says_why():
         krippendorff_alpha(EXAMPLE, "cardinal")  # type: ignore[arg-type]  # bad input: no such level
 
 
-def test_perfect_and_systematic_disagreement():
+def test_perfect_and_systematic_disagreement() -> None:
     assert krippendorff_alpha([[1, 2, 3, 4], [1, 2, 3, 4]]).value == pytest.approx(1.0)
     # reversed ratings disagree more than chance
     assert present(krippendorff_alpha([[1, 2, 3, 4], [4, 3, 2, 1]]).value) < 0
 
 
-def test_bootstrap_ci_is_reproducible_and_brackets_alpha():
+def test_bootstrap_ci_is_reproducible_and_brackets_alpha() -> None:
     rng = np.random.default_rng(3)
     truth = rng.normal(30, 5, 80)
     data = truth + rng.normal(0, 2, (3, 80))
@@ -89,7 +90,7 @@ def test_bootstrap_ci_is_reproducible_and_brackets_alpha():
     assert bootstrap_ci(data, "interval", 500, seed=12) != a.ci
 
 
-def test_vectorised_interval_bootstrap_equals_the_loop():
+def test_vectorised_interval_bootstrap_equals_the_loop() -> None:
     """The interval bootstrap sums per-unit statistics; it must equal recomputing each resample."""
     rng = np.random.default_rng(5)
     data = rng.normal(0, 1, (3, 30)) + rng.normal(0, 1, 30)
@@ -101,7 +102,7 @@ def test_vectorised_interval_bootstrap_equals_the_loop():
     assert (lo, hi) == pytest.approx(tuple(np.quantile(loop, [0.025, 0.975])), abs=1e-12)
 
 
-def test_agreement_figures_by_hand():
+def test_agreement_figures_by_hand() -> None:
     judge = [30, 32, 35, 20, None]
     human = [28, 32, 36, 24, 30]
     a = agreement(judge, human)
@@ -113,7 +114,7 @@ def test_agreement_figures_by_hand():
     assert pearson([1, 1, 1], [1, 2, 3]) is None
 
 
-def test_reliability_cli_reproduces_the_published_example(tmp_path):
+def test_reliability_cli_reproduces_the_published_example(tmp_path: Path) -> None:
     lines = ["unit,rater,value"]
     for r, row in enumerate(EXAMPLE):
         for u, v in enumerate(row):
@@ -130,7 +131,7 @@ def test_reliability_cli_reproduces_the_published_example(tmp_path):
     assert "0.849" in res.output
 
 
-def test_ratings_errors_name_the_line_and_field(tmp_path):
+def test_ratings_errors_name_the_line_and_field(tmp_path: Path) -> None:
     bad = tmp_path / "r.csv"
     bad.write_text("unit,rater,value\nu1,a,3\nu1,b,three\n")
     with pytest.raises(ValueError, match=r"r.csv:3: value: not a number: 'three'"):

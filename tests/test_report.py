@@ -15,13 +15,14 @@ import re
 import shutil
 from html.parser import HTMLParser
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 import pytest
 from typer.testing import CliRunner
 
 from consensus_eval.api import load_run
+from consensus_eval.domain.rubric import Rubric
 from consensus_eval.output.report import write_reports
 from consensus_eval.output.report.data import build_report_data, flatten_numbers, pair_agreement
 from consensus_eval.output.report.drill import embed_json, unpack
@@ -54,7 +55,7 @@ def example_ids() -> list[str]:
 
 
 @pytest.fixture
-def panel_run(tmp_path) -> Path:
+def panel_run(tmp_path: Path) -> Path:
     out = build_panel_store(tmp_path / "panel")
     write_reports(load_run(out, n_boot=50), out, "en")
     return out
@@ -111,7 +112,7 @@ def _parse(html: str) -> _Resources:
 # --------------------------------------------------------------------------- report.md
 
 
-def test_markdown_has_every_section(real_run, example_ids):
+def test_markdown_has_every_section(real_run: Path, example_ids: list[str]) -> None:
     md = (real_run / "report.md").read_text(encoding="utf-8")
     for section in MD_SECTIONS:
         assert section in md
@@ -124,7 +125,7 @@ def test_markdown_has_every_section(real_run, example_ids):
     assert "<caption>Highest-risk cases</caption>" in html
 
 
-def test_markdown_escapes_case_text(panel_run):
+def test_markdown_escapes_case_text(panel_run: Path) -> None:
     md = (panel_run / "report.md").read_text(encoding="utf-8")
     assert "<img" not in md
     assert "&lt;img src=x onerror=alert(1)&gt;" in md
@@ -133,7 +134,7 @@ def test_markdown_escapes_case_text(panel_run):
     assert len(lines) == 1 and lines[0].count("|") == 12   # a case row keeps its 11 columns
 
 
-def test_markdown_queue_and_plain_words(panel_run):
+def test_markdown_queue_and_plain_words(panel_run: Path) -> None:
     md = (panel_run / "report.md").read_text(encoding="utf-8")
     queue = md.split("cases need review")[1].split("## All cases")[0]
     assert queue.index("| c4 |") < queue.index("| c2 |")             # failed first, then the most disputed
@@ -145,7 +146,7 @@ def test_markdown_queue_and_plain_words(panel_run):
     assert "| judge-a | 3 | 88 | 89 | 90 | 94.5 | 99 | 92.3 |" in md   # the mean to one decimal
 
 
-def test_markdown_in_chinese_by_default(tmp_path):
+def test_markdown_in_chinese_by_default(tmp_path: Path) -> None:
     out = build_panel_store(tmp_path / "zh")
     md_path, html_path = write_reports(load_run(out, n_boot=20), out)
     md, html = md_path.read_text(encoding="utf-8"), html_path.read_text(encoding="utf-8")
@@ -157,7 +158,7 @@ def test_markdown_in_chinese_by_default(tmp_path):
     assert "cases need review" not in md
 
 
-def test_large_run_markdown_lists_the_queue_not_every_case(tmp_path):
+def test_large_run_markdown_lists_the_queue_not_every_case(tmp_path: Path) -> None:
     from tests.big_run import build_big_run
 
     out = build_big_run(tmp_path / "big", n_cases=260, n_judges=2)
@@ -171,7 +172,7 @@ def test_large_run_markdown_lists_the_queue_not_every_case(tmp_path):
 # --------------------------------------------------------------------------- report.html: content
 
 
-def test_html_has_every_section_and_case(real_run, example_ids):
+def test_html_has_every_section_and_case(real_run: Path, example_ids: list[str]) -> None:
     html = (real_run / "report.html").read_text(encoding="utf-8")
     for section in HTML_SECTIONS:
         assert f'<section id="{section}">' in html
@@ -190,7 +191,7 @@ def test_html_has_every_section_and_case(real_run, example_ids):
     assert "<svg" in html and 'aria-label="histogram of totals of rules"' in html
 
 
-def test_html_panel_figures(panel_run):
+def test_html_panel_figures(panel_run: Path) -> None:
     html = (panel_run / "report.html").read_text(encoding="utf-8")
     # pairwise mean absolute differences computed by hand in test_audit: a-b 8/3, a-c 3, b-c 1 (one decimal)
     assert html.count("MAD 2.7") == 2 and html.count("MAD 3.0") == 2 and html.count("MAD 1.0") == 2
@@ -212,7 +213,7 @@ def test_html_panel_figures(panel_run):
     assert payloads(html)["c4"]["err"] == {j: ["timeout after 120 s"] for j in JUDGES}
 
 
-def test_drill_down_carries_grounding_spans(panel_run):
+def test_drill_down_carries_grounding_spans(panel_run: Path) -> None:
     html = (panel_run / "report.html").read_text(encoding="utf-8")
     c2 = payloads(html)["c2"]
     lines = [x for d in c2["dims"] for v in d["v"] for g in v.get("gr", []) for x in g["d"]]
@@ -223,7 +224,7 @@ def test_drill_down_carries_grounding_spans(panel_run):
     assert text[start:end] == "500mg"
 
 
-def test_pair_agreement_alpha_matches_krippendorff_package(panel_run):
+def test_pair_agreement_alpha_matches_krippendorff_package(panel_run: Path) -> None:
     import krippendorff
 
     data = build_report_data(load_run(panel_run), panel_run)
@@ -238,7 +239,7 @@ def test_pair_agreement_alpha_matches_krippendorff_package(panel_run):
 # --------------------------------------------------------------------------- report.html: safety
 
 
-def test_html_fetches_nothing_and_runs_only_its_own_script(real_run, panel_run):
+def test_html_fetches_nothing_and_runs_only_its_own_script(real_run: Path, panel_run: Path) -> None:
     import base64
     import hashlib
 
@@ -262,7 +263,7 @@ def test_html_fetches_nothing_and_runs_only_its_own_script(real_run, panel_run):
                    for a, _ in scripts if "type=" in a)
 
 
-def test_html_escapes_case_and_judge_text(real_run, panel_run):
+def test_html_escapes_case_and_judge_text(real_run: Path, panel_run: Path) -> None:
     html = (real_run / "report.html").read_text(encoding="utf-8")
     assert "<script>alert(1)</script>" not in html
     panel = (panel_run / "report.html").read_text(encoding="utf-8")
@@ -271,7 +272,7 @@ def test_html_escapes_case_and_judge_text(real_run, panel_run):
     assert XSS_EVIDENCE in [x["ev"] for x in lines]                      # kept as data, shown as text
 
 
-def test_embedded_json_cannot_break_out_of_its_script_element():
+def test_embedded_json_cannot_break_out_of_its_script_element() -> None:
     nasty = {"id": "</script><script>alert(1)</script>", "t": "<!-- <script>", "u": "a\u2028b\u2029c & d",
              "ok": ["普通文本", 1.5, None]}
     text = embed_json(nasty)
@@ -280,7 +281,7 @@ def test_embedded_json_cannot_break_out_of_its_script_element():
     assert json.loads(text) == nasty
 
 
-def test_case_id_with_markup_in_the_index_stays_data(tmp_path):
+def test_case_id_with_markup_in_the_index_stays_data(tmp_path: Path) -> None:
     from tests.test_audit import panel_cases
 
     cases = panel_cases()
@@ -293,7 +294,7 @@ def test_case_id_with_markup_in_the_index_stays_data(tmp_path):
     assert "</script><!--<script>alert(1)//" in payloads(html)
 
 
-def test_prompt_injection_case_is_shown_as_data(real_run):
+def test_prompt_injection_case_is_shown_as_data(real_run: Path) -> None:
     lines = EXAMPLES.read_text(encoding="utf-8").splitlines()
     injected = [json.loads(line) for line in lines if "忽略以上评分标准" in line]
     assert injected, "the examples should contain a prompt-injection case"
@@ -304,7 +305,8 @@ def test_prompt_injection_case_is_shown_as_data(real_run):
 # --------------------------------------------------------------------------- regeneration, options
 
 
-def test_report_regenerates_from_the_store_alone(real_run, tmp_path, monkeypatch):
+def test_report_regenerates_from_the_store_alone(real_run: Path, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     import consensus_eval.execution.execute as runner
     import consensus_eval.judges as judges
     from consensus_eval.cli import app
@@ -315,7 +317,7 @@ def test_report_regenerates_from_the_store_alone(real_run, tmp_path, monkeypatch
     for name in ("judgments.jsonl", "consensus.csv", "consensus.jsonl", "reliability.json", "report.md", "report.html"):
         (out / name).unlink()
 
-    def no_judge(*a, **k):
+    def no_judge(*a: Any, **k: Any) -> NoReturn:
         raise AssertionError("report must not build or call a judge")
 
     monkeypatch.setattr(judges, "build_judge", no_judge)
@@ -333,7 +335,7 @@ def test_report_regenerates_from_the_store_alone(real_run, tmp_path, monkeypatch
         (real_run / "report.md").read_text(encoding="utf-8").split("## All cases")[1].split("## Score")[0]
 
 
-def test_report_lang_option(panel_run):
+def test_report_lang_option(panel_run: Path) -> None:
     from consensus_eval.cli import app
 
     res = CliRunner().invoke(app, ["report", str(panel_run)])
@@ -345,7 +347,7 @@ def test_report_lang_option(panel_run):
     assert res.exit_code == 2 and "--lang must be one of zh, en, got 'fr'" in res.output
 
 
-def test_a_calibration_section_survives_a_rebuild(tmp_path):
+def test_a_calibration_section_survives_a_rebuild(tmp_path: Path) -> None:
     from consensus_eval import api
     from consensus_eval.cli import app
 
@@ -360,7 +362,7 @@ def test_a_calibration_section_survives_a_rebuild(tmp_path):
     assert 'id="case-table"' in html
 
 
-def test_score_lang_option(tmp_path):
+def test_score_lang_option(tmp_path: Path) -> None:
     from consensus_eval.cli import app
 
     res = CliRunner().invoke(app, ["score", str(EXAMPLES), "--out", str(tmp_path / "fr"), "--lang", "fr"])
@@ -371,18 +373,18 @@ def test_score_lang_option(tmp_path):
     assert "## All cases" in (tmp_path / "en" / "report.md").read_text(encoding="utf-8")
 
 
-def test_report_without_store_is_an_error(tmp_path):
+def test_report_without_store_is_an_error(tmp_path: Path) -> None:
     from consensus_eval.cli import app
 
     res = CliRunner().invoke(app, ["report", str(tmp_path)])
     assert res.exit_code == 2 and "no store here" in res.output
 
 
-def test_reliability_json_is_used_when_it_matches(real_run):
+def test_reliability_json_is_used_when_it_matches(real_run: Path) -> None:
     assert load_run(real_run).reliability_source == "reliability.json"
 
 
-def test_deterministic_metrics_section(panel_run):
+def test_deterministic_metrics_section(panel_run: Path) -> None:
     from consensus_eval.cli import app
 
     mdir = panel_run / "metrics"
@@ -403,7 +405,7 @@ def test_deterministic_metrics_section(panel_run):
     assert ">ok<" not in section and ">list<" not in section   # booleans and lists are not metrics
 
 
-def test_stale_or_minimal_reliability_json(panel_run):
+def test_stale_or_minimal_reliability_json(panel_run: Path) -> None:
     rel = {"judges": JUDGES, "n_cases": 4, "across_judges": {"total": {"level": "interval", "value": 0.5,
                                                                        "ci": [0.1, 0.9], "n_units": 3}}}
     (panel_run / "reliability.json").write_text(json.dumps(rel), encoding="utf-8")
@@ -417,7 +419,7 @@ def test_stale_or_minimal_reliability_json(panel_run):
     assert load_run(panel_run, n_boot=20).reliability_source == "computed"
 
 
-def test_write_reports_while_a_run_holds_the_store(tmp_path):
+def test_write_reports_while_a_run_holds_the_store(tmp_path: Path) -> None:
     """What `score` does when it writes the reports at the end of `rebuild`: the store is still open."""
     from consensus_eval import api as evaluate
     from consensus_eval.execution.store import Store
@@ -430,7 +432,7 @@ def test_write_reports_while_a_run_holds_the_store(tmp_path):
     assert load_run(out).reliability_source == "reliability.json"
 
 
-def test_histogram_bins_are_shared_and_round():
+def test_histogram_bins_are_shared_and_round() -> None:
     from consensus_eval.output.report.charts import Domain, box_plot, domain, histograms
 
     assert domain([88, 90, 99]) == Domain(88, 100, 1)
@@ -449,14 +451,14 @@ def test_histogram_bins_are_shared_and_round():
     assert many.boxes[0].points == []                        # 1,000 dots would weigh more than they say
 
 
-def test_chart_axes_in_the_page(panel_run):
+def test_chart_axes_in_the_page(panel_run: Path) -> None:
     html = (panel_run / "report.html").read_text(encoding="utf-8")
     hist = html.split('aria-label="histogram of totals of judge-a"')[1].split("</svg>")[0]
     assert ">total score (points)</text>" in hist and ">cases</text>" in hist
     assert re.search(r">1</text>", hist) and ">0</text>" in hist   # count axis: 0 and its maximum
 
 
-def test_interval_bar_geometry():
+def test_interval_bar_geometry() -> None:
     from consensus_eval.output.report.charts import interval_bar
 
     b = interval_bar(0.5, (0.25, 0.75), width=104)
@@ -466,7 +468,7 @@ def test_interval_bar_geometry():
     assert interval_bar(0.9, None).lo_x is None
 
 
-def test_flatten_numbers():
+def test_flatten_numbers() -> None:
     data = {"a": 1, "b": {"c": 2.5, "d": {"e": 3}}, "flag": True, "s": "x", "l": [1], "nan": float("nan")}
     assert flatten_numbers(data) == [("a", 1.0), ("b.c", 2.5), ("b.d.e", 3.0)]
 
@@ -483,7 +485,8 @@ def test_flatten_numbers():
     (0.66, None, "unreliable", "not reliable"),
     (-0.2, None, "unreliable", "not reliable"),
 ])
-def test_alpha_verdicts_follow_krippendorffs_guide(value, ci, level, words):
+def test_alpha_verdicts_follow_krippendorffs_guide(value: float, ci: tuple[float, float] | None, level: str,
+                                                   words: str) -> None:
     from consensus_eval.analysis.alpha import Alpha
     from consensus_eval.output.report.fmt import verdict
     from consensus_eval.output.report.i18n import messages
@@ -492,7 +495,7 @@ def test_alpha_verdicts_follow_krippendorffs_guide(value, ci, level, words):
     assert (v.level, v.text) == (level, words)
 
 
-def test_undefined_alpha_in_plain_words():
+def test_undefined_alpha_in_plain_words() -> None:
     from consensus_eval.analysis.alpha import krippendorff_alpha
     from consensus_eval.output.report.fmt import alpha_cell, verdict
     from consensus_eval.output.report.i18n import messages
@@ -510,7 +513,7 @@ def test_undefined_alpha_in_plain_words():
     assert verdict(lone, zh).text == "无法计算：没有病例由两位评审评分"
 
 
-def test_within_judge_identical_runs_read_perfectly_stable(tmp_path):
+def test_within_judge_identical_runs_read_perfectly_stable(tmp_path: Path) -> None:
     from consensus_eval.analysis.reliability import ReliabilityReport
 
     out = build_panel_store(tmp_path / "runs")
@@ -527,7 +530,7 @@ def test_within_judge_identical_runs_read_perfectly_stable(tmp_path):
     assert "perfectly stable" in within and "undefined" not in within
 
 
-def test_category_alpha_reason_is_given(panel_run):
+def test_category_alpha_reason_is_given(panel_run: Path) -> None:
     html = (panel_run / "report.html").read_text(encoding="utf-8")
     cats = html.split('id="category-alpha"')[1].split("</table>")[0]
     assert "undefined" not in cats
@@ -536,7 +539,7 @@ def test_category_alpha_reason_is_given(panel_run):
     assert "every judge took the same points off in this category" in row
 
 
-def test_catalogues_have_the_same_keys_and_placeholders():
+def test_catalogues_have_the_same_keys_and_placeholders() -> None:
     from consensus_eval.output.report.html import JS_LABELS
     from consensus_eval.output.report.i18n import LANGS, messages
 
@@ -552,7 +555,7 @@ def test_catalogues_have_the_same_keys_and_placeholders():
     assert used <= set(en), used - set(en)
 
 
-def test_default_language_follows_the_rubric(rubric):
+def test_default_language_follows_the_rubric(rubric: Rubric) -> None:
     from consensus_eval.output.report.i18n import default_lang
 
     assert rubric.language == "zh" and default_lang(rubric) == "zh"
@@ -565,7 +568,7 @@ def test_default_language_follows_the_rubric(rubric):
 # --------------------------------------------------------------------------- human labels
 
 
-def test_human_section(panel_run, tmp_path):
+def test_human_section(panel_run: Path, tmp_path: Path) -> None:
     from consensus_eval.cli import app
 
     labels = tmp_path / "human.csv"
@@ -588,7 +591,7 @@ def test_human_section(panel_run, tmp_path):
     assert "## Agreement with the human" in md and "Human total 93 · panel total 95" in md
 
 
-def test_reviewer_verdicts_and_precision_from_the_sheet(panel_run, tmp_path):
+def test_reviewer_verdicts_and_precision_from_the_sheet(panel_run: Path, tmp_path: Path) -> None:
     import csv
 
     from consensus_eval.cli import app
@@ -625,7 +628,7 @@ def test_reviewer_verdicts_and_precision_from_the_sheet(panel_run, tmp_path):
 # --------------------------------------------------------------------------- scale
 
 
-def test_report_at_2000_cases_x_4_judges_is_under_5_mb(tmp_path):
+def test_report_at_2000_cases_x_4_judges_is_under_5_mb(tmp_path: Path) -> None:
     from tests.big_run import build_big_run
 
     out = build_big_run(tmp_path / "big", n_cases=2000, n_judges=4)
@@ -657,7 +660,7 @@ _ROW_TEMPLATE = (
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
-def test_case_rows_write_what_the_row_template_wrote(tmp_path, real_run, lang):
+def test_case_rows_write_what_the_row_template_wrote(tmp_path: Path, real_run: Path, lang: str) -> None:
     from consensus_eval.output.report.data import needs_review
     from consensus_eval.output.report.drill import category_options, row_facts_of, type_names
     from consensus_eval.output.report.html import case_rows, environment

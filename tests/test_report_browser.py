@@ -16,7 +16,7 @@ import struct
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from typer.testing import CliRunner
@@ -26,6 +26,9 @@ from consensus_eval.domain.judgment import Deduction, Judgment
 from consensus_eval.output.report import write_reports
 from tests.helpers import present
 from tests.test_audit import PANEL, build_panel_store, panel_cases
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser
 
 CHROMIUM = Path("/usr/bin/chromium")
 pytestmark = pytest.mark.skipif(not CHROMIUM.exists(),
@@ -38,7 +41,7 @@ PWN_ID = "c</script><script>alert('id')</script>"
 
 
 @pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
+def browser() -> Iterator[Browser]:
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
@@ -66,7 +69,7 @@ def panel_html(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def pwn_html(tmp_path_factory) -> Path:
+def pwn_html(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Markup in a record, in a case id and in a judge's evidence and reason."""
     out = tmp_path_factory.mktemp("browser") / "pwn"
     cases = panel_cases()
@@ -84,7 +87,7 @@ def pwn_html(tmp_path_factory) -> Path:
 class Page:
     """A fresh page on a report, with every dialog, console error and page error it raised."""
 
-    def __init__(self, browser, html: Path, width: int = 1280, js: bool = True, fragment: str = "") -> None:
+    def __init__(self, browser: Browser, html: Path, width: int = 1280, js: bool = True, fragment: str = "") -> None:
         self.context = browser.new_context(viewport={"width": width, "height": 900}, java_script_enabled=js)
         self.page = self.context.new_page()
         self.dialogs: list[str] = []
@@ -108,7 +111,7 @@ class Page:
 
 
 @pytest.fixture
-def page(browser, panel_html) -> Iterator[Page]:
+def page(browser: Browser, panel_html: Path) -> Iterator[Page]:
     p = Page(browser, panel_html)
     yield p
     assert not p.errors and not p.dialogs, (p.errors, p.dialogs)
@@ -118,7 +121,7 @@ def page(browser, panel_html) -> Iterator[Page]:
 # --------------------------------------------------------------------------- search, sort, filters
 
 
-def test_search(page):
+def test_search(page: Page) -> None:
     assert page.visible_ids() == ["c4", "c2", "c1", "c3"]           # the review order (c1: a quote not found)
     page.page.fill("#f-text", "c3")
     assert page.visible_ids() == ["c3"]
@@ -133,7 +136,7 @@ def test_search(page):
     assert len(page.visible_ids()) == 4
 
 
-def test_search_finds_a_word_only_in_a_judges_reason(page):
+def test_search_finds_a_word_only_in_a_judges_reason(page: Page) -> None:
     """A word that is only in a judge's reason (c2: judge-a's "药名写错"), not in any row: found through the
     drill-down payloads the page embeds, inflated at the first search."""
     p = page.page
@@ -149,7 +152,7 @@ def test_search_finds_a_word_only_in_a_judges_reason(page):
     assert page.visible_ids() == ["c2"]
 
 
-def test_sort(page):
+def test_sort(page: Page) -> None:
     total = page.page.locator("#case-table thead button", has_text=re.compile(r"^total$"))
     total.click()                                                    # numbers: highest first
     assert page.visible_ids() == ["c3", "c2", "c1", "c4"]             # totals 99, 95, 87.7, then none
@@ -165,7 +168,7 @@ def test_sort(page):
     assert page.visible_ids() == ["c3", "c2", "c1", "c4"]
 
 
-def test_filters(page):
+def test_filters(page: Page) -> None:
     p = page.page
     p.select_option("#f-status", "failed")
     assert page.visible_ids() == ["c4"]
@@ -188,7 +191,7 @@ def test_filters(page):
 # --------------------------------------------------------------------------- drill-downs and highlights
 
 
-def test_highlight_link_to_the_quote_and_back(page):
+def test_highlight_link_to_the_quote_and_back(page: Page) -> None:
     p = page.page
     p.click("#case-table a.case >> text=c2")
     drill = p.locator("tr.drill")
@@ -201,11 +204,13 @@ def test_highlight_link_to_the_quote_and_back(page):
     assert target == ["qa", "500mg", "record"]
     p.locator("mark:has(:target) > a").click()                       # the <mark> links back to its deduction
     back = p.evaluate("() => { const t = document.querySelector(':target'); return [t.tagName, t.id]; }")
-    assert back[0] == "LI" and back[1] == link.get_attribute("href").replace("#q-", "d-")
+    href = link.get_attribute("href")
+    assert href is not None
+    assert back[0] == "LI" and back[1] == href.replace("#q-", "d-")
     assert drill.is_visible()
 
 
-def test_not_found_badge_and_human_beside_the_panel(browser, panel_html):
+def test_not_found_badge_and_human_beside_the_panel(browser: Browser, panel_html: Path) -> None:
     pg = Page(browser, panel_html, fragment="#case-c1")
     drill = pg.page.locator("tr.drill")
     drill.locator(".jgrid").first.wait_for()
@@ -217,7 +222,7 @@ def test_not_found_badge_and_human_beside_the_panel(browser, panel_html):
     pg.close()
 
 
-def test_runs_once_per_line_with_run_labels(browser, tmp_path):
+def test_runs_once_per_line_with_run_labels(browser: Browser, tmp_path: Path) -> None:
     out = tmp_path / "runs"
     build_panel_store(out)
     # the same store read with 3 runs: copy every judgment of judge-a on c2 into runs 1 and 2
@@ -250,7 +255,7 @@ def test_runs_once_per_line_with_run_labels(browser, tmp_path):
 # --------------------------------------------------------------------------- phone width
 
 
-def test_phone_width(browser, panel_html):
+def test_phone_width(browser: Browser, panel_html: Path) -> None:
     pg = Page(browser, panel_html, width=390, fragment="#case-c2")
     p = pg.page
     p.locator("tr.drill .jgrid").first.wait_for()
@@ -275,7 +280,7 @@ def test_phone_width(browser, panel_html):
 # --------------------------------------------------------------------------- safety, no JavaScript
 
 
-def test_injected_markup_stays_inert(browser, pwn_html):
+def test_injected_markup_stays_inert(browser: Browser, pwn_html: Path) -> None:
     from consensus_eval.analysis.audit import case_anchor
 
     for case_id in ("c1", PWN_ID):
@@ -295,7 +300,7 @@ def test_injected_markup_stays_inert(browser, pwn_html):
         pg.close()
 
 
-def test_without_javascript_the_queue_and_table_show(browser, panel_html):
+def test_without_javascript_the_queue_and_table_show(browser: Browser, panel_html: Path) -> None:
     pg = Page(browser, panel_html, js=False)
     p = pg.page
     assert p.locator("#queue-table").is_visible() and p.locator("h2.review").inner_text() == "3 cases need review"
@@ -349,7 +354,7 @@ def png_colours(data: bytes, step: int = 3) -> int:
     return len(seen)
 
 
-def test_png_colours_counts_what_it_sees():
+def test_png_colours_counts_what_it_sees() -> None:
     def png(rows: list[list[tuple[int, int, int]]]) -> bytes:
         raw = b"".join(b"\x00" + bytes(v for px in row for v in px) for row in rows)
         ihdr = struct.pack(">IIBBBBB", len(rows[0]), len(rows), 8, 2, 0, 0, 0)
@@ -363,7 +368,7 @@ def test_png_colours_counts_what_it_sees():
     assert png_colours(png([[(i, 0, 0) for i in range(4)]] * 2), step=1) == 4
 
 
-def test_screenshots_have_content(browser, panel_html, tmp_path):
+def test_screenshots_have_content(browser: Browser, panel_html: Path, tmp_path: Path) -> None:
     pg = Page(browser, panel_html, fragment="#case-c2")
     p = pg.page
     p.locator("tr.drill pre.record mark").first.wait_for()
@@ -406,7 +411,7 @@ def trust_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
-def test_leaderboard_and_validity_sections(browser, trust_run, lang):
+def test_leaderboard_and_validity_sections(browser: Browser, trust_run: Path, lang: str) -> None:
     _, html = write_reports(load_run(trust_run, n_boot=200), trust_run, lang)
     for width in (1280, 390):
         pg = Page(browser, html, width=width, fragment="#systems")
@@ -432,7 +437,7 @@ def test_leaderboard_and_validity_sections(browser, trust_run, lang):
         pg.close()
 
 
-def test_added_deductions_and_accepted_scores_are_visible_in_the_report(browser, tmp_path):
+def test_added_deductions_and_accepted_scores_are_visible_in_the_report(browser: Browser, tmp_path: Path) -> None:
     """A reviewer's added deduction shows in the case's drill-down and in the report's section on what the
     reviewers added (with the judges that missed it); accepted scores are counted there, not as scores."""
     from consensus_eval.api import import_human

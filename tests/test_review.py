@@ -10,6 +10,7 @@ import io
 import json
 import re
 import threading
+from collections.abc import Iterator
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import NoReturn
@@ -29,6 +30,7 @@ from consensus_eval.review.app import Sessions, create_app
 from consensus_eval.review.model import (
     ActionError,
     Filters,
+    ItemView,
     Progress,
     ReviewRun,
     clean_reviewer,
@@ -63,7 +65,7 @@ def score_run(folder: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def scored(tmp_path_factory) -> Path:
+def scored(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return score_run(tmp_path_factory.mktemp("review"))
 
 
@@ -79,13 +81,13 @@ def run_dir(scored: Path, tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def review(run_dir: Path):
+def review(run_dir: Path) -> Iterator[ReviewRun]:
     r = ReviewRun.open(run_dir)
     yield r
     r.close()
 
 
-def first_item(r: ReviewRun, reviewer: str, rank: int):
+def first_item(r: ReviewRun, reviewer: str, rank: int) -> ItemView:
     view = r.case_view(reviewer, rank)
     return next(it for d in view.dims for jc in d.judges for it in jc.items)
 
@@ -93,7 +95,7 @@ def first_item(r: ReviewRun, reviewer: str, rank: int):
 # --------------------------------------------------------------------------- texts and marks
 
 
-def test_mark_text_splits_at_overlapping_marks_and_blocks():
+def test_mark_text_splits_at_overlapping_marks_and_blocks() -> None:
     text = "主诉：口干3年。\n现病史：血糖高。"
     blocks = record_blocks(text, Sections.of(load_rubric("medical_record")))
     assert [(b[0], text[b[1]:b[2]]) for b in blocks] == [("主诉", "主诉：口干3年。\n"), ("现病史", "现病史：血糖高。")]
@@ -104,13 +106,13 @@ def test_mark_text_splits_at_overlapping_marks_and_blocks():
     assert "".join(p.text for b in out for p in b.parts) == text      # nothing lost or repeated
 
 
-def test_conversation_lines_are_labelled_by_speaker():
+def test_conversation_lines_are_labelled_by_speaker() -> None:
     text = "医生：哪里不舒服？\n患者：口干。"
     assert [(lb, text[a:b]) for lb, a, b in line_blocks(text)] == [("医生", "医生：哪里不舒服？"),
                                                                     ("患者", "患者：口干。")]
 
 
-def test_case_view_marks_every_grounded_span(review):
+def test_case_view_marks_every_grounded_span(review: ReviewRun) -> None:
     a = next(a for a in review.queue.cases if a.case_id == "case-04")
     view = review.case_view("alice", a.rank)
     items = [it for d in view.dims for jc in d.judges for it in jc.items]
@@ -126,7 +128,7 @@ def test_case_view_marks_every_grounded_span(review):
 # --------------------------------------------------------------------------- actions as labels
 
 
-def test_actions_store_labels_under_the_reviewer(review, run_dir):
+def test_actions_store_labels_under_the_reviewer(review: ReviewRun, run_dir: Path) -> None:
     it = first_item(review, "alice", 1)
     review.apply("alice", {"op": "verdict", "case": 1, "ids": it.ids, "verdict": "disagree", "comment": "no"})
     review.apply("alice", {"op": "score", "case": 1, "dimension": "accuracy", "value": 33})
@@ -149,7 +151,7 @@ def test_actions_store_labels_under_the_reviewer(review, run_dir):
     assert [(lb.kind, lb.value) for lb in bob] == [("verdict", "agree")] * len(it.ids)
 
 
-def test_a_verdict_cleared_keeps_its_comment_and_the_other_way_round(review, run_dir):
+def test_a_verdict_cleared_keeps_its_comment_and_the_other_way_round(review: ReviewRun, run_dir: Path) -> None:
     it = first_item(review, "alice", 1)
     act = {"op": "verdict", "case": 1, "ids": it.ids}
     review.apply("alice", {**act, "verdict": None, "comment": "why this?"})
@@ -163,7 +165,7 @@ def test_a_verdict_cleared_keeps_its_comment_and_the_other_way_round(review, run
     assert first_item(review, "alice", 1).verdict is None
 
 
-def test_done_needs_a_score_for_every_dimension(review):
+def test_done_needs_a_score_for_every_dimension(review: ReviewRun) -> None:
     total = review.progress("alice").total
     assert total == sum(a.needs_review for a in review.queue.cases) >= 3
     reply = review.apply("alice", {"op": "scores", "case": 1,
@@ -239,7 +241,8 @@ def test_a_save_answers_from_the_reviewers_ledger_without_a_pass_over_the_run(re
     assert review.progress("alice") == Progress(3, 0, 3)
 
 
-def test_confirming_the_panels_score_stores_it_as_accepted_not_as_the_reviewers_own(review, run_dir):
+def test_confirming_the_panels_score_stores_it_as_accepted_not_as_the_reviewers_own(review: ReviewRun,
+                                                                                    run_dir: Path) -> None:
     a = review.case_at(1)
     panel = {d.dimension: d.panel_score for d in a.dimensions}
     # the page sends the fields the reviewer left untouched as "accepted"; the value is the panel's, taken
@@ -277,27 +280,28 @@ def test_confirming_the_panels_score_stores_it_as_accepted_not_as_the_reviewers_
     ({"op": "remove", "case": 1, "id": "abc#d0"}, "not a deduction added"),
     ({"op": "drop_tables", "case": 1}, "unknown action"),
 ])
-def test_bad_actions_are_refused_and_store_nothing(review, run_dir, action, message):
+def test_bad_actions_are_refused_and_store_nothing(review: ReviewRun, run_dir: Path, action: dict[str, object],
+                                                   message: str) -> None:
     with pytest.raises(ActionError, match=message):
         review.apply("alice", action)
     with Store.open_existing(run_dir, read_only=True) as store:
         assert store.human_labels() == []
 
 
-def test_a_verdict_on_another_cases_deduction_is_refused(review):
+def test_a_verdict_on_another_cases_deduction_is_refused(review: ReviewRun) -> None:
     other = first_item(review, "alice", 2)
     with pytest.raises(ActionError, match="not a deduction of case"):
         review.apply("alice", {"op": "verdict", "case": 1, "ids": other.ids, "verdict": "agree"})
 
 
-def test_reviewer_names():
+def test_reviewer_names() -> None:
     assert clean_reviewer("  Dr.  Li ") == "Dr. Li"
     for bad in ("", "   ", "a\x00b", "x" * 81):
         with pytest.raises(ActionError):
             clean_reviewer(bad)
 
 
-def test_labels_while_a_scoring_run_writes_the_same_store(review, run_dir):
+def test_labels_while_a_scoring_run_writes_the_same_store(review: ReviewRun, run_dir: Path) -> None:
     """Another connection writing calls in long transactions (as `score` does) only makes a label wait."""
     rec = review.results.records[0]
     errors: list[BaseException] = []
@@ -336,7 +340,8 @@ def test_labels_while_a_scoring_run_writes_the_same_store(review, run_dir):
         ("score", 39), ("verdict", "pass 39")}
 
 
-def test_the_sheet_is_the_audit_export_filled_in_and_reads_back(review, run_dir, tmp_path):
+def test_the_sheet_is_the_audit_export_filled_in_and_reads_back(review: ReviewRun, run_dir: Path,
+                                                                tmp_path: Path) -> None:
     it = first_item(review, "alice", 1)
     review.apply("alice", {"op": "verdict", "case": 1, "ids": it.ids, "verdict": "disagree", "comment": "=1+1"})
     review.apply("alice", {"op": "scores", "case": 1,
@@ -362,7 +367,7 @@ def test_the_sheet_is_the_audit_export_filled_in_and_reads_back(review, run_dir,
 
 
 @pytest.fixture
-def client(review):
+def client(review: ReviewRun) -> Iterator[_Client]:
     app, sessions = create_app(review, reviewer="alice", lang="en")
     with _Client(app, base_url="http://127.0.0.1:8765") as c:
         c.sessions = sessions
@@ -383,7 +388,7 @@ def login(c: _Client) -> str:
     return page.text.split('name="csrf-token" content="')[1].split('"')[0]
 
 
-def test_pages_need_the_token_link(client):
+def test_pages_need_the_token_link(client: _Client) -> None:
     assert client.get("/").status_code == 403
     assert client.get("/case/1").status_code == 403
     assert client.get("/sheet.csv").status_code == 403
@@ -395,7 +400,7 @@ def test_pages_need_the_token_link(client):
     assert client.get("/static/../model.py").status_code == 404
 
 
-def test_posts_without_the_csrf_token_or_from_another_origin_are_refused(client, run_dir):
+def test_posts_without_the_csrf_token_or_from_another_origin_are_refused(client: _Client, run_dir: Path) -> None:
     csrf = login(client)
     act = {"op": "score", "case": 1, "dimension": "accuracy", "value": 12}
     assert client.post("/api/label", json=act).status_code == 403
@@ -420,14 +425,14 @@ def test_posts_without_the_csrf_token_or_from_another_origin_are_refused(client,
         assert [(lb.reviewer, lb.value) for lb in store.human_labels()] == [("alice", 12)]
 
 
-def test_another_sessions_token_does_not_work(client):
+def test_another_sessions_token_does_not_work(client: _Client) -> None:
     login(client)
     other_csrf = client.sessions.csrf(client.sessions.new())
     act = {"op": "score", "case": 1, "dimension": "accuracy", "value": 12}
     assert client.post("/api/label", json=act, headers={"X-CSRF-Token": other_csrf}).status_code == 403
 
 
-def test_only_loopback_host_names_are_answered(client):
+def test_only_loopback_host_names_are_answered(client: _Client) -> None:
     login(client)
     assert client.get("/", headers={"Host": "evil.example:8765"}).status_code == 400
     assert client.get("/", headers={"Host": "localhost:8765"}).status_code == 200
@@ -435,7 +440,7 @@ def test_only_loopback_host_names_are_answered(client):
     assert not is_loopback("0.0.0.0") and not is_loopback("192.168.1.5")
 
 
-def test_case_text_is_escaped_and_pages_carry_a_strict_csp(client, review):
+def test_case_text_is_escaped_and_pages_carry_a_strict_csp(client: _Client, review: ReviewRun) -> None:
     login(client)
     rank = next(a.rank for a in review.queue.cases if a.case_id == "case-xss")
     page = client.get(f"/case/{rank}")
@@ -445,7 +450,7 @@ def test_case_text_is_escaped_and_pages_carry_a_strict_csp(client, review):
     assert "<script>" not in page.text.replace('<script src="/static/review.js" defer></script>', "")
 
 
-def test_a_session_without_a_name_is_asked_for_one(review):
+def test_a_session_without_a_name_is_asked_for_one(review: ReviewRun) -> None:
     app, sessions = create_app(review, lang="en")
     with TestClient(app, base_url="http://127.0.0.1:8765") as c:
         c.get(f"/?token={sessions.token}")
@@ -458,7 +463,7 @@ def test_a_session_without_a_name_is_asked_for_one(review):
         assert "reviewer: <strong id=\"reviewer-name\">Dr Wang</strong>" in c.get("/").text
 
 
-def test_queue_filters(client, review):
+def test_queue_filters(client: _Client, review: ReviewRun) -> None:
     login(client)
     page = client.get("/")
     assert page.text.count('class="row ') == review.progress("alice").total
@@ -471,7 +476,7 @@ def test_queue_filters(client, review):
 # --------------------------------------------------------------------------- a panel of three judges
 
 
-def test_a_panel_case_shows_every_judge_escaped_and_takes_verdicts(tmp_path):
+def test_a_panel_case_shows_every_judge_escaped_and_takes_verdicts(tmp_path: Path) -> None:
     """The hand-built 3-judge store of tests/test_audit.py: c2 has judges far apart and a deduction
     whose evidence is markup; every judge is a column, the markup is text, a verdict on a line goes to
     that judge's deduction only."""
@@ -504,7 +509,7 @@ def test_a_panel_case_shows_every_judge_escaped_and_takes_verdicts(tmp_path):
         r.close()
 
 
-def test_pages_in_chinese_by_default_for_a_chinese_rubric(review):
+def test_pages_in_chinese_by_default_for_a_chinese_rubric(review: ReviewRun) -> None:
     app, sessions = create_app(review, reviewer="李医生")
     with TestClient(app, base_url="http://127.0.0.1:8765") as c:
         c.get(f"/?token={sessions.token}")
@@ -521,7 +526,7 @@ def test_pages_in_chinese_by_default_for_a_chinese_rubric(review):
         create_app(review, lang="fr")
 
 
-def test_a_deduction_repeated_in_three_runs_is_one_line_and_three_verdicts(tmp_path):
+def test_a_deduction_repeated_in_three_runs_is_one_line_and_three_verdicts(tmp_path: Path) -> None:
     """An important case judged 3 times: the same deduction in every run is one line ('all 3 runs'),
     and its verdict is stored against each run's deduction id, as the sheet has one row per run."""
     from consensus_eval.domain.config import EvalConfig
@@ -552,7 +557,8 @@ def test_a_deduction_repeated_in_three_runs_is_one_line_and_three_verdicts(tmp_p
         r.close()
 
 
-def test_labels_while_a_real_score_run_adds_a_judge_to_the_store(review, run_dir, tmp_path):
+def test_labels_while_a_real_score_run_adds_a_judge_to_the_store(review: ReviewRun, run_dir: Path,
+                                                                 tmp_path: Path) -> None:
     """`consensus-eval score` in another process adds a second judge's calls (and rebuilds every output)
     while labels are written: both finish, nothing is lost on either side."""
     import subprocess
@@ -580,7 +586,7 @@ def test_labels_while_a_real_score_run_adds_a_judge_to_the_store(review, run_dir
         ("score", (k - 1) % 40), ("verdict", f"#{k - 1}")}
 
 
-def test_spot_check_cases_are_shown_apart_and_blind_until_the_reviewers_own_scores(run_dir):
+def test_spot_check_cases_are_shown_apart_and_blind_until_the_reviewers_own_scores(run_dir: Path) -> None:
     done = api.spot_check(run_dir, 3, seed=11)
     spot = [r.case_id for r in done.sample]
     review = ReviewRun.open(run_dir)
@@ -622,7 +628,7 @@ def test_spot_check_cases_are_shown_apart_and_blind_until_the_reviewers_own_scor
         review.close()
 
 
-def test_a_team_each_with_a_personal_link_labels_as_themselves_only(run_dir):
+def test_a_team_each_with_a_personal_link_labels_as_themselves_only(run_dir: Path) -> None:
     from typer.testing import CliRunner
 
     from consensus_eval.cli import app as cli
@@ -671,7 +677,7 @@ def test_a_team_each_with_a_personal_link_labels_as_themselves_only(run_dir):
         assert fresh.get(f"/?key={bob_key}").status_code == 403
 
 
-def test_double_review_on_assigned_cases_then_adjudication_gives_the_reference(run_dir):
+def test_double_review_on_assigned_cases_then_adjudication_gives_the_reference(run_dir: Path) -> None:
     done = api.spot_check(run_dir, 4, seed=2)
     spot = [r.case_id for r in done.sample]
     roles: tuple[tuple[str, ReviewerRole], ...] = (("li", "reviewer"), ("wang", "reviewer"), ("zhao", "reviewer"),
@@ -767,7 +773,7 @@ class _VisibleText(HTMLParser):
 ASCII_ALLOWED = {"BMI", "HbA", "kg", "mg", "mmHg", "mmol", "Enter", "Esc", "CSV", "consensus-eval"}
 
 
-def test_every_review_page_in_chinese_shows_no_english_word(run_dir):
+def test_every_review_page_in_chinese_shows_no_english_word(run_dir: Path) -> None:
     """Queue, case pages, team, adjudication, name form and a missing case, in zh: every ASCII word on them
     is a unit, a key, an id (case, judge, folder, reviewer) or comes from the case's own text."""
     chen_key = api.add_reviewer(run_dir, "chen", role="adjudicator")[1]
@@ -801,7 +807,7 @@ def test_every_review_page_in_chinese_shows_no_english_word(run_dir):
         review.close()
 
 
-def test_a_queue_of_thousands_is_paged_and_searchable(tmp_path):
+def test_a_queue_of_thousands_is_paged_and_searchable(tmp_path: Path) -> None:
     from tests.big_run import build_big_run
 
     folder = build_big_run(tmp_path / "big", 1500, 2)

@@ -37,7 +37,7 @@ import pytest
 
 from consensus_eval.analysis.results import Results
 from consensus_eval.api import load_run
-from consensus_eval.execution.store import ReviewerRole, Store
+from consensus_eval.execution.store import HumanLabelRecord, ReviewerRole, Store
 from tests.conftest import ROOT
 from tests.test_review import score_run
 
@@ -149,7 +149,7 @@ def collect_dialogs(into: list[str]) -> Callable[[Dialog], None]:
     return on_dialog
 
 
-def fill_scores(page, scores: dict[str, str]) -> None:
+def fill_scores(page: Page, scores: dict[str, str]) -> None:
     """Type a score in each dimension's field and leave it (Tab), as a reviewer does: each one saves."""
     for dim, value in scores.items():
         box = page.locator(f"input.score[data-dim={dim}]")
@@ -157,7 +157,7 @@ def fill_scores(page, scores: dict[str, str]) -> None:
         box.press("Tab")
 
 
-def labels(run_dir: Path, reviewer: str | None = None):
+def labels(run_dir: Path, reviewer: str | None = None) -> list[HumanLabelRecord]:
     with Store.open_existing(run_dir, read_only=True) as store:
         return store.human_labels(reviewer=reviewer)
 
@@ -167,7 +167,7 @@ def run_dir(tmp_path: Path) -> Path:
     return score_run(tmp_path / "scored")
 
 
-def test_review_in_the_browser(run_dir: Path, tmp_path: Path):
+def test_review_in_the_browser(run_dir: Path, tmp_path: Path) -> None:
     from playwright.sync_api import expect
 
     expect.set_options(timeout=30_000)          # a shared, loaded machine: generous waits, no timing asserted
@@ -391,7 +391,7 @@ def test_review_in_the_browser(run_dir: Path, tmp_path: Path):
         Path(os.environ["REVIEW_TIMINGS"]).write_text(json.dumps(summary, indent=2), encoding="utf-8")
 
 
-def test_a_spot_check_case_is_blind_until_the_reviewers_own_scores(run_dir: Path):
+def test_a_spot_check_case_is_blind_until_the_reviewers_own_scores(run_dir: Path) -> None:
     """A random spot check drawn on the CLI; in the browser the spot-check filter lists its cases, a case
     shows no judge score or deduction until the reviewer's own scores are confirmed, then shows them; the
     scores are stored as the reviewer's own, and the report's validity section counts the case."""
@@ -427,7 +427,7 @@ def test_a_spot_check_case_is_blind_until_the_reviewers_own_scores(run_dir: Path
     assert "4 cases drawn at random" in md and "1 of them have a clinician's own score" in md
 
 
-def test_a_team_double_reviews_blind_and_an_adjudicator_settles_the_disagreement(run_dir: Path):
+def test_a_team_double_reviews_blind_and_an_adjudicator_settles_the_disagreement(run_dir: Path) -> None:
     """Two reviewers, each with their own link in their own browser, score the same assigned spot-check case
     blind, then give opposite verdicts on a judge's deduction; they disagree on a score and on the verdict;
     the adjudicator sees both on the team page, gives the reference score and the reference verdict, which
@@ -539,7 +539,7 @@ STALE = {"zh": ("服务器已重启或链接已失效", "会话已失效"),
 
 
 @pytest.mark.parametrize("lang", ["zh", "en"])
-def test_a_tab_left_open_across_a_restart_says_so_and_keeps_the_input(run_dir: Path, lang: str):
+def test_a_tab_left_open_across_a_restart_says_so_and_keeps_the_input(run_dir: Path, lang: str) -> None:
     """The server restarts (its sessions are in memory): the old tab's next save is refused, and the page
     says so in a banner, in the page's language (Chinese or English), keeping what was typed; nothing is
     stored from it."""
@@ -562,7 +562,7 @@ def test_a_tab_left_open_across_a_restart_says_so_and_keeps_the_input(run_dir: P
     assert [lb for lb in labels(run_dir) if lb.kind == "score"] == []
 
 
-def test_the_queue_and_a_case_fit_a_phone(run_dir: Path):
+def test_the_queue_and_a_case_fit_a_phone(run_dir: Path) -> None:
     """At 390 px the queue, a case and the team page never scroll sideways (a wide table scrolls inside)."""
     with reviewing(run_dir, "li", "--lang", "zh", viewport=(390, 844)) as (page, url, base):
         page.goto(url)

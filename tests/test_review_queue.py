@@ -89,7 +89,7 @@ DISPUTED = Judgment(dimension="accuracy", claimed_score=40, deductions=[
     _d("drugs", "dose_error", 2, "500mg")])
 
 
-def test_the_same_case_with_1_run_or_3_identical_runs_scores_the_same():
+def test_the_same_case_with_1_run_or_3_identical_runs_scores_the_same() -> None:
     panel = {(c, "judge-a", "accuracy"): DISPUTED for c in ("once", "thrice")}
     audits = audits_of(make_run(panel, PANEL3, ["once", "thrice"], runs={"thrice": 3}))
     once, thrice = by_id(audits)["once"], by_id(audits)["thrice"]
@@ -120,7 +120,7 @@ def _disputed_on(i: int) -> Judgment:
         _d(f"{d.category}_{i}", f"{d.type}_{i}", d.points, d.evidence) for d in DISPUTED.deductions])
 
 
-def test_more_dimensions_of_equal_disagreement_do_not_rank_higher():
+def test_more_dimensions_of_equal_disagreement_do_not_rank_higher() -> None:
     scores = {}
     for n in (1, 3):
         panel: dict[tuple[str, str, str], Outcome] = {("c", "judge-a", f"acc{i}"): _disputed_on(i)
@@ -138,7 +138,7 @@ def test_more_dimensions_of_equal_disagreement_do_not_rank_higher():
 # --------------------------------------------------------------------------- needs review
 
 
-def test_a_claimed_vs_derived_mismatch_does_not_flag_a_case():
+def test_a_claimed_vs_derived_mismatch_does_not_flag_a_case() -> None:
     # every judge gives full marks (spread 0), judge-a claims 35 on accuracy: derived 40, a mismatch
     claim = Judgment(dimension="accuracy", claimed_score=35, claimed_stars=4)
     panel: dict[tuple[str, str, str], Outcome] = {("all-100", "judge-a", "accuracy"): claim,
@@ -153,7 +153,7 @@ def test_a_claimed_vs_derived_mismatch_does_not_flag_a_case():
     assert a["disputed"].rank == 1 and top.rank == 2
 
 
-def test_review_reasons_follow_the_config():
+def test_review_reasons_follow_the_config() -> None:
     # judge-a: 40 - 8 (4 value errors, the numbers cap) - 3 (drug name) - 10 (the penalty) = 19 (2★), the
     # others 40 (5★): totals spread 21 > 10, star gap 3 >= 2
     far = Judgment(dimension="accuracy", fixed_penalties=[PEN], deductions=[
@@ -172,7 +172,7 @@ def test_review_reasons_follow_the_config():
     assert loose["far"].reasons == [] and loose["far"].disagreement == a["far"].disagreement
 
 
-def test_failed_and_inconclusive_cases_need_review_first():
+def test_failed_and_inconclusive_cases_need_review_first() -> None:
     panel: dict[tuple[str, str, str], Outcome] = {
         **{("dead", j, d.id): "failed" for j in PANEL3 for d in RUBRIC.dimensions},
         **{("thin", j, d.id): "failed" for j in PANEL3[1:] for d in RUBRIC.dimensions},
@@ -183,7 +183,7 @@ def test_failed_and_inconclusive_cases_need_review_first():
     assert by_id(audits)["thin"].reasons[0].text == "too few judges answered for a panel verdict (1 answered, quorum 2)"
 
 
-def test_evidence_not_found_flags_a_case_unless_the_policy_says_otherwise():
+def test_evidence_not_found_flags_a_case_unless_the_policy_says_otherwise() -> None:
     invented = Judgment(dimension="accuracy", deductions=[_d("numbers", "value_error", 2, "空腹血糖12.3mmol/L")])
     found = Judgment(dimension="accuracy", deductions=[_d("numbers", "value_error", 2, "空腹7.9")])
     panel: dict[tuple[str, str, str], Outcome] = {("made-up", j, "accuracy"): invented for j in PANEL3}
@@ -218,7 +218,7 @@ def _solo_panel() -> dict[tuple[str, str, str], Outcome]:
     }
 
 
-def test_a_single_judge_is_ranked_by_risk_and_titled_highest_risk():
+def test_a_single_judge_is_ranked_by_risk_and_titled_highest_risk() -> None:
     audits = audits_of(make_run(_solo_panel(), SOLO, ["clean", "minor", "penalty", "low"]))
     queue = audit_mod.review_queue(audits, 1)
     assert (queue.mode, queue.title, queue.score_name) == ("risk", "Highest-risk cases", "risk")
@@ -239,14 +239,14 @@ def test_a_single_judge_is_ranked_by_risk_and_titled_highest_risk():
     assert (queue.headline, queue.by_reason) == ("2 cases need review", {"low_score": 1, "fixed_penalty": 2})
 
 
-def test_the_title_follows_the_panel_size():
+def test_the_title_follows_the_panel_size() -> None:
     assert audit_mod.review_queue([], 3).title == "Most disputed cases"
     assert audit_mod.review_queue([], 2).mode == "disagreement"
     assert audit_mod.review_queue([], 1).title == "Highest-risk cases"
     assert audit_mod.review_queue([], 1).headline == "no case needs review"
 
 
-def test_the_only_judge_that_answered_gets_the_single_judge_signals():
+def test_the_only_judge_that_answered_gets_the_single_judge_signals() -> None:
     panel = {**_solo_panel(), **{("low", j, d.id): "failed" for j in PANEL3[1:] for d in RUBRIC.dimensions}}
     panel[("low", "judge-a", "accuracy")] = panel.pop(("low", "solo", "accuracy"))
     a = by_id(audits_of(make_run(panel, PANEL3, ["low", "calm"])))
@@ -257,7 +257,7 @@ def test_the_only_judge_that_answered_gets_the_single_judge_signals():
 # --------------------------------------------------------------------------- drill-down
 
 
-def test_drill_down_groups_runs_and_collapses_repeats():
+def test_drill_down_groups_runs_and_collapses_repeats() -> None:
     value, dose = _d("numbers", "value_error", 2, "空腹7.9"), _d("drugs", "dose_error", 2, "500mg")
     runs = [Judgment(dimension="accuracy", deductions=[value], fixed_penalties=[PEN, PEN]),   # 40-2-10 = 28
             Judgment(dimension="accuracy", deductions=[value], fixed_penalties=[PEN]),        # 28
@@ -278,13 +278,13 @@ def test_drill_down_groups_runs_and_collapses_repeats():
     assert audit_mod.run_label(0, 3) == "run 1 of 3"
 
 
-def test_drill_down_of_a_single_run_has_no_run_labels():
+def test_drill_down_of_a_single_run_has_no_run_labels() -> None:
     [a] = audits_of(make_run({("c", "judge-a", "accuracy"): DISPUTED}, PANEL3, ["c"]))
     [group] = a.dimensions[0].judges[0].drill_down()
     assert group.label == "" and [i.runs_label for i in group.items] == ["", "", ""]
 
 
-def test_drill_down_labels_runs_made_in_some_runs_only():
+def test_drill_down_labels_runs_made_in_some_runs_only() -> None:
     value = _d("numbers", "value_error", 2, "空腹7.9")
     runs = [Judgment(dimension="accuracy", deductions=[value]), Judgment(dimension="accuracy"),
             Judgment(dimension="accuracy", deductions=[value])]
@@ -299,7 +299,7 @@ TRICKY_IDS = ["case 1", "case-1", "case_1", "病例一", "病例二", "<script>a
               "A", "a", "x" * 300, "x" * 301, "ok-id", "\"quoted\" 'id'", "case-1-" + "0" * 8, "-", "--"]
 
 
-def test_anchors_are_unique_safe_and_stable():
+def test_anchors_are_unique_safe_and_stable() -> None:
     anchors = audit_mod.case_anchors(TRICKY_IDS)
     assert list(anchors) == TRICKY_IDS
     assert len(set(anchors.values())) == len(TRICKY_IDS)
@@ -313,7 +313,7 @@ def test_anchors_are_unique_safe_and_stable():
     assert both["病例一"] != both[clash] and both[clash].endswith("-2")
 
 
-def test_every_audit_carries_its_anchor():
+def test_every_audit_carries_its_anchor() -> None:
     audits = audits_of(make_run({}, PANEL3, ["病例 1", "<b>2</b>"]))
     assert {a.case_id: a.anchor for a in audits} == audit_mod.case_anchors(["病例 1", "<b>2</b>"])
 
@@ -335,7 +335,7 @@ def _printed_ids(text: str) -> set[str]:
     return set(re.findall(r"big-\d{5}", text))
 
 
-def test_the_console_prints_the_top_of_the_queue_at_2000_cases(tmp_path):
+def test_the_console_prints_the_top_of_the_queue_at_2000_cases(tmp_path: Path) -> None:
     res = analyze(_big_run(2000), n_boot=0)
     console = Console(record=True, width=250)
     print_summary(console, res, tmp_path)
@@ -355,7 +355,7 @@ def _write_store(folder: Path, run: StoredRun) -> Path:
     return write_store(folder, run.rubric, run.config, run.cases, [r.to_record() for r in run.records])
 
 
-def test_cli_audit_of_a_single_judge_says_highest_risk(tmp_path):
+def test_cli_audit_of_a_single_judge_says_highest_risk(tmp_path: Path) -> None:
     from consensus_eval.cli import app
 
     folder = _write_store(tmp_path / "solo", make_run(_solo_panel(), SOLO, ["clean", "minor", "penalty", "low"]))
@@ -367,7 +367,7 @@ def test_cli_audit_of_a_single_judge_says_highest_risk(tmp_path):
     assert "minor" not in out and "clean" not in out and "糖尿病写入既往史" in out
 
 
-def test_cli_audit_top_n_and_top_0(tmp_path):
+def test_cli_audit_top_n_and_top_0(tmp_path: Path) -> None:
     from consensus_eval.cli import app
 
     folder = _write_store(tmp_path / "big", _big_run(30))
@@ -378,7 +378,7 @@ def test_cli_audit_top_n_and_top_0(tmp_path):
         assert "Most disputed cases" in res.output
 
 
-def test_cli_audit_shows_judge_quality_not_a_case_flag(tmp_path):
+def test_cli_audit_shows_judge_quality_not_a_case_flag(tmp_path: Path) -> None:
     from consensus_eval.cli import app
 
     # judge-a claims 35 on accuracy where its deductions derive 40, in both cases: 2 of its 6 runs

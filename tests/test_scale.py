@@ -50,7 +50,7 @@ def _slow_ordinal_ci(data: np.ndarray, n_boot: int, seed: int) -> tuple[float, f
 
 
 @pytest.mark.parametrize("trial", range(12))
-def test_the_ordinal_bootstrap_equals_alpha_of_every_resampled_table_to_the_bit(trial):
+def test_the_ordinal_bootstrap_equals_alpha_of_every_resampled_table_to_the_bit(trial: int) -> None:
     rng = np.random.default_rng(trial)
     raters, units = int(rng.integers(2, 6)), int(rng.integers(3, 160))
     data = rng.integers(1, int(rng.integers(2, 7)), (raters, units)).astype(float)
@@ -62,7 +62,7 @@ def test_the_ordinal_bootstrap_equals_alpha_of_every_resampled_table_to_the_bit(
     assert bootstrap_ci(data, "ordinal", 120, seed=trial) == _slow_ordinal_ci(data, 120, trial)
 
 
-def test_many_distinct_values_fall_back_to_resampling_tables(monkeypatch):
+def test_many_distinct_values_fall_back_to_resampling_tables(monkeypatch: pytest.MonkeyPatch) -> None:
     rng = np.random.default_rng(5)
     data = rng.normal(size=(3, 60)).round(3)
     monkeypatch.setattr(alpha_mod, "MAX_PAIR_CELLS", 10)
@@ -70,7 +70,7 @@ def test_many_distinct_values_fall_back_to_resampling_tables(monkeypatch):
     assert bootstrap_ci(data, "ordinal", 60, seed=1) == _slow_ordinal_ci(data, 60, 1)
 
 
-def test_category_means_equal_numpy_to_the_bit():
+def test_category_means_equal_numpy_to_the_bit() -> None:
     r = random.Random(0)
     for _ in range(20_000):
         v = [r.choice([r.random() * 10, float(r.randrange(20)), r.randrange(40) / 4, 0.1 * r.randrange(100)])
@@ -79,7 +79,7 @@ def test_category_means_equal_numpy_to_the_bit():
     assert mean_or_none([]) is None and mean_or_none(None) is None
 
 
-def test_derived_scores_have_the_types_and_values_validation_gives():
+def test_derived_scores_have_the_types_and_values_validation_gives() -> None:
     rubric = load_rubric("medical_record")
     r = random.Random(1)
     for dim in rubric.dimensions:
@@ -96,7 +96,7 @@ def test_derived_scores_have_the_types_and_values_validation_gives():
             assert all(type(c.deducted) is float and type(c.taken) is float for c in s.categories)
 
 
-def test_groundings_have_the_types_and_values_validation_gives():
+def test_groundings_have_the_types_and_values_validation_gives() -> None:
     case = big_cases(3)[2]
     conv = case.conversation_as_text(load_rubric("medical_record").roles)
     g = CaseGrounder(case.record, conv)
@@ -111,7 +111,7 @@ def test_groundings_have_the_types_and_values_validation_gives():
         assert all(type(s.start) is int and type(s.end) is int for s in found.spans)
 
 
-def test_the_gc_pause_nests_restores_the_collector_and_freezes_only_when_asked():
+def test_the_gc_pause_nests_restores_the_collector_and_freezes_only_when_asked() -> None:
     assert gc.isenabled()
     _gc.freeze_when_done(False)         # the Python API: never freezes a caller's objects
     before = gc.get_freeze_count()
@@ -167,7 +167,7 @@ class _Counter:
         self.n = 0
 
 
-def _work_of_a_rebuild(tmp_path, monkeypatch, n_cases: int) -> dict[str, int]:
+def _work_of_a_rebuild(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, n_cases: int) -> dict[str, int]:
     """How many judgments were parsed, quotes searched, models validated in a rebuild of ``n_cases``."""
     src = build_big_run(tmp_path / f"src{n_cases}", n_cases, 2)
     folder = tmp_path / f"run{n_cases}"
@@ -196,7 +196,7 @@ def _work_of_a_rebuild(tmp_path, monkeypatch, n_cases: int) -> dict[str, int]:
     return counts
 
 
-def test_a_rebuilds_work_is_linear_in_cases(tmp_path, monkeypatch):
+def test_a_rebuilds_work_is_linear_in_cases(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     small = _work_of_a_rebuild(tmp_path, monkeypatch, 24)
     large = _work_of_a_rebuild(tmp_path, monkeypatch, 72)
     # each stored judgment parsed once (into its plain read model, never validated again), each distinct quote
@@ -212,7 +212,7 @@ def test_a_rebuilds_work_is_linear_in_cases(tmp_path, monkeypatch):
     assert report["n_cases"] == 72 and all(a["ci"] is not None for a in report["stars"].values())
 
 
-def test_figures_sharing_their_resamples_get_the_intervals_they_got_alone():
+def test_figures_sharing_their_resamples_get_the_intervals_they_got_alone() -> None:
     rng = np.random.default_rng(9)
     tables = [rng.integers(0, 6, (3, 80)).astype(float) for _ in range(3)]
     tables.append(rng.normal(size=(3, 80)))
@@ -323,7 +323,7 @@ def test_audit_rows_are_plain_read_models_with_the_types_validation_gives(tmp_pa
     assert queue.cases == audits and queue.n_cases == len(audits)
 
 
-def test_dumps_json_writes_null_for_what_is_not_finite_and_the_same_bytes_either_way():
+def test_dumps_json_writes_null_for_what_is_not_finite_and_the_same_bytes_either_way() -> None:
     from consensus_eval.domain.writable import dumps_json, finite
 
     fine = {"a": [1.5, (2, 3.25)], "b": {"c": None, "d": "文"}}

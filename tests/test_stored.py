@@ -7,6 +7,7 @@ import dataclasses
 import json
 import random
 import sqlite3
+from pathlib import Path
 
 import pytest
 
@@ -29,7 +30,7 @@ KINDS = [
 
 
 @pytest.mark.parametrize("judgment", KINDS, ids=[j.dimension for j in KINDS])
-def test_a_stored_judgment_has_the_validated_models_values(judgment):
+def test_a_stored_judgment_has_the_validated_models_values(judgment: Judgment) -> None:
     got = stored_judgment(json.loads(judgment.model_dump_json()))
     assert got.to_dict() == judgment.model_dump()
     assert got.to_judgment() == judgment and got.to_judgment().model_dump_json() == judgment.model_dump_json()
@@ -41,7 +42,7 @@ def test_a_stored_judgment_has_the_validated_models_values(judgment):
     assert not hasattr(got, "__dict__")   # slotted: no per-object dict
 
 
-def test_a_store_hands_back_plain_read_models_with_the_values_written(tmp_path):
+def test_a_store_hands_back_plain_read_models_with_the_values_written(tmp_path: Path) -> None:
     records = [CallRecord(status="ok", judgment=j, raw=j.model_dump_json(), request_hash=f"h{i}", case_id="c1",
                           dimension=j.dimension, judge="j", run=0, model="m", prompt_tokens=10, cost=0.5,
                           latency_s=1.25, attempts=2) for i, j in enumerate(KINDS)]
@@ -66,7 +67,7 @@ def test_a_store_hands_back_plain_read_models_with_the_values_written(tmp_path):
     assert a.case_id is b.case_id and a.judge is b.judge and a.status is b.status
 
 
-def test_a_judgment_that_does_not_read_back_is_a_damaged_store(tmp_path):
+def test_a_judgment_that_does_not_read_back_is_a_damaged_store(tmp_path: Path) -> None:
     j = KINDS[0]
     with Store(tmp_path / "results.sqlite") as store:
         store.record(CallRecord(status="ok", judgment=j, request_hash="h0", case_id="c1", dimension=j.dimension,
@@ -80,7 +81,7 @@ def test_a_judgment_that_does_not_read_back_is_a_damaged_store(tmp_path):
             store.calls(planned_only=False)
 
 
-def test_the_calls_of_the_plan_come_in_plan_order_and_the_unstored_ones_are_listed_in_it(tmp_path):
+def test_the_calls_of_the_plan_come_in_plan_order_and_the_unstored_ones_are_listed_in_it(tmp_path: Path) -> None:
     plan = [PlannedCall(f"h{i}", f"c{i % 7}", "accuracy", "j", i % 3) for i in range(60)]
     order = list(range(60))
     random.Random(4).shuffle(order)    # stored in another order than planned; a third never stored
