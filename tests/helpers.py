@@ -13,7 +13,7 @@ import sys
 import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 from aiohttp import web
 
@@ -21,7 +21,12 @@ from consensus_eval.domain.cases import Case
 from consensus_eval.domain.config import EvalConfig
 from consensus_eval.domain.rubric import Rubric
 from consensus_eval.domain.stored import from_judgment
-from consensus_eval.execution.store import CallRecord, PlannedCall, Store, StoredCall
+from consensus_eval.execution.store import CallRecord, HumanLabelRecord, PlannedCall, Store, StoredCall
+
+if TYPE_CHECKING:
+    from starlette.testclient import TestClient
+
+    from consensus_eval.review.model import ReviewRun
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "cases.jsonl"
 
@@ -193,3 +198,22 @@ _K = TypeVar("_K")
 def all_present_values(mapping: Mapping[_K, _T | None]) -> dict[_K, _T]:
     """``mapping`` as a dict, each value asserted not None."""
     return dict(zip(mapping, all_present(mapping.values()), strict=True))
+
+
+def stored_labels(folder: Path, reviewer: str | None = None) -> list[HumanLabelRecord]:
+    """The human labels stored in ``folder``'s run (one reviewer's, or everyone's), read without writing."""
+    with Store.open_existing(folder, read_only=True) as store:
+        return store.human_labels(reviewer=reviewer)
+
+
+def review_client(review: ReviewRun, reviewer: str, lang: str = "en") -> tuple[TestClient, str]:
+    """A signed-in session of ``reviewer`` on the review app of ``review`` (solo: no team, so it may adjudicate),
+    and its CSRF token."""
+    from starlette.testclient import TestClient
+
+    from consensus_eval.review.app import create_app
+
+    app, sessions = create_app(review, reviewer=reviewer, lang=lang)
+    c = TestClient(app, base_url="http://127.0.0.1:8765")
+    assert c.get(f"/?token={sessions.token}", follow_redirects=False).status_code == 303
+    return c, c.get("/").text.split('name="csrf-token" content="')[1].split('"')[0]

@@ -11,17 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from consensus_eval.execution.store import HumanLabelRecord, Store
+from consensus_eval.execution.store import Store
+from tests.helpers import stored_labels
 from tests.kinds_human_run import build_kinds_run, kinds_rubric
 from tests.test_review_browser import CHROMIUM, reviewing
 
 pytestmark = pytest.mark.skipif(
     not CHROMIUM.exists(), reason="Debian chromium is not installed (/usr/bin/chromium): apt-get install -y chromium")
-
-
-def _labels(folder: Path, reviewer: str) -> list[HumanLabelRecord]:
-    with Store.open_existing(folder, read_only=True) as store:
-        return store.human_labels(reviewer=reviewer)
 
 
 def test_a_reviewer_rates_a_likert_case_on_the_scale_and_the_levels_read_back(tmp_path: Path) -> None:
@@ -61,7 +57,7 @@ def test_a_reviewer_rates_a_likert_case_on_the_scale_and_the_levels_read_back(tm
         page.goto(base + "/case/2")
         expect(page.locator("#dim-thorough input.level[value='1']")).to_be_checked()
         expect(page.locator("#dim-accurate input.level:checked")).to_have_count(0)
-    got = {(lb.case_id, lb.dimension): (lb.value, lb.origin) for lb in _labels(folder, "alice")}
+    got = {(lb.case_id, lb.dimension): (lb.value, lb.origin) for lb in stored_labels(folder, "alice")}
     with Store.open_existing(folder, read_only=True) as store:
         cases = [c["id"] for c in store.get_meta("cases")]
     from consensus_eval.api import load_run
@@ -116,7 +112,7 @@ def test_a_reviewer_toggles_criteria_with_evidence_and_the_verdicts_read_back(tm
         expect(row.locator("button.v-met")).to_have_attribute("aria-pressed", "true")
         expect(row.locator(".crit-evidence")).to_have_value("Allergies: penicillin.")
         expect(problem.locator("button.v-not-met")).to_have_attribute("aria-pressed", "true")
-    labels = _labels(folder, "bob")
+    labels = stored_labels(folder, "bob")
     own = {(lb.dimension, lb.deduction_id): (lb.value, lb.evidence) for lb in labels if lb.origin == "own"}
     assert own == {("safety", "allergy"): ("met", "Allergies: penicillin."),
                    ("case_points", "problem"): ("not_met", None)}

@@ -18,7 +18,6 @@ from typing import Any
 import pytest
 from markupsafe import escape
 from rich.console import Console
-from starlette.testclient import TestClient
 
 from consensus_eval._errors import InputError
 from consensus_eval.analysis.agreement import load_human
@@ -30,8 +29,8 @@ from consensus_eval.output.audit_console import print_audit
 from consensus_eval.output.report import i18n as report_i18n, write_reports
 from consensus_eval.output.report.i18n import messages
 from consensus_eval.review import app as review_app
-from consensus_eval.review.app import create_app
 from consensus_eval.review.model import ActionError, ReviewRun
+from tests.helpers import review_client, stored_labels
 from tests.kinds_human_run import build_kinds_run, kinds_rubric
 from tests.test_review import _VisibleText, score_run
 
@@ -174,23 +173,10 @@ def _copy(src: Path, out: Path) -> Path:
     return out
 
 
-def _labels(folder: Path, reviewer: str | None = None) -> list[HumanLabelRecord]:
-    with Store.open_existing(folder, read_only=True) as store:
-        return store.human_labels(reviewer=reviewer)
-
-
-def _client(review: ReviewRun, reviewer: str = "alice") -> tuple[TestClient, str]:
-    app, sessions = create_app(review, reviewer=reviewer, lang="en")
-    c = TestClient(app, base_url="http://127.0.0.1:8765")
-    assert c.get(f"/?token={sessions.token}", follow_redirects=False).status_code == 303
-    csrf = c.get("/").text.split('name="csrf-token" content="')[1].split('"')[0]
-    return c, csrf
-
-
 def test_likert_review_page_is_a_scale_with_anchors_and_a_level_is_the_reviewers_score(likert_copy: Path) -> None:
     rubric = kinds_rubric("likert")
     with closing(ReviewRun.open(likert_copy)) as r:
-        c, csrf = _client(r)
+        c, csrf = review_client(r, "alice")
         with c:
             page = c.get("/case/1").text
             for d in rubric.dimensions:
@@ -211,12 +197,12 @@ def test_likert_review_page_is_a_scale_with_anchors_and_a_level_is_the_reviewers
             page = c.get("/case/1").text
             assert 'value="4" checked' in page
         a = r.case_at(1)
-        labels = {lb.dimension: lb for lb in _labels(likert_copy, "alice")}
+        labels = {lb.dimension: lb for lb in stored_labels(likert_copy, "alice")}
         assert labels["accurate"].value == 4 and labels["accurate"].origin == "own"
         for dim_id in ("thorough", "organized"):
             panel = next(x.panel_score for x in a.dimensions if x.dimension == dim_id)
             assert labels[dim_id].origin == "accepted" and labels[dim_id].value == pytest.approx(panel)
-        review = build_review(_labels(likert_copy), rubric)
+        review = build_review(stored_labels(likert_copy), rubric)
         assert review.cases[a.case_id].scores == {"alice": {"accurate": 4.0}}   # accepted ones left out
         assert review.n_accepted == 2
 
@@ -225,7 +211,7 @@ def test_criteria_review_toggles_store_one_label_per_criterion_and_derive_the_sc
     rubric = kinds_rubric("criteria")
     crits = {c.id: c for c in rubric.dimension("safety").criteria}
     with closing(ReviewRun.open(criteria_copy)) as r:
-        c, csrf = _client(r)
+        c, csrf = review_client(r, "alice")
         with c:
             page = c.get("/case/2").text
             for cid, crit in crits.items():
@@ -254,7 +240,7 @@ def test_criteria_review_toggles_store_one_label_per_criterion_and_derive_the_sc
             assert done.json()["state"] == "done"
             page = c.get("/case/2").text
             assert page.count('aria-pressed="true"') == 4
-        labels = _labels(criteria_copy, "alice")
+        labels = stored_labels(criteria_copy, "alice")
         assert sorted((lb.deduction_id, lb.value, lb.origin) for lb in labels) == [
             ("allergy", "met", "own"), ("followup", "not_met", "own"), ("invented", "not_met", "own"),
             ("meds", "not_met", "own")]
@@ -376,7 +362,7 @@ def test_sheet_criteria_cells_round_trip_through_the_import(criteria_copy: Path,
     p = _sheet(tmp_path / "rt.csv", head, [{"row": "score", "case_id": case_id, "dimension": "safety",
                                             "reviewer": "dr_c", **cells}])
     back = read_labels(p, res.run).labels["dr_c"]
-    own = [lb for lb in _labels(criteria_copy, "dr_c") if lb.origin == "own"]
+    own = [lb for lb in stored_labels(criteria_copy, "dr_c") if lb.origin == "own"]
     assert sorted((lb.deduction_id, lb.value, lb.points) for lb in back) == \
         sorted((lb.deduction_id, lb.value, lb.points) for lb in own)
 
@@ -454,7 +440,7 @@ def test_criteria_validity_is_macro_f1_and_kappa_per_judge_with_the_clinicians_c
     v = res.reliability.validity
     assert v is not None and v.criteria is not None
     cv = v.criteria
-    labels = _labels(criteria_copy)
+    labels = stored_labels(criteria_copy)
     own = {(lb.reviewer, lb.case_id, lb.deduction_id): lb.value == "met" for lb in labels if lb.kind == "criterion"}
     units = [(cid, k) for cid in ids for k in ("allergy", "meds", "followup", "invented")]
     # two clinicians: the reference is their majority, a tie not counted
@@ -495,7 +481,7 @@ def _pages_of(folder: Path) -> dict[str, str]:
     md, page = write_reports(res, folder)
     out = {"report.md": md.read_text(encoding="utf-8"), "report.html": page.read_text(encoding="utf-8")}
     with closing(ReviewRun.open(folder)) as r:
-        c, _ = _client(r, "dr_x")
+        c, _ = review_client(r, "dr_x")
         with c:
             for path in ("/", "/?scope=all", "/case/1", "/case/2", "/case/3", "/team"):
                 out[path] = c.get(path).text
@@ -586,7 +572,7 @@ def test_two_reviewers_disagreeing_on_a_criterion_are_adjudicated_criterion_by_c
         assert sorted((c.id, tuple(c.verdicts.items())) for c in r.criterion_conflicts(1)) == [
             ("invented", (("li", False), ("wang", True))), ("meds", (("li", True), ("wang", False)))]
         assert not r.scores_needed(1) and r.adjudication_view(1) == []
-        c, csrf = _client(r, "chen")
+        c, csrf = review_client(r, "chen")
         with c:
             page = c.get("/adjudicate/1").text
             assert 'name="criterion_safety:meds"' in page and 'name="criterion_safety:invented"' in page
@@ -594,13 +580,13 @@ def test_two_reviewers_disagreeing_on_a_criterion_are_adjudicated_criterion_by_c
             half = c.post("/adjudicate/1", data={"csrf": csrf, "criterion_safety:meds": "met"},
                           follow_redirects=False)
             assert half.status_code == 400 and "give a reference verdict on criterion invented" in half.text
-            assert not [lb for lb in _labels(criteria_copy, "chen")]     # nothing stored unless all is given
+            assert not [lb for lb in stored_labels(criteria_copy, "chen")]     # nothing stored unless all is given
             done = c.post("/adjudicate/1", data={"csrf": csrf, "criterion_safety:meds": "met",
                                                  "criterion_safety:invented": "not_met"}, follow_redirects=False)
             assert done.status_code == 303
-        refs = {(lb.deduction_id, lb.value, lb.origin) for lb in _labels(criteria_copy, "chen")}
+        refs = {(lb.deduction_id, lb.value, lb.origin) for lb in stored_labels(criteria_copy, "chen")}
         assert refs == {("meds", "met", "reference"), ("invented", "not_met", "reference")}
-        review = build_review(_labels(criteria_copy), rubric)
+        review = build_review(stored_labels(criteria_copy), rubric)
         cr = review.cases[case_id]
         assert cr.adjudicators == ["chen"] and review.reviewers == ["li", "wang"]
         # the reference: agreed allergy met, followup not met; adjudicated meds met, invented not met

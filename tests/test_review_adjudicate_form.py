@@ -14,31 +14,18 @@ from pathlib import Path
 
 import pytest
 from markupsafe import escape
-from starlette.testclient import TestClient
 
 from consensus_eval import api
-from consensus_eval.execution.store import HumanLabelRecord, ReviewerRole, Store
-from consensus_eval.review.app import adjudication_intro, create_app, messages
+from consensus_eval.execution.store import ReviewerRole
+from consensus_eval.review.app import adjudication_intro, messages
 from consensus_eval.review.model import ReviewRun
+from tests.helpers import review_client, stored_labels
 from tests.kinds_human_run import build_kinds_run
 from tests.test_review import score_run
 
 CHROMIUM = Path("/usr/bin/chromium")
 OWN = {"li": {"accurate": 2, "thorough": 3, "organized": 4}, "wang": {"accurate": 4, "thorough": 3, "organized": 4}}
 SAME = {"accuracy": 30, "completeness": 30, "standardization": 20}
-
-
-def _labels(folder: Path, reviewer: str) -> list[HumanLabelRecord]:
-    with Store.open_existing(folder, read_only=True) as store:
-        return store.human_labels(reviewer=reviewer)
-
-
-def _client(review: ReviewRun, lang: str = "en") -> tuple[TestClient, str]:
-    """A solo session (no team: it may adjudicate) on ``review``, and its CSRF token."""
-    app, sessions = create_app(review, reviewer="chen", lang=lang)
-    c = TestClient(app, base_url="http://127.0.0.1:8765")
-    assert c.get(f"/?token={sessions.token}", follow_redirects=False).status_code == 303
-    return c, c.get("/").text.split('name="csrf-token" content="')[1].split('"')[0]
 
 
 def _intro(page: str) -> str:
@@ -137,7 +124,7 @@ def test_the_adjudication_page_carries_the_intro_of_its_rubrics_kinds(likert_run
                             (folder, rank, {"deductions"})):
         for lang in ("en", "zh"):
             with closing(ReviewRun.open(path)) as r:
-                c, _ = _client(r, lang)
+                c, _ = review_client(r, "chen", lang)
                 with c:
                     page = c.get(f"/adjudicate/{at}").text
             assert _intro(page) == str(escape(adjudication_intro(messages(lang), kinds)))
@@ -149,7 +136,7 @@ def test_the_adjudication_page_carries_the_intro_of_its_rubrics_kinds(likert_run
 def test_a_refused_likert_form_shows_the_levels_just_picked_not_the_stored_ones(likert_run: Path) -> None:
     with closing(ReviewRun.open(likert_run)) as r:
         r.adjudicate("chen", 1, {"accurate": 3, "thorough": 3, "organized": 4})
-        c, csrf = _client(r)
+        c, csrf = review_client(r, "chen")
         with c:
             shown = c.get("/adjudicate/1").text                         # the stored reference, before
             assert 'name="score_accurate" value="3" required checked>' in shown
@@ -165,7 +152,7 @@ def test_a_refused_likert_form_shows_the_levels_just_picked_not_the_stored_ones(
             assert " checked" not in organized                          # 2.5 is no level: none picked
             again = c.get("/adjudicate/1").text                          # a fresh GET: the stored reference
             assert 'name="score_accurate" value="3" required checked>' in again
-    assert {lb.dimension: lb.value for lb in _labels(likert_run, "chen")} == {"accurate": 3, "thorough": 3,
+    assert {lb.dimension: lb.value for lb in stored_labels(likert_run, "chen")} == {"accurate": 3, "thorough": 3,
                                                                               "organized": 4}
 
 
@@ -175,7 +162,7 @@ def test_a_refused_form_keeps_scores_and_verdicts(deductions_run: tuple[Path, in
     folder, rank = deductions_run
     with closing(ReviewRun.open(folder)) as r:
         (conflict,) = r.verdict_conflicts(rank)
-        c, csrf = _client(r)
+        c, csrf = review_client(r, "chen")
         with c:
             refused = c.post(f"/adjudicate/{rank}", data={"csrf": csrf, "score_accuracy": "27.5",
                                                           conflict.key: "disagree"}, follow_redirects=False)
@@ -188,12 +175,12 @@ def test_a_refused_form_keeps_scores_and_verdicts(deductions_run: tuple[Path, in
             fresh = c.get(f"/adjudicate/{rank}").text                   # nothing was stored: nothing shown
             assert re.search(r'name="score_accuracy" [^>]*value=""', fresh)
             assert '<option value="" selected>' in fresh.split(f'name="{conflict.key}"')[1]
-    assert _labels(folder, "chen") == []
+    assert stored_labels(folder, "chen") == []
 
 
 def test_a_refused_form_keeps_a_criterion_verdict(mixed_run: Path) -> None:
     with closing(ReviewRun.open(mixed_run)) as r:
-        c, csrf = _client(r)
+        c, csrf = review_client(r, "chen")
         with c:
             refused = c.post("/adjudicate/1", data={"csrf": csrf, "criterion_safety:meds": "not_met",
                                                     "score_accurate": "3.5"}, follow_redirects=False)
@@ -201,7 +188,7 @@ def test_a_refused_form_keeps_a_criterion_verdict(mixed_run: Path) -> None:
             select = refused.text.split('name="criterion_safety:meds"')[1].split("</select>")[0]
             assert '<option value="not_met" selected>' in select and select.count(" selected") == 1
             assert 'name="score_accurate" value="" checked>' not in refused.text   # 3.5: no level, not "none"
-    assert _labels(mixed_run, "chen") == []
+    assert stored_labels(mixed_run, "chen") == []
 
 
 # --------------------------------------------------------------------------- criterion conflicts: evidence
@@ -216,7 +203,7 @@ def test_a_criterion_conflict_shows_each_reviewers_evidence_and_comment(mixed_ru
         pages = {}
         for lang in ("en", "zh"):
             with closing(ReviewRun.open(mixed_run)) as again:
-                c, _ = _client(again, lang)
+                c, _ = review_client(again, "chen", lang)
                 with c:
                     pages[lang] = c.get("/adjudicate/1").text
     for lang, page in pages.items():
@@ -257,11 +244,11 @@ def test_in_the_browser_a_refused_form_keeps_what_was_entered(deductions_run: tu
         assert page.locator("input[name=score_accuracy]").input_value() == "27.5"
         assert page.locator("input[name=score_completeness]").input_value() == ""
         assert page.locator("#verdict-conflicts select").input_value() == "disagree"
-        assert _labels(folder, "chen") == []
+        assert stored_labels(folder, "chen") == []
         page.locator("input[name=score_completeness]").fill("30")
         page.locator("input[name=score_standardization]").fill("20")
         page.locator("#save-reference").click()
         expect(page.locator("#team-cases")).to_contain_text("chen")
-    stored = {(lb.kind, lb.dimension, lb.value) for lb in _labels(folder, "chen")}
+    stored = {(lb.kind, lb.dimension, lb.value) for lb in stored_labels(folder, "chen")}
     assert {("score", "accuracy", 27.5), ("score", "completeness", 30.0), ("score", "standardization", 20.0)} <= stored
-    assert {lb.value for lb in _labels(folder, "chen") if lb.kind == "verdict"} == {"disagree"}
+    assert {lb.value for lb in stored_labels(folder, "chen") if lb.kind == "verdict"} == {"disagree"}

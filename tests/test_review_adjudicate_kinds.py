@@ -15,12 +15,11 @@ from pathlib import Path
 
 import pytest
 from markupsafe import escape
-from starlette.testclient import TestClient
 
 from consensus_eval.analysis.human import build_review
-from consensus_eval.execution.store import HumanLabelRecord, ReviewerRole, Store
-from consensus_eval.review.app import create_app
+from consensus_eval.execution.store import ReviewerRole
 from consensus_eval.review.model import ActionError, ReviewRun
+from tests.helpers import review_client, stored_labels
 from tests.kinds_human_run import build_kinds_run, kinds_rubric
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -45,20 +44,6 @@ def run_dir(likert_run: Path, tmp_path: Path) -> Iterator[Path]:
     yield to
 
 
-def _labels(folder: Path, reviewer: str) -> list[HumanLabelRecord]:
-    with Store.open_existing(folder, read_only=True) as store:
-        return store.human_labels(reviewer=reviewer)
-
-
-def _client(review: ReviewRun, lang: str = "en") -> tuple[TestClient, str]:
-    """A solo session (no team: it may adjudicate) on ``review``, and its CSRF token."""
-    app, sessions = create_app(review, reviewer="chen", lang=lang)
-    c = TestClient(app, base_url="http://127.0.0.1:8765")
-    assert c.get(f"/?token={sessions.token}", follow_redirects=False).status_code == 303
-    csrf = c.get("/").text.split('name="csrf-token" content="')[1].split('"')[0]
-    return c, csrf
-
-
 def test_a_likert_reference_is_a_level_on_the_scale_and_a_half_level_is_refused(run_dir: Path) -> None:
     rubric = kinds_rubric("likert")
     with closing(ReviewRun.open(run_dir)) as r:
@@ -77,9 +62,9 @@ def test_a_likert_reference_is_a_level_on_the_scale_and_a_half_level_is_refused(
                 r.adjudicate("chen", 1, {**good, "accurate": bad})
         with pytest.raises(ActionError, match="give a reference level of organized"):
             r.adjudicate("chen", 1, {"accurate": 3, "thorough": 3})
-        assert _labels(run_dir, "chen") == []
+        assert stored_labels(run_dir, "chen") == []
 
-        c, csrf = _client(r)
+        c, csrf = review_client(r, "chen")
         with c:
             page = c.get("/adjudicate/1").text
             for d in rubric.dimensions:       # a scale per dimension, as on the review page: levels and anchors
@@ -97,7 +82,7 @@ def test_a_likert_reference_is_a_level_on_the_scale_and_a_half_level_is_refused(
                 assert refused.status_code == 400
                 assert f"a reference level of accurate is one of its levels 1-5 (a whole level), got {bad}" \
                     in refused.text
-            assert _labels(run_dir, "chen") == []
+            assert stored_labels(run_dir, "chen") == []
             done = c.post("/adjudicate/1", data=form, follow_redirects=False)
             assert done.status_code == 303 and done.headers["location"] == "/team"
             again = c.get("/adjudicate/1").text                      # the reference level shown picked
@@ -105,16 +90,16 @@ def test_a_likert_reference_is_a_level_on_the_scale_and_a_half_level_is_refused(
             assert 'name="score_accurate" value="2" required>' in again
             (row,) = [p for p in r.team_progress()[1] if p.audit.case_id == case_id]
             assert row.adjudicated_by == ["chen"]
-        stored = {lb.dimension: (lb.kind, lb.value, lb.origin) for lb in _labels(run_dir, "chen")}
+        stored = {lb.dimension: (lb.kind, lb.value, lb.origin) for lb in stored_labels(run_dir, "chen")}
         assert stored == {k: ("score", float(v), "reference") for k, v in good.items()}
-    cr = build_review(_labels(run_dir, "li") + _labels(run_dir, "wang") + _labels(run_dir, "chen"), rubric).cases[
-        case_id]
+    labels = stored_labels(run_dir, "li") + stored_labels(run_dir, "wang") + stored_labels(run_dir, "chen")
+    cr = build_review(labels, rubric).cases[case_id]
     assert {k: cr.reference[k] for k in good} == good and cr.human["accurate"] == 3   # the reference, not the mean
 
 
 def test_the_likert_adjudication_page_in_chinese(run_dir: Path) -> None:
     with closing(ReviewRun.open(run_dir)) as r:
-        c, _ = _client(r, "zh")
+        c, _ = review_client(r, "chen", "zh")
         with c:
             page = c.get("/adjudicate/1").text
     form = page.split('id="adjudicate-form"')[1]
@@ -135,7 +120,7 @@ def test_beside_a_criterion_conflict_a_likert_reference_is_optional_and_still_a_
             for cid, met in (("allergy", True), ("meds", meds)):
                 r.apply(name, {"op": "criterion", "case": 1, "dimension": "safety", "criterion": cid, "met": met})
         assert not r.scores_needed(1) and [c.key for c in r.criterion_conflicts(1)] == ["criterion_safety:meds"]
-        c, csrf = _client(r)
+        c, csrf = review_client(r, "chen")
         with c:
             page = c.get("/adjudicate/1").text
             scales = page.split('id="criterion-conflicts"')[0]
@@ -145,11 +130,11 @@ def test_beside_a_criterion_conflict_a_likert_reference_is_optional_and_still_a_
             form = {"csrf": csrf, "criterion_safety:meds": "met"}
             half = c.post("/adjudicate/1", data={**form, "score_accurate": "3.5"}, follow_redirects=False)
             assert half.status_code == 400 and "reference level of accurate is one of its levels 1-5" in half.text
-            assert _labels(folder, "chen") == []
+            assert stored_labels(folder, "chen") == []
             done = c.post("/adjudicate/1", data={**form, "score_accurate": ""}, follow_redirects=False)
             assert done.status_code == 303
-    (ref,) = _labels(folder, "chen")       # the verdict only: no reference level was picked
-    (own,) = [lb for lb in _labels(folder, "li") if lb.kind == "criterion" and lb.deduction_id == "meds"]
+    (ref,) = stored_labels(folder, "chen")       # the verdict only: no reference level was picked
+    (own,) = [lb for lb in stored_labels(folder, "li") if lb.kind == "criterion" and lb.deduction_id == "meds"]
     assert (ref.kind, ref.dimension, ref.deduction_id, ref.points, ref.value, ref.origin) == (
         own.kind, own.dimension, own.deduction_id, own.points, "met", "reference")
     assert own.origin == "own" and ref.points == 5
@@ -188,14 +173,14 @@ def test_an_adjudicator_picks_a_likert_level_in_the_browser(run_dir: Path) -> No
             page.screenshot(path=str(Path(os.environ["REVIEW_SCREENSHOTS"]) / "adjudicate_likert.png"), full_page=True)
         page.locator("#save-reference").click()                  # nothing picked: the browser keeps the form
         assert accurate.locator("input").first.evaluate("r => r.validity.valueMissing") is True
-        assert _labels(run_dir, "chen") == []
+        assert stored_labels(run_dir, "chen") == []
         picks = {"accurate": 3, "thorough": 3, "organized": 5}
         for dim, lv in picks.items():                             # a click on the anchor's text picks the level
             page.locator(f"fieldset.reference-scale[data-dim={dim}] label.level", has_text=rubric.dimension(
                 dim).levels[lv]).locator(".anchor").click()
         page.locator("#save-reference").click()
         expect(page.locator("#team-cases")).to_contain_text("adjudicated by chen")
-        stored = {lb.dimension: (lb.kind, lb.value, lb.origin) for lb in _labels(run_dir, "chen")}
+        stored = {lb.dimension: (lb.kind, lb.value, lb.origin) for lb in stored_labels(run_dir, "chen")}
         assert stored == {k: ("score", float(v), "reference") for k, v in picks.items()}
         # by hand, in the adjudicator's session: a half level is refused and the stored levels stay
         reply = page.request.post(f"{server.base}/adjudicate/1", form={
@@ -203,4 +188,5 @@ def test_an_adjudicator_picks_a_likert_level_in_the_browser(run_dir: Path) -> No
         assert reply.status == 400
         assert re.search(r"reference level of accurate is one of its levels 1-5 \(a whole level\), got 3\.5",
                          reply.text())
-        assert {lb.dimension: lb.value for lb in _labels(run_dir, "chen")} == {k: float(v) for k, v in picks.items()}
+        assert {lb.dimension: lb.value for lb in stored_labels(run_dir, "chen")} \
+            == {k: float(v) for k, v in picks.items()}
