@@ -11,8 +11,8 @@ plus a second clinician on 100 of them. Each repeat is a fresh process on a fres
   study and the validity section for reliability.json);
 - then, on the same results, each trust figure again, timed alone, then called once more under
   tracemalloc for its peak (tracemalloc slows allocation-heavy code, so it is never on while timing): the
-  leaderboard (cluster bootstrap, 1,000 resamples), the decision study, the validity section (PPI
-  included). ``baseline`` = rebuild - their sum; ``added`` = their sum / baseline.
+  leaderboard (cluster t intervals; a cluster bootstrap of 1,000 resamples until issue 32), the decision
+  study, the validity section (PPI included). ``baseline`` = rebuild - their sum; ``added`` = their sum / baseline.
 
     .venv/bin/python bench/trust_bench.py --cases 20000 --repeats 3
 """
@@ -50,7 +50,7 @@ assert res.leaderboard is not None and res.reliability.validity is not None and 
 out = {{"rebuild": rebuild}}
 dims = [d.id for d in res.rubric.dimensions]
 for name, fn in (
-        ("leaderboard", lambda: leaderboard(res.cases, res.consensus, dims, res.judges, n_boot={boot})),
+        ("leaderboard", lambda: leaderboard(res.cases, res.consensus, dims, res.judges)),
         ("decision", lambda: decision_studies(res.run, res.consensus)),
         ("validity", lambda: validity_report(res.run, res.consensus, res.review, res.spot_checks))):
     t = time.perf_counter()

@@ -117,7 +117,7 @@ def test_holm_and_welch_with_three_unpaired_systems() -> None:
             cases.append(Case(id=cid, conversation=f"医生：你好 {cid}", record=f"主诉：{cid}", system=s))
             cons.append(CaseConsensus(case_id=cid, status="ok", scores={"accuracy": total}, stars={}, total=total,
                                       star_total=None, n_judges=1, judges={}, judge_totals={}, spread=None, flags=[]))
-    lb = leaderboard(cases, cons, ["accuracy"], [], n_boot=0)
+    lb = leaderboard(cases, cons, ["accuracy"], [])
     assert lb is not None and lb.design == "unpaired"
     tot = {c.case_id: _total(c) for c in cons}
     for d in (x for x in lb.differences if x.key == "total"):

@@ -7,7 +7,8 @@ records two systems wrote of the same source conversation (:func:`~consensus_eva
 Every change is ``B - A``: positive means B scored higher.
 
 - per dimension and total (:class:`KeyChange`): the mean paired difference of the panel's scores with its
-  95% t interval and the paired t test's p value;
+  95% t interval and a two-sided p value: the exact sign-flip test up to 12 pairs, the paired t test
+  above (:func:`~consensus_eval.analysis.systems.paired_test`; the test is named in ``test``);
 - the cases that moved most (:class:`CaseMove`), by the absolute change of their total;
 - per deduction category (:class:`CategoryChange`): the points taken off and the deductions listed per
   case (each the mean over the judges' runs), in A and in B: which kinds of errors B gained or lost.
@@ -33,7 +34,7 @@ from consensus_eval.analysis.agreement import panel_value
 from consensus_eval.analysis.audit import PENALTY_CATEGORY, PENALTY_CATEGORY_NAME
 from consensus_eval.analysis.consensus import CaseConsensus
 from consensus_eval.analysis.results import Results
-from consensus_eval.analysis.systems import UNNAMED, difference, source_key
+from consensus_eval.analysis.systems import UNNAMED, Test, difference, source_key
 
 #: how many of the cases that moved most a comparison lists
 TOP_MOVES = 10
@@ -41,8 +42,9 @@ TOP_MOVES = 10
 
 class KeyChange(BaseModel):
     """``B - A`` on one key over ``n`` paired cases: ``mean_a`` / ``mean_b`` the panel's means, ``diff``
-    the mean paired difference, ``low`` / ``high`` its 95% t interval, ``p`` the paired t test's two-sided
-    p value (None below 2 pairs)."""
+    the mean paired difference, ``low`` / ``high`` its 95% t interval (None when every difference is the
+    same and too few pairs stand behind it), ``p`` the two-sided p value of ``test`` (``sign_flip``: exact,
+    up to 12 pairs; ``paired_t``) (None below 2 pairs)."""
 
     key: str
     n: int
@@ -52,6 +54,7 @@ class KeyChange(BaseModel):
     low: float | None = None
     high: float | None = None
     p: float | None = None
+    test: Test | None = None
 
 
 class CaseMove(BaseModel):
@@ -138,7 +141,7 @@ def _compare(a: Results, b: Results, pairs: Sequence[tuple[str, str]], name_a: s
             key=k, n=int(both.sum()), mean_a=float(va[both].mean()) if both.any() else None,
             mean_b=float(vb[both].mean()) if both.any() else None,
             diff=d.diff if d else (float((vb[both] - va[both]).mean()) if both.any() else None),
-            low=d.low if d else None, high=d.high if d else None, p=d.p if d else None)
+            low=d.low if d else None, high=d.high if d else None, p=d.p if d else None, test=d.test if d else None)
     moved = [CaseMove(case_a=x, case_b=y, total_a=ta, total_b=tb, diff=tb - ta) for x, y in pairs
              if (ta := cons_a[x].total) is not None and (tb := cons_b[y].total) is not None]
     moved.sort(key=lambda m: (-abs(m.diff), m.case_a))
@@ -222,12 +225,15 @@ class Condition(BaseModel):
 
 def parse_conditions(texts: Sequence[str], keys: Sequence[str]) -> list[Condition]:
     """Conditions from ``--fail-if`` texts (each may hold several, separated by ``,`` or `` or ``);
-    an :class:`InputError` names a condition that does not parse or names an unknown key."""
+    an :class:`InputError` names a condition that does not parse or names an unknown key, and an empty
+    one (an unset CI variable must not switch the gate off)."""
     out = []
     for text in texts:
         for part in re.split(r",|\bor\b", text):
             if not part.strip():
-                continue
+                raise InputError(f"--fail-if {text!r}: an empty condition; write KEY OP NUMBER, e.g. \"total < -1.0\" "
+                                 "(an unset variable in a CI script gives an empty --fail-if: set it, or leave "
+                                 "--fail-if out)")
             m = _CONDITION.match(part)
             if m is None:
                 raise InputError(f"--fail-if {part.strip()!r}: write KEY OP NUMBER, e.g. \"total < -1.0\" or "

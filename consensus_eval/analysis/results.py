@@ -125,8 +125,7 @@ class Results:
     @gc_paused_call
     def leaderboard(self) -> Leaderboard | None:
         """The systems that wrote the records, ranked, with their differences (None: fewer than 2 systems)."""
-        return leaderboard(self.cases, self.consensus, [d.id for d in self.rubric.dimensions], self.judges,
-                           n_boot=self.n_boot, seed=self.seed)
+        return leaderboard(self.cases, self.consensus, [d.id for d in self.rubric.dimensions], self.judges)
 
     @cached_property
     @gc_paused_call

@@ -11,13 +11,22 @@ with the same conversation text are paired.
 What :func:`leaderboard` computes, per key (a dimension id, or ``total``), from the panel's consensus
 scores:
 
-- per system, the mean score with a 95% percentile-bootstrap interval; the bootstrap resamples source
-  conversations (a cluster bootstrap), so a system's cases of one conversation move together and the
-  systems are resampled jointly;
+- per system, the mean score with a 95% t interval for the cluster design: the cases of one source
+  conversation form a cluster, the variance is the linearised (cluster-robust) one of a ratio mean
+  (:func:`~consensus_eval.analysis.intervals.cluster_variance`) and the quantile Student's t with (clusters
+  - 1) degrees of freedom; below :data:`MIN_SOURCES` conversations its coverage drops on skewed scores
+  (docs/validity.md, "Coverage") and the report says so;
 - per pair of systems, the difference of means ``a - b`` with a 95% t interval and a two-sided p value:
-  the paired t test on the conversations both systems wrote up when they share at least 2, else
-  Welch's t test on all their cases. The p values of all pairs of one key are Holm-adjusted (a family of
-  comparisons per key); ``verdict`` names the better system when the adjusted p is below 0.05;
+  on the conversations both systems wrote up when they share at least 2 (paired), else on all their
+  cases (unpaired). The test is named in ``test``: up to :data:`EXACT_PAIRS` pairs the exact sign-flip
+  permutation test of the mean difference (every sign pattern, scipy's ``permutation_test``), above it
+  the paired t test; unpaired, the exact permutation test of the difference of means while the
+  relabellings number at most :data:`EXACT_SPLITS`, else Welch's t test. Differences that are all the
+  same (a deterministic judge) get the exact test's p in closed form (``2^(1-n)`` paired), never 0. The
+  p values of all pairs of one key are Holm-adjusted (a family of comparisons per key); ``verdict``
+  names the better system when the adjusted p is below 0.05 and at least :data:`MIN_PAIRS` pairs (or
+  cases on each side) stand behind it. The intervals are not adjusted: an interval that excludes 0
+  beside "no difference" is the Holm adjustment (or the exact test) at work, and the table says so;
 - per pair on paired conversations, how often each system's total beat the other's (win / tie / loss;
   a tie is a difference within ``tie_margin`` points);
 - per system, the judges' interval alpha on its cases alone (``alpha_by_system``): the run's alpha
@@ -40,20 +49,37 @@ import numpy as np
 from pydantic import BaseModel
 
 from consensus_eval.analysis.agreement import judge_value, matrix, panel_value
-from consensus_eval.analysis.alpha import DEFAULT_SEED, Alpha, krippendorff_alpha
+from consensus_eval.analysis.alpha import Alpha, krippendorff_alpha
 from consensus_eval.analysis.consensus import CaseConsensus
-from consensus_eval.analysis.intervals import cluster_ratio_draws, scipy_stats
+from consensus_eval.analysis.intervals import cluster_variance, scipy_stats
 from consensus_eval.domain.cases import Case
 
 #: the system name of a case that names none, when others do
 UNNAMED = "(unnamed)"
 #: the significance level of a verdict (after Holm's adjustment)
 ALPHA_LEVEL = 0.05
+#: the fewest pairs (paired) or cases on each side (unpaired) behind a verdict: below 6 pairs no sign pattern
+#: of the exact test reaches p < 0.05 (its smallest p is 2^(1-n)), so no verdict is possible
+MIN_PAIRS = 6
+#: up to this many pairs a paired difference is tested exactly (all 2^n sign patterns: 4,096 at 12)
+EXACT_PAIRS = 12
+#: up to this many relabellings of the two groups an unpaired difference is tested exactly (C(n_a + n_b, n_a))
+EXACT_SPLITS = 20_000
+#: below this many source conversations a system's t interval covers less than 95% on skewed scores
+#: (docs/validity.md, "Coverage"): the report warns
+MIN_SOURCES = 10
+#: a spread of differences this small against their size counts as none (all differences the same, up to
+#: the rounding of the means they are made of)
+_SAME = 1e-9
+
+#: the test behind a difference's p value: ``sign_flip`` (exact, paired), ``paired_t``, ``permutation``
+#: (exact, unpaired), ``welch_t``
+Test = Literal["sign_flip", "paired_t", "permutation", "welch_t"]
 
 
 class Estimate(BaseModel):
     """A mean with its 95% interval: ``value`` over ``n`` cases, ``low``/``high`` its bounds (None when
-    fewer than 2 cases: no interval)."""
+    fewer than 2 cases or 2 source conversations: no interval)."""
 
     value: float | None
     low: float | None = None
@@ -74,11 +100,15 @@ class SystemScores(BaseModel):
 class Difference(BaseModel):
     """System ``a`` minus system ``b`` on one key, in points (positive: ``a`` scored higher).
 
-    ``paired``: computed on the ``n`` source conversations both wrote up (paired t); else on their
-    ``n`` cases in all (Welch). ``low``/``high``: 95% t interval of the difference; ``p``: two-sided p
-    value; ``p_holm``: Holm-adjusted over the pairs of systems for this key; ``verdict``: ``a`` or ``b``
-    (the better one, when ``p_holm`` < 0.05) or ``none`` (no difference shown). ``wins``/``ties``/``losses``:
-    on paired conversations, how often ``a``'s score beat, tied (within the tie margin) or lost to ``b``'s.
+    ``paired``: computed on the ``n`` source conversations both wrote up; else on their ``n`` cases in
+    all. ``low``/``high``: 95% t interval of the difference, not adjusted for the other pairs (None when
+    it cannot be computed, or when every difference is the same and too few pairs stand behind it to
+    exclude any other value); ``p``: two-sided p value of the test named in ``test`` (module docstring);
+    ``p_holm``: Holm-adjusted over the pairs of systems for this key; ``verdict``: ``a`` or ``b`` (the
+    better one, when ``p_holm`` < 0.05 with at least :data:`MIN_PAIRS` pairs, or cases on each side) or
+    ``none`` (no difference shown); ``few``: fewer than :data:`MIN_PAIRS` pairs (or cases on a side), so
+    no verdict whatever ``p``. ``wins``/``ties``/``losses``: on paired conversations, how often ``a``'s
+    score beat, tied (within the tie margin) or lost to ``b``'s.
     """
 
     a: str
@@ -91,6 +121,8 @@ class Difference(BaseModel):
     high: float | None = None
     p: float | None = None
     p_holm: float | None = None
+    test: Test | None = None
+    few: bool = False
     verdict: Literal["a", "b", "none"] = "none"
     wins: int = 0
     ties: int = 0
@@ -100,17 +132,17 @@ class Difference(BaseModel):
 class Leaderboard(BaseModel):
     """The systems ranked by their mean total (best first), their pairwise differences and each system's
     own inter-judge alpha (module docstring). ``design``: ``paired`` (every pair shares conversations),
-    ``unpaired`` or ``mixed``; ``keys``: the dimension ids and ``total``; ``resamples``/``seed``: the
-    bootstrap; ``tie_margin``: points within which two totals tie."""
+    ``unpaired`` or ``mixed``; ``keys``: the dimension ids and ``total``; ``tie_margin``: points within
+    which two totals tie; ``min_sources``: :data:`MIN_SOURCES` (a system with fewer source conversations
+    has an interval that may cover less than 95%)."""
 
     systems: list[SystemScores]
     differences: list[Difference]
     keys: list[str]
     design: Literal["paired", "unpaired", "mixed"]
     alpha_by_system: dict[str, Alpha] = {}
-    resamples: int = 0
-    seed: int = DEFAULT_SEED
     tie_margin: float = 0.5
+    min_sources: int = MIN_SOURCES
 
     def system(self, name: str) -> SystemScores:
         return next(s for s in self.systems if s.system == name)
@@ -146,7 +178,7 @@ def systems_of(cases: Sequence[Case]) -> list[str]:
 
 
 def leaderboard(cases: Sequence[Case], cons: Sequence[CaseConsensus], dims: Sequence[str], judges: Sequence[str],
-                *, n_boot: int = 1000, seed: int = DEFAULT_SEED, tie_margin: float = 0.5) -> Leaderboard | None:
+                *, tie_margin: float = 0.5) -> Leaderboard | None:
     """The leaderboard of the systems the cases name (None with fewer than 2 systems). ``cons`` is the
     consensus of ``cases`` (matched by case id); ``dims`` the rubric's dimension ids."""
     names = systems_of(cases)
@@ -181,21 +213,10 @@ def leaderboard(cases: Sequence[Case], cons: Sequence[CaseConsensus], dims: Sequ
     for k in keys:
         with np.errstate(invalid="ignore", divide="ignore"):
             values[k] = np.where(counts[k] > 0, sums[k] / np.maximum(counts[k], 1), np.nan)
-    boot = _cluster_bootstrap(values, len(sources), n_boot, seed)
     systems = []
     for name in names:
         si = sys_index[name]
-        means = {}
-        for k in keys:
-            n = int(counts[k][si].sum())
-            value = float(sums[k][si].sum() / n) if n else None
-            lo = hi = None
-            if boot is not None and n >= 2:
-                draws = boot[k][:, si]
-                draws = draws[~np.isnan(draws)]
-                if draws.size:
-                    lo, hi = (float(x) for x in np.percentile(draws, [2.5, 97.5]))
-            means[k] = Estimate(value=value, low=lo, high=hi, n=n)
+        means = {k: cluster_mean(sums[k][si], counts[k][si]) for k in keys}
         systems.append(SystemScores(system=name, n_cases=n_cases[name], n_sources=len(sys_sources[name]),
                                     means=means))
     systems.sort(key=lambda s: -math.inf if s.means["total"].value is None else -s.means["total"].value)
@@ -217,47 +238,108 @@ def leaderboard(cases: Sequence[Case], cons: Sequence[CaseConsensus], dims: Sequ
         mine = [by_id[c.id] for c in cases if (c.system or UNNAMED) == name and c.id in by_id]
         alphas[name] = krippendorff_alpha(matrix([[judge_value(c, j, "total") for c in mine] for j in judges]))
     return Leaderboard(systems=systems, differences=differences, keys=keys, design=design, alpha_by_system=alphas,
-                       resamples=n_boot if boot is not None else 0, seed=seed, tie_margin=tie_margin)
+                       tie_margin=tie_margin)
 
 
-def _cluster_bootstrap(values: dict[str, np.ndarray], n_sources: int, n_boot: int,
-                       seed: int) -> dict[str, np.ndarray] | None:
-    """Per key, ``n_boot`` x systems means over source conversations drawn with replacement (the same
-    draws for every system and key: :func:`~consensus_eval.analysis.intervals.cluster_ratio_draws` on all
-    keys at once). None without resamples or sources."""
-    if n_boot <= 0 or n_sources == 0:
-        return None
-    keys = list(values)
-    n_systems = values[keys[0]].shape[0]
-    num = np.vstack([np.nan_to_num(values[k]) for k in keys])            # (keys x systems) x sources
-    den = np.vstack([(~np.isnan(values[k])).astype(float) for k in keys])
-    draws = cluster_ratio_draws(num, den, n_boot, seed)
-    return {k: draws[:, i * n_systems:(i + 1) * n_systems] for i, k in enumerate(keys)}
+def cluster_mean(sums: np.ndarray, counts: np.ndarray, level: float = 0.95) -> Estimate:
+    """The mean over the cases of clusters (``sums[c]``: the sum of cluster ``c``'s values, ``counts[c]``
+    how many it has; clusters without a case are left out) with its t interval for the cluster design:
+    ``mean +- t(C - 1) * sqrt(V)``, ``V`` the linearised variance of the ratio mean
+    (:func:`~consensus_eval.analysis.intervals.cluster_variance`, statsmodels' cluster-robust variance of
+    a mean) over the ``C`` clusters. With one case per cluster it is the ordinary one-sample t interval.
+    No interval below 2 clusters."""
+    keep = counts > 0
+    n = int(counts[keep].sum())
+    if n == 0:
+        return Estimate(value=None, n=0)
+    value = float(sums[keep].sum() / n)
+    c = int(keep.sum())
+    if c < 2:
+        return Estimate(value=value, n=n)
+    half = float(scipy_stats().t.ppf(1 - (1 - level) / 2, c - 1)) * math.sqrt(
+        cluster_variance(sums[keep].tolist(), counts[keep].tolist()))
+    return Estimate(value=value, low=value - half, high=value + half, n=n)
+
+
+def _same(d: np.ndarray) -> bool:
+    """Whether the values are all the same, up to the rounding of the means they are made of."""
+    return float(np.ptp(d)) <= _SAME * max(1.0, float(np.abs(d).max()))
+
+
+def _t_half(sd_of_mean: float, df: float) -> float:
+    return float(scipy_stats().t.ppf(1 - ALPHA_LEVEL / 2, df)) * sd_of_mean
+
+
+def paired_test(d: np.ndarray) -> tuple[float, float | None, float | None, Test]:
+    """``(p, low, high, test)`` of the mean of paired differences ``d`` (2 or more): the exact sign-flip
+    test up to :data:`EXACT_PAIRS` pairs, else the paired t test; the interval is the t interval.
+
+    Differences that are all the same have no spread for a t test: the exact test's p in closed form,
+    ``2^(1-n)`` (1 when they are 0), and the interval the test inverts to: the value itself when that p is
+    below 0.05 (every other shift is rejected), else none (no shift is)."""
+    n = int(d.size)
+    mean = float(d.mean())
+    if _same(d):
+        if mean == 0:
+            return 1.0, 0.0, 0.0, "sign_flip"
+        p = min(1.0, 2.0 ** (1 - n))
+        return (p, mean, mean, "sign_flip") if p < ALPHA_LEVEL else (p, None, None, "sign_flip")
+    se = float(d.std(ddof=1)) / math.sqrt(n)
+    half = _t_half(se, n - 1)
+    if n <= EXACT_PAIRS:
+        res = scipy_stats().permutation_test((d,), np.mean, permutation_type="samples", n_resamples=np.inf,
+                                             vectorized=True)
+        return min(1.0, float(res.pvalue)), mean - half, mean + half, "sign_flip"
+    p = float(2 * scipy_stats().t.sf(abs(mean) / se, n - 1))
+    return p, mean - half, mean + half, "paired_t"
+
+
+def _mean_difference(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
+    return np.asarray(x.mean(axis=axis) - y.mean(axis=axis))
+
+
+def unpaired_test(xa: np.ndarray, xb: np.ndarray) -> tuple[float, float | None, float | None, Test]:
+    """``(p, low, high, test)`` of ``mean(xa) - mean(xb)`` (2 or more values each): the exact permutation
+    test of the difference of means while the relabellings ``C(n_a + n_b, n_a)`` number at most
+    :data:`EXACT_SPLITS`, else Welch's t test; the interval is Welch's t interval.
+
+    Two groups each of one value throughout have no spread: the exact test's p in closed form (only the
+    observed split is that extreme: ``2 / C(n_a + n_b, n_a)``, 1 when the values are equal), and the
+    value itself as the interval when that p is below 0.05, else none."""
+    mean = float(xa.mean() - xb.mean())
+    splits = math.comb(xa.size + xb.size, xa.size)
+    if _same(xa) and _same(xb):
+        if mean == 0:
+            return 1.0, 0.0, 0.0, "permutation"
+        p = min(1.0, 2.0 / splits)
+        return (p, mean, mean, "permutation") if p < ALPHA_LEVEL else (p, None, None, "permutation")
+    va, vb = float(xa.var(ddof=1)) / xa.size, float(xb.var(ddof=1)) / xb.size
+    se = math.sqrt(va + vb)
+    df = (va + vb) ** 2 / (va ** 2 / (xa.size - 1) + vb ** 2 / (xb.size - 1))   # Welch-Satterthwaite
+    half = _t_half(se, df)
+    if splits <= EXACT_SPLITS:
+        res = scipy_stats().permutation_test((xa, xb), _mean_difference, permutation_type="independent",
+                                             n_resamples=np.inf, vectorized=True)
+        return min(1.0, float(res.pvalue)), mean - half, mean + half, "permutation"
+    p = float(2 * scipy_stats().t.sf(abs(mean) / se, df))
+    return p, mean - half, mean + half, "welch_t"
 
 
 def difference(a: str, b: str, key: str, va: np.ndarray, vb: np.ndarray, tie_margin: float,
                xa: np.ndarray | None = None, xb: np.ndarray | None = None) -> Difference:
     """``a - b`` on ``key`` from their values per source conversation (``va[i]``, ``vb[i]``: NaN where a
-    system has no case of source i): paired t on the sources both have when there are 2 or more, else
-    Welch's t on their cases' values ``xa`` / ``xb`` (default: the non-missing ``va`` / ``vb``)
-    (:class:`Difference`; p values not yet Holm-adjusted)."""
+    system has no case of source i): paired (:func:`paired_test`) on the sources both have when there are
+    2 or more, else unpaired (:func:`unpaired_test`) on their cases' values ``xa`` / ``xb`` (default: the
+    non-missing ``va`` / ``vb``) (:class:`Difference`; p values not yet Holm-adjusted)."""
     both = ~np.isnan(va) & ~np.isnan(vb)
     if both.sum() >= 2:
         d = va[both] - vb[both]
         n = int(d.size)
-        mean = float(d.mean())
-        sd = float(d.std(ddof=1))
-        if sd == 0:
-            low = high = mean
-            p = 1.0 if mean == 0 else 0.0
-        else:
-            half = float(scipy_stats().t.ppf(0.975, n - 1)) * sd / math.sqrt(n)
-            low, high = mean - half, mean + half
-            p = float(2 * scipy_stats().t.sf(abs(mean) / (sd / math.sqrt(n)), n - 1))
+        p, low, high, test = paired_test(d)
         wins = int((d > tie_margin).sum())
         losses = int((d < -tie_margin).sum())
-        return Difference(a=a, b=b, key=key, paired=True, n=n, diff=mean, low=low, high=high, p=p,
-                          wins=wins, ties=n - wins - losses, losses=losses)
+        return Difference(a=a, b=b, key=key, paired=True, n=n, diff=float(d.mean()), low=low, high=high, p=p,
+                          test=test, few=n < MIN_PAIRS, wins=wins, ties=n - wins - losses, losses=losses)
     xa = va[~np.isnan(va)] if xa is None else np.asarray(xa, dtype=float)
     xb = vb[~np.isnan(vb)] if xb is None else np.asarray(xb, dtype=float)
     n = int(xa.size + xb.size)
@@ -265,16 +347,10 @@ def difference(a: str, b: str, key: str, va: np.ndarray, vb: np.ndarray, tie_mar
         return Difference(a=a, b=b, key=key, paired=False, n=n, diff=None)
     mean = float(xa.mean() - xb.mean())
     if xa.size < 2 or xb.size < 2:
-        return Difference(a=a, b=b, key=key, paired=False, n=n, diff=mean)
-    va_, vb_ = float(xa.var(ddof=1)) / xa.size, float(xb.var(ddof=1)) / xb.size
-    se = math.sqrt(va_ + vb_)
-    if se == 0:
-        return Difference(a=a, b=b, key=key, paired=False, n=n, diff=mean, low=mean, high=mean,
-                          p=1.0 if mean == 0 else 0.0)
-    df = (va_ + vb_) ** 2 / (va_ ** 2 / (xa.size - 1) + vb_ ** 2 / (xb.size - 1))   # Welch-Satterthwaite
-    half = float(scipy_stats().t.ppf(0.975, df)) * se
-    p = float(2 * scipy_stats().t.sf(abs(mean) / se, df))
-    return Difference(a=a, b=b, key=key, paired=False, n=n, diff=mean, low=mean - half, high=mean + half, p=p)
+        return Difference(a=a, b=b, key=key, paired=False, n=n, diff=mean, few=True)
+    p, low, high, test = unpaired_test(xa, xb)
+    return Difference(a=a, b=b, key=key, paired=False, n=n, diff=mean, low=low, high=high, p=p, test=test,
+                      few=min(xa.size, xb.size) < MIN_PAIRS)
 
 
 def _holm(family: Sequence[Difference]) -> None:
@@ -286,5 +362,5 @@ def _holm(family: Sequence[Difference]) -> None:
         assert d.p is not None
         running = max(running, min(1.0, (m - i) * d.p))
         d.p_holm = running
-        if running < ALPHA_LEVEL and d.diff is not None:
+        if running < ALPHA_LEVEL and d.diff is not None and not d.few:
             d.verdict = "a" if d.diff > 0 else "b"

@@ -17,7 +17,7 @@ from consensus_eval.analysis.decision import DecisionStudy
 from consensus_eval.analysis.judge_validity import PANEL, ValidityReport
 from consensus_eval.analysis.ppi import MeanEstimate
 from consensus_eval.analysis.results import Results
-from consensus_eval.analysis.systems import Leaderboard
+from consensus_eval.analysis.systems import MIN_PAIRS, Leaderboard
 from consensus_eval.analysis.validity import ICC, VerdictValidity
 from consensus_eval.domain.rubric import Rubric
 from consensus_eval.output.report import fmt
@@ -98,22 +98,30 @@ def leaderboard_block(lb: Leaderboard, rubric: Rubric, t: Messages) -> Block:
     for d in lb.differences:
         if d.key != "total":
             continue
-        drows.append([f"{d.a} − {d.b}", _est(d.diff, d.low, d.high), _p(d.p_holm),
-                      t(verdict_text[d.verdict], a=d.a, b=d.b),
+        verdict = (t("lb_verdict_few" if d.paired else "lb_verdict_few_cases", n=MIN_PAIRS) if d.few
+                   else t(verdict_text[d.verdict], a=d.a, b=d.b))
+        drows.append([f"{d.a} − {d.b}", _est(d.diff, d.low, d.high), _p(d.p_holm), verdict,
                       t("lb_paired", n=d.n) if d.paired else t("lb_unpaired", n=d.n),
-                      f"{d.wins}/{d.ties}/{d.losses}" if d.paired else "-"])
+                      f"{d.wins}/{d.ties}/{d.losses}" if d.paired else "-", _test(d.test, t)])
     diffs = TableBlock("leaderboard-differences",
                        [t("col_pair"), t("col_diff_ci"), t("col_p_holm"), t("col_conclusion"), t("col_design"),
-                        t("col_wtl")], drows, [False, True, True, False, False, True])
+                        t("col_wtl"), t("col_test")], drows, [False, True, True, False, False, True, False])
     tables, notes = [main, diffs], [t("lb_panel_note")]
     if any(a.value is not None for a in lb.alpha_by_system.values()):   # a panel of 2 judges or more
         tables.append(TableBlock("leaderboard-alpha", [t("col_system"), t("lb_alpha")],
                                  [[name, fmt.alpha_cell(a, t)] for name, a in lb.alpha_by_system.items()],
                                  [False, True]))
         notes.insert(0, t("lb_alpha_note"))
+    warnings = [t("lb_few_sources", system=s.system, n=s.n_sources, min=lb.min_sources)
+                for s in lb.systems if s.n_sources < lb.min_sources]
     return Block("systems", t("h_systems"),
-                 [t("lb_intro", n=len(lb.systems), design=t("lb_design_" + lb.design), boot=lb.resamples),
-                  t("lb_diff_intro", margin=fmt.num(lb.tie_margin))], tables, notes)
+                 [t("lb_intro", n=len(lb.systems), design=t("lb_design_" + lb.design)),
+                  t("lb_diff_intro", margin=fmt.num(lb.tie_margin), min_pairs=MIN_PAIRS)], tables, notes, warnings)
+
+
+def _test(test: str | None, t: Messages) -> str:
+    """The test behind a p value in the reader's words (``-`` for none)."""
+    return "-" if test is None else t("test_" + test)
 
 
 def _verdict_table(table_id: str, who: str, raters: dict[str, VerdictValidity], ceiling: VerdictValidity | None,
@@ -273,13 +281,14 @@ def comparison_block(c: Comparison, rubric: Rubric, t: Messages) -> Block:
     """``B - A``: per key, the cases that moved most, the categories that changed."""
     keys = list(c.keys)
     rows = [[fmt.key_label(rubric, k, t), str(x.n), fmt.mean1(x.mean_a), fmt.mean1(x.mean_b),
-             _est(x.diff, x.low, x.high), _p(x.p)] for k in [keys[-1], *keys[:-1]] if (x := c.keys[k])]
+             _est(x.diff, x.low, x.high), _p(x.p), _test(x.test, t)] for k in [keys[-1], *keys[:-1]]
+            if (x := c.keys[k])]
     paras = [t("compare_intro", a=c.a, b=c.b, n=c.n_pairs,
                how=t("compare_by_case") if c.mode == "runs" else t("compare_by_source"))]
     if c.only_a or c.only_b:
         paras.append(t("compare_unpaired", a=c.a, b=c.b, only_a=c.only_a, only_b=c.only_b))
-    tables = [TableBlock("compare-keys", ["", "n", c.a, c.b, t("col_change_ci"), "p"], rows,
-                         [False, True, True, True, True, True])]
+    tables = [TableBlock("compare-keys", ["", "n", c.a, c.b, t("col_change_ci"), "p", t("col_test")], rows,
+                         [False, True, True, True, True, True, False])]
     if c.moved:
         tables.append(TableBlock("compare-moved", [t("col_case"), c.a, c.b, t("col_change")],
                                  [[m.case_a if m.case_a == m.case_b else f"{m.case_a} / {m.case_b}",
