@@ -19,6 +19,7 @@ from consensus_eval.metrics.cli import metrics_app
 app = typer.Typer(
     help="Score cases with a panel of judges and report how far to trust the result.",
     no_args_is_help=True,
+    rich_markup_mode=None,  # click's plain help: paragraphs rewrapped, no `<bool>` column, no cut cells
     pretty_exceptions_enable=False,
     add_completion=False,
 )
@@ -99,9 +100,9 @@ def score(
 ) -> None:
     """Score CASES with the judges of CONFIG; resumes where a previous run into OUT stopped.
 
-    Exit codes: 0 every planned call stored ok (or failures within --allow-failures); 2 bad input;
-    3 completed with failures (outputs written; the last lines say which and why); 4 provider batches
-    submitted and still running (rerun `score`, or `score --wait`, to collect them); 130 interrupted
+    Exit codes: 0 every planned call stored ok (with --allow-failures F: at most that fraction failed);
+    2 bad input; 3 completed with failures (outputs written; the last lines say which and why); 4 provider
+    batches submitted and still running (rerun `score`, or `score --wait`, to collect them); 130 interrupted
     (Ctrl-C or SIGTERM: outputs rebuilt from what is stored; rerun the same command to resume).
     """
     from functools import partial
@@ -582,10 +583,10 @@ def review(
 
 
 human_app = typer.Typer(help="Human labels: import the filled-in adjudication sheet into a run's store.",
-                        no_args_is_help=True)
+                        no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(human_app, name="human")
 reviewers_app = typer.Typer(help="The team reviewing a run: a personal link per reviewer, their roles.",
-                            no_args_is_help=True)
+                            no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(reviewers_app, name="reviewers")
 RunOpt = Annotated[Path, typer.Option("--run", help="Output folder of the `score` run.")]
 
@@ -707,7 +708,8 @@ def _import_human(run_dir: Path, sheet: Path, reviewer: str | None, encoding: st
                       "report.md, report.html", highlight=False)
 
 
-judges_app = typer.Typer(help="Inspect and check the judges of a config.", no_args_is_help=True)
+judges_app = typer.Typer(help="Inspect and check the judges of a config.", no_args_is_help=True,
+                         rich_markup_mode=None)
 app.add_typer(judges_app, name="judges")
 
 

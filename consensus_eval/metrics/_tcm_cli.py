@@ -726,11 +726,6 @@ def render_table(summary: dict[str, Any]) -> None:
     SafeConsole().print(table)  # a label from the files may hold control characters: shown escaped
 
 
-def _escape(text: str) -> str:
-    """Escape square brackets for typer's rich help rendering."""
-    return text.replace("[", "\\[")
-
-
 def _help() -> str:
     """The command help: usage, then each family's fields (built from :data:`FAMILIES`)."""
     lines = [
@@ -738,16 +733,16 @@ def _help() -> str:
         "",
         "Each line holds an `id` plus the fields of TASK below (other fields are ignored). A metric is"
         " reported when its field is present: compared fields are read from GOLD and PRED (a missing"
-        " PRED value scores as no answer), \\[pred] and \\[gold] fields from that file only. Labels are compared"
+        " PRED value scores as no answer), [pred] and [gold] fields from that file only. Labels are compared"
         " after NFKC normalisation and strip. Exit code 2 on unreadable or invalid input.",
         "",
         "Example: consensus-eval metrics tcm tongue examples/tcm/tongue_pred.jsonl examples/tcm/tongue_gold.jsonl",
     ]
     for family in FAMILIES.values():
-        lines += ["", f"[bold]{family.name}[/bold] — {family.title}:"]
+        lines += ["", f"{family.name} — {family.title}:"]
         for spec in family.fields:
             tag = "" if spec.side == "both" else f" [{spec.side}]"
-            lines += ["", _escape(f"  • {spec.name}{tag}: {spec.help}")]
+            lines += ["", f"  • {spec.name}{tag}: {spec.help}"]
     return "\n".join(lines)
 
 
@@ -765,8 +760,8 @@ def tcm_command(
         "--tolerance", help="dosage: relative dose error scored in full; the score then falls linearly to 0 "
                             "at 100% error. In [0, 1).")] = 0.2,
     knowledge: Annotated[Path | None, typer.Option(
-        "--knowledge", help=_escape("JSON object with any of: " + "; ".join(
-            f"{k} ({v})" for k, v in KNOWLEDGE_KEYS.items())), show_default=False)] = None,
+        "--knowledge", help="JSON object with any of: " + "; ".join(
+            f"{k} ({v})" for k, v in KNOWLEDGE_KEYS.items()), show_default=False)] = None,
     encoding: Annotated[str | None, typer.Option(
         "--encoding", help="Encoding of PRED and GOLD (default: UTF-8 with or without BOM, then GB18030/GBK).",
         show_default=False)] = None,

@@ -7,6 +7,7 @@ import typer
 metrics_app = typer.Typer(
     help="Deterministic task metrics (Text2DT decision trees, TCM). No judge is called.",
     no_args_is_help=True,
+    rich_markup_mode=None,  # click's plain help, as the main app's
 )
 
 
