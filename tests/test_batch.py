@@ -518,3 +518,54 @@ def test_cached_tokens_of_batch_replies_are_recorded_and_billed_at_the_cache_rat
                       + cached * present(info["cache_read_input_token_cost"])
                       + c.completion_tokens * info["output_cost_per_token"])
         assert c.cost == pytest.approx(0.5 * live_price)
+
+
+def test_the_batch_apis_requests_go_through_the_judges_retry_policy(rubric: Any, key: str) -> None:
+    """Uploading a batch file: a 503 and a 429 (Retry-After 0.2 s) are retried, with the live calls' retry
+    loop (consensus_eval.judges.retry.retrying) and the judge's backoff; a 401 is not retried; the last of
+    max_retries + 1 transient failures says what was being done and how many attempts were made.
+    (``x-should-retry: false`` turns off the openai SDK's own retries under litellm's files API, which
+    would otherwise retry each 5xx and 429 twice more inside each of these attempts.)"""
+    import httpx
+    import respx
+
+    from consensus_eval.domain.config import LLMJudgeConfig
+    from consensus_eval.judges.batch import BatchAPI
+    from consensus_eval.judges.llm import LLMJudge
+    from consensus_eval.judges.retry import HTTPFailure
+
+    base = "http://127.0.0.1:9/v1"
+    judge = LLMJudge(LLMJudgeConfig(name="g", model="openai/gpt-4.1", api_base=base, api_key_env="BATCH_TEST_KEY",
+                                    batch=True, max_retries=2), rubric)
+    api = BatchAPI(judge)
+    made = {"id": "file-1", "object": "file", "bytes": 3, "created_at": 0, "filename": "a.jsonl",
+            "purpose": "batch", "status": "processed"}
+
+    def upload(replies: list[httpx.Response]) -> tuple[str | HTTPFailure, list[float]]:
+        times: list[float] = []
+
+        def answer(request: httpx.Request) -> httpx.Response:
+            times.append(time.monotonic())
+            reply = replies[len(times) - 1]
+            reply.headers["x-should-retry"] = "false"
+            return reply
+
+        with respx.mock(using="httpx") as mock:
+            mock.post(f"{base}/files").mock(side_effect=answer)
+            try:
+                return asyncio.run(api.upload(b"{}\n", "a.jsonl")), times
+            except HTTPFailure as e:
+                return e, times
+
+    got, times = upload([httpx.Response(503, json={"error": {"message": "busy"}}),
+                         httpx.Response(429, json={"error": {"message": "slow"}}, headers={"Retry-After": "0.2"}),
+                         httpx.Response(200, json=made)])
+    assert got == "file-1" and len(times) == 3
+    assert times[2] - times[1] >= 0.2  # the server's Retry-After, not the test's millisecond backoff
+    got, times = upload([httpx.Response(401, json={"error": {"message": "no " + key}})])
+    assert isinstance(got, HTTPFailure) and got.kind == "authentication" and len(times) == 1
+    assert str(got).startswith("uploading the batch file: authentication failed (401), not retried: ")
+    assert key not in str(got)
+    got, times = upload([httpx.Response(500, json={"error": {"message": "down"}})] * 3)
+    assert isinstance(got, HTTPFailure) and got.kind == "server_error" and len(times) == 3
+    assert str(got).startswith("uploading the batch file: server error (500), gave up after 3 attempt(s): ")

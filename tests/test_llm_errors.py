@@ -31,7 +31,8 @@ from consensus_eval.domain.judgment import CallOutcome
 from consensus_eval.domain.prompts import render
 from consensus_eval.domain.rubric import Dimension, Rubric
 from consensus_eval.execution.store import Store, StoredCall
-from consensus_eval.judges.llm import RETRYABLE, STOPS_THE_JUDGE, LLMJudge, classify
+from consensus_eval.judges.llm import STOPS_THE_JUDGE, LLMJudge, classify
+from consensus_eval.judges.retry import RETRYABLE
 from tests.conftest import FAKE_KEY, write_config
 from tests.fake_server import FakeConfig, FakeServer
 from tests.fakellm import chat_response, make_reply

@@ -23,7 +23,8 @@ from consensus_eval.domain.judgment import CallOutcome
 from consensus_eval.domain.prompts import render
 from consensus_eval.domain.rubric import Rubric
 from consensus_eval.execution.store import Store
-from consensus_eval.judges.llm import LLMJudge, retry_after_s
+from consensus_eval.judges.llm import LLMJudge
+from consensus_eval.judges.retry import retry_after_s
 from tests.conftest import EXAMPLES, FAKE_KEY, PANEL, write_config
 from tests.fakellm import case_of, chat_response, dimension_of, make_reply
 

@@ -397,7 +397,7 @@ def test_aimd_reacts_to_the_fake_servers_hidden_limit(rubric: Rubric, api_keys: 
         judge = LLMJudge(LLMJudgeConfig(name="j", model="openai/fake", api_base=srv.url + "/v1",
                                         api_key_env="JUDGE_A_KEY", mode="tools", max_retries=8,
                                         input_cost_per_token=0, output_cost_per_token=0), rubric)
-        judge.backoff_base_s = 0.05
+        judge.backoff.base_s = 0.05
 
         async def run() -> list[Any]:
             return await asyncio.gather(*(judge.judge(c, d, render(rubric, d, c)) for c in cases))

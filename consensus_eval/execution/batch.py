@@ -51,7 +51,8 @@ from consensus_eval.execution.execute import Progress, ProgressHook, to_record, 
 from consensus_eval.execution.plan import Call
 from consensus_eval.execution.store import BatchRecord, Store
 from consensus_eval.judges.batch import OVER, BatchAPI, LineResult, batch_line, encode, line_failure, read_lines, split
-from consensus_eval.judges.llm import HTTPFailure, LLMJudge
+from consensus_eval.judges.llm import LLMJudge
+from consensus_eval.judges.retry import HTTPFailure
 
 #: TEST ONLY. The name of a step after which the process kills itself with SIGKILL (``intent``: a batch's
 #: intent row stored; ``upload``: its file uploaded and the file id stored; ``create``: the batch created at

@@ -14,12 +14,12 @@ live reply. The orchestration (which calls, when, what is stored) is
 
 Every request to the batch API goes through the judge's retry policy for transient failures (429, 5xx,
 timeouts, dropped connections: up to ``max_retries`` more attempts, backoff with jitter, Retry-After);
-another failure raises :class:`~consensus_eval.judges.llm.HTTPFailure` with its kind, secrets scrubbed.
+another failure raises :class:`~consensus_eval.judges.retry.HTTPFailure` with its kind, secrets scrubbed
+(:meth:`LLMJudge.with_retries`, the loop of the live calls too).
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
@@ -29,7 +29,7 @@ import litellm
 
 from consensus_eval.domain.cases import Case
 from consensus_eval.domain.textio import loads_json
-from consensus_eval.judges.llm import RETRYABLE, HTTPFailure, LLMJudge, _status_kind, classify
+from consensus_eval.judges.llm import LLMJudge, status_kind
 
 #: OpenAI's limits per batch: requests and input file size (bytes); a judge's pending calls are split under both
 MAX_REQUESTS = 50_000
@@ -131,7 +131,7 @@ def read_lines(data: bytes) -> Iterator[LineResult]:
 
 def line_failure(line: LineResult) -> tuple[str, str]:
     """``(error_kind, error)`` of a line the provider did not answer with a completion."""
-    kind = _status_kind(line.status_code) if line.status_code is not None else "server_error"
+    kind = status_kind(line.status_code) if line.status_code is not None else "server_error"
     if line.status_code == 200:
         kind = "server_error"  # a 200 without a completion in it: unreadable
     status = f" ({line.status_code})" if line.status_code is not None else ""
@@ -207,18 +207,5 @@ class BatchAPI:
         await self._call("cancelling the batch", lambda: litellm.acancel_batch(batch_id=batch_id, **self._kw()))
 
     async def _call(self, what: str, fn: Callable[[], Awaitable[T]]) -> T:
-        """``fn()`` under the judge's retry policy for transient failures; any other failure (or the
-        last one) raises :class:`HTTPFailure` saying what was being done, secrets scrubbed."""
-        judge = self.judge
-        retries = judge.config.max_retries
-        for attempt in range(retries + 1):
-            try:
-                return await fn()
-            except Exception as e:  # noqa: BLE001 - every failure is classified; only RETRYABLE ones retried
-                kind, head, detail = classify(e, judge.scrub, endpoint=judge._endpoint())
-                if kind in RETRYABLE and attempt < retries:
-                    await asyncio.sleep(judge._delay(attempt, e))
-                    continue
-                how = f"gave up after {attempt + 1} attempt(s)" if kind in RETRYABLE else "not retried"
-                raise HTTPFailure(kind, f"{what}: {head}, {how}: {detail}") from None
-        raise AssertionError("unreachable")
+        """``fn()`` under the judge's retry policy (:meth:`LLMJudge.with_retries`)."""
+        return await self.judge.with_retries(what, fn)

@@ -13,7 +13,8 @@ client wraps:
   litellm's class or status alone, which call a refused connection a 500) into an
   :data:`~consensus_eval.domain.judgment.ErrorKind`, and retries only what another attempt can
   cure: ``rate_limit``, ``server_error``, ``timeout``, ``connection`` (exponential backoff with full
-  jitter, honouring ``Retry-After``); anything else fails the attempt at once;
+  jitter, honouring ``Retry-After``: :func:`consensus_eval.judges.retry.retrying`, the loop the batch
+  API's requests go through too); anything else fails the attempt at once;
 - a failure no call of this judge can get past (``authentication``, ``connection_refused``,
   ``not_found``, ``local``) stops the judge: its later calls fail at once with that kind, without a
   request (``bad_request`` and ``invalid_reply`` are the call's own and do not);
@@ -36,15 +37,13 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import email.utils
 import json
-import random
 import socket
 import ssl
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import aiohttp
 import httpx
@@ -80,6 +79,7 @@ from consensus_eval.domain.judgment import (
 from consensus_eval.domain.rubric import Dimension, Rubric
 from consensus_eval.judges.pacing import Pacing, PacingReport
 from consensus_eval.judges.per_case import CaseCalls, CaseOutcome
+from consensus_eval.judges.retry import Backoff, Failed, HTTPFailure, retrying
 
 if TYPE_CHECKING:
     from openai.types.chat import ChatCompletionMessageParam
@@ -91,8 +91,6 @@ MODES = {
     "md_json": instructor.Mode.MD_JSON,
 }
 
-#: failures another attempt can cure: retried with backoff (up to ``max_retries``)
-RETRYABLE: frozenset[ErrorKind] = frozenset({"rate_limit", "server_error", "timeout", "connection"})
 #: failures no call of the judge can get past: the judge stops (its later calls are not attempted)
 STOPS_THE_JUDGE: frozenset[ErrorKind] = frozenset({"authentication", "connection_refused", "not_found", "local"})
 #: what instructor re-asks on (its own list, ``instructor.v2.core.retry``): a reply that did not parse or validate
@@ -100,6 +98,8 @@ _INVALID_REPLY = (pydantic.ValidationError, json.JSONDecodeError, AsyncValidatio
                   InstructorValidationError)
 BACKOFF_BASE_S = 1.0
 BACKOFF_MAX_S = 60.0
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -121,14 +121,6 @@ _current: contextvars.ContextVar[_Usage] = contextvars.ContextVar("consensus_eva
 _whole_case: contextvars.ContextVar[bool] = contextvars.ContextVar("consensus_eval_whole_case", default=False)
 
 
-class HTTPFailure(Exception):
-    """An attempt's failure that was not retried or ran out of retries; ``kind`` is its cause."""
-
-    def __init__(self, kind: ErrorKind, reason: str) -> None:
-        super().__init__(reason)
-        self.kind: ErrorKind = kind
-
-
 class LLMJudge:
     """A judge backed by any litellm model, configured entirely by an :class:`LLMJudgeConfig`."""
 
@@ -147,8 +139,8 @@ class LLMJudge:
         self._models: dict[type[_ReplyBase], type[_ReplyBase]] = {}
         #: set by the first failure in :data:`STOPS_THE_JUDGE`: every later call fails with it, unsent
         self.stopped: HTTPFailure | None = None
-        self.backoff_base_s = BACKOFF_BASE_S
-        self.backoff_max_s = BACKOFF_MAX_S
+        #: the wait between attempts (:func:`consensus_eval.judges.retry.retrying`)
+        self.backoff = Backoff(BACKOFF_BASE_S, BACKOFF_MAX_S)
         register_prices(config)
         from consensus_eval.judges import secrets  # (imported here: the module's imports are the packaging's)
 
@@ -461,8 +453,8 @@ class LLMJudge:
         usage = _current.get()
         c = self.config
         kwargs["timeout"] = c.timeout_s
-        retries = c.max_retries
-        for attempt in range(retries + 1):
+
+        async def attempt(_n: int) -> Any:
             if self.stopped is not None:  # another call found the judge dead while this one waited
                 raise HTTPFailure(self.stopped.kind, str(self.stopped)) from None
             pacing = self.pacing
@@ -476,26 +468,51 @@ class LLMJudge:
                 async with asyncio.timeout(c.timeout_s):
                     resp = await litellm.acompletion(**kwargs)
             except Exception as e:  # noqa: BLE001 - every failure is classified; only RETRYABLE ones are retried
-                kind, head, detail = classify(e, self.scrub, timeout_s=c.timeout_s, endpoint=self._endpoint())
-                pacing.release(ticket, rate_limited=kind == "rate_limit")
-                usage.last_error = f"{head}: {detail}"
-                if kind in RETRYABLE and attempt < retries:
-                    await asyncio.sleep(self._delay(attempt, e))
-                    continue
-                how = f"gave up after {attempt + 1} attempt(s)" if kind in RETRYABLE else "not retried"
-                # `from None`: the provider's own error may echo the key, and whoever logs this
-                # failure (instructor's retry logger does, at ERROR) would print it with its cause
-                failure = HTTPFailure(kind, f"{head}, {how}: {detail}")
-                if kind in STOPS_THE_JUDGE:
-                    self._stop(failure)
-                raise failure from None
+                failed = self.failure(e, timeout_s=c.timeout_s)
+                pacing.release(ticket, rate_limited=failed.kind == "rate_limit")  # a backoff holds no slot
+                usage.last_error = str(failed)
+                raise failed from None
             except BaseException:  # cancelled: the slot goes back
                 pacing.release(ticket)
                 raise
             pacing.release(ticket, tokens=_total_tokens(resp))
             self._count(usage, resp)
             return resp
-        raise AssertionError("unreachable")
+
+        try:
+            return await retrying(attempt, retries=c.max_retries, backoff=self.backoff)
+        except HTTPFailure as failure:
+            if failure.kind in STOPS_THE_JUDGE:
+                self._stop(failure)
+            raise
+
+    async def with_retries(self, what: str, request: Callable[[], Awaitable[T]]) -> T:
+        """A request to this judge's provider outside a judgment (the batch API's: files, batches) under
+        the judge's retry policy: transient failures are retried (up to ``max_retries`` more attempts,
+        the judge's backoff, Retry-After); any other, or the last, raises :class:`HTTPFailure` saying
+        ``what`` was being done, secrets scrubbed.
+
+        Args:
+            what: what the request does, for the error (``"uploading the batch file"``).
+            request: makes one attempt (called again for each retry).
+        """
+        async def attempt(_n: int) -> T:
+            try:
+                return await request()
+            except Exception as e:  # noqa: BLE001 - every failure is classified; only RETRYABLE ones are retried
+                raise self.failure(e) from None
+
+        return await retrying(attempt, retries=self.config.max_retries, backoff=self.backoff, what=what)
+
+    def failure(self, error: BaseException, *, timeout_s: float | None = None) -> Failed:
+        """An attempt's error classified (:func:`classify`) against this judge's endpoint, its key scrubbed.
+
+        Args:
+            error: what the attempt raised.
+            timeout_s: the hard per-attempt limit it ran under, if any (named when it was hit).
+        """
+        kind, head, detail = classify(error, self.scrub, timeout_s=timeout_s, endpoint=self._endpoint())
+        return Failed(kind, head, detail, error)
 
     @property
     def pacing(self) -> Pacing:
@@ -516,14 +533,6 @@ class LLMJudge:
             return int(litellm.token_counter(model=self.config.model, messages=kwargs.get("messages") or []))
         except Exception:  # noqa: BLE001 - a model litellm cannot count: about 4 characters a token
             return sum(len(str(m.get("content") or "")) for m in kwargs.get("messages") or []) // 4 + 1
-
-    def _delay(self, attempt: int, error: BaseException) -> float:
-        """Seconds to wait before the next attempt: Retry-After if the server gave one, else
-        exponential backoff with full jitter (``uniform(0, min(max, base x 2^attempt))``)."""
-        after = retry_after_s(error)
-        if after is not None:
-            return min(after, self.backoff_max_s) + random.uniform(0, self.backoff_base_s / 10)
-        return random.uniform(0, min(self.backoff_max_s, self.backoff_base_s * 2**attempt))
 
     def _count(self, usage: _Usage, resp: Any, cost_factor: float = 1.0) -> None:
         u = getattr(resp, "usage", None)
@@ -640,7 +649,7 @@ def classify(error: BaseException, scrub: Callable[[str], str] = str, *, timeout
 
     status = _http_status(chain)
     if status is not None:
-        kind = _status_kind(status)
+        kind = status_kind(status)
         words = _WORDS[kind]
         if status < 400:
             head = f"{words} (unreadable reply, HTTP {status})"
@@ -667,7 +676,7 @@ def classify(error: BaseException, scrub: Callable[[str], str] = str, *, timeout
                  if root is not error and isinstance(error, openai.OpenAIError) else "")
         return "local", _WORDS["local"], _exc_line(root, scrub) + where
 
-    kind = _status_kind(getattr(error, "status_code", None))
+    kind = status_kind(getattr(error, "status_code", None))
     if isinstance(error, (litellm.exceptions.AuthenticationError, litellm.exceptions.PermissionDeniedError)):
         kind = "authentication"
     elif isinstance(error, litellm.exceptions.NotFoundError):
@@ -681,7 +690,12 @@ def classify(error: BaseException, scrub: Callable[[str], str] = str, *, timeout
     return kind, _WORDS[kind] + (f" (unreadable reply, HTTP {status})" if unreadable else ""), _describe(error, scrub)
 
 
-def _status_kind(status: int | None) -> ErrorKind:
+def status_kind(status: int | None) -> ErrorKind:
+    """The :data:`ErrorKind` of an HTTP status a provider answered with (None: no status, a server error).
+
+    Args:
+        status: the HTTP status code, or None.
+    """
     if status in (401, 402, 403):  # 402: payment required, the account cannot use the model
         return "authentication"
     if status == 404:
@@ -752,30 +766,6 @@ def register_prices(c: LLMJudgeConfig) -> None:
     litellm.register_model({c.model: {"input_cost_per_token": c.input_cost_per_token,
                                       "output_cost_per_token": c.output_cost_per_token,
                                       "litellm_provider": provider, "mode": "chat"}})
-
-
-def retry_after_s(error: BaseException) -> float | None:
-    """The server's Retry-After (seconds or HTTP date; or retry-after-ms), if the error carries one."""
-    headers = None
-    resp = getattr(error, "response", None)
-    if resp is not None:
-        headers = getattr(resp, "headers", None)
-    headers = headers or getattr(error, "litellm_response_headers", None)
-    if not headers:
-        return None
-    try:
-        if headers.get("retry-after-ms") is not None:
-            return max(0.0, float(headers["retry-after-ms"]) / 1000)
-        value = headers.get("retry-after")
-        if value is None:
-            return None
-        try:
-            return max(0.0, float(value))
-        except ValueError:
-            when = email.utils.parsedate_to_datetime(value)
-            return max(0.0, when.timestamp() - time.time())
-    except (TypeError, ValueError, OverflowError):
-        return None
 
 
 def _describe(e: BaseException, scrub: Callable[[str], str]) -> str:
