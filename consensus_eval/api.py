@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Coroutine, Iterable, Mapping
-from dataclasses import dataclass, replace
+from contextlib import suppress
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
@@ -89,6 +90,9 @@ class Prepared:
     invalid_lines: list[str]
     judges: list[Judge]
     calls: list[Call]
+    #: the files the run is made from, as ``(what, absolute path)`` (the cases, the config...): no output may
+    #: replace one, and they are recorded in the store (``audit --export`` refuses them too)
+    inputs: list[tuple[str, str]] = field(default_factory=list)
 
 
 def prepare(cases: CasesInput, config: ConfigInput = DEFAULT_CONFIG, *, skip_invalid: bool = False,
@@ -111,7 +115,8 @@ def prepare(cases: CasesInput, config: ConfigInput = DEFAULT_CONFIG, *, skip_inv
         raise InputError(f"{cases}: no valid case to score ({len(invalid)} invalid line(s), skipped):\n"
                          + "\n".join(invalid))
     judges = [build_judge(j, rubric) for j in cfg.judges]
-    return Prepared(cfg, rubric, case_list, invalid, judges, plan(case_list, rubric, cfg, judges))
+    inputs = _inputs(("the cases file", cases), ("the config", config), ("the rubric", cfg.rubric))
+    return Prepared(cfg, rubric, case_list, invalid, judges, plan(case_list, rubric, cfg, judges), inputs)
 
 
 async def run_async(prep: Prepared, out: str | Path, on_progress: ProgressHook | None = None,
@@ -214,7 +219,10 @@ def prepare_calibration(config: ConfigInput = DEFAULT_CONFIG, suite: str | Path 
         cases = sample_suite(cases, sample, seed)
     source: CalibrationSource = ("bases" if bases is not None else "file" if str(suite) not in BUILTIN_SUITES
                                  else cast(CalibrationSource, str(suite)))
-    return PreparedCalibration(cases, prepare([c.case for c in cases], cfg, check_keys=check_keys), planting, source)
+    prepared = prepare([c.case for c in cases], cfg, check_keys=check_keys)
+    prepared.inputs = _inputs(("the config", config), ("the calibration suite", suite), ("the --bases cases", bases),
+                              ("the rubric", cfg.rubric))
+    return PreparedCalibration(cases, prepared, planting, source)
 
 
 async def calibrate_async(prep: PreparedCalibration, out: str | Path, on_progress: ProgressHook | None = None,
@@ -340,6 +348,10 @@ def import_human(folder: str | Path, path: str | Path, *, reviewer: str | None =
                        stored=len(results.labels), results=results)
 
 
+#: the largest seed of a spot check's draw (stored as an SQLite integer; numpy takes any non-negative one)
+MAX_SEED = 2**32 - 1
+
+
 @dataclass
 class SpotCheck:
     """What :func:`spot_check` did: the ``sample`` (the stored one), whether it was ``drawn`` now (False:
@@ -362,6 +374,8 @@ def spot_check(folder: str | Path, n: int, *, seed: int = 0, stratify: Stratify 
     """
     if n < 1:
         raise InputError(f"--spot-check {n}: a spot check needs at least 1 case")
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+        raise InputError(f"--seed {seed}: the seed of a draw is a whole number from 0 to {MAX_SEED}")
     out = Path(folder)
     with Store.open_existing(out) as store:
         stored = read_run(store, replies=False)
@@ -466,8 +480,10 @@ def rebuild(folder: str | Path, *, n_boot: int = 1000, lang: str | None = None) 
 
 async def _run(prep: Prepared, out: Path, on_progress: ProgressHook | None, n_boot: int,
                stop: asyncio.Event | None = None, lang: str | None = None, wait: bool = False) -> Results:
-    check_outputs(out)  # an output that cannot be written is refused before any call, not after them
+    # an output that cannot be written, or that is one of the run's inputs, is refused before any call
+    check_outputs(out, inputs=prep.inputs)
     with Store(out / STORE_NAME) as store:
+        store.set_meta("inputs", [list(i) for i in prep.inputs])
         store.set_meta("rubric", prep.rubric.model_dump(mode="json"))
         store.set_meta("config", prep.config.to_json())
         store.set_meta("cases", [c.model_dump(mode="json") for c in prep.cases])
@@ -528,6 +544,28 @@ def _saved_reliability(folder: Path, judges: list[str], n_cases: int) -> Reliabi
     except (OSError, ValidationError, ValueError):
         return None  # unreadable or of another shape: recomputed
     return report if report.describes(judges, n_cases) else None
+
+
+def _inputs(*given: tuple[str, object]) -> list[tuple[str, str]]:
+    """``(what, absolute path)`` of each of ``given`` that is a path to a file (a config given as a mapping, cases
+    given as objects, a bundled rubric's name are not)."""
+    out = []
+    for what, value in given:
+        if isinstance(value, (str, Path)) and str(value) != "-":
+            with suppress(OSError):
+                if Path(value).is_file():
+                    out.append((what, str(Path(value).absolute())))
+    return out
+
+
+def recorded_inputs(folder: str | Path) -> list[tuple[str, str]]:
+    """The files the run in ``folder`` was scored from (``(what, absolute path)``, as :attr:`Prepared.inputs`
+    recorded them; empty for a run scored before they were recorded): no output of another command replaces
+    one (``audit --export``)."""
+    with Store.open_existing(folder, read_only=True) as store:
+        found = store.get_meta("inputs", [])
+    return [(str(w), str(p)) for w, p in found if isinstance(w, str) and isinstance(p, str)] \
+        if isinstance(found, list) and all(isinstance(i, list) and len(i) == 2 for i in found) else []
 
 
 def _config(config: ConfigInput) -> EvalConfig:

@@ -68,6 +68,8 @@ LangOpt = Annotated[str | None, typer.Option(
     "--lang", help="Language of report.md/report.html headings and labels: zh | en (default: the rubric's).")]
 
 
+#: the largest seed of a spot check's draw (= api.MAX_SEED; not imported, to keep start-up light)
+MAX_SEED = 2**32 - 1
 #: the most bootstrap resamples --bootstrap takes (more adds nothing to a 95% CI, and costs memory and hours)
 MAX_BOOTSTRAP = 100_000
 #: exit codes of `score` (README, "Exit codes")
@@ -349,9 +351,10 @@ def reliability(
 def audit(
     run_dir: Annotated[Path, typer.Argument(help="Output folder of a `score` run.")],
     top: Annotated[int, typer.Option(
-        help="Show (and export) the first N cases of the review queue; 0 for all.")] = 10,
+        min=0, help="Show (and export) the first N cases of the review queue; 0 for all.")] = 10,
     export: Annotated[Path | None, typer.Option(
-        help="Write the adjudication sheet (CSV, UTF-8 with BOM) here; `human import` reads it back.")] = None,
+        help="Write the adjudication sheet (CSV, UTF-8 with BOM) here (- for standard output); `human import` "
+             "reads it back.")] = None,
     human: HumanOpt = None,
     reviewer: Annotated[str | None, typer.Option(
         help="With --human: the reviewer of rows that name none. With --export: write this reviewer's "
@@ -362,7 +365,8 @@ def audit(
         help="Draw a random spot check of N cases and store it with each case's inclusion "
              "probability; validity against clinicians is measured on it. With --export: a blind sheet of "
              "those cases (no judge scores).")] = None,
-    seed: Annotated[int, typer.Option(help="Seed of the --spot-check draw (the same seed, the same cases).")] = 0,
+    seed: Annotated[int, typer.Option(
+        min=0, max=MAX_SEED, help="Seed of the --spot-check draw (the same seed, the same cases).")] = 0,
     stratify: Annotated[str | None, typer.Option(
         help="With --spot-check: draw per system (`system`) or per 10-point band of the panel total (`band`), "
              "in proportion to their sizes.")] = None,
@@ -384,35 +388,42 @@ def audit(
     """
     from consensus_eval import api
     from consensus_eval.analysis.audit import review_queue
-    from consensus_eval.domain.writable import check_output_path
+    from consensus_eval.domain.writable import STDIO, check_output_path
     from consensus_eval.output.audit_console import print_audit
     from consensus_eval.output.files import write_adjudication_csv
 
     reviewer = _reviewer_option(reviewer)
-    if export is not None:
-        check_output_path(export, "the adjudication sheet")  # before anything is imported, drawn or written
+    if spot_check is None and (stratify is not None or redraw):
+        raise InputError(f"{'--stratify' if stratify is not None else '--redraw'} is about the draw of "
+                         "--spot-check N: give --spot-check with it")
+    if export is not None:  # before anything is imported, drawn or written
+        inputs = [("the --human file", human)] if human is not None else []
+        check_output_path(export, "the adjudication sheet", inputs=[*inputs, *api.recorded_inputs(run_dir)],
+                          suggest="adjudication.csv")
+    # a sheet written to standard output (--export -) is alone there: what the command says goes to stderr
+    console = err_console if export is not None and str(export) == STDIO else out_console
     if human is not None:
-        _import_human(run_dir, human, reviewer, encoding)
+        _import_human(run_dir, human, reviewer, encoding, console=console)
     if spot_check is not None:
-        _spot_check(run_dir, spot_check, seed, stratify, redraw, export, reviewer)
+        _spot_check(run_dir, spot_check, seed, stratify, redraw, export, reviewer, console)
         return
     results = api.load_run(run_dir, replies=False)
     audits = results.audit
     from consensus_eval.output.report.i18n import messages
 
     t = messages(lang) if lang is not None else None
-    print_audit(out_console, review_queue(audits, len(results.judges)), top, results.judge_quality, t)
+    print_audit(console, review_queue(audits, len(results.judges)), top, results.judge_quality, t)
     if export is not None:
         path = write_adjudication_csv(export, audits[:top] if top > 0 else audits, judges=results.judges,
                                       review=results.review, reviewer=reviewer, rubric=results.rubric,
                                       spot_check={r.case_id for r in results.spot_checks},
                                       case_criteria=results.case_criteria)
-        out_console.print(f"adjudication sheet: {path} (fill in human_score, human_verdict, human_comment, "
-                          f"reviewer; then: consensus-eval human import {path} --run {run_dir})", highlight=False)
+        console.print(f"adjudication sheet: {path} (fill in human_score, human_verdict, human_comment, "
+                      f"reviewer; then: consensus-eval human import {path} --run {run_dir})", highlight=False)
 
 
 def _spot_check(run_dir: Path, n: int, seed: int, stratify: str | None, redraw: bool, export: Path | None,
-                reviewer: str | None) -> None:
+                reviewer: str | None, console: SafeConsole = out_console) -> None:
     """`audit --spot-check N`: draw (or find) the random sample, list it, and write its blind sheet."""
     from consensus_eval import api
     from consensus_eval.analysis.spotcheck import STRATIFY
@@ -426,12 +437,12 @@ def _spot_check(run_dir: Path, n: int, seed: int, stratify: str | None, redraw: 
     for r in sample:
         k, p = strata.get(r.stratum, (0, r.probability))
         strata[r.stratum] = (k + 1, p)
-    out_console.print(f"spot check: {len(sample)} case(s) drawn at random (seed {sample[0].seed}) "
+    console.print(f"spot check: {len(sample)} case(s) drawn at random (seed {sample[0].seed}) "
                       f"{'now' if done.drawn else 'earlier (the same draw)'}; {done.labelled} already scored by a "
                       "reviewer", highlight=False)
     for name, (k, p) in strata.items():
-        out_console.print(f"  {name}: {k} case(s), inclusion probability {p:.3g}", highlight=False)
-    out_console.print("cases: " + ", ".join(r.case_id for r in sample), highlight=False, soft_wrap=True)
+        console.print(f"  {name}: {k} case(s), inclusion probability {p:.3g}", highlight=False)
+    console.print("cases: " + ", ".join(r.case_id for r in sample), highlight=False, soft_wrap=True)
     if export is not None:
         results = api.load_run(run_dir, replies=False)
         by_id = {a.case_id: a for a in results.audit}
@@ -439,12 +450,12 @@ def _spot_check(run_dir: Path, n: int, seed: int, stratify: str | None, redraw: 
                                       judges=results.judges, review=results.review, reviewer=reviewer,
                                       rubric=results.rubric, spot_check={r.case_id for r in sample},
                                       case_criteria=results.case_criteria)
-        out_console.print(f"blind spot-check sheet: {path} (no judge score or deduction until the reviewer's own "
+        console.print(f"blind spot-check sheet: {path} (no judge score or deduction until the reviewer's own "
                           f"scores are in; fill in human_score and reviewer, then: consensus-eval human import {path} "
                           f"--run {run_dir}; export again with --reviewer NAME to judge the deductions)",
                           highlight=False, soft_wrap=True)
     else:
-        out_console.print(f"next: consensus-eval audit {run_dir} --spot-check {n} --seed {sample[0].seed} --export "
+        console.print(f"next: consensus-eval audit {run_dir} --spot-check {n} --seed {sample[0].seed} --export "
                           "spot.csv (a blind sheet), or consensus-eval review (the app shows them apart, blinded)",
                           highlight=False, soft_wrap=True)
 
@@ -695,16 +706,16 @@ def _reviewer_option(name: str | None) -> str | None:
 
 
 def _import_human(run_dir: Path, sheet: Path, reviewer: str | None, encoding: str | None,
-                  bootstrap: int = 1000) -> None:
+                  bootstrap: int = 1000, *, console: SafeConsole = out_console) -> None:
     from consensus_eval import api
 
     done = api.import_human(run_dir, sheet, reviewer=_reviewer_option(reviewer), encoding=encoding, n_boot=bootstrap)
     for name, counts in done.by_reviewer.items():
         what = ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items())) or "no label"
-        out_console.print(f"imported {sheet} ({done.format}) for reviewer {name}: {what}", highlight=False)
+        console.print(f"imported {sheet} ({done.format}) for reviewer {name}: {what}", highlight=False)
     if not done.by_reviewer:
-        out_console.print(f"imported {sheet} ({done.format}): no human cell is filled in", highlight=False)
-    out_console.print(f"{done.stored} human label(s) in {run_dir}/results.sqlite; rebuilt reliability.json, "
+        console.print(f"imported {sheet} ({done.format}): no human cell is filled in", highlight=False)
+    console.print(f"{done.stored} human label(s) in {run_dir}/results.sqlite; rebuilt reliability.json, "
                       "report.md, report.html", highlight=False)
 
 

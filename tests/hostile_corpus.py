@@ -980,11 +980,204 @@ def variations_family() -> Family:
     return out
 
 
+# ------------------------------------------------------------------- issue 34: nothing destroyed, nothing unbounded
+# items 341-347 are issue 34's items 1-7 (outputs, one writer, damaged stores, limits, secrets, refusals)
+
+
+def _fingerprint(path: Path) -> tuple[str, str, str]:
+    """(what the name is, what it leads to, the SHA-256 of a regular file's bytes) of ``path``."""
+    import hashlib
+    import stat as st
+
+    def kind(mode: int) -> str:
+        for test, name in ((st.S_ISLNK, "link"), (st.S_ISREG, "file"), (st.S_ISDIR, "folder"), (st.S_ISCHR, "chr"),
+                           (st.S_ISFIFO, "fifo"), (st.S_ISSOCK, "socket"), (st.S_ISBLK, "blk")):
+            if test(mode):
+                return name
+        return "other"
+
+    own = kind(os.lstat(path).st_mode)
+    target = kind(os.stat(path).st_mode)
+    digest = hashlib.sha256(path.read_bytes()).hexdigest() if target == "file" else ""
+    return own, target, digest
+
+
+def kept(*relative: str) -> tuple[Callable[[Path], None], Check]:
+    """A set-up that fingerprints ``{d}/relative`` (file type, what a link leads to, checksum) and a check that
+    each is still the same: no output replaced a special file or an input."""
+    def setup(d: Path) -> None:
+        (d / ".kept").mkdir(exist_ok=True)
+        for r in relative:
+            (d / ".kept" / r.replace("/", "__")).write_text(json.dumps(_fingerprint(d / r)), encoding="utf-8")
+
+    def check(d: Path, out: Outcome) -> None:
+        for r in relative:
+            before = json.loads((d / ".kept" / r.replace("/", "__")).read_text(encoding="utf-8"))
+            assert list(_fingerprint(d / r)) == before, f"{r} changed: {before} -> {list(_fingerprint(d / r))}"
+    return setup, check
+
+
+def special(name: str, kind: str) -> Callable[[Path], None]:
+    """``{d}/name`` made a special file: ``fifo``, ``socket``, ``folder``, ``devnull`` (a link to /dev/null),
+    ``chr`` (a null device node of its own, as root; else a link to /dev/null)."""
+    def setup(d: Path) -> None:
+        import socket
+
+        path = d / name
+        if kind == "fifo":
+            os.mkfifo(path)
+        elif kind == "socket":
+            sock = socket.socket(socket.AF_UNIX)
+            sock.bind(str(path))
+            sock.close()
+        elif kind == "folder":
+            path.mkdir()
+        elif kind == "chr" and os.geteuid() == 0:
+            import stat as st
+            os.mknod(path, 0o666 | st.S_IFCHR, os.makedev(1, 3))
+        else:
+            path.symlink_to("/dev/null")
+    return setup
+
+
+def file_at(relative: str, text: str) -> Callable[[Path], None]:
+    """``{d}/relative`` written with ``text`` (its folder made)."""
+    def setup(d: Path) -> None:
+        (d / relative).parent.mkdir(parents=True, exist_ok=True)
+        (d / relative).write_text(text, encoding="utf-8")
+    return setup
+
+
+def recorded_cases(d: Path) -> None:
+    """The run's store says it was scored from ``{d}/cases.jsonl`` (written here), as `score` records it."""
+    (d / "cases.jsonl").write_text(EXAMPLES.read_text(encoding="utf-8").splitlines()[0] + "\n", encoding="utf-8")
+    sql(d, "INSERT OR REPLACE INTO meta(key, value) VALUES ('inputs', ?)",
+        params=(json.dumps([["the cases file", str(d / "cases.jsonl")]]),))
+
+
+def no_spot_check(d: Path, out: Outcome) -> None:
+    """No spot check was stored (the command failed before drawing one)."""
+    con = sqlite3.connect(f"file:{store_path(d)}?mode=ro", uri=True)
+    try:
+        assert con.execute("SELECT COUNT(*) FROM spot_checks").fetchone()[0] == 0, "a spot check was stored"
+    finally:
+        con.close()
+
+
+def outputs_kept_family() -> Family:
+    """Issue 34 item 1: no output replaces a special file (a device, a pipe, a socket, a folder) or an input
+    of the command or of its run; checked by file type and checksum before and after."""
+    out: Family = []
+    trees = {"p.json": json.dumps([TREE]), "g.json": json.dumps([TREE])}
+    writers = {
+        "audit-export": (("audit", "{run}", "--export", "{d}/{name}"), {}),
+        "spot-check-export": (("audit", "{run}", "--spot-check", "2", "--export", "{d}/{name}"), {}),
+        "per-tree": (("metrics", "text2dt", "{d}/p.json", "{d}/g.json", "--per-tree", "{d}/{name}"), trees),
+    }
+    for wname, (args, files) in writers.items():
+        for kind in ("devnull", "chr", "fifo", "socket", "folder"):
+            setup, check = kept(kind)
+            checks = [check, no_spot_check] if wname == "spot-check-export" else [check]
+            out.append(Hostile(f"kept-{wname}-over-{kind}", tuple(a.replace("{name}", kind) for a in args),
+                               files=files, setup=chain(special(kind, kind), setup), check=all_checks(*checks),
+                               expect=(f"{{d}}/{kind}", "not a regular file"), item=341))
+    spellings = {"plain": "{d}/{t}", "dotted": "{d}/./{t}", "up": "{run}/../{t}", "symlink": "{d}/link.json",
+                 "hardlink": "{d}/hard.json"}
+    for target in ("p.json", "g.json"):
+        def links(d: Path, target: str = target) -> None:
+            (d / "link.json").symlink_to(d / target)
+            os.link(d / target, d / "hard.json")
+        for how, spelling in spellings.items():
+            setup, check = kept(target)
+            out.append(Hostile(f"kept-per-tree-over-{target[0]}-{how}",
+                               ("metrics", "text2dt", "{d}/p.json", "{d}/g.json", "--per-tree",
+                                spelling.replace("{t}", target)),
+                               files=trees, setup=chain(links, setup), check=check,
+                               expect=("the predictions file" if target == "p.json" else "the gold file",), item=341))
+    setup, check = kept("h.csv")
+    out.append(Hostile("kept-audit-export-over-its-human-file",
+                       ("audit", "{run}", "--human", "{d}/h.csv", "--export", "{d}/h.csv"),
+                       files={"h.csv": "case_id,accuracy\ncase-01,30\n"}, setup=setup, check=check,
+                       expect=("{d}/h.csv", "the --human file"), item=341))
+    setup, check = kept("cases.jsonl")
+    for how in ("audit", "spot-check"):
+        extra = ("--spot-check", "2") if how == "spot-check" else ()
+        out.append(Hostile(f"kept-{how}-export-over-the-runs-cases",
+                           ("audit", "{run}", *extra, "--export", "{d}/cases.jsonl"),
+                           setup=chain(recorded_cases, setup), check=check,
+                           expect=("{d}/cases.jsonl", "the cases file"), item=341))
+    for own in ("report.md", "judgments.jsonl", "consensus.csv", "reliability.json", "results.sqlite"):
+        setup, check = kept("out/" + own)
+        out.append(Hostile(f"kept-score-out-over-its-cases-as-{own.replace('.', '-')}",
+                           ("score", "{d}/out/" + own, "--out", "{d}/out"),
+                           setup=chain(file_at("out/" + own, jl(case())), setup),
+                           check=all_checks(check, no_calls("out")),
+                           expect=("{d}/out/" + own,), item=341))
+    setup, check = kept("out/consensus.csv")
+    out.append(Hostile("kept-score-out-over-its-config", ("score", "{d}/cases.jsonl", "-c", "{d}/out/consensus.csv",
+                                                          "--out", "{d}/out"),
+                       files={"cases.jsonl": jl(case())},
+                       setup=chain(file_at("out/consensus.csv", RULES), setup),
+                       check=check, expect=("{d}/out/consensus.csv", "the config"), item=341))
+    for kind in ("devnull", "fifo", "socket"):
+        setup, check = kept("out/report.html")
+        out.append(Hostile(f"kept-score-output-is-{kind}", ("score", "{d}/cases.jsonl", "--out", "{d}/out"),
+                           files={"cases.jsonl": jl(case())},
+                           setup=chain(folder_at("out"), special("out/report.html", kind), setup),
+                           check=all_checks(check, no_calls("out")),
+                           expect=("{d}/out/report.html", "not a regular file"), item=341))
+    setup, check = kept("folder")
+    out.append(Hostile("kept-spot-check-export-to-a-folder-draws-nothing",
+                       ("audit", "{run}", "--spot-check", "2", "--export", "{d}/folder"),
+                       setup=chain(special("folder", "folder"), setup), check=all_checks(check, no_spot_check),
+                       expect=("{d}/folder", "folder"), item=341))
+    out.append(Hostile("kept-ok-per-tree-to-stdout", ("metrics", "text2dt", "{d}/p.json", "{d}/g.json", "--per-tree",
+                                                      "-", "--json"),
+                       files=trees, exit=0, expect=('"edit_operations"',), item=341))
+    out.append(Hostile("kept-ok-export-to-stdout", ("audit", "{run}", "--top", "1", "--export", "-"),
+                       exit=0, expect=("row,rank,case_id",), item=341))
+    return out
+
+
+def _api() -> Any:
+    """consensus_eval.api (imported when an entry calls it)."""
+    from consensus_eval import api
+    return api
+
+
+def refusals34_family() -> Family:
+    """Issue 34 item 6: each traceback and wrong exit 0 the issue lists, a clear refusal (or a documented case)."""
+    long = "x" * 300
+    out: Family = [
+        Hostile("refuse34-seed-negative", ("audit", "{run}", "--spot-check", "2", "--seed", "-5"),
+                expect=("--seed",), check=no_spot_check, item=346),
+        Hostile("refuse34-seed-2-80", ("audit", "{run}", "--spot-check", "2", "--seed", str(2**80)),
+                expect=("--seed",), check=no_spot_check, item=346),
+        Hostile("refuse34-seed-negative-api", call=lambda d: _api().spot_check(d / "run", 2, seed=-5),
+                expect=("--seed -5",), check=no_spot_check, item=346),
+        Hostile("refuse34-audit-top-negative", ("audit", "{run}", "--top", "-1"), expect=("--top",), item=346),
+        Hostile("refuse34-stratify-without-spot-check", ("audit", "{run}", "--stratify", "band"),
+                expect=("--stratify", "--spot-check"), item=346),
+        Hostile("refuse34-redraw-without-spot-check", ("audit", "{run}", "--redraw"),
+                expect=("--redraw", "--spot-check"), item=346),
+        Hostile("refuse34-out-name-too-long", ("score", "{d}/cases.jsonl", "--out", "{d}/" + long),
+                files={"cases.jsonl": jl(case())}, expect=("File name too long",), item=346),
+        Hostile("refuse34-export-name-too-long", ("audit", "{run}", "--export", "{d}/" + long + ".csv"),
+                expect=("File name too long",), item=346),
+        Hostile("refuse34-per-tree-name-too-long", ("metrics", "text2dt", "{d}/p.json", "{d}/g.json", "--per-tree",
+                                                    "{d}/" + long),
+                files={"p.json": json.dumps([TREE]), "g.json": json.dumps([TREE])}, expect=("File name too long",),
+                item=346),
+    ]
+    return out
+
+
 def build() -> list[Hostile]:
     """The whole corpus (names unique)."""
     corpus = [*outputs_family(), *limits_family(), *json_depth_family(), *surrogate_family(), *template_family(),
               *big_cell_family(), *reviewer_family(), *ansi_family(), *pipe_family(), *console_family(),
-              *exit_family(), *variations_family()]
+              *exit_family(), *variations_family(), *outputs_kept_family(),
+              *refusals34_family()]
     names = [h.name for h in corpus]
     dup = sorted({n for n in names if names.count(n) > 1})
     assert not dup, f"duplicate corpus names: {dup}"

@@ -696,7 +696,7 @@ CORPUS: list[Bad] = [
     Bad("score-consensus-csv-is-a-folder", ("score", "{d}/cases.jsonl", "--out", "{run}"),
         {"cases.jsonl": jl(CASE)}, 2, ("{d}/run/consensus.csv: is a folder",),
         setup=output_is_folder("consensus.csv")),
-    t2dt("text2dt-per-tree-to-folder", trees(TREE), trees(TREE), "cannot write", extra=("--per-tree", "{d}")),
+    t2dt("text2dt-per-tree-to-folder", trees(TREE), trees(TREE), "is a folder", extra=("--per-tree", "{d}")),
 
     # ================================================================ metrics text2dt
     Bad("text2dt-pred-missing", ("metrics", "text2dt", "{d}/nope.json", "{d}/gold.json"), {"gold.json": trees(TREE)},

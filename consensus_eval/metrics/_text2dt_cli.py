@@ -11,7 +11,7 @@ import typer
 
 from consensus_eval._errors import InputError
 from consensus_eval.domain.terminal import SafeConsole, escape_controls, guarded
-from consensus_eval.domain.writable import atomic_writer, check_output_path, dumps_json
+from consensus_eval.domain.writable import STDIO, atomic_writer, check_output_path, dumps_json
 from consensus_eval.metrics.text2dt import Text2DTResult, evaluate, load_trees
 
 EXIT_INPUT_ERROR = 2
@@ -49,12 +49,13 @@ def _details(summary: dict[str, Any]) -> dict[str, str]:
     }
 
 
-def render_table(result: Text2DTResult) -> None:
-    """Print the metrics as a rich table, then the pairing and the invalid predictions."""
+def render_table(result: Text2DTResult, *, stderr: bool = False) -> None:
+    """Print the metrics as a rich table, then the pairing and the invalid predictions (``stderr``: there,
+    when standard output holds the per-tree file)."""
     from rich.table import Table
 
     summary = result.as_dict()
-    console = SafeConsole()  # a label from the files may hold control characters: shown escaped
+    console = SafeConsole(stderr=stderr)  # a label from the files may hold control characters: shown escaped
     table = Table(title=f"Text2DT metrics: {result.n_trees} trees, paired by {result.pairing}")
     table.add_column("Metric", no_wrap=True)
     table.add_column("Value", justify="right")
@@ -89,7 +90,8 @@ def text2dt_command(
         metavar="GOLD", help="Gold trees (JSON list or .jsonl).", show_default=False)],
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON summary instead of a table.")] = False,
     per_tree: Annotated[Path | None, typer.Option(
-        "--per-tree", help="Write each pair's metrics and edit operations to this JSONL file.")] = None,
+        "--per-tree", help="Write each pair's metrics and edit operations to this JSONL file (- for standard "
+                           "output: the summary then goes to standard error).")] = None,
     on_invalid: Annotated[OnInvalid, typer.Option(
         "--on-invalid", help="error: stop at the first invalid prediction; zero: score it as empty and list it.",
         case_sensitive=False)] = OnInvalid.error,
@@ -101,8 +103,10 @@ def text2dt_command(
     by position. Exit code 2 on unreadable or invalid input.
     """
     try:
-        if per_tree is not None:
-            check_output_path(per_tree, "the per-tree file")  # before anything is read or written
+        if per_tree is not None:  # before anything is read or written
+            check_output_path(per_tree, "the per-tree file", inputs=[("the predictions file", pred),
+                                                                     ("the gold file", gold)],
+                              suggest="per_tree.jsonl")
         result = evaluate(load_trees(pred), load_trees(gold),
                           on_invalid=on_invalid.value, per_tree=per_tree is not None)
         if per_tree is not None:
@@ -110,10 +114,11 @@ def text2dt_command(
     except InputError as exc:  # Text2DTError, and an output that cannot be written
         typer.echo(f"error: {escape_controls(str(exc))}", err=True)
         raise typer.Exit(EXIT_INPUT_ERROR) from None
+    to_stderr = per_tree is not None and str(per_tree) == STDIO  # standard output holds the per-tree file
     if as_json:
-        typer.echo(dumps_json(result.as_dict(), ensure_ascii=False, indent=2))
+        typer.echo(dumps_json(result.as_dict(), ensure_ascii=False, indent=2), err=to_stderr)
     else:
-        render_table(result)
+        render_table(result, stderr=to_stderr)
 
 
 def register(app: typer.Typer) -> None:
