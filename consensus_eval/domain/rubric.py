@@ -32,7 +32,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from consensus_eval._errors import InputError, format_validation_error
-from consensus_eval._resources import resolve
+from consensus_eval._resources import data_dir, resolve
 from consensus_eval.domain.sets import duplicates
 from consensus_eval.domain.textio import load_yaml
 
@@ -377,18 +377,51 @@ def _fmt(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else f"{x:g}"
 
 
+def is_rubric_path(ref: str | Path) -> bool:
+    """Whether a rubric reference is a path (it has a folder separator or a ``.yaml``/``.yml`` suffix, or is a
+    :class:`~pathlib.Path`) rather than the name of a bundled rubric (``medical_record``, ``pdqi9``)."""
+    text = str(ref)
+    return isinstance(ref, Path) or "/" in text or "\\" in text or Path(text).suffix.lower() in (".yaml", ".yml")
+
+
+def rubric_file(ref: str | Path) -> Path:
+    """The file a rubric reference loads: a path as written (relative to the working directory; a bundled
+    ``configs/rubrics/...`` path is found from anywhere), a name always the bundled rubric of that name, never a
+    file or folder of the working directory. A name that a rubric file in the working directory also answers to
+    (``pdqi9.yaml`` beside ``rubric: pdqi9``) is refused naming both, as is a name no bundled rubric has.
+
+    Raises:
+        InputError: the reference is ambiguous, or names no rubric.
+    """
+    if is_rubric_path(ref):
+        p = resolve(Path(ref), "configs")
+        if not p.is_file():
+            raise InputError(f"{ref}: rubric file not found" + (" (it is a folder)" if p.is_dir() else ""))
+        return p
+    name = str(ref)
+    bundled_dir = data_dir("configs") / "rubrics"
+    bundled = bundled_dir / f"{name}.yaml"
+    local = [q for q in (Path(f"{name}.yaml"), Path(f"{name}.yml")) if q.is_file()]
+    if bundled.is_file() and local:
+        raise InputError(f"rubric: {name} is ambiguous: it names the bundled rubric {bundled} and the working "
+                         f"directory has {local[0]}; write `rubric: ./{local[0]}` for your file, or rename it to use "
+                         f"the bundled one")
+    if not bundled.is_file():
+        known = ", ".join(sorted(q.stem for q in bundled_dir.glob("*.yaml")))
+        mine = f"; for your file write a path: `rubric: ./{local[0]}`" if local else \
+            "; for a rubric file of your own write its path (`rubric: ./my_rubric.yaml`)"
+        raise InputError(f"{name}: rubric file not found: no bundled rubric is named {name!r} "
+                         f"(bundled: {known}){mine}")
+    return bundled
+
+
 def load_rubric(path: str | Path) -> Rubric:
-    """Load and validate a rubric YAML file; bundled rubrics are found by name or relative path.
+    """Load and validate a rubric YAML file: a bundled rubric by name, or a file by path (:func:`rubric_file`).
 
     ``load_rubric("medical_record")`` and ``load_rubric("configs/rubrics/medical_record.yaml")``
     both work after a non-editable install. Errors name the file and the field.
     """
-    p = Path(path)
-    if p.suffix not in (".yaml", ".yml") and not p.exists():
-        p = Path("configs/rubrics") / f"{path}.yaml"
-    p = resolve(p, "configs")
-    if not p.is_file():
-        raise InputError(f"{path}: rubric file not found")
+    p = rubric_file(path)
     try:
         data = load_yaml(p.read_text(encoding="utf-8"), p)  # duplicate keys, alias bombs refused, naming the line
     except (yaml.YAMLError, UnicodeDecodeError) as e:
