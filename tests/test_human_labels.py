@@ -344,7 +344,7 @@ def test_stores_of_schema_1_and_2_upgrade_in_place_and_read_as_is(run: Path) -> 
         assert load_run(run, n_boot=0).labels == []
         assert (run / "results.sqlite").read_bytes() == before
         with Store.open_existing(run) as store:
-            assert store.get_meta("schema_version") == SCHEMA_VERSION == 6
+            assert store.get_meta("schema_version") == SCHEMA_VERSION == 7
             store.upsert_human_label(HumanLabelRecord(case_id="001", dimension="accuracy", reviewer="li",
                                                       kind="score", value=30, source="test"))
         assert [lb.value for lb in _stored(run)] == [30.0]
@@ -367,7 +367,7 @@ def test_a_schema_4_store_reads_its_scores_as_own_and_upgrades_keeping_them(run:
         assert store.spot_checks() == []
     assert (run / "results.sqlite").read_bytes() == before
     with Store.open_existing(run) as store:
-        assert store.get_meta("schema_version") == SCHEMA_VERSION == 6
+        assert store.get_meta("schema_version") == SCHEMA_VERSION == 7
         store.upsert_human_label(HumanLabelRecord(case_id="001", dimension="completeness", reviewer="li",
                                                   kind="score", value=30, origin="accepted", source="test"))
         assert [(lb.dimension, lb.origin) for lb in store.human_labels()] == [("accuracy", "own"),

@@ -1,5 +1,6 @@
-"""The store's schema version 6 (the ``human_labels`` kind CHECK lists ``criterion``): a version-5 store is
-upgraded in place when opened writable and read as it is when opened read-only; a newer one is refused."""
+"""The store's schema versions 6 (the ``human_labels`` kind CHECK lists ``criterion``) and 7 (a plan row per
+(request, case)): an older store is upgraded in place when opened writable and read as it is when opened
+read-only; a newer one is refused."""
 
 from __future__ import annotations
 
@@ -48,11 +49,11 @@ def _labels(store: Store) -> list[tuple[str, str | None, object, str]]:
     return sorted((lb.kind, lb.dimension, lb.value, lb.origin) for lb in store.human_labels())
 
 
-def test_a_new_store_is_version_6_and_its_label_kinds_list_criterion(tmp_path: Path) -> None:
+def test_a_new_store_is_version_7_and_its_label_kinds_list_criterion(tmp_path: Path) -> None:
     db = _store_with_labels(tmp_path)
-    assert SCHEMA_VERSION == 6
+    assert SCHEMA_VERSION == 7
     with Store(db, read_only=True) as store:
-        assert store.get_meta("schema_version") == 6
+        assert store.get_meta("schema_version") == 7
     assert "'criterion'" in _label_sql(db)
 
 
@@ -72,7 +73,7 @@ def test_a_version_5_store_is_read_as_is_read_only_and_upgraded_in_place_writabl
     assert db.read_bytes() == before                     # read-only: nothing written, not even the version
 
     with Store(db) as store:
-        assert store.get_meta("schema_version") == 6
+        assert store.get_meta("schema_version") == 7
         assert _labels(store) == expected                # every row kept
         store.upsert_human_label(HumanLabelRecord(case_id="c1", dimension="safety", deduction_id="allergy",
                                                   reviewer="li", kind="criterion", value="met", points=5))
@@ -85,22 +86,22 @@ def test_a_version_5_store_is_read_as_is_read_only_and_upgraded_in_place_writabl
                 if r[0].startswith("human_labels")} == {"human_labels"}
     con.close()
     with Store(db, read_only=True) as store:
-        assert store.get_meta("schema_version") == 6
+        assert store.get_meta("schema_version") == 7
         assert sorted((lb.kind, lb.value) for lb in store.human_labels()) == [
             ("comment", "see line 2"), ("criterion", "met"), ("score", 4.0)]
 
 
 @pytest.mark.parametrize("read_only", [True, False])
-def test_a_version_7_store_is_refused_naming_the_file(tmp_path: Path, read_only: bool) -> None:
+def test_a_version_8_store_is_refused_naming_the_file(tmp_path: Path, read_only: bool) -> None:
     db = _store_with_labels(tmp_path)
     with sqlite3.connect(db) as con:
-        con.execute("UPDATE meta SET value = '7' WHERE key = 'schema_version'")
+        con.execute("UPDATE meta SET value = '8' WHERE key = 'schema_version'")
     con.close()
     before = db.read_bytes()
     with pytest.raises(InputError) as e:
         Store(db, read_only=read_only)
     msg = str(e.value)
-    assert msg.startswith(f"{db}: ") and "schema version 7" in msg and "newer consensus-eval" in msg
-    assert "reads schema versions 1 to 6" in msg
+    assert msg.startswith(f"{db}: ") and "schema version 8" in msg and "newer consensus-eval" in msg
+    assert "reads schema versions 1 to 7" in msg
     if read_only:
         assert db.read_bytes() == before

@@ -411,7 +411,9 @@ def _sheet_labels(p: Path, head: tuple[int, list[str]], rows: list[tuple[int, li
     known = set(case_ids)
     deductions = deduction_dimensions(run)
     criteria_of_case = {c.id: c.criteria for c in run.cases if c.criteria is not None}
-    by_case = {r.request_hash: r.case_id for r in run.records}
+    cases_of: dict[str, set[str]] = {}      # a request -> its cases (several when cases share their content)
+    for r in run.records:
+        cases_of.setdefault(r.request_hash, set()).add(r.case_id)
     copies = penalty_copy_map(run)
 
     def where(line: int, name: str) -> str:
@@ -463,10 +465,10 @@ def _sheet_labels(p: Path, head: tuple[int, list[str]], rows: list[tuple[int, li
                 raise InputError(f"{where(line, DEDUCTION_ID)}: {ded_id!r} is not a deduction of this run "
                                  "(the sheet was exported from another run, or the run was scored again "
                                  "with another judge, prompt or rubric)")
-            owner = by_case.get(ded_id.split("#", 1)[0])
-            if owner != case_id:
+            owners = cases_of.get(ded_id.split("#", 1)[0], set())
+            if case_id not in owners:
                 raise InputError(f"{where(line, 'case_id')}: {case_id!r}, but the deduction {ded_id!r} is of case "
-                                 f"{owner!r}")
+                                 f"{' / '.join(map(repr, sorted(owners)))}")
             if score:
                 raise InputError(f"{where(line, HUMAN_SCORE)}: {score!r} on a deduction row: a deduction takes a "
                                  f"verdict ({'/'.join(VERDICTS)}) in {HUMAN_VERDICT}; scores go on the score rows")

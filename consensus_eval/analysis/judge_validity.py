@@ -232,10 +232,11 @@ def _pair(review: HumanReview, case_id: str, key: str) -> tuple[float, float] | 
 
 def _deductions(run: StoredRun, review: HumanReview, case_ids: Sequence[str]) -> DeductionValidity | None:
     wanted = set(case_ids)
-    # (case, dimension, type) -> judge -> [took it in run r?]; and deduction id -> its item
+    # (case, dimension, type) -> judge -> [took it in run r?]; and (case, deduction id) -> its item (cases with
+    # the same content share their calls, so a deduction id names an item only with its case)
     runs_of: dict[tuple[str, str, str], set[int]] = {}
     took: dict[tuple[str, str, str], dict[str, set[int]]] = {}
-    item_of: dict[str, tuple[str, str, str]] = {}
+    item_of: dict[tuple[str, str], tuple[str, str, str]] = {}
     for r in run.records:
         if r.case_id not in wanted or r.status != "ok" or r.judgment is None:
             continue
@@ -243,11 +244,11 @@ def _deductions(run: StoredRun, review: HumanReview, case_ids: Sequence[str]) ->
         for i, d in enumerate(r.judgment.deductions):
             key = (r.case_id, r.dimension, d.type)
             took.setdefault(key, {}).setdefault(r.judge, set()).add(r.run)
-            item_of[f"{r.request_hash}#d{i}"] = key
+            item_of[(r.case_id, f"{r.request_hash}#d{i}")] = key
         for i, p in enumerate(r.judgment.fixed_penalties):
             key = (r.case_id, r.dimension, p.id)
             took.setdefault(key, {}).setdefault(r.judge, set()).add(r.run)
-            item_of[f"{r.request_hash}#p{i}"] = key
+            item_of[(r.case_id, f"{r.request_hash}#p{i}")] = key
     # what each reviewer says of each item: True (deserved), False (not), from verdicts and added deductions;
     # an adjudicator's reference verdicts (where reviewers disagreed) apart: they decide the item
     says: dict[tuple[str, str, str], dict[str, bool]] = {}
@@ -257,8 +258,8 @@ def _deductions(run: StoredRun, review: HumanReview, case_ids: Sequence[str]) ->
             continue
         if lb.kind == "added_deduction" and lb.dimension and lb.value:
             says.setdefault((lb.case_id, lb.dimension, str(lb.value)), {})[lb.reviewer] = True
-        elif lb.kind == "verdict" and lb.deduction_id in item_of and lb.value in ("agree", "disagree"):
-            item = item_of[lb.deduction_id]
+        elif (lb.kind == "verdict" and (item := item_of.get((lb.case_id, lb.deduction_id or ""))) is not None
+              and lb.value in ("agree", "disagree")):
             if lb.origin == "reference":
                 settled[item] = settled.get(item, False) or lb.value == "agree"
                 continue

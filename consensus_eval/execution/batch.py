@@ -48,7 +48,7 @@ from typing import IO
 from consensus_eval.domain.judgment import CallOutcome, ErrorKind
 from consensus_eval.domain.rubric import Rubric
 from consensus_eval.execution.execute import Progress, ProgressHook, to_record, too_long
-from consensus_eval.execution.plan import Call
+from consensus_eval.execution.plan import Call, distinct
 from consensus_eval.execution.store import BatchRecord, Store
 from consensus_eval.judges.batch import OVER, BatchAPI, LineResult, batch_line, encode, line_failure, read_lines, split
 from consensus_eval.judges.llm import LLMJudge
@@ -99,7 +99,7 @@ async def run_batches(calls: Sequence[Call], judges: Sequence[LLMJudge], rubric:
     running or ``stop`` is set. ``progress`` counts the calls collected and resumed."""
     report = BatchReport()
     by_judge = {j.config.name: j for j in judges}
-    mine = [c for c in calls if c.planned.judge in by_judge]
+    mine = [c for c in distinct(calls) if c.planned.judge in by_judge]   # a shared request is sent once
     done = store.done_hashes()
     progress.total += len(mine)
     progress.skipped += sum(c.planned.request_hash in done for c in mine)

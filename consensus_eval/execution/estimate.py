@@ -30,7 +30,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from consensus_eval.domain.cases import Case
 from consensus_eval.domain.config import LLMJudgeConfig
-from consensus_eval.execution.plan import Call, whole_case
+from consensus_eval.execution.plan import Call, distinct, whole_case
 from consensus_eval.execution.pricing import saving_per_cached_token
 from consensus_eval.judges.base import Judge
 
@@ -106,9 +106,9 @@ class JudgeEstimate:
 def estimate(calls: Sequence[Call], judges: Sequence[Judge],
              assumed_output_tokens: int = ASSUMED_OUTPUT_TOKENS) -> list[JudgeEstimate]:
     """Every judge's tokens, cost and shared-prefix shares over the planned calls (a judge that sends
-    nothing costs 0)."""
+    nothing costs 0; a request that cases with the same content share is sent, and counted, once)."""
     by_judge: dict[str, list[Call]] = defaultdict(list)
-    for c in calls:
+    for c in distinct(calls):
         by_judge[c.planned.judge].append(c)
     out = []
     for judge in judges:

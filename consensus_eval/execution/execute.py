@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from consensus_eval.domain.rubric import Rubric
-from consensus_eval.execution.plan import Call
+from consensus_eval.execution.plan import Call, distinct
 from consensus_eval.execution.store import BatchRecord, CallRecord, Store
 from consensus_eval.judges.base import CallOutcome, Judge, Paced, WholeCase
 from consensus_eval.judges.pacing import PacingReport
@@ -73,8 +73,10 @@ async def execute(
     Setting ``stop`` ends the run at once: calls in flight are cancelled (nothing is stored for
     them, so a resumed run makes them again), no new call starts, and the progress says
     ``interrupted``. Every outcome stored before that stays stored. ``progress``: the counts of the
-    earlier rounds of a plan that grows, continued (these calls are added to its ``total``).
+    earlier rounds of a plan that grows, continued (these calls are added to its ``total``). Calls that
+    cases with the same content share are made once (:func:`~consensus_eval.execution.plan.distinct`).
     """
+    calls = distinct(calls)
     done = store.done_hashes()
     todo: dict[str, list[Call]] = {j.config.name: [] for j in judges}
     for c in calls:

@@ -3,7 +3,8 @@
 A case gets ``runs`` runs per judge, or ``important_runs`` if it is important; a deterministic
 judge gets one. Prompts are rendered only for judges that read them. A judge that asks every dimension
 of a case in one request (``call: per_case``, :func:`whole_case`) still has one call per dimension here,
-each carrying the whole-case prompt (rendered once per case); the judge coalesces them.
+each carrying the whole-case prompt (rendered once per case); the judge coalesces them. Cases with the same
+content plan the same requests, each under its own case; a request is made once (:func:`distinct`).
 """
 
 from __future__ import annotations
@@ -110,6 +111,19 @@ def _check_size(cases: Sequence[Case], rubric: Rubric, config: EvalConfig, judge
         raise InputError(f"the evaluation would make {total:,} calls ({len(cases):,} case(s) x "
                          f"{len(rubric.dimensions)} dimension(s) x {len(judges)} judge(s) x their runs), more than "
                          f"{MAX_PLAN_CALLS:,}: lower runs / important_runs, or score the cases in parts")
+
+
+def distinct(calls: Sequence[Call]) -> list[Call]:
+    """The requests of ``calls``, in order: the first call of each request hash. Cases with the same content
+    (and judge, rubric, dimension and run) make the same request: it is sent once, and the store reads its
+    one judgment back for each of them (:meth:`~consensus_eval.execution.store.Store.calls`)."""
+    seen: set[str] = set()
+    out = []
+    for c in calls:
+        if c.planned.request_hash not in seen:
+            seen.add(c.planned.request_hash)
+            out.append(c)
+    return out
 
 
 def call_for(case: Case, dimension: str, judge: Judge, run: int, rubric: Rubric, config: EvalConfig) -> Call:

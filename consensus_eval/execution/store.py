@@ -65,8 +65,9 @@ from consensus_eval.domain.judgment import CallOutcome, ErrorKind
 from consensus_eval.domain.stored import StoredJudgment, stored_judgment
 from consensus_eval.domain.textio import RefusedJSON, loads_json
 
-SCHEMA_VERSION = 6  # 2: calls.error_kind; 3: human_labels; 4: batches, batch_calls; 5: human_labels.origin,
-#                    spot_checks; 6: human_labels.kind 'criterion' (1 to 5 upgraded in place)
+SCHEMA_VERSION = 7  # 2: calls.error_kind; 3: human_labels; 4: batches, batch_calls; 5: human_labels.origin,
+#                    spot_checks; 6: human_labels.kind 'criterion'; 7: a plan row per (request, case)
+#                    (1 to 6 upgraded in place)
 #: how long a writer waits for another writer's transaction before giving up (SQLite busy_timeout), seconds
 BUSY_TIMEOUT_S = 30.0
 #: the store's file name inside an output folder
@@ -95,12 +96,13 @@ CREATE TABLE IF NOT EXISTS calls (
     finished_at       REAL NOT NULL
 );
 CREATE TABLE IF NOT EXISTS plan (
-    request_hash TEXT PRIMARY KEY,
+    request_hash TEXT NOT NULL,
     case_id      TEXT NOT NULL,
     dimension    TEXT NOT NULL,
     judge        TEXT NOT NULL,
     run          INTEGER NOT NULL,
-    position     INTEGER NOT NULL
+    position     INTEGER NOT NULL,
+    PRIMARY KEY (request_hash, case_id)
 );
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS human_labels (
@@ -513,10 +515,11 @@ class Store:
             return
         if found is None and not self.read_only:
             self.set_meta("schema_version", SCHEMA_VERSION)
-        elif found in (1, 2, 3, 4, 5) and not isinstance(found, bool):
+        elif found in range(1, SCHEMA_VERSION) and not isinstance(found, bool):
             # read-only: read as is (no error_kind before 2, no human_labels before 3, no batches before 4,
-            # no label origin nor spot checks before 5: read as 'own' and none; no criterion label before 6);
-            # else upgraded in place (the tables added since were created by _SCHEMA on opening)
+            # no label origin nor spot checks before 5: read as 'own' and none; no criterion label before 6;
+            # one plan row per request before 7: a case whose content another's repeats has no calls until
+            # scored again); else upgraded in place (the tables added since were created by _SCHEMA on opening)
             if self.read_only:
                 if found == 1:
                     self._select = ["NULL" if c == "error_kind" else c for c in _READ_COLUMNS]
@@ -530,6 +533,7 @@ class Store:
                 if "evidence" not in have:
                     self._db.execute("ALTER TABLE human_labels ADD COLUMN evidence TEXT")
                 self._widen_label_kinds()
+                self._plan_per_case()
                 self.set_meta("schema_version", SCHEMA_VERSION)
         elif isinstance(found, int) and not isinstance(found, bool) and found > SCHEMA_VERSION:
             raise InputError(f"{self.path}: this store has schema version {found}, written by a newer "
@@ -601,7 +605,8 @@ class Store:
     # ------------------------------------------------------------------ plan
 
     def set_plan(self, calls: Iterable[PlannedCall]) -> None:
-        """Replace the plan (the calls that make up the current evaluation)."""
+        """Replace the plan (the calls that make up the current evaluation). Cases with the same content plan
+        the same requests: each keeps its own row, and the one stored call of a request is each one's."""
         self._writable()
         with self._transaction():
             self._db.execute("DELETE FROM plan")
@@ -654,7 +659,9 @@ class Store:
 
     def calls(self, *, planned_only: bool = True, replies: bool = True) -> list[StoredCall]:
         """Stored calls, in plan order (only those of the current plan unless told otherwise), as plain read
-        models (:class:`StoredCall`; no validation: what was stored was validated when written).
+        models (:class:`StoredCall`; no validation: what was stored was validated when written). Of the plan:
+        one per planned (request, case), under the planned case (a call of a request that cases with the same
+        content share is read once for each of them).
 
         ``replies=False``: without the judges' raw replies (``raw`` None): what a rebuild reads, since
         nothing after the judge layer uses them."""
@@ -666,6 +673,7 @@ class Store:
                 return [self._to_record(r) for r in self._db.execute(sql)]
         # sorted here by plan position rather than by SQLite (a temporary B-tree of every row, judgments
         # included: twice the time of the scan at 240,000 calls); positions are distinct
+        cols = cols.replace("c.case_id", "p.case_id", 1)
         sql = f"SELECT p.position, {cols} FROM calls c JOIN plan p USING (request_hash)"
         with self._reading():
             placed = [(r[0], self._to_record(r[1:])) for r in self._db.execute(sql)]
@@ -861,6 +869,21 @@ class Store:
             self._db.execute("DROP TABLE human_labels_before_criteria")
             self._db.execute("CREATE UNIQUE INDEX IF NOT EXISTS human_labels_key ON human_labels "
                              "(reviewer, kind, case_id, ifnull(dimension, ''), ifnull(deduction_id, ''))")
+
+    def _plan_per_case(self) -> None:
+        """A store written before schema 7 (its plan keyed by the request alone: a second case of the same
+        content replaced the first's rows) gets the plan table rebuilt keyed by (request, case), its rows kept.
+        Done once, on the first writable opening; the next ``score`` plans every case again."""
+        pk = [r[1] for r in sorted(self._db.execute("PRAGMA table_info(plan)"), key=lambda r: r[5]) if r[5]]
+        if pk != ["request_hash"]:
+            return
+        with _Tx(self._db, self._lock, immediate=True):
+            self._db.execute("ALTER TABLE plan RENAME TO plan_before_cases")
+            self._db.execute(_SCHEMA[_SCHEMA.index("CREATE TABLE IF NOT EXISTS plan"):
+                                     _SCHEMA.index(";", _SCHEMA.index("CREATE TABLE IF NOT EXISTS plan"))])
+            self._db.execute("INSERT INTO plan SELECT request_hash, case_id, dimension, judge, run, position "
+                             "FROM plan_before_cases")
+            self._db.execute("DROP TABLE plan_before_cases")
 
     # ------------------------------------------------------------------ spot checks
 

@@ -103,7 +103,8 @@ def print_run_end(console: Console, res: Results, allow_failures: float = 0.0) -
     whether the run was interrupted; returns the exit code (0, 3 completed with failures, 130).
 
     Exit 0 only when every planned call is stored ``ok``, or the failed share is at most
-    ``allow_failures`` (a fraction of the planned calls) and nothing is missing.
+    ``allow_failures`` (a fraction of the planned calls) and nothing is missing; a case without a verdict
+    (no judge answered, or below the quorum) exits 3 whatever ``allow_failures`` allows.
     """
     planned = res.run.planned
     failed = [r for r in res.records if r.status == "failed"]
@@ -143,6 +144,10 @@ def print_run_end(console: Console, res: Results, allow_failures: float = 0.0) -
     if failed and len(failed) / max(planned, 1) > allow_failures:
         console.print(f"completed with failures: exit 3 (--allow-failures {allow_failures:g} allows "
                       f"{int(allow_failures * planned)} of {planned}).", highlight=False)
+        return 3
+    if no_verdict:
+        console.print(f"completed with {sum(no_verdict.values())} case(s) without a verdict: exit 3 (whatever "
+                      "--allow-failures allows: every case must have its result).", highlight=False)
         return 3
     if failed:
         console.print(f"completed: {len(failed)} failure(s), within --allow-failures {allow_failures:g}.",
