@@ -41,7 +41,7 @@ EXAMPLES = {
 def test_matches_ppi_py(name: str, lam: float | None) -> None:
     ppi_py = pytest.importorskip("ppi_py")
     y, yhat, yhat_u = EXAMPLES[name]
-    ours = ppi_mean(y, yhat, yhat_u, lam=lam)
+    ours = ppi_mean(y, yhat, yhat_u, lam=lam, interval="z")
     low, high = ppi_py.ppi_mean_ci(y, yhat, yhat_u, alpha=0.05, lam=lam)
     point = ppi_py.ppi_mean_pointestimate(y, yhat, yhat_u, lam=lam)
     assert ours.estimate == pytest.approx(float(np.ravel(point)[0]), abs=1e-9)
@@ -60,7 +60,7 @@ def test_matches_ppi_py(name: str, lam: float | None) -> None:
 def test_other_level_matches_ppi_py() -> None:
     ppi_py = pytest.importorskip("ppi_py")
     y, yhat, yhat_u = EXAMPLES["noisy"]
-    ours = ppi_mean(y, yhat, yhat_u, level=0.9)
+    ours = ppi_mean(y, yhat, yhat_u, level=0.9, interval="z")
     low, high = ppi_py.ppi_mean_ci(y, yhat, yhat_u, alpha=0.1)
     assert (ours.low, ours.high) == pytest.approx((float(low[0]), float(high[0])), abs=1e-9)
 
@@ -71,7 +71,7 @@ def test_unlabelled_including_labelled_is_ppi_py_on_the_rest(lam: float | None) 
     ppi_py = pytest.importorskip("ppi_py")
     y, yhat, rest = EXAMPLES["biased"]
     all_cases = np.concatenate([rest[:1000], yhat, rest[1000:]])  # the labelled ones somewhere inside
-    ours = ppi_mean(y, yhat, all_cases, lam=lam, unlabelled_includes_labelled=True)
+    ours = ppi_mean(y, yhat, all_cases, lam=lam, unlabelled_includes_labelled=True, interval="z")
     low, high = ppi_py.ppi_mean_ci(y, yhat, rest, alpha=0.05, lam=lam)
     point = ppi_py.ppi_mean_pointestimate(y, yhat, rest, lam=lam)
     assert rest.size == ours.N
@@ -91,9 +91,12 @@ def test_batch_equals_single() -> None:
 
 def test_lam_zero_is_the_classical_interval() -> None:
     y, yhat, yhat_u = EXAMPLES["noisy"]
-    zero = ppi_mean(y, yhat, yhat_u, lam=0.0)
+    zero = ppi_mean(y, yhat, yhat_u, lam=0.0, interval="z")
     half = 1.959963984540054 * y.std() / np.sqrt(y.size)  # normal interval, ddof 0 (ppi_py's classical_mean_ci)
     assert (zero.estimate, zero.low, zero.high) == pytest.approx((y.mean(), y.mean() - half, y.mean() + half))
+    # the small-sample interval at lam 0 is the clinicians-only t interval, exactly (like with like)
+    t_zero, human = ppi_mean(y, yhat, yhat_u, lam=0.0), human_mean(y)
+    assert (t_zero.estimate, t_zero.low, t_zero.high) == pytest.approx((human.estimate, human.low, human.high))
 
 
 def test_human_and_panel_means() -> None:
@@ -112,11 +115,14 @@ def test_human_and_panel_means() -> None:
 def test_edge_cases() -> None:
     empty = ppi_mean([], [], [1.0, 2.0])
     assert empty.estimate is None and empty.low is None and empty.n == 0
-    alone = ppi_mean([3.0, 5.0], [2.0, 4.0], [])
+    alone = ppi_mean([3.0, 5.0], [2.0, 4.0], [], interval="z", min_n=2)
     # nothing unlabelled: the clinician-only mean, normal interval with the ddof-0 sd (1 here)
     assert alone.estimate == pytest.approx(4.0) and alone.lam == 0.0 and alone.N == 0
     half = 1.959963984540054 / np.sqrt(2)
     assert (alone.low, alone.high) == pytest.approx((4 - half, 4 + half))
+    # below the minimum of labels: the estimate, no interval, and why
+    few = ppi_mean([3.0, 5.0], [2.0, 4.0], [])
+    assert few.estimate == pytest.approx(4.0) and few.few and few.low is None and few.high is None
     one = ppi_mean([3.0], [2.0], [4.0, 6.0])  # plain PPI: 5 + (3 - 2) = 6, no interval
     assert one.estimate == pytest.approx(6.0) and one.lam == 1.0 and one.low is None
     # a constant panel carries no information: lam 0, the clinician-only interval
@@ -131,12 +137,20 @@ def test_edge_cases() -> None:
 def test_difference() -> None:
     a = EXAMPLES["good"]
     b = _example(9, bias=-0.5)
-    d = ppi_difference(a, b)
-    ea, eb = ppi_mean(*a), ppi_mean(*b)
+    d = ppi_difference(a, b, interval="z")
+    ea, eb = ppi_mean(*a, interval="z"), ppi_mean(*b, interval="z")
     assert d.estimate == pytest.approx((ea.estimate or 0) - (eb.estimate or 0))
     se = np.hypot((ea.width or 0) / (2 * 1.959963984540054), (eb.width or 0) / (2 * 1.959963984540054))
     assert (d.low, d.high) == pytest.approx((d.estimate - 1.959963984540054 * se, d.estimate + 1.959963984540054 * se))
     assert d.a == ea and d.b == eb
+    # t: the two standard errors added, Satterthwaite's degrees of freedom (Welch's formula on the two parts)
+    small_a, small_b = _example(5, n=8, big_n=60, noise=2.0), _example(6, n=6, big_n=50, bias=1.0, noise=2.0)
+    dt = ppi_difference(small_a, small_b)
+    ta, tb = ppi_mean(*small_a), ppi_mean(*small_b)
+    assert ta.se is not None and tb.se is not None and ta.df is not None and tb.df is not None
+    df = (ta.se ** 2 + tb.se ** 2) ** 2 / (ta.se ** 4 / ta.df + tb.se ** 4 / tb.df)
+    half = stats.t.ppf(0.975, df) * np.hypot(ta.se, tb.se)
+    assert dt.estimate is not None and (dt.low, dt.high) == pytest.approx((dt.estimate - half, dt.estimate + half))
     none = ppi_difference(([], [], [1.0]), b)
     assert none.estimate is None
 

@@ -36,9 +36,14 @@ own: a reviewer's level is their score of the dimension, and its ICC is the per-
 
 Prediction-powered estimates (:class:`PpiEstimate`, Angelopoulos et al. 2023, PPI++): per system (or for
 the whole run) the mean clinician total estimated from the panel's totals on every case, corrected by the
-spot-checked cases; shown beside the panel-only mean and the clinician-only mean. The PPI interval stays
-valid however biased the panel is; its width against the clinician-only one is what the judges buy.
-It needs a simple random sample within the group (equal inclusion probabilities).
+spot-checked cases; shown beside the panel-only mean and the clinician-only mean, both small-sample t
+intervals (:mod:`consensus_eval.analysis.ppi`; none below :data:`~consensus_eval.analysis.ppi.MIN_LABELS`
+clinician scores in the group). The PPI interval stays valid however biased the panel is; its width
+against the clinician-only one is what the judges buy (nothing when the weight ``lam`` is 0). It needs a
+simple random sample within the group: every case of the group equally likely to be drawn, decided from
+the stored design (:func:`~consensus_eval.analysis.spotcheck.inclusion`), not from the cases drawn; a group
+whose cases were not is refused (note ``ppi_unequal_probabilities``), as is every group when the design no
+longer matches the run (``ppi_design_changed``).
 """
 
 from __future__ import annotations
@@ -61,6 +66,7 @@ from consensus_eval.analysis.ppi import (
     ppi_difference,
     ppi_mean,
 )
+from consensus_eval.analysis.spotcheck import inclusion
 from consensus_eval.analysis.systems import UNNAMED
 from consensus_eval.analysis.validity import (
     ICC,
@@ -154,7 +160,7 @@ class ValidityReport(BaseModel):
     clinician's own score; ``n_accepted_only``: those whose only scores were accepted from the panel (not
     counted); ``weighted``: bias and MAE are inverse-probability weighted (unequal probabilities);
     ``strata``: the strata of the draw; ``notes``: codes of what could not be computed and why
-    (``ppi_unequal_probabilities``, ``no_second_reviewer``).
+    (``ppi_unequal_probabilities``, ``ppi_design_changed``, ``no_second_reviewer``).
     """
 
     sample: Literal["spot_check", "none"]
@@ -361,6 +367,12 @@ def _criteria(run: StoredRun, cons: Sequence[CaseConsensus], review: HumanReview
     return CriteriaValidity(n_units=len(units), raters=raters, ceiling=ceiling, per_dimension=per_dim)
 
 
+def _equal(probabilities: Sequence[float]) -> bool:
+    """Whether every case had the same, positive, chance of being drawn (a simple random sample within the
+    group, which PPI needs)."""
+    return bool(probabilities) and min(probabilities) > 0 and max(probabilities) - min(probabilities) <= 1e-12
+
+
 def _majority(votes: Sequence[bool]) -> bool | None:
     yes = sum(votes)
     no = len(votes) - yes
@@ -371,6 +383,7 @@ def _ppi(cases: Sequence[Case], cons: Sequence[CaseConsensus], review: HumanRevi
          out: ValidityReport, keys: Sequence[str]) -> None:
     by_id = {c.case_id: c for c in cons}
     prob = {s.case_id: s.probability for s in sample}
+    design = inclusion(cases, cons, sample)     # every case's probability under the stored draw
     groups: dict[str, list[str]] = {}
     named = any(c.system for c in cases)
     for c in cases:
@@ -378,9 +391,12 @@ def _ppi(cases: Sequence[Case], cons: Sequence[CaseConsensus], review: HumanRevi
     systems: dict[str, dict[str, tuple[list[float], list[float], list[float]]]] = {}
     for group, ids in groups.items():
         in_sample = [cid for cid in ids if cid in prob]
-        if len({round(prob[cid], 12) for cid in in_sample}) > 1:
-            if "ppi_unequal_probabilities" not in out.notes:
-                out.notes.append("ppi_unequal_probabilities")
+        note = ("ppi_design_changed" if design is None
+                else "ppi_unequal_probabilities" if in_sample and not _equal([design.get(cid, 0.0) for cid in ids])
+                else None)
+        if note is not None:
+            if in_sample and note not in out.notes:
+                out.notes.append(note)
             continue
         for k in keys:
             every = [v for cid in ids if (v := panel_value(by_id[cid], k)) is not None] if ids else []

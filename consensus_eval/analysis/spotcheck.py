@@ -13,7 +13,9 @@ the same sample), optionally stratified:
 
 Each case's inclusion probability is stored with it (:class:`~consensus_eval.execution.store.SpotCheckRecord`):
 figures computed on the sample weight a case by 1 / probability when the probabilities differ, so they
-estimate the whole run, not the sample.
+estimate the whole run, not the sample. :func:`inclusion` gives every case of the run its probability under
+the stored design (a case of a stratum nothing was drawn from: 0), which is what decides whether a group's
+cases were equally likely to be drawn, not the probabilities of the cases that happened to be drawn.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from typing import Literal
+from typing import Literal, cast
 
 import numpy as np
 
@@ -81,6 +83,31 @@ def allocate(sizes: Sequence[int], n: int) -> list[int]:
         i = max(range(len(sizes)), key=lambda j: (got[j], -j))
         got[i] -= 1
     return got
+
+
+def inclusion(cases: Sequence[Case], cons: Sequence[CaseConsensus],
+              sample: Sequence[SpotCheckRecord]) -> dict[str, float] | None:
+    """Every case's inclusion probability under the stored draw: the strata are made again as the draw made
+    them (the kind read from the stored strata's names, :func:`strata`), and each case gets the probability
+    stored for its stratum, ``n_h / N_h`` (0 for a stratum nothing was drawn from). None when the design
+    cannot be recovered: a stratum's size is no longer ``n_h / probability`` (cases added or removed since,
+    or band totals moved by a rescoring), or the stored strata are of several kinds. Empty without a sample."""
+    if not sample:
+        return {}
+    kinds = {s.stratum.partition("=")[0] if "=" in s.stratum else s.stratum for s in sample}
+    if len(kinds) != 1 or (kind := kinds.pop()) not in ("all", *STRATIFY):
+        return None
+    groups = strata(cases, cons, None if kind == "all" else cast("Stratify", kind))
+    drawn: dict[str, list[float]] = {}
+    for s in sample:
+        drawn.setdefault(s.stratum, []).append(s.probability)
+    prob: dict[str, float] = {}
+    for name, ps in drawn.items():
+        size = len(groups.get(name, []))
+        if size == 0 or max(ps) - min(ps) > 1e-12 or abs(len(ps) / ps[0] - size) > 1e-6 * size:
+            return None
+        prob[name] = ps[0]
+    return {cid: prob.get(name, 0.0) for name, ids in groups.items() for cid in ids}
 
 
 def draw(cases: Sequence[Case], cons: Sequence[CaseConsensus], n: int, seed: int,

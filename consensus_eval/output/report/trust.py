@@ -15,7 +15,7 @@ from consensus_eval.analysis.agreement import HumanAgreement
 from consensus_eval.analysis.compare import Comparison
 from consensus_eval.analysis.decision import DecisionStudy
 from consensus_eval.analysis.judge_validity import PANEL, ValidityReport
-from consensus_eval.analysis.ppi import MeanEstimate
+from consensus_eval.analysis.ppi import MIN_LABELS, MeanEstimate
 from consensus_eval.analysis.results import Results
 from consensus_eval.analysis.systems import MIN_PAIRS, Leaderboard
 from consensus_eval.analysis.validity import ICC, VerdictValidity
@@ -196,13 +196,23 @@ def validity_block(v: ValidityReport, rubric: Rubric, judges: list[str], t: Mess
     if ppi:
         def cell(m: MeanEstimate) -> str:
             w = m.width
+            if m.few and m.estimate is not None:
+                return f"{m.estimate:.1f} ({t('ppi_no_interval', n=m.n, min=MIN_LABELS)})"
             return _est(m.estimate, m.low, m.high) + (f" ({t('width')} {w:.1f})" if w is not None else "")
 
-        rows = [[p.group if p.group != "all" else t("all_cases"), cell(p.ppi), cell(p.human), cell(p.panel)]
-                for p in ppi]
-        block.tables.append(TableBlock("validity-ppi", [t("col_group"), t("col_ppi"), t("col_human_only"),
-                                                        t("col_panel_only")], rows, [False, True, True, True]))
+        def group(name: str) -> str:
+            return name if name != "all" else t("all_cases")
+
+        rows = [[group(p.group), cell(p.ppi), fmt.fixed(p.ppi.lam), cell(p.human), cell(p.panel)] for p in ppi]
+        block.tables.append(TableBlock("validity-ppi", [t("col_group"), t("col_ppi"), t("col_lambda"),
+                                                        t("col_human_only"), t("col_panel_only")], rows,
+                                       [False, True, True, True, True]))
         block.notes.append(t("validity_ppi_note"))
+        sep = "、" if t.lang == "zh" else ", "
+        if few := [group(p.group) for p in ppi if p.ppi.few]:
+            block.warnings.append(t("validity_ppi_few", groups=sep.join(few), min=MIN_LABELS))
+        if zero := [group(p.group) for p in ppi if p.ppi.lam == 0 and p.ppi.estimate is not None]:
+            block.notes.append(t("validity_ppi_lambda_zero", groups=sep.join(zero)))
     diffs = [x for x in v.ppi_differences if x.key == "total"]
     if diffs:
         rows = [[f"{x.a} − {x.b}", _est(x.difference.estimate, x.difference.low, x.difference.high)] for x in diffs]
