@@ -2,8 +2,9 @@
 
 Each judge has its own pool of workers (``config.max_workers``: its ``concurrency``, or the cap of
 ``concurrency: auto``; the judge's own pacing admits its HTTP attempts under the in-flight limit, ``rpm``
-and ``tpm``), so a slow or failing judge never stalls the others. Every outcome is stored the
-moment it lands; calls whose judgment is already stored are not made again.
+and ``tpm``), so a slow or failing judge never stalls the others. Every outcome is stored as it lands
+(:class:`Recorder`: the outcomes that land together are committed in one transaction); calls whose judgment
+is already stored are not made again.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 from consensus_eval.domain.rubric import Rubric
 from consensus_eval.execution.plan import Call, distinct
 from consensus_eval.execution.store import BatchRecord, CallRecord, Store
-from consensus_eval.judges.base import CallOutcome, Judge, Paced, WholeCase
+from consensus_eval.judges.base import CallOutcome, Judge, Paced, Pooled, WholeCase
 from consensus_eval.judges.pacing import PacingReport
 
 
@@ -94,6 +95,8 @@ async def execute(
     if on_progress:
         on_progress(progress)
 
+    recorder = Recorder(store)
+
     async def worker(judge: Judge, queue: asyncio.Queue[Call]) -> None:
         while True:
             try:
@@ -102,7 +105,7 @@ async def execute(
                 return
             start = time.monotonic()
             outcome = await _judge_safely(judge, call, rubric)
-            store.record(to_record(call, outcome, time.monotonic() - start))
+            recorder.add(to_record(call, outcome, time.monotonic() - start, landed=True), judge.deterministic)
             progress.count(judge.config.name, outcome)
             if on_progress:
                 on_progress(progress)
@@ -119,10 +122,15 @@ async def execute(
         tasks += [asyncio.create_task(worker(judge, queue)) for _ in range(n_workers)]
     if not tasks:
         return progress
-    work = asyncio.gather(*tasks)
+    pooled = [j for j in judges if isinstance(j, Pooled) and todo[j.config.name]]
     try:
-        await _until_done_or_stopped(work, stop, progress)
+        for judge in pooled:  # a judge with a pool of its own (the rules judge's processes on a large run)
+            judge.open([c.case for c in todo[judge.config.name]])
+        await _until_done_or_stopped(asyncio.gather(*tasks), stop, progress)
     finally:
+        for judge in pooled:
+            await judge.close()
+        recorder.flush()
         for judge in judges:
             pacing = judge.pacing_report() if isinstance(judge, Paced) else None
             if pacing is not None:
@@ -164,11 +172,72 @@ async def _judge_safely(judge: Judge, call: Call, rubric: Rubric) -> CallOutcome
         return CallOutcome(status="failed", error_kind="local", error=f"{type(e).__name__}: {e}")
 
 
-def to_record(call: Call, outcome: CallOutcome, latency_s: float | None) -> CallRecord:
-    """What the store keeps of a call's outcome (``latency_s`` None: not timed, a batch line)."""
+def to_record(call: Call, outcome: CallOutcome, latency_s: float | None, *, landed: bool = False) -> CallRecord:
+    """What the store keeps of a call's outcome (``latency_s`` None: not timed, a batch line; ``landed``: its
+    ``finished_at`` is now, else the time it is stored). The outcome's fields are taken as they are (its
+    judgment was validated when the outcome was made)."""
     p = call.planned
     return CallRecord(
         request_hash=p.request_hash, case_id=p.case_id, dimension=p.dimension, judge=p.judge, run=p.run,
-        latency_s=latency_s, **outcome.model_dump(),
+        latency_s=latency_s, finished_at=time.time() if landed else 0.0,
+        **{name: getattr(outcome, name) for name in CallOutcome.model_fields},
     )
+
+
+class Recorder:
+    """Stores the outcomes of :func:`execute` as they land, few transactions for many calls.
+
+    An outcome of a judge that costs something to ask again (an LLM judge) is committed with the others that
+    land in the same turn of the event loop, before any other work: a kill loses at most the calls in flight,
+    as when each was committed alone. A deterministic judge's outcomes (the rules judge: free and fast to make
+    again, and committing each alone cost it more than judging) are committed every :attr:`EVERY_S` seconds
+    or :attr:`MAX_ROWS` outcomes. :meth:`flush` commits what is left (the run's end, a stop)."""
+
+    #: the longest a deterministic judge's outcome waits to be committed, seconds
+    EVERY_S = 0.5
+    #: the most outcomes committed in one transaction
+    MAX_ROWS = 1000
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.rows: list[CallRecord] = []
+        self._scheduled: asyncio.Handle | None = None
+        #: the scheduled commit is at the end of this turn of the loop (a costly call is waiting)
+        self._soon = False
+        #: what a scheduled commit raised (a full disk): raised to the next worker that lands a call
+        self._error: Exception | None = None
+
+    def add(self, rec: CallRecord, deterministic: bool) -> None:
+        """Take ``rec`` to commit; ``deterministic``: it is a deterministic judge's (may wait a little).
+        Raises what a scheduled commit raised (the outcomes it held are kept, to commit again)."""
+        if self._error is not None:
+            raise self._error
+        self.rows.append(rec)
+        if len(self.rows) >= self.MAX_ROWS:
+            self.flush()
+        elif not deterministic and not self._soon:
+            if self._scheduled is not None:
+                self._scheduled.cancel()
+            self._scheduled, self._soon = asyncio.get_running_loop().call_soon(self._flush_scheduled), True
+        elif self._scheduled is None:
+            self._scheduled = asyncio.get_running_loop().call_later(self.EVERY_S, self._flush_scheduled)
+
+    def flush(self) -> None:
+        """Commit every outcome taken and not committed yet (one transaction); on failure they are kept."""
+        if self._scheduled is not None:
+            self._scheduled.cancel()
+        self._scheduled, self._soon, self._error = None, False, None
+        rows, self.rows = self.rows, []
+        if rows:
+            try:
+                self.store.record_many(rows)
+            except BaseException:
+                self.rows = rows + self.rows
+                raise
+
+    def _flush_scheduled(self) -> None:
+        try:
+            self.flush()
+        except Exception as e:  # noqa: BLE001 - raised to the workers (add) and by the last flush
+            self._error = e
 

@@ -6,7 +6,9 @@ rubric, the config without secrets, the cases and the plan), so that ``report``,
 ``reliability`` rebuild everything from it without calling a judge.
 
 Resume: a call whose request hash has an ``ok`` row is never made again. Each row is committed as
-it lands (WAL journal), so a kill loses at most the calls in flight.
+it lands (WAL journal; the calls that land together in one transaction, :meth:`Store.record_many`), so a kill
+loses at most the calls in flight (and the rules judge's last half second: free to make again;
+:class:`consensus_eval.execution.execute.Recorder`).
 
 Opened ``read_only`` (what ``report``, ``audit`` and ``reliability`` need), the store is an SQLite
 ``mode=ro`` connection: no journal mode, no pragma, no schema or meta write, so an output folder on
@@ -241,6 +243,21 @@ class PlannedCall:
 
 
 _COLUMNS = list(CallRecord.model_fields)
+#: what :meth:`Store.record_many` runs for each call: an ``ok`` row is never overwritten
+_RECORD_SQL = (f"INSERT INTO calls ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' for _ in _COLUMNS)}) "
+               "ON CONFLICT(request_hash) DO UPDATE SET "
+               + ", ".join(f"{c} = excluded.{c}" for c in _COLUMNS if c != "request_hash")
+               + " WHERE calls.status != 'ok'")
+
+
+def _column_value(rec: CallRecord, column: str, now: float) -> Any:
+    """What the calls table stores in ``column`` for ``rec``: the judgment as its JSON, ``finished_at`` now
+    when unset, any other field as it is (read straight from the record: no dump of the whole record)."""
+    if column == "judgment":
+        return rec.judgment.model_dump_json() if rec.judgment else None
+    if column == "finished_at":
+        return rec.finished_at or now
+    return getattr(rec, column)
 
 #: what a human label is (:class:`HumanLabelRecord`)
 LabelKind = Literal["score", "verdict", "comment", "added_deduction", "categories", "criterion"]
@@ -644,18 +661,16 @@ class Store:
 
     def record(self, rec: CallRecord) -> None:
         """Store a call's outcome now (committed at once). An ``ok`` row is never overwritten."""
+        self.record_many([rec])
+
+    def record_many(self, recs: Sequence[CallRecord]) -> None:
+        """Store calls' outcomes in one transaction, each as :meth:`record` stores it: one commit for many
+        calls (what a fast judge's calls cost most when each is committed alone)."""
         self._writable()
-        values = rec.model_dump()
-        values["judgment"] = rec.judgment.model_dump_json() if rec.judgment else None
-        values["finished_at"] = rec.finished_at or time.time()
-        placeholders = ", ".join("?" for _ in _COLUMNS)
-        self._db.execute(
-            f"INSERT INTO calls ({', '.join(_COLUMNS)}) VALUES ({placeholders}) "
-            f"ON CONFLICT(request_hash) DO UPDATE SET "
-            + ", ".join(f"{c} = excluded.{c}" for c in _COLUMNS if c != "request_hash")
-            + " WHERE calls.status != 'ok'",
-            [values[c] for c in _COLUMNS],
-        )
+        now = time.time()
+        rows = [[_column_value(rec, c, now) for c in _COLUMNS] for rec in recs]
+        with self._transaction():
+            self._db.executemany(_RECORD_SQL, rows)
 
     def calls(self, *, planned_only: bool = True, replies: bool = True) -> list[StoredCall]:
         """Stored calls, in plan order (only those of the current plan unless told otherwise), as plain read

@@ -18,7 +18,7 @@ from consensus_eval.domain.rubric import Dimension
 if TYPE_CHECKING:
     from consensus_eval.judges.pacing import PacingReport
 
-__all__ = ["CallOutcome", "Judge", "Paced", "WholeCase"]
+__all__ = ["CallOutcome", "Judge", "Paced", "Pooled", "WholeCase"]
 
 
 class Judge(Protocol):
@@ -34,7 +34,7 @@ class Judge(Protocol):
     - ``max_case_chars``: see the attribute.
 
     Optional capabilities, each a small protocol the runner checks with ``isinstance`` (a plugin judge
-    needs none of them): :class:`Paced` and :class:`WholeCase`.
+    needs none of them): :class:`Paced`, :class:`WholeCase` and :class:`Pooled`.
     """
 
     @property
@@ -91,4 +91,19 @@ class WholeCase(Protocol):
 
     def expect(self, calls: Sequence[tuple[str, int, str]]) -> None:
         """The (case id, run, dimension) calls still to make, so one request's tokens and cost go to those."""
+        ...
+
+
+@runtime_checkable
+class Pooled(Protocol):
+    """A judge that may do a large run's work in a pool of its own (the rules judge's worker processes):
+    the runner calls :meth:`open` with the cases its calls will ask about before making them, and
+    :meth:`close` after them (also when the run is stopped)."""
+
+    def open(self, cases: Sequence[Case]) -> None:
+        """The cases of the calls to come, in the order they will be asked (a case once per call)."""
+        ...
+
+    async def close(self) -> None:
+        """The calls are over: end what :meth:`open` started."""
         ...

@@ -79,10 +79,13 @@ from consensus_eval.domain.judgment import (
 from consensus_eval.domain.rubric import Dimension, Rubric
 from consensus_eval.judges.pacing import Pacing, PacingReport
 from consensus_eval.judges.per_case import CaseCalls, CaseOutcome
+from consensus_eval.judges.quiet import litellm_imported
 from consensus_eval.judges.retry import Backoff, Failed, HTTPFailure, retrying
 
 if TYPE_CHECKING:
     from openai.types.chat import ChatCompletionMessageParam
+
+litellm_imported(litellm)  # made quiet now if the command line asked before litellm was imported (quiet_libraries)
 
 MODES = {
     "tools": instructor.Mode.TOOLS,

@@ -4,12 +4,14 @@ registered for its rubric (``registry.py``) once per case and serves each dimens
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 
 from consensus_eval._errors import InputError
 from consensus_eval.domain.cases import Case
 from consensus_eval.domain.config import RulesJudgeConfig
 from consensus_eval.domain.judgment import CallOutcome, Judgment
 from consensus_eval.domain.rubric import Dimension, Rubric
+from consensus_eval.judges.rules.pool import POOL_FROM, CasePool, usable_cpus
 from consensus_eval.judges.rules.registry import rules_for
 
 
@@ -33,17 +35,45 @@ class RulesJudge:
         self.rubric = rubric
         self.rules = rules
         self.version = f"rules-{rules.rubric_id}-{rules.version}"
-        # one check per case, shared by its dimensions' calls (which may be in flight at once)
-        self._cache: dict[str, asyncio.Task[dict[str, Judgment]]] = {}
+        # one check per case, shared by its dimensions' calls (which may be in flight at once), with the
+        # dimensions not served yet: a case's entry goes once every dimension has had its judgment (a run of
+        # 100,000 cases must not keep them all)
+        self._cache: dict[str, tuple[asyncio.Task[dict[str, Judgment]], set[str]]] = {}
+        #: the worker processes of a large run (:meth:`open`), None: cases are checked in threads
+        self._pool: CasePool | None = None
+        #: the fewest cases to check for which :meth:`open` starts worker processes
+        self.pool_from = POOL_FROM
+        #: how many worker processes :meth:`open` starts (1: none, the cases are checked in threads)
+        self.processes = usable_cpus()
+
+    def open(self, cases: Sequence[Case]) -> None:
+        """The cases the runner will ask about, in order (repeats ignored): with :attr:`pool_from` or more of
+        them and more than one core, they are checked in worker processes (:mod:`.pool`) until :meth:`close`."""
+        distinct = list({c.id: c for c in cases}.values())
+        if self._pool is None and self.processes > 1 and len(distinct) >= self.pool_from:
+            self._pool = CasePool(self.rubric, distinct, self.processes)
+
+    async def close(self) -> None:
+        """End the worker processes of :meth:`open`, if it started any."""
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            await pool.close()
 
     async def judge(self, case: Case, dimension: Dimension, messages: list[dict[str, str]],
                     run: int = 0) -> CallOutcome:
-        task = self._cache.get(case.id)
-        if task is None:
+        entry = self._cache.get(case.id)
+        if entry is None:
             # off the event loop: a long record must not stall the LLM judges or delay Ctrl-C
-            check = asyncio.to_thread(self.rules.check_case, case, self.rubric)
-            task = self._cache[case.id] = asyncio.create_task(check)
-        judgment = (await task)[dimension.id]
+            check = (self._pool.check(case) if self._pool is not None and self._pool.knows(case.id)
+                     else asyncio.to_thread(self.rules.check_case, case, self.rubric))
+            entry = self._cache[case.id] = (asyncio.create_task(check), {d.id for d in self.rubric.dimensions})
+        task, unserved = entry
+        try:
+            judgment = (await task)[dimension.id]
+        finally:
+            unserved.discard(dimension.id)
+            if not unserved and self._cache.get(case.id) is entry:
+                del self._cache[case.id]
         return CallOutcome(status="ok", judgment=judgment, raw=None, model="rules",
                            prompt_tokens=0, completion_tokens=0, cost=0.0)
 
