@@ -72,11 +72,13 @@ class ReliabilityReport(BaseModel):
     judge_quality: dict[str, JudgeQuality] = {}
     validity: ValidityReport | None = None
     decision: dict[str, DecisionStudy] = {}
+    #: the judges that are simulated (``kind: simulated``, a demo device: their agreement is not a real one)
+    simulated: list[str] = []
 
     def to_json(self) -> dict[str, Any]:
         """The report as written to reliability.json (``human`` and ``validity`` only when there are labels
-        or a spot check)."""
-        skip = {k for k in ("human", "validity") if getattr(self, k) is None}
+        or a spot check, ``simulated`` only when some judge is)."""
+        skip = {k for k in ("human", "validity", "simulated") if getattr(self, k) in (None, [])}
         return self.model_dump(mode="json", exclude=skip, exclude_none=False)
 
     def describes(self, judges: Sequence[str], n_cases: int) -> bool:
@@ -122,6 +124,7 @@ def _reliability_report(run: StoredRun, cons: Sequence[CaseConsensus], n_boot: i
         within_judge=within,
         judge_quality=judge_quality(run) if quality is None else quality,
         decision=decision_studies(run, cons),
+        simulated=run.config.simulated_judges,
     )
 
 

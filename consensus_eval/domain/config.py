@@ -293,6 +293,24 @@ class RulesJudgeConfig(JudgeConfig):
         return data
 
 
+#: how a simulated judge errs (:class:`SimulatedJudgeConfig`; :mod:`consensus_eval.judges.simulated`)
+Persona = Literal["strict", "lenient", "misses_category", "over_calls"]
+
+
+class SimulatedJudgeConfig(JudgeConfig):
+    """A simulated judge (``kind: simulated``): a demo device for trying the tool offline, never a real judgment.
+    It reads the case with plain text rules and answers as its seeded ``persona`` would
+    (:mod:`consensus_eval.judges.simulated`): ``strict``, ``lenient``, ``misses_category`` (never sees one
+    category) or ``over_calls`` (false alarms). Offline, free, no key; every output labels it simulated."""
+
+    kind: Literal["simulated"] = "simulated"
+    persona: Persona = "strict"
+    #: the seed of the persona's random slips (the same seed, case and run: the same answer)
+    seed: int = 0
+
+    IDENTITY_FIELDS: ClassVar[tuple[str, ...]] = ("name", "kind", "persona", "seed")
+
+
 #: header and field names that carry a secret (case-insensitive), refused anywhere in ``extra_body``:
 #: any name containing one of these (``token`` but not ``max_tokens``, ``budget_tokens``, ``tokenizer``,
 #: ``token_ids``), and ``cookie``
@@ -352,6 +370,7 @@ def judge_config_class(kind: str) -> type[JudgeConfig]:
 
 register_judge_config(LLMJudgeConfig)
 register_judge_config(RulesJudgeConfig)
+register_judge_config(SimulatedJudgeConfig)
 
 
 class ConsensusConfig(BaseModel):
@@ -504,6 +523,11 @@ class EvalConfig(BaseModel):
     def to_json(self) -> dict[str, Any]:
         """The config as JSON data, each judge with the fields of its kind (no secret is in it)."""
         return self.model_dump(mode="json")
+
+    @property
+    def simulated_judges(self) -> list[str]:
+        """The names of the panel's simulated judges (``kind: simulated``: a demo device, labelled in every output)."""
+        return [j.name for j in self.judges if isinstance(j, SimulatedJudgeConfig)]
 
     def judge(self, name: str) -> JudgeConfig:
         for j in self.judges:

@@ -1,7 +1,8 @@
 """The judge kinds: a kind name, its config class and the factory that builds its judges.
 
-Built in: ``llm`` (litellm + instructor; litellm is imported only when such a judge is built) and
-``rules`` (the deterministic judge of a rubric that has rules registered). A third-party package
+Built in: ``llm`` (litellm + instructor; litellm is imported only when such a judge is built),
+``rules`` (the deterministic judge of a rubric that has rules registered) and ``simulated`` (seeded personas
+reading the case: a demo device for trying the tool offline). A third-party package
 adds a kind with one module and one call::
 
     class EchoConfig(JudgeConfig):
@@ -22,6 +23,7 @@ from consensus_eval.domain.config import (
     JudgeConfig,
     LLMJudgeConfig,
     RulesJudgeConfig,
+    SimulatedJudgeConfig,
     register_judge_config,
 )
 from consensus_eval.domain.plugins import Registry
@@ -58,5 +60,12 @@ def _build_rules(config: RulesJudgeConfig, rubric: Rubric) -> Judge:
     return RulesJudge(config, rubric)
 
 
+def _build_simulated(config: SimulatedJudgeConfig, rubric: Rubric) -> Judge:
+    from consensus_eval.judges.simulated import SimulatedJudge
+
+    return SimulatedJudge(config, rubric)
+
+
 register_judge(LLMJudgeConfig, _build_llm)
 register_judge(RulesJudgeConfig, _build_rules)
+register_judge(SimulatedJudgeConfig, _build_simulated)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from consensus_eval.analysis.agreement import HumanAgreement
 from consensus_eval.analysis.alpha import Alpha
@@ -20,7 +21,7 @@ from consensus_eval.execution.execute import Progress
 from consensus_eval.execution.store import STORE_NAME
 from consensus_eval.output.audit_console import print_queue
 from consensus_eval.output.files import fmt_num
-from consensus_eval.output.report.i18n import default_lang, messages
+from consensus_eval.output.report.i18n import default_lang, messages, simulated_notice
 from consensus_eval.output.report.trust import leaderboard_block
 from consensus_eval.output.trust_console import print_block
 
@@ -31,6 +32,9 @@ def print_summary(console: Console, res: Results, out: Path, top: int = DEFAULT_
     case: ``consensus-eval audit DIR`` prints the drill-down, consensus.csv has every case."""
     progress = res.progress or Progress(total=len(res.records))
     console.print(f"{res.rubric.name}: {len(res.consensus)} cases, {len(res.judges)} judge(s)", highlight=False)
+    notice = simulated_notice(messages(default_lang(res.rubric)), res.config.simulated_judges, len(res.judges))
+    if notice:
+        console.print(Text(notice, style="yellow"))
     print_queue(console, review_queue(res.audit, len(res.judges)), top)
     means = []
     for d in res.rubric.dimensions:

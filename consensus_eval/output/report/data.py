@@ -29,7 +29,7 @@ from consensus_eval.output.files import fmt_num
 from consensus_eval.output.report.calibration import calibration_block
 from consensus_eval.output.report.charts import BoxPlot, Histogram, box_plot, histograms
 from consensus_eval.output.report.drill import drill_payload
-from consensus_eval.output.report.i18n import Messages, default_lang, messages
+from consensus_eval.output.report.i18n import Messages, default_lang, messages, simulated_notice
 from consensus_eval.output.report.kinds import kinds_blocks
 from consensus_eval.output.report.trust import Block, TrustBlocks, trust_blocks
 
@@ -202,6 +202,12 @@ class ReportData:
     @property
     def incomplete_cases(self) -> int:
         return sum(c.status == "incomplete" for c in self.results.consensus)
+
+    @property
+    def simulated_banner(self) -> str:
+        """The first screen's notice that some judges are simulated (a demo device), and what to change for real
+        judges; "" when none is."""
+        return simulated_notice(self.t, self.results.config.simulated_judges, len(self.judges))
 
     @property
     def not_asked(self) -> dict[str, int]:

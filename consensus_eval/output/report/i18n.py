@@ -56,3 +56,11 @@ def default_lang(rubric: Rubric) -> str:
     if lang in LANGS:
         return str(lang)
     return "zh" if _CJK.search(rubric.name) else "en"
+
+
+def simulated_notice(t: Messages, simulated: list[str], n_judges: int) -> str:
+    """That ``simulated`` judges (of ``n_judges``) are a demo device, and what to change for real judges, in the
+    language of ``t``; "" when none is simulated (the report's first screen, the console, the review app)."""
+    if not simulated:
+        return ""
+    return t("simulated_banner", judges=", ".join(simulated), n=len(simulated), total=n_judges)
