@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
-    from consensus_eval._errors import InputError
+    from consensus_eval._errors import InputError, RunBusy
     from consensus_eval.analysis.agreement import HumanLabel, load_human
     from consensus_eval.analysis.alpha import Alpha, krippendorff_alpha
     from consensus_eval.analysis.calibration import CalibrationReport
@@ -38,6 +38,7 @@ if TYPE_CHECKING:
         rebuild,
         run,
         run_async,
+        run_lock,
     )
     from consensus_eval.domain.aggregate import register_aggregator
     from consensus_eval.domain.cases import Case, load_cases
@@ -52,7 +53,7 @@ _EXPORTS = {
     **dict.fromkeys(["Prepared", "check_judges_async", "dry_run", "evaluate", "evaluate_async", "import_human",
                      "load_run",
                      "prepare", "rebuild", "run", "run_async", "PreparedCalibration", "calibrate", "calibrate_async",
-                     "prepare_calibration"], "consensus_eval.api"),
+                     "prepare_calibration", "run_lock"], "consensus_eval.api"),
     "CalibrationReport": "consensus_eval.analysis.calibration",
     "Results": "consensus_eval.analysis.results",
     "Alpha": "consensus_eval.analysis.alpha",
@@ -67,7 +68,7 @@ _EXPORTS = {
     **dict.fromkeys(["Rubric", "load_rubric"], "consensus_eval.domain.rubric"),
     **dict.fromkeys(["Judge", "register_judge"], "consensus_eval.judges"),
     "quiet_libraries": "consensus_eval.judges.quiet",
-    "InputError": "consensus_eval._errors",
+    **dict.fromkeys(["InputError", "RunBusy"], "consensus_eval._errors"),
 }
 
 # Spelled out (not built from _EXPORTS) so that linters and type checkers see the re-exports;
@@ -75,10 +76,11 @@ _EXPORTS = {
 __all__ = [
     "Alpha", "CalibrationReport", "CallOutcome", "Case", "Deduction", "EvalConfig", "HumanLabel", "InputError",
     "Judge", "JudgeConfig", "Judgment", "LLMJudgeConfig", "PenaltyHit", "Prepared", "PreparedCalibration", "Results",
-    "Rubric", "RulesJudgeConfig", "__version__", "calibrate", "calibrate_async", "check_judges_async", "dry_run",
+    "Rubric", "RulesJudgeConfig", "RunBusy", "__version__", "calibrate", "calibrate_async", "check_judges_async",
+    "dry_run",
     "evaluate", "evaluate_async", "import_human", "krippendorff_alpha", "load_cases", "load_config", "load_human",
     "load_rubric", "load_run", "prepare", "prepare_calibration", "quiet_libraries", "rebuild", "register_aggregator",
-    "register_judge", "run", "run_async",
+    "register_judge", "run", "run_async", "run_lock",
 ]
 
 

@@ -12,6 +12,11 @@ class InputError(ValueError):
     """Bad user input (cases, config, rubric, ratings). The message is meant to be shown as is."""
 
 
+class RunBusy(InputError):
+    """Another process is writing the run (one writer per run: :mod:`consensus_eval.execution.lock`); the message
+    names it (pid, command, since when). Nothing was written."""
+
+
 def field_path(loc: tuple[Any, ...], data: Any = None) -> str:
     """``('dimensions', 0, 'categories', 2, 'cap')`` -> ``dimensions[0 accuracy].categories[2 drugs].cap``.
 

@@ -58,6 +58,7 @@ from consensus_eval.domain.writable import check_outputs
 from consensus_eval.execution.adaptive import execute_rounds, grow
 from consensus_eval.execution.estimate import JudgeEstimate, estimate
 from consensus_eval.execution.execute import Progress, ProgressHook, execute
+from consensus_eval.execution.lock import run_lock as run_lock  # public: one writer per run (docs/api.md)
 from consensus_eval.execution.plan import Call, plan
 from consensus_eval.execution.store import (
     REVIEWER_ROLES,
@@ -340,6 +341,8 @@ def import_human(folder: str | Path, path: str | Path, *, reviewer: str | None =
     with Store.open_existing(out) as store:
         stored = read_run(store)
         found = read_labels(path, stored, reviewer=reviewer, encoding=encoding)
+        if rebuild_outputs:
+            check_outputs(out)  # an output that cannot be rebuilt is refused before a label is stored
         store.replace_human_labels_of(found.source, found.labels)
         results = _rebuild(store, out, n_boot) if rebuild_outputs else analyze(
             stored, labels=store.human_labels(), n_boot=n_boot, spot_checks=store.spot_checks())

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from functools import wraps
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
@@ -11,7 +12,7 @@ from typing import Annotated, Any, TypeVar
 import typer
 from rich.text import Text
 
-from consensus_eval._errors import InputError
+from consensus_eval._errors import InputError, RunBusy
 from consensus_eval._gc import freeze_when_done
 from consensus_eval.domain.terminal import SafeConsole, guarded
 from consensus_eval.metrics.cli import metrics_app
@@ -42,6 +43,9 @@ def friendly_errors(fn: F) -> F:
         freeze_when_done()
         try:
             return guarded(fn)(*args, **kwargs)  # any console encoding; a stdout that fails is exit 1, one line
+        except RunBusy as e:  # another command writes the run: nothing was written (README, "Exit codes")
+            err_console.print(Text.assemble(("error:", "bold red"), " ", str(e)), highlight=False, soft_wrap=True)
+            raise typer.Exit(EXIT_BUSY) from None
         except (InputError, FileNotFoundError) as e:
             err_console.print(Text.assemble(("error:", "bold red"), " ", str(e)), highlight=False, soft_wrap=True)
             raise typer.Exit(2) from None
@@ -66,6 +70,22 @@ EncodingOpt = Annotated[str | None, typer.Option(
 
 LangOpt = Annotated[str | None, typer.Option(
     "--lang", help="Language of report.md/report.html headings and labels: zh | en (default: the rubric's).")]
+WaitLockOpt = Annotated[bool, typer.Option(
+    "--wait-lock", help="When another command is writing the run, wait for it to finish instead of refusing at "
+                        "once (exit 6).")]
+
+
+@contextmanager
+def _writing(folder: Path, command: str, wait: bool, *, create: bool = False) -> Iterator[None]:
+    """Hold the run's lock (one writer per run: execution.lock) for the body, as `consensus-eval COMMAND`; with
+    ``wait`` (--wait-lock), wait for another holder, saying so once. ``create``: a new run's folder is made."""
+    from consensus_eval import api
+
+    def waiting(message: str) -> None:
+        err_console.print(message, highlight=False, soft_wrap=True)
+
+    with api.run_lock(folder, f"consensus-eval {command}", wait=wait, on_wait=waiting, create=create):
+        yield
 
 
 #: the largest seed of a spot check's draw (= api.MAX_SEED; not imported, to keep start-up light)
@@ -78,6 +98,8 @@ EXIT_OK, EXIT_INPUT, EXIT_FAILURES, EXIT_INTERRUPTED = 0, 2, 3, 130
 EXIT_BATCHES_PENDING = 4
 #: `compare --fail-if`: a condition held (a regression): README, "Exit codes"
 EXIT_CONDITION = 5
+#: another command is writing the run (its lock is held): nothing was written; README, "Exit codes"
+EXIT_BUSY = 6
 
 
 @app.command()
@@ -99,13 +121,15 @@ def score(
     wait: Annotated[bool, typer.Option(
         help="Judges with `batch: true`: poll the provider (every batch_poll_s) until every batch is collected.",
     )] = False,
+    wait_lock: WaitLockOpt = False,
 ) -> None:
     """Score CASES with the judges of CONFIG; resumes where a previous run into OUT stopped.
 
     Exit codes: 0 every planned call stored ok (with --allow-failures F: at most that fraction failed);
     2 bad input; 3 completed with failures (outputs written; the last lines say which and why); 4 provider
-    batches submitted and still running (rerun `score`, or `score --wait`, to collect them); 130 interrupted
-    (Ctrl-C or SIGTERM: outputs rebuilt from what is stored; rerun the same command to resume).
+    batches submitted and still running (rerun `score`, or `score --wait`, to collect them); 6 another
+    command is writing OUT (nothing written; --wait-lock waits for it); 130 interrupted (Ctrl-C or SIGTERM:
+    outputs rebuilt from what is stored; rerun the same command to resume).
     """
     from functools import partial
 
@@ -129,10 +153,11 @@ def score(
     if dry_run:
         print_estimate(out_console, api.dry_run(prep))
         return
-    with progress_hook(err_console) as hook:
-        results = _run_until_done_or_interrupted(partial(api.run_async, lang=lang, wait=wait), prep, out, hook)
-    if calibration is not None:
-        api.attach_calibration(out, calibration, results, lang)
+    with _writing(out, "score", wait_lock, create=True):
+        with progress_hook(err_console) as hook:
+            results = _run_until_done_or_interrupted(partial(api.run_async, lang=lang, wait=wait), prep, out, hook)
+        if calibration is not None:
+            api.attach_calibration(out, calibration, results, lang)
     print_summary(out_console, results, out)
     if results.progress is not None and results.progress.batches and not results.progress.interrupted:
         _print_batches(results.progress.batch_notes, results.progress.batches,
@@ -168,12 +193,13 @@ def calibrate(
         help="Judges with `batch: true`: poll the provider (every batch_poll_s) until every batch is collected.",
     )] = False,
     lang: LangOpt = None,
+    wait_lock: WaitLockOpt = False,
 ) -> None:
     """Measure each judge of CONFIG, and the panel, against records with planted errors: recall per
     deduction type and category, false alarms on clean records, score error. Resumes like `score`.
 
     Exit codes as `score`: 0 every call stored ok; 2 bad input; 3 completed with failures; 4 provider
-    batches still running; 130 interrupted.
+    batches still running; 6 another command is writing OUT; 130 interrupted.
     """
     from functools import partial
 
@@ -198,7 +224,7 @@ def calibrate(
     if dry_run:
         print_estimate(out_console, api.dry_run(prep.prepared))
         return
-    with progress_hook(err_console) as hook:
+    with _writing(out, "calibrate", wait_lock, create=True), progress_hook(err_console) as hook:
         results, report = _run_until_done_or_interrupted(partial(api.calibrate_async, wait=wait, lang=lang), prep,
                                                          out, hook)
     rubric = prep.prepared.rubric
@@ -290,6 +316,7 @@ def reliability(
     encoding: Annotated[str | None, typer.Option(
         help="Encoding of the --human / --ratings file (default: UTF-8, with or without BOM, then GB18030).")] = None,
     lang: LangOpt = None,
+    wait_lock: WaitLockOpt = False,
     calibrated: Annotated[bool, typer.Option(
         help="Also fit, per judge and for the panel, an isotonic map of the total to the clinicians' scale on "
              "the random spot check, with its cross-validated error (reported beside the raw scores; "
@@ -322,7 +349,7 @@ def reliability(
     from consensus_eval.output.files import write_json
 
     if human is not None:
-        _import_human(run_dir, human, reviewer, encoding, bootstrap)
+        _import_human(run_dir, human, reviewer, encoding, bootstrap, wait_lock=wait_lock)
     results = api.load_run(run_dir, n_boot=bootstrap, seed=seed, reuse_saved=False, replies=False)
     report = results.reliability
     if calibrated:
@@ -375,6 +402,7 @@ def audit(
              "has a reviewer's score).")] = False,
     lang: Annotated[str | None, typer.Option(
         "--lang", help="Language of the printed queue: zh | en (default: en).")] = None,
+    wait_lock: WaitLockOpt = False,
 ) -> None:
     """The review queue: "N cases need review", the top cases with why, each judge's deductions side
     by side. Calls no judge.
@@ -403,9 +431,10 @@ def audit(
     # a sheet written to standard output (--export -) is alone there: what the command says goes to stderr
     console = err_console if export is not None and str(export) == STDIO else out_console
     if human is not None:
-        _import_human(run_dir, human, reviewer, encoding, console=console)
+        _import_human(run_dir, human, reviewer, encoding, console=console, wait_lock=wait_lock)
     if spot_check is not None:
-        _spot_check(run_dir, spot_check, seed, stratify, redraw, export, reviewer, console)
+        with _writing(run_dir, "audit --spot-check", wait_lock):
+            _spot_check(run_dir, spot_check, seed, stratify, redraw, export, reviewer, console)
         return
     results = api.load_run(run_dir, replies=False)
     audits = results.audit
@@ -521,6 +550,7 @@ def report(
     reviewer: ReviewerOpt = None,
     encoding: EncodingOpt = None,
     lang: LangOpt = None,
+    wait_lock: WaitLockOpt = False,
 ) -> None:
     """(Re)write RUN_DIR/report.md and a self-contained RUN_DIR/report.html from the store. Calls no judge.
 
@@ -529,7 +559,7 @@ def report(
     from consensus_eval.output.report import write_reports
 
     if human is not None:
-        _import_human(run_dir, human, reviewer, encoding)
+        _import_human(run_dir, human, reviewer, encoding, wait_lock=wait_lock)
     md, html = write_reports(api.load_run(run_dir, replies=False), run_dir, lang)
     out_console.print(f"wrote {md} and {html}", highlight=False)
 
@@ -546,6 +576,7 @@ def review(
              "other machines reach the page (anyone with the printed link can label).")] = "127.0.0.1",
     lang: Annotated[str | None, typer.Option(
         help="Language of the pages: zh or en (default: zh for a rubric in Chinese, as the report).")] = None,
+    wait_lock: WaitLockOpt = False,
 ) -> None:
     """A local web page where clinicians adjudicate the review queue: the record and the conversation
     side by side, each judge's deductions with their evidence highlighted, a verdict per deduction,
@@ -590,7 +621,8 @@ def review(
         else:
             out_console.print(f"reviewing {run_dir}: open {url}  (Ctrl-C to stop)", highlight=False, soft_wrap=True)
 
-    serve(run_dir, host=host, port=port, reviewer=reviewer, on_ready=ready, lang=lang)
+    with _writing(run_dir, "review", wait_lock):  # the server writes labels for as long as it serves
+        serve(run_dir, host=host, port=port, reviewer=reviewer, on_ready=ready, lang=lang)
 
 
 human_app = typer.Typer(help="Human labels: import the filled-in adjudication sheet into a run's store.",
@@ -613,13 +645,15 @@ def reviewers_add(
     host: Annotated[str, typer.Option(help="The address the link names (where `review` will listen).")]
     = "127.0.0.1",
     port: Annotated[int, typer.Option(min=1, max=65535, help="The port the link names.")] = 8765,
+    wait_lock: WaitLockOpt = False,
 ) -> None:
     """Add a reviewer to RUN's team and print their personal link (shown once: only a hash of its key is
     stored). With a team, `review` runs in team mode: each reviewer opens their own link and labels under
     their own name only; the shared token link no longer opens the app."""
     from consensus_eval import api
 
-    rec, key = api.add_reviewer(run_dir, name, role=role, new_key=new_key)  # type: ignore[arg-type]
+    with _writing(run_dir, "reviewers add", wait_lock):
+        rec, key = api.add_reviewer(run_dir, name, role=role, new_key=new_key)  # type: ignore[arg-type]
     shown = f"[{host.strip('[]')}]" if ":" in host else host
     out_console.print(f"{rec.name} ({rec.role}) is on the team of {run_dir}. Their personal link, shown once (send "
                       f"it to them privately; anyone with it labels as {rec.name}):", highlight=False, soft_wrap=True)
@@ -637,12 +671,14 @@ def reviewers_assign(
         help="Assign the review queue's cases, even when a random spot check is drawn (default: the spot check "
              "when there is one).")] = False,
     seed: Annotated[int, typer.Option(help="Seed of the tie-breaking order.")] = 0,
+    wait_lock: WaitLockOpt = False,
 ) -> None:
     """Assign cases to the team's reviewers, balanced, PER_CASE reviewers each: each then sees their own cases
     first, blinded to the judges on spot-check cases and to each other's labels. Replaces an earlier assignment."""
     from consensus_eval import api
 
-    done = api.assign(run_dir, per_case, queue=queue, seed=seed)
+    with _writing(run_dir, "reviewers assign", wait_lock):
+        done = api.assign(run_dir, per_case, queue=queue, seed=seed)
     load: dict[str, int] = {}
     for names in done.values():
         for n in names:
@@ -668,11 +704,12 @@ def reviewers_list(run_dir: RunOpt) -> None:
 @reviewers_app.command("remove")
 @friendly_errors
 def reviewers_remove(name: Annotated[str, typer.Argument(help="The reviewer to take off the team.")],
-                     run_dir: RunOpt) -> None:
+                     run_dir: RunOpt, wait_lock: WaitLockOpt = False) -> None:
     """Take a reviewer off RUN's team: their link stops working; their labels stay."""
     from consensus_eval import api
 
-    api.remove_reviewer(run_dir, name)
+    with _writing(run_dir, "reviewers remove", wait_lock):
+        api.remove_reviewer(run_dir, name)
     out_console.print(f"{name} is off the team of {run_dir}: their link no longer opens it (their labels stay)",
                       highlight=False)
 
@@ -687,10 +724,11 @@ def human_import(
     encoding: EncodingOpt = None,
     bootstrap: Annotated[int, typer.Option(
         min=0, max=MAX_BOOTSTRAP, help="Bootstrap resamples for the rebuilt 95% CIs.")] = 1000,
+    wait_lock: WaitLockOpt = False,
 ) -> None:
     """Store a reviewer's labels in RUN/results.sqlite (a re-import of the same sheet replaces them),
     then rebuild reliability.json and the reports. Calls no judge."""
-    _import_human(run, sheet, reviewer, encoding, bootstrap)
+    _import_human(run, sheet, reviewer, encoding, bootstrap, wait_lock=wait_lock)
 
 
 def _reviewer_option(name: str | None) -> str | None:
@@ -706,10 +744,12 @@ def _reviewer_option(name: str | None) -> str | None:
 
 
 def _import_human(run_dir: Path, sheet: Path, reviewer: str | None, encoding: str | None,
-                  bootstrap: int = 1000, *, console: SafeConsole = out_console) -> None:
+                  bootstrap: int = 1000, *, console: SafeConsole = out_console, wait_lock: bool = False) -> None:
     from consensus_eval import api
 
-    done = api.import_human(run_dir, sheet, reviewer=_reviewer_option(reviewer), encoding=encoding, n_boot=bootstrap)
+    with _writing(run_dir, "human import", wait_lock):
+        done = api.import_human(run_dir, sheet, reviewer=_reviewer_option(reviewer), encoding=encoding,
+                                n_boot=bootstrap)
     for name, counts in done.by_reviewer.items():
         what = ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items())) or "no label"
         console.print(f"imported {sheet} ({done.format}) for reviewer {name}: {what}", highlight=False)

@@ -1139,6 +1139,118 @@ def outputs_kept_family() -> Family:
     return out
 
 
+#: the run folders a corpus entry holds the lock of, with the lock file's descriptor (let go by its check)
+_HELD: dict[Path, int] = {}
+
+
+def lock_held(d: Path) -> None:
+    """Another writer holds the run's lock: ``flock`` on ``{run}/results.sqlite.lock`` as ``corpus holder``
+    (held by this process's own descriptor, which the module's re-entrant hold does not know)."""
+    import fcntl
+
+    path = d / "run" / "results.sqlite.lock"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    os.write(fd, json.dumps({"pid": 424242, "command": "corpus holder", "since": time.time()}).encode())
+    _HELD[d] = fd
+
+
+def let_go(d: Path, out: Outcome) -> None:
+    """The entry's hold let go (the check of a :func:`lock_held` entry)."""
+    fd = _HELD.pop(d, None)
+    if fd is not None:
+        os.close(fd)
+
+
+def writers_family() -> Family:
+    """Issue 34 item 2: one writer per run. Every command that writes a run, while another holds it, is refused
+    at once naming the holder (exit 6), and the store is byte for byte what it was."""
+    out: Family = []
+    writers = {
+        "score": ("score", "{d}/cases.jsonl", "--out", "{run}"),
+        "calibrate": ("calibrate", "--sample", "2", "--out", "{run}"),
+        "human-import": ("human", "import", "{d}/s.csv", "--run", "{run}"),
+        "audit-human": ("audit", "{run}", "--human", "{d}/s.csv"),
+        "report-human": ("report", "{run}", "--human", "{d}/s.csv"),
+        "reliability-human": ("reliability", "{run}", "--human", "{d}/s.csv", "--bootstrap", "0"),
+        "spot-check": ("audit", "{run}", "--spot-check", "2"),
+        "reviewers-add": ("reviewers", "add", "ann", "--run", "{run}"),
+        "reviewers-assign": ("reviewers", "assign", "--run", "{run}", "--per-case", "1"),
+        "reviewers-remove": ("reviewers", "remove", "ann", "--run", "{run}"),
+        "review": ("review", "{run}", "--port", "1"),
+    }
+    files = {"cases.jsonl": jl(case()), "s.csv": "case_id,accuracy\ncase-01,30\n"}
+    for name, args in writers.items():
+        setup, check = kept("run/results.sqlite")
+        out.append(Hostile(f"writer-busy-{name}", args, files=files, setup=chain(setup, lock_held),
+                           check=all_checks(let_go, check), exit=6,
+                           expect=("being written by `corpus holder` (pid 424242", "--wait-lock"), item=342))
+    for name, args in (("audit", ("audit", "{run}")), ("report", ("report", "{run}")),
+                       ("reliability", ("reliability", "{run}", "--bootstrap", "0")),
+                       ("reviewers-list", ("reviewers", "list", "--run", "{run}")),
+                       ("compare", ("compare", "{run}", "{run}"))):
+        out.append(Hostile(f"writer-busy-ok-reader-{name}", args, setup=lock_held, check=let_go, exit=0, item=342))
+    return out
+
+
+def damage(where: str) -> Callable[[Path], None]:
+    """The run's store damaged in one page, as a disk or a copy damages it: ``calls``: the calls table's root page
+    header overwritten; ``index``: an index's root page zeroed; ``meta``: the meta table's root page header
+    overwritten; ``tail``: the last page zeroed."""
+    def setup(d: Path) -> None:
+        p = store_path(d)
+        con = sqlite3.connect(p)
+        try:
+            size = con.execute("PRAGMA page_size").fetchone()[0]
+            pages = con.execute("PRAGMA page_count").fetchone()[0]
+            if where == "tail":
+                page = pages
+            else:
+                kind = "index" if where == "index" else "table"
+                row = con.execute("SELECT rootpage FROM sqlite_master WHERE type = ? AND rootpage > 1"
+                                  + ("" if where == "index" else " AND name = ?") + " ORDER BY name LIMIT 1",
+                                  (kind,) if where == "index" else (kind, where)).fetchone()
+                page = row[0]
+        finally:
+            con.close()
+        raw = bytearray(p.read_bytes())
+        start = (page - 1) * size
+        if where in ("index", "tail"):
+            raw[start:start + size] = bytes(size)
+        else:
+            raw[start:start + 64] = b"\xff" * 64
+        p.write_bytes(bytes(raw))
+    return setup
+
+
+def damaged_family() -> Family:
+    """Issue 34 item 3: a damaged store is never written, nor read as if whole: every command refuses it with the
+    way to recover (a copy, `sqlite3 .recover`), and the store is byte for byte what it was."""
+    out: Family = []
+    commands = {
+        "score": ("score", "{d}/cases.jsonl", "--out", "{run}"),
+        "human-import": ("human", "import", "{d}/s.csv", "--run", "{run}"),
+        "spot-check": ("audit", "{run}", "--spot-check", "2"),
+        "reviewers-add": ("reviewers", "add", "ann", "--run", "{run}"),
+        "reviewers-list": ("reviewers", "list", "--run", "{run}"),
+        "reviewers-assign": ("reviewers", "assign", "--run", "{run}"),
+        "reviewers-remove": ("reviewers", "remove", "ann", "--run", "{run}"),
+        "report-human": ("report", "{run}", "--human", "{d}/s.csv"),
+        "audit": ("audit", "{run}"),
+        "report": ("report", "{run}"),
+        "reliability": ("reliability", "{run}", "--bootstrap", "0"),
+        "review": ("review", "{run}", "--port", "1"),
+        "compare": ("compare", "{run}", "{run}"),
+    }
+    files = {"cases.jsonl": jl(case()), "s.csv": "case_id,accuracy\ncase-01,30\n"}
+    for where in ("calls", "index", "meta", "tail"):
+        for name, args in commands.items():
+            setup, check = kept("run/results.sqlite")
+            out.append(Hostile(f"damaged-{where}-{name}", args, files=files, setup=chain(damage(where), setup),
+                               check=check, expect=("{run}/results.sqlite", "damaged", ".recover"), item=343))
+    return out
+
+
 def _api() -> Any:
     """consensus_eval.api (imported when an entry calls it)."""
     from consensus_eval import api
@@ -1177,7 +1289,7 @@ def build() -> list[Hostile]:
     corpus = [*outputs_family(), *limits_family(), *json_depth_family(), *surrogate_family(), *template_family(),
               *big_cell_family(), *reviewer_family(), *ansi_family(), *pipe_family(), *console_family(),
               *exit_family(), *variations_family(), *outputs_kept_family(),
-              *refusals34_family()]
+              *writers_family(), *damaged_family(), *refusals34_family()]
     names = [h.name for h in corpus]
     dup = sorted({n for n in names if names.count(n) > 1})
     assert not dup, f"duplicate corpus names: {dup}"

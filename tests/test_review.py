@@ -8,6 +8,7 @@ import csv
 import html
 import io
 import json
+import os
 import re
 import threading
 from collections.abc import Iterator
@@ -557,33 +558,42 @@ def test_a_deduction_repeated_in_three_runs_is_one_line_and_three_verdicts(tmp_p
         r.close()
 
 
-def test_labels_while_a_real_score_run_adds_a_judge_to_the_store(review: ReviewRun, run_dir: Path,
-                                                                 tmp_path: Path) -> None:
-    """`consensus-eval score` in another process adds a second judge's calls (and rebuilds every output)
-    while labels are written: both finish, nothing is lost on either side."""
+def test_a_real_score_run_waits_for_the_review_app_to_let_go(review: ReviewRun, run_dir: Path,
+                                                              tmp_path: Path) -> None:
+    """The review app holds the run while it serves (issue 34: one writer per run). `consensus-eval score` in
+    another process is refused at once, naming the holder, with nothing written (exit 6); with --wait-lock it
+    waits while labels are written, and adds the second judge's calls once the app lets go: nothing is lost."""
     import subprocess
     import sys
 
     config = tmp_path / "two.yaml"
     config.write_text("rubric: medical_record\njudges:\n  - {name: rules, kind: rules}\n"
                       "  - {name: rules2, kind: rules}\n", encoding="utf-8")
-    proc = subprocess.Popen([sys.executable, "-m", "consensus_eval.cli", "score", str(review_cases(tmp_path)),
-                             "--config", str(config), "--out", str(run_dir)], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    cmd = [sys.executable, "-m", "consensus_eval.cli", "score", str(review_cases(tmp_path)), "--config", str(config),
+           "--out", str(run_dir)]
+    before = (run_dir / "results.sqlite").read_bytes()
+    refused = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    assert refused.returncode == 6, refused.stdout + refused.stderr
+    assert f"being written by `the Python API` (pid {os.getpid()}" in refused.stderr
+    assert (run_dir / "results.sqlite").read_bytes() == before
+    proc = subprocess.Popen([*cmd, "--wait-lock"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    waiting = proc.stderr.readline()
+    assert "waiting for `the Python API`" in waiting, waiting
     it = first_item(review, "alice", 1)
-    k = 0
-    while proc.poll() is None or k < 20:
+    for k in range(20):
         review.apply("alice", {"op": "score", "case": 1, "dimension": "accuracy", "value": k % 40})
         review.apply("alice", {"op": "verdict", "case": 1, "ids": it.ids, "verdict": "agree", "comment": f"#{k}"})
-        k += 1
-    out = proc.communicate()[0]
-    assert proc.returncode == 0, out
+    assert proc.poll() is None   # still waiting
+    review.close()
+    out, err = proc.communicate()
+    assert proc.returncode == 0, out + err
     with Store.open_existing(run_dir, read_only=True) as store:
         judges = {c.judge for c in store.calls()}
         labels = store.human_labels(reviewer="alice")
     assert judges == {"rules", "rules2"}
     assert {(lb.kind, lb.value if lb.kind == "score" else lb.comment) for lb in labels} == {
-        ("score", (k - 1) % 40), ("verdict", f"#{k - 1}")}
+        ("score", 19), ("verdict", "#19")}
 
 
 def test_spot_check_cases_are_shown_apart_and_blind_until_the_reviewers_own_scores(run_dir: Path) -> None:

@@ -22,8 +22,10 @@ touches that table: ``score`` (a resume included) replaces the plan and adds cal
 ``audit`` / ``reliability`` only read. A reviewer has at most one label per (kind, case, dimension,
 deduction) (a unique index): :meth:`Store.upsert_human_label` writes one in one short transaction
 (what a click in the web app does), :meth:`Store.replace_human_labels` replaces everything one reviewer
-has from one source at once (a re-import of the same sheet replaces, never duplicates). Writers wait
-for each other (WAL journal, ``busy_timeout``), so a reviewer can label while a scoring run writes.
+has from one source at once (a re-import of the same sheet replaces, never duplicates). One process writes
+a run at a time: a store opened to write holds the run's lock (:mod:`consensus_eval.execution.lock`), and a
+store that is there is checked whole (``PRAGMA quick_check``, read-only) before anything is written to it
+(:func:`check_whole`); within the process, connections wait for each other (WAL journal, ``busy_timeout``).
 
 Label provenance and spot checks (schema 5): a score label says whether the reviewer entered it or
 accepted the panel's (``origin``), an added deduction carries its ``evidence``, and the ``spot_checks``
@@ -66,6 +68,7 @@ from consensus_eval._errors import InputError
 from consensus_eval.domain.judgment import CallOutcome, ErrorKind
 from consensus_eval.domain.stored import StoredJudgment, stored_judgment
 from consensus_eval.domain.textio import RefusedJSON, loads_json
+from consensus_eval.execution.lock import Hold, acquire, release
 
 SCHEMA_VERSION = 7  # 2: calls.error_kind; 3: human_labels; 4: batches, batch_calls; 5: human_labels.origin,
 #                    spot_checks; 6: human_labels.kind 'criterion'; 7: a plan row per (request, case)
@@ -436,19 +439,31 @@ class Store:
         self._lock = threading.RLock()
         #: the calls table's columns as selected (a version-1 store read as is has no error_kind)
         self._select = list(_READ_COLUMNS)
+        #: opened to write: this process's hold on the run's lock (execution.lock), let go on close
+        self._hold: Hold | None = None
         if read_only:
             self._db = self._connect_read_only()
         else:
-            self._db = self._connect_read_write()
+            self._folder_ready()
+            hold = self._hold = acquire(self.path.parent)  # one writer per run: a second is refused, naming this
+            try:
+                if hold is not None and not hold.store_checked:  # a damaged store: refused before any write
+                    check_whole(self.path)
+                    hold.store_checked = True
+                self._db = self._connect_read_write()
+            except BaseException:
+                if hold is not None:
+                    release(hold)
+                raise
         try:
             self._check_schema()
         except BaseException:
-            self._db.close()
+            self.close()
             raise
 
     # ------------------------------------------------------------------ opening
 
-    def _connect_read_write(self) -> sqlite3.Connection:
+    def _folder_ready(self) -> None:
         folder = self.path.parent
         if self.path.is_dir():
             raise InputError(f"{self.path}: is a folder; the store must be a file (results.sqlite)")
@@ -468,6 +483,8 @@ class Store:
         if not _writable(folder):
             raise InputError(f"{folder}: the output folder is read-only: the store ({STORE_NAME}) cannot be "
                              "written there; give --out a folder you can write to")
+
+    def _connect_read_write(self) -> sqlite3.Connection:
         try:
             db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
                                  timeout=BUSY_TIMEOUT_S)
@@ -493,6 +510,7 @@ class Store:
         try:
             db = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
             db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+            _quick_check(db, self.path)   # a damaged store is refused, not read as if it were whole
             return db
         except sqlite3.OperationalError as e:
             # A WAL store in a folder that cannot be written: SQLite cannot create the -shm file a WAL
@@ -505,13 +523,16 @@ class Store:
         try:
             db = sqlite3.connect(uri + "&immutable=1", uri=True, isolation_level=None, check_same_thread=False)
             db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+            _quick_check(db, self.path)
         except sqlite3.Error as e:
             raise self._open_error(e) from None
         return db
 
     def _open_error(self, e: sqlite3.Error) -> InputError:
         msg = str(e)
-        if isinstance(e, sqlite3.DatabaseError) and ("not a database" in msg or "malformed" in msg):
+        if isinstance(e, sqlite3.DatabaseError) and "malformed" in msg:
+            return _damaged(self.path, msg)
+        if isinstance(e, sqlite3.DatabaseError) and "not a database" in msg:
             return InputError(f"{self.path}: not a consensus-eval store: the file is not an SQLite database or "
                               f"is damaged ({msg}); move it away and score again")
         if "readonly" in msg or "read-only" in msg:
@@ -593,6 +614,9 @@ class Store:
             with suppress(sqlite3.Error):
                 self._db.execute("PRAGMA journal_mode=DELETE")
         self._db.close()
+        if self._hold is not None:
+            hold, self._hold = self._hold, None
+            release(hold)
 
     def __enter__(self) -> Store:
         return self
@@ -997,6 +1021,47 @@ class Store:
             yield
         except sqlite3.Error as e:
             raise self._open_error(e) from None
+
+
+def check_whole(path: Path) -> None:
+    """Before the first write into the store ``path`` (if there is one): open it read-only and run SQLite's
+    ``quick_check``; a damaged store is an :class:`InputError` saying how to recover what it holds, and nothing
+    is written to it. (A file that is not an SQLite store at all is left to the opening, which says so.)"""
+    try:
+        with open(path, "rb") as f:
+            if f.read(16) != b"SQLite format 3\x00":
+                return
+    except OSError:
+        return
+    uri = f"file:{quote(str(path.absolute()))}?mode=ro"
+    try:
+        db = sqlite3.connect(uri, uri=True, isolation_level=None)
+    except sqlite3.Error:
+        return
+    try:
+        _quick_check(db, path)
+    except sqlite3.OperationalError:
+        return   # cannot be read without writing (a WAL store in a folder it cannot make -shm in): opened as before
+    except sqlite3.DatabaseError as e:
+        raise _damaged(path, str(e)) from None
+    finally:
+        db.close()
+
+
+def _quick_check(db: sqlite3.Connection, path: Path) -> None:
+    """SQLite's ``quick_check`` of ``db`` (the store ``path``): a problem found is :func:`_damaged`."""
+    rows = db.execute("PRAGMA quick_check(3)").fetchall()
+    if rows != [("ok",)]:
+        raise _damaged(path, "; ".join(line for r in rows for line in str(r[0]).splitlines()
+                                       if not line.startswith("***")))
+
+
+def _damaged(path: Path, problem: str) -> InputError:
+    return InputError(
+        f"{path}: the store is damaged (SQLite's check: {problem[:300]}); nothing was written to it. To recover what "
+        f"it holds, work on a copy: `sqlite3 {path} .recover | sqlite3 recovered.sqlite`, then put recovered.sqlite "
+        f"in a new folder as {STORE_NAME} and run the command on that folder (a `score` resumes there: only the "
+        "calls lost are made again); or move the folder away and score again")
 
 
 def _writable(folder: Path) -> bool:
