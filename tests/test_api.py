@@ -119,6 +119,7 @@ def test_a_version_1_store_is_read_as_is_and_upgraded_by_the_next_score(tmp_path
     import sqlite3
 
     from consensus_eval import evaluate, load_run
+    from consensus_eval.execution.store import SCHEMA_VERSION
 
     first = evaluate(EXAMPLES, out=tmp_path / "out", n_boot=0)
     db = sqlite3.connect(tmp_path / "out" / "results.sqlite")
@@ -140,4 +141,4 @@ def test_a_version_1_store_is_read_as_is_and_upgraded_by_the_next_score(tmp_path
     assert schema()[0] == "1" and "error_kind" not in schema()[1]
     resumed = evaluate(EXAMPLES, out=tmp_path / "out", n_boot=0)   # a writer upgrades it in place
     assert resumed.progress is not None and resumed.progress.skipped == 48 and resumed.progress.done == 0
-    assert schema() == ("6", schema()[1]) and "error_kind" in schema()[1]
+    assert schema() == (str(SCHEMA_VERSION), schema()[1]) and "error_kind" in schema()[1]
