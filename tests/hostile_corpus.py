@@ -1251,6 +1251,27 @@ def damaged_family() -> Family:
     return out
 
 
+#: keys a careless user pastes where the name of the key's environment variable goes
+PASTED_KEYS = ("sk-proj-Zq81LmNc0aTy62ExWd5uR4pK", "a1b2c3d4e5f6a7b8c9d0e1f2a3b4c5d6", "LK7q2Zx9a4QoAbCdEf12",
+               "AIzaSyD-9tSrke72PouQMnMX-a7eZSW0jkFMBWY", "org_abc_DEF123ghiJKL456mno")
+
+
+def secrets34_family() -> Family:
+    """Issue 34 item 5: a key pasted where the NAME of its variable goes is refused without being shown (no 4+
+    character end of it in the output), by every command that reads the config."""
+    out: Family = []
+    for i, key in enumerate(PASTED_KEYS):
+        cfg = f"judges:\n  - name: gpt\n    model: openai/gpt-4.1\n    api_key_env: {key}\n"
+        for name, args in (("dry-run", DRY), ("score", ("score", "{d}/cases.jsonl", "-c", "{d}/c.yaml",
+                                                         "--out", "{d}/out")),
+                           ("judges-check", ("judges", "check", "-c", "{d}/c.yaml")),
+                           ("calibrate", ("calibrate", "-c", "{d}/c.yaml", "--dry-run"))):
+            out.append(Hostile(f"secret-key-as-variable-name-{i}-{name}", args,
+                               files={"cases.jsonl": jl(case()), "c.yaml": cfg},
+                               expect=("key",), absent=(key[:4], key[-4:]), item=345))
+    return out
+
+
 def _api() -> Any:
     """consensus_eval.api (imported when an entry calls it)."""
     from consensus_eval import api
@@ -1289,7 +1310,8 @@ def build() -> list[Hostile]:
     corpus = [*outputs_family(), *limits_family(), *json_depth_family(), *surrogate_family(), *template_family(),
               *big_cell_family(), *reviewer_family(), *ansi_family(), *pipe_family(), *console_family(),
               *exit_family(), *variations_family(), *outputs_kept_family(),
-              *writers_family(), *damaged_family(), *refusals34_family()]
+              *writers_family(), *damaged_family(), *secrets34_family(),
+              *refusals34_family()]
     names = [h.name for h in corpus]
     dup = sorted({n for n in names if names.count(n) > 1})
     assert not dup, f"duplicate corpus names: {dup}"

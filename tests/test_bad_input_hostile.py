@@ -49,6 +49,9 @@ ECHOES: dict[str, tuple[int, str]] = {
     "whole": (401, json.dumps({"error": {"message": f"Incorrect API key provided: {KEY}"}})),
     "masked": (401, json.dumps({"error": {"message": f"Incorrect API key provided: {KEY[:8]}****…{KEY[-4:]}"}})),
     "masked-ends": (401, json.dumps({"error": {"message": f"key {KEY[:6]}…{KEY[-6:]} is not valid"}})),
+    # what issue 34 found kept: the last four characters behind stars
+    "masked-last-4": (401, json.dumps({"error": {"message": f"Incorrect API key provided: *******{KEY[-4:]}"}})),
+    "masked-first-4": (401, json.dumps({"error": {"message": f"Incorrect API key provided: {KEY[:4]}*******"}})),
     "url-encoded": (401, json.dumps({"error": {"message": f"GET /v1/models?api_key={URL_KEY} denied"}})),
     # a body that is not JSON is shown as it came: the key JSON-escaped by the server (\\/) reaches the error
     "json-escaped": (401, 'upstream said: {"denied": {"key": "' + KEY.replace("/", "\\/") + '"}}'),
@@ -62,9 +65,9 @@ REPLY_QUOTES = {
 
 
 def _fragments() -> list[str]:
-    """Every 6-character end of the key in each echo form: any longer fragment contains one of them."""
+    """Every 4-character end of the key in each echo form: any longer fragment contains one of them."""
     forms = {KEY, URL_KEY, quote_plus(KEY, safe=""), KEY.replace("/", "\\/")}
-    return sorted({f for form in forms for f in (form[:6], form[-6:])})
+    return sorted({f for form in forms for f in (form[:4], form[-4:])})
 
 
 class EchoServer(ModeServer):
@@ -92,7 +95,7 @@ def echo_server() -> Iterator[EchoServer]:
 @pytest.mark.parametrize("mode", [*ECHOES, *REPLY_QUOTES])
 def test_no_fragment_of_the_key_in_any_output(mode: str, tmp_path: Path, echo_server: EchoServer,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    """Echoed whole, masked, URL-encoded, JSON-escaped, in a JSON body, or quoted in the judge's reply: no 6+
+    """Echoed whole, masked, URL-encoded, JSON-escaped, in a JSON body, or quoted in the judge's reply: no 4+
     character end of the key in stdout, results.sqlite, judgments.jsonl, consensus.jsonl or the reports."""
     monkeypatch.setenv("HOSTILE_JUDGE_KEY", KEY)
     cases = tmp_path / "cases.jsonl"
@@ -133,7 +136,9 @@ def test_scrub_removes_every_form_and_keeps_the_rest() -> None:
     from consensus_eval.judges.secrets import scrub
 
     masked = f"{KEY[:8]}****…{KEY[-4:]}"
-    assert scrub(f"key: {masked}!", KEY) == "key: *******…" + KEY[-4:] + "!"   # a 4-character end is kept
+    assert scrub(f"key: {masked}!", KEY) == "key: *******…***!"   # a 4-character end is removed too
+    assert scrub(f"key: *******{KEY[-4:]}", KEY) == "key: **********"
+    assert scrub(f"{KEY[-3:]} and {KEY[:3]}", KEY) == f"{KEY[-3:]} and {KEY[:3]}"   # 3 characters are not the key's
     assert scrub(f"a {URL_KEY} b", KEY) == "a *** b"
     assert scrub(f"a {KEY.replace('/', chr(92) + '/')} b", KEY) == "a *** b"
     assert scrub(f"x{KEY}y{KEY[3:20]}z", KEY) == "x***y" + KEY[3:20] + "z"  # a middle piece is not an end

@@ -65,6 +65,16 @@ Ungrounded = Literal["keep", "flag", "drop", "reask"]
 _KEY_PATTERN = re.compile(r"\b(sk-[A-Za-z0-9_\-]{16,}|AIza[0-9A-Za-z_\-]{30,})")
 
 
+def looks_like_key(name: str) -> bool:
+    """Whether ``name``, given where the name of an environment variable is expected, looks like an API key
+    itself: a provider's key pattern, or a run of 16 characters or more without ``_`` that mixes letters and
+    digits (variable names are words joined by ``_``: ``DEEPSEEK_API_KEY``, ``KEY_2024``; keys are not)."""
+    if _KEY_PATTERN.search(name):
+        return True
+    return any(len(part) >= 16 and any(c.isdigit() for c in part) and any(c.isalpha() for c in part)
+               for part in name.split("_"))
+
+
 #: the most runs a judge may make of one dimension of one case (``runs``, ``important_runs``, ``adaptive.max_runs``)
 MAX_RUNS = 1000
 
@@ -215,9 +225,11 @@ class LLMJudgeConfig(JudgeConfig):
     def _check(self) -> LLMJudgeConfig:
         if not self.model:
             raise ValueError("an llm judge needs `model` (a litellm model id such as openai/gpt-4.1)")
-        if self.api_key_env is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", self.api_key_env):
+        if self.api_key_env is not None and (not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", self.api_key_env)
+                                             or looks_like_key(self.api_key_env)):
+            # never echoed: a key pasted here would be shown (and stored with the config)
             raise ValueError("api_key_env must be the NAME of an environment variable (e.g. DEEPSEEK_API_KEY), "
-                             "not the key itself")
+                             "not the key itself (what is there looks like a key: it is not shown)")
         if self.batch and self.provider not in BATCH_PROVIDERS:
             raise ValueError(f"batch: true needs a provider with an OpenAI-style batch API reachable through litellm "
                              f"({', '.join(sorted(BATCH_PROVIDERS))}: `openai/<model>`, with `api_base` for another "

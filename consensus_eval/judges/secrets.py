@@ -2,9 +2,11 @@
 evidence, reasons and comments, batch notes) passes through :func:`scrub`.
 
 Providers echo keys in many forms, so a key is removed whole and by its fragments: any run of
-:data:`MIN_FRAGMENT` or more of its first or last characters (the masked forms of a 401,
-``LK7q2Zx9****...a4Qo``, ``sk-abc…xyz``), each also URL-encoded and as JSON escapes it; each is replaced
-by ``***``. Short keys (under :data:`MIN_FRAGMENT` characters) are removed whole only.
+:data:`MIN_FRAGMENT` (4) or more of its first or last characters (the masked forms of a 401,
+``LK7q2Zx9****...a4Qo``, ``sk-abc…xyz``, ``*******cdef``), each also URL-encoded and as JSON escapes it; each
+is replaced by ``***``. Short keys (under :data:`MIN_FRAGMENT` characters) are removed whole only. Four
+characters is what providers show of a key's end; the price is that the same four characters elsewhere in a
+text (one chance in about 14 million for a random key's end, per place) are masked too.
 
 The keys of every judge built in this process are known (:func:`register`), so a reply of one judge that
 quotes another judge's key is scrubbed too.
@@ -21,8 +23,9 @@ from consensus_eval.domain.sets import merged_spans
 
 __all__ = ["MASK", "MIN_FRAGMENT", "register", "scrub"]
 
-#: the shortest prefix or suffix of a key that is removed (shorter ones are too common to be the key's)
-MIN_FRAGMENT = 6
+#: the shortest prefix or suffix of a key that is removed (shorter ones are too common to be the key's; a
+#: provider's masked 401 shows the last four: ``*******cdef``)
+MIN_FRAGMENT = 4
 #: what a key, or a fragment of it, is replaced with
 MASK = "***"
 
