@@ -407,8 +407,9 @@ def audit(
     """The review queue: "N cases need review", the top cases with why, each judge's deductions side
     by side. Calls no judge.
 
-    A case needs review when it failed, is inconclusive or incomplete, its judges' totals are more than
-    flag_spread apart, its stars differ by flag_star_gap or more, a single judge scored it low or applied a
+    A case needs review when it failed, is inconclusive or incomplete, its judges' totals are further apart
+    than flag_spread (or flag_spread_share of the total's range), its stars differ by flag_star_gap or more,
+    its judges disagree on a criterion, a single judge scored it low or applied a
     fixed penalty, or a deduction quotes evidence not found in the case. Panels of two judges or more are
     ranked by disagreement (per-dimension spread as a share of the max, star gaps, deductions only one
     judge made: rates, so neither runs nor dimensions inflate it); a panel of one by risk (score lost,

@@ -12,6 +12,7 @@ import pytest
 
 from consensus_eval.domain.config import ConsensusConfig
 from consensus_eval.domain.flags import ADJUDICATE_GAP, disagreement, levels_apart, reviewers_apart
+from consensus_eval.domain.rubric import load_rubric
 from consensus_eval.execution.store import Store
 from consensus_eval.review.app import messages
 from consensus_eval.review.model import ReviewRun
@@ -29,7 +30,8 @@ def test_reviewers_are_apart_on_a_likert_dimension_by_the_panels_level_rule() ->
     # the same rule as the panel's level_gap flag, gap for gap
     for cfg in (default, wide):
         for low, high in ((3, 3), (3, 4), (3, 5), (1, 5), (2, 5)):
-            flagged = any(f.code == "level_gap" for f in disagreement([], {}, cfg, ratings={"d": [low, high]}))
+            flagged = any(f.code == "level_gap"
+                          for f in disagreement(load_rubric("pdqi9"), [], {}, cfg, ratings={"d": [low, high]}))
             assert flagged == levels_apart(high - low, cfg) == reviewers_apart("likert", high - low, cfg)
 
 

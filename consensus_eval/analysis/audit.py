@@ -51,13 +51,14 @@ needs review when any of these holds:
 
 - ``failed`` (no judge answered), ``inconclusive`` (too few judges answered), ``incomplete``
   (planned calls not stored yet: provisional);
-- ``spread``: the judges' totals are more than the config's ``consensus.flag_spread`` points apart;
+- ``spread``: the judges' totals are further apart than the consensus flag's limit (``consensus.flag_spread``
+  points, or ``flag_spread_share`` of the total's range: :func:`~consensus_eval.domain.flags.spread_limit`);
 - ``star_gap``: on some dimension the judges' stars differ by ``consensus.flag_star_gap`` or more;
 - ``level_gap``: on a likert dimension the judges' ratings (each judge's mean over its runs) differ by
   ``consensus.flag_level_gap`` or more levels (the consensus flag's rule);
-- ``split``: on a criteria dimension the panel is split evenly on a criterion (as many judges found it met
-  as not: no panel verdict, the consensus flag's rule); a criterion the judges merely disagree on is marked
-  in the drill-down (:attr:`CriterionRow.split`, listed first) and weighs in the spread, not a reason;
+- ``split``: on a criteria dimension the judges disagree on a criterion (each judge's own verdict;
+  :attr:`CriterionRow.split`, listed first in the drill-down), on at least ``consensus.flag_split_share`` of
+  its criteria (the default: any); the consensus flag's rule, so the queue and the drill-down agree;
 - judged by a single judge (a panel of one, or the only judge of a panel that answered), its risk
   signals: ``low_score`` (a dimension at :data:`LOW_STARS` stars or fewer) and ``fixed_penalty``
   (a fixed penalty nobody else could confirm);
@@ -105,7 +106,7 @@ from typing import Literal
 
 from consensus_eval.analysis.consensus import CaseConsensus
 from consensus_eval.domain.config import ConsensusConfig, EvalConfig
-from consensus_eval.domain.flags import majority
+from consensus_eval.domain.flags import Flag, majority, split_criteria
 from consensus_eval.domain.grounding import Grounding
 from consensus_eval.domain.rubric import Criterion, Dimension, Rubric
 from consensus_eval.domain.scoring import DimensionScore
@@ -309,10 +310,11 @@ class VerdictItem:
 @dataclass(slots=True, frozen=True, kw_only=True)
 class CriterionRow:
     """One criterion of a ``criteria`` dimension across the judges: ``judges`` maps each judge that answered to
-    its verdicts, run by run (``True``: met); ``split`` is True when the judges' verdicts differ (a judge whose
-    runs disagree among themselves counts as disagreeing too); ``met_share`` is the share of all those
-    verdicts that say met (None when no judge answered); ``tie``: the panel's majority is split evenly (each
-    judge's majority over its runs, as many met as not: :func:`consensus_eval.domain.flags.majority`)."""
+    its verdicts, run by run (``True``: met); ``split`` is True when the judges' verdicts differ (each judge's
+    own verdict, its majority over its runs: :func:`consensus_eval.domain.flags.split_criteria`, the flag's
+    rule); ``met_share`` is the share of all the runs' verdicts that say met (None when no judge answered);
+    ``tie``: the panel's majority is split evenly (as many judges found it met as not: no panel verdict,
+    :func:`consensus_eval.domain.flags.majority`)."""
 
     id: str
     text: str
@@ -807,7 +809,7 @@ def _audit_case(rubric: Rubric, judges: Sequence[str], cons: CaseConsensus, reco
         dimensions=dims, mismatch_runs=mismatches,
     )
     a.risk = risk_score(a.lost_share, a.penalty_share, a.ungrounded_share)
-    a.reasons = review_reasons(a, config if config is not None else ConsensusConfig(), policy)
+    a.reasons = review_reasons(a, config if config is not None else ConsensusConfig(), policy, cons.flag_codes)
     a.needs_review = bool(a.reasons)
     return a
 
@@ -824,8 +826,11 @@ def _lost(dim: DimensionAudit) -> float | None:
     return (dim.max - score) / (dim.max - low)
 
 
-def review_reasons(a: CaseAudit, cfg: ConsensusConfig, policy: str = "flag") -> list[ReviewReason]:
-    """Why case ``a`` needs review (module docstring, *Needs review*); empty when it does not."""
+def review_reasons(a: CaseAudit, cfg: ConsensusConfig, policy: str = "flag",
+                   flags: Sequence[Flag] = ()) -> list[ReviewReason]:
+    """Why case ``a`` needs review (module docstring, *Needs review*); empty when it does not. ``flags``: the
+    case's consensus flags (:attr:`~consensus_eval.analysis.consensus.CaseConsensus.flag_codes`), which decide
+    ``spread`` and ``split`` (:mod:`consensus_eval.domain.flags`)."""
     out: list[ReviewReason] = []
     if a.status == "failed":
         out.append(_reason(code="failed", text="no judge answered"))
@@ -835,9 +840,10 @@ def review_reasons(a: CaseAudit, cfg: ConsensusConfig, policy: str = "flag") -> 
             f"{cfg.min_judges})")))
     elif a.status == "incomplete":
         out.append(_reason(code="incomplete", text="calls still missing: the scores are provisional"))
-    if a.spread is not None and a.spread > cfg.flag_spread:
-        out.append(_reason(code="spread", value=a.spread, limit=cfg.flag_spread, text=(
-            f"the judges' totals are {_num(a.spread)} points apart (more than {_num(cfg.flag_spread)})")))
+    by_code = {(f.code, f.dimension): f for f in flags}
+    if (spread := by_code.get(("spread", None))) is not None:
+        out.append(_reason(code="spread", value=spread.value, limit=spread.limit, text=(
+            f"the judges' totals are {_num(spread.value)} points apart (more than {_num(spread.limit)})")))
     gaps = [f"{dim.name} {dim.star_gap}★" for dim in a.dimensions if dim.star_gap >= cfg.flag_star_gap]
     if gaps:
         out.append(_reason(code="star_gap", subjects=gaps, limit=cfg.flag_star_gap, text=(
@@ -848,10 +854,11 @@ def review_reasons(a: CaseAudit, cfg: ConsensusConfig, policy: str = "flag") -> 
     if levels:
         out.append(_reason(code="level_gap", subjects=levels, limit=gap, text=(
             f"judges' ratings differ by {_num(gap)} levels or more: {', '.join(levels)}")))
-    split = [f"{dim.name}: {row.id}" for dim in a.dimensions for row in dim.criteria if row.tie]
+    split = [f"{dim.name}: {row.id}" for dim in a.dimensions if ("split", dim.dimension) in by_code
+             for row in dim.criteria if row.split]
     if split:
         out.append(_reason(code="split", subjects=split, value=len(split), text=(
-            f"the panel is split evenly on {len(split)} criterion{'s' if len(split) != 1 else ''}: "
+            f"the judges disagree on {len(split)} criterion{'s' if len(split) != 1 else ''}: "
             f"{', '.join(split)}")))
     if a.n_judges_answered == 1:
         low = [f"{dim.name} {v.stars}★" for dim in a.dimensions for v in dim.judges
@@ -921,7 +928,8 @@ def _criterion_rows(dim: Dimension, views: Sequence[JudgeView],
         every = [m for ms in by_judge.values() for m in ms]
         per_judge = [2 * sum(ms) > len(ms) for ms in by_judge.values() if 2 * sum(ms) != len(ms)]
         rows.append(CriterionRow(id=c.id, text=c.text, points=float(c.points), judges=by_judge,
-                                 split=len(set(every)) > 1, met_share=sum(every) / len(every) if every else None,
+                                 split=bool(split_criteria({c.id: per_judge})),
+                                 met_share=sum(every) / len(every) if every else None,
                                  tie=majority(per_judge) == "split"))
     return sorted(rows, key=lambda r: not r.split)
 

@@ -29,7 +29,7 @@ from consensus_eval.domain.aggregate import aggregate
 from consensus_eval.domain.cases import Case
 from consensus_eval.domain.config import ConsensusConfig
 from consensus_eval.domain.construct import construct
-from consensus_eval.domain.flags import Flag, Majority, disagreement, majority
+from consensus_eval.domain.flags import Flag, Majority, disagreement, majority, split_criteria
 from consensus_eval.domain.rubric import Rubric
 from consensus_eval.domain.scoring import DimensionScore
 from consensus_eval.execution.results import StoredRun
@@ -198,9 +198,16 @@ def _flags(rubric: Rubric, table: dict[str, dict[str, JudgeScore]], judges: Sequ
            totals: Sequence[float], config: ConsensusConfig, verdicts: Mapping[str, Mapping[str, Majority]]
            ) -> list[Flag]:
     """Why the panel's verdict on a case is disputed (:func:`~consensus_eval.domain.flags.disagreement`):
-    stars of the dimensions with stars, judges' mean ratings of the likert ones, split criteria."""
+    stars of the dimensions with stars, judges' mean ratings of the likert ones, the criteria the judges
+    disagree on (each judge's own verdict) out of those with a verdict."""
     likert = [d.id for d in rubric.dimensions if d.kind == "likert"]
+    splits = {}
+    for d in verdicts:
+        by_id: dict[str, list[bool]] = {}
+        for j in judges:
+            for cid, met in table[j][d].criteria.items():
+                by_id.setdefault(cid, []).append(met)
+        splits[d] = (len(split_criteria(by_id)), len(by_id))
     return disagreement(
-        totals, {d: [s for j in judges if (s := table[j][d].stars) is not None] for d in dims}, config,
-        ratings={d: [m for j in judges if (m := table[j][d].mean) is not None] for d in likert},
-        splits={d: sum(v == "split" for v in by_id.values()) for d, by_id in verdicts.items()})
+        rubric, totals, {d: [s for j in judges if (s := table[j][d].stars) is not None] for d in dims}, config,
+        ratings={d: [m for j in judges if (m := table[j][d].mean) is not None] for d in likert}, splits=splits)

@@ -394,8 +394,17 @@ class ConsensusConfig(BaseModel):
     aggregate: str = "mean"
     trim: Annotated[float, Field(ge=0, lt=0.5)] = 0.2
     min_judges: Annotated[int, Field(ge=1)] = 1
-    flag_spread: Annotated[float, Field(ge=0)] = 10.0
+    #: flag a case when the judges' totals are more than this many points apart; unset (the default): more than
+    #: ``flag_spread_share`` of the range of the rubric's total (:func:`~consensus_eval.domain.flags.spread_limit`)
+    flag_spread: Annotated[float | None, Field(ge=0, exclude_if=lambda v: v is None)] = None
+    #: the share of the rubric total's range the judges' totals may differ by before a case is flagged (unless
+    #: ``flag_spread`` gives points): 0.1 is 10 points of the medical_record rubric's 0-100, 3.6 of PDQI-9's 9-45,
+    #: 0.1 of a criteria rubric's 0-1 (left out of dumps at its default)
+    flag_spread_share: Annotated[float, Field(gt=0, le=1, exclude_if=lambda v: v == 0.1)] = 0.1
     flag_star_gap: Annotated[int, Field(ge=1)] = 2
+    #: flag a case when the judges disagree on at least this share of a ``criteria`` dimension's criteria (and on
+    #: one at least: the default 0 flags any criterion they disagree on; left out of dumps at its default)
+    flag_split_share: Annotated[float, Field(ge=0, le=1, exclude_if=lambda v: v == 0)] = 0.0
     #: flag a case when judges' ratings of a ``likert`` dimension differ by this many levels or more (left out
     #: of dumps at its default: a config that does not set it is stored as one without the field)
     flag_level_gap: Annotated[float, Field(gt=0, exclude_if=lambda v: v == 2)] = 2

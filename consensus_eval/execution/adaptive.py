@@ -15,8 +15,9 @@ judge, dimension and case, with ``n`` runs planned and their successful runs' re
   apart (needs two successful runs); on a ``likert`` dimension, their ratings ``consensus.flag_level_gap``
   or more levels apart (points of a deductions scale mean nothing on a 1-5 one); on a ``criteria``
   dimension, any two runs scoring differently (a verdict changed: a 0-1 score has no points to spread);
-- or if the panel (every judge asked the case) disagrees: judges' totals (means over runs) more than
-  ``consensus.flag_spread`` apart (every dimension gets a run), or this dimension's stars
+- or if the panel (every judge asked the case) disagrees: judges' totals (means over runs) further apart
+  than the flag's limit (``consensus.flag_spread``, or ``flag_spread_share`` of the total's range:
+  :func:`~consensus_eval.domain.flags.spread_limit`; every dimension gets a run), or this dimension's stars
   ``consensus.flag_star_gap`` or more apart: the very rules that flag a case for audit
   (:mod:`consensus_eval.analysis.consensus`);
 - else stop.
@@ -143,7 +144,7 @@ def _panel_flags(runs: CaseRuns, rubric: Rubric, config: EvalConfig) -> set[str]
                  and (st := rubric.dimension(d).stars_for(v)) is not None] for d in dims}
     ratings = {d.id: [v for m in means.values() if (v := m[d.id]) is not None]
                for d in rubric.dimensions if d.kind == "likert"}
-    flags = disagreement(totals, stars, config.consensus, ratings=ratings)
+    flags = disagreement(rubric, totals, stars, config.consensus, ratings=ratings)
     if any(f.code == "spread" for f in flags):
         return set(dims)
     return {f.dimension for f in flags if f.dimension is not None}

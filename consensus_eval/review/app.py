@@ -187,7 +187,7 @@ def create_app(run: ReviewRun, *, reviewer: str | None = None, hosts: list[str] 
     cfg = run.results.config.consensus
     env.globals.update(
         status_text=lambda code: rt("status_" + code) if "status_" + code in rt.texts else code,
-        reason_texts=lambda a: review_reasons(a, rt, cfg.flag_spread, cfg.flag_star_gap),
+        reason_texts=lambda a: review_reasons(a, rt, cfg.flag_star_gap),
         formula_text=rt(run.queue.formula_key),
         score_name=rt("col_risk" if run.queue.mode == "risk" else "col_disagreement"))
     static = {name: (files("consensus_eval.review") / "static" / name).read_bytes() for name in STATIC}

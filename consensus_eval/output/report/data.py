@@ -103,7 +103,7 @@ class ReportData:
     def reasons(self, a: CaseAudit) -> list[str]:
         """Why ``a`` needs review, in the report's language (:func:`review_reasons`)."""
         cfg = self.results.config.consensus
-        return review_reasons(a, self.t, cfg.flag_spread, cfg.flag_star_gap)
+        return review_reasons(a, self.t, cfg.flag_star_gap)
 
     @cached_property
     def review_queue(self) -> ReviewQueue:
@@ -284,11 +284,11 @@ def _anchors(results: Results) -> dict[str, str]:
     return {**given, **case_anchors(missing)} if missing else given
 
 
-def review_reasons(a: CaseAudit, t: Messages, flag_spread: float = 0.0, flag_star_gap: int = 0) -> list[str]:
+def review_reasons(a: CaseAudit, t: Messages, flag_star_gap: int = 0) -> list[str]:
     """Why a case is in the review queue, in the report's language: the audit's own words in
     English; in another language each reason (:class:`~consensus_eval.analysis.audit.ReviewReason`)
-    rebuilt from the case's figures with the catalogue's words (``why_<code>``). ``flag_spread`` and
-    ``flag_star_gap``: the config's limits the reasons quote."""
+    rebuilt from the case's figures with the catalogue's words (``why_<code>``). ``flag_star_gap``: the
+    config's limit the star reason quotes (the spread reason quotes its own, in the rubric's units)."""
     if t.lang == "en":
         return [r.text for r in a.reasons]
     out = []
@@ -296,7 +296,7 @@ def review_reasons(a: CaseAudit, t: Messages, flag_spread: float = 0.0, flag_sta
         if r.code == "inconclusive":
             out.append(t("why_inconclusive", n=a.n_judges_answered))
         elif r.code == "spread":
-            out.append(t("why_spread", spread=fmt_num(a.spread or 0), limit=fmt_num(flag_spread)))
+            out.append(t("why_spread", spread=fmt_num(r.value or 0), limit=fmt_num(r.limit or 0)))
         elif r.code == "star_gap":
             dims = [f"{d.name} {d.star_gap}★" for d in a.dimensions if d.star_gap >= flag_star_gap]
             out.append(t("why_star_gap", gap=flag_star_gap, dims="、".join(dims)))
