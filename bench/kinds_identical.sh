@@ -60,7 +60,7 @@ else:
             f.write(f"== {table} {keep}\n")
             names = ", ".join(keep)
             for row in db.execute(f"SELECT {names} FROM {table} ORDER BY {names}"):
-                if table == "meta" and row[0] == "inputs":  # where the side's input files are (its worktree)
+                if table == "meta" and row[0] == "inputs":  # where each side keeps its input files (its worktree)
                     continue
                 f.write(json.dumps(row, ensure_ascii=False) + "\n")
 '
