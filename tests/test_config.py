@@ -42,7 +42,8 @@ def test_default_config_rules_only() -> None:
     assert [(j.name, j.kind) for j in cfg.judges] == [("rules", "rules")]
     assert (cfg.runs, cfg.important_runs) == (1, 3)
     assert cfg.runs_for(False) == 1 and cfg.runs_for(True) == 3
-    assert cfg.consensus.aggregate == "mean" and cfg.consensus.flag_spread == 10
+    assert cfg.consensus.aggregate == "mean" and cfg.consensus.flag_spread is None
+    assert cfg.consensus.flag_spread_share == 0.1      # 10 points of the medical_record rubric's 0-100
     assert all(j.missing_key() is None for j in cfg.judges)
 
 
