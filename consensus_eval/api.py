@@ -18,8 +18,8 @@ Nothing here prints, and importing it changes no global state.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine, Iterable, Mapping
-from contextlib import suppress
+from collections.abc import Coroutine, Iterable, Mapping, Sequence
+from contextlib import ExitStack, suppress
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar, cast
@@ -60,6 +60,7 @@ from consensus_eval.execution.estimate import JudgeEstimate, estimate
 from consensus_eval.execution.execute import Progress, ProgressHook, execute
 from consensus_eval.execution.lock import run_lock as run_lock  # public: one writer per run (docs/api.md)
 from consensus_eval.execution.plan import Call, plan
+from consensus_eval.execution.shards import SHARD_META, Shard, ShardRecord, merge_stores, select as select_shard
 from consensus_eval.execution.store import (
     REVIEWER_ROLES,
     STORE_NAME,
@@ -94,15 +95,19 @@ class Prepared:
     #: the files the run is made from, as ``(what, absolute path)`` (the cases, the config...): no output may
     #: replace one, and they are recorded in the store (``audit --export`` refuses them too)
     inputs: list[tuple[str, str]] = field(default_factory=list)
+    #: a shard's run (``prepare(shard=...)``): which shard, and of which case set; ``cases`` are the shard's
+    shard: ShardRecord | None = None
 
 
 def prepare(cases: CasesInput, config: ConfigInput = DEFAULT_CONFIG, *, skip_invalid: bool = False,
-            check_keys: bool = True) -> Prepared:
+            check_keys: bool = True, shard: str | Shard | None = None) -> Prepared:
     """Load the config, its rubric and the cases, build the judges and plan the calls.
 
     ``cases``: a JSONL, CSV or Excel (.xlsx) path (a sheet's columns named by the config's ``fields``),
     or Case objects / mappings. ``config``: a YAML path, an
     :class:`EvalConfig` or a mapping. ``check_keys``: refuse judges whose API key variable is unset.
+    ``shard``: ``"K/N"`` (or a :class:`~consensus_eval.execution.shards.Shard`): plan only the cases of shard K
+    of N, numbered from 0 (:mod:`consensus_eval.execution.shards`; :func:`merge` combines the shards' runs).
     Raises :class:`InputError` naming the file, line and field of what is wrong.
     """
     cfg = _config(config)
@@ -115,9 +120,12 @@ def prepare(cases: CasesInput, config: ConfigInput = DEFAULT_CONFIG, *, skip_inv
     if not case_list:
         raise InputError(f"{cases}: no valid case to score ({len(invalid)} invalid line(s), skipped):\n"
                          + "\n".join(invalid))
+    record = None
+    if shard is not None:
+        case_list, record = select_shard(case_list, Shard.parse(shard) if isinstance(shard, str) else shard)
     judges = [build_judge(j, rubric) for j in cfg.judges]
     inputs = _inputs(("the cases file", cases), ("the config", config), ("the rubric", cfg.rubric))
-    return Prepared(cfg, rubric, case_list, invalid, judges, plan(case_list, rubric, cfg, judges), inputs)
+    return Prepared(cfg, rubric, case_list, invalid, judges, plan(case_list, rubric, cfg, judges), inputs, record)
 
 
 async def run_async(prep: Prepared, out: str | Path, on_progress: ProgressHook | None = None,
@@ -469,6 +477,40 @@ def remove_reviewer(folder: str | Path, name: str) -> None:
             raise InputError(f"{name!r} is not a reviewer of {folder} (see: consensus-eval reviewers list {folder})")
 
 
+@dataclass
+class Merged:
+    """What :func:`merge` did: how many ``shards`` it merged, the run's ``cases``, its planned ``calls``, the
+    human ``labels`` taken from the shards, and the rebuilt ``results``."""
+
+    shards: int
+    cases: int
+    calls: int
+    labels: int
+    results: Results
+
+
+def merge(runs: Sequence[str | Path], out: str | Path, *, n_boot: int = 1000, lang: str | None = None) -> Merged:
+    """Merge the runs of every shard of a run (``score --shard K/N``; :func:`prepare` with ``shard``) into the new
+    folder ``out``, then rebuild its outputs: what one process scoring every case would have written, but for
+    the live timings and the store's own bookkeeping (docs/scale.md). No judge is called.
+
+    Refused with an :class:`InputError` saying which run and why, nothing written: a run that is not a shard's;
+    shards of different case sets, configs, rubrics or counts; a shard given twice or missing; a shard not
+    finished (planned calls not stored, provider batches running); a spot check or a review team made for one
+    shard; a store already in ``out`` (:func:`consensus_eval.execution.shards.merge_stores`). It holds the lock
+    of ``out`` and of every shard's run while it works (:func:`run_lock`)."""
+    folder = Path(out)
+    check_outputs(folder, inputs=[("a shard's store", Path(r) / STORE_NAME) for r in runs])
+    with ExitStack() as locks:  # no shard is written while it is read (one writer per run: execution.lock)
+        for r in runs:
+            locks.enter_context(run_lock(r, create=False))
+        report = merge_stores([Path(r) for r in runs], folder)
+    with Store.open_existing(folder) as store:
+        results = _rebuild(store, folder, n_boot, lang)
+    return Merged(shards=report.shards, cases=report.cases, calls=report.calls, labels=report.labels,
+                  results=results)
+
+
 def rebuild(folder: str | Path, *, n_boot: int = 1000, lang: str | None = None) -> Results:
     """Rewrite every output of ``folder`` (judgments.jsonl, consensus.csv/jsonl, reliability.json,
     report.md, report.html) from its store: one read, one derivation, one analysis. ``lang``: the
@@ -491,6 +533,8 @@ async def _run(prep: Prepared, out: Path, on_progress: ProgressHook | None, n_bo
         store.set_meta("config", prep.config.to_json())
         store.set_meta("cases", [c.model_dump(mode="json") for c in prep.cases])
         store.set_meta("invalid_lines", prep.invalid_lines)
+        if prep.shard is not None or store.get_meta(SHARD_META) is not None:  # a shard's record, or none
+            store.set_meta(SHARD_META, None if prep.shard is None else prep.shard.model_dump())
         if prep.config.grows:
             def more(planned: list[Call], stored: list[StoredCall]) -> list[Call]:
                 return grow(planned, stored, prep.rubric, prep.config, prep.judges)
@@ -499,6 +543,9 @@ async def _run(prep: Prepared, out: Path, on_progress: ProgressHook | None, n_bo
         else:
             store.set_plan(c.planned for c in prep.calls)
             progress = await _execute_with_batches(prep, store, on_progress, stop, wait)
+        if prep.shard is not None and progress.round_starts != prep.shard.round_starts:
+            # where each round of a plan that grows starts: what a merge orders the calls by
+            store.set_meta(SHARD_META, {**prep.shard.model_dump(), "round_starts": progress.round_starts})
         results = _rebuild(store, out, n_boot, lang)
     results.progress = progress
     return results

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from functools import wraps
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
@@ -122,6 +122,9 @@ def score(
         help="Judges with `batch: true`: poll the provider (every batch_poll_s) until every batch is collected.",
     )] = False,
     wait_lock: WaitLockOpt = False,
+    shard: Annotated[str | None, typer.Option(
+        help="K/N: score only shard K of N (0 to N-1; a case's shard is a hash of its id) into OUT; "
+             "`merge` then combines the shards' folders (docs/scale.md).")] = None,
 ) -> None:
     """Score CASES with the judges of CONFIG; resumes where a previous run into OUT stopped.
 
@@ -147,9 +150,12 @@ def score(
         from consensus_eval.output.calibration import load_calibration
 
         load_calibration(calibration)  # a bad file is refused before any call
-    prep = api.prepare(cases, config, skip_invalid=skip_invalid, check_keys=not dry_run)
+    prep = api.prepare(cases, config, skip_invalid=skip_invalid, check_keys=not dry_run, shard=shard)
     for line in prep.invalid_lines:
         err_console.print(f"[yellow]skipped:[/] {line}", highlight=False, soft_wrap=True)
+    if prep.shard is not None:
+        out_console.print(f"shard {prep.shard.shard}: {len(prep.cases)} of the {prep.shard.n_cases} cases",
+                          highlight=False)
     if dry_run:
         print_estimate(out_console, api.dry_run(prep))
         return
@@ -167,6 +173,40 @@ def score(
         for note in results.progress.batch_notes:
             out_console.print(f"batch: {note}", highlight=False, soft_wrap=True)
     code = print_run_end(out_console, results, allow_failures)
+    if code:
+        raise typer.Exit(code)
+
+
+@app.command()
+@friendly_errors
+def merge(
+    runs: Annotated[list[Path], typer.Argument(help="The output folders of every shard (`score --shard K/N`).")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Output folder of the merged run (without a store).")],
+    lang: LangOpt = None,
+    wait_lock: WaitLockOpt = False,
+) -> None:
+    """Merge the runs of every shard of a run (`score --shard K/N`) into OUT and rebuild its outputs, as one
+    `score` of every case would have written them. Calls no judge.
+
+    Refused (exit 2, nothing written): a folder that is not a shard's run, shards of other cases, configs,
+    rubrics or counts, a shard missing, given twice or not finished. Exit 3: the merged run has failed calls
+    (as `score`).
+    """
+    from consensus_eval import api
+    from consensus_eval.output.console import print_run_end, print_summary
+
+    if lang is not None:
+        from consensus_eval.output.report.i18n import messages
+
+        messages(lang)  # an unknown language is refused before anything is written
+    with _writing(out, "merge", wait_lock, create=True), ExitStack() as shards:
+        for run in runs:  # none is written while merge reads it
+            shards.enter_context(_writing(run, "merge", wait_lock))
+        merged = api.merge(runs, out, lang=lang)
+    out_console.print(f"merged {merged.shards} shard(s) into {out}: {merged.cases} cases, {merged.calls} calls, "
+                      f"{merged.labels} human label(s)", highlight=False, soft_wrap=True)
+    print_summary(out_console, merged.results, out)
+    code = print_run_end(out_console, merged.results)
     if code:
         raise typer.Exit(code)
 

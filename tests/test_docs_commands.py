@@ -72,6 +72,9 @@ PLACEHOLDERS: dict[str, str] = {
     "DIR": "out/two-systems",                        # the shared run (docs/validity.md), 32 cases, two systems
     "DIR_A": "out/two-systems",
     "DIR_B": "out/two-systems-again",                # made: the same cases and config again (a copy of DIR)
+    "DIR_0": "out/shard-0",                          # made: shards 0/2 and 1/2 of DIR's cases (score --shard)
+    "DIR_1": "out/shard-1",
+    "MERGED": "out/merged",
     "SHEET.csv": "out/two-systems/sheet.csv",        # made when read: the audit's sheet of DIR, filled in
     "SPOT.csv": "out/spot.csv",
     "RATINGS.csv": "ratings.csv",                    # made: unit,rater,value, 5 units x 3 raters, levels 1-5
@@ -306,6 +309,13 @@ def _make_second_run(path: Path, ws: Workspace) -> None:
     shutil.copytree(path.parent / "two-systems", path)
 
 
+def _make_shard(path: Path, ws: Workspace) -> None:
+    k = path.name.rsplit("-", 1)[1]
+    res = run_cli(["score", PLACEHOLDERS["CASES.jsonl"], "--shard", f"{k}/2", "--out", str(path)], path.parents[1],
+                  ws.env)
+    assert res.code == 0, res.output
+
+
 #: Files a doc command reads that the reader is assumed to have: made when a command names one that is not there.
 MADE: dict[str, Callable[[Path, Workspace], None]] = {
     "sheet.csv": _make_sheet,
@@ -318,6 +328,8 @@ MADE: dict[str, Callable[[Path, Workspace], None]] = {
     "pred.json": _make_trees,
     "gold.json": _make_trees,
     "two-systems-again": _make_second_run,
+    "shard-0": _make_shard,
+    "shard-1": _make_shard,
 }
 
 
@@ -334,7 +346,7 @@ def writes(argv: list[str]) -> list[str]:
         return []
     verb = " ".join(argv[:2]) if argv[0] in ("human", "reviewers", "judges", "metrics") else argv[0]
     out = _option(argv, "--out")
-    if verb == "score":
+    if verb in ("score", "merge"):
         return [f"{out or 'out'}/{f}" for f in RUN_FILES]
     if verb == "calibrate":
         return [f"{out or 'out/calibration'}/{f}" for f in ("calibration.json", "suite.jsonl", *RUN_FILES)]
@@ -350,7 +362,7 @@ def writes(argv: list[str]) -> list[str]:
 def _removed_first(argv: list[str]) -> list[str]:
     """What a command makes: gone before it runs, so that its appearing is the command's doing."""
     found = writes(argv)
-    if argv[0] in ("score", "calibrate") and (out := _option(argv, "--out")):
+    if argv[0] in ("score", "calibrate", "merge") and (out := _option(argv, "--out")):
         found.append(out)
     return found
 

@@ -211,10 +211,12 @@ async def execute_rounds(calls: Sequence[Call], judges: Sequence[Judge], rubric:
         if stopped:
             progress.interrupted = True
             if new:
+                progress.round_starts.append(len(planned))
                 store.set_plan(c.planned for c in [*planned, *new])
             return progress
         if not new:
             return progress
+        progress.round_starts.append(len(planned))
         planned += new
         batch = new
         progress.rounds += 1

@@ -41,6 +41,9 @@ class Progress:
     #: rounds of a plan that grows (adaptive runs, a cascade: :mod:`consensus_eval.execution.adaptive`);
     #: ``total`` grows with each round. 1 for a fixed plan.
     rounds: int = 1
+    #: where each round's calls start in the plan as stored (plan positions; ``[0]`` for a fixed plan): what a
+    #: merge of shards needs to order the calls of a plan that grows as one process would
+    round_starts: list[int] = field(default_factory=lambda: [0])
     #: provider batches (``batch: true`` judges) still running when the run returned: their calls are not
     #: stored yet (rerun ``score`` or ``score --wait`` to collect them); empty when no batch is pending
     batches: list[BatchRecord] = field(default_factory=list)

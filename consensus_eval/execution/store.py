@@ -246,11 +246,11 @@ class PlannedCall:
 
 
 _COLUMNS = list(CallRecord.model_fields)
-#: what :meth:`Store.record_many` runs for each call: an ``ok`` row is never overwritten
-_RECORD_SQL = (f"INSERT INTO calls ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' for _ in _COLUMNS)}) "
-               "ON CONFLICT(request_hash) DO UPDATE SET "
-               + ", ".join(f"{c} = excluded.{c}" for c in _COLUMNS if c != "request_hash")
-               + " WHERE calls.status != 'ok'")
+#: a call stored again: an ``ok`` row is never overwritten
+_UPSERT = ("ON CONFLICT(request_hash) DO UPDATE SET "
+           + ", ".join(f"{c} = excluded.{c}" for c in _COLUMNS if c != "request_hash") + " WHERE calls.status != 'ok'")
+#: what :meth:`Store.record_many` runs for each call
+_RECORD_SQL = f"INSERT INTO calls ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' for _ in _COLUMNS)}) {_UPSERT}"
 
 
 def _column_value(rec: CallRecord, column: str, now: float) -> Any:
@@ -695,6 +695,23 @@ class Store:
         rows = [[_column_value(rec, c, now) for c in _COLUMNS] for rec in recs]
         with self._transaction():
             self._db.executemany(_RECORD_SQL, rows)
+
+    def import_calls(self, source: Path) -> int:
+        """Copy the planned calls of the store file ``source`` into this one as they are stored there, byte for
+        byte, in one transaction (an ``ok`` row here is kept): how a merge of shards takes each shard's calls.
+        Returns how many rows were copied."""
+        self._writable()
+        with self._lock:
+            self._db.execute("ATTACH DATABASE ? AS src", (str(source),))
+            try:
+                have = {r[1] for r in self._db.execute("PRAGMA src.table_info(calls)")}
+                select = ", ".join(f"c.{c}" if c in have else "NULL" for c in _COLUMNS)
+                with self._transaction():
+                    return self._db.execute(
+                        f"INSERT INTO calls ({', '.join(_COLUMNS)}) SELECT {select} FROM src.calls c "
+                        f"JOIN src.plan p USING (request_hash) WHERE true {_UPSERT}").rowcount
+            finally:
+                self._db.execute("DETACH DATABASE src")
 
     def calls(self, *, planned_only: bool = True, replies: bool = True) -> list[StoredCall]:
         """Stored calls, in plan order (only those of the current plan unless told otherwise), as plain read
