@@ -9,6 +9,7 @@ import os
 import re
 import sqlite3
 import subprocess
+import sys
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -270,3 +271,21 @@ def test_the_shard_record_says_where_each_round_starts(tmp_path: Path) -> None:
         assert s.get_meta("shard") is None
     assert Counter(c.status for c in asyncio.run(api.run_async(api.prepare(cases, CONFIG), tmp_path / "s",
                                                                   n_boot=0)).consensus)["ok"] == 6
+
+
+def test_merge_waits_for_no_shard_being_written(shards: list[Path], tmp_path: Path) -> None:
+    """A shard another process is writing (it holds the run's lock) is not read half-written: merge is refused,
+    naming the writer (exit 6), and nothing is written."""
+    from tests.test_one_writer import HOLDER
+
+    proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(shards[1])], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == "held\n"
+        res = CliRunner().invoke(app, ["merge", *map(str, shards), "--out", str(tmp_path / "m")])
+        assert res.exit_code == 6, res.output
+        assert f"being written by `test holder` (pid {proc.pid}" in " ".join(res.output.split())
+        assert not (tmp_path / "m" / STORE_NAME).exists()
+    finally:
+        proc.communicate("")
+    assert CliRunner().invoke(app, ["merge", *map(str, shards), "--out", str(tmp_path / "m")]).exit_code == 0
