@@ -3,7 +3,7 @@
 Two corpora use it: ``tests/test_bad_input_corpus.py`` (everyday mistakes, issue 12: a table of entries,
 some of them API calls or run on a read-only folder) and ``tests/hostile_corpus.py`` (what an attacker or
 a careless user feeds every subcommand, issue 25: families of generated entries, some of them run in a
-subprocess with a time and a memory limit).
+process of their own with a limit of CPU time and of address space).
 
 An :class:`Entry` is a command line (placeholders ``{d}``: the entry's own folder, ``{run}``: a fresh copy
 of a small scored run in ``{d}/run``, ``{bad}``: ``tests/data/bad``) or an API call, the files it writes,
@@ -15,7 +15,17 @@ the run, prepares and runs it; :func:`classify` puts the result in one class:
 - ``handled``: the exit the entry expects (0, 1, 3) and its checks pass;
 - ``traceback``: an exception other than the CLI's own exit, or "Traceback" in the output;
 - ``wrong``: another exit code, a message missing, a check failing (an exit 0 on a wrong result);
-- ``hang``: over the entry's time limit (in-process: interrupted by SIGALRM; in a subprocess: killed).
+- ``hang``: over the entry's limit of CPU time (in-process: interrupted by SIGPROF, ``ITIMER_PROF``; in a
+  subprocess: killed by ``RLIMIT_CPU``), or not ended after :func:`liveness_s` of wall-clock time.
+
+The limit is CPU time, not a wall-clock deadline: a loaded machine (load 4-20) slows an entry down without
+making it use more CPU, so it cannot turn a pass into a hang. The wall-clock bound is only a liveness check,
+ten times the CPU limit (at least two minutes), for an entry blocked without using CPU (a read nobody answers,
+a server that starts instead of refusing).
+
+An entry with ``proc`` runs in a process of its own: forked from a warm process that imported the package once
+(``tests/cli_zygote.py``: no seconds of imports per entry), or, when the entry is about the interpreter itself (its
+console's encoding, a full disk or a closed pipe at exit), a new ``python -m consensus_eval.cli``.
 
 Read-only folders: permissions do not stop root (CI runs as root), so a ``read_only`` entry runs with the
 effective uid of ``nobody`` on a folder owned by root (:func:`folder_for` makes one others can reach), or,
@@ -26,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import resource
 import shutil
@@ -50,8 +61,12 @@ BAD = Path(__file__).parent / "data" / "bad"
 #: the uid a read-only entry runs as when the tests run as root
 NOBODY = 65534
 
-#: seconds an in-process entry may take before it is a hang (a subprocess entry: its own ``timeout``)
+#: seconds of CPU an in-process entry may use before it is a hang (a subprocess entry: its own ``timeout``)
 IN_PROCESS_TIMEOUT = 20.0
+#: the wall-clock liveness bound is this many times an entry's CPU limit (:func:`liveness_s`)...
+LIVENESS_FACTOR = 10
+#: ...and at least this many seconds
+LIVENESS_MIN_S = 120.0
 #: address space of a subprocess entry: an entry that needs more is a memory blow-up, not a pass
 SUBPROCESS_MEMORY = 3 * 1024**3
 
@@ -113,6 +128,8 @@ class Outcome:
     exc: BaseException | None = None
     hung: bool = False
     seconds: float = 0.0
+    #: why it hung: ``cpu`` (over its CPU limit) or ``liveness`` (not ended after :func:`liveness_s`)
+    hung_by: str = ""
 
     @property
     def output(self) -> str:
@@ -146,9 +163,19 @@ class Entry:
     env: dict[str, str] = field(default_factory=dict)
     #: subprocess only: where stdout goes (``pipe``, ``full``: /dev/full, ``closed``: a pipe closed at once)
     stdout: str = "pipe"
+    #: seconds of CPU the entry may use (not wall-clock seconds: see the module docstring)
     timeout: float = IN_PROCESS_TIMEOUT
     #: the hostile corpus only: the numbered item of issue 25 the entry belongs to
     item: int = 3
+
+
+def liveness_s(cpu_s: float) -> float:
+    """Wall-clock seconds after which an entry limited to ``cpu_s`` seconds of CPU is hung whatever its CPU.
+
+    Args:
+        cpu_s: the entry's CPU limit (its ``timeout``).
+    """
+    return max(LIVENESS_MIN_S, LIVENESS_FACTOR * cpu_s)
 
 
 def fill(text: str, d: Path) -> str:
@@ -234,21 +261,27 @@ def _read_only(folder: Path) -> Iterator[None]:
 
 
 class Hang(BaseException):
-    """Raised by SIGALRM in an in-process entry that takes too long (not an Exception: nothing catches it)."""
+    """Raised in an in-process entry over its limits (not an Exception: nothing catches it); ``args[0]`` says
+    which: ``cpu`` or ``liveness``."""
 
 
 @contextlib.contextmanager
-def _alarm(seconds: float) -> Iterator[None]:
+def _alarm(cpu_s: float) -> Iterator[None]:
+    """Raise :class:`Hang` in the body once this process has used ``cpu_s`` more seconds of CPU (SIGPROF), or
+    once :func:`liveness_s` of wall-clock time have passed (SIGALRM)."""
     def ring(signum: int, frame: object) -> None:
-        raise Hang()
+        raise Hang("cpu" if signum == signal.SIGPROF else "liveness")
 
-    previous = signal.signal(signal.SIGALRM, ring)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    previous = {sig: signal.signal(sig, ring) for sig in (signal.SIGPROF, signal.SIGALRM)}
+    signal.setitimer(signal.ITIMER_PROF, cpu_s)
+    signal.setitimer(signal.ITIMER_REAL, liveness_s(cpu_s))
     try:
         yield
     finally:
+        signal.setitimer(signal.ITIMER_PROF, 0)
         signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _api_call(entry: Entry, d: Path) -> Outcome:
@@ -259,8 +292,8 @@ def _api_call(entry: Entry, d: Path) -> Outcome:
     try:
         with _alarm(entry.timeout):
             entry.call(d)
-    except Hang:
-        return Outcome(None, "", "", hung=True, seconds=time.monotonic() - start)
+    except Hang as e:
+        return Outcome(None, "", "", hung=True, seconds=time.monotonic() - start, hung_by=str(e.args[0]))
     except InputError as e:
         return Outcome(2, str(e), "", seconds=time.monotonic() - start)
     except Exception as e:  # noqa: BLE001 - any other exception is what the corpora are against
@@ -277,8 +310,8 @@ def _in_process(entry: Entry, d: Path) -> Outcome:
     try:
         with _alarm(entry.timeout):
             res = CliRunner().invoke(app, [fill(a, d) for a in entry.args], env=entry.env or None)
-    except Hang:
-        return Outcome(None, "", "", hung=True, seconds=time.monotonic() - start)
+    except Hang as e:
+        return Outcome(None, "", "", hung=True, seconds=time.monotonic() - start, hung_by=str(e.args[0]))
     exc = None if res.exception is None or isinstance(res.exception, SystemExit) else res.exception
     stdout = res.stdout
     try:
@@ -290,13 +323,61 @@ def _in_process(entry: Entry, d: Path) -> Outcome:
     return Outcome(res.exit_code, stdout, stderr, exc, seconds=time.monotonic() - start)
 
 
-def _limit_memory() -> None:
-    resource.setrlimit(resource.RLIMIT_AS, (SUBPROCESS_MEMORY, SUBPROCESS_MEMORY))
+def _limits(cpu_s: float) -> Callable[[], None]:
+    """The child's limits: :data:`SUBPROCESS_MEMORY` of address space, ``cpu_s`` seconds of CPU (SIGXCPU at the
+    soft limit, SIGKILL a second later)."""
+    cpu = max(1, math.ceil(cpu_s))
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (SUBPROCESS_MEMORY, SUBPROCESS_MEMORY))
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+
+    return limit
+
+
+def _process_env(entry: Entry) -> dict[str, str]:
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "COLUMNS": "100", **entry.env}
+    env.pop("FORCE_COLOR", None)
+    return env
+
+
+def _needs_interpreter(entry: Entry) -> bool:
+    """Whether the entry is about the interpreter itself (its console's encoding, stdout at exit): a new one."""
+    return entry.stdout != "pipe" or "PYTHONIOENCODING" in entry.env
+
+
+def _forked(entry: Entry, d: Path) -> Outcome:
+    """The entry in a process forked from the warm :class:`tests.cli_zygote.Zygote` (no imports to pay)."""
+    from tests.cli_zygote import Zygote
+
+    env = _process_env(entry)
+    start = time.monotonic()
+    ended = Zygote.shared(env).run([fill(a, d) for a in entry.args], env=env, cwd=ROOT, cpu_s=entry.timeout,
+                                   memory=SUBPROCESS_MEMORY, liveness_s=liveness_s(entry.timeout))
+    return _ended(ended.status, ended.stdout, ended.stderr, time.monotonic() - start, killed=ended.killed)
+
+
+def _ended(status: int, out: bytes | None, err: bytes | None, seconds: float, *, killed: bool) -> Outcome:
+    """The outcome of an entry's process that ended with ``status`` (minus a signal's number)."""
+    def dec(b: bytes | None) -> str:
+        return b.decode("utf-8", "replace") if b else ""
+
+    if killed:
+        return Outcome(None, dec(out), dec(err), hung=True, seconds=seconds, hung_by="liveness")
+    stderr = dec(err)
+    if status == -signal.SIGXCPU:  # over its CPU limit
+        return Outcome(None, dec(out), stderr, hung=True, seconds=seconds, hung_by="cpu")
+    exc: BaseException | None = None
+    if status < 0:
+        exc = RuntimeError(f"killed by signal {-status}")
+    elif "MemoryError" in stderr:
+        exc = MemoryError(stderr[-300:])
+    return Outcome(status, dec(out), stderr, exc, seconds=seconds)
 
 
 def _subprocess(entry: Entry, d: Path) -> Outcome:
-    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "COLUMNS": "100", **entry.env}
-    env.pop("FORCE_COLOR", None)
+    """The entry in a new interpreter (``python -m consensus_eval.cli``)."""
+    env = _process_env(entry)
     cmd = [sys.executable, "-m", "consensus_eval.cli", *(fill(a, d) for a in entry.args)]
     start = time.monotonic()
     stdout_target: Any = subprocess.PIPE
@@ -310,35 +391,27 @@ def _subprocess(entry: Entry, d: Path) -> Outcome:
             os.close(r)
             stdout_target = w
         proc = subprocess.Popen(cmd, stdout=stdout_target, stderr=subprocess.PIPE, env=env, cwd=ROOT,
-                                preexec_fn=_limit_memory, start_new_session=True)
+                                preexec_fn=_limits(entry.timeout), start_new_session=True)
         if entry.stdout == "closed":
             os.close(w)
         try:
-            out, err = proc.communicate(timeout=entry.timeout)
+            out, err = proc.communicate(timeout=liveness_s(entry.timeout))
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
-            return Outcome(None, "", "", hung=True, seconds=time.monotonic() - start)
+            out, err = proc.communicate()
+            return _ended(proc.returncode, out, err, time.monotonic() - start, killed=True)
     finally:
         if full is not None:
             full.close()
-
-    def dec(b: bytes | None) -> str:
-        return b.decode("utf-8", "replace") if b else ""
-
-    stderr = dec(err)
-    exc: BaseException | None = None
-    if proc.returncode < 0:
-        exc = RuntimeError(f"killed by signal {-proc.returncode}")
-    elif "MemoryError" in stderr:
-        exc = MemoryError(stderr[-300:])
-    return Outcome(proc.returncode, dec(out), stderr, exc, seconds=time.monotonic() - start)
+    return _ended(proc.returncode, out, err, time.monotonic() - start, killed=False)
 
 
 def _run(entry: Entry, d: Path) -> Outcome:
     if entry.call is not None:
         return _api_call(entry, d)
-    return _subprocess(entry, d) if entry.proc else _in_process(entry, d)
+    if not entry.proc:
+        return _in_process(entry, d)
+    return _subprocess(entry, d) if _needs_interpreter(entry) else _forked(entry, d)
 
 
 def run_entry(entry: Entry, d: Path, scored_run: Path) -> Outcome:
@@ -360,7 +433,9 @@ def run_entry(entry: Entry, d: Path, scored_run: Path) -> Outcome:
 def classify(entry: Entry, d: Path, out: Outcome) -> tuple[str, str]:
     """(class, why) of an outcome (see the module docstring)."""
     if out.hung:
-        return "hang", f"over {entry.timeout:g} s"
+        if out.hung_by == "liveness":
+            return "hang", f"not ended after {liveness_s(entry.timeout):g} s of wall-clock time (liveness bound)"
+        return "hang", f"over {entry.timeout:g} s of CPU"
     if out.exc is not None:
         return "traceback", f"{type(out.exc).__name__}: {str(out.exc)[:300]}"
     if "Traceback (most recent call last)" in out.output:

@@ -1,0 +1,133 @@
+"""The bad-input harness's limits (tests/bad_input_harness.py): CPU time, not wall-clock time, makes an entry a
+hang, and a wall-clock liveness bound catches an entry blocked without using CPU; in-process, in a new interpreter
+and in a process forked from the warm one (tests/cli_zygote.py)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import tests.bad_input_harness as harness
+from tests.bad_input_harness import ROOT, Entry, classify, run_entry
+from tests.cli_zygote import Zygote
+from tests.helpers import write_cases
+
+
+@pytest.fixture
+def empty_run(tmp_path: Path) -> Path:
+    """What run_entry copies to ``{d}/run``: these entries do not read it."""
+    run = tmp_path / "scored"
+    run.mkdir()
+    return run
+
+
+def _classify(entry: Entry, tmp_path: Path, run: Path) -> tuple[str, str]:
+    d = tmp_path / "d"
+    d.mkdir()
+    return classify(entry, d, run_entry(entry, d, run))
+
+
+def _spin(d: Path) -> None:
+    while True:
+        pass
+
+
+def _two_fifos(d: Path) -> None:
+    os.mkfifo(d / "p.json")
+    os.mkfifo(d / "g.json")
+
+
+def _sleep(d: Path) -> None:
+    time.sleep(60)
+
+
+def test_an_in_process_entry_over_its_cpu_limit_is_a_hang(tmp_path: Path, empty_run: Path) -> None:
+    cls, why = _classify(Entry("spin", call=_spin, timeout=0.3), tmp_path, empty_run)
+    assert (cls, why) == ("hang", "over 0.3 s of CPU")
+
+
+def test_an_in_process_entry_blocked_without_cpu_is_caught_by_the_liveness_bound(
+        tmp_path: Path, empty_run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(harness, "LIVENESS_MIN_S", 0.5)
+    cls, why = _classify(Entry("sleep", call=_sleep, timeout=0.01), tmp_path, empty_run)
+    assert cls == "hang" and "liveness bound" in why, why
+
+
+def test_waiting_costs_an_in_process_entry_no_cpu(tmp_path: Path, empty_run: Path) -> None:
+    """0.5 s asleep under a 0.2 s CPU limit is no hang: a loaded machine's wait does not count."""
+    cls, why = _classify(Entry("nap", call=lambda d: time.sleep(0.5), exit=0, timeout=0.2), tmp_path, empty_run)
+    assert cls == "handled", why
+
+
+#: an entry about the console's encoding runs in a new interpreter (not forked from the warm one)
+NEW_INTERPRETER = {"PYTHONIOENCODING": "utf-8"}
+
+
+#: a command that only burns CPU, whatever the package's speed: ``python -m timeit`` of an endless loop
+SPIN = ("timeit", "-n", "1", "while True: pass")
+
+
+def test_a_new_interpreter_over_its_cpu_limit_is_killed_and_a_hang(tmp_path: Path) -> None:
+    """A new interpreter gets the entry's limit of CPU (SIGXCPU), and that end is classified as a hang."""
+    proc = subprocess.run([sys.executable, "-m", *SPIN], preexec_fn=harness._limits(1), capture_output=True,
+                          timeout=600)  # a liveness bound: one second of CPU in fact
+    assert proc.returncode == -signal.SIGXCPU, proc
+    out = harness._ended(proc.returncode, proc.stdout, proc.stderr, 1.0, killed=False)
+    entry = Entry("spin", ("score",), exit=0, proc=True, timeout=1, env=NEW_INTERPRETER)
+    assert classify(entry, tmp_path, out) == ("hang", "over 1 s of CPU")
+
+
+def test_a_new_interpreter_blocked_without_cpu_is_killed_by_the_liveness_bound(
+        tmp_path: Path, empty_run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A named pipe nobody writes: the command blocks opening it, using no CPU."""
+    monkeypatch.setattr(harness, "LIVENESS_MIN_S", 3.0)
+    entry = Entry("fifo", ("metrics", "text2dt", "{d}/p.json", "{d}/g.json"), exit=0, proc=True, timeout=0.1,
+                  env=NEW_INTERPRETER,
+                  setup=_two_fifos)
+    cls, why = _classify(entry, tmp_path, empty_run)
+    assert cls == "hang" and "liveness bound" in why, why
+
+
+# --------------------------------------------------------------------------- the warm process (tests/cli_zygote.py)
+
+
+def _zygote() -> Zygote:
+    return Zygote.shared({**os.environ, "COLUMNS": "100"})
+
+
+def test_a_forked_command_is_a_process_of_its_own(tmp_path: Path) -> None:
+    """What ``python -m consensus_eval.cli`` gives: the exit code, stdout and stderr apart, the working folder and
+    the environment it was given, and a pid that is neither this process nor the zygote."""
+    cases = write_cases(tmp_path / "cases.jsonl", 2)
+    env = {**os.environ, "COLUMNS": "70"}  # the zygote's own is 100: the child's console reads the child's
+    ended = _zygote().run(["score", str(cases), "--dry-run"], env=env, cwd=ROOT, cpu_s=60,
+                          memory=harness.SUBPROCESS_MEMORY, liveness_s=600)
+    assert (ended.status, ended.killed) == (0, False), ended.stderr.decode()
+    lines = ended.stdout.decode().splitlines()
+    assert "dry run: nothing was sent" in lines[0] and max(map(len, lines)) == 70
+    assert any(line.split() == ["│", "rules", "│", "rules", "│", "6", "│", "0", "│", "0", "│", "0.0000", "│", "0.0000",
+                                "│", "0.0000", "│"] for line in lines), lines
+    assert ended.cpu_s > 0
+    refused = _zygote().run(["score", "missing.jsonl"], env=env, cwd=tmp_path, cpu_s=60,
+                            memory=harness.SUBPROCESS_MEMORY, liveness_s=600)
+    assert refused.status == 2 and b"missing.jsonl" in refused.stdout + refused.stderr
+    assert b"Traceback" not in refused.stdout + refused.stderr and b"Warning" not in refused.stderr, refused
+
+
+def test_a_forked_command_over_its_cpu_limit_is_ended_by_sigxcpu(tmp_path: Path) -> None:
+    ended = _zygote().run(list(SPIN[1:]), module=SPIN[0], env={**os.environ}, cwd=ROOT, cpu_s=1,
+                          memory=harness.SUBPROCESS_MEMORY, liveness_s=600)
+    assert ended.status == -signal.SIGXCPU and not ended.killed and ended.cpu_s > 0.5, ended
+
+
+def test_a_forked_command_blocked_without_cpu_is_killed_at_the_liveness_bound(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "p.json")
+    ended = _zygote().run(["metrics", "text2dt", str(tmp_path / "p.json"), str(tmp_path / "p.json")],
+                          env={**os.environ}, cwd=ROOT, cpu_s=60, memory=harness.SUBPROCESS_MEMORY, liveness_s=2)
+    assert ended.killed and ended.status == -signal.SIGKILL
