@@ -183,7 +183,7 @@ def test_adaptive_run_grows_in_rounds_and_resumes_to_the_same_plan(tmp_path: Pat
         prep = api.prepare(cases, write_config(tmp_path / "c.yaml", url))
         return await api.run_async(prep, out, hook, n_boot=0, stop=stop)
 
-    with FakeServer(FakeConfig(seed=7, latency_ms=5.0, max_lifetime_s=120)) as srv:
+    with FakeServer(FakeConfig(seed=7, latency_ms=5.0, max_lifetime_s=600)) as srv:
         whole = asyncio.run(go(tmp_path / "whole", None, srv.url))
         n_whole = len(srv.log)
         assert whole.progress is not None and not whole.progress.interrupted
@@ -217,7 +217,7 @@ def test_adaptive_run_grows_in_rounds_and_resumes_to_the_same_plan(tmp_path: Pat
 
 def test_cascade_sends_stage_2_only_the_flagged_cases_and_says_so(tmp_path: Path) -> None:
     cases = write_cases(tmp_path / "cases.jsonl", n=8)
-    with FakeServer(FakeConfig(seed=11, latency_ms=5.0, max_lifetime_s=120)) as srv:
+    with FakeServer(FakeConfig(seed=11, latency_ms=5.0, max_lifetime_s=600)) as srv:
         prep = api.prepare(cases, write_config(tmp_path / "c.yaml", srv.url, cascade=True))
         results = api.run(prep, tmp_path / "out", n_boot=0)
     planned = _plan(tmp_path / "out")

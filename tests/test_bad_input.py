@@ -35,7 +35,7 @@ def test_record_beyond_the_context_window_fails_that_call_with_a_clear_reason(tm
     lines[1] = json.dumps(huge, ensure_ascii=False)
     cases.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
-    with FakeServer(FakeConfig(seed=3, context_limit_chars=CONTEXT_CHARS, max_lifetime_s=60)) as srv:
+    with FakeServer(FakeConfig(seed=3, context_limit_chars=CONTEXT_CHARS, max_lifetime_s=600)) as srv:
         cfg = write_panel(tmp_path / "panel.yaml", srv.url)
         progress = evaluate.run(evaluate.prepare(cases, cfg), tmp_path / "out").progress
         log = [e for e in srv.log if e["dim"]]
@@ -93,7 +93,7 @@ def test_a_broken_cases_file_on_rerun_loses_nothing_already_stored(tmp_path: Pat
     out = tmp_path / "out"
     runner = CliRunner()
 
-    with FakeServer(FakeConfig(seed=5, max_lifetime_s=90)) as srv:
+    with FakeServer(FakeConfig(seed=5, max_lifetime_s=600)) as srv:
         cfg = write_panel(tmp_path / "panel.yaml", srv.url)
         first = runner.invoke(app, ["score", str(good), "--config", str(cfg), "--out", str(out)])
         assert first.exit_code == 0, first.output
@@ -141,7 +141,7 @@ def test_context_error_message_names_the_limit(tmp_path: Path, mode: Mode) -> No
     rubric = load_rubric("medical_record")
     case = Case(id="big", conversation="医生：你好\n患者：你好", record="主诉：" + "多饮" * 20_000)
     d = rubric.dimension("accuracy")
-    with FakeServer(FakeConfig(seed=1, context_limit_chars=CONTEXT_CHARS, max_lifetime_s=30)) as srv:
+    with FakeServer(FakeConfig(seed=1, context_limit_chars=CONTEXT_CHARS, max_lifetime_s=600)) as srv:
         model = "openai/fake-a" if mode == "tools" else "hosted_vllm/fake-b"
         judge = LLMJudge(LLMJudgeConfig(name="j", model=model, api_base=srv.url + "/v1", mode=mode), rubric)
         out = asyncio.run(judge.judge(case, d, render(rubric, d, case)))

@@ -448,7 +448,7 @@ def test_fake_server_panel_invented_quotes_come_out_not_found(tmp_path: Path, ru
     from consensus_eval import api
     from tests.fake_server import FakeConfig, FakeServer
 
-    with FakeServer(FakeConfig(seed=1, max_lifetime_s=120, p_invented_quote=0.2)) as srv:
+    with FakeServer(FakeConfig(seed=1, max_lifetime_s=600, p_invented_quote=0.2)) as srv:
         cfg = {"judges": [{"name": n, "model": f"openai/{n}", "api_base": srv.url + "/v1", "mode": m,
                            "input_cost_per_token": 1e-7, "output_cost_per_token": 2e-7}
                           for n, m in (("judge-a", "tools"), ("judge-b", "json"), ("judge-c", "md_json"))]}

@@ -262,7 +262,7 @@ def test_hard_timeout_cuts_a_hanging_call(rubric: Rubric, api_keys: str) -> None
     async def answer(r: httpx.Request) -> httpx.Response:
         state["n"] += 1
         if state["n"] == 1:
-            await asyncio.sleep(30)  # hangs far past timeout_s
+            await asyncio.sleep(60)  # hangs far past timeout_s
         return httpx.Response(200, json=chat_response(_body(r), reply))
 
     with respx.mock(using="httpx", assert_all_called=False) as mock:
@@ -270,7 +270,9 @@ def test_hard_timeout_cuts_a_hanging_call(rubric: Rubric, api_keys: str) -> None
         start = time.monotonic()
         out = _one_call(rubric, _judge(rubric, timeout_s=0.3))
     assert out.status == "ok" and out.attempts == 2
-    assert time.monotonic() - start < 5
+    # the hang was cut, not waited out (a bound on the 60 s hang, not a deadline: load slows the 0.3 s timeout by
+    # seconds, never by a minute)
+    assert time.monotonic() - start < 60
 
 
 @pytest.mark.parametrize("status", [400, 401, 404])

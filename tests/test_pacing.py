@@ -389,7 +389,7 @@ def test_aimd_reacts_to_the_fake_servers_hidden_limit(rubric: Rubric, api_keys: 
     """A hidden limit of 4 requests in flight (429 above it, no Retry-After): concurrency auto with no
     rpm starts at 8, is cut on the first 429s (the lowest limit reached is below 8, whatever it grew back to),
     and every call still ends ok."""
-    cfg = FakeConfig(seed=3, latency_ms=60, hidden_concurrency=4, max_lifetime_s=120)
+    cfg = FakeConfig(seed=3, latency_ms=60, hidden_concurrency=4, max_lifetime_s=600)
     d = rubric.dimension("accuracy")
     cases = [Case(id=f"c{i}", conversation="医生：血糖多少？\n患者：空腹9.6。", record=f"主诉：多饮{i}年")
              for i in range(40)]

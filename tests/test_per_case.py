@@ -360,7 +360,7 @@ def test_stopped_waiters_cancel_the_request_and_a_rerun_asks_again(rubric: Rubri
         waiters = [asyncio.create_task(calls.take(case, d, [], 0)) for d in rubric.dimensions]
         # The first waiter starts the request as a task, scheduled after the other two waiters (asyncio
         # runs ready callbacks in order): once it has started, all three have called take.
-        await asyncio.wait_for(asked.wait(), timeout=5)
+        await asyncio.wait_for(asked.wait(), timeout=60)  # a liveness bound: a few ticks of the loop in fact
         assert started == [0] and calls.pending() == 1  # one request for the three dimensions
         for w in waiters:
             w.cancel()
