@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import gc
 import os
+import signal
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -32,6 +36,29 @@ def fast_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(llm, "BACKOFF_BASE_S", 0.01)
     monkeypatch.setattr(llm, "BACKOFF_MAX_S", 0.2)
+
+
+@pytest.fixture(autouse=True)
+def cli_global_state() -> Iterator[None]:
+    """What a command run in this process (typer's CliRunner) leaves behind is undone after each test: the garbage
+    collector's freeze the command line asks for (consensus_eval._gc: a process that ends soon after; here the
+    tests go on, and every later rebuild would freeze what it made), the signal handlers a run installs, the
+    working folder and ``sys.argv``."""
+    from consensus_eval import _gc
+
+    handled = (signal.SIGINT, signal.SIGTERM, signal.SIGALRM, signal.SIGPROF)
+    handlers = {sig: signal.getsignal(sig) for sig in handled}
+    cwd, argv, frozen = os.getcwd(), list(sys.argv), gc.get_freeze_count()
+    yield
+    _gc.freeze_when_done(False)
+    if gc.get_freeze_count() > frozen:
+        gc.unfreeze()
+    for sig, handler in handlers.items():
+        if signal.getsignal(sig) is not handler and handler is not None:
+            signal.signal(sig, handler)
+    if os.getcwd() != cwd:
+        os.chdir(cwd)
+    sys.argv[:] = argv
 
 
 @pytest.fixture
