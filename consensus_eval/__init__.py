@@ -33,6 +33,7 @@ if TYPE_CHECKING:
         evaluate_async,
         import_human,
         load_run,
+        merge,
         prepare,
         prepare_calibration,
         rebuild,
@@ -53,7 +54,7 @@ _EXPORTS = {
     **dict.fromkeys(["Prepared", "check_judges_async", "dry_run", "evaluate", "evaluate_async", "import_human",
                      "load_run",
                      "prepare", "rebuild", "run", "run_async", "PreparedCalibration", "calibrate", "calibrate_async",
-                     "prepare_calibration", "run_lock"], "consensus_eval.api"),
+                     "prepare_calibration", "run_lock", "merge"], "consensus_eval.api"),
     "CalibrationReport": "consensus_eval.analysis.calibration",
     "Results": "consensus_eval.analysis.results",
     "Alpha": "consensus_eval.analysis.alpha",
@@ -79,8 +80,8 @@ __all__ = [
     "Rubric", "RulesJudgeConfig", "RunBusy", "__version__", "calibrate", "calibrate_async", "check_judges_async",
     "dry_run",
     "evaluate", "evaluate_async", "import_human", "krippendorff_alpha", "load_cases", "load_config", "load_human",
-    "load_rubric", "load_run", "prepare", "prepare_calibration", "quiet_libraries", "rebuild", "register_aggregator",
-    "register_judge", "run", "run_async", "run_lock",
+    "load_rubric", "load_run", "merge", "prepare", "prepare_calibration", "quiet_libraries", "rebuild",
+    "register_aggregator", "register_judge", "run", "run_async", "run_lock",
 ]
 
 

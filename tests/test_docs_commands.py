@@ -48,6 +48,7 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -101,6 +102,15 @@ DEFAULT_PORT = "8765"
 NOT_RUN: dict[str, str] = {
     "python3 -m venv .venv": "creates the virtualenv these tests already run in",
     ".venv/bin/python -m pytest -q": "the whole test suite, this module included",
+    **dict.fromkeys(("jobid=$(sbatch --parsable score-shards.sbatch)",
+                     'sbatch --dependency=afterok:"$jobid" merge-shards.sbatch'),
+                    "submits to a Slurm cluster: the scripts it submits are run by test_the_scale_recipes_run_as_"
+                    "the_schedulers_run_them, with the variables Slurm sets"),
+    **dict.fromkeys(("kubectl apply -f score-shards.yaml",
+                     "kubectl wait --for=condition=complete job/score-shards --timeout=24h",
+                     "kubectl apply -f merge-shards.yaml"),
+                    "talks to a Kubernetes cluster: the manifests' commands are run by test_the_scale_recipes_run_"
+                    "as_the_schedulers_run_them, with the variable an Indexed Job sets"),
 }
 #: Documented commands another test runs (the test checks that the test named is still there).
 ELSEWHERE: dict[str, str] = {
@@ -112,6 +122,11 @@ ELSEWHERE: dict[str, str] = {
         "tests/test_kinds_content.py::test_each_documented_command_runs_as_a_dry_run",
     "consensus-eval score examples/criteria/cases.jsonl --config configs/criteria.example.yaml --dry-run":
         "tests/test_kinds_content.py::test_each_documented_command_runs_as_a_dry_run",
+    **dict.fromkeys((
+        'consensus-eval score examples/cases.jsonl --config configs/panel.example.yaml --shard '
+        '"$SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT" --out "runs/shard-$SLURM_ARRAY_TASK_ID"',
+        "consensus-eval merge runs/shard-* --out runs/merged"),
+        "tests/test_docs_commands.py::test_the_scale_recipes_run_as_the_schedulers_run_them"),
 }
 #: The doc commands the module-scoped fixture runs once (the runs other commands read).
 SHARED = (".venv/bin/consensus-eval score examples/cases.jsonl --out out/example",
@@ -618,3 +633,93 @@ def test_the_filled_sheet_is_what_excel_saves(tmp_path: Path) -> None:
     rows = list(csv.DictReader(io.StringIO(raw.decode("gbk"))))
     assert [(r["human_score"], r["human_verdict"]) for r in rows] == [("29", ""), ("", "agree"),
                                                                        ("", "disagree"), ("", "")]
+
+
+# --------------------------------------------------------------------------- docs/scale.md: the schedulers' recipes
+
+
+def _slurm_task(k: int, n: int) -> dict[str, str]:
+    """What Slurm sets in task ``k`` of ``sbatch --array=0-(n-1)``."""
+    return {"SLURM_ARRAY_JOB_ID": "4242", "SLURM_JOB_ID": str(4243 + k), "SLURM_ARRAY_TASK_ID": str(k),
+            "SLURM_ARRAY_TASK_COUNT": str(n), "SLURM_ARRAY_TASK_MIN": "0", "SLURM_ARRAY_TASK_MAX": str(n - 1)}
+
+
+def _indexed_pod(k: int, n: int) -> dict[str, str]:
+    """What a Kubernetes Indexed Job of ``completions: n`` sets in the containers of the pod of index ``k``."""
+    return {"JOB_COMPLETION_INDEX": str(k)}
+
+
+def _expanded(text: str, variables: dict[str, str], work: Path) -> list[str]:
+    """``text`` as a shell runs it: split, ``$NAME``/``${NAME}`` replaced by ``variables`` (one not set fails),
+    a word with ``*`` replaced by the files it matches in ``work``, sorted (none matching fails)."""
+    import glob
+
+    words = [re.sub(r"\$\{?(\w+)\}?", lambda m: variables[m.group(1)], w) for w in shlex.split(text)]
+    out: list[str] = []
+    for w in words:
+        if "*" in w:
+            found = sorted(glob.glob(w, root_dir=work))
+            assert found, f"{w!r} matches nothing in {work}"
+            out += found
+        else:
+            out.append(w)
+    return out
+
+
+def _scale_recipes() -> list[tuple[str, int, Callable[[int, int], dict[str, str]], str, str]]:
+    """(scheduler, tasks, their variables, the task's command, the merge's command) of each recipe of
+    docs/scale.md: the Slurm array script (``#SBATCH --array=0-N``) and the merge script beside it; the Indexed
+    Job manifest (``completions``) and the plain Job after it (their containers' ``sh -c`` commands)."""
+    from tests.docs_runner import _fenced_blocks
+
+    text = (ROOT / "docs" / "scale.md").read_text(encoding="utf-8")
+    blocks = _fenced_blocks(text)
+    scripts = [[t for _, t in body] for _, lang, body in blocks if lang == "bash" and body[0][1] == "#!/bin/bash"]
+    array = next(b for b in scripts if any(x.startswith("#SBATCH --array=") for x in b))
+    merge_script = next(b for b in scripts if b is not array and any("consensus-eval merge" in x for x in b))
+    n_slurm = int(re.search(r"#SBATCH --array=0-(\d+)", "\n".join(array)).group(1)) + 1  # type: ignore[union-attr]
+
+    def command(script: list[str]) -> str:
+        lines = [x for x in script if not x.startswith("#")]
+        return " ".join(" ".join(lines).replace("\\", " ").split())
+
+    jobs = [yaml.safe_load("\n".join(t for _, t in body)) for _, lang, body in blocks if lang == "yaml"]
+
+    def container_command(job: dict[str, Any]) -> str:
+        shell, flag, script = job["spec"]["template"]["spec"]["containers"][0]["command"]
+        assert (shell, flag) == ("sh", "-c"), job["metadata"]["name"]
+        return " ".join(str(script).split())
+
+    indexed = next(j for j in jobs if j["spec"].get("completionMode") == "Indexed")
+    after = next(j for j in jobs if j is not indexed)
+    return [("slurm", n_slurm, _slurm_task, command(array), command(merge_script)),
+            ("kubernetes", int(indexed["spec"]["completions"]), _indexed_pod, container_command(indexed),
+             container_command(after))]
+
+
+def test_the_scale_recipes_run_as_the_schedulers_run_them(workspace: Workspace, tmp_path: Path) -> None:
+    """Each task's command with the variables its scheduler sets, then the merge: the merged outputs are those of
+    the same command without --shard (docs/scale.md, "How these recipes are tested")."""
+    recipes = _scale_recipes()
+    assert [r[:2] for r in recipes] == [("slurm", 4), ("kubernetes", 4)]
+    for scheduler, n, task_vars, task, merge in recipes:
+        work = workspace.copy(tmp_path / scheduler)
+        for k in range(n):
+            variables = task_vars(k, n)
+            argv = _expanded(task, variables, work)
+            assert argv[0] == "consensus-eval" and "--shard" in argv, task
+            res = run_cli(argv[1:], work, {**workspace.env, **variables})
+            assert res.code == 0, f"{scheduler} task {k}: {shlex.join(argv)}\n{res.output}"
+            assert f"shard {k}/{n}:" in res.output
+        argv = _expanded(merge, {}, work)
+        assert argv[:2] == ["consensus-eval", "merge"] and len(argv) == 2 + n + 2, argv
+        res = run_cli(argv[1:], work, workspace.env)
+        assert res.code == 0, f"{scheduler} merge: {shlex.join(argv)}\n{res.output}"
+        one = _expanded(task, task_vars(0, n), work)
+        one = one[:one.index("--shard")] + one[one.index("--shard") + 2:]
+        one[one.index("--out") + 1] = "runs/one"
+        assert run_cli(one[1:], work, workspace.env).code == 0
+        merged = work / argv[argv.index("--out") + 1]
+        for name in ("consensus.csv", "consensus.jsonl", "reliability.json", "judgments.jsonl"):
+            a, b = ((d / name).read_text(encoding="utf-8") for d in (merged, work / "runs" / "one"))
+            assert (re.sub(r'"latency_s": [^,}]+', "", a) == re.sub(r'"latency_s": [^,}]+', "", b)), (scheduler, name)
