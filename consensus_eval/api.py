@@ -511,6 +511,16 @@ def merge(runs: Sequence[str | Path], out: str | Path, *, n_boot: int = 1000, la
                   results=results)
 
 
+def export_parquet(folder: str | Path, dest: str | Path) -> list[Path]:
+    """Write the judgments and consensus of the run in ``folder`` as Parquet files into ``dest`` (made if missing):
+    judgments.parquet and consensus.parquet, typed columns for a data warehouse
+    (:mod:`consensus_eval.output.parquet`; needs the ``parquet`` extra, pyarrow). Read from the store alone (no
+    judge is called); returns the files' paths."""
+    from consensus_eval.output.parquet import write_parquet
+
+    return write_parquet(load_run(folder, replies=False), dest)
+
+
 def rebuild(folder: str | Path, *, n_boot: int = 1000, lang: str | None = None) -> Results:
     """Rewrite every output of ``folder`` (judgments.jsonl, consensus.csv/jsonl, reliability.json,
     report.md, report.html) from its store: one read, one derivation, one analysis. ``lang``: the

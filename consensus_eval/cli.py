@@ -607,6 +607,21 @@ def report(
 
 @app.command()
 @friendly_errors
+def export(
+    run_dir: Annotated[Path, typer.Argument(help="Output folder of a `score` run.")],
+    parquet: Annotated[Path, typer.Option(
+        "--parquet", help="Folder to write judgments.parquet and consensus.parquet into (made if missing).")],
+) -> None:
+    """Export RUN_DIR's judgments and consensus as Parquet files with typed columns, for a data warehouse
+    (DuckDB, Spark, BigQuery...). Needs the `parquet` extra (pyarrow). Calls no judge."""
+    from consensus_eval import api
+
+    paths = api.export_parquet(run_dir, parquet)
+    out_console.print(f"wrote {', '.join(str(p) for p in paths)}", highlight=False, soft_wrap=True)
+
+
+@app.command()
+@friendly_errors
 def review(
     run_dir: Annotated[Path, typer.Argument(help="Output folder of a `score` run.")],
     port: Annotated[int, typer.Option(min=1, max=65535, help="Port to listen on.")] = 8765,

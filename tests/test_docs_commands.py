@@ -76,6 +76,7 @@ PLACEHOLDERS: dict[str, str] = {
     "DIR_0": "out/shard-0",                          # made: shards 0/2 and 1/2 of DIR's cases (score --shard)
     "DIR_1": "out/shard-1",
     "MERGED": "out/merged",
+    "PARQUET_DIR": "out/parquet",
     "SHEET.csv": "out/two-systems/sheet.csv",        # made when read: the audit's sheet of DIR, filled in
     "SPOT.csv": "out/spot.csv",
     "RATINGS.csv": "ratings.csv",                    # made: unit,rater,value, 5 units x 3 raters, levels 1-5
@@ -369,6 +370,8 @@ def writes(argv: list[str]) -> list[str]:
         return [export]
     if verb == "report":
         return [f"{argv[1]}/report.md", f"{argv[1]}/report.html"]
+    if verb == "export" and (folder := _option(argv, "--parquet")):
+        return [f"{folder}/judgments.parquet", f"{folder}/consensus.parquet"]
     if verb == "human import" and (run := _option(argv, "--run")):
         return [f"{run}/{f}" for f in ("reliability.json", "report.md", "report.html")]
     return []

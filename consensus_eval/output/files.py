@@ -27,8 +27,9 @@ from __future__ import annotations
 import csv
 import json
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from consensus_eval._errors import InputError
 from consensus_eval._gc import gc_paused_call
@@ -185,6 +186,59 @@ _JSONL = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
 _LINES_AT_ONCE = 1000
 
 
+#: what a column of consensus.csv holds (:func:`consensus_columns`): ``number`` a score, total or spread (float,
+#: None when missing), ``stars`` (int or None), ``verdict`` a criterion's majority (text, None when none), ``count``
+#: (int), ``text``, ``flag`` (bool), ``list`` (the flags: texts)
+ColumnKind = Literal["number", "stars", "verdict", "count", "text", "flag", "list"]
+
+
+@dataclass(frozen=True)
+class Column:
+    """A column of consensus.csv (and consensus.parquet): its name, what it holds, and a case's value."""
+
+    name: str
+    kind: ColumnKind
+    value: Callable[[CaseConsensus], Any]
+
+
+def _score_of(dimension: str) -> Callable[[CaseConsensus], Any]:
+    return lambda c: c.scores[dimension]
+
+
+def _stars_of(dimension: str) -> Callable[[CaseConsensus], Any]:
+    return lambda c: c.stars[dimension]
+
+
+def _verdict_of(dimension: str, criterion: str) -> Callable[[CaseConsensus], Any]:
+    return lambda c: c.criteria.get(dimension, {}).get(criterion)
+
+
+def consensus_columns(rubric: Rubric) -> list[Column]:
+    """consensus.csv's columns for ``rubric`` (:func:`write_consensus`), each with how a case's value is read."""
+    starred = [d.id for d in rubric.dimensions if d.stars is not None]
+    return [
+        Column("case_id", "text", lambda c: c.case_id),
+        *(Column(d.id, "number", _score_of(d.id)) for d in rubric.dimensions),
+        Column("total", "number", lambda c: c.total),
+        *([Column("star_total", "number", lambda c: c.star_total)] if starred else []),
+        *(Column(f"{d}_stars", "stars", _stars_of(d)) for d in starred),
+        *(Column(f"{d.id}.{k.id}", "verdict", _verdict_of(d.id, k.id))
+          for d in rubric.dimensions if d.kind == "criteria" for k in d.criteria),
+        Column("n_judges", "count", lambda c: c.n_judges),
+        Column("status", "text", lambda c: c.status),
+        Column("spread", "number", lambda c: c.spread),
+        Column("flagged", "flag", lambda c: c.flagged),
+        Column("flags", "list", lambda c: c.flags),
+    ]
+
+
+#: how consensus.csv writes a value of each kind of column
+_CSV_CELL: dict[str, Callable[[Any], Any]] = {
+    "number": lambda v: fmt_num(v), "stars": lambda v: "" if v is None else v, "verdict": lambda v: v or "",
+    "count": lambda v: v, "text": lambda v: v, "flag": lambda v: int(v), "list": lambda v: "; ".join(v),
+}
+
+
 def write_consensus(folder: Path, rubric: Rubric, cases: Sequence[CaseConsensus]) -> None:
     """consensus.csv (one row per case) and consensus.jsonl (everything, per judge and run).
 
@@ -194,22 +248,12 @@ def write_consensus(folder: Path, rubric: Rubric, cases: Sequence[CaseConsensus]
     one column per criterion, ``<dimension>.<criterion id>``: the panel's majority verdict (``met``, ``not
     met``, ``split``). Criteria that come from each case are in consensus.jsonl only (``criteria``): they
     differ from case to case, so no fixed set of columns holds them."""
-    dims = [d.id for d in rubric.dimensions]
-    starred = [d.id for d in rubric.dimensions if d.stars is not None]
-    any_stars = bool(starred)
-    crit = [(d.id, k.id) for d in rubric.dimensions if d.kind == "criteria" for k in d.criteria]
+    columns = consensus_columns(rubric)
     with atomic_writer(folder / "consensus.csv") as f:
         w = csv.writer(f)
-        w.writerow([csv_cell(h) for h in ["case_id", *dims, "total", *(["star_total"] if any_stars else []),
-                                          *(f"{d}_stars" for d in starred), *(f"{d}.{k}" for d, k in crit),
-                                          "n_judges", "status", "spread", "flagged", "flags"]])
+        w.writerow([csv_cell(col.name) for col in columns])
         for c in cases:
-            w.writerow([csv_cell(v) for v in [
-                c.case_id, *(fmt_num(c.scores[d]) for d in dims), fmt_num(c.total),
-                *([fmt_num(c.star_total)] if any_stars else []),
-                *(c.stars[d] if c.stars[d] is not None else "" for d in starred),
-                *(c.criteria.get(d, {}).get(k, "") for d, k in crit),
-                c.n_judges, c.status, fmt_num(c.spread), int(c.flagged), "; ".join(c.flags)]])
+            w.writerow([csv_cell(_CSV_CELL[col.kind](col.value(c))) for col in columns])
     with atomic_writer(folder / "consensus.jsonl") as f:
         for c in cases:
             f.write(c.model_dump_json() + "\n")
