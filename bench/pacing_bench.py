@@ -1,46 +1,55 @@
-"""Pacing (issue 16, section 4): the new limiter (consensus_eval/judges/pacing.py) against the old one
-(asyncio-throttle 1.0.2 as llm.py used it: ``Throttler(k, 60k/rpm)`` with k = rpm // 60, and a fixed
-number of workers), in the same run.
+"""Pacing: the limiter (consensus_eval/judges/pacing.py) alone, through the judge layer on simulated time,
+and through the whole ``score`` path against the fake provider in real time beside Inspect AI. Every
+workload is a fixed number of requests or calls run to completion (no phase is cut off at a time).
 
-Parts (``--part``, default all):
+Parts (``--part``, repeatable; default ``windows deepseek hiddensim judgesim``):
 
 - ``windows``: 400 waiters, each acquiring, "sending" for uniform(0, 2) s and acquiring again, at rpm
   300 and 1,200, on a simulated clock (an event loop whose clock jumps to the next timer: exact and
   instant): the most releases in any sliding 1 s and 60 s window, FIFO inversions, and the limiter's
   wake-ups (timer callbacks) per release; aiolimiter 1.3.0 too when it is importable
-  (``PYTHONPATH=<unpacked wheel>``), configured both ways. (The old limiter polls every 10 ms per
-  waiter: 5 million polls per simulated minute and a half, too slow to simulate: it is measured in
-  real time, next.)
-- ``cpu``: the same 400 waiters in real time for ``--cpu-s`` seconds per limiter, old and new, at rpm
-  300 and 1,200: CPU of this process (getrusage) as a share of one core, and the same window counts
-  from the real release times.
+  (``PYTHONPATH=<unpacked wheel>``), configured both ways.
+- ``cpu``: the same 400 waiters in real time until each limiter has made 65 s worth of releases at rpm
+  300 and 1,200: CPU of this process (getrusage) per second, and the same window counts.
 - ``deepseek``: the example panel's deepseek judge (rpm 120) with latency lognormal median 30 s
-  (sigma 0.5), 1,000 cases x 3 dimensions, on the simulated clock, pacing only (no HTTP): wall time
-  and requests/min, old (concurrency 8) vs new (auto).
-- ``scaled``: the same judge through the whole judge layer (litellm + instructor) against the fake
-  server (tests/fake_server.py, its own process) with time shrunk ``--scale`` times: rpm 120 x scale,
-  latency median 30 s / scale. Little's law keeps the in-flight count the same as at full scale (60),
-  so requests/min divided by the scale is the real-scale figure.
+  (sigma 0.5), 1,000 cases x 3 dimensions, on the simulated clock, pacing only (no HTTP): wall time and
+  requests/min of ``concurrency: auto``.
 - ``hiddensim``: ``concurrency: auto`` alone (pacing only, no HTTP) against a simulated provider that
-  accepts at most ``--hidden-rpm`` requests in any sliding 60 s window (429 at once above it,
-  Retry-After: when the window frees), latency lognormal median 8 s, 256 workers, one simulated hour;
-  ``--decrease`` values (the multiplicative decrease, default the module's) are compared, and with
-  ``--old-ref REF`` the pacing module as it was at commit REF (loaded from git) beside the current one:
-  accepted requests/min and the 429 share over the whole hour and in minutes 0-10, 10-30 and 30-60,
-  and ``--seeds N`` latency seeds (median).
-- ``hidden``: a provider limit the client is not told: the fake server accepts at most ``--hidden-rpm``
-  requests per minute in a sliding window (429 at once above it, with or without Retry-After), latency
-  lognormal median 8 s; time shrunk ``--scale`` times as above (window 60 s / scale). The judge has no
-  rpm: old = concurrency 8 (the old default), new = auto (AIMD), and with ``--old-ref REF`` auto as
-  the pacing module was at REF. Sustained rate = requests answered 200 per minute after the first 30 %
-  of the phase, and over the whole phase; 429 share of all requests. The window the current pacing
-  assumes a provider counts over (``RATE_WINDOW_S``, a minute) shrinks with the scale too.
+  accepts at most ``--hidden-rpm`` requests in any sliding 60 s window (429 at once above it; the
+  worker waits until the window frees, as a Retry-After says), latency lognormal median 8 s, 256
+  workers, ``--sim-requests`` requests to completion (default 18,000: an hour at 300/min); with
+  ``--old-ref REF`` the pacing module as it was at commit REF (loaded from git) beside the current one;
+  ``--seeds N`` latency seeds (median).
+- ``judgesim``: the judge layer itself (``LLMJudge.judge``: litellm, instructor, the pacing, the
+  retries) on simulated time against an in-process provider with a hidden sliding-window limit
+  (``tests.pacing_sim.judge_layer``), for each ``--workload``: ``60x3`` (3 judges, 240 calls each,
+  60/min each) and ``300`` (1 judge, 1,050 calls, 300/min), ``--seeds N``.
+- ``scaled``: the deepseek judge through the judge layer (litellm + instructor) against the fake
+  server (tests/fake_server.py, its own process) with time shrunk ``--scale`` times: rpm 120 x scale,
+  latency median 30 s / scale, ``--calls`` calls to completion.
+- ``provider``: real time, full scale, issue 38's comparison: the fake server accepts at most
+  ``--hidden-rpm`` requests per model in any sliding 60 s window (429 at once above it, Retry-After:
+  when the window frees), latency lognormal median 8 s (sigma 0.5, at most 30 s). Each client runs in
+  its own process on the same ``--judges`` x ``--calls`` judge calls (the same rendered prompts), to
+  completion: ``consensus-eval`` (``api.prepare`` + ``api.run_async``: the ``score`` path, ``concurrency:
+  auto``, no rpm, the judges at once) and, with ``--inspect-python PATH``, Inspect AI
+  (bench/inspect_client.py: its adaptive connections, every setting at its default). From the server's
+  log, per model: the share of requests answered 429, the accepted requests per minute over the calls'
+  sending time (first arrival to last accepted arrival) and over their wall time (to the last reply) as
+  shares of the hidden limit, accepted per minute of the run; per client: CPU seconds and peak RSS of
+  its process (``os.wait4``), its wall time against the bound (calls / limit + the mean latency), and
+  consensus-eval's learned rate (its run summary). ``--repeat N`` alternates the clients N times.
 
-The old limiter is no longer a dependency: the comparison needs ``pip install asyncio-throttle==1.0.2``.
+    .venv/bin/python bench/pacing_bench.py                                        # the simulated parts
+    .venv/bin/python bench/pacing_bench.py --part judgesim --seeds 3
+    .venv/bin/python bench/pacing_bench.py --part provider --hidden-rpm 60 --judges 3 --calls 240 \\
+        --repeat 3 --inspect-python /tmp/inspect/bin/python --json provider60.json
+    .venv/bin/python bench/pacing_bench.py --part provider --hidden-rpm 300 --judges 1 --calls 1050 --repeat 3 \\
+        --inspect-python /tmp/inspect/bin/python
+    .venv/bin/python bench/pacing_bench.py --part hiddensim --old-ref e9ef2aa --seeds 5   # before/after
 
-    . .venv/bin/activate && python bench/pacing_bench.py --repeat 3            # all parts
-    python bench/pacing_bench.py --part hidden --hidden-rpm 300 --scale 10 --seconds 150
-    python bench/pacing_bench.py --part hiddensim --old-ref 94d3ba6 --seeds 5   # the slow start before/after
+The limiter before issue 16 (asyncio-throttle 1.0.2, not a dependency) is measured beside the current one
+in ``cpu`` and ``deepseek`` only when it is installed (``pip install asyncio-throttle==1.0.2``).
 """
 
 from __future__ import annotations
@@ -55,6 +64,7 @@ import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import types
 from collections.abc import Awaitable, Callable
@@ -64,10 +74,13 @@ from typing import Any, TypeVar
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from asyncio_throttle import throttler as old_throttler_module  # noqa: E402 - the old limiter, for comparison
-
 from consensus_eval.judges.pacing import Pacing, Spacer, Ticket  # noqa: E402
-from tests.pacing_sim import VirtualLoop, hidden_window, lognormal  # noqa: E402
+from tests.pacing_sim import Figures, VirtualLoop, figures, hidden_workload, judge_layer, lognormal  # noqa: E402
+
+try:  # the limiter before issue 16, for comparison: not a dependency
+    from asyncio_throttle import throttler as old_throttler_module  # type: ignore[import-not-found]
+except ImportError:
+    old_throttler_module = None
 
 T = TypeVar("T")
 
@@ -76,15 +89,16 @@ T = TypeVar("T")
 
 
 def virtual(main: Callable[[], Awaitable[T]]) -> T:
-    """tests.pacing_sim's simulated clock, with the old throttler reading it too."""
+    """tests.pacing_sim's simulated clock, with the old throttler (when installed) reading it too."""
     loop = VirtualLoop()
     asyncio.set_event_loop(loop)
-    # the old throttler reads time.monotonic(): give it the simulated clock
-    old_throttler_module.time = types.SimpleNamespace(monotonic=loop.time)  # type: ignore[assignment]
+    if old_throttler_module is not None:  # it reads time.monotonic(): give it the simulated clock
+        old_throttler_module.time = types.SimpleNamespace(monotonic=loop.time)
     try:
         return loop.run_until_complete(main())
     finally:
-        old_throttler_module.time = time
+        if old_throttler_module is not None:
+            old_throttler_module.time = time
         asyncio.set_event_loop(None)
         loop.close()
 
@@ -93,7 +107,7 @@ def virtual(main: Callable[[], Awaitable[T]]) -> T:
 
 
 class OldLimiter:
-    """llm.py's limiter before this change: asyncio-throttle, k per 60k/rpm s, polling every 10 ms."""
+    """llm.py's limiter before issue 16: asyncio-throttle, k per 60k/rpm s, polling every 10 ms."""
 
     def __init__(self, rpm: float) -> None:
         k = max(1, int(rpm // 60))
@@ -105,7 +119,7 @@ class OldLimiter:
             self.polls += 1
             await real_sleep(s)
 
-        old_throttler_module.asyncio = types.SimpleNamespace(sleep=counting_sleep)  # type: ignore[assignment]
+        old_throttler_module.asyncio = types.SimpleNamespace(sleep=counting_sleep)
 
     async def acquire(self) -> None:
         await self.throttler.acquire()
@@ -123,6 +137,14 @@ class NewLimiter:
 
     def wakeups(self) -> int:
         return self.spacer.wakeups
+
+
+def limiters() -> dict[str, Callable[[float], Any]]:
+    """The limiters compared in real time: the current one, and the old one when it is installed."""
+    made: dict[str, Callable[[float], Any]] = {"new (Spacer)": NewLimiter}
+    if old_throttler_module is not None:
+        made = {"old (asyncio-throttle)": OldLimiter, **made}
+    return made
 
 
 def aiolimiters() -> dict[str, Callable[[float], Any]]:
@@ -208,41 +230,37 @@ def part_windows() -> list[dict[str, Any]]:
 
 
 def part_cpu(seconds: float) -> list[dict[str, Any]]:
+    """Each limiter releases ``seconds`` worth of requests at its rpm to 400 waiters, in real time."""
     rows = []
-    for rpm, (name, make) in [(r, m) for r in (300, 1200)
-                              for m in (("old (asyncio-throttle)", OldLimiter), ("new (Spacer)", NewLimiter))]:
-        old_throttler_module.asyncio = asyncio  # type: ignore[assignment]
+    for rpm, (name, make) in [(r, m) for r in (300, 1200) for m in limiters().items()]:
+        if old_throttler_module is not None:
+            old_throttler_module.asyncio = asyncio
+        total = int(rpm * seconds / 60)
         times: list[float] = []
 
-        async def main(make: Any = make, rpm: int = rpm, times: list[float] = times) -> tuple[int, float, float]:
+        async def main(make: Any = make, rpm: int = rpm, times: list[float] = times,
+                       total: int = total) -> tuple[float, float]:
             limiter = make(rpm)
             rng = random.Random(1)
-            released = 0
-            stop = time.monotonic() + seconds
 
             async def worker() -> None:
-                nonlocal released
-                while time.monotonic() < stop:
+                while len(times) < total:
                     await limiter.acquire()
                     times.append(time.monotonic())
-                    released += 1
                     await asyncio.sleep(rng.uniform(0.0, 2.0))
 
-            tasks = [asyncio.create_task(worker()) for _ in range(400)]
             c0, t0 = _cpu(), time.monotonic()
-            await asyncio.sleep(seconds)
-            c1, t1 = _cpu(), time.monotonic()
-            for t in tasks:
-                t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            return released, c1 - c0, t1 - t0
+            await asyncio.gather(*(worker() for _ in range(400)))
+            return _cpu() - c0, time.monotonic() - t0
 
-        released, cpu, wall = asyncio.run(main())
-        rows.append({"limiter": name, "rpm": rpm, "waiters": 400, "seconds": round(wall, 1), "released": released,
-                     "max_per_1s": max_in_window(times, 1.0), "max_per_60s": max_in_window(times, 60.0),
+        cpu, wall = asyncio.run(main())
+        kept = times[:total]
+        rows.append({"limiter": name, "rpm": rpm, "waiters": 400, "releases": total, "seconds": round(wall, 1),
+                     "max_per_1s": max_in_window(kept, 1.0), "max_per_60s": max_in_window(kept, 60.0),
                      "cpu_s": round(cpu, 2), "core_share": round(cpu / wall, 3), "load": os.getloadavg()[0]})
         print(json.dumps(rows[-1]), flush=True)
-    old_throttler_module.asyncio = asyncio  # type: ignore[assignment]
+    if old_throttler_module is not None:
+        old_throttler_module.asyncio = asyncio
     return rows
 
 
@@ -261,7 +279,7 @@ class OldPacing:
     def __init__(self, rpm: float | None) -> None:
         self.limiter = OldLimiter(rpm) if rpm else None
         self.requests = 0
-        old_throttler_module.asyncio = asyncio  # type: ignore[assignment]
+        old_throttler_module.asyncio = asyncio
 
     async def acquire(self, tokens: float = 0.0) -> Ticket:
         if self.limiter is not None:
@@ -278,8 +296,11 @@ class OldPacing:
 
 def part_deepseek(calls: int = 3000) -> list[dict[str, Any]]:
     rows = []
-    for name, workers, make in (("old: concurrency 8, asyncio-throttle", 8, lambda: OldPacing(120)),
-                                ("new: concurrency auto", 256, lambda: Pacing(rpm=120, concurrency="auto"))):
+    variants: list[tuple[str, int, Callable[[], Any]]] = [
+        ("new: concurrency auto", 256, lambda: Pacing(rpm=120, concurrency="auto"))]
+    if old_throttler_module is not None:
+        variants.insert(0, ("old: concurrency 8, asyncio-throttle", 8, lambda: OldPacing(120)))
+    for name, workers, make in variants:
         async def main(workers: int = workers, make: Any = make, name: str = name) -> dict[str, Any]:
             loop = asyncio.get_running_loop()
             pacing = make()
@@ -310,6 +331,9 @@ def part_deepseek(calls: int = 3000) -> list[dict[str, Any]]:
     return rows
 
 
+# ---------------------------------------------------------------------- a hidden limit, simulated
+
+
 def pacing_at(ref: str) -> types.ModuleType:
     """consensus_eval/judges/pacing.py as it was at commit ``ref`` (from git), as a module."""
     src = subprocess.run(["git", "show", f"{ref}:consensus_eval/judges/pacing.py"], cwd=ROOT, check=True,
@@ -321,7 +345,12 @@ def pacing_at(ref: str) -> types.ModuleType:
     return mod
 
 
-def part_hiddensim(hidden_rpm: float, decreases: list[float], seconds: float = 3600.0, old_ref: str | None = None,
+def _shares(f: Figures) -> dict[str, Any]:
+    return {"share_429": round(f.share_429, 4), "sustained": round(f.sustained, 3), "wall": round(f.wall, 3),
+            "first_minutes": f.per_minute[:4], "minutes": round((f.last_reply - f.first) / 60, 2)}
+
+
+def part_hiddensim(hidden_rpm: float, requests: int, old_ref: str | None = None,
                    seeds: int = 1) -> list[dict[str, Any]]:
     import consensus_eval.judges.pacing as pacing_module
 
@@ -329,175 +358,43 @@ def part_hiddensim(hidden_rpm: float, decreases: list[float], seconds: float = 3
     versions: list[tuple[str, types.ModuleType]] = [("now", pacing_module)]
     if old_ref:
         versions.insert(0, (old_ref, pacing_at(old_ref)))
-    for (version, module), decrease in itertools.product(versions, decreases):
-        default = module.DECREASE
-        module.DECREASE = decrease
-        per_seed = [_hiddensim_once(module, hidden_rpm, seconds, seed) for seed in range(1, seeds + 1)]
-        module.DECREASE = default
-        row: dict[str, Any] = {"version": version, "decrease": decrease, "hidden_rpm": hidden_rpm, "seeds": seeds}
-        for k in per_seed[0]:
-            row[k] = round(statistics.median(r[k] for r in per_seed), 4)
-            if seeds > 1:
-                row[k + "_seeds"] = [r[k] for r in per_seed]
+    for version, module in versions:
+        per_seed = []
+        for seed in range(1, seeds + 1):
+            pacing = module.Pacing(concurrency="auto")
+            per_seed.append(_shares(figures(hidden_workload(pacing, hidden_rpm, requests, seed), hidden_rpm)))
+        row: dict[str, Any] = {"version": version, "hidden_rpm": hidden_rpm, "requests": requests, "seeds": seeds}
+        for k in ("share_429", "sustained", "wall", "minutes"):
+            row[k] = statistics.median(r[k] for r in per_seed)
+            row[k + "_seeds"] = [r[k] for r in per_seed]
+        row["first_minutes_seed1"] = per_seed[0]["first_minutes"]
         rows.append(row)
         print(json.dumps(row), flush=True)
     return rows
 
 
-def _hiddensim_once(module: types.ModuleType, hidden_rpm: float, seconds: float, seed: int) -> dict[str, float]:
-    log = hidden_window(module.Pacing(concurrency="auto"), hidden_rpm, seconds, seed, run=virtual)
-    row: dict[str, float] = {}
-    for lo, hi in ((0, seconds), (0, 600), (600, 1800), (1800, seconds), (0, 60), (60, 180)):
-        part = [st for t, st in log if lo <= t < hi]
-        ok = sum(1 for st in part if st == 200)
-        span = f"{lo // 60}_{int(hi) // 60}"
-        row[f"ok_per_min_{span}"] = round(ok / ((hi - lo) / 60), 1)
-        row[f"ratio_{span}"] = round(ok / ((hi - lo) / 60) / hidden_rpm, 3)
-        n429 = sum(1 for st in part if st == 429)
-        row[f"share_429_{span}"] = round(n429 / max(1, len(part)), 4)
-    return row
+WORKLOADS = {"60x3": (60.0, 3, 240), "300": (300.0, 1, 1050)}
 
 
-# ---------------------------------------------------------------------- through the judge layer
-
-
-def _cases(n: int) -> list[Any]:
-    from consensus_eval.domain.cases import Case
-
-    examples = [json.loads(x) for x in (ROOT / "examples" / "cases.jsonl").read_text(encoding="utf-8").splitlines()
-                if x.strip()]
-    out = []
-    for i in range(n):
-        d = dict(examples[i % len(examples)])
-        out.append(Case(id=f"pace-{i:05d}", conversation=d.get("conversation", ""),
-                        record=d["record"] + f"\n(序号 {i})"))
-    return out
-
-
-def judge_phase(url: str, *, name: str, concurrency: int | str, rpm: float | None,
-                old: bool | types.ModuleType, seconds: float, n_cases: int) -> dict[str, Any]:
-    """Run the judge layer's calls (workers as the runner makes them) for ``seconds``, then stop."""
-    from consensus_eval.domain.config import LLMJudgeConfig
-    from consensus_eval.domain.prompts import render
-    from consensus_eval.domain.rubric import load_rubric
-    from consensus_eval.judges.llm import LLMJudge
-
-    rubric = load_rubric("medical_record")
-    cfg = LLMJudgeConfig(name=name, model="openai/fake-deepseek", api_base=url + "/v1", mode="tools",
-                         concurrency=concurrency, rpm=rpm, timeout_s=300, max_retries=8, max_reasks=2,
-                         input_cost_per_token=0, output_cost_per_token=0)
-    judge = LLMJudge(cfg, rubric)
-    if isinstance(old, types.ModuleType):  # the pacing module of an older commit
-        judge._pacing = old.Pacing(rpm=rpm, concurrency=concurrency, max_concurrency=cfg.max_concurrency)
-    elif old:
-        judge._pacing = OldPacing(rpm)  # type: ignore[assignment]
-    calls = [(c, d) for c in _cases(n_cases) for d in rubric.dimensions]
-    queue = list(reversed(calls))
-    done = 0
-
-    async def main() -> None:
-        nonlocal done
-
-        async def worker() -> None:
-            nonlocal done
-            while queue:
-                case, d = queue.pop()
-                await judge.judge(case, d, render(rubric, d, case))
-                done += 1
-
-        tasks = [asyncio.create_task(worker()) for _ in range(min(cfg.max_workers, len(queue)))]
-        await asyncio.wait(tasks, timeout=seconds)
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-
-    t0 = time.time()
-    asyncio.run(main())
-    report = judge.pacing_report()
-    return {"t0": t0, "t1": time.time(), "judgments": done,
-            "report": None if report is None else {k: getattr(report, k) for k in (
-                "binding", "requests", "rate_limited", "achieved_rpm", "limit_final", "limit_min", "limit_max",
-                "cuts", "mean_latency_s", "mean_in_flight")},
-            "explain": report.explain() if report else None}
-
-
-def server_figures(log: list[dict[str, Any]], t0: float, t1: float, warm: float, scale: float) -> dict[str, Any]:
-    start = t0 + (t1 - t0) * warm
-    window = [e for e in log if start <= e["t"] <= t1]
-    minutes = (t1 - start) / 60
-    ok = sum(1 for e in window if e["status"] == 200)
-    n429 = sum(1 for e in window if e["status"] == 429)
-    every = [e for e in log if t0 <= e["t"] <= t1]
-    return {"sustained_ok_per_min_scaled": round(ok / minutes, 1),
-            "sustained_ok_per_min_real": round(ok / minutes / scale, 2),
-            "share_429_sustained": round(n429 / max(1, len(window)), 4),
-            "share_429_all": round(sum(1 for e in every if e["status"] == 429) / max(1, len(every)), 4),
-            "requests": len(every)}
-
-
-PHASES: tuple[tuple[str, int | str, bool], ...] = (
-    ("old: concurrency 8, asyncio-throttle", 8, True), ("new: concurrency auto", "auto", False))
-
-
-def part_scaled(scale: float, seconds: float) -> list[dict[str, Any]]:
-    from tests.fake_server import FakeConfig, spawn
-
+def part_judgesim(workloads: list[str], seeds: int) -> list[dict[str, Any]]:
+    """The judge layer on simulated time (tests.pacing_sim.judge_layer), each workload and seed."""
+    os.environ.setdefault("JUDGE_A_KEY", "sk-bench")
     rows = []
-    for name, conc, old in PHASES:
-        cfg = FakeConfig(seed=16, latency_ms=30_000 / scale, latency_dist="lognormal", latency_sigma=0.5,
-                         latency_max_ms=300_000 / scale, max_lifetime_s=seconds + 120, fault_free_after=None)
-        proc, url = spawn(cfg, cwd=ROOT)
-        try:
-            res = judge_phase(url, name="deepseek", concurrency=conc, rpm=120 * scale, old=old, seconds=seconds,
-                              n_cases=4000)
-            log = _get(url + "/_log")
-        finally:
-            proc.terminate()
-            proc.wait(10)
-        row = {"judge": name, "scale": scale, "seconds": seconds,
-               **server_figures(log, res["t0"], res["t1"], 0.3, scale),
-               "max_per_1s_scaled": max_in_window([e["t"] for e in log], 1.0),
-               "explain": res["explain"], "load": os.getloadavg()[0]}
-        rows.append(row)
-        print(json.dumps(row), flush=True)
+    for name in workloads:
+        hidden_rpm, judges, calls = WORKLOADS[name]
+        for seed in range(1, seeds + 1):
+            c0 = _cpu()
+            for run in judge_layer(hidden_rpm, calls, judges=judges, seed=seed):
+                report = run.judge.pacing_report()
+                rows.append({"workload": name, "seed": seed, "judge": run.judge.config.name,
+                             "calls": calls, "hidden_rpm": hidden_rpm, **_shares(run.figures),
+                             "learned": round(report.learned_rpm / hidden_rpm, 3) if report.learned_rpm else None,
+                             "cpu_s": round(_cpu() - c0, 1)})
+                print(json.dumps(rows[-1]), flush=True)
     return rows
 
 
-def part_hidden(scale: float, seconds: float, hidden_rpm: float, retry_after: bool,
-                old_ref: str | None = None, fixed: bool = True) -> list[dict[str, Any]]:
-    from tests.fake_server import FakeConfig, spawn
-
-    rows = []
-    phases: list[tuple[str, int | str, bool | types.ModuleType]] = list(PHASES if fixed else PHASES[1:])
-    if old_ref:
-        phases.insert(1, (f"auto as at {old_ref}", "auto", pacing_at(old_ref)))
-    import consensus_eval.judges.pacing as pacing_module
-
-    window = pacing_module.RATE_WINDOW_S
-    for name, conc, old in phases:
-        cfg = FakeConfig(seed=17, latency_ms=8_000 / scale, latency_dist="lognormal", latency_sigma=0.5,
-                         latency_max_ms=30_000 / scale, hidden_rpm=hidden_rpm * scale, hidden_window_s=60 / scale,
-                         hidden_retry_after=int(retry_after), max_lifetime_s=seconds + 120, fault_free_after=None)
-        proc, url = spawn(cfg, cwd=ROOT)
-        pacing_module.RATE_WINDOW_S = window / scale  # the client's assumed minute shrinks with the provider's
-        try:
-            res = judge_phase(url, name="hidden", concurrency=conc, rpm=None, old=old, seconds=seconds, n_cases=6000)
-            log = _get(url + "/_log")
-        finally:
-            pacing_module.RATE_WINDOW_S = window
-            proc.terminate()
-            proc.wait(10)
-        fig = server_figures(log, res["t0"], res["t1"], 0.3, scale)
-        whole = server_figures(log, res["t0"], res["t1"], 0.0, scale)
-        fig["whole_ok_per_min_real"] = whole["sustained_ok_per_min_real"]
-        fig["ratio_whole"] = round(whole["sustained_ok_per_min_real"] / hidden_rpm, 3)
-        row = {"judge": name, "hidden_rpm": hidden_rpm, "retry_after": retry_after, "scale": scale,
-               "seconds": seconds, **fig,
-               "ratio_to_hidden": round(fig["sustained_ok_per_min_real"] / hidden_rpm, 3),
-               "explain": res["explain"], "report": res["report"], "load": os.getloadavg()[0]}
-        rows.append(row)
-        print(json.dumps(row), flush=True)
-    return rows
+# ---------------------------------------------------------------------- through the judge layer, real time
 
 
 def _get(url: str) -> Any:
@@ -507,7 +404,175 @@ def _get(url: str) -> Any:
         return json.loads(r.read())
 
 
-def median_rows(runs: list[list[dict[str, Any]]], key: str) -> list[dict[str, Any]]:
+def _cases(n: int) -> list[Any]:
+    from tests.big_run import big_cases
+
+    return big_cases(n, seed=38)
+
+
+def part_scaled(scale: float, calls: int) -> list[dict[str, Any]]:
+    """The deepseek judge (rpm 120 x scale, latency / scale) through the judge layer, ``calls`` to completion."""
+    from consensus_eval.domain.config import LLMJudgeConfig
+    from consensus_eval.domain.prompts import render
+    from consensus_eval.domain.rubric import load_rubric
+    from consensus_eval.judges.llm import LLMJudge
+    from tests.fake_server import FakeConfig, spawn
+
+    cfg = FakeConfig(seed=16, latency_ms=30_000 / scale, latency_dist="lognormal", latency_sigma=0.5,
+                     latency_max_ms=300_000 / scale, max_lifetime_s=6 * 3600, fault_free_after=None)
+    proc, url = spawn(cfg, cwd=ROOT)
+    try:
+        rubric = load_rubric("medical_record")
+        judge = LLMJudge(LLMJudgeConfig(name="deepseek", model="openai/fake-deepseek", api_base=url + "/v1",
+                                        rpm=120 * scale, input_cost_per_token=0, output_cost_per_token=0), rubric)
+        work = [(c, d) for c in _cases(calls // 3 + 1) for d in rubric.dimensions][:calls]
+
+        async def main() -> None:
+            queue = list(reversed(work))
+
+            async def worker() -> None:
+                while queue:
+                    case, d = queue.pop()
+                    await judge.judge(case, d, render(rubric, d, case))
+
+            await asyncio.gather(*(worker() for _ in range(judge.config.max_workers)))
+
+        t0 = time.time()
+        asyncio.run(main())
+        t1 = time.time()
+        log = _get(url + "/_log")
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    report = judge.pacing_report()
+    row = {"scale": scale, "calls": calls, "wall_s": round(t1 - t0, 1),
+           "requests_per_min_full_scale": round(len(log) / (t1 - t0) * 60 / scale, 1),
+           "max_per_1s_scaled": max_in_window([e["t"] for e in log], 1.0),
+           "explain": report.explain() if report else None, "load": os.getloadavg()[0]}
+    print(json.dumps(row), flush=True)
+    return [row]
+
+
+# ---------------------------------------------------------------------- issue 38: real time, beside Inspect AI
+
+
+def _provider_config(url: str, judges: int) -> dict[str, Any]:
+    return {"rubric": "medical_record", "runs": 1, "important_runs": 1,
+            "judges": [{"name": f"hidden-{k}", "model": f"openai/hidden-{k}", "api_base": url + "/v1",
+                        "api_key_env": "PACING_BENCH_KEY", "input_cost_per_token": 0, "output_cost_per_token": 0}
+                       for k in range(judges)]}
+
+
+def client_ours(url: str, judges: int, calls: int, out: Path) -> dict[str, Any]:
+    """consensus-eval's ``score`` path as a client (run in its own process by :func:`part_provider`)."""
+    c0, t0 = _cpu(), time.monotonic()
+    from consensus_eval import api
+    from consensus_eval.judges.quiet import quiet_libraries
+
+    quiet_libraries()
+    c1, t1 = _cpu(), time.monotonic()
+    prep = api.prepare(_cases(calls // 3 + 1)[: -(-calls // 3)], _provider_config(url, judges))
+    landed = [c1, t1]
+
+    def hook(p: Any) -> None:
+        landed[0], landed[1] = _cpu(), time.monotonic()
+
+    res = asyncio.run(api.run_async(prep, out, hook, n_boot=1000))
+    c2, t2 = _cpu(), time.monotonic()
+    pacing = res.progress.pacing if res.progress is not None else {}
+    return {"client": "consensus-eval", "import_cpu_s": c1 - c0, "import_wall_s": t1 - t0,
+            "calls_cpu_s": landed[0] - c1, "calls_wall_s": landed[1] - t1, "rebuild_cpu_s": c2 - landed[0],
+            "rebuild_wall_s": t2 - landed[1],
+            "failed": res.progress.failed if res.progress is not None else None,
+            "learned_rpm": {n: r.learned_rpm for n, r in pacing.items()},
+            "summary": {n: r.explain() for n, r in pacing.items()}}
+
+
+def _prompts(url: str, judges: int, calls: int, path: Path) -> int:
+    """The rendered prompts of the first judge's calls, as bench/inspect_client.py reads them."""
+    from consensus_eval import api
+
+    os.environ.setdefault("PACING_BENCH_KEY", "sk-bench")
+    prep = api.prepare(_cases(calls // 3 + 1)[: -(-calls // 3)], _provider_config(url, judges))
+    mine = [c for c in prep.calls if c.planned.judge == "hidden-0"]
+    with path.open("w", encoding="utf-8") as fh:
+        for c in mine:
+            fh.write(json.dumps({"id": f"{c.case.id}/{c.planned.dimension}", "messages": c.messages},
+                                ensure_ascii=False) + "\n")
+    return len(mine)
+
+
+def _run_client(args: list[str], env: dict[str, str]) -> tuple[dict[str, Any], float, float]:
+    """A client process to completion: its last JSON line, its CPU seconds and peak RSS (MB)."""
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, env=env, cwd=ROOT, text=True)
+    assert proc.stdout is not None
+    out = proc.stdout.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise RuntimeError(f"client {args[:3]} exited {proc.returncode}")
+    last = [line for line in out.splitlines() if line.startswith("{")][-1]
+    return json.loads(last), usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
+
+
+def part_provider(hidden_rpm: float, judges: int, calls: int, repeat: int,
+                  inspect_python: str | None) -> list[dict[str, Any]]:
+    from tests.fake_server import FakeConfig, spawn
+
+    clients = ["consensus-eval"] + (["inspect"] if inspect_python else [])
+    rows = []
+    for r in range(repeat):
+        for client in clients:
+            cfg = FakeConfig(seed=38 + r, latency_ms=8_000, latency_dist="lognormal", latency_sigma=0.5,
+                             latency_max_ms=30_000, hidden_rpm=hidden_rpm, hidden_window_s=60.0, hidden_retry_after=1,
+                             max_lifetime_s=3600, fault_free_after=None, max_requests=1_000_000)
+            proc, url = spawn(cfg, cwd=ROOT)
+            load0 = os.getloadavg()[0]
+            try:
+                with tempfile.TemporaryDirectory() as tmp:
+                    env = {**os.environ, "PACING_BENCH_KEY": "sk-bench", "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+                    if client == "inspect":
+                        assert inspect_python is not None
+                        n = _prompts(url, judges, calls, Path(tmp) / "prompts.jsonl")
+                        assert n == calls, n
+                        args = [inspect_python, str(ROOT / "bench" / "inspect_client.py"), "--url", url,
+                                "--prompts", str(Path(tmp) / "prompts.jsonl"),
+                                "--models", ",".join(f"hidden-{k}" for k in range(judges))]
+                    else:
+                        args = [sys.executable, str(Path(__file__).resolve()), "--client", "ours", "--url", url,
+                                "--judges", str(judges), "--calls", str(calls), "--out", str(Path(tmp) / "run")]
+                    said, cpu, rss = _run_client(args, env)
+                log = _get(url + "/_log")
+            finally:
+                proc.terminate()
+                proc.wait(10)
+            row = {"repeat": r + 1, "client": client, "hidden_rpm": hidden_rpm, "judges": judges, "calls": calls,
+                   "cpu_s": round(cpu, 1), "peak_rss_mb": round(rss), "load": [round(load0, 2),
+                                                                              round(os.getloadavg()[0], 2)],
+                   **_provider_figures(log, hidden_rpm, calls), "client_said": said}
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    return rows
+
+
+def _provider_figures(log: list[dict[str, Any]], hidden_rpm: float, calls: int) -> dict[str, Any]:
+    """Per model (judge), from the server's log: :class:`tests.pacing_sim.Figures`, and the wall time
+    against the bound (calls / limit + the mean latency drawn)."""
+    per: dict[str, Any] = {}
+    for model in sorted({e["model"] for e in log}):
+        mine = [e for e in log if e["model"] == model]
+        entries = [(e["t"], 200 if e["status"] == 200 else 429 if e["status"] == 429 else -1,
+                    e["t_end"] if e["t_end"] is not None else e["t"]) for e in mine]
+        f = figures(entries, hidden_rpm)
+        lat = [e["t_end"] - e["t"] for e in mine if e["status"] == 200 and e["t_end"] is not None]
+        bound = calls / hidden_rpm * 60 + statistics.fmean(lat)
+        per[model] = {**_shares(f), "requests": f.requests, "other": sum(1 for x in entries if x[1] == -1),
+                      "wall_s": round(f.last_reply - f.first, 1), "wall_over_bound": round((f.last_reply - f.first)
+                                                                                         / bound, 3)}
+    return per
+
+
+def median_rows(runs: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
     """Per row position: the median of every numeric field over the repeats, and the values."""
     out = []
     for rows in zip(*runs, strict=True):
@@ -523,49 +588,49 @@ def median_rows(runs: list[list[dict[str, Any]]], key: str) -> list[dict[str, An
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--part", action="append", choices=["windows", "cpu", "deepseek", "hiddensim", "scaled", "hidden"])
-    p.add_argument("--repeat", type=int, default=1)
-    p.add_argument("--cpu-s", type=float, default=65.0)
+    p.add_argument("--part", action="append",
+                   choices=["windows", "cpu", "deepseek", "hiddensim", "judgesim", "scaled", "provider"])
+    p.add_argument("--repeat", type=int, default=1, help="cpu, provider: repeats")
+    p.add_argument("--cpu-s", type=float, default=65.0, help="cpu: seconds' worth of releases per limiter")
     p.add_argument("--scale", type=float, default=10.0)
-    p.add_argument("--seconds", type=float, default=120.0)
+    p.add_argument("--calls", type=int, help="scaled: calls (default 1,800); provider: calls per judge (default 240)")
     p.add_argument("--hidden-rpm", type=float, default=300.0)
-    p.add_argument("--no-retry-after", action="store_true")
-    p.add_argument("--decrease", type=float, action="append", help="hiddensim: multiplicative decrease(s) to compare")
-    p.add_argument("--old-ref", help="hiddensim, hidden: also the pacing module as at this commit (git)")
-    p.add_argument("--seeds", type=int, default=1, help="hiddensim: latency seeds (median)")
-    p.add_argument("--no-fixed", action="store_true", help="hidden: leave out the old fixed concurrency 8 phase")
-    p.add_argument("--sim-seconds", type=float, default=3600.0, help="hiddensim: simulated seconds")
+    p.add_argument("--judges", type=int, default=3, help="provider: judges (models) at once")
+    p.add_argument("--inspect-python", help="provider: Inspect AI's interpreter (bench/inspect_client.py)")
+    p.add_argument("--old-ref", help="hiddensim: also the pacing module as at this commit (git)")
+    p.add_argument("--seeds", type=int, default=1, help="hiddensim, judgesim: seeds (median)")
+    p.add_argument("--sim-requests", type=int, default=18_000, help="hiddensim: requests to completion")
+    p.add_argument("--workload", action="append", choices=sorted(WORKLOADS), help="judgesim: workloads")
     p.add_argument("--json", type=Path)
+    p.add_argument("--client", choices=["ours"], help=argparse.SUPPRESS)  # provider's client process
+    p.add_argument("--url", help=argparse.SUPPRESS)
+    p.add_argument("--out", type=Path, help=argparse.SUPPRESS)
     args = p.parse_args()
+    if args.client:
+        print(json.dumps(client_ours(args.url, args.judges, args.calls, args.out)), flush=True)
+        return
     from consensus_eval.judges.quiet import quiet_libraries
 
     quiet_libraries()
-    parts = args.part or ["windows", "cpu", "deepseek", "hiddensim", "scaled", "hidden"]
+    parts = args.part or ["windows", "deepseek", "hiddensim", "judgesim"]
     results: dict[str, Any] = {"machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]}}
     for part in parts:
-        runs = []
-        for r in range(args.repeat if part in ("cpu", "scaled", "hidden") else 1):
-            print(f"== {part} repeat {r + 1}", flush=True)
-            if part == "windows":
-                runs.append(part_windows())
-            elif part == "cpu":
-                runs.append(part_cpu(args.cpu_s))
-            elif part == "deepseek":
-                runs.append(part_deepseek())
-            elif part == "hiddensim":
-                from consensus_eval.judges.pacing import DECREASE
-
-                runs.append(part_hiddensim(args.hidden_rpm, args.decrease or [DECREASE], args.sim_seconds,
-                                           args.old_ref, args.seeds))
-            elif part == "scaled":
-                runs.append(part_scaled(args.scale, args.seconds))
-            else:
-                runs.append(part_hidden(args.scale, args.seconds, args.hidden_rpm, not args.no_retry_after,
-                                        args.old_ref, not args.no_fixed))
-        results[part] = median_rows(runs, "judge")
-        print(f"== {part} (median of {len(runs)})", flush=True)
-        for row in results[part]:
-            print(json.dumps({k: v for k, v in row.items() if not k.endswith("_runs")}), flush=True)
+        print(f"== {part}", flush=True)
+        if part == "windows":
+            results[part] = part_windows()
+        elif part == "cpu":
+            results[part] = median_rows([part_cpu(args.cpu_s) for _ in range(args.repeat)])
+        elif part == "deepseek":
+            results[part] = part_deepseek()
+        elif part == "hiddensim":
+            results[part] = part_hiddensim(args.hidden_rpm, args.sim_requests, args.old_ref, args.seeds)
+        elif part == "judgesim":
+            results[part] = part_judgesim(args.workload or sorted(WORKLOADS), args.seeds)
+        elif part == "scaled":
+            results[part] = part_scaled(args.scale, args.calls or 1800)
+        else:
+            results[part] = part_provider(args.hidden_rpm, args.judges, args.calls or 240, args.repeat,
+                                          args.inspect_python)
     if args.json:
         args.json.write_text(json.dumps(results, indent=1, default=str), encoding="utf-8")
 

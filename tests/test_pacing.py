@@ -27,7 +27,6 @@ from consensus_eval.judges.pacing import (
     ASSUMED_LATENCY_S,
     HEADROOM,
     INITIAL_CONCURRENCY,
-    LEARN_MARGIN,
     Binding,
     Gate,
     Pacing,
@@ -35,7 +34,7 @@ from consensus_eval.judges.pacing import (
     Spacer,
 )
 from tests.fake_server import FakeConfig, FakeServer
-from tests.pacing_sim import hidden_window, virtual
+from tests.pacing_sim import figures, hidden_workload, judge_layer, virtual
 
 EPS = 1e-6
 
@@ -312,25 +311,83 @@ def test_auto_concurrency_without_a_known_rate_grows_additively_and_is_cut_on_42
 
 @pytest.mark.parametrize("seed", [1, 2])
 def test_a_hidden_rate_per_minute_is_learned_at_the_first_429(seed: int) -> None:
-    """No rpm, a provider that takes 300 requests in any sliding minute: the slow start ends at the
-    first 429, the rate is learned from what the provider accepted in its window, and from then on the
-    requests are paced by it. Over the whole 15 minutes (the slow start included) the accepted rate is
-    within 10 % of the hidden limit and under 5 % of the requests are answered 429; the pacing before
-    this change reached 0.69 of it in the first ten minutes (bench/README.md)."""
+    """No rpm, a provider that takes 300 requests in any sliding minute, 1,050 requests to completion: the
+    slow start ends at the first 429, the limit is learned from what the provider accepted in its window
+    (exactly: 300), and from then on the requests are paced by it. Over the calls' sending time (the slow
+    start included) the accepted rate is at least 0.95 of the hidden limit, no minute after the first
+    falls below 0.9 of it (issue 38: 300, 86, 242, 290 through the judge layer), and under 1 % of the
+    requests are answered 429."""
     pacing = Pacing(concurrency="auto")
-    log = hidden_window(pacing, 300, 900.0, seed)
-    ok = [t for t, st in log if st == 200]
-    n429 = sum(1 for _, st in log if st == 429)
-    assert len(ok) / 15 >= 0.9 * 300  # whole run, per minute
-    assert sum(1 for t in ok if t >= 60.0) / 14 >= 0.9 * 300  # after the first minute's burst too
-    assert n429 / len(log) < 0.05
-    assert max_in_window(ok, 60.0) <= 300  # what the simulated provider enforces (sanity of the simulation)
+    f = figures(hidden_workload(pacing, 300, 1050, seed), 300)
+    assert f.accepted == 1050
+    assert f.sustained >= 0.95 and f.share_429 < 0.01
+    assert min(f.per_minute[1:-1]) >= 0.9 * 300 and max(f.per_minute) <= 300
     auto = pacing.auto
-    assert auto is not None and auto.learned_rpm is not None and not auto.slow_start
-    assert 0.9 * LEARN_MARGIN * 300 <= auto.learned_rpm <= 1.1 * 300
+    assert auto is not None and auto.learned_rpm is not None and not auto.slow_start and auto.learn
+    assert 300 <= auto.learned_rpm <= 1.15 * 300
     report = pacing.report()
     assert report.binding == "provider 429s" and report.learned_rpm == auto.learned_rpm
     assert "paced at" in report.explain()
+    assert report.accepted_rpm == pytest.approx(report.achieved_rpm * (1 - report.rate_limited / report.requests))
+
+
+def test_through_the_judge_layer_a_hidden_limit_is_met_politely_from_the_first_minute(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 38's targets through the judge layer itself (LLMJudge.judge: litellm, instructor, the pacing and
+    the retries with the provider's Retry-After; the runner's 256 workers per judge), on simulated time:
+    two judges, 240 calls each to completion, against a provider that takes 60 requests per judge in any
+    sliding minute (each request reaching it up to 50 ms after it was sent): at most 5 % of the requests
+    answered 429, a learned rate within 1.15x of the limit, at least 0.95 of the limit sustained over the
+    calls' sending time, no full minute below 0.9 of it (the pacing before: 2-7 % answered 429, 0.87-0.94
+    sustained, minutes of 44-58), and the run summary's accepted requests per minute apart from those
+    answered 429. (300/min through the judge layer: bench/pacing_bench.py --part judgesim; the pacing
+    alone at 300/min: the test above.)"""
+    hidden_rpm = 60.0
+    monkeypatch.setenv("JUDGE_A_KEY", "sk-test-pacing")
+    for run in judge_layer(hidden_rpm, 240, judges=2, seed=6):
+        f, report = run.figures, run.judge.pacing_report()
+        assert f.accepted == 240 and report is not None
+        assert f.share_429 <= 0.05 and report.rate_limited == f.rejected
+        assert report.learned_rpm is not None and 1 / 1.15 <= report.learned_rpm / hidden_rpm <= 1.15
+        assert f.sustained >= 0.95
+        assert min(f.per_minute[:-1]) >= 0.9 * hidden_rpm
+        assert report.accepted_rpm == pytest.approx((report.requests - report.rate_limited) / report.active_s * 60)
+        assert report.explain().startswith(f"provider 429s: {report.accepted_rpm:.1f} requests/min accepted")
+
+
+def _young_run(probe_answer: int) -> Pacing:
+    """A pacing whose first 429 comes 10 s into the run (20 requests accepted before it, latency 1 s),
+    then one more request: the probe, answered ``probe_answer``."""
+    async def main() -> Pacing:
+        loop = asyncio.get_running_loop()
+        pacing = Pacing(concurrency="auto")
+        for _ in range(20):
+            ticket = await pacing.acquire(0)
+            await asyncio.sleep(0.5)
+            pacing.release(ticket, tokens=1)
+        await asyncio.sleep(10.0 - loop.time())
+        refused = await pacing.acquire(0)
+        pacing.release(refused, rate_limited=True)
+        auto = pacing.auto
+        assert auto is not None and auto.allowed == 20 and auto.test_at is not None
+        assert loop.time() < auto.test_at
+        probe = await pacing.acquire(0)  # the window (60 s) holds 20 of 20: only the probe goes, a round trip on
+        assert probe.probe and loop.time() >= auto.test_at and loop.time() < 60.0
+        pacing.release(probe, tokens=1) if probe_answer == 200 else pacing.release(probe, rate_limited=True)
+        return pacing
+
+    return virtual(main)
+
+
+def test_a_young_runs_learned_window_is_tested_by_one_probe() -> None:
+    """A first 429 before a minute has passed: 20 accepted could be 20 per minute, or 20 in flight, or a
+    shorter window. One probe a round trip later tells: answered 429, the minute holds (nothing more goes
+    until the window frees); accepted, there is no such window and AIMD alone paces (no learned rate)."""
+    held = _young_run(429)
+    assert held.auto is not None and held.auto.learn and held.auto.learned_rpm == 20 and held.auto.test_at is None
+    freed = _young_run(200)
+    assert freed.auto is not None and not freed.auto.learn and freed.auto.learned_rpm is None
+    assert freed.auto.ceiling is not None and freed.learned_spacer is None
 
 
 def test_the_send_log_counts_what_the_provider_accepted_and_when_the_window_frees() -> None:
@@ -344,8 +401,10 @@ def test_the_send_log_counts_what_the_provider_accepted_and_when_the_window_free
     assert log.free_at(4.0, 60.0, 4) == 60.0  # the oldest accepted (0) leaves at 60
     assert log.free_at(4.0, 60.0, 3) == 61.0  # two must leave: 0 and 1 (2 was not counted)
     assert log.free_at(4.0, 60.0, 2) == 63.0  # 0, 1 and 3
-    log.add(70.0)  # the window kept is 60 s: everything before 10 s is gone
-    assert log.accepted(70.0, 60.0) == 1 and log.first == 0.0
+    assert log.accepted_before(3.0, 60.0) == 2  # sends at 0 and 1 (2 was rejected; 3 itself not counted)
+    assert log.accepted_before(4.0, 2.5) == 1  # the send at 3
+    log.add(70.0)  # the window kept is 61 s (60 s and SEND_GUARD_S): everything before 9 s is gone
+    assert log.accepted(70.0, 61.0) == 1 and log.first == 0.0
 
 
 def test_auto_without_any_limit_grows_to_the_cap_and_no_further() -> None:
@@ -426,5 +485,5 @@ def test_every_binding_explains_itself_with_or_without_limits(binding: Binding, 
     report.binding = binding
     report.mean_latency_s = None
     line = report.explain()
-    assert line.startswith(f"{binding}: 0.0 requests/min")
+    assert line.startswith(f"{binding}: 0.0 requests/min accepted")
     assert ("of rpm 120" in line) == (rpm is not None)

@@ -34,19 +34,26 @@ after it was released gives its slot/turn back to the next in line.
   With no rate known there is no target: the ceiling starts at :data:`INITIAL_CONCURRENCY` and, until
   the first 429, grows by 1 per success (slow start: doubling per round trip). The decrease is 0.9, not
   TCP's 0.5: a provider's per-minute window reacts late (docs/design/pacing.md).
-- **A learned rate** when no rate is known (providers count most hidden limits per minute): the first
-  429 ends the slow start and sets the rate to :data:`LEARN_MARGIN` x the requests the provider
-  accepted (sent and not answered 429, :class:`SendLog`) in the last :data:`RATE_WINDOW_S` s (or
-  since the first request, in a younger run), per that window. From then on requests are paced by it:
-  evenly (a :class:`Spacer`), and never more accepted sends in the window than it allows (so the slow
-  start's burst, still in the provider's window, is not repeated). While it holds requests back it
-  grows by :data:`RATE_STEP` of itself per round trip, twice as fast after each window without a 429
-  (up to :data:`PROBE_MAX`). A later 429 with the window nearly full (:data:`WINDOW_FULL`) sets it
-  again from what was accepted; one with the window not full is a limit on requests in flight: it cuts
-  the ceiling instead (AIMD as above). The rate grows only while the window is full to
-  :data:`GROW_FULL`. Against a limit on requests in flight the learned rate and the ceiling both hold
-  requests back: such a provider is served below its throughput, with few 429s. Why these rules, and
-  what they give against simulated providers: docs/design/pacing.md.
+- **A learned limit** when no rate is known (providers count most hidden limits per minute, in a
+  sliding or fixed window): the first 429 ends the slow start and sets the requests allowed per
+  :data:`RATE_WINDOW_S` s to what the provider accepted (sent and not answered 429, :class:`SendLog`)
+  in that window before the refused request was sent; in a run younger than the window, everything
+  since the first request. From then on no request goes while the sends the provider accepted in the
+  last window (plus :data:`SEND_GUARD_S`: a request reaches the provider a little after it is sent)
+  number what it allows, and requests are spread evenly at that rate (a :class:`Spacer`), so the slow
+  start's burst, still in the provider's window, is not repeated. *A young run's window is tested*: a
+  limit of n requests per minute learned after t < 60 s could also be a limit on requests in flight,
+  or a shorter window. One request (the probe) goes a round trip after the first 429, past the window's
+  count: answered 429, the minute is confirmed; accepted, the provider's window was not full, and the
+  limit becomes n per t s (the window the run had seen) for a while. A later 429 with the window nearly
+  full (:data:`WINDOW_FULL`) sets the limit again from what was accepted; one with the window not full
+  is a limit on requests in flight: it cuts the ceiling instead (AIMD as above). The limit grows by
+  :data:`RATE_STEP` of itself per round trip while the window is full to :data:`GROW_FULL`, only after
+  a whole window without a 429, twice as fast after each further one (up to :data:`PROBE_MAX`): an
+  exact limit probed at every round trip would cost a 429 every few round trips. Against a limit on
+  requests in flight the learned limit and the ceiling both hold requests back: such a provider is
+  served below its throughput, with few 429s. Why these rules, and what they give against simulated
+  providers: docs/design/pacing.md.
 - **cap**: ``max_concurrency`` (default 256 for an LLM judge): what one client keeps open.
 
 :meth:`Pacing.report` says, per judge, what limited it (:class:`PacingReport`).
@@ -75,16 +82,21 @@ FIRST_DECREASE = 0.5
 LATENCY_WINDOW = 50
 #: the window a provider is assumed to count its hidden limit over (requests per minute), in seconds
 RATE_WINDOW_S = 60.0
-#: the learned rate is this share of what the provider accepted in its window before the 429
-LEARN_MARGIN = 0.95
-#: a later 429 re-learns the rate when the last window held at least this share of what the learned
-#: rate allows in it (the provider counts a window); otherwise it is an in-flight limit: the ceiling is cut
+#: a send stays in the learned window's count this much longer than the window: the provider counts a
+#: request when it arrives, a little after it was sent, and a send that left the client's count before
+#: the provider's would be refused
+SEND_GUARD_S = 1.0
+#: the learned limit's spacer releases requests this much faster than the limit (the window's count holds
+#: the limit): a burst sent before the first 429 is followed as it leaves the window, a few at a time
+SPREAD = 2.0
+#: a later 429 re-learns the limit when the last window held at least this share of what the learned
+#: limit allows in it (the provider counts a window); otherwise it is an in-flight limit: the ceiling is cut
 WINDOW_FULL = 0.9
-#: the learned rate grows only while the last window holds at least this share of what it allows (it is
+#: the learned limit grows only while the last window holds at least this share of what it allows (it is
 #: what holds requests back); above :data:`WINDOW_FULL`, so that it cannot grow past what a 429 re-learns
 GROW_FULL = 0.98
-#: increase of the learned rate while it holds requests back: this share of it per round trip, doubled
-#: after each window without a 429 (up to :data:`PROBE_MAX`), back to 1 at a 429
+#: increase of the learned limit while it holds requests back, after a whole window without a 429: this
+#: share of it per round trip, doubled after each further window without one (up to :data:`PROBE_MAX`)
 RATE_STEP = 0.01
 PROBE_MAX = 16.0
 
@@ -268,13 +280,23 @@ class AutoLimit:
         self.cuts = 0
         #: before the first 429 without a known rate: +1 per success (doubling per round trip)
         self.slow_start = not known_rate
-        #: without a known rate, from the first 429 on: the rate learned from the 429s (requests/min)
-        #: and the window it is counted over (:data:`RATE_WINDOW_S`, shorter while the run is younger)
+        #: without a known rate, from the first 429 on: the requests the provider allows per
+        #: :data:`RATE_WINDOW_S`, learned from the 429s (``learn`` is False once the young run's probe
+        #: found no such window: AIMD alone from then on)
         self.learn = not known_rate
-        self.learned_rpm: float | None = None
-        self.window_s = RATE_WINDOW_S
-        self._probe = 1.0
-        self._probe_since = 0.0
+        self.allowed: float | None = None
+        #: when the probe that tests a young run's learned window may go (None: no test pending)
+        self.test_at: float | None = None
+        self._last_429 = -math.inf
+
+    @property
+    def learned_rpm(self) -> float | None:
+        """The learned limit in requests per minute (None: nothing learned yet)."""
+        return None if self.allowed is None else self.allowed * 60 / RATE_WINDOW_S
+
+    def allowed_now(self) -> int:
+        """The accepted sends the learned limit allows in its window (at least 1)."""
+        return max(1, int(self.allowed or 0))
 
     def rate_per_s(self) -> float | None:
         """The known rate limit in requests per second (the lower of rpm's and tpm's), or None."""
@@ -282,7 +304,7 @@ class AutoLimit:
         if self.rpm is not None:
             rates.append(self.rpm / 60)
         if self.learned_rpm is not None:
-            rates.append(self.learned_rpm / 60)
+            rates.append(self.learned_rpm * SPREAD / 60)  # the spacer's rate: slots to follow a burst leaving
         seen = self.tokens or self.charged  # reported usage once there is some, else the estimates
         if self.tpm is not None and seen:
             rates.append(self.tpm / 60 / max(1.0, sum(seen) / len(seen)))
@@ -307,42 +329,44 @@ class AutoLimit:
 
     def on_success(self, latency_s: float, busy: bool, now: float = 0.0, paced: bool = False) -> None:
         """A reply: its latency; ``busy``: demand was at the in-flight limit when it went; ``paced``:
-        requests are waiting for the learned rate's turn (it is what holds them back)."""
+        the learned limit's window is full (it is what holds requests back)."""
         self.latencies.append(latency_s)
-        if self.learned_rpm is not None and paced:
-            # additive increase: +RATE_STEP x probe of the rate per round trip's worth of successes
-            self.learned_rpm += RATE_STEP * self._probe * 60 / self.mean_latency()
-            if now - self._probe_since >= self.window_s:  # a window without a 429: probe faster
-                self._probe = min(PROBE_MAX, self._probe * 2)
-                self._probe_since = now
+        if self.allowed is not None and paced:
+            quiet = (now - self._last_429) / RATE_WINDOW_S  # windows since the last 429
+            if quiet >= 1:
+                # +RATE_STEP x probe of the limit per round trip's worth of successes (allowed per window
+                # x latency / window of them), the probe doubling with each further quiet window
+                probe = min(PROBE_MAX, 2.0 ** min(int(quiet - 1), 16))
+                self.allowed += RATE_STEP * probe * RATE_WINDOW_S / self.mean_latency()
         if self.ceiling is not None and busy:
             step = 1.0 if self.slow_start else 1 / self.ceiling
             self.ceiling = min(float(self.cap), self.ceiling + step)
             target = self.target()
-            if target is not None and self.ceiling >= target:
-                self.ceiling = None  # back at Little's law: the provider's limit is not the binding one
+            if target is not None and self.ceiling >= target and self.test_at is None:
+                # back at Little's law: the provider's limit is not the binding one (kept while a young run's
+                # window is tested: if the probe finds none, the ceiling is what is left)
+                self.ceiling = None
 
     def on_rate_limited(self, sent_at: float, now: float, accepted: int | None = None,
-                        window_s: float | None = None) -> bool:
+                        age_s: float | None = None) -> bool:
         """A 429: cut the ceiling, once per round trip. Returns whether it was cut.
 
-        Without a known rate, ``accepted`` (requests sent in the last ``window_s`` seconds and not
-        answered 429) sets the learned rate: :data:`LEARN_MARGIN` x ``accepted`` per ``window_s``
-        (module docstring)."""
+        Without a known rate, ``accepted`` (requests sent and not answered 429 in the learned window
+        before the refused one was sent) sets the learned limit, and ``age_s`` (the run's age when the
+        refused one was sent) says whether the first 429 came before the window's end (module docstring)."""
         if sent_at < self.last_cut:
             return False
-        if self.learn and accepted is not None and window_s is not None:
-            window_s = max(1e-3, window_s)
-            first = self.learned_rpm is None
-            # full: the window held about what the learned rate allows in its window (a younger run's
-            # window was shorter: the count it allowed then, not that rate over the longer window now)
-            full = first or accepted >= WINDOW_FULL * (self.learned_rpm or 0.0) * self.window_s / 60
+        if self.learn and accepted is not None:
+            first = self.allowed is None
+            # full: the window held about what the learned limit allows in it
+            full = first or accepted >= WINDOW_FULL * (self.allowed or 0.0)
             if first or not full:  # the slow start's overshoot, or a limit on requests in flight
                 self.ceiling = max(1.0, DECREASE * self.limit())
             if full:  # the provider's window is full: it accepts about what it accepted in it
-                self.window_s = window_s
-                self.learned_rpm = max(1.0, LEARN_MARGIN * accepted) * 60 / window_s
-            self._probe, self._probe_since = 1.0, now
+                self.allowed = max(1.0, float(accepted))
+                if first and age_s is not None and age_s < RATE_WINDOW_S - self.mean_latency():
+                    self.test_at = now + self.mean_latency()
+            self._last_429 = now
         else:
             self.ceiling = max(1.0, (FIRST_DECREASE if self.slow_start else DECREASE) * self.limit())
         self.slow_start = False
@@ -350,10 +374,18 @@ class AutoLimit:
         self.cuts += 1
         return True
 
+    def on_probe(self, accepted: bool) -> None:
+        """The young run's probe came back: ``accepted`` (not answered 429) or not (module docstring)."""
+        self.test_at = None
+        if accepted:  # not a window of a minute (a limit on requests in flight, a shorter window): AIMD alone
+            self.learn = False
+            self.allowed = None
+
 
 class SendLog:
-    """Send times of the last :data:`RATE_WINDOW_S` seconds (in order) and which of them were answered
-    429: how many the provider accepted in a window, and when the oldest of them leaves it."""
+    """Send times of the last :data:`RATE_WINDOW_S` + :data:`SEND_GUARD_S` seconds (in order) and which
+    of them were answered 429: how many the provider accepted in a window, and when the oldest of them
+    leaves it."""
 
     def __init__(self) -> None:
         self._sent: list[float] = []
@@ -371,7 +403,7 @@ class SendLog:
         bisect.insort(self._rejected, t)
 
     def _trim(self, now: float) -> None:
-        cut = now - RATE_WINDOW_S
+        cut = now - RATE_WINDOW_S - SEND_GUARD_S
         self._start = bisect.bisect_right(self._sent, cut, lo=self._start)
         if self._start > 1024 and self._start * 2 > len(self._sent):
             del self._sent[:self._start]
@@ -387,6 +419,13 @@ class SendLog:
         lo = now - window_s
         sent = len(self._sent) - bisect.bisect_right(self._sent, lo, lo=self._start)
         return sent - (len(self._rejected) - bisect.bisect_right(self._rejected, lo))
+
+    def accepted_before(self, t: float, window_s: float) -> int:
+        """Sends in ``(t - window_s, t)`` not answered 429: what the provider had accepted in its window
+        when a request sent at ``t`` arrived (sends after it, and it, are not counted)."""
+        lo = t - window_s
+        sent = bisect.bisect_left(self._sent, t, lo=self._start) - bisect.bisect_right(self._sent, lo, lo=self._start)
+        return sent - (bisect.bisect_left(self._rejected, t) - bisect.bisect_right(self._rejected, lo))
 
     def free_at(self, now: float, window_s: float, limit: int) -> float:
         """When fewer than ``limit`` accepted sends will be in the window (``now`` if already)."""
@@ -407,6 +446,11 @@ class SendLog:
             i += 1
 
 
+def _wake_up(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
 @dataclass
 class Ticket:
     """One attempt's passage: when it was sent and what it was charged."""
@@ -414,6 +458,7 @@ class Ticket:
     sent_at: float
     charged_tokens: float
     busy: bool  # the limit was in use (demand at the limit) when it went
+    probe: bool = False  # the probe that tests a young run's learned window (AutoLimit.on_probe)
 
 
 @dataclass
@@ -422,6 +467,7 @@ class PacingReport:
 
     ``requests``: HTTP attempts sent; ``rate_limited``: those answered 429; ``active_s``: seconds from
     the first attempt's request for a slot to the last attempt's end; ``achieved_rpm``: requests per
+    minute over that time (those answered 429 included); ``accepted_rpm``: requests not answered 429 per
     minute over that time; ``achieved_tpm``: tokens (prompt + completion, as reported) per minute;
     ``rpm``/``tpm``: the configured limits (None: none); ``concurrency``: as configured (a number or
     ``auto``); ``limit_final``/``limit_min``/``limit_max``: the in-flight limit at the end and its range;
@@ -462,10 +508,14 @@ class PacingReport:
     binding: Binding
     #: without a known rate: the rate learned from the provider's 429s at the end (requests/min), or None
     learned_rpm: float | None = None
+    accepted_rpm: float = 0.0
 
     def explain(self) -> str:
-        """One line: the binding limit and the figures behind it."""
-        rate = f"{self.achieved_rpm:.1f} requests/min"
+        """One line: the binding limit and the figures behind it (requests accepted per minute, and
+        those answered 429 apart)."""
+        rate = f"{self.accepted_rpm:.1f} requests/min accepted"
+        if self.rate_limited:
+            rate += f" + {self.achieved_rpm - self.accepted_rpm:.1f}/min answered 429"
         if self.rpm is not None:
             rate += f" of rpm {self.rpm:g}"
         if self.binding == "tpm":
@@ -507,6 +557,8 @@ class Pacing:
         self.sends = SendLog() if self.auto is not None and self.auto.learn else None
         self.learned_spacer: Spacer | None = None
         self._learn_lock = asyncio.Lock()
+        self._probing = False  # the young run's probe is out
+        self._wake: asyncio.Future[None] | None = None  # the waiter at the learned window, to wake on news
         self.requests = 0
         self.rate_limited = 0
         self.tokens = 0
@@ -529,9 +581,10 @@ class Pacing:
         self._mark(now)
         demand = self.gate.in_flight + self.gate.waiting + 1
         await self.gate.acquire()
+        probe = False
         try:
             if self.learned_spacer is not None:
-                await self._learned_turn(loop)
+                probe = await self._learned_turn(loop)
             if self.rpm_spacer is not None:
                 await self.rpm_spacer.acquire()
             if self.tpm_spacer is not None:
@@ -546,22 +599,45 @@ class Pacing:
         if self.sends is not None:
             self.sends.add(sent_at)
         return Ticket(sent_at=sent_at, charged_tokens=tokens if self.tpm_spacer is not None else 0.0,
-                      busy=demand >= self.gate.limit)
+                      busy=demand >= self.gate.limit, probe=probe)
 
-    async def _learned_turn(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Under a learned rate: wait until the last window holds fewer accepted sends than the rate
-        allows in it (so a burst sent before the first 429 is not repeated), then for the spacer's turn."""
+    async def _learned_turn(self, loop: asyncio.AbstractEventLoop) -> bool:
+        """Under a learned limit: wait until the last window (and :data:`SEND_GUARD_S`) holds fewer
+        accepted sends than it allows (so a burst sent before the first 429 is not repeated), then for
+        the spacer's turn. Returns True for the young run's probe, which goes past both (module docstring)."""
         auto, sends, spacer = self.auto, self.sends, self.learned_spacer
         assert auto is not None and sends is not None and spacer is not None
         async with self._learn_lock:
-            while auto.learned_rpm is not None:
+            while True:
                 now = loop.time()
-                allowed = max(1, int(auto.learned_rpm * auto.window_s / 60))
-                at = sends.free_at(now, auto.window_s, allowed)
+                if auto.allowed is None:  # the probe found no window: nothing learned to wait for
+                    return False
+                at = sends.free_at(now, RATE_WINDOW_S + SEND_GUARD_S, auto.allowed_now())
                 if at <= now:
                     break
-                await asyncio.sleep(at - now + 1e-6)
+                if auto.test_at is not None and not self._probing:
+                    if now >= auto.test_at:
+                        self._probing = True
+                        return True
+                    at = min(at, auto.test_at)
+                await self._sleep_until(loop, at)
             await spacer.acquire()
+        return False
+
+    def _wake_waiter(self) -> None:
+        if self._wake is not None:
+            _wake_up(self._wake)
+
+    async def _sleep_until(self, loop: asyncio.AbstractEventLoop, at: float) -> None:
+        """Sleep until ``at``, or until what was learned changes (:meth:`_update_limit` wakes it)."""
+        wake: asyncio.Future[None] = loop.create_future()
+        timer = loop.call_at(at + 1e-6, _wake_up, wake)
+        self._wake = wake
+        try:
+            await wake
+        finally:
+            timer.cancel()
+            self._wake = None
 
     def release(self, ticket: Ticket, *, tokens: int | None = None, rate_limited: bool = False) -> None:
         """The attempt is over: ``tokens`` it used (None: unknown), whether it was answered 429."""
@@ -576,12 +652,17 @@ class Pacing:
                     self.auto.tokens.append(tokens)
         if tokens is not None:
             self.tokens += tokens
+        if ticket.probe and self.auto is not None:
+            self._probing = False
+            if rate_limited or tokens is not None:  # any other failure says nothing: probe again
+                self.auto.on_probe(accepted=not rate_limited)
         if self.auto is not None and rate_limited:
             self._mark(now)
             if self.sends is not None and self.sends.first is not None:
                 self.sends.reject(ticket.sent_at)
-                window = min(RATE_WINDOW_S, now - self.sends.first)
-                self.auto.on_rate_limited(ticket.sent_at, now, self.sends.accepted(now, window), window)
+                self.auto.on_rate_limited(ticket.sent_at, now,
+                                          self.sends.accepted_before(ticket.sent_at, RATE_WINDOW_S),
+                                          ticket.sent_at - self.sends.first)
             else:
                 self.auto.on_rate_limited(ticket.sent_at, now)
         elif tokens is not None:
@@ -598,10 +679,10 @@ class Pacing:
         """Whether the learned rate is what holds requests back: the last window holds nearly what it
         allows (:data:`GROW_FULL`). (Waiters at its spacer are no sign: requests come in bunches.)"""
         auto, sends = self.auto, self.sends
-        if auto is None or sends is None or auto.learned_rpm is None:
+        if auto is None or sends is None or auto.allowed is None:
             return False
-        allowed = auto.learned_rpm * auto.window_s / 60
-        return sends.accepted(now, auto.window_s) >= min(GROW_FULL * allowed, max(1, int(allowed)) - 1)
+        return sends.accepted(now, RATE_WINDOW_S + SEND_GUARD_S) >= min(GROW_FULL * auto.allowed,
+                                                                        auto.allowed_now() - 1)
 
     def _leave(self, now: float) -> None:
         self._mark(now)
@@ -613,11 +694,16 @@ class Pacing:
         if self.auto is None:
             return
         learned = self.auto.learned_rpm
-        if learned is not None:
+        if learned is None and self.learned_spacer is not None:  # the probe found no window: AIMD alone
+            self.learned_spacer = None
+            self._wake_waiter()
+        elif learned is not None:
+            learned *= SPREAD
             if self.learned_spacer is None:
                 self.learned_spacer = Spacer(learned)
-            else:
+            elif self.learned_spacer.unit_s != 60.0 / learned:
                 self.learned_spacer.unit_s = 60.0 / learned
+                self._wake_waiter()
         limit = self.auto.limit()
         if limit != self.gate.limit:
             self.gate.set_limit(limit)
@@ -667,6 +753,7 @@ class Pacing:
         return PacingReport(
             requests=self.requests, rate_limited=self.rate_limited, active_s=active if self.requests else 0.0,
             achieved_rpm=self.requests / active * 60 if self.requests else 0.0,
+            accepted_rpm=(self.requests - self.rate_limited) / active * 60 if self.requests else 0.0,
             achieved_tpm=self.tokens / active * 60 if self.requests else 0.0,
             rpm=self.rpm, tpm=self.tpm, concurrency=self.concurrency, limit_final=self.gate.limit,
             limit_min=self.limit_min, limit_max=self.limit_max,
