@@ -478,9 +478,13 @@ def test_flatten_numbers() -> None:
 
 @pytest.mark.parametrize(("value", "ci", "level", "words"), [
     (0.85, (0.81, 0.9), "reliable", "reliable"),
-    (0.85, (0.6, 0.9), "reliable", "reliable, though the interval reaches down to 0.60"),
+    # the label follows the interval's lower bound (issue 32): a reliable point on a wide interval is not
+    (0.85, (0.7, 0.9), "tentative", "tentative: the interval reaches down to 0.70"),
+    (0.85, (0.6, 0.9), "unreliable", "not shown to be reliable: the interval reaches down to 0.60"),
+    (0.933, (-0.10, 0.98), "unreliable", "not shown to be reliable: the interval reaches down to -0.10"),
     (0.8, None, "reliable", "reliable"),
-    (0.7, (0.5, 0.8), "tentative", "tentative conclusions only"),
+    (0.7, (0.68, 0.8), "tentative", "tentative conclusions only"),
+    (0.7, (0.5, 0.8), "unreliable", "not shown to be reliable: the interval reaches down to 0.50"),
     (0.667, None, "tentative", "tentative conclusions only"),
     (0.66, None, "unreliable", "not reliable"),
     (-0.2, None, "unreliable", "not reliable"),

@@ -254,6 +254,12 @@ def test_validity_is_measured_on_the_spot_check_only_against_the_estimators(two_
     ceiling = v.scores["total"].ceiling
     pairs = [[truth[c] - 60 + 60, truth[c] - 60 + 61] for c in sample[:10]]
     assert ceiling is not None and ceiling.n == 10 and ceiling.value == pytest.approx(icc_a1(pairs).value)
+    # the judges on the ceiling's basis: each against the first clinician, on the cases two scored
+    first = [p[0] for p in pairs]
+    for name in (*JUDGES, "panel"):
+        mine = [(_total(by_id[c]) if name == "panel" else by_id[c].judge_totals[name]) for c in sample[:10]]
+        want_icc = icc_a1(np.column_stack([mine, first]))
+        assert v.scores["total"].same_basis[name].value == pytest.approx(want_icc.value)
     # PPI per system: the panel on all 30 cases of the system, corrected by its spot-checked ones
     ppi = next(p for p in v.ppi if p.group == "scribe-a" and p.key == "total")
     ids_a = [c.id for c in res.cases if c.system == "scribe-a"]

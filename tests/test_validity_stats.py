@@ -9,9 +9,12 @@ import pytest
 
 from consensus_eval.analysis.validity import (
     MIN_CASES,
+    against_one_clinician,
     bonett_min_n,
+    cases_needed,
     icc_a1,
     score_validity,
+    two_way_mean_squares,
     verdict_validity,
     weighted_mean,
 )
@@ -148,8 +151,10 @@ def test_score_validity_bias_mae_icc() -> None:
     assert v.mae == pytest.approx(11 / 10)
     kept = [(a, b) for a, b in zip(rater, ref, strict=True) if a is not None and not math.isnan(a)]
     assert v.icc == icc_a1(np.array(kept))
-    assert v.icc.value is not None and v.min_n == bonett_min_n(v.icc.value, 2, 0.1)
-    assert v.small_sample is (v.n < v.min_n)
+    # the rater scores 0.7 higher on average: the rater-bias term asks for more cases than Bonett's formula
+    assert v.icc.value is not None and v.min_n == cases_needed(np.array(kept), 0.1)
+    assert v.min_n is not None and v.min_n > bonett_min_n(v.icc.value, 2, 0.1)
+    assert v.small_sample is (v.n < v.min_n) and not v.unreachable
     assert not v.weighted
 
 
@@ -251,3 +256,95 @@ def test_isotonic_map_against_sklearn_and_its_cross_validated_error() -> None:
     noise = isotonic_map(list(rng.uniform(70, 100, 60)), list(rng.uniform(60, 100, 60)))
     assert noise.mae_cv is not None and noise.mae_cv > 5
     assert isotonic_map([90.0], [80.0]).mae_cv is None
+
+
+# ------------------------------------------------------------------------------------ cases needed
+
+
+def test_two_way_mean_squares_against_statsmodels_anova() -> None:
+    sm = pytest.importorskip("statsmodels.formula.api")
+    anova = pytest.importorskip("statsmodels.stats.anova")
+    pd = pytest.importorskip("pandas")
+    x = _random_table(11, 12, 3)
+    df = pd.DataFrame([(i, j, x[i, j]) for i in range(12) for j in range(3)], columns=["case", "rater", "y"])
+    table = anova.anova_lm(sm.ols("y ~ C(case) + C(rater)", data=df).fit())
+    ms = table["mean_sq"]
+    assert two_way_mean_squares(x) == pytest.approx((ms["C(case)"], ms["C(rater)"], ms["Residual"]), rel=1e-12)
+
+
+def _no_bias(x: np.ndarray) -> np.ndarray:
+    """``x`` with every rater's mean moved to the grand mean: no systematic difference between raters."""
+    return np.asarray(x - x.mean(axis=0, keepdims=True) + x.mean())
+
+
+def test_without_a_rater_bias_cases_needed_is_bonetts_figure() -> None:
+    for seed, rho_scale in ((1, 8.0), (2, 12.0), (3, 20.0)):
+        rng = np.random.default_rng(seed)
+        x = _no_bias(rng.normal(0, rho_scale, (60, 1)) + rng.normal(0, 8, (60, 2)))
+        msr, msc, mse = two_way_mean_squares(x)
+        assert msc == pytest.approx(0, abs=1e-9)
+        planning = (msr - mse) / 2 / ((msr - mse) / 2 + mse)   # the ICC the plan is made for
+        ours, bonett = cases_needed(x), bonett_min_n(planning, 2, 0.1)
+        assert ours is not None and abs(ours - bonett) <= max(4, 0.1 * bonett), (ours, bonett)
+
+
+def test_a_rater_bias_raises_the_cases_needed_and_can_make_it_unreachable() -> None:
+    rng = np.random.default_rng(4)
+    base = _no_bias(rng.normal(0, 12, (40, 1)) + rng.normal(0, 5, (40, 2)))
+    slight = base + np.array([0.0, 2.5])
+    strong = base + np.array([0.0, 8.0])
+    n0, n1 = cases_needed(base), cases_needed(slight)
+    assert n0 is not None and n1 is not None and n1 > n0
+    assert cases_needed(strong) is None                     # 2 raters: the bias's 1 df keeps the interval wide
+    v = score_validity(strong[:, 0], strong[:, 1])
+    assert v.unreachable and v.min_n is None and v.small_sample
+
+
+def test_at_the_cases_needed_simulated_intervals_are_about_that_wide() -> None:
+    rng = np.random.default_rng(5)
+    s_r, s_c, s_e = 100.0, 4.0, 25.0                        # components: cases, rater bias, error
+    pilot = rng.normal(0, 10, (400, 1)) + np.array([0.0, 2.0]) + rng.normal(0, 5, (400, 2))
+    m = cases_needed(pilot)
+    assert m is not None
+    widths = []
+    for _ in range(300):
+        x = (rng.normal(0, math.sqrt(s_r), (m, 1)) + rng.normal(0, math.sqrt(s_c), (1, 2))
+             + rng.normal(0, math.sqrt(s_e), (m, 2)))
+        i = icc_a1(x)
+        if i.low is not None and i.high is not None:
+            widths.append(i.high - i.low)
+    assert 0.15 < float(np.median(widths)) < 0.3
+
+
+def test_a_rater_as_good_as_one_clinician_beats_the_ceiling_half_the_time() -> None:
+    """Judge, clinician 1 and clinician 2 each score the truth with the same noise, on 40 cases both
+    clinicians scored: on the same basis (each against clinician 1) the judge is above the ceiling about
+    half the time; against the two clinicians' mean, the old basis (a less noisy reference), most of the
+    time (the issue measured 78%)."""
+    rng = np.random.default_rng(6)
+    same, old = 0, 0
+    sims, n = 1000, 40
+    for _ in range(sims):
+        truth = rng.normal(80, 6, n)
+        judge, c1, c2 = (truth + rng.normal(0, 4, n) for _ in range(3))
+        mine, ceiling = against_one_clinician(judge, c1, c2)
+        assert mine.value is not None and ceiling.value is not None
+        same += mine.value > ceiling.value
+        old_value = icc_a1(np.column_stack([judge, (c1 + c2) / 2])).value
+        assert old_value is not None
+        old += old_value > ceiling.value
+    assert 0.45 <= same / sims <= 0.55, same / sims
+    assert old / sims > 0.7, old / sims
+
+
+def test_weighted_verdicts_equal_the_sample_with_each_pair_repeated_by_its_weight() -> None:
+    rater = ["yes", "no", "yes", "yes", "no", "no", "yes", "no"]
+    ref = ["yes", "no", "no", "yes", "yes", "no", "yes", "yes"]
+    weights = [1, 3, 2, 1, 4, 1, 2, 1]
+    w = verdict_validity(rater, ref, [float(x) for x in weights])
+    repeated = verdict_validity([r for r, k in zip(rater, weights, strict=True) for _ in range(k)],
+                                [r for r, k in zip(ref, weights, strict=True) for _ in range(k)])
+    assert w.weighted and (w.kappa, w.macro_f1) == pytest.approx((repeated.kappa, repeated.macro_f1))
+    assert w.agreement == verdict_validity(rater, ref).agreement       # a count of the sample, not weighted
+    with pytest.raises(ValueError):
+        verdict_validity(rater, ref, [1.0])

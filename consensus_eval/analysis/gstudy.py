@@ -24,6 +24,8 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel
 
+from consensus_eval.analysis.validity import two_way_mean_squares
+
 
 class VarianceComponents(BaseModel):
     """The estimated variance components of a balanced ``p x (r:j)`` G-study, in squared score points.
@@ -115,11 +117,7 @@ def g_study_single_run(x: Sequence[Sequence[float]] | np.ndarray) -> VarianceCom
     n_p, n_j = a.shape
     if n_p < 2 or n_j < 2:
         raise ValueError(f"need >= 2 cases and judges, got {n_p}, {n_j}")
-    grand = a.mean()
-    m_p, m_j = a.mean(axis=1), a.mean(axis=0)
-    ms_p = n_j * float(((m_p - grand) ** 2).sum()) / (n_p - 1)
-    ms_j = n_p * float(((m_j - grand) ** 2).sum()) / (n_j - 1)
-    ms_e = float(((a - m_p[:, None] - m_j[None, :] + grand) ** 2).sum()) / ((n_p - 1) * (n_j - 1))
+    ms_p, ms_j, ms_e = two_way_mean_squares(a)
     raw = {"case": (ms_p - ms_e) / n_j, "judge": (ms_j - ms_e) / n_p, "run": 0.0, "case_judge": 0.0,
            "residual": ms_e}
     c = {k: max(0.0, v) for k, v in raw.items()}

@@ -10,10 +10,15 @@ For each judge and the panel, per dimension and total (:class:`KeyValidity`):
 - ICC(A,1) against the clinicians' score, with its 95% interval, mean bias and MAE
   (:func:`~consensus_eval.analysis.validity.score_validity`); with unequal inclusion probabilities (a
   stratified sample) bias and MAE are inverse-probability weighted, estimating the whole run;
-- the ceiling: the clinicians' own ICC(A,1) on the spot-check cases two of them scored: a judge cannot
-  be expected to agree with a clinician better than two clinicians agree with each other;
-- the number of cases an ICC of that size needs for a 95% interval of +-0.1 (Bonett 2002), and a
-  small-sample warning below it.
+- the ceiling: the clinicians' own ICC(A,1) on the spot-check cases two of them scored (the second
+  clinician against the first), beside each rater's ICC against the first clinician on the same cases
+  (``same_basis``, :func:`~consensus_eval.analysis.validity.against_one_clinician`): a judge exactly as
+  good as one clinician is above the ceiling half the time there. The first figure (against the clinicians'
+  mean or adjudicated score on every spot-check case, a less noisy reference than one clinician) is not
+  comparable with the ceiling: it would put such a judge above it most of the time;
+- the number of cases an ICC of that size, with its rater-bias term, needs for a 95% interval of +-0.1
+  (:func:`~consensus_eval.analysis.validity.cases_needed`; Bonett 2002 without a bias), and a
+  small-sample warning below it (or when no number of cases gets there).
 
 Deduction verdicts (:class:`DeductionValidity`), as HealthBench's meta-evaluation does per criterion:
 every deduction type any judge took or a reviewer added on a spot-check case's dimension is an item;
@@ -22,7 +27,10 @@ their own added deduction: yes; "disagree" on every one: no; "unsure" or nothing
 of the reviewers, or where an adjudicator settled a deduction they disagreed on, the adjudicator's reference
 verdict), and a judge says yes when it took that type in at least half of its runs. Per judge: Cohen's kappa and
 macro-F1 of its yes/no against the clinicians', with the clinicians' kappa between themselves as the
-ceiling.
+ceiling. With unequal inclusion probabilities (a stratified spot check) each item is weighted by 1 / its
+case's probability (scikit-learn's ``sample_weight``), as bias and MAE are, so kappa and macro-F1 estimate
+the whole run; the agreement share and its interval stay counts of the sample, and the ICC stays
+unweighted (it describes the labelled sample).
 
 Criterion verdicts (:class:`CriteriaValidity`, a rubric with ``criteria`` dimensions), as HealthBench's
 meta-evaluation grades its graders: the units are the distinct (case, dimension, criterion) of the spot-check
@@ -48,7 +56,7 @@ longer matches the run (``ppi_design_changed``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Annotated, Literal
 
 import numpy as np
@@ -73,6 +81,7 @@ from consensus_eval.analysis.validity import (
     IsotonicMap,
     ScoreValidity,
     VerdictValidity,
+    against_one_clinician,
     icc_a1,
     isotonic_map,
     score_validity,
@@ -96,6 +105,9 @@ class KeyValidity(BaseModel):
 
     raters: dict[str, ScoreValidity]
     ceiling: ICC | None = None
+    #: per rater, ICC(A,1) against the first reviewer on the cases two reviewers scored (a case the rater did
+    #: not score left out): the ceiling's own basis (module docstring); empty without a ceiling
+    same_basis: dict[str, ICC] = {}
 
 
 class DeductionValidity(BaseModel):
@@ -189,10 +201,13 @@ def validity_report(run: StoredRun, cons: Sequence[CaseConsensus], review: Human
     fit each rater's calibrated reading of the total (``calibrated``)."""
     if not sample:
         return ValidityReport(sample="none")
-    criteria = (_criteria(run, cons, review, [s.case_id for s in sample])
+    prob = {s.case_id: s.probability for s in sample}
+    # unequal inclusion probabilities: verdict figures weight each item by 1 / its case's probability
+    weight_of = ({cid: 1.0 / p for cid, p in prob.items()}
+                 if max(prob.values()) - min(prob.values()) > 1e-12 else None)
+    criteria = (_criteria(run, cons, review, [s.case_id for s in sample], weight_of)
                 if review is not None and any(d.kind == "criteria" for d in run.rubric.dimensions) else None)
     by_id = {c.case_id: c for c in cons}
-    prob = {s.case_id: s.probability for s in sample}
     strata = list(dict.fromkeys(s.stratum for s in sample))
     labelled = [cid for cid in prob if review is not None and (r := review.case(cid)) is not None and r.human
                 and cid in by_id]
@@ -212,14 +227,18 @@ def validity_report(run: StoredRun, cons: Sequence[CaseConsensus], review: Human
         raters = {j: score_validity([judge_value(by_id[cid], j, k) for cid in labelled], human, weights)
                   for j in run.judges}
         raters[PANEL] = score_validity([panel_value(by_id[cid], k) for cid in labelled], human, weights)
-        ceiling = None
-        both = [p for cid in labelled if (p := _pair(review, cid, k)) is not None]
-        if len(both) >= 2:
-            ceiling = icc_a1(np.array(both, dtype=float))
-        out.scores[k] = KeyValidity(raters=raters, ceiling=ceiling)
+        ceiling, same_basis = None, {}
+        two = [(cid, p) for cid in labelled if (p := _pair(review, cid, k)) is not None]
+        if len(two) >= 2:
+            ceiling = icc_a1(np.array([p for _, p in two], dtype=float))
+            first, second = [p[0] for _, p in two], [p[1] for _, p in two]
+            scores = {j: [judge_value(by_id[cid], j, k) for cid, _ in two] for j in run.judges}
+            scores[PANEL] = [panel_value(by_id[cid], k) for cid, _ in two]
+            same_basis = {name: against_one_clinician(mine, first, second)[0] for name, mine in scores.items()}
+        out.scores[k] = KeyValidity(raters=raters, ceiling=ceiling, same_basis=same_basis)
     if len(review.reviewers) < 2:
         out.notes.append("no_second_reviewer")
-    out.deductions = _deductions(run, review, labelled)
+    out.deductions = _deductions(run, review, labelled, weight_of)
     if isotonic:
         human = [human_value(review, cid, "total") for cid in labelled]
         out.calibrated = {j: isotonic_map([judge_value(by_id[cid], j, "total") for cid in labelled], human)
@@ -236,7 +255,8 @@ def _pair(review: HumanReview, case_id: str, key: str) -> tuple[float, float] | 
     return (given[0], given[1]) if len(given) >= 2 else None
 
 
-def _deductions(run: StoredRun, review: HumanReview, case_ids: Sequence[str]) -> DeductionValidity | None:
+def _deductions(run: StoredRun, review: HumanReview, case_ids: Sequence[str],
+                weight_of: Mapping[str, float] | None = None) -> DeductionValidity | None:
     wanted = set(case_ids)
     # (case, dimension, type) -> judge -> [took it in run r?]; and (case, deduction id) -> its item (cases with
     # the same content share their calls, so a deduction id names an item only with its case)
@@ -278,7 +298,7 @@ def _deductions(run: StoredRun, review: HumanReview, case_ids: Sequence[str]) ->
     precision: dict[str, Share] = {}
     recall: dict[str, Share] = {}
     for j in run.judges:
-        mine_labels, reference = [], []
+        mine_labels, reference, weights = [], [], []
         took_it: list[tuple[str, float]] = []     # (case, deserved?) for the items the judge took
         deserved: list[tuple[str, float]] = []    # (case, took it?) for the items the clinicians say are deserved
         for item in items:
@@ -290,30 +310,32 @@ def _deductions(run: StoredRun, review: HumanReview, case_ids: Sequence[str]) ->
             yes = made * 2 >= len(asked)
             mine_labels.append("yes" if yes else "no")
             reference.append("yes" if ref else "no")
+            weights.append(weight_of[item[0]] if weight_of is not None else 1.0)
             if yes:
                 took_it.append((item[0], float(ref)))
             if ref:
                 deserved.append((item[0], float(yes)))
-        judges[j] = verdict_validity(mine_labels, reference)
+        judges[j] = verdict_validity(mine_labels, reference, weights if weight_of is not None else None)
         precision[j] = share(took_it)
         recall[j] = share(deserved)
     ceiling = None
-    pairs = [(v[0], v[1]) for i in items if len(v := list(says.get(i, {}).values())) >= 2]
+    pairs = [(i[0], v[0], v[1]) for i in items if len(v := list(says.get(i, {}).values())) >= 2]
     if pairs:
-        ceiling = verdict_validity(["yes" if a else "no" for a, _ in pairs],
-                                   ["yes" if b else "no" for _, b in pairs])
+        ceiling = verdict_validity(["yes" if a else "no" for _, a, _ in pairs],
+                                   ["yes" if b else "no" for _, _, b in pairs],
+                                   [weight_of[c] for c, _, _ in pairs] if weight_of is not None else None)
     return DeductionValidity(n_items=len(items), judges=judges, ceiling=ceiling, precision=precision, recall=recall)
 
 
 def _criteria(run: StoredRun, cons: Sequence[CaseConsensus], review: HumanReview,
-              case_ids: Sequence[str]) -> CriteriaValidity | None:
+              case_ids: Sequence[str], weight_of: Mapping[str, float] | None = None) -> CriteriaValidity | None:
     """Criterion verdicts of the judges and the panel against the clinicians' on the spot check (module
     docstring); None when no clinician gave a verdict there."""
     wanted = set(case_ids)
     dims = [d.id for d in run.rubric.dimensions if d.kind == "criteria"]
     Unit = tuple[str, str, str]
     reference: dict[Unit, bool] = {}
-    pairs: list[tuple[bool, bool]] = []
+    pairs: list[tuple[str, bool, bool]] = []
     for cid in case_ids:
         cr = review.case(cid)
         if cr is None:
@@ -328,7 +350,7 @@ def _criteria(run: StoredRun, cons: Sequence[CaseConsensus], review: HumanReview
                 if decided is not None:
                     reference[(cid, dim, k)] = decided
                 if len(votes) >= 2:
-                    pairs.append((votes[0], votes[1]))
+                    pairs.append((cid, votes[0], votes[1]))
     if not reference:
         return None
     votes_of: dict[tuple[str, str, str, str], list[bool]] = {}
@@ -339,8 +361,11 @@ def _criteria(run: StoredRun, cons: Sequence[CaseConsensus], review: HumanReview
     panel = {c.case_id: c.criteria for c in cons if c.case_id in wanted}
     units = sorted(reference)
 
+    def weights(cases: Sequence[str]) -> list[float] | None:
+        return [weight_of[c] for c in cases] if weight_of is not None else None
+
     def rater(verdict_of: Callable[[Unit], bool | None], only: str | None = None) -> VerdictValidity:
-        mine, ref = [], []
+        mine, ref, of = [], [], []
         for u in units:
             if only is not None and u[1] != only:
                 continue
@@ -348,7 +373,8 @@ def _criteria(run: StoredRun, cons: Sequence[CaseConsensus], review: HumanReview
             if v is not None:
                 mine.append("met" if v else "not_met")
                 ref.append("met" if reference[u] else "not_met")
-        return verdict_validity(mine, ref)
+                of.append(u[0])
+        return verdict_validity(mine, ref, weights(of))
 
     def judge(j: str) -> Callable[[Unit], bool | None]:
         return lambda u: _majority(votes_of.get((j, *u), []))
@@ -362,8 +388,9 @@ def _criteria(run: StoredRun, cons: Sequence[CaseConsensus], review: HumanReview
     per_dim = {}
     if len(dims) > 1:
         per_dim = {d: {**{j: rater(judge(j), d) for j in run.judges}, PANEL: rater(panel_of, d)} for d in dims}
-    ceiling = verdict_validity(["met" if a else "not_met" for a, _ in pairs],
-                               ["met" if b else "not_met" for _, b in pairs]) if pairs else None
+    ceiling = verdict_validity(["met" if a else "not_met" for _, a, _ in pairs],
+                               ["met" if b else "not_met" for _, _, b in pairs],
+                               weights([c for c, _, _ in pairs])) if pairs else None
     return CriteriaValidity(n_units=len(units), raters=raters, ceiling=ceiling, per_dimension=per_dim)
 
 

@@ -2,7 +2,10 @@
 
 - :func:`icc_a1`: the intraclass correlation ICC(A,1) (absolute agreement, single rater) with its
   F-based 95% interval;
-- :func:`bonett_min_n`: how many cases an ICC needs for an interval of a given width (Bonett 2002);
+- :func:`bonett_min_n`: how many cases an ICC needs for an interval of a given width (Bonett 2002), and
+  :func:`cases_needed`: the same for ICC(A,1) with its rater-bias term (the raters' systematic difference);
+- :func:`against_one_clinician`: a rater and a second clinician each against one clinician on the same cases
+  (the ceiling on the rater's own basis);
 - :func:`score_validity`: a judge's scores against the clinician's (bias, MAE, ICC, whether the sample
   is big enough), with optional inverse-probability weights for cases sampled unequally;
 - :func:`verdict_validity`: a judge's labels (e.g. "taken" / "not taken") against the clinician's
@@ -43,15 +46,17 @@ class ICC(BaseModel):
     level: float = 0.95
 
 
-def _mean_squares(x: np.ndarray) -> tuple[float, float, float]:
-    """(MSR, MSC, MSE) of the two-way ANOVA without replication of an n x k table: rows (cases),
-    columns (raters) and residual (case x rater interaction confounded with error)."""
+def two_way_mean_squares(x: np.ndarray) -> tuple[float, float, float]:
+    """(MSR, MSC, MSE) of the two-way ANOVA without replication of an n x k table (n, k >= 2): rows (cases),
+    columns (raters) and residual (case x rater interaction confounded with error; summed directly, not as
+    the total less the other two, so it is never a rounding error below 0). The one place they are
+    computed: ICC(A,1) here and the G-study of single runs (:mod:`consensus_eval.analysis.gstudy`)."""
     n, k = x.shape
     grand = x.mean()
-    ssr = k * float(((x.mean(axis=1) - grand) ** 2).sum())
-    ssc = n * float(((x.mean(axis=0) - grand) ** 2).sum())
-    sst = float(((x - grand) ** 2).sum())
-    sse = max(0.0, sst - ssr - ssc)
+    rows, cols = x.mean(axis=1), x.mean(axis=0)
+    ssr = k * float(((rows - grand) ** 2).sum())
+    ssc = n * float(((cols - grand) ** 2).sum())
+    sse = float(((x - rows[:, None] - cols[None, :] + grand) ** 2).sum())
     return ssr / (n - 1), ssc / (k - 1), sse / ((n - 1) * (k - 1))
 
 
@@ -74,7 +79,7 @@ def icc_a1(x: Sequence[Sequence[float]] | np.ndarray, level: float = 0.95) -> IC
     n, k = a.shape
     if n < 2 or k < 2:
         return ICC(value=None, low=None, high=None, n=n, k=k, level=level)
-    msr, msc, mse = _mean_squares(a)
+    msr, msc, mse = two_way_mean_squares(a)
     denom = msr + (k - 1) * mse + k * (msc - mse) / n
     if denom <= 0 or not math.isfinite(denom):
         return ICC(value=None, low=None, high=None, n=n, k=k, level=level)
@@ -134,6 +139,69 @@ def bonett_min_n(icc: float, k: int, half_width: float = 0.1, level: float = 0.9
     return math.ceil(n - 1e-9)
 
 
+#: the most cases :func:`cases_needed` looks for (beyond it: unreachable)
+MAX_CASES_NEEDED = 1_000_000
+
+
+def cases_needed(x: Sequence[Sequence[float]] | np.ndarray, half_width: float = 0.1,
+                 level: float = 0.95) -> int | None:
+    """How many cases ICC(A,1) of the (n_cases, k_raters) scores ``x`` needs for its ``level`` interval to
+    be at most ``2 * half_width`` wide, its rater-bias term included; None when no number of cases gets
+    there (up to :data:`MAX_CASES_NEEDED`).
+
+    The variance components of ``x`` (cases ``s_r = (MSR - MSE) / k``, raters ``s_c = (MSC - MSE) / n``,
+    error ``s_e = MSE``, each at least 0) give the mean squares expected with ``m`` cases (``k s_r + s_e``,
+    ``m s_c + s_e``, ``s_e``); the answer is the smallest ``m`` whose McGraw & Wong interval at those mean
+    squares is narrow enough. Without a rater bias (``s_c = 0``) this is Bonett's (2002) planning figure
+    (:func:`bonett_min_n`: the same 218 cases for 0.5 with 2 raters). With one, the interval stops
+    narrowing: the raters' difference is estimated from ``k - 1`` degrees of freedom whatever the number of
+    cases, so with 2 raters a bias of a few percent of the variance makes a +-0.1 interval unreachable (a
+    rater without the bias would reach it). ValueError when ``x`` has no interval to plan from
+    (fewer than 2 complete rows or 2 raters, or no residual variance)."""
+    a = np.asarray(x, dtype=float)
+    a = a[~np.isnan(a).any(axis=1)] if a.ndim == 2 else a
+    if a.ndim != 2 or a.shape[0] < 2 or a.shape[1] < 2:
+        raise ValueError(f"need an (n_cases >= 2, k_raters >= 2) array, got shape {a.shape}")
+    n, k = a.shape
+    msr, msc, mse = two_way_mean_squares(a)
+    if mse <= 0:
+        raise ValueError("no residual variance: the ICC has no interval to plan from")
+    s_r, s_c, s_e = max(0.0, (msr - mse) / k), max(0.0, (msc - mse) / n), mse
+    icc = s_r / (s_r + s_c + s_e)
+
+    def narrow(m: int) -> bool:
+        low, high = _icc_a1_ci(icc, k * s_r + s_e, m * s_c + s_e, s_e, m, k, level)
+        return low is not None and high is not None and high - low <= 2 * half_width
+
+    hi = 3
+    while not narrow(hi):
+        if hi >= MAX_CASES_NEEDED:
+            return None
+        hi = min(2 * hi, MAX_CASES_NEEDED)
+    lo = 2
+    while hi - lo > 1:            # the width shrinks as cases are added: the smallest m that is narrow enough
+        mid = (lo + hi) // 2
+        if narrow(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def against_one_clinician(rater: Sequence[float | None] | np.ndarray, first: Sequence[float | None] | np.ndarray,
+                          second: Sequence[float | None] | np.ndarray) -> tuple[ICC, ICC]:
+    """``(rater vs first, second vs first)``: ICC(A,1) of a rater against one clinician's scores, and of a
+    second clinician against the same clinician, on the same cases (a case missing any of the three is
+    left out). The second is the ceiling on the rater's own basis: a rater exactly as good as one clinician
+    is above it half the time (the rater and the second clinician are exchangeable), whereas against the
+    mean of two clinicians, a less noisy reference than one, it would be above it most of the time."""
+    cols = [np.array([np.nan if v is None else v for v in c], dtype=float) for c in (rater, first, second)]
+    if not cols[0].shape == cols[1].shape == cols[2].shape:
+        raise ValueError(f"{cols[0].size} rater scores, {cols[1].size} and {cols[2].size} clinicians' scores")
+    r, f, s = (c[~np.isnan(np.column_stack(cols)).any(axis=1)] for c in cols)
+    return icc_a1(np.column_stack([r, f])), icc_a1(np.column_stack([s, f]))
+
+
 def weighted_mean(values: Sequence[float] | np.ndarray, weights: Sequence[float] | np.ndarray | None = None) -> float:
     """The mean of ``values``, or with ``weights`` w_i the weighted mean sum(w_i x_i) / sum(w_i).
 
@@ -163,9 +231,10 @@ class ScoreValidity(BaseModel):
     both are inverse-probability weighted means (cases less likely to have been sampled for labelling
     count for more), estimating the bias and MAE over all cases rather than over the labelled ones.
     ``icc``: ICC(A,1) of the two columns (:class:`ICC`), always unweighted: it describes the labelled
-    sample. ``min_n``: the cases an ICC of the observed size needs for a 95% interval of +-0.1
-    (:func:`bonett_min_n` with k = 2; None when the ICC is None). ``small_sample``: fewer than 10
-    cases, or fewer than ``min_n``: read the ICC as an indication.
+    sample. ``min_n``: the cases an ICC of the observed size, with the observed systematic difference
+    between rater and reference, needs for a 95% interval of +-0.1 (:func:`cases_needed`; None when the
+    ICC has no interval, or when no number of cases gets there: then ``unreachable``). ``small_sample``:
+    fewer than 10 cases, fewer than ``min_n``, or ``unreachable``: read the ICC as an indication.
     """
 
     n: int
@@ -175,6 +244,7 @@ class ScoreValidity(BaseModel):
     min_n: int | None
     small_sample: bool
     weighted: bool = False
+    unreachable: bool = False
 
 
 #: below this many paired cases a validity figure is always flagged as a small sample
@@ -203,12 +273,13 @@ def score_validity(rater: Sequence[float | None] | np.ndarray, reference: Sequen
         return ScoreValidity(n=0, bias=None, mae=None, icc=icc, min_n=None, small_sample=True,
                              weighted=weights is not None)
     diff = a - b
-    min_n = None
-    if icc.value is not None and -1 < icc.value <= 1:
-        min_n = bonett_min_n(icc.value, 2, 0.1)
+    min_n, unreachable = None, False
+    if icc.value is not None and icc.low is not None:
+        min_n = cases_needed(np.column_stack([a, b]), 0.1)
+        unreachable = min_n is None
     return ScoreValidity(n=n, bias=weighted_mean(diff, w), mae=weighted_mean(np.abs(diff), w), icc=icc,
-                         min_n=min_n, small_sample=n < MIN_CASES or (min_n is not None and n < min_n),
-                         weighted=weights is not None)
+                         min_n=min_n, small_sample=n < MIN_CASES or unreachable or (min_n is not None and n < min_n),
+                         weighted=weights is not None, unreachable=unreachable)
 
 
 class VerdictValidity(BaseModel):
@@ -218,35 +289,45 @@ class VerdictValidity(BaseModel):
     frequencies give by chance (1 perfect, 0 chance level, < 0 worse than chance; None when n = 0 or
     it is undefined, e.g. both sides use one and the same label throughout). ``macro_f1``: the F1 of
     each label (reference as truth), averaged with equal weight per label (None when n = 0).
-    ``agreement``: the share of verdicts that are identical, with its Wilson interval.
+    ``agreement``: the share of verdicts that are identical, with its Wilson interval (a count of the
+    sample, never weighted). ``weighted``: kappa and macro-F1 weight each pair (inverse inclusion
+    probabilities: estimates for the whole run rather than the sample).
     """
 
     n: int
     kappa: float | None
     macro_f1: float | None
     agreement: Proportion
+    weighted: bool = False
 
 
-def verdict_validity(rater_labels: Sequence[Hashable], reference_labels: Sequence[Hashable]) -> VerdictValidity:
+def verdict_validity(rater_labels: Sequence[Hashable], reference_labels: Sequence[Hashable],
+                     weights: Sequence[float] | np.ndarray | None = None) -> VerdictValidity:
     """Compare two equal-length sequences of labels, position by position (:class:`VerdictValidity`).
-    Labels are compared by their text (``str``), so ``1`` and ``"1"`` are the same label."""
+    Labels are compared by their text (``str``), so ``1`` and ``"1"`` are the same label. ``weights``: one
+    per pair, for kappa and macro-F1 (scikit-learn's ``sample_weight``)."""
     if len(rater_labels) != len(reference_labels):
         raise ValueError(f"{len(rater_labels)} rater labels for {len(reference_labels)} reference labels")
     n = len(rater_labels)
+    if weights is not None and len(weights) != n:
+        raise ValueError(f"{len(weights)} weights for {n} pairs of labels")
     if n == 0:
-        return VerdictValidity(n=0, kappa=None, macro_f1=None, agreement=proportion(0, 0))
+        return VerdictValidity(n=0, kappa=None, macro_f1=None, agreement=proportion(0, 0),
+                               weighted=weights is not None)
     # labels as strings: sklearn refuses a mix of types (e.g. True and "taken")
     y_true = [str(v) for v in reference_labels]
     y_pred = [str(v) for v in rater_labels]
+    w = None if weights is None else np.asarray(weights, dtype=float)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # sklearn warns before returning nan for an undefined kappa
         from sklearn.metrics import cohen_kappa_score, f1_score  # imported when used: 0.3 s
 
-        kappa = float(cohen_kappa_score(y_true, y_pred))
-        f1 = float(f1_score(y_true, y_pred, average="macro", zero_division=0.0))
+        kappa = float(cohen_kappa_score(y_true, y_pred, sample_weight=w))
+        f1 = float(f1_score(y_true, y_pred, average="macro", zero_division=0.0, sample_weight=w))
     same = sum(t == p for t, p in zip(y_true, y_pred, strict=True))
     return VerdictValidity(n=n, kappa=kappa if math.isfinite(kappa) else None,
-                           macro_f1=f1 if math.isfinite(f1) else None, agreement=proportion(same, n))
+                           macro_f1=f1 if math.isfinite(f1) else None, agreement=proportion(same, n),
+                           weighted=weights is not None)
 
 
 class IsotonicMap(BaseModel):

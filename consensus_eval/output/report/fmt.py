@@ -106,7 +106,8 @@ class Verdict:
 
 def verdict(a: Alpha | None, t: Messages, *, runs: bool = False, category: bool = False) -> Verdict:
     """The plain-words verdict on an alpha against Krippendorff's guide (:data:`RELIABLE`,
-    :data:`TENTATIVE`), with its interval taken into account; ``runs``: the alpha compares a judge's
+    :data:`TENTATIVE`), decided by its interval's lower bound (the point estimate when there is no
+    interval): 0.93 [-0.10, 0.98] is not shown to be reliable; ``runs``: the alpha compares a judge's
     repeated runs (identical runs are then *perfectly stable*); ``category``: the alpha of the points
     taken off in one deduction category (identical ratings there mostly mean nobody deducted)."""
     if a is None:
@@ -121,11 +122,13 @@ def verdict(a: Alpha | None, t: Messages, *, runs: bool = False, category: bool 
         return Verdict("na", t("v_undefined", reason=reason) if reason else t("v_missing"))
     v = a.value
     lo = a.ci[0] if a.ci else None
-    if v >= RELIABLE:
-        text = t("v_reliable") if lo is None or lo >= RELIABLE else t("v_reliable_but", lo=f"{lo:.2f}")
-        return Verdict("reliable", text)
+    sure = v if lo is None else min(v, lo)      # what the interval is sure of
+    if sure >= RELIABLE:
+        return Verdict("reliable", t("v_reliable"))
+    if sure >= TENTATIVE:
+        return Verdict("tentative", t("v_tentative_but", lo=f"{sure:.2f}") if v >= RELIABLE else t("v_tentative"))
     if v >= TENTATIVE:
-        return Verdict("tentative", t("v_tentative"))
+        return Verdict("unreliable", t("v_not_shown", lo=f"{sure:.2f}"))
     return Verdict("unreliable", t("v_unreliable"))
 
 

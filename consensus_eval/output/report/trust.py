@@ -158,16 +158,20 @@ def validity_block(v: ValidityReport, rubric: Rubric, judges: list[str], t: Mess
             sv = total.raters.get(name)
             if sv is None:
                 continue
-            rows.append([t("panel") if name == PANEL else name, str(sv.n), _icc(sv.icc), fmt.mean1(sv.bias),
-                         fmt.mean1(sv.mae), "-" if sv.min_n is None else str(sv.min_n)])
-            if sv.small_sample and sv.n:
-                block.warnings.append(t("validity_small", rater=t("panel") if name == PANEL else name, n=sv.n,
+            who = t("panel") if name == PANEL else name
+            need = t("min_n_unreachable") if sv.unreachable else "-" if sv.min_n is None else str(sv.min_n)
+            rows.append([who, str(sv.n), _icc(sv.icc), _icc(total.same_basis.get(name)), fmt.mean1(sv.bias),
+                         fmt.mean1(sv.mae), need])
+            if sv.unreachable and sv.n:
+                block.warnings.append(t("validity_unreachable", rater=who))
+            elif sv.small_sample and sv.n:
+                block.warnings.append(t("validity_small", rater=who, n=sv.n,
                                         need="-" if sv.min_n is None else sv.min_n))
-        rows.append([t("validity_ceiling"), str(total.ceiling.n) if total.ceiling else "0", _icc(total.ceiling),
-                     "", "", ""])
-        block.tables.append(TableBlock("validity-scores", [t("col_rater"), "n", t("col_icc"), t("col_bias"),
-                                                           t("col_mae"), t("col_min_n")],
-                                       rows, [False, True, True, True, True, True]))
+        rows.append([t("validity_ceiling"), str(total.ceiling.n) if total.ceiling else "0", "-",
+                     _icc(total.ceiling), "", "", ""])
+        block.tables.append(TableBlock("validity-scores", [t("col_rater"), "n", t("col_icc"), t("col_icc_same_basis"),
+                                                           t("col_bias"), t("col_mae"), t("col_min_n")],
+                                       rows, [False, True, True, True, True, True, True]))
         block.notes.append(t("validity_icc_note"))
         if total.ceiling is None:
             block.notes.append(t("validity_no_ceiling"))
