@@ -116,3 +116,20 @@ def test_a_case_without_a_verdict_exits_3(tmp_path: Path) -> None:
     res = CliRunner().invoke(app, ["score", str(path), "--out", str(tmp_path / "out"), "--allow-failures", "0.5"])
     assert res.exit_code == 3, res.output
     assert "1 case(s) without a verdict: exit 3" in res.output
+
+
+def test_shards_merge_identical_write_ups_into_one_run(tmp_path: Path) -> None:
+    """Cases of the same content scored by different shards each make the request; the merge keeps one call
+    per request and every case reads it (a plan row per case, schema 7)."""
+    cases = _cases_with_identical_write_ups(tmp_path)
+    for k in (0, 1):
+        res = CliRunner().invoke(app, ["score", str(cases), "--out", str(tmp_path / f"s{k}"), "--shard", f"{k}/2"])
+        assert res.exit_code == 0, res.output
+    res = CliRunner().invoke(app, ["merge", str(tmp_path / "s0"), str(tmp_path / "s1"), "--out", str(tmp_path / "m")])
+    assert res.exit_code == 0, res.output
+    merged = load_run(tmp_path / "m", n_boot=0)
+    assert len(merged.consensus) == 32 and {c.status for c in merged.consensus} == {"ok"}
+    assert _calls_table(tmp_path / "m") == (32 - len(SAME)) * len(merged.rubric.dimensions)
+    single = tmp_path / "one"
+    assert _score(cases, single)[0] == 0
+    assert [c.total for c in merged.consensus] == [c.total for c in load_run(single, n_boot=0).consensus]

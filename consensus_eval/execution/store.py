@@ -709,7 +709,7 @@ class Store:
                 with self._transaction():
                     return self._db.execute(
                         f"INSERT INTO calls ({', '.join(_COLUMNS)}) SELECT {select} FROM src.calls c "
-                        f"JOIN src.plan p USING (request_hash) WHERE true {_UPSERT}").rowcount
+                        f"WHERE c.request_hash IN (SELECT request_hash FROM src.plan) {_UPSERT}").rowcount
             finally:
                 self._db.execute("DETACH DATABASE src")
 
