@@ -64,6 +64,7 @@ from consensus_eval.execution.shards import SHARD_META, Shard, ShardRecord, merg
 from consensus_eval.execution.store import (
     REVIEWER_ROLES,
     STORE_NAME,
+    LabelRefused,
     ReviewerRecord,
     ReviewerRole,
     SpotCheckRecord,
@@ -351,7 +352,10 @@ def import_human(folder: str | Path, path: str | Path, *, reviewer: str | None =
         found = read_labels(path, stored, reviewer=reviewer, encoding=encoding)
         if rebuild_outputs:
             check_outputs(out)  # an output that cannot be rebuilt is refused before a label is stored
-        store.replace_human_labels_of(found.source, found.labels)
+        try:   # every label an event; the store refuses what no channel may store (a role, a blind case)
+            store.replace_human_labels_of(found.source, found.labels)
+        except LabelRefused as e:
+            raise InputError(f"{path}: {e}; nothing was stored") from None
         results = _rebuild(store, out, n_boot) if rebuild_outputs else analyze(
             stored, labels=store.human_labels(), n_boot=n_boot, spot_checks=store.spot_checks())
     return HumanImport(path=Path(path), format=found.format,

@@ -642,7 +642,7 @@ CORPUS: list[Bad] = [
     store_cmd("truncated", truncate_store, "{d}/run/results.sqlite", "damaged"),
     store_cmd("empty-file", empty_store, "{d}/run/results.sqlite: an empty file, not a consensus-eval store"),
     store_cmd("newer-schema", newer_schema, "schema version 99", "written by a newer consensus-eval",
-              "reads schema versions 1 to 7"),
+              "reads schema versions 1 to 8"),
     store_cmd("newer-schema", newer_schema, "written by a newer consensus-eval", command="audit"),
     store_cmd("newer-schema", newer_schema, "written by a newer consensus-eval", command="reliability"),
     Bad("score-into-newer-schema", ("score", "{d}/cases.jsonl", "--out", "{run}"), {"cases.jsonl": jl(CASE)}, 2,
@@ -951,7 +951,8 @@ def test_read_only_open_writes_nothing(tmp_path: Path, scored_run: Path) -> None
 
 
 def test_a_version_1_store_is_read_read_only_without_upgrading_it(tmp_path: Path, scored_run: Path) -> None:
-    """A store of schema 1 (no calls.error_kind) opened read-only is read as it is, and left as it is."""
+    """A store of schema 1 (no calls.error_kind) opened read-only is read through an upgraded copy in memory, and
+    left as it is."""
     from consensus_eval.execution.store import Store
 
     run = tmp_path / "run"
@@ -959,6 +960,7 @@ def test_a_version_1_store_is_read_read_only_without_upgrading_it(tmp_path: Path
     con = sqlite3.connect(run / "results.sqlite")
     con.execute("ALTER TABLE calls DROP COLUMN error_kind")
     con.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+    con.execute("PRAGMA user_version = 0")        # as a store before schema 8: its version in meta only
     con.commit()
     con.close()
     before = (run / "results.sqlite").read_bytes()
@@ -967,4 +969,4 @@ def test_a_version_1_store_is_read_read_only_without_upgrading_it(tmp_path: Path
     assert rows and all(r.error_kind is None for r in rows)
     assert (run / "results.sqlite").read_bytes() == before
     with Store.open_existing(run) as store:  # opened for writing, it is upgraded in place
-        assert store.get_meta("schema_version") == 7 and store.calls()
+        assert store.get_meta("schema_version") == 8 and store.calls()

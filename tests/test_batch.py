@@ -116,6 +116,7 @@ def test_a_store_of_schema_3_is_read_as_is_and_upgraded_in_place(tmp_path: Path)
     con.execute("DROP TABLE batch_calls")
     con.execute("DROP TABLE batches")
     con.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
+    con.execute("PRAGMA user_version = 0")        # as a store before schema 8: its version in meta only
     con.commit()
     con.close()
     before = db.read_bytes()
@@ -123,7 +124,7 @@ def test_a_store_of_schema_3_is_read_as_is_and_upgraded_in_place(tmp_path: Path)
         assert store.batches() == [] and store.batched_hashes() == set() and store.batch_calls("x") == []
     assert db.read_bytes() == before
     with Store.open_existing(tmp_path) as store:
-        assert store.get_meta("schema_version") == SCHEMA_VERSION == 7
+        assert store.get_meta("schema_version") == SCHEMA_VERSION == 8
         store.add_batch_intent("k", "gpt", ["h"])
         assert store.batched_hashes() == {"h"}
 

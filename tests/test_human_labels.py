@@ -11,7 +11,6 @@ import csv
 import io
 import json
 import shutil
-import sqlite3
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -28,7 +27,7 @@ from consensus_eval.analysis.human import parse_verdict, read_labels
 from consensus_eval.analysis.intervals import wilson
 from consensus_eval.api import import_human
 from consensus_eval.cli import app
-from consensus_eval.execution.store import SCHEMA_VERSION, HumanLabelRecord, Store
+from consensus_eval.execution.store import HumanLabelRecord, Store
 from consensus_eval.output.files import write_adjudication_csv
 from tests.test_audit import build_panel_store
 
@@ -327,51 +326,6 @@ def test_parse_verdict() -> None:
 
 
 # --------------------------------------------------------------------------- the store
-
-
-def test_stores_of_schema_1_and_2_upgrade_in_place_and_read_as_is(run: Path) -> None:
-    for version in (1, 2):
-        con = sqlite3.connect(run / "results.sqlite")
-        con.execute("DROP TABLE IF EXISTS human_labels")
-        if version == 1:
-            con.execute("ALTER TABLE calls DROP COLUMN error_kind")
-        con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(version),))
-        con.commit()
-        con.close()
-        before = (run / "results.sqlite").read_bytes()
-        with Store.open_existing(run, read_only=True) as store:
-            assert store.human_labels() == [] and store.calls()
-        assert load_run(run, n_boot=0).labels == []
-        assert (run / "results.sqlite").read_bytes() == before
-        with Store.open_existing(run) as store:
-            assert store.get_meta("schema_version") == SCHEMA_VERSION == 7
-            store.upsert_human_label(HumanLabelRecord(case_id="001", dimension="accuracy", reviewer="li",
-                                                      kind="score", value=30, source="test"))
-        assert [lb.value for lb in _stored(run)] == [30.0]
-
-
-def test_a_schema_4_store_reads_its_scores_as_own_and_upgrades_keeping_them(run: Path) -> None:
-    with Store.open_existing(run) as store:
-        store.upsert_human_label(HumanLabelRecord(case_id="001", dimension="accuracy", reviewer="li",
-                                                  kind="score", value=31.5, source="test"))
-    con = sqlite3.connect(run / "results.sqlite")
-    con.execute("ALTER TABLE human_labels DROP COLUMN origin")
-    con.execute("ALTER TABLE human_labels DROP COLUMN evidence")
-    con.execute("DROP TABLE spot_checks")
-    con.execute("UPDATE meta SET value = '4' WHERE key = 'schema_version'")
-    con.commit()
-    con.close()
-    before = (run / "results.sqlite").read_bytes()
-    with Store.open_existing(run, read_only=True) as store:
-        assert [(lb.value, lb.origin) for lb in store.human_labels()] == [(31.5, "own")]
-        assert store.spot_checks() == []
-    assert (run / "results.sqlite").read_bytes() == before
-    with Store.open_existing(run) as store:
-        assert store.get_meta("schema_version") == SCHEMA_VERSION == 7
-        store.upsert_human_label(HumanLabelRecord(case_id="001", dimension="completeness", reviewer="li",
-                                                  kind="score", value=30, origin="accepted", source="test"))
-        assert [(lb.dimension, lb.origin) for lb in store.human_labels()] == [("accuracy", "own"),
-                                                                              ("completeness", "accepted")]
 
 
 def test_only_a_score_can_be_accepted() -> None:

@@ -1,8 +1,9 @@
 """The review app on a likert and a criteria rubric in headless Chromium (Debian's /usr/bin/chromium driven by
 Playwright, as tests/test_review_browser.py): the server started as a user starts it; a reviewer rates a
 likert case on its scale (each level with its anchor), confirms (the attributes left alone accepted from the
-panel, kept apart), toggles criteria met / not met with evidence on a criteria case, withdraws one, confirms;
-after a reload the page shows the same, and the store holds exactly those labels."""
+panel, kept apart), sets criteria met / not met with evidence on a criteria case (a button pressed again stays
+set), withdraws one with ×, confirms; after a reload the page shows the same, and the store holds exactly those
+labels."""
 
 from __future__ import annotations
 
@@ -96,7 +97,9 @@ def test_a_reviewer_toggles_criteria_with_evidence_and_the_verdicts_read_back(tm
         # changed: met instead, then withdrawn altogether (pressed again: not reviewed)
         meds.locator("button.v-met").click()
         expect(meds.locator("button.v-not-met")).to_have_attribute("aria-pressed", "false")
-        meds.locator("button.v-met").click()
+        meds.locator("button.v-met").click()                 # pressed again: it stays set (no toggle)
+        expect(meds.locator("button.v-met")).to_have_attribute("aria-pressed", "true")
+        meds.locator("button.crit-clear").click()              # withdrawn with ×
         expect(meds.locator("button.crit[aria-pressed=true]")).to_have_count(0)
         expect(page.locator("#save-status")).to_have_text(re.compile("^saved"))
         problem = page.locator("tr.criterion[data-dim=case_points][data-criterion=problem]")

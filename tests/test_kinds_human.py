@@ -9,7 +9,6 @@ import io
 import json
 import random
 import re
-import sqlite3
 from collections.abc import Callable
 from contextlib import closing
 from pathlib import Path
@@ -276,27 +275,6 @@ def test_criteria_confirm_accepts_the_panels_majority_on_the_criteria_left_alone
         assert review.n_accepted == 3
         assert review.cases[a.case_id].criteria == {"bob": {"safety": {"allergy": False}}}
         assert "safety" not in review.cases[a.case_id].scores.get("bob", {})   # not all own: no own score
-
-
-def test_a_store_from_before_criterion_labels_is_widened_and_keeps_its_labels(criteria_copy: Path) -> None:
-    db = sqlite3.connect(criteria_copy / "results.sqlite")
-    sql = db.execute("SELECT sql FROM sqlite_master WHERE name = 'human_labels'").fetchone()[0]
-    old = sql.replace(",\n                                           'criterion'", "")
-    assert "'criterion'" not in old
-    db.executescript(f"""ALTER TABLE human_labels RENAME TO t; {old};
-        INSERT INTO human_labels (case_id, dimension, reviewer, kind, value, labelled_at, source)
-        VALUES ('note-000', 'safety', 'carol', 'comment', NULL, 1.0, 'x'); DROP TABLE t;
-        UPDATE meta SET value = '5' WHERE key = 'schema_version';""")
-    db.commit()
-    with pytest.raises(sqlite3.IntegrityError):
-        db.execute("INSERT INTO human_labels (case_id, reviewer, kind, labelled_at, source) "
-                   "VALUES ('a', 'b', 'criterion', 1, 'x')")
-    db.close()
-    with Store.open_existing(criteria_copy) as store:
-        store.upsert_human_label(HumanLabelRecord(case_id="note-000", dimension="safety", deduction_id="meds",
-                                                  reviewer="carol", kind="criterion", value="met", points=5))
-        got = sorted((lb.kind, lb.deduction_id) for lb in store.human_labels())
-    assert got == [("comment", None), ("criterion", "meds")]
 
 
 # --------------------------------------------------------------------------- 2. the sheet, per kind

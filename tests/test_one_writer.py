@@ -59,7 +59,7 @@ def held(run: Path) -> Iterator[subprocess.Popen[str]]:
 def labels(run: Path) -> int:
     con = sqlite3.connect(f"file:{run / STORE_NAME}?mode=ro", uri=True)
     try:
-        return int(con.execute("SELECT COUNT(*) FROM human_labels").fetchone()[0])
+        return int(con.execute("SELECT COUNT(*) FROM label_events WHERE op != 'reveal'").fetchone()[0])  # label events
     finally:
         con.close()
 

@@ -171,7 +171,8 @@ def test_done_needs_a_score_for_every_dimension(review: ReviewRun) -> None:
     assert total == sum(a.needs_review for a in review.queue.cases) >= 3
     reply = review.apply("alice", {"op": "scores", "case": 1,
                                    "scores": {"accuracy": 30, "completeness": 31, "standardization": 25}})
-    assert reply == {"state": "done", "progress": f"1 of {total} done", "done": 1, "total": total}
+    assert {k: reply[k] for k in ("state", "progress", "done", "total", "applied")} == {
+        "state": "done", "progress": f"1 of {total} done", "done": 1, "total": total, "applied": True}
     review.apply("alice", {"op": "score", "case": 1, "dimension": "standardization", "value": None})
     assert review.progress("alice").done == 0 and review.progress("alice").started == 1
 
@@ -619,7 +620,7 @@ def test_spot_check_cases_are_shown_apart_and_blind_until_the_reviewers_own_scor
             assert not any(f"{j} " in page.split('id="case"')[1].split("case-grid")[0] for j in judges)
             queue = html.unescape(c.get("/?scope=spot").text)
             assert queue.count("spot check: the judges' results are hidden until you score it") == 3
-        with pytest.raises(ActionError, match="takes your own scores"):
+        with pytest.raises(ActionError, match="the panel's score cannot be accepted there"):
             review.apply("alice", {"op": "scores", "case": rank, "scores": {}, "accepted": [d.id for d in
                                                                                            review.dimensions]})
         review.apply("alice", {"op": "scores", "case": rank, "scores": {"accuracy": 30, "completeness": 30,
@@ -672,7 +673,9 @@ def test_a_team_each_with_a_personal_link_labels_as_themselves_only(run_dir: Pat
         csrf_b = bob.get("/").text.split('name="csrf-token" content="')[1].split('"')[0]
         act = {"op": "score", "case": 1, "dimension": "accuracy", "value": 30}
         assert alice.post("/api/label", json=act, headers={"X-CSRF-Token": csrf_a}).status_code == 200
-        assert bob.post("/api/label", json={**act, "value": 20}, headers={"X-CSRF-Token": csrf_b}).status_code == 200
+        # an adjudicator's entries are references, never a score of their own: the store refuses it
+        r = bob.post("/api/label", json={**act, "value": 20}, headers={"X-CSRF-Token": csrf_b})
+        assert r.status_code == 400 and "dr_bob is the adjudicator" in r.json()["error"]
         # alice's link cannot be used to act as bob: the name is not hers to change
         r = alice.post("/reviewer", data={"reviewer": "dr_bob", "csrf": csrf_a})
         assert r.status_code == 403 and "cannot label as another reviewer" in r.json()["error"]
@@ -680,11 +683,22 @@ def test_a_team_each_with_a_personal_link_labels_as_themselves_only(run_dir: Pat
                           headers={"X-CSRF-Token": csrf_a}).status_code == 200      # a name in the body is ignored
         with Store.open_existing(run_dir, read_only=True) as store:
             got = {(lb.reviewer, lb.value) for lb in store.human_labels() if lb.kind == "score"}
-        assert got == {("dr_alice", 1.0), ("dr_bob", 20.0)}
-        # taken off the team: the link stops working
+        assert got == {("dr_alice", 1.0)}
+        # taken off the team: the link stops working, and the open session ends at once
         api.remove_reviewer(run_dir, "dr_bob")
         fresh = TestClient(app, base_url="http://127.0.0.1:8765")
         assert fresh.get(f"/?key={bob_key}").status_code == 403
+        r = bob.post("/api/label", json={**act, "dimension": "completeness"}, headers={"X-CSRF-Token": csrf_b})
+        assert r.status_code == 403 and r.json()["ended"] and "access to this review has ended" in r.json()["error"]
+        assert "has ended" in html.unescape(bob.get("/team").text)
+        # a new key for alice: her open session ends too; the new link opens a new one
+        new_key = add("dr_alice", "--new-key")
+        r = alice.post("/api/label", json={**act, "value": 2}, headers={"X-CSRF-Token": csrf_a})
+        assert r.status_code == 403 and r.json()["ended"]
+        assert alice.get(f"/?key={alice_key}").status_code == 403
+        alice.get(f"/?key={new_key}")
+        csrf_a = alice.get("/").text.split('name="csrf-token" content="')[1].split('"')[0]
+        assert alice.post("/api/label", json={**act, "value": 2}, headers={"X-CSRF-Token": csrf_a}).status_code == 200
 
 
 def test_double_review_on_assigned_cases_then_adjudication_gives_the_reference(run_dir: Path) -> None:

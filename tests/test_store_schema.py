@@ -1,107 +1,179 @@
-"""The store's schema versions 6 (the ``human_labels`` kind CHECK lists ``criterion``) and 7 (a plan row per
-(request, case)): an older store is upgraded in place when opened writable and read as it is when opened
-read-only; a newer one is refused."""
+"""The store's numbered migrations (consensus_eval.execution.migrations): each step is tested from a fixture store
+of its version, made from the DDL that version of consensus-eval wrote (tests/data/stores/schema<N>.sql, taken from
+the commit that set it) with a row in every table; every older store upgrades in place to the current schema,
+keeping every row (its labels become their first events); a read-only opening writes nothing and reads an older
+store through an upgraded copy in memory; a store of a newer version is refused."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 
 import pytest
 
 from consensus_eval._errors import InputError
-from consensus_eval.execution.store import SCHEMA_VERSION, HumanLabelRecord, Store
+from consensus_eval.execution import migrations
+from consensus_eval.execution.migrations import SCHEMA, SCHEMA_VERSION, STEPS, version_of
+from consensus_eval.execution.store import HumanLabelRecord, Store
+from tests.conftest import ROOT
+
+DDL = ROOT / "tests" / "data" / "stores"
+#: the labels of the fixtures that have a human_labels table (schema 3 on): (kind, dimension, value, origin)
+LABELS = [("score", "accuracy", 30.0, "own"), ("verdict", "accuracy", "agree", "own"),
+          ("comment", None, None, "own")]
 
 
-def _label_sql(db: Path) -> str:
-    with sqlite3.connect(db) as con:
-        sql: str = con.execute("SELECT sql FROM sqlite_master WHERE name = 'human_labels'").fetchone()[0]
-    return sql
+def _ddl(version: int) -> str:
+    return (DDL / f"schema{version}.sql").read_text(encoding="utf-8")
 
 
-def _store_with_labels(folder: Path) -> Path:
-    """A store as this version writes it, with two labels of the kinds a version-5 store could hold."""
-    db = folder / "results.sqlite"
-    with Store(db) as store:
-        store.upsert_human_label(HumanLabelRecord(case_id="c1", dimension="safety", reviewer="li", kind="score",
-                                                  value=3, origin="accepted", source="review"))
-        store.upsert_human_label(HumanLabelRecord(case_id="c1", dimension="safety", reviewer="li",
-                                                  kind="comment", value="see line 2", source="review"))
-    return db
+def _fixture(path: Path, version: int) -> Path:
+    """A store as consensus-eval wrote it at ``version``: its DDL, one call, its plan row, the run's meta, and (from
+    schema 3) three labels; from schema 4 a batch, from 5 a spot check and (6) a criterion label."""
+    con = sqlite3.connect(path)
+    con.executescript(_ddl(version))
+    cols = {r[1] for r in con.execute("PRAGMA table_info(calls)")}
+    row = {"request_hash": "h1", "case_id": "001", "dimension": "accuracy", "judge": "rules", "run": 0,
+           "status": "ok", "judgment": json.dumps({"dimension": "accuracy", "deductions": []}), "finished_at": 1.0}
+    if "error_kind" in cols:
+        row["error_kind"] = None
+    con.execute(f"INSERT INTO calls ({', '.join(row)}) VALUES ({', '.join('?' for _ in row)})", list(row.values()))
+    con.execute("INSERT INTO plan VALUES ('h1', '001', 'accuracy', 'rules', 0, 0)")
+    con.executemany("INSERT INTO meta VALUES (?, ?)", [("schema_version", str(version)), ("config", "{}"),
+                                                       ("rubric", "{}")])
+    tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if "human_labels" in tables:
+        for i, (kind, dim, value, _) in enumerate(LABELS):
+            con.execute("INSERT INTO human_labels (case_id, dimension, deduction_id, reviewer, kind, value, "
+                        "labelled_at, source) VALUES ('001', ?, ?, 'li', ?, ?, ?, 'sheet.csv')",
+                        (dim, "h1#d0" if kind == "verdict" else None, kind, value, 10.0 + i))
+    if "batches" in tables:
+        con.execute("INSERT INTO batches (key, judge, state, n_calls, created_at, updated_at) "
+                    "VALUES ('b1', 'rules', 'collected', 1, 1, 1)")
+    if "spot_checks" in tables:
+        con.execute("INSERT INTO spot_checks VALUES ('001', 0, 0.5, 'all', 0, 1)")
+    if version >= 6:
+        con.execute("INSERT INTO human_labels (case_id, dimension, deduction_id, reviewer, kind, value, points, "
+                    "labelled_at, source, origin) VALUES ('001', 'safety', 'meds', 'li', 'criterion', 'met', 5, 13, "
+                    "'review', 'own')")
+    con.commit()
+    con.close()
+    return path
 
 
-def _as_version_5(db: Path) -> None:
-    """What consensus-eval wrote at schema 5: meta says 5 and the kind CHECK has no 'criterion'."""
-    sql = _label_sql(db)
-    assert sql.count("'criterion'") == 1
-    narrow = sql.replace(",\n                                           'criterion'", "")
-    assert "'criterion'" not in narrow and "CHECK" in narrow
-    with sqlite3.connect(db) as con:
-        con.executescript(f"""ALTER TABLE human_labels RENAME TO t; {narrow};
-            INSERT INTO human_labels SELECT * FROM t; DROP TABLE t;
-            CREATE UNIQUE INDEX human_labels_key ON human_labels
-                (reviewer, kind, case_id, ifnull(dimension, ''), ifnull(deduction_id, ''));
-            UPDATE meta SET value = '5' WHERE key = 'schema_version';""")
+def _shape(con: sqlite3.Connection) -> dict[str, list[str]]:
+    """Every table and its columns (SQLite's own table aside)."""
+    tables = sorted(r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+                    if r[0] != "sqlite_sequence")
+    return {t: sorted(r[1] for r in con.execute(f"PRAGMA table_info({t})")) for t in tables}
+
+
+def _expected_shape(version: int) -> dict[str, list[str]]:
+    con = sqlite3.connect(":memory:")
+    con.executescript(SCHEMA if version == SCHEMA_VERSION else _ddl(version))
+    shape = _shape(con)
+    con.close()
+    return shape
+
+
+@pytest.mark.parametrize("version", range(1, SCHEMA_VERSION))
+def test_each_step_takes_a_store_of_its_version_to_the_next(tmp_path: Path, version: int) -> None:
+    db = _fixture(tmp_path / "results.sqlite", version)
+    con = sqlite3.connect(db, isolation_level=None)
+    assert version_of(con) == version
+    before = {t: con.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in _shape(con)}
+    step = STEPS[version]
+    assert step is not None
+    con.execute("BEGIN")
+    step(con)
+    con.execute("COMMIT")
+    got = _shape(con)
+    want = _expected_shape(version + 1)
+    # the tables and columns that version wrote (a step may write a table in its later form: the labels' table
+    # gets the columns of schema 6 at once, and the team's tables, made lazily before 6, may come earlier)
+    assert set(want) <= set(got) and all(set(want[t]) <= set(got[t]) for t in want), (got, want)
+    assert set(got) - set(want) <= {"reviewers", "assignments"}
+    for table, n in before.items():
+        if table in got:
+            assert con.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0] == n, table
+    if version + 1 == SCHEMA_VERSION:          # the labels: each became its first event; the table went
+        assert "human_labels" not in got
+        assert con.execute("SELECT COUNT(*) FROM label_events").fetchone()[0] == before["human_labels"]
     con.close()
 
 
-def _labels(store: Store) -> list[tuple[str, str | None, object, str]]:
-    return sorted((lb.kind, lb.dimension, lb.value, lb.origin) for lb in store.human_labels())
-
-
-def test_a_new_store_is_version_7_and_its_label_kinds_list_criterion(tmp_path: Path) -> None:
-    db = _store_with_labels(tmp_path)
-    assert SCHEMA_VERSION == 7
-    with Store(db, read_only=True) as store:
-        assert store.get_meta("schema_version") == 7
-    assert "'criterion'" in _label_sql(db)
-
-
-def test_a_version_5_store_is_read_as_is_read_only_and_upgraded_in_place_writable(tmp_path: Path) -> None:
-    db = _store_with_labels(tmp_path)
-    _as_version_5(db)
-    with sqlite3.connect(db) as con, pytest.raises(sqlite3.IntegrityError):
-        con.execute("INSERT INTO human_labels (case_id, reviewer, kind, labelled_at, source) "
-                    "VALUES ('c1', 'li', 'criterion', 1, 'x')")
-    con.close()
-    expected = [("comment", "safety", "see line 2", "own"), ("score", "safety", 3.0, "accepted")]
-
+@pytest.mark.parametrize("version", range(1, SCHEMA_VERSION))
+def test_an_older_store_is_read_as_current_read_only_and_upgraded_in_place_writable(tmp_path: Path,
+                                                                                    version: int) -> None:
+    db = _fixture(tmp_path / "results.sqlite", version)
+    labels = LABELS if version >= 3 else []
     before = db.read_bytes()
-    with Store(db, read_only=True) as store:
-        assert store.get_meta("schema_version") == 5
-        assert _labels(store) == expected
-    assert db.read_bytes() == before                     # read-only: nothing written, not even the version
-
+    with Store(db, read_only=True) as store:        # an upgraded copy in memory: nothing written
+        got = [(lb.kind, lb.dimension, lb.value, lb.origin) for lb in store.human_labels()]
+        assert [c.request_hash for c in store.calls()] == ["h1"]
+        assert store.get_meta("schema_version") == SCHEMA_VERSION
+    assert db.read_bytes() == before
+    assert got[:len(labels)] == labels
     with Store(db) as store:
-        assert store.get_meta("schema_version") == 7
-        assert _labels(store) == expected                # every row kept
-        store.upsert_human_label(HumanLabelRecord(case_id="c1", dimension="safety", deduction_id="allergy",
+        assert [(lb.kind, lb.dimension, lb.value, lb.origin) for lb in store.human_labels()][:len(labels)] == labels
+        assert [(ev.op, ev.at) for ev in store.label_events()][:len(labels)] == [
+            ("set", 10.0 + i) for i in range(len(labels))]
+        store.upsert_human_label(HumanLabelRecord(case_id="001", dimension="safety", deduction_id="allergy",
                                                   reviewer="li", kind="criterion", value="met", points=5))
-        store.upsert_human_label(HumanLabelRecord(case_id="c1", dimension="safety", reviewer="li", kind="score",
-                                                  value=4, source="review"))   # the unique key still holds
-        assert len(store.human_labels()) == 3
-    assert "'criterion'" in _label_sql(db)
-    with sqlite3.connect(db) as con:
-        assert {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
-                if r[0].startswith("human_labels")} == {"human_labels"}
+        if version >= 5:   # drawn in the fixture: an own score of a spot-check case, upgraded as a blind one
+            assert next(lb for lb in store.human_labels() if lb.kind == "score").phase == "blind"
+    con = sqlite3.connect(db)
+    assert con.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    assert _shape(con) == _expected_shape(SCHEMA_VERSION)    # the same schema as a new store
+    assert con.execute("SELECT COUNT(*) FROM batch_calls").fetchone()[0] == 0
     con.close()
-    with Store(db, read_only=True) as store:
-        assert store.get_meta("schema_version") == 7
-        assert sorted((lb.kind, lb.value) for lb in store.human_labels()) == [
-            ("comment", "see line 2"), ("criterion", "met"), ("score", 4.0)]
+
+
+def test_a_new_store_is_created_at_the_current_version_and_its_history_is_append_only(tmp_path: Path) -> None:
+    db = tmp_path / "results.sqlite"
+    with Store(db) as store:
+        store.upsert_human_label(HumanLabelRecord(case_id="c1", dimension="safety", reviewer="li", kind="score",
+                                                  value=3, source="review"))
+        assert store.get_meta("schema_version") == SCHEMA_VERSION == 8
+    con = sqlite3.connect(db)
+    assert con.execute("PRAGMA user_version").fetchone()[0] == 8
+    assert _shape(con) == _expected_shape(SCHEMA_VERSION)
+    for sql in ("UPDATE label_events SET value = 4", "DELETE FROM label_events"):
+        with pytest.raises(sqlite3.DatabaseError, match="append-only"):
+            con.execute(sql)
+    con.close()
 
 
 @pytest.mark.parametrize("read_only", [True, False])
-def test_a_version_8_store_is_refused_naming_the_file(tmp_path: Path, read_only: bool) -> None:
-    db = _store_with_labels(tmp_path)
-    with sqlite3.connect(db) as con:
-        con.execute("UPDATE meta SET value = '8' WHERE key = 'schema_version'")
+def test_a_store_of_a_newer_version_is_refused_naming_the_file(tmp_path: Path, read_only: bool) -> None:
+    db = tmp_path / "results.sqlite"
+    Store(db).close()
+    con = sqlite3.connect(db)
+    con.execute("PRAGMA user_version = 9")
+    con.commit()
     con.close()
     before = db.read_bytes()
     with pytest.raises(InputError) as e:
         Store(db, read_only=read_only)
     msg = str(e.value)
-    assert msg.startswith(f"{db}: ") and "schema version 8" in msg and "newer consensus-eval" in msg
-    assert "reads schema versions 1 to 7" in msg
+    assert msg.startswith(f"{db}: ") and "schema version 9" in msg and "newer consensus-eval" in msg
+    assert "reads schema versions 1 to 8" in msg
     if read_only:
         assert db.read_bytes() == before
+
+
+def test_a_store_whose_version_is_not_a_number_is_refused(tmp_path: Path) -> None:
+    db = _fixture(tmp_path / "results.sqlite", 7)
+    con = sqlite3.connect(db)
+    con.execute("UPDATE meta SET value = '\"six\"' WHERE key = 'schema_version'")
+    con.commit()
+    con.close()
+    with pytest.raises(InputError, match="not a consensus-eval store"):
+        Store(db)
+
+
+def test_the_steps_are_numbered_one_per_version() -> None:
+    assert len(STEPS) == SCHEMA_VERSION and STEPS[0] is None and all(STEPS[1:])
+    assert [s.__name__ for s in STEPS[1:] if s] == [f"_to_{n}" for n in range(2, SCHEMA_VERSION + 1)]
+    assert migrations.SCHEMA.count("CREATE TABLE") == 10

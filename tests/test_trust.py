@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 import random
+import sqlite3
 from collections.abc import Mapping
+from contextlib import closing
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +29,7 @@ from consensus_eval.domain.cases import Case, Turn
 from consensus_eval.domain.judgment import Deduction, Judgment
 from consensus_eval.domain.prompts import render
 from consensus_eval.domain.rubric import Rubric
+from consensus_eval.execution.labels import LabelEvent, insert_events
 from consensus_eval.execution.store import HumanLabelRecord, LabelOrigin, Store
 from tests.conftest import ROOT
 from tests.test_audit import DIMS, JUDGES, RECORD, build_panel_store
@@ -234,9 +237,14 @@ def test_validity_is_measured_on_the_spot_check_only_against_the_estimators(two_
             _label(store, cid, "li", {"accuracy": truth[cid] - 60, "completeness": 35, "standardization": 25})
         for cid in sample[:10]:                                      # a second clinician on 10 of them
             _label(store, cid, "wang", {"accuracy": truth[cid] - 60 + 1, "completeness": 35, "standardization": 25})
-        # an accepted score is no clinician's judgement; a queue case is not part of the random sample
-        _label(store, sample[-1], "li", {d: by_id[sample[-1]].scores[d] for d in DIMS}, origin="accepted")
+        # a queue case is not part of the random sample
         _label(store, queue_case, "li", {"accuracy": 0, "completeness": 0, "standardization": 0})
+    # an accepted score is no clinician's judgement: one on a spot-check case, as a store from before schema 8 may
+    # hold (the store refuses one now: the case is blind), written as the migration writes the old labels
+    with closing(sqlite3.connect(two_systems / "results.sqlite")) as con, con:
+        insert_events(con, [LabelEvent(reviewer="li", case_id=sample[-1], dimension=d, kind="score", op="set",
+                                       value=by_id[sample[-1]].scores[d], origin="accepted", source="test", at=1.0)
+                            for d in DIMS])
     res = load_run(two_systems, n_boot=0)
     v = res.reliability.validity
     assert v is not None and v.sample == "spot_check" and v.n_drawn == 24 and v.n_labelled == 22

@@ -15,24 +15,24 @@ Opened ``read_only`` (what ``report``, ``audit`` and ``reliability`` need), the 
 a read-only disk or shared without write permission can be read. (The WAL journal is used while a
 run writes; the last writer to close turns it back into a single file, see :meth:`Store.close`.)
 
-Human labels (schema 3): the ``human_labels`` table keeps every reviewer's scores, verdicts on
-deductions, comments and added deductions (:class:`HumanLabelRecord`), whoever wrote them (a sheet
-imported by ``consensus-eval human import``, the review web app, the API). Nothing a command rebuilds
-touches that table: ``score`` (a resume included) replaces the plan and adds calls, ``report`` /
-``audit`` / ``reliability`` only read. A reviewer has at most one label per (kind, case, dimension,
-deduction) (a unique index): :meth:`Store.upsert_human_label` writes one in one short transaction
-(what a click in the web app does), :meth:`Store.replace_human_labels` replaces everything one reviewer
-has from one source at once (a re-import of the same sheet replaces, never duplicates). One process writes
-a run at a time: a store opened to write holds the run's lock (:mod:`consensus_eval.execution.lock`), and a
-store that is there is checked whole (``PRAGMA quick_check``, read-only) before anything is written to it
-(:func:`check_whole`); within the process, connections wait for each other (WAL journal, ``busy_timeout``).
+Human labels (schema 8): every reviewer's scores, verdicts on deductions, comments and added deductions, whoever
+wrote them (a sheet imported by ``consensus-eval human import``, the review web app, the API), are kept as an
+append-only history of events (table ``label_events``, :mod:`consensus_eval.execution.labels`); the labels
+(:class:`HumanLabelRecord`, :meth:`Store.human_labels`) are derived from it, and nothing is updated in place.
+Nothing a command rebuilds touches that history: ``score`` (a resume included) replaces the plan and adds calls,
+``report`` / ``audit`` / ``reliability`` only read. :meth:`Store.write_labels` appends the events of one action in
+one short transaction (what a click in the web app does), checked against the team's roles, the blind spot check,
+the version the writer saw and its action id; :meth:`Store.replace_human_labels` writes what a re-imported sheet
+changed (a re-import of the same sheet adds nothing). One process writes a run at a time: a store opened to write
+holds the run's lock (:mod:`consensus_eval.execution.lock`), and a store that is there is checked whole
+(``PRAGMA quick_check``, read-only) before anything is written to it (:func:`check_whole`); within the process,
+connections wait for each other (WAL journal, ``busy_timeout``).
 
-Label provenance and spot checks (schema 5): a score label says whether the reviewer entered it or
-accepted the panel's (``origin``), an added deduction carries its ``evidence``, and the ``spot_checks``
-table holds the random sample drawn by ``audit --spot-check`` with each case's inclusion probability
-(:class:`SpotCheckRecord`). The ``reviewers`` table names the team (:class:`ReviewerRecord`): each
-reviewer's personal link carries a secret key, of which only a SHA-256 hash is stored; ``assignments``
-says which reviewer reviews which case.
+Spot checks and the team (schema 5): the ``spot_checks`` table holds the random sample drawn by
+``audit --spot-check`` with each case's inclusion probability (:class:`SpotCheckRecord`). The ``reviewers`` table
+names the team (:class:`ReviewerRecord`): each reviewer's personal link carries a secret key, of which only a
+SHA-256 hash is stored; ``assignments`` says which reviewer reviews which case. The schema's versions and their
+migrations: :mod:`consensus_eval.execution.migrations`.
 
 Provider batches (schema 4): the ``batches`` table keeps each batch of a ``batch: true`` judge
 (:class:`BatchRecord`: our key, the provider's id, its state and files) and ``batch_calls`` the request
@@ -49,7 +49,6 @@ from __future__ import annotations
 import json
 import operator
 import os
-import re
 import sqlite3
 import sys
 import threading
@@ -61,112 +60,73 @@ from pathlib import Path
 from typing import Any, Literal, cast
 from urllib.parse import quote
 
-from pydantic import BaseModel, ValidationError, model_validator
+from pydantic import BaseModel, ValidationError
 from pydantic_core import from_json
 
 from consensus_eval._errors import InputError
 from consensus_eval.domain.judgment import CallOutcome, ErrorKind
 from consensus_eval.domain.stored import StoredJudgment, stored_judgment
 from consensus_eval.domain.textio import RefusedJSON, loads_json
+from consensus_eval.execution import labels as _labels
+from consensus_eval.execution.labels import (  # the labels' types, where their users have always imported them
+    CRITERION_VALUES,
+    LABEL_KINDS,
+    LABEL_ORIGINS,
+    LABEL_PHASES,
+    VERDICTS,
+    Change,
+    CriterionVerdictValue,
+    HumanLabelRecord,
+    LabelConflict,
+    LabelEvent,
+    LabelKind,
+    LabelOrigin,
+    LabelPhase,
+    LabelRefused,
+    Slot,
+    Verdict,
+    Written,
+)
 from consensus_eval.execution.lock import Hold, acquire, release
+from consensus_eval.execution.migrations import SCHEMA_VERSION, check_version, in_memory_upgraded, upgrade, version_of
 
-SCHEMA_VERSION = 7  # 2: calls.error_kind; 3: human_labels; 4: batches, batch_calls; 5: human_labels.origin,
-#                    spot_checks; 6: human_labels.kind 'criterion'; 7: a plan row per (request, case)
-#                    (1 to 6 upgraded in place)
+__all__ = [
+    "BUSY_TIMEOUT_S",
+    "CRITERION_VALUES",
+    "LABEL_KINDS",
+    "LABEL_ORIGINS",
+    "LABEL_PHASES",
+    "SCHEMA_VERSION",
+    "STORE_NAME",
+    "VERDICTS",
+    "BatchRecord",
+    "CallRecord",
+    "Change",
+    "CriterionVerdictValue",
+    "HumanLabelRecord",
+    "LabelConflict",
+    "LabelEvent",
+    "LabelKind",
+    "LabelOrigin",
+    "LabelPhase",
+    "LabelRefused",
+    "PlannedCall",
+    "ReviewerRecord",
+    "ReviewerRole",
+    "Slot",
+    "SpotCheckRecord",
+    "Store",
+    "StoredCall",
+    "Verdict",
+    "Written",
+    "key_hash",
+]
+
+
 #: how long a writer waits for another writer's transaction before giving up (SQLite busy_timeout), seconds
 BUSY_TIMEOUT_S = 30.0
 #: the store's file name inside an output folder
 STORE_NAME = "results.sqlite"
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS calls (
-    request_hash      TEXT PRIMARY KEY,
-    case_id           TEXT NOT NULL,
-    dimension         TEXT NOT NULL,
-    judge             TEXT NOT NULL,
-    run               INTEGER NOT NULL,
-    model             TEXT,
-    status            TEXT NOT NULL CHECK (status IN ('ok', 'failed')),
-    raw               TEXT,
-    judgment          TEXT,
-    prompt_tokens     INTEGER,
-    cached_tokens     INTEGER,
-    completion_tokens INTEGER,
-    reasoning_tokens  INTEGER,
-    cost              REAL,
-    latency_s         REAL,
-    attempts          INTEGER NOT NULL DEFAULT 1,
-    error             TEXT,
-    error_kind        TEXT,
-    finished_at       REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS plan (
-    request_hash TEXT NOT NULL,
-    case_id      TEXT NOT NULL,
-    dimension    TEXT NOT NULL,
-    judge        TEXT NOT NULL,
-    run          INTEGER NOT NULL,
-    position     INTEGER NOT NULL,
-    PRIMARY KEY (request_hash, case_id)
-);
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS human_labels (
-    case_id      TEXT NOT NULL,
-    dimension    TEXT,
-    deduction_id TEXT,
-    reviewer     TEXT NOT NULL,
-    kind         TEXT NOT NULL CHECK (kind IN ('score', 'verdict', 'comment', 'added_deduction', 'categories',
-                                           'criterion')),
-    value,
-    points       REAL,
-    comment      TEXT,
-    labelled_at  REAL NOT NULL,
-    source       TEXT NOT NULL,
-    origin       TEXT NOT NULL DEFAULT 'own' CHECK (origin IN ('own', 'accepted', 'reference')),
-    evidence     TEXT
-);
-CREATE UNIQUE INDEX IF NOT EXISTS human_labels_key
-    ON human_labels (reviewer, kind, case_id, ifnull(dimension, ''), ifnull(deduction_id, ''));
-CREATE TABLE IF NOT EXISTS batches (
-    key             TEXT PRIMARY KEY,
-    judge           TEXT NOT NULL,
-    state           TEXT NOT NULL,
-    batch_id        TEXT,
-    input_file_id   TEXT,
-    output_file_id  TEXT,
-    error_file_id   TEXT,
-    provider_status TEXT,
-    n_calls         INTEGER NOT NULL,
-    reason          TEXT,
-    created_at      REAL NOT NULL,
-    updated_at      REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS batch_calls (
-    key          TEXT NOT NULL,
-    request_hash TEXT NOT NULL,
-    PRIMARY KEY (key, request_hash)
-);
-CREATE INDEX IF NOT EXISTS batch_calls_hash ON batch_calls (request_hash);
-CREATE TABLE IF NOT EXISTS reviewers (
-    name       TEXT PRIMARY KEY,
-    role       TEXT NOT NULL CHECK (role IN ('reviewer', 'adjudicator')),
-    key_hash   TEXT NOT NULL UNIQUE,
-    created_at REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS assignments (
-    case_id  TEXT NOT NULL,
-    reviewer TEXT NOT NULL,
-    PRIMARY KEY (case_id, reviewer)
-);
-CREATE TABLE IF NOT EXISTS spot_checks (
-    case_id     TEXT PRIMARY KEY,
-    position    INTEGER NOT NULL,
-    probability REAL NOT NULL CHECK (probability > 0 AND probability <= 1),
-    stratum     TEXT NOT NULL,
-    seed        INTEGER NOT NULL,
-    drawn_at    REAL NOT NULL
-);
-"""
 
 
 class CallRecord(CallOutcome):
@@ -262,93 +222,6 @@ def _column_value(rec: CallRecord, column: str, now: float) -> Any:
         return rec.finished_at or now
     return getattr(rec, column)
 
-#: what a human label is (:class:`HumanLabelRecord`)
-LabelKind = Literal["score", "verdict", "comment", "added_deduction", "categories", "criterion"]
-LABEL_KINDS: tuple[LabelKind, ...] = ("score", "verdict", "comment", "added_deduction", "categories", "criterion")
-#: a reviewer's own verdict on one criterion of a ``criteria`` dimension (label kind ``criterion``)
-CriterionVerdictValue = Literal["met", "not_met"]
-CRITERION_VALUES: tuple[CriterionVerdictValue, ...] = ("met", "not_met")
-#: where a score label's value came from: ``own`` (the reviewer entered it), ``accepted`` (the reviewer
-#: accepted the panel's score as shown, without entering one; kept apart from their own scores, left out of
-#: judge-versus-human figures by default) or ``reference`` (an adjudicator's decision where two reviewers
-#: disagreed: the reference score of the case, or the reference verdict on a deduction one reviewer agreed with
-#: and another did not, kept apart from the reviewers' own). A case without a label is "not reviewed": there
-#: is no state for it.
-LabelOrigin = Literal["own", "accepted", "reference"]
-LABEL_ORIGINS: tuple[LabelOrigin, ...] = ("own", "accepted", "reference")
-#: a reviewer's verdict on one deduction of a judge
-Verdict = Literal["agree", "disagree", "unsure"]
-VERDICTS: tuple[Verdict, ...] = ("agree", "disagree", "unsure")
-
-
-class HumanLabelRecord(BaseModel):
-    """One human label as stored (table ``human_labels``). What ``value`` holds depends on ``kind``:
-
-    - ``score``: the reviewer's score (a float) of ``dimension`` (a dimension id, or ``total``) of the
-      case; ``deduction_id`` is None;
-    - ``verdict``: ``agree`` / ``disagree`` / ``unsure`` on the judge's deduction ``deduction_id``
-      (an :class:`~consensus_eval.analysis.audit.AuditDeduction` id, ``{request_hash}#d{i}`` or
-      ``#p{i}``) of ``dimension``; ``comment``: why, optional;
-    - ``comment``: a free comment (``value`` None, the text in ``comment``) on a deduction
-      (``deduction_id`` set), a dimension (``dimension`` set) or the whole case (both None);
-    - ``added_deduction``: a deduction the judges missed: ``value`` is the rubric's type id (or fixed
-      penalty id) in ``dimension``, ``points`` the points it takes off, ``evidence`` what in the record
-      shows it (schema 5), ``comment`` the reviewer's reason; ``deduction_id`` is the reviewer's own id
-      for it (several per dimension are allowed);
-    - ``categories``: the deduction categories the reviewer would deduct in (``;``-separated
-      category ids; the wide ``--human`` file's ``categories`` column), ``dimension`` None.
-    - ``criterion``: the reviewer's own verdict on one criterion of a ``criteria`` dimension: ``value``
-      ``met`` / ``not_met`` (:data:`CRITERION_VALUES`), ``deduction_id`` the criterion's id, ``dimension`` the
-      dimension, ``points`` the criterion's points, ``evidence`` what in the record shows it, ``comment`` why.
-
-    ``labelled_at``: when it was written (Unix time, seconds); ``source``: where from (the imported
-    file's path, or what wrote it, e.g. ``review``). A reviewer has at most one label per
-    (``kind``, ``case_id``, ``dimension``, ``deduction_id``). ``origin`` (scores; schema 5): ``own`` when the
-    reviewer entered the score, ``accepted`` when they accepted the panel's score as shown (:data:`LabelOrigin`);
-    ``reference`` (scores and verdicts): an adjudicator's decision where reviewers disagreed.
-    """
-
-    case_id: str
-    dimension: str | None = None
-    deduction_id: str | None = None
-    reviewer: str
-    kind: LabelKind
-    value: float | str | None = None
-    points: float | None = None
-    comment: str | None = None
-    labelled_at: float = 0.0
-    source: str = ""
-    origin: LabelOrigin = "own"
-    evidence: str | None = None
-
-    @model_validator(mode="after")
-    def _fits_its_kind(self) -> HumanLabelRecord:
-        """A score is a number (a numeric string is converted), a verdict one of :data:`VERDICTS`. A label
-        without a value is allowed: it serves as the key of a label to delete."""
-        if self.kind == "score" and isinstance(self.value, str):
-            try:
-                self.value = float(self.value)
-            except ValueError:
-                raise ValueError(f"a score label's value must be a number, got {self.value!r}") from None
-        if self.origin == "accepted" and self.kind not in ("score", "criterion"):
-            raise ValueError(f"only a score or a criterion's verdict can be accepted from the panel, not a {self.kind}")
-        if self.origin == "reference" and self.kind not in ("score", "verdict", "criterion"):
-            raise ValueError(f"only a score or a verdict can be an adjudicator's reference, not a {self.kind}")
-        if self.kind == "verdict" and self.value is not None and self.value not in VERDICTS:
-            raise ValueError(f"a verdict label's value is one of {', '.join(VERDICTS)}, got {self.value!r}")
-        if self.kind == "criterion" and self.value is not None and self.value not in CRITERION_VALUES:
-            raise ValueError(f"a criterion label's value is one of {', '.join(CRITERION_VALUES)}, got {self.value!r}")
-        return self
-
-    @property
-    def key(self) -> tuple[str, str, str, str, str]:
-        """What identifies the label among one store's labels (one per key)."""
-        return (self.reviewer, self.kind, self.case_id, self.dimension or "", self.deduction_id or "")
-
-
-_LABEL_COLUMNS = list(HumanLabelRecord.model_fields)
-
-
 class SpotCheckRecord(BaseModel):
     """One case of the random spot-check sample (table ``spot_checks``, schema 5; the medical_record rubric's 随机抽查).
 
@@ -437,7 +310,7 @@ class Store:
         self.read_only = read_only
         #: one write transaction at a time on this connection (a web app may share one Store across threads)
         self._lock = threading.RLock()
-        #: the calls table's columns as selected (a version-1 store read as is has no error_kind)
+        #: the calls table's columns as selected
         self._select = list(_READ_COLUMNS)
         #: opened to write: this process's hold on the run's lock (execution.lock), let go on close
         self._hold: Hold | None = None
@@ -499,7 +372,6 @@ class Store:
             db.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
-            db.executescript(_SCHEMA)
         except sqlite3.Error as e:
             db.close()
             raise self._open_error(e) from None
@@ -541,45 +413,26 @@ class Store:
         return InputError(f"{self.path}: cannot open the store: {msg}")
 
     def _check_schema(self) -> None:
+        """Check the store's version (:mod:`~consensus_eval.execution.migrations`): a new store is created at the
+        current one, an older one upgraded in place (writable) or read through an upgraded copy in memory
+        (read-only: nothing is written, and every reader sees the current schema); a newer one is refused."""
         try:
             tables = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-            if not {"calls", "plan", "meta"} <= tables:
+            if tables and not {"calls", "plan", "meta"} <= tables:
                 raise InputError(f"{self.path}: not a consensus-eval store (an SQLite database without the "
                                  "calls, plan and meta tables)")
-            found = self.get_meta("schema_version")
+            if not tables and self.read_only:
+                raise InputError(f"{self.path}: not a consensus-eval store (an empty SQLite database)")
+            found = version_of(self._db) if tables else None
+            check_version(found, self.path)
+            if found == SCHEMA_VERSION:
+                return
+            if self.read_only:
+                self._db = in_memory_upgraded(self._db, found)
+            else:
+                upgrade(self._db, found)
         except sqlite3.Error as e:
             raise self._open_error(e) from None
-        if found == SCHEMA_VERSION:
-            return
-        if found is None and not self.read_only:
-            self.set_meta("schema_version", SCHEMA_VERSION)
-        elif found in range(1, SCHEMA_VERSION) and not isinstance(found, bool):
-            # read-only: read as is (no error_kind before 2, no human_labels before 3, no batches before 4,
-            # no label origin nor spot checks before 5: read as 'own' and none; no criterion label before 6;
-            # one plan row per request before 7: a case whose content another's repeats has no calls until
-            # scored again); else upgraded in place (the tables added since were created by _SCHEMA on opening)
-            if self.read_only:
-                if found == 1:
-                    self._select = ["NULL" if c == "error_kind" else c for c in _READ_COLUMNS]
-            else:
-                if found == 1:
-                    self._db.execute("ALTER TABLE calls ADD COLUMN error_kind TEXT")
-                have = self._label_columns()
-                if "origin" not in have:
-                    self._db.execute("ALTER TABLE human_labels ADD COLUMN origin TEXT NOT NULL DEFAULT 'own' "
-                                     "CHECK (origin IN ('own', 'accepted', 'reference'))")
-                if "evidence" not in have:
-                    self._db.execute("ALTER TABLE human_labels ADD COLUMN evidence TEXT")
-                self._widen_label_kinds()
-                self._plan_per_case()
-                self.set_meta("schema_version", SCHEMA_VERSION)
-        elif isinstance(found, int) and not isinstance(found, bool) and found > SCHEMA_VERSION:
-            raise InputError(f"{self.path}: this store has schema version {found}, written by a newer "
-                             f"consensus-eval; this version reads schema versions 1 to {SCHEMA_VERSION}: "
-                             "upgrade consensus-eval to read it")
-        elif found is not None:
-            raise InputError(f"{self.path}: not a consensus-eval store (schema version {found!r}; this "
-                             f"version reads schema versions 1 to {SCHEMA_VERSION})")
 
     @classmethod
     def open_existing(cls, folder: str | Path, *, read_only: bool = False) -> Store:
@@ -831,115 +684,93 @@ class Store:
     # ------------------------------------------------------------------ human labels
 
     def human_labels(self, *, reviewer: str | None = None) -> list[HumanLabelRecord]:
-        """Every stored human label (of one ``reviewer`` if given), in the order they were written.
-        A store of schema 1 or 2 opened read-only has none."""
-        where, args = ("WHERE reviewer = ?", (reviewer,)) if reviewer is not None else ("", ())
+        """Every human label (of one ``reviewer`` if given) as its events leave it (:func:`~.labels.fold`: a blind
+        label keeps its blind value, with any later change as its revision), in the order they were last written."""
+        return _labels.fold(self.label_events(reviewer=reviewer))
+
+    def label_events(self, *, reviewer: str | None = None, case_id: str | None = None) -> list[LabelEvent]:
+        """The history of the labels (of one ``reviewer``, of one case), every event in the order written."""
         with self._reading():
-            if not self._has_table("human_labels"):
-                return []
-            have = self._label_columns()
-            select = [c if c in have else "'own'" if c == "origin" else "NULL" for c in _LABEL_COLUMNS]
-            rows = self._db.execute(f"SELECT {', '.join(select)} FROM human_labels {where} "
-                                    "ORDER BY labelled_at, rowid", args).fetchall()
-        out = []
-        for row in rows:
             try:
-                out.append(HumanLabelRecord.model_validate(dict(zip(_LABEL_COLUMNS, row, strict=True))))
-            except ValidationError as e:
-                raise InputError(f"{self.path}: damaged store: a human label does not read back "
-                                 f"({e.errors()[0]['msg']}: {row!r})") from None
-        return out
+                return _labels.read_events(self._db, reviewer=reviewer, case_id=case_id)
+            except InputError as e:
+                raise InputError(f"{self.path}: {e}") from None
+
+    def write_labels(self, changes: Sequence[Change], *, source: str, action_id: str | None = None,
+                     session: str | None = None, expect: Mapping[Slot, int] | None = None,
+                     actor: str | None = None) -> Written:
+        """Append the events of one action (labels set or cleared, :class:`~.labels.Change`) in one short
+        transaction, committed at once (:func:`~.labels.append`): the team's roles and the blind spot check are
+        enforced (:class:`LabelRefused`), ``expect`` (slot -> the version the writer saw) refuses a stale write
+        (:class:`LabelConflict`), and a repeated ``action_id`` of ``actor`` (default: the labels' reviewer) writes
+        nothing (``applied`` False). ``source``: what wrote it (``review``, a sheet's path, ``api``);
+        ``session``: the review session's tag."""
+        self._writable()
+        with self._transaction(immediate=True):
+            return _labels.append(self._db, changes, source=source, action_id=action_id, session=session,
+                                  expect=expect, actor=actor)
+
+    def reveal(self, reviewer: str, case_ids: Iterable[str], *, source: str, session: str | None = None) -> list[str]:
+        """Record that the judges of these spot-check cases were shown to ``reviewer`` (their blind scores are
+        frozen from now on); returns the cases revealed now (each is revealed once)."""
+        self._writable()
+        with self._transaction(immediate=True):
+            return _labels.reveal(self._db, reviewer, case_ids, source=source, session=session)
+
+    def revealed_cases(self, reviewer: str) -> set[str]:
+        """The spot-check cases whose judges were shown to ``reviewer``."""
+        with self._reading():
+            return _labels.revealed_cases(self._db, reviewer)
 
     def upsert_human_label(self, label: HumanLabelRecord) -> HumanLabelRecord:
-        """Write one label now (one short transaction, committed at once), replacing the reviewer's
-        label with the same key (kind, case, dimension, deduction) if there is one. ``labelled_at``
-        is set to now when 0. Returns the label as stored."""
-        self._writable()
-        stored = _stamped(label, time.time())
-        with self._transaction(immediate=True):
-            self._insert_labels([stored])
-        return stored
+        """Set one label now (:meth:`write_labels`, source the label's or ``api``). Returns the label as stored."""
+        self.write_labels([Change(label)], source=label.source or "api")
+        got = [lb for lb in _labels.fold(self.label_events(reviewer=label.reviewer, case_id=label.case_id))
+               if lb.key == label.key]
+        return got[0] if got else label
 
     def delete_human_label(self, *, reviewer: str, kind: LabelKind, case_id: str, dimension: str | None = None,
                            deduction_id: str | None = None) -> bool:
-        """Delete one reviewer's label of that key; whether there was one."""
-        self._writable()
-        with self._transaction(immediate=True):
-            cur = self._db.execute(
-                "DELETE FROM human_labels WHERE reviewer = ? AND kind = ? AND case_id = ? "
-                "AND ifnull(dimension, '') = ? AND ifnull(deduction_id, '') = ?",
-                (reviewer, kind, case_id, dimension or "", deduction_id or ""))
-        return cur.rowcount > 0
+        """Clear one reviewer's label of that key (a ``clear`` event); whether there was one."""
+        key = HumanLabelRecord(case_id=case_id, dimension=dimension, deduction_id=deduction_id, reviewer=reviewer,
+                               kind=kind)
+        had = any(lb.key == key.key for lb in _labels.fold(self.label_events(reviewer=reviewer, case_id=case_id)))
+        if had:
+            self.write_labels([Change(key, clear=True)], source="api")
+        return had
 
     def replace_human_labels(self, reviewer: str, source: str, labels: Iterable[HumanLabelRecord]) -> int:
-        """Replace everything ``reviewer`` has from ``source`` by ``labels``, atomically (one
-        transaction: a reader sees the old set or the new one). A label of the same key from another
-        source (the web app, another sheet) is replaced too: the latest wins. Every label must be
-        ``reviewer``'s; ``source`` and a missing ``labelled_at`` are set here. Returns how many were written.
-        """
+        """Make what ``reviewer`` has from ``source`` what ``labels`` say, atomically (one transaction: a reader
+        sees the old set or the new one): a label of theirs last written from ``source`` and not in ``labels`` is
+        cleared, a label that differs from the stored one is set (whatever source wrote that one: the latest wins),
+        an unchanged one writes nothing. Every label must be ``reviewer``'s; ``source`` is set here. Returns how many
+        labels were given."""
         return self.replace_human_labels_of(source, {reviewer: list(labels)})
 
     def replace_human_labels_of(self, source: str, by_reviewer: Mapping[str, Sequence[HumanLabelRecord]]) -> int:
         """:meth:`replace_human_labels` for several reviewers of one source (a sheet naming several),
         all in one transaction."""
         self._writable()
-        now = time.time()
-        rows = []
-        for reviewer, labels in by_reviewer.items():
-            for label in labels:
-                if label.reviewer != reviewer:
-                    raise ValueError(f"a label of reviewer {label.reviewer!r} in a replacement of "
-                                     f"{reviewer!r}'s labels")
-                rows.append(_stamped(label.model_copy(update={"source": source}), now))
+        changes: list[Change] = []
+        n = 0
         with self._transaction(immediate=True):
-            self._db.executemany("DELETE FROM human_labels WHERE reviewer = ? AND source = ?",
-                                 [(reviewer, source) for reviewer in by_reviewer])
-            self._insert_labels(rows)
-        return len(rows)
-
-    def _insert_labels(self, labels: Sequence[HumanLabelRecord]) -> None:
-        self._db.executemany(
-            f"INSERT OR REPLACE INTO human_labels ({', '.join(_LABEL_COLUMNS)}) "
-            f"VALUES ({', '.join('?' for _ in _LABEL_COLUMNS)})",
-            ([getattr(lb, c) for c in _LABEL_COLUMNS] for lb in labels))
-
-    def _label_columns(self) -> set[str]:
-        return {r[1] for r in self._db.execute("PRAGMA table_info(human_labels)")}
-
-    def _widen_label_kinds(self) -> None:
-        """A store written before criterion labels existed (its ``human_labels`` CHECK lists no ``criterion``)
-        gets the table rebuilt with the wider CHECK, every row kept as it was: SQLite cannot change a CHECK in
-        place. Done once, on the first writable opening; a read-only opening reads such a store as it is."""
-        row = self._db.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'human_labels'"
-                               ).fetchone()
-        if row is None or "'criterion'" in row[0]:
-            return
-        new_sql, n = re.subn(r"(CHECK\s*\(\s*kind\s+IN\s*\([^)]*)\)", r"\1, 'criterion')", row[0], count=1)
-        if not n:
-            return
-        cols = ", ".join(r[1] for r in self._db.execute("PRAGMA table_info(human_labels)"))
-        with _Tx(self._db, self._lock, immediate=True):
-            self._db.execute("ALTER TABLE human_labels RENAME TO human_labels_before_criteria")
-            self._db.execute(new_sql)
-            self._db.execute(f"INSERT INTO human_labels ({cols}) SELECT {cols} FROM human_labels_before_criteria")
-            self._db.execute("DROP TABLE human_labels_before_criteria")
-            self._db.execute("CREATE UNIQUE INDEX IF NOT EXISTS human_labels_key ON human_labels "
-                             "(reviewer, kind, case_id, ifnull(dimension, ''), ifnull(deduction_id, ''))")
-
-    def _plan_per_case(self) -> None:
-        """A store written before schema 7 (its plan keyed by the request alone: a second case of the same
-        content replaced the first's rows) gets the plan table rebuilt keyed by (request, case), its rows kept.
-        Done once, on the first writable opening; the next ``score`` plans every case again."""
-        pk = [r[1] for r in sorted(self._db.execute("PRAGMA table_info(plan)"), key=lambda r: r[5]) if r[5]]
-        if pk != ["request_hash"]:
-            return
-        with _Tx(self._db, self._lock, immediate=True):
-            self._db.execute("ALTER TABLE plan RENAME TO plan_before_cases")
-            self._db.execute(_SCHEMA[_SCHEMA.index("CREATE TABLE IF NOT EXISTS plan"):
-                                     _SCHEMA.index(";", _SCHEMA.index("CREATE TABLE IF NOT EXISTS plan"))])
-            self._db.execute("INSERT INTO plan SELECT request_hash, case_id, dimension, judge, run, position "
-                             "FROM plan_before_cases")
-            self._db.execute("DROP TABLE plan_before_cases")
+            for reviewer, labels in by_reviewer.items():
+                for label in labels:
+                    if label.reviewer != reviewer:
+                        raise ValueError(f"a label of reviewer {label.reviewer!r} in a replacement of "
+                                         f"{reviewer!r}'s labels")
+                given = {lb.key for lb in labels}
+                n += len(labels)
+                by_key, _ = _labels.label_states(_labels.read_events(self._db, reviewer=reviewer))
+                for key, st in by_key.items():
+                    now = st.now
+                    if key not in given and now is not None and now.source == source:
+                        changes.append(Change(HumanLabelRecord(reviewer=key[0], kind=key[1], case_id=key[2],
+                                                               dimension=key[3] or None, deduction_id=key[4] or None),
+                                              clear=True))
+                changes += [Change(lb) for lb in labels]
+            _labels.append(self._db, changes, source=source, force_source=True)
+        return n
 
     # ------------------------------------------------------------------ spot checks
 
@@ -1084,10 +915,6 @@ def _damaged(path: Path, problem: str) -> InputError:
 def _writable(folder: Path) -> bool:
     """Whether this process (its effective uid) may create files in ``folder``."""
     return os.access(folder, os.W_OK | os.X_OK, effective_ids=os.access in os.supports_effective_ids)
-
-
-def _stamped(label: HumanLabelRecord, now: float) -> HumanLabelRecord:
-    return label if label.labelled_at else label.model_copy(update={"labelled_at": now})
 
 
 class _Tx:

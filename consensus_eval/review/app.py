@@ -28,7 +28,7 @@ import secrets
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
@@ -50,6 +50,7 @@ from consensus_eval.output.report.data import review_reasons
 from consensus_eval.output.report.fmt import avg
 from consensus_eval.output.report.i18n import Messages, default_lang, messages as report_messages
 from consensus_eval.review.model import (
+    ActionConflict,
     ActionError,
     AdjudicationDim,
     CriterionConflict,
@@ -73,7 +74,10 @@ SHORTCUTS_CASE = [("j / →", "k_next"), ("k / ←", "k_prev"), ("q", "k_queue")
 #: the catalogue keys the page's script uses
 JS_KEYS = ("js_saving", "js_saved", "js_not_saved", "js_unreachable", "js_need_scores", "js_session_lost",
            "js_session_lost_short", "state_todo", "s_todo",
-           "s_started", "s_done", "note_mine", "note_accepted", "note_none", "remove", "missed")
+           "s_started", "s_done", "note_mine", "note_accepted", "note_none", "note_unsaved", "note_revised",
+           "remove", "missed", "conflict_title", "conflict_stored", "conflict_yours", "conflict_keep_mine",
+           "conflict_take_saved", "conflict_empty", "verdict_clear", "restored", "agree", "disagree", "unsure", "met",
+           "not_met")
 #: queue rows per page (a queue of 20,000 cases is paged, and searched by case id)
 PAGE_SIZE = 100
 #: the languages of the pages (``i18n/<lang>.json``)
@@ -129,6 +133,11 @@ class Session:
     personal: bool = False
     #: the team role of a personal link's reviewer (``reviewer`` / ``adjudicator``; None without a team)
     role: str | None = None
+    #: the hash of the personal key it was opened with: the session ends when the reviewer is removed or their
+    #: key replaced (every request compares it with the team as stored)
+    key_hash: str | None = None
+    #: what the store keeps of the session with each label event: a random tag, never the session's secret id
+    tag: str = field(default_factory=lambda: secrets.token_hex(6))
 
 
 class Sessions:
@@ -141,10 +150,11 @@ class Sessions:
         self._by_id: dict[str, Session] = {}
         self._lock = threading.Lock()
 
-    def new(self, reviewer: str | None = None, role: str | None = None) -> Session:
-        """A new session, labelling as ``reviewer`` (a personal link's, with its ``role``) or the server's default."""
+    def new(self, reviewer: str | None = None, role: str | None = None, key_hash: str | None = None) -> Session:
+        """A new session, labelling as ``reviewer`` (a personal link's, with its ``role`` and ``key_hash``) or the
+        server's default."""
         s = Session(secrets.token_urlsafe(24), reviewer or self.default_reviewer, personal=reviewer is not None,
-                    role=role)
+                    role=role, key_hash=key_hash)
         with self._lock:
             self._by_id[s.id] = s
         return s
@@ -195,20 +205,22 @@ def create_app(run: ReviewRun, *, reviewer: str | None = None, hosts: list[str] 
     assert set(REASON_CODES) <= {k[2:] for k in t.texts if k.startswith("r_")}
 
     def page(name: str, request: Request, s: Session, status: int = 200, **ctx: Any) -> HTMLResponse:
+        texts = {**js_texts, "js_session_lost": t("js_session_lost_team")} if s.personal else js_texts
         html = env.get_template(name).render(csrf=sessions.csrf(s), reviewer=s.reviewer, personal=s.personal,
                                              lead=may_lead(s), run=run,
                                              folder=run.folder.name or str(run.folder), request=request,
-                                             t=t, js_texts=js_texts, **ctx)
+                                             t=t, js_texts=texts, **ctx)
         return HTMLResponse(html, status_code=status, headers=SECURITY_HEADERS)
 
     def refused(status: int = 403, why: str = "link") -> HTMLResponse:
         html = env.get_template("refused.html.j2").render(t=t, why=why)
         return HTMLResponse(html, status_code=status, headers=SECURITY_HEADERS)
 
-    def _enter(request: Request, s: Session, param: str) -> Response:
-        """The session's cookie set, and a redirect to the same page without the secret in its address."""
+    def _enter(request: Request, s: Session, param: str, path: str | None = None) -> Response:
+        """The session's cookie set, and a redirect to the same page (or ``path``) without the secret in its
+        address."""
         rest = {k: v for k, v in request.query_params.items() if k != param}
-        target = request.url.path + (f"?{urlencode(rest)}" if rest else "")
+        target = (path or request.url.path) + (f"?{urlencode(rest)}" if rest else "")
         resp = RedirectResponse(target, status_code=303, headers=SECURITY_HEADERS)
         resp.set_cookie(cookie_name, s.id, httponly=True, samesite="strict", path="/")
         return resp
@@ -217,6 +229,12 @@ def create_app(run: ReviewRun, *, reviewer: str | None = None, hosts: list[str] 
         """Whether the session sees the team's progress and adjudicates: an adjudicator's personal link, or
         the one user of a run without a team."""
         return s.role == "adjudicator" if s.personal else not run.team()
+
+    def access_ok(s: Session) -> bool:
+        """Whether a personal link's session still has access: its reviewer is in the team, with the key it was
+        opened with (removing a reviewer or giving them a new key ends their open sessions at once)."""
+        member = next((m for m in run.team() if m.name == s.reviewer), None)
+        return member is not None and member.key_hash == s.key_hash and member.role == s.role
 
     def session_of(request: Request) -> Session | None:
         return sessions.get(request.cookies.get(cookie_name))
@@ -233,17 +251,21 @@ def create_app(run: ReviewRun, *, reviewer: str | None = None, hosts: list[str] 
                 member = run.reviewer_by_key(key)
                 if member is None:
                     return refused()
-                if s is None or s.reviewer != member.name or not s.personal:
-                    s = sessions.new(member.name, member.role)
-                return _enter(request, s, "key")
+                if s is None or s.reviewer != member.name or not s.personal or s.key_hash != member.key_hash:
+                    s = sessions.new(member.name, member.role, member.key_hash)
+                # an adjudicator's link opens the team page (progress, what to adjudicate), as the docs say
+                return _enter(request, s, "key", "/team" if member.role == "adjudicator" and
+                              request.url.path == "/" else None)
             if token is not None and sessions.token_ok(token):
                 if run.team():
                     return refused(why="team")
                 return _enter(request, s or sessions.new(), "token")
             if s is None:
-                return refused()
+                return refused(why="team" if run.team() else "link")
             if run.team() and not s.personal:
                 return refused(why="team")
+            if s.personal and not access_ok(s):
+                return refused(why="ended")
             if s.reviewer is None and request.url.path != "/reviewer":
                 return page("reviewer.html.j2", request, s, next=str(request.url.path))
             return await handler(request, s)
@@ -286,7 +308,7 @@ def create_app(run: ReviewRun, *, reviewer: str | None = None, hosts: list[str] 
         rank = request.path_params["rank"]
         filters = Filters.from_query(request.query_params)
         try:
-            view = run.case_view(s.reviewer, rank)
+            view = run.case_view(s.reviewer, rank, session=s.tag)
         except ActionError:
             return page("missing.html.j2", request, s, status=404, why=t("missing_case", rank=rank,
                                                                         n=len(run.queue.cases)), query=filters.query())
@@ -300,7 +322,7 @@ def create_app(run: ReviewRun, *, reviewer: str | None = None, hosts: list[str] 
         headers = {**SECURITY_HEADERS, "Content-Disposition":
                    f"attachment; filename=\"adjudication-{name}.csv\"; filename*=UTF-8''adjudication-"
                    f"{quote(s.reviewer)}.csv"}
-        return Response(run.sheet(s.reviewer), media_type="text/csv; charset=utf-8", headers=headers)
+        return Response(run.sheet(s.reviewer, session=s.tag), media_type="text/csv; charset=utf-8", headers=headers)
 
     async def static_file(request: Request) -> Response:
         name = request.url.path.rsplit("/", 1)[-1]
@@ -335,6 +357,8 @@ def create_app(run: ReviewRun, *, reviewer: str | None = None, hosts: list[str] 
             return JSONResponse({"error": t("err_no_reviewer")}, 400, headers=SECURITY_HEADERS)
         if not s.personal and run.team():
             return JSONResponse({"error": t("team_link")}, 403, headers=SECURITY_HEADERS)
+        if s.personal and not access_ok(s):
+            return JSONResponse({"error": t("err_access_ended"), "ended": True}, 403, headers=SECURITY_HEADERS)
         try:   # the readers' JSON: nesting over 100 deep or a lone surrogate refused (a 400, never a 500)
             action = loads_json((await request.body()).decode("utf-8"))
         except ValueError:   # not UTF-8, not JSON, or refused (RefusedJSON is a JSONDecodeError)
@@ -342,7 +366,11 @@ def create_app(run: ReviewRun, *, reviewer: str | None = None, hosts: list[str] 
         if not isinstance(action, dict):
             return JSONResponse({"error": t("err_not_object")}, 400, headers=SECURITY_HEADERS)
         try:
-            reply = run.apply(s.reviewer, action)
+            reply = run.apply(s.reviewer, action, session=s.tag)
+        except ActionConflict as e:   # a stale tab: both values back, for the reviewer to choose
+            return JSONResponse({"error": e.text(t), "conflict": {"field": e.field, "version": e.version,
+                                                                  "stored": e.stored_value()}},
+                                409, headers=SECURITY_HEADERS)
         except ActionError as e:
             return JSONResponse({"error": e.text(t)}, 400, headers=SECURITY_HEADERS)
         reply["progress"] = t("progress", done=reply["done"], total=reply["total"])
@@ -369,7 +397,8 @@ def create_app(run: ReviewRun, *, reviewer: str | None = None, hosts: list[str] 
             try:
                 run.adjudicate(s.reviewer, rank, {k[6:]: v for k, v in form.items() if k.startswith("score_")},
                                {k: v for k, v in form.items() if k.startswith("verdict_")},
-                               {k: v for k, v in form.items() if k.startswith("criterion_")})
+                               {k: v for k, v in form.items() if k.startswith("criterion_")},
+                               action_id=form.get("action_id") or None, session=s.tag)
                 return RedirectResponse("/team", status_code=303, headers=SECURITY_HEADERS)
             except ActionError as e:
                 error = e.text(t)
@@ -382,7 +411,11 @@ def create_app(run: ReviewRun, *, reviewer: str | None = None, hosts: list[str] 
         crit_conflicts = run.criterion_conflicts(rank)
         names = list(dict.fromkeys([*(n for d in dims for n in d.scores), *(n for c in conflicts for n in c.verdicts),
                                     *(n for c in crit_conflicts for n in c.verdicts)]))
+        blind = run.adjudication_blind(rank)
+        if blind:   # a spot-check case: the reviewers' blind scores only, until the reference is saved
+            dims = [replace(d, panel=None) for d in dims]
         return page("adjudicate.html.j2", request, s, status=400 if error else 200, a=run.case_at(rank), dims=dims,
+                    blind=blind, action_id=(form or {}).get("action_id") or secrets.token_hex(12),
                     names=names, error=error, conflicts=conflicts, criterion_conflicts=crit_conflicts,
                     scores_needed=run.scores_needed(rank), intro=adjudication_intro(t, run.results.rubric.kinds),
                     entries=adjudication_entries(dims, conflicts, crit_conflicts, form if error else None))

@@ -39,6 +39,7 @@ its levels, a criteria dimension's a verdict on each criterion the reviewers dis
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import secrets
@@ -54,7 +55,7 @@ from pathlib import Path
 from typing import Any
 
 from consensus_eval._errors import InputError
-from consensus_eval.analysis.audit import CaseAudit, RatingItem, ReviewQueue, review_queue
+from consensus_eval.analysis.audit import CaseAudit, DimensionAudit, JudgeView, RatingItem, ReviewQueue, review_queue
 from consensus_eval.analysis.human import (
     CaseReview,
     build_review,
@@ -67,14 +68,19 @@ from consensus_eval.domain.flags import reviewers_apart
 from consensus_eval.domain.reviewers import MAX_NAME, clean_name
 from consensus_eval.domain.rubric import Criterion, Dimension
 from consensus_eval.domain.sections import Sections, find_sections, fold_width
+from consensus_eval.execution.labels import MAX_ACTION_ID, fold, slot_of, versions
 from consensus_eval.execution.store import (
     VERDICTS,
+    Change,
     HumanLabelRecord,
-    LabelKind,
+    LabelConflict,
     LabelOrigin,
+    LabelRefused,
     ReviewerRecord,
+    Slot,
     Store,
     Verdict,
+    Written,
 )
 from consensus_eval.output.files import write_adjudication_csv
 from consensus_eval.output.report.i18n import Messages
@@ -212,6 +218,8 @@ class ItemView:
     matched_by: list[str]
     verdict: str | None = None
     comment: str = ""
+    #: the version of the reviewer's verdict and comment on it (what a save names: a stale tab is refused)
+    version: int = 0
 
 
 @dataclass
@@ -239,6 +247,7 @@ class AddedView:
     type_name: str
     points: float | None
     comment: str
+    evidence: str = ""
 
 
 @dataclass
@@ -270,6 +279,10 @@ class CriterionView:
     comment: str = ""
     #: its number on the page (the judges' evidence marks for it carry it)
     n: int = 0
+    #: the version of the reviewer's verdict on it
+    version: int = 0
+    #: a verdict given blind and changed once the judges were shown: the later one (the blind one is ``mine``)
+    revision: str | None = None
 
 
 @dataclass
@@ -293,18 +306,30 @@ class DimView:
     kind: str = "deductions"
     levels: list[tuple[int, str]] = field(default_factory=list)
     criteria: list[CriterionView] = field(default_factory=list)
+    #: the versions of the reviewer's score and of their comment on the dimension
+    version: int = 0
+    comment_version: int = 0
+    #: a score given blind (a spot-check case) and changed once the judges were shown: the later score (None: not
+    #: revised). ``my_score`` stays the blind one: validity uses it
+    revision: float | None = None
 
     @property
     def my_level(self) -> int | None:
         """A likert dimension's level the reviewer picked themselves (None: none, or the panel's accepted)."""
-        if self.my_score is None or self.my_origin == "accepted" or not float(self.my_score).is_integer():
+        mine = self.my_current
+        if mine is None or self.my_origin == "accepted" or not float(mine).is_integer():
             return None
-        return int(self.my_score)
+        return int(mine)
+
+    @property
+    def my_current(self) -> float | None:
+        """The reviewer's score as it stands: the revision when there is one, else the score."""
+        return self.revision if self.revision is not None else self.my_score
 
     @property
     def shown_score(self) -> float | None:
-        """What the score field shows: the reviewer's score, else the panel's."""
-        return self.my_score if self.my_score is not None else self.panel_score
+        """What the score field shows: the reviewer's score (revised, if it was), else the panel's."""
+        return self.my_current if self.my_current is not None else self.panel_score
 
 
 @dataclass
@@ -322,6 +347,12 @@ class CaseView:
     #: a spot-check case this reviewer has not scored on every dimension yet: the page shows no panel or
     #: judge score, no deduction and no evidence mark, so the reviewer's own score is not anchored by them
     blind: bool = False
+    #: the version of the reviewer's comment on the case
+    comment_version: int = 0
+    #: the reviewer is the team's adjudicator: the page is for reading; their decisions are references, given on
+    #: the adjudication page (``reference``: dimension id -> the reference score given, if any)
+    adjudicator: bool = False
+    reference: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -597,6 +628,8 @@ class Ledger:
     started: int = 0
     #: case id -> criteria dimension id -> its criteria's ids (empty: the rubric has no criteria dimension)
     needs: Mapping[str, Mapping[str, frozenset[str]]] = field(default_factory=dict)
+    #: the spot-check cases whose judges were shown to the reviewer (their blind scores are frozen)
+    revealed: set[str] = field(default_factory=set)
 
     def state(self, case_id: str) -> str:
         """done | started | todo: done when every dimension of the rubric is covered (a score of any origin; a
@@ -616,18 +649,6 @@ class Ledger:
             st = self.state(case_id)
             self.done += sign * (st == "done")
             self.started += sign * (st == "started")
-
-    def put(self, case_id: str, key: LabelKey, origin: str | None) -> None:
-        """Record a label written (``origin``) or deleted (None), and the progress it changes."""
-        self.count(case_id, -1)
-        keys = self.labels.setdefault(case_id, {})
-        if origin is None:
-            keys.pop(key, None)
-        else:
-            keys[key] = origin
-        if not keys:
-            del self.labels[case_id]
-        self.count(case_id, +1)
 
 
 @dataclass
@@ -669,13 +690,20 @@ class ReviewRun:
         case = self.cases.get(case_id)
         return list(dim.criteria or (case.criteria if case else None) or [])
 
-    def blind(self, case_id: str, labels: Sequence[HumanLabelRecord]) -> bool:
-        """Whether ``case_id`` is a spot-check case the reviewer (whose ``labels`` these are) has not scored
-        on every dimension with their own score yet."""
+    def blind(self, reviewer: str, case_id: str) -> bool:
+        """Whether ``case_id`` is blind to ``reviewer``: a spot-check case whose judges were not shown to them yet
+        and that they have not scored on every dimension with their own score (an adjudicator: a spot-check case
+        they have given no reference on yet)."""
         if case_id not in self.spot:
             return False
-        return self._own_scored([lb for lb in labels if lb.case_id == case_id],
-                                self.criteria_needed).get(case_id, 0) < len(self.dimensions)
+        if self.role(reviewer) == "adjudicator":
+            return not any(lb.case_id == case_id for lb in self.labels(reviewer) if lb.origin == "reference")
+        with self.lock:
+            return self._blind(self._ledger(reviewer), case_id)
+
+    def role(self, reviewer: str) -> str | None:
+        """``reviewer``'s role in the team (None: not in it, or no team)."""
+        return next((m.role for m in self.team() if m.name == reviewer), None)
 
     def ledger(self, reviewer: str) -> Ledger:
         """``reviewer``'s :class:`Ledger` (read again from the store when another connection wrote to it)."""
@@ -693,7 +721,8 @@ class ReviewRun:
             return found
         assigned = frozenset(c for c, name in self.store.assignments() if name == reviewer)
         dims = frozenset(d.id for d in self.dimensions)
-        ledger = Ledger(dims, {}, assigned or self._needs_review, assigned, needs=self.criteria_needed)
+        ledger = Ledger(dims, {}, assigned or self._needs_review, assigned, needs=self.criteria_needed,
+                        revealed=self.store.revealed_cases(reviewer))
         for lb in self.store.human_labels(reviewer=reviewer):
             ledger.labels.setdefault(lb.case_id, {})[_key(lb)] = lb.origin
         for case_id in ledger.labels:
@@ -852,6 +881,12 @@ class ReviewRun:
                                 sorted(scored[d.dimension].levels.items()))
                 for d in a.dimensions if d.dimension in scored]
 
+    def adjudication_blind(self, rank: int) -> bool:
+        """Whether the adjudication of the case at ``rank`` is blind: a spot-check case without a reference yet (its
+        form shows the reviewers' blind scores, never the panel's or a judge's, until the reference is saved)."""
+        a = self.case_at(rank)
+        return a.case_id in self.spot and not any(lb.origin == "reference" for lb in self._case_labels(a))
+
     def criterion_conflicts(self, rank: int) -> list[CriterionConflict]:
         """The criteria of the case at ``rank`` one reviewer found met and another not, with each reviewer's
         evidence and comment."""
@@ -885,7 +920,8 @@ class ReviewRun:
                                                                        or criterion_conflicts(a, cr))
 
     def adjudicate(self, adjudicator: str, rank: int, scores: Mapping[str, Any],
-                   verdicts: Mapping[str, Any] | None = None, criteria: Mapping[str, Any] | None = None) -> None:
+                   verdicts: Mapping[str, Any] | None = None, criteria: Mapping[str, Any] | None = None, *,
+                   action_id: str | None = None, session: str | None = None) -> None:
         """Store the adjudicator's decisions on the case at ``rank``, as labels of origin ``reference`` kept apart
         from the reviewers' own: a reference score of every dimension (needed when the reviewers' scores are
         apart, :func:`scores_apart`, or there is no verdict conflict; else optional, all or none; a likert
@@ -895,7 +931,7 @@ class ReviewRun:
         reference verdict on every criterion two reviewers disagree on (``criteria``: the conflict's
         :attr:`CriterionConflict.key` -> met / not_met), a ``criterion`` label of origin ``reference`` (a criteria
         dimension takes no reference score: its score is the one the reference verdicts give). Nothing is stored
-        unless all of it is given."""
+        unless all of it is given; it is stored as one write (``action_id``: a form sent twice stores once)."""
         a = self.case_at(rank)
         cr = self._case_review(a)
         conflicts = verdict_lines(a, cr)
@@ -920,18 +956,20 @@ class ReviewRun:
             if v not in VERDICTS:
                 raise ActionError("err_give_reference_verdict", judge=c.judge, type=c.type, dim=c.dimension)
             decided.append((c, v))
+        plan = _Plan(adjudicator, a.case_id)
         for dim_id, value in values.items():
-            self._put(HumanLabelRecord(case_id=a.case_id, dimension=dim_id, reviewer=adjudicator, kind="score",
-                                       value=value, origin="reference"))
+            plan.put(HumanLabelRecord(case_id=a.case_id, dimension=dim_id, reviewer=adjudicator, kind="score",
+                                      value=value, origin="reference"))
         for cc, met in settled:
-            self._put(HumanLabelRecord(case_id=a.case_id, dimension=cc.dimension, deduction_id=cc.id,
-                                       reviewer=adjudicator, kind="criterion", value="met" if met else "not_met",
-                                       points=cc.points, origin="reference"))
+            plan.put(HumanLabelRecord(case_id=a.case_id, dimension=cc.dimension, deduction_id=cc.id,
+                                      reviewer=adjudicator, kind="criterion", value="met" if met else "not_met",
+                                      points=cc.points, origin="reference"))
         dim_of = {x.id: x.dimension for dim in a.dimensions for jv in dim.judges for x in jv.deductions}
         for c, v in decided:
             for i in c.ids:
-                self._put(HumanLabelRecord(case_id=a.case_id, dimension=dim_of.get(i), deduction_id=i,
-                                           reviewer=adjudicator, kind="verdict", value=v, origin="reference"))
+                plan.put(HumanLabelRecord(case_id=a.case_id, dimension=dim_of.get(i), deduction_id=i,
+                                          reviewer=adjudicator, kind="verdict", value=v, origin="reference"))
+        self._write(plan, action_id, session)
 
     def assigned(self, reviewer: str) -> frozenset[str]:
         """The case ids assigned to ``reviewer`` (empty: none)."""
@@ -1010,99 +1048,112 @@ class ReviewRun:
         after = [r for r in ranks if r > rank]
         return (before[-1] if before else None, after[0] if after else None)
 
-    def case_view(self, reviewer: str, rank: int) -> CaseView:
-        """The case at ``rank`` of the queue, with ``reviewer``'s labels filled in."""
+    def case_view(self, reviewer: str, rank: int, *, session: str | None = None) -> CaseView:
+        """The case at ``rank`` of the queue, with ``reviewer``'s labels filled in (an adjudicator's references are
+        not theirs: the page shows them apart). A spot-check case shown with its judges for the first time to this
+        reviewer is recorded as revealed (``session``: the review session's tag): their blind scores are frozen."""
         a = self.case_at(rank)
         case = self.cases[a.case_id]
         rubric = self.results.rubric
-        mine = [lb for lb in self.labels(reviewer) if lb.case_id == a.case_id]
-        verdicts = {lb.deduction_id: lb for lb in mine if lb.kind == "verdict" and lb.deduction_id}
-        notes = {lb.deduction_id: lb.comment or "" for lb in mine if lb.kind == "comment" and lb.deduction_id}
-        scores = {lb.dimension: lb.value for lb in mine if lb.kind == "score" and lb.dimension}
-        origins = {lb.dimension: lb.origin for lb in mine if lb.kind == "score" and lb.dimension}
-        dim_notes = {lb.dimension: lb.comment or "" for lb in mine
-                     if lb.kind == "comment" and lb.dimension and not lb.deduction_id}
-        case_note = next((lb.comment or "" for lb in mine
-                          if lb.kind == "comment" and not lb.dimension and not lb.deduction_id), "")
-        my_criteria = {(lb.dimension, lb.deduction_id): lb for lb in mine if lb.kind == "criterion"}
-        record_marks: list[tuple[int, int, int]] = []
-        conv_marks: list[tuple[int, int, int]] = []
-        n = 0
-        dims = []
-        for dim in a.dimensions:
-            rd = rubric.dimension(dim.dimension)
-            columns = []
-            for jv in dim.judges:
-                items = []
-                for group in jv.drill_down():
-                    for it in group.items:
-                        d = it.deduction
-                        n += 1
-                        g = d.grounding
-                        for s in (g.spans if g else []):
-                            (record_marks if s.source == "record" else conv_marks).append((s.start, s.end, n))
-                        v = next((verdicts[i] for i in it.ids if i in verdicts), None)
-                        note = (v.comment or "") if v else next((notes[i] for i in it.ids if i in notes), "")
-                        items.append(ItemView(
-                            n=n, ids=it.label_ids, judge=d.judge, kind=d.kind, category=d.category, type=d.type,
-                            points=d.points, evidence=d.evidence, reason=d.reason,
-                            runs_label=" ".join(x for x in (group.label, it.runs_label) if x),
-                            applied_once=it.applied_once, grounding=g.kind if g else None,
-                            grounding_score=g.score if g else None, grounded=g.grounded if g else True,
-                            sections=list(dict.fromkeys(s.section for s in (g.spans if g else []) if s.section)),
-                            matched_by=list(d.matched_by), verdict=str(v.value) if v else None, comment=note))
-                rating_ns = []
-                for r in jv.ratings:
-                    n += 1
-                    rating_ns.append(n)
-                    for g in r.grounding:
-                        for sp in (g.spans if g else []):
-                            (record_marks if sp.source == "record" else conv_marks).append((sp.start, sp.end, n))
-                columns.append(JudgeColumn(jv.judge, jv.score, jv.stars, jv.runs_failed, list(jv.errors), items,
-                                           list(jv.ratings), rating_ns))
-            types = [TypeChoice(t.id, f"{c.name} / {t.name} (−{t.points_text()})", t.low, t.high)
-                     for c in rd.categories for t in c.types]
-            types += [TypeChoice(p.id, f"{p.name} (−{p.points:g})", p.points, p.points, penalty=True)
-                      for p in rd.fixed_penalties]
-            names = {t.id: t.label for t in types}
-            added = [AddedView(lb.deduction_id or "", str(lb.value), names.get(str(lb.value), str(lb.value)),
-                               lb.points, lb.comment or "")
-                     for lb in mine if lb.kind == "added_deduction" and lb.dimension == dim.dimension]
-            my = scores.get(dim.dimension)
-            crits = []
-            if dim.kind == "criteria":
-                rows = {row.id: row for row in dim.criteria}
-                for c in self.criteria_of(a.case_id, rd):
-                    row = rows.get(c.id)
-                    lb = my_criteria.get((dim.dimension, c.id))
-                    n += 1
-                    for jv in dim.judges:
-                        for x in jv.verdicts:
-                            for sp in (x.grounding.spans if x.id == c.id and x.grounding else []):
-                                (record_marks if sp.source == "record" else conv_marks).append((sp.start, sp.end, n))
-                    crits.append(CriterionView(
-                        c.id, c.text, float(c.points),
-                        [(jv.judge, [x.met for x in jv.verdicts if x.id == c.id],
-                          [x.evidence for x in jv.verdicts if x.id == c.id and x.evidence]) for jv in dim.judges],
-                        bool(row and row.split), str(lb.value) if lb and lb.value else None,
-                        lb.origin if lb else None, (lb.evidence or "") if lb else "", (lb.comment or "") if lb else "",
-                        n))
-            dims.append(DimView(dim.dimension, dim.name, dim.max, dim.panel_score,
-                                float(my) if isinstance(my, (int, float)) else None, dim_notes.get(dim.dimension, ""),
-                                dim.star_gap, dim.spread, columns, types, added, origins.get(dim.dimension),
-                                rd.kind, sorted(rd.levels.items()), crits))
+        events = self.store.label_events(reviewer=reviewer, case_id=a.case_id)
+        folded = fold(events)
+        mine = _Mine(reviewer, a.case_id, [lb for lb in folded if lb.origin != "reference"], versions(events))
+        adjudicator = self.role(reviewer) == "adjudicator"
+        blind = self.blind(reviewer, a.case_id)
+        if not blind and not adjudicator and a.case_id in self.spot:
+            with self.lock:
+                ledger = self._ledger(reviewer)
+                if a.case_id not in ledger.revealed:
+                    self._reveal(ledger, reviewer, [a.case_id], session)
+        marks = _Marks()
+        dims = [self._dim_view(a, dim, rubric.dimension(dim.dimension), mine, marks) for dim in a.dimensions]
         conv = rubric.conversation_text(case)   # what the judges read, and the evidence spans index into
-        blind = self.blind(a.case_id, mine)
         if blind:   # no evidence mark either: the marks show where the judges deducted
-            record_marks, conv_marks = [], []
+            marks = _Marks()
         sep = rubric.separator.strip() or rubric.separator
-        return CaseView(a, mark_text(case.record, record_blocks(case.record, Sections.of(rubric)), record_marks),
-                        mark_text(conv, line_blocks(conv, sep), conv_marks), dims, case_note,
-                        self.states(mine).get(a.case_id, "todo"), a.case_id in self.spot, blind)
+        return CaseView(
+            audit=a, record=mark_text(case.record, record_blocks(case.record, Sections.of(rubric)), marks.record),
+            conversation=mark_text(conv, line_blocks(conv, sep), marks.conversation), dims=dims,
+            comment=mine.note(None), state=self.states(mine.labels).get(a.case_id, "todo"),
+            spot=a.case_id in self.spot, blind=blind, comment_version=mine.version("comment", None),
+            adjudicator=adjudicator,
+            reference={lb.dimension: float(lb.value) for lb in folded if lb.origin == "reference"
+                       and lb.kind == "score" and lb.dimension and isinstance(lb.value, (int, float))})
 
-    def sheet(self, reviewer: str) -> bytes:
+    def _dim_view(self, a: CaseAudit, dim: DimensionAudit, rd: Dimension, mine: _Mine, marks: _Marks) -> DimView:
+        """One dimension of :meth:`case_view`: the judges' columns, the types a reviewer may add, their labels."""
+        types = [TypeChoice(t.id, f"{c.name} / {t.name} (−{t.points_text()})", t.low, t.high)
+                 for c in rd.categories for t in c.types]
+        types += [TypeChoice(p.id, f"{p.name} (−{p.points:g})", p.points, p.points, penalty=True)
+                  for p in rd.fixed_penalties]
+        names = {t.id: t.label for t in types}
+        columns = [self._judge_column(jv, mine, marks) for jv in dim.judges]
+        crits = [self._criterion_view(dim, c, mine, marks) for c in self.criteria_of(a.case_id, rd)] \
+            if dim.kind == "criteria" else []
+        score = mine.get("score", dim.dimension)
+        my = score.value if score else None
+        return DimView(
+            id=dim.dimension, name=dim.name, max=dim.max, panel_score=dim.panel_score,
+            my_score=float(my) if isinstance(my, (int, float)) else None, comment=mine.note(dim.dimension),
+            star_gap=dim.star_gap, spread=dim.spread, judges=columns, types=types,
+            added=[AddedView(id=lb.deduction_id or "", type_id=str(lb.value),
+                             type_name=names.get(str(lb.value), str(lb.value)), points=lb.points,
+                             comment=lb.comment or "", evidence=lb.evidence or "")
+                   for lb in mine.labels if lb.kind == "added_deduction" and lb.dimension == dim.dimension],
+            my_origin=score.origin if score else None, kind=rd.kind, levels=sorted(rd.levels.items()),
+            criteria=crits, version=mine.version("score", dim.dimension),
+            comment_version=mine.version("comment", dim.dimension),
+            revision=float(score.revision) if score and isinstance(score.revision, (int, float)) else None)
+
+    def _judge_column(self, jv: JudgeView, mine: _Mine, marks: _Marks) -> JudgeColumn:
+        """One judge's column of a dimension: its drill-down's lines with the reviewer's verdicts, its ratings."""
+        items = []
+        for group in jv.drill_down():
+            for it in group.items:
+                d = it.deduction
+                g = d.grounding
+                n = marks.next(g.spans if g else [])
+                v = next((mine.verdicts[i] for i in it.ids if i in mine.verdicts), None)
+                note = (v.comment or "") if v else next((mine.notes[i] for i in it.ids if i in mine.notes), "")
+                items.append(ItemView(
+                    n=n, ids=it.label_ids, judge=d.judge, kind=d.kind, category=d.category, type=d.type,
+                    points=d.points, evidence=d.evidence, reason=d.reason,
+                    runs_label=" ".join(x for x in (group.label, it.runs_label) if x),
+                    applied_once=it.applied_once, grounding=g.kind if g else None,
+                    grounding_score=g.score if g else None, grounded=g.grounded if g else True,
+                    sections=list(dict.fromkeys(s.section for s in (g.spans if g else []) if s.section)),
+                    matched_by=list(d.matched_by), verdict=str(v.value) if v else None, comment=note,
+                    version=mine.version("verdict", d.dimension, it.label_ids[0])))
+        rating_ns = [marks.next([sp for g in r.grounding for sp in (g.spans if g else [])]) for r in jv.ratings]
+        return JudgeColumn(jv.judge, jv.score, jv.stars, jv.runs_failed, list(jv.errors), items, list(jv.ratings),
+                           rating_ns)
+
+    def _criterion_view(self, dim: DimensionAudit, c: Criterion, mine: _Mine, marks: _Marks) -> CriterionView:
+        """One criterion of a criteria dimension: the judges' verdicts and evidence, the reviewer's own."""
+        row = next((r for r in dim.criteria if r.id == c.id), None)
+        lb = mine.criteria.get((dim.dimension, c.id))
+        n = marks.next([sp for jv in dim.judges for x in jv.verdicts if x.id == c.id and x.grounding
+                        for sp in x.grounding.spans])
+        return CriterionView(
+            id=c.id, text=c.text, points=float(c.points),
+            judges=[(jv.judge, [x.met for x in jv.verdicts if x.id == c.id],
+                     [x.evidence for x in jv.verdicts if x.id == c.id and x.evidence]) for jv in dim.judges],
+            split=bool(row and row.split), mine=str(lb.value) if lb and lb.value else None,
+            origin=lb.origin if lb else None, evidence=(lb.evidence or "") if lb else "",
+            comment=(lb.comment or "") if lb else "", n=n,
+            version=mine.version("criterion", dim.dimension, c.id),
+            revision=str(lb.revision) if lb and lb.revision is not None else None)
+
+    def sheet(self, reviewer: str, *, session: str | None = None) -> bytes:
         """The adjudication sheet ``audit --export`` writes (every case, in the queue's order), with
-        ``reviewer``'s labels filled in; UTF-8 with a BOM."""
+        ``reviewer``'s labels filled in; UTF-8 with a BOM. A spot-check case the sheet shows with its judges (the
+        reviewer's own scores are in) is recorded as revealed to them: their blind scores are frozen."""
+        with self.lock:
+            ledger = self._ledger(reviewer)
+            shown = [c for c in self.spot if c not in ledger.revealed
+                     and ledger.own_scored(c) >= len(self.dimensions)]
+            if shown:
+                self._reveal(ledger, reviewer, sorted(shown), session)
         labels = self.all_labels()
         review = build_review(labels, self.results.rubric, self.results.consensus,
                               case_criteria=self.results.case_criteria) if labels else None
@@ -1115,85 +1166,104 @@ class ReviewRun:
 
     # ------------------------------------------------------------------ writing
 
-    def apply(self, reviewer: str, action: Mapping[str, Any]) -> dict[str, Any]:
-        """Apply one action of the page (``op``: verdict | score | scores | comment | add | remove) for
-        ``reviewer`` and store it at once; returns what the page needs back: the case's ``state``, the
-        reviewer's ``progress`` (text, and ``done`` of ``total``), an added deduction's ``id``. Raises
-        :class:`ActionError` for an action that does not fit the run."""
+    def apply(self, reviewer: str, action: Mapping[str, Any], *, session: str | None = None) -> dict[str, Any]:
+        """Apply one action of the page (``op``: verdict | score | scores | criterion | comment | add | remove) for
+        ``reviewer`` and store it at once, as one write of label events (:meth:`Store.write_labels`); returns what
+        the page needs back: the case's ``state``, the reviewer's ``progress`` (text, and ``done`` of ``total``), an
+        added deduction's ``id``, the ``versions`` of the fields written (:func:`field_key` -> version), and whether
+        it was ``applied`` (False: its ``action_id`` was stored already, nothing was written again).
+
+        ``action_id`` (optional): the client's id of the action, so that a repeated request is a no-op. ``version``
+        (optional; ``versions``: dimension -> version on ``scores``): the version of the field the page showed; a
+        field written since (another tab) refuses the action as an :class:`ActionConflict`. ``session``: the
+        review session's tag, kept with every event. Raises :class:`ActionError` for an action that does not fit
+        the run, or that the store refuses (an adjudicator's own score, the panel's score accepted on a blind case)."""
         op = action.get("op")
         rank = action.get("case")
         if not isinstance(rank, int) or isinstance(rank, bool):
             raise ActionError("err_case_int")
         a = self.case_at(rank)
+        action_id = _action_id(action)
+        plan = _Plan(reviewer, a.case_id)
         reply: dict[str, Any] = {}
         if op == "verdict":
-            self._verdict(reviewer, a, action)
+            self._verdict(plan, a, action)
         elif op == "score":
-            self._score(reviewer, a, _text(action, "dimension"), action.get("value"))
+            self._score(plan, a, _text(action, "dimension"), action.get("value"), version=_version(action))
         elif op == "criterion":
-            self._criterion(reviewer, a, action)
+            self._criterion(plan, a, action)
         elif op == "scores":
-            # "confirm scores": the reviewer's own scores in ``scores``, and in ``accepted`` the dimensions whose
-            # field still showed the panel's score untouched (stored as accepted, with the panel's value); a
-            # criteria dimension in ``accepted``: the panel's verdict on each criterion the reviewer left alone
-            scores = action.get("scores")
-            accepted = action.get("accepted", [])
-            if not isinstance(scores, dict):
-                raise ActionError("err_scores_map")
-            if not isinstance(accepted, list) or not all(isinstance(d, str) for d in accepted):
-                raise ActionError("err_accepted_list")
-            panel = {d.dimension: d.panel_score for d in a.dimensions}
-            if accepted and a.case_id in self.spot and self.ledger(reviewer).own_scored(a.case_id) < len(panel):
-                raise ActionError("err_spot_own")
-            kinds = {d.id: d.kind for d in self.dimensions}
-            judged = self._criteria_judged(reviewer, a) if "criteria" in kinds.values() else {}
-            for dim_id in [d.id for d in self.dimensions]:
-                if kinds[dim_id] == "criteria":
-                    if dim_id not in accepted and judged.get(dim_id):
-                        raise ActionError("err_criteria_left", dim=dim_id, left=", ".join(sorted(judged[dim_id])))
-                    continue
-                if dim_id not in scores and dim_id not in accepted:
-                    raise ActionError("err_no_score", dim=dim_id)
-                if dim_id in accepted and panel.get(dim_id) is None:
-                    raise ActionError("err_no_panel", dim=dim_id)
-            for dim_id, value in scores.items():
-                self._dimension(a, str(dim_id))
-                _score_value(value, self.results.rubric.dimension(str(dim_id)))
-            for dim_id in accepted:
-                if kinds.get(dim_id) == "criteria":
-                    self._panel_verdicts(a, dim_id, judged.get(dim_id, set()))   # raises on a tie, before writing
-            for dim_id, value in scores.items():
-                self._score(reviewer, a, str(dim_id), value)
-            for dim_id in accepted:
-                if kinds.get(dim_id) == "criteria":
-                    for cid, (met, points) in self._panel_verdicts(a, dim_id, judged.get(dim_id, set())).items():
-                        self._put(HumanLabelRecord(case_id=a.case_id, dimension=dim_id, deduction_id=cid,
-                                                   reviewer=reviewer, kind="criterion", points=points,
-                                                   value="met" if met else "not_met", origin="accepted"))
-                elif dim_id not in scores:
-                    self._score(reviewer, a, dim_id, panel[dim_id], origin="accepted")
+            self._scores(plan, a, action)
         elif op == "comment":
             dim = action.get("dimension") or None
             if dim is not None:
                 self._dimension(a, str(dim))
-            self._put_or_delete(HumanLabelRecord(case_id=a.case_id, dimension=dim, reviewer=reviewer, kind="comment",
-                                                 comment=_comment(action.get("comment"))))
+            plan.put_or_clear(HumanLabelRecord(case_id=a.case_id, dimension=dim, reviewer=reviewer, kind="comment",
+                                               comment=_comment(action.get("comment"))), _version(action))
         elif op == "add":
-            reply["id"] = self._add(reviewer, a, action)
+            reply["id"] = self._add(plan, a, action, action_id)
         elif op == "remove":
             did = _text(action, "id")
             if not did.startswith("added:"):
                 raise ActionError("err_not_added", id=repr(did))
-            self._delete(HumanLabelRecord(case_id=a.case_id, dimension=did.split(":")[1], deduction_id=did,
-                                          reviewer=reviewer, kind="added_deduction"))
+            plan.clear(HumanLabelRecord(case_id=a.case_id, dimension=did.split(":")[1], deduction_id=did,
+                                        reviewer=reviewer, kind="added_deduction"))
         else:
             raise ActionError("err_unknown_op", op=repr(op))
+        written = self._write(plan, action_id, session)
+        reply.update(applied=written.applied, versions={field_key(sl): v for sl, v in written.versions.items()})
         with self.lock:     # the reviewer's ledger, kept up to date by every write: no pass over the run's cases
             ledger = self._ledger(reviewer)
             progress = Progress(done=ledger.done, started=ledger.started, total=len(ledger.pool))
             reply.update(state=ledger.state(a.case_id), progress=progress.text, done=progress.done,
-                         total=progress.total)
+                         total=progress.total, blind=self._blind(ledger, a.case_id))
         return reply
+
+    def _scores(self, plan: _Plan, a: CaseAudit, action: Mapping[str, Any]) -> None:
+        """"Confirm scores": the reviewer's own scores in ``scores``, and in ``accepted`` the dimensions whose field
+        still showed the panel's score untouched (stored as accepted, with the panel's value; never on a case of
+        the spot check, which is blind); a criteria dimension in ``accepted``: the panel's verdict on each criterion
+        the reviewer left alone."""
+        reviewer = plan.reviewer
+        scores = action.get("scores")
+        accepted = action.get("accepted", [])
+        versions = action.get("versions") or {}
+        if not isinstance(scores, dict):
+            raise ActionError("err_scores_map")
+        if not isinstance(accepted, list) or not all(isinstance(d, str) for d in accepted):
+            raise ActionError("err_accepted_list")
+        if not isinstance(versions, dict):
+            raise ActionError("err_version")
+        panel = {d.dimension: d.panel_score for d in a.dimensions}
+        if accepted and a.case_id in self.spot:
+            raise ActionError("err_accepted_blind", case=a.case_id)
+        kinds = {d.id: d.kind for d in self.dimensions}
+        judged = self._criteria_judged(reviewer, a) if "criteria" in kinds.values() else {}
+        for dim_id in [d.id for d in self.dimensions]:
+            if kinds[dim_id] == "criteria":
+                if dim_id not in accepted and judged.get(dim_id):
+                    raise ActionError("err_criteria_left", dim=dim_id, left=", ".join(sorted(judged[dim_id])))
+                continue
+            if dim_id not in scores and dim_id not in accepted:
+                raise ActionError("err_no_score", dim=dim_id)
+            if dim_id in accepted and panel.get(dim_id) is None:
+                raise ActionError("err_no_panel", dim=dim_id)
+        for dim_id, value in scores.items():
+            self._dimension(a, str(dim_id))
+            _score_value(value, self.results.rubric.dimension(str(dim_id)))
+        for dim_id in accepted:
+            if kinds.get(dim_id) == "criteria":
+                self._panel_verdicts(a, dim_id, judged.get(dim_id, set()))   # raises on a tie, before writing
+        for dim_id, value in scores.items():
+            self._score(plan, a, str(dim_id), value, version=_version(versions, str(dim_id)))
+        for dim_id in accepted:
+            if kinds.get(dim_id) == "criteria":
+                for cid, (met, points) in self._panel_verdicts(a, dim_id, judged.get(dim_id, set())).items():
+                    plan.put(HumanLabelRecord(case_id=a.case_id, dimension=dim_id, deduction_id=cid,
+                                              reviewer=reviewer, kind="criterion", points=points,
+                                              value="met" if met else "not_met", origin="accepted"))
+            elif dim_id not in scores:
+                self._score(plan, a, dim_id, panel[dim_id], origin="accepted", version=_version(versions, dim_id))
 
     def _dimension(self, a: CaseAudit, dim_id: str) -> Dimension:
         if dim_id not in {d.dimension for d in a.dimensions}:
@@ -1220,7 +1290,7 @@ class ReviewRun:
             out[row.id] = (row.met_share > 0.5, row.points)
         return out
 
-    def _criterion(self, reviewer: str, a: CaseAudit, action: Mapping[str, Any]) -> None:
+    def _criterion(self, plan: _Plan, a: CaseAudit, action: Mapping[str, Any]) -> None:
         """The reviewer's own verdict on one criterion: ``met`` true / false (null: withdrawn), with evidence
         and a comment; stored with the criterion's points."""
         dim_id = _text(action, "dimension")
@@ -1235,15 +1305,18 @@ class ReviewRun:
         if met is not None and not isinstance(met, bool):
             raise ActionError("err_met")
         evidence = _comment(action.get("evidence"))
-        label = HumanLabelRecord(case_id=a.case_id, dimension=dim_id, deduction_id=cid, reviewer=reviewer,
+        label = HumanLabelRecord(case_id=a.case_id, dimension=dim_id, deduction_id=cid, reviewer=plan.reviewer,
                                  kind="criterion")
         if met is None:
-            self._delete(label)
+            plan.clear(label, _version(action))
             return
-        self._put(label.model_copy(update={"value": "met" if met else "not_met", "points": float(crit.points),
-                                           "evidence": evidence, "comment": _comment(action.get("comment"))}))
+        plan.put(label.model_copy(update={"value": "met" if met else "not_met", "points": float(crit.points),
+                                          "evidence": evidence, "comment": _comment(action.get("comment"))}),
+                 _version(action))
 
-    def _verdict(self, reviewer: str, a: CaseAudit, action: Mapping[str, Any]) -> None:
+    def _verdict(self, plan: _Plan, a: CaseAudit, action: Mapping[str, Any]) -> None:
+        """A verdict set on one line of a judge's drill-down (each of its ids; a verdict pressed again sets it
+        again: nothing changes), or cleared (``verdict`` null), with the comment beside it."""
         ids = action.get("ids")
         if not isinstance(ids, list) or not ids or not all(isinstance(i, str) for i in ids):
             raise ActionError("err_ids")
@@ -1256,25 +1329,30 @@ class ReviewRun:
         if verdict is not None and verdict not in VERDICTS:
             raise ActionError("err_not_verdict", value=repr(verdict), choices=", ".join(VERDICTS))
         comment = _comment(action.get("comment"))
-        for i in ids:
+        version = _version(action)
+        for k, i in enumerate(ids):
             base = HumanLabelRecord(case_id=a.case_id, dimension=known[i].dimension, deduction_id=i,
-                                    reviewer=reviewer, kind="verdict", value=verdict, comment=comment)
+                                    reviewer=plan.reviewer, kind="verdict", value=verdict, comment=comment)
+            seen = version if k == 0 else None
             if verdict is not None:
-                self._put(base)
-                self._delete(base.model_copy(update={"kind": "comment"}))
+                plan.put(base, seen)
+                plan.clear(base.model_copy(update={"kind": "comment"}))
             else:
-                self._delete(base)
-                self._put_or_delete(base.model_copy(update={"kind": "comment", "value": None}))
+                plan.clear(base, seen)
+                plan.put_or_clear(base.model_copy(update={"kind": "comment", "value": None}))
 
-    def _score(self, reviewer: str, a: CaseAudit, dim_id: str, value: Any, origin: LabelOrigin = "own") -> None:
+    def _score(self, plan: _Plan, a: CaseAudit, dim_id: str, value: Any, origin: LabelOrigin = "own",
+               version: int | None = None) -> None:
         rd = self._dimension(a, dim_id)
-        label = HumanLabelRecord(case_id=a.case_id, dimension=dim_id, reviewer=reviewer, kind="score")
+        label = HumanLabelRecord(case_id=a.case_id, dimension=dim_id, reviewer=plan.reviewer, kind="score")
         if value is None or value == "":
-            self._delete(label)
+            plan.clear(label, version)
             return
-        self._put(label.model_copy(update={"value": _score_value(value, rd, origin), "origin": origin}))
+        plan.put(label.model_copy(update={"value": _score_value(value, rd, origin), "origin": origin}), version)
 
-    def _add(self, reviewer: str, a: CaseAudit, action: Mapping[str, Any]) -> str:
+    def _add(self, plan: _Plan, a: CaseAudit, action: Mapping[str, Any], action_id: str | None) -> str:
+        """A deduction the judges missed, with its ``evidence`` (what in the record shows it) and ``comment`` (why)
+        apart; its id comes from the action's id when there is one, so that a repeated request names the same."""
         dim_id = _text(action, "dimension")
         rd = self._dimension(a, dim_id)
         type_id = _text(action, "type")
@@ -1287,32 +1365,198 @@ class ReviewRun:
         points = lo if raw in (None, "") else _number(raw)
         if not lo - 1e-9 <= points <= hi + 1e-9:
             raise ActionError("err_points_range", points=f"{points:g}", low=f"{lo:g}", high=f"{hi:g}", type=type_id)
-        did = f"added:{dim_id}:{secrets.token_hex(4)}"
-        self._put(HumanLabelRecord(case_id=a.case_id, dimension=dim_id, deduction_id=did, reviewer=reviewer,
-                                   kind="added_deduction", value=type_id, points=points,
-                                   comment=_comment(action.get("comment"))))
+        token = hashlib.sha256(f"{plan.reviewer}\0{action_id}".encode()).hexdigest()[:8] if action_id \
+            else secrets.token_hex(4)
+        did = f"added:{dim_id}:{token}"
+        plan.put(HumanLabelRecord(case_id=a.case_id, dimension=dim_id, deduction_id=did, reviewer=plan.reviewer,
+                                  kind="added_deduction", value=type_id, points=points,
+                                  evidence=_comment(action.get("evidence")), comment=_comment(action.get("comment"))))
         return did
 
-    def _put(self, label: HumanLabelRecord) -> None:
+    def _write(self, plan: _Plan, action_id: str | None, session: str | None) -> Written:
+        """Store ``plan`` as one write (:meth:`Store.write_labels`), then bring the reviewer's ledger up to date on
+        the case, and reveal a spot-check case whose blind scores the write completed (its judges are shown next)."""
         with self.lock:
-            self._ledger(label.reviewer)   # read before the write (or after another connection's): then kept
-            self.store.upsert_human_label(label.model_copy(update={"source": SOURCE, "labelled_at": 0.0}))
-            self._ledgers[label.reviewer].put(label.case_id, _key(label), label.origin)
+            ledger = self._ledger(plan.reviewer)   # read before the write (or after another connection's): then kept
+            try:
+                written = self.store.write_labels(plan.changes, source=SOURCE, action_id=action_id, session=session,
+                                                  expect=plan.expect, actor=plan.reviewer)
+            except LabelConflict as e:
+                raise ActionConflict(e) from None
+            except LabelRefused as e:
+                raise _refusal(e) from None
+            self._refresh(ledger, plan.reviewer, plan.case_id)
+            if self._completes_blind(ledger, plan.case_id):
+                self._reveal(ledger, plan.reviewer, [plan.case_id], session)
+        return written
 
-    def _delete(self, label: HumanLabelRecord) -> None:
-        kind: LabelKind = label.kind
-        with self.lock:
-            self._ledger(label.reviewer)
-            self.store.delete_human_label(reviewer=label.reviewer, kind=kind, case_id=label.case_id,
-                                          dimension=label.dimension, deduction_id=label.deduction_id)
-            self._ledgers[label.reviewer].put(label.case_id, _key(label), None)
-
-    def _put_or_delete(self, label: HumanLabelRecord) -> None:
-        """A comment label: stored when it has text, deleted when emptied."""
-        if label.comment:
-            self._put(label)
+    def _refresh(self, ledger: Ledger, reviewer: str, case_id: str) -> None:
+        """Read one case's labels of ``reviewer`` again into their ledger (its progress counts with it)."""
+        labels = fold(self.store.label_events(reviewer=reviewer, case_id=case_id))
+        ledger.count(case_id, -1)
+        if labels:
+            ledger.labels[case_id] = {_key(lb): lb.origin for lb in labels}
         else:
-            self._delete(label)
+            ledger.labels.pop(case_id, None)
+        ledger.count(case_id, +1)
+
+    def _completes_blind(self, ledger: Ledger, case_id: str) -> bool:
+        """Whether ``case_id`` is a spot-check case not revealed to the ledger's reviewer, their own scores all in."""
+        return case_id in self.spot and case_id not in ledger.revealed \
+            and ledger.own_scored(case_id) >= len(self.dimensions)
+
+    def _blind(self, ledger: Ledger, case_id: str) -> bool:
+        """Whether ``case_id`` is blind to the ledger's reviewer: a spot-check case whose judges were not shown to
+        them yet and whose own scores are not all in."""
+        return case_id in self.spot and case_id not in ledger.revealed \
+            and ledger.own_scored(case_id) < len(self.dimensions)
+
+    def _reveal(self, ledger: Ledger, reviewer: str, case_ids: Sequence[str], session: str | None) -> None:
+        """Record that the judges of ``case_ids`` are shown to ``reviewer`` now (with :attr:`lock` held)."""
+        self.store.reveal(reviewer, case_ids, source=SOURCE, session=session)
+        ledger.revealed.update(c for c in case_ids if c in self.spot)
+
+
+@dataclass
+class _Plan:
+    """The label changes of one action, and the versions the page saw (slot -> version), before they are written."""
+
+    reviewer: str
+    case_id: str
+    changes: list[Change] = field(default_factory=list)
+    expect: dict[Slot, int] = field(default_factory=dict)
+
+    def put(self, label: HumanLabelRecord, version: int | None = None) -> None:
+        self.changes.append(Change(label))
+        self._saw(label, version)
+
+    def clear(self, label: HumanLabelRecord, version: int | None = None) -> None:
+        self.changes.append(Change(label, clear=True))
+        self._saw(label, version)
+
+    def put_or_clear(self, label: HumanLabelRecord, version: int | None = None) -> None:
+        """A comment label: set when it has text, cleared when emptied."""
+        if label.comment:
+            self.put(label, version)
+        else:
+            self.clear(label, version)
+
+    def _saw(self, label: HumanLabelRecord, version: int | None) -> None:
+        if version is not None:
+            self.expect[label.slot] = version
+
+
+@dataclass
+class _Mine:
+    """One reviewer's labels of one case, looked up as :meth:`ReviewRun.case_view` needs them, with the version of
+    every slot they wrote (``versions``)."""
+
+    reviewer: str
+    case_id: str
+    labels: list[HumanLabelRecord]
+    versions: dict[Slot, int]
+
+    def __post_init__(self) -> None:
+        self.verdicts = {lb.deduction_id: lb for lb in self.labels if lb.kind == "verdict" and lb.deduction_id}
+        self.notes = {lb.deduction_id: lb.comment or "" for lb in self.labels
+                      if lb.kind == "comment" and lb.deduction_id}
+        self.criteria = {(lb.dimension, lb.deduction_id): lb for lb in self.labels if lb.kind == "criterion"}
+        self._by: dict[tuple[str, str | None], HumanLabelRecord] = {
+            (lb.kind, lb.dimension): lb for lb in self.labels if not lb.deduction_id}
+
+    def get(self, kind: str, dimension: str | None) -> HumanLabelRecord | None:
+        """The label of ``kind`` on ``dimension`` (None: the case) without a deduction id."""
+        return self._by.get((kind, dimension))
+
+    def note(self, dimension: str | None) -> str:
+        """The comment on ``dimension`` (None: on the case)."""
+        lb = self.get("comment", dimension)
+        return (lb.comment or "") if lb else ""
+
+    def version(self, kind: str, dimension: str | None, deduction_id: str | None = None) -> int:
+        """The version of the slot of ``kind`` on ``dimension`` / ``deduction_id`` (0: never written)."""
+        return self.versions.get(slot_of(self.reviewer, self.case_id, kind, dimension, deduction_id), 0)
+
+
+class _Marks:
+    """The evidence marks of a case page: each item numbered in page order, with its spans in the record or the
+    conversation."""
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.record: list[tuple[int, int, int]] = []
+        self.conversation: list[tuple[int, int, int]] = []
+
+    def next(self, spans: Iterable[Any]) -> int:
+        """The next item's number, its ``spans`` (``source``, ``start``, ``end``) marked with it."""
+        self.n += 1
+        for sp in spans:
+            (self.record if sp.source == "record" else self.conversation).append((sp.start, sp.end, self.n))
+        return self.n
+
+
+class ActionConflict(ActionError):
+    """A write refused because its field changed since the page showed it (another tab, another channel): ``field``
+    (:func:`field_key`), the ``stored`` labels of the field now and its ``version``, for the page to show beside what
+    the reviewer sent and let them choose."""
+
+    def __init__(self, conflict: LabelConflict) -> None:
+        super().__init__("err_conflict")   # the catalogue's err_conflict: what the page shows above both values
+        self.field = field_key(conflict.slot)
+        self.version = conflict.version
+        self.stored = conflict.stored
+
+    def stored_value(self) -> dict[str, Any]:
+        """The field's stored label as the page shows it: ``value`` (a revision shown, if any), ``comment``,
+        ``evidence``, ``origin`` (None each: cleared)."""
+        lb = next((x for x in self.stored if x.kind != "comment"), self.stored[0] if self.stored else None)
+        if lb is None:
+            return {"value": None, "comment": None, "evidence": None, "origin": None}
+        comment = next((x.comment for x in self.stored if x.comment), None)
+        return {"value": lb.shown if lb.kind != "comment" else None, "comment": comment, "evidence": lb.evidence,
+                "origin": lb.origin}
+
+
+def field_key(sl: Slot) -> str:
+    """The page's name of a slot (``score:<dim>``, ``verdict:<deduction id>``, ``comment:<dim>`` (``comment:`` the
+    case's), ``criterion:<dim>:<criterion id>``, ``added_deduction:<dim>:<id>``): what a reply's ``versions`` and a
+    conflict's ``field`` say, and the page's ``data-field``."""
+    _, _, kind, dim, did = sl
+    if kind in ("score", "comment") and not did:
+        return f"{kind}:{dim}"
+    if kind == "verdict":
+        return f"verdict:{did}"
+    return f"{kind}:{dim}:{did}"
+
+
+def _refusal(e: LabelRefused) -> ActionError:
+    """What the store refused (:class:`LabelRefused`), as a refusal of the review pages' catalogues."""
+    name, case = str(e.params.get("name", "")), str(e.params.get("case", ""))
+    if e.code == "adjudicator_own":
+        return ActionError("err_adjudicator_own", name=name, case=case)
+    if e.code == "reference_not_adjudicator":
+        return ActionError("err_reference_not_adjudicator", name=name, case=case)
+    if e.code == "accepted_blind":
+        return ActionError("err_accepted_blind", case=case)
+    return ActionError("err_action_id", max=MAX_ACTION_ID)
+
+
+def _action_id(action: Mapping[str, Any]) -> str | None:
+    v = action.get("action_id")
+    if v is None:
+        return None
+    if not isinstance(v, str) or not 1 <= len(v) <= MAX_ACTION_ID:
+        raise ActionError("err_action_id", max=MAX_ACTION_ID)
+    return v
+
+
+def _version(action: Mapping[str, Any], key: str = "version") -> int | None:
+    v = action.get(key)
+    if v is None:
+        return None
+    if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+        raise ActionError("err_version")
+    return v
 
 
 def _key(label: HumanLabelRecord) -> LabelKey:

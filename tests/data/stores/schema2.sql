@@ -1,0 +1,31 @@
+-- the store's DDL at schema 2 (consensus_eval's _SCHEMA at commit 85809ee)
+CREATE TABLE IF NOT EXISTS calls (
+    request_hash      TEXT PRIMARY KEY,
+    case_id           TEXT NOT NULL,
+    dimension         TEXT NOT NULL,
+    judge             TEXT NOT NULL,
+    run               INTEGER NOT NULL,
+    model             TEXT,
+    status            TEXT NOT NULL CHECK (status IN ('ok', 'failed')),
+    raw               TEXT,
+    judgment          TEXT,
+    prompt_tokens     INTEGER,
+    cached_tokens     INTEGER,
+    completion_tokens INTEGER,
+    reasoning_tokens  INTEGER,
+    cost              REAL,
+    latency_s         REAL,
+    attempts          INTEGER NOT NULL DEFAULT 1,
+    error             TEXT,
+    error_kind        TEXT,
+    finished_at       REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS plan (
+    request_hash TEXT PRIMARY KEY,
+    case_id      TEXT NOT NULL,
+    dimension    TEXT NOT NULL,
+    judge        TEXT NOT NULL,
+    run          INTEGER NOT NULL,
+    position     INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
