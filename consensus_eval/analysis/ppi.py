@@ -264,8 +264,13 @@ def _with_interval(m: MeanEstimate) -> MeanEstimate:
     or when a t quantile has no degree of freedom left)."""
     if m.few or m.estimate is None or m.se is None or not math.isfinite(m.se) or (m.df is not None and m.df <= 0):
         return m.model_copy(update={"low": None, "high": None})
-    half = float(_quantile(m.level, m.df)) * m.se
-    return m.model_copy(update={"low": m.estimate - half, "high": m.estimate + half})
+    if m.se == 0:                                 # nothing varies: the estimate itself
+        return m.model_copy(update={"low": m.estimate, "high": m.estimate})
+    _check_level(m.level)
+    st = scipy_stats()
+    low, high = (st.norm.interval(m.level, loc=m.estimate, scale=m.se) if m.df is None
+                 else st.t.interval(m.level, m.df, loc=m.estimate, scale=m.se))
+    return m.model_copy(update={"low": float(low), "high": float(high)})
 
 
 def _t_mean(x: FloatArray, level: float, method: Literal["human", "panel"], min_n: int) -> MeanEstimate:

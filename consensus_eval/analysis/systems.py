@@ -256,9 +256,11 @@ def cluster_mean(sums: np.ndarray, counts: np.ndarray, level: float = 0.95) -> E
     c = int(keep.sum())
     if c < 2:
         return Estimate(value=value, n=n)
-    half = float(scipy_stats().t.ppf(1 - (1 - level) / 2, c - 1)) * math.sqrt(
-        cluster_variance(sums[keep].tolist(), counts[keep].tolist()))
-    return Estimate(value=value, low=value - half, high=value + half, n=n)
+    se = math.sqrt(cluster_variance(sums[keep].tolist(), counts[keep].tolist()))
+    if se == 0:                                   # every cluster's mean the same
+        return Estimate(value=value, low=value, high=value, n=n)
+    low, high = scipy_stats().t.interval(level, c - 1, loc=value, scale=se)
+    return Estimate(value=value, low=float(low), high=float(high), n=n)
 
 
 def _same(d: np.ndarray) -> bool:
@@ -266,13 +268,10 @@ def _same(d: np.ndarray) -> bool:
     return float(np.ptp(d)) <= _SAME * max(1.0, float(np.abs(d).max()))
 
 
-def _t_half(sd_of_mean: float, df: float) -> float:
-    return float(scipy_stats().t.ppf(1 - ALPHA_LEVEL / 2, df)) * sd_of_mean
-
-
 def paired_test(d: np.ndarray) -> tuple[float, float | None, float | None, Test]:
     """``(p, low, high, test)`` of the mean of paired differences ``d`` (2 or more): the exact sign-flip
-    test up to :data:`EXACT_PAIRS` pairs, else the paired t test; the interval is the t interval.
+    test up to :data:`EXACT_PAIRS` pairs, else the paired t test (scipy's ``ttest_1samp`` of the differences);
+    the interval is the t interval (the same test's ``confidence_interval``).
 
     Differences that are all the same have no spread for a t test: the exact test's p in closed form,
     ``2^(1-n)`` (1 when they are 0), and the interval the test inverts to: the value itself when that p is
@@ -284,14 +283,13 @@ def paired_test(d: np.ndarray) -> tuple[float, float | None, float | None, Test]
             return 1.0, 0.0, 0.0, "sign_flip"
         p = min(1.0, 2.0 ** (1 - n))
         return (p, mean, mean, "sign_flip") if p < ALPHA_LEVEL else (p, None, None, "sign_flip")
-    se = float(d.std(ddof=1)) / math.sqrt(n)
-    half = _t_half(se, n - 1)
+    t = scipy_stats().ttest_1samp(d, 0.0)
+    ci = t.confidence_interval(1 - ALPHA_LEVEL)
     if n <= EXACT_PAIRS:
         res = scipy_stats().permutation_test((d,), np.mean, permutation_type="samples", n_resamples=np.inf,
                                              vectorized=True)
-        return min(1.0, float(res.pvalue)), mean - half, mean + half, "sign_flip"
-    p = float(2 * scipy_stats().t.sf(abs(mean) / se, n - 1))
-    return p, mean - half, mean + half, "paired_t"
+        return min(1.0, float(res.pvalue)), float(ci.low), float(ci.high), "sign_flip"
+    return float(t.pvalue), float(ci.low), float(ci.high), "paired_t"
 
 
 def _mean_difference(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
@@ -301,7 +299,8 @@ def _mean_difference(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray
 def unpaired_test(xa: np.ndarray, xb: np.ndarray) -> tuple[float, float | None, float | None, Test]:
     """``(p, low, high, test)`` of ``mean(xa) - mean(xb)`` (2 or more values each): the exact permutation
     test of the difference of means while the relabellings ``C(n_a + n_b, n_a)`` number at most
-    :data:`EXACT_SPLITS`, else Welch's t test; the interval is Welch's t interval.
+    :data:`EXACT_SPLITS`, else Welch's t test (scipy's ``ttest_ind``, ``equal_var=False``); the interval is
+    Welch's t interval (the same test's ``confidence_interval``).
 
     Two groups each of one value throughout have no spread: the exact test's p in closed form (only the
     observed split is that extreme: ``2 / C(n_a + n_b, n_a)``, 1 when the values are equal), and the
@@ -313,16 +312,13 @@ def unpaired_test(xa: np.ndarray, xb: np.ndarray) -> tuple[float, float | None, 
             return 1.0, 0.0, 0.0, "permutation"
         p = min(1.0, 2.0 / splits)
         return (p, mean, mean, "permutation") if p < ALPHA_LEVEL else (p, None, None, "permutation")
-    va, vb = float(xa.var(ddof=1)) / xa.size, float(xb.var(ddof=1)) / xb.size
-    se = math.sqrt(va + vb)
-    df = (va + vb) ** 2 / (va ** 2 / (xa.size - 1) + vb ** 2 / (xb.size - 1))   # Welch-Satterthwaite
-    half = _t_half(se, df)
+    welch = scipy_stats().ttest_ind(xa, xb, equal_var=False)
+    ci = welch.confidence_interval(1 - ALPHA_LEVEL)
     if splits <= EXACT_SPLITS:
         res = scipy_stats().permutation_test((xa, xb), _mean_difference, permutation_type="independent",
                                              n_resamples=np.inf, vectorized=True)
-        return min(1.0, float(res.pvalue)), mean - half, mean + half, "permutation"
-    p = float(2 * scipy_stats().t.sf(abs(mean) / se, df))
-    return p, mean - half, mean + half, "welch_t"
+        return min(1.0, float(res.pvalue)), float(ci.low), float(ci.high), "permutation"
+    return float(welch.pvalue), float(ci.low), float(ci.high), "welch_t"
 
 
 def difference(a: str, b: str, key: str, va: np.ndarray, vb: np.ndarray, tie_margin: float,
