@@ -313,6 +313,7 @@ def load_run(folder: str | Path, *, human: dict[str, HumanLabel] | None = None, 
     the records without the judges' raw replies (``raw`` None; less memory, what ``report``, ``audit``
     and ``reliability`` need).
     """
+    _resamples(n_boot)
     out = Path(folder)
     with Store.open_existing(out, read_only=True) as store:
         stored = read_run(store, replies=replies)
@@ -346,6 +347,7 @@ def import_human(folder: str | Path, path: str | Path, *, reviewer: str | None =
     ``reviewer``: the name for rows that do not give one (:func:`consensus_eval.analysis.human.read_labels`).
     Raises :class:`InputError` naming the file, line and column of a problem; nothing is stored then.
     """
+    _resamples(n_boot)
     out = Path(folder)
     with Store.open_existing(out) as store:
         stored = read_run(store)
@@ -529,6 +531,7 @@ def rebuild(folder: str | Path, *, n_boot: int = 1000, lang: str | None = None) 
     """Rewrite every output of ``folder`` (judgments.jsonl, consensus.csv/jsonl, reliability.json,
     report.md, report.html) from its store: one read, one derivation, one analysis. ``lang``: the
     reports' language (``zh``, ``en``; default the rubric's)."""
+    _resamples(n_boot)
     out = Path(folder)
     with Store.open_existing(out) as store:
         return _rebuild(store, out, n_boot, lang)
@@ -539,6 +542,7 @@ def rebuild(folder: str | Path, *, n_boot: int = 1000, lang: str | None = None) 
 
 async def _run(prep: Prepared, out: Path, on_progress: ProgressHook | None, n_boot: int,
                stop: asyncio.Event | None = None, lang: str | None = None, wait: bool = False) -> Results:
+    _resamples(n_boot)
     # an output that cannot be written, or that is one of the run's inputs, is refused before any call
     check_outputs(out, inputs=prep.inputs)
     with Store(out / STORE_NAME) as store:
@@ -608,6 +612,19 @@ def _saved_reliability(folder: Path, judges: list[str], n_cases: int) -> Reliabi
     except (OSError, ValidationError, ValueError):
         return None  # unreadable or of another shape: recomputed
     return report if report.describes(judges, n_cases) else None
+
+
+#: the most bootstrap resamples a figure takes (more adds nothing to a 95% CI; the CLI's --bootstrap has the same
+#: bound): the count is bounded here, the memory by each bootstrap (analysis.alpha holds resamples x units only
+#: up to MAX_WEIGHTS_BYTES, then works a chunk at a time)
+MAX_BOOTSTRAP = 100_000
+
+
+def _resamples(n_boot: int) -> None:
+    """Refuse a number of bootstrap resamples that is not a whole number from 0 to :data:`MAX_BOOTSTRAP`."""
+    if isinstance(n_boot, bool) or not isinstance(n_boot, int) or not 0 <= n_boot <= MAX_BOOTSTRAP:
+        raise InputError(f"n_boot {n_boot!r}: bootstrap resamples are a whole number from 0 to {MAX_BOOTSTRAP:,} "
+                         "(more adds nothing to a 95% interval)")
 
 
 def _inputs(*given: tuple[str, object]) -> list[tuple[str, str]]:

@@ -90,7 +90,8 @@ def _writing(folder: Path, command: str, wait: bool, *, create: bool = False) ->
 
 #: the largest seed of a spot check's draw (= api.MAX_SEED; not imported, to keep start-up light)
 MAX_SEED = 2**32 - 1
-#: the most bootstrap resamples --bootstrap takes (more adds nothing to a 95% CI, and costs memory and hours)
+#: the most bootstrap resamples --bootstrap takes (more adds nothing to a 95% CI, and costs memory and hours;
+#: = api.MAX_BOOTSTRAP, not imported: start-up stays light)
 MAX_BOOTSTRAP = 100_000
 #: exit codes of `score` (README, "Exit codes")
 EXIT_OK, EXIT_INPUT, EXIT_FAILURES, EXIT_INTERRUPTED = 0, 2, 3, 130

@@ -1275,6 +1275,183 @@ def secrets34_family() -> Family:
     return out
 
 
+#: templates that would run for ever or fill the memory: each refused within its budget (domain/prompts.py)
+RUNAWAY_TEMPLATES = {
+    "nested-ranges": "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
+    "repeat-2e9": "{{ 'x' * 2000000000 }}",
+    "center-2e9": "{{ 'x'.center(2000000000) }}",
+    "center-filter-2e9": "{{ 'x'|center(2000000000) }}",
+    "replace-empty": "{% set s = 'ab' * 5000 %}{{ s.replace('', s) }}",
+    "join-doubling": "{% set ns = namespace(s='xy') %}{% for i in range(60) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}",
+    "plus-doubling": "{% set ns = namespace(s='xy') %}{% for i in range(60) %}{% set ns.s = ns.s + ns.s %}{% endfor %}",
+    "format-width": "{{ '{:>2000000000}'.format(1) }}",
+    "percent-width": "{{ '%2000000000d' % 1 }}",
+    "star-width": "{{ '%*d' % (2000000000, 1) }}",
+    "power": "{{ 2 ** 100000000 }}",
+    "squaring": "{% set ns = namespace(n=3) %}{% for i in range(60) %}{% set ns.n = ns.n * ns.n %}{% endfor %}",
+    "list-repeat": "{{ (range(100000)|list) * 100000 }}",
+    "recursive-macro": "{% macro f(n) %}{% for i in range(10) %}{{ f(n + 1) }}{% endfor %}{% endmacro %}{{ f(0) }}",
+    "output-flood": "{% for i in range(100000) %}{{ case.record * 20 }}{% endfor %}",
+    "join-method": "{% set s = 'x' * 9000000 %}{{ s.join(range(500)|map('string')) }}",
+    "join-filter": "{% set s = 'x' * 9000000 %}{{ range(500)|map('string')|join(s) }}",
+    "lipsum": "{{ lipsum(1000000) }}",
+}
+
+
+def link_to(relative: str, target: str) -> Callable[[Path], None]:
+    """``{d}/relative`` a symbolic link to ``target``."""
+    def setup(d: Path) -> None:
+        (d / relative).symlink_to(target)
+    return setup
+
+
+def api_call(name: str, **kwargs: Any) -> Callable[[Path], object]:
+    """A call of ``consensus_eval.api.<name>({run}, **kwargs)``."""
+    def call(d: Path) -> object:
+        return getattr(_api(), name)(d / "run", **kwargs)
+    return call
+
+
+def sparse(relative: str, size: int) -> Callable[[Path], None]:
+    """``{d}/relative`` a sparse file of ``size`` bytes (its size over a cap at no cost)."""
+    def setup(d: Path) -> None:
+        with open(d / relative, "wb") as f:
+            f.truncate(size)
+    return setup
+
+
+def short_pipe_wait(d: Path) -> None:
+    """A pipe is given up on after 0.2 s (not 60) for this entry (restored by :func:`pipe_wait_back`)."""
+    from consensus_eval.domain import textio
+
+    textio.PIPE_WAIT_S = 0.2
+
+
+def pipe_wait_back(d: Path, out: Outcome) -> None:
+    from consensus_eval.domain import textio
+
+    textio.PIPE_WAIT_S = 60.0
+
+
+def silent_fifo(name: str) -> Callable[[Path], None]:
+    """``{d}/name`` a named pipe nothing ever writes to."""
+    def setup(d: Path) -> None:
+        os.mkfifo(d / name)
+        short_pipe_wait(d)
+    return setup
+
+
+def xlsx_with(kind: str) -> Callable[[Path], None]:
+    """``{d}/c.xlsx``: a cases workbook made hostile: ``entities`` (a billion-laughs declaration used in a cell),
+    ``xxe`` (an external entity), ``undefined`` (an entity never declared), ``bomb`` (a 300 MB comment),
+    ``ratio`` (a 50 MB comment compressed 1,000 times)."""
+    def setup(d: Path) -> None:
+        import importlib
+        import zipfile
+
+        openpyxl: Any = importlib.import_module("openpyxl")   # untyped
+        book = openpyxl.Workbook()
+        sheet = book.active
+        assert sheet is not None
+        sheet.append(["id", "record", "conversation"])
+        sheet.append(["c1", "主诉：口渴3个月。", "医生：哪里不舒服？"])
+        book.save(d / "plain.xlsx")
+        with zipfile.ZipFile(d / "plain.xlsx") as z:
+            parts = {n: z.read(n) for n in z.namelist()}
+        name = "xl/worksheets/sheet1.xml"
+        xml = parts[name].decode()
+        dtd = {"entities": '<!DOCTYPE x [<!ENTITY a "aaaaaaaaaa"><!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;">]>',
+               "xxe": '<!DOCTYPE x [<!ENTITY e SYSTEM "file:///etc/passwd">]>'}.get(kind, "")
+        ref = {"entities": "&b;", "xxe": "&e;", "undefined": "&nope;"}.get(kind)
+        if ref is not None:
+            parts[name] = (dtd + xml.replace(">c1<", f">{ref}<", 1)).encode()
+        with zipfile.ZipFile(d / "c.xlsx", "w", compression=zipfile.ZIP_DEFLATED) as z:
+            for n, b in parts.items():
+                z.writestr(n, b)
+            if kind in ("bomb", "ratio"):
+                z.writestr("xl/comments1.xml", b"<comments>" + b"a" * (300 if kind == "bomb" else 50) * 1024**2
+                           + b"</comments>")
+    return setup
+
+
+def limits34_family() -> Family:
+    """Issue 34 item 4: limits on every input and template. Devices and silent pipes as inputs, files over their
+    kind's cap (sparse), hostile workbooks, runaway templates, unbounded bootstrap counts through the API: each
+    refused with the file, the line or the cap named; a 10 MB quote grounded (not searched) within bounds."""
+    out: Family = []
+    inputs = {
+        "cases": (("score", "{d}/{f}", "--dry-run"), {}),
+        "config": (("score", "{d}/cases.jsonl", "-c", "{d}/{f}", "--dry-run"), {"cases.jsonl": jl(case())}),
+        "human-labels": (("human", "import", "{d}/{f}", "--run", "{run}"), {}),
+        "ratings": (("reliability", "--ratings", "{d}/{f}", "--bootstrap", "0"), {}),
+        "trees": (("metrics", "text2dt", "{d}/{f}", "{d}/g.json"), {"g.json": json.dumps([TREE])}),
+        "tcm": (("metrics", "tcm", "face", "{d}/{f}", "{d}/g.jsonl"), {"g.jsonl": jl({"id": 1, "syndromes": ["a"]})}),
+        "calibration": (("score", "{d}/cases.jsonl", "--dry-run", "--calibration", "{d}/{f}"),
+                        {"cases.jsonl": jl(case())}),
+    }
+    for what, (args, files) in inputs.items():
+        for dev in ("/dev/zero", "/dev/urandom"):
+            link = "z.csv" if what in ("human-labels", "ratings") else "z.jsonl" if what == "cases" else "z.json"
+            out.append(Hostile(f"limit34-{what}-is-{dev.rsplit('/', 1)[1]}",
+                               tuple(a.replace("{f}", link) for a in args), files=files,
+                               setup=link_to(link, dev),
+                               expect=("character device",), item=344))
+        name = "p.csv" if what in ("human-labels", "ratings") else "p.jsonl" if what in ("cases", "tcm") else "p.json"
+        out.append(Hostile(f"limit34-{what}-silent-pipe", tuple(a.replace("{f}", name) for a in args), files=files,
+                           setup=silent_fifo(name), check=pipe_wait_back, expect=("nothing writes to it",), item=344))
+    caps = {"cases": ("score", "{d}/big.jsonl", "--dry-run"),
+            "config": ("score", "{d}/cases.jsonl", "-c", "{d}/big.yaml", "--dry-run"),
+            "human labels": ("human", "import", "{d}/big.csv", "--run", "{run}"),
+            "ratings": ("reliability", "--ratings", "{d}/big.csv", "--bootstrap", "0")}
+    sizes = {"cases": 1024**3 + 1, "config": 4 * 1024**2 + 1, "human labels": 256 * 1024**2 + 1,
+             "ratings": 256 * 1024**2 + 1}
+    for what, args in caps.items():
+        big = next(a for a in args if "big." in a).rsplit("/", 1)[1]
+        out.append(Hostile(f"limit34-{what.replace(' ', '-')}-over-its-cap", args, files={"cases.jsonl": jl(case())},
+                           setup=sparse(big, sizes[what]), expect=(f"{{d}}/{big}", "MiB"), item=344))
+    for kind, want in (("entities", "entities"), ("xxe", "entities"), ("undefined", "undefined entity"),
+                       ("bomb", "MiB uncompressed"), ("ratio", "zip bomb")):
+        out.append(Hostile(f"limit34-xlsx-{kind}", ("score", "{d}/c.xlsx", "--dry-run"), setup=xlsx_with(kind),
+                           expect=("{d}/c.xlsx", want), item=344))
+    for name, text in RUNAWAY_TEMPLATES.items():
+        out.append(Hostile(f"limit34-template-{name}", DRY,
+                           files={"cases.jsonl": jl(case()), "c.yaml": GPT + "prompts_dir: {d}/prompts\n"},
+                           setup=prompts_with("accuracy", text + "{{ message_break }}x"),
+                           expect=("{d}/prompts/medical_record/accuracy.j2",
+                                   "characters written" if name == "output-flood" else "line 1"), item=344))
+    out.append(Hostile("limit34-template-over-its-cap", DRY,
+                       files={"cases.jsonl": jl(case()), "c.yaml": GPT + "prompts_dir: {d}/prompts\n"},
+                       setup=chain(prompts_with("accuracy", ""),
+                                   sparse("prompts/medical_record/accuracy.j2", 4 * 1024**2 + 1)),
+                       expect=("accuracy.j2", "MiB"), item=344))
+    for n in (10**6, 10**9, -1):
+        for fn in ("load_run", "rebuild"):
+            out.append(Hostile(f"limit34-api-{fn}-n-boot-{n}", call=api_call(fn, n_boot=n), expect=("n_boot",),
+                               item=344))
+    out.append(Hostile("limit34-10-mb-quote", ("score", "{d}/cases.jsonl", "--out", "{run}"),
+                       setup=ten_mb_quote,
+                       exit=0, expect=("resumed 12",), item=344))
+    return out
+
+
+def ten_mb_quote(d: Path) -> None:
+    """The run's cases beside it, and one stored judgment of it quoting 10 MB (twice: in parts, and whole)."""
+    (d / "cases.jsonl").write_text("".join(EXAMPLES.read_text(encoding="utf-8").splitlines(keepends=True)[:4]),
+                                   encoding="utf-8")
+    con = sqlite3.connect(store_path(d))
+    try:
+        row = con.execute("SELECT rowid, judgment FROM calls WHERE status = 'ok' AND judgment LIKE '%evidence%'"
+                          ).fetchone()
+        judgment = json.loads(row[1])
+        judgment["deductions"][0]["evidence"] = "空腹血糖…" * 2_000_000
+        judgment["deductions"][-1]["evidence"] = "口渴多饮" * 2_500_000
+        con.execute("UPDATE calls SET judgment = ? WHERE rowid = ?",
+                    (json.dumps(judgment, ensure_ascii=False), row[0]))
+        con.commit()
+    finally:
+        con.close()
+
+
 def _api() -> Any:
     """consensus_eval.api (imported when an entry calls it)."""
     from consensus_eval import api
@@ -1313,8 +1490,8 @@ def build() -> list[Hostile]:
     corpus = [*outputs_family(), *limits_family(), *json_depth_family(), *surrogate_family(), *template_family(),
               *big_cell_family(), *reviewer_family(), *ansi_family(), *pipe_family(), *console_family(),
               *exit_family(), *variations_family(), *outputs_kept_family(),
-              *writers_family(), *damaged_family(), *secrets34_family(),
-              *refusals34_family()]
+              *writers_family(), *damaged_family(), *limits34_family(),
+              *secrets34_family(), *refusals34_family()]
     names = [h.name for h in corpus]
     dup = sorted({n for n in names if names.count(n) > 1})
     assert not dup, f"duplicate corpus names: {dup}"

@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, 
 from consensus_eval._errors import InputError, format_validation_error
 from consensus_eval.domain.rubric import Criterion
 from consensus_eval.domain.sets import duplicates
-from consensus_eval.domain.textio import loads_json
+from consensus_eval.domain.textio import loads_json, read_bytes
 
 
 class Turn(BaseModel):
@@ -197,12 +197,11 @@ def jsonl_objects(p: Path, errors: list[str], *, file: str = "a cases file", rea
     :class:`InputError`. The messages name the file as ``file`` ("is a folder, not a cases file (JSONL)") and
     ``reading`` ("cannot read cases: ..."), a line as ``item`` ("a case must be a JSON object").
     """
-    try:
-        raw = p.read_bytes()
-    except IsADirectoryError:
-        raise InputError(f"{p}: is a folder, not {file} (JSONL)") from None
-    except OSError as e:
-        raise InputError(f"{p}: cannot read {reading}: {e.strerror or e}") from None
+    if p.is_dir():
+        raise InputError(f"{p}: is a folder, not {file} (JSONL)")
+    if not p.exists() and str(p) != "-":
+        raise InputError(f"{p}: cannot read {reading}: No such file or directory")
+    raw = read_bytes(p, reading.removeprefix("the "))   # within its cap; a device refused
     for lineno, line in enumerate(raw.splitlines(), start=1):
         where = f"{p}:{lineno}"
         try:

@@ -39,6 +39,14 @@ normalised < fuzzy < not_found), its score the lowest part's, its spans those of
 finds nothing, the whole quote is tried fuzzily.
 
 **Threshold.** :data:`FUZZY_THRESHOLD` = 85, chosen on real quotes: docs/design/grounding.md.
+
+**Bounded per quote** (issue 34: a 10 MB quote in a judge's reply stalled a rebuild at 1.5 GB). A quote
+longer than :data:`MAX_QUOTE_CHARS` is ``not_found`` unsearched (no case quoted is that long); one whose
+normalised form is longer than both texts' is found in neither, exactly or normalised; a fuzzy search is made
+only for a quote of at most :data:`MAX_FUZZY_CHARS` normalised characters, and only in a text it could reach
+the threshold in (a quote more than 1.36 times a text's length cannot); a quote names at most
+:data:`MAX_PARTS` parts (one in more is searched whole). So a quote costs at most a few linear scans of the
+case and a bounded number of bounded alignments, however long it is.
 """
 
 from __future__ import annotations
@@ -65,6 +73,15 @@ FUZZY_THRESHOLD = 85.0
 MIN_FUZZY_CHARS = 4
 #: parts of a quote in parts shorter than this (normalised characters) are ignored
 MIN_PART_CHARS = 2
+#: the longest quote searched (characters); a longer one is not found, unsearched
+MAX_QUOTE_CHARS = 100_000
+#: the longest quote (normalised characters) searched fuzzily; a longer one is found exactly or normalised only
+MAX_FUZZY_CHARS = 5_000
+#: the most parts a quote in parts is searched as; a quote in more is searched whole
+MAX_PARTS = 50
+#: a quote more than this many times a text's length cannot reach :data:`FUZZY_THRESHOLD` against it
+#: (Indel similarity is at most 2 x shorter / (shorter + longer): 200 / 85 - 1 = 1.35...)
+_FUZZY_REACH = 200 / FUZZY_THRESHOLD - 1 + 1e-9
 
 
 @dataclass(slots=True, frozen=True)
@@ -271,6 +288,8 @@ class CaseGrounder:
 
     def _ground(self, evidence: str) -> Grounding:
         quote = evidence.strip()
+        if len(quote) > MAX_QUOTE_CHARS:
+            return _made("not_found")   # no case quoted is that long (module docstring, "bounded per quote")
         nq = normalise(quote)
         if not nq:
             return _made("empty")
@@ -278,7 +297,7 @@ class CaseGrounder:
         if whole is not None:
             return whole
         parts = quote_parts(quote)
-        if len(parts) > 1 or parts[0] != quote:
+        if (len(parts) > 1 or parts[0] != quote) and len(parts) <= MAX_PARTS:
             found = [self._one(p) for p in parts]
             if all(g.grounded for g in found):
                 worst = max(found, key=lambda g: _RANK[g.kind])
@@ -293,6 +312,8 @@ class CaseGrounder:
 
     def _direct(self, quote: str, nq: str) -> Grounding | None:
         """Exact occurrences, else normalised ones, in both texts (None if neither finds any)."""
+        if all(len(nq) > len(t.norm.text) for t in self._texts):
+            return None   # longer than both texts even normalised: in neither, as written or normalised
         found = [(t, i) for t in self._texts for i in _occurrences(t.original, quote)]
         if found:
             return _made("exact", 100.0, [t.span(i, i + len(quote)) for t, i in found[:MAX_SPANS]],
@@ -305,11 +326,11 @@ class CaseGrounder:
 
     def _fuzzy(self, nq: str) -> Grounding | None:
         """The best alignment in each text that passes (module docstring, step 3), None if none does."""
-        if len(nq) < MIN_FUZZY_CHARS:
+        if not MIN_FUZZY_CHARS <= len(nq) <= MAX_FUZZY_CHARS:
             return None
         best: list[tuple[float, Span]] = []
         for t in self._texts:
-            if not t.norm.text:
+            if not t.norm.text or len(nq) > len(t.norm.text) * _FUZZY_REACH:
                 continue
             if len(t.norm.text) < len(nq):
                 # a text shorter than the quote: the whole text is the window (partial_ratio would

@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from consensus_eval._errors import InputError, format_validation_error
 from consensus_eval._resources import data_dir, resolve
 from consensus_eval.domain.sets import duplicates
-from consensus_eval.domain.textio import load_yaml
+from consensus_eval.domain.textio import load_yaml, read_bytes
 
 
 class _Conversation(Protocol):
@@ -423,7 +423,7 @@ def load_rubric(path: str | Path) -> Rubric:
     """
     p = rubric_file(path)
     try:
-        data = load_yaml(p.read_text(encoding="utf-8"), p)  # duplicate keys, alias bombs refused, naming the line
+        data = load_yaml(read_bytes(p, "rubric").decode("utf-8"), p)  # duplicate keys, alias bombs refused
     except (yaml.YAMLError, UnicodeDecodeError) as e:
         raise InputError(f"{p}: not valid YAML: {e}") from None
     if not isinstance(data, dict):

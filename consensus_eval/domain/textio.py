@@ -12,6 +12,14 @@ Excel saves "CSV UTF-8" with a byte-order mark, and on Chinese Windows its plain
 
 Files that are JSON Lines (cases, model outputs) are UTF-8 by definition and are not read through
 the GB18030 fallback; their loaders tolerate a BOM only.
+
+Every input file is read through :func:`read_bytes`, which bounds it (issue 34: ``/dev/zero`` as the cases file
+was read until memory ran out, a named pipe nobody writes to blocked for ever): a regular file, ``-`` (standard
+input) or a pipe (``<(cat file)``) only, never a device or a socket; a file larger than the cap of its kind
+(:data:`MAX_INPUT_BYTES`, named in the message) is refused before it is read, a pipe or standard input once it
+has given more; a pipe that gives nothing for :data:`PIPE_WAIT_S` seconds is refused. An Excel workbook is
+checked before it is opened (:func:`xlsx_records`): no part over :data:`MAX_XLSX_PART_BYTES` uncompressed, none
+compressed more than :data:`MAX_XLSX_RATIO` times (a zip bomb), XML entity declarations refused.
 """
 
 from __future__ import annotations
@@ -21,7 +29,11 @@ import csv
 import importlib
 import io
 import json
+import os
 import re
+import select
+import stat
+import sys
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -77,16 +89,77 @@ def read_text(path: str | Path, encoding: str | None = None, what: str = "text",
                 f"{p}: {what} file is neither UTF-8 nor GB18030/GBK text: {_where(raw, first)}; {hint}") from None
 
 
+MiB = 1024**2
+#: the largest file of each kind read (bytes, by the ``what`` its reader names); others: :data:`DEFAULT_MAX_BYTES`
+MAX_INPUT_BYTES = {"cases": 1024 * MiB, "trees": 1024 * MiB, "config": 4 * MiB, "rubric": 16 * MiB,
+                   "prompt template": 4 * MiB, "human labels": 256 * MiB, "ratings": 256 * MiB,
+                   "knowledge": 256 * MiB, "calibration": 64 * MiB, "calibration suite": 256 * MiB}
+DEFAULT_MAX_BYTES = 256 * MiB
+#: seconds a pipe (``<(cat file)``, a FIFO) may take to give its first bytes before it is given up on
+PIPE_WAIT_S = 60.0
+
+
+def max_bytes(what: str) -> int:
+    """The cap of an input file of the kind ``what`` (:data:`MAX_INPUT_BYTES`)."""
+    return MAX_INPUT_BYTES.get(what, DEFAULT_MAX_BYTES)
+
+
+def _too_large(p: Path | str, what: str, cap: int) -> InputError:
+    return InputError(f"{p}: the {what} file is larger than {cap // MiB:,} MiB, the most a {what} file may be "
+                      "(split it, or keep only what is needed)")
+
+
 def read_bytes(p: Path, what: str) -> bytes:
-    """The bytes of ``p`` (``what`` names it in messages: "human labels file not found")."""
+    """The bytes of ``p`` (``what`` names it in messages: "human labels file not found", and its cap:
+    :func:`max_bytes`). ``-`` is standard input; a pipe is read once (module docstring). A device, a socket, a
+    file over the cap, a pipe silent for :data:`PIPE_WAIT_S` seconds are refused with an :class:`InputError`."""
+    cap = max_bytes(what)
+    if str(p) == "-":
+        data = sys.stdin.buffer.read(cap + 1)
+        if len(data) > cap:
+            raise _too_large("standard input", what, cap)
+        return data
     try:
-        return p.read_bytes()
+        st = p.stat()
     except FileNotFoundError:
         raise InputError(f"{p}: {what} file not found") from None
-    except IsADirectoryError:
-        raise InputError(f"{p}: is a folder, not a {what} file") from None
     except OSError as e:
         raise InputError(f"{p}: cannot read {what}: {e.strerror or e}") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise InputError(f"{p}: is a folder, not a {what} file")
+    pipe = stat.S_ISFIFO(st.st_mode)
+    if not pipe and not stat.S_ISREG(st.st_mode):
+        kind = "a character device" if stat.S_ISCHR(st.st_mode) else "a block device" if stat.S_ISBLK(
+            st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode) else "not a regular file"
+        raise InputError(f"{p}: is {kind}, not a {what} file: give a regular file (or - for standard input)")
+    if not pipe and st.st_size > cap:
+        raise _too_large(p, what, cap)
+    try:
+        fd = os.open(p, os.O_RDONLY | (os.O_NONBLOCK if pipe else 0))
+    except OSError as e:
+        raise InputError(f"{p}: cannot read {what}: {e.strerror or e}") from None
+    try:
+        if pipe:
+            poll = select.poll()
+            poll.register(fd, select.POLLIN)
+            if not poll.poll(int(PIPE_WAIT_S * 1000)):
+                raise InputError(f"{p}: a pipe that gave nothing in {PIPE_WAIT_S:g} s; nothing writes to it? "
+                                 f"give the {what} file itself")
+            os.set_blocking(fd, True)
+        chunks = []
+        size = 0
+        want = 1 << 20 if pipe else st.st_size + 1   # a file at once (and what it grew by since), a pipe as it comes
+        while chunk := os.read(fd, want):
+            size += len(chunk)
+            if size > cap:   # a file that grew, or a pipe that gives more than a file may hold
+                raise _too_large(p, what, cap)
+            chunks.append(chunk)
+            want = 1 << 20
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+    except OSError as e:
+        raise InputError(f"{p}: cannot read {what}: {e.strerror or e}") from None
+    finally:
+        os.close(fd)
 
 
 def _where(raw: bytes, e: UnicodeDecodeError) -> str:
@@ -154,18 +227,58 @@ def decimal_point(text: str) -> str:
     return text.replace(",", ".") if _DECIMAL_COMMA.fullmatch(text.strip()) else text
 
 
-def xlsx_records(path: Path) -> list[tuple[int, list[str]]]:
+#: the largest part of an Excel workbook read (uncompressed bytes): a sheet, its shared strings, a comment
+MAX_XLSX_PART_BYTES = 256 * MiB
+#: the most an Excel part of over a MiB may be compressed (uncompressed / compressed): more is a zip bomb
+#: (real sheets compress 5 to 20 times)
+MAX_XLSX_RATIO = 100
+_DECLARATIONS = (b"<!DOCTYPE", b"<!ENTITY")
+
+
+def _check_xlsx(path: Path, book: zipfile.ZipFile) -> None:
+    """Refuse a workbook with a part over :data:`MAX_XLSX_PART_BYTES`, one compressed over :data:`MAX_XLSX_RATIO`
+    times, or XML that declares a document type or entities (an XXE or "billion laughs" attempt)."""
+    for info in book.infolist():
+        if info.file_size > MAX_XLSX_PART_BYTES:
+            raise InputError(f"{path}: the workbook's part {info.filename} is {info.file_size / MiB:,.0f} MiB "
+                             f"uncompressed, over the {MAX_XLSX_PART_BYTES // MiB} MiB a part may be (save the "
+                             "sheet as CSV UTF-8, without comments or images)")
+        if info.file_size > MiB and info.file_size > MAX_XLSX_RATIO * max(info.compress_size, 1):
+            raise InputError(f"{path}: the workbook's part {info.filename} is compressed "
+                             f"{info.file_size / max(info.compress_size, 1):,.0f} times, over the "
+                             f"{MAX_XLSX_RATIO} times a real sheet is (a zip bomb?); save the sheet as CSV UTF-8")
+        if info.filename.endswith((".xml", ".rels", ".vml")):
+            tail = b""
+            with book.open(info) as part:
+                while chunk := part.read(1 << 20):
+                    if any(d in tail + chunk for d in _DECLARATIONS):
+                        raise InputError(f"{path}: the workbook's part {info.filename} declares a document type or "
+                                         "XML entities, which Excel never writes (an XXE or entity-expansion "
+                                         "attempt?); it is not read: save the sheet as CSV UTF-8")
+                    tail = chunk[-16:]
+
+
+def xlsx_records(path: Path, what: str = "cases") -> list[tuple[int, list[str]]]:
     """(row number, cells as text) of every non-blank row of the first sheet of an Excel workbook, the header
     first (openpyxl, read-only, cached values rather than formulas; numbers written as Excel shows them
-    without a spurious ``.0``). An unreadable workbook is an :class:`InputError` naming ``path``."""
+    without a spurious ``.0``). The workbook is read within the cap of ``what`` and checked first
+    (:func:`_check_xlsx`). An unreadable workbook is an :class:`InputError` naming ``path``."""
     try:
         openpyxl: Any = importlib.import_module("openpyxl")   # optional (the xlsx extra), untyped
     except ImportError:
         raise InputError(f"{path}: reading .xlsx needs openpyxl: pip install 'consensus-eval[xlsx]' "
                          "(or save the sheet as CSV UTF-8)") from None
-    damaged = (OSError, ValueError, KeyError, zipfile.BadZipFile, openpyxl.utils.exceptions.InvalidFileException)
+    from xml.etree.ElementTree import ParseError
+
+    damaged = (OSError, ValueError, KeyError, EOFError, ParseError, zipfile.BadZipFile,
+               openpyxl.utils.exceptions.InvalidFileException)
+    raw = io.BytesIO(read_bytes(path, what))
     try:
-        book = openpyxl.load_workbook(path, read_only=True, data_only=True)
+        with zipfile.ZipFile(raw) as archive:
+            _check_xlsx(path, archive)
+        book = openpyxl.load_workbook(raw, read_only=True, data_only=True)
+    except InputError:
+        raise
     except damaged as e:
         raise InputError(f"{path}: not a readable .xlsx workbook ({type(e).__name__}: {e})") from None
     try:
@@ -176,6 +289,8 @@ def xlsx_records(path: Path) -> list[tuple[int, list[str]]]:
             if any(c.strip() for c in cells):
                 out.append((i, cells))
         return out
+    except damaged as e:
+        raise InputError(f"{path}: not a readable .xlsx workbook ({type(e).__name__}: {e})") from None
     finally:
         book.close()
 

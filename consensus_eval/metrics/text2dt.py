@@ -63,6 +63,7 @@ and mean-edit-distance denominators, so a file of one correct and one invalid tr
 
 from __future__ import annotations
 
+import errno
 import json
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -72,7 +73,7 @@ from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
 from consensus_eval._errors import InputError
-from consensus_eval.domain.textio import loads_json
+from consensus_eval.domain.textio import loads_json, read_bytes
 
 __all__ = [
     "EMPTY_LEAF",
@@ -560,7 +561,11 @@ def as_records(entries: Iterable[Any]) -> list[TreeRecord]:
 
 
 def _read_json_or_jsonl(path: Path) -> Any:
-    raw = path.read_bytes()
+    if path.is_dir():
+        raise IsADirectoryError(path)
+    if not path.exists() and str(path) != "-":
+        raise FileNotFoundError(errno.ENOENT, "No such file or directory", str(path))
+    raw = read_bytes(path, "trees")   # a regular file, - or a pipe, within its cap (a device is refused)
     try:
         text = raw.decode("utf-8-sig")  # JSON is UTF-8; a BOM is tolerated
     except UnicodeDecodeError as exc:

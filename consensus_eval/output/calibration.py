@@ -13,6 +13,7 @@ from pydantic import ValidationError
 from consensus_eval._errors import InputError, format_validation_error
 from consensus_eval.analysis.calibration import CalibrationReport
 from consensus_eval.domain.calibration.suite import SuiteCase, dumps_suite
+from consensus_eval.domain.textio import read_bytes
 from consensus_eval.output.files import atomic_writer, write_json
 
 CALIBRATION_JSON = "calibration.json"
@@ -30,7 +31,7 @@ def write_calibration(out: Path, report: CalibrationReport, suite: list[SuiteCas
 def load_calibration(path: Path) -> CalibrationReport:
     """A calibration.json read back (:class:`InputError` naming the file when it is not one)."""
     try:
-        return CalibrationReport.model_validate_json(path.read_bytes())
+        return CalibrationReport.model_validate_json(read_bytes(path, "calibration"))
     except OSError as e:
         raise InputError(f"{path}: cannot read the calibration file: {e.strerror or e}") from None
     except ValidationError as e:
