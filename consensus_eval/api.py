@@ -355,6 +355,8 @@ def import_human(folder: str | Path, path: str | Path, *, reviewer: str | None =
         if rebuild_outputs:
             check_outputs(out)  # an output that cannot be rebuilt is refused before a label is stored
         try:   # every label an event; the store refuses what no channel may store (a role, a blind case)
+            for name, shown in found.revealed.items():   # the sheet showed them the judges: blind scores frozen first
+                store.reveal(name, shown, source=found.source)
             store.replace_human_labels_of(found.source, found.labels)
         except LabelRefused as e:
             raise InputError(f"{path}: {e}; nothing was stored") from None
@@ -474,6 +476,13 @@ def assign(folder: str | Path, per_case: int = 2, *, queue: bool = False, seed: 
             out[case_id] = chosen
         store.replace_assignments([(c, n) for c, names in out.items() for n in names])
     return out
+
+
+def assigned_cases(folder: str | Path, reviewer: str) -> list[str]:
+    """The cases of ``folder``'s run assigned to ``reviewer`` (``reviewers assign``; empty: none), read without
+    writing."""
+    with Store.open_existing(folder, read_only=True) as store:
+        return [case_id for case_id, name in store.assignments() if name == reviewer]
 
 
 def remove_reviewer(folder: str | Path, name: str) -> None:

@@ -419,7 +419,8 @@ def reliability(
 def audit(
     run_dir: Annotated[Path, typer.Argument(help="Output folder of a `score` run.")],
     top: Annotated[int, typer.Option(
-        min=0, help="Show (and export) the first N cases of the review queue; 0 for all.")] = 10,
+        min=0, help="Show (and export) the first N cases of the review queue; 0 for all. A sheet exported with "
+                    "--reviewer holds every case that reviewer labelled or was assigned besides.")] = 10,
     export: Annotated[Path | None, typer.Option(
         help="Write the adjudication sheet (CSV, UTF-8 with BOM) here (- for standard output); `human import` "
              "reads it back.")] = None,
@@ -457,7 +458,7 @@ def audit(
     fixed penalties, evidence not found). docs/review.md, "Review queue".
     """
     from consensus_eval import api
-    from consensus_eval.analysis.audit import review_queue
+    from consensus_eval.analysis.audit import export_selection, review_queue
     from consensus_eval.domain.writable import STDIO, check_output_path
     from consensus_eval.output.audit_console import print_audit
     from consensus_eval.output.files import write_adjudication_csv
@@ -484,11 +485,13 @@ def audit(
 
     t = messages(lang) if lang is not None else None
     print_audit(console, review_queue(audits, len(results.judges)), top, results.judge_quality, t)
-    if export is not None:
-        path = write_adjudication_csv(export, audits[:top] if top > 0 else audits, judges=results.judges,
+    if export is not None:   # a reviewer's sheet holds every case they labelled or were assigned; --top the rest
+        keep = {lb.case_id for lb in results.labels if lb.reviewer == reviewer} | set(
+            api.assigned_cases(run_dir, reviewer)) if reviewer is not None else set()
+        path = write_adjudication_csv(export, export_selection(audits, top, keep), judges=results.judges,
                                       review=results.review, reviewer=reviewer, rubric=results.rubric,
                                       spot_check={r.case_id for r in results.spot_checks},
-                                      case_criteria=results.case_criteria)
+                                      case_criteria=results.case_criteria, cases={c.id: c for c in results.cases})
         console.print(f"adjudication sheet: {path} (fill in human_score, human_verdict, human_comment, "
                       f"reviewer; then: consensus-eval human import {path} --run {run_dir})", highlight=False)
 
@@ -520,7 +523,7 @@ def _spot_check(run_dir: Path, n: int, seed: int, stratify: str | None, redraw: 
         path = write_adjudication_csv(export, [by_id[r.case_id] for r in sample if r.case_id in by_id],
                                       judges=results.judges, review=results.review, reviewer=reviewer,
                                       rubric=results.rubric, spot_check={r.case_id for r in sample},
-                                      case_criteria=results.case_criteria)
+                                      case_criteria=results.case_criteria, cases={c.id: c for c in results.cases})
         console.print(f"blind spot-check sheet: {path} (no judge score or deduction until the reviewer's own "
                           f"scores are in; fill in human_score and reviewer, then: consensus-eval human import {path} "
                           f"--run {run_dir}; export again with --reviewer NAME to judge the deductions)",

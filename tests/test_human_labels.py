@@ -255,6 +255,10 @@ def test_labels_survive_score_resume_and_report(run: Path, tmp_path: Path) -> No
     filled = tmp_path / "again.csv"
     _cli("audit", run, "--top", "4", "--export", filled, "--reviewer", "li")
     again = list(csv.DictReader(io.StringIO(filled.read_text(encoding="utf-8-sig"))))
+    theirs = {r["case_id"] for r in rows}           # then --top's 4 cases more, of those li has not labelled
+    assert len({r["case_id"] for r in again} - theirs) == 4 and not any(
+        r["human_score"] or r["human_verdict"] for r in again if r["case_id"] not in theirs)
+    again = [r for r in again if r["case_id"] in theirs]
     assert [r["human_score"] for r in again] == [r["human_score"] for r in rows]
     assert [r["human_verdict"] for r in again if r["row"] == "deduction"] == [
         {"同意": "agree", "Disagree": "disagree", "不确定": "unsure"}[r["human_verdict"]]

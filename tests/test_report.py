@@ -592,7 +592,7 @@ def test_human_section(panel_run: Path, tmp_path: Path) -> None:
     c2 = payloads(html)["c2"]
     assert c2["h"]["m"]["total"] == 93 and c2["tot"] == 95          # the human beside the panel
     md = (panel_run / "report.md").read_text(encoding="utf-8")
-    assert "## Agreement with the human" in md and "Human total 93 · panel total 95" in md
+    assert "## Agreement with the human" in md and "Human total 93 (human's own score) · panel total 95" in md
 
 
 def test_reviewer_verdicts_and_precision_from_the_sheet(panel_run: Path, tmp_path: Path) -> None:

@@ -217,7 +217,7 @@ def test_not_found_badge_and_human_beside_the_panel(browser: Browser, panel_html
     item = drill.locator("li", has_text=INVENTED)
     assert item.locator(".badge.ungrounded").inner_text() == "not found in the record"
     assert item.locator("a.ev").count() == 0                         # nothing to link to
-    assert "human 90 vs panel 87.7" in drill.locator("p").first.inner_text()
+    assert "human 90 (human's own score) vs panel 87.7" in drill.locator("p").first.inner_text()   # whose it is
     assert not pg.errors and not pg.dialogs
     pg.close()
 
@@ -456,7 +456,7 @@ def test_added_deductions_and_accepted_scores_are_visible_in_the_report(browser:
     drill.locator(".jgrid").first.wait_for()
     added = drill.locator("ul.added li")
     assert added.count() == 1
-    assert added.first.inner_text() == "li (accuracy): 药名错误 −3 «二甲双胍片» 漏扣药名错误"
+    assert added.first.inner_text() == "li (准确性): 药名错误 −3 «二甲双胍片» 漏扣药名错误"   # the dimension's name
     row = p.locator("#added-deductions tbody tr").first.inner_text()
     assert "药名错误" in row and "二甲双胍片" in row and "judge-c" in row     # judge-c took no drug_name_error
     assert "1 score(s) were the panel's, accepted by a reviewer" in p.locator("#added").inner_text()

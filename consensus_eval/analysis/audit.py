@@ -99,7 +99,7 @@ from __future__ import annotations
 import hashlib
 import re
 import statistics
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Literal
@@ -595,6 +595,16 @@ def review_queue(audits: Sequence[CaseAudit], panel_size: int) -> ReviewQueue:
         by_status=by_status, by_reason={c: by_reason[c] for c in REASON_CODES if c in by_reason},
         cases=list(audits),
     )
+
+
+def export_selection(audits: Sequence[CaseAudit], top: int, keep: Collection[str] = ()) -> list[CaseAudit]:
+    """The cases an adjudication sheet holds, in the queue's order: every case in ``keep`` (a reviewer's: those they
+    labelled or were assigned), wherever it is in the queue, and the first ``top`` of the others (0: all).
+    ``--top`` limits only the cases not in ``keep``: a sheet exported for a reviewer holds all their labels."""
+    wanted = set(keep)
+    others = [a.case_id for a in audits if a.case_id not in wanted]
+    wanted.update(others[:top] if top > 0 else others)
+    return [a for a in audits if a.case_id in wanted]
 
 
 def rank(audits: Iterable[CaseAudit], mode: QueueMode = "disagreement") -> list[CaseAudit]:

@@ -72,6 +72,12 @@ HUMAN_SCORE, HUMAN_VERDICT, HUMAN_COMMENT, REVIEWER = "human_score", "human_verd
 SCORE_ORIGIN = "score_origin"
 #: what a reviewer may type in ``score_origin`` (and ``human_score``, for ``accepted``)
 ORIGIN_WORDS: dict[str, LabelOrigin] = cast(dict[str, LabelOrigin], words("score_origin"))
+#: on a ``score`` row of a spot-check case, the reviewer's score changed after the judges were shown: the revision
+#: kept beside their blind score (``human_score``, what validity uses). Filled in, it is the score the row gives.
+REVISED_SCORE = "revised_score"
+#: the case's record and conversation, on the first row of a spot-check case: what a reviewer working from the sheet
+#: alone scores
+RECORD, CONVERSATION = "record", "conversation"
 #: the stable id of a deduction (:attr:`consensus_eval.analysis.audit.AuditDeduction.id`)
 DEDUCTION_ID = "deduction_id"
 #: a column of the sheet showing one judge's score of the dimension on ``score`` rows
@@ -80,9 +86,9 @@ JUDGE_SCORE_PREFIX = "score: "
 SHEET_HEAD = ["row", "rank", "case_id", "dimension", "dimension_name", "max", "panel_score"]
 #: the sheet's columns after the judges' score columns
 SHEET_TAIL = ["judge", "run", "kind", "category", "type", "points", "evidence", "reason",
-              HUMAN_SCORE, SCORE_ORIGIN, HUMAN_VERDICT, HUMAN_COMMENT, REVIEWER,
+              HUMAN_SCORE, SCORE_ORIGIN, REVISED_SCORE, HUMAN_VERDICT, HUMAN_COMMENT, REVIEWER,
               "match", "matched_by", "claim_mismatch", "status", "disagreement", "category_id", "type_id",
-              DEDUCTION_ID, "sample"]
+              DEDUCTION_ID, "sample", RECORD, CONVERSATION]
 #: a column of the sheet giving the reviewer's verdict on one criterion of a criteria dimension, on that dimension's
 #: ``score`` row: ``criterion: <id>`` (one column per criterion id of the run), ``met`` / ``not met`` (or the
 #: words of domain/locale), empty when not reviewed
@@ -114,6 +120,8 @@ class CaseReview(BaseModel):
       score the reviewer accepted from the panel is here only when the review was built with
       ``include_accepted``;
     - ``accepted``: reviewer -> dimension id -> the panel's score they accepted without entering their own;
+    - ``revisions``: reviewer -> dimension id -> their score changed after the judges were shown to them (a spot-check
+      case): kept beside their blind score in ``scores``, which is what every figure uses;
     - ``reference``: dimension id (and ``total`` when every dimension has one) -> the adjudicator's score where
       reviewers disagreed (labels of origin ``reference``); ``reference_verdicts``: deduction id -> the
       adjudicator's verdict where one reviewer agreed with the deduction and another did not; ``adjudicators``
@@ -137,6 +145,7 @@ class CaseReview(BaseModel):
     case_id: str
     scores: dict[str, dict[str, float]] = {}
     accepted: dict[str, dict[str, float]] = {}
+    revisions: dict[str, dict[str, float]] = {}
     reference: dict[str, float] = {}
     reference_verdicts: dict[str, Verdict] = {}
     adjudicators: list[str] = []
@@ -148,6 +157,14 @@ class CaseReview(BaseModel):
     criteria: dict[str, dict[str, dict[str, bool]]] = {}
     accepted_criteria: dict[str, dict[str, dict[str, bool]]] = {}
     reference_criteria: dict[str, dict[str, bool]] = {}
+
+    def whose(self, key: str) -> tuple[Literal["reference", "own", "mean"], list[str]]:
+        """Whose score :attr:`human` shows for ``key``: the adjudicators' reference (``reference``), one reviewer's
+        own (``own``), or the mean of several reviewers' own (``mean``), with their names."""
+        if key in self.reference:
+            return "reference", list(self.adjudicators)
+        names = [n for n, given in self.scores.items() if key in given]
+        return ("own" if len(names) == 1 else "mean"), names
 
 
 class HumanReview(BaseModel):
@@ -207,6 +224,8 @@ def build_review(labels: Sequence[HumanLabelRecord], rubric: Rubric,
                 if not include_accepted:
                     continue
             cr.scores.setdefault(lb.reviewer, {})[lb.dimension] = float(lb.value)
+            if isinstance(lb.revision, (int, float)) and lb.revision != lb.value:
+                cr.revisions.setdefault(lb.reviewer, {})[lb.dimension] = float(lb.revision)
         elif lb.kind == "verdict" and lb.deduction_id and lb.value in VERDICTS:
             if lb.origin == "reference":
                 cr.reference_verdicts[lb.deduction_id] = lb.value
@@ -338,6 +357,9 @@ class LabelFile(BaseModel):
     source: str
     format: Literal["sheet", "wide"]
     labels: dict[str, list[HumanLabelRecord]]
+    #: reviewer -> the cases whose rows they filled in showed the judges' work (a panel or judge score, a judge's
+    #: deduction): on a spot-check case, their blind scores are frozen before this file's labels are stored
+    revealed: dict[str, list[str]] = {}
 
     @property
     def count(self) -> int:
@@ -382,8 +404,9 @@ def read_labels(path: str | Path, run: StoredRun, *, reviewer: str | None = None
             raise InputError(f"reviewer {reviewer!r}: {e}") from None
         return LabelFile(path=str(p), source=source, format="wide",
                          labels={name: labels_from_wide(wide, run.rubric, name, source)})
-    return LabelFile(path=str(p), source=source, format="sheet",
-                     labels=_sheet_labels(p, (rows[0][0], header), rows[1:], run, reviewer, source))
+    revealed: dict[str, list[str]] = {}
+    labels = _sheet_labels(p, (rows[0][0], header), rows[1:], run, reviewer, source, revealed)
+    return LabelFile(path=str(p), source=source, format="sheet", labels=labels, revealed=revealed)
 
 
 def _letter(i: int) -> str:
@@ -399,7 +422,8 @@ def _letter(i: int) -> str:
 
 
 def _sheet_labels(p: Path, head: tuple[int, list[str]], rows: list[tuple[int, list[str]]], run: StoredRun,
-                  reviewer: str | None, source: str) -> dict[str, list[HumanLabelRecord]]:
+                  reviewer: str | None, source: str,
+                  revealed: dict[str, list[str]] | None = None) -> dict[str, list[HumanLabelRecord]]:
     header_line, header = head
     col = {h: i for i, h in enumerate(header) if h}
     if "case_id" not in col:
@@ -437,6 +461,7 @@ def _sheet_labels(p: Path, head: tuple[int, list[str]], rows: list[tuple[int, li
             i = (extra or blank_headed)[0]
             raise InputError(f"{p}:{line}: column {_letter(i)}: a value in a column with no header: {cells[i]!r}")
         score, verdict, comment = cell(cells, HUMAN_SCORE), cell(cells, HUMAN_VERDICT), cell(cells, HUMAN_COMMENT)
+        score = cell(cells, REVISED_SCORE) or score      # a revision given after the reveal: the row's score now
         crit_cells = {name[len(CRITERION_PREFIX):]: text for name in crit_columns if (text := cell(cells, name))}
         row_kind = cell(cells, "row").lower()
         if not row_kind and cell(cells, DEDUCTION_ID).startswith("added:"):
@@ -455,6 +480,11 @@ def _sheet_labels(p: Path, head: tuple[int, list[str]], rows: list[tuple[int, li
             raise InputError(f"{where(line, REVIEWER)}: {name!r}: {e}") from None
         ded_id = cell(cells, DEDUCTION_ID)
         row_kind = row_kind or (ROW_DEDUCTION if ded_id else ROW_SCORE)
+        if revealed is not None and (row_kind == ROW_DEDUCTION or cell(cells, "panel_score") or any(
+                cells[i].strip() for h, i in col.items() if h.startswith(JUDGE_SCORE_PREFIX) and i < len(cells))):
+            shown = revealed.setdefault(name, [])
+            if case_id not in shown:
+                shown.append(case_id)
         labels: list[HumanLabelRecord] = []
         if row_kind == ROW_DEDUCTION:
             if not ded_id:

@@ -36,12 +36,15 @@ from consensus_eval._gc import gc_paused_call
 from consensus_eval.analysis.audit import CaseAudit
 from consensus_eval.analysis.consensus import CaseConsensus
 from consensus_eval.analysis.human import (
+    CONVERSATION,
     DEDUCTION_ID,
     HUMAN_COMMENT,
     HUMAN_SCORE,
     HUMAN_VERDICT,
     JUDGE_SCORE_PREFIX,
+    RECORD,
     REVIEWER,
+    REVISED_SCORE,
     ROW_ADDED,
     ROW_DEDUCTION,
     ROW_SCORE,
@@ -55,6 +58,7 @@ from consensus_eval.analysis.human import (
     criterion_columns,
 )
 from consensus_eval.analysis.results import Results
+from consensus_eval.domain.cases import Case
 from consensus_eval.domain.grounding import Grounding
 from consensus_eval.domain.rubric import Criterion, Dimension, Rubric
 from consensus_eval.domain.scoring import DimensionScore
@@ -300,7 +304,7 @@ EXPORT_COLUMNS = export_columns(["a", "b", "c"])
 
 def export_rows(audits: Iterable[CaseAudit], review: HumanReview | None = None,
                 reviewer: str | None = None, rubric: Rubric | None = None,
-                spot_check: Collection[str] = ()) -> list[dict[str, object]]:
+                spot_check: Collection[str] = (), cases: Mapping[str, Case] | None = None) -> list[dict[str, object]]:
     """The rows of the adjudication sheet, per case (in ranking order) and dimension:
 
     - one ``score`` row: the panel's score (``panel_score``), each judge's (``score: <judge>``;
@@ -323,12 +327,17 @@ def export_rows(audits: Iterable[CaseAudit], review: HumanReview | None = None,
     ``spot_check``: the case ids of the random spot check (column ``sample``: ``spot_check`` or ``queue``).
     Such a case is blind until ``reviewer`` has given their own score of every dimension: its score rows show
     no panel or judge score and its deductions are not listed, so the reviewer is not anchored by the judges.
+    Its first row carries the case's ``record`` and ``conversation`` (``cases``: case id -> the case; the
+    conversation as the judges read it), so that the sheet alone is enough to score it; once the reviewer's own
+    scores are in, a score they changed since is its ``revised_score`` beside their blind ``human_score``.
     """
     rows: list[dict[str, object]] = []
     spot = set(spot_check)
     for a in audits:
         case = review.case(a.case_id) if review is not None and reviewer is not None else None
         mine_scores = case.scores.get(reviewer, {}) if case and reviewer else {}
+        revised = case.revisions.get(reviewer, {}) if case and reviewer else {}
+        texts = _texts(a.case_id, cases, rubric) if a.case_id in spot else None
         accepted = case.accepted.get(reviewer, {}) if case and reviewer else {}
         blind = a.case_id in spot and not all(d.dimension in mine_scores for d in a.dimensions)
         notes = {(lb.dimension, lb.deduction_id): lb.comment for lb in (case.comments if case else [])
@@ -352,12 +361,17 @@ def export_rows(audits: Iterable[CaseAudit], review: HumanReview | None = None,
                 else:
                     score_row[HUMAN_SCORE] = _num(mine_scores.get(dim.dimension))
                     score_row[SCORE_ORIGIN] = "own" if score_row[HUMAN_SCORE] else ""
+                    if dim.dimension in revised:
+                        score_row[REVISED_SCORE] = _num(revised[dim.dimension])
                 score_row[HUMAN_COMMENT] = notes.get((dim.dimension, None)) or ""
                 score_row[REVIEWER] = reviewer
                 if rubric is not None and rubric.dimension(dim.dimension).kind == "criteria":
                     score_row.update(criterion_cells(review, reviewer, a.case_id, dim.dimension))
             if reviewer is not None:
                 score_row.setdefault(REVIEWER, reviewer)
+            if texts is not None:
+                score_row[RECORD], score_row[CONVERSATION] = texts
+                texts = None
             rows.append(score_row)
             for jv in ([] if blind else dim.judges):
                 mismatch = _mismatch_text(a, dim.dimension, jv.judge)
@@ -387,6 +401,14 @@ def export_rows(audits: Iterable[CaseAudit], review: HumanReview | None = None,
     return rows
 
 
+def _texts(case_id: str, cases: Mapping[str, Case] | None, rubric: Rubric | None) -> tuple[str, str] | None:
+    """A case's record and conversation (as the judges read it, with the rubric) for the sheet."""
+    case = (cases or {}).get(case_id)
+    if case is None or rubric is None:
+        return None
+    return case.record, rubric.conversation_text(case)
+
+
 def _type_name(names: dict[str, str], type_id: object) -> str:
     return names.get(str(type_id), str(type_id))
 
@@ -403,7 +425,8 @@ def _mismatch_text(a: CaseAudit, dimension: str, judge: str) -> str:
 def write_adjudication_csv(path: str | Path, audits: Iterable[CaseAudit], *, judges: Sequence[str] | None = None,
                            review: HumanReview | None = None, reviewer: str | None = None,
                            rubric: Rubric | None = None, spot_check: Collection[str] = (),
-                           case_criteria: Mapping[str, Sequence[Criterion]] | None = None) -> Path:
+                           case_criteria: Mapping[str, Sequence[Criterion]] | None = None,
+                           cases: Mapping[str, Case] | None = None) -> Path:
     """Write the adjudication sheet (:func:`export_rows`) as CSV in UTF-8 with a BOM (so Excel reads the
     Chinese); its folder is created if needed. ``judges``: the panel, in order (default: the judges of
     the audits). ``review`` + ``reviewer``: write that reviewer's labels into the human cells. ``rubric`` with a
@@ -431,7 +454,7 @@ def write_adjudication_csv(path: str | Path, audits: Iterable[CaseAudit], *, jud
         w = csv.DictWriter(f, fieldnames=export_columns(judges, criteria), restval="")
         w.writeheader()
         w.writerows({k: csv_cell(v) for k, v in row.items()}
-                    for row in export_rows(audits, review, reviewer, rubric, spot_check))
+                    for row in export_rows(audits, review, reviewer, rubric, spot_check, cases))
     return p
 
 

@@ -1161,7 +1161,7 @@ class ReviewRun:
             path = write_adjudication_csv(Path(tmp) / "sheet.csv", self.queue.cases, judges=self.results.judges,
                                           review=review, reviewer=reviewer, rubric=self.results.rubric,
                                           spot_check={r.case_id for r in self.results.spot_checks},
-                                          case_criteria=self.results.case_criteria)
+                                          case_criteria=self.results.case_criteria, cases=self.cases)
             return path.read_bytes()
 
     # ------------------------------------------------------------------ writing

@@ -111,9 +111,11 @@ def drill_payload(a: CaseAudit, record: str, conversation: str, judges: Sequence
     read it: grounding spans index into it), ``err`` (judge -> errors, failed cases), ``mm``
     (claimed-vs-derived mismatches: judge index, run (from 1), dimension, claimed score, claimed stars, derived
     score, derived stars), ``h`` (the reviewers' labels, when any: ``m`` key -> the human score, mean
-    over reviewers; ``s`` reviewer -> key -> score; ``cm`` [reviewer, dimension, comment]; ``ad`` the
-    deductions they added: [reviewer, dimension, type name (``type_names``, else its id), points,
-    evidence, comment]) and
+    over reviewers; ``w`` key -> whose it is: [``reference`` / ``own`` / ``mean``, names]
+    (:meth:`~consensus_eval.analysis.human.CaseReview.whose`); ``s`` reviewer -> key -> score (their blind one on a
+    spot-check case); ``rv`` reviewer -> key -> its revision, given once the judges were shown; ``cm`` [reviewer,
+    dimension, comment]; ``ad`` the deductions they added: [reviewer, dimension, type name (``type_names``, else
+    its id), points, evidence, comment]) and
     ``dims``, one per dimension (a likert or criteria dimension adds ``kd``, its kind; likert: ``lv`` [lowest,
     highest level] and per judge ``rt`` [run, level, anchor, evidence quotes] and ``n`` (its runs); criteria:
     ``cr`` [criterion id, text, points, judges differ (1/0), judge index -> verdict per run] and ``hc``
@@ -182,9 +184,12 @@ def drill_payload(a: CaseAudit, record: str, conversation: str, judges: Sequence
         out["h"] = {"m": review.human, "s": review.scores,
                     "cm": [[lb.reviewer, lb.dimension, lb.comment] for lb in review.comments if lb.comment],
                     "ad": [[lb.reviewer, lb.dimension, (type_names or {}).get(str(lb.value), str(lb.value)), lb.points,
-                            lb.evidence or "", lb.comment or ""] for lb in review.added]}
+                            lb.evidence or "", lb.comment or ""] for lb in review.added],
+                    "w": {k: list(review.whose(k)) for k in review.human}}
         if review.adjudicators:
             out["h"]["adj"] = review.adjudicators
+        if review.revisions:
+            out["h"]["rv"] = review.revisions
     return out
 
 

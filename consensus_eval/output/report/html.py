@@ -48,7 +48,8 @@ JS_LABELS = ("showing", "loading", "no_stream", "total", "judge_totals", "human"
              "mismatch", "record", "conversation", "status_ok", "status_failed", "status_inconclusive",
              "status_incomplete", "verdict_agree", "verdict_disagree", "verdict_unsure", "human_vs_panel",
              "human_comments", "human_added", "fixed_penalty", "verdict_reference",
-             "search_placeholder_reasons")
+             "search_placeholder_reasons", "human_dim", "human_whose_reference", "human_whose_own", "human_whose_mean",
+             "human_revised", "human_comment_line", "human_comment_case", "name_sep")
 #: the catalogue keys the script uses for likert and criteria dimensions (passed only when the rubric has one)
 JS_KIND_LABELS = ("dim_sub_likert", "dim_sub_criteria", "quiet_kinds", "level", "met", "not_met", "split",
                   "col_criterion", "col_points")

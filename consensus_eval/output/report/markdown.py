@@ -305,14 +305,16 @@ def _case_details(a: CaseAudit, d: ReportData) -> str:
         lines.append(f"\n{t('col_flags')}: {md_text('; '.join(d.flag_texts(a.case_id)))}")
     review = d.human_of(a.case_id)
     if review is not None and "total" in review.human:
-        lines.append(f"\n{t('md_human_vs_panel', human=fmt.num(review.human['total']), panel=fmt.num(a.total))}")
+        said = t("md_human_vs_panel", human=fmt.num(review.human["total"]), whose=_whose(t, review, "total"),
+                 panel=fmt.num(a.total))
+        lines.append(f"\n{md_text(said)}")
     if a.status == "failed":
         lines.append("\n" + t("md_no_judge") + " " + " · ".join(f"{md_text(j)}: {md_text('; '.join(es))}"
                                                            for j, es in a.errors_by_judge().items()))
     else:
         for dim in a.dimensions:
             human = review.human.get(dim.dimension) if review else None
-            lines.extend(_dimension_lines(dim, t, human) if dim.kind == "deductions" else
+            lines.extend(_dimension_lines(dim, t, human, review) if dim.kind == "deductions" else
                          _kind_lines(dim, t, human, review, d.judges))
     if a.mismatch_runs:
         lines.append(f"\n{t('claimed_vs_derived')}:")
@@ -324,12 +326,29 @@ def _case_details(a: CaseAudit, d: ReportData) -> str:
     return "\n".join(lines)
 
 
-def _dimension_lines(dim: DimensionAudit, t: Messages, human: float | None = None) -> list[str]:
+def _whose(t: Messages, review: CaseReview, key: str) -> str:
+    """Whose human score the report shows for ``key`` (the adjudicator's reference, a reviewer's own, a mean)."""
+    kind, names = review.whose(key)
+    return t("human_whose_" + kind, names=t("name_sep").join(names))
+
+
+def _human_sub(t: Messages, human: float | None, review: CaseReview | None, dim: DimensionAudit) -> str:
+    """``, human 30 (whose)`` after a dimension's panel score, and each blind score revised after the reveal."""
+    if human is None or review is None:
+        return ""
+    out = f", {t('human_dim', value=fmt.num(human), whose=_whose(t, review, dim.dimension))}"
+    for name, revised in review.revisions.items():
+        if dim.dimension in revised and dim.dimension in review.scores.get(name, {}):
+            out += "; " + t("human_revised", name=name, dim=dim.name, blind=fmt.num(review.scores[name][dim.dimension]),
+                            value=fmt.num(revised[dim.dimension]))
+    return out
+
+
+def _dimension_lines(dim: DimensionAudit, t: Messages, human: float | None = None,
+                     review: CaseReview | None = None) -> list[str]:
     if dim.quiet:
         return [f"\n{md_text(dim.name)}: {t('quiet')}"]
-    sub = t("md_dim_sub", panel=fmt.num(dim.panel_score), gap=dim.star_gap)
-    if human is not None:
-        sub += f", {t('human')} {fmt.num(human)}"
+    sub = t("md_dim_sub", panel=fmt.num(dim.panel_score), gap=dim.star_gap) + md_text(_human_sub(t, human, review, dim))
     lines = [f"\n{md_text(dim.name)} ({sub}):\n"]
     for v in dim.judges:
         head = f"- {md_text(v.judge)}: {fmt.num(v.score)} ({fmt.stars(v.stars)})"
@@ -370,8 +389,7 @@ def _kind_lines(dim: DimensionAudit, t: Messages, human: float | None, review: C
     else:
         sub = t("md_dim_sub_criteria", panel=fmt.num(dim.panel_score), split=len(dim.split_criteria),
                 n=len(dim.criteria))
-    if human is not None:
-        sub += f", {t('human')} {fmt.num(human)}"
+    sub += md_text(_human_sub(t, human, review, dim))
     lines = [f"\n{md_text(dim.name)} ({sub}):\n"]
     if dim.kind == "likert":
         for v in dim.judges:

@@ -238,7 +238,15 @@
     var parts = [" " + L.total + " " + num(p.tot)];
     var jt = Object.keys(p.jt).map(function (j) { return J[j] + " " + num(p.jt[j]); });
     if (jt.length) { parts.push(L.judge_totals + ": " + jt.join(", ")); }
-    if (p.h && p.h.m.total !== undefined) { parts.push(L.human_vs_panel.replace("{human}", num(p.h.m.total)).replace("{panel}", num(p.tot))); }
+    /* whose human score is shown: the adjudicator's reference, one reviewer's own, or the mean of several */
+    function whose(key) {
+      var w = (p.h.w || {})[key];
+      if (!w) { return ""; }
+      return L["human_whose_" + w[0]].replace("{names}", w[1].join(L.name_sep));
+    }
+    var dimName = {};
+    p.dims.forEach(function (d) { dimName[d.id] = d.n; });
+    if (p.h && p.h.m.total !== undefined) { parts.push(L.human_vs_panel.replace("{human}", num(p.h.m.total)).replace("{whose}", whose("total")).replace("{panel}", num(p.tot))); }
     if (p.fl.length) { parts.push(L.flags + ": " + p.fl.join("; ")); }
     head.appendChild(document.createTextNode(parts.join(" \u00b7 ")));
     box.appendChild(head);
@@ -298,12 +306,17 @@
       if (d.kd === "criteria") { sub = L.dim_sub_criteria.replace("{panel}", num(d.p)); }
       /* } kinds */
       if (p.h && p.h.m[d.id] !== undefined) {
-        sub += " \u00b7 " + L.human + " " + num(p.h.m[d.id]);
+        sub += " \u00b7 " + L.human_dim.replace("{value}", num(p.h.m[d.id])).replace("{whose}", whose(d.id));
         var per = Object.keys(p.h.s).filter(function (r) { return p.h.s[r][d.id] !== undefined; });
-        if (per.length > 1) { sub += " (" + per.map(function (r) { return r + " " + num(p.h.s[r][d.id]); }).join(", ") + ")"; }
+        if (per.length > 1) { sub += " \u00b7 " + per.map(function (r) { return r + " " + num(p.h.s[r][d.id]); }).join(L.name_sep); }
       }
       h.appendChild(el("span", "muted", sub));
       box.appendChild(h);
+      Object.keys((p.h && p.h.rv) || {}).forEach(function (r) {   /* a blind score revised after the reveal */
+        if (p.h.rv[r][d.id] === undefined) { return; }
+        box.appendChild(el("p", "muted revised", L.human_revised.replace("{name}", r).replace("{dim}", d.n)
+          .replace("{blind}", num(p.h.s[r][d.id])).replace("{value}", num(p.h.rv[r][d.id]))));
+      });
       /* kinds { */
       if (d.q && d.kd) { box.appendChild(el("p", "muted", L.quiet_kinds)); return; }
       if (d.kd) { kindDim(d); return; }
@@ -346,15 +359,18 @@
     if (p.h && p.h.cm.length) {
       box.appendChild(el("h4", null, L.human_comments));
       var cl = el("ul");
-      p.h.cm.forEach(function (c) { cl.appendChild(el("li", null, c[0] + (c[1] ? " (" + c[1] + ")" : "") + ": " + c[2])); });
+      p.h.cm.forEach(function (c) {
+        cl.appendChild(el("li", null, (c[1] ? L.human_comment_line.replace("{dim}", dimName[c[1]] || c[1]) : L.human_comment_case)
+          .replace("{name}", c[0]).replace("{text}", c[2])));
+      });
       box.appendChild(cl);
     }
     if (p.h && p.h.ad && p.h.ad.length) {
       box.appendChild(el("h4", null, L.human_added));
       var al = el("ul", "added");
       p.h.ad.forEach(function (x) {
-        al.appendChild(el("li", null, x[0] + " (" + x[1] + "): " + x[2] + " \u2212" + num(x[3])
-          + (x[4] ? " \u00ab" + x[4] + "\u00bb" : "") + (x[5] ? " " + x[5] : "")));
+        al.appendChild(el("li", null, L.human_comment_line.replace("{name}", x[0]).replace("{dim}", dimName[x[1]] || x[1])
+          .replace("{text}", x[2] + " \u2212" + num(x[3]) + (x[4] ? " \u00ab" + x[4] + "\u00bb" : "") + (x[5] ? " " + x[5] : ""))));
       });
       box.appendChild(al);
     }
