@@ -1477,11 +1477,47 @@ def refusals34_family() -> Family:
                 files={"cases.jsonl": jl(case())}, expect=("File name too long",), item=346),
         Hostile("refuse34-export-name-too-long", ("audit", "{run}", "--export", "{d}/" + long + ".csv"),
                 expect=("File name too long",), item=346),
+        Hostile("refuse34-encoding-rot13-human",
+                ("human", "import", "{d}/h.csv", "--run", "{run}", "--encoding", "rot13"),
+                files={"h.csv": "case_id,accuracy\ncase-01,30\n"}, expect=("{d}/h.csv", "not a text encoding"),
+                item=346),
+        Hostile("refuse34-encoding-base64-ratings", ("reliability", "--ratings", "{d}/r.csv", "--encoding", "base64"),
+                files={"r.csv": "unit,rater,value\nu1,a,1\nu1,b,2\n"}, expect=("{d}/r.csv", "not a text encoding"),
+                item=346),
+        Hostile("refuse34-case-duplicate-key", DRY, files={
+            "cases.jsonl": '{"id": "c1", "id": "c2", "conversation": "医生：哪里不舒服？", "record": "主诉：口渴。"}\n',
+            "c.yaml": RULES}, expect=("{d}/cases.jsonl:1", '"id" is given twice'), item=346),
+        Hostile("refuse34-case-duplicate-nested-key", DRY, files={
+            "cases.jsonl": '{"id": "c1", "conversation": [{"role": "doctor", "text": "a", "text": "b"}], '
+                           '"record": "主诉：口渴。"}\n', "c.yaml": RULES},
+            expect=("{d}/cases.jsonl:1", '"text" is given twice'), item=346),
+        Hostile("refuse34-cases-csv-nul", ("score", "{d}/c.csv", "--dry-run"),
+                files={"c.csv": "id,record,conversation\nc1,主诉\x00口渴,医生：哪里\n"}, expect=("{d}/c.csv:2", "NUL"),
+                item=346),
+        Hostile("refuse34-human-csv-nul", ("human", "import", "{d}/h.csv", "--run", "{run}"),
+                files={"h.csv": "case_id,accuracy\ncase-01\x00,30\n"}, expect=("{d}/h.csv:2", "NUL"), item=346),
+        Hostile("refuse34-sheet-unknown-row-kind", ("human", "import", "{d}/s.csv", "--run", "{run}"),
+                setup=chain(sheet(reviewer="Ann"), lambda d: (d / "s.csv").write_text(
+                    (d / "s.csv").read_text(encoding="utf-8-sig").replace("\ndeduction,", "\nweird,", 1),
+                    encoding="utf-8-sig")), expect=("{d}/s.csv", "'weird'"), item=346),
+        Hostile("refuse34-compare-a-system-with-itself", ("compare", "{run}", "--systems", "A", "A"),
+                expect=("a system compared with itself",), item=346),
         Hostile("refuse34-per-tree-name-too-long", ("metrics", "text2dt", "{d}/p.json", "{d}/g.json", "--per-tree",
                                                     "{d}/" + long),
                 files={"p.json": json.dumps([TREE]), "g.json": json.dumps([TREE])}, expect=("File name too long",),
                 item=346),
     ]
+    for name, (old_text, new_text, want) in {
+        "points-nan": ("points: 2}", "points: .nan}", "finite"),
+        "points-inf": ("points: 2}", "points: .inf}", "finite"),
+        "cap-nan": ("cap: 10", "cap: .nan", "finite"),
+        "max-inf": ("max: 10", "max: .inf", "finite"),
+        "language-unknown": ("name: mini\n", "name: mini\nlanguage: xx\n", "unknown language 'xx'"),
+    }.items():
+        out.append(Hostile(f"refuse34-rubric-{name}", DRY,
+                           files={"cases.jsonl": jl(case()), "c.yaml": RULES + "rubric: {d}/r.yaml\n",
+                                  "r.yaml": RUBRIC_MINI.replace(old_text, new_text, 1)},
+                           expect=("{d}/r.yaml", want), item=346))
     return out
 
 

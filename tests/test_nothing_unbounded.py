@@ -111,3 +111,15 @@ def test_a_bootstrap_too_large_to_hold_is_computed_a_chunk_at_a_time(tmp_path: P
     code, out, cpu, peak = run_measured("reliability", "--ratings", str(tmp_path / "r.csv"), "--bootstrap", "20000")
     assert code == 0 and "95% CI" in out, out
     assert cpu < CPU_S and peak < MEMORY, (cpu, peak)
+
+
+def test_a_providers_negative_or_odd_token_counts_count_zero() -> None:
+    """Issue 34: negative token counts from a provider were stored as they came (and made negative costs)."""
+    from types import SimpleNamespace
+
+    from consensus_eval.judges.llm import cached_tokens, token_count
+
+    assert [token_count(v) for v in (12, 0, -5, 3.0, 2.5, float("nan"), float("-inf"), "7", None, True)] == [
+        12, 0, 0, 3, 0, 0, 0, 0, 0, 0]
+    usage = SimpleNamespace(prompt_tokens_details=SimpleNamespace(cached_tokens=-40))
+    assert cached_tokens(usage) == 0

@@ -113,6 +113,8 @@ def compare_runs(a: Results, b: Results, name_a: str = "A", name_b: str = "B") -
 
 def compare_systems(r: Results, sys_a: str, sys_b: str) -> Comparison:
     """System ``sys_b`` against ``sys_a`` in one run, paired by source conversation."""
+    if sys_a == sys_b:
+        raise InputError(f"--systems {sys_a} {sys_b}: a system compared with itself; name two different systems")
     names = list(dict.fromkeys(c.system or UNNAMED for c in r.cases))
     for s in (sys_a, sys_b):
         if s not in names:

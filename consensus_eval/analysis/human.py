@@ -464,6 +464,9 @@ def _sheet_labels(p: Path, head: tuple[int, list[str]], rows: list[tuple[int, li
         score = cell(cells, REVISED_SCORE) or score      # a revision given after the reveal: the row's score now
         crit_cells = {name[len(CRITERION_PREFIX):]: text for name in crit_columns if (text := cell(cells, name))}
         row_kind = cell(cells, "row").lower()
+        if row_kind not in ("", ROW_SCORE, ROW_DEDUCTION, ROW_ADDED):   # a damaged sheet, even on an empty row
+            raise InputError(f"{where(line, 'row')}: {row_kind!r}; a row is {ROW_SCORE!r}, {ROW_DEDUCTION!r} "
+                             f"or {ROW_ADDED!r}")
         if not row_kind and cell(cells, DEDUCTION_ID).startswith("added:"):
             row_kind = ROW_ADDED
         filled_added = row_kind == ROW_ADDED and bool(cell(cells, "type_id") or cell(cells, "type"))

@@ -212,7 +212,7 @@ def jsonl_objects(p: Path, errors: list[str], *, file: str = "a cases file", rea
         if not text.strip():
             continue
         try:
-            data = loads_json(text)  # refuses a value nested over 100 deep, a lone surrogate
+            data = loads_json(text, unique_keys=True)  # refuses nesting over 100 deep, a lone surrogate, a key twice
         except json.JSONDecodeError as e:
             errors.append(f"{where}: not valid JSON: {e.msg} at column {e.colno}")
             continue

@@ -46,8 +46,13 @@ class _Conversation(Protocol):
 _EPS = 1e-9
 
 
+#: the languages a rubric may say it is written in: those of domain/locale/ (the words the tool reads)
+RUBRIC_LANGUAGES = tuple(sorted(p.stem for p in (Path(__file__).parent / "locale").glob("*.json")))
+
+
 class _Frozen(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # a number of a rubric is finite: `points: .nan` or `cap: .inf` is refused (issue 34), naming the field
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class DeductionType(_Frozen):
@@ -305,6 +310,14 @@ class Rubric(_Frozen):
     #: how the record's section headings are written (:class:`Headings`); not part of :attr:`fingerprint`
     headings: Headings = Headings()
     dimensions: list[Dimension] = Field(min_length=1)
+
+    @field_validator("language")
+    @classmethod
+    def _known_language(cls, v: str | None) -> str | None:
+        if v is not None and v not in RUBRIC_LANGUAGES:
+            raise ValueError(f"unknown language {v!r}: a rubric is written in one of {', '.join(RUBRIC_LANGUAGES)} "
+                             "(the languages whose words the tool reads, domain/locale/; its reports' default)")
+        return v
 
     @model_validator(mode="after")
     def _check(self) -> Rubric:

@@ -69,6 +69,8 @@ def read_text(path: str | Path, encoding: str | None = None, what: str = "text",
             codec = codecs.lookup(encoding)
         except LookupError:
             raise InputError(f"{p}: unknown encoding {encoding!r} (try utf-8, gb18030, big5, latin-1)") from None
+        if not getattr(codec, "_is_text_encoding", True):   # rot13, base64, zlib: codecs, not text encodings
+            raise InputError(f"{p}: {encoding!r} is not a text encoding (try utf-8, gb18030, big5, latin-1)")
         name = "utf-8-sig" if codec.name == "utf-8" else codec.name
         try:
             return raw.decode(name)
@@ -194,6 +196,10 @@ def csv_records(path: Path, text: str) -> list[tuple[int, list[str]]]:
     """(first line, cells) of every non-blank record of a CSV text, the header first; the delimiter is the
     one of ``,`` ``;`` tab that the header line uses most (Excel writes ``;`` where the decimal mark is a
     comma). A record that cannot be read is an :class:`InputError` naming ``path`` and the line."""
+    if "\x00" in text:   # the csv module reads NUL as a character: a cell would hold it, unseen
+        line = text.count("\n", 0, text.index("\x00")) + 1
+        raise InputError(f"{path}:{line}: a NUL byte: not a text CSV (a binary file, or UTF-16 saved without its "
+                         "byte-order mark?); save it as CSV UTF-8")
     first = next((ln for ln in text.splitlines() if ln.strip()), "")
     delimiter = max([",", ";", "\t"], key=first.count)
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
@@ -317,13 +323,36 @@ class RefusedJSON(json.JSONDecodeError):
     reports it with its own file and line, and the message carries the column (and the field)."""
 
 
-def loads_json(text: str) -> Any:
+class _DuplicateKey(ValueError):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _DuplicateKey(key)
+            seen.add(key)
+    return out
+
+
+def loads_json(text: str, *, unique_keys: bool = False) -> Any:
     """``json.loads(text)``, refusing (:class:`RefusedJSON`) a value nested deeper than :data:`MAX_DEPTH` (at the
     bracket that goes too deep; Python's parser would raise RecursionError) and a string or key holding a lone
     surrogate (``"\\ud800"``: half of a character, e.g. an emoji cut in two; it cannot be written as UTF-8, so
-    it would fail later, in a hash or a file)."""
+    it would fail later, in a hash or a file). ``unique_keys``: an object that gives a key twice is refused too
+    (a user's file: JSON keeps the last silently, as the YAML reader does not)."""
     try:
-        data = json.loads(text)
+        data = json.loads(text, object_pairs_hook=_unique) if unique_keys else json.loads(text)
+    except _DuplicateKey as e:
+        quoted = json.dumps(e.key, ensure_ascii=False)
+        first = text.find(quoted)
+        raise RefusedJSON(f"the key {quoted} is given twice in one object (which one is meant?)", text,
+                          max(text.find(quoted, first + 1), 0)) from None
     except RecursionError:
         raise RefusedJSON(f"nested deeper than {MAX_DEPTH} levels", text, _too_deep_at(text)) from None
     if text.count("[") + text.count("{") > MAX_DEPTH and _depth(data) > MAX_DEPTH:

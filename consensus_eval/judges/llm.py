@@ -38,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import json
+import math
 import socket
 import ssl
 import time
@@ -540,11 +541,11 @@ class LLMJudge:
     def _count(self, usage: _Usage, resp: Any, cost_factor: float = 1.0) -> None:
         u = getattr(resp, "usage", None)
         if u is not None:
-            usage.prompt_tokens += u.prompt_tokens or 0
-            usage.completion_tokens += u.completion_tokens or 0
+            usage.prompt_tokens += token_count(u.prompt_tokens)
+            usage.completion_tokens += token_count(u.completion_tokens)
             usage.cached_tokens += cached_tokens(u)
             cdetails = getattr(u, "completion_tokens_details", None)
-            usage.reasoning_tokens += (getattr(cdetails, "reasoning_tokens", 0) or 0) if cdetails else 0
+            usage.reasoning_tokens += token_count(getattr(cdetails, "reasoning_tokens", 0)) if cdetails else 0
         cost = self._cost(resp)
         usage.cost = None if cost is None or usage.cost is None else usage.cost + cost * cost_factor
         usage.raw = _raw_text(resp)
@@ -557,14 +558,15 @@ class LLMJudge:
             if u is None:
                 return None
             price_in, price_out = c.config_prices
-            cached = min(cached_tokens(u), u.prompt_tokens or 0)
+            cached = min(cached_tokens(u), token_count(u.prompt_tokens))
             price_cached = c.cached_input_price if c.cached_input_price is not None else price_in
-            return ((u.prompt_tokens or 0) - cached) * price_in + cached * price_cached \
-                + (u.completion_tokens or 0) * price_out
+            return (token_count(u.prompt_tokens) - cached) * price_in + cached * price_cached \
+                + token_count(u.completion_tokens) * price_out
         try:
-            return float(litellm.completion_cost(completion_response=resp, model=c.model))
+            cost = float(litellm.completion_cost(completion_response=resp, model=c.model))
         except Exception:  # noqa: BLE001 - unknown model: cost unknown, not zero
             return None
+        return cost if cost >= 0 and math.isfinite(cost) else None   # from negative counts: unknown, not a refund
 
 
 #: where litellm puts the prompt-cache marker (``cache_control_injection_points``, its documented
@@ -582,7 +584,15 @@ def cached_tokens(usage: Any) -> int:
     n = getattr(details, "cached_tokens", None) if details is not None else None
     if n is None:  # a provider litellm did not normalise: its own field names
         n = getattr(usage, "prompt_cache_hit_tokens", None) or getattr(usage, "cache_read_input_tokens", None)
-    return int(n or 0)
+    return token_count(n)
+
+
+def token_count(value: Any) -> int:
+    """A token count a provider reported, as kept: a whole number of 0 or more. A negative count, a fraction, text
+    or nothing counts 0 (issue 34: a provider's negative counts made negative costs); docs/judges.md."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        return 0
+    return int(value) if value == int(value) else 0
 
 
 def request_tokens(model: str, request: dict[str, Any]) -> int:
