@@ -11,7 +11,6 @@ import sqlite3
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,6 @@ import pytest
 from typer.testing import CliRunner
 
 from consensus_eval import InputError, api
-from consensus_eval._gc import freeze_when_done
 from consensus_eval.cli import app
 from consensus_eval.execution.shards import Shard, case_set_id, select, shard_of
 from consensus_eval.execution.store import STORE_NAME, HumanLabelRecord, Store
@@ -30,13 +28,6 @@ from tests.helpers import cli_command, write_cases
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "configs" / "default.yaml"
 OUTPUTS = ("consensus.csv", "consensus.jsonl", "judgments.jsonl", "reliability.json", "report.md", "report.html")
-
-
-@pytest.fixture(autouse=True)
-def _no_freeze() -> Iterator[None]:
-    """The command line freezes what a rebuild made (its process ends soon after); this test process does not."""
-    yield
-    freeze_when_done(False)
 
 
 def _masked(path: Path) -> str:
