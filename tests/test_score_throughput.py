@@ -223,3 +223,22 @@ print(json.dumps([code, before, litellm.suppress_debug_info, litellm.telemetry])
     assert res.returncode == 0, res.stderr[-2000:]
     # scored without litellm; once the LLM judge layer imports it, it is made quiet as the command asked
     assert json.loads(res.stdout.strip().splitlines()[-1]) == [0, False, True, False]
+
+
+@pytest.mark.parametrize("config", ["configs/panel.example.yaml", "configs/per_case.example.yaml",
+                                    "configs/default.yaml"])
+def test_the_plans_request_hashes_are_the_documented_ones(config: str) -> None:
+    """The plan dumps what a judge reads once per case and each hash's head once (no protocol check per call):
+    each hash is still the SHA-256 of the JSON list [identity, version, rubric fingerprint, dimension, run,
+    what the judge reads] (execution.plan.request_hash)."""
+    import hashlib
+
+    prep = api.prepare(ROOT / "examples" / "cases.jsonl", ROOT / config, check_keys=False)
+    judges = {j.config.name: j for j in prep.judges}
+    assert prep.calls
+    for call in prep.calls:
+        p, judge = call.planned, judges[call.planned.judge]
+        reads = call.messages if judge.reads_prompt else call.case.content
+        blob = json.dumps([judge.config.identity, judge.version, prep.rubric.fingerprint, p.dimension, p.run, reads],
+                          ensure_ascii=False, separators=(",", ":"))
+        assert p.request_hash == hashlib.sha256(blob.encode()).hexdigest()

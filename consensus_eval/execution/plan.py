@@ -41,11 +41,22 @@ def request_hash(judge: Judge, rubric: Rubric, reads: object, run: int, dimensio
     Change any of them and the hash changes, so a stored result is never reused for another request;
     change anything else (a template the judge never reads, concurrency, a timeout) and it does not.
     """
-    blob = json.dumps(
-        [judge.config.identity, judge.version, rubric.fingerprint, dimension, run, reads],
-        ensure_ascii=False, separators=(",", ":"),
-    )
-    return hashlib.sha256(blob.encode()).hexdigest()
+    return _hash(_head(judge, rubric, dimension, run), _dumps(reads))
+
+
+def _dumps(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _head(judge: Judge, rubric: Rubric, dimension: str, run: int) -> str:
+    """What a request hash covers before what the judge reads, as the JSON list it starts (no closing ``]``)."""
+    return _dumps([judge.config.identity, judge.version, rubric.fingerprint, dimension, run])[:-1]
+
+
+def _hash(head: str, reads: str) -> str:
+    """The SHA-256 of the JSON list ``[identity, version, fingerprint, dimension, run, reads]`` (``head`` from
+    :func:`_head`, ``reads`` dumped once per case for its every call: the same text as dumping the list)."""
+    return hashlib.sha256(f"{head},{reads}]".encode()).hexdigest()
 
 
 def whole_case(judge: Judge) -> bool:
@@ -77,20 +88,28 @@ def plan(cases: Sequence[Case], rubric: Rubric, config: EvalConfig, judges: Sequ
     """
     _check_size(cases, rubric, config, judges, upper=upper)
     calls: list[Call] = []
-    prompted = any(j.reads_prompt and not whole_case(j) for j in judges)
-    whole = any(j.reads_prompt and whole_case(j) for j in judges)
+    # each judge's kind once (a protocol check per call cost more than the rest of the plan), the hashes' heads
+    # once per (judge, dimension, run), what a judge reads dumped once per case
+    asked = [(j, whole_case(j)) for j in judges if upper or j.config.stage != 2]
+    prompted = any(j.reads_prompt and not whole for j, whole in asked)
+    wholes = any(j.reads_prompt and whole for j, whole in asked)
+    heads: dict[tuple[int, str, int], str] = {}
     for case in cases:
-        content = case.content
-        case_messages = render_case(rubric, case, config.prompts_dir) if whole else []
+        content = _dumps(case.content) if any(not j.reads_prompt for j, _ in asked) else ""
+        case_messages = render_case(rubric, case, config.prompts_dir) if wholes else []
+        case_prompt = _dumps(case_messages) if wholes else ""
         for dim in rubric.dimensions:
             dim_messages = render(rubric, dim, case, config.prompts_dir) if prompted else []
-            for judge in judges:
-                if judge.config.stage == 2 and not upper:
-                    continue
-                messages = case_messages if whole_case(judge) else dim_messages
-                reads = messages if judge.reads_prompt else content
+            dim_prompt = _dumps(dim_messages) if prompted else ""
+            for k, (judge, whole) in enumerate(asked):
+                messages = case_messages if whole else dim_messages
+                reads = (case_prompt if whole else dim_prompt) if judge.reads_prompt else content
                 for run in range(first_runs(config, case, judge, upper=upper)):
-                    calls.append(_call(judge, rubric, case, dim.id, reads, messages, run))
+                    head = heads.get((k, dim.id, run))
+                    if head is None:
+                        head = heads[(k, dim.id, run)] = _head(judge, rubric, dim.id, run)
+                    calls.append(Call(PlannedCall(_hash(head, reads), case.id, dim.id, judge.config.name, run), case,
+                                      messages if judge.reads_prompt else []))
     return calls
 
 
