@@ -10,6 +10,7 @@ import os
 import shutil
 import sqlite3
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -24,27 +25,38 @@ CPU_S, MEMORY = 60.0, 1024**3
 HUNG_S = 900
 
 
+#: runs ARGV[2:] as a child of its own and writes its exit code, CPU seconds and peak resident bytes to ARGV[1].
+#: The measured command is a grandchild of the test: Linux carries a process's peak RSS over fork and exec, so
+#: a direct child would report the test process's own peak; this small process's is what it inherits instead.
+_MEASURE = """
+import json, os, sys
+pid = os.fork()
+if pid == 0:
+    os.execv(sys.argv[2], sys.argv[2:])
+_, status, usage = os.wait4(pid, 0)
+with open(sys.argv[1], "w") as f:
+    json.dump([os.waitstatus_to_exitcode(status), usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024], f)
+"""
+
+
 def run_measured(*args: str) -> tuple[int, str, float, int]:
     """(exit code, output, CPU seconds, peak resident bytes) of `consensus-eval ARGS` in a process of its own, as
     the system accounted them to that process (os.wait4)."""
     import tempfile
-    import threading
 
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
-    with tempfile.TemporaryFile("w+", encoding="utf-8") as log:
-        proc = subprocess.Popen([*cli_command(), *args], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-        hung = threading.Timer(HUNG_S, proc.kill)
-        hung.start()
+    cmd = cli_command()
+    if len(cmd) == 1:
+        cmd = [sys.executable, *cmd]   # the script runs under this interpreter (execv needs a path to run)
+    with tempfile.TemporaryDirectory() as tmp:
+        figures = Path(tmp) / "usage.json"
         try:
-            _, status, usage = os.wait4(proc.pid, 0)
-        finally:
-            hung.cancel()
-        proc.returncode = os.waitstatus_to_exitcode(status)   # reaped here: Popen must not wait for it again
-        log.seek(0)
-        out = log.read()
-    if proc.returncode == -9:
-        pytest.fail(f"still running after {HUNG_S} s: hung\n{out[-2000:]}")
-    return proc.returncode, out, usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024
+            res = subprocess.run([sys.executable, "-c", _MEASURE, str(figures), *cmd, *args], cwd=ROOT, env=env,
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=HUNG_S)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"still running after {HUNG_S} s: hung")
+        code, cpu, peak = json.loads(figures.read_text(encoding="utf-8"))
+    return code, res.stdout, cpu, peak
 
 
 @pytest.fixture(scope="module")
