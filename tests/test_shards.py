@@ -183,19 +183,36 @@ def _refused(runs: list[Path], out: Path, match: str) -> None:
     assert not (out / STORE_NAME).exists() and not any(out.glob(".results.sqlite*"))
 
 
-def test_human_labels_of_the_shards_go_to_the_merged_run(shards: list[Path], tmp_path: Path) -> None:
+def test_the_shards_label_history_goes_to_the_merged_run(shards: list[Path], tmp_path: Path) -> None:
+    """Every label event of every shard (a score set, changed, a comment set then cleared), as written: the
+    merged run's labels are the shards' and each keeps its history (version, revision)."""
     labelled = []
-    for run in shards[:2]:
+    for k, run in enumerate(shards[:2]):
         with Store.open_existing(run) as s:
             case = s.get_meta("cases")[0]["id"]
-            s.upsert_human_label(HumanLabelRecord(case_id=case, dimension="accuracy", reviewer="chen", kind="score",
-                                                  value=30, source="review app"))
+            for value in (30, 28 + k):
+                s.upsert_human_label(HumanLabelRecord(case_id=case, dimension="accuracy", reviewer="chen",
+                                                      kind="score", value=value, source="review app"))
+            s.upsert_human_label(HumanLabelRecord(case_id=case, reviewer="li", kind="comment", value="see 2nd line",
+                                                  source="review app"))
+            s.delete_human_label(reviewer="li", kind="comment", case_id=case)
             labelled.append(case)
+
+    def history(stores: list[Path]) -> list[tuple[Any, ...]]:
+        out = []
+        for run in stores:
+            with Store.open_existing(run, read_only=True) as s:
+                out += [(e.at, e.reviewer, e.case_id, e.kind, e.op, e.value, e.phase, e.source)
+                        for e in s.label_events()]
+        return sorted(out)
+
     merged = api.merge(shards, tmp_path / "m", n_boot=0)
     assert merged.labels == 2
+    assert history([tmp_path / "m"]) == history(shards) and len(history(shards)) == 8
     with Store.open_existing(tmp_path / "m", read_only=True) as s:
-        assert sorted((lb.case_id, lb.reviewer, lb.value) for lb in s.human_labels()) == sorted(
-            (c, "chen", 30) for c in labelled)
+        now = {lb.case_id: lb for lb in s.human_labels()}
+    assert {c: (lb.reviewer, lb.value, lb.version) for c, lb in now.items()} == {
+        labelled[0]: ("chen", 28, 2), labelled[1]: ("chen", 29, 2)}
     assert {lb.case_id for lb in merged.results.labels} == set(labelled)
 
 

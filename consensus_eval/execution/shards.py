@@ -15,7 +15,8 @@ grows starts in its plan (adaptive runs, a cascade).
 :func:`merge_stores` writes one store from the N shards' stores, as one process scoring every case would
 have left it: the run's context (rubric, config, the whole case set in file order, the invalid lines), the
 plan in one process's order (round by round, each in file order), every planned call once (by request hash,
-byte for byte), and the human labels. It refuses, saying which store and why: a store that is not a shard's;
+byte for byte), and the history of the reviewers' labels (every event, as it was written, in time order). It
+refuses, saying which store and why: a store that is not a shard's;
 shards of other case sets, configs, rubrics or counts; a shard given twice or missing; a shard with planned
 calls not stored yet or provider batches still running (resume it first); a spot check, a review team or
 assignments (drawn or made for one shard's cases, they mean nothing for the whole run: draw or make them on
@@ -38,7 +39,7 @@ from pydantic import BaseModel, ValidationError
 
 from consensus_eval._errors import InputError
 from consensus_eval.domain.cases import Case
-from consensus_eval.execution.store import STORE_NAME, HumanLabelRecord, PlannedCall, Store
+from consensus_eval.execution.store import STORE_NAME, LabelEvent, PlannedCall, Store
 
 #: the store's meta key of a shard's record
 SHARD_META = "shard"
@@ -138,7 +139,7 @@ def merge_stores(runs: Sequence[Path], out: Path) -> MergeReport:
         _check_alike(runs, stores, shards)
         cases: list[Any] = [None] * shards[0].n_cases
         planned: list[tuple[tuple[int, int, int], PlannedCall]] = []
-        labels: dict[tuple[str, str], list[HumanLabelRecord]] = {}
+        events: list[tuple[tuple[float, int, int], LabelEvent]] = []
         for run, store, shard in zip(runs, stores, shards, strict=True):
             _check_done(run, store, shard)
             stored_cases = store.get_meta("cases", [])
@@ -148,8 +149,7 @@ def merge_stores(runs: Sequence[Path], out: Path) -> MergeReport:
             for i, call in enumerate(store.plan()):
                 round_ = bisect.bisect_right(shard.round_starts, i) - 1
                 planned.append(((round_, position[call.case_id], i), call))
-            for label in store.human_labels():
-                labels.setdefault((label.reviewer, label.source), []).append(label)
+            events += [((ev.at, shard.index, ev.seq), ev) for ev in store.label_events()]
         if any(c is None for c in cases):
             raise InputError(f"the shards' stores hold {sum(c is not None for c in cases)} of the "
                              f"{len(cases)} cases of the run: a store is damaged")
@@ -167,8 +167,9 @@ def merge_stores(runs: Sequence[Path], out: Path) -> MergeReport:
                 merged.set_plan(call for _, call in planned)
                 for store in stores:
                     merged.import_calls(store.path)
-                n_labels = sum(merged.replace_human_labels(reviewer, source, group)
-                               for (reviewer, source), group in labels.items())
+                # every shard's label history as it happened (their cases are apart: no event meets another's)
+                merged.import_label_events([ev for _, ev in sorted(events, key=lambda ke: ke[0])])
+                n_labels = len(merged.human_labels())
             os.replace(part, out / STORE_NAME)
         finally:
             part.unlink(missing_ok=True)

@@ -696,6 +696,13 @@ class Store:
             except InputError as e:
                 raise InputError(f"{self.path}: {e}") from None
 
+    def import_label_events(self, events: Sequence[LabelEvent]) -> None:
+        """Append another store's label events as they are (when, by whom, phase, source, action), in one
+        transaction: how a merge of shards takes each shard's history (:mod:`consensus_eval.execution.shards`)."""
+        self._writable()
+        with self._transaction():
+            _labels.insert_events(self._db, events)
+
     def write_labels(self, changes: Sequence[Change], *, source: str, action_id: str | None = None,
                      session: str | None = None, expect: Mapping[Slot, int] | None = None,
                      actor: str | None = None) -> Written:
