@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from consensus_eval._errors import InputError
+from consensus_eval._resources import resolve
 from consensus_eval.domain.terminal import SafeConsole, escape_controls, guarded
 from consensus_eval.domain.writable import STDIO, atomic_writer, check_output_path, dumps_json
 from consensus_eval.metrics.text2dt import Text2DTResult, evaluate, load_trees
@@ -101,13 +102,22 @@ def text2dt_command(
     Tree accuracy, triple F1, decision-path F1 and mean edit distance as the organisers compute them,
     plus node F1 and PromptCBLUE's edit ratio. Trees are paired by id when every tree has one, else
     by position. Exit code 2 on unreadable or invalid input.
+
+    PRED and GOLD: a JSON list (or JSON Lines) of {"id"?, "text"?, "tree": [node, ...]}, the nodes in
+    pre-order, each {"role": "C" (a condition: then its left subtree, taken when it holds, then its
+    right one) or "D" (a decision, a leaf), "triples": [[head, relation, tail], ...], "logical_rel":
+    "and" | "or" | "null"}; an empty leaf is {"role": "D", "triples": [], "logical_rel": "null"}.
+
+    Example: consensus-eval metrics text2dt examples/text2dt/pred.json examples/text2dt/gold.json
+    (docs/metrics.md: the format, and what this example scores).
     """
     try:
         if per_tree is not None:  # before anything is read or written
             check_output_path(per_tree, "the per-tree file", inputs=[("the predictions file", pred),
                                                                      ("the gold file", gold)],
                               suggest="per_tree.jsonl")
-        result = evaluate(load_trees(pred), load_trees(gold),
+        # the bundled examples (examples/text2dt/...) are found from any folder, as the TCM ones
+        result = evaluate(load_trees(resolve(pred, "examples")), load_trees(resolve(gold, "examples")),
                           on_invalid=on_invalid.value, per_tree=per_tree is not None)
         if per_tree is not None:
             write_per_tree(result, per_tree)
