@@ -28,6 +28,7 @@ from pydantic import ValidationError
 
 from consensus_eval._errors import InputError, format_validation_error
 from consensus_eval._gc import gc_paused_call
+from consensus_eval._resources import resolve
 from consensus_eval.analysis.agreement import HumanLabel
 from consensus_eval.analysis.alpha import DEFAULT_SEED
 from consensus_eval.analysis.calibration import CalibrationReport, CalibrationSource, calibrate as measure
@@ -56,7 +57,7 @@ from consensus_eval.domain.sets import duplicates
 from consensus_eval.domain.textio import SURROGATE_MESSAGE, surrogate_field
 from consensus_eval.domain.writable import check_outputs
 from consensus_eval.execution.adaptive import execute_rounds, grow
-from consensus_eval.execution.estimate import JudgeEstimate, estimate
+from consensus_eval.execution.estimate import JudgeEstimate, ShownRequest, estimate, shown_requests
 from consensus_eval.execution.execute import Progress, ProgressHook, execute
 from consensus_eval.execution.lock import run_lock as run_lock  # public: one writer per run (docs/api.md)
 from consensus_eval.execution.plan import Call, plan
@@ -117,6 +118,8 @@ def prepare(cases: CasesInput, config: ConfigInput = DEFAULT_CONFIG, *, skip_inv
         missing = [m for j in cfg.judges if (m := j.missing_key())]
         if missing:
             raise InputError("\n".join(missing))
+    if isinstance(cases, (str, Path)):   # the bundled examples (examples/cases.jsonl...) are found from any folder
+        cases = resolve(cases, "examples")
     case_list, invalid = _cases(cases, skip_invalid, cfg.fields)
     if not case_list:
         raise InputError(f"{cases}: no valid case to score ({len(invalid)} invalid line(s), skipped):\n"
@@ -285,6 +288,24 @@ def dry_run(prep: Prepared) -> list[JudgeEstimate]:
     high = {e.judge: e for e in estimate(plan(prep.cases, prep.rubric, prep.config, prep.judges, upper=True),
                                          prep.judges)}
     return [replace(e, upper=high[e.judge]) for e in low]
+
+
+def show_prompt(prep: Prepared, target: str) -> list[ShownRequest]:
+    """What each judge would send for one case, ``CASE``, or one of its dimensions, ``CASE:DIMENSION``
+    (``score --dry-run --show-prompt``): the request body as sent (messages and the tool or schema instructor
+    adds in the judge's mode), per judge and dimension; nothing is sent. A judge that reads the case itself
+    (rules, simulated) has no request. Raises :class:`InputError` for a case or dimension the run does not have.
+    """
+    case_id, dimension = target, None
+    head, sep, tail = target.rpartition(":")
+    if sep and head and tail in prep.rubric.dimensions_by_id:
+        case_id, dimension = head, tail
+    ids = [c.id for c in prep.cases]
+    if case_id not in ids:
+        shown = ", ".join(ids[:5]) + (f" ... ({len(ids)} cases)" if len(ids) > 5 else "")
+        raise InputError(f"--show-prompt {target}: no case {case_id!r} in the cases ({shown}); give CASE or "
+                         f"CASE:DIMENSION, the dimension one of {', '.join(prep.rubric.dimensions_by_id)}")
+    return shown_requests(prep.calls, prep.judges, case_id, dimension)
 
 
 async def check_judges_async(config: ConfigInput = DEFAULT_CONFIG) -> list[tuple[str, bool, str]]:

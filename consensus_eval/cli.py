@@ -69,7 +69,8 @@ EncodingOpt = Annotated[str | None, typer.Option(
 
 
 LangOpt = Annotated[str | None, typer.Option(
-    "--lang", help="Language of report.md/report.html headings and labels: zh | en (default: the rubric's).")]
+    "--lang", help="Language of what the command prints and of report.md/report.html: zh | en (default: the "
+                   "rubric's).")]
 WaitLockOpt = Annotated[bool, typer.Option(
     "--wait-lock", help="When another command is writing the run, wait for it to finish instead of refusing at "
                         "once (exit 6).")]
@@ -112,6 +113,10 @@ def score(
     skip_invalid: Annotated[bool, typer.Option(help="Score the valid lines when some are invalid.")] = False,
     dry_run: Annotated[bool, typer.Option(
         help="Render every prompt, count tokens, estimate cost; call nothing.")] = False,
+    show_prompt: Annotated[str | None, typer.Option(
+        "--show-prompt", metavar="CASE[:DIMENSION]",
+        help="With --dry-run: print what each judge would send for this case (or one dimension of it): every "
+             "message as rendered, and the response schema instructor adds in the judge's mode.")] = None,
     allow_failures: Annotated[float, typer.Option(
         min=0.0, max=1.0,
         help="Exit 0 when at most this fraction of the planned calls failed (default 0: any failure exits 3).",
@@ -139,33 +144,38 @@ def score(
 
     from consensus_eval import api
     from consensus_eval.judges.quiet import quiet_libraries
-    from consensus_eval.output.console import print_estimate, print_run_end, print_summary
+    from consensus_eval.output.console import print_estimate, print_prompts, print_run_end, print_summary
     from consensus_eval.output.progress import progress_hook
+    from consensus_eval.output.report.i18n import default_lang, messages
 
     quiet_libraries()
     if lang is not None:
-        from consensus_eval.output.report.i18n import messages
-
         messages(lang)  # an unknown language is refused before any call
     if calibration is not None:
         from consensus_eval.output.calibration import load_calibration
 
         load_calibration(calibration)  # a bad file is refused before any call
+    if show_prompt is not None and not dry_run:
+        raise InputError("--show-prompt prints what would be sent: add --dry-run (nothing is sent then)")
     prep = api.prepare(cases, config, skip_invalid=skip_invalid, check_keys=not dry_run, shard=shard)
     for line in prep.invalid_lines:
         err_console.print(f"[yellow]skipped:[/] {line}", highlight=False, soft_wrap=True)
+    t = messages(lang or default_lang(prep.rubric))   # one language for the whole run: the rubric's, or --lang
     if prep.shard is not None:
         out_console.print(f"shard {prep.shard.shard}: {len(prep.cases)} of the {prep.shard.n_cases} cases",
                           highlight=False)
     if dry_run:
-        print_estimate(out_console, api.dry_run(prep))
+        if show_prompt is not None:
+            print_prompts(out_console, api.show_prompt(prep, show_prompt), t)
+            return
+        print_estimate(out_console, api.dry_run(prep), t)
         return
     with _writing(out, "score", wait_lock, create=True):
-        with progress_hook(err_console) as hook:
+        with progress_hook(err_console, t=t) as hook:
             results = _run_until_done_or_interrupted(partial(api.run_async, lang=lang, wait=wait), prep, out, hook)
         if calibration is not None:
             api.attach_calibration(out, calibration, results, lang)
-    print_summary(out_console, results, out)
+    print_summary(out_console, results, out, t=t)
     if results.progress is not None and results.progress.batches and not results.progress.interrupted:
         _print_batches(results.progress.batch_notes, results.progress.batches,
                        f"consensus-eval score {cases} --config {config} --out {out}")
@@ -173,7 +183,7 @@ def score(
     if results.progress is not None:
         for note in results.progress.batch_notes:
             out_console.print(f"batch: {note}", highlight=False, soft_wrap=True)
-    code = print_run_end(out_console, results, allow_failures)
+    code = print_run_end(out_console, results, allow_failures, t)
     if code:
         raise typer.Exit(code)
 
@@ -262,22 +272,23 @@ def calibrate(
                           f"{len(prep.suite)} suite cases", highlight=False)
         for rid, why in prep.planting.nothing.items():
             err_console.print(f"[yellow]{rid}[/]: nothing could be planted: {why}", highlight=False, soft_wrap=True)
+    t = messages(lang or default_lang(prep.prepared.rubric))
     if dry_run:
-        print_estimate(out_console, api.dry_run(prep.prepared))
+        print_estimate(out_console, api.dry_run(prep.prepared), t)
         return
-    with _writing(out, "calibrate", wait_lock, create=True), progress_hook(err_console) as hook:
+    with _writing(out, "calibrate", wait_lock, create=True), progress_hook(err_console, t=t) as hook:
         results, report = _run_until_done_or_interrupted(partial(api.calibrate_async, wait=wait, lang=lang), prep,
                                                          out, hook)
     rubric = prep.prepared.rubric
-    print_block(out_console, calibration_block(report, messages(lang or default_lang(rubric)), rubric))
-    out_console.print(f"wrote {out / 'calibration.json'}", highlight=False)
+    print_block(out_console, calibration_block(report, t, rubric))
+    out_console.print(t("con_wrote", paths=out / "calibration.json"), highlight=False, soft_wrap=True)
     if results.progress is not None and results.progress.batches and not results.progress.interrupted:
         _print_batches(results.progress.batch_notes, results.progress.batches,
                        f"consensus-eval calibrate --config {config} --out {out} --suite {suite}"
                        + (f" --bases {bases}" if bases is not None else "")
                        + (f" --sample {sample} --seed {seed}" if sample is not None else ""))
         raise typer.Exit(EXIT_BATCHES_PENDING)
-    code = print_run_end(out_console, results, 0.0)
+    code = print_run_end(out_console, results, 0.0, t)
     if code:
         raise typer.Exit(code)
 
@@ -409,8 +420,9 @@ def reliability(
         from consensus_eval.output.report.trust import trust_blocks
         from consensus_eval.output.trust_console import print_blocks
 
-        print_reliability(out_console, report)
-        tb = trust_blocks(results, messages(lang or default_lang(results.rubric)))
+        t = messages(lang or default_lang(results.rubric))
+        print_reliability(out_console, report, t)
+        tb = trust_blocks(results, t)
         print_blocks(out_console, [tb.added, tb.validity, tb.decision])
 
 
@@ -443,7 +455,7 @@ def audit(
         help="With --spot-check: replace a different spot check already drawn (refused once any of its cases "
              "has a reviewer's score).")] = False,
     lang: Annotated[str | None, typer.Option(
-        "--lang", help="Language of the printed queue: zh | en (default: en).")] = None,
+        "--lang", help="Language of the printed queue: zh | en (default: the rubric's).")] = None,
     wait_lock: WaitLockOpt = False,
 ) -> None:
     """The review queue: "N cases need review", the top cases with why, each judge's deductions side
@@ -481,9 +493,9 @@ def audit(
         return
     results = api.load_run(run_dir, replies=False)
     audits = results.audit
-    from consensus_eval.output.report.i18n import messages
+    from consensus_eval.output.report.i18n import default_lang, messages
 
-    t = messages(lang) if lang is not None else None
+    t = messages(lang or default_lang(results.rubric))
     print_audit(console, review_queue(audits, len(results.judges)), top, results.judge_quality, t)
     if export is not None:   # a reviewer's sheet holds every case they labelled or were assigned; --top the rest
         keep = {lb.case_id for lb in results.labels if lb.reviewer == reviewer} | set(
@@ -599,14 +611,19 @@ def report(
 ) -> None:
     """(Re)write RUN_DIR/report.md and a self-contained RUN_DIR/report.html from the store. Calls no judge.
 
-    With --human SHEET, the labels are imported into the store first (`human import`)."""
+    With --lang in another language than the rubric's, the reports go beside those as report.<lang>.md and
+    report.<lang>.html (report --lang en: report.en.html). With --human SHEET, the labels are imported into the
+    store first (`human import`)."""
     from consensus_eval import api
-    from consensus_eval.output.report import write_reports
+    from consensus_eval.output.report import report_paths, write_reports
+    from consensus_eval.output.report.i18n import default_lang, messages
 
     if human is not None:
         _import_human(run_dir, human, reviewer, encoding, wait_lock=wait_lock)
-    md, html = write_reports(api.load_run(run_dir, replies=False), run_dir, lang)
-    out_console.print(f"wrote {md} and {html}", highlight=False)
+    results = api.load_run(run_dir, replies=False)
+    default = default_lang(results.rubric)
+    md, html = write_reports(results, run_dir, lang, stem=report_paths(run_dir, lang or default, default)[1].stem)
+    out_console.print(messages(lang or default)("con_wrote", paths=f"{md}, {html}"), highlight=False, soft_wrap=True)
 
 
 @app.command()

@@ -276,7 +276,7 @@ def test_cli_audit_prints_ranking_and_exports(panel_dir: Path, tmp_path: Path) -
     from consensus_eval.cli import app
 
     sheet = tmp_path / "adjudicate.csv"
-    res = CliRunner().invoke(app, ["audit", str(panel_dir), "--top", "2", "--export", str(sheet)],
+    res = CliRunner().invoke(app, ["audit", str(panel_dir), "--top", "2", "--export", str(sheet), "--lang", "en"],
                              env={"COLUMNS": "200"})
     assert res.exit_code == 0, res.output
     out = res.output
@@ -290,7 +290,7 @@ def test_cli_audit_prints_ranking_and_exports(panel_dir: Path, tmp_path: Path) -
 def test_cli_audit_shows_mismatches(panel_dir: Path) -> None:
     from consensus_eval.cli import app
 
-    res = CliRunner().invoke(app, ["audit", str(panel_dir), "--top", "0"], env={"COLUMNS": "200"})
+    res = CliRunner().invoke(app, ["audit", str(panel_dir), "--top", "0", "--lang", "en"], env={"COLUMNS": "200"})
     assert res.exit_code == 0, res.output
     assert "claimed 25" in res.output and "derived 24" in res.output
 
@@ -329,5 +329,8 @@ def test_the_audit_console_in_chinese(tmp_path: Path) -> None:
     for words in ("个病例需要复核（共 16 例）", "风险最高的病例", "需要复核的原因", "失败和无结论的病例在前",
                   "评审质量", "需要复核：", "满分 40"):
         assert words in text, words
-    en = CliRunner().invoke(app, ["audit", str(out), "--top", "2"])
+    en = CliRunner().invoke(app, ["audit", str(out), "--top", "2", "--lang", "en"])
+    # without --lang, the rubric's language (medical_record: Chinese), one language for the whole run
+    default = CliRunner().invoke(app, ["audit", str(out), "--top", "2"])
+    assert default.exit_code == 0 and "个病例需要复核" in default.output and "need review" not in default.output
     assert "need review (of 16)" in " ".join(en.output.split()) and "Highest-risk cases" in en.output

@@ -249,7 +249,7 @@ def test_api_calibrate_and_sections(tmp_path: Path) -> None:
 def test_calibrate_command_dry_run_and_run(tmp_path: Path) -> None:
     cfg = write_config(tmp_path / "rules.yaml", RULES)
     r = CliRunner().invoke(app, ["calibrate", "--config", str(cfg), "--out", str(tmp_path / "o"), "--dry-run",
-                                 "--sample", "30", "--seed", "3"])
+                                 "--sample", "30", "--seed", "3", "--lang", "en"])
     assert r.exit_code == 0, r.output
     assert "dry run" in r.output and not (tmp_path / "o" / "calibration.json").exists()
     r = CliRunner().invoke(app, ["calibrate", "--config", str(cfg), "--out", str(tmp_path / "o"),

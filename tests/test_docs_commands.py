@@ -115,10 +115,6 @@ NOT_RUN: dict[str, str] = {
 }
 #: Documented commands another test runs (the test checks that the test named is still there).
 ELSEWHERE: dict[str, str] = {
-    "consensus-eval score examples/pdqi9/cases.jsonl --config configs/pdqi9.example.yaml --out out/pdqi9":
-        "tests/test_kinds_engine.py::test_score_runs_the_shipped_examples_with_the_fake_server_panel",
-    "consensus-eval score examples/criteria/cases.jsonl --config configs/criteria.example.yaml --out out/criteria":
-        "tests/test_kinds_engine.py::test_score_runs_the_shipped_examples_with_the_fake_server_panel",
     "consensus-eval score examples/pdqi9/cases.jsonl --config configs/pdqi9.example.yaml --dry-run":
         "tests/test_kinds_content.py::test_each_documented_command_runs_as_a_dry_run",
     "consensus-eval score examples/criteria/cases.jsonl --config configs/criteria.example.yaml --dry-run":
@@ -130,7 +126,7 @@ ELSEWHERE: dict[str, str] = {
         "tests/test_docs_commands.py::test_the_scale_recipes_run_as_the_schedulers_run_them"),
 }
 #: The doc commands the module-scoped fixture runs once (the runs other commands read).
-SHARED = (".venv/bin/consensus-eval score examples/cases.jsonl --out out/example",
+SHARED = (".venv/bin/consensus-eval score examples/cases.jsonl --config configs/offline.yaml --out out/example",
           "consensus-eval score examples/cases_two_systems.jsonl --out out/two-systems")
 #: What a scored run's folder holds (README, "Outputs").
 RUN_FILES = ("results.sqlite", "judgments.jsonl", "consensus.csv", "consensus.jsonl", "reliability.json",
@@ -387,8 +383,10 @@ def _removed_first(argv: list[str]) -> list[str]:
 
 def _check_printed(argv: list[str], output: str, work: Path) -> None:
     """What a command prints, by kind: the dry run says nothing was sent, `judges check` an `ok` per judge..."""
-    if "--dry-run" in argv:
-        assert "dry run: nothing was sent" in output
+    if "--dry-run" in argv:   # in the rubric's language; --show-prompt prints the requests instead of the estimate
+        said = (r"the request as sent|发送的请求原文" if "--show-prompt" in argv
+                else r"dry run: nothing was sent|试运行：未发送任何请求")
+        assert re.search(said, output), output[:300]
     if argv[:2] == ["judges", "check"]:
         cfg = yaml.safe_load((work / str(_option(argv, "--config") or "configs/default.yaml")).read_text("utf-8"))
         for j in cfg["judges"]:

@@ -113,7 +113,8 @@ def test_a_case_without_a_verdict_exits_3(tmp_path: Path) -> None:
     rows[0]["record"] = "主诉：" + "口渴" * 500_001
     path = tmp_path / "cases.jsonl"
     path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
-    res = CliRunner().invoke(app, ["score", str(path), "--out", str(tmp_path / "out"), "--allow-failures", "0.5"])
+    res = CliRunner().invoke(app, ["score", str(path), "--out", str(tmp_path / "out"), "--allow-failures", "0.5",
+                                   "--lang", "en"])
     assert res.exit_code == 3, res.output
     assert "1 case(s) without a verdict: exit 3" in res.output
 

@@ -324,9 +324,9 @@ def test_report_regenerates_from_the_store_alone(real_run: Path, tmp_path: Path,
     monkeypatch.setattr(runner, "execute", no_judge)
     with Store(out / "results.sqlite") as store:
         before = len(store.calls(planned_only=False))
-    res = CliRunner().invoke(app, ["report", str(out), "--lang", "en"])
+    res = CliRunner().invoke(app, ["report", str(out), "--lang", "en"])   # English beside the rubric's Chinese
     assert res.exit_code == 0, res.output
-    md, html = (out / "report.md").read_text(encoding="utf-8"), (out / "report.html").read_text(encoding="utf-8")
+    md, html = (out / "report.en.md").read_text(encoding="utf-8"), (out / "report.en.html").read_text(encoding="utf-8")
     assert all(s in md for s in MD_SECTIONS) and 'id="case-table"' in html
     assert "Source: computed now." in md                         # reliability.json was gone: recomputed
     with Store(out / "results.sqlite") as store:
@@ -336,13 +336,26 @@ def test_report_regenerates_from_the_store_alone(real_run: Path, tmp_path: Path,
 
 
 def test_report_lang_option(panel_run: Path) -> None:
+    from consensus_eval import api
     from consensus_eval.cli import app
 
     res = CliRunner().invoke(app, ["report", str(panel_run)])
     assert res.exit_code == 0, res.output
     assert "## 全部病例" in (panel_run / "report.md").read_text(encoding="utf-8")     # the rubric is Chinese
     res = CliRunner().invoke(app, ["report", str(panel_run), "--lang", "en"])
-    assert res.exit_code == 0 and "## All cases" in (panel_run / "report.md").read_text(encoding="utf-8")
+    # written beside the rubric's own, which stays (issue 37: --lang en overwrote the Chinese report.html)
+    assert res.exit_code == 0 and "## All cases" in (panel_run / "report.en.md").read_text(encoding="utf-8")
+    assert '<html lang="en">' in (panel_run / "report.en.html").read_text(encoding="utf-8")
+    assert "## 全部病例" in (panel_run / "report.md").read_text(encoding="utf-8")
+    assert '<html lang="zh-CN">' in (panel_run / "report.html").read_text(encoding="utf-8")
+    assert str(panel_run / "report.en.html") in res.output
+    # a rebuild (here a re-import of labels) rewrites both, so neither is left stale
+    before = (panel_run / "report.en.html").stat().st_mtime_ns
+    api.rebuild(panel_run, n_boot=0)
+    assert (panel_run / "report.en.html").stat().st_mtime_ns > before
+    assert "## All cases" in (panel_run / "report.en.md").read_text(encoding="utf-8")
+    res = CliRunner().invoke(app, ["report", str(panel_run), "--lang", "zh"])     # the rubric's own: report.md
+    assert res.exit_code == 0 and not (panel_run / "report.zh.md").exists()
     res = CliRunner().invoke(app, ["report", str(panel_run), "--lang", "fr"])
     assert res.exit_code == 2 and "--lang must be one of zh, en, got 'fr'" in res.output
 
@@ -356,9 +369,9 @@ def test_a_calibration_section_survives_a_rebuild(tmp_path: Path) -> None:
     assert (out / "calibration.json").is_file()
     res = CliRunner().invoke(app, ["report", str(out), "--lang", "en"])
     assert res.exit_code == 0, res.output
-    html = (out / "report.html").read_text(encoding="utf-8")
+    html = (out / "report.en.html").read_text(encoding="utf-8")
     assert html.count('<section id="calibration" class="trust">') == 1
-    assert "## Calibration: planted errors found" in (out / "report.md").read_text(encoding="utf-8")
+    assert "## Calibration: planted errors found" in (out / "report.en.md").read_text(encoding="utf-8")
     assert 'id="case-table"' in html
 
 
@@ -580,7 +593,7 @@ def test_human_section(panel_run: Path, tmp_path: Path) -> None:
                       "c1,30,35,25,numbers\nc2,33,35,25,drugs;diagnosis\nc3,40,35,23,terminology\n", encoding="utf-8")
     res = CliRunner().invoke(app, ["report", str(panel_run), "--human", str(labels), "--lang", "en"])
     assert res.exit_code == 0, res.output
-    html = (panel_run / "report.html").read_text(encoding="utf-8")
+    html = (panel_run / "report.en.html").read_text(encoding="utf-8")
     assert '<section id="human">' in html and 'id="human-judges"' in html
     section = html.split('<section id="human">')[1].split("</section>")[0]
     for word in ("MAE", "bias", "Pearson", "Spearman", "category Jaccard", "judges + human", "panel"):
@@ -591,7 +604,7 @@ def test_human_section(panel_run: Path, tmp_path: Path) -> None:
     assert ">2.0 [" in row and ">-1.3 [" in row
     c2 = payloads(html)["c2"]
     assert c2["h"]["m"]["total"] == 93 and c2["tot"] == 95          # the human beside the panel
-    md = (panel_run / "report.md").read_text(encoding="utf-8")
+    md = (panel_run / "report.en.md").read_text(encoding="utf-8")
     assert "## Agreement with the human" in md and "Human total 93 (human's own score) · panel total 95" in md
 
 
@@ -620,7 +633,7 @@ def test_reviewer_verdicts_and_precision_from_the_sheet(panel_run: Path, tmp_pat
         w.writerows(rows)
     res = CliRunner().invoke(app, ["report", str(panel_run), "--human", str(sheet), "--lang", "en"])
     assert res.exit_code == 0, res.output
-    html = (panel_run / "report.html").read_text(encoding="utf-8")
+    html = (panel_run / "report.en.html").read_text(encoding="utf-8")
     lines = [x for d in payloads(html)["c2"]["dims"] for v in d["v"] for g in v.get("gr", []) for x in g["d"]
              if x["id"] in marked]
     assert len(lines) == 4 and {x["ev"]: x["hv"] for x in lines}["500mg"] == {"dr-li": "agree"}

@@ -65,7 +65,7 @@ def panel_html(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     res = CliRunner().invoke(app, ["report", str(out), "--human", str(labels), "--lang", "en"])
     assert res.exit_code == 0, res.output
-    return out / "report.html"
+    return out / "report.en.html"      # English, beside the rubric's Chinese report.html
 
 
 @pytest.fixture(scope="module")

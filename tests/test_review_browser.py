@@ -423,7 +423,7 @@ def test_a_spot_check_case_is_blind_until_the_reviewers_own_scores(run_dir: Path
     res = subprocess.run([sys.executable, "-m", "consensus_eval.cli", "report", str(run_dir), "--lang", "en"],
                          capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert res.returncode == 0, res.stdout + res.stderr
-    md = (run_dir / "report.md").read_text(encoding="utf-8")
+    md = (run_dir / "report.en.md").read_text(encoding="utf-8")     # English, beside the rubric's Chinese one
     assert "4 cases drawn at random" in md and "1 of them have a clinician's own score" in md
 
 

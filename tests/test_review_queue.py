@@ -359,7 +359,7 @@ def test_cli_audit_of_a_single_judge_says_highest_risk(tmp_path: Path) -> None:
     from consensus_eval.cli import app
 
     folder = _write_store(tmp_path / "solo", make_run(_solo_panel(), SOLO, ["clean", "minor", "penalty", "low"]))
-    res = CliRunner().invoke(app, ["audit", str(folder), "--top", "2"], env={"COLUMNS": "200"})
+    res = CliRunner().invoke(app, ["audit", str(folder), "--top", "2", "--lang", "en"], env={"COLUMNS": "200"})
     assert res.exit_code == 0, res.output
     out = res.output
     assert "2 cases need review (of 4)" in out and "Highest-risk cases, by risk (top 2 of 4 cases)" in out
@@ -372,7 +372,7 @@ def test_cli_audit_top_n_and_top_0(tmp_path: Path) -> None:
 
     folder = _write_store(tmp_path / "big", _big_run(30))
     for top, expected in (("5", 5), ("0", 30)):
-        res = CliRunner().invoke(app, ["audit", str(folder), "--top", top], env={"COLUMNS": "250"})
+        res = CliRunner().invoke(app, ["audit", str(folder), "--top", top, "--lang", "en"], env={"COLUMNS": "250"})
         assert res.exit_code == 0, res.output
         assert len(_printed_ids(res.output)) == expected, top
         assert "Most disputed cases" in res.output
@@ -385,7 +385,7 @@ def test_cli_audit_shows_judge_quality_not_a_case_flag(tmp_path: Path) -> None:
     claim = Judgment(dimension="accuracy", claimed_score=35)
     panel: dict[tuple[str, str, str], Outcome] = {(c, "judge-a", "accuracy"): claim for c in ("c1", "c2")}
     folder = _write_store(tmp_path / "q", make_run(panel, PANEL3, ["c1", "c2"]))
-    res = CliRunner().invoke(app, ["audit", str(folder)], env={"COLUMNS": "250"})
+    res = CliRunner().invoke(app, ["audit", str(folder), "--lang", "en"], env={"COLUMNS": "250"})
     assert res.exit_code == 0, res.output
     assert "no case needs review (of 2)" in res.output and "Judge quality" in res.output
     row = next(line for line in res.output.splitlines() if "judge-a" in line and "claimed a score" in line)

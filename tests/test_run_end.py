@@ -61,7 +61,8 @@ def test_a_signal_stops_the_run_rebuilds_the_outputs_and_the_rerun_resumes(tmp_p
         assert proc.returncode == 130, stdout + stderr
         assert "Traceback" not in stdout + stderr
         stored = ok_count(out / "results.sqlite")
-        assert f"interrupted: {stored} of 120 judgments stored; rerun the same command to resume" in stdout
+        # one language for the run, the rubric's (Chinese): "interrupted: N of 120 judgments stored; rerun ..."
+        assert f"已中断：120 个评判中已存储 {stored} 个；重新运行同一命令即可继续" in stdout
         # the outputs were rebuilt from what is stored: the cases with calls missing say so
         statuses = _statuses(out)
         assert "incomplete" in statuses.values() and len(statuses) == 20
@@ -70,7 +71,7 @@ def test_a_signal_stops_the_run_rebuilds_the_outputs_and_the_rerun_resumes(tmp_p
 
         again = subprocess.run(cmd, env=ENV, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert again.returncode == 0, again.stdout + again.stderr
-    assert f"{stored} resumed from the store" in again.stdout
+    assert f"从存储恢复 {stored} 次" in again.stdout    # "N resumed from the store"
     assert set(_statuses(out).values()) == {"ok"}
     assert "本次运行尚未完成" not in (out / "report.md").read_text(encoding="utf-8")
 
@@ -167,7 +168,7 @@ def test_a_run_with_failures_exits_3_and_says_which_judge_failed_and_why(tmp_pat
         mock.post("http://broken.test/v1/chat/completions").mock(
             return_value=httpx.Response(401, json={"error": {"message": "invalid key", "type": "auth"}}))
         res = CliRunner().invoke(app, ["score", str(_two_cases(tmp_path)), "--config", str(cfg),
-                                       "--out", str(tmp_path / "out")])
+                                       "--out", str(tmp_path / "out"), "--lang", "en"])
     assert res.exit_code == 3, res.output
     tail = res.output.strip().splitlines()[-6:]
     text = "\n".join(tail)
@@ -186,7 +187,7 @@ def test_allow_failures_accepts_a_share_of_failed_calls(tmp_path: Path, api_keys
     with respx.mock(using="httpx") as mock:
         mock.post("http://broken.test/v1/chat/completions").mock(return_value=httpx.Response(401, json={}))
         ok = CliRunner().invoke(app, ["score", str(_two_cases(tmp_path)), "--config", str(cfg),
-                                      "--out", str(tmp_path / "a"), "--allow-failures", "0.5"])
+                                      "--out", str(tmp_path / "a"), "--allow-failures", "0.5", "--lang", "en"])
         strict = CliRunner().invoke(app, ["score", str(_two_cases(tmp_path)), "--config", str(cfg),
                                           "--out", str(tmp_path / "b"), "--allow-failures", "0.49"])
     assert ok.exit_code == 0, ok.output
@@ -201,7 +202,7 @@ def test_cases_below_the_quorum_are_counted(tmp_path: Path, api_keys: str) -> No
     with respx.mock(using="httpx") as mock:
         mock.post("http://broken.test/v1/chat/completions").mock(return_value=httpx.Response(401, json={}))
         res = CliRunner().invoke(app, ["score", str(_two_cases(tmp_path)), "--config", str(cfg),
-                                       "--out", str(tmp_path / "out")])
+                                       "--out", str(tmp_path / "out"), "--lang", "en"])
     assert res.exit_code == 3
     assert "cases without a panel verdict: 2 inconclusive (below the quorum)" in res.output
 

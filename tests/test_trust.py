@@ -147,11 +147,11 @@ def test_the_main_job_on_two_systems_prints_a_leaderboard(tmp_path: Path) -> Non
     assert "系统排行榜" in out and "scribe-a" in out and "scribe-a 更好" in out
     md = (tmp_path / "run" / "report.md").read_text(encoding="utf-8")
     assert "## 系统排行榜" in md and "| 1 | scribe-a | 16 |" in md
-    en = _cli("report", tmp_path / "run", "--lang", "en")
+    en = _cli("report", tmp_path / "run", "--lang", "en")          # English beside the rubric's Chinese
     assert "wrote" in en
-    md = (tmp_path / "run" / "report.md").read_text(encoding="utf-8")
+    md = (tmp_path / "run" / "report.en.md").read_text(encoding="utf-8")
     assert "## Systems leaderboard" in md and "scribe-a better" in md
-    html = (tmp_path / "run" / "report.html").read_text(encoding="utf-8")
+    html = (tmp_path / "run" / "report.en.html").read_text(encoding="utf-8")
     assert 'id="leaderboard"' in html and 'id="leaderboard-differences"' in html
     board = json.loads((tmp_path / "run" / "leaderboard.json").read_text(encoding="utf-8"))
     assert [s["system"] for s in board["systems"]] == ["scribe-a", "scribe-b"] and board["design"] == "paired"
@@ -294,7 +294,7 @@ def test_validity_is_measured_on_the_spot_check_only_against_the_estimators(two_
 
 def _rebuild_md(run: Path, lang: str) -> str:
     _cli("report", run, "--lang", lang)
-    return (run / "report.md").read_text(encoding="utf-8")
+    return (run / ("report.md" if lang == "zh" else f"report.{lang}.md")).read_text(encoding="utf-8")
 
 
 def test_a_band_stratified_sample_weights_bias_and_mae(two_systems: Path) -> None:

@@ -520,6 +520,12 @@ class ReviewQueue:
     cases: list[CaseAudit]
 
     @property
+    def shape(self) -> str:
+        """Which parts the queue's score has: ``deductions`` (a rubric with deduction dimensions), ``kinds``
+        (likert / criteria only) or ``kinds_stars`` (and some dimension has stars)."""
+        return _formula_shape(self.cases)
+
+    @property
     def formula_key(self) -> str:
         """The catalogue key of :attr:`formula` in words (``formula_disagreement``; ``..._kinds`` for a rubric
         without deduction dimensions, whose score has no deduction parts)."""

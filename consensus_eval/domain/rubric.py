@@ -173,11 +173,11 @@ class Dimension(_Frozen):
     def _derived_max(cls, data: Any) -> Any:
         """A likert dimension's ``max`` is its top level and a criteria dimension's is 1, unless given."""
         if isinstance(data, dict) and "max" not in data:
-            if data.get("kind") == "likert" and isinstance(data.get("levels"), dict) and data["levels"]:
+            if data.get("kind") == "likert":
                 try:
                     return {**data, "max": max(int(k) for k in data["levels"])}
-                except (TypeError, ValueError):
-                    return data
+                except (KeyError, TypeError, ValueError):   # no levels, or not integers: their own error says so,
+                    return {**data, "max": 1}                # with no "max: Field required" beside it
             if data.get("kind") == "criteria":
                 return {**data, "max": 1}
         return data

@@ -146,6 +146,41 @@ def estimate(calls: Sequence[Call], judges: Sequence[Judge],
     return out
 
 
+@dataclass
+class ShownRequest:
+    """What one judge would send for one call (``score --dry-run --show-prompt``): ``request`` is the body as
+    sent, messages with the tool or schema instructor adds in the judge's mode (:meth:`WireJudge.request`), or
+    the messages alone for a judge that cannot show more; None for a judge that reads the case itself and sends
+    no prompt (rules, simulated). ``dimension`` is :data:`PER_CASE` for a judge asking every dimension at once."""
+
+    judge: str
+    dimension: str
+    request: Request | None
+
+
+def shown_requests(calls: Sequence[Call], judges: Sequence[Judge], case_id: str,
+                   dimension: str | None = None) -> list[ShownRequest]:
+    """The first run's request of each judge for case ``case_id`` (every dimension, or ``dimension`` only), in
+    judge then plan order; nothing is sent."""
+    out = []
+    for judge in judges:
+        mine = [c for c in calls if c.planned.judge == judge.config.name and c.planned.case_id == case_id
+                and (dimension is None or c.planned.dimension == dimension)]
+        first = min((c.planned.run for c in mine), default=0)
+        mine = [c for c in mine if c.planned.run == first]
+        whole = judge.reads_prompt and whole_case(judge)
+        for c in mine[:1] if whole else mine:   # a per_case judge's one request carries every dimension
+            label = PER_CASE if whole else c.planned.dimension
+            if not judge.reads_prompt:
+                out.append(ShownRequest(judge.config.name, label, None))
+            elif isinstance(judge, WireJudge):
+                out.append(ShownRequest(judge.config.name, label,
+                                        judge.request(c.messages, c.planned.dimension, c.case)))
+            else:
+                out.append(ShownRequest(judge.config.name, label, {"messages": c.messages}))
+    return out
+
+
 def one_per_case(calls: Sequence[Call]) -> list[Call]:
     """The requests a ``call: per_case`` judge sends for ``calls``: the first call of each (case, run),
     relabelled :data:`PER_CASE` (its messages are the whole-case prompt every dimension's call carries)."""

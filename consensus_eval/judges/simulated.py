@@ -198,12 +198,16 @@ class SimulatedJudge:
     deterministic = False        # runs differ a little (seeded by the run), as an LLM's do
     reads_prompt = False         # it reads the case itself: its request hash covers the case, not a prompt
     max_case_chars: int | None = 1_000_000
-    version = "simulated-1"
+    version = "simulated-2"
 
     def __init__(self, config: SimulatedJudgeConfig, rubric: Rubric) -> None:
         self.config = config
         self.rubric = rubric
         self.manner = PERSONAS[config.persona]
+        # what its judgments say, in the rubric's language (its own, else Chinese for a rubric named in Chinese)
+        self._lang = rubric.language if rubric.language in _WORDS["reasons"] else \
+            "zh" if _CJK.search(rubric.name) else "en"
+        self._words: dict[str, str] = _WORDS["reasons"][self._lang]
         # per case (its id and text: an edited case is read again), read once for all its dimensions
         self._readings: dict[tuple[str, str, str], Reading] = {}
         self._rules: dict[tuple[str, str, str], dict[str, Judgment]] = {}
@@ -250,7 +254,7 @@ class SimulatedJudge:
         reading = self._readings.get(_key(case))
         if reading is None:
             reading = self._readings[_key(case)] = read_case(case, self.rubric)
-        comment = f"simulated judge ({self.config.persona}): a demo device, not a real judgment"
+        comment = _WORDS["comment"][self._lang].format(persona=self.config.persona)
         if dimension.kind == "likert":
             rating, quotes = self._rating(reading, dimension, case.id, run)
             return Judgment(dimension=dimension.id, rating=rating, evidence=quotes, comment=comment)
@@ -320,11 +324,7 @@ class SimulatedJudge:
         return round(typ.low + (typ.high - typ.low) * self.manner.points, 1)
 
     def _reason(self, f: Finding) -> str:
-        return {"wrong": "a number the conversation does not give",
-                "missing": "said in the conversation, missing from the record",
-                "section": f"required section missing: {f.key[2:]}",
-                "unclear": "few of its words are in the conversation",
-                "rules": "found by the rules"}[f.signal] + " (simulated)"
+        return self._words[f.signal].format(section=f.key[2:]) + self._words["simulated"]
 
     def _rating(self, reading: Reading, dimension: Dimension, case_id: str, run: int) -> tuple[int, list[str]]:
         low, top = dimension.level_range
@@ -360,4 +360,4 @@ class SimulatedJudge:
             met = m.fault is not None and share + slip >= m.fault and (novel or m.unclear > 0)
         quote = quote if met else ""
         return CriterionVerdict(id=criterion.id, met=met, evidence=quote,
-                                reason=f"{share:.0%} of the criterion's words in the record (simulated)")
+                                reason=self._words["criterion"].format(share=round(100 * share)))

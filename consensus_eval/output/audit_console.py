@@ -12,7 +12,7 @@ All case and judge text goes through :class:`rich.text.Text`, never through cons
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from rich.console import Console, Group
 from rich.table import Table
@@ -61,7 +61,7 @@ def print_audit(console: Console, cases: ReviewQueue | Sequence[CaseAudit], top:
     shown = queue.top(top)
     print_queue(console, queue, top, t)
     if quality:
-        console.print(judge_quality_table(quality, t))
+        console.print(judge_quality_table(quality, t, {dim.kind for a in queue.cases[:1] for dim in a.dimensions}))
     for a in shown:
         console.print()
         console.rule(Text(f"#{a.rank} {a.case_id}  {t('status_' + a.status)}  {_score_name(queue, t)} "
@@ -106,9 +106,11 @@ def print_queue(console: Console, cases: ReviewQueue | Sequence[CaseAudit], top:
         console.print(queue_table(queue, shown, t))
     console.print(Text(totals_line(queue, t), style="dim"))
     if shown:
-        console.print(Text(t("con_legend_" + queue.mode), style="dim"))
+        legend = [t("con_legend_not_found_quotes" if c == "not_found" and queue.shape != "deductions"
+                    else "con_legend_" + c) for c in _parts(queue)]
+        console.print(Text(t("con_legend_sep").join(legend), style="dim"))
     formula = queue.formula if t.lang == EN else t(queue.formula_key)
-    console.print(Text(f"{formula}; {t('con_order_note')}", style="dim"))
+    console.print(Text(formula + t("con_legend_sep") + t("con_order_note"), style="dim"))
 
 
 def queue_table(queue: ReviewQueue, shown: list[CaseAudit], t: Messages | None = None) -> Table:
@@ -120,19 +122,27 @@ def queue_table(queue: ReviewQueue, shown: list[CaseAudit], t: Messages | None =
     more = t("con_top", k=len(shown), n=queue.n_cases) if len(shown) < queue.n_cases else t("con_all", n=queue.n_cases)
     title = queue.title if t.lang == EN else t("con_title_" + queue.mode)
     tb = Table(title=t("con_table_title", title=title, score=_score_name(queue, t), more=more))
-    risk = queue.mode == "risk"
-    parts = ("con_col_lost", "con_col_penalty", "con_col_not_found") if risk else \
-        ("con_col_spread", "con_col_star_gap", "con_col_solo")
-    cols = ["#", t("col_case"), t("con_col_score"), *(t(p) for p in parts), t("col_total")]
+    parts = _parts(queue)
+    cols = ["#", t("col_case"), t("con_col_score"), *(t("con_col_" + p) for p in parts), t("col_total")]
     for i, col in enumerate(cols):
         tb.add_column(col, justify="left" if i == 1 else "right", no_wrap=i == 1, overflow="fold")
-    tb.add_column(t("col_why"))
+    tb.add_column(t("col_why"), overflow="fold")
     for a in shown:
-        values = ((_pct(a.lost_share), _pct(a.penalty_share), _pct(a.ungrounded_share)) if risk
-                  else (_pct(a.spread_share), _one(a.star_gap_mean), _pct(a.singleton_share)))
+        values = {"lost": _pct(a.lost_share), "penalty": _pct(a.penalty_share), "not_found": _pct(a.ungrounded_share),
+                  "spread": _pct(a.spread_share), "star_gap": _one(a.star_gap_mean), "solo": _pct(a.singleton_share)}
         why = ", ".join(dict.fromkeys(_text(t, "con_why_", r.code) for r in a.reasons)) or "-"
-        tb.add_row(str(a.rank), Text(a.case_id), _one(a.score(queue.mode)), *values, _one(a.total), Text(why))
+        tb.add_row(str(a.rank), Text(a.case_id), _one(a.score(queue.mode)), *(values[p] for p in parts), _one(a.total),
+                   Text(why))
     return tb
+
+
+def _parts(queue: ReviewQueue) -> tuple[str, ...]:
+    """The parts of the queue's score its table shows, by what the rubric's kinds have: star gaps only where some
+    dimension has stars, fixed penalties and deductions only one judge made only for deduction dimensions."""
+    if queue.mode == "risk":
+        return ("lost", "penalty", "not_found") if queue.shape == "deductions" else ("lost", "not_found")
+    return {"deductions": ("spread", "star_gap", "solo"), "kinds_stars": ("spread", "star_gap"),
+            "kinds": ("spread",)}[queue.shape]
 
 
 def _text(t: Messages, prefix: str, code: str) -> str:
@@ -150,17 +160,20 @@ def totals_line(queue: ReviewQueue, t: Messages | None = None) -> str:
     return line + (t("con_totals_reasons", reasons=reasons) if reasons else "")
 
 
-def judge_quality_table(quality: Mapping[str, JudgeQuality], t: Messages | None = None) -> Table:
-    """Facts about each judge, not about any case: its deductions whose evidence was not found in the
-    case, and its runs whose claimed score differs from the score derived from its own deductions, each
-    as a share with its 95% Wilson interval (:mod:`consensus_eval.analysis.judge_quality`)."""
+def judge_quality_table(quality: Mapping[str, JudgeQuality], t: Messages | None = None,
+                        kinds: Collection[str] = ("deductions",)) -> Table:
+    """Facts about each judge, not about any case: its quotes whose evidence was not found in the
+    case, and its runs whose claimed score differs from the score derived from its own judgment, each
+    as a share with its 95% Wilson interval (:mod:`consensus_eval.analysis.judge_quality`). The quotes are
+    named by the rubric's ``kinds``: deductions, verdicts (criteria only), else quotes."""
     t = _t(t)
+    what = "deductions" if set(kinds) == {"deductions"} else "verdicts" if set(kinds) == {"criteria"} else "quotes"
     tb = Table(title=t("con_quality_title"))
-    for i, col in enumerate((t("col_judge"), t("con_q_ok_runs"), t("col_deductions"), t("con_q_not_found"),
+    for i, col in enumerate((t("col_judge"), t("con_q_ok_runs"), t("col_" + what), t("con_q_not_found"),
                              t("col_mismatch"))):
-        tb.add_column(col, justify="left" if i == 0 else "right")
+        tb.add_column(col, justify="left" if i == 0 else "right", overflow="fold")
     for name, q in quality.items():
-        tb.add_row(Text(name), str(q.ok_runs), str(q.deductions), _share(q.ungrounded, t("con_q_of_deductions"), t),
+        tb.add_row(Text(name), str(q.ok_runs), str(q.deductions), _share(q.ungrounded, t("con_q_of_" + what), t),
                    _share(q.claim_mismatch, t("con_q_of_runs"), t))
     return tb
 
@@ -186,7 +199,7 @@ def dimension_table(dim: DimensionAudit, t: Messages | None = None) -> Table:
                show_lines=True, expand=len(dim.judges) > 1)
     for v in dim.judges:
         head = f"{v.judge}\n{_num1(v.score)}" + (f" ({v.stars}★)" if v.stars else "")
-        tb.add_column(Text(head))
+        tb.add_column(Text(head), overflow="fold")
     tb.add_row(*(_judge_cell(v, t) for v in dim.judges))
     return tb
 
@@ -202,7 +215,7 @@ def _likert_table(dim: DimensionAudit, t: Messages) -> Table:
                             spread=_num1(dim.level_spread))),
                show_lines=True, expand=len(dim.judges) > 1)
     for v in dim.judges:
-        tb.add_column(Text(f"{v.judge}\n{_num1(v.score)}{_stars(v.stars)}"))
+        tb.add_column(Text(f"{v.judge}\n{_num1(v.score)}{_stars(v.stars)}"), overflow="fold")
     tb.add_row(*(_rating_cell(v, t) for v in dim.judges))
     return tb
 
@@ -233,10 +246,10 @@ def criteria_table(dim: DimensionAudit, t: Messages | None = None) -> Table:
     tb = Table(title=Text(t("con_dim_title_criteria", name=dim.name, dimension=dim.dimension,
                             panel=_num1(dim.panel_score), split=len(dim.split_criteria), n=len(dim.criteria))),
                show_lines=True, expand=True)
-    tb.add_column(Text(t("con_col_criterion")))
-    tb.add_column(Text(t("con_col_points")), justify="right")
+    tb.add_column(Text(t("con_col_criterion")), overflow="fold")
+    tb.add_column(Text(t("con_col_points")), justify="right", overflow="fold")
     for v in dim.judges:
-        tb.add_column(Text(f"{v.judge}\n{_num1(v.score)}{_stars(v.stars)}"))
+        tb.add_column(Text(f"{v.judge}\n{_num1(v.score)}{_stars(v.stars)}"), overflow="fold")
     for row in dim.criteria:
         head = Text(f"{row.id}: {row.text}")
         if row.split:

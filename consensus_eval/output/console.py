@@ -16,26 +16,39 @@ from consensus_eval.analysis.audit import DEFAULT_TOP, review_queue
 from consensus_eval.analysis.reliability import ReliabilityReport
 from consensus_eval.analysis.results import Results
 from consensus_eval.analysis.usage import JudgeUsage
-from consensus_eval.execution.estimate import ASSUMED_OUTPUT_TOKENS, JudgeEstimate
+from consensus_eval.domain.rubric import Rubric
+from consensus_eval.domain.writable import dumps_json
+from consensus_eval.execution.estimate import ASSUMED_OUTPUT_TOKENS, JudgeEstimate, ShownRequest
 from consensus_eval.execution.execute import Progress
 from consensus_eval.execution.store import STORE_NAME
 from consensus_eval.output.audit_console import print_queue
 from consensus_eval.output.files import fmt_num
-from consensus_eval.output.report.i18n import default_lang, messages, simulated_notice
+from consensus_eval.output.report.fmt import verdict
+from consensus_eval.output.report.i18n import Messages, messages, simulated_notice
 from consensus_eval.output.report.trust import leaderboard_block
 from consensus_eval.output.trust_console import print_block
 
 
-def print_summary(console: Console, res: Results, out: Path, top: int = DEFAULT_TOP) -> None:
+def _en(t: Messages | None) -> Messages:
+    """``t``, or English when a caller names no language (the command line names the run's: the rubric's or
+    ``--lang``)."""
+    return t if t is not None else messages("en")
+
+
+def print_summary(console: Console, res: Results, out: Path, top: int = DEFAULT_TOP, t: Messages | None = None) -> None:
     """"N cases need review", the top ``top`` cases of the review queue (0: all) and the totals (cases per
-    status, the mean panel score per dimension), then per judge: calls, tokens, cost. Never one row per
-    case: ``consensus-eval audit DIR`` prints the drill-down, consensus.csv has every case."""
+    status, the mean panel score per dimension), then per judge: calls, tokens, cost, and every file written.
+    Never one row per case: ``consensus-eval audit DIR``
+    prints the drill-down, consensus.csv has every case. In the language of ``t`` (English by default)."""
+    t = _en(t)
     progress = res.progress or Progress(total=len(res.records))
-    console.print(f"{res.rubric.name}: {len(res.consensus)} cases, {len(res.judges)} judge(s)", highlight=False)
-    notice = simulated_notice(messages(default_lang(res.rubric)), res.config.simulated_judges, len(res.judges))
+    console.print(t("con_summary_head", rubric=res.rubric.name, n=len(res.consensus), k=len(res.judges)),
+                  highlight=False)
+    notice = simulated_notice(t, res.config.simulated_judges, len(res.judges))
     if notice:
         console.print(Text(notice, style="yellow"))
-    print_queue(console, review_queue(res.audit, len(res.judges)), top)
+    print_weights_notice(console, res.rubric, t)
+    print_queue(console, review_queue(res.audit, len(res.judges)), top, t)
     means = []
     for d in res.rubric.dimensions:
         vals = [s for c in res.consensus if c.status == "ok" and (s := c.scores[d.id]) is not None]
@@ -47,62 +60,74 @@ def print_summary(console: Console, res: Results, out: Path, top: int = DEFAULT_
         means.append(f"{d.name} {mean}{scale}{weight}" if vals or d.kind != "deductions" else f"{d.name} -")
     totals = [c.total for c in res.consensus if c.status == "ok" and c.total is not None]
     if totals:
-        weighted = " (weighted)" if any(d.weight != 1 for d in res.rubric.dimensions) else ""
-        means.append(f"total{weighted} {sum(totals) / len(totals):.1f}/{fmt_num(res.rubric.max_total)}")
-    console.print(f"mean panel score over the {len(totals)} ok case(s): " + ", ".join(means), highlight=False)
+        weighted = any(d.weight != 1 for d in res.rubric.dimensions)
+        means.append(t("con_total_weighted" if weighted else "con_total_mean", mean=f"{sum(totals) / len(totals):.1f}",
+                       max=fmt_num(res.rubric.max_total)))
+    console.print(t("con_means", n=len(totals), means=t("con_list_sep").join(means)), highlight=False)
     if res.leaderboard is not None:
-        print_block(console, leaderboard_block(res.leaderboard, res.rubric, messages(default_lang(res.rubric))))
-    jt = Table(title="judges")
-    for col in ("judge", "ok", "failed", "attempts", "prompt tok", "completion tok", "cost $"):
-        jt.add_column(col, justify="left" if col == "judge" else "right")
+        print_block(console, leaderboard_block(res.leaderboard, res.rubric, t))
+    jt = Table(title=t("con_judges_title"))
+    for i, key in enumerate(("col_judge", "con_col_ok", "col_failed", "col_attempts", "con_col_prompt_tok",
+                             "con_col_completion_tok", "con_col_cost")):
+        jt.add_column(t(key), justify="left" if i == 0 else "right", overflow="fold")
     for name, v in res.usage.items():
         jt.add_row(name, str(v.ok), str(v.failed), str(v.attempts), str(v.prompt_tokens),
                    str(v.completion_tokens), f"{v.cost:.4f}")
     console.print(jt)
-    print_cache_summary(console, res.usage)
-    print_pacing(console, progress)
+    print_cache_summary(console, res.usage, t)
+    print_pacing(console, progress, t)
     if progress.rounds > 1:
-        console.print(f"adaptive runs / cascade: the plan grew in {progress.rounds} rounds to {progress.total} "
-                      "call(s)", highlight=False)
+        console.print(t("con_rounds", rounds=progress.rounds, total=progress.total), highlight=False)
     not_asked: dict[str, int] = {}
     for c in res.consensus:
         for j in c.not_asked:
             not_asked[j] = not_asked.get(j, 0) + 1
     for j, n in not_asked.items():
-        console.print(f"cascade: {j} (stage 2) was asked {len(res.consensus) - n} of {len(res.consensus)} cases, "
-                      f"those stage 1 flagged or could not settle; not asked the other {n}", highlight=False)
-    console.print(f"{progress.done} call(s) made, {progress.skipped} resumed from the store, "
-                  f"{progress.failed} failed. Outputs in {out}/: judgments.jsonl, consensus.csv, "
-                  f"consensus.jsonl, reliability.json, report.md, report.html, {STORE_NAME}", highlight=False)
+        console.print(t("con_cascade", judge=j, asked=len(res.consensus) - n, n=len(res.consensus), not_asked=n),
+                      highlight=False)
+    files = ["judgments.jsonl", "consensus.csv", "consensus.jsonl", "reliability.json",
+             *(["leaderboard.json"] if res.leaderboard is not None else []), "report.md", "report.html", STORE_NAME]
+    console.print(t("con_calls_outputs", done=progress.done, skipped=progress.skipped, failed=progress.failed,
+                    out=out, files=", ".join(files)), highlight=False, soft_wrap=True)   # a path is never folded
 
 
-def print_pacing(console: Console, progress: Progress) -> None:
+def print_weights_notice(console: Console, rubric: Rubric, t: Messages | None = None) -> None:
+    """A notice when the rubric weighs its dimensions and the weights do not sum to 1: the total is then the
+    weighted sum, not a weighted mean (its maximum says what it is out of)."""
+    weights = [d.weight for d in rubric.dimensions]
+    if any(w != 1 for w in weights) and abs(sum(weights) - 1) > 1e-9:
+        console.print(Text(_en(t)("con_weights_notice", rubric=rubric.id, sum=fmt_num(round(sum(weights), 6)),
+                                  max=fmt_num(rubric.max_total)), style="yellow"))
+
+
+def print_pacing(console: Console, progress: Progress, t: Messages | None = None) -> None:
     """One line per LLM judge that sent requests in this run: which limit bound it (rpm, tpm,
     concurrency, provider 429s or latency) and the achieved requests/min against its limit."""
     for name, p in progress.pacing.items():
-        console.print(f"pace of {name}: {p.explain()}", highlight=False)
+        console.print(_en(t)("con_pace", judge=name, text=p.explain()), highlight=False)
 
 
-def print_cache_summary(console: Console, usage: Mapping[str, JudgeUsage]) -> None:
+def print_cache_summary(console: Console, usage: Mapping[str, JudgeUsage], t: Messages | None = None) -> None:
     """Per judge that sent prompts: the prompt tokens its provider served from the prompt cache, their
     share (hit rate) and the USD they saved against the full input price ('unknown' without prices)."""
+    t = _en(t)
     shown = {name: u for name, u in usage.items() if u.prompt_tokens}
     if not shown:
         return
-    t = Table(title="prompt cache (provider-side): prompt tokens served from the cache")
-    for col in ("judge", "cached tok", "hit rate", "saved $"):
-        t.add_column(col, justify="left" if col == "judge" else "right")
+    tb = Table(title=t("con_cache_title"))
+    for i, key in enumerate(("col_judge", "con_col_cached_tok", "con_col_hit_rate", "con_col_saved")):
+        tb.add_column(t(key), justify="left" if i == 0 else "right", overflow="fold")
     for name, u in shown.items():
-        t.add_row(name, str(u.cached_tokens), "-" if u.cache_hit_rate is None else f"{u.cache_hit_rate:.1%}",
-                  "unknown" if u.saved is None else f"{u.saved:.4f}")
-    console.print(t)
+        tb.add_row(name, str(u.cached_tokens), "-" if u.cache_hit_rate is None else f"{u.cache_hit_rate:.1%}",
+                   t("con_unknown") if u.saved is None else f"{u.saved:.4f}")
+    console.print(tb)
 
 
 #: reasons listed per judge in the failure summary (the rest are counted)
 MAX_REASONS = 3
 
 
-def print_run_end(console: Console, res: Results, allow_failures: float = 0.0) -> int:
+def print_run_end(console: Console, res: Results, allow_failures: float = 0.0, t: Messages | None = None) -> int:
     """The last lines of `score`: what failed, per judge and why (grouped), the cases without a verdict,
     whether the run was interrupted; returns the exit code (0, 3 completed with failures, 130).
 
@@ -110,6 +135,7 @@ def print_run_end(console: Console, res: Results, allow_failures: float = 0.0) -
     ``allow_failures`` (a fraction of the planned calls) and nothing is missing; a case without a verdict
     (no judge answered, or below the quorum) exits 3 whatever ``allow_failures`` allows.
     """
+    t = _en(t)
     planned = res.run.planned
     failed = [r for r in res.records if r.status == "failed"]
     missing = res.run.missing_calls
@@ -118,7 +144,7 @@ def print_run_end(console: Console, res: Results, allow_failures: float = 0.0) -
     for c in res.consensus:
         by_status[c.status] = by_status.get(c.status, 0) + 1
     if failed:
-        console.print(f"{len(failed)} of {planned} planned call(s) failed ({len(failed) / max(planned, 1):.1%}):",
+        console.print(t("con_failed_calls", n=len(failed), planned=planned, pct=f"{len(failed) / max(planned, 1):.1%}"),
                       highlight=False)
         for judge in res.judges:
             mine = [r for r in failed if r.judge == judge]
@@ -130,77 +156,79 @@ def print_run_end(console: Console, res: Results, allow_failures: float = 0.0) -
                 key = f"{r.error_kind}: {why}" if r.error_kind and not why.startswith(r.error_kind) else why
                 reasons[key] = reasons.get(key, 0) + 1
             top = sorted(reasons.items(), key=lambda kv: -kv[1])
-            console.print(f"  {judge}: {len(mine)} failed", highlight=False)
+            console.print(t("con_judge_failed", judge=judge, n=len(mine)), highlight=False)
             for why, n in top[:MAX_REASONS]:
                 console.print(f"    {n} x {why}", highlight=False, soft_wrap=True)
             if len(top) > MAX_REASONS:
-                console.print(f"    ... and {len(top) - MAX_REASONS} other reason(s)", highlight=False)
+                console.print(t("con_other_reasons", n=len(top) - MAX_REASONS), highlight=False)
     no_verdict = {k: v for k, v in by_status.items() if k in ("inconclusive", "failed")}
     if no_verdict:
-        console.print("cases without a panel verdict: "
-                      + ", ".join(f"{n} {k} ({'below the quorum' if k == 'inconclusive' else 'no judge answered'})"
-                                  for k, n in no_verdict.items()), highlight=False)
+        console.print(t("con_no_verdict", parts=t("con_list_sep").join(
+            t("con_no_verdict_" + k, n=n) for k, n in no_verdict.items())), highlight=False)
     if interrupted or missing:
         stored = planned - missing
-        console.print(f"interrupted: {stored} of {planned} judgments stored; rerun the same command to resume "
-                      f"({by_status.get('incomplete', 0)} case(s) incomplete).", highlight=False)
+        console.print(t("con_interrupted", stored=stored, planned=planned, n=by_status.get("incomplete", 0)),
+                      highlight=False)
         return 130
     if failed and len(failed) / max(planned, 1) > allow_failures:
-        console.print(f"completed with failures: exit 3 (--allow-failures {allow_failures:g} allows "
-                      f"{int(allow_failures * planned)} of {planned}).", highlight=False)
+        console.print(t("con_exit_failures", allow=f"{allow_failures:g}", k=int(allow_failures * planned),
+                        planned=planned), highlight=False)
         return 3
     if no_verdict:
-        console.print(f"completed with {sum(no_verdict.values())} case(s) without a verdict: exit 3 (whatever "
-                      "--allow-failures allows: every case must have its result).", highlight=False)
+        console.print(t("con_exit_no_verdict", n=sum(no_verdict.values())), highlight=False)
         return 3
     if failed:
-        console.print(f"completed: {len(failed)} failure(s), within --allow-failures {allow_failures:g}.",
-                      highlight=False)
+        console.print(t("con_within", n=len(failed), allow=f"{allow_failures:g}"), highlight=False)
     return 0
 
 
-def _alpha_text(a: Alpha) -> str:
+def _alpha_text(a: Alpha, t: Messages | None = None) -> str:
+    t = _en(t)
     if a.value is None:
-        return f"undefined ({a.reason})"
+        return f"undefined ({a.reason})" if t.lang == "en" else verdict(a, t).text
     ci = f" [{a.ci[0]:.2f}, {a.ci[1]:.2f}]" if a.ci else ""
     return f"{a.value:.3f}{ci}"
 
 
-def print_reliability(console: Console, report: ReliabilityReport) -> None:
-    """Alpha per dimension (across judges, stars, within judges) and agreement with the human."""
-    t = Table(title=f"Krippendorff's alpha, {len(report.judges)} judges x {report.n_cases} cases (95% CI)")
+def print_reliability(console: Console, report: ReliabilityReport, t: Messages | None = None) -> None:
+    """Alpha per dimension (across judges, stars, within judges) and agreement with the human, in the language
+    of ``t`` (English by default)."""
+    t = _en(t)
+    tb = Table(title=t("con_alpha_title", judges=len(report.judges), n=report.n_cases))
     levels = {a.level for a in report.across_judges.values()}
     # one level (every dimension a deductions one): said in the heading; else each row says its own
-    across = f"across judges ({levels.pop()})" if len(levels) == 1 else "across judges"
-    for col in ("", across, "stars (ordinal)"):
-        t.add_column(col)
+    one = levels.pop() if len(levels) == 1 else None
+    for col in ("", t("con_across_level", level=t("con_level_" + one)) if one else t("con_across"),
+                t("con_stars_ordinal")):
+        tb.add_column(col, overflow="fold")
     for k, a in report.across_judges.items():
         s = report.stars.get(k)
-        t.add_row(k, _alpha_text(a) if across != "across judges" else f"{_alpha_text(a)} ({a.level})",
-                  _alpha_text(s) if s else "")
-    console.print(t)
+        tb.add_row(k, _alpha_text(a, t) if one else f"{_alpha_text(a, t)} ({t('con_level_' + a.level)})",
+                   _alpha_text(s, t) if s else "")
+    console.print(tb)
     for j, dims in report.within_judge.items():
-        console.print(f"run-to-run stability of {j}: " + ", ".join(f"{d} {_alpha_text(a)}" for d, a in dims.items()),
-                      highlight=False)
+        console.print(t("con_within_judge", judge=j, parts=t("con_list_sep").join(
+            f"{d} {_alpha_text(a, t)}" for d, a in dims.items())), highlight=False)
     if report.human:
-        print_human(console, report.human)
+        print_human(console, report.human, t)
 
 
 def _ci(ci: tuple[float, float] | None) -> str:
     return f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else ""
 
 
-def print_human(console: Console, h: HumanAgreement) -> None:
+def print_human(console: Console, h: HumanAgreement, t: Messages | None = None) -> None:
     """Agreement with the human reviewers: each judge's and the panel's MAE and bias on the total
     (95% bootstrap CIs), alpha with and without the human, deduction precision per judge (Wilson CI),
     alpha between reviewers, and the small-sample warning."""
-    who = ", ".join(h.reviewers) or "human"
+    t = _en(t)
+    sep = t("con_list_sep")
+    who = ", ".join(h.reviewers) or t("con_human")
     if h.n_cases:
-        ht = Table(title=f"against the human ({who}; {h.n_cases} cases), on the total: MAE = typical distance "
-                         "in points, bias = judge - human (95% CI)")
-        for col in ("rater", "MAE", "bias", "Pearson", "Spearman", "category Jaccard"):
-            ht.add_column(col)
-        for name, v in [*h.judges.items(), ("panel", h.panel)]:
+        ht = Table(title=t("con_human_title", who=who, n=h.n_cases))
+        for key in ("col_rater", "con_col_mae", "col_bias", "con_col_pearson", "con_col_spearman", "col_jaccard"):
+            ht.add_column(t(key), overflow="fold")
+        for name, v in [*h.judges.items(), (t("con_panel"), h.panel)]:
             tot = v.get("total")
             if tot is None:
                 continue
@@ -210,92 +238,102 @@ def print_human(console: Console, h: HumanAgreement) -> None:
                        *("-" if x is None else f"{x:.2f}" for x in (tot.pearson, tot.spearman)),
                        "-" if jac is None else f"{jac:.2f}")
         console.print(ht)
-        for label, alphas in (("alpha, judges only", h.alpha_without_human),
-                              ("alpha, judges + human", h.alpha_with_human)):
-            console.print(f"{label}: " + ", ".join(f"{k} {_alpha_text(a)}" for k, a in alphas.items()),
+        for key, alphas in (("con_alpha_judges_only", h.alpha_without_human),
+                            ("con_alpha_with_human", h.alpha_with_human)):
+            console.print(t(key, parts=sep.join(f"{k} {_alpha_text(a, t)}" for k, a in alphas.items())),
                           highlight=False)
     if h.precision:
-        pt = Table(title=f"deduction precision: share of each judge's deductions the reviewers agreed with "
-                         f"({h.n_verdicts} verdicts; unsure left out; 95% Wilson CI)")
-        for col in ("judge", "agree", "disagree", "unsure", "precision"):
-            pt.add_column(col, justify="left" if col == "judge" else "right")
+        pt = Table(title=t("con_precision_title", n=h.n_verdicts))
+        for i, key in enumerate(("col_judge", "col_agree", "col_disagree", "col_unsure", "col_precision")):
+            pt.add_column(t(key), justify="left" if i == 0 else "right", overflow="fold")
         for j, p in h.precision.items():
             pr = p.precision
             shown = "-" if pr.value is None else f"{pr.value:.0%} [{pr.low:.0%}, {pr.high:.0%}] (n={pr.n})"
             pt.add_row(j, str(p.agree), str(p.disagree), str(p.unsure), shown)
         console.print(pt)
     if h.inter_reviewer:
-        console.print("alpha between reviewers: "
-                      + ", ".join(f"{k} {_alpha_text(a)}" for k, a in h.inter_reviewer.items())
-                      + (f"; verdicts (nominal) {_alpha_text(h.inter_reviewer_verdicts)}"
-                         if h.inter_reviewer_verdicts else ""), highlight=False)
+        verdicts = (t("con_inter_reviewer_verdicts", alpha=_alpha_text(h.inter_reviewer_verdicts, t))
+                    if h.inter_reviewer_verdicts else "")
+        console.print(t("con_inter_reviewer", parts=sep.join(f"{k} {_alpha_text(a, t)}"
+                                                             for k, a in h.inter_reviewer.items())) + verdicts,
+                      highlight=False)
     if h.warning:
-        console.print(f"[yellow]warning:[/] {h.warning}", highlight=False)
+        console.print(Text.assemble((t("con_warning"), "yellow"), " ", h.warning))
 
 
-def print_estimate(console: Console, estimates: list[JudgeEstimate]) -> None:
+def print_estimate(console: Console, estimates: list[JudgeEstimate], t: Messages | None = None) -> None:
     """The dry run's table: calls, prompt tokens, estimated and maximum cost per judge, then the
-    shared-prefix shares (:func:`print_prefix_shares`)."""
-    t = Table(title="dry run: nothing was sent")
-    for col in ("judge", "model", "calls", "prompt tokens", "output tokens (est.)", "cost $ (est.)",
-                "cost $ (est., cache)", "cost $ (max)"):
-        t.add_column(col, justify="left" if col in ("judge", "model") else "right")
+    shared-prefix shares (:func:`print_prefix_shares`), in the language of ``t`` (English by default)."""
+    t = _en(t)
+    unknown = t("con_unknown")
+    tb = Table(title=t("con_dry_title"))
+    for i, key in enumerate(("col_judge", "con_col_model", "con_col_calls", "col_prompt_tokens", "con_col_output_est",
+                             "con_col_cost_est", "con_col_cost_cache", "con_col_cost_max")):
+        tb.add_column(t(key), justify="left" if i < 2 else "right", overflow="fold")
     for e in estimates:
-        t.add_row(e.judge, e.model, str(e.calls), str(e.prompt_tokens), str(e.output_tokens),
-                  "unknown" if e.cost is None else f"{e.cost:.4f}",
-                  "unknown" if e.cached_cost is None else f"{e.cached_cost:.4f}",
-                  "unknown" if e.max_cost is None else f"{e.max_cost:.4f}")
-    console.print(t)
-    console.print(f"Prompt tokens are counted as sent (messages and the response schema of the judge's mode). "
-                  f"Estimated with {ASSUMED_OUTPUT_TOKENS} output tokens per call (per dimension answered, for "
-                  "a judge with call: per_case, whose calls are its requests, one per case and run); the max uses "
-                  "each judge's max_tokens per request; 'cache': at best, every call after a dimension's first "
-                  "served its shared prefix from the provider's prompt cache at the cache rate. 'unknown': the "
-                  "model has no price; "
-                  "set input_cost_per_token and output_cost_per_token in its config.", highlight=False)
+        tb.add_row(e.judge, e.model, str(e.calls), str(e.prompt_tokens), str(e.output_tokens),
+                   unknown if e.cost is None else f"{e.cost:.4f}",
+                   unknown if e.cached_cost is None else f"{e.cached_cost:.4f}",
+                   unknown if e.max_cost is None else f"{e.max_cost:.4f}")
+    console.print(tb)
+    console.print(t("con_dry_note", n=ASSUMED_OUTPUT_TOKENS), highlight=False)
     for e in estimates:
         if e.batch_factor is not None:
-            console.print(f"{e.judge}: batch: true, its costs above are at {e.batch_factor:g} x the live price "
-                          "(batch_cost_factor); its calls are answered within the provider's batch window "
-                          "(up to 24 h), not live.", highlight=False)
+            console.print(t("con_dry_batch", judge=e.judge, factor=f"{e.batch_factor:g}"), highlight=False)
     ranged = [e for e in estimates if e.upper is not None]
     if ranged:
-        console.print("Adaptive runs / cascade: the plan grows with the results, so the figures above are the "
-                      "least this run makes (first round: adaptive.min_runs runs, stage-2 judges not asked); the most:",
-                      highlight=False)
+        console.print(t("con_dry_ranged"), highlight=False)
         for e in ranged:
             u = e.upper
             assert u is not None
-            console.print(f"  {e.judge}: {e.calls}-{u.calls} calls, cost $ "
-                          + ("unknown" if e.cost is None or u.cost is None else f"{e.cost:.4f}-{u.cost:.4f}")
-                          + " (est.)", highlight=False)
-    print_prefix_shares(console, estimates)
+            console.print(t("con_dry_range", judge=e.judge, low=e.calls, high=u.calls,
+                            cost=unknown if e.cost is None or u.cost is None else f"{e.cost:.4f}-{u.cost:.4f}"),
+                          highlight=False)
+    print_prefix_shares(console, estimates, t)
 
 
-def print_prefix_shares(console: Console, estimates: list[JudgeEstimate]) -> None:
+def print_prefix_shares(console: Console, estimates: list[JudgeEstimate], t: Messages | None = None) -> None:
     """Per judge, the share of a call's prompt tokens in a prefix shared with other calls: what a
     provider's prompt cache can serve (per dimension across cases; across the dimensions of a case)."""
+    t = _en(t)
     shown = [e for e in estimates if e.prefix_share]
     if not shown:
         return
     dims = sorted({d for e in shown for d in e.prefix_share}, key=lambda d: next(
         i for e in shown for i, x in enumerate(e.prefix_share) if x == d))
-    t = Table(title="shared prompt prefix: share of each call's prompt tokens a prompt cache can serve")
-    t.add_column("judge")
+    tb = Table(title=t("con_prefix_title"))
+    tb.add_column(t("col_judge"), overflow="fold")
     for d in dims:
-        t.add_column(f"{d}\nacross cases", justify="right")
-    t.add_column("across the dimensions\nof a case", justify="right")
-    t.add_column("across\nevery call", justify="right")
+        tb.add_column(t("con_prefix_across_cases", dimension=d), justify="right", overflow="fold")
+    tb.add_column(t("con_prefix_across_dims"), justify="right", overflow="fold")
+    tb.add_column(t("con_prefix_across_all"), justify="right", overflow="fold")
     for e in shown:
-        t.add_row(e.judge, *(_share(e.prefix_share.get(d)) for d in dims), _share(e.case_prefix_share),
-                  _share(e.all_prefix_share))
-    console.print(t)
-    console.print("A provider caches the longest prefix it has seen (tools and schema first, then the messages): "
-                  "'across cases' is what every call after a dimension's first can be served from the cache; the "
-                  "response schema differs per dimension and comes before the case in every instructor mode, so "
-                  "the dimensions of a case share only what precedes it. '-': fewer than two calls to compare.",
-                  highlight=False)
+        tb.add_row(e.judge, *(_share(e.prefix_share.get(d)) for d in dims), _share(e.case_prefix_share),
+                   _share(e.all_prefix_share))
+    console.print(tb)
+    console.print(t("con_prefix_note"), highlight=False)
 
 
 def _share(x: float | None) -> str:
     return "-" if x is None else f"{x:.0%}"
+
+
+def print_prompts(console: Console, shown: list[ShownRequest], t: Messages | None = None) -> None:
+    """``score --dry-run --show-prompt``: each judge's request for the case, as sent: every message's role and
+    its text exactly (not wrapped, not marked up), then what instructor adds in the judge's mode (``tools``,
+    ``tool_choice``, ``response_format``) as JSON."""
+    t = _en(t)
+    for s in shown:
+        console.rule(Text(t("con_prompt_head", judge=s.judge, dimension=s.dimension)))
+        if s.request is None:
+            console.print(Text(t("con_prompt_none"), style="dim"))
+            continue
+        for m in s.request.get("messages", []):
+            content = m.get("content")
+            console.print(Text(f"[{m.get('role')}]", style="bold"))
+            console.out(content if isinstance(content, str) else dumps_json(content, ensure_ascii=False, indent=2),
+                        highlight=False)
+        for key, value in s.request.items():
+            if key != "messages":
+                console.print(Text(f"[{key}]", style="bold"))
+                console.out(dumps_json(value, ensure_ascii=False, indent=2), highlight=False)

@@ -14,24 +14,42 @@ from consensus_eval.domain.textio import escape_controls
 from consensus_eval.output.files import atomic_writer, write_text
 from consensus_eval.output.report.data import build_report_data
 from consensus_eval.output.report.html import html_pieces
+from consensus_eval.output.report.i18n import LANGS, default_lang
 from consensus_eval.output.report.markdown import render_markdown
 
-__all__ = ["write_reports"]
+__all__ = ["report_paths", "write_reports"]
+
+
+def report_paths(out_dir: str | Path, lang: str, default: str) -> tuple[Path, Path]:
+    """Where ``report --lang`` writes the reports in ``lang``: ``report.md`` and ``report.html`` in the rubric's
+    own language (``default``), ``report.<lang>.md`` and ``report.<lang>.html`` beside them in another one."""
+    out = Path(out_dir)
+    stem = "report" if lang == default else f"report.{lang}"
+    return out / f"{stem}.md", out / f"{stem}.html"
 
 
 @gc_paused_call
-def write_reports(results: Results, out_dir: str | Path, lang: str | None = None) -> tuple[Path, Path]:
-    """Write ``out_dir/report.md`` and ``out_dir/report.html``; return their paths.
+def write_reports(results: Results, out_dir: str | Path, lang: str | None = None, *,
+                  stem: str = "report") -> tuple[Path, Path]:
+    """Write ``out_dir/<stem>.md`` and ``out_dir/<stem>.html`` (``report.md``, ``report.html``); return their paths.
 
     ``lang``: ``zh`` or ``en`` for the reports' headings and labels; by default the rubric's language.
-    When the folder has a ``calibration.json``, both show its section
-    (:mod:`~consensus_eval.output.report.calibration`).
+    ``report --lang`` in another language than the rubric's writes beside them (``stem`` ``report.en``:
+    :func:`report_paths`); writing ``report.*`` also rewrites such reports in the other languages when the folder
+    has them, so a rebuild leaves none stale. When the folder has a ``calibration.json``, every report shows its
+    section (:mod:`~consensus_eval.output.report.calibration`).
     """
     out = Path(out_dir)
-    data = build_report_data(results, out, lang)
-    md_path, html_path = out / "report.md", out / "report.html"
-    # a quote, a name or a label holding a control character (ESC...) is written escaped: report.md is read in terminals
-    write_text(md_path, escape_controls(render_markdown(data)))
-    with atomic_writer(html_path) as f:   # piece by piece: a large report is never one string
-        f.writelines(html_pieces(data))
-    return md_path, html_path
+    written = lang or default_lang(results.rubric)
+    todo = [(written, stem)]
+    if stem == "report":
+        todo += [(x, f"report.{x}") for x in LANGS if x != written and (out / f"report.{x}.html").is_file()]
+    for x, name in todo:
+        data = build_report_data(results, out, x)
+        md_path, html_path = out / f"{name}.md", out / f"{name}.html"
+        # a quote, a name or a label holding a control character (ESC...) is written escaped: report.md is read in
+        # terminals
+        write_text(md_path, escape_controls(render_markdown(data)))
+        with atomic_writer(html_path) as f:   # piece by piece: a large report is never one string
+            f.writelines(html_pieces(data))
+    return out / f"{stem}.md", out / f"{stem}.html"

@@ -204,6 +204,17 @@ class ReportData:
         return sum(c.status == "incomplete" for c in self.results.consensus)
 
     @property
+    def how_to_read(self) -> list[str]:
+        """The first screen's plain sentences: what the total is, what the star total is (when the rubric has one)
+        and what the review queue's index is (risk for one judge, disagreement for a panel): an order, not a score."""
+        r, t = self.rubric, self.t
+        out = [t("read_total", max=fmt_num(r.max_total))]
+        if self.has_star_total:
+            out.append(t("read_star_total", max=fmt_num(5 * sum(d.star_weight for d in r.dimensions))))
+        out.append(t("read_" + self.review_queue.mode))
+        return out
+
+    @property
     def simulated_banner(self) -> str:
         """The first screen's notice that some judges are simulated (a demo device), and what to change for real
         judges; "" when none is."""

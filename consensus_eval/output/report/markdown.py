@@ -75,6 +75,7 @@ def _header(d: ReportData) -> str:
     text = (f"# {md_text(r.name)}\n\n" + t(meta, n_cases=len(d.consensus), n_judges=len(d.judges),
                                              judges=md_text(", ".join(d.judges)), rubric=md_text(r.id),
                                              version=md_text(r.version), generated=d.generated_at))
+    text += "\n\n" + " ".join(md_text(x) for x in d.how_to_read)
     if d.simulated_banner:
         text += "\n\n**" + md_text(d.simulated_banner) + "**"
     if d.missing_calls:
