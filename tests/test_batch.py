@@ -284,6 +284,7 @@ def test_a_kill_at_any_step_loses_no_batch_and_submits_none_twice(tmp_path: Path
             assert [b.state for b in stored] == ["abandoned", "collected"]
 
 
+@pytest.mark.slow
 def test_kills_from_outside_at_random_points_lose_nothing_and_duplicate_nothing(tmp_path: Path, key: str) -> None:
     """``score --wait`` killed with SIGKILL at random moments (while it starts, submits, polls or collects),
     then run to the end: every call answered once, by one batch."""

@@ -163,6 +163,7 @@ STORM: dict[str, Any] = dict(p_429=0.20, p_500=0.05, p_503=0.05, p_timeout=0.05,
              retry_after_s=0.02, hang_s=60.0, latency_ms=5.0, fault_free_after=None, max_lifetime_s=600)
 
 
+@pytest.mark.slow
 def test_fault_storm_every_call_ends_ok_or_failed_and_nothing_is_lost(tmp_path: Path, warm_litellm: None) -> None:
     cases = write_cases(tmp_path / "cases.jsonl")
     # a calm run (same seed, so the same judgments) to compare with
@@ -243,6 +244,7 @@ ISSUE_12_STORM: dict[str, Any] = dict(
     retry_after_s=0.02, hang_s=60.0, latency_ms=5.0, fault_free_after=None, max_lifetime_s=600)
 
 
+@pytest.mark.slow
 def test_fault_storm_fails_only_calls_that_ran_out_of_budget(tmp_path: Path, warm_litellm: None) -> None:
     """Issue 12: a panel of 3 LLM judges (max_retries 4, max_reasks 2, timeout 1.5 s) under 20 % 429,
     10 % 5xx, 5 % hangs and 5 % bad replies. A failed call is one whose retries (5 retryable faults in a
@@ -309,6 +311,7 @@ def _comparable(path: Path) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: (r["case_id"], r["dimension"], r["judge"], r["run"]))
 
 
+@pytest.mark.slow
 def test_kill_9_and_resume_gives_the_uninterrupted_result(tmp_path: Path, warm_litellm: None) -> None:
     cases = write_cases(tmp_path / "cases.jsonl")
     server_cfg: dict[str, Any] = dict(seed=11, latency_ms=60.0, latency_dist="lognormal", latency_sigma=0.3,

@@ -21,6 +21,7 @@ pytestmark = pytest.mark.skipif(
     not CHROMIUM.exists(), reason="Debian chromium is not installed (/usr/bin/chromium): apt-get install -y chromium")
 
 
+@pytest.mark.slow
 def test_a_reviewer_rates_a_likert_case_on_the_scale_and_the_levels_read_back(tmp_path: Path) -> None:
     from playwright.sync_api import expect
 
@@ -74,6 +75,7 @@ def test_a_reviewer_rates_a_likert_case_on_the_scale_and_the_levels_read_back(tm
     assert len(got) == 6 and set(cases) >= {first, second}
 
 
+@pytest.mark.slow
 def test_a_reviewer_toggles_criteria_with_evidence_and_the_verdicts_read_back(tmp_path: Path) -> None:
     from playwright.sync_api import expect
 

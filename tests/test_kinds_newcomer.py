@@ -69,6 +69,7 @@ def _review_one_case(run: Path, kind: str, dims: list[str]) -> None:
 
 
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian chromium is not installed (/usr/bin/chromium)")
+@pytest.mark.slow
 @pytest.mark.parametrize("name, kind", [("radiology", "deductions"), ("discharge5", "likert"),
                                         ("checklist", "criteria")])
 def test_a_rubric_written_from_the_docs_scores_audits_is_reviewed_and_reports(tmp_path: Path,

@@ -52,6 +52,7 @@ def _score_in_flight(tmp_path: Path, rows: int) -> Iterator[tuple[subprocess.Pop
         yield _start_and_wait_for(cmd, tmp_path, out / "results.sqlite", rows), cmd, out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
 def test_a_signal_stops_the_run_rebuilds_the_outputs_and_the_rerun_resumes(tmp_path: Path,
                                                                             sig: signal.Signals) -> None:
