@@ -352,8 +352,8 @@ def _forked(entry: Entry, d: Path) -> Outcome:
 
     env = _process_env(entry)
     start = time.monotonic()
-    ended = Zygote.shared(env).run([fill(a, d) for a in entry.args], env=env, cwd=ROOT, cpu_s=entry.timeout,
-                                   memory=SUBPROCESS_MEMORY, liveness_s=liveness_s(entry.timeout))
+    ended = Zygote.run([fill(a, d) for a in entry.args], env=env, cwd=ROOT, cpu_s=entry.timeout,
+                       memory=SUBPROCESS_MEMORY, liveness_s=liveness_s(entry.timeout))
     return _ended(ended.status, ended.stdout, ended.stderr, time.monotonic() - start, killed=ended.killed)
 
 

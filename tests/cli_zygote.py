@@ -1,20 +1,26 @@
 """A warm process that forks one ``consensus-eval`` command line per request: a real process, without the seconds of
 imports (litellm alone takes about 3 s of CPU) a new interpreter pays for each.
 
-``tests/bad_input_harness.py`` runs the hostile corpus's costly entries (huge bootstrap counts, YAML bombs, plans of
-billions of calls) each in its own process, so that a limit of CPU time and of address space can end it without
-touching the tests' process. A new interpreter per entry costs more than most entries; a child forked from this
-process, which imported the package, litellm and instructor once, starts in milliseconds. The child is what
-``python -m consensus_eval.cli ARGS`` would be: its own process group, limits, working folder, environment,
-standard output and error on the files it is given, ``sys.argv``, and the CLI module run as ``__main__``; it ends
-the way the interpreter would (atexit handlers, the streams flushed, a traceback printed and exit 1 on an
-uncaught exception). What it shares with the other children is what the imports did once, before any of them.
-Entries about the interpreter itself (``PYTHONIOENCODING``, a full disk, a closed pipe at exit) still start one.
+Tests that need a command in a process of its own (a signal or kill -9 to send it, a limit of CPU time or of
+address space to end it, a run that resumes after) used to start a new interpreter each time: more seconds of
+imports than most commands take. A child forked from this process, which imported the package, litellm and
+instructor once, starts in milliseconds. The child is what ``python -m consensus_eval.cli ARGS`` would be: its own
+process group, limits, working folder, environment, standard streams (the pipes or files the test gives it),
+``sys.argv``, default signal handlers, and the CLI module run as ``__main__``; it ends the way the interpreter would
+(atexit handlers, the streams flushed, a traceback printed and exit 1 on an uncaught exception). What it shares
+with the other children is what the imports did, once, before any of them. Tests about the interpreter itself
+(``PYTHONIOENCODING``, a full disk or a closed pipe at exit) and those of the installed ``consensus-eval`` script
+still start a new one.
 
-The protocol, one JSON object a line: the client writes a request (``args``, ``env``, ``cwd``, ``stdout``,
-``stderr``: paths; ``cpu_s``, ``memory``: limits); the zygote answers ``{"pid": P}`` at once and
-``{"status": S, "cpu_s": C}`` when the child has ended (``S``: the exit code, or minus the signal that ended it;
-``C``: the child's CPU seconds, from ``wait4``).
+:meth:`Zygote.popen` gives a :class:`Forked`, a subset of :class:`subprocess.Popen` (``pid``, ``stdout``,
+``stderr``, ``poll``, ``wait``, ``communicate``, ``send_signal``, ``kill``, ``terminate``, ``returncode``);
+:meth:`Zygote.run` waits for it (what ``subprocess.run`` does). One zygote serves one command at a time: a second
+command while one runs gets a second zygote.
+
+The protocol, on a Unix socket pair: the client sends a request (one JSON object: ``args``, ``env``, ``cwd``,
+``module``, ``cpu_s``, ``memory``) with the child's three standard streams as file descriptors (SCM_RIGHTS); the
+zygote answers ``{"pid": P}`` at once and ``{"status": S, "cpu_s": C}`` once the child has ended (``S``: the exit
+code, or minus the signal that ended it; ``C``: the child's CPU seconds, from ``wait4``).
 """
 
 from __future__ import annotations
@@ -28,52 +34,63 @@ import os
 import resource
 import runpy
 import select
-import shutil
+import selectors
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 import traceback
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, ClassVar
 
 ROOT = Path(__file__).resolve().parents[1]
 #: the module a child runs by default, as ``python -m``
 CLI = "consensus_eval.cli"
 #: what the zygote imports once, before forking: what the costly commands import
-PRELOAD = ("consensus_eval.cli", "consensus_eval.api", "consensus_eval.judges.llm", "litellm", "instructor")
+PRELOAD = (CLI, "consensus_eval.api", "consensus_eval.judges.llm", "litellm", "instructor")
+#: no limit (``cpu_s``, ``memory``)
+UNLIMITED = -1
+#: the environment when this module was first imported (before any test changed it): the zygote's own
+BASE_ENV = dict(os.environ)
+_MAX_MESSAGE = 1 << 20
 
 
 # --------------------------------------------------------------------------- the zygote (its own process)
 
 
-def _std_stream(fd: int, encoding: str, errors: str) -> io.TextIOWrapper:
-    """A standard stream as the interpreter opens it when it is not a terminal."""
-    return io.TextIOWrapper(io.BufferedWriter(io.FileIO(fd, "w", closefd=False)), encoding=encoding, errors=errors)
+def _std_stream(fd: int, write: bool) -> io.TextIOWrapper:
+    """A standard stream as the interpreter opens it when it is not a terminal (UTF-8 here)."""
+    if not write:
+        return io.TextIOWrapper(io.BufferedReader(io.FileIO(fd, "r", closefd=False)), encoding="utf-8")
+    errors = "backslashreplace" if fd == 2 else "strict"
+    return io.TextIOWrapper(io.BufferedWriter(io.FileIO(fd, "w", closefd=False)), encoding="utf-8", errors=errors,
+                            line_buffering=fd == 2)
 
 
-def _child(request: dict[str, Any]) -> int:
-    """Run the request's command line in this (forked) process; its exit status."""
+def _child(request: dict[str, Any], fds: list[int]) -> int:
+    """Run the request in this (forked) process, on the standard streams ``fds``; its exit status."""
     os.setsid()
-    memory = int(request["memory"])
-    cpu = max(1, math.ceil(float(request["cpu_s"])))
-    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+    if int(request["memory"]) != UNLIMITED:
+        memory = int(request["memory"])
+        resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+    if float(request["cpu_s"]) != UNLIMITED:
+        cpu = max(1, math.ceil(float(request["cpu_s"])))
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE):
+        signal.signal(sig, signal.SIG_IGN if sig == signal.SIGPIPE else signal.SIG_DFL)  # as a new interpreter
     signal.signal(signal.SIGINT, signal.default_int_handler)
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
-    devnull = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(devnull, 0)
-    for fd, path in ((1, request["stdout"]), (2, request["stderr"])):
-        target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        os.dup2(target, fd)
-        os.close(target)
-    sys.stdin = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)))
-    sys.stdout = _std_stream(1, "utf-8", "strict")
-    sys.stderr = _std_stream(2, "utf-8", "backslashreplace")
+    for target, fd in enumerate(fds):
+        os.dup2(fd, target)
+        os.close(fd)
+    sys.stdin, sys.stdout, sys.stderr = _std_stream(0, False), _std_stream(1, True), _std_stream(2, True)
     module = request["module"]
     sys.argv = ["consensus-eval" if module == CLI else module, *request["args"]]
     code = 0
@@ -82,9 +99,11 @@ def _child(request: dict[str, Any]) -> int:
     try:
         runpy.run_module(module, run_name="__main__", alter_sys=True)
     except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-        if e.code is not None and not isinstance(e.code, int):
+        if e.code is None or isinstance(e.code, int):
+            code = e.code or 0
+        else:
             print(e.code, file=sys.stderr)
+            code = 1
     except BaseException:  # noqa: BLE001 - what the interpreter does with an uncaught exception
         traceback.print_exc()
         code = 1
@@ -95,41 +114,178 @@ def _child(request: dict[str, Any]) -> int:
             stream.flush()
         except BaseException:  # noqa: BLE001 - the interpreter reports a failed flush at exit and exits 120
             with contextlib.suppress(BaseException):
-                os.write(2, b"Exception ignored on flushing sys.stdout\n")
+                traceback.print_exc()
             code = 120
     return code
 
 
-def serve() -> None:
-    """The zygote's loop: import :data:`PRELOAD`, then fork a child per request line on stdin."""
+def _send(sock: socket.socket, message: Mapping[str, Any], fds: Sequence[int] = ()) -> None:
+    socket.send_fds(sock, [json.dumps(message).encode()], list(fds))
+
+
+def serve(fd: int) -> None:
+    """The zygote's loop: import :data:`PRELOAD`, then fork a child per request on the socket ``fd``.
+
+    Args:
+        fd: the zygote's end of the socket pair (inherited).
+    """
     import importlib
 
+    sock = socket.socket(fileno=fd)
     for name in PRELOAD:
         importlib.import_module(name)
-    out = sys.stdout
-    print(json.dumps({"ready": True}), file=out, flush=True)
-    for line in sys.stdin:
-        request = json.loads(line)
+    _send(sock, {"ready": True})
+    while True:
+        data, fds, _flags, _addr = socket.recv_fds(sock, _MAX_MESSAGE, 3)
+        if not data:
+            return
+        request = json.loads(data)
         pid = os.fork()
         if pid == 0:
             status = 1
             try:
-                status = _child(request)
+                sock.close()
+                status = _child(request, fds)
             finally:
                 os._exit(status)
-        print(json.dumps({"pid": pid}), file=out, flush=True)
-        _, wait_status, usage = os.wait4(pid, 0)
-        status = os.waitstatus_to_exitcode(wait_status)
-        print(json.dumps({"status": status, "cpu_s": usage.ru_utime + usage.ru_stime}), file=out, flush=True)
+        for f in fds:
+            os.close(f)
+        _send(sock, {"pid": pid})
+        while True:
+            ended, wait_status, usage = os.wait4(pid, os.WNOHANG)
+            if ended:
+                break
+            if select.select([sock], [], [], 0.05)[0] and not sock.recv(_MAX_MESSAGE, socket.MSG_PEEK):
+                # the client has gone (killed): so do its command and this process
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(pid, signal.SIGKILL)
+                return
+        _send(sock, {"status": os.waitstatus_to_exitcode(wait_status), "cpu_s": usage.ru_utime + usage.ru_stime})
 
 
 # --------------------------------------------------------------------------- the client (the tests' process)
 
 
+class Forked:
+    """A command forked by a :class:`Zygote`: the part of :class:`subprocess.Popen` the tests use."""
+
+    def __init__(self, zygote: Zygote, pid: int, stdin: IO[Any] | None, stdout: IO[Any] | None,
+                 stderr: IO[Any] | None) -> None:
+        self._zygote = zygote
+        self.pid = pid
+        self.stdin = stdin
+        self.stdout = stdout
+        self.stderr = stderr
+        self.returncode: int | None = None
+        #: the child's CPU seconds, once it has ended
+        self.cpu_s: float | None = None
+
+    def _ended(self, timeout: float | None) -> bool:
+        if self.returncode is None:
+            answer = self._zygote._receive(timeout)
+            if answer is None:
+                return False
+            self.returncode, self.cpu_s = int(answer["status"]), float(answer["cpu_s"])
+            self._zygote._release()
+        return True
+
+    def poll(self) -> int | None:
+        """The exit status if the child has ended, else None."""
+        self._ended(0)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        """Wait for the child to end; :class:`subprocess.TimeoutExpired` after ``timeout`` seconds.
+
+        Args:
+            timeout: seconds (None: as long as it takes).
+        """
+        if not self._ended(timeout):
+            raise subprocess.TimeoutExpired(["consensus-eval"], timeout or 0)
+        assert self.returncode is not None
+        return self.returncode
+
+    def communicate(self, input: Any = None, timeout: float | None = None) -> tuple[Any, Any]:
+        """Write ``input`` to stdin and close it, read stdout and stderr (those that are pipes) to their end, then
+        wait for the child.
+
+        Args:
+            input: what to write to stdin (str for text pipes, bytes otherwise), if it is a pipe.
+            timeout: seconds for all of it (None: as long as it takes).
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        chunks: dict[int, list[bytes]] = {}
+        pending = b""
+        if self.stdin is not None:
+            self.stdin.flush()
+            pending = input.encode() if isinstance(input, str) else (input or b"")
+        with selectors.DefaultSelector() as sel:
+            if self.stdin is not None and not self.stdin.closed:
+                if pending:
+                    sel.register(self.stdin.fileno(), selectors.EVENT_WRITE)
+                else:
+                    self.stdin.close()
+            for stream in (self.stdout, self.stderr):
+                if stream is not None and not stream.closed:
+                    sel.register(stream.fileno(), selectors.EVENT_READ)
+                    chunks[stream.fileno()] = []
+            while sel.get_map():
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    raise subprocess.TimeoutExpired(["consensus-eval"], timeout or 0)
+                for key, _ in sel.select(left):
+                    if key.events & selectors.EVENT_WRITE:
+                        assert self.stdin is not None
+                        try:
+                            pending = pending[os.write(key.fd, pending[:65536]):]
+                        except BrokenPipeError:
+                            pending = b""
+                        if not pending:
+                            sel.unregister(key.fd)
+                            self.stdin.close()
+                        continue
+                    chunk = os.read(key.fd, 65536)
+                    if chunk:
+                        chunks[key.fd].append(chunk)
+                    else:
+                        sel.unregister(key.fd)
+        self.wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        out: list[Any] = []
+        for stream in (self.stdout, self.stderr):
+            if stream is None or stream.closed:
+                out.append(None)
+                continue
+            raw = b"".join(chunks[stream.fileno()])
+            if isinstance(stream, io.TextIOBase):  # as Popen(text=True) decodes
+                out.append(raw.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n"))
+            else:
+                out.append(raw)
+            stream.close()
+        return out[0], out[1]
+
+    def send_signal(self, sig: int) -> None:
+        """Send ``sig`` to the child (nothing if it has ended).
+
+        Args:
+            sig: the signal.
+        """
+        if self.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, sig)
+
+    def kill(self) -> None:
+        """SIGKILL the child."""
+        self.send_signal(signal.SIGKILL)
+
+    def terminate(self) -> None:
+        """SIGTERM the child."""
+        self.send_signal(signal.SIGTERM)
+
+
 @dataclass(frozen=True)
 class Ended:
-    """How a forked command ended: its exit status (minus a signal's number), its CPU seconds, whether the
-    client killed it at the liveness bound, and what it wrote."""
+    """How a forked command ended (:meth:`Zygote.run`): its exit status (minus a signal's number), its CPU seconds,
+    whether it was killed at the liveness bound, and what it wrote."""
 
     status: int
     cpu_s: float
@@ -138,104 +294,165 @@ class Ended:
     stderr: bytes
 
 
+def _stream(target: int | IO[Any] | None, child_reads: bool, text: bool, own: list[int],
+            theirs: list[int]) -> IO[Any] | None:
+    """The child's end of one standard stream (appended to ``theirs``; ``own``: the descriptors to close here once
+    sent), and ours if it is a pipe."""
+    if target == subprocess.PIPE:
+        r, w = os.pipe()
+        mine, child = (w, r) if child_reads else (r, w)
+        theirs.append(child)
+        own.append(child)
+        mode = ("w" if child_reads else "r") + ("" if text else "b")
+        return open(mine, mode, encoding="utf-8" if text else None)  # noqa: SIM115 - closed by its reader
+    if target is None or target == subprocess.DEVNULL:
+        fd = os.open(os.devnull, os.O_RDWR)
+        theirs.append(fd)
+        own.append(fd)
+        return None
+    fd = os.dup(target if isinstance(target, int) else target.fileno())
+    theirs.append(fd)
+    own.append(fd)
+    return None
+
+
 class Zygote:
-    """The client of one zygote process, started on first use and stopped at exit (one per tests' process)."""
+    """The client of one zygote process, started on first use and stopped at exit."""
 
-    _instance: Zygote | None = None
-    _lock = threading.Lock()
+    _pool: ClassVar[list[Zygote]] = []
+    _pool_lock: ClassVar[threading.Lock] = threading.Lock()
 
-    def __init__(self, env: dict[str, str]) -> None:
-        self.folder = Path(tempfile.mkdtemp(prefix="cli-zygote-"))
-        self._log = open(self.folder / "zygote.log", "wb")  # noqa: SIM115 - closed by close()
-        self.proc = subprocess.Popen([sys.executable, "-m", "tests.cli_zygote"], cwd=ROOT, env=env,
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log)
-        self._buf = b""
-        self._n = 0
+    def __init__(self) -> None:
+        self._sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        env = {**BASE_ENV, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "OPENBLAS_NUM_THREADS": "1",
+               "OMP_NUM_THREADS": "1"}
+        # its own stdout and stderr are not the tests' (a pipe a reader waits on the end of): a log, read if it dies
+        self._log = tempfile.TemporaryFile()  # noqa: SIM115 - closed by close()
+        with theirs:
+            self.proc = subprocess.Popen([sys.executable, "-m", "tests.cli_zygote", str(theirs.fileno())], cwd=ROOT,
+                                         env=env, pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL,
+                                         stdout=self._log, stderr=self._log)
+        self._busy = False
         atexit.register(self.close)
-        ready = self._read(None)
+        ready = self._receive(None)
         assert ready == {"ready": True}, ready
 
     @classmethod
-    def shared(cls, env: dict[str, str]) -> Zygote:
-        """The process's zygote, started with ``env`` (what its imports read) if it is not running yet.
+    def _free(cls) -> Zygote:
+        """A running zygote that serves no command now (started if there is none), marked busy."""
+        with cls._pool_lock:
+            cls._pool = [z for z in cls._pool if z.proc.poll() is None]
+            zygote = next((z for z in cls._pool if not z._busy), None)
+            if zygote is None:
+                zygote = cls()
+                cls._pool.append(zygote)
+            zygote._busy = True
+            return zygote
 
-        Args:
-            env: the environment of the zygote, hence of what the preloaded modules read at import.
-        """
-        with cls._lock:
-            if cls._instance is None or cls._instance.proc.poll() is not None:
-                cls._instance = cls(env)
-            return cls._instance
+    def _release(self) -> None:
+        with self._pool_lock:
+            self._busy = False
 
-    def _read(self, timeout: float | None) -> dict[str, Any] | None:
-        """The zygote's next answer; None if none came within ``timeout`` seconds (None: wait as long as it takes)."""
-        assert self.proc.stdout is not None
-        fd = self.proc.stdout.fileno()
-        while b"\n" not in self._buf:
-            if timeout is not None and not select.select([fd], [], [], timeout)[0]:
-                return None
-            chunk = os.read(fd, 65536)
-            if not chunk:
-                log = (self.folder / "zygote.log").read_text(encoding="utf-8", errors="replace")
-                raise RuntimeError(f"the CLI zygote ended (exit {self.proc.wait()}): {log[-2000:]}")
-            self._buf += chunk
-        line, self._buf = self._buf.split(b"\n", 1)
-        answer: dict[str, Any] = json.loads(line)
+    def _receive(self, timeout: float | None) -> dict[str, Any] | None:
+        """The zygote's next answer; None if none came within ``timeout`` seconds (None: as long as it takes)."""
+        self._sock.settimeout(timeout)
+        try:
+            data = self._sock.recv(_MAX_MESSAGE)
+        except (TimeoutError, BlockingIOError):  # timeout 0 makes the socket non-blocking
+            return None
+        finally:
+            self._sock.settimeout(None)
+        if not data:
+            self._log.seek(0)
+            log = self._log.read().decode("utf-8", "replace")
+            raise RuntimeError(f"the CLI zygote ended (exit {self.proc.wait()}): {log[-3000:]}")
+        answer: dict[str, Any] = json.loads(data)
         return answer
 
-    def run(self, args: list[str], *, env: dict[str, str], cwd: Path, cpu_s: float, memory: int,
-            liveness_s: float, module: str = CLI) -> Ended:
-        """Fork ``consensus-eval ARGS`` and wait for it; killed (its process group) after ``liveness_s``.
+    @classmethod
+    def popen(cls, args: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: str | Path = ROOT,
+              stdin: int | IO[Any] | None = None, stdout: int | IO[Any] | None = None,
+              stderr: int | IO[Any] | None = None, text: bool = False, module: str = CLI,
+              cpu_s: float = UNLIMITED, memory: int = UNLIMITED) -> Forked:
+        """Fork ``consensus-eval ARGS`` (``python -m MODULE ARGS``) and return at once, as ``subprocess.Popen``.
 
         Args:
-            args: the command line after ``consensus-eval`` (after ``python -m MODULE``).
+            args: the command line after ``consensus-eval``.
+            env: the child's whole environment (None: this process's).
+            cwd: the child's working folder.
+            stdin: ``subprocess.PIPE``, ``subprocess.DEVNULL``, a file or a descriptor (None: /dev/null).
+            stdout: the same (None: /dev/null).
+            stderr: the same, or ``subprocess.STDOUT``.
+            text: the pipes are text (UTF-8), not bytes.
+            module: what the child runs as ``python -m`` would (the CLI).
+            cpu_s: its limit of CPU seconds (SIGXCPU), or :data:`UNLIMITED`.
+            memory: its limit of address space in bytes, or :data:`UNLIMITED`.
+        """
+        zygote = cls._free()
+        own: list[int] = []
+        theirs: list[int] = []
+        try:
+            in_ = _stream(stdin, True, text, own, theirs)
+            out = _stream(stdout, False, text, own, theirs)
+            if stderr == subprocess.STDOUT:
+                theirs.append(os.dup(theirs[1]))
+                own.append(theirs[-1])
+                err = None
+            else:
+                err = _stream(stderr, False, text, own, theirs)
+            request = {"args": list(args), "env": dict(os.environ if env is None else env), "cwd": str(cwd),
+                       "module": module, "cpu_s": cpu_s, "memory": memory}
+            _send(zygote._sock, request, theirs)
+            started = zygote._receive(None)
+        except BaseException:
+            zygote._release()
+            raise
+        finally:
+            for fd in own:
+                os.close(fd)
+        assert started is not None
+        return Forked(zygote, int(started["pid"]), in_, out, err)
+
+    @classmethod
+    def run(cls, args: Sequence[str], *, env: Mapping[str, str], cwd: str | Path, cpu_s: float = UNLIMITED,
+            memory: int = UNLIMITED, liveness_s: float, module: str = CLI) -> Ended:
+        """Fork ``consensus-eval ARGS``, read its output and wait for it; killed (its process group) if it has not
+        ended after ``liveness_s`` seconds (a liveness bound, not a deadline).
+
+        Args:
+            args: the command line after ``consensus-eval``.
             env: the child's whole environment.
             cwd: the child's working folder.
             cpu_s: its limit of CPU seconds (SIGXCPU).
             memory: its limit of address space, bytes.
-            liveness_s: wall-clock seconds after which it is killed (a liveness bound, not a deadline).
+            liveness_s: wall-clock seconds.
             module: what the child runs as ``python -m`` would (the CLI).
         """
-        with self._lock:
-            self._n += 1
-            stdout, stderr = self.folder / f"{self._n}.stdout", self.folder / f"{self._n}.stderr"
-        request = {"args": args, "env": env, "cwd": str(cwd), "stdout": str(stdout), "stderr": str(stderr),
-                   "cpu_s": cpu_s, "memory": memory, "module": module}
-        with self._lock:
-            assert self.proc.stdin is not None
-            self.proc.stdin.write(json.dumps(request).encode() + b"\n")
-            self.proc.stdin.flush()
-            started = self._read(None)
-            assert started is not None
-            pid = int(started["pid"])
-            ended = self._read(liveness_s)
-            killed = ended is None
-            if ended is None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(pid, signal.SIGKILL)
-                ended = self._read(None)
-                assert ended is not None
-        result = Ended(int(ended["status"]), float(ended["cpu_s"]), killed, stdout.read_bytes(), stderr.read_bytes())
-        stdout.unlink()
-        stderr.unlink()
-        return result
+        forked = cls.popen(args, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, module=module,
+                           cpu_s=cpu_s, memory=memory)
+        killed = False
+        try:
+            out, err = forked.communicate(timeout=liveness_s)
+        except subprocess.TimeoutExpired:
+            killed = True
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(forked.pid, signal.SIGKILL)
+            out, err = forked.communicate()
+        assert forked.returncode is not None and forked.cpu_s is not None
+        return Ended(forked.returncode, forked.cpu_s, killed, out or b"", err or b"")
 
     def close(self) -> None:
-        """Stop the zygote (its stdin closed, then killed if it lingers)."""
+        """Stop the zygote (its socket closed, then killed if it lingers)."""
+        with contextlib.suppress(OSError):
+            self._sock.close()
         if self.proc.poll() is None:
-            assert self.proc.stdin is not None
-            with contextlib.suppress(OSError):
-                self.proc.stdin.close()
             try:
                 self.proc.wait(30)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
         self._log.close()
-        shutil.rmtree(self.folder, ignore_errors=True)
 
 
 if __name__ == "__main__":
-    serve()
+    serve(int(sys.argv[1]))

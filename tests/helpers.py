@@ -1,5 +1,5 @@
-"""Builders several test modules share: cases and a two-judge panel for the fake server, the CLI as a command,
-a store written by hand, and a small OpenAI-compatible endpoint answering per mode.
+"""Builders several test modules share: cases and a two-judge panel for the fake server, the CLI as a command (and
+run in a process of its own), a store written by hand, and a small OpenAI-compatible endpoint answering per mode.
 
 Test modules import these from here, not from one another (a test module's own helpers stay in it)."""
 
@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import json
 import sqlite3
+import subprocess
 import sys
 import threading
 from collections.abc import Iterable, Mapping
@@ -84,6 +85,31 @@ def cli_command() -> list[str]:
     """The command that runs the CLI in a process of its own: the installed script, else ``python -m``."""
     script = Path(sys.executable).with_name("consensus-eval")
     return [str(script)] if script.exists() else [sys.executable, "-m", "consensus_eval.cli"]
+
+
+def cli_run(args: list[str], *, env: Mapping[str, str] | None = None, cwd: Path | str,
+            timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """``consensus-eval ARGS`` in a process of its own forked from a warm one (tests/cli_zygote.py: none of the
+    seconds of imports a new interpreter pays), its output read as text: what ``subprocess.run(..., text=True,
+    capture_output=True)`` gives. For a process a test signals or kills while it runs: ``Zygote.popen``.
+
+    Args:
+        args: the command line after ``consensus-eval``.
+        env: its whole environment (None: this process's).
+        cwd: its working folder.
+        timeout: a liveness bound in seconds (TimeoutExpired after it), not a deadline.
+    """
+    from tests.cli_zygote import Zygote
+
+    proc = Zygote.popen(args, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise
+    assert proc.returncode is not None
+    return subprocess.CompletedProcess(["consensus-eval", *args], proc.returncode, out, err)
 
 
 def ok_count(db: Path) -> int:

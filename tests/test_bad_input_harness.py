@@ -97,37 +97,47 @@ def test_a_new_interpreter_blocked_without_cpu_is_killed_by_the_liveness_bound(
 # --------------------------------------------------------------------------- the warm process (tests/cli_zygote.py)
 
 
-def _zygote() -> Zygote:
-    return Zygote.shared({**os.environ, "COLUMNS": "100"})
-
-
 def test_a_forked_command_is_a_process_of_its_own(tmp_path: Path) -> None:
     """What ``python -m consensus_eval.cli`` gives: the exit code, stdout and stderr apart, the working folder and
-    the environment it was given, and a pid that is neither this process nor the zygote."""
+    the environment it was given."""
     cases = write_cases(tmp_path / "cases.jsonl", 2)
-    env = {**os.environ, "COLUMNS": "70"}  # the zygote's own is 100: the child's console reads the child's
-    ended = _zygote().run(["score", str(cases), "--dry-run"], env=env, cwd=ROOT, cpu_s=60,
-                          memory=harness.SUBPROCESS_MEMORY, liveness_s=600)
+    env = {**os.environ, "COLUMNS": "70"}  # the zygote's own is unset (80): the child's console reads the child's
+    ended = Zygote.run(["score", str(cases), "--dry-run"], env=env, cwd=ROOT, cpu_s=60,
+                       memory=harness.SUBPROCESS_MEMORY, liveness_s=600)
     assert (ended.status, ended.killed) == (0, False), ended.stderr.decode()
     lines = ended.stdout.decode().splitlines()
     assert "dry run: nothing was sent" in lines[0] and max(map(len, lines)) == 70
     assert any(line.split() == ["│", "rules", "│", "rules", "│", "6", "│", "0", "│", "0", "│", "0.0000", "│", "0.0000",
                                 "│", "0.0000", "│"] for line in lines), lines
     assert ended.cpu_s > 0
-    refused = _zygote().run(["score", "missing.jsonl"], env=env, cwd=tmp_path, cpu_s=60,
-                            memory=harness.SUBPROCESS_MEMORY, liveness_s=600)
+    refused = Zygote.run(["score", "missing.jsonl"], env=env, cwd=tmp_path, liveness_s=600)
     assert refused.status == 2 and b"missing.jsonl" in refused.stdout + refused.stderr
     assert b"Traceback" not in refused.stdout + refused.stderr and b"Warning" not in refused.stderr, refused
 
 
+def test_a_forked_command_is_a_popen(tmp_path: Path) -> None:
+    """:meth:`Zygote.popen` as ``subprocess.Popen``: a pid of its own, text pipes (stderr into stdout), stdin, poll
+    while it runs, a signal's exit status, and two commands at once (two zygotes)."""
+    stdin_reader = Zygote.popen(["-n", "1", "-r", "1", "import sys; print(sys.stdin.read().upper(), file=sys.stderr)"],
+                                module="timeit", stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+    assert stdin_reader.pid not in (os.getpid(), os.getppid())
+    assert stdin_reader.poll() is None  # it waits for its stdin
+    sleeper = Zygote.popen(["-n", "1", "-r", "1", "import time; time.sleep(600)"], module="timeit")
+    sleeper.send_signal(signal.SIGTERM)
+    assert sleeper.wait(600) == -signal.SIGTERM  # a liveness bound
+    out, err = stdin_reader.communicate("ça va\r\n", timeout=600)
+    assert out.startswith("ÇA VA\n\n1 loop, best of 1: ") and (err, stdin_reader.returncode) == (None, 0), out
+
+
 def test_a_forked_command_over_its_cpu_limit_is_ended_by_sigxcpu(tmp_path: Path) -> None:
-    ended = _zygote().run(list(SPIN[1:]), module=SPIN[0], env={**os.environ}, cwd=ROOT, cpu_s=1,
-                          memory=harness.SUBPROCESS_MEMORY, liveness_s=600)
+    ended = Zygote.run(list(SPIN[1:]), module=SPIN[0], env={**os.environ}, cwd=ROOT, cpu_s=1,
+                       memory=harness.SUBPROCESS_MEMORY, liveness_s=600)
     assert ended.status == -signal.SIGXCPU and not ended.killed and ended.cpu_s > 0.5, ended
 
 
 def test_a_forked_command_blocked_without_cpu_is_killed_at_the_liveness_bound(tmp_path: Path) -> None:
     os.mkfifo(tmp_path / "p.json")
-    ended = _zygote().run(["metrics", "text2dt", str(tmp_path / "p.json"), str(tmp_path / "p.json")],
-                          env={**os.environ}, cwd=ROOT, cpu_s=60, memory=harness.SUBPROCESS_MEMORY, liveness_s=2)
+    ended = Zygote.run(["metrics", "text2dt", str(tmp_path / "p.json"), str(tmp_path / "p.json")],
+                       env={**os.environ}, cwd=ROOT, liveness_s=2)
     assert ended.killed and ended.status == -signal.SIGKILL

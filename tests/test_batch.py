@@ -21,7 +21,7 @@ import pytest
 
 from tests.conftest import ROOT
 from tests.fake_server import FakeConfig, FakeServer
-from tests.helpers import cli_command, present, write_cases
+from tests.helpers import cli_command, cli_run, present, write_cases
 
 KEY = "sk-test-BATCH-SECRET-0123456789abcdef"
 N_CASES = 4
@@ -226,8 +226,8 @@ def test_score_exits_4_while_batches_run_and_no_secret_is_written(tmp_path: Path
     env = {**os.environ, "BATCH_TEST_KEY": KEY}
     with FakeServer(FakeConfig(seed=4, batch_delay_s=None)) as srv:
         cfg = _write_config(tmp_path / "cfg.yaml", srv.url)
-        cmd = [*cli_command(), "score", str(cases), "--config", str(cfg), "--out", str(tmp_path / "o")]
-        r1 = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+        cmd = ["score", str(cases), "--config", str(cfg), "--out", str(tmp_path / "o")]
+        r1 = cli_run(cmd, cwd=ROOT, env=env)
         assert r1.returncode == 4, r1.stdout + r1.stderr
         batch_id = srv.batches.stats()["batches"][0]["id"]
         assert "1 provider batch(es) still running" in r1.stdout and batch_id in r1.stdout
@@ -238,12 +238,12 @@ def test_score_exits_4_while_batches_run_and_no_secret_is_written(tmp_path: Path
         md = (tmp_path / "o" / "report.md").read_text(encoding="utf-8")
         assert f"其中 {N_CALLS} 次调用在服务商的批处理任务中尚未完成" in md      # the rubric's language is Chinese
         assert f"其中 {N_CALLS} 次调用" in (tmp_path / "o" / "report.html").read_text(encoding="utf-8")
-        r2 = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+        r2 = cli_run(cmd, cwd=ROOT, env=env)
         assert r2.returncode == 4 and "in_progress" in r2.stdout          # still running: still 4, no new batch
         assert len(srv.batches.stats()["batches"]) == 1
         # the handler reads no request: None stands for it
         asyncio.run_coroutine_threadsafe(srv.batches._complete_all(None), srv._loop).result(30)  # type: ignore[arg-type]
-        r3 = subprocess.run([*cmd, "--wait"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+        r3 = cli_run([*cmd, "--wait"], cwd=ROOT, env=env)
         assert r3.returncode == 0, r3.stdout + r3.stderr
         assert f"batch {batch_id} completed: {N_CALLS} ok, 0 failed" in r3.stdout
         assert "批处理" not in (tmp_path / "o" / "report.md").read_text(encoding="utf-8")
@@ -264,11 +264,10 @@ def test_a_kill_at_any_step_loses_no_batch_and_submits_none_twice(tmp_path: Path
     env = {**os.environ, "BATCH_TEST_KEY": KEY}
     with FakeServer(FakeConfig(seed=5)) as srv:
         cfg = _write_config(tmp_path / "cfg.yaml", srv.url)
-        cmd = [*cli_command(), "score", str(cases), "--config", str(cfg), "--out", str(tmp_path / "o")]
+        cmd = ["score", str(cases), "--config", str(cfg), "--out", str(tmp_path / "o")]
         if step in ("line", "collected"):   # a collection step: submit first (in this process: same code path)
             assert _run(cases, _config(srv.url), tmp_path / "o").progress.batches
-        killed = subprocess.run(cmd, cwd=ROOT, env={**env, KILL_ENV: step}, capture_output=True, text=True,
-                                timeout=300)
+        killed = cli_run(cmd, cwd=ROOT, env={**env, KILL_ENV: step})
         assert killed.returncode == -9, killed.stdout + killed.stderr
         done = _run(cases, _config(srv.url), tmp_path / "o", wait=True)   # resume to the end
         assert done.progress.batches == [] and {c.status for c in done.consensus} == {"ok"}

@@ -25,6 +25,7 @@ import pytest
 
 from consensus_eval import api as evaluate
 from consensus_eval.execution.store import Store, StoredCall
+from tests.cli_zygote import Zygote
 from tests.conftest import ROOT
 from tests.fake_server import FakeConfig, FakeServer, spawn
 from tests.helpers import (
@@ -32,7 +33,7 @@ from tests.helpers import (
     PRICE_IN,
     PRICE_OUT,
     all_present,
-    cli_command,
+    cli_run,
     ok_count,
     write_cases,
     write_panel,
@@ -332,11 +333,12 @@ def test_kill_9_and_resume_gives_the_uninterrupted_result(tmp_path: Path, warm_l
     with FakeServer(FakeConfig(**server_cfg)) as srv:
         # another server (so another api_base, so other request hashes), same seed: same replies
         cfg = write_panel(tmp_path / "panel.yaml", srv.url, concurrency=2)
-        cmd = [*cli_command(), "score", str(cases), "--config", str(cfg), "--out", str(out)]
+        cmd = ["score", str(cases), "--config", str(cfg), "--out", str(out)]
         for _ in range(3):
             have = ok_count(db)
             target = have + rng.randint(5, max(6, (total - have) // 2))
-            proc = subprocess.Popen(cmd, env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            # a real process (kill -9 ends it), forked from a warm one: no seconds of imports (tests/cli_zygote.py)
+            proc = Zygote.popen(cmd, env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
             deadline = time.monotonic() + 600  # a liveness bound, not a deadline
             seen = have
             while proc.poll() is None and time.monotonic() < deadline:
@@ -351,7 +353,7 @@ def test_kill_9_and_resume_gives_the_uninterrupted_result(tmp_path: Path, warm_l
             assert proc.returncode == -signal.SIGKILL, proc.stderr.read().decode()[-2000:] if proc.stderr else ""
             assert proc.stderr is not None
             proc.stderr.close()
-        final = subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+        final = cli_run(cmd, env=env, cwd=tmp_path)
         assert final.returncode == 0, final.stderr[-3000:]
         log = [e for e in srv.log if e["dim"]]
 

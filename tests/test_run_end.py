@@ -18,9 +18,10 @@ import pytest
 import respx
 from typer.testing import CliRunner
 
+from tests.cli_zygote import Forked, Zygote
 from tests.conftest import ROOT, write_config
 from tests.fake_server import FakeConfig, FakeServer
-from tests.helpers import cli_command, ok_count, write_cases, write_panel
+from tests.helpers import cli_run, ok_count, write_cases, write_panel
 
 ENV = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
        "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
@@ -31,8 +32,9 @@ def _statuses(out: Path) -> dict[str, str]:
         return {r["case_id"]: r["status"] for r in csv.DictReader(f)}
 
 
-def _start_and_wait_for(cmd: list[str], cwd: Path, db: Path, rows: int) -> subprocess.Popen[str]:
-    proc = subprocess.Popen(cmd, env=ENV, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def _start_and_wait_for(cmd: list[str], cwd: Path, db: Path, rows: int) -> Forked:
+    # a real process (it gets the signals), forked from a warm one: no seconds of imports (tests/cli_zygote.py)
+    proc = Zygote.popen(cmd, env=ENV, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 600  # a liveness bound (every wall-clock bound here is one), not a deadline
     while proc.poll() is None and ok_count(db) < rows and time.monotonic() < deadline:
         time.sleep(0.02)
@@ -41,22 +43,22 @@ def _start_and_wait_for(cmd: list[str], cwd: Path, db: Path, rows: int) -> subpr
 
 
 @contextmanager
-def _score_in_flight(tmp_path: Path, rows: int) -> Iterator[tuple[subprocess.Popen[str], list[str], Path]]:
-    """`score` of 20 cases in a subprocess against a slow fake server (kept up until the block ends),
-    yielded once ``rows`` judgments are stored: (the process, its command, its output folder)."""
+def _score_in_flight(tmp_path: Path, rows: int) -> Iterator[tuple[Forked, list[str], Path, FakeServer]]:
+    """`score` of 20 cases in a process of its own against a slow fake server (kept up until the block ends),
+    yielded once ``rows`` judgments are stored: (the process, its command, its output folder, the server)."""
     cases = write_cases(tmp_path / "cases.jsonl", n=20)
     with FakeServer(FakeConfig(seed=3, latency_ms=400.0, max_lifetime_s=600)) as srv:
         cfg = write_panel(tmp_path / "panel.yaml", srv.url, concurrency=2)
         out = tmp_path / "out"
-        cmd = [*cli_command(), "score", str(cases), "--config", str(cfg), "--out", str(out)]
-        yield _start_and_wait_for(cmd, tmp_path, out / "results.sqlite", rows), cmd, out
+        cmd = ["score", str(cases), "--config", str(cfg), "--out", str(out)]
+        yield _start_and_wait_for(cmd, tmp_path, out / "results.sqlite", rows), cmd, out, srv
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
 def test_a_signal_stops_the_run_rebuilds_the_outputs_and_the_rerun_resumes(tmp_path: Path,
                                                                             sig: signal.Signals) -> None:
-    with _score_in_flight(tmp_path, rows=6) as (proc, cmd, out):
+    with _score_in_flight(tmp_path, rows=6) as (proc, cmd, out, srv):
         proc.send_signal(sig)
         stdout, stderr = proc.communicate(timeout=600)
         assert proc.returncode == 130, stdout + stderr
@@ -70,7 +72,8 @@ def test_a_signal_stops_the_run_rebuilds_the_outputs_and_the_rerun_resumes(tmp_p
         assert "本次运行尚未完成" in (out / "report.md").read_text(encoding="utf-8")   # the rubric is Chinese
         assert 'id="incomplete"' in (out / "report.html").read_text(encoding="utf-8")
 
-        again = subprocess.run(cmd, env=ENV, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+        srv.cfg.latency_ms = 0.0  # slow to be interrupted in flight; the rerun need not be (its ~110 calls: 11 s)
+        again = cli_run(cmd, env=ENV, cwd=tmp_path)
     assert again.returncode == 0, again.stdout + again.stderr
     assert f"从存储恢复 {stored} 次" in again.stdout    # "N resumed from the store"
     assert set(_statuses(out).values()) == {"ok"}
@@ -80,7 +83,7 @@ def test_a_signal_stops_the_run_rebuilds_the_outputs_and_the_rerun_resumes(tmp_p
 _ACK = "press Ctrl-C again to exit at once"  # the first signal's handler says it has run
 
 
-def _stderr_until(proc: subprocess.Popen[str], needle: str, timeout: float) -> str:
+def _stderr_until(proc: Forked, needle: str, timeout: float) -> str:
     """What ``proc`` writes to stderr up to ``needle`` (and what came with it), read from the pipe as it comes; fails
     after ``timeout`` s or at end of file. Read below the text wrapper, whose buffer stays empty: a later
     ``communicate()`` returns the rest."""
@@ -100,7 +103,7 @@ def _stderr_until(proc: subprocess.Popen[str], needle: str, timeout: float) -> s
 
 
 def test_a_second_ctrl_c_exits_at_once_without_a_traceback(tmp_path: Path) -> None:
-    with _score_in_flight(tmp_path, rows=4) as (proc, _cmd, _out):
+    with _score_in_flight(tmp_path, rows=4) as (proc, _cmd, _out, _srv):
         proc.send_signal(signal.SIGINT)
         # the first signal's handler has installed the second one before it says so (consensus_eval/cli.py)
         err = _stderr_until(proc, _ACK, timeout=600)
