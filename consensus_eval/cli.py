@@ -144,7 +144,8 @@ def score(
 
     from consensus_eval import api
     from consensus_eval.judges.quiet import quiet_libraries
-    from consensus_eval.output.console import print_estimate, print_prompts, print_run_end, print_summary
+    from consensus_eval.output.console import (print_estimate, print_prompts, print_run_end, print_summary,
+                                               print_weights_notice)
     from consensus_eval.output.progress import progress_hook
     from consensus_eval.output.report.i18n import default_lang, messages
 
@@ -168,6 +169,7 @@ def score(
         if show_prompt is not None:
             print_prompts(out_console, api.show_prompt(prep, show_prompt), t)
             return
+        print_weights_notice(out_console, prep.rubric, t)   # a rubric of your own is checked here first
         print_estimate(out_console, api.dry_run(prep), t)
         return
     with _writing(out, "score", wait_lock, create=True):

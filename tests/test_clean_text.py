@@ -212,3 +212,17 @@ def test_the_judge_quality_table_names_what_each_kind_quotes() -> None:
         text = console.export_text()
         assert f"(1 of 6 {word})" in text, kinds
         assert word == "deductions" or "deductions" not in text
+
+
+def test_the_dry_run_of_a_rubric_with_weights_not_summing_to_one_says_so(tmp_path: Path) -> None:
+    from tests.conftest import ROOT
+
+    rubric = (ROOT / "configs" / "rubrics" / "pdqi9.yaml").read_text(encoding="utf-8")
+    (tmp_path / "w.yaml").write_text(rubric.replace("id: pdqi9", "id: weighted").replace(
+        "    kind: likert\n", "    kind: likert\n    weight: 0.5\n"), encoding="utf-8")
+    (tmp_path / "c.yaml").write_text(f"rubric: {tmp_path / 'w.yaml'}\nprompts_dir: {ROOT / 'prompts'}\n"
+                                     "judges:\n  - {name: s, kind: simulated}\n", encoding="utf-8")
+    out = _run(["score", str(ROOT / "examples" / "pdqi9" / "cases.jsonl"), "--config", str(tmp_path / "c.yaml"),
+                "--dry-run"], 200)
+    assert "weights of rubric weighted sum to 4.5, not 1" in out and "at most 22.5" in out
+
