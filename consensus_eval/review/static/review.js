@@ -52,9 +52,9 @@
   function fieldOf(name) {
     return Array.from(document.querySelectorAll("[data-field]")).find((el) => el.dataset.field === name) || null;
   }
-  function noteFor(el) {
-    const box = el && el.closest(".your-score, article.ded, tr.criterion, label, .case-comment");
-    return box ? box.querySelector(".score-note, .crit-note, .save-note") : null;
+  function noteFor(el) {   // the note beside a score or a criterion (a comment field shows its state by its outline)
+    const box = el && (el.closest(".your-score") || el.closest("tr.criterion"));
+    return box ? box.querySelector(".score-note, .crit-note") : null;
   }
   function markUnsaved(fields) {
     fields.forEach((el) => {
