@@ -144,8 +144,13 @@ def score(
 
     from consensus_eval import api
     from consensus_eval.judges.quiet import quiet_libraries
-    from consensus_eval.output.console import (print_estimate, print_prompts, print_run_end, print_summary,
-                                               print_weights_notice)
+    from consensus_eval.output.console import (
+        print_estimate,
+        print_prompts,
+        print_run_end,
+        print_summary,
+        print_weights_notice,
+    )
     from consensus_eval.output.progress import progress_hook
     from consensus_eval.output.report.i18n import default_lang, messages
 
