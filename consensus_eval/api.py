@@ -101,6 +101,7 @@ class Prepared:
     shard: ShardRecord | None = None
 
 
+@gc_paused_call  # the cases and the plan are millions of objects on a large run: no collector pass while they are made
 def prepare(cases: CasesInput, config: ConfigInput = DEFAULT_CONFIG, *, skip_invalid: bool = False,
             check_keys: bool = True, shard: str | Shard | None = None) -> Prepared:
     """Load the config, its rubric and the cases, build the judges and plan the calls.

@@ -242,3 +242,28 @@ def test_the_plans_request_hashes_are_the_documented_ones(config: str) -> None:
         blob = json.dumps([judge.config.identity, judge.version, prep.rubric.fingerprint, p.dimension, p.run, reads],
                           ensure_ascii=False, separators=(",", ":"))
         assert p.request_hash == hashlib.sha256(blob.encode()).hexdigest()
+
+
+def test_prepare_makes_no_collector_pass() -> None:
+    """Loading the cases and planning their calls make millions of objects on a large run, none in a cycle
+    to collect: the cyclic collector is paused meanwhile (consensus_eval._gc), not woken thousands of times to
+    traverse them. Counted with gc.callbacks (a work count, not a time)."""
+    import gc
+
+    passes: list[int] = []
+
+    def count(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            passes.append(info["generation"])
+
+    cases = big_cases(2000, seed=11)
+    gc.callbacks.append(count)
+    try:
+        prep = api.prepare(cases, CONFIG)
+    finally:
+        gc.callbacks.remove(count)
+    assert len(prep.calls) == 6000
+    # at most the one pass of the youngest generation due when the collector is on again (the prepare of these
+    # 2,000 cases woke it 38 times before)
+    assert passes in ([], [0]), passes
+    assert gc.isenabled()
