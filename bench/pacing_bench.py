@@ -38,7 +38,8 @@ Parts (``--part``, repeatable; default ``windows deepseek hiddensim judgesim``):
   sending time (first arrival to last accepted arrival) and over their wall time (to the last reply) as
   shares of the hidden limit, accepted per minute of the run; per client: CPU seconds and peak RSS of
   its process (``os.wait4``), its wall time against the bound (calls / limit + the mean latency), and
-  consensus-eval's learned rate (its run summary). ``--repeat N`` alternates the clients N times.
+  consensus-eval's learned rate (its run summary). ``--repeat N`` alternates the clients N times;
+  ``--tree DIR`` adds consensus-eval as in another copy of the repository (``git archive REF``) beside.
 
     .venv/bin/python bench/pacing_bench.py                                        # the simulated parts
     .venv/bin/python bench/pacing_bench.py --part judgesim --seeds 3
@@ -72,7 +73,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+# provider's --tree: a client process runs another copy of the package (``git archive REF | tar -x -C DIR``)
+sys.path.insert(0, os.environ.get("PACING_BENCH_TREE") or str(ROOT))
 
 from consensus_eval.judges.pacing import Pacing, Spacer, Ticket  # noqa: E402
 from tests.pacing_sim import Figures, VirtualLoop, figures, hidden_workload, judge_layer, lognormal  # noqa: E402
@@ -516,10 +518,10 @@ def _run_client(args: list[str], env: dict[str, str]) -> tuple[dict[str, Any], f
 
 
 def part_provider(hidden_rpm: float, judges: int, calls: int, repeat: int,
-                  inspect_python: str | None) -> list[dict[str, Any]]:
+                  inspect_python: str | None, trees: list[Path]) -> list[dict[str, Any]]:
     from tests.fake_server import FakeConfig, spawn
 
-    clients = ["consensus-eval"] + (["inspect"] if inspect_python else [])
+    clients = ["consensus-eval"] + [f"consensus-eval@{t.name}" for t in trees] + (["inspect"] if inspect_python else [])
     rows = []
     for r in range(repeat):
         for client in clients:
@@ -531,6 +533,8 @@ def part_provider(hidden_rpm: float, judges: int, calls: int, repeat: int,
             try:
                 with tempfile.TemporaryDirectory() as tmp:
                     env = {**os.environ, "PACING_BENCH_KEY": "sk-bench", "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+                    if "@" in client:
+                        env["PACING_BENCH_TREE"] = str(next(t for t in trees if client.endswith("@" + t.name)))
                     if client == "inspect":
                         assert inspect_python is not None
                         n = _prompts(url, judges, calls, Path(tmp) / "prompts.jsonl")
@@ -597,6 +601,8 @@ def main() -> None:
     p.add_argument("--hidden-rpm", type=float, default=300.0)
     p.add_argument("--judges", type=int, default=3, help="provider: judges (models) at once")
     p.add_argument("--inspect-python", help="provider: Inspect AI's interpreter (bench/inspect_client.py)")
+    p.add_argument("--tree", type=Path, action="append",
+                   help="provider: also consensus-eval as in this copy of the repository (git archive REF)")
     p.add_argument("--old-ref", help="hiddensim: also the pacing module as at this commit (git)")
     p.add_argument("--seeds", type=int, default=1, help="hiddensim, judgesim: seeds (median)")
     p.add_argument("--sim-requests", type=int, default=18_000, help="hiddensim: requests to completion")
@@ -630,7 +636,7 @@ def main() -> None:
             results[part] = part_scaled(args.scale, args.calls or 1800)
         else:
             results[part] = part_provider(args.hidden_rpm, args.judges, args.calls or 240, args.repeat,
-                                          args.inspect_python)
+                                          args.inspect_python, args.tree or [])
     if args.json:
         args.json.write_text(json.dumps(results, indent=1, default=str), encoding="utf-8")
 
