@@ -73,8 +73,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 ROOT = Path(__file__).resolve().parents[1]
-# provider's --tree: a client process runs another copy of the package (``git archive REF | tar -x -C DIR``)
-sys.path.insert(0, os.environ.get("PACING_BENCH_TREE") or str(ROOT))
+sys.path.insert(0, str(ROOT))
 
 from consensus_eval.judges.pacing import Pacing, Spacer, Ticket  # noqa: E402
 from tests.pacing_sim import Figures, VirtualLoop, figures, hidden_workload, judge_layer, lognormal  # noqa: E402
@@ -570,10 +569,22 @@ def _provider_figures(log: list[dict[str, Any]], hidden_rpm: float, calls: int) 
         f = figures(entries, hidden_rpm)
         lat = [e["t_end"] - e["t"] for e in mine if e["status"] == 200 and e["t_end"] is not None]
         bound = calls / hidden_rpm * 60 + statistics.fmean(lat)
+        accepted = sorted(e["t"] for e in mine if e["status"] == 200)
+        # how early each 429'd request came: until the oldest accepted one in its window would have left it
+        early = [bisect_first(accepted, e["t"] - 60.0) + 60.0 - e["t"] for e in mine if e["status"] == 429]
         per[model] = {**_shares(f), "requests": f.requests, "other": sum(1 for x in entries if x[1] == -1),
+                      "early_429_s": [round(x, 2) for x in sorted(early)],
                       "wall_s": round(f.last_reply - f.first, 1), "wall_over_bound": round((f.last_reply - f.first)
                                                                                          / bound, 3)}
     return per
+
+
+def bisect_first(times: list[float], after: float) -> float:
+    """The first of the sorted ``times`` after ``after``."""
+    import bisect
+
+    i = bisect.bisect_right(times, after)
+    return times[i] if i < len(times) else after
 
 
 def median_rows(runs: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
@@ -613,6 +624,10 @@ def main() -> None:
     p.add_argument("--out", type=Path, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.client:
+        if os.environ.get("PACING_BENCH_TREE"):  # the package of --tree, not the one this file was loaded with
+            for name in [m for m in sys.modules if m == "consensus_eval" or m.startswith("consensus_eval.")]:
+                del sys.modules[name]
+            sys.path.insert(0, os.environ["PACING_BENCH_TREE"])
         print(json.dumps(client_ours(args.url, args.judges, args.calls, args.out)), flush=True)
         return
     from consensus_eval.judges.quiet import quiet_libraries

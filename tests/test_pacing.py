@@ -25,8 +25,12 @@ from consensus_eval.domain.rubric import Rubric
 from consensus_eval.judges.llm import LLMJudge
 from consensus_eval.judges.pacing import (
     ASSUMED_LATENCY_S,
+    GUARD_MEMORY_S,
     HEADROOM,
     INITIAL_CONCURRENCY,
+    MAX_GUARD_S,
+    SEND_GUARD_S,
+    AutoLimit,
     Binding,
     Gate,
     Pacing,
@@ -390,6 +394,21 @@ def test_a_young_runs_learned_window_is_tested_by_one_probe() -> None:
     assert freed.auto.ceiling is not None and freed.learned_spacer is None
 
 
+def test_the_guard_follows_how_late_429s_come_back_and_forgets_old_ones() -> None:
+    """A send stays in the learned window's count SEND_GUARD_S longer than the window, or as long as the
+    longest round trip of the recent 429s (answered at once: what the client's own delays add), at most
+    MAX_GUARD_S; a 429 older than GUARD_MEMORY_S no longer counts."""
+    auto = AutoLimit(rpm=None, tpm=None, cap=256)
+    assert auto.guard_s(0.0) == SEND_GUARD_S
+    auto.refusal_trips.append((10.0, 0.2))
+    assert auto.guard_s(11.0) == SEND_GUARD_S
+    auto.refusal_trips.append((20.0, 3.5))
+    assert auto.guard_s(21.0) == 3.5
+    assert auto.guard_s(20.0 + GUARD_MEMORY_S + 1) == SEND_GUARD_S
+    auto.refusal_trips.append((30.0, 60.0))
+    assert auto.guard_s(31.0) == MAX_GUARD_S
+
+
 def test_the_send_log_counts_what_the_provider_accepted_and_when_the_window_frees() -> None:
     log = SendLog()
     for t in (0.0, 1.0, 2.0, 3.0, 4.0):
@@ -403,7 +422,7 @@ def test_the_send_log_counts_what_the_provider_accepted_and_when_the_window_free
     assert log.free_at(4.0, 60.0, 2) == 63.0  # 0, 1 and 3
     assert log.accepted_before(3.0, 60.0) == 2  # sends at 0 and 1 (2 was rejected; 3 itself not counted)
     assert log.accepted_before(4.0, 2.5) == 1  # the send at 3
-    log.add(70.0)  # the window kept is 61 s (60 s and SEND_GUARD_S): everything before 9 s is gone
+    log.add(70.0)  # the window kept is 70 s (60 s and MAX_GUARD_S): the send at 0 is gone
     assert log.accepted(70.0, 61.0) == 1 and log.first == 0.0
 
 

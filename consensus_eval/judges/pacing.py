@@ -39,7 +39,8 @@ after it was released gives its slot/turn back to the next in line.
   :data:`RATE_WINDOW_S` s to what the provider accepted (sent and not answered 429, :class:`SendLog`)
   in that window before the refused request was sent; in a run younger than the window, everything
   since the first request. From then on no request goes while the sends the provider accepted in the
-  last window (plus :data:`SEND_GUARD_S`: a request reaches the provider a little after it is sent)
+  last window (plus a guard, :meth:`AutoLimit.guard_s`: a request reaches the provider a little after
+  it is sent, later on a loaded machine)
   number what it allows, and requests are spread evenly at that rate (a :class:`Spacer`), so the slow
   start's burst, still in the provider's window, is not repeated. *A young run's window is tested*: a
   limit of n requests per minute learned after t < 60 s could also be a limit on requests in flight,
@@ -84,8 +85,12 @@ LATENCY_WINDOW = 50
 RATE_WINDOW_S = 60.0
 #: a send stays in the learned window's count this much longer than the window: the provider counts a
 #: request when it arrives, a little after it was sent, and a send that left the client's count before
-#: the provider's would be refused
+#: the provider's would be refused. At least this; more when 429s come back later (:meth:`AutoLimit.guard_s`)
 SEND_GUARD_S = 1.0
+#: the most the guard grows to, how many of the last 429s' round trips set it, and for how long one counts
+MAX_GUARD_S = 10.0
+GUARD_SAMPLES = 16
+GUARD_MEMORY_S = 300.0
 #: the learned limit's spacer releases requests this much faster than the limit (the window's count holds
 #: the limit): a burst sent before the first 429 is followed as it leaves the window, a few at a time
 SPREAD = 2.0
@@ -287,7 +292,17 @@ class AutoLimit:
         self.allowed: float | None = None
         #: when the probe that tests a young run's learned window may go (None: no test pending)
         self.test_at: float | None = None
+        #: (when, round trip) of the last 429s (answered at once: how late a request reaches the provider)
+        self.refusal_trips: deque[tuple[float, float]] = deque(maxlen=GUARD_SAMPLES)
         self._last_429 = -math.inf
+
+    def guard_s(self, now: float) -> float:
+        """How much longer than the window a send stays in its count: :data:`SEND_GUARD_S`, or the longest
+        round trip of the last 429s (of the last :data:`GUARD_MEMORY_S`) when longer: a provider answers a
+        429 at once, so its round trip bounds how late a request reached it (the client's own delays, on a
+        loaded machine); at most :data:`MAX_GUARD_S`."""
+        recent = (trip for at, trip in self.refusal_trips if now - at <= GUARD_MEMORY_S)
+        return min(MAX_GUARD_S, max(SEND_GUARD_S, max(recent, default=0.0)))
 
     @property
     def learned_rpm(self) -> float | None:
@@ -383,7 +398,7 @@ class AutoLimit:
 
 
 class SendLog:
-    """Send times of the last :data:`RATE_WINDOW_S` + :data:`SEND_GUARD_S` seconds (in order) and which
+    """Send times of the last :data:`RATE_WINDOW_S` + :data:`MAX_GUARD_S` seconds (in order) and which
     of them were answered 429: how many the provider accepted in a window, and when the oldest of them
     leaves it."""
 
@@ -403,7 +418,7 @@ class SendLog:
         bisect.insort(self._rejected, t)
 
     def _trim(self, now: float) -> None:
-        cut = now - RATE_WINDOW_S - SEND_GUARD_S
+        cut = now - RATE_WINDOW_S - MAX_GUARD_S
         self._start = bisect.bisect_right(self._sent, cut, lo=self._start)
         if self._start > 1024 and self._start * 2 > len(self._sent):
             del self._sent[:self._start]
@@ -602,7 +617,7 @@ class Pacing:
                       busy=demand >= self.gate.limit, probe=probe)
 
     async def _learned_turn(self, loop: asyncio.AbstractEventLoop) -> bool:
-        """Under a learned limit: wait until the last window (and :data:`SEND_GUARD_S`) holds fewer
+        """Under a learned limit: wait until the last window (and the guard) holds fewer
         accepted sends than it allows (so a burst sent before the first 429 is not repeated), then for
         the spacer's turn. Returns True for the young run's probe, which goes past both (module docstring)."""
         auto, sends, spacer = self.auto, self.sends, self.learned_spacer
@@ -612,7 +627,7 @@ class Pacing:
                 now = loop.time()
                 if auto.allowed is None:  # the probe found no window: nothing learned to wait for
                     return False
-                at = sends.free_at(now, RATE_WINDOW_S + SEND_GUARD_S, auto.allowed_now())
+                at = sends.free_at(now, RATE_WINDOW_S + auto.guard_s(now), auto.allowed_now())
                 if at <= now:
                     break
                 if auto.test_at is not None and not self._probing:
@@ -660,6 +675,7 @@ class Pacing:
             self._mark(now)
             if self.sends is not None and self.sends.first is not None:
                 self.sends.reject(ticket.sent_at)
+                self.auto.refusal_trips.append((now, now - ticket.sent_at))
                 self.auto.on_rate_limited(ticket.sent_at, now,
                                           self.sends.accepted_before(ticket.sent_at, RATE_WINDOW_S),
                                           ticket.sent_at - self.sends.first)
@@ -681,7 +697,7 @@ class Pacing:
         auto, sends = self.auto, self.sends
         if auto is None or sends is None or auto.allowed is None:
             return False
-        return sends.accepted(now, RATE_WINDOW_S + SEND_GUARD_S) >= min(GROW_FULL * auto.allowed,
+        return sends.accepted(now, RATE_WINDOW_S + auto.guard_s(now)) >= min(GROW_FULL * auto.allowed,
                                                                         auto.allowed_now() - 1)
 
     def _leave(self, now: float) -> None:
