@@ -96,8 +96,10 @@ def one(url: str, judges: int, cases: int, profile: bool, top: int) -> dict[str,
         prof.disable()
     c1 = _cpu()
     quiet_libraries()
-    if os.environ.get("CALL_CPU_FREEZE"):  # what the imports made, out of the collector's passes
-        gc.freeze()
+    if os.environ.get("CALL_CPU_FREEZE"):  # as the command line: what is alive when prepare ends is frozen
+        from consensus_eval._gc import freeze_when_done
+
+        freeze_when_done()
     out: dict[str, Any] = {"import_cpu_s": round(c1 - c0, 2)}
     if prof:
         out["import_by_package"] = {k: round(v, 2) for k, v in by_package(pstats.Stats(prof)).items() if v >= 0.05}

@@ -200,6 +200,13 @@ def test_the_gate_admits_at_most_its_limit_first_come_first_served_and_follows_a
             tasks.append(asyncio.create_task(one(i)))
             await asyncio.sleep(0)
         await asyncio.sleep(0.5)
+        assert gate.waiting == 7  # 3 in, 7 waiting
+        late = asyncio.create_task(gate.acquire())
+        await asyncio.sleep(0)
+        assert gate.waiting == 8
+        late.cancel()  # a cancelled waiter is no longer counted
+        await asyncio.gather(late, return_exceptions=True)
+        assert gate.waiting == 7
         gate.set_limit(1)
         low_peak = 0
 
@@ -211,6 +218,7 @@ def test_the_gate_admits_at_most_its_limit_first_come_first_served_and_follows_a
                 await asyncio.sleep(0.25)
 
         await asyncio.gather(*tasks, watch())
+        assert gate.waiting == 0 and gate.in_flight == 0
         return order, peak, low_peak
 
     order, peak, low_peak = virtual(main)

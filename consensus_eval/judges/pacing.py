@@ -225,12 +225,13 @@ class Gate:
         self.limit = max(1, limit)
         self.in_flight = 0
         self._waiters: deque[asyncio.Future[None]] = deque()
+        self._waiting = 0  # waiters neither woken nor cancelled (counted, not recounted at every acquire)
         self.waited_s = 0.0
         self.waits = 0
 
     @property
     def waiting(self) -> int:
-        return sum(not f.done() for f in self._waiters)
+        return self._waiting
 
     async def acquire(self) -> float:
         loop = asyncio.get_running_loop()
@@ -242,11 +243,14 @@ class Gate:
         start = loop.time()
         fut: asyncio.Future[None] = loop.create_future()
         self._waiters.append(fut)
+        self._waiting += 1
         try:
             await fut  # the releaser counted this holder in before waking it
         except asyncio.CancelledError:
             if fut.done() and not fut.cancelled():
                 self.release()
+            else:
+                self._waiting -= 1
             raise
         waited = loop.time() - start
         self.waits += 1
@@ -267,6 +271,7 @@ class Gate:
             if fut.done():
                 continue
             self.in_flight += 1
+            self._waiting -= 1
             fut.set_result(None)
 
 
