@@ -19,6 +19,13 @@ finds it give or take noise, shifted by the model's bias (``bias``: more deducti
 default a bias in [-1, 1] derived from the model name; a model whose name contains ``strict`` or
 ``lenient`` gets +1.5 or -1.5).
 
+Prompt-sensitive judges (test devices for issue 36, never shipped as judges): a model listed in ``misses``
+leaves the deduction types listed for it out of every reply unless the prompt names the type beyond the
+rubric's own listing (a criteria line, a few-shot example: :func:`named_types`); a model listed in
+``length_bias`` deducts less the longer the record (:func:`length_shift`). With ``defects_from="conversation"``
+a record's hidden defects follow its conversation, not its case id, so a copy of a record edited without
+changing its meaning (an invariance probe's variant) has the same defects as the record.
+
 A whole-case request (``call: per_case``: its schema is ``CaseJudgment``) is answered with one part per
 dimension, each the dimension's scripted or generated reply (keyed by the dimension too).
 
@@ -59,6 +66,7 @@ import json
 import math
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -139,6 +147,17 @@ class FakeConfig:
     #: scripted replies: ``"model|case id"`` -> dimension -> the reply (a judgment dict), used instead of a
     #: generated one (the calibration tests' oracle, random and lying judges)
     replies: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    #: prompt-sensitive judges (test devices, never shipped): per model, the deduction types it leaves out of
+    #: every reply (scripted or generated) unless the prompt names the type beyond the rubric's own listing or
+    #: shows an example of it (:func:`named_types`)
+    misses: dict[str, list[str]] = field(default_factory=dict)
+    #: per model, a bias towards longer records: this many fewer deductions (a likert rating this many levels
+    #: higher) per doubling of the record's length over ``length_ref_chars`` (:func:`length_shift`)
+    length_bias: dict[str, float] = field(default_factory=dict)
+    length_ref_chars: int = 400
+    #: what a (case, dimension)'s hidden defects are drawn from: ``case`` (its id) or ``conversation`` (its
+    #: text: a record edited without changing its meaning, under another id, keeps its defects)
+    defects_from: str = "case"
     #: batch API (``/v1/files``, ``/v1/batches``; :class:`FakeBatches`): a batch completes this many
     #: seconds after it was created (looked at when it is retrieved or listed); None: only on demand
     #: (``POST /_batches/complete``)
@@ -213,17 +232,59 @@ def _uniform(*parts: object) -> float:
     return int(_h(*parts)[:13], 16) / 16**13
 
 
+def _per_model(table: dict[str, Any], model: str) -> Any:
+    """``table``'s entry for ``model``, given by its full name (``openai/x``) or its short one (``x``); None."""
+    if model in table:
+        return table[model]
+    return table.get(model.split("/", 1)[-1])
+
+
 def model_bias(cfg: FakeConfig, model: str) -> float:
-    if model in cfg.bias:
-        return cfg.bias[model]
-    short = model.split("/", 1)[-1]
-    if short in cfg.bias:
-        return cfg.bias[short]
+    found = _per_model(cfg.bias, model)
+    if found is not None:
+        return float(found)
     if "strict" in model:
         return 1.5
     if "lenient" in model:
         return -1.5
     return round(_uniform("bias", model) * 2 - 1, 2)
+
+
+def length_shift(cfg: FakeConfig, model: str, record: str) -> float:
+    """How many fewer deductions a length-biased ``model`` gives ``record``: its ``length_bias`` times the
+    number of doublings of the record's length over ``length_ref_chars`` (negative for a shorter record)."""
+    per_doubling = _per_model(cfg.length_bias, model)
+    if not per_doubling or not record:
+        return 0.0
+    return float(per_doubling) * math.log2(len(record) / cfg.length_ref_chars)
+
+
+_FENCED_DATA = re.compile(r"<<<BEGIN [^>]*>>>.*?<<<END [^>]*>>>", re.S)
+#: where instructor's own text starts in a system message (the JSON modes write the schema there)
+_INSTRUCTOR = "As a genius expert, your task"
+
+
+def named_types(body: dict[str, Any], types: list[str]) -> set[str]:
+    """The deduction types of ``types`` that the request names beyond the rubric's own listing: the type id
+    written anywhere in the messages outside the fenced case data and instructor's schema, other than as
+    the listing writes it (``type: <id>``): a criteria line naming it, or a few-shot example of it."""
+    text = "\n".join(_FENCED_DATA.sub("", _text(m)).split(_INSTRUCTOR, 1)[0] for m in body.get("messages", []))
+    return {t for t in types if re.search(rf"(?<!type: )(?<![A-Za-z0-9_]){re.escape(t)}(?![A-Za-z0-9_])", text)}
+
+
+def miss(cfg: FakeConfig, model: str, body: dict[str, Any], reply: dict[str, Any]) -> dict[str, Any]:
+    """``reply`` without the deductions of the types ``model`` misses (``cfg.misses``) that the request does not
+    name (:func:`named_types`); the claimed score gains back their points (up to the reply's own maximum)."""
+    missed = _per_model(cfg.misses, model)
+    deductions = reply.get("deductions")
+    if not missed or not isinstance(deductions, list):
+        return reply
+    blind = set(missed) - named_types(body, list(missed))
+    kept = [d for d in deductions if d.get("type") not in blind]
+    if len(kept) == len(deductions):
+        return reply
+    back = sum(float(d.get("points", 0)) for d in deductions if d.get("type") in blind)
+    return {**reply, "deductions": kept, "score": reply.get("score", 0) + back}
 
 
 def base_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -268,9 +329,9 @@ def judgment_reply(cfg: FakeConfig, model: str, case: str, dim: str, key: str,
     quotes ``texts`` (record, conversation) or is invented (``p_invented_quote``; :func:`tests.fakellm.quote`),
     drawn from a generator of its own so the rest of the reply does not depend on it.
     """
-    hidden = _uniform(cfg.seed, "defects", case, dim) * 3.5
+    hidden = _uniform(cfg.seed, "defects", texts[1] if cfg.defects_from == "conversation" else case, dim) * 3.5
     rng = random.Random(f"{cfg.seed}|{key}")
-    n = round(hidden + model_bias(cfg, model) + rng.gauss(0, 0.6))
+    n = round(hidden + model_bias(cfg, model) - length_shift(cfg, model, texts[0]) + rng.gauss(0, 0.6))
     reply = make_reply(dim, rng, n=max(0, min(6, n)))
     if rng.random() < cfg.honest_rate:
         from consensus_eval.domain.judgment import Deduction, Judgment
@@ -466,14 +527,20 @@ class FakeServer:
             elif fault == "p_invalid" and not dim.startswith("kind:"):
                 reply = invalid_reply(dim, rng)
             elif dim.startswith("kind:"):  # a likert or criteria rubric (tests.fakellm.kinds_reply)
+                record, conversation = case_texts(body)
                 reply = kinds_reply(body, random.Random(f"{cfg.seed}|{key}"),
-                                    _uniform(cfg.seed, "quality", case, dim), model_bias(cfg, model))
+                                    _uniform(cfg.seed, "quality", conversation if cfg.defects_from == "conversation"
+                                             else case, dim),
+                                    model_bias(cfg, model) - length_shift(cfg, model, record))
+                reply = miss(cfg, model, body, reply) if "deductions" in reply else {
+                    k: miss(cfg, model, body, v) if isinstance(v, dict) else v for k, v in reply.items()}
             elif "CaseJudgment" in json.dumps(body, ensure_ascii=False):  # call: per_case, every dimension at once
-                reply = {d: cfg.replies.get(f"{model}|{case}", {}).get(d)
-                         or judgment_reply(cfg, model, case, d, f"{key}|{d}", case_texts(body)) for d in DIMENSIONS}
+                reply = {d: miss(cfg, model, body, cfg.replies.get(f"{model}|{case}", {}).get(d)
+                                 or judgment_reply(cfg, model, case, d, f"{key}|{d}", case_texts(body)))
+                         for d in DIMENSIONS}
             else:
-                reply = (cfg.replies.get(f"{model}|{case}", {}).get(dim)
-                         or judgment_reply(cfg, model, case, dim, key, case_texts(body)))
+                reply = miss(cfg, model, body, cfg.replies.get(f"{model}|{case}", {}).get(dim)
+                             or judgment_reply(cfg, model, case, dim, key, case_texts(body)))
             text = reply if isinstance(reply, str) else json.dumps(reply, ensure_ascii=False)
             prompt_chars = sum(len(_text(m)) for m in body["messages"])
             prompt_tokens = max(1, prompt_chars // 2)
