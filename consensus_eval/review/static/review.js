@@ -296,7 +296,7 @@
     input.addEventListener("change", () => save(dedState(ded, pressedVerdict(ded)), false, [ded]));
   });
 
-  function scoreNote(input, reply) {
+  function scoreNote(input) {
     const note = input.closest(".your-score").querySelector(".score-note");
     if (input.value === "") { note.textContent = tr("note_none"); return; }
     if (input.dataset.frozen) {   // a spot-check case after its reveal: the blind score stays; this is a revision
@@ -315,7 +315,7 @@
                                 value: input.value === "" ? null : Number(input.value), version: version(input)}, false, [input]);
       if (reply) {
         input.dataset.mine = input.value === "" ? "no" : "yes";
-        scoreNote(input, reply);
+        scoreNote(input);
       }
     });
   });
@@ -331,7 +331,7 @@
                               version: version(input)}, false, [input]);
     if (reply) {
       input.dataset.mine = "yes";
-      scoreNote(input, reply);
+      scoreNote(input);
     }
   }));
 
@@ -400,7 +400,7 @@
     if (reply) inputs.forEach((input) => {
       if (input.dataset.edited === "yes") input.dataset.mine = "yes";
       if (input.dataset.mine !== "yes") input.dataset.mine = "accepted";
-      if (input.dataset.mine === "yes") scoreNote(input, reply);
+      if (input.dataset.mine === "yes") scoreNote(input);
       else input.closest(".your-score").querySelector(".score-note").textContent = tr("note_accepted");
     });
   }
@@ -474,15 +474,43 @@
 
   // what could not be saved before (a restart, a lost connection): sent again now, then the page shows it
   // (one that reached the server after all, e.g. sent as the page went away, is stored already: nothing changes)
+  // a restored field is shown as sent (a score, a comment, a verdict, a criterion); anything else reloads the page
+  function showSent(action) {
+    if (action.op === "score") {
+      const input = Array.from(document.querySelectorAll("input.score")).find((x) => x.dataset.dim === action.dimension);
+      if (!input) return false;
+      input.value = action.value === null ? "" : String(action.value);
+      input.dataset.mine = action.value === null ? "no" : "yes";
+      scoreNote(input);
+      return true;
+    }
+    if (action.op === "comment") {
+      const el = action.dimension ? Array.from(document.querySelectorAll("input.dim-comment")).find((x) => x.dataset.dim === action.dimension)
+        : document.getElementById("case-comment");
+      if (el) el.value = action.comment || "";
+      return !!el;
+    }
+    if (action.op === "verdict") {
+      const ded = fieldOf("verdict:" + action.ids[0]);
+      if (!ded) return false;
+      ded.querySelectorAll("button.verdict").forEach((b) => b.setAttribute("aria-pressed", b.dataset.verdict === action.verdict ? "true" : "false"));
+      ded.querySelector(".ded-comment").value = action.comment || "";
+      return true;
+    }
+    return false;
+  }
   const again = readOnly ? [] : kept().filter((x) => x && x.case === caseRank);
   if (again.length) {
     (async () => {
-      let changed = false;
+      let reload = false;
       for (const action of again) {
         const reply = await save(action, false, []);
-        changed = changed || (reply !== null && reply.applied === true);
+        if (reply !== null && reply.applied === true) {
+          say(tr("restored", {n: again.length}), "saved");
+          reload = !showSent(action) || reload;
+        }
       }
-      if (changed) { say(tr("restored", {n: again.length}), "saved"); window.location.reload(); }
+      if (reload) window.location.reload();
     })();
   }
 
