@@ -2,7 +2,7 @@
 the review pages' catalogues (``review/i18n/<lang>.json``) and its parameters (:class:`ActionError`), never an
 English sentence; the app renders it in the page's language on the adjudication form, the reviewer form and in
 the label endpoint's JSON (which the case page shows as "not saved: ..."). The refusals are enumerated from the
-source (every ``ActionError(...)`` of review/model.py and review/app.py, every error the app answers with) and
+source (every ``ActionError(...)`` of the review app's modules, every error the app answers with) and
 each is rendered in Chinese and English; then a few are triggered through the model and the test client."""
 
 from __future__ import annotations
@@ -79,9 +79,10 @@ def _fields(text: str) -> set[str]:
 
 
 def test_every_refusal_in_the_code_is_a_catalogue_message_said_in_both_languages() -> None:
-    raised = _raised_keys(Path(model_module.__file__).read_text(encoding="utf-8"), "model.py")
-    for k, params in _raised_keys(Path(app_module.__file__).read_text(encoding="utf-8"), "app.py").items():
-        raised.setdefault(k, set()).update(params)
+    raised: dict[str, set[str]] = {}
+    for path in sorted(Path(model_module.__file__).parent.glob("*.py")):   # every module of the review app
+        for k, params in _raised_keys(path.read_text(encoding="utf-8"), path.name).items():
+            raised.setdefault(k, set()).update(params)
     app_keys = _app_errors(Path(app_module.__file__))
     assert len(raised) >= 35 and {"err_reference_level", "err_give_reference_score", "err_name_empty"} <= set(raised)
     assert {"err_no_reviewer", "err_not_json", "err_not_object", "err_csrf", "missing_case"} <= app_keys

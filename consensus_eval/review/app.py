@@ -183,6 +183,295 @@ def _env() -> Environment:
     return env
 
 
+@dataclass
+class Review:
+    """What every handler of the app works with (``app.state.review``): the run, the sessions, the page's words
+    (``t``), the templates, the static files, the session cookie's name."""
+
+    run: ReviewRun
+    sessions: Sessions
+    t: Messages
+    env: Environment
+    static: dict[str, bytes]
+    js_texts: dict[str, str]
+    cookie_name: str
+
+    def page(self, name: str, request: Request, s: Session, status: int = 200, **ctx: Any) -> HTMLResponse:
+        t = self.t
+        texts = {**self.js_texts, "js_session_lost": t("js_session_lost_team")} if s.personal else self.js_texts
+        html = self.env.get_template(name).render(csrf=self.sessions.csrf(s), reviewer=s.reviewer,
+                                                  personal=s.personal, lead=self.may_lead(s), run=self.run,
+                                                  folder=self.run.folder.name or str(self.run.folder),
+                                                  request=request, t=t, js_texts=texts, **ctx)
+        return HTMLResponse(html, status_code=status, headers=SECURITY_HEADERS)
+
+    def refused(self, status: int = 403, why: str = "link") -> HTMLResponse:
+        html = self.env.get_template("refused.html.j2").render(t=self.t, why=why)
+        return HTMLResponse(html, status_code=status, headers=SECURITY_HEADERS)
+
+    def enter(self, request: Request, s: Session, param: str, path: str | None = None) -> Response:
+        """The session's cookie set, and a redirect to the same page (or ``path``) without the secret in its
+        address."""
+        rest = {k: v for k, v in request.query_params.items() if k != param}
+        target = (path or request.url.path) + (f"?{urlencode(rest)}" if rest else "")
+        resp = RedirectResponse(target, status_code=303, headers=SECURITY_HEADERS)
+        resp.set_cookie(self.cookie_name, s.id, httponly=True, samesite="strict", path="/")
+        return resp
+
+    def may_lead(self, s: Session) -> bool:
+        """Whether the session sees the team's progress and adjudicates: an adjudicator's personal link, or
+        the one user of a run without a team."""
+        return s.role == "adjudicator" if s.personal else not self.run.team()
+
+    def access_ok(self, s: Session) -> bool:
+        """Whether a personal link's session still has access: its reviewer is in the team, with the key it was
+        opened with (removing a reviewer or giving them a new key ends their open sessions at once)."""
+        member = next((m for m in self.run.team() if m.name == s.reviewer), None)
+        return member is not None and member.key_hash == s.key_hash and member.role == s.role
+
+    def session_of(self, request: Request) -> Session | None:
+        return self.sessions.get(request.cookies.get(self.cookie_name))
+
+    def post_guard(self, request: Request, s: Session | None, token: str | None) -> Response | None:
+        """403 unless the POST is same-origin and carries this session's CSRF token."""
+        t = self.t
+        if s is None:
+            return JSONResponse({"error": t("err_no_session")}, 403, headers=SECURITY_HEADERS)
+        origin = request.headers.get("origin")
+        if origin is not None:
+            own = urlsplit(str(request.url))
+            if origin != f"{own.scheme}://{own.netloc}":
+                return JSONResponse({"error": t("err_cross_site")}, 403, headers=SECURITY_HEADERS)
+        if request.headers.get("sec-fetch-site") not in (None, "same-origin", "none"):
+            return JSONResponse({"error": t("err_cross_site")}, 403, headers=SECURITY_HEADERS)
+        if not self.sessions.csrf_ok(s, token):
+            return JSONResponse({"error": t("err_csrf")}, 403, headers=SECURITY_HEADERS)
+        return None
+
+    def missing(self, request: Request, s: Session, rank: int, query: dict[str, str]) -> HTMLResponse:
+        """404: no case at ``rank`` of the queue."""
+        t = self.t
+        return self.page("missing.html.j2", request, s, status=404,
+                         why=t("missing_case", rank=rank, n=len(self.run.queue.cases)), query=query)
+
+
+def review_of(request: Request) -> Review:
+    """The app's :class:`Review` (set by :func:`create_app`)."""
+    r: Review = request.app.state.review
+    return r
+
+
+Handler = Callable[[Request, Session], Awaitable[Response]]
+
+
+def guarded(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
+    """A page: needs a session (the token URL or a personal link starts one; a session whose access ended is
+    refused); asks for a name first."""
+
+    async def endpoint(request: Request) -> Response:
+        rv = review_of(request)
+        s = rv.session_of(request)
+        key = request.query_params.get("key")
+        if key is not None:
+            return personal_link(request, rv, s, key)
+        token = request.query_params.get("token")
+        if token is not None and rv.sessions.token_ok(token):
+            if rv.run.team():
+                return rv.refused(why="team")
+            return rv.enter(request, s or rv.sessions.new(), "token")
+        if s is None:
+            return rv.refused(why="team" if rv.run.team() else "link")
+        if rv.run.team() and not s.personal:
+            return rv.refused(why="team")
+        if s.personal and not rv.access_ok(s):
+            return rv.refused(why="ended")
+        if s.reviewer is None and request.url.path != "/reviewer":
+            return rv.page("reviewer.html.j2", request, s, next=str(request.url.path))
+        return await handler(request, s)
+
+    return endpoint
+
+
+def personal_link(request: Request, rv: Review, s: Session | None, key: str) -> Response:
+    """A team member's personal link: a session that labels as them, and only as them; an adjudicator's opens the
+    team page (progress, what to adjudicate), as the docs say."""
+    member = rv.run.reviewer_by_key(key)
+    if member is None:
+        return rv.refused()
+    if s is None or s.reviewer != member.name or not s.personal or s.key_hash != member.key_hash:
+        s = rv.sessions.new(member.name, member.role, member.key_hash)
+    return rv.enter(request, s, "key", "/team" if member.role == "adjudicator" and request.url.path == "/" else None)
+
+
+async def queue_page(request: Request, s: Session) -> Response:
+    rv = review_of(request)
+    run = rv.run
+    assert s.reviewer is not None
+    mine = run.assigned(s.reviewer)
+    filters = Filters.from_query(request.query_params, "mine" if mine else "review")
+    rows = run.rows(s.reviewer, filters)
+    pages = max(1, -(-len(rows) // PAGE_SIZE))
+    try:
+        at = min(max(1, int(request.query_params.get("page", "1"))), pages)
+    except ValueError:
+        at = 1
+    return rv.page("queue.html.j2", request, s, rows=rows[(at - 1) * PAGE_SIZE:at * PAGE_SIZE], n_rows=len(rows),
+                   page_no=at, pages=pages, filters=filters, queue=run.queue, n_spot=len(run.spot),
+                   n_mine=len(mine), progress=run.progress(s.reviewer), shortcuts=SHORTCUTS_QUEUE,
+                   dimensions=run.dimensions, judges=run.results.judges, query=filters.query())
+
+
+async def case_page(request: Request, s: Session) -> Response:
+    rv = review_of(request)
+    assert s.reviewer is not None
+    rank = request.path_params["rank"]
+    filters = Filters.from_query(request.query_params)
+    try:
+        view = rv.run.case_view(s.reviewer, rank, session=s.tag)
+    except ActionError:
+        return rv.missing(request, s, rank, filters.query())
+    prev, nxt = rv.run.neighbours(s.reviewer, rank, filters)
+    return rv.page("case.html.j2", request, s, view=view, a=view.audit, prev=prev, next=nxt, query=filters.query(),
+                   progress=rv.run.progress(s.reviewer), shortcuts=SHORTCUTS_CASE)
+
+
+async def sheet(request: Request, s: Session) -> Response:
+    rv = review_of(request)
+    assert s.reviewer is not None
+    name = "".join(c if c.isascii() and (c.isalnum() or c in "-_") else "_" for c in s.reviewer)
+    headers = {**SECURITY_HEADERS, "Content-Disposition":
+               f"attachment; filename=\"adjudication-{name}.csv\"; filename*=UTF-8''adjudication-"
+               f"{quote(s.reviewer)}.csv"}
+    return Response(rv.run.sheet(s.reviewer, session=s.tag), media_type="text/csv; charset=utf-8", headers=headers)
+
+
+async def static_file(request: Request) -> Response:
+    name = request.url.path.rsplit("/", 1)[-1]
+    return Response(review_of(request).static[name], media_type=STATIC[name],
+                    headers={"X-Content-Type-Options": "nosniff", "Cache-Control": "no-cache"})
+
+
+async def set_reviewer(request: Request) -> Response:
+    rv = review_of(request)
+    s = rv.session_of(request)
+    form = {k: v[0] for k, v in parse_qs((await request.body()).decode("utf-8", "replace")).items()}
+    refusal = rv.post_guard(request, s, request.headers.get("x-csrf-token") or form.get("csrf"))
+    if refusal is not None:
+        return refusal
+    assert s is not None
+    t = rv.t
+    if s.personal or rv.run.team():
+        return JSONResponse({"error": t("name_is_yours")}, 403, headers=SECURITY_HEADERS)
+    try:
+        s.reviewer = clean_reviewer(form.get("reviewer", ""))
+    except ActionError as e:
+        return rv.page("reviewer.html.j2", request, s, status=400, error=e.text(rv.t), next="/")
+    target = form.get("next", "/")
+    if not target.startswith("/") or target.startswith("//"):
+        target = "/"
+    return RedirectResponse(target, status_code=303, headers=SECURITY_HEADERS)
+
+
+async def label(request: Request) -> Response:
+    """The label endpoint: one action of the page (JSON), stored at once; what the page needs back."""
+    rv = review_of(request)
+    t = rv.t
+    s = rv.session_of(request)
+    refusal = rv.post_guard(request, s, request.headers.get("x-csrf-token"))
+    if refusal is not None:
+        return refusal
+    assert s is not None
+    if s.reviewer is None:
+        return JSONResponse({"error": t("err_no_reviewer")}, 400, headers=SECURITY_HEADERS)
+    if not s.personal and rv.run.team():
+        return JSONResponse({"error": t("team_link")}, 403, headers=SECURITY_HEADERS)
+    if s.personal and not rv.access_ok(s):
+        return JSONResponse({"error": t("err_access_ended"), "ended": True}, 403, headers=SECURITY_HEADERS)
+    try:   # the readers' JSON: nesting over 100 deep or a lone surrogate refused (a 400, never a 500)
+        action = loads_json((await request.body()).decode("utf-8"))
+    except ValueError:   # not UTF-8, not JSON, or refused (RefusedJSON is a JSONDecodeError)
+        return JSONResponse({"error": t("err_not_json")}, 400, headers=SECURITY_HEADERS)
+    if not isinstance(action, dict):
+        return JSONResponse({"error": t("err_not_object")}, 400, headers=SECURITY_HEADERS)
+    try:
+        reply = rv.run.apply(s.reviewer, action, session=s.tag)
+    except ActionConflict as e:   # a stale tab: both values back, for the reviewer to choose
+        return JSONResponse({"error": e.text(t), "conflict": {"field": e.field, "version": e.version,
+                                                              "stored": e.stored_value()}},
+                            409, headers=SECURITY_HEADERS)
+    except ActionError as e:
+        return JSONResponse({"error": e.text(t)}, 400, headers=SECURITY_HEADERS)
+    reply["progress"] = t("progress", done=reply["done"], total=reply["total"])
+    return JSONResponse({"ok": True, **reply}, headers=SECURITY_HEADERS)
+
+
+async def team_page(request: Request, s: Session) -> Response:
+    rv = review_of(request)
+    if not rv.may_lead(s):
+        return rv.refused(why="lead")
+    members, cases = rv.run.team_progress()
+    return rv.page("team.html.j2", request, s, members=members, cases=cases)
+
+
+async def adjudicate_page(request: Request, s: Session) -> Response:
+    """The adjudication form of one case (GET), and the references it stores (POST: back to the team page, or the
+    form again with the reason and what was entered)."""
+    rv = review_of(request)
+    run = rv.run
+    assert s.reviewer is not None
+    if not rv.may_lead(s):
+        return rv.refused(why="lead")
+    rank = request.path_params["rank"]
+    error = None
+    form: dict[str, str] | None = None
+    if request.method == "POST":
+        form = {k: v[0] for k, v in parse_qs((await request.body()).decode("utf-8", "replace")).items()}
+        refusal = rv.post_guard(request, s, form.get("csrf"))
+        if refusal is not None:
+            return refusal
+        try:
+            run.adjudicate(s.reviewer, rank, {k[6:]: v for k, v in form.items() if k.startswith("score_")},
+                           {k: v for k, v in form.items() if k.startswith("verdict_")},
+                           {k: v for k, v in form.items() if k.startswith("criterion_")},
+                           action_id=form.get("action_id") or None, session=s.tag)
+            return RedirectResponse("/team", status_code=303, headers=SECURITY_HEADERS)
+        except ActionError as e:
+            error = e.text(rv.t)
+    try:
+        dims = run.adjudication_view(rank)
+    except ActionError:
+        return rv.missing(request, s, rank, {})
+    conflicts = run.verdict_conflicts(rank)
+    crit_conflicts = run.criterion_conflicts(rank)
+    names = list(dict.fromkeys([*(n for d in dims for n in d.scores), *(n for c in conflicts for n in c.verdicts),
+                                *(n for c in crit_conflicts for n in c.verdicts)]))
+    blind = run.adjudication_blind(rank)
+    if blind:   # a spot-check case: the reviewers' blind scores only, until the reference is saved
+        dims = [replace(d, panel=None) for d in dims]
+    return rv.page("adjudicate.html.j2", request, s, status=400 if error else 200, a=run.case_at(rank), dims=dims,
+                   blind=blind, action_id=(form or {}).get("action_id") or secrets.token_hex(12),
+                   names=names, error=error, conflicts=conflicts, criterion_conflicts=crit_conflicts,
+                   scores_needed=run.scores_needed(rank), intro=adjudication_intro(rv.t, run.results.rubric.kinds),
+                   entries=adjudication_entries(dims, conflicts, crit_conflicts, form if error else None))
+
+
+async def reviewer_page(request: Request, s: Session) -> Response:
+    return review_of(request).page("reviewer.html.j2", request, s, next="/")
+
+
+ROUTES = [
+    Route("/", guarded(queue_page)),
+    Route("/case/{rank:int}", guarded(case_page)),
+    Route("/sheet.csv", guarded(sheet)),
+    Route("/reviewer", guarded(reviewer_page), methods=["GET"]),
+    Route("/team", guarded(team_page)),
+    Route("/adjudicate/{rank:int}", guarded(adjudicate_page), methods=["GET", "POST"]),
+    Route("/reviewer", set_reviewer, methods=["POST"]),
+    Route("/api/label", label, methods=["POST"]),
+    *(Route(f"/static/{name}", static_file) for name in STATIC),
+]
+
+
 def create_app(run: ReviewRun, *, reviewer: str | None = None, hosts: list[str] | None = None,
                cookie_name: str = "consensus_eval_review", lang: str | None = None) -> tuple[Starlette, Sessions]:
     """The app over ``run`` and its sessions (``sessions.token`` is what the printed URL carries).
@@ -201,247 +490,17 @@ def create_app(run: ReviewRun, *, reviewer: str | None = None, hosts: list[str] 
         formula_text=rt(run.queue.formula_key),
         score_name=rt("col_risk" if run.queue.mode == "risk" else "col_disagreement"))
     static = {name: (files("consensus_eval.review") / "static" / name).read_bytes() for name in STATIC}
-    js_texts = {k: t(k) for k in JS_KEYS}
     assert set(REASON_CODES) <= {k[2:] for k in t.texts if k.startswith("r_")}
-
-    def page(name: str, request: Request, s: Session, status: int = 200, **ctx: Any) -> HTMLResponse:
-        texts = {**js_texts, "js_session_lost": t("js_session_lost_team")} if s.personal else js_texts
-        html = env.get_template(name).render(csrf=sessions.csrf(s), reviewer=s.reviewer, personal=s.personal,
-                                             lead=may_lead(s), run=run,
-                                             folder=run.folder.name or str(run.folder), request=request,
-                                             t=t, js_texts=texts, **ctx)
-        return HTMLResponse(html, status_code=status, headers=SECURITY_HEADERS)
-
-    def refused(status: int = 403, why: str = "link") -> HTMLResponse:
-        html = env.get_template("refused.html.j2").render(t=t, why=why)
-        return HTMLResponse(html, status_code=status, headers=SECURITY_HEADERS)
-
-    def _enter(request: Request, s: Session, param: str, path: str | None = None) -> Response:
-        """The session's cookie set, and a redirect to the same page (or ``path``) without the secret in its
-        address."""
-        rest = {k: v for k, v in request.query_params.items() if k != param}
-        target = (path or request.url.path) + (f"?{urlencode(rest)}" if rest else "")
-        resp = RedirectResponse(target, status_code=303, headers=SECURITY_HEADERS)
-        resp.set_cookie(cookie_name, s.id, httponly=True, samesite="strict", path="/")
-        return resp
-
-    def may_lead(s: Session) -> bool:
-        """Whether the session sees the team's progress and adjudicates: an adjudicator's personal link, or
-        the one user of a run without a team."""
-        return s.role == "adjudicator" if s.personal else not run.team()
-
-    def access_ok(s: Session) -> bool:
-        """Whether a personal link's session still has access: its reviewer is in the team, with the key it was
-        opened with (removing a reviewer or giving them a new key ends their open sessions at once)."""
-        member = next((m for m in run.team() if m.name == s.reviewer), None)
-        return member is not None and member.key_hash == s.key_hash and member.role == s.role
-
-    def session_of(request: Request) -> Session | None:
-        return sessions.get(request.cookies.get(cookie_name))
-
-    def guarded(handler: Callable[[Request, Session], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
-        """A page: needs a session (the token URL starts one); asks for a name first."""
-
-        async def endpoint(request: Request) -> Response:
-            s = session_of(request)
-            token = request.query_params.get("token")
-            key = request.query_params.get("key")
-            if key is not None:
-                # a team member's personal link: a session that labels as them, and only as them
-                member = run.reviewer_by_key(key)
-                if member is None:
-                    return refused()
-                if s is None or s.reviewer != member.name or not s.personal or s.key_hash != member.key_hash:
-                    s = sessions.new(member.name, member.role, member.key_hash)
-                # an adjudicator's link opens the team page (progress, what to adjudicate), as the docs say
-                return _enter(request, s, "key", "/team" if member.role == "adjudicator" and
-                              request.url.path == "/" else None)
-            if token is not None and sessions.token_ok(token):
-                if run.team():
-                    return refused(why="team")
-                return _enter(request, s or sessions.new(), "token")
-            if s is None:
-                return refused(why="team" if run.team() else "link")
-            if run.team() and not s.personal:
-                return refused(why="team")
-            if s.personal and not access_ok(s):
-                return refused(why="ended")
-            if s.reviewer is None and request.url.path != "/reviewer":
-                return page("reviewer.html.j2", request, s, next=str(request.url.path))
-            return await handler(request, s)
-
-        return endpoint
-
-    def post_guard(request: Request, s: Session | None, token: str | None) -> Response | None:
-        """403 unless the POST is same-origin and carries this session's CSRF token."""
-        if s is None:
-            return JSONResponse({"error": t("err_no_session")}, 403, headers=SECURITY_HEADERS)
-        origin = request.headers.get("origin")
-        if origin is not None:
-            own = urlsplit(str(request.url))
-            if origin != f"{own.scheme}://{own.netloc}":
-                return JSONResponse({"error": t("err_cross_site")}, 403, headers=SECURITY_HEADERS)
-        if request.headers.get("sec-fetch-site") not in (None, "same-origin", "none"):
-            return JSONResponse({"error": t("err_cross_site")}, 403, headers=SECURITY_HEADERS)
-        if not sessions.csrf_ok(s, token):
-            return JSONResponse({"error": t("err_csrf")}, 403, headers=SECURITY_HEADERS)
-        return None
-
-    async def queue_page(request: Request, s: Session) -> Response:
-        assert s.reviewer is not None
-        mine = run.assigned(s.reviewer)
-        filters = Filters.from_query(request.query_params, "mine" if mine else "review")
-        rows = run.rows(s.reviewer, filters)
-        pages = max(1, -(-len(rows) // PAGE_SIZE))
-        try:
-            at = min(max(1, int(request.query_params.get("page", "1"))), pages)
-        except ValueError:
-            at = 1
-        return page("queue.html.j2", request, s, rows=rows[(at - 1) * PAGE_SIZE:at * PAGE_SIZE], n_rows=len(rows),
-                    page_no=at, pages=pages, filters=filters, queue=run.queue, n_spot=len(run.spot),
-                    n_mine=len(mine),
-                    progress=run.progress(s.reviewer), shortcuts=SHORTCUTS_QUEUE,
-                    dimensions=run.dimensions, judges=run.results.judges, query=filters.query())
-
-    async def case_page(request: Request, s: Session) -> Response:
-        assert s.reviewer is not None
-        rank = request.path_params["rank"]
-        filters = Filters.from_query(request.query_params)
-        try:
-            view = run.case_view(s.reviewer, rank, session=s.tag)
-        except ActionError:
-            return page("missing.html.j2", request, s, status=404, why=t("missing_case", rank=rank,
-                                                                        n=len(run.queue.cases)), query=filters.query())
-        prev, nxt = run.neighbours(s.reviewer, rank, filters)
-        return page("case.html.j2", request, s, view=view, a=view.audit, prev=prev, next=nxt, query=filters.query(),
-                    progress=run.progress(s.reviewer), shortcuts=SHORTCUTS_CASE)
-
-    async def sheet(request: Request, s: Session) -> Response:
-        assert s.reviewer is not None
-        name = "".join(c if c.isascii() and (c.isalnum() or c in "-_") else "_" for c in s.reviewer)
-        headers = {**SECURITY_HEADERS, "Content-Disposition":
-                   f"attachment; filename=\"adjudication-{name}.csv\"; filename*=UTF-8''adjudication-"
-                   f"{quote(s.reviewer)}.csv"}
-        return Response(run.sheet(s.reviewer, session=s.tag), media_type="text/csv; charset=utf-8", headers=headers)
-
-    async def static_file(request: Request) -> Response:
-        name = request.url.path.rsplit("/", 1)[-1]
-        return Response(static[name], media_type=STATIC[name], headers={"X-Content-Type-Options": "nosniff",
-                                                                         "Cache-Control": "no-cache"})
-
-    async def set_reviewer(request: Request) -> Response:
-        s = session_of(request)
-        form = {k: v[0] for k, v in parse_qs((await request.body()).decode("utf-8", "replace")).items()}
-        refusal = post_guard(request, s, request.headers.get("x-csrf-token") or form.get("csrf"))
-        if refusal is not None:
-            return refusal
-        assert s is not None
-        if s.personal or run.team():
-            return JSONResponse({"error": t("name_is_yours")}, 403, headers=SECURITY_HEADERS)
-        try:
-            s.reviewer = clean_reviewer(form.get("reviewer", ""))
-        except ActionError as e:
-            return page("reviewer.html.j2", request, s, status=400, error=e.text(t), next="/")
-        target = form.get("next", "/")
-        if not target.startswith("/") or target.startswith("//"):
-            target = "/"
-        return RedirectResponse(target, status_code=303, headers=SECURITY_HEADERS)
-
-    async def label(request: Request) -> Response:
-        s = session_of(request)
-        refusal = post_guard(request, s, request.headers.get("x-csrf-token"))
-        if refusal is not None:
-            return refusal
-        assert s is not None
-        if s.reviewer is None:
-            return JSONResponse({"error": t("err_no_reviewer")}, 400, headers=SECURITY_HEADERS)
-        if not s.personal and run.team():
-            return JSONResponse({"error": t("team_link")}, 403, headers=SECURITY_HEADERS)
-        if s.personal and not access_ok(s):
-            return JSONResponse({"error": t("err_access_ended"), "ended": True}, 403, headers=SECURITY_HEADERS)
-        try:   # the readers' JSON: nesting over 100 deep or a lone surrogate refused (a 400, never a 500)
-            action = loads_json((await request.body()).decode("utf-8"))
-        except ValueError:   # not UTF-8, not JSON, or refused (RefusedJSON is a JSONDecodeError)
-            return JSONResponse({"error": t("err_not_json")}, 400, headers=SECURITY_HEADERS)
-        if not isinstance(action, dict):
-            return JSONResponse({"error": t("err_not_object")}, 400, headers=SECURITY_HEADERS)
-        try:
-            reply = run.apply(s.reviewer, action, session=s.tag)
-        except ActionConflict as e:   # a stale tab: both values back, for the reviewer to choose
-            return JSONResponse({"error": e.text(t), "conflict": {"field": e.field, "version": e.version,
-                                                                  "stored": e.stored_value()}},
-                                409, headers=SECURITY_HEADERS)
-        except ActionError as e:
-            return JSONResponse({"error": e.text(t)}, 400, headers=SECURITY_HEADERS)
-        reply["progress"] = t("progress", done=reply["done"], total=reply["total"])
-        return JSONResponse({"ok": True, **reply}, headers=SECURITY_HEADERS)
-
-    async def team_page(request: Request, s: Session) -> Response:
-        if not may_lead(s):
-            return refused(why="lead")
-        members, cases = run.team_progress()
-        return page("team.html.j2", request, s, members=members, cases=cases)
-
-    async def adjudicate_page(request: Request, s: Session) -> Response:
-        assert s.reviewer is not None
-        if not may_lead(s):
-            return refused(why="lead")
-        rank = request.path_params["rank"]
-        error = None
-        form: dict[str, str] | None = None
-        if request.method == "POST":
-            form = {k: v[0] for k, v in parse_qs((await request.body()).decode("utf-8", "replace")).items()}
-            refusal = post_guard(request, s, form.get("csrf"))
-            if refusal is not None:
-                return refusal
-            try:
-                run.adjudicate(s.reviewer, rank, {k[6:]: v for k, v in form.items() if k.startswith("score_")},
-                               {k: v for k, v in form.items() if k.startswith("verdict_")},
-                               {k: v for k, v in form.items() if k.startswith("criterion_")},
-                               action_id=form.get("action_id") or None, session=s.tag)
-                return RedirectResponse("/team", status_code=303, headers=SECURITY_HEADERS)
-            except ActionError as e:
-                error = e.text(t)
-        try:
-            dims = run.adjudication_view(rank)
-        except ActionError:
-            return page("missing.html.j2", request, s, status=404, why=t("missing_case", rank=rank,
-                                                                        n=len(run.queue.cases)), query={})
-        conflicts = run.verdict_conflicts(rank)
-        crit_conflicts = run.criterion_conflicts(rank)
-        names = list(dict.fromkeys([*(n for d in dims for n in d.scores), *(n for c in conflicts for n in c.verdicts),
-                                    *(n for c in crit_conflicts for n in c.verdicts)]))
-        blind = run.adjudication_blind(rank)
-        if blind:   # a spot-check case: the reviewers' blind scores only, until the reference is saved
-            dims = [replace(d, panel=None) for d in dims]
-        return page("adjudicate.html.j2", request, s, status=400 if error else 200, a=run.case_at(rank), dims=dims,
-                    blind=blind, action_id=(form or {}).get("action_id") or secrets.token_hex(12),
-                    names=names, error=error, conflicts=conflicts, criterion_conflicts=crit_conflicts,
-                    scores_needed=run.scores_needed(rank), intro=adjudication_intro(t, run.results.rubric.kinds),
-                    entries=adjudication_entries(dims, conflicts, crit_conflicts, form if error else None))
-
-    async def reviewer_page(request: Request, s: Session) -> Response:
-        return page("reviewer.html.j2", request, s, next="/")
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         yield
         run.close()
 
-    routes = [
-        Route("/", guarded(queue_page)),
-        Route("/case/{rank:int}", guarded(case_page)),
-        Route("/sheet.csv", guarded(sheet)),
-        Route("/reviewer", guarded(reviewer_page), methods=["GET"]),
-        Route("/team", guarded(team_page)),
-        Route("/adjudicate/{rank:int}", guarded(adjudicate_page), methods=["GET", "POST"]),
-        Route("/reviewer", set_reviewer, methods=["POST"]),
-        Route("/api/label", label, methods=["POST"]),
-        *(Route(f"/static/{name}", static_file) for name in STATIC),
-    ]
     allowed = hosts or LOOPBACK_HOSTS
-    app = Starlette(routes=routes, middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=allowed)],
+    app = Starlette(routes=ROUTES, middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=allowed)],
                     lifespan=lifespan)
+    app.state.review = Review(run, sessions, t, env, static, {k: t(k) for k in JS_KEYS}, cookie_name)
     return app, sessions
 
 
