@@ -702,3 +702,16 @@ def test_case_rows_write_what_the_row_template_wrote(tmp_path: Path, real_run: P
     every = written[nasty] + written[real_run]
     assert any('class="review' in r for r in every) and any('data-j="' in r for r in every)
     assert any("★</i>" in r for r in every)
+
+
+def test_the_claimed_versus_derived_lines_are_in_the_reports_language(panel_run: Path) -> None:
+    """A zh report.md says a judge's claimed and derived score in Chinese (issue 33: no English word in a zh
+    report); the English one is as it was. (c3's details, as report.md writes a case that is among its top.)"""
+    from consensus_eval.output.report.markdown import _case_details
+
+    res = load_run(panel_run, n_boot=0)
+    c3 = next(a for a in res.audit if a.case_id == "c3")
+    zh = _case_details(c3, build_report_data(res, panel_run, lang="zh"))
+    assert "- judge-a 第 1 次运行，规范性：声称 25（5★），推导 24（5★）" in zh and "claimed" not in zh
+    en = _case_details(c3, build_report_data(res, panel_run, lang="en"))
+    assert "- judge-a run 1, 规范性: claimed 25 (5★), derived 24 (5★)" in en

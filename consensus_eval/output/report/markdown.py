@@ -319,11 +319,11 @@ def _case_details(a: CaseAudit, d: ReportData) -> str:
                          _kind_lines(dim, t, human, review, d.judges))
     if a.mismatch_runs:
         lines.append(f"\n{t('claimed_vs_derived')}:")
-        lines += [f"- {md_text(m.judge)} run {m.run + 1}, {md_text(m.dimension_name)}: "
-                  f"claimed {fmt.num(m.claimed_score)} "
-                  f"({m.claimed_stars if m.claimed_stars is not None else fmt.DASH}★), derived "
-                  f"{fmt.num(m.derived_score)}" + (f" ({m.derived_stars}★)" if m.derived_stars is not None else "")
-                  for m in a.mismatch_runs]
+        lines += ["- " + t("mismatch" if m.derived_stars is not None else "mismatch_no_stars", judge=md_text(m.judge),
+                           run=m.run + 1, dim=md_text(m.dimension_name), claimed=fmt.num(m.claimed_score),
+                           cstars=m.claimed_stars if m.claimed_stars is not None else fmt.DASH,
+                           derived=fmt.num(m.derived_score), dstars=m.derived_stars)
+                  for m in a.mismatch_runs]     # in the report's language (a zh report had "run", "claimed")
     return "\n".join(lines)
 
 
