@@ -195,3 +195,14 @@ def test_the_reports_say_whose_score_they_show_and_each_revision(run_dir: Path) 
         md = (run_dir / "report.md").read_text(encoding="utf-8")
         assert t("md_human_vs_panel", human="80", whose=t("human_whose_own", names="王医生"), panel="") \
             .split(" · ")[0].replace("\\", "") in md.replace("\\", "")      # the case among the details: whose it is
+
+
+def test_a_sheet_cannot_accept_the_panels_score_on_a_spot_check_case(run_dir: Path, tmp_path: Path) -> None:
+    """Every channel refuses it: the sheet's "accept" (采纳) on a blind case stops the import, naming the file and the
+    case; nothing is stored."""
+    case_id = api.spot_check(run_dir, 1, seed=3).sample[0].case_id
+    sheet = _write([{"row": "score", "case_id": case_id, "dimension": "accuracy", "human_score": "采纳",
+                     "panel_score": "35", "reviewer": "li"}], tmp_path / "accept.csv")
+    out = _cli("human", "import", sheet, "--run", run_dir, "--bootstrap", "0", code=2)
+    assert str(sheet) in out and case_id in out and "spot check" in out and "nothing was stored" in out
+    assert stored_labels(run_dir) == []

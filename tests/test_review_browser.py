@@ -570,3 +570,16 @@ def test_the_queue_and_a_case_fit_a_phone(run_dir: Path) -> None:
             page.goto(f"{base}{path}")
             widths = page.evaluate("() => [document.documentElement.scrollWidth, innerWidth]")
             assert widths[0] <= widths[1], (path, widths)
+        # the queue's numbers stay on one line each (they wrapped one digit per line)
+        page.goto(f"{base}/?scope=all")
+        lines = page.evaluate("""() => Array.from(document.querySelectorAll('#queue td.num')).map((td) => {
+            const r = document.createRange(); r.selectNodeContents(td);
+            return new Set(Array.from(r.getClientRects()).map((x) => Math.round(x.top))).size; })""")
+        assert lines and max(lines) == 1, lines
+        # the case title and the previous / next links do not overlap
+        page.goto(f"{base}/case/2")
+        boxes = page.evaluate("""() => ['.pager', '.case-head h1'].map((q) => {
+            const r = document.querySelector(q).getBoundingClientRect();
+            return [r.top, r.bottom, r.left, r.right]; })""")
+        (pt, pb, pl, pr), (ht, hb, hl, hr) = boxes
+        assert pb <= ht or hb <= pt or pr <= hl or hr <= pl, boxes
