@@ -104,6 +104,9 @@ GROW_FULL = 0.98
 #: share of it per round trip, doubled after each further window without one (up to :data:`PROBE_MAX`)
 RATE_STEP = 0.01
 PROBE_MAX = 16.0
+#: the windows without a 429 before the learned limit grows double each time a 429 finds it where it was,
+#: up to 2 ** SETTLED_MAX (a limit found again and again is probed less and less often)
+SETTLED_MAX = 3
 
 Binding = Literal["rpm", "tpm", "concurrency", "provider 429s", "latency"]
 
@@ -300,6 +303,9 @@ class AutoLimit:
         #: (when, round trip) of the last 429s (answered at once: how late a request reaches the provider)
         self.refusal_trips: deque[tuple[float, float]] = deque(maxlen=GUARD_SAMPLES)
         self._last_429 = -math.inf
+        #: 429s in a row that found the learned limit where it was (a request or 2 %): each doubles the
+        #: quiet windows before the limit grows again (:data:`SETTLED_MAX`)
+        self._settled = 0
 
     def guard_s(self, now: float) -> float:
         """How much longer than the window a send stays in its count: :data:`SEND_GUARD_S`, or the longest
@@ -353,10 +359,11 @@ class AutoLimit:
         self.latencies.append(latency_s)
         if self.allowed is not None and paced:
             quiet = (now - self._last_429) / RATE_WINDOW_S  # windows since the last 429
-            if quiet >= 1:
+            wait = 2 ** min(self._settled, SETTLED_MAX)  # windows, more once the limit was found again
+            if quiet >= wait:
                 # +RATE_STEP x probe of the limit per round trip's worth of successes (allowed per window
                 # x latency / window of them), the probe doubling with each further quiet window
-                probe = min(PROBE_MAX, 2.0 ** min(int(quiet - 1), 16))
+                probe = min(PROBE_MAX, 2.0 ** min(int(quiet - wait), 16))
                 self.allowed += RATE_STEP * probe * RATE_WINDOW_S / self.mean_latency()
         if self.ceiling is not None and busy:
             step = 1.0 if self.slow_start else 1 / self.ceiling
@@ -383,6 +390,8 @@ class AutoLimit:
             if first or not full:  # the slow start's overshoot, or a limit on requests in flight
                 self.ceiling = max(1.0, DECREASE * self.limit())
             if full:  # the provider's window is full: it accepts about what it accepted in it
+                same = not first and abs(accepted - (self.allowed or 0.0)) <= max(1.0, 0.02 * (self.allowed or 0.0))
+                self._settled = self._settled + 1 if same else 0
                 self.allowed = max(1.0, float(accepted))
                 if first and age_s is not None and age_s < RATE_WINDOW_S - self.mean_latency():
                     self.test_at = now + self.mean_latency()
