@@ -17,7 +17,16 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
-    from consensus_eval._errors import InputError, RunBusy
+    from consensus_eval._errors import (
+        ConsensusEvalError,
+        InputError,
+        JudgeError,
+        ReviewError,
+        RunBusy,
+        StateError,
+        UnknownName,
+        UsageError,
+    )
     from consensus_eval.analysis.agreement import HumanLabel, load_human
     from consensus_eval.analysis.alpha import Alpha, krippendorff_alpha
     from consensus_eval.analysis.calibration import CalibrationReport
@@ -69,16 +78,17 @@ _EXPORTS = {
     **dict.fromkeys(["Rubric", "load_rubric"], "consensus_eval.domain.rubric"),
     **dict.fromkeys(["Judge", "register_judge"], "consensus_eval.judges"),
     "quiet_libraries": "consensus_eval.judges.quiet",
-    **dict.fromkeys(["InputError", "RunBusy"], "consensus_eval._errors"),
+    **dict.fromkeys(["ConsensusEvalError", "InputError", "JudgeError", "ReviewError", "RunBusy", "StateError",
+                     "UnknownName", "UsageError"], "consensus_eval._errors"),
 }
 
 # Spelled out (not built from _EXPORTS) so that linters and type checkers see the re-exports;
 # tests/test_architecture.py checks that it names exactly the keys of _EXPORTS.
 __all__ = [
-    "Alpha", "CalibrationReport", "CallOutcome", "Case", "Deduction", "EvalConfig", "HumanLabel", "InputError",
-    "Judge", "JudgeConfig", "Judgment", "LLMJudgeConfig", "PenaltyHit", "Prepared", "PreparedCalibration", "Results",
-    "Rubric", "RulesJudgeConfig", "RunBusy", "__version__", "calibrate", "calibrate_async", "check_judges_async",
-    "dry_run",
+    "Alpha", "CalibrationReport", "CallOutcome", "Case", "ConsensusEvalError", "Deduction", "EvalConfig", "HumanLabel",
+    "InputError", "Judge", "JudgeConfig", "JudgeError", "Judgment", "LLMJudgeConfig", "PenaltyHit", "Prepared",
+    "PreparedCalibration", "Results", "ReviewError", "Rubric", "RulesJudgeConfig", "RunBusy", "StateError",
+    "UnknownName", "UsageError", "__version__", "calibrate", "calibrate_async", "check_judges_async", "dry_run",
     "evaluate", "evaluate_async", "import_human", "krippendorff_alpha", "load_cases", "load_config", "load_human",
     "load_rubric", "load_run", "merge", "prepare", "prepare_calibration", "quiet_libraries", "rebuild",
     "register_aggregator", "register_judge", "run", "run_async", "run_lock",

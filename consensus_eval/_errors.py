@@ -1,4 +1,19 @@
-"""Errors shown to users: each names the file, the line (where there is one) and the field."""
+"""The errors consensus-eval raises, under one base: ``except ConsensusEvalError`` catches any of them.
+
+- :class:`InputError`: bad input (cases, config, rubric, ratings, sheets, a store); the message names the
+  file, the line (where there is one) and the field, and is meant to be shown as is. :class:`RunBusy`: another
+  command is writing the run.
+- :class:`JudgeError`: a judge could not give a judgment (an HTTP failure, a worker that ended); the run
+  records the call as failed, never scores it.
+- :class:`ReviewError`: an action of the review app refused (``review.model.ActionError``).
+- :class:`UsageError`, :class:`UnknownName`, :class:`StateError`: a library function called with what it does
+  not take, a name looked up that is not there (a dimension, a judge), a call at the wrong time (writing a
+  store opened read-only). They are also a ``ValueError``, a ``KeyError`` and a ``RuntimeError``, as the plain
+  errors raised before were.
+
+Inside pydantic validators the plain ``ValueError`` stays (pydantic turns it into a ``ValidationError``, which
+the loaders turn into an :class:`InputError` naming the field).
+"""
 
 from __future__ import annotations
 
@@ -8,8 +23,32 @@ if TYPE_CHECKING:
     from pydantic import ValidationError
 
 
-class InputError(ValueError):
+class ConsensusEvalError(Exception):
+    """Any error consensus-eval raises on purpose (the module docstring lists them)."""
+
+
+class InputError(ConsensusEvalError, ValueError):
     """Bad user input (cases, config, rubric, ratings). The message is meant to be shown as is."""
+
+
+class JudgeError(ConsensusEvalError):
+    """A judge could not give a judgment; the call is recorded as failed, never scored."""
+
+
+class ReviewError(ConsensusEvalError):
+    """An action of the review app that is refused (an unknown case, a score out of range, a stale tab)."""
+
+
+class UsageError(ConsensusEvalError, ValueError):
+    """A function of the library given an argument it does not take (a level, a size, a shape)."""
+
+
+class UnknownName(ConsensusEvalError, KeyError):
+    """A name looked up that is not there (a dimension of the rubric, a judge of the config)."""
+
+
+class StateError(ConsensusEvalError, RuntimeError):
+    """A call at a time it cannot be made (a store opened read-only written to, a running event loop)."""
 
 
 class RunBusy(InputError):

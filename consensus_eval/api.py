@@ -26,7 +26,7 @@ from typing import Any, TypeVar, cast
 
 from pydantic import ValidationError
 
-from consensus_eval._errors import InputError, format_validation_error
+from consensus_eval._errors import InputError, StateError, format_validation_error
 from consensus_eval._gc import gc_paused_call
 from consensus_eval._resources import resolve
 from consensus_eval.analysis.agreement import HumanLabel
@@ -718,5 +718,5 @@ def _sync(coro: Coroutine[Any, Any, T]) -> T:
     except RuntimeError:
         return asyncio.run(coro)
     coro.close()
-    raise RuntimeError("an event loop is already running here (a notebook, an async app): "
+    raise StateError("an event loop is already running here (a notebook, an async app): "
                        "await the *_async function instead (evaluate_async, run_async)")

@@ -34,7 +34,7 @@ from typing import Literal, TypeVar
 import numpy as np
 from pydantic import BaseModel
 
-from consensus_eval._errors import InputError
+from consensus_eval._errors import InputError, UsageError
 from consensus_eval.domain.textio import csv_error, read_text
 
 Level = Literal["nominal", "ordinal", "interval", "ratio"]
@@ -163,11 +163,11 @@ def krippendorff_alpha(data: np.ndarray | Sequence[Sequence[float | None]], leve
     Krippendorff's published example (nominal 0.743, ordinal 0.815, interval 0.849, ratio 0.797).
     """
     if level not in LEVELS:
-        raise ValueError(f"level must be one of {', '.join(LEVELS)}, got {level!r}")
+        raise UsageError(f"level must be one of {', '.join(LEVELS)}, got {level!r}")
     arr = np.array([[np.nan if v is None else v for v in row] for row in data], dtype=float) \
         if not isinstance(data, np.ndarray) else data.astype(float)
     if arr.ndim != 2:
-        raise ValueError("reliability data must be a raters x units matrix")
+        raise UsageError("reliability data must be a raters x units matrix")
     if np.isinf(arr).any():
         raise InputError("reliability data holds an infinite value; ratings must be finite numbers")
     units, allv = _pairable(arr)

@@ -24,6 +24,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel
 
+from consensus_eval._errors import UsageError
 from consensus_eval.analysis.validity import two_way_mean_squares
 
 
@@ -70,7 +71,7 @@ def balanced_subset(scores: Sequence[Sequence[Sequence[float | None]]] | np.ndar
     G-study's formulas hold for a balanced design only."""
     x = np.array(scores, dtype=float)
     if x.ndim != 3:
-        raise ValueError(f"need an (n_cases, n_judges, n_runs) array, got shape {x.shape}")
+        raise UsageError(f"need an (n_cases, n_judges, n_runs) array, got shape {x.shape}")
     complete = ~np.isnan(x).any(axis=(1, 2))
     return x[complete], int((~complete).sum())
 
@@ -91,12 +92,12 @@ def g_study(x: Sequence[Sequence[Sequence[float]]] | np.ndarray) -> VarianceComp
     """
     a = np.asarray(x, dtype=float)
     if a.ndim != 3:
-        raise ValueError(f"need an (n_cases, n_judges, n_runs) array, got shape {a.shape}")
+        raise UsageError(f"need an (n_cases, n_judges, n_runs) array, got shape {a.shape}")
     if np.isnan(a).any():
-        raise ValueError("the scores have gaps: drop incomplete cases first (balanced_subset)")
+        raise UsageError("the scores have gaps: drop incomplete cases first (balanced_subset)")
     n_p, n_j, n_r = a.shape
     if n_p < 2 or n_j < 2 or n_r < 2:
-        raise ValueError(f"need >= 2 cases, judges and runs, got {n_p}, {n_j}, {n_r}")
+        raise UsageError(f"need >= 2 cases, judges and runs, got {n_p}, {n_j}, {n_r}")
     ms = _mean_squares(a)
     raw = _components(ms, n_p, n_j, n_r)
     c = {k: max(0.0, v) for k, v in raw.items()}
@@ -111,12 +112,12 @@ def g_study_single_run(x: Sequence[Sequence[float]] | np.ndarray) -> VarianceCom
     s2(pj,e). ``residual`` is s2(pj,e); ``runs_separated`` is False (:class:`VarianceComponents`)."""
     a = np.asarray(x, dtype=float)
     if a.ndim != 2:
-        raise ValueError(f"need an (n_cases, n_judges) array, got shape {a.shape}")
+        raise UsageError(f"need an (n_cases, n_judges) array, got shape {a.shape}")
     if np.isnan(a).any():
-        raise ValueError("the scores have gaps: drop incomplete cases first")
+        raise UsageError("the scores have gaps: drop incomplete cases first")
     n_p, n_j = a.shape
     if n_p < 2 or n_j < 2:
-        raise ValueError(f"need >= 2 cases and judges, got {n_p}, {n_j}")
+        raise UsageError(f"need >= 2 cases and judges, got {n_p}, {n_j}")
     ms_p, ms_j, ms_e = two_way_mean_squares(a)
     raw = {"case": (ms_p - ms_e) / n_j, "judge": (ms_j - ms_e) / n_p, "run": 0.0, "case_judge": 0.0,
            "residual": ms_e}
@@ -187,7 +188,7 @@ def d_study(vc: VarianceComponents, judges: Iterable[int] = range(1, 6),
     for nj in judges:
         for nr in runs:
             if nj < 1 or nr < 1:
-                raise ValueError(f"need >= 1 judge and run, got {nj}, {nr}")
+                raise UsageError(f"need >= 1 judge and run, got {nj}, {nr}")
             rel_err = vc.case_judge / nj + vc.residual / (nj * nr)
             abs_err = (vc.judge + vc.case_judge) / nj + (vc.run + vc.residual) / (nj * nr)
             out.append(DesignReliability(judges=nj, runs=nr, g=_ratio(vc.case, rel_err),
@@ -218,7 +219,7 @@ def cheapest_design(rows: Sequence[DesignReliability], target: float = 0.8, cost
     price per call the cost orders like the calls; it is reported for the chosen design. None when no
     design reaches the target."""
     if use not in ("g", "phi"):
-        raise ValueError(f"use must be 'g' or 'phi', got {use!r}")
+        raise UsageError(f"use must be 'g' or 'phi', got {use!r}")
     ok = [r for r in rows if (v := getattr(r, use)) is not None and v >= target]
     if not ok:
         return None

@@ -10,6 +10,8 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel
 
+from consensus_eval._errors import UsageError
+
 #: z for a two-sided 95% interval
 Z95 = 1.959963984540054
 
@@ -33,7 +35,7 @@ def wilson(k: int, n: int, z: float = Z95) -> tuple[float, float]:
     ``wilson(0, 10) == (0.0, 0.2775...)``, ``wilson(10, 10) == (0.7225..., 1.0)``. ``n`` must be > 0.
     """
     if n <= 0 or not 0 <= k <= n:
-        raise ValueError(f"need 0 <= k <= n and n > 0, got k={k}, n={n}")
+        raise UsageError(f"need 0 <= k <= n and n > 0, got k={k}, n={n}")
     p = k / n
     z2 = z * z
     centre = (p + z2 / (2 * n)) / (1 + z2 / n)
@@ -62,7 +64,7 @@ def paired_difference(both: int, only_a: int, only_b: int, neither: int, z: floa
     """
     n = both + only_a + only_b + neither
     if n <= 0 or min(both, only_a, only_b, neither) < 0:
-        raise ValueError(f"need counts >= 0 with a positive total, got {both}, {only_a}, {only_b}, {neither}")
+        raise UsageError(f"need counts >= 0 with a positive total, got {both}, {only_a}, {only_b}, {neither}")
     ka, kb = both + only_a, both + only_b
     pa, pb = ka / n, kb / n
     la, ua = wilson(ka, n, z)

@@ -52,6 +52,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel
 
+from consensus_eval._errors import UsageError
 from consensus_eval.analysis.intervals import Z95, scipy_stats
 
 FloatArray = Sequence[float] | np.ndarray
@@ -117,7 +118,7 @@ class DifferenceEstimate(BaseModel):
 
 def _check_level(level: float) -> None:
     if not 0 < level < 1:
-        raise ValueError(f"level must be in (0, 1), got {level}")
+        raise UsageError(f"level must be in (0, 1), got {level}")
 
 
 def _z(level: float) -> float:
@@ -157,9 +158,9 @@ def ppi_mean_batch(y: np.ndarray, yhat_labelled: np.ndarray, yhat_unlabelled: np
     yu = np.asarray(yhat_unlabelled, dtype=float)
     n, big_n = y.shape[-1], yu.shape[-1]
     if yh.shape[-1] != n:
-        raise ValueError(f"{n} labels for {yh.shape[-1]} panel scores of the labelled cases")
+        raise UsageError(f"{n} labels for {yh.shape[-1]} panel scores of the labelled cases")
     if n < 3 or big_n < 2:
-        raise ValueError(f"need n >= 3 labelled and N >= 2 unlabelled cases, got n={n}, N={big_n}")
+        raise UsageError(f"need n >= 3 labelled and N >= 2 unlabelled cases, got n={n}, N={big_n}")
     mean_u = yu.mean(axis=-1)
     var_u = yu.var(axis=-1)
     lam_arr = _tuned_lam(y, yh, mean_u, var_u, big_n) if lam is None else np.broadcast_to(
@@ -223,13 +224,13 @@ def ppi_mean(y_labelled: FloatArray, yhat_labelled: FloatArray, yhat_unlabelled:
     yu = np.asarray(yhat_unlabelled, dtype=float).ravel()
     n = int(y.size)
     if yh.size != n:
-        raise ValueError(f"{n} clinician scores for {yh.size} panel scores of the labelled cases")
+        raise UsageError(f"{n} clinician scores for {yh.size} panel scores of the labelled cases")
     if not (np.isfinite(y).all() and np.isfinite(yh).all() and np.isfinite(yu).all()):
-        raise ValueError("scores must be finite numbers (drop missing cases first)")
+        raise UsageError("scores must be finite numbers (drop missing cases first)")
     if unlabelled_includes_labelled:
         big_n = int(yu.size) - n
         if big_n < 0:
-            raise ValueError(f"{yu.size} panel scores of all cases, fewer than the {n} labelled ones")
+            raise UsageError(f"{yu.size} panel scores of all cases, fewer than the {n} labelled ones")
         # the rest's mean and (ddof 0) variance from sums around a shift (for precision): all minus labelled
         shift = float(yu.mean()) if yu.size else 0.0
         s = float((yu - shift).sum() - (yh - shift).sum())
@@ -276,7 +277,7 @@ def _with_interval(m: MeanEstimate) -> MeanEstimate:
 def _t_mean(x: FloatArray, level: float, method: Literal["human", "panel"], min_n: int) -> MeanEstimate:
     a = np.asarray(x, dtype=float).ravel()
     if not np.isfinite(a).all():
-        raise ValueError("scores must be finite numbers (drop missing cases first)")
+        raise UsageError("scores must be finite numbers (drop missing cases first)")
     _check_level(level)
     n, big_n = (int(a.size), 0) if method == "human" else (0, int(a.size))
     if a.size == 0:

@@ -27,6 +27,7 @@ from typing import Literal, cast
 
 import numpy as np
 
+from consensus_eval._errors import UsageError
 from consensus_eval.analysis.consensus import CaseConsensus
 from consensus_eval.analysis.systems import UNNAMED
 from consensus_eval.domain.cases import Case
@@ -115,7 +116,7 @@ def draw(cases: Sequence[Case], cons: Sequence[CaseConsensus], n: int, seed: int
     """A random sample of ``n`` cases (all of them when ``n`` >= the number of cases), with each case's
     inclusion probability (module docstring). Raises ``ValueError`` for ``n`` < 1."""
     if n < 1:
-        raise ValueError(f"a spot check needs at least 1 case, got {n}")
+        raise UsageError(f"a spot check needs at least 1 case, got {n}")
     groups = strata(cases, cons, stratify)
     names = list(groups)
     takes = allocate([len(groups[g]) for g in names], n)

@@ -48,6 +48,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel
 
+from consensus_eval._errors import UnknownName
 from consensus_eval.analysis.agreement import judge_value, matrix, panel_value
 from consensus_eval.analysis.alpha import Alpha, krippendorff_alpha
 from consensus_eval.analysis.consensus import CaseConsensus
@@ -158,7 +159,7 @@ class Leaderboard(BaseModel):
                     "a": a, "b": b, "diff": None if d.diff is None else -d.diff,
                     "low": None if d.high is None else -d.high, "high": None if d.low is None else -d.low,
                     "verdict": flip, "wins": d.losses, "losses": d.wins})
-        raise KeyError((a, b, key))
+        raise UnknownName((a, b, key))
 
 
 def source_key(case: Case) -> str:

@@ -21,6 +21,7 @@ from collections.abc import Hashable, Sequence
 import numpy as np
 from pydantic import BaseModel
 
+from consensus_eval._errors import UsageError
 from consensus_eval.analysis.intervals import Z95, Proportion, proportion, scipy_stats
 
 
@@ -74,7 +75,7 @@ def icc_a1(x: Sequence[Sequence[float]] | np.ndarray, level: float = 0.95) -> IC
     """
     a = np.asarray(x, dtype=float)
     if a.ndim != 2:
-        raise ValueError(f"need an (n_cases, k_raters) array, got shape {a.shape}")
+        raise UsageError(f"need an (n_cases, k_raters) array, got shape {a.shape}")
     a = a[~np.isnan(a).any(axis=1)]
     n, k = a.shape
     if n < 2 or k < 2:
@@ -127,11 +128,11 @@ def bonett_min_n(icc: float, k: int, half_width: float = 0.1, level: float = 0.9
     ``icc`` must lie in (-1 / (k - 1), 1].
     """
     if k < 2:
-        raise ValueError(f"need k >= 2 raters, got {k}")
+        raise UsageError(f"need k >= 2 raters, got {k}")
     if not -1 / (k - 1) < icc <= 1:
-        raise ValueError(f"an ICC of {k} raters lies in (-1/(k-1), 1], got {icc}")
+        raise UsageError(f"an ICC of {k} raters lies in (-1/(k-1), 1], got {icc}")
     if half_width <= 0 or not 0 < level < 1:
-        raise ValueError(f"need half_width > 0 and 0 < level < 1, got {half_width}, {level}")
+        raise UsageError(f"need half_width > 0 and 0 < level < 1, got {half_width}, {level}")
     z = Z95 if level == 0.95 else float(scipy_stats().norm.ppf(1 - (1 - level) / 2))
     w = 2 * half_width
     n = 8 * z * z * (1 - icc) ** 2 * (1 + (k - 1) * icc) ** 2 / (k * (k - 1) * w * w) + 1
@@ -161,11 +162,11 @@ def cases_needed(x: Sequence[Sequence[float]] | np.ndarray, half_width: float = 
     a = np.asarray(x, dtype=float)
     a = a[~np.isnan(a).any(axis=1)] if a.ndim == 2 else a
     if a.ndim != 2 or a.shape[0] < 2 or a.shape[1] < 2:
-        raise ValueError(f"need an (n_cases >= 2, k_raters >= 2) array, got shape {a.shape}")
+        raise UsageError(f"need an (n_cases >= 2, k_raters >= 2) array, got shape {a.shape}")
     n, k = a.shape
     msr, msc, mse = two_way_mean_squares(a)
     if mse <= 0:
-        raise ValueError("no residual variance: the ICC has no interval to plan from")
+        raise UsageError("no residual variance: the ICC has no interval to plan from")
     s_r, s_c, s_e = max(0.0, (msr - mse) / k), max(0.0, (msc - mse) / n), mse
     icc = s_r / (s_r + s_c + s_e)
 
@@ -197,7 +198,7 @@ def against_one_clinician(rater: Sequence[float | None] | np.ndarray, first: Seq
     mean of two clinicians, a less noisy reference than one, it would be above it most of the time."""
     cols = [np.array([np.nan if v is None else v for v in c], dtype=float) for c in (rater, first, second)]
     if not cols[0].shape == cols[1].shape == cols[2].shape:
-        raise ValueError(f"{cols[0].size} rater scores, {cols[1].size} and {cols[2].size} clinicians' scores")
+        raise UsageError(f"{cols[0].size} rater scores, {cols[1].size} and {cols[2].size} clinicians' scores")
     r, f, s = (c[~np.isnan(np.column_stack(cols)).any(axis=1)] for c in cols)
     return icc_a1(np.column_stack([r, f])), icc_a1(np.column_stack([s, f]))
 
@@ -212,14 +213,14 @@ def weighted_mean(values: Sequence[float] | np.ndarray, weights: Sequence[float]
     """
     x = np.asarray(values, dtype=float)
     if x.size == 0:
-        raise ValueError("no values")
+        raise UsageError("no values")
     if weights is None:
         return float(x.mean())
     w = np.asarray(weights, dtype=float)
     if w.shape != x.shape:
-        raise ValueError(f"{w.size} weights for {x.size} values")
+        raise UsageError(f"{w.size} weights for {x.size} values")
     if (w < 0).any() or not np.isfinite(w).all() or w.sum() <= 0:
-        raise ValueError("weights must be finite, >= 0 and not all 0")
+        raise UsageError("weights must be finite, >= 0 and not all 0")
     return float((w * x).sum() / w.sum())
 
 
@@ -259,10 +260,10 @@ def score_validity(rater: Sequence[float | None] | np.ndarray, reference: Sequen
     a = np.array([np.nan if v is None else v for v in rater], dtype=float)
     b = np.array([np.nan if v is None else v for v in reference], dtype=float)
     if a.shape != b.shape:
-        raise ValueError(f"{a.size} rater scores for {b.size} reference scores")
+        raise UsageError(f"{a.size} rater scores for {b.size} reference scores")
     w = None if weights is None else np.asarray(weights, dtype=float)
     if w is not None and w.shape != a.shape:
-        raise ValueError(f"{w.size} weights for {a.size} pairs")
+        raise UsageError(f"{w.size} weights for {a.size} pairs")
     keep = ~(np.isnan(a) | np.isnan(b))
     a, b = a[keep], b[keep]
     if w is not None:
@@ -307,10 +308,10 @@ def verdict_validity(rater_labels: Sequence[Hashable], reference_labels: Sequenc
     Labels are compared by their text (``str``), so ``1`` and ``"1"`` are the same label. ``weights``: one
     per pair, for kappa and macro-F1 (scikit-learn's ``sample_weight``)."""
     if len(rater_labels) != len(reference_labels):
-        raise ValueError(f"{len(rater_labels)} rater labels for {len(reference_labels)} reference labels")
+        raise UsageError(f"{len(rater_labels)} rater labels for {len(reference_labels)} reference labels")
     n = len(rater_labels)
     if weights is not None and len(weights) != n:
-        raise ValueError(f"{len(weights)} weights for {n} pairs of labels")
+        raise UsageError(f"{len(weights)} weights for {n} pairs of labels")
     if n == 0:
         return VerdictValidity(n=0, kappa=None, macro_f1=None, agreement=proportion(0, 0),
                                weighted=weights is not None)

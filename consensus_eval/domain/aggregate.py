@@ -11,6 +11,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable, Sequence
 
+from consensus_eval._errors import UsageError
 from consensus_eval.domain.plugins import Registry
 
 Aggregator = Callable[[Sequence[float], float], float]
@@ -55,5 +56,5 @@ def aggregator(name: str) -> Aggregator:
 def aggregate(values: Sequence[float], how: str = "mean", trim: float = 0.2) -> float:
     """Combine judges' scores with the aggregator called ``how``."""
     if not values:
-        raise ValueError("nothing to aggregate")
+        raise UsageError("nothing to aggregate")
     return aggregator(how)(values, trim)

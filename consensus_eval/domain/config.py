@@ -27,7 +27,7 @@ from pydantic import (
     model_validator,
 )
 
-from consensus_eval._errors import InputError, format_validation_error
+from consensus_eval._errors import InputError, UnknownName, UsageError, format_validation_error
 from consensus_eval._resources import resolve
 from consensus_eval.domain.aggregate import aggregator
 from consensus_eval.domain.cases import CaseFields
@@ -370,7 +370,7 @@ def register_judge_config(cls: type[JudgeConfig]) -> str:
     """Make ``kind: <cls's kind>`` valid in configs, and return the kind (the default of ``cls.kind``)."""
     kind = cls.model_fields["kind"].default
     if not isinstance(kind, str) or not kind:
-        raise TypeError(f"{cls.__name__}.kind needs a default naming the kind, e.g. kind: Literal['mine'] = 'mine'")
+        raise UsageError(f"{cls.__name__}.kind needs a default naming the kind, e.g. kind: Literal['mine'] = 'mine'")
     _JUDGE_KINDS.register(kind, cls)
     return kind
 
@@ -554,7 +554,7 @@ class EvalConfig(BaseModel):
         for j in self.judges:
             if j.name == name:
                 return j
-        raise KeyError(name)
+        raise UnknownName(name)
 
 
 DEFAULT_CONFIG = "configs/default.yaml"

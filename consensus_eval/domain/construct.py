@@ -23,6 +23,8 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
+from consensus_eval._errors import UsageError
+
 M = TypeVar("M", bound=BaseModel)
 
 _ALL: dict[type[BaseModel], set[str]] = {}
@@ -41,7 +43,7 @@ def construct(cls: type[M], **values: Any) -> M:
     shared fields set. Raises ``TypeError`` when a field is missing or unknown."""
     shared = _ALL.get(cls) or all_fields(cls)
     if len(values) != len(shared) or not shared.issuperset(values):
-        raise TypeError(f"{cls.__name__}: construct() needs every field and only fields: "
+        raise UsageError(f"{cls.__name__}: construct() needs every field and only fields: "
                         f"missing {sorted(shared - set(values))}, unknown {sorted(set(values) - shared)}")
     return cls.model_construct(shared, **values)
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
+from consensus_eval._errors import UsageError
 from consensus_eval.domain.rubric import Criterion, Dimension, Rubric
 
 if TYPE_CHECKING:
@@ -219,7 +220,7 @@ def criterion_ids(dimension: Dimension, case_criteria: Sequence[Criterion] | Non
         return ()
     found = dimension.criteria or case_criteria
     if not found:
-        raise ValueError(f"dimension {dimension.id!r} has no criteria of its own and the case gives none "
+        raise UsageError(f"dimension {dimension.id!r} has no criteria of its own and the case gives none "
                          f"(a case's \"criteria\": [{{\"id\", \"text\", \"points\"}}])")
     return tuple(c.id for c in found)
 
@@ -255,7 +256,7 @@ def _build_criteria_model(dim: Dimension, ids: tuple[str, ...]) -> type[_ReplyBa
         if twice or missing:
             parts = ([f"criteria judged more than once: {', '.join(twice)}"] if twice else []) + (
                 [f"criteria not judged: {', '.join(missing)}"] if missing else [])
-            raise ValueError("give exactly one verdict per criterion; " + "; ".join(parts))
+            raise UsageError("give exactly one verdict per criterion; " + "; ".join(parts))
         return self
 
     return create_model(
@@ -278,14 +279,14 @@ def _build_response_model(rubric: Rubric, dimension_id: str) -> type[_ReplyBase]
     def _check(self: BaseModel) -> BaseModel:
         cat, typ = dim.find_type(self.type)  # type: ignore[attr-defined]
         if cat.id != self.category:  # type: ignore[attr-defined]
-            raise ValueError(f"type {typ.id!r} belongs to category {cat.id!r}, not {self.category!r}")  # type: ignore[attr-defined]
+            raise UsageError(f"type {typ.id!r} belongs to category {cat.id!r}, not {self.category!r}")  # type: ignore[attr-defined]
         pts = self.points  # type: ignore[attr-defined]
         if typ.is_range:
             if pts is None or not typ.accepts(pts):
-                raise ValueError(
+                raise UsageError(
                     f"type {typ.id!r} takes {typ.points_text()} points; give a value in that range, got {pts}")
         elif pts is not None and not typ.accepts(pts):
-            raise ValueError(f"type {typ.id!r} takes exactly {typ.points_text()} points, got {pts}")
+            raise UsageError(f"type {typ.id!r} takes exactly {typ.points_text()} points, got {pts}")
         return self
 
     deduction = create_model(

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from importlib.metadata import entry_points
 from typing import Generic, TypeVar
 
-from consensus_eval._errors import InputError
+from consensus_eval._errors import InputError, UsageError
 
 T = TypeVar("T")
 
@@ -71,5 +71,5 @@ class Registry(Generic[T]):
         except KeyError:
             if self._unknown is not None:
                 raise self._unknown(name, self.names()) from None
-            raise ValueError(f"unknown {self.what} {name!r}; known: {', '.join(self.names())} "
+            raise UsageError(f"unknown {self.what} {name!r}; known: {', '.join(self.names())} "
                              f"(an installed plugin can add more: entry-point group {self.group})") from None

@@ -46,7 +46,7 @@ from jinja2.loaders import split_template_path
 from jinja2.runtime import Context
 from jinja2.sandbox import SandboxedEnvironment
 
-from consensus_eval._errors import InputError
+from consensus_eval._errors import ConsensusEvalError, InputError
 from consensus_eval._resources import data_dir
 from consensus_eval.domain.cases import Case
 from consensus_eval.domain.rubric import Dimension, Rubric
@@ -89,7 +89,7 @@ MAX_CALL_INT = 1_000_000
 _MAX_INT_BITS = 100_000
 
 
-class TemplateLimit(TemplateRuntimeError):
+class TemplateLimit(ConsensusEvalError, TemplateRuntimeError):
     """A template went over one of its rendering limits (module docstring)."""
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import unicodedata
 
+from consensus_eval._errors import UsageError
+
 #: the longest reviewer name accepted (characters)
 MAX_NAME = 80
 
@@ -13,10 +15,10 @@ def clean_name(name: str) -> str:
     or holding control characters (a line break and a tab included: the same rule in every channel, the command
     line, a sheet's reviewer column and the review page)."""
     if any(unicodedata.category(c).startswith("C") for c in name.strip()):
-        raise ValueError("the reviewer's name holds control characters")
+        raise UsageError("the reviewer's name holds control characters")
     name = " ".join(name.split())
     if not name:
-        raise ValueError("the reviewer's name is empty")
+        raise UsageError("the reviewer's name is empty")
     if len(name) > MAX_NAME:
-        raise ValueError(f"the reviewer's name is longer than {MAX_NAME} characters")
+        raise UsageError(f"the reviewer's name is longer than {MAX_NAME} characters")
     return name

@@ -31,7 +31,7 @@ from typing import Annotated, Any, Literal, Protocol
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from consensus_eval._errors import InputError, format_validation_error
+from consensus_eval._errors import InputError, UnknownName, UsageError, format_validation_error
 from consensus_eval._resources import data_dir, resolve
 from consensus_eval.domain.sets import duplicates
 from consensus_eval.domain.textio import load_yaml, read_bytes
@@ -208,39 +208,39 @@ class Dimension(_Frozen):
 
     def _check_other_kind(self) -> Dimension:
         if self.categories or self.fixed_penalties:
-            raise ValueError(f"a {self.kind} dimension has no categories or fixed_penalties (those are for "
+            raise UsageError(f"a {self.kind} dimension has no categories or fixed_penalties (those are for "
                              f"kind: deductions)")
         if self.kind == "likert":
             if self.criteria:
-                raise ValueError("a likert dimension has levels, not criteria")
+                raise UsageError("a likert dimension has levels, not criteria")
             levels = sorted(self.levels)
             if len(levels) < 2 or levels != list(range(levels[0], levels[-1] + 1)):
-                raise ValueError(f"a likert dimension needs levels: at least two consecutive integers with their "
+                raise UsageError(f"a likert dimension needs levels: at least two consecutive integers with their "
                                  f"anchor text (1: ..., 5: ...), got {levels}")
             if abs(self.max - levels[-1]) > _EPS:
-                raise ValueError(f"a likert dimension's max is its top level {levels[-1]}, got {_fmt(self.max)}")
+                raise UsageError(f"a likert dimension's max is its top level {levels[-1]}, got {_fmt(self.max)}")
         else:
             if self.levels:
-                raise ValueError("a criteria dimension has criteria, not levels")
+                raise UsageError("a criteria dimension has criteria, not levels")
             if abs(self.max - 1) > _EPS:
-                raise ValueError(f"a criteria dimension scores 0-1 (met points over positive points): max is 1, "
+                raise UsageError(f"a criteria dimension scores 0-1 (met points over positive points): max is 1, "
                                  f"got {_fmt(self.max)}")
             _unique("criterion", (c.id for c in self.criteria))
             if self.criteria and not any(c.points > 0 for c in self.criteria):
-                raise ValueError("a criteria dimension needs at least one criterion with positive points")
+                raise UsageError("a criteria dimension needs at least one criterion with positive points")
         if self.stars is not None:
             thresholds = [self.stars.get(s) for s in (5, 4, 3, 2)]
             if sorted(self.stars) != [2, 3, 4, 5]:
-                raise ValueError(f"stars must give thresholds for 5, 4, 3 and 2 stars, got keys {sorted(self.stars)}")
+                raise UsageError(f"stars must give thresholds for 5, 4, 3 and 2 stars, got keys {sorted(self.stars)}")
             if not all(a > b for a, b in pairwise(t for t in thresholds if t is not None)):
-                raise ValueError(f"star thresholds must decrease strictly from 5 to 2 stars, got {thresholds}")
+                raise UsageError(f"star thresholds must decrease strictly from 5 to 2 stars, got {thresholds}")
         return self
 
     @property
     def level_range(self) -> tuple[int, int]:
         """A likert dimension's lowest and highest level (``(1, 5)``); ValueError for another kind."""
         if self.kind != "likert":
-            raise ValueError(f"dimension {self.id!r} is a {self.kind} dimension, it has no levels")
+            raise UsageError(f"dimension {self.id!r} is a {self.kind} dimension, it has no levels")
         return min(self.levels), max(self.levels)
 
     @property
@@ -261,7 +261,7 @@ class Dimension(_Frozen):
         for c in self.categories:
             if type_id in c.types_by_id:
                 return c, c.types_by_id[type_id]
-        raise KeyError(type_id)
+        raise UnknownName(type_id)
 
     def stars_for(self, score: float) -> int | None:
         """Stars for a score: the highest star whose threshold the score reaches, else 1; None for a
@@ -355,7 +355,7 @@ class Rubric(_Frozen):
         try:
             return self.dimensions_by_id[dimension_id]
         except KeyError:
-            raise KeyError(f"rubric {self.id!r} has no dimension {dimension_id!r}; "
+            raise UnknownName(f"rubric {self.id!r} has no dimension {dimension_id!r}; "
                            f"it has {list(self.dimensions_by_id)}") from None
 
     @property
@@ -383,7 +383,7 @@ class Rubric(_Frozen):
 def _unique(what: str, ids: Iterable[str]) -> None:
     dup = sorted(duplicates(ids))
     if dup:
-        raise ValueError(f"duplicate {what} id(s): {', '.join(dup)}")
+        raise UsageError(f"duplicate {what} id(s): {', '.join(dup)}")
 
 
 def _fmt(x: float) -> str:

@@ -14,6 +14,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
+from consensus_eval._errors import UsageError
 from consensus_eval.domain.cases import Case
 from consensus_eval.domain.judgment import Judgment
 from consensus_eval.domain.rubric import Criterion, Dimension, Rubric
@@ -91,14 +92,14 @@ def criteria_of(dimension: Dimension, case_criteria: Sequence[Criterion] | None)
     ``ValueError`` when there are none."""
     found = list(dimension.criteria or case_criteria or [])
     if not found:
-        raise ValueError(f"dimension {dimension.id!r} has no criteria of its own and the case gives none "
+        raise UsageError(f"dimension {dimension.id!r} has no criteria of its own and the case gives none "
                          f"(a case's \"criteria\": [{{\"id\", \"text\", \"points\"}}])")
     return found
 
 
 def _derive_likert(dimension: Dimension, judgment: AnyJudgment) -> DimensionScore:
     if judgment.rating is None or judgment.rating not in dimension.levels:
-        raise ValueError(f"dimension {dimension.id!r} takes a level among {sorted(dimension.levels)}, "
+        raise UsageError(f"dimension {dimension.id!r} takes a level among {sorted(dimension.levels)}, "
                          f"got {judgment.rating!r}")
     score = float(judgment.rating)
     return DimensionScore(dimension=dimension.id, max=float(dimension.max), score=score,
@@ -113,13 +114,13 @@ def _derive_criteria(dimension: Dimension, judgment: AnyJudgment, criteria: Sequ
     met: dict[str, bool] = {}
     for v in judgment.verdicts:
         if v.id not in by_id:
-            raise ValueError(f"dimension {dimension.id!r} has no criterion {v.id!r} for this case")
+            raise UsageError(f"dimension {dimension.id!r} has no criterion {v.id!r} for this case")
         if v.id in met:
-            raise ValueError(f"criterion {v.id!r} is judged twice")
+            raise UsageError(f"criterion {v.id!r} is judged twice")
         met[v.id] = v.met
     missing = [c.id for c in criteria if c.id not in met]
     if missing:
-        raise ValueError(f"criteria not judged: {', '.join(missing)}")
+        raise UsageError(f"criteria not judged: {', '.join(missing)}")
     positive = sum(c.points for c in criteria if c.points > 0)
     achieved = sum(c.points for c in criteria if met[c.id])
     score = min(1.0, max(0.0, achieved / positive))
@@ -142,11 +143,11 @@ def _derive_deductions(dimension: Dimension, judgment: AnyJudgment) -> Dimension
         try:
             cat, typ = dimension.find_type(d.type)
         except KeyError:
-            raise ValueError(f"dimension {dimension.id!r} has no deduction type {d.type!r}") from None
+            raise UsageError(f"dimension {dimension.id!r} has no deduction type {d.type!r}") from None
         if cat.id != d.category:
-            raise ValueError(f"deduction type {d.type!r} belongs to category {cat.id!r}, not {d.category!r}")
+            raise UsageError(f"deduction type {d.type!r} belongs to category {cat.id!r}, not {d.category!r}")
         if not typ.accepts(d.points):
-            raise ValueError(f"{d.points} points is outside {typ.points_text()} for type {typ.id!r}")
+            raise UsageError(f"{d.points} points is outside {typ.points_text()} for type {typ.id!r}")
         per_cat[cat.id].append(d.points)
     # floats for sums of no deduction too (the types the fields declare)
     cats = tuple(CategoryScore(c.id, c.name, float(c.cap), float(sum(per_cat[c.id])),
@@ -154,7 +155,7 @@ def _derive_deductions(dimension: Dimension, judgment: AnyJudgment) -> Dimension
                  for c in dimension.categories)
     unknown = [p.id for p in judgment.fixed_penalties if p.id not in dimension.penalties_by_id]
     if unknown:
-        raise ValueError(f"dimension {dimension.id!r} has no fixed penalty {unknown[0]!r}")
+        raise UsageError(f"dimension {dimension.id!r} has no fixed penalty {unknown[0]!r}")
     # a fixed penalty applies once, however many times a judge lists it ("直接扣10分")
     penalties = sum(dimension.penalties_by_id[pid].points
                     for pid in dict.fromkeys(p.id for p in judgment.fixed_penalties))

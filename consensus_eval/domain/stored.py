@@ -15,6 +15,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
+from consensus_eval._errors import UsageError
 from consensus_eval.domain.judgment import Judgment
 
 
@@ -104,7 +105,7 @@ def stored_judgment(d: dict[str, Any]) -> StoredJudgment:
     """A judgment from its stored JSON, parsed (``json.loads`` of ``Judgment.model_dump_json()``). Raises
     ``ValueError`` (or ``KeyError``/``TypeError``) for a dict that is not a stored judgment."""
     if not _JUDGMENT_KEYS.issuperset(d):
-        raise ValueError(f"unknown judgment fields: {sorted(set(d) - _JUDGMENT_KEYS)}")
+        raise UsageError(f"unknown judgment fields: {sorted(set(d) - _JUDGMENT_KEYS)}")
     rating = d.get("rating")
     return StoredJudgment(
         _intern(d["dimension"]),

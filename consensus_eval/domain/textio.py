@@ -38,7 +38,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from consensus_eval._errors import InputError
+from consensus_eval._errors import ConsensusEvalError, InputError
 
 __all__ = ["FALLBACK_ENCODING", "MAX_DEPTH", "RefusedJSON", "csv_error", "csv_records", "decimal_point",
            "escape_controls", "formula_guard", "load_yaml", "loads_json", "read_bytes", "read_text", "surrogate_field",
@@ -317,7 +317,7 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 
 
-class RefusedJSON(json.JSONDecodeError):
+class RefusedJSON(ConsensusEvalError, json.JSONDecodeError):
     """JSON that parses but is refused (:func:`loads_json`): nested deeper than :data:`MAX_DEPTH`, or a lone
     surrogate in a string. A :class:`json.JSONDecodeError`, so each reader's ``except json.JSONDecodeError``
     reports it with its own file and line, and the message carries the column (and the field)."""

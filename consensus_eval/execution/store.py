@@ -63,7 +63,7 @@ from urllib.parse import quote
 from pydantic import BaseModel, ValidationError
 from pydantic_core import from_json
 
-from consensus_eval._errors import InputError
+from consensus_eval._errors import InputError, StateError, UsageError
 from consensus_eval.domain.judgment import CallOutcome, ErrorKind
 from consensus_eval.domain.stored import StoredJudgment, stored_judgment
 from consensus_eval.domain.textio import RefusedJSON, loads_json
@@ -445,7 +445,7 @@ class Store:
         if not path.is_file():
             if Path(folder).is_file():
                 raise InputError(f"{folder}: is a file; give the output folder of a `score` run")
-            raise FileNotFoundError(f"{path}: no store here; run `consensus-eval score ... --out {folder}` first")
+            raise InputError(f"{path}: no store here; run `consensus-eval score ... --out {folder}` first")
         if path.stat().st_size == 0:
             raise InputError(f"{path}: an empty file, not a consensus-eval store; move it away and score again")
         store = cls(path, read_only=read_only)
@@ -637,7 +637,7 @@ class Store:
         self._writable()
         unknown = set(fields) - set(_BATCH_COLUMNS)
         if unknown or "key" in fields:
-            raise ValueError(f"not batch fields: {', '.join(sorted(unknown | ({'key'} & set(fields))))}")
+            raise UsageError(f"not batch fields: {', '.join(sorted(unknown | ({'key'} & set(fields))))}")
         fields["updated_at"] = time.time()
         self._db.execute(f"UPDATE batches SET {', '.join(f'{c} = ?' for c in fields)} WHERE key = ?",
                          [*fields.values(), key])
@@ -764,7 +764,7 @@ class Store:
             for reviewer, labels in by_reviewer.items():
                 for label in labels:
                     if label.reviewer != reviewer:
-                        raise ValueError(f"a label of reviewer {label.reviewer!r} in a replacement of "
+                        raise UsageError(f"a label of reviewer {label.reviewer!r} in a replacement of "
                                          f"{reviewer!r}'s labels")
                 given = {lb.key for lb in labels}
                 n += len(labels)
@@ -867,7 +867,7 @@ class Store:
 
     def _writable(self) -> None:
         if self.read_only:
-            raise RuntimeError(f"{self.path}: opened read-only; cannot write to the store")
+            raise StateError(f"{self.path}: opened read-only; cannot write to the store")
 
     @contextmanager
     def _reading(self) -> Iterator[None]:

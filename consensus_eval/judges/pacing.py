@@ -69,6 +69,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Literal
 
+from consensus_eval._errors import UsageError
+
 #: assumed latency of a request before the first reply has come in (Little's-law target of ``auto``)
 ASSUMED_LATENCY_S = 10.0
 #: headroom over Little's law (extra slots wait at the rate spacer, so the rate is not exceeded)
@@ -121,7 +123,7 @@ class Spacer:
 
     def __init__(self, per_minute: float) -> None:
         if per_minute <= 0:
-            raise ValueError("per_minute must be positive")
+            raise UsageError("per_minute must be positive")
         self.unit_s = 60.0 / per_minute
         self._next = -math.inf  # earliest time of the next release (loop time)
         self._last_cost = 0.0  # cost of the last release (to give it back)

@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
+from consensus_eval._errors import JudgeError
 from consensus_eval.domain.judgment import ErrorKind
 
 T = TypeVar("T")
@@ -28,7 +29,7 @@ T = TypeVar("T")
 RETRYABLE: frozenset[ErrorKind] = frozenset({"rate_limit", "server_error", "timeout", "connection"})
 
 
-class HTTPFailure(Exception):
+class HTTPFailure(JudgeError):
     """An attempt's failure that was not retried or ran out of retries; ``kind`` is its cause."""
 
     def __init__(self, kind: ErrorKind, reason: str) -> None:
@@ -36,7 +37,7 @@ class HTTPFailure(Exception):
         self.kind: ErrorKind = kind
 
 
-class Failed(Exception):
+class Failed(JudgeError):
     """One attempt's failure, classified: ``kind``, ``head`` (the kind in words, with the HTTP status
     when the server sent one) and ``detail`` (one line, secrets scrubbed); ``error``: what was raised
     (its ``Retry-After`` sets the wait before the next attempt)."""

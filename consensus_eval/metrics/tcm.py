@@ -41,6 +41,7 @@ import unicodedata
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
+from consensus_eval._errors import UsageError
 from consensus_eval.domain.sets import jaccard
 
 __all__ = [
@@ -169,7 +170,7 @@ def _labels(labels: Any) -> list[Hashable]:
     if isinstance(labels, str):
         labels = [labels]
     elif not isinstance(labels, Iterable):
-        raise TypeError(f"expected a label or a list of labels, got {type(labels).__name__}")
+        raise UsageError(f"expected a label or a list of labels, got {type(labels).__name__}")
     seen: dict[Hashable, None] = {}
     for item in labels:
         if item is None:
@@ -186,7 +187,7 @@ def _check_lengths(**sequences: Sequence[Any]) -> None:
     lengths = {name: len(seq) for name, seq in sequences.items()}
     if len(set(lengths.values())) > 1:
         detail = ", ".join(f"{name} has {n} item{'' if n == 1 else 's'}" for name, n in lengths.items())
-        raise ValueError(f"mismatched lengths: {detail}; they must be paired one to one")
+        raise UsageError(f"mismatched lengths: {detail}; they must be paired one to one")
 
 
 def _as_list(values: Iterable[Any] | None, name: str) -> list[Any]:
@@ -194,7 +195,7 @@ def _as_list(values: Iterable[Any] | None, name: str) -> list[Any]:
     if values is None:
         return []
     if isinstance(values, (str, bytes, Mapping)):
-        raise TypeError(f"{name} must be a list with one item per case, got {type(values).__name__}")
+        raise UsageError(f"{name} must be a list with one item per case, got {type(values).__name__}")
     return list(values)
 
 
@@ -203,7 +204,7 @@ def _feature_dict(value: Any, where: str) -> dict[Any, Any]:
     if value is None:
         return {}
     if not isinstance(value, Mapping):
-        raise TypeError(f"{where} must be a mapping of feature -> value, got {type(value).__name__}")
+        raise UsageError(f"{where} must be a mapping of feature -> value, got {type(value).__name__}")
     return {(normalize_label(k) if isinstance(k, str) else k): v for k, v in value.items()}
 
 
@@ -231,10 +232,10 @@ def _mean(values: Sequence[float]) -> float:
 def _finite(value: Any, name: str) -> float:
     """Return ``value`` as a float, or raise ``ValueError`` unless it is a finite real number."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"{name} must be a number, got {value!r}")
+        raise UsageError(f"{name} must be a number, got {value!r}")
     number = float(value)
     if not math.isfinite(number):
-        raise ValueError(f"{name} must be finite, got {value!r}")
+        raise UsageError(f"{name} must be finite, got {value!r}")
     return number
 
 
@@ -245,7 +246,7 @@ def _aspects(required: Iterable[str] | None, default: Sequence[str], name: str) 
         raw = [raw]
     aspects = list(dict.fromkeys(a.casefold() for a in _labels(raw) if isinstance(a, str)))
     if not aspects:
-        raise ValueError(f"{name} is empty: at least one required aspect is needed")
+        raise UsageError(f"{name} is empty: at least one required aspect is needed")
     return aspects
 
 
@@ -254,7 +255,7 @@ def _text(value: Any, where: str) -> str:
     if value is None:
         return ""
     if not isinstance(value, str):
-        raise TypeError(f"{where} must be a string, got {type(value).__name__}")
+        raise UsageError(f"{where} must be a string, got {type(value).__name__}")
     return unicodedata.normalize("NFKC", value).casefold()
 
 
@@ -317,7 +318,7 @@ def _label_map(mapping: Mapping[Any, Any] | None, name: str) -> dict[Hashable, s
     if mapping is None:
         return {}
     if not isinstance(mapping, Mapping):
-        raise TypeError(f"{name} must be a mapping, got {type(mapping).__name__}")
+        raise UsageError(f"{name} must be a mapping, got {type(mapping).__name__}")
     out: dict[Hashable, set[Hashable]] = {}
     for key, labels in mapping.items():
         norm_key = normalize_label(key) if isinstance(key, str) else key
@@ -380,13 +381,13 @@ def _matrix(matrix: Mapping[Any, Mapping[Any, Any]]) -> dict[Hashable, dict[Hash
     out: dict[Hashable, dict[Hashable, float]] = {}
     for row_key, row in matrix.items():
         if not isinstance(row, Mapping):
-            raise TypeError(f"syndrome_similarity_matrix[{row_key!r}] must be a mapping")
+            raise UsageError(f"syndrome_similarity_matrix[{row_key!r}] must be a mapping")
         a = normalize_label(row_key) if isinstance(row_key, str) else row_key
         for col_key, value in row.items():
             b = normalize_label(col_key) if isinstance(col_key, str) else col_key
             sim = _finite(value, f"syndrome_similarity_matrix[{row_key!r}][{col_key!r}]")
             if not 0.0 <= sim <= 1.0:
-                raise ValueError(
+                raise UsageError(
                     f"syndrome_similarity_matrix[{row_key!r}][{col_key!r}] must be in [0, 1], got {value!r}"
                 )
             out.setdefault(a, {})[b] = sim
@@ -465,7 +466,7 @@ def _tongue_kb(kb: Mapping[Any, Any]) -> dict[Hashable, dict[str, set[Hashable]]
     for syndrome, features in kb.items():
         key = normalize_label(syndrome) if isinstance(syndrome, str) else syndrome
         if not isinstance(features, Mapping):
-            raise TypeError(f"tcm_knowledge_base[{syndrome!r}] must be a mapping of feature type -> values")
+            raise UsageError(f"tcm_knowledge_base[{syndrome!r}] must be a mapping of feature type -> values")
         out[key] = {
             normalize_label(ftype): set(_labels(values))
             for ftype, values in features.items()
@@ -665,7 +666,7 @@ def _required_info(required_info: Iterable[str] | None) -> list[str]:
     raw = [required_info] if isinstance(required_info, str) else (required_info or [])
     required = [c for c in _labels(raw) if isinstance(c, str)]
     if not required:
-        raise ValueError("required_info is empty: at least one required category is needed")
+        raise UsageError("required_info is empty: at least one required category is needed")
     return required
 
 
@@ -690,11 +691,11 @@ def _doctor_turns(dialogue: Any, where: str) -> int:
     if dialogue is None:
         return 0
     if isinstance(dialogue, (str, Mapping)) or not isinstance(dialogue, Iterable):
-        raise TypeError(f"{where} must be a list of turns, got {type(dialogue).__name__}")
+        raise UsageError(f"{where} must be a list of turns, got {type(dialogue).__name__}")
     turns = 0
     for j, turn in enumerate(dialogue):
         if not isinstance(turn, Mapping):
-            raise TypeError(f"{where}[{j}] must be a mapping with a 'role', got {type(turn).__name__}")
+            raise UsageError(f"{where}[{j}] must be a mapping with a 'role', got {type(turn).__name__}")
         role = turn.get("role")
         if isinstance(role, str) and normalize_label(role).casefold() in DOCTOR_ROLES:
             turns += 1
@@ -859,7 +860,7 @@ def calculate_modal_consistency(modal_diagnoses: Mapping[str, Sequence[str] | st
     consistent and the result is 1.0, as in the seed. A diagnosis given as a string is one label.
     """
     if not isinstance(modal_diagnoses, Mapping):
-        raise TypeError(f"modal_diagnoses must be a mapping, got {type(modal_diagnoses).__name__}")
+        raise UsageError(f"modal_diagnoses must be a mapping, got {type(modal_diagnoses).__name__}")
     sets = [s for s in (set(_labels(d)) for d in modal_diagnoses.values()) if s]
     if len(sets) <= 1:
         return 1.0
@@ -879,7 +880,7 @@ def calculate_fusion_gain(single_modal_scores: Mapping[str, float | None], multi
         _finite(v, f"single_modal_scores[{k!r}]") for k, v in dict(single_modal_scores).items() if v is not None
     ]
     if not values:
-        raise ValueError("single_modal_scores is empty: the fusion gain needs at least one single-modality score")
+        raise UsageError("single_modal_scores is empty: the fusion gain needs at least one single-modality score")
     multimodal = _finite(multimodal_score, "multimodal_score")
     mean_single = sum(values) / len(values)
     if mean_single <= 0:
@@ -950,20 +951,20 @@ def normalize_dosages(dosages: Any, name: str = "dosages") -> dict[Hashable, flo
         items = []
         for pair in dosages:
             if not isinstance(pair, (list, tuple)) or len(pair) != 2:
-                raise ValueError(f"{name} must be a mapping herb -> dose or a list of (herb, dose) pairs")
+                raise UsageError(f"{name} must be a mapping herb -> dose or a list of (herb, dose) pairs")
             items.append((pair[0], pair[1]))
     else:
-        raise TypeError(f"{name} must be a mapping herb -> dose, got {type(dosages).__name__}")
+        raise UsageError(f"{name} must be a mapping herb -> dose, got {type(dosages).__name__}")
     out: dict[Hashable, float | None] = {}
     for herb_raw, dose_raw in items:
         herb = normalize_label(herb_raw) if isinstance(herb_raw, str) else herb_raw
         if herb is None or herb == "":
-            raise ValueError(f"{name}: empty herb name")
+            raise UsageError(f"{name}: empty herb name")
         dose = None if dose_raw is None else _finite(dose_raw, f"{name}: dose of {herb_raw!r}")
         if dose is not None and dose < 0:
-            raise ValueError(f"{name}: dose of {herb_raw!r} must not be negative, got {dose_raw!r}")
+            raise UsageError(f"{name}: dose of {herb_raw!r} must not be negative, got {dose_raw!r}")
         if herb in out and out[herb] != dose:
-            raise ValueError(f"{name}: herb {herb!r} is listed twice with different doses ({out[herb]!r} and {dose!r})")
+            raise UsageError(f"{name}: herb {herb!r} is listed twice with different doses ({out[herb]!r} and {dose!r})")
         out[herb] = dose
     return out
 
@@ -1003,7 +1004,7 @@ def calculate_dosage_rationality(
     """
     tol = _finite(tolerance, "tolerance")
     if not 0.0 <= tol < 1.0:
-        raise ValueError(f"tolerance must be in [0, 1), got {tolerance!r}")
+        raise UsageError(f"tolerance must be in [0, 1), got {tolerance!r}")
     predicted = normalize_dosages(predicted_dosages, "predicted_dosages")
     reference = normalize_dosages(reference_dosages, "reference_dosages")
     if not predicted or not reference:
@@ -1019,7 +1020,7 @@ def calculate_dosage_rationality(
 def _reasoning_parts(reasoning: Hashable) -> list[str]:
     """Clauses of a reference reasoning: split on commas (ASCII or full-width), blanks dropped."""
     if not isinstance(reasoning, str):
-        raise TypeError(f"a reference reasoning must be a string, got {type(reasoning).__name__}")
+        raise UsageError(f"a reference reasoning must be a string, got {type(reasoning).__name__}")
     return [part.strip().casefold() for part in unicodedata.normalize("NFKC", reasoning).split(",") if part.strip()]
 
 
@@ -1088,7 +1089,7 @@ def calculate_tcm_professionalism_score(
     weight_map = {normalize_label(k): _finite(v, f"weights[{k!r}]") for k, v in raw_weights.items()}
     negative = [k for k, w in weight_map.items() if w < 0]
     if negative:
-        raise ValueError(f"weights must not be negative: {negative}")
+        raise UsageError(f"weights must not be negative: {negative}")
     used = {
         normalize_label(k): _finite(v, f"scores[{k!r}]")
         for k, v in scores.items()
@@ -1098,7 +1099,7 @@ def calculate_tcm_professionalism_score(
         return 0.0
     total_weight = sum(weight_map[dim] for dim in used)
     if total_weight <= 0:
-        raise ValueError(f"the weights of the scored dimensions {sorted(used)} sum to 0")
+        raise UsageError(f"the weights of the scored dimensions {sorted(used)} sum to 0")
     return sum(score * (weight_map[dim] / total_weight) for dim, score in used.items())
 
 
@@ -1116,10 +1117,10 @@ def calculate_comprehensive_score(
     gw = _finite(general_weight, "general_weight")
     tw = _finite(tcm_weight, "tcm_weight")
     if gw < 0 or tw < 0:
-        raise ValueError(f"weights must not be negative, got general_weight={gw}, tcm_weight={tw}")
+        raise UsageError(f"weights must not be negative, got general_weight={gw}, tcm_weight={tw}")
     total = gw + tw
     if total <= 0:
-        raise ValueError("general_weight + tcm_weight is 0: at least one weight must be positive")
+        raise UsageError("general_weight + tcm_weight is 0: at least one weight must be positive")
     return general * (gw / total) + tcm * (tw / total)
 
 

@@ -72,7 +72,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
-from consensus_eval._errors import InputError
+from consensus_eval._errors import InputError, UsageError
 from consensus_eval.domain.textio import loads_json, read_bytes
 
 __all__ = [
@@ -778,7 +778,7 @@ def evaluate(preds: Sequence[Any], golds: Sequence[Any], on_invalid: OnInvalid =
     counts and edit operations in :attr:`Text2DTResult.per_tree`.
     """
     if on_invalid not in ("error", "zero"):
-        raise ValueError(f"on_invalid must be 'error' or 'zero', not {on_invalid!r}")
+        raise UsageError(f"on_invalid must be 'error' or 'zero', not {on_invalid!r}")
     pairs, pairing = pair_records(as_records(preds), as_records(golds))
     invalid: list[InvalidTree] = []
     details: list[dict[str, Any]] | None = [] if per_tree else None

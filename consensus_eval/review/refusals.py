@@ -9,6 +9,7 @@ from functools import cache
 from importlib.resources import files
 from typing import Any
 
+from consensus_eval._errors import ReviewError
 from consensus_eval.domain.reviewers import MAX_NAME, clean_name
 from consensus_eval.output.report.i18n import Messages
 
@@ -21,7 +22,7 @@ def catalogue(lang: str) -> Messages:
     return Messages(lang, {k: v for k, v in texts.items() if not k.startswith("_")})
 
 
-class ActionError(ValueError):
+class ActionError(ReviewError, ValueError):
     """An action the app cannot apply (unknown case, dimension or deduction, a score out of range...), said as a
     message of the review pages' catalogues: ``key`` (an ``err_`` key of ``i18n/<lang>.json``) and the
     ``params`` its placeholders take (ids and values as text). :meth:`text` says it in a page's language;

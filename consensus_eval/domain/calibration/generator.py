@@ -25,6 +25,7 @@ from typing import Literal
 
 import yaml
 
+from consensus_eval._errors import UnknownName, UsageError
 from consensus_eval.domain.calibration.operators import OPERATORS, BaseCase, Operator, Plant
 from consensus_eval.domain.calibration.operators_heldout import HELDOUT_OPERATORS
 from consensus_eval.domain.calibration.suite import PlantedError, PlantedSpan, SuiteCase
@@ -73,7 +74,7 @@ def _moved(x: int, edits: list[tuple[int, int, int]]) -> int:
     first character starts at the new heading's; one ending after a heading includes all of it)."""
     for p, old, _ in edits:
         if p < x < p + old:
-            raise ValueError("a planted span starts or ends inside a heading")
+            raise UsageError("a planted span starts or ends inside a heading")
     return x + sum(new - old for p, old, new in edits if p + old <= x)
 
 
@@ -95,7 +96,7 @@ def expectation(rubric: Rubric, type_id: str) -> tuple[str, str, float, bool]:
         except KeyError:
             continue
         return dim.id, cat.id, typ.low, False
-    raise KeyError(f"the rubric {rubric.id!r} has no deduction type or fixed penalty {type_id!r}")
+    raise UnknownName(f"the rubric {rubric.id!r} has no deduction type or fixed penalty {type_id!r}")
 
 
 def overlaps(a: Plant, b: Plant) -> bool:
@@ -116,7 +117,7 @@ def apply(base: BaseCase, plants: list[Plant], rubric: Rubric, case_id: str, sty
     deleted_at: dict[int, list[int]] = {id(p): [] for p in plants}
     for e, p in edits:
         if e.start < pos:
-            raise ValueError(f"{case_id}: overlapping edits")
+            raise UsageError(f"{case_id}: overlapping edits")
         out.append(base.record[pos:e.start])
         at = sum(len(s) for s in out)
         for a, z in e.spans:
@@ -201,10 +202,10 @@ def turns(base: BaseCase, rubric: Rubric) -> list[Turn]:
     for line in base.conversation.split("\n"):
         label, sep, text = line.partition("：")
         if not sep or label not in roles:
-            raise ValueError(f"base case {base.id}: a conversation line without a known speaker: {line!r}")
+            raise UsageError(f"base case {base.id}: a conversation line without a known speaker: {line!r}")
         out.append(Turn(role=roles[label], text=text))
     if "\n".join(f"{rubric.roles[t.role]}：{t.text}" for t in out) != base.conversation:
-        raise ValueError(f"base case {base.id}: the turns do not give back the conversation")
+        raise UsageError(f"base case {base.id}: the turns do not give back the conversation")
     return out
 
 

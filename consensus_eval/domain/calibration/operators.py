@@ -37,6 +37,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict
 
+from consensus_eval._errors import UsageError
 from consensus_eval.domain.calibration.suite import SpanSource
 
 
@@ -734,7 +735,7 @@ def omission(type_id: str) -> Operator:
             i = b.record.find(o.record)
             j = b.conversation.find(o.conversation)
             if i < 0 or j < 0:
-                raise ValueError(f"base case {b.id}: omit {o.type}: text not found")
+                raise UsageError(f"base case {b.id}: omit {o.type}: text not found")
             yield Plant(type_id, type_id, (Edit(i, i + len(o.record), ""),),
                         conversation_span=(j, j + len(o.conversation)))
     op.__doc__ = f"The fragment a base case lists for {type_id} deleted (the span is the conversation's statement)."

@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from consensus_eval._errors import JudgeError
 from consensus_eval.domain.cases import Case
 from consensus_eval.domain.judgment import Judgment
 from consensus_eval.domain.rubric import Rubric
@@ -51,7 +52,7 @@ def usable_cpus() -> int:
         return os.cpu_count() or 1
 
 
-class WorkerGone(RuntimeError):
+class WorkerGone(JudgeError, RuntimeError):
     """A worker process ended before it sent back the judgments of the cases it had."""
 
 

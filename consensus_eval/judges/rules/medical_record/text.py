@@ -19,6 +19,8 @@ import re
 from bisect import bisect_left
 from collections.abc import Iterable
 
+from consensus_eval._errors import UsageError
+
 _FULLWIDTH = str.maketrans({**{chr(c): chr(c - 0xFEE0) for c in range(0xFF01, 0xFF5F)},
                             "\u3000": " ", "µ": "μ", "−": "-"})
 
@@ -62,7 +64,7 @@ class Boundaries:
 
     def __init__(self, text: str, end_re: re.Pattern[str]) -> None:
         if end_re is not CLAUSE_END and end_re is not SENTENCE_END:
-            raise ValueError("Boundaries knows CLAUSE_END and SENTENCE_END only")
+            raise UsageError("Boundaries knows CLAUSE_END and SENTENCE_END only")
         self.text = text
         self._starts: list[int] = []
         self._ends: list[int] = []
