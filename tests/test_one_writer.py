@@ -179,7 +179,7 @@ def test_two_concurrent_score_runs_one_wins_the_other_is_refused_and_nothing_is_
     assert first.returncode == 0, rest + err
     assert second.exit_code == 6, second.output
     assert f"`consensus-eval score` (pid {first.pid}" in second.output
-    assert third.returncode == 0 and "resumed 6" in third.stdout + third.stderr, third.stdout + third.stderr
+    assert third.returncode == 0, third.stdout + third.stderr   # and it made no call (the server's log above)
     with Store.open_existing(out, read_only=True) as store:
         assert len([c for c in store.calls() if c.status == "ok"]) == 6
     assert json.loads((out / "reliability.json").read_text(encoding="utf-8"))
