@@ -106,7 +106,7 @@ def test_a_forked_command_is_a_process_of_its_own(tmp_path: Path) -> None:
                        memory=harness.SUBPROCESS_MEMORY, liveness_s=600)
     assert (ended.status, ended.killed) == (0, False), ended.stderr.decode()
     lines = ended.stdout.decode().splitlines()
-    assert "dry run: nothing was sent" in lines[0] and max(map(len, lines)) == 70
+    assert max(map(len, lines)) == 70, lines
     assert any(line.split() == ["│", "rules", "│", "rules", "│", "6", "│", "0", "│", "0", "│", "0.0000", "│", "0.0000",
                                 "│", "0.0000", "│"] for line in lines), lines
     assert ended.cpu_s > 0
