@@ -35,6 +35,7 @@ from consensus_eval.analysis.calibration import CalibrationReport, CalibrationSo
 from consensus_eval.analysis.consensus import of_run as consensus_of_run
 from consensus_eval.analysis.derived import read_run
 from consensus_eval.analysis.human import label_counts, read_labels
+from consensus_eval.analysis.invariance import invariance
 from consensus_eval.analysis.reliability import ReliabilityReport
 from consensus_eval.analysis.results import Results, analyze
 from consensus_eval.analysis.spotcheck import Stratify, draw
@@ -46,6 +47,14 @@ from consensus_eval.domain.calibration.generator import (
     sample as sample_suite,
 )
 from consensus_eval.domain.calibration.handwritten import handwritten_suite
+from consensus_eval.domain.calibration.invariance import (
+    RUNS as INVARIANCE_RUNS,
+    InvarianceSuite,
+    builtin_records,
+    invariance_suite,
+    merged_cases,
+    sample_records,
+)
 from consensus_eval.domain.calibration.operators import UNPLANTABLE
 from consensus_eval.domain.calibration.suite import SuiteCase, load_suite
 from consensus_eval.domain.cases import Case, CaseFields, load_cases
@@ -184,6 +193,8 @@ class PreparedCalibration:
     planting: Planting | None = None
     #: what the errors are (:attr:`CalibrationReport.source`)
     source: CalibrationSource = "builtin"
+    #: ``--suite invariance``: the clean records and their meaning-preserving copies
+    invariance: InvarianceSuite | None = None
 
 
 #: the suites shipped with the package (``--suite`` names)
@@ -202,6 +213,8 @@ def prepare_calibration(config: ConfigInput = DEFAULT_CONFIG, suite: str | Path 
     cfg = _config(config)
     rubric = load_rubric(cfg.rubric)
     planting = None
+    if str(suite) == "invariance":
+        return _prepare_invariance(cfg, config, rubric, sample, seed, check_keys, bases)
     if rubric.kinds != {"deductions"}:
         # calibration plants errors a judge must deduct: a likert or criteria dimension has nothing to plant
         other = [f"{d.id} ({d.kind})" for d in rubric.dimensions if d.kind != "deductions"]
@@ -239,6 +252,34 @@ def prepare_calibration(config: ConfigInput = DEFAULT_CONFIG, suite: str | Path 
     return PreparedCalibration(cases, prepared, planting, source)
 
 
+def _prepare_invariance(cfg: EvalConfig, config: ConfigInput, rubric: Rubric, sample: int | None, seed: int,
+                        check_keys: bool, bases: str | Path | None) -> PreparedCalibration:
+    """``--suite invariance``: the clean records (``bases``, else the built-in suite's base records) and their
+    meaning-preserving copies; beside them, for a rubric with planting operators, the planted suite (the
+    built-in one, or planted into ``bases``): sensitivity and stability measured in one run. ``sample``: that
+    many planted cases and that many clean records. The clean records are judged at least 3 times each."""
+    planting = None
+    operators = rubric.id == SUITE_RUBRIC_ID and rubric.kinds == {"deductions"}
+    if bases is not None:
+        records = load_cases(bases, fields=cfg.fields).cases
+        planted, planting = user_suite(records, rubric, seed) if operators else ([], None)
+    elif operators:
+        records, planted = builtin_records(rubric), list(builtin_suite(seed))
+    else:
+        raise InputError(f"rubric {rubric.id!r} has no built-in clean records: give about 30 of your own, checked "
+                         f"clean by a clinician (--suite invariance --bases CLEAN.jsonl)")
+    if sample is not None:
+        if sample < 1:
+            raise InputError(f"--sample must be at least 1, got {sample}")
+        planted, records = sample_suite(planted, sample, seed), sample_records(records, sample, seed)
+    probe = invariance_suite(records, rubric)
+    if isinstance(cfg.important_runs, int) and cfg.important_runs < INVARIANCE_RUNS:
+        cfg = cfg.model_copy(update={"important_runs": INVARIANCE_RUNS})
+    prepared = prepare(merged_cases(probe, [c.case for c in planted]), cfg, check_keys=check_keys)
+    prepared.inputs = _inputs(("the config", config), ("the --bases cases", bases), ("the rubric", cfg.rubric))
+    return PreparedCalibration(planted, prepared, planting, "bases" if bases is not None else "builtin", probe)
+
+
 async def calibrate_async(prep: PreparedCalibration, out: str | Path, on_progress: ProgressHook | None = None,
                           *, n_boot: int = 1000, stop: asyncio.Event | None = None, wait: bool = False,
                           lang: str | None = None) -> tuple[Results, CalibrationReport]:
@@ -251,7 +292,10 @@ async def calibrate_async(prep: PreparedCalibration, out: str | Path, on_progres
     if prep.planting is not None:
         report.planted_into = prep.planting.types
         report.not_planted = prep.planting.nothing
-    write_calibration(Path(out), report, prep.suite)
+    if prep.invariance is not None:
+        report.invariance = invariance(prep.invariance, results,
+                                       {j.config.name for j in prep.prepared.judges if j.deterministic})
+    write_calibration(Path(out), report, prep.suite, prep.invariance)
     write_reports(results, Path(out), lang)
     return results, report
 

@@ -237,7 +237,9 @@ def calibrate(
         "--out", "-o", help="Output folder (results.sqlite, calibration.json).")] = Path("out/calibration"),
     suite: Annotated[str, typer.Option(
         help="'builtin' (the suite shipped for the medical_record rubric), 'builtin-heldout' (its held-out "
-             "operator family), 'handwritten' (its held-out set of errors written by hand) or a suite JSONL file.",
+             "operator family), 'handwritten' (its held-out set of errors written by hand), 'invariance' (clean "
+             "records edited without changing their meaning, beside the planted suite where the rubric has one; "
+             "any rubric, with --bases) or a suite JSONL file.",
     )] = "builtin",
     bases: Annotated[Path | None, typer.Option(
         help="A cases file of your own records, checked clean by a clinician: plant the built-in operators' "
@@ -265,7 +267,7 @@ def calibrate(
     from consensus_eval.judges.quiet import quiet_libraries
     from consensus_eval.output.console import print_estimate, print_run_end
     from consensus_eval.output.progress import progress_hook
-    from consensus_eval.output.report.calibration import calibration_block
+    from consensus_eval.output.report.calibration import calibration_block, invariance_block
     from consensus_eval.output.report.i18n import default_lang, messages
     from consensus_eval.output.trust_console import print_block
 
@@ -287,7 +289,10 @@ def calibrate(
         results, report = _run_until_done_or_interrupted(partial(api.calibrate_async, wait=wait, lang=lang), prep,
                                                          out, hook)
     rubric = prep.prepared.rubric
-    print_block(out_console, calibration_block(report, t, rubric))
+    if report.suite_cases:
+        print_block(out_console, calibration_block(report, t, rubric))
+    if (stability := invariance_block(report, t)) is not None:
+        print_block(out_console, stability)
     out_console.print(t("con_wrote", paths=out / "calibration.json"), highlight=False, soft_wrap=True)
     if results.progress is not None and results.progress.batches and not results.progress.interrupted:
         _print_batches(results.progress.batch_notes, results.progress.batches,

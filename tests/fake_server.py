@@ -89,6 +89,7 @@ from tests.fakellm import (
     kinds_reply,
     make_reply,
     quote,
+    record_texts,
 )
 
 FAULTS = ("p_429", "p_500", "p_503", "p_timeout", "p_drop", "p_malformed", "p_invalid")
@@ -527,7 +528,7 @@ class FakeServer:
             elif fault == "p_invalid" and not dim.startswith("kind:"):
                 reply = invalid_reply(dim, rng)
             elif dim.startswith("kind:"):  # a likert or criteria rubric (tests.fakellm.kinds_reply)
-                record, conversation = case_texts(body)
+                record, conversation = record_texts(body)
                 reply = kinds_reply(body, random.Random(f"{cfg.seed}|{key}"),
                                     _uniform(cfg.seed, "quality", conversation if cfg.defects_from == "conversation"
                                              else case, dim),

@@ -76,6 +76,22 @@ def case_texts(request: dict[str, Any]) -> tuple[str, str]:
     return found["MEDICAL RECORD"], found["CONVERSATION"]
 
 
+_ANY_FENCE = re.compile(r"<<<BEGIN (MEDICAL RECORD|CLINICAL NOTE|CONVERSATION)[^>]*>>>\n(.*?)\n<<<END ", re.S)
+
+
+def record_texts(request: dict[str, Any]) -> tuple[str, str]:
+    """``(record, conversation)`` as :func:`case_texts`, whatever the rubric's prompts call the record (a medical
+    record, a clinical note)."""
+    found = {"record": "", "conversation": ""}
+    for m in request.get("messages", []):
+        content = m.get("content")
+        if m.get("role") == "user" and isinstance(content, str):
+            for label, text in _ANY_FENCE.findall(content):
+                key = "conversation" if label == "CONVERSATION" else "record"
+                found[key] = found[key] or text
+    return found["record"], found["conversation"]
+
+
 def _snippet(rng: random.Random, text: str, low: int = 4, high: int = 16) -> str:
     """A stretch of ``text`` without line breaks, ``low``-``high`` characters long where it can be."""
     lines = [ln for ln in text.splitlines() if len(ln.strip()) >= low] or [text]

@@ -54,9 +54,9 @@ import statistics
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from consensus_eval.analysis.intervals import (
     Proportion,
@@ -67,6 +67,7 @@ from consensus_eval.analysis.intervals import (
     share,
     wilson_p,
 )
+from consensus_eval.analysis.invariance import InvarianceReport
 from consensus_eval.analysis.results import Results
 from consensus_eval.domain.calibration.suite import PlantedError, PlantedSpan, SuiteCase
 from consensus_eval.domain.config import LLMJudgeConfig
@@ -196,6 +197,9 @@ class CalibrationReport(BaseModel):
     source: CalibrationSource = "builtin"
     planted_into: dict[str, dict[str, int]] = {}
     not_planted: dict[str, str] = {}
+    #: ``--suite invariance``: how each judge's score moves on meaning-preserving edits of clean records (left out
+    #: of calibration.json when there is none)
+    invariance: Annotated[InvarianceReport | None, Field(exclude_if=lambda v: v is None)] = None
 
 
 _SENTENCE_END = re.compile(r"[。！？；;!?\n]")

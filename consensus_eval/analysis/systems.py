@@ -350,14 +350,21 @@ def difference(a: str, b: str, key: str, va: np.ndarray, vb: np.ndarray, tie_mar
                       few=min(xa.size, xb.size) < MIN_PAIRS)
 
 
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm's step-down adjustment of ``p_values`` (in their order)."""
+    order = sorted(range(len(p_values)), key=lambda i: p_values[i])
+    out = [1.0] * len(p_values)
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (len(p_values) - rank) * p_values[i]))
+        out[i] = running
+    return out
+
+
 def _holm(family: Sequence[Difference]) -> None:
     """Holm's step-down adjustment of the family's p values (in place), and each verdict."""
-    tested = sorted((d for d in family if d.p is not None), key=lambda d: d.p if d.p is not None else 1.0)
-    m = len(tested)
-    running = 0.0
-    for i, d in enumerate(tested):
-        assert d.p is not None
-        running = max(running, min(1.0, (m - i) * d.p))
-        d.p_holm = running
-        if running < ALPHA_LEVEL and d.diff is not None and not d.few:
+    tested = [d for d in family if d.p is not None]
+    for d, p in zip(tested, holm([d.p for d in tested if d.p is not None]), strict=True):
+        d.p_holm = p
+        if p < ALPHA_LEVEL and d.diff is not None and not d.few:
             d.verdict = "a" if d.diff > 0 else "b"

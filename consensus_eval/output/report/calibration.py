@@ -23,6 +23,7 @@ from consensus_eval.analysis.calibration import (
     weak_types,
 )
 from consensus_eval.analysis.intervals import Share
+from consensus_eval.analysis.invariance import EditShift
 from consensus_eval.analysis.judge_validity import DeductionValidity
 from consensus_eval.domain.rubric import Rubric
 from consensus_eval.output.report import fmt
@@ -217,3 +218,71 @@ def recommendation(rep: CalibrationReport, t: Messages, names: _Names | None = N
         key = "cal_panel_gain" if rep.panel_gain > 0 else "cal_panel_no_gain"
         out.append(t(key, quorum=rep.quorum, gain=f"{rep.panel_gain:+.0%}", judge=rep.best_judge))
     return out
+
+
+def _change(f: EditShift) -> str:
+    """``+4.2 [+2.9, +5.5]``: the mean change in points and its 95% interval ('-' when none)."""
+    if f.mean_change is None:
+        return "-"
+    ci = f" [{f.low:+.1f}, {f.high:+.1f}]" if f.low is not None and f.high is not None else ""
+    return f"{f.mean_change:+.1f}{ci}"
+
+
+def invariance_block(rep: CalibrationReport, t: Messages) -> Block | None:
+    """The invariance section (``calibrate --suite invariance``; :mod:`consensus_eval.analysis.invariance`) in the
+    language of ``t``: per judge, its sensitivity (recall on the planted errors, when the run had them, and clean
+    records flagged) beside its stability (noise, share of edited copies moved, mean change, flagged edits),
+    then each edit per judge, and which copies moved. None when ``rep`` has no invariance figures."""
+    inv = rep.invariance
+    if inv is None:
+        return None
+    block = Block("invariance", t("h_invariance"))
+    block.paragraphs.append(t("inv_intro", records=inv.records, copies=inv.copies, z=f"{inv.z:.2f}"))
+    rows = []
+    for name, ji in inv.judges.items():
+        jc = rep.judges.get(name) if rep.planted else None
+        noise = "-" if ji.noise is None else f"{ji.noise:.2f} ({ji.runs})"
+        rows.append([name, share_cell(jc.overall.found) if jc is not None else "-",
+                     share_cell(jc.clean_flagged) or "-" if jc is not None else "-", noise,
+                     share_cell(ji.moved) or "-", "-" if ji.mean_abs_change is None else f"{ji.mean_abs_change:.2f}",
+                     ", ".join(t("inv_edit_" + e) for e in ji.flagged) or t("inv_none")])
+    block.tables.append(TableBlock(
+        "invariance-judges",
+        [t("col_judge"), t("inv_col_recall"), t("inv_col_clean_flagged"), t("inv_col_noise"), t("inv_col_moved"),
+         t("inv_col_mean_abs"), t("inv_col_flagged")], rows, [False] + [True] * 6))
+    judges = list(inv.judges)
+    tb = TableBlock("invariance-edits", [t("inv_col_edit"), *judges], [], [False] + [True] * len(judges))
+    for e, info in inv.edits.items():
+        if not info.copies:
+            continue
+        ratio = f", ×{info.length_ratio:.2f}" if info.length_ratio is not None else ""
+        cells = [inv.judges[j].edits.get(e) for j in judges]
+        tb.rows.append([f"{t('inv_edit_' + e)} ({info.copies}{ratio})",
+                        *("" if f is None or not f.n else
+                          t("inv_cell", moved=share_cell(f.moved) or "-", change=_change(f)) + (" ⚑" if f.flagged
+                                                                                                   else "")
+                          for f in cells)])
+        tb.shades.append([None, *(None if f is None or f.moved.value is None else 1 - f.moved.value for f in cells)])
+    block.tables.append(tb)
+    block.notes.append(t("inv_table_note"))
+    for name, ji in inv.judges.items():
+        if ji.noise is None:
+            block.warnings.append(t("inv_noise_unknown", judge=name))
+        if ji.flagged:
+            block.warnings.append(t("inv_flagged", judge=name, edits="; ".join(
+                t("inv_flagged_edit", edit=t("inv_edit_" + e), change=_change(ji.edits[e]),
+                  moved=share_cell(ji.edits[e].moved) or "-") for e in ji.flagged)))
+        elif ji.noise is not None:
+            block.notes.append(t("inv_stable", judge=name, noise=f"{ji.noise:.2f}"))
+        for e, f in ji.edits.items():
+            if f.examples and (ji.deterministic or f.flagged):
+                block.notes.append(t("inv_moved_copies", judge=name, edit=t("inv_edit_" + e), copies=", ".join(
+                    f"{x.case} ({x.change:+.1f})" for x in f.examples)))
+        if ji.unjudged:
+            block.notes.append(t("inv_unjudged", judge=name, n=ji.unjudged))
+    for e, info in inv.edits.items():
+        reasons = sorted(set(info.not_applied.values()))
+        if reasons:
+            block.notes.append(t("inv_not_applied", edit=t("inv_edit_" + e), n=len(info.not_applied),
+                                 why="; ".join(reasons)))
+    return block
