@@ -267,3 +267,58 @@ def test_prepare_makes_no_collector_pass() -> None:
     # 2,000 cases woke it 38 times before)
     assert passes in ([], [0]), passes
     assert gc.isenabled()
+
+
+def _workers_of(pid: int) -> list[int]:
+    """The rules judge's worker processes whose parent is ``pid``."""
+    found = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            status = (d / "status").read_text()
+            cmdline = (d / "cmdline").read_bytes()
+        except OSError:
+            continue
+        ppid = next((int(x.split()[1]) for x in status.splitlines() if x.startswith("PPid:")), 0)
+        if ppid == pid and b"consensus_eval.judges.rules.worker" in cmdline:
+            found.append(int(d.name))
+    return found
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_a_run_in_worker_processes_and_ends_them(tmp_path: Path) -> None:
+    """SIGINT to `score` of 1,200 cases (the rules judge in worker processes): the run stops, the outputs are
+    rebuilt from what is stored (exit 130, cases incomplete), and no worker is left."""
+    from tests.helpers import cli_command, ok_count
+
+    cases = tmp_path / "cases.jsonl"
+    cases.write_text("".join(json.dumps(c.model_dump(mode="json", exclude_none=True), ensure_ascii=False) + "\n"
+                             for c in big_cases(1200, seed=12)), encoding="utf-8")
+    out = tmp_path / "out"
+    proc = subprocess.Popen([*cli_command(), "score", str(cases), "--out", str(out)], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    workers: list[int] = []
+    try:
+        # until its workers run and some calls are stored (a bound on a hang, not a deadline on work)
+        for _ in range(3000):
+            workers = workers or _workers_of(proc.pid)
+            if len(workers) >= 2 and ok_count(out / "results.sqlite") >= 60:
+                break
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.1)
+        assert len(workers) >= 2
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=600)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, stderr[-2000:]
+    assert "Traceback" not in stderr and stdout
+    assert not _pids_alive(workers)
+    assert 0 < ok_count(out / "results.sqlite") < 3600
+    import csv
+
+    with (out / "consensus.csv").open(encoding="utf-8", newline="") as f:
+        statuses = {row["status"] for row in csv.DictReader(f)}
+    assert "incomplete" in statuses and (out / "report.html").is_file()

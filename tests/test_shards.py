@@ -93,6 +93,7 @@ def test_a_shard_that_is_not_k_of_n_is_refused(text: str, match: str) -> None:
 # --------------------------------------------------------------------------- four shards, four processes
 
 
+@pytest.mark.slow
 def test_four_shards_in_four_processes_merge_into_what_one_process_writes(tmp_path: Path) -> None:
     cases = tmp_path / "cases.jsonl"
     with cases.open("w", encoding="utf-8") as f:
