@@ -41,8 +41,9 @@ def cli(*args: object) -> str:
 def fill(sheet: Path, reviewer: str, *, verdicts: bool, shift: int, cases: set[str] | None = None,
          accept: bool = False) -> Path:
     """The sheet filled in by ``reviewer``: a score on every score row (the panel's, or 80% of the maximum when
-    blind, moved by ``shift``; a likert level stays a level), a verdict on every deduction row (``verdicts``: agree, disagree, unsure in turn), on
-    ``cases`` only when given; ``accept``: the first score of a case outside the spot check accepted."""
+    blind, moved by ``shift``; a likert level stays a level), a verdict on every deduction row (``verdicts``: agree,
+    disagree, unsure in turn), on ``cases`` only when given; ``accept``: the first score of a case outside the spot
+    check accepted."""
     with sheet.open(encoding="utf-8-sig", newline="") as f:
         rows = list(csv.DictReader(f))
     out = []

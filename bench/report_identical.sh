@@ -39,7 +39,8 @@ for side in before after; do
     dir="$WORK/run/$run"
     for lang in zh en; do
       cli "$side" report "$dir" --lang "$lang" > "$got/$run.report.$lang.txt"
-      cp "$dir/report.md" "$got/$run.$lang.md"; cp "$dir/report.html" "$got/$run.$lang.html"
+      src="$dir/report"; [[ -f "$dir/report.$lang.md" ]] && src="$dir/report.$lang"   # another language than the run's
+      cp "$src.md" "$got/$run.$lang.md"; cp "$src.html" "$got/$run.$lang.html"
     done
     cli "$side" reliability "$dir" --bootstrap 200 > "$got/$run.reliability.txt"
     cli "$side" audit "$dir" > "$got/$run.audit.txt"

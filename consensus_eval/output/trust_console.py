@@ -1,5 +1,5 @@
-"""The trust sections on the console: the same blocks report.md and report.html show
-(:mod:`consensus_eval.output.report.trust`), as rich tables, in the report's language."""
+"""Sections on the console: the same blocks report.md and report.html show
+(:mod:`consensus_eval.output.report.blocks`), as rich tables, in the report's language."""
 
 from __future__ import annotations
 
@@ -10,32 +10,67 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-from consensus_eval.output.report.trust import Block
+from consensus_eval.output.report.blocks import (
+    CONSOLE,
+    Block,
+    Group,
+    Heading,
+    Para,
+    Part,
+    TableBlock,
+)
 
 
 def print_block(console: Console, b: Block | None) -> None:
-    """One section: its title, paragraphs, warnings, tables and notes (nothing for None)."""
+    """One section (:class:`~consensus_eval.output.report.blocks.Block`): its title, then each part the console
+    shows: paragraphs, warnings (yellow), tables and notes (dim). Nothing for None."""
     if b is None:
         return
-    console.print(Text(b.title, style="bold"))
-    for p in b.paragraphs:
-        console.print(p, highlight=False, soft_wrap=True)
-    for w in b.warnings:
-        console.print(Text(w, style="yellow"), soft_wrap=True)
-    for tb in b.tables:
-        if not tb.rows:
+    console.print(Text(str(b.title), style="bold"))
+    print_parts(console, b.content())
+
+
+def print_parts(console: Console, parts: Sequence[Part]) -> None:
+    """Parts of a block on the console (those a console view shows)."""
+    for p in parts:
+        if not p.targets & CONSOLE:
             continue
-        t = Table()
-        for i, h in enumerate(tb.header):
-            t.add_column(h, justify="right" if tb.right and tb.right[i] else "left", overflow="fold")
-        for row in tb.rows:
-            t.add_row(*row)
-        if fits(console, t):
-            console.print(t)
-        else:   # too wide for the console (80 columns on a pipe, or COLUMNS): one row at a time, never a cut cell
-            print_folded(console, tb.header, tb.rows)
-    for n in b.notes:
-        console.print(Text(n, style="dim"), soft_wrap=True)
+        if isinstance(p, Para):
+            if p.kind == "text":
+                console.print(str(p.text), highlight=False, soft_wrap=True)
+            else:
+                console.print(Text(str(p.text), style=_STYLES.get(p.kind, "")), soft_wrap=True)
+        elif isinstance(p, Heading):
+            console.print(Text(str(p.text), style="bold"))
+        elif isinstance(p, TableBlock):
+            print_table(console, p)
+        elif isinstance(p, Group):
+            if p.summary:
+                console.print(Text(str(p.summary), style="bold"))
+            print_parts(console, p.parts)
+
+
+#: the console's style of a paragraph of each kind
+_STYLES = {"note": "dim", "warn": "yellow", "banner": "yellow", "err": "red"}
+
+
+def print_table(console: Console, tb: TableBlock) -> None:
+    """A table as a rich table, or folded one row at a time when too wide (:func:`print_folded`); nothing
+    without rows."""
+    if not tb.rows:
+        return
+    cols = sorted(set(tb.shown("summary")) | set(tb.shown("reliability")))
+    header = [str(tb.header[i]) if tb.header else "" for i in cols]
+    rows = [[str(row[i]) for i in cols] for row in tb.rows]
+    t = Table()
+    for h, i in zip(header, cols, strict=True):
+        t.add_column(h, justify="right" if tb.right and tb.right[i] else "left", overflow="fold")
+    for row in rows:
+        t.add_row(*row)
+    if fits(console, t):
+        console.print(t)
+    else:   # too wide for the console (80 columns on a pipe, or COLUMNS): one row at a time, never a cut cell
+        print_folded(console, header, rows)
 
 
 def fits(console: Console, table: Table) -> bool:

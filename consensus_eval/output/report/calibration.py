@@ -27,8 +27,8 @@ from consensus_eval.analysis.invariance import EditShift
 from consensus_eval.analysis.judge_validity import DeductionValidity
 from consensus_eval.domain.rubric import Rubric
 from consensus_eval.output.report import fmt
+from consensus_eval.output.report.blocks import Block, TableBlock
 from consensus_eval.output.report.i18n import Messages
-from consensus_eval.output.report.trust import Block, TableBlock
 
 
 def pct(x: float | None) -> str:

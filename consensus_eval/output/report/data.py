@@ -26,12 +26,13 @@ from consensus_eval.domain.cases import Case
 from consensus_eval.domain.rubric import Dimension, Rubric
 from consensus_eval.output.calibration import CALIBRATION_JSON, load_calibration
 from consensus_eval.output.files import fmt_num
+from consensus_eval.output.report.blocks import Block
 from consensus_eval.output.report.calibration import calibration_block
 from consensus_eval.output.report.charts import BoxPlot, Histogram, box_plot, histograms
 from consensus_eval.output.report.drill import drill_payload
 from consensus_eval.output.report.i18n import Messages, default_lang, messages, simulated_notice
 from consensus_eval.output.report.kinds import kinds_blocks
-from consensus_eval.output.report.trust import Block, TrustBlocks, trust_blocks
+from consensus_eval.output.report.trust import TrustBlocks, trust_blocks
 
 #: cases shown with full details in report.md (the HTML has every case, drilled down on demand)
 MARKDOWN_TOP = 10

@@ -19,16 +19,28 @@ from __future__ import annotations
 import base64
 import hashlib
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from jinja2 import Environment, FileSystemLoader, StrictUndefined, Template
 from markupsafe import Markup, escape
 
 from consensus_eval.analysis.audit import CaseAudit
 from consensus_eval.output.report import fmt
+from consensus_eval.output.report.blocks import (
+    PARA_CLASS,
+    Bar,
+    Block,
+    Cell,
+    Group,
+    Heading,
+    Para,
+    Part,
+    TableBlock,
+    shown,
+)
 from consensus_eval.output.report.charts import interval_bar
 from consensus_eval.output.report.data import QUEUE_TOP, ReportData, needs_review
 from consensus_eval.output.report.drill import (
@@ -130,6 +142,102 @@ def case_rows(data: ReportData, facts: Callable[[CaseAudit], dict[str, str]]) ->
         yield Markup("".join(row))
 
 
+def block_html(b: Block | None) -> Markup:
+    """A section (:class:`~consensus_eval.output.report.blocks.Block`) as report.html's ``<section>`` (empty for
+    None, or a block report.html does not show)."""
+    if b is None or "html" not in b.targets:
+        return Markup("")
+    cls = f' class="{escape(b.css_class)}"' if b.css_class else ""
+    head = f' class="{escape(b.heading_class)}"' if b.heading_class else ""
+    return Markup("".join([f'<section id="{escape(b.id)}"{cls}>\n<h2{head}>{_h(b.title)}</h2>\n',
+                           *parts_html(b.content()), "</section>\n"]))
+
+
+def parts_html(parts: Sequence[Part]) -> Iterator[str]:
+    """Each part report.html shows, as HTML."""
+    for p in shown(list(parts), "html"):
+        if isinstance(p, Para):
+            ident = f' id="{escape(p.id)}"' if p.id else ""
+            yield f'<p class="{p.cls or PARA_CLASS[p.kind]}"{ident}>{_h(p.text)}</p>' + ("\n" if p.end else "")
+        elif isinstance(p, Heading):
+            yield f"<h{p.level}>{_h(p.text)}</h{p.level}>\n"
+        elif isinstance(p, TableBlock):
+            if p.rows:
+                yield _table(p)
+        elif isinstance(p, Group):
+            if p.summary:
+                yield f"<details><summary>{_h(p.summary)}</summary>\n"
+                yield from parts_html(p.parts)
+                yield "</details>\n"
+            else:
+                yield f'<div class="{escape(p.cls)}">\n'
+                yield from parts_html(p.parts)
+                yield "</div>\n"
+
+
+def _h(x: object) -> str:
+    """A text of a block, escaped for HTML."""
+    return str(escape(str(x)))
+
+
+_N = ' class="n"'
+
+
+def _table(tb: TableBlock) -> str:
+    lay = tb.layout
+    cols = tb.shown("html")
+    attrs = (f' class="{escape(tb.cls)}"' if tb.cls else "") + (f' id="{escape(tb.id)}"' if tb.id else "")
+    out = [f'<div class="scroll"><table{attrs}><tbody>\n' if lay.inline else f'<div class="scroll">\n<table{attrs}>\n']
+    if tb.caption:
+        out.append(f"<caption>{_h(tb.caption)}</caption>\n")
+    if tb.header and not lay.inline:
+        ths = "".join(f"<th{_N if tb.right and tb.right[i] else ''}>{_h(tb.header[i])}</th>" for i in cols)
+        out.append(f"<thead><tr>{ths}</tr></thead>\n")
+    if not lay.inline:
+        out.append("<tbody>" if lay.rows_per_line == 0 else "<tbody>\n")
+    for r in range(len(tb.rows)):
+        cells = []
+        for j, i in enumerate(cols):
+            if j in lay.breaks:
+                cells.append("\n")
+            cells.append(_cell(tb, r, i, head=tb.row_heads and j == 0))
+        if len(cols) in lay.breaks:
+            cells.append("\n")
+        end = "\n" if lay.rows_per_line and (r + 1) % lay.rows_per_line == 0 else ""
+        out.append(f"<tr>{''.join(cells)}</tr>{end}")
+    out.append("</tbody></table></div>\n" if lay.inline else "</tbody>\n</table>\n</div>\n")
+    return "".join(out)
+
+
+def _cell(tb: TableBlock, r: int, i: int, *, head: bool) -> str:
+    c = tb.rows[r][i]
+    cell = c if isinstance(c, Cell) else Cell(c)
+    text = _h(cell.text)
+    if cell.href:
+        text = f'<a href="{escape(cell.href)}">{text}</a>'
+    if cell.bar is not None:
+        text = str(bar_svg(cell.bar))
+    if cell.spans:
+        text += (" " if text else "") + "".join(f'<span class="{escape(k)}">{_h(s)}</span>' for k, s in cell.spans)
+    if head:
+        return f"<th>{text}</th>"
+    cls = cell.css or ("barcell" if cell.bar is not None else "n" if tb.right and tb.right[i] else "")
+    style = cell.style or tb.shade(r, i)
+    attrs = (f' class="{escape(cls)}"' if cls else "") + (f' style="{escape(style)}"' if style else "")
+    return f"<td{attrs}>{text}</td>"
+
+
+def bar_svg(b: Bar) -> Markup:
+    """An interval bar (:class:`~consensus_eval.output.report.blocks.Bar`) as report.html draws it."""
+    return figures().module.bar(b.value, b.ci, b.width, b.alpha, b.label)  # type: ignore[attr-defined,no-any-return]
+
+
+@cache
+def figures() -> Template:
+    """The template of report.html's figures (``templates/figures.html.j2``: its macros draw them)."""
+    return environment().get_template("figures.html.j2")
+
+
 #: the lines of report.js that only likert and criteria dimensions need lie between these marker lines
 _KINDS_BLOCK = re.compile(r"^[ \t]*/\* kinds \{ \*/\n.*?^[ \t]*/\* \} kinds \*/\n", re.MULTILINE | re.DOTALL)
 
@@ -159,7 +267,7 @@ def environment() -> Environment:
                        alpha_value_or_dash=_alpha_value_or_dash)
     env.globals.update(key_label=fmt.key_label, heat=heat, star_class=star_class, verdict=fmt.verdict,
                        alpha_cell=fmt.alpha_cell, interval_bar=interval_bar, is_review=needs_review, ci1=fmt.ci1,
-                       share=fmt.share)
+                       share=fmt.share, block_html=block_html)
     return env
 
 

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from consensus_eval.analysis.results import Results
 from consensus_eval.domain.rubric import Dimension
 from consensus_eval.output.report import fmt
+from consensus_eval.output.report.blocks import Block, TableBlock
 from consensus_eval.output.report.i18n import Messages
-from consensus_eval.output.report.trust import Block, TableBlock
 
 #: rows of the criteria table at most (the criteria the judges disagree on most are kept)
 MAX_CRITERIA = 60

@@ -14,6 +14,7 @@ from consensus_eval.analysis.agreement import Agreement
 from consensus_eval.analysis.audit import CaseAudit, DimensionAudit
 from consensus_eval.analysis.human import CaseReview
 from consensus_eval.output.report import fmt
+from consensus_eval.output.report.blocks import Block, Cell, Group, Heading, Msg, Para, Part, TableBlock, shown
 from consensus_eval.output.report.charts import summary_stats
 from consensus_eval.output.report.data import (
     MARKDOWN_ALL_CASES,
@@ -23,7 +24,6 @@ from consensus_eval.output.report.data import (
     needs_review,
 )
 from consensus_eval.output.report.i18n import Messages
-from consensus_eval.output.report.trust import Block
 
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]|~])")
 _HTML = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;"})
@@ -58,15 +58,52 @@ def render_markdown(data: ReportData) -> str:
 
 
 def block_markdown(b: Block | None, level: int = 2) -> str:
-    """A trust section (:class:`~consensus_eval.output.report.trust.Block`) as Markdown ("" for None)."""
-    if b is None:
+    """A section (:class:`~consensus_eval.output.report.blocks.Block`) as Markdown ("" for None, or a block
+    report.md does not show)."""
+    if b is None or "md" not in b.targets:
         return ""
-    parts = [f"{'#' * level} {md_text(b.title)}", *(md_text(p) for p in b.paragraphs),
-             *(f"**{md_text(w)}**" for w in b.warnings)]
-    parts += [table([md_text(h) for h in tb.header], ([md_text(c) for c in row] for row in tb.rows), tb.right or None)
-              for tb in b.tables if tb.rows]
-    parts += [md_text(n) for n in b.notes]
-    return "\n\n".join(parts)
+    return "\n\n".join([f"{'#' * level} {md_of(b.title)}", *parts_markdown(b.content())])
+
+
+def parts_markdown(parts: Sequence[Part]) -> list[str]:
+    """Each part report.md shows, as Markdown ("" parts left out)."""
+    out = []
+    for p in shown(list(parts), "md"):
+        text = _part(p)
+        if text:
+            out.append(text)
+    return out
+
+
+def _part(p: Part) -> str:
+    if isinstance(p, Para):
+        return f"**{md_of(p.text)}**" if p.kind in ("warn", "banner") else md_of(p.text)
+    if isinstance(p, Heading):
+        return f"{'#' * p.level} {md_of(p.text)}"
+    if isinstance(p, TableBlock):
+        if not p.rows:
+            return ""
+        cols = p.shown("md")
+        right = [bool(p.right) and p.right[i] for i in cols] if p.right else None
+        return table([md_of(p.header[i]) for i in cols], ([_cell(row[i]) for i in cols] for row in p.rows), right)
+    if isinstance(p, Group):
+        inner = parts_markdown(p.parts)
+        return "\n\n".join([f"### {md_of(p.summary)}", *inner] if p.summary else inner)
+    return ""
+
+
+def _cell(c: str) -> str:
+    if isinstance(c, Cell):
+        return " ".join(x for x in (md_of(c.text), *(md_of(s) for _, s in c.spans)) if x)
+    return md_of(c)
+
+
+def md_of(x: object) -> str:
+    """A text of a block as Markdown: data escaped (:func:`md_text`); the package's own text (a
+    :class:`~consensus_eval.output.report.blocks.Msg`) as written, its values escaped."""
+    if isinstance(x, Msg):
+        return x.template.format(**{k: md_of(v) for k, v in x.values.items()}) if x.values else x.template
+    return md_text(x)
 
 
 def _header(d: ReportData) -> str:

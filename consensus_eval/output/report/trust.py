@@ -2,14 +2,14 @@
 against clinicians on the random spot check (with prediction-powered estimates), how many judges and runs
 are enough (the decision study), and what the reviewers added and accepted.
 
-Each section is a :class:`Block` (a title, paragraphs in plain words, tables of text cells) built once
-from a :class:`~consensus_eval.output.report.data.ReportData` in the report's language; report.md, report.html
-and the console render the same blocks, so the three say the same thing in the same words.
+Each section is a :class:`~consensus_eval.output.report.blocks.Block` (a title, paragraphs in plain words, tables
+of text cells) built once from the run's results in the report's language; report.md, report.html and the console
+render the same blocks, so the three say the same thing in the same words.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from consensus_eval.analysis.agreement import HumanAgreement
 from consensus_eval.analysis.compare import Comparison
@@ -21,40 +21,8 @@ from consensus_eval.analysis.systems import MIN_PAIRS, Leaderboard
 from consensus_eval.analysis.validity import ICC, VerdictValidity
 from consensus_eval.domain.rubric import Rubric
 from consensus_eval.output.report import fmt
+from consensus_eval.output.report.blocks import Block, TableBlock
 from consensus_eval.output.report.i18n import Messages
-
-
-@dataclass
-class TableBlock:
-    """A table of text cells: ``id`` (the HTML id), ``header``, ``rows``, ``right`` (right-aligned columns),
-    ``shades`` (optional, per row and cell: a value in [0, 1] report.html shades the cell by, red to green;
-    None for no shade)."""
-
-    id: str
-    header: list[str]
-    rows: list[list[str]]
-    right: list[bool] = field(default_factory=list)
-    shades: list[list[float | None]] = field(default_factory=list)
-
-    def shade(self, row: int, col: int) -> str:
-        """The CSS background of a cell ('' for none): red (0) through amber to green (1)."""
-        if row >= len(self.shades) or col >= len(self.shades[row]):
-            return ""
-        v = self.shades[row][col]
-        return "" if v is None else f"background:rgb({int(220 - 120 * v)},{int(90 + 110 * v)},110)"
-
-
-@dataclass
-class Block:
-    """One section: ``id`` (the HTML anchor), ``title``, ``paragraphs`` before the tables, ``tables``,
-    ``notes`` after them, ``warnings`` (shown highlighted)."""
-
-    id: str
-    title: str
-    paragraphs: list[str] = field(default_factory=list)
-    tables: list[TableBlock] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
 
 
 def _est(value: float | None, low: float | None, high: float | None) -> str:
