@@ -92,8 +92,9 @@ def test_the_source_layout_of_a_table() -> None:
         return str(block_html(Block("x", "X", tables=[TableBlock("t", ["", "p", "q"], rows, layout=layout)])))
 
     assert "<tr><th>a</th><td>1</td>\n<td>2</td>\n</tr>\n<tr><th>b</th>" in page(Layout(breaks=(2, 3)))
-    assert ("<tbody>\n<tr><th>a</th><td>1</td><td>2</td></tr><tr><th>b</th><td>3</td><td>4</td></tr>\n<tr><th>c</th>"
-            in page(Layout(rows_per_line=2)))
+    assert "<tbody>\n<tr><th>a</th><td>1</td><td>2</td></tr><tr><th>b</th>" in page(Layout(row_lines=False))
+    assert "<tbody><tr><th>a</th>" in page(Layout(row_lines=False, body_line=False))
+    assert "<td>6</td></tr></tbody>\n</table>" in page(Layout(row_lines=False, body_line=False))
     html = str(block_html(Block("x", "X", tables=[TableBlock("", [], rows, cls="m", layout=Layout(inline=True))])))
     assert '<div class="scroll"><table class="m"><tbody>\n<tr><th>a</th>' in html and "</tbody></table></div>\n" in html
     assert "<thead>" not in html

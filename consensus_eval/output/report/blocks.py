@@ -18,7 +18,7 @@ its values.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -88,11 +88,13 @@ class Cell(str):
 @dataclass(frozen=True)
 class Layout:
     """How report.html's source lays a table out (line breaks only: a browser shows the same): ``breaks``, the cells
-    a row's source line breaks before (the row's length: before its end); ``rows_per_line`` (0: every row on the
-    line of ``<tbody>``); ``inline``: the wrapper, the table and its body on one line."""
+    a row's source line breaks before (counted among the cells the page shows; their number: before the row's
+    end); ``row_lines``: each row ends a line;
+    ``body_line``: ``<tbody>`` ends a line; ``inline``: the wrapper, the table and its body on one line."""
 
     breaks: tuple[int, ...] = ()
-    rows_per_line: int = 1
+    row_lines: bool = True
+    body_line: bool = True
     inline: bool = False
 
 
@@ -138,7 +140,9 @@ PARA_CLASS = {"text": "muted", "note": "muted", "warn": "warn", "banner": "banne
 class Para:
     """A paragraph: ``kind`` (``text`` an explanation, ``note`` a footnote (dim on the console), ``warn`` a warning,
     ``banner`` a notice that stands out, ``err`` an error), ``id`` (its HTML id), ``cls`` (its HTML class, when not
-    its kind's), ``targets``; ``end``: report.html's source breaks the line after it."""
+    its kind's), ``targets``; ``end``: report.html's source breaks the line after it; ``attached``: report.md writes
+    it on the line after the part before it, then a line break (as the cost note always was: a GFM viewer shows it
+    as the table's last row)."""
 
     text: str
     kind: ParaKind = "text"
@@ -146,6 +150,7 @@ class Para:
     cls: str = ""
     targets: frozenset[Target] = EVERYWHERE
     end: bool = True
+    attached: bool = False
 
 
 @dataclass(frozen=True)
@@ -162,11 +167,12 @@ FigureKind = Literal["box_plot", "histograms"]
 
 @dataclass(frozen=True)
 class Figure:
-    """A chart report.html draws (report.md shows a table of the same figures instead): ``kind`` and its geometry
-    (:mod:`~consensus_eval.output.report.charts`)."""
+    """A chart report.html draws (report.md shows a table of the same figures instead): ``kind``, its geometry
+    ``data`` (:mod:`~consensus_eval.output.report.charts`) and ``t``, the catalogue of its words."""
 
     kind: FigureKind
     data: object
+    t: Callable[..., str]
     targets: frozenset[Target] = HTML
 
 
@@ -183,8 +189,8 @@ class Cases:
 
 @dataclass
 class Group:
-    """Parts shown together: ``summary`` set, a collapsible group (report.md: a sub-heading); ``cls`` set, a ``div``
-    of that class (``charts``: side by side)."""
+    """Parts shown together: ``summary`` set, a collapsible group (report.md: a sub-heading); else a ``div`` in
+    report.html, of class ``cls`` when set (``charts``: side by side)."""
 
     parts: list[Part]
     summary: str = ""

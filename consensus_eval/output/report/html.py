@@ -34,6 +34,7 @@ from consensus_eval.output.report.blocks import (
     Bar,
     Block,
     Cell,
+    Figure,
     Group,
     Heading,
     Para,
@@ -51,6 +52,7 @@ from consensus_eval.output.report.drill import (
     row_facts_of,
     type_names,
 )
+from consensus_eval.output.report.sections import panel_blocks
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 #: catalogue keys the page's script uses (passed to it in the embedded meta JSON)
@@ -89,7 +91,7 @@ def html_pieces(data: ReportData) -> Iterator[str]:
     facts = row_facts_of(data.judges, [c for c, _ in options], [t for t, _ in types])
     formula, star_max = fmt.star_formula(data.rubric)
     return environment().get_template("report.html.j2").generate(
-        d=data, dims=data.rubric.dimensions, script=script, script_hash=script_hash(script),
+        d=data, dims=data.rubric.dimensions, blocks=panel_blocks(data), script=script, script_hash=script_hash(script),
         meta_json=embed_json(meta), chunks=chunks, case_rows=case_rows(data, facts), queue_top=QUEUE_TOP,
         star_formula=formula, star_max=star_max, review_reasons=data.reasons,
         reason_counts=lambda counts: ", ".join(f"{data.t('reason_' + c)} {n}" for c, n in counts.items()),
@@ -170,9 +172,11 @@ def parts_html(parts: Sequence[Part]) -> Iterator[str]:
                 yield from parts_html(p.parts)
                 yield "</details>\n"
             else:
-                yield f'<div class="{escape(p.cls)}">\n'
+                yield f'<div class="{escape(p.cls)}">\n' if p.cls else "<div>\n"
                 yield from parts_html(p.parts)
                 yield "</div>\n"
+        elif isinstance(p, Figure):
+            yield str(getattr(figures().module, p.kind)(p.data, p.t))
 
 
 def _h(x: object) -> str:
@@ -194,7 +198,7 @@ def _table(tb: TableBlock) -> str:
         ths = "".join(f"<th{_N if tb.right and tb.right[i] else ''}>{_h(tb.header[i])}</th>" for i in cols)
         out.append(f"<thead><tr>{ths}</tr></thead>\n")
     if not lay.inline:
-        out.append("<tbody>" if lay.rows_per_line == 0 else "<tbody>\n")
+        out.append("<tbody>\n" if lay.body_line else "<tbody>")
     for r in range(len(tb.rows)):
         cells = []
         for j, i in enumerate(cols):
@@ -203,8 +207,7 @@ def _table(tb: TableBlock) -> str:
             cells.append(_cell(tb, r, i, head=tb.row_heads and j == 0))
         if len(cols) in lay.breaks:
             cells.append("\n")
-        end = "\n" if lay.rows_per_line and (r + 1) % lay.rows_per_line == 0 else ""
-        out.append(f"<tr>{''.join(cells)}</tr>{end}")
+        out.append(f"<tr>{''.join(cells)}</tr>" + ("\n" if lay.row_lines else ""))
     out.append("</tbody></table></div>\n" if lay.inline else "</tbody>\n</table>\n</div>\n")
     return "".join(out)
 
@@ -265,7 +268,7 @@ def environment() -> Environment:
                        stars=fmt.stars,
                        alpha_value=fmt.alpha_value, alpha_ci=fmt.alpha_ci, mean1=fmt.mean1, avg=fmt.avg,
                        alpha_value_or_dash=_alpha_value_or_dash)
-    env.globals.update(key_label=fmt.key_label, heat=heat, star_class=star_class, verdict=fmt.verdict,
+    env.globals.update(key_label=fmt.key_label, star_class=star_class, verdict=fmt.verdict,
                        alpha_cell=fmt.alpha_cell, interval_bar=interval_bar, is_review=needs_review, ci1=fmt.ci1,
                        share=fmt.share, block_html=block_html)
     return env
@@ -273,14 +276,6 @@ def environment() -> Environment:
 
 def _alpha_value_or_dash(a: Any) -> str:
     return fmt.alpha_value(a) if a is not None and a.value is not None else fmt.DASH
-
-
-def heat(value: float | None, worst: float) -> str:
-    """A CSS background colour for a disagreement figure: white at 0, deeper red towards ``worst``."""
-    if value is None or worst <= 0:
-        return "transparent"
-    share = max(0.0, min(1.0, value / worst))
-    return f"hsl(4, 75%, {round(97 - 30 * share)}%)"
 
 
 def star_class(stars: int | None) -> str:

@@ -17,6 +17,7 @@ from typing import Any
 
 from consensus_eval._errors import InputError
 from consensus_eval.domain.rubric import Rubric
+from consensus_eval.output.report.blocks import Msg
 
 CATALOGUES = Path(__file__).resolve().parent / "i18n"
 #: the languages with a catalogue (``i18n/<lang>.json``)
@@ -34,6 +35,11 @@ class Messages:
     def __call__(self, key: str, **values: Any) -> str:
         text = self.texts[key]
         return text.format(**values) if values else text
+
+    def msg(self, key: str, **values: Any) -> Msg:
+        """The text of ``key`` as the package's own (:class:`~consensus_eval.output.report.blocks.Msg`): report.md
+        keeps its Markdown and escapes only ``values``."""
+        return Msg(self.texts[key], values)
 
     @property
     def html_lang(self) -> str:

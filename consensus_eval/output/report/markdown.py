@@ -15,7 +15,6 @@ from consensus_eval.analysis.audit import CaseAudit, DimensionAudit
 from consensus_eval.analysis.human import CaseReview
 from consensus_eval.output.report import fmt
 from consensus_eval.output.report.blocks import Block, Cell, Group, Heading, Msg, Para, Part, TableBlock, shown
-from consensus_eval.output.report.charts import summary_stats
 from consensus_eval.output.report.data import (
     MARKDOWN_ALL_CASES,
     MARKDOWN_TOP,
@@ -24,6 +23,7 @@ from consensus_eval.output.report.data import (
     needs_review,
 )
 from consensus_eval.output.report.i18n import Messages
+from consensus_eval.output.report.sections import panel_blocks
 
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]|~])")
 _HTML = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;"})
@@ -47,12 +47,13 @@ def table(header: Sequence[str], rows: Iterable[Sequence[str]], right: Sequence[
 
 def render_markdown(data: ReportData) -> str:
     """The whole report as Markdown: the review queue first, then the summary sections."""
-    tb = data.trust
+    tb, own = data.trust, panel_blocks(data)
     parts = [
         _header(data), _queue(data), _summary(data), *(block_markdown(b) for b in data.kinds),
-        block_markdown(tb.systems), _quality(data), _distributions(data),
-        _agreement(data), _reliability(data), _human(data), block_markdown(tb.added), block_markdown(tb.validity),
-        block_markdown(tb.decision), block_markdown(tb.calibration), _metrics(data), _costs(data), _details(data),
+        block_markdown(tb.systems), *(block_markdown(own[k]) for k in ("quality", "distributions", "agreement",
+                                                                       "reliability")),
+        _human(data), block_markdown(tb.added), block_markdown(tb.validity), block_markdown(tb.decision),
+        block_markdown(tb.calibration), block_markdown(own["metrics"]), block_markdown(own["cost"]), _details(data),
     ]
     return "\n\n".join(p for p in parts if p) + "\n"
 
@@ -67,10 +68,12 @@ def block_markdown(b: Block | None, level: int = 2) -> str:
 
 def parts_markdown(parts: Sequence[Part]) -> list[str]:
     """Each part report.md shows, as Markdown ("" parts left out)."""
-    out = []
+    out: list[str] = []
     for p in shown(list(parts), "md"):
         text = _part(p)
-        if text:
+        if text and isinstance(p, Para) and p.attached and out:
+            out[-1] += f"\n{text}\n"
+        elif text:
             out.append(text)
     return out
 
@@ -181,98 +184,6 @@ def _summary(d: ReportData) -> str:
     return f"## {t('h_cases')}\n\n{line}\n\n" + (f"{intro}\n\n" if intro else "") + table(header, rows, right)
 
 
-def _quality(d: ReportData) -> str:
-    t = d.t
-    if not d.judge_quality:
-        return ""
-    kinds = ("exact", "normalised", "fuzzy", "not_found", "empty")
-    rows = [[md_text(j), fmt.integer(q.deductions), *(fmt.integer(q.by_kind.get(k, 0)) for k in kinds),
-             fmt.share(q.ungrounded), fmt.share(q.claim_mismatch) if q.claim_mismatch.n else t("no_claims")]
-            for j, q in d.judge_quality.items()]
-    header = [t("col_judge"), t("col_deductions" if d.deductions_only else "col_quotes"),
-              *(t("col_" + k) for k in kinds), t("col_ungrounded"), t("col_mismatch")]
-    intro = t("quality_intro" if d.deductions_only else "quality_intro_kinds")
-    return f"## {t('h_quality')}\n\n{intro}\n\n" + table(header, rows, [False] + [True] * 8)
-
-
-def _distributions(d: ReportData) -> str:
-    t = d.t
-    rows = []
-    for j, values in d.totals.items():
-        if values:
-            s = summary_stats(values)
-            rows.append([md_text(j), str(len(values)), *(fmt.num(s[k]) for k in ("min", "q1", "median", "q3", "max")),
-                         fmt.mean1(s["mean"])])
-        else:
-            rows.append([md_text(j), "0", *([fmt.DASH] * 6)])
-    header = [t("col_judge"), "n", t("col_min"), "Q1", t("col_median"), "Q3", t("col_max"), t("col_mean")]
-    return (f"## {t('h_distributions')}\n\n{t('md_distributions_intro')}\n\n"
-            + table(header, rows, [False] + [True] * 7))
-
-
-def _agreement(d: ReportData) -> str:
-    t = d.t
-    if len(d.judges) < 2:
-        return f"## {t('h_agreement')}\n\n{t('one_judge')}"
-    rows = []
-    for a in d.judges:
-        cells = []
-        for b in d.judges:
-            p = d.agreement.get((a, b))
-            cells.append(fmt.DASH if p is None else f"{fmt.mean1(p.mad)} / {fmt.fixed(p.alpha.value, 3)} (n={p.n})")
-        rows.append([md_text(a), *cells])
-    return (f"## {t('h_agreement')}\n\n{t('md_agreement_intro')}\n\n"
-            + table(["", *(md_text(j) for j in d.judges)], rows))
-
-
-def _reliability(d: ReportData) -> str:
-    t = d.t
-    rel = d.reliability
-    keys = [x.id for x in d.rubric.dimensions] + ["total"]
-    rows = []
-    for k in keys:
-        a = rel.across_judges.get(k)
-        rows.append([md_text(fmt.key_label(d.rubric, k, t)), fmt.alpha_cell(a, t), md_text(fmt.verdict(a, t).text),
-                     str(a.n_units) if a is not None else "",
-                     fmt.alpha_cell(rel.stars[k], t) if k in rel.stars else ""])
-    resamples = rel.bootstrap.resamples if rel.bootstrap else "?"
-    text = (f"## {t('h_reliability')}\n\n{t('reliability_intro', resamples=resamples, source=d.source_text)}"
-            f"\n\n" + table(["", t("md_alpha_ci"), t("col_verdict"), t("col_cases"), t("col_stars_alpha")], rows,
-                             [False, True, False, True, True]) + "\n\n" + t("guide"))
-    if rel.categories:
-        crows = [[md_text(f"{a.name} ({k})"), fmt.alpha_cell(a, t), md_text(fmt.verdict(a, t, category=True).text),
-                  str(a.n_units)]
-                 for k, a in rel.categories.items()]
-        text += (f"\n\n### {t('per_category')}\n\n"
-                 + table([t("col_category"), t("md_alpha_ci"), t("col_verdict"), t("col_cases")], crows,
-                         [False, True, False, True]))
-    within = rel.within_judge
-    if within:
-        dims = d.rubric.dimensions
-        wrows = [[md_text(j), md_text(x.name), fmt.alpha_cell(per.get(x.id), t, runs=True),
-                  md_text(fmt.verdict(per.get(x.id), t, runs=True).text)] for j, per in within.items() for x in dims]
-        text += (f"\n\n### {t('h_within')}\n\n"
-                 + table([t("col_judge"), t("col_dimension"), t("md_alpha_ci"), t("col_verdict")], wrows))
-    return text
-
-
-def _metrics(d: ReportData) -> str:
-    t = d.t
-    if not d.metrics:
-        return f"## {t('h_metrics')}\n\n" + t("metrics_none", folder=md_text(d.folder.name))
-    blocks = [f"## {t('h_metrics')}"]
-    for m in d.metrics:
-        block = f"### {md_text(m.name)}"
-        if m.error:
-            block += f"\n\n{md_text(m.error)}"
-        if m.context:
-            block += "\n\n" + " · ".join(f"{md_text(k)}: {md_text(v)}" for k, v in m.context)
-        if m.values:
-            block += "\n\n" + table(["metric", "value"], [[md_text(k), fmt.num(v)] for k, v in m.values], [False, True])
-        blocks.append(block)
-    return "\n\n".join(blocks)
-
-
 def _human(d: ReportData) -> str:
     t = d.t
     h = d.human
@@ -311,19 +222,6 @@ def _human(d: ReportData) -> str:
         text += (f"\n\n### {t('h_inter_reviewer')}\n\n{t('inter_reviewer_intro')}\n\n"
                  + table(["", t("md_alpha_ci"), t("col_verdict"), t("col_cases")], irows, [False, True, False, True]))
     return text
-
-
-def _costs(d: ReportData) -> str:
-    t = d.t
-    counts = ("ok", "failed", "attempts", "prompt_tokens", "cached_tokens", "completion_tokens", "reasoning_tokens")
-    rows = [[md_text(j), *(fmt.integer(getattr(u, k)) for k in counts), fmt.money(u.cost),
-             fmt.percent(u.cache_hit_rate), fmt.money(u.saved)]
-            for j, u in d.costs.items()]
-    header = [t("col_judge"), t("col_calls_ok"), t("col_failed"), t("col_attempts"), t("col_prompt_tokens"),
-              t("col_cached"), t("col_completion"), t("col_reasoning"), t("col_cost"), t("col_cache_hits"),
-              t("col_saved")]
-    return (f"## {t('h_cost')}\n\n" + table(header, rows, [False] + [True] * 10)
-            + f"\n{md_text(t('cost_note'))}\n")
 
 
 def _details(d: ReportData) -> str:

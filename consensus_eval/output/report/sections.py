@@ -1,0 +1,220 @@
+"""The report's own sections as blocks (:mod:`~consensus_eval.output.report.blocks`), each built once from a
+:class:`~consensus_eval.output.report.data.ReportData` by one function: what report.md, report.html and the console
+show of the panel's figures.
+"""
+
+from __future__ import annotations
+
+from consensus_eval.analysis.alpha import Alpha
+from consensus_eval.output.report import fmt
+from consensus_eval.output.report.blocks import (
+    HTML,
+    MD,
+    Bar,
+    Block,
+    Cell,
+    Figure,
+    Group,
+    Heading,
+    Layout,
+    Msg,
+    Para,
+    Part,
+    TableBlock,
+    Target,
+)
+from consensus_eval.output.report.charts import summary_stats
+from consensus_eval.output.report.data import ReportData
+from consensus_eval.output.report.i18n import Messages
+
+#: the columns of an alpha in a table: report.md's one (alpha and interval), report.html's three (alpha,
+#: interval, bar)
+_ALPHA_COLUMNS: list[frozenset[Target]] = [MD, HTML, HTML, HTML]
+
+
+def _alpha_head(t: Messages) -> list[str]:
+    """The headers of :data:`_ALPHA_COLUMNS` and the verdict's."""
+    return [t.msg("md_alpha_ci"), "α", t.msg("col_ci"), t.msg("col_ci_bar"), t.msg("col_verdict")]
+
+
+def _alpha_cells(a: Alpha | None, t: Messages, *, runs: bool = False, category: bool = False) -> list[str]:
+    """An alpha as the cells of :data:`_ALPHA_COLUMNS`, then its verdict (coloured by its level in the page)."""
+    v = fmt.verdict(a, t, runs=runs, category=category)
+    bar = Bar(a.value, a.ci, t("ci_bar_label")) if a is not None and a.value is not None else None
+    value = fmt.alpha_value(a) if a is not None and a.value is not None else fmt.DASH
+    return [Msg(fmt.alpha_cell(a, t, runs=runs)), Msg(value), Msg(fmt.alpha_ci(a)), Cell(css="barcell", bar=bar),
+            Cell(v.text, css=f"v {v.level}")]
+
+
+def reliability_block(d: ReportData) -> Block:
+    """Krippendorff's alpha across the judges per dimension and total (with the stars' ordinal alpha), per deduction
+    category, and each judge's run-to-run stability."""
+    t, rel = d.t, d.reliability
+    keys = [x.id for x in d.rubric.dimensions] + ["total"]
+    rows = []
+    for k in keys:
+        a = rel.across_judges.get(k)
+        rows.append([fmt.key_label(d.rubric, k, t), *_alpha_cells(a, t), str(a.n_units) if a is not None else "",
+                     Msg(fmt.alpha_cell(rel.stars[k], t)) if k in rel.stars else ""])
+    resamples = rel.bootstrap.resamples if rel.bootstrap else "?"
+    parts: list[Part] = [
+        Para(t.msg("reliability_intro", resamples=resamples, source=Msg(d.source_text))),
+        TableBlock("alpha-table", ["", *_alpha_head(t), t.msg("col_cases"), t.msg("col_stars_alpha")], rows,
+                   [False, True, True, True, False, False, True, True],
+                   columns=[*_EVERY, *_ALPHA_COLUMNS, *_EVERY * 3], layout=Layout(breaks=(6,))),
+        Para(t.msg("guide"), targets=MD),
+        Para(Msg("{guide} {bar}", {"guide": t.msg("guide"), "bar": t.msg("guide_bar")}), targets=HTML),
+    ]
+    if rel.categories:
+        crows = [[Cell(a.name, spans=(("muted", f"({k})"),)), *_alpha_cells(a, t, category=True), str(a.n_units)]
+                 for k, a in rel.categories.items()]
+        parts.append(Group([TableBlock("category-alpha", [t.msg("col_category"), *_alpha_head(t), t.msg("col_cases")],
+                                       crows, [False, True, True, True, False, False, True],
+                                       columns=[*_EVERY, *_ALPHA_COLUMNS, *_EVERY * 2], row_heads=False)],
+                           summary=t.msg("per_category")))
+    if rel.within_judge:
+        wrows = [[j, x.name, *_alpha_cells(per.get(x.id), t, runs=True)]
+                 for j, per in rel.within_judge.items() for x in d.rubric.dimensions]
+        parts += [Heading(t.msg("h_within")),
+                  TableBlock("within-table", [t.msg("col_judge"), t.msg("col_dimension"), *_alpha_head(t)], wrows,
+                             [False, False, False, True, True, False, False],
+                             columns=[*_EVERY * 2, *_ALPHA_COLUMNS, *_EVERY], layout=Layout(row_lines=False))]
+    return Block("reliability", t.msg("h_reliability"), parts=parts, nav=t.msg("h_reliability"), css_class="")
+
+
+_EVERY: list[frozenset[Target]] = [frozenset({"md", "html", "summary", "reliability"})]
+
+
+def quality_block(d: ReportData) -> Block | None:
+    """Per judge, over the whole run: its quotes by how they were found in the case, the share not grounded (with
+    its Wilson interval) and the share of claimed scores that differ from the derived ones (None: no judge)."""
+    t = d.t
+    if not d.judge_quality:
+        return None
+    kinds = ("exact", "normalised", "fuzzy", "not_found", "empty")
+    rows = []
+    for j, q in d.judge_quality.items():
+        p = q.ungrounded
+        bar = Bar(p.value, (p.low, p.high) if p.low is not None and p.high is not None else None, t("ci_bar_label"),
+                  alpha=False) if p.value is not None else None
+        rows.append([j, fmt.integer(q.deductions), *(fmt.integer(q.by_kind.get(k, 0)) for k in kinds),
+                     Msg(fmt.share(p)), Cell(css="barcell", bar=bar),
+                     Msg(fmt.share(q.claim_mismatch)) if q.claim_mismatch.n
+                     else Cell(spans=(("muted", t.msg("no_claims")),))])
+    header: list[str] = [t.msg("col_judge"), t.msg("col_deductions" if d.deductions_only else "col_quotes"),
+              *(t.msg("col_" + k) for k in kinds), t.msg("col_ungrounded"), t.msg("col_ci_bar"),
+              t.msg("col_mismatch")]
+    return Block("quality", t.msg("h_quality"), parts=[
+        Para(t.msg("quality_intro" if d.deductions_only else "quality_intro_kinds")),
+        TableBlock("quality-table", header, rows, [False, *[True] * 7, False, True],
+                   columns=[*_EVERY * 8, HTML, *_EVERY], layout=Layout(breaks=(9,)))],
+                 nav=t.msg("h_quality"), css_class="")
+
+
+def distributions_block(d: ReportData) -> Block:
+    """Each judge's totals: report.md's table of their quartiles; report.html's box plot, the same table (judges
+    with a complete total) and one histogram per judge on shared bins."""
+    t, bp = d.t, d.box_plot
+    md_rows = []
+    for j, values in d.totals.items():
+        if values:
+            s = summary_stats(values)
+            md_rows.append([j, str(len(values)), *(fmt.num(s[k]) for k in ("min", "q1", "median", "q3", "max")),
+                            fmt.mean1(s["mean"])])
+        else:
+            md_rows.append([j, "0", *([fmt.DASH] * 6)])
+    header = [t.msg("col_judge"), "n", t.msg("col_min"), "Q1", t.msg("col_median"), "Q3", t.msg("col_max"),
+              t.msg("col_mean")]
+    parts: list[Part] = [Para(t.msg("md_distributions_intro"), targets=MD),
+                         Para(t.msg("distributions_intro"), targets=HTML),
+                         TableBlock("", header, md_rows, [False] + [True] * 7, targets=MD)]
+    if bp.boxes:
+        rows = [[b.judge, *(fmt.num(b.stats[k]) for k in ("n", "min", "q1", "median", "q3", "max")),
+                 fmt.mean1(b.stats["mean"])] for b in bp.boxes]
+        parts += [Figure("box_plot", bp, t),
+                  TableBlock("distribution-table", header, rows, [False] + [True] * 7, targets=HTML,
+                             layout=Layout(row_lines=False, body_line=False))]
+    if bp.judges_without_data:
+        parts.append(Para(t.msg("no_complete_total", judges=", ".join(bp.judges_without_data)), targets=HTML,
+                          end=False))
+    parts += [Heading(t.msg("h_histograms"), targets=HTML),
+              Group([Figure("histograms", d.histograms, t)], cls="charts", targets=HTML)]
+    return Block("distributions", t.msg("h_distributions"), parts=parts, nav=t.msg("h_distributions"), css_class="")
+
+
+def agreement_block(d: ReportData) -> Block:
+    """Every pair of judges: the mean absolute difference of their totals and the interval alpha of them (report.html
+    shades each cell by the difference)."""
+    t, judges = d.t, d.judges
+    if len(judges) < 2:
+        return Block("agreement", t.msg("h_agreement"), [t.msg("one_judge")], nav=t.msg("h_agreement"), css_class="")
+    md_rows, rows = [], []
+    mads = [p.mad for p in d.agreement.values() if p.mad is not None]
+    worst = max(mads) if mads else 0
+    for a in judges:
+        md_cells: list[str] = []
+        cells: list[str] = []
+        for b in judges:
+            p = d.agreement.get((a, b))
+            md_cells.append(fmt.DASH if p is None else f"{fmt.mean1(p.mad)} / {fmt.fixed(p.alpha.value, 3)} (n={p.n})")
+            cells.append(Cell(fmt.DASH, css="muted") if a == b else Cell(
+                style=f"background: {heat(d.agreement[(a, b)].mad, worst)}",
+                spans=(("mad", t("mad_cell", mad=fmt.mean1(d.agreement[(a, b)].mad))),
+                       ("sub", f"α {fmt.fixed(d.agreement[(a, b)].alpha.value, 3)} · n={d.agreement[(a, b)].n}"))))
+        md_rows.append([a, *md_cells])
+        rows.append([a, *cells])
+    return Block("agreement", t.msg("h_agreement"), parts=[
+        Para(t.msg("md_agreement_intro"), targets=MD), Para(t.msg("agreement_intro"), targets=HTML),
+        TableBlock("", ["", *judges], md_rows, targets=MD),
+        TableBlock("agreement-matrix", ["", *judges], rows, cls="matrix", targets=HTML,
+                   layout=Layout(breaks=tuple(range(1, len(judges) + 2))))], nav=t.msg("h_agreement"), css_class="")
+
+
+def heat(value: float | None, worst: float) -> str:
+    """A CSS background colour for a disagreement figure: white at 0, deeper red towards ``worst``."""
+    if value is None or worst <= 0:
+        return "transparent"
+    share = max(0.0, min(1.0, value / worst))
+    return f"hsl(4, 75%, {round(97 - 30 * share)}%)"
+
+
+def metrics_block(d: ReportData) -> Block:
+    """The deterministic metrics saved in the run folder (``metrics/*.json``): every numeric value, as it is."""
+    t = d.t
+    if not d.metrics:
+        return Block("metrics", t.msg("h_metrics"), [t.msg("metrics_none", folder=d.folder.name)],
+                     nav=t.msg("h_metrics"), css_class="")
+    files: list[Part] = []
+    for m in d.metrics:
+        parts: list[Part] = [Heading(m.name)]
+        if m.error:
+            parts.append(Para(m.error, "err", end=False))
+        if m.context:
+            parts.append(Para(" · ".join(f"{k}: {v}" for k, v in m.context), end=False))
+        if m.values:
+            parts.append(TableBlock("", ["metric", "value"], [[k, fmt.num(v)] for k, v in m.values], [False, True],
+                                    cls="metrics", row_heads=False, layout=Layout(inline=True)))
+        files.append(Group(parts))
+    return Block("metrics", t.msg("h_metrics"), parts=[Para(t.msg("metrics_intro"), targets=HTML),
+                                                       Group(files, cls="charts")],
+                 nav=t.msg("h_metrics"), css_class="")
+
+
+def cost_block(d: ReportData) -> Block:
+    """Per judge: calls, attempts, tokens, cost, the prompt cache's hit rate and what it saved."""
+    t = d.t
+    counts = ("ok", "failed", "attempts", "prompt_tokens", "cached_tokens", "completion_tokens", "reasoning_tokens")
+    rows = [[j, *(fmt.integer(getattr(u, k)) for k in counts), Msg(fmt.money(u.cost)),
+             Msg(fmt.percent(u.cache_hit_rate)), Msg(fmt.money(u.saved))] for j, u in d.costs.items()]
+    header: list[str] = [t.msg(k) for k in ("col_judge", "col_calls_ok", "col_failed", "col_attempts",
+                                            "col_prompt_tokens", "col_cached", "col_completion", "col_reasoning",
+                                            "col_cost", "col_cache_hits", "col_saved")]
+    return Block("cost", t.msg("h_cost"), tables=[TableBlock("cost-table", header, rows, [False] + [True] * 10,
+                                                             layout=Layout(breaks=(4, 7, 9)))],
+                 parts=[Para(t("cost_note"), "note", cls="note", attached=True)], nav=t.msg("h_cost"), css_class="")
+
+
+def panel_blocks(d: ReportData) -> dict[str, Block | None]:
+    """The sections of the panel's own figures, by id (None: nothing to show)."""
+    return {"quality": quality_block(d), "distributions": distributions_block(d), "agreement": agreement_block(d),
+            "reliability": reliability_block(d), "metrics": metrics_block(d), "cost": cost_block(d)}
