@@ -91,7 +91,8 @@ def added_type(run: Path) -> str | None:
 
 
 def label(run: Path) -> None:
-    """Spot check, then li (blind, then with the judges shown), then wang (blind, four cases), imported."""
+    """Spot check, then li (blind, then with the judges shown), then wang (blind, four cases, then verdicts on the
+    first cases of the queue), imported."""
     cli("audit", run, "--spot-check", 6, "--seed", 1, *(["--stratify", "system"] if run.name == "two" else []))
     blind = run / "li-blind.csv"
     cli("audit", run, "--export", blind, "--reviewer", "li", "--top", 3)
@@ -117,6 +118,9 @@ def label(run: Path) -> None:
         spot = [r["case_id"] for r in csv.DictReader(f) if r["sample"] == "spot_check"]
     cli("human", "import", fill(wang, "wang", verdicts=False, shift=1, cases=set(list(dict.fromkeys(spot))[:4])),
         "--run", run, "--bootstrap", 200)
+    seen = run / "wang-seen.csv"       # wang's verdicts beside li's: the reviewers' agreement on them
+    cli("audit", run, "--export", seen, "--reviewer", "wang", "--top", 2)
+    cli("human", "import", fill(seen, "wang", verdicts=True, shift=1), "--run", run, "--bootstrap", 200)
 
 
 def main(out: Path) -> None:

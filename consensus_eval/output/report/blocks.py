@@ -89,11 +89,12 @@ class Cell(str):
 class Layout:
     """How report.html's source lays a table out (line breaks only: a browser shows the same): ``breaks``, the cells
     a row's source line breaks before (counted among the cells the page shows; their number: before the row's
-    end); ``row_lines``: each row ends a line;
+    end); ``row_lines``: each row ends a line (``last_line``: the last one too);
     ``body_line``: ``<tbody>`` ends a line; ``inline``: the wrapper, the table and its body on one line."""
 
     breaks: tuple[int, ...] = ()
     row_lines: bool = True
+    last_line: bool = True
     body_line: bool = True
     inline: bool = False
 

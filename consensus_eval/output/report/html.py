@@ -207,7 +207,8 @@ def _table(tb: TableBlock) -> str:
             cells.append(_cell(tb, r, i, head=tb.row_heads and j == 0))
         if len(cols) in lay.breaks:
             cells.append("\n")
-        out.append(f"<tr>{''.join(cells)}</tr>" + ("\n" if lay.row_lines else ""))
+        last = r == len(tb.rows) - 1
+        out.append(f"<tr>{''.join(cells)}</tr>" + ("\n" if lay.row_lines and (lay.last_line or not last) else ""))
     out.append("</tbody></table></div>\n" if lay.inline else "</tbody>\n</table>\n</div>\n")
     return "".join(out)
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
-from consensus_eval.analysis.agreement import Agreement
 from consensus_eval.analysis.audit import CaseAudit, DimensionAudit
 from consensus_eval.analysis.human import CaseReview
 from consensus_eval.output.report import fmt
@@ -52,8 +51,9 @@ def render_markdown(data: ReportData) -> str:
         _header(data), _queue(data), _summary(data), *(block_markdown(b) for b in data.kinds),
         block_markdown(tb.systems), *(block_markdown(own[k]) for k in ("quality", "distributions", "agreement",
                                                                        "reliability")),
-        _human(data), block_markdown(tb.added), block_markdown(tb.validity), block_markdown(tb.decision),
-        block_markdown(tb.calibration), block_markdown(own["metrics"]), block_markdown(own["cost"]), _details(data),
+        block_markdown(own["human"]), block_markdown(tb.added), block_markdown(tb.validity),
+        block_markdown(tb.decision), block_markdown(tb.calibration), block_markdown(own["metrics"]),
+        block_markdown(own["cost"]), _details(data),
     ]
     return "\n\n".join(p for p in parts if p) + "\n"
 
@@ -182,46 +182,6 @@ def _summary(d: ReportData) -> str:
     line = t("md_totals", n=len(d.consensus), mean=fmt.mean1(mean),
              statuses=", ".join(f"{t('status_' + s)} {n}" for s, n in counts.items() if n))
     return f"## {t('h_cases')}\n\n{line}\n\n" + (f"{intro}\n\n" if intro else "") + table(header, rows, right)
-
-
-def _human(d: ReportData) -> str:
-    t = d.t
-    h = d.human
-    if not h:
-        return ""
-    keys = [x.id for x in d.rubric.dimensions] + ["total"]
-    arows = [[md_text(fmt.key_label(d.rubric, k, t)), fmt.alpha_cell(h.alpha_without_human.get(k), t),
-              fmt.alpha_cell(h.alpha_with_human.get(k), t), md_text(fmt.verdict(h.alpha_with_human.get(k), t).text)]
-             for k in keys if k in h.alpha_with_human]
-    jac = h.category_jaccard or {}
-    raters: list[tuple[str, dict[str, Agreement]]] = [*h.judges.items(), (t("panel"), h.panel)]
-    jrows = [[md_text(name), str(per["total"].n),
-              f"{fmt.mean1(per['total'].mae)} {fmt.ci1(per['total'].mae_ci)}".strip(),
-              f"{fmt.mean1(per['total'].bias)} {fmt.ci1(per['total'].bias_ci)}".strip(),
-              fmt.fixed(per["total"].pearson, 3), fmt.fixed(per["total"].spearman, 3), fmt.fixed(jac.get(name))]
-             for name, per in raters if "total" in per]
-    warn = f"\n\n**{t('small_sample', n=h.n_cases)}**" if h.n_cases < 30 else ""
-    who = f" {t('reviewers', names=md_text(', '.join(h.reviewers)))}" if h.reviewers else ""
-    text = (f"## {t('h_human')}\n\n{t('human_intro', n=h.n_cases)}{who}{warn}\n\n"
-            + table(["", t("alpha_judges_only"), t("alpha_with_human"), t("col_verdict")], arows)
-            + f"\n\n{t('h_human_judges')}\n\n"
-            + table([t("col_rater"), "n", t("col_mae_ci"), t("col_bias_ci"), "Pearson", "Spearman", t("col_jaccard")],
-                    jrows, [False] + [True] * 6) + "\n\n" + t("human_notes"))
-    if h.precision:
-        prows = [[md_text(j), str(p.agree), str(p.disagree), str(p.unsure), fmt.share(p.precision)]
-                 for j, p in h.precision.items()]
-        text += (f"\n\n### {t('h_precision')}\n\n{t('precision_intro', n=h.n_verdicts, added=h.n_added_deductions)}"
-                 "\n\n" + table([t("col_judge"), t("col_agree"), t("col_disagree"), t("col_unsure"),
-                                  t("col_precision")], prows, [False, True, True, True, True]))
-    inter = [(fmt.key_label(d.rubric, k, t), a) for k, a in h.inter_reviewer.items()]
-    if h.inter_reviewer_verdicts is not None:
-        inter.append((t("inter_reviewer_verdicts"), h.inter_reviewer_verdicts))
-    if inter:
-        irows = [[md_text(name), fmt.alpha_cell(a, t), md_text(fmt.verdict(a, t).text), str(a.n_units)]
-                 for name, a in inter]
-        text += (f"\n\n### {t('h_inter_reviewer')}\n\n{t('inter_reviewer_intro')}\n\n"
-                 + table(["", t("md_alpha_ci"), t("col_verdict"), t("col_cases")], irows, [False, True, False, True]))
-    return text
 
 
 def _details(d: ReportData) -> str:

@@ -217,4 +217,82 @@ def cost_block(d: ReportData) -> Block:
 def panel_blocks(d: ReportData) -> dict[str, Block | None]:
     """The sections of the panel's own figures, by id (None: nothing to show)."""
     return {"quality": quality_block(d), "distributions": distributions_block(d), "agreement": agreement_block(d),
-            "reliability": reliability_block(d), "metrics": metrics_block(d), "cost": cost_block(d)}
+            "reliability": reliability_block(d), "human": human_block(d), "metrics": metrics_block(d),
+            "cost": cost_block(d)}
+
+
+def human_block(d: ReportData) -> Block | None:
+    """Agreement with the human reviewers (None without labels): alpha with and without them, each judge's and the
+    panel's distance from them on the total, the reviewers' verdicts on the deductions (precision), and the
+    reviewers' agreement with one another."""
+    t, h = d.t, d.human
+    if not h:
+        return None
+    keys = [k for k in [x.id for x in d.rubric.dimensions] + ["total"] if k in h.alpha_with_human]
+    intro = t.msg("human_intro", n=h.n_cases)
+    parts: list[Part] = [
+        Para(Msg("{intro} {who}", {"intro": intro, "who": t.msg("reviewers", names=", ".join(h.reviewers))})
+             if h.reviewers else intro, targets=MD),
+        Para(Msg("{intro} {ids}", {"intro": intro,
+                                   "ids": t.msg("human_unmatched", ids=", ".join(h.unmatched_case_ids))})
+             if h.unmatched_case_ids else intro, targets=HTML)]
+    if h.reviewers:
+        parts.append(Para(t.msg("reviewers", names=", ".join(h.reviewers)), targets=HTML, end=False))
+    if h.n_cases < 30:
+        parts.append(Para(t.msg("small_sample", n=h.n_cases), "warn", id="small-sample", end=False))
+    head = ["", t.msg("alpha_judges_only"), t.msg("alpha_with_human")]
+    parts.append(TableBlock("", [*head, t.msg("col_verdict")], [
+        [fmt.key_label(d.rubric, k, t), Msg(fmt.alpha_cell(h.alpha_without_human.get(k), t)),
+         Msg(fmt.alpha_cell(h.alpha_with_human.get(k), t)), fmt.verdict(h.alpha_with_human.get(k), t).text]
+        for k in keys], targets=MD))
+    rows = []
+    for k in keys:
+        with_human = h.alpha_with_human.get(k)
+        rows.append([fmt.key_label(d.rubric, k, t), Msg(fmt.alpha_cell(h.alpha_without_human.get(k), t)),
+                     Msg(fmt.alpha_cell(with_human, t)), *_alpha_cells(with_human, t)[3:]])
+    parts.append(TableBlock("human-alpha", [*head, t.msg("col_ci_bar"), t.msg("col_verdict")], rows,
+                            [False, True, True, False, False], targets=HTML))
+    parts += [Para(t.msg("h_human_judges"), targets=MD), Heading(t.msg("h_human_judges"), targets=HTML)]
+    jac = h.category_jaccard or {}
+    raters = [*h.judges.items(), ("panel", h.panel)]
+    header = [t.msg("col_rater"), "n", t.msg("col_mae_ci"), t.msg("col_bias_ci"), "Pearson", "Spearman",
+              t.msg("col_jaccard")]
+    # report.md looks the panel's Jaccard up by its name in the report's language, report.html by "panel"
+    parts.append(TableBlock("", header, [
+        [t("panel") if name == "panel" else name, str(per["total"].n),
+         Msg(f"{fmt.mean1(per['total'].mae)} {fmt.ci1(per['total'].mae_ci)}".strip()),
+         Msg(f"{fmt.mean1(per['total'].bias)} {fmt.ci1(per['total'].bias_ci)}".strip()),
+         fmt.fixed(per["total"].pearson, 3), fmt.fixed(per["total"].spearman, 3),
+         fmt.fixed(jac.get(t("panel") if name == "panel" else name))]
+        for name, per in raters if "total" in per], [False] + [True] * 6, targets=MD))
+    parts.append(TableBlock("human-judges", header, [
+        [t("panel") if name == "panel" else name, str(per["total"].n),
+         f"{fmt.mean1(per['total'].mae)} {fmt.ci1(per['total'].mae_ci)}",
+         f"{fmt.mean1(per['total'].bias)} {fmt.ci1(per['total'].bias_ci)}",
+         fmt.fixed(per["total"].pearson, 3), fmt.fixed(per["total"].spearman, 3), fmt.fixed(jac.get(name))]
+        for name, per in raters if per.get("total")], [False] + [True] * 6, targets=HTML, layout=Layout(breaks=(4,))))
+    parts.append(Para(t.msg("human_notes")))
+    if h.precision:
+        prows = []
+        for j, pr in h.precision.items():
+            p = pr.precision
+            bar = Bar(p.value, (p.low, p.high) if p.low is not None and p.high is not None else None,
+                      t("ci_bar_label"), alpha=False) if p.value is not None else None
+            prows.append([j, str(pr.agree), str(pr.disagree), str(pr.unsure), Msg(fmt.share(p)),
+                          Cell(css="barcell", bar=bar)])
+        parts += [Heading(t.msg("h_precision")),
+                  Para(t.msg("precision_intro", n=h.n_verdicts, added=h.n_added_deductions)),
+                  TableBlock("human-precision", [t.msg("col_judge"), t.msg("col_agree"), t.msg("col_disagree"),
+                                                 t.msg("col_unsure"), t.msg("col_precision"), t.msg("col_ci_bar")],
+                             prows, [False, True, True, True, True, False], columns=[*_EVERY * 5, HTML])]
+    inter = [(fmt.key_label(d.rubric, k, t), a) for k, a in h.inter_reviewer.items()]
+    if h.inter_reviewer_verdicts is not None:
+        inter.append((t("inter_reviewer_verdicts"), h.inter_reviewer_verdicts))
+    if inter:
+        parts += [Heading(t.msg("h_inter_reviewer")), Para(t.msg("inter_reviewer_intro")),
+                  TableBlock("inter-reviewer", ["", *_alpha_head(t), t.msg("col_cases")],
+                             [[name, *_alpha_cells(a, t), str(a.n_units)] for name, a in inter],
+                             [False, True, True, True, False, False, True],
+                             columns=[*_EVERY, *_ALPHA_COLUMNS, *_EVERY * 2],
+                             layout=Layout(last_line=h.inter_reviewer_verdicts is None))]
+    return Block("human", t.msg("h_human"), parts=parts, nav=t.msg("h_human"), css_class="")
