@@ -132,6 +132,15 @@ class TableBlock:
         return [i for i in range(n) if not self.columns or target in self.columns[i]]
 
 
+@dataclass(frozen=True)
+class Link:
+    """A link after a paragraph's text (report.html): ``href``, ``text`` and its ``id``."""
+
+    href: str
+    text: str
+    id: str = ""
+
+
 ParaKind = Literal["text", "note", "warn", "banner", "err"]
 #: the HTML class of a paragraph of each kind
 PARA_CLASS = {"text": "muted", "note": "muted", "warn": "warn", "banner": "banner", "err": "err"}
@@ -141,9 +150,9 @@ PARA_CLASS = {"text": "muted", "note": "muted", "warn": "warn", "banner": "banne
 class Para:
     """A paragraph: ``kind`` (``text`` an explanation, ``note`` a footnote (dim on the console), ``warn`` a warning,
     ``banner`` a notice that stands out, ``err`` an error), ``id`` (its HTML id), ``cls`` (its HTML class, when not
-    its kind's), ``targets``; ``end``: report.html's source breaks the line after it; ``attached``: report.md writes
-    it on the line after the part before it, then a line break (as the cost note always was: a GFM viewer shows it
-    as the table's last row)."""
+    its kind's), ``link`` (after its text, in report.html), ``targets``; ``end``: report.html's source breaks the
+    line after it; ``attached``: report.md writes it on the line after the part before it, then a line break (as the
+    cost note always was: a GFM viewer shows it as the table's last row)."""
 
     text: str
     kind: ParaKind = "text"
@@ -152,6 +161,7 @@ class Para:
     targets: frozenset[Target] = EVERYWHERE
     end: bool = True
     attached: bool = False
+    link: Link | None = None
 
 
 @dataclass(frozen=True)
@@ -179,12 +189,13 @@ class Figure:
 
 @dataclass(frozen=True)
 class Cases:
-    """The cases themselves: report.html's table of every case (sorted, filtered, each opening its drill-down),
-    report.md's most disputed cases in full. ``kind``: ``index`` (the table) or ``details`` (the drill-downs);
-    ``data``: what the format needs (the report's :class:`~consensus_eval.output.report.data.ReportData`)."""
+    """The cases themselves: ``index``, report.html's table of every case (sorted, filtered, each opening its
+    drill-down); ``details``, report.md's most disputed cases in full (``items``: their audits). ``data``: the
+    report's :class:`~consensus_eval.output.report.data.ReportData`."""
 
     kind: Literal["index", "details"]
     data: object
+    items: tuple[object, ...] = ()
     targets: frozenset[Target] = FILES
 
 
@@ -208,7 +219,8 @@ class Block:
     ``notes`` after them, ``warnings`` (shown highlighted, before the tables), then any other ``parts``.
 
     ``targets``: the formats that show it (report.md, report.html, the console's views); ``nav``: its link in
-    report.html's navigation (None: none); ``css_class`` and ``heading_class``: its HTML classes."""
+    report.html's navigation ("": its title; None: none); ``nav_break``: the navigation's source line ends after
+    it; ``css_class`` and ``heading_class``: its HTML classes."""
 
     id: str
     title: str
@@ -218,7 +230,8 @@ class Block:
     warnings: list[str] = field(default_factory=list)
     parts: list[Part] = field(default_factory=list)
     targets: frozenset[Target] = FILES
-    nav: str | None = None
+    nav: str | None = ""
+    nav_break: bool = False
     css_class: str = "trust"
     heading_class: str = ""
 

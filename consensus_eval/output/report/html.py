@@ -33,6 +33,7 @@ from consensus_eval.output.report.blocks import (
     PARA_CLASS,
     Bar,
     Block,
+    Cases,
     Cell,
     Figure,
     Group,
@@ -43,7 +44,7 @@ from consensus_eval.output.report.blocks import (
     shown,
 )
 from consensus_eval.output.report.charts import interval_bar
-from consensus_eval.output.report.data import QUEUE_TOP, ReportData, needs_review
+from consensus_eval.output.report.data import ReportData, needs_review
 from consensus_eval.output.report.drill import (
     category_options,
     chunk_index,
@@ -52,7 +53,7 @@ from consensus_eval.output.report.drill import (
     row_facts_of,
     type_names,
 )
-from consensus_eval.output.report.sections import panel_blocks
+from consensus_eval.output.report.sections import Section, header_block, report_blocks
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 #: catalogue keys the page's script uses (passed to it in the embedded meta JSON)
@@ -87,15 +88,47 @@ def html_pieces(data: ReportData) -> Iterator[str]:
     labels = JS_LABELS if data.deductions_only else (*JS_LABELS, *JS_KIND_LABELS)
     meta = {"judges": data.judges, "index": index, "labels": {k: data.t(k) for k in labels},
             "types": [name for _, name in types]}
+    listed = report_blocks(data)
+    blocks = [b for _, got in listed for b in got]
+    return environment().get_template("report.html.j2").generate(
+        d=data, script=script, script_hash=script_hash(script), meta_json=embed_json(meta), chunks=chunks,
+        header=Markup("".join(header_pieces(header_block(data), blocks))), sections=section_pieces(listed))
+
+
+def header_pieces(header: Block, blocks: Sequence[Block]) -> Iterator[str]:
+    """The first screen's parts, the navigation after the first (the meta line): a link to each block report.html
+    shows that has one (:attr:`~consensus_eval.output.report.blocks.Block.nav`), in the list's order."""
+    pieces = parts_html(header.content())
+    yield next(pieces, "")
+    yield "<nav>\n"
+    for b in blocks:
+        if "html" in b.targets and b.nav is not None:
+            yield f'<a href="#{escape(b.id)}">{_h(b.nav or b.title)}</a>' + ("\n" if b.nav_break else "")
+    yield "</nav>\n"
+    yield from pieces
+
+
+def section_pieces(listed: Sequence[tuple[Section, Sequence[Block]]]) -> Iterator[Markup]:
+    """Every section of the list report.html shows, in pieces of HTML (a section's gap after it, shown or not)."""
+    for section, blocks in listed:
+        for b in blocks:
+            for piece in block_pieces(b):
+                yield Markup(piece)
+        if section.html_gap:
+            yield Markup("\n")
+
+
+def _case_index(data: ReportData) -> Iterator[str]:
+    """report.html's table of every case: its controls and head, each row, its foot and legend."""
+    types = type_names(data.rubric)
     options = category_options(data.rubric)
     facts = row_facts_of(data.judges, [c for c, _ in options], [t for t, _ in types])
-    formula, star_max = fmt.star_formula(data.rubric)
-    return environment().get_template("report.html.j2").generate(
-        d=data, dims=data.rubric.dimensions, blocks=panel_blocks(data), script=script, script_hash=script_hash(script),
-        meta_json=embed_json(meta), chunks=chunks, case_rows=case_rows(data, facts), queue_top=QUEUE_TOP,
-        star_formula=formula, star_max=star_max, review_reasons=data.reasons,
-        reason_counts=lambda counts: ", ".join(f"{data.t('reason_' + c)} {n}" for c, n in counts.items()),
-        category_options=[(c, data.t("fixed_penalty") if c == "fixed_penalty" else label) for c, label in options])
+    module = environment().get_template("cases.html.j2").module
+    yield str(module.index_head(data, data.t, data.rubric.dimensions, data.rubric,  # type: ignore[attr-defined]
+                                [(c, data.t("fixed_penalty") if c == "fixed_penalty" else label)
+                                 for c, label in options]))
+    yield from case_rows(data, facts)
+    yield str(module.index_tail(data.t))  # type: ignore[attr-defined]
 
 
 def case_rows(data: ReportData, facts: Callable[[CaseAudit], dict[str, str]]) -> Iterator[Markup]:
@@ -147,12 +180,18 @@ def case_rows(data: ReportData, facts: Callable[[CaseAudit], dict[str, str]]) ->
 def block_html(b: Block | None) -> Markup:
     """A section (:class:`~consensus_eval.output.report.blocks.Block`) as report.html's ``<section>`` (empty for
     None, or a block report.html does not show)."""
-    if b is None or "html" not in b.targets:
-        return Markup("")
+    return Markup("".join(block_pieces(b))) if b is not None else Markup("")
+
+
+def block_pieces(b: Block) -> Iterator[str]:
+    """A block as report.html's ``<section>``, in pieces (nothing when report.html does not show it)."""
+    if "html" not in b.targets:
+        return
     cls = f' class="{escape(b.css_class)}"' if b.css_class else ""
     head = f' class="{escape(b.heading_class)}"' if b.heading_class else ""
-    return Markup("".join([f'<section id="{escape(b.id)}"{cls}>\n<h2{head}>{_h(b.title)}</h2>\n',
-                           *parts_html(b.content()), "</section>\n"]))
+    yield f'<section id="{escape(b.id)}"{cls}>\n<h2{head}>{_h(b.title)}</h2>\n'
+    yield from parts_html(b.content())
+    yield "</section>\n"
 
 
 def parts_html(parts: Sequence[Part]) -> Iterator[str]:
@@ -160,7 +199,10 @@ def parts_html(parts: Sequence[Part]) -> Iterator[str]:
     for p in shown(list(parts), "html"):
         if isinstance(p, Para):
             ident = f' id="{escape(p.id)}"' if p.id else ""
-            yield f'<p class="{p.cls or PARA_CLASS[p.kind]}"{ident}>{_h(p.text)}</p>' + ("\n" if p.end else "")
+            link = "" if p.link is None else (f' <a href="{escape(p.link.href)}"'
+                                              + (f' id="{escape(p.link.id)}"' if p.link.id else "")
+                                              + f">{_h(p.link.text)}</a>")
+            yield f'<p class="{p.cls or PARA_CLASS[p.kind]}"{ident}>{_h(p.text)}{link}</p>' + ("\n" if p.end else "")
         elif isinstance(p, Heading):
             yield f"<h{p.level}>{_h(p.text)}</h{p.level}>\n"
         elif isinstance(p, TableBlock):
@@ -175,6 +217,9 @@ def parts_html(parts: Sequence[Part]) -> Iterator[str]:
                 yield f'<div class="{escape(p.cls)}">\n' if p.cls else "<div>\n"
                 yield from parts_html(p.parts)
                 yield "</div>\n"
+        elif isinstance(p, Cases):
+            if p.kind == "index":
+                yield from _case_index(p.data)  # type: ignore[arg-type]
         elif isinstance(p, Figure):
             yield str(getattr(figures().module, p.kind)(p.data, p.t))
 

@@ -13,16 +13,12 @@ from collections.abc import Iterable, Sequence
 from consensus_eval.analysis.audit import CaseAudit, DimensionAudit
 from consensus_eval.analysis.human import CaseReview
 from consensus_eval.output.report import fmt
-from consensus_eval.output.report.blocks import Block, Cell, Group, Heading, Msg, Para, Part, TableBlock, shown
+from consensus_eval.output.report.blocks import Block, Cases, Cell, Group, Heading, Msg, Para, Part, TableBlock, shown
 from consensus_eval.output.report.data import (
-    MARKDOWN_ALL_CASES,
-    MARKDOWN_TOP,
-    QUEUE_TOP,
     ReportData,
-    needs_review,
 )
 from consensus_eval.output.report.i18n import Messages
-from consensus_eval.output.report.sections import panel_blocks
+from consensus_eval.output.report.sections import header_block, report_blocks
 
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]|~])")
 _HTML = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;"})
@@ -45,16 +41,10 @@ def table(header: Sequence[str], rows: Iterable[Sequence[str]], right: Sequence[
 
 
 def render_markdown(data: ReportData) -> str:
-    """The whole report as Markdown: the review queue first, then the summary sections."""
-    tb, own = data.trust, panel_blocks(data)
-    parts = [
-        _header(data), _queue(data), _summary(data), *(block_markdown(b) for b in data.kinds),
-        block_markdown(tb.systems), *(block_markdown(own[k]) for k in ("quality", "distributions", "agreement",
-                                                                       "reliability")),
-        block_markdown(own["human"]), block_markdown(tb.added), block_markdown(tb.validity),
-        block_markdown(tb.decision), block_markdown(tb.calibration), block_markdown(own["metrics"]),
-        block_markdown(own["cost"]), _details(data),
-    ]
+    """The whole report as Markdown: the first screen, then every section of the report's list
+    (:data:`~consensus_eval.output.report.sections.SECTIONS`) report.md shows."""
+    blocks = [b for _, got in report_blocks(data) for b in got]
+    parts = [block_markdown(header_block(data), 1), *(block_markdown(b) for b in blocks)]
     return "\n\n".join(p for p in parts if p) + "\n"
 
 
@@ -89,6 +79,8 @@ def _part(p: Part) -> str:
         cols = p.shown("md")
         right = [bool(p.right) and p.right[i] for i in cols] if p.right else None
         return table([md_of(p.header[i]) for i in cols], ([_cell(row[i]) for i in cols] for row in p.rows), right)
+    if isinstance(p, Cases):
+        return "\n\n".join(_case_details(a, p.data) for a in p.items) if p.kind == "details" else ""  # type: ignore[arg-type]
     if isinstance(p, Group):
         inner = parts_markdown(p.parts)
         return "\n\n".join([f"### {md_of(p.summary)}", *inner] if p.summary else inner)
@@ -107,90 +99,6 @@ def md_of(x: object) -> str:
     if isinstance(x, Msg):
         return x.template.format(**{k: md_of(v) for k, v in x.values.items()}) if x.values else x.template
     return md_text(x)
-
-
-def _header(d: ReportData) -> str:
-    r, t = d.rubric, d.t
-    meta = "md_meta_line" if d.deductions_only else "md_meta_line_kinds"
-    text = (f"# {md_text(r.name)}\n\n" + t(meta, n_cases=len(d.consensus), n_judges=len(d.judges),
-                                             judges=md_text(", ".join(d.judges)), rubric=md_text(r.id),
-                                             version=md_text(r.version), generated=d.generated_at))
-    text += "\n\n" + " ".join(md_text(x) for x in d.how_to_read)
-    if d.simulated_banner:
-        text += "\n\n**" + md_text(d.simulated_banner) + "**"
-    if d.missing_calls:
-        text += "\n\n**" + t("incomplete_banner", missing=d.missing_calls, planned=d.planned_calls,
-                               cases=d.incomplete_cases) + "**"
-        if d.in_batches:
-            text += " " + t("batches_banner", n=d.in_batches)
-    for judge, n in d.not_asked.items():
-        text += "\n\n" + t("cascade_banner", judge=md_text(judge), asked=len(d.consensus) - n,
-                             n_cases=len(d.consensus), not_asked=n)
-    return text
-
-
-def _queue(d: ReportData) -> str:
-    t = d.t
-    queue = d.queue
-    rq = d.review_queue
-    text = f"## {t('n_need_review', n=len(queue))}\n\n" + (t("review_single_intro") if d.single_judge
-                                                            else t("review_intro")) + " " + t(rq.formula_key)
-    if d.trust.progress:
-        text += f"\n\n**{md_text(d.trust.progress)}**"
-    if rq.by_reason:
-        text += "\n\n" + t("by_reason", reasons=", ".join(f"{t('reason_' + c)} {n}" for c, n in rq.by_reason.items()))
-    if not queue:
-        return text
-    col = t("col_risk") if d.single_judge else t("col_disagreement")
-    mode = d.review_queue.mode
-    rows = [[str(a.rank), md_text(a.case_id), t("status_" + a.status), fmt.mean1(a.score(mode)), fmt.avg(a.total),
-             md_text("; ".join(d.reasons(a)))] for a in queue[:QUEUE_TOP]]
-    header = ["#", t("col_case"), t("col_status"), col, t("col_total"), t("col_why")]
-    text += f"\n\n### {t('title_' + rq.mode)}\n\n" + table(header, rows, [True, False, False, True, True, False])
-    if len(queue) > QUEUE_TOP:
-        text += "\n\n" + t("queue_more", shown=QUEUE_TOP, n=len(queue)) + " " + t("md_queue_more")
-    return text
-
-
-def _summary(d: ReportData) -> str:
-    t = d.t
-    dims = d.rubric.dimensions
-    formula, star_max = fmt.star_formula(d.rubric)
-    intro = t("star_formula", formula=md_text(formula), max=fmt.num(star_max)) if d.has_star_total else ""
-    shown = d.consensus
-    if len(shown) > MARKDOWN_ALL_CASES:
-        flagged = {a.case_id for a in d.queue}
-        shown = [c for c in shown if c.case_id in flagged][:MARKDOWN_ALL_CASES]
-        intro = (intro + " " + t("md_summary_cut", shown=len(shown), n=len(d.consensus))).strip()
-    # the star columns only where stars mean something: a dimension without stars shows none (never a made-up one)
-    star_dims, star_total = d.star_dims, d.has_star_total
-    header = [t("col_case"), *(f"{md_text(x.name)} /{fmt.num(x.max)}" for x in dims),
-              f"{t('col_total')} /{fmt.num(d.rubric.max_total)}", *([t("col_star_total")] if star_total else []),
-              *([t("col_stars") + ("" if len(star_dims) == len(dims) else
-                                   f" ({md_text(', '.join(x.name for x in star_dims))})")] if star_dims else []),
-              t("col_judges"), t("col_spread"), t("col_status"),
-              t("col_flags")]
-    rows = [[md_text(c.case_id), *(fmt.avg(c.scores[x.id]) for x in dims), fmt.avg(c.total),
-             *([fmt.num(c.star_total)] if star_total else []),
-             *(["/".join(str(c.stars.get(x.id) or "-") for x in star_dims)] if star_dims else []),
-             str(c.n_judges), fmt.num(c.spread),
-             t("status_" + c.status), md_text("; ".join(d.flag_texts(c.case_id)))] for c in shown]
-    right = [False, *([True] * (len(dims) + 3 + star_total + bool(star_dims))), False, False]
-    counts = {s: sum(c.status == s for c in d.consensus) for s in ("ok", "inconclusive", "failed", "incomplete")}
-    totals = [c.total for c in d.consensus if c.total is not None]
-    mean = sum(totals) / len(totals) if totals else None
-    line = t("md_totals", n=len(d.consensus), mean=fmt.mean1(mean),
-             statuses=", ".join(f"{t('status_' + s)} {n}" for s, n in counts.items() if n))
-    return f"## {t('h_cases')}\n\n{line}\n\n" + (f"{intro}\n\n" if intro else "") + table(header, rows, right)
-
-
-def _details(d: ReportData) -> str:
-    t = d.t
-    top = [a for a in d.ranking if needs_review(a)][:MARKDOWN_TOP] or d.ranking[:MARKDOWN_TOP]
-    if not top:
-        return ""
-    title = t("md_top_risk", n=len(top)) if d.review_queue.mode == "risk" else t("md_top_disputed", n=len(top))
-    return f"## {title}\n\n" + "\n\n".join(_case_details(a, d) for a in top)
 
 
 def _case_details(a: CaseAudit, d: ReportData) -> str:

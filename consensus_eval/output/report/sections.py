@@ -1,22 +1,34 @@
-"""The report's own sections as blocks (:mod:`~consensus_eval.output.report.blocks`), each built once from a
-:class:`~consensus_eval.output.report.data.ReportData` by one function: what report.md, report.html and the console
-show of the panel's figures.
+"""The report as one ordered list of sections (:data:`SECTIONS`), each a block or blocks
+(:mod:`~consensus_eval.output.report.blocks`) built once from a :class:`~consensus_eval.output.report.data.ReportData`
+by one function: report.md, report.html (its navigation included) and the console render the same list, each
+format the blocks and parts whose targets name it.
+
+The builders of the run's own sections are here (the first screen, the review queue, the cases, the panel's
+figures, the human reviewers, the metrics, the cost, the cases in full); the trust sections' are in
+:mod:`~consensus_eval.output.report.trust` and :mod:`~consensus_eval.output.report.calibration`, each rubric kind's in
+:mod:`~consensus_eval.output.report.kinds`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 from consensus_eval.analysis.alpha import Alpha
 from consensus_eval.output.report import fmt
 from consensus_eval.output.report.blocks import (
+    FILES,
     HTML,
     MD,
     Bar,
     Block,
+    Cases,
     Cell,
     Figure,
     Group,
     Heading,
     Layout,
+    Link,
     Msg,
     Para,
     Part,
@@ -24,7 +36,7 @@ from consensus_eval.output.report.blocks import (
     Target,
 )
 from consensus_eval.output.report.charts import summary_stats
-from consensus_eval.output.report.data import ReportData
+from consensus_eval.output.report.data import MARKDOWN_ALL_CASES, MARKDOWN_TOP, QUEUE_TOP, ReportData, needs_review
 from consensus_eval.output.report.i18n import Messages
 
 #: the columns of an alpha in a table: report.md's one (alpha and interval), report.html's three (alpha,
@@ -79,7 +91,7 @@ def reliability_block(d: ReportData) -> Block:
                   TableBlock("within-table", [t.msg("col_judge"), t.msg("col_dimension"), *_alpha_head(t)], wrows,
                              [False, False, False, True, True, False, False],
                              columns=[*_EVERY * 2, *_ALPHA_COLUMNS, *_EVERY], layout=Layout(row_lines=False))]
-    return Block("reliability", t.msg("h_reliability"), parts=parts, nav=t.msg("h_reliability"), css_class="")
+    return Block("reliability", t.msg("h_reliability"), parts=parts, css_class="")
 
 
 _EVERY: list[frozenset[Target]] = [frozenset({"md", "html", "summary", "reliability"})]
@@ -107,8 +119,7 @@ def quality_block(d: ReportData) -> Block | None:
     return Block("quality", t.msg("h_quality"), parts=[
         Para(t.msg("quality_intro" if d.deductions_only else "quality_intro_kinds")),
         TableBlock("quality-table", header, rows, [False, *[True] * 7, False, True],
-                   columns=[*_EVERY * 8, HTML, *_EVERY], layout=Layout(breaks=(9,)))],
-                 nav=t.msg("h_quality"), css_class="")
+                   columns=[*_EVERY * 8, HTML, *_EVERY], layout=Layout(breaks=(9,)))], css_class="")
 
 
 def distributions_block(d: ReportData) -> Block:
@@ -139,7 +150,7 @@ def distributions_block(d: ReportData) -> Block:
                           end=False))
     parts += [Heading(t.msg("h_histograms"), targets=HTML),
               Group([Figure("histograms", d.histograms, t)], cls="charts", targets=HTML)]
-    return Block("distributions", t.msg("h_distributions"), parts=parts, nav=t.msg("h_distributions"), css_class="")
+    return Block("distributions", t.msg("h_distributions"), parts=parts, css_class="")
 
 
 def agreement_block(d: ReportData) -> Block:
@@ -147,7 +158,7 @@ def agreement_block(d: ReportData) -> Block:
     shades each cell by the difference)."""
     t, judges = d.t, d.judges
     if len(judges) < 2:
-        return Block("agreement", t.msg("h_agreement"), [t.msg("one_judge")], nav=t.msg("h_agreement"), css_class="")
+        return Block("agreement", t.msg("h_agreement"), [t.msg("one_judge")], nav_break=True, css_class="")
     md_rows, rows = [], []
     mads = [p.mad for p in d.agreement.values() if p.mad is not None]
     worst = max(mads) if mads else 0
@@ -163,11 +174,11 @@ def agreement_block(d: ReportData) -> Block:
                        ("sub", f"α {fmt.fixed(d.agreement[(a, b)].alpha.value, 3)} · n={d.agreement[(a, b)].n}"))))
         md_rows.append([a, *md_cells])
         rows.append([a, *cells])
-    return Block("agreement", t.msg("h_agreement"), parts=[
+    return Block("agreement", t.msg("h_agreement"), nav_break=True, parts=[
         Para(t.msg("md_agreement_intro"), targets=MD), Para(t.msg("agreement_intro"), targets=HTML),
         TableBlock("", ["", *judges], md_rows, targets=MD),
         TableBlock("agreement-matrix", ["", *judges], rows, cls="matrix", targets=HTML,
-                   layout=Layout(breaks=tuple(range(1, len(judges) + 2))))], nav=t.msg("h_agreement"), css_class="")
+                   layout=Layout(breaks=tuple(range(1, len(judges) + 2))))], css_class="")
 
 
 def heat(value: float | None, worst: float) -> str:
@@ -182,8 +193,8 @@ def metrics_block(d: ReportData) -> Block:
     """The deterministic metrics saved in the run folder (``metrics/*.json``): every numeric value, as it is."""
     t = d.t
     if not d.metrics:
-        return Block("metrics", t.msg("h_metrics"), [t.msg("metrics_none", folder=d.folder.name)],
-                     nav=t.msg("h_metrics"), css_class="")
+        return Block("metrics", t.msg("h_metrics"), [t.msg("metrics_none", folder=d.folder.name)], nav_break=True,
+                     css_class="")
     files: list[Part] = []
     for m in d.metrics:
         parts: list[Part] = [Heading(m.name)]
@@ -196,8 +207,7 @@ def metrics_block(d: ReportData) -> Block:
                                     cls="metrics", row_heads=False, layout=Layout(inline=True)))
         files.append(Group(parts))
     return Block("metrics", t.msg("h_metrics"), parts=[Para(t.msg("metrics_intro"), targets=HTML),
-                                                       Group(files, cls="charts")],
-                 nav=t.msg("h_metrics"), css_class="")
+                                                       Group(files, cls="charts")], nav_break=True, css_class="")
 
 
 def cost_block(d: ReportData) -> Block:
@@ -211,14 +221,7 @@ def cost_block(d: ReportData) -> Block:
                                             "col_cost", "col_cache_hits", "col_saved")]
     return Block("cost", t.msg("h_cost"), tables=[TableBlock("cost-table", header, rows, [False] + [True] * 10,
                                                              layout=Layout(breaks=(4, 7, 9)))],
-                 parts=[Para(t("cost_note"), "note", cls="note", attached=True)], nav=t.msg("h_cost"), css_class="")
-
-
-def panel_blocks(d: ReportData) -> dict[str, Block | None]:
-    """The sections of the panel's own figures, by id (None: nothing to show)."""
-    return {"quality": quality_block(d), "distributions": distributions_block(d), "agreement": agreement_block(d),
-            "reliability": reliability_block(d), "human": human_block(d), "metrics": metrics_block(d),
-            "cost": cost_block(d)}
+                 parts=[Para(t("cost_note"), "note", cls="note", attached=True)], nav_break=True, css_class="")
 
 
 def human_block(d: ReportData) -> Block | None:
@@ -295,4 +298,171 @@ def human_block(d: ReportData) -> Block | None:
                              [False, True, True, True, False, False, True],
                              columns=[*_EVERY, *_ALPHA_COLUMNS, *_EVERY * 2],
                              layout=Layout(last_line=h.inter_reviewer_verdicts is None))]
-    return Block("human", t.msg("h_human"), parts=parts, nav=t.msg("h_human"), css_class="")
+    return Block("human", t.msg("h_human"), parts=parts, css_class="")
+
+
+def header_block(d: ReportData) -> Block:
+    """The report's first screen: the rubric's name, what was scored and when, how to read the totals, and the
+    notices (simulated judges, an incomplete run, a cascade's judges not asked). report.html puts its navigation
+    after the meta line."""
+    r, t = d.rubric, d.t
+    n = len(d.consensus)
+    meta = dict(n_cases=n, n_judges=len(d.judges), judges=", ".join(d.judges), rubric=r.id, version=r.version,
+                generated=d.generated_at)
+    parts: list[Part] = [
+        Para(t.msg("md_meta_line" if d.deductions_only else "md_meta_line_kinds", **meta), targets=MD),
+        Para(t.msg("meta_line", **meta, folder=d.folder.name), cls="meta", targets=HTML),
+        Para(" ".join(d.how_to_read), id="how-to-read")]
+    if d.simulated_banner:
+        parts.append(Para(d.simulated_banner, "banner", id="simulated", end=False))
+    if d.missing_calls:
+        incomplete = t.msg("incomplete_banner", missing=d.missing_calls, planned=d.planned_calls,
+                           cases=d.incomplete_cases)
+        batches = t.msg("batches_banner", n=d.in_batches) if d.in_batches else None
+        parts += [Para(Msg("**{a}** {b}", {"a": incomplete, "b": batches}) if batches else
+                       Msg("**{a}**", {"a": incomplete}), targets=MD),
+                  Para(Msg("{a} {b}", {"a": incomplete, "b": batches}) if batches else incomplete, "banner",
+                       id="incomplete", targets=HTML, end=False)]
+    for judge, k in d.not_asked.items():
+        parts.append(Para(t.msg("cascade_banner", judge=judge, asked=n - k, n_cases=n, not_asked=k),
+                          cls="banner cascade", end=False))
+    return Block("header", r.name, parts=parts, targets=FILES, css_class="")
+
+
+def queue_block(d: ReportData) -> Block:
+    """"N cases need review": what the queue's index is, how far the reviewers have come, the cases by reason, and
+    the first :data:`~consensus_eval.output.report.data.QUEUE_TOP` cases of the queue."""
+    t, queue, rq = d.t, d.queue, d.review_queue
+    intro = t.msg("review_single_intro" if d.single_judge else "review_intro")
+    parts: list[Part] = [Para(Msg("{intro} {formula}", {"intro": intro, "formula": t.msg(rq.formula_key)}))]
+    if d.trust.progress:     # report.html: above the queue's explanation; report.md: below it
+        parts.insert(0, Para(d.trust.progress, "banner", id="review-progress", targets=HTML, end=False))
+        parts.append(Para(d.trust.progress, "banner", targets=MD))
+    if rq.by_reason:
+        parts.append(Para(t.msg("by_reason", reasons=Msg(", ".join(f"{t('reason_' + c)} {n}"
+                                                                    for c, n in rq.by_reason.items()))), end=False))
+    if queue:
+        mode = rq.mode
+        rows = [[str(a.rank), Cell(a.case_id, href="#" + d.anchors[a.case_id]),
+                 Cell(spans=((f"status {a.status}", t.msg("status_" + a.status)),)), fmt.mean1(a.score(mode)),
+                 fmt.avg(a.total), Cell("; ".join(d.reasons(a)), css="flags")] for a in queue[:QUEUE_TOP]]
+        header: list[str] = ["#", t.msg("col_case"), t.msg("col_status"),
+                             t.msg("col_risk" if d.single_judge else "col_disagreement"), t.msg("col_total"),
+                             t.msg("col_why")]
+        parts += [Heading(t.msg("title_" + mode), targets=MD),
+                  TableBlock("queue-table", header, rows, [True, False, False, True, True, False],
+                             caption=t.msg("title_" + mode), row_heads=False, layout=Layout(breaks=(3,)))]
+        if len(queue) > QUEUE_TOP:
+            more = t.msg("queue_more", shown=QUEUE_TOP, n=len(queue))
+            parts += [Para(Msg("{more} {how}", {"more": more, "how": t.msg("md_queue_more")}), targets=MD),
+                      Para(more, link=Link("#cases", t.msg("queue_show_all"), "show-review"), targets=HTML,
+                           end=False)]
+    return Block("review", t.msg("n_need_review", n=len(queue)), parts=parts, nav=t.msg("nav_review"), css_class="",
+                 heading_class="review")
+
+
+def cases_block(d: ReportData) -> Block:
+    """Every case: report.md's table of the panel's scores (the flagged ones only beyond
+    :data:`~consensus_eval.output.report.data.MARKDOWN_ALL_CASES`); report.html's sortable, filterable table of every
+    case, each opening its drill-down."""
+    t, dims, r = d.t, d.rubric.dimensions, d.rubric
+    formula, star_max = fmt.star_formula(r)
+    star = t.msg("star_formula", formula=formula, max=fmt.num(star_max)) if d.has_star_total else None
+    shown, cut = d.consensus, None
+    if len(shown) > MARKDOWN_ALL_CASES:
+        flagged = {a.case_id for a in d.queue}
+        shown = [c for c in shown if c.case_id in flagged][:MARKDOWN_ALL_CASES]
+        cut = t.msg("md_summary_cut", shown=len(shown), n=len(d.consensus))
+    star_dims, star_total = d.star_dims, d.has_star_total
+    header: list[str] = [
+        t.msg("col_case"), *(f"{x.name} /{fmt.num(x.max)}" for x in dims),
+        Msg("{total} /{max}", {"total": t.msg("col_total"), "max": fmt.num(r.max_total)}),
+        *([t.msg("col_star_total")] if star_total else []),
+        *([t.msg("col_stars") if len(star_dims) == len(dims) else
+           Msg("{stars} ({dims})", {"stars": t.msg("col_stars"), "dims": ", ".join(x.name for x in star_dims)})]
+          if star_dims else []),
+        t.msg("col_judges"), t.msg("col_spread"), t.msg("col_status"), t.msg("col_flags")]
+    rows = [[c.case_id, *(fmt.avg(c.scores[x.id]) for x in dims), fmt.avg(c.total),
+             *([fmt.num(c.star_total)] if star_total else []),
+             *(["/".join(str(c.stars.get(x.id) or "-") for x in star_dims)] if star_dims else []),
+             str(c.n_judges), fmt.num(c.spread), t.msg("status_" + c.status), "; ".join(d.flag_texts(c.case_id))]
+            for c in shown]
+    counts = {s: sum(c.status == s for c in d.consensus) for s in ("ok", "inconclusive", "failed", "incomplete")}
+    totals = [c.total for c in d.consensus if c.total is not None]
+    mean = sum(totals) / len(totals) if totals else None
+    statuses = Msg(", ".join(f"{t('status_' + s)} {n}" for s, n in counts.items() if n))
+    parts: list[Part] = [Para(t.msg("md_totals", n=len(d.consensus), mean=fmt.mean1(mean), statuses=statuses),
+                              targets=MD)]
+    if star or cut:
+        parts.append(Para(Msg("{star} {cut}", {"star": star, "cut": cut}) if star and cut else star or cut or "",
+                          targets=MD))
+    aggregate = d.results.config.consensus.aggregate
+    intro = t.msg("cases_intro", aggregate=t.msg("agg_" + aggregate) if "agg_" + aggregate in t.texts else aggregate,
+                  max=fmt.num(r.max_total))
+    parts += [TableBlock("", header, rows, [False, *([True] * (len(dims) + 3 + star_total + bool(star_dims))), False,
+                                            False], targets=MD),
+              Para(Msg("{intro} {star}", {"intro": intro, "star": star}) if star else intro, targets=HTML),
+              Cases("index", d)]
+    return Block("cases", t.msg("h_cases"), parts=parts, nav=t.msg("nav_cases"), css_class="")
+
+
+def details_block(d: ReportData) -> Block | None:
+    """report.md's most disputed (or riskiest) cases in full (report.html opens any case from its table instead)."""
+    t = d.t
+    top = [a for a in d.ranking if needs_review(a)][:MARKDOWN_TOP] or d.ranking[:MARKDOWN_TOP]
+    if not top:
+        return None
+    title = t.msg("md_top_risk" if d.review_queue.mode == "risk" else "md_top_disputed", n=len(top))
+    return Block("details", title, parts=[Cases("details", d, tuple(top))], targets=MD)
+
+
+def _systems(d: ReportData) -> Block | None:
+    return d.trust.systems
+
+
+def _added(d: ReportData) -> Block | None:
+    return d.trust.added
+
+
+def _validity(d: ReportData) -> Block | None:
+    return d.trust.validity
+
+
+def _decision(d: ReportData) -> Block | None:
+    return d.trust.decision
+
+
+def _calibration(d: ReportData) -> Block | None:
+    return d.trust.calibration
+
+
+def _kinds(d: ReportData) -> list[Block]:
+    return d.kinds
+
+
+@dataclass(frozen=True)
+class Section:
+    """One entry of the report's list: ``build`` makes its block or blocks from the report's data (None, or none,
+    when it has nothing to show); ``html_gap``: report.html's source leaves a blank line after it, shown or not."""
+
+    build: Callable[[ReportData], Block | list[Block] | None]
+    html_gap: bool = True
+
+
+#: the report's sections, in order: report.md, report.html (its navigation too) and the console render this list,
+#: each format the blocks whose targets name it
+SECTIONS: tuple[Section, ...] = (
+    Section(queue_block), Section(cases_block), Section(_kinds, html_gap=False), Section(_systems),
+    Section(quality_block), Section(distributions_block), Section(agreement_block), Section(reliability_block),
+    Section(human_block), Section(_added), Section(_validity), Section(_decision), Section(_calibration),
+    Section(metrics_block), Section(cost_block), Section(details_block, html_gap=False),
+)
+
+
+def report_blocks(d: ReportData) -> list[tuple[Section, list[Block]]]:
+    """Each section of :data:`SECTIONS` with the blocks it shows for ``d``."""
+    out = []
+    for s in SECTIONS:
+        got = s.build(d)
+        out.append((s, got if isinstance(got, list) else [] if got is None else [got]))
+    return out

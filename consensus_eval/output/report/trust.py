@@ -240,7 +240,7 @@ def added_block(h: HumanAgreement, rubric: Rubric, t: Messages) -> Block | None:
     """The deductions the reviewers added (the judges' misses) and the scores they accepted from the panel."""
     if not h.added and not h.n_accepted:
         return None
-    block = Block("added", t("h_added"))
+    block = Block("added", t("h_added"), nav=None)
     if h.n_accepted:
         block.paragraphs.append(t("accepted_note", n=h.n_accepted) if not h.accepted_included
                                 else t("accepted_included", n=h.n_accepted))
