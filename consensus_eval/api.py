@@ -38,7 +38,7 @@ from consensus_eval.analysis.human import label_counts, read_labels
 from consensus_eval.analysis.invariance import invariance
 from consensus_eval.analysis.reliability import ReliabilityReport
 from consensus_eval.analysis.results import Results, analyze
-from consensus_eval.analysis.spotcheck import Stratify, draw
+from consensus_eval.analysis.spotcheck import Stratify, draw, split
 from consensus_eval.domain.calibration.bases import Planting, user_suite
 from consensus_eval.domain.calibration.generator import (
     DEFAULT_SEED as DEFAULT_SUITE_SEED,
@@ -472,6 +472,9 @@ def spot_check(folder: str | Path, n: int, *, seed: int = 0, stratify: Stratify 
         new = draw(stored.cases, cons, n, seed, stratify)
         if old and [(r.case_id, r.probability, r.stratum) for r in old] == [
                 (r.case_id, r.probability, r.stratum) for r in new]:
+            if any(r.part is None for r in old):  # drawn before the split (schema < 9): the same draw, now split
+                old = split(old, old[0].seed)
+                store.replace_spot_checks(old)
             return SpotCheck(sample=old, drawn=False, labelled=sum(r.case_id in scored for r in old))
         if old:
             done = sum(r.case_id in scored for r in old)

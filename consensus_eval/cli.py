@@ -540,6 +540,10 @@ def _spot_check(run_dir: Path, n: int, seed: int, stratify: str | None, redraw: 
                       "reviewer", highlight=False)
     for name, (k, p) in strata.items():
         console.print(f"  {name}: {k} case(s), inclusion probability {p:.3g}", highlight=False)
+    tuning = [r.case_id for r in sample if r.part == "tuning"]
+    console.print(f"  tuning part: {len(tuning)} case(s) (a prompt may be tuned on them, few-shot examples come from "
+                  f"them); held out: {len(sample) - len(tuning)} (what a changed prompt is measured on)",
+                  highlight=False, soft_wrap=True)
     console.print("cases: " + ", ".join(r.case_id for r in sample), highlight=False, soft_wrap=True)
     if export is not None:
         results = api.load_run(run_dir, replies=False)

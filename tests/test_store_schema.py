@@ -9,11 +9,12 @@ from __future__ import annotations
 import json
 import sqlite3
 from pathlib import Path
+from typing import cast
 
 import pytest
 
 from consensus_eval._errors import InputError
-from consensus_eval.execution import migrations
+from consensus_eval.execution import labels, migrations
 from consensus_eval.execution.migrations import SCHEMA, SCHEMA_VERSION, STEPS, version_of
 from consensus_eval.execution.store import HumanLabelRecord, Store
 from tests.conftest import ROOT
@@ -51,9 +52,19 @@ def _fixture(path: Path, version: int) -> Path:
     if "batches" in tables:
         con.execute("INSERT INTO batches (key, judge, state, n_calls, created_at, updated_at) "
                     "VALUES ('b1', 'rules', 'collected', 1, 1, 1)")
+    if "label_events" in tables:  # schema 8: the labels as their first events
+        labels.insert_events(con, [labels.LabelEvent(
+            reviewer="li", case_id="001", dimension=dim, deduction_id="h1#d0" if kind == "verdict" else None,
+            kind=cast("labels.LabelKind", kind), value=cast("float | str | None", value),
+            phase="blind" if kind == "score" else "revealed", source="sheet.csv",
+            at=10.0 + i) for i, (kind, dim, value, _) in enumerate(LABELS)])
+        labels.insert_events(con, [labels.LabelEvent(
+            reviewer="li", case_id="001", dimension="safety", deduction_id="meds", kind="criterion", value="met",
+            points=5, phase="blind", source="review", at=13.0)])
     if "spot_checks" in tables:
-        con.execute("INSERT INTO spot_checks VALUES ('001', 0, 0.5, 'all', 0, 1)")
-    if version >= 6:
+        con.execute("INSERT INTO spot_checks (case_id, position, probability, stratum, seed, drawn_at) "
+                    "VALUES ('001', 0, 0.5, 'all', 0, 1)")
+    if version >= 6 and "human_labels" in tables:
         con.execute("INSERT INTO human_labels (case_id, dimension, deduction_id, reviewer, kind, value, points, "
                     "labelled_at, source, origin) VALUES ('001', 'safety', 'meds', 'li', 'criterion', 'met', 5, 13, "
                     "'review', 'own')")
@@ -97,7 +108,7 @@ def test_each_step_takes_a_store_of_its_version_to_the_next(tmp_path: Path, vers
     for table, n in before.items():
         if table in got:
             assert con.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0] == n, table
-    if version + 1 == SCHEMA_VERSION:          # the labels: each became its first event; the table went
+    if version + 1 == 8:          # the labels: each became its first event; the table went
         assert "human_labels" not in got
         assert con.execute("SELECT COUNT(*) FROM label_events").fetchone()[0] == before["human_labels"]
     con.close()
@@ -135,9 +146,9 @@ def test_a_new_store_is_created_at_the_current_version_and_its_history_is_append
     with Store(db) as store:
         store.upsert_human_label(HumanLabelRecord(case_id="c1", dimension="safety", reviewer="li", kind="score",
                                                   value=3, source="review"))
-        assert store.get_meta("schema_version") == SCHEMA_VERSION == 8
+        assert store.get_meta("schema_version") == SCHEMA_VERSION == 9
     con = sqlite3.connect(db)
-    assert con.execute("PRAGMA user_version").fetchone()[0] == 8
+    assert con.execute("PRAGMA user_version").fetchone()[0] == 9
     assert _shape(con) == _expected_shape(SCHEMA_VERSION)
     for sql in ("UPDATE label_events SET value = 4", "DELETE FROM label_events"):
         with pytest.raises(sqlite3.DatabaseError, match="append-only"):
@@ -150,15 +161,15 @@ def test_a_store_of_a_newer_version_is_refused_naming_the_file(tmp_path: Path, r
     db = tmp_path / "results.sqlite"
     Store(db).close()
     con = sqlite3.connect(db)
-    con.execute("PRAGMA user_version = 9")
+    con.execute("PRAGMA user_version = 10")
     con.commit()
     con.close()
     before = db.read_bytes()
     with pytest.raises(InputError) as e:
         Store(db, read_only=read_only)
     msg = str(e.value)
-    assert msg.startswith(f"{db}: ") and "schema version 9" in msg and "newer consensus-eval" in msg
-    assert "reads schema versions 1 to 8" in msg
+    assert msg.startswith(f"{db}: ") and "schema version 10" in msg and "newer consensus-eval" in msg
+    assert "reads schema versions 1 to 9" in msg
     if read_only:
         assert db.read_bytes() == before
 
@@ -177,3 +188,27 @@ def test_the_steps_are_numbered_one_per_version() -> None:
     assert len(STEPS) == SCHEMA_VERSION and STEPS[0] is None and all(STEPS[1:])
     assert [s.__name__ for s in STEPS[1:] if s] == [f"_to_{n}" for n in range(2, SCHEMA_VERSION + 1)]
     assert migrations.SCHEMA.count("CREATE TABLE") == 10
+
+
+def test_a_spot_check_drawn_before_the_split_is_split_by_the_same_draw(tmp_path: Path) -> None:
+    """Schema 9: spot_checks.part. A sample of an older store reads back without parts; asking for the same draw
+    again splits it (the same cases, the draw's seed) without a redraw, and the split is stored."""
+    from consensus_eval import api
+    from consensus_eval.analysis.spotcheck import split
+    from consensus_eval.domain.cases import load_cases
+
+    out = tmp_path / "run"
+    api.run(api.prepare(load_cases(ROOT / "examples" / "cases.jsonl").cases, "configs/default.yaml"), out)
+    drawn = api.spot_check(out, 6, seed=4).sample
+    assert sorted(r.part or "" for r in drawn) == ["heldout"] * 3 + ["tuning"] * 3
+    con = sqlite3.connect(out / "results.sqlite")
+    con.execute("UPDATE spot_checks SET part = NULL")  # as step 9 leaves a sample drawn before it
+    con.commit()
+    con.close()
+    with Store(out / "results.sqlite", read_only=True) as store:
+        assert {r.part for r in store.spot_checks()} == {None}
+    again = api.spot_check(out, 6, seed=4)
+    assert not again.drawn and [(r.case_id, r.part) for r in again.sample] == [(r.case_id, r.part) for r in drawn]
+    with Store(out / "results.sqlite", read_only=True) as store:
+        assert [r.part for r in store.spot_checks()] == [r.part for r in drawn]
+    assert split(drawn, 4) == drawn  # a function of the sample and the seed

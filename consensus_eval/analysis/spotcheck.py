@@ -16,6 +16,12 @@ figures computed on the sample weight a case by 1 / probability when the probabi
 estimate the whole run, not the sample. :func:`inclusion` gives every case of the run its probability under
 the stored design (a case of a stratum nothing was drawn from: 0), which is what decides whether a group's
 cases were equally likely to be drawn, not the probabilities of the cases that happened to be drawn.
+
+**Tuning and held out** (issue 36). A drawn sample is split with the draw's seed (:func:`split`): half its cases
+(:data:`TUNING_SHARE`, shared among the strata in proportion) form the *tuning* part, on which a prompt author
+may look at the judges' mistakes and from which few-shot examples are drawn
+(:mod:`consensus_eval.domain.fewshot`); the others are *held out*, what a changed prompt is measured on. The
+split is stored with the sample (``SpotCheckRecord.part``).
 """
 
 from __future__ import annotations
@@ -35,6 +41,10 @@ from consensus_eval.execution.store import SpotCheckRecord
 
 Stratify = Literal["system", "band"]
 STRATIFY: tuple[Stratify, ...] = ("system", "band")
+#: the share of a spot check in its tuning part (the rest is held out)
+TUNING_SHARE = 0.5
+#: the generator stream of the split (beside the draw's seed: the draw's cases stay what they were)
+_SPLIT_STREAM = 36
 
 
 def band(total: float | None) -> str:
@@ -111,10 +121,33 @@ def inclusion(cases: Sequence[Case], cons: Sequence[CaseConsensus],
     return {cid: prob.get(name, 0.0) for name, ids in groups.items() for cid in ids}
 
 
+def split(sample: Sequence[SpotCheckRecord], seed: int, share: float = TUNING_SHARE) -> list[SpotCheckRecord]:
+    """``sample`` with each case's part (module docstring): ``round(share x n)`` cases in the tuning part, shared
+    among the strata in proportion (:func:`allocate`), drawn within each with a generator of their own seeded by
+    ``seed`` (the draw's own cases do not depend on it); the others held out."""
+    by: dict[str, list[int]] = {}
+    for i, r in enumerate(sample):
+        by.setdefault(r.stratum, []).append(i)
+    names = list(by)
+    takes = allocate([len(by[g]) for g in names], round(share * len(sample)))
+    rng = np.random.default_rng([seed, _SPLIT_STREAM])
+    tuning: set[int] = set()
+    for name, take in zip(names, takes, strict=True):
+        if take:
+            tuning.update(by[name][int(i)] for i in rng.choice(len(by[name]), size=take, replace=False))
+    return [r.model_copy(update={"part": "tuning" if i in tuning else "heldout"}) for i, r in enumerate(sample)]
+
+
+def tuning_ids(sample: Sequence[SpotCheckRecord]) -> set[str]:
+    """The cases of the tuning part of ``sample`` (what prompts may be tuned on, few-shot examples drawn from)."""
+    return {r.case_id for r in sample if r.part == "tuning"}
+
+
 def draw(cases: Sequence[Case], cons: Sequence[CaseConsensus], n: int, seed: int,
          stratify: Stratify | None = None) -> list[SpotCheckRecord]:
     """A random sample of ``n`` cases (all of them when ``n`` >= the number of cases), with each case's
-    inclusion probability (module docstring). Raises ``ValueError`` for ``n`` < 1."""
+    inclusion probability (module docstring), split into its tuning and held-out parts (:func:`split`). Raises
+    ``ValueError`` for ``n`` < 1."""
     if n < 1:
         raise UsageError(f"a spot check needs at least 1 case, got {n}")
     groups = strata(cases, cons, stratify)
@@ -129,5 +162,5 @@ def draw(cases: Sequence[Case], cons: Sequence[CaseConsensus], n: int, seed: int
             continue
         chosen = rng.choice(len(ids), size=take, replace=False)
         picked.extend((ids[int(i)], take / len(ids), name) for i in chosen)
-    return [SpotCheckRecord(case_id=cid, position=i, probability=p, stratum=s, seed=seed, drawn_at=now)
-            for i, (cid, p, s) in enumerate(picked)]
+    return split([SpotCheckRecord(case_id=cid, position=i, probability=p, stratum=s, seed=seed, drawn_at=now)
+                  for i, (cid, p, s) in enumerate(picked)], seed)

@@ -13,7 +13,8 @@ History: 2 ``calls.error_kind``; 3 ``human_labels``; 4 ``batches``, ``batch_call
 ``evidence``, ``spot_checks``, the team (``reviewers``, ``assignments``); 6 ``human_labels.kind`` ``criterion``;
 7 a plan row per (request, case); 8 the labels as an append-only history (``label_events``, ``label_actions``,
 :mod:`consensus_eval.execution.labels`): every label of ``human_labels`` became its first event, and the table
-went.
+went; 9 ``spot_checks.part``: the tuning and held-out parts of a spot check (issue 36; NULL for a sample drawn
+before, which the next identical draw splits).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from collections.abc import Callable
 from consensus_eval._errors import InputError
 from consensus_eval.execution import labels
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 #: every table of a store at :data:`SCHEMA_VERSION` (tables of schema 1 to 6 as they were, less ``human_labels``)
 SCHEMA = """
@@ -100,7 +101,8 @@ CREATE TABLE IF NOT EXISTS spot_checks (
     probability REAL NOT NULL CHECK (probability > 0 AND probability <= 1),
     stratum     TEXT NOT NULL,
     seed        INTEGER NOT NULL,
-    drawn_at    REAL NOT NULL
+    drawn_at    REAL NOT NULL,
+    part        TEXT CHECK (part IN ('tuning', 'heldout'))
 );
 """ + labels.LABELS_SCHEMA
 
@@ -219,8 +221,16 @@ def _to_8(db: sqlite3.Connection) -> None:
     db.execute("DROP TABLE human_labels")
 
 
+def _to_9(db: sqlite3.Connection) -> None:
+    """spot_checks.part: the part of the spot check a case is in (``tuning`` or ``heldout``; NULL for a sample
+    drawn before the split)."""
+    if "spot_checks" in _tables(db) and "part" not in _columns(db, "spot_checks"):
+        db.execute("ALTER TABLE spot_checks ADD COLUMN part TEXT CHECK (part IN ('tuning', 'heldout'))")
+
+
 #: ``STEPS[n]`` migrates a store of version ``n`` to ``n + 1`` (``STEPS[0]`` unused: there is no version 0)
-STEPS: list[Callable[[sqlite3.Connection], None] | None] = [None, _to_2, _to_3, _to_4, _to_5, _to_6, _to_7, _to_8]
+STEPS: list[Callable[[sqlite3.Connection], None] | None] = [None, _to_2, _to_3, _to_4, _to_5, _to_6, _to_7, _to_8,
+                                                            _to_9]
 assert len(STEPS) == SCHEMA_VERSION
 
 

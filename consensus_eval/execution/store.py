@@ -222,13 +222,19 @@ def _column_value(rec: CallRecord, column: str, now: float) -> Any:
         return rec.finished_at or now
     return getattr(rec, column)
 
+#: the two parts of a spot check (:attr:`SpotCheckRecord.part`)
+SpotCheckPart = Literal["tuning", "heldout"]
+
+
 class SpotCheckRecord(BaseModel):
     """One case of the random spot-check sample (table ``spot_checks``, schema 5; the medical_record rubric's 随机抽查).
 
     ``probability``: the case's inclusion probability under the design that drew it (n_h / N_h in its
     stratum), what inverse-probability weights are made of; ``stratum``: the stratum it was drawn in
     (``all`` without stratification, else e.g. ``system=scribe-a`` or ``band=60-70``); ``position``: its
-    place in the draw (0-based); ``seed``: the seed of the draw; ``drawn_at``: when (Unix time)."""
+    place in the draw (0-based); ``seed``: the seed of the draw; ``drawn_at``: when (Unix time); ``part``: the part
+    of the sample the case is in (schema 9, issue 36): ``tuning`` (prompts may be tuned on it, few-shot examples
+    drawn from it) or ``heldout`` (what a prompt change is measured on); None for a sample drawn before the split."""
 
     case_id: str
     position: int
@@ -236,6 +242,7 @@ class SpotCheckRecord(BaseModel):
     stratum: str = "all"
     seed: int = 0
     drawn_at: float = 0.0
+    part: SpotCheckPart | None = None
 
 
 _SPOT_COLUMNS = list(SpotCheckRecord.model_fields)
