@@ -216,3 +216,8 @@ def test_any_rubric_kind_with_its_own_clean_records(tmp_path: Path) -> None:
     assert wordy.edits["length_100"].n == rep.invariance.records
     assert wordy.edits["length_100"].mean_change is not None and wordy.edits["length_100"].mean_change > 0
     assert "Invariance" in r.output and "Calibration: planted errors found" not in r.output
+    # report.md and report.html show the section, and no empty planted-error section
+    for name in ("report.md", "report.html"):
+        text = (tmp_path / "o" / name).read_text(encoding="utf-8")
+        assert "Invariance: scores on meaning-preserving edits" in text and "Calibration: planted" not in text
+        assert "irrelevant sentences (+100%)" in text

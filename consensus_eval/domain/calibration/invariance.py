@@ -101,7 +101,7 @@ class InvarianceCase:
 @dataclass
 class InvarianceSuite:
     """The probe's cases: each clean record, then its edited copies; ``not_applied``: edit -> record id -> why
-    that edit made no copy of it."""
+    that edit made no copy of it (a key of :data:`NOT_APPLIED`)."""
 
     cases: list[InvarianceCase]
     not_applied: dict[str, dict[str, str]] = field(default_factory=dict)
@@ -221,22 +221,34 @@ def system_name(record: str, w: Words, system: str | None) -> str:
     return record.rstrip("\r\n") + "\n" + line
 
 
+#: why an edit made no copy of a record (:attr:`InvarianceSuite.not_applied`)
+NOT_APPLIED: dict[str, str] = {
+    "no_free_sections": "fewer than two sections the rubric does not order",
+    "no_word_lists": "no word lists for the rubric's language (invariance.yaml)",
+    "nothing_to_change": "nothing to change",
+    "no_abbreviation": "no abbreviation to spell out and no term to abbreviate",
+    "no_unit": "no unit written right after a number",
+    "empty_record": "an empty record",
+}
+
+
 def edit(name: str, case: Case, rubric: Rubric) -> tuple[str | None, str]:
-    """The record of ``case`` edited by ``name`` and, when nothing changed, None and why."""
+    """The record of ``case`` edited by ``name`` and, when nothing changed, None and why (a key of
+    :data:`NOT_APPLIED`)."""
     record = case.record
     if name == "section_order":
-        return section_order(record, rubric), "fewer than two sections the rubric does not order"
+        return section_order(record, rubric), "no_free_sections"
     w = words(rubric.language or "zh")
     if w is None:
-        return None, f"no word lists for the rubric's language {rubric.language!r} (invariance.yaml)"
+        return None, "no_word_lists"
     if name == "whitespace_punctuation":
-        return whitespace_punctuation(record, w), "nothing to change"
+        return whitespace_punctuation(record, w), "nothing_to_change"
     if name == "abbreviation":
-        return abbreviation(record, w), "no abbreviation to spell out and no term to abbreviate"
+        return abbreviation(record, w), "no_abbreviation"
     if name == "units":
-        return units(record, w), "no unit written right after a number"
+        return units(record, w), "no_unit"
     if name in LENGTH_EDITS:
-        return lengthen(record, rubric, w, LENGTH_EDITS[name], f"{case.id}|{name}"), "an empty record"
+        return lengthen(record, rubric, w, LENGTH_EDITS[name], f"{case.id}|{name}"), "empty_record"
     if name == "system_name":
         return system_name(record, w, case.system), ""
     raise ValueError(f"unknown edit {name!r}")

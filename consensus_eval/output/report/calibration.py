@@ -221,11 +221,11 @@ def recommendation(rep: CalibrationReport, t: Messages, names: _Names | None = N
 
 
 def _change(f: EditShift) -> str:
-    """``+4.2 [+2.9, +5.5]``: the mean change in points and its 95% interval ('-' when none)."""
+    """``+4.20 [+2.90, +5.50]``: the mean change in points and its 95% interval ('-' when none)."""
     if f.mean_change is None:
         return "-"
-    ci = f" [{f.low:+.1f}, {f.high:+.1f}]" if f.low is not None and f.high is not None else ""
-    return f"{f.mean_change:+.1f}{ci}"
+    ci = f" [{f.low:+.2f}, {f.high:+.2f}]" if f.low is not None and f.high is not None else ""
+    return f"{f.mean_change:+.2f}{ci}"
 
 
 def invariance_block(rep: CalibrationReport, t: Messages) -> Block | None:
@@ -284,5 +284,5 @@ def invariance_block(rep: CalibrationReport, t: Messages) -> Block | None:
         reasons = sorted(set(info.not_applied.values()))
         if reasons:
             block.notes.append(t("inv_not_applied", edit=t("inv_edit_" + e), n=len(info.not_applied),
-                                 why="; ".join(reasons)))
+                                 why="; ".join(t("inv_why_" + r) for r in reasons)))
     return block

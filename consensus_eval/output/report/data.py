@@ -16,6 +16,7 @@ from typing import Any
 from consensus_eval.analysis.agreement import HumanAgreement
 from consensus_eval.analysis.alpha import Alpha, krippendorff_alpha
 from consensus_eval.analysis.audit import LOW_STARS, CaseAudit, ReviewQueue, case_anchors, review_queue
+from consensus_eval.analysis.calibration import CalibrationReport
 from consensus_eval.analysis.consensus import CaseConsensus
 from consensus_eval.analysis.human import CaseReview, HumanReview
 from consensus_eval.analysis.judge_quality import JudgeQuality
@@ -27,7 +28,7 @@ from consensus_eval.domain.rubric import Dimension, Rubric
 from consensus_eval.output.calibration import CALIBRATION_JSON, load_calibration
 from consensus_eval.output.files import fmt_num
 from consensus_eval.output.report.blocks import Block
-from consensus_eval.output.report.calibration import calibration_block
+from consensus_eval.output.report.calibration import calibration_block, invariance_block
 from consensus_eval.output.report.charts import BoxPlot, Histogram, box_plot, histograms
 from consensus_eval.output.report.drill import drill_payload
 from consensus_eval.output.report.i18n import Messages, default_lang, messages, simulated_notice
@@ -232,15 +233,26 @@ class ReportData:
         return out
 
     @cached_property
+    def calibration(self) -> CalibrationReport | None:
+        """The folder's calibration.json, when it has one."""
+        path = self.folder / CALIBRATION_JSON
+        return load_calibration(path) if path.is_file() else None
+
+    @cached_property
     def trust(self) -> TrustBlocks:
         """The leaderboard, validity, decision-study, added-deduction and calibration sections (:mod:`.trust`;
-        calibration when the folder has a calibration.json)."""
+        calibration when the folder has a calibration.json with planted errors)."""
         calibration = None
-        if (self.folder / CALIBRATION_JSON).is_file():
+        if self.calibration is not None and self.calibration.suite_cases:
             validity = self.reliability.validity
-            calibration = calibration_block(load_calibration(self.folder / CALIBRATION_JSON), self.t, self.rubric,
+            calibration = calibration_block(self.calibration, self.t, self.rubric,
                                             validity.deductions if validity is not None else None, self.human)
         return trust_blocks(self.results, self.t, calibration)
+
+    @cached_property
+    def invariance(self) -> Block | None:
+        """The invariance section (``calibrate --suite invariance``), when the folder's calibration.json has it."""
+        return invariance_block(self.calibration, self.t) if self.calibration is not None else None
 
     @cached_property
     def kinds(self) -> list[Block]:

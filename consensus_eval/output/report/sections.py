@@ -436,6 +436,10 @@ def _calibration(d: ReportData) -> Block | None:
     return d.trust.calibration
 
 
+def _invariance(d: ReportData) -> Block | None:
+    return d.invariance
+
+
 def _kinds(d: ReportData) -> list[Block]:
     return d.kinds
 
@@ -455,6 +459,7 @@ SECTIONS: tuple[Section, ...] = (
     Section(queue_block), Section(cases_block), Section(_kinds, html_gap=False), Section(_systems),
     Section(quality_block), Section(distributions_block), Section(agreement_block), Section(reliability_block),
     Section(human_block), Section(_added), Section(_validity), Section(_decision), Section(_calibration),
+    Section(_invariance),
     Section(metrics_block), Section(cost_block), Section(details_block, html_gap=False),
 )
 
