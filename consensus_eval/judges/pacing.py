@@ -691,7 +691,10 @@ class Pacing:
             self._mark(now)
             if self.sends is not None and self.sends.first is not None:
                 self.sends.reject(ticket.sent_at)
-                self.auto.refusal_trips.append((now, now - ticket.sent_at))
+                if self.auto.allowed is not None and ticket.sent_at >= self.auto.last_cut:
+                    # a request the learned limit let through (not the slow start's last ones, read late
+                    # on a loaded machine): its round trip says how late requests reach the provider
+                    self.auto.refusal_trips.append((now, now - ticket.sent_at))
                 self.auto.on_rate_limited(ticket.sent_at, now,
                                           self.sends.accepted_before(ticket.sent_at, RATE_WINDOW_S),
                                           ticket.sent_at - self.sends.first)
