@@ -68,6 +68,7 @@ from consensus_eval.domain.writable import check_outputs
 from consensus_eval.execution.adaptive import execute_rounds, grow
 from consensus_eval.execution.estimate import JudgeEstimate, ShownRequest, estimate, shown_requests
 from consensus_eval.execution.execute import Progress, ProgressHook, execute
+from consensus_eval.execution.label_copy import CopyReport, copy_labels as copy_run_labels, folder_name as label_source
 from consensus_eval.execution.lock import run_lock as run_lock  # public: one writer per run (docs/api.md)
 from consensus_eval.execution.plan import Call, plan
 from consensus_eval.execution.shards import SHARD_META, Shard, ShardRecord, merge_stores, select as select_shard
@@ -431,6 +432,37 @@ def import_human(folder: str | Path, path: str | Path, *, reviewer: str | None =
     return HumanImport(path=Path(path), format=found.format,
                        by_reviewer={k: label_counts(v) for k, v in found.labels.items()},
                        stored=len(results.labels), results=results)
+
+
+@dataclass
+class LabelCopy:
+    """What :func:`copy_labels` did (:class:`~consensus_eval.execution.label_copy.CopyReport`: the events copied,
+    the cases skipped, the verdicts not carried), how many labels the target holds now (``stored``), and its rebuilt
+    ``results``."""
+
+    report: CopyReport
+    stored: int
+    results: Results
+
+
+def copy_labels(source: str | Path, target: str | Path, *, n_boot: int = 1000,
+                rebuild_outputs: bool = True) -> LabelCopy:
+    """Copy the clinicians' labels of run ``source`` into run ``target`` (another run of the same cases: a changed
+    prompt, another judge model), with the spot check and its tuning / held-out split, then rebuild the target's
+    outputs (:mod:`consensus_eval.execution.label_copy`). The source is only read. Raises :class:`InputError`,
+    storing nothing, when the runs' cases or rubrics differ, or their spot checks do."""
+    _resamples(n_boot)
+    src, dst = Path(source), Path(target)
+    if src.resolve() == dst.resolve():
+        raise InputError(f"{src}: the labels would be copied into the run they come from; name two runs")
+    with Store.open_existing(src, read_only=True) as from_store, Store.open_existing(dst) as store:
+        if rebuild_outputs:
+            check_outputs(dst)
+        report = copy_run_labels(from_store, store, label_source(src))
+        results = _rebuild(store, dst, n_boot) if rebuild_outputs else analyze(
+            read_run(store, replies=False), labels=store.human_labels(), n_boot=n_boot,
+            spot_checks=store.spot_checks())
+    return LabelCopy(report=report, stored=len(results.labels), results=results)
 
 
 #: the largest seed of a spot check's draw (stored as an SQLite integer; numpy takes any non-negative one)

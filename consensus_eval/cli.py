@@ -718,7 +718,8 @@ def review(
         serve(run_dir, host=host, port=port, reviewer=reviewer, on_ready=ready, lang=lang)
 
 
-human_app = typer.Typer(help="Human labels: import the filled-in adjudication sheet into a run's store.",
+human_app = typer.Typer(help="Human labels: import the filled-in adjudication sheet into a run's store, or copy a "
+                             "run's labels into another run of the same cases.",
                         no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(human_app, name="human")
 reviewers_app = typer.Typer(help="The team reviewing a run: a personal link per reviewer, their roles.",
@@ -822,6 +823,43 @@ def human_import(
     """Store a reviewer's labels in RUN/results.sqlite (a re-import of the same sheet replaces them),
     then rebuild reliability.json and the reports. Calls no judge."""
     _import_human(run, sheet, reviewer, encoding, bootstrap, wait_lock=wait_lock)
+
+
+@human_app.command("copy")
+@friendly_errors
+def human_copy(
+    source: Annotated[Path, typer.Argument(help="Output folder of the run whose labels are copied (read only).")],
+    target: Annotated[Path, typer.Argument(help="Output folder of another run of the same cases (a changed prompt, "
+                                                "another judge model) that gets them.")],
+    bootstrap: Annotated[int, typer.Option(
+        min=0, max=MAX_BOOTSTRAP, help="Bootstrap resamples for the rebuilt 95% CIs.")] = 1000,
+    wait_lock: WaitLockOpt = False,
+) -> None:
+    """Copy the clinicians' labels of SOURCE into TARGET, matched by case id and content, with the spot check and
+    its tuning / held-out split; verdicts on deductions go to a deduction of the same type (else: not comparable).
+    Each copied event names its origin; SOURCE is not changed. Copying again copies only what is new. Then rebuild
+    TARGET's reliability.json and reports. Calls no judge."""
+    from consensus_eval import api
+    from consensus_eval.execution.label_copy import names
+
+    with _writing(target, "human copy", wait_lock):
+        done = api.copy_labels(source, target, n_boot=bootstrap)
+    rep = done.report
+    out_console.print(f"copied {rep.copied} label event(s) of {rep.cases} case(s) from {source} to {target}"
+                      + (f" ({rep.already} copied before)" if rep.already else ""), highlight=False, soft_wrap=True)
+    if rep.spot_check != "none":
+        what = "copied with its tuning / held-out split" if rep.spot_check == "copied" else "the same in both"
+        out_console.print(f"spot check: {what}", highlight=False)
+    if rep.not_in_target:
+        out_console.print(f"not in {target} (skipped): {len(rep.not_in_target)} labelled case(s): "
+                          f"{names(rep.not_in_target)}", highlight=False, soft_wrap=True)
+    if rep.not_comparable:
+        n = sum(x.events for x in rep.not_comparable)
+        items = [f"{x.case_id} {x.dimension}/{x.item}" for x in rep.not_comparable]
+        out_console.print(f"not comparable: {n} verdict(s) on deduction types {target}'s judges did not give: "
+                          f"{names(items)}", highlight=False, soft_wrap=True)
+    out_console.print(f"{done.stored} human label(s) in {target}/results.sqlite; rebuilt reliability.json, "
+                      "report.md, report.html", highlight=False, soft_wrap=True)
 
 
 def _reviewer_option(name: str | None) -> str | None:

@@ -642,7 +642,7 @@ CORPUS: list[Bad] = [
     store_cmd("truncated", truncate_store, "{d}/run/results.sqlite", "damaged"),
     store_cmd("empty-file", empty_store, "{d}/run/results.sqlite: an empty file, not a consensus-eval store"),
     store_cmd("newer-schema", newer_schema, "schema version 99", "written by a newer consensus-eval",
-              "reads schema versions 1 to 9"),
+              "reads schema versions 1 to 10"),
     store_cmd("newer-schema", newer_schema, "written by a newer consensus-eval", command="audit"),
     store_cmd("newer-schema", newer_schema, "written by a newer consensus-eval", command="reliability"),
     Bad("score-into-newer-schema", ("score", "{d}/cases.jsonl", "--out", "{run}"), {"cases.jsonl": jl(CASE)}, 2,
@@ -970,4 +970,4 @@ def test_a_version_1_store_is_read_read_only_without_upgrading_it(tmp_path: Path
     assert rows and all(r.error_kind is None for r in rows)
     assert (run / "results.sqlite").read_bytes() == before
     with Store.open_existing(run) as store:  # opened for writing, it is upgraded in place
-        assert store.get_meta("schema_version") == 9 and store.calls()
+        assert store.get_meta("schema_version") == 10 and store.calls()

@@ -29,6 +29,14 @@ def _ddl(version: int) -> str:
     return (DDL / f"schema{version}.sql").read_text(encoding="utf-8")
 
 
+def _insert_events(con: sqlite3.Connection, events: list[labels.LabelEvent]) -> None:
+    """Insert events into a label_events table of any version (the columns it has: schema 10 added two)."""
+    have = {r[1] for r in con.execute("PRAGMA table_info(label_events)")}
+    cols = [c for c in labels.EVENT_COLUMNS if c in have]
+    con.executemany(f"INSERT INTO label_events ({', '.join(cols)}) VALUES ({', '.join('?' for _ in cols)})",
+                    ([getattr(ev, c) for c in cols] for ev in events))
+
+
 def _fixture(path: Path, version: int) -> Path:
     """A store as consensus-eval wrote it at ``version``: its DDL, one call, its plan row, the run's meta, and (from
     schema 3) three labels; from schema 4 a batch, from 5 a spot check and (6) a criterion label."""
@@ -53,12 +61,12 @@ def _fixture(path: Path, version: int) -> Path:
         con.execute("INSERT INTO batches (key, judge, state, n_calls, created_at, updated_at) "
                     "VALUES ('b1', 'rules', 'collected', 1, 1, 1)")
     if "label_events" in tables:  # schema 8: the labels as their first events
-        labels.insert_events(con, [labels.LabelEvent(
+        _insert_events(con, [labels.LabelEvent(
             reviewer="li", case_id="001", dimension=dim, deduction_id="h1#d0" if kind == "verdict" else None,
             kind=cast("labels.LabelKind", kind), value=cast("float | str | None", value),
             phase="blind" if kind == "score" else "revealed", source="sheet.csv",
             at=10.0 + i) for i, (kind, dim, value, _) in enumerate(LABELS)])
-        labels.insert_events(con, [labels.LabelEvent(
+        _insert_events(con, [labels.LabelEvent(
             reviewer="li", case_id="001", dimension="safety", deduction_id="meds", kind="criterion", value="met",
             points=5, phase="blind", source="review", at=13.0)])
     if "spot_checks" in tables:
@@ -146,9 +154,9 @@ def test_a_new_store_is_created_at_the_current_version_and_its_history_is_append
     with Store(db) as store:
         store.upsert_human_label(HumanLabelRecord(case_id="c1", dimension="safety", reviewer="li", kind="score",
                                                   value=3, source="review"))
-        assert store.get_meta("schema_version") == SCHEMA_VERSION == 9
+        assert store.get_meta("schema_version") == SCHEMA_VERSION == 10
     con = sqlite3.connect(db)
-    assert con.execute("PRAGMA user_version").fetchone()[0] == 9
+    assert con.execute("PRAGMA user_version").fetchone()[0] == 10
     assert _shape(con) == _expected_shape(SCHEMA_VERSION)
     for sql in ("UPDATE label_events SET value = 4", "DELETE FROM label_events"):
         with pytest.raises(sqlite3.DatabaseError, match="append-only"):
@@ -161,15 +169,15 @@ def test_a_store_of_a_newer_version_is_refused_naming_the_file(tmp_path: Path, r
     db = tmp_path / "results.sqlite"
     Store(db).close()
     con = sqlite3.connect(db)
-    con.execute("PRAGMA user_version = 10")
+    con.execute("PRAGMA user_version = 11")
     con.commit()
     con.close()
     before = db.read_bytes()
     with pytest.raises(InputError) as e:
         Store(db, read_only=read_only)
     msg = str(e.value)
-    assert msg.startswith(f"{db}: ") and "schema version 10" in msg and "newer consensus-eval" in msg
-    assert "reads schema versions 1 to 9" in msg
+    assert msg.startswith(f"{db}: ") and "schema version 11" in msg and "newer consensus-eval" in msg
+    assert "reads schema versions 1 to 10" in msg
     if read_only:
         assert db.read_bytes() == before
 
@@ -187,7 +195,7 @@ def test_a_store_whose_version_is_not_a_number_is_refused(tmp_path: Path) -> Non
 def test_the_steps_are_numbered_one_per_version() -> None:
     assert len(STEPS) == SCHEMA_VERSION and STEPS[0] is None and all(STEPS[1:])
     assert [s.__name__ for s in STEPS[1:] if s] == [f"_to_{n}" for n in range(2, SCHEMA_VERSION + 1)]
-    assert migrations.SCHEMA.count("CREATE TABLE") == 10
+    assert migrations.SCHEMA.count("CREATE TABLE") == 11
 
 
 def test_a_spot_check_drawn_before_the_split_is_split_by_the_same_draw(tmp_path: Path) -> None:

@@ -168,8 +168,10 @@ class LabelEvent:
     ``clear``), or the reveal of a spot-check case's judges to a reviewer (``op`` ``reveal``, ``kind`` None). ``seq``:
     its place in the history; ``at``: when (Unix time); ``action_id``: the client's id of the action it belongs to
     (None: none given); ``session``: the review session's tag; ``source``: what wrote it (``review``, a sheet's path,
-    ``api``...). A plain read model, built with keywords: the table's CHECKs hold what it may say, and the labels made
-    of it are validated (:class:`HumanLabelRecord`, :func:`fold`)."""
+    ``api``...); ``copied_from`` / ``copied_seq`` (schema 10): for an event copied from another run's store
+    (``human copy``, :mod:`consensus_eval.execution.label_copy`), that run's folder and the event's ``seq`` there. A
+    plain read model, built with keywords: the table's CHECKs hold what it may say, and the labels made of it are
+    validated (:class:`HumanLabelRecord`, :func:`fold`)."""
 
     seq: int = 0
     action_id: str | None = None
@@ -188,6 +190,8 @@ class LabelEvent:
     session: str | None = None
     source: str = ""
     at: float = 0.0
+    copied_from: str | None = None
+    copied_seq: int | None = None
 
 
 EVENT_COLUMNS = [f.name for f in fields(LabelEvent) if f.name != "seq"]
@@ -211,6 +215,8 @@ CREATE TABLE IF NOT EXISTS label_events (
     session      TEXT,
     source       TEXT NOT NULL,
     at           REAL NOT NULL,
+    copied_from  TEXT,
+    copied_seq   INTEGER,
     CHECK ((op = 'reveal') = (kind IS NULL))
 );
 CREATE INDEX IF NOT EXISTS label_events_case ON label_events (case_id, reviewer);

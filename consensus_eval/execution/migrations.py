@@ -14,7 +14,9 @@ History: 2 ``calls.error_kind``; 3 ``human_labels``; 4 ``batches``, ``batch_call
 7 a plan row per (request, case); 8 the labels as an append-only history (``label_events``, ``label_actions``,
 :mod:`consensus_eval.execution.labels`): every label of ``human_labels`` became its first event, and the table
 went; 9 ``spot_checks.part``: the tuning and held-out parts of a spot check (issue 36; NULL for a sample drawn
-before, which the next identical draw splits).
+before, which the next identical draw splits); 10 ``label_events.copied_from`` and ``copied_seq`` (an event copied
+from another run by ``human copy``: that run and its event), ``heldout_looks`` (each comparison of two versions on
+a spot check's held-out part).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from collections.abc import Callable
 from consensus_eval._errors import InputError
 from consensus_eval.execution import labels
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 #: every table of a store at :data:`SCHEMA_VERSION` (tables of schema 1 to 6 as they were, less ``human_labels``)
 SCHEMA = """
@@ -104,6 +106,15 @@ CREATE TABLE IF NOT EXISTS spot_checks (
     drawn_at    REAL NOT NULL,
     part        TEXT CHECK (part IN ('tuning', 'heldout'))
 );
+CREATE TABLE IF NOT EXISTS heldout_looks (
+    look_id   TEXT PRIMARY KEY,
+    heldout   TEXT NOT NULL,
+    version_a TEXT NOT NULL,
+    version_b TEXT NOT NULL,
+    run_a     TEXT NOT NULL,
+    run_b     TEXT NOT NULL,
+    at        REAL NOT NULL
+);
 """ + labels.LABELS_SCHEMA
 
 #: the ``human_labels`` table of schemas 3 to 6 (as schema 6 left it), what the steps before 8 work on
@@ -162,7 +173,7 @@ def _to_5(db: sqlite3.Connection) -> None:
     if "evidence" not in have:
         db.execute("ALTER TABLE human_labels ADD COLUMN evidence TEXT")
     _run(db, SCHEMA[SCHEMA.index("CREATE TABLE IF NOT EXISTS reviewers"):
-                    SCHEMA.index("CREATE TABLE IF NOT EXISTS label_events")])
+                    SCHEMA.index("CREATE TABLE IF NOT EXISTS heldout_looks")])
 
 
 def _to_6(db: sqlite3.Connection) -> None:
@@ -228,9 +239,20 @@ def _to_9(db: sqlite3.Connection) -> None:
         db.execute("ALTER TABLE spot_checks ADD COLUMN part TEXT CHECK (part IN ('tuning', 'heldout'))")
 
 
+def _to_10(db: sqlite3.Connection) -> None:
+    """label_events.copied_from and copied_seq (an event another run's labels were copied from, ``human copy``);
+    heldout_looks (the comparisons made on a spot check's held-out part)."""
+    have = _columns(db, "label_events")
+    for col, sql_type in (("copied_from", "TEXT"), ("copied_seq", "INTEGER")):
+        if col not in have:
+            db.execute(f"ALTER TABLE label_events ADD COLUMN {col} {sql_type}")
+    _run(db, SCHEMA[SCHEMA.index("CREATE TABLE IF NOT EXISTS heldout_looks"):
+                    SCHEMA.index("CREATE TABLE IF NOT EXISTS label_events")])
+
+
 #: ``STEPS[n]`` migrates a store of version ``n`` to ``n + 1`` (``STEPS[0]`` unused: there is no version 0)
 STEPS: list[Callable[[sqlite3.Connection], None] | None] = [None, _to_2, _to_3, _to_4, _to_5, _to_6, _to_7, _to_8,
-                                                            _to_9]
+                                                            _to_9, _to_10]
 assert len(STEPS) == SCHEMA_VERSION
 
 

@@ -29,7 +29,9 @@ holds the run's lock (:mod:`consensus_eval.execution.lock`), and a store that is
 connections wait for each other (WAL journal, ``busy_timeout``).
 
 Spot checks and the team (schema 5): the ``spot_checks`` table holds the random sample drawn by
-``audit --spot-check`` with each case's inclusion probability (:class:`SpotCheckRecord`). The ``reviewers`` table
+``audit --spot-check`` with each case's inclusion probability and its part (tuning or held out, schema 9;
+:class:`SpotCheckRecord`), ``heldout_looks`` the comparisons made on the held-out part (schema 10,
+:class:`HeldoutLook`). The ``reviewers`` table
 names the team (:class:`ReviewerRecord`): each reviewer's personal link carries a secret key, of which only a
 SHA-256 hash is stored; ``assignments`` says which reviewer reviews which case. The schema's versions and their
 migrations: :mod:`consensus_eval.execution.migrations`.
@@ -246,6 +248,25 @@ class SpotCheckRecord(BaseModel):
 
 
 _SPOT_COLUMNS = list(SpotCheckRecord.model_fields)
+
+
+class HeldoutLook(BaseModel):
+    """One comparison of two versions on a spot check's held-out part (table ``heldout_looks``, schema 10; issue 36):
+    ``heldout`` names the held-out part (its seed and cases),
+    ``version_a`` / ``version_b`` the two versions compared (what their judges were asked on it), ``run_a`` /
+    ``run_b`` the folders compared, ``at`` when. ``look_id`` is made of the held-out part and the two versions, so
+    the same comparison made again is the same look, and a look copied to another run (``human copy``) is one."""
+
+    look_id: str
+    heldout: str
+    version_a: str
+    version_b: str
+    run_a: str
+    run_b: str
+    at: float = 0.0
+
+
+_LOOK_COLUMNS = list(HeldoutLook.model_fields)
 
 #: what a reviewer of the team may do: ``reviewer`` labels cases; ``adjudicator`` also settles the cases
 #: two reviewers disagree on
@@ -804,6 +825,25 @@ class Store:
             marks = ", ".join("?" for _ in _SPOT_COLUMNS)
             self._db.executemany(f"INSERT INTO spot_checks ({', '.join(_SPOT_COLUMNS)}) VALUES ({marks})",
                                  ([getattr(r, c) for c in _SPOT_COLUMNS] for r in sample))
+
+    def heldout_looks(self) -> list[HeldoutLook]:
+        """The comparisons made on the spot check's held-out part (:class:`HeldoutLook`), oldest first."""
+        with self._reading():
+            if not self._has_table("heldout_looks"):
+                return []
+            rows = self._db.execute(f"SELECT {', '.join(_LOOK_COLUMNS)} FROM heldout_looks ORDER BY at, look_id")
+            return [HeldoutLook.model_validate(dict(zip(_LOOK_COLUMNS, r, strict=True))) for r in rows.fetchall()]
+
+    def add_heldout_looks(self, looks: Sequence[HeldoutLook]) -> int:
+        """Record comparisons on the held-out part (one already recorded, by its ``look_id``, is kept as it was);
+        returns how many were new."""
+        self._writable()
+        with self._transaction(immediate=True):
+            before = self._db.total_changes
+            self._db.executemany(f"INSERT OR IGNORE INTO heldout_looks ({', '.join(_LOOK_COLUMNS)}) VALUES "
+                                 f"({', '.join('?' for _ in _LOOK_COLUMNS)})",
+                                 ([getattr(lk, c) for c in _LOOK_COLUMNS] for lk in looks))
+            return self._db.total_changes - before
 
     # ------------------------------------------------------------------ reviewers (the team)
 
