@@ -33,6 +33,7 @@ from consensus_eval.analysis.agreement import HumanLabel
 from consensus_eval.analysis.alpha import DEFAULT_SEED
 from consensus_eval.analysis.calibration import CalibrationReport, CalibrationSource, calibrate as measure
 from consensus_eval.analysis.consensus import of_run as consensus_of_run
+from consensus_eval.analysis.corrections import few_shot
 from consensus_eval.analysis.derived import read_run
 from consensus_eval.analysis.human import label_counts, read_labels
 from consensus_eval.analysis.invariance import invariance
@@ -123,7 +124,7 @@ def prepare(cases: CasesInput, config: ConfigInput = DEFAULT_CONFIG, *, skip_inv
     of N, numbered from 0 (:mod:`consensus_eval.execution.shards`; :func:`merge` combines the shards' runs).
     Raises :class:`InputError` naming the file, line and field of what is wrong.
     """
-    cfg = _config(config)
+    cfg = _with_examples(_config(config))
     rubric = load_rubric(cfg.rubric)
     if check_keys:
         missing = [m for j in cfg.judges if (m := j.missing_key())]
@@ -757,6 +758,20 @@ def recorded_inputs(folder: str | Path) -> list[tuple[str, str]]:
         found = store.get_meta("inputs", [])
     return [(str(w), str(p)) for w, p in found if isinstance(w, str) and isinstance(p, str)] \
         if isinstance(found, list) and all(isinstance(i, list) and len(i) == 2 for i in found) else []
+
+
+def _with_examples(cfg: EvalConfig) -> EvalConfig:
+    """``cfg`` with its few-shot examples made from the run ``few_shot.from`` names (:mod:`.analysis.corrections`:
+    the tuning part's corrections only), unless it has them already (a config read back from a run's store)."""
+    spec = cfg.few_shot
+    if spec is None or spec.examples:
+        return cfg
+    source = Path(spec.from_run)
+    results = load_run(source, replies=False)
+    if results.rubric.id != cfg.rubric:
+        raise InputError(f"few_shot.from: {source} was scored with the rubric {results.rubric.id!r}, not "
+                         f"{cfg.rubric!r}: its corrections name another rubric's deduction types")
+    return cfg.model_copy(update={"few_shot": few_shot(spec, results, str(source))})
 
 
 def _config(config: ConfigInput) -> EvalConfig:

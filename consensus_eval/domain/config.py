@@ -31,6 +31,7 @@ from consensus_eval._errors import InputError, UnknownName, UsageError, format_v
 from consensus_eval._resources import resolve
 from consensus_eval.domain.aggregate import aggregator
 from consensus_eval.domain.cases import CaseFields
+from consensus_eval.domain.fewshot import FewShot, FewShotExample
 from consensus_eval.domain.plugins import Registry
 from consensus_eval.domain.sets import duplicates
 from consensus_eval.domain.textio import load_yaml, read_text
@@ -471,6 +472,13 @@ class EvalConfig(BaseModel):
     #: the columns of a CSV or Excel cases file (:class:`~consensus_eval.domain.cases.CaseFields`;
     #: a JSON Lines file names its fields itself)
     fields: CaseFields = CaseFields()
+    #: few-shot examples from clinicians' corrections on a spot check's tuning part (opt-in; issue 36:
+    #: :mod:`consensus_eval.domain.fewshot`); left out of the stored config when not set
+    few_shot: Annotated[FewShot | None, Field(exclude_if=lambda v: v is None)] = None
+
+    def examples(self, dimension: str) -> list[FewShotExample]:
+        """The few-shot examples the prompts of ``dimension`` show (none without ``few_shot``)."""
+        return list(self.few_shot.examples.get(dimension, [])) if self.few_shot is not None else []
 
     @field_validator("runs", "important_runs", mode="plain")
     @classmethod

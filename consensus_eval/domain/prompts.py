@@ -25,7 +25,7 @@ import os
 import posixpath
 import re
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from functools import cache
@@ -49,6 +49,7 @@ from jinja2.sandbox import SandboxedEnvironment
 from consensus_eval._errors import ConsensusEvalError, InputError
 from consensus_eval._resources import data_dir
 from consensus_eval.domain.cases import Case
+from consensus_eval.domain.fewshot import FewShotExample
 from consensus_eval.domain.rubric import Dimension, Rubric
 from consensus_eval.domain.textio import max_bytes
 
@@ -340,16 +341,18 @@ def blind(case: Case) -> Case:
     return case.model_copy(update={"system": None, "source": None, "meta": {}})
 
 
-def render(rubric: Rubric, dimension: Dimension, case: Case,
-           prompts_dir: str | Path | None = None) -> list[dict[str, str]]:
-    """Render the chat messages (system, user) for one case and dimension."""
+def render(rubric: Rubric, dimension: Dimension, case: Case, prompts_dir: str | Path | None = None,
+           examples: Sequence[FewShotExample] = ()) -> list[dict[str, str]]:
+    """Render the chat messages (system, user) for one case and dimension. ``examples``: the dimension's few-shot
+    examples (:mod:`consensus_eval.domain.fewshot`), the template's ``examples`` (a template that does not show
+    them renders as without them)."""
     root = prompts_root(prompts_dir)
     name = f"{rubric.prompts or rubric.id}/{dimension.id}.j2"
     env = _environment(str(root))
     with _template_errors(root / name), _rendering():
         template = _template(env, root, name, DIMENSION_TEMPLATES)
         text = _written(template.generate(rubric=rubric, dimension=dimension, case=blind(case),
-                                          message_break=MESSAGE_BREAK))
+                                          message_break=MESSAGE_BREAK, examples=list(examples)))
     return _messages(text, root / name)
 
 
@@ -370,11 +373,14 @@ def _template(env: SandboxedEnvironment, root: Path, name: str, why: str) -> Tem
         raise InputError(f"{root / name}: prompt template not found ({why})") from None
 
 
-def render_case(rubric: Rubric, case: Case, prompts_dir: str | Path | None = None) -> list[dict[str, str]]:
+def render_case(rubric: Rubric, case: Case, prompts_dir: str | Path | None = None,
+                examples: Mapping[str, Sequence[FewShotExample]] | None = None) -> list[dict[str, str]]:
     """The chat messages (system, user) asking every dimension of ``rubric`` about ``case`` in one call
     (``call: per_case``): ``<rubric>/per_case.j2``, rendered with ``criteria``, each dimension's text
     from the ``criteria`` block of its own template (``<rubric>/<dimension>.j2``), so the two modes
-    ask with the same words."""
+    ask with the same words, and ``examples`` (dimension id -> its few-shot examples; each criteria block
+    sees its own dimension's as ``examples``)."""
+    shown = {d.id: list((examples or {}).get(d.id, ())) for d in rubric.dimensions}
     root = prompts_root(prompts_dir)
     folder = rubric.prompts or rubric.id
     env = _environment(str(root))
@@ -384,14 +390,14 @@ def render_case(rubric: Rubric, case: Case, prompts_dir: str | Path | None = Non
             template = _template(env, root, f"{folder}/{dim.id}.j2", DIMENSION_TEMPLATES)
             block = template.blocks.get("criteria")
             context = template.new_context({"rubric": rubric, "dimension": dim, "case": case,
-                                            "message_break": MESSAGE_BREAK})
+                                            "message_break": MESSAGE_BREAK, "examples": shown[dim.id]})
             criteria[dim.id] = _written(block(context)) if block is not None else ""
     name = f"{folder}/{PER_CASE_TEMPLATE}"
     with _template_errors(root / name), _rendering():
         template = _template(env, root, name, f"`call: per_case` asks every dimension of a case in one call with "
                                               f"{PER_CASE_TEMPLATE} beside the dimension templates")
         text = _written(template.generate(rubric=rubric, case=blind(case), criteria=criteria,
-                                          message_break=MESSAGE_BREAK))
+                                          message_break=MESSAGE_BREAK, examples=shown))
     return _messages(text, root / name)
 
 

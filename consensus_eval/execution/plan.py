@@ -35,8 +35,9 @@ class Call:
 
 def request_hash(judge: Judge, rubric: Rubric, reads: object, run: int, dimension: str) -> str:
     """The identity of a call: the judge (its config identity and version), the rubric, the dimension,
-    the run, and what the judge reads (``reads``): the exact prompt for a judge that reads prompts,
-    the case's content for one that reads the case (:attr:`Judge.reads_prompt`).
+    the run, and what the judge reads (``reads``): the exact prompt for a judge that reads prompts (few-shot
+    examples included: changing them re-asks the judge), the case's content for one that reads the case
+    (:attr:`Judge.reads_prompt`).
 
     Change any of them and the hash changes, so a stored result is never reused for another request;
     change anything else (a template the judge never reads, concurrency, a timeout) and it does not.
@@ -94,12 +95,13 @@ def plan(cases: Sequence[Case], rubric: Rubric, config: EvalConfig, judges: Sequ
     prompted = any(j.reads_prompt and not whole for j, whole in asked)
     wholes = any(j.reads_prompt and whole for j, whole in asked)
     heads: dict[tuple[int, str, int], str] = {}
+    shots = {d.id: config.examples(d.id) for d in rubric.dimensions}
     for case in cases:
         content = _dumps(case.content) if any(not j.reads_prompt for j, _ in asked) else ""
-        case_messages = render_case(rubric, case, config.prompts_dir) if wholes else []
+        case_messages = render_case(rubric, case, config.prompts_dir, shots) if wholes else []
         case_prompt = _dumps(case_messages) if wholes else ""
         for dim in rubric.dimensions:
-            dim_messages = render(rubric, dim, case, config.prompts_dir) if prompted else []
+            dim_messages = render(rubric, dim, case, config.prompts_dir, shots[dim.id]) if prompted else []
             dim_prompt = _dumps(dim_messages) if prompted else ""
             for k, (judge, whole) in enumerate(asked):
                 messages = case_messages if whole else dim_messages
@@ -150,9 +152,10 @@ def call_for(case: Case, dimension: str, judge: Judge, run: int, rubric: Rubric,
     if not judge.reads_prompt:
         messages = []
     elif whole_case(judge):
-        messages = render_case(rubric, case, config.prompts_dir)
+        shots = {d.id: config.examples(d.id) for d in rubric.dimensions}
+        messages = render_case(rubric, case, config.prompts_dir, shots)
     else:
-        messages = render(rubric, rubric.dimension(dimension), case, config.prompts_dir)
+        messages = render(rubric, rubric.dimension(dimension), case, config.prompts_dir, config.examples(dimension))
     return _call(judge, rubric, case, dimension, messages if judge.reads_prompt else case.content, messages, run)
 
 
