@@ -331,7 +331,7 @@ def test_lines_that_are_no_case_are_listed_as_the_cases_loader_lists_them(tmp_pa
         load_suite(p, rubric)
     assert str(ei.value).splitlines()[1:] == [
         f"{p}:2: not UTF-8 (byte 0: b'\\xe9')",
-        f"{p}:3: a suite case must be a JSON object, got list",
+        f"{p}:3: a suite case must be a JSON object, got an array",
         f"{p}:4: not valid JSON: Expecting property name enclosed in double quotes at column 2",
     ]
     with pytest.raises(InputError, match=r"is a folder, not a calibration suite \(JSONL\)"):

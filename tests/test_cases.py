@@ -103,7 +103,7 @@ def test_examples_load() -> None:
 
 @pytest.mark.parametrize(("name", "expected"), [
     ("cases_malformed.jsonl", ":2: not valid JSON"),
-    ("cases_not_object.jsonl", ":2: a case must be a JSON object, got list"),
+    ("cases_not_object.jsonl", ":2: a case must be a JSON object, got an array"),
     ("cases_missing_record.jsonl", ":2: record: Field required"),
     ("cases_important_not_bool.jsonl", ":2: important: Input should be a valid boolean"),
     ("cases_conversation_int.jsonl", ":2: conversation"),
@@ -159,7 +159,7 @@ def test_all_errors_listed_and_nothing_loads(tmp_path: Path) -> None:
         load_cases(p)
     msg = str(ei.value)
     assert msg.startswith(f"4 invalid line(s) in {p}; fix them or pass --skip-invalid:")
-    for line, what in [(2, "not valid JSON"), (3, "a case must be a JSON object, got list"),
+    for line, what in [(2, "not valid JSON"), (3, "a case must be a JSON object, got an array"),
                        (4, "record: Field required"), (5, "important:")]:
         assert f"{p}:{line}: {what}" in msg
     res = load_cases(p, skip_invalid=True)

@@ -8,7 +8,6 @@ encoding named with ``encoding`` (:func:`consensus_eval.domain.textio.read_text`
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,7 +21,7 @@ from consensus_eval.analysis.alpha import DEFAULT_SEED, Alpha
 from consensus_eval.analysis.consensus import CaseConsensus
 from consensus_eval.analysis.intervals import Proportion
 from consensus_eval.domain.rubric import Rubric
-from consensus_eval.domain.textio import csv_records, decimal_point, loads_json, read_text, unguard
+from consensus_eval.domain.textio import csv_records, decimal_point, json_type, jsonl_values, read_text, unguard
 from consensus_eval.execution.results import StoredRun
 
 
@@ -117,7 +116,7 @@ class HumanLabel(BaseModel):
 
 
 def load_human(path: str | Path, rubric: Rubric, encoding: str | None = None, *,
-               text: str | None = None) -> dict[str, HumanLabel]:
+               text: str | None = None, raw: bytes | None = None) -> dict[str, HumanLabel]:
     """Human labels from CSV or JSONL: ``case_id``, one column per dimension id (``total``
     optional), optional ``categories`` (separated by ``;``). Errors name file, line and field.
 
@@ -131,22 +130,23 @@ def load_human(path: str | Path, rubric: Rubric, encoding: str | None = None, *,
     ids = {c.id for d in rubric.dimensions for c in d.categories}
     wanted = [*dims, "total", "categories"]
     rows: list[tuple[int, dict[str, Any]]] = []
-    text = read_text(p, encoding, what="human labels") if text is None else text
-    if p.suffix.lower() == ".jsonl":
-        for i, text_line in enumerate(text.splitlines(), 1):
-            if text_line.strip():
-                try:
-                    data = loads_json(text_line)
-                except json.JSONDecodeError as e:
-                    raise InputError(f"{p}:{i}: not valid JSON: {e.msg} (column {e.colno})") from None
-                if not isinstance(data, dict):
-                    raise InputError(f"{p}:{i}: a human label must be a JSON object with case_id and scores, "
-                                     f"got {_json_type(data)}")
-                rows.append((i, data))
+    if p.suffix.lower() == ".jsonl":   # the one JSON Lines reader (textio): UTF-8, the same messages
+        errors: list[str] = []
+        given = raw if raw is not None else text.encode("utf-8") if text is not None else None
+        for _, i, data in jsonl_values(p, errors, what="human labels", encoding=encoding, raw=given):
+            if errors:
+                break
+            if not isinstance(data, dict):
+                raise InputError(f"{p}:{i}: a human label must be a JSON object with case_id and scores, "
+                                 f"got {json_type(data)}")
+            rows.append((i, data))
+        if errors:
+            raise InputError(errors[0])
         if rows and not any(k in r for _, r in rows for k in wanted):
             raise InputError(f"{p}: no line has a key named {', '.join(wanted)}; the labels would match "
                              f"nothing (line {rows[0][0]} has: {', '.join(map(str, rows[0][1])) or 'no key'})")
     else:
+        text = read_text(p, encoding, what="human labels", raw=raw) if text is None else text
         records = csv_records(p, text)     # the delimiter the sheet uses (, ; or tab), as the sheet import
         header = [h.strip() for h in records[0][1]] if records else []
         if not header:
@@ -209,11 +209,6 @@ def load_human(path: str | Path, rubric: Rubric, encoding: str | None = None, *,
 
 def _shown(header: Sequence[str]) -> str:
     return ", ".join(repr(h) for h in header[:12]) + (", ..." if len(header) > 12 else "")
-
-
-def _json_type(value: Any) -> str:
-    return {list: "an array", str: "a string", bool: "a boolean", int: "a number", float: "a number",
-            type(None): "null"}.get(type(value), type(value).__name__)
 
 
 def matrix(rows: Sequence[Sequence[float | None]]) -> np.ndarray:

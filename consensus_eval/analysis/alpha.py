@@ -23,8 +23,6 @@ from the value counts: closed forms for nominal and interval, a V x V pass for o
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -35,7 +33,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from consensus_eval._errors import InputError, UsageError
-from consensus_eval.domain.textio import csv_error, read_text
+from consensus_eval.domain.textio import csv_records, decimal_point, read_text
 
 Level = Literal["nominal", "ordinal", "interval", "ratio"]
 LEVELS: tuple[Level, ...] = ("nominal", "ordinal", "interval", "ratio")
@@ -381,32 +379,32 @@ def alpha_with_ci(data: np.ndarray, level: Level = "interval", n_boot: int = 100
 
 def load_ratings(path: str | Path, encoding: str | None = None, *,
                  level: Level | None = None) -> tuple[np.ndarray, list[str], list[str]]:
-    """A long ratings table (CSV with columns ``unit``, ``rater``, ``value``; an empty value, ``NA``
-    or ``.`` = missing) as a raters x units matrix, with the rater and unit names. Errors name file,
-    line and field: a value that is not a finite number (``inf``, ``nan`` are refused: leave the cell
-    empty for a missing rating), a rating given twice, and, with ``level="ratio"``, a negative value.
-
-    ``encoding``: the file's encoding; by default UTF-8 (BOM or not), else GB18030/GBK
-    (:func:`consensus_eval.domain.textio.read_text`).
-    """
+    """A long ratings table (columns ``unit``, ``rater``, ``value``), read by the one table reader
+    (:func:`~consensus_eval.domain.textio.csv_records`: ``,`` ``;`` or tab as the header uses, UTF-8 (BOM or
+    not) else GB18030/GBK, or ``encoding``), as :func:`ratings_matrix` makes it."""
     p = Path(path)
-    text = read_text(p, encoding, what="ratings")
-    reader = csv.DictReader(io.StringIO(text))
-    try:
-        header = [h.strip() for h in reader.fieldnames or []]
-    except csv.Error as e:
-        raise csv_error(p, 1, reader.line_num, e) from None
-    reader.fieldnames = header
+    return ratings_matrix(csv_records(p, read_text(p, encoding, what="ratings")), p, level=level)
+
+
+def ratings_matrix(rows: Sequence[tuple[int, Sequence[str]]], source: str | Path = "ratings", *,
+                   level: Level | None = None) -> tuple[np.ndarray, list[str], list[str]]:
+    """The rows of a long ratings table (``(line, cells)``, the header first) as a raters x units matrix, with
+    the rater and unit names; an empty value, ``NA`` or ``.`` = missing. Errors name ``source``, the line and
+    the field: a value that is not a finite number (``inf``, ``nan`` are refused: leave the cell empty for a
+    missing rating), a rating given twice, and, with ``level="ratio"``, a negative value."""
+    p = source
+    header = [h.strip() for h in rows[0][1]] if rows else []
     missing = {"unit", "rater", "value"} - set(header)
     if missing:
         names = ", ".join(sorted(missing))
         raise InputError(f"{p}:1: no column named {names}; expected unit,rater,value "
                          f"(missing column(s) {names}; the header has: {', '.join(map(repr, header)) or 'nothing'})")
+    at = {name: header.index(name) for name in ("unit", "rater", "value")}
     cells: dict[tuple[str, str], float] = {}
     units: dict[str, None] = {}
     raters: dict[str, None] = {}
-    for line, r in _records(p, reader):
-        unit, rater, raw = (r["unit"] or "").strip(), (r["rater"] or "").strip(), (r["value"] or "").strip()
+    for line, row in rows[1:]:
+        unit, rater, raw = ((row[at[k]] if at[k] < len(row) else "").strip() for k in ("unit", "rater", "value"))
         if not unit or not rater:
             raise InputError(f"{p}:{line}: {'unit' if not unit else 'rater'}: missing")
         units.setdefault(unit)
@@ -414,7 +412,7 @@ def load_ratings(path: str | Path, encoding: str | None = None, *,
         if raw in MISSING_MARKS:
             continue
         try:
-            value = float(raw)
+            value = float(decimal_point(raw))
         except ValueError:
             raise InputError(
                 f"{p}:{line}: value: not a number: {raw!r} (leave it empty for a missing rating)") from None
@@ -437,20 +435,6 @@ def load_ratings(path: str | Path, encoding: str | None = None, *,
             if (u, rater) in cells:
                 arr[ri, ui[u]] = cells[(u, rater)]
     return arr, rl, ul
-
-
-def _records(p: Path, reader: csv.DictReader[str]) -> Iterator[tuple[int, dict[str, str]]]:
-    """(first line, row) of each record of ``reader``; a record that cannot be read is an :class:`InputError`
-    naming the line (a cell over the csv module's 128 KiB limit raised ``_csv.Error``)."""
-    while True:
-        start = reader.line_num + 1
-        try:
-            row = next(reader)
-        except StopIteration:
-            return
-        except csv.Error as e:
-            raise csv_error(p, start, reader.line_num, e) from None
-        yield start, row
 
 
 #: values of a ratings table that mean "no rating" (besides an empty cell)

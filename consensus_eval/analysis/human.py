@@ -386,7 +386,7 @@ def read_labels(path: str | Path, run: StoredRun, *, reviewer: str | None = None
     header = [h.strip().lstrip("\ufeff") for h in rows[0][1]] if rows else []
     if not (set(header) & {HUMAN_SCORE, HUMAN_VERDICT, DEDUCTION_ID}) and \
             not any(h.startswith(CRITERION_PREFIX) for h in header):
-        wide = load_human(p, run.rubric, encoding, text=text)
+        wide = load_human(p, run.rubric, encoding, text=text, raw=raw)
         in_run = {c.id for c in run.cases}
         unknown = [cid for cid in wide if cid not in in_run]
         if len(unknown) == len(wide):

@@ -20,9 +20,8 @@ are written into CSV files, reports and the store.
 
 from __future__ import annotations
 
-import json
 import unicodedata
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
@@ -32,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, 
 from consensus_eval._errors import InputError, format_validation_error
 from consensus_eval.domain.rubric import Criterion
 from consensus_eval.domain.sets import duplicates
-from consensus_eval.domain.textio import loads_json, read_bytes
+from consensus_eval.domain.textio import jsonl_objects
 
 
 class Turn(BaseModel):
@@ -186,40 +185,6 @@ def load_cases(path: str | Path, *, skip_invalid: bool = False, fields: CaseFiel
         seen[case.id] = lineno
         result.cases.append(case)
     return _finish(p, result, skip_invalid)
-
-
-def jsonl_objects(p: Path, errors: list[str], *, file: str = "a cases file", reading: str = "cases",
-                  item: str = "a case") -> Iterator[tuple[str, int, dict[str, Any]]]:
-    """The objects of the JSON Lines file ``p``, each as ``("file:line", line number, object)``.
-
-    Blank lines are skipped; the first line may start with a UTF-8 BOM. A line that is not UTF-8, not JSON or not
-    a JSON object adds ``file:line: message`` to ``errors`` instead. A folder or an unreadable file raises
-    :class:`InputError`. The messages name the file as ``file`` ("is a folder, not a cases file (JSONL)") and
-    ``reading`` ("cannot read cases: ..."), a line as ``item`` ("a case must be a JSON object").
-    """
-    if p.is_dir():
-        raise InputError(f"{p}: is a folder, not {file} (JSONL)")
-    if not p.exists() and str(p) != "-":
-        raise InputError(f"{p}: cannot read {reading}: No such file or directory")
-    raw = read_bytes(p, reading.removeprefix("the "))   # within its cap; a device refused
-    for lineno, line in enumerate(raw.splitlines(), start=1):
-        where = f"{p}:{lineno}"
-        try:
-            text = line.decode("utf-8-sig" if lineno == 1 else "utf-8")  # tolerate a BOM
-        except UnicodeDecodeError as e:
-            errors.append(f"{where}: not UTF-8 (byte {e.start}: {line[e.start:e.start + 1]!r})")
-            continue
-        if not text.strip():
-            continue
-        try:
-            data = loads_json(text, unique_keys=True)  # refuses nesting over 100 deep, a lone surrogate, a key twice
-        except json.JSONDecodeError as e:
-            errors.append(f"{where}: not valid JSON: {e.msg} at column {e.colno}")
-            continue
-        if not isinstance(data, dict):
-            errors.append(f"{where}: {item} must be a JSON object, got {type(data).__name__}")
-            continue
-        yield where, lineno, data
 
 
 def _finish(p: Path, result: LoadResult, skip_invalid: bool) -> LoadResult:

@@ -10,8 +10,11 @@ Excel saves "CSV UTF-8" with a byte-order mark, and on Chinese Windows its plain
 - a file that is none of these is refused with an :class:`InputError` naming the file, the line and
   the byte offset of the first bad byte, and suggesting ``--encoding``.
 
-Files that are JSON Lines (cases, model outputs) are UTF-8 by definition and are not read through
-the GB18030 fallback; their loaders tolerate a BOM only.
+Files that are JSON Lines (cases, calibration suites, TCM files, Text2DT trees, human labels) and JSON files are
+UTF-8 by definition and are not read through the GB18030 fallback; they tolerate a BOM only. One reader per
+format, for every command: :func:`jsonl_values` / :func:`jsonl_objects` (JSON Lines), :func:`read_json` (JSON),
+:func:`csv_records` (CSV/TSV: ``,`` ``;`` or tab, as the header uses), :func:`xlsx_records` (Excel),
+:func:`load_yaml` (YAML); the analysis modules parse the rows they give.
 
 Every input file is read through :func:`read_bytes`, which bounds it (issue 34: ``/dev/zero`` as the cases file
 was read until memory ran out, a named pipe nobody writes to blocked for ever): a regular file, ``-`` (standard
@@ -35,14 +38,15 @@ import select
 import stat
 import sys
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from consensus_eval._errors import ConsensusEvalError, InputError
 
 __all__ = ["FALLBACK_ENCODING", "MAX_DEPTH", "RefusedJSON", "csv_error", "csv_records", "decimal_point",
-           "escape_controls", "formula_guard", "load_yaml", "loads_json", "read_bytes", "read_text", "surrogate_field",
-           "unguard", "xlsx_records"]
+           "escape_controls", "formula_guard", "json_type", "jsonl_objects", "jsonl_values", "load_yaml", "loads_json",
+           "read_bytes", "read_json", "read_text", "surrogate_field", "unguard", "xlsx_records"]
 
 #: tried when a file is not UTF-8: Excel's default for CSV on Chinese Windows (GBK) is a subset of it
 FALLBACK_ENCODING = "gb18030"
@@ -362,6 +366,92 @@ def loads_json(text: str, *, unique_keys: bool = False) -> Any:
         if where is not None:
             raise RefusedJSON(f"{where}: {SURROGATE_MESSAGE}", text, _lone_escape_at(text))
     return data
+
+
+# --------------------------------------------------------------------------- JSON Lines: the one reader
+
+
+def jsonl_values(p: Path, errors: list[str], *, what: str = "cases", encoding: str | None = None,
+                 raw: bytes | None = None) -> Iterator[tuple[str, int, Any]]:
+    """The values of the JSON Lines file ``p`` (``-``: standard input; ``raw``: its bytes, read already), each as
+    ``("file:line", line number, value)``: the one JSON Lines reader of every command (cases, calibration
+    suites, TCM files, Text2DT ``.jsonl``, human labels), with one encoding policy and one set of messages.
+
+    JSON is UTF-8 (RFC 8259): each line is decoded as UTF-8, the first may start with a BOM; a line that is not
+    is reported, never guessed at (a GB18030 file gets the same answer from every command). ``encoding`` (an
+    ``--encoding`` option) decodes the whole file with that codec instead. Lines end at ``\n`` or ``\r`` only
+    (a U+2028 inside a string is text). Blank lines are skipped. A line that is not UTF-8 or not JSON (nesting
+    over :data:`MAX_DEPTH`, a lone surrogate, a key given twice included) adds ``file:line: message`` to
+    ``errors`` instead. The file is read within the cap of ``what`` (:func:`read_bytes`)."""
+    data = read_bytes(p, what) if raw is None else raw
+    lines: list[bytes | str] = [*re.split(r"\r\n|\r|\n", read_text(p, encoding, what, raw=data))] \
+        if encoding is not None else [*data.splitlines()]
+    for lineno, given in enumerate(lines, start=1):
+        where = f"{p}:{lineno}"
+        if isinstance(given, bytes):
+            try:
+                line = given.decode("utf-8-sig" if lineno == 1 else "utf-8")  # tolerate a BOM
+            except UnicodeDecodeError as e:
+                errors.append(f"{where}: not UTF-8 (byte {e.start}: {given[e.start:e.start + 1]!r})")
+                continue
+        else:
+            line = str(given)
+        if not line.strip():
+            continue
+        try:
+            value = loads_json(line, unique_keys=True)  # nesting over 100 deep, a lone surrogate, a key twice
+        except json.JSONDecodeError as e:
+            errors.append(f"{where}: not valid JSON: {e.msg} at column {e.colno}")
+            continue
+        yield where, lineno, value
+
+
+def jsonl_objects(p: Path, errors: list[str], *, file: str = "a cases file", reading: str = "cases",
+                  item: str = "a case", encoding: str | None = None) -> Iterator[tuple[str, int, dict[str, Any]]]:
+    """The objects of the JSON Lines file ``p`` (:func:`jsonl_values`), each as ``("file:line", line number,
+    object)``; a line that is not a JSON object adds ``file:line: {item} must be a JSON object`` to ``errors``.
+    A folder or a missing file raises :class:`InputError` naming the file as ``file`` ("is a folder, not a cases
+    file (JSONL)") and ``reading`` ("cannot read cases: ...")."""
+    if p.is_dir():
+        raise InputError(f"{p}: is a folder, not {file} (JSONL)")
+    if not p.exists() and str(p) != "-":
+        raise InputError(f"{p}: cannot read {reading}: No such file or directory")
+    for where, lineno, data in jsonl_values(p, errors, what=reading.removeprefix("the "), encoding=encoding):
+        if not isinstance(data, dict):
+            errors.append(f"{where}: {item} must be a JSON object, got {json_type(data)}")
+            continue
+        yield where, lineno, data
+
+
+def read_json(p: Path, what: str) -> Any:
+    """The JSON value of the file ``p`` (a Text2DT ``.json``, a TCM knowledge file): UTF-8, a BOM tolerated, as
+    :func:`jsonl_values` reads JSON Lines; read within the cap of ``what``. A file that is not UTF-8 or not JSON
+    is an :class:`InputError` naming the line (and the byte, or the column)."""
+    raw = read_bytes(p, what)
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise InputError(f"{p}: not UTF-8 ({_where(raw, e)}); a JSON file is UTF-8") from None
+    try:
+        return loads_json(text, unique_keys=True)
+    except json.JSONDecodeError as e:
+        raise InputError(f"{p}:{e.lineno}: not valid JSON: {e.msg} at column {e.colno}") from None
+
+
+def json_type(value: Any) -> str:
+    """What a JSON value is, for messages ("got an array"): ``an object``, ``an array``, ``a string``, ``a number``,
+    ``a boolean`` or ``null``."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return "an object"
 
 
 #: what a lone surrogate is, for messages

@@ -8,7 +8,6 @@ table only, rich; never litellm.
 from __future__ import annotations
 
 import enum
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +18,7 @@ import typer
 from consensus_eval._errors import InputError
 from consensus_eval._resources import resolve
 from consensus_eval.domain.terminal import SafeConsole, guarded
-from consensus_eval.domain.textio import escape_controls, loads_json, read_text
+from consensus_eval.domain.textio import escape_controls, json_type, jsonl_values, read_json
 from consensus_eval.domain.writable import dumps_json
 from consensus_eval.metrics import tcm
 
@@ -68,21 +67,6 @@ class PairedRecord:
         return (self.pred if side == "pred" else self.gold).data.get(name)
 
 
-def _json_type(value: Any) -> str:
-    """The JSON name of a Python value's type, for error messages."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an array"
-    return "an object"
-
-
 def _case_id(value: Any) -> str | None:
     """A usable case id (non-empty string or integer) as a string, else ``None``."""
     if isinstance(value, bool):
@@ -95,30 +79,29 @@ def _case_id(value: Any) -> str | None:
 
 
 def read_jsonl(path: Path, encoding: str | None = None) -> Source:
-    """Read a JSONL file of cases; raise :class:`TcmInputError` naming file and line on any problem."""
-    text = read_text(path, encoding, what="cases")  # UTF-8 (BOM or not), UTF-16 with BOM, GB18030; else an InputError
+    """Read a JSONL file of cases (the one JSON Lines reader, :func:`~consensus_eval.domain.textio.jsonl_values`:
+    UTF-8, a BOM tolerated, or ``encoding``); raise :class:`TcmInputError` naming file and line on any problem."""
+    errors: list[str] = []
     records: dict[str, Record] = {}
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            data = loads_json(line)
-        except json.JSONDecodeError as exc:
-            raise TcmInputError(f"{path}:{number}: invalid JSON: {exc.msg} (column {exc.colno})") from None
+    for _, number, data in jsonl_values(path, errors, what="cases", encoding=encoding):
+        if errors:
+            break
         if not isinstance(data, dict):
-            raise TcmInputError(f"{path}:{number}: expected a JSON object, got {_json_type(data)}")
+            raise TcmInputError(f"{path}:{number}: expected a JSON object, got {json_type(data)}")
         if "id" not in data:
             raise TcmInputError(f"{path}:{number}: field 'id' is missing")
         case_id = _case_id(data["id"])
         if case_id is None:
             raise TcmInputError(
-                f"{path}:{number}: field 'id': expected a non-empty string or an integer, got {_json_type(data['id'])}"
+                f"{path}:{number}: field 'id': expected a non-empty string or an integer, got {json_type(data['id'])}"
             )
         if case_id in records:
             raise TcmInputError(
                 f"{path}:{number}: field 'id': duplicate id {case_id!r} (first on line {records[case_id].line})"
             )
         records[case_id] = Record(case_id, number, data)
+    if errors:   # the first line that is not UTF-8 or not JSON
+        raise TcmInputError(errors[0])
     if not records:
         raise TcmInputError(f"{path}: no cases (the file has no JSON line)")
     return Source(path, records)
@@ -159,19 +142,19 @@ def _v_labels(value: Any) -> str | None:
     if isinstance(value, list):
         for i, item in enumerate(value):
             if item is not None and not isinstance(item, str):
-                return f"expected a string or an array of strings, but item {i} is {_json_type(item)}"
+                return f"expected a string or an array of strings, but item {i} is {json_type(item)}"
         return None
-    return f"expected a string or an array of strings, got {_json_type(value)}"
+    return f"expected a string or an array of strings, got {json_type(value)}"
 
 
 def _v_text(value: Any) -> str | None:
     """Free text: a string or null."""
-    return None if value is None or isinstance(value, str) else f"expected a string, got {_json_type(value)}"
+    return None if value is None or isinstance(value, str) else f"expected a string, got {json_type(value)}"
 
 
 def _v_object(value: Any) -> str | None:
     """Any JSON object, or null."""
-    return None if value is None or isinstance(value, dict) else f"expected an object, got {_json_type(value)}"
+    return None if value is None or isinstance(value, dict) else f"expected an object, got {json_type(value)}"
 
 
 def _v_features(value: Any) -> str | None:
@@ -179,11 +162,11 @@ def _v_features(value: Any) -> str | None:
     if value is None:
         return None
     if not isinstance(value, dict):
-        return f"expected an object of feature -> value, got {_json_type(value)}"
+        return f"expected an object of feature -> value, got {json_type(value)}"
     for key, item in value.items():
         ok = _is_scalar(item) or (isinstance(item, list) and all(_is_scalar(x) for x in item))
         if not ok:
-            return f"expected an object of feature -> value, but {key!r} is {_json_type(item)}"
+            return f"expected an object of feature -> value, but {key!r} is {json_type(item)}"
     return None
 
 
@@ -192,10 +175,10 @@ def _v_classes(value: Any) -> str | None:
     if value is None:
         return None
     if not isinstance(value, dict):
-        return f"expected an object of symptom -> class, got {_json_type(value)}"
+        return f"expected an object of symptom -> class, got {json_type(value)}"
     for key, item in value.items():
         if item is not None and not isinstance(item, str):
-            return f"expected an object of symptom -> class (a string), but {key!r} is {_json_type(item)}"
+            return f"expected an object of symptom -> class (a string), but {key!r} is {json_type(item)}"
     return None
 
 
@@ -204,12 +187,12 @@ def _v_dialogue(value: Any) -> str | None:
     if value is None:
         return None
     if not isinstance(value, list):
-        return f'expected an array of turns like {{"role": "doctor", "content": "..."}}, got {_json_type(value)}'
+        return f'expected an array of turns like {{"role": "doctor", "content": "..."}}, got {json_type(value)}'
     for i, turn in enumerate(value):
         if not isinstance(turn, dict):
-            return f"expected an array of turn objects, but turn {i} is {_json_type(turn)}"
+            return f"expected an array of turn objects, but turn {i} is {json_type(turn)}"
         if "role" in turn and not isinstance(turn["role"], str):
-            return f"turn {i}: 'role' must be a string, got {_json_type(turn['role'])}"
+            return f"turn {i}: 'role' must be a string, got {json_type(turn['role'])}"
     return None
 
 
@@ -218,7 +201,7 @@ def _v_modal(value: Any) -> str | None:
     if value is None:
         return None
     if not isinstance(value, dict):
-        return f"expected an object of examination -> syndromes, got {_json_type(value)}"
+        return f"expected an object of examination -> syndromes, got {json_type(value)}"
     for key, item in value.items():
         problem = _v_labels(item)
         if problem:
@@ -238,13 +221,13 @@ def _v_doses(value: Any) -> str | None:
     if isinstance(value, dict):
         for herb, dose in value.items():
             if not _is_dose(dose):
-                return f"expected an object of herb -> dose (a number), but {herb!r} is {_json_type(dose)}"
+                return f"expected an object of herb -> dose (a number), but {herb!r} is {json_type(dose)}"
     elif isinstance(value, list):
         for i, pair in enumerate(value):
             if not (isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], str) and _is_dose(pair[1])):
                 return f"expected an array of [herb, dose] pairs, but item {i} is not one"
     else:
-        return f"expected an object of herb -> dose, got {_json_type(value)}"
+        return f"expected an object of herb -> dose, got {json_type(value)}"
     try:
         tcm.normalize_dosages(value, "dosages")  # duplicates, negative or non-finite doses
     except (TypeError, ValueError) as exc:
@@ -282,7 +265,7 @@ class Options:
     aspects: list[str] | None = None
     tolerance: float = 0.2
     knowledge: dict[str, Any] = field(default_factory=dict)
-    #: encoding of PRED and GOLD (None: UTF-8 with or without BOM, UTF-16 with BOM, then GB18030)
+    #: encoding of PRED and GOLD (None: UTF-8, with or without BOM: JSON Lines are UTF-8)
     encoding: str | None = None
 
 
@@ -584,17 +567,14 @@ def load_knowledge(path: Path | None) -> dict[str, Any]:
     """Read the optional knowledge JSON file (similarity matrix and maps) and validate each entry."""
     if path is None:
         return {}
-    try:
-        data = loads_json(read_text(path, what="knowledge"))
-    except json.JSONDecodeError as exc:
-        raise TcmInputError(f"{path}:{exc.lineno}: invalid JSON: {exc.msg} (column {exc.colno})") from None
+    data = read_json(path, "knowledge")   # UTF-8 JSON, as every JSON file (textio)
     if not isinstance(data, dict):
         raise TcmInputError(f"{path}: expected a JSON object with keys {', '.join(KNOWLEDGE_KEYS)}")
     for key, value in data.items():
         if key not in KNOWLEDGE_KEYS:
             raise TcmInputError(f"{path}: unknown key {key!r}; known keys: {', '.join(KNOWLEDGE_KEYS)}")
         if not isinstance(value, dict):
-            raise TcmInputError(f"{path}: key {key!r}: expected an object, got {_json_type(value)}")
+            raise TcmInputError(f"{path}: key {key!r}: expected an object, got {json_type(value)}")
         try:
             _KNOWLEDGE_PROBES[key](value)
         except (TypeError, ValueError) as exc:
@@ -763,7 +743,7 @@ def tcm_command(
         "--knowledge", help="JSON object with any of: " + "; ".join(
             f"{k} ({v})" for k, v in KNOWLEDGE_KEYS.items()), show_default=False)] = None,
     encoding: Annotated[str | None, typer.Option(
-        "--encoding", help="Encoding of PRED and GOLD (default: UTF-8 with or without BOM, then GB18030/GBK).",
+        "--encoding", help="Encoding of PRED and GOLD (default: UTF-8, with or without BOM, as JSON Lines are).",
         show_default=False)] = None,
 ) -> None:
     try:

@@ -64,7 +64,6 @@ and mean-edit-distance denominators, so a file of one correct and one invalid tr
 from __future__ import annotations
 
 import errno
-import json
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -73,7 +72,7 @@ from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
 from consensus_eval._errors import InputError, UsageError
-from consensus_eval.domain.textio import loads_json, read_bytes
+from consensus_eval.domain.textio import jsonl_values, read_json
 
 __all__ = [
     "EMPTY_LEAF",
@@ -561,29 +560,22 @@ def as_records(entries: Iterable[Any]) -> list[TreeRecord]:
 
 
 def _read_json_or_jsonl(path: Path) -> Any:
+    """A tree file's entries: a JSON value, or for ``.jsonl`` one value per line, read by the one JSON reader
+    (:func:`~consensus_eval.domain.textio.read_json`, :func:`~consensus_eval.domain.textio.jsonl_values`: UTF-8,
+    a BOM tolerated, the same messages as every command's)."""
     if path.is_dir():
         raise IsADirectoryError(path)
     if not path.exists() and str(path) != "-":
         raise FileNotFoundError(errno.ENOENT, "No such file or directory", str(path))
-    raw = read_bytes(path, "trees")   # a regular file, - or a pipe, within its cap (a device is refused)
-    try:
-        text = raw.decode("utf-8-sig")  # JSON is UTF-8; a BOM is tolerated
-    except UnicodeDecodeError as exc:
-        bad_line = raw.count(b"\n", 0, exc.start) + 1
-        raise Text2DTError(f"{path}: not UTF-8 text (line {bad_line}, byte {exc.start}: 0x{raw[exc.start]:02x}); "
-                           "JSON files must be saved as UTF-8") from None
     if path.suffix.lower() != ".jsonl":
         try:
-            return loads_json(text)
-        except json.JSONDecodeError as exc:
-            raise Text2DTError(f"{path}: not valid JSON ({exc})") from None
-    entries = []
-    for line_number, line in enumerate(text.splitlines(), start=1):
-        if line.strip():
-            try:
-                entries.append(loads_json(line))
-            except json.JSONDecodeError as exc:
-                raise Text2DTError(f"{path}, line {line_number}: not valid JSON ({exc})") from None
+            return read_json(path, "trees")
+        except InputError as exc:
+            raise Text2DTError(str(exc)) from None
+    errors: list[str] = []
+    entries = [value for _, _, value in jsonl_values(path, errors, what="trees")]
+    if errors:
+        raise Text2DTError(errors[0])
     return entries
 
 

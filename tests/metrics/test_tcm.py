@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +18,7 @@ import pytest
 import typer
 from typer.testing import CliRunner, Result
 
+from consensus_eval._errors import InputError
 from consensus_eval.metrics.cli import metrics_app
 from consensus_eval.metrics.tcm import (
     calculate_clinical_relevance,
@@ -623,7 +625,7 @@ def test_cli_missing_id(cli: typer.Typer, tmp_path: Path) -> None:
 def test_cli_malformed_line(cli: typer.Typer, tmp_path: Path) -> None:
     pred = write(tmp_path / "pred.jsonl", '{"id": "a"}\n\n{"id": "b", oops}\n')
     gold = write(tmp_path / "gold.jsonl", [{"id": "a"}])
-    assert_input_error(run(cli, "syndrome", pred, gold), "pred.jsonl:3", "invalid JSON")
+    assert_input_error(run(cli, "syndrome", pred, gold), "pred.jsonl:3", "not valid JSON")
     write(pred, "[1, 2]\n")
     assert_input_error(run(cli, "syndrome", pred, gold), "pred.jsonl:1", "expected a JSON object")
 
@@ -681,19 +683,29 @@ def test_cli_import_is_light() -> None:
     assert out.strip() == "[]", out
 
 
-def test_cli_reads_excel_encodings(cli: typer.Typer, tmp_path: Path) -> None:
-    # Files saved by Excel on Chinese Windows (GBK) or with a UTF-8 BOM read like plain UTF-8.
+def test_cli_reads_json_lines_as_every_command_does(cli: typer.Typer, tmp_path: Path) -> None:
+    # JSON Lines are UTF-8 (a BOM tolerated), read by the one reader of every command (textio.jsonl_values): a
+    # file saved as GBK is refused as `score` refuses it, naming the line and the byte; --encoding gbk reads it.
     rows = [{"id": "a", "syndromes": ["气虚", "血瘀"]}, {"id": "b", "syndromes": ["阴虚"]}]
     text = "\n".join(json.dumps(r, ensure_ascii=False) for r in rows) + "\n"
     gold = tmp_path / "gold.jsonl"
     gold.write_text(text, encoding="utf-8")
-    for name, data in (("gbk.jsonl", text.encode("gbk")), ("bom.jsonl", b"\xef\xbb\xbf" + text.encode("utf-8"))):
-        pred = tmp_path / name
-        pred.write_bytes(data)
-        result = run(cli, "syndrome", pred, gold, "--json")
-        assert result.exit_code == 0, result.output
-        metrics = json.loads(result.stdout)["metrics"]
-        assert metrics["differentiation.f1"] == 1.0, metrics
+    bom = tmp_path / "bom.jsonl"
+    bom.write_bytes(b"\xef\xbb\xbf" + text.encode("utf-8"))
+    result = run(cli, "syndrome", bom, gold, "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["metrics"]["differentiation.f1"] == 1.0
+    gbk = tmp_path / "gbk.jsonl"
+    gbk.write_bytes(text.encode("gbk"))
+    refused = run(cli, "syndrome", gbk, gold, "--json")
+    assert refused.exit_code == 2 and f"{gbk}:1: not UTF-8 (byte" in refused.output, refused.output
+    from consensus_eval.domain.cases import load_cases
+
+    with pytest.raises(InputError, match=f"{re.escape(str(gbk))}:1: not UTF-8 \\(byte"):
+        load_cases(gbk)     # the same answer from `score`
+    gold.write_bytes(text.encode("gbk"))
+    read = run(cli, "syndrome", gbk, gold, "--json", "--encoding", "gbk")
+    assert read.exit_code == 0, read.output
 
 
 def test_cli_encoding_option(cli: typer.Typer, tmp_path: Path) -> None:

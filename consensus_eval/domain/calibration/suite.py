@@ -31,8 +31,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from consensus_eval._errors import InputError, format_validation_error
-from consensus_eval.domain.cases import Case, jsonl_objects
+from consensus_eval.domain.cases import Case
 from consensus_eval.domain.rubric import Rubric
+from consensus_eval.domain.textio import jsonl_objects
 
 SpanSource = Literal["record", "conversation"]
 
