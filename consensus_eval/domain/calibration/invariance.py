@@ -41,7 +41,7 @@ from typing import Any
 
 import yaml
 
-from consensus_eval._errors import InputError
+from consensus_eval._errors import InputError, UsageError
 from consensus_eval.domain.cases import Case
 from consensus_eval.domain.rubric import Rubric
 from consensus_eval.domain.sections import Section, Sections, fold_width
@@ -251,7 +251,7 @@ def edit(name: str, case: Case, rubric: Rubric) -> tuple[str | None, str]:
         return lengthen(record, rubric, w, LENGTH_EDITS[name], f"{case.id}|{name}"), "empty_record"
     if name == "system_name":
         return system_name(record, w, case.system), ""
-    raise ValueError(f"unknown edit {name!r}")
+    raise UsageError(f"unknown edit {name!r}")
 
 
 def invariance_suite(cases: Sequence[Case], rubric: Rubric) -> InvarianceSuite:
