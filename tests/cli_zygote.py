@@ -14,13 +14,15 @@ still start a new one.
 
 :meth:`Zygote.popen` gives a :class:`Forked`, a subset of :class:`subprocess.Popen` (``pid``, ``stdout``,
 ``stderr``, ``poll``, ``wait``, ``communicate``, ``send_signal``, ``kill``, ``terminate``, ``returncode``);
-:meth:`Zygote.run` waits for it (what ``subprocess.run`` does). One zygote serves one command at a time: a second
-command while one runs gets a second zygote.
+:meth:`Zygote.run` waits for it (what ``subprocess.run`` does). Commands may run at once (four shards in four
+processes): each has a monitor, forked from the zygote, which forks the command and waits for it.
 
-The protocol, on a Unix socket pair: the client sends a request (one JSON object: ``args``, ``env``, ``cwd``,
-``module``, ``cpu_s``, ``memory``) with the child's three standard streams as file descriptors (SCM_RIGHTS); the
-zygote answers ``{"pid": P}`` at once and ``{"status": S, "cpu_s": C}`` once the child has ended (``S``: the exit
-code, or minus the signal that ended it; ``C``: the child's CPU seconds, from ``wait4``).
+The protocol: on the control socket pair (Unix, SOCK_SEQPACKET), the client sends a request (one JSON object:
+``args``, ``env``, ``cwd``, ``module``, ``cpu_s``, ``memory``) with four file descriptors (SCM_RIGHTS): one end of
+a new socket pair for this command, and the command's stdin, stdout and stderr. On the command's socket the monitor
+says ``{"pid": P}`` at once and ``{"status": S, "cpu_s": C}`` once the command has ended (``S``: the exit code, or
+minus the signal that ended it; ``C``: its CPU seconds, from ``wait4``). A monitor whose client has gone kills its
+command; the zygote ends when the client closes the control socket.
 """
 
 from __future__ import annotations
@@ -123,32 +125,38 @@ def _send(sock: socket.socket, message: Mapping[str, Any], fds: Sequence[int] = 
     socket.send_fds(sock, [json.dumps(message).encode()], list(fds))
 
 
-def serve(fd: int) -> None:
-    """The zygote's loop: import :data:`PRELOAD`, then fork a child per request on the socket ``fd``.
+def _receive(sock: socket.socket, timeout: float | None) -> dict[str, Any] | None:
+    """The next message on ``sock``; None if none came within ``timeout`` seconds (None: as long as it takes);
+    EOFError if the other end has closed."""
+    sock.settimeout(timeout)
+    try:
+        data = sock.recv(_MAX_MESSAGE)
+    except (TimeoutError, BlockingIOError):  # timeout 0 makes the socket non-blocking
+        return None
+    finally:
+        sock.settimeout(None)
+    if not data:
+        raise EOFError
+    message: dict[str, Any] = json.loads(data)
+    return message
 
-    Args:
-        fd: the zygote's end of the socket pair (inherited).
-    """
-    import importlib
 
-    sock = socket.socket(fileno=fd)
-    for name in PRELOAD:
-        importlib.import_module(name)
-    _send(sock, {"ready": True})
-    while True:
-        data, fds, _flags, _addr = socket.recv_fds(sock, _MAX_MESSAGE, 3)
-        if not data:
-            return
-        request = json.loads(data)
+def _monitor(request: dict[str, Any], fds: list[int]) -> None:
+    """In a process forked from the zygote for one command: fork the command, say its pid on the command's socket
+    (``fds[0]``), wait for it and say how it ended; kill it if the client goes first. Never returns."""
+    status = 1
+    try:
+        sock = socket.socket(fileno=fds[0])
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the zygote's SIG_IGN would reap the command unseen
         pid = os.fork()
         if pid == 0:
-            status = 1
+            code = 1
             try:
                 sock.close()
-                status = _child(request, fds)
+                code = _child(request, fds[1:])
             finally:
-                os._exit(status)
-        for f in fds:
+                os._exit(code)
+        for f in fds[1:]:
             os.close(f)
         _send(sock, {"pid": pid})
         while True:
@@ -156,11 +164,42 @@ def serve(fd: int) -> None:
             if ended:
                 break
             if select.select([sock], [], [], 0.05)[0] and not sock.recv(_MAX_MESSAGE, socket.MSG_PEEK):
-                # the client has gone (killed): so do its command and this process
+                # the client has gone (killed): so does its command
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(pid, signal.SIGKILL)
+                os.wait4(pid, 0)
                 return
-        _send(sock, {"status": os.waitstatus_to_exitcode(wait_status), "cpu_s": usage.ru_utime + usage.ru_stime})
+        with contextlib.suppress(OSError):
+            _send(sock, {"status": os.waitstatus_to_exitcode(wait_status),
+                         "cpu_s": usage.ru_utime + usage.ru_stime})
+        status = 0
+    finally:
+        os._exit(status)
+
+
+def serve(fd: int) -> None:
+    """The zygote's loop: import :data:`PRELOAD`, then for each request on the control socket ``fd`` fork a
+    monitor (:func:`_monitor`), which forks the command; ends when the client closes the socket.
+
+    Args:
+        fd: the zygote's end of the control socket pair (inherited).
+    """
+    import importlib
+
+    control = socket.socket(fileno=fd)
+    for name in PRELOAD:
+        importlib.import_module(name)
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the monitors are reaped as they end
+    _send(control, {"ready": True})
+    while True:
+        data, fds, _flags, _addr = socket.recv_fds(control, _MAX_MESSAGE, 4)
+        if not data:
+            return
+        if os.fork() == 0:
+            control.close()
+            _monitor(json.loads(data), fds)
+        for f in fds:
+            os.close(f)
 
 
 # --------------------------------------------------------------------------- the client (the tests' process)
@@ -169,9 +208,9 @@ def serve(fd: int) -> None:
 class Forked:
     """A command forked by a :class:`Zygote`: the part of :class:`subprocess.Popen` the tests use."""
 
-    def __init__(self, zygote: Zygote, pid: int, stdin: IO[Any] | None, stdout: IO[Any] | None,
+    def __init__(self, sock: socket.socket, pid: int, stdin: IO[Any] | None, stdout: IO[Any] | None,
                  stderr: IO[Any] | None) -> None:
-        self._zygote = zygote
+        self._sock = sock  # the command's socket: its monitor says there how it ended
         self.pid = pid
         self.stdin = stdin
         self.stdout = stdout
@@ -182,11 +221,14 @@ class Forked:
 
     def _ended(self, timeout: float | None) -> bool:
         if self.returncode is None:
-            answer = self._zygote._receive(timeout)
+            try:
+                answer = _receive(self._sock, timeout)
+            except EOFError:
+                raise RuntimeError(f"the monitor of forked command {self.pid} ended saying nothing") from None
             if answer is None:
                 return False
             self.returncode, self.cpu_s = int(answer["status"]), float(answer["cpu_s"])
-            self._zygote._release()
+            self._sock.close()
         return True
 
     def poll(self) -> int | None:
@@ -317,13 +359,13 @@ def _stream(target: int | IO[Any] | None, child_reads: bool, text: bool, own: li
 
 
 class Zygote:
-    """The client of one zygote process, started on first use and stopped at exit."""
+    """The client of the zygote process: started on first use, stopped at exit (one per tests' process)."""
 
-    _pool: ClassVar[list[Zygote]] = []
-    _pool_lock: ClassVar[threading.Lock] = threading.Lock()
+    _shared: ClassVar[Zygote | None] = None
+    _lock: ClassVar[threading.Lock] = threading.Lock()
 
     def __init__(self) -> None:
-        self._sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self._control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         env = {**BASE_ENV, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "OPENBLAS_NUM_THREADS": "1",
                "OMP_NUM_THREADS": "1"}
         # its own stdout and stderr are not the tests' (a pipe a reader waits on the end of): a log, read if it dies
@@ -332,42 +374,25 @@ class Zygote:
             self.proc = subprocess.Popen([sys.executable, "-m", "tests.cli_zygote", str(theirs.fileno())], cwd=ROOT,
                                          env=env, pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL,
                                          stdout=self._log, stderr=self._log)
-        self._busy = False
         atexit.register(self.close)
-        ready = self._receive(None)
-        assert ready == {"ready": True}, ready
+        try:
+            ready = _receive(self._control, None)
+        except EOFError:
+            ready = None
+        if ready != {"ready": True}:
+            raise RuntimeError(f"the CLI zygote did not start (exit {self.proc.wait()}): {self._read_log()}")
+
+    def _read_log(self) -> str:
+        self._log.seek(0)
+        return self._log.read().decode("utf-8", "replace")[-3000:]
 
     @classmethod
-    def _free(cls) -> Zygote:
-        """A running zygote that serves no command now (started if there is none), marked busy."""
-        with cls._pool_lock:
-            cls._pool = [z for z in cls._pool if z.proc.poll() is None]
-            zygote = next((z for z in cls._pool if not z._busy), None)
-            if zygote is None:
-                zygote = cls()
-                cls._pool.append(zygote)
-            zygote._busy = True
-            return zygote
-
-    def _release(self) -> None:
-        with self._pool_lock:
-            self._busy = False
-
-    def _receive(self, timeout: float | None) -> dict[str, Any] | None:
-        """The zygote's next answer; None if none came within ``timeout`` seconds (None: as long as it takes)."""
-        self._sock.settimeout(timeout)
-        try:
-            data = self._sock.recv(_MAX_MESSAGE)
-        except (TimeoutError, BlockingIOError):  # timeout 0 makes the socket non-blocking
-            return None
-        finally:
-            self._sock.settimeout(None)
-        if not data:
-            self._log.seek(0)
-            log = self._log.read().decode("utf-8", "replace")
-            raise RuntimeError(f"the CLI zygote ended (exit {self.proc.wait()}): {log[-3000:]}")
-        answer: dict[str, Any] = json.loads(data)
-        return answer
+    def _running(cls) -> Zygote:
+        """The process's zygote, started if it is not running."""
+        with cls._lock:
+            if cls._shared is None or cls._shared.proc.poll() is not None:
+                cls._shared = cls()
+            return cls._shared
 
     @classmethod
     def popen(cls, args: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: str | Path = ROOT,
@@ -388,30 +413,33 @@ class Zygote:
             cpu_s: its limit of CPU seconds (SIGXCPU), or :data:`UNLIMITED`.
             memory: its limit of address space in bytes, or :data:`UNLIMITED`.
         """
-        zygote = cls._free()
-        own: list[int] = []
-        theirs: list[int] = []
+        zygote = cls._running()
+        mine, monitors = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        own: list[int] = [monitors.detach()]
+        theirs: list[int] = [own[0]]
         try:
             in_ = _stream(stdin, True, text, own, theirs)
             out = _stream(stdout, False, text, own, theirs)
             if stderr == subprocess.STDOUT:
-                theirs.append(os.dup(theirs[1]))
+                theirs.append(os.dup(theirs[2]))
                 own.append(theirs[-1])
                 err = None
             else:
                 err = _stream(stderr, False, text, own, theirs)
             request = {"args": list(args), "env": dict(os.environ if env is None else env), "cwd": str(cwd),
                        "module": module, "cpu_s": cpu_s, "memory": memory}
-            _send(zygote._sock, request, theirs)
-            started = zygote._receive(None)
-        except BaseException:
-            zygote._release()
-            raise
+            with cls._lock:
+                _send(zygote._control, request, theirs)
         finally:
             for fd in own:
                 os.close(fd)
-        assert started is not None
-        return Forked(zygote, int(started["pid"]), in_, out, err)
+        try:
+            started = _receive(mine, None)
+        except EOFError:
+            started = None
+        if started is None:
+            raise RuntimeError(f"the CLI zygote did not fork {list(args)}: {zygote._read_log()}")
+        return Forked(mine, int(started["pid"]), in_, out, err)
 
     @classmethod
     def run(cls, args: Sequence[str], *, env: Mapping[str, str], cwd: str | Path, cpu_s: float = UNLIMITED,
@@ -442,9 +470,9 @@ class Zygote:
         return Ended(forked.returncode, forked.cpu_s, killed, out or b"", err or b"")
 
     def close(self) -> None:
-        """Stop the zygote (its socket closed, then killed if it lingers)."""
+        """Stop the zygote (its control socket closed, then killed if it lingers)."""
         with contextlib.suppress(OSError):
-            self._sock.close()
+            self._control.close()
         if self.proc.poll() is None:
             try:
                 self.proc.wait(30)

@@ -117,7 +117,7 @@ def test_a_forked_command_is_a_process_of_its_own(tmp_path: Path) -> None:
 
 def test_a_forked_command_is_a_popen(tmp_path: Path) -> None:
     """:meth:`Zygote.popen` as ``subprocess.Popen``: a pid of its own, text pipes (stderr into stdout), stdin, poll
-    while it runs, a signal's exit status, and two commands at once (two zygotes)."""
+    while it runs, a signal's exit status, and two commands at once."""
     stdin_reader = Zygote.popen(["-n", "1", "-r", "1", "import sys; print(sys.stdin.read().upper(), file=sys.stderr)"],
                                 module="timeit", stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True)
@@ -141,3 +141,30 @@ def test_a_forked_command_blocked_without_cpu_is_killed_at_the_liveness_bound(tm
     ended = Zygote.run(["metrics", "text2dt", str(tmp_path / "p.json"), str(tmp_path / "p.json")],
                        env={**os.environ}, cwd=ROOT, liveness_s=2)
     assert ended.killed and ended.status == -signal.SIGKILL
+
+
+def test_a_forked_command_ends_with_the_tests_process_that_started_it() -> None:
+    """A tests' process killed (kill -9) while its forked command runs leaves no process behind: the command's
+    monitor kills it, and the zygote ends."""
+    code = ("import sys, time; from tests.cli_zygote import Zygote\n"
+            "f = Zygote.popen(['-n', '1', '-r', '1', 'import time; time.sleep(600)'], module='timeit')\n"
+            "print(f.pid, Zygote._running().proc.pid, flush=True); time.sleep(600)")
+    client = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    assert client.stdout is not None
+    pids = [int(p) for p in client.stdout.readline().split()]
+    assert len(pids) == 2, pids
+    client.kill()
+    client.wait()
+    deadline = time.monotonic() + 600  # a liveness bound: the monitor looks every 0.05 s
+    while any(_alive(p) for p in pids):
+        assert time.monotonic() < deadline, f"still running: {[p for p in pids if _alive(p)]}"
+        time.sleep(0.05)
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie not yet reaped by init does not)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False

@@ -22,8 +22,9 @@ from consensus_eval.cli import app
 from consensus_eval.execution.lock import LOCK_NAME, acquire, holder, release, run_lock
 from consensus_eval.execution.store import STORE_NAME, Store
 from tests.bad_input_harness import EXAMPLES, scored_run_in
+from tests.cli_zygote import Zygote
 from tests.fake_server import FakeConfig, FakeServer
-from tests.helpers import cli_command
+from tests.helpers import cli_run
 
 ROOT = Path(__file__).resolve().parents[1]
 SHEET = "case_id,accuracy,completeness,standardization\ncase-01,30,30,20\n"
@@ -96,8 +97,8 @@ def test_readers_run_beside_a_writer(run: Path, held: subprocess.Popen[str]) -> 
 
 def test_wait_lock_waits_for_the_holder_then_writes(run: Path, held: subprocess.Popen[str]) -> None:
     (run.parent / "s.csv").write_text(SHEET, encoding="utf-8")
-    waiter = subprocess.Popen([*cli_command(), "human", "import", str(run.parent / "s.csv"), "--run", str(run),
-                               "--wait-lock"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    waiter = Zygote.popen(["human", "import", str(run.parent / "s.csv"), "--run", str(run), "--wait-lock"], cwd=ROOT,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)   # a process of its own, warm
     assert waiter.stderr is not None
     line = waiter.stderr.readline()
     assert f"waiting for `test holder` (pid {held.pid}" in line, line
@@ -166,15 +167,16 @@ def test_two_concurrent_score_runs_one_wins_the_other_is_refused_and_nothing_is_
     env = {**os.environ, "ONE_WRITER_KEY": "sk-test-one-writer"}
     with FakeServer(FakeConfig(seed=5, latency_ms=300, max_lifetime_s=300)) as srv:
         config = _slow_panel(tmp_path / "panel.yaml", srv.url)
-        cmd = [*cli_command(), "score", str(cases), "-c", str(config), "--out", str(out)]
-        first = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        cmd = ["score", str(cases), "-c", str(config), "--out", str(out)]
+        # the first writer: a process of its own, forked from a warm one (tests/cli_zygote.py)
+        first = Zygote.popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         while (holder(out) or {}).get("pid") != first.pid:   # until it holds the run (6 calls of 0.3 s each)
             assert first.poll() is None
             time.sleep(0.01)
-        second = CliRunner().invoke(app, cmd[len(cli_command()):], env=env)   # this process: the second writer
+        second = CliRunner().invoke(app, cmd, env=env)   # this process: the second writer
         rest, err = first.communicate()
         n_first = len(srv.log)
-        third = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+        third = cli_run(cmd, cwd=ROOT, env=env)
         assert len(srv.log) == n_first   # the rerun called nothing: all was stored by the first
     assert first.returncode == 0, rest + err
     assert second.exit_code == 6, second.output

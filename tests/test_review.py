@@ -565,19 +565,20 @@ def test_a_real_score_run_waits_for_the_review_app_to_let_go(review: ReviewRun, 
     another process is refused at once, naming the holder, with nothing written (exit 6); with --wait-lock it
     waits while labels are written, and adds the second judge's calls once the app lets go: nothing is lost."""
     import subprocess
-    import sys
+
+    from tests.cli_zygote import Zygote
+    from tests.helpers import cli_run
 
     config = tmp_path / "two.yaml"
     config.write_text("rubric: medical_record\njudges:\n  - {name: rules, kind: rules}\n"
                       "  - {name: rules2, kind: rules}\n", encoding="utf-8")
-    cmd = [sys.executable, "-m", "consensus_eval.cli", "score", str(review_cases(tmp_path)), "--config", str(config),
-           "--out", str(run_dir)]
+    cmd = ["score", str(review_cases(tmp_path)), "--config", str(config), "--out", str(run_dir)]
     before = (run_dir / "results.sqlite").read_bytes()
-    refused = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    refused = cli_run(cmd, cwd=ROOT)   # another process, forked from a warm one (tests/cli_zygote.py)
     assert refused.returncode == 6, refused.stdout + refused.stderr
     assert f"being written by `the Python API` (pid {os.getpid()}" in refused.stderr
     assert (run_dir / "results.sqlite").read_bytes() == before
-    proc = subprocess.Popen([*cmd, "--wait-lock"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = Zygote.popen([*cmd, "--wait-lock"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert proc.stderr is not None
     waiting = proc.stderr.readline()
     assert "waiting for `the Python API`" in waiting, waiting

@@ -39,6 +39,7 @@ from consensus_eval.analysis.results import Results
 from consensus_eval.api import load_run
 from consensus_eval.execution.store import HumanLabelRecord, ReviewerRole, Store
 from tests.conftest import ROOT
+from tests.helpers import cli_run
 from tests.test_review import score_run
 
 if TYPE_CHECKING:
@@ -363,8 +364,7 @@ def test_review_in_the_browser(run_dir: Path, tmp_path: Path) -> None:
     assert server.proc.returncode in (0, -signal.SIGINT, 130), server.proc.returncode
 
     # ---- `report` afterwards: the human section, from the labels in the store
-    res = subprocess.run([sys.executable, "-m", "consensus_eval.cli", "report", str(run_dir)], capture_output=True,
-                         text=True, cwd=ROOT, timeout=300)
+    res = cli_run(["report", str(run_dir)], cwd=ROOT)
     assert res.returncode == 0, res.stdout + res.stderr
     md = (run_dir / "report.md").read_text(encoding="utf-8")
     assert "Agreement with the human" in md or "与人工评分的一致性" in md
@@ -398,8 +398,7 @@ def test_a_spot_check_case_is_blind_until_the_reviewers_own_scores(run_dir: Path
     from playwright.sync_api import expect
 
     expect.set_options(timeout=30_000)
-    res = subprocess.run([sys.executable, "-m", "consensus_eval.cli", "audit", str(run_dir), "--spot-check", "4",
-                          "--seed", "3"], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    res = cli_run(["audit", str(run_dir), "--spot-check", "4", "--seed", "3"], cwd=ROOT)
     assert res.returncode == 0, res.stdout + res.stderr
     with Store.open_existing(run_dir, read_only=True) as store:
         spot = [r.case_id for r in store.spot_checks()]
@@ -420,8 +419,7 @@ def test_a_spot_check_case_is_blind_until_the_reviewers_own_scores(run_dir: Path
         expect(page.locator(".judges").first).to_be_visible()
     mine = [lb for lb in labels(run_dir, "alice") if lb.kind == "score"]
     assert len(mine) == 3 and {lb.origin for lb in mine} == {"own"} and mine[0].case_id in spot
-    res = subprocess.run([sys.executable, "-m", "consensus_eval.cli", "report", str(run_dir), "--lang", "en"],
-                         capture_output=True, text=True, cwd=ROOT, timeout=300)
+    res = cli_run(["report", str(run_dir), "--lang", "en"], cwd=ROOT)
     assert res.returncode == 0, res.stdout + res.stderr
     md = (run_dir / "report.en.md").read_text(encoding="utf-8")     # English, beside the rubric's Chinese one
     assert "4 cases drawn at random" in md and "1 of them have a clinician's own score" in md

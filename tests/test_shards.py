@@ -22,8 +22,9 @@ from consensus_eval.cli import app
 from consensus_eval.execution.shards import Shard, case_set_id, select, shard_of
 from consensus_eval.execution.store import STORE_NAME, HumanLabelRecord, Store
 from tests.big_run import big_cases
+from tests.cli_zygote import Zygote
 from tests.fake_server import FakeConfig, FakeServer
-from tests.helpers import cli_command, write_cases
+from tests.helpers import write_cases
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "configs" / "default.yaml"
@@ -101,9 +102,10 @@ def test_four_shards_in_four_processes_merge_into_what_one_process_writes(tmp_pa
             f.write(json.dumps(c.model_dump(mode="json", exclude_none=True), ensure_ascii=False) + "\n")
         f.write('{"id": "bad line"}\n')   # an invalid line, skipped by every shard and by the one process
     env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    procs = [subprocess.Popen([*cli_command(), "score", str(cases), "--config", str(CONFIG), "--skip-invalid",
-                               "--shard", f"{k}/4", "--out", str(tmp_path / f"shard-{k}")],
-                              env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # four processes at once, each forked from a warm one (tests/cli_zygote.py: no seconds of imports)
+    procs = [Zygote.popen(["score", str(cases), "--config", str(CONFIG), "--skip-invalid",
+                           "--shard", f"{k}/4", "--out", str(tmp_path / f"shard-{k}")],
+                          env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for k in range(4)]
     outs = [p.communicate(timeout=600) for p in procs]
     for p, (_, stderr) in zip(procs, outs, strict=True):
