@@ -129,7 +129,7 @@ def test_clean_case_has_no_findings() -> None:
     js = judge()
     assert list(js) == ["accuracy", "completeness", "standardization"]
     assert found(js) == []
-    assert all(j.comment == "rules: 0 findings" and j.claimed_score is None and j.claimed_stars is None
+    assert all(j.comment == "规则判定：0 处问题" and j.claimed_score is None and j.claimed_stars is None
                for j in js.values())
 
 
@@ -143,7 +143,7 @@ def test_points_come_from_the_rubric_low_end_and_comment_counts() -> None:
     js = judge(edit("个人史：否认吸烟、饮酒。", "个人史：无特殊。"))  # personal_unrecorded is [1, 2]
     d = deductions(hits(js, "personal_unrecorded"))
     assert [x.points for x in d] == [1.0, 1.0]  # smoking and drinking, once each
-    assert js["completeness"].comment == "rules: 2 findings"
+    assert js["completeness"].comment == "规则判定：2 处问题"
 
 
 def test_require_compatible_rejects_a_rubric_without_the_ids() -> None:

@@ -52,6 +52,6 @@ def judgments(findings: Iterable[Finding], rubric: Rubric, emits: Mapping[str, M
     return {
         d.id: Judgment(dimension=d.id, deductions=deductions[d.id], fixed_penalties=penalty_hits[d.id],
                        claimed_score=None, claimed_stars=None,
-                       comment=f"rules: {len(deductions[d.id]) + len(penalty_hits[d.id])} findings")
+                       comment=f"规则判定：{len(deductions[d.id]) + len(penalty_hits[d.id])} 处问题")
         for d in rubric.dimensions
     }
