@@ -26,7 +26,7 @@ from typing import Any, TypeVar, cast
 
 from pydantic import ValidationError
 
-from consensus_eval._errors import InputError, StateError, format_validation_error
+from consensus_eval._errors import ConsensusEvalError, InputError, StateError, format_validation_error
 from consensus_eval._gc import gc_paused_call
 from consensus_eval._resources import resolve
 from consensus_eval.analysis.agreement import HumanLabel
@@ -35,8 +35,10 @@ from consensus_eval.analysis.calibration import CalibrationReport, CalibrationSo
 from consensus_eval.analysis.consensus import of_run as consensus_of_run
 from consensus_eval.analysis.corrections import few_shot
 from consensus_eval.analysis.derived import read_run
+from consensus_eval.analysis.heldout import ClinicianComparison, compare_with_clinicians, look_record
 from consensus_eval.analysis.human import label_counts, read_labels
 from consensus_eval.analysis.invariance import invariance
+from consensus_eval.analysis.paired_boot import N_BOOT as N_PAIRED_BOOT
 from consensus_eval.analysis.reliability import ReliabilityReport
 from consensus_eval.analysis.results import Results, analyze
 from consensus_eval.analysis.spotcheck import Stratify, draw, split
@@ -76,6 +78,7 @@ from consensus_eval.execution.shards import SHARD_META, Shard, ShardRecord, merg
 from consensus_eval.execution.store import (
     REVIEWER_ROLES,
     STORE_NAME,
+    HeldoutLook,
     LabelRefused,
     ReviewerRecord,
     ReviewerRole,
@@ -464,6 +467,33 @@ def copy_labels(source: str | Path, target: str | Path, *, n_boot: int = 1000,
             read_run(store, replies=False), labels=store.human_labels(), n_boot=n_boot,
             spot_checks=store.spot_checks())
     return LabelCopy(report=report, stored=len(results.labels), results=results)
+
+
+def compare_against_clinicians(run_a: str | Path, run_b: str | Path, *, n_boot: int = N_PAIRED_BOOT,
+                               record: bool = True, results_a: Results | None = None) -> ClinicianComparison:
+    """Run ``run_b`` against run ``run_a`` in agreement with the same clinicians, on their spot check's held-out
+    part (:mod:`consensus_eval.analysis.heldout`): per judge and the panel, the paired change of ICC, MAE and bias
+    with bootstrap intervals, and how many looks the held-out part has had. ``record``: write this look to both
+    runs' stores (a store that cannot be written is said in ``notes``); ``results_a``: run A as already loaded.
+    Calls no judge."""
+    _resamples(n_boot)
+    a = results_a if results_a is not None else load_run(run_a, n_boot=0, replies=False)
+    b = load_run(run_b, n_boot=0, replies=False)
+    looks: list[HeldoutLook] = []
+    for folder in (run_a, run_b):
+        with Store.open_existing(folder, read_only=True) as store:
+            looks += store.heldout_looks()
+    comparison = compare_with_clinicians(a, b, str(run_a), str(run_b), looks=looks, n_boot=n_boot)
+    look = look_record(comparison, str(Path(run_a).resolve()), str(Path(run_b).resolve()))
+    if record and look is not None:
+        for folder in (run_a, run_b):
+            try:
+                with Store.open_existing(folder) as store:
+                    store.add_heldout_looks([look])
+            except ConsensusEvalError as e:
+                comparison.recorded = False
+                comparison.notes.append(f"this look was not recorded in {folder}: {e}")
+    return comparison
 
 
 #: the largest seed of a spot check's draw (stored as an SQLite integer; numpy takes any non-negative one)

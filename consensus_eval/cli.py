@@ -572,13 +572,22 @@ def compare(
     fail_if: Annotated[list[str] | None, typer.Option(
         "--fail-if",
         help="Exit 5 when a condition on the change (B - A, points) holds, e.g. \"total < -1.0\" or "
-             "\"accuracy.high < 0\" (the upper bound of its 95% CI). Repeat or separate with commas.")] = None,
+             "\"accuracy.high < 0\" (the upper bound of its 95% CI). Repeat or separate with commas. With "
+             "--against-clinicians: [RATER:]METRIC.KEY, e.g. \"icc.total < -0.05\" (METRIC: icc, mae, bias; "
+             "RATER: a judge, default the panel).")] = None,
+    against_clinicians: Annotated[bool, typer.Option(
+        "--against-clinicians",
+        help="Compare the two runs' agreement with the same clinicians' labels (human copy A B) on the spot "
+             "check's held-out part: the paired change of ICC, MAE and bias per judge and the panel, with "
+             "bootstrap CIs, and how often the held-out part has been used (each such comparison is recorded in "
+             "both runs).")] = False,
     lang: LangOpt = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """B against A on the same cases: per dimension the mean paired change with its 95% CI, the cases that moved
     most, the deductions gained or lost per category. Calls no judge. With --fail-if, a CI gate: exit 5 and the
-    reason when a condition holds, 0 otherwise."""
+    reason when a condition holds, 0 otherwise. With --against-clinicians: which run agrees better with the
+    clinicians, on labels no prompt was tuned on."""
     from consensus_eval import api
     from consensus_eval.analysis.compare import compare_runs, compare_systems, failed_conditions, parse_conditions
     from consensus_eval.domain.writable import dumps_json
@@ -586,6 +595,12 @@ def compare(
     from consensus_eval.output.report.trust import comparison_block
     from consensus_eval.output.trust_console import print_block
 
+    if against_clinicians:
+        if run_b is None or systems is not None:
+            raise InputError("--against-clinicians compares two runs of the same cases: give RUN_A and RUN_B "
+                             "(not --systems)")
+        _compare_with_clinicians(run_a, run_b, fail_if or [], lang, json_out)
+        return
     a = api.load_run(run_a, n_boot=0, replies=False)
     keys = [*(d.id for d in a.rubric.dimensions), "total"]
     conditions = parse_conditions(fail_if or [], keys)
@@ -607,6 +622,32 @@ def compare(
         print(dumps_json({**comparison.model_dump(mode="json"), "failed": reasons}, ensure_ascii=False, indent=2))
     else:
         print_block(out_console, comparison_block(comparison, a.rubric, messages(lang or default_lang(a.rubric))))
+    for reason in reasons:
+        err_console.print(Text.assemble(("fail-if:", "bold red"), " ", reason), highlight=False, soft_wrap=True)
+    if reasons:
+        raise typer.Exit(EXIT_CONDITION)
+    if conditions:
+        out_console.print(f"fail-if: no condition holds ({'; '.join(c.text for c in conditions)})", highlight=False)
+
+
+def _compare_with_clinicians(run_a: Path, run_b: Path, fail_if: list[str], lang: str | None, json_out: bool) -> None:
+    from consensus_eval import api
+    from consensus_eval.analysis import heldout
+    from consensus_eval.analysis.judge_validity import PANEL
+    from consensus_eval.domain.writable import dumps_json
+    from consensus_eval.output.report.i18n import default_lang, messages
+    from consensus_eval.output.report.qc import clinician_comparison_block
+    from consensus_eval.output.trust_console import print_block
+
+    a = api.load_run(run_a, n_boot=0, replies=False)
+    rubric = a.rubric
+    conditions = heldout.parse_conditions(fail_if, [*(d.id for d in rubric.dimensions), "total"], [*a.judges, PANEL])
+    comparison = api.compare_against_clinicians(run_a, run_b, results_a=a)
+    reasons = heldout.failed_conditions(conditions, comparison)
+    if json_out:
+        print(dumps_json({**comparison.model_dump(mode="json"), "failed": reasons}, ensure_ascii=False, indent=2))
+    else:
+        print_block(out_console, clinician_comparison_block(comparison, rubric, messages(lang or default_lang(rubric))))
     for reason in reasons:
         err_console.print(Text.assemble(("fail-if:", "bold red"), " ", reason), highlight=False, soft_wrap=True)
     if reasons:

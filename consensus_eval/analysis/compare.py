@@ -225,17 +225,34 @@ class Condition(BaseModel):
     value: float
 
 
+def condition_parts(text: str, example: str) -> list[str]:
+    """The conditions of one ``--fail-if`` text (separated by ``,`` or `` or ``); an :class:`InputError` for an empty
+    one (an unset CI variable must not switch the gate off), showing ``example``."""
+    parts = re.split(r",|\bor\b", text)
+    for part in parts:
+        if not part.strip():
+            raise InputError(f"--fail-if {text!r}: an empty condition; write {example} (an unset variable in a CI "
+                             "script gives an empty --fail-if: set it, or leave --fail-if out)")
+    return parts
+
+
+def bound_words(bound: str) -> str:
+    """What a condition's ``bound`` checks, in words: ``change`` or ``lower`` / ``upper bound of the change``."""
+    return "change" if bound == "mean" else f"{'lower' if bound == 'low' else 'upper'} bound of the change"
+
+
+def holds(figure: float, op: str, value: float) -> bool:
+    """Whether ``figure op value`` (``op``: ``<``, ``<=``, ``>``, ``>=``)."""
+    return {"<": figure < value, "<=": figure <= value, ">": figure > value, ">=": figure >= value}[op]
+
+
 def parse_conditions(texts: Sequence[str], keys: Sequence[str]) -> list[Condition]:
     """Conditions from ``--fail-if`` texts (each may hold several, separated by ``,`` or `` or ``);
     an :class:`InputError` names a condition that does not parse or names an unknown key, and an empty
     one (an unset CI variable must not switch the gate off)."""
     out = []
     for text in texts:
-        for part in re.split(r",|\bor\b", text):
-            if not part.strip():
-                raise InputError(f"--fail-if {text!r}: an empty condition; write KEY OP NUMBER, e.g. \"total < -1.0\" "
-                                 "(an unset variable in a CI script gives an empty --fail-if: set it, or leave "
-                                 "--fail-if out)")
+        for part in condition_parts(text, "KEY OP NUMBER, e.g. \"total < -1.0\""):
             m = _CONDITION.match(part)
             if m is None:
                 raise InputError(f"--fail-if {part.strip()!r}: write KEY OP NUMBER, e.g. \"total < -1.0\" or "
@@ -259,8 +276,7 @@ def failed_conditions(conditions: Sequence[Condition], comparison: Comparison) -
         if figure is None:
             reasons.append(f"{c.text}: no {c.bound} to check ({change.n} paired cases)")
             continue
-        hit = {"<": figure < c.value, "<=": figure <= c.value, ">": figure > c.value, ">=": figure >= c.value}[c.op]
-        if hit:
-            what = "change" if c.bound == "mean" else f"{'lower' if c.bound == 'low' else 'upper'} bound of the change"
-            reasons.append(f"{c.text}: the {what} of {c.key} ({comparison.b} - {comparison.a}) is {figure:+.2f}")
+        if holds(figure, c.op, c.value):
+            reasons.append(f"{c.text}: the {bound_words(c.bound)} of {c.key} ({comparison.b} - {comparison.a}) is "
+                           f"{figure:+.2f}")
     return reasons
