@@ -409,7 +409,6 @@ def reliability(
     if run_dir is None:
         raise InputError("give a run folder (RUN_DIR) or --ratings FILE.csv")
     from consensus_eval import api
-    from consensus_eval.output.console import print_reliability
     from consensus_eval.output.files import write_json
 
     if human is not None:
@@ -428,14 +427,10 @@ def reliability(
     if json_out:
         print(dumps_json(report.to_json(), ensure_ascii=False, indent=2))
     else:
-        from consensus_eval.output.report.i18n import default_lang, messages
-        from consensus_eval.output.report.trust import trust_blocks
-        from consensus_eval.output.trust_console import print_blocks
+        from consensus_eval.output.report.data import build_report_data
+        from consensus_eval.output.trust_console import print_view
 
-        t = messages(lang or default_lang(results.rubric))
-        print_reliability(out_console, report, t)
-        tb = trust_blocks(results, t)
-        print_blocks(out_console, [tb.added, tb.validity, tb.decision])
+        print_view(out_console, build_report_data(results, run_dir, lang), "reliability")
 
 
 @app.command()

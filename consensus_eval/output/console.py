@@ -10,10 +10,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from consensus_eval.analysis.agreement import HumanAgreement
-from consensus_eval.analysis.alpha import Alpha
 from consensus_eval.analysis.audit import DEFAULT_TOP, review_queue
-from consensus_eval.analysis.reliability import ReliabilityReport
 from consensus_eval.analysis.results import Results
 from consensus_eval.analysis.usage import JudgeUsage
 from consensus_eval.domain.rubric import Rubric
@@ -23,10 +20,9 @@ from consensus_eval.execution.execute import Progress
 from consensus_eval.execution.store import STORE_NAME
 from consensus_eval.output.audit_console import print_queue
 from consensus_eval.output.files import fmt_num
-from consensus_eval.output.report.fmt import verdict
+from consensus_eval.output.report.data import build_report_data
 from consensus_eval.output.report.i18n import Messages, messages, simulated_notice
-from consensus_eval.output.report.trust import leaderboard_block
-from consensus_eval.output.trust_console import print_block
+from consensus_eval.output.trust_console import print_view
 
 
 def _en(t: Messages | None) -> Messages:
@@ -64,8 +60,7 @@ def print_summary(console: Console, res: Results, out: Path, top: int = DEFAULT_
         means.append(t("con_total_weighted" if weighted else "con_total_mean", mean=f"{sum(totals) / len(totals):.1f}",
                        max=fmt_num(res.rubric.max_total)))
     console.print(t("con_means", n=len(totals), means=t("con_list_sep").join(means)), highlight=False)
-    if res.leaderboard is not None:
-        print_block(console, leaderboard_block(res.leaderboard, res.rubric, t))
+    print_view(console, build_report_data(res, out, t.lang), "summary")
     jt = Table(title=t("con_judges_title"))
     for i, key in enumerate(("col_judge", "con_col_ok", "col_failed", "col_attempts", "con_col_prompt_tok",
                              "con_col_completion_tok", "con_col_cost")):
@@ -180,85 +175,6 @@ def print_run_end(console: Console, res: Results, allow_failures: float = 0.0, t
     if failed:
         console.print(t("con_within", n=len(failed), allow=f"{allow_failures:g}"), highlight=False)
     return 0
-
-
-def _alpha_text(a: Alpha, t: Messages | None = None) -> str:
-    t = _en(t)
-    if a.value is None:
-        return f"undefined ({a.reason})" if t.lang == "en" else verdict(a, t).text
-    ci = f" [{a.ci[0]:.2f}, {a.ci[1]:.2f}]" if a.ci else ""
-    return f"{a.value:.3f}{ci}"
-
-
-def print_reliability(console: Console, report: ReliabilityReport, t: Messages | None = None) -> None:
-    """Alpha per dimension (across judges, stars, within judges) and agreement with the human, in the language
-    of ``t`` (English by default)."""
-    t = _en(t)
-    tb = Table(title=t("con_alpha_title", judges=len(report.judges), n=report.n_cases))
-    levels = {a.level for a in report.across_judges.values()}
-    # one level (every dimension a deductions one): said in the heading; else each row says its own
-    one = levels.pop() if len(levels) == 1 else None
-    for col in ("", t("con_across_level", level=t("con_level_" + one)) if one else t("con_across"),
-                t("con_stars_ordinal")):
-        tb.add_column(col, overflow="fold")
-    for k, a in report.across_judges.items():
-        s = report.stars.get(k)
-        tb.add_row(k, _alpha_text(a, t) if one else f"{_alpha_text(a, t)} ({t('con_level_' + a.level)})",
-                   _alpha_text(s, t) if s else "")
-    console.print(tb)
-    for j, dims in report.within_judge.items():
-        console.print(t("con_within_judge", judge=j, parts=t("con_list_sep").join(
-            f"{d} {_alpha_text(a, t)}" for d, a in dims.items())), highlight=False)
-    if report.human:
-        print_human(console, report.human, t)
-
-
-def _ci(ci: tuple[float, float] | None) -> str:
-    return f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else ""
-
-
-def print_human(console: Console, h: HumanAgreement, t: Messages | None = None) -> None:
-    """Agreement with the human reviewers: each judge's and the panel's MAE and bias on the total
-    (95% bootstrap CIs), alpha with and without the human, deduction precision per judge (Wilson CI),
-    alpha between reviewers, and the small-sample warning."""
-    t = _en(t)
-    sep = t("con_list_sep")
-    who = ", ".join(h.reviewers) or t("con_human")
-    if h.n_cases:
-        ht = Table(title=t("con_human_title", who=who, n=h.n_cases))
-        for key in ("col_rater", "con_col_mae", "col_bias", "con_col_pearson", "con_col_spearman", "col_jaccard"):
-            ht.add_column(t(key), overflow="fold")
-        for name, v in [*h.judges.items(), (t("con_panel"), h.panel)]:
-            tot = v.get("total")
-            if tot is None:
-                continue
-            jac = (h.category_jaccard or {}).get(name)
-            ht.add_row(name, "-" if tot.mae is None else f"{tot.mae:.2f}{_ci(tot.mae_ci)}",
-                       "-" if tot.bias is None else f"{tot.bias:+.2f}{_ci(tot.bias_ci)}",
-                       *("-" if x is None else f"{x:.2f}" for x in (tot.pearson, tot.spearman)),
-                       "-" if jac is None else f"{jac:.2f}")
-        console.print(ht)
-        for key, alphas in (("con_alpha_judges_only", h.alpha_without_human),
-                            ("con_alpha_with_human", h.alpha_with_human)):
-            console.print(t(key, parts=sep.join(f"{k} {_alpha_text(a, t)}" for k, a in alphas.items())),
-                          highlight=False)
-    if h.precision:
-        pt = Table(title=t("con_precision_title", n=h.n_verdicts))
-        for i, key in enumerate(("col_judge", "col_agree", "col_disagree", "col_unsure", "col_precision")):
-            pt.add_column(t(key), justify="left" if i == 0 else "right", overflow="fold")
-        for j, p in h.precision.items():
-            pr = p.precision
-            shown = "-" if pr.value is None else f"{pr.value:.0%} [{pr.low:.0%}, {pr.high:.0%}] (n={pr.n})"
-            pt.add_row(j, str(p.agree), str(p.disagree), str(p.unsure), shown)
-        console.print(pt)
-    if h.inter_reviewer:
-        verdicts = (t("con_inter_reviewer_verdicts", alpha=_alpha_text(h.inter_reviewer_verdicts, t))
-                    if h.inter_reviewer_verdicts else "")
-        console.print(t("con_inter_reviewer", parts=sep.join(f"{k} {_alpha_text(a, t)}"
-                                                             for k, a in h.inter_reviewer.items())) + verdicts,
-                      highlight=False)
-    if h.warning:
-        console.print(Text.assemble((t("con_warning"), "yellow"), " ", h.warning))
 
 
 def print_estimate(console: Console, estimates: list[JudgeEstimate], t: Messages | None = None) -> None:

@@ -18,51 +18,64 @@ from consensus_eval.output.report.blocks import (
     Para,
     Part,
     TableBlock,
+    Target,
 )
+from consensus_eval.output.report.data import ReportData
+from consensus_eval.output.report.sections import report_blocks
 
 
-def print_block(console: Console, b: Block | None) -> None:
-    """One section (:class:`~consensus_eval.output.report.blocks.Block`): its title, then each part the console
-    shows: paragraphs, warnings (yellow), tables and notes (dim). Nothing for None."""
+def print_block(console: Console, b: Block | None, view: Target | None = None) -> None:
+    """One section (:class:`~consensus_eval.output.report.blocks.Block`): its title (unless the console shows a
+    table's caption instead), then each part the console's ``view`` shows (any console view when None): paragraphs,
+    warnings (yellow), tables and notes (dim). Nothing for None."""
     if b is None:
         return
-    console.print(Text(str(b.title), style="bold"))
-    print_parts(console, b.content())
+    if b.console_title:
+        console.print(Text(str(b.title), style="bold"))
+    print_parts(console, b.content(), view)
 
 
-def print_parts(console: Console, parts: Sequence[Part]) -> None:
-    """Parts of a block on the console (those a console view shows)."""
+def print_view(console: Console, d: ReportData, view: Target) -> None:
+    """Every section of the report's list (:data:`~consensus_eval.output.report.sections.SECTIONS`) the console's
+    ``view`` shows (``summary``: the end of ``score``; ``reliability``: the ``reliability`` command), in order."""
+    for _, blocks in report_blocks(d, view):
+        for b in blocks:
+            print_block(console, b, view)
+
+
+def print_parts(console: Console, parts: Sequence[Part], view: Target | None = None) -> None:
+    """Parts of a block on the console (those its ``view`` shows; any console view's when None)."""
     for p in parts:
-        if not p.targets & CONSOLE:
+        if not (p.targets & CONSOLE if view is None else view in p.targets):
             continue
         if isinstance(p, Para):
             if p.kind == "text":
-                console.print(str(p.text), highlight=False, soft_wrap=True)
+                console.print(str(p.text), highlight=False, soft_wrap=not p.fold)
             else:
-                console.print(Text(str(p.text), style=_STYLES.get(p.kind, "")), soft_wrap=True)
+                console.print(Text(str(p.text), style=_STYLES.get(p.kind, "")), soft_wrap=not p.fold)
         elif isinstance(p, Heading):
             console.print(Text(str(p.text), style="bold"))
         elif isinstance(p, TableBlock):
-            print_table(console, p)
+            print_table(console, p, view)
         elif isinstance(p, Group):
             if p.summary:
                 console.print(Text(str(p.summary), style="bold"))
-            print_parts(console, p.parts)
+            print_parts(console, p.parts, view)
 
 
 #: the console's style of a paragraph of each kind
 _STYLES = {"note": "dim", "warn": "yellow", "banner": "yellow", "err": "red"}
 
 
-def print_table(console: Console, tb: TableBlock) -> None:
-    """A table as a rich table, or folded one row at a time when too wide (:func:`print_folded`); nothing
-    without rows."""
+def print_table(console: Console, tb: TableBlock, view: Target | None = None) -> None:
+    """A table as a rich table (its caption as the title), or folded one row at a time when too wide
+    (:func:`print_folded`); nothing without rows."""
     if not tb.rows:
         return
-    cols = sorted(set(tb.shown("summary")) | set(tb.shown("reliability")))
+    cols = tb.shown(view) if view is not None else sorted(set(tb.shown("summary")) | set(tb.shown("reliability")))
     header = [str(tb.header[i]) if tb.header else "" for i in cols]
     rows = [[str(row[i]) for i in cols] for row in tb.rows]
-    t = Table()
+    t = Table(title=str(tb.caption)) if tb.caption else Table()
     for h, i in zip(header, cols, strict=True):
         t.add_column(h, justify="right" if tb.right and tb.right[i] else "left", overflow="fold")
     for row in rows:
@@ -86,8 +99,3 @@ def print_folded(console: Console, header: Sequence[str], rows: Iterable[Sequenc
         console.print(Text(" ".join(row[0].split()), style="bold"))
         for h, cell in zip(header[1:], row[1:], strict=False):
             console.print(Text(f"  {' '.join(h.split())}: {' '.join(cell.split())}"))
-
-
-def print_blocks(console: Console, blocks: Iterable[Block | None]) -> None:
-    for b in blocks:
-        print_block(console, b)

@@ -31,6 +31,7 @@ MD: frozenset[Target] = frozenset({"md"})
 HTML: frozenset[Target] = frozenset({"html"})
 #: the console's views
 CONSOLE: frozenset[Target] = frozenset({"summary", "reliability"})
+RELIABILITY: frozenset[Target] = frozenset({"reliability"})
 #: the files and every console view
 EVERYWHERE: frozenset[Target] = frozenset({"md", "html", "summary", "reliability"})
 
@@ -104,8 +105,9 @@ class TableBlock:
     """A table: ``id`` (the HTML id; "" for none), ``header``, ``rows`` (a cell is text, or a :class:`Cell`),
     ``right`` (right-aligned columns), ``shades`` (optional, per row and cell: a value in [0, 1] report.html shades
     the cell by, red to green; None for no shade), ``columns`` (per column, the formats that show it; empty: all),
-    ``caption``, ``cls`` (the table's HTML class), ``row_heads`` (each row's first cell is its heading), ``targets``
-    and ``layout`` (:class:`Layout`). A table without rows is not shown."""
+    ``caption`` (report.html's caption, the console's title), ``cls`` (the table's HTML class), ``row_heads`` (each
+    row's first cell is its heading), ``targets`` and ``layout`` (:class:`Layout`). A table without rows is not
+    shown."""
 
     id: str
     header: list[str]
@@ -152,7 +154,8 @@ class Para:
     ``banner`` a notice that stands out, ``err`` an error), ``id`` (its HTML id), ``cls`` (its HTML class, when not
     its kind's), ``link`` (after its text, in report.html), ``targets``; ``end``: report.html's source breaks the
     line after it; ``attached``: report.md writes it on the line after the part before it, then a line break (as the
-    cost note always was: a GFM viewer shows it as the table's last row)."""
+    cost note always was: a GFM viewer shows it as the table's last row); ``fold``: the console folds it at its width
+    (else it is one line, which the terminal wraps)."""
 
     text: str
     kind: ParaKind = "text"
@@ -162,6 +165,7 @@ class Para:
     end: bool = True
     attached: bool = False
     link: Link | None = None
+    fold: bool = False
 
 
 @dataclass(frozen=True)
@@ -218,7 +222,7 @@ class Block:
     """One section: ``id`` (the HTML anchor), ``title``, and its content: ``paragraphs`` before the tables, ``tables``,
     ``notes`` after them, ``warnings`` (shown highlighted, before the tables), then any other ``parts``.
 
-    ``targets``: the formats that show it (report.md, report.html, the console's views); ``nav``: its link in
+    ``console_title``: the console shows its title (else a table's caption says it); ``nav``: its link in
     report.html's navigation ("": its title; None: none); ``nav_break``: the navigation's source line ends after
     it; ``css_class`` and ``heading_class``: its HTML classes."""
 
@@ -229,9 +233,9 @@ class Block:
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     parts: list[Part] = field(default_factory=list)
-    targets: frozenset[Target] = FILES
     nav: str | None = ""
     nav_break: bool = False
+    console_title: bool = True
     css_class: str = "trust"
     heading_class: str = ""
 

@@ -27,13 +27,9 @@ from consensus_eval.domain.cases import Case
 from consensus_eval.domain.rubric import Dimension, Rubric
 from consensus_eval.output.calibration import CALIBRATION_JSON, load_calibration
 from consensus_eval.output.files import fmt_num
-from consensus_eval.output.report.blocks import Block
-from consensus_eval.output.report.calibration import calibration_block, invariance_block
 from consensus_eval.output.report.charts import BoxPlot, Histogram, box_plot, histograms
 from consensus_eval.output.report.drill import drill_payload
 from consensus_eval.output.report.i18n import Messages, default_lang, messages, simulated_notice
-from consensus_eval.output.report.kinds import kinds_blocks
-from consensus_eval.output.report.trust import TrustBlocks, trust_blocks
 
 #: cases shown with full details in report.md (the HTML has every case, drilled down on demand)
 MARKDOWN_TOP = 10
@@ -82,16 +78,36 @@ class ReportData:
     results: Results
     cases: dict[str, Case]
     anchors: dict[str, str]              # case id -> HTML anchor id of its drill-down
-    totals: dict[str, list[float]]       # judge -> its complete totals, in case order
-    histograms: list[Histogram]
-    box_plot: BoxPlot
-    agreement: dict[tuple[str, str], PairAgreement]
     reliability: ReliabilityReport
     reliability_source: str              # "reliability.json" or "computed"
     costs: dict[str, JudgeUsage]
     ranking: list[CaseAudit]
-    metrics: list[MetricsFile]
     t: Messages = field(default_factory=lambda: messages("en"))
+
+    @cached_property
+    def totals(self) -> dict[str, list[float]]:
+        """Judge -> its complete totals, in case order."""
+        return {j: [c.judge_totals[j] for c in self.consensus if j in c.judge_totals] for j in self.judges}
+
+    @cached_property
+    def histograms(self) -> list[Histogram]:
+        """One histogram of totals per judge, on shared bins."""
+        return histograms(self.totals, x_title=self.t("axis_total"), y_title=self.t("axis_cases"))
+
+    @cached_property
+    def box_plot(self) -> BoxPlot:
+        """The judges' totals as box plots on one axis."""
+        return box_plot(self.totals, x_title=self.t("axis_total"))
+
+    @cached_property
+    def agreement(self) -> dict[tuple[str, str], PairAgreement]:
+        """Every ordered pair of distinct judges: :func:`pairwise_agreement`."""
+        return pairwise_agreement(self.consensus, self.judges)
+
+    @cached_property
+    def metrics(self) -> list[MetricsFile]:
+        """The run folder's ``metrics/*.json``: :func:`load_metrics`."""
+        return load_metrics(self.folder)
 
     @property
     def lang(self) -> str:
@@ -238,28 +254,6 @@ class ReportData:
         path = self.folder / CALIBRATION_JSON
         return load_calibration(path) if path.is_file() else None
 
-    @cached_property
-    def trust(self) -> TrustBlocks:
-        """The leaderboard, validity, decision-study, added-deduction and calibration sections (:mod:`.trust`;
-        calibration when the folder has a calibration.json with planted errors)."""
-        calibration = None
-        if self.calibration is not None and self.calibration.suite_cases:
-            validity = self.reliability.validity
-            calibration = calibration_block(self.calibration, self.t, self.rubric,
-                                            validity.deductions if validity is not None else None, self.human)
-        return trust_blocks(self.results, self.t, calibration)
-
-    @cached_property
-    def invariance(self) -> Block | None:
-        """The invariance section (``calibrate --suite invariance``), when the folder's calibration.json has it."""
-        return invariance_block(self.calibration, self.t) if self.calibration is not None else None
-
-    @cached_property
-    def kinds(self) -> list[Block]:
-        """The sections of the rubric's kinds (:mod:`.kinds`: ratings of likert attributes, criteria met rates);
-        empty for a rubric of deductions only."""
-        return kinds_blocks(self.results, self.t)
-
     @property
     def deductions_only(self) -> bool:
         """Whether every dimension is a deductions one (the report then reads as it always has)."""
@@ -287,17 +281,12 @@ def build_report_data(results: Results, folder: Path, lang: str | None = None) -
     ``lang``: the language of the report's headings and labels (``zh`` or ``en``); by default the
     rubric's (:func:`~consensus_eval.output.report.i18n.default_lang`).
     """
-    totals = {j: [c.judge_totals[j] for c in results.consensus if j in c.judge_totals] for j in results.judges}
     t = messages(lang or default_lang(results.rubric))
     return ReportData(
         folder=folder, generated_at=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        results=results, cases={c.id: c for c in results.cases},
-        anchors=_anchors(results),
-        totals=totals, histograms=histograms(totals, x_title=t("axis_total"), y_title=t("axis_cases")),
-        box_plot=box_plot(totals, x_title=t("axis_total")),
-        agreement=pairwise_agreement(results.consensus, results.judges),
+        results=results, cases={c.id: c for c in results.cases}, anchors=_anchors(results),
         reliability=results.reliability, reliability_source=results.reliability_source,
-        costs=results.usage, ranking=results.audit, metrics=load_metrics(folder), t=t,
+        costs=results.usage, ranking=results.audit, t=t,
     )
 
 

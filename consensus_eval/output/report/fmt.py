@@ -68,6 +68,15 @@ def alpha_text(a: Alpha | None) -> str:
     return f"{alpha_value(a)} {ci}".strip()
 
 
+def alpha_words(a: Alpha, t: Messages) -> str:
+    """An alpha for a line of the console: ``0.812 [0.61, 0.92]``; undefined, its reason (English) or its verdict
+    (another language)."""
+    if a.value is None:
+        return f"undefined ({a.reason})" if t.lang == "en" else verdict(a, t).text
+    ci = f" [{a.ci[0]:.2f}, {a.ci[1]:.2f}]" if a.ci else ""
+    return f"{a.value:.3f}{ci}"
+
+
 def key_label(rubric: Rubric, key: str, t: Messages | None = None) -> str:
     """A reliability key (a dimension id or ``total``) as ``准确性 (accuracy)``."""
     if key == "total":

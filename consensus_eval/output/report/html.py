@@ -88,7 +88,7 @@ def html_pieces(data: ReportData) -> Iterator[str]:
     labels = JS_LABELS if data.deductions_only else (*JS_LABELS, *JS_KIND_LABELS)
     meta = {"judges": data.judges, "index": index, "labels": {k: data.t(k) for k in labels},
             "types": [name for _, name in types]}
-    listed = report_blocks(data)
+    listed = report_blocks(data, "html")
     blocks = [b for _, got in listed for b in got]
     return environment().get_template("report.html.j2").generate(
         d=data, script=script, script_hash=script_hash(script), meta_json=embed_json(meta), chunks=chunks,
@@ -102,7 +102,7 @@ def header_pieces(header: Block, blocks: Sequence[Block]) -> Iterator[str]:
     yield next(pieces, "")
     yield "<nav>\n"
     for b in blocks:
-        if "html" in b.targets and b.nav is not None:
+        if b.nav is not None:
             yield f'<a href="#{escape(b.id)}">{_h(b.nav or b.title)}</a>' + ("\n" if b.nav_break else "")
     yield "</nav>\n"
     yield from pieces
@@ -179,14 +179,12 @@ def case_rows(data: ReportData, facts: Callable[[CaseAudit], dict[str, str]]) ->
 
 def block_html(b: Block | None) -> Markup:
     """A section (:class:`~consensus_eval.output.report.blocks.Block`) as report.html's ``<section>`` (empty for
-    None, or a block report.html does not show)."""
+    None)."""
     return Markup("".join(block_pieces(b))) if b is not None else Markup("")
 
 
 def block_pieces(b: Block) -> Iterator[str]:
-    """A block as report.html's ``<section>``, in pieces (nothing when report.html does not show it)."""
-    if "html" not in b.targets:
-        return
+    """A block as report.html's ``<section>``, in pieces."""
     cls = f' class="{escape(b.css_class)}"' if b.css_class else ""
     head = f' class="{escape(b.heading_class)}"' if b.heading_class else ""
     yield f'<section id="{escape(b.id)}"{cls}>\n<h2{head}>{_h(b.title)}</h2>\n'

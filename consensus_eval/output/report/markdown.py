@@ -43,15 +43,14 @@ def table(header: Sequence[str], rows: Iterable[Sequence[str]], right: Sequence[
 def render_markdown(data: ReportData) -> str:
     """The whole report as Markdown: the first screen, then every section of the report's list
     (:data:`~consensus_eval.output.report.sections.SECTIONS`) report.md shows."""
-    blocks = [b for _, got in report_blocks(data) for b in got]
+    blocks = [b for _, got in report_blocks(data, "md") for b in got]
     parts = [block_markdown(header_block(data), 1), *(block_markdown(b) for b in blocks)]
     return "\n\n".join(p for p in parts if p) + "\n"
 
 
 def block_markdown(b: Block | None, level: int = 2) -> str:
-    """A section (:class:`~consensus_eval.output.report.blocks.Block`) as Markdown ("" for None, or a block
-    report.md does not show)."""
-    if b is None or "md" not in b.targets:
+    """A section (:class:`~consensus_eval.output.report.blocks.Block`) as Markdown ("" for None)."""
+    if b is None:
         return ""
     return "\n\n".join([f"{'#' * level} {md_of(b.title)}", *parts_markdown(b.content())])
 

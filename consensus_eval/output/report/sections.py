@@ -12,14 +12,16 @@ figures, the human reviewers, the metrics, the cost, the cases in full); the tru
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from consensus_eval.analysis.alpha import Alpha
+from consensus_eval.analysis.judge_validity import ValidityReport
 from consensus_eval.output.report import fmt
 from consensus_eval.output.report.blocks import (
     FILES,
     HTML,
     MD,
+    RELIABILITY,
     Bar,
     Block,
     Cases,
@@ -35,9 +37,18 @@ from consensus_eval.output.report.blocks import (
     TableBlock,
     Target,
 )
+from consensus_eval.output.report.calibration import calibration_block, invariance_block
 from consensus_eval.output.report.charts import summary_stats
 from consensus_eval.output.report.data import MARKDOWN_ALL_CASES, MARKDOWN_TOP, QUEUE_TOP, ReportData, needs_review
 from consensus_eval.output.report.i18n import Messages
+from consensus_eval.output.report.kinds import kinds_blocks
+from consensus_eval.output.report.trust import (
+    added_block,
+    decision_block,
+    leaderboard_block,
+    review_progress,
+    validity_block,
+)
 
 #: the columns of an alpha in a table: report.md's one (alpha and interval), report.html's three (alpha,
 #: interval, bar)
@@ -91,7 +102,31 @@ def reliability_block(d: ReportData) -> Block:
                   TableBlock("within-table", [t.msg("col_judge"), t.msg("col_dimension"), *_alpha_head(t)], wrows,
                              [False, False, False, True, True, False, False],
                              columns=[*_EVERY * 2, *_ALPHA_COLUMNS, *_EVERY], layout=Layout(row_lines=False))]
-    return Block("reliability", t.msg("h_reliability"), parts=parts, css_class="")
+    return Block("reliability", t.msg("h_reliability"), parts=[*_only(FILES, parts), *_reliability_console(d)],
+                 console_title=False, css_class="")
+
+
+def _reliability_console(d: ReportData) -> list[Part]:
+    """The ``reliability`` command's view of the section: alpha across the judges per key (its level when the keys'
+    differ), the stars' ordinal alpha, and each judge's run-to-run stability, one line per judge."""
+    t, rel = d.t, d.reliability
+    levels = {a.level for a in rel.across_judges.values()}
+    one = levels.pop() if len(levels) == 1 else None        # one level: said in the heading; else in each row
+    rows = [[k, fmt.alpha_words(a, t) if one else f"{fmt.alpha_words(a, t)} ({t('con_level_' + a.level)})",
+             fmt.alpha_words(s, t) if (s := rel.stars.get(k)) else ""] for k, a in rel.across_judges.items()]
+    across = t("con_across_level", level=t("con_level_" + one)) if one else t("con_across")
+    parts: list[Part] = [TableBlock("", ["", across, t("con_stars_ordinal")], rows,
+                                    caption=t("con_alpha_title", judges=len(rel.judges), n=rel.n_cases),
+                                    targets=RELIABILITY)]
+    parts += [Para(t("con_within_judge", judge=j, parts=t("con_list_sep").join(
+        f"{k} {fmt.alpha_words(a, t)}" for k, a in per.items())), targets=RELIABILITY, fold=True)
+        for j, per in rel.within_judge.items()]
+    return parts
+
+
+def _only(targets: frozenset[Target], parts: list[Part]) -> list[Part]:
+    """``parts`` shown in ``targets`` at most (a part for fewer stays so)."""
+    return [replace(p, targets=p.targets & targets) for p in parts]
 
 
 _EVERY: list[frozenset[Target]] = [frozenset({"md", "html", "summary", "reliability"})]
@@ -298,7 +333,54 @@ def human_block(d: ReportData) -> Block | None:
                              [False, True, True, True, False, False, True],
                              columns=[*_EVERY, *_ALPHA_COLUMNS, *_EVERY * 2],
                              layout=Layout(last_line=h.inter_reviewer_verdicts is None))]
-    return Block("human", t.msg("h_human"), parts=parts, css_class="")
+    return Block("human", t.msg("h_human"), parts=[*_only(FILES, parts), *_human_console(d)], console_title=False,
+                 css_class="")
+
+
+def _human_console(d: ReportData) -> list[Part]:
+    """The ``reliability`` command's view of the section: each rater's MAE, bias and correlations on the total
+    (95% intervals), alpha without and with the reviewers, the precision of each judge's deductions, the alpha
+    between reviewers, and the small-sample warning."""
+    t, h = d.t, d.human
+    assert h is not None
+    sep, parts = t("con_list_sep"), list[Part]()
+
+    def ci(x: tuple[float, float] | None) -> str:
+        return f" [{x[0]:.2f}, {x[1]:.2f}]" if x else ""
+
+    def two(x: float | None) -> str:
+        return "-" if x is None else f"{x:.2f}"
+
+    if h.n_cases:
+        rows = []
+        for name, v in [*h.judges.items(), (t("con_panel"), h.panel)]:
+            if (tot := v.get("total")) is not None:
+                rows.append([name, "-" if tot.mae is None else f"{tot.mae:.2f}{ci(tot.mae_ci)}",
+                             "-" if tot.bias is None else f"{tot.bias:+.2f}{ci(tot.bias_ci)}", two(tot.pearson),
+                             two(tot.spearman), two((h.category_jaccard or {}).get(name))])
+        parts.append(TableBlock("", [t(k) for k in ("col_rater", "con_col_mae", "col_bias", "con_col_pearson",
+                                                    "con_col_spearman", "col_jaccard")], rows,
+                                caption=t("con_human_title", who=", ".join(h.reviewers) or t("con_human"),
+                                          n=h.n_cases), targets=RELIABILITY))
+        parts += [Para(t(key, parts=sep.join(f"{k} {fmt.alpha_words(a, t)}" for k, a in alphas.items())),
+                       targets=RELIABILITY, fold=True)
+                  for key, alphas in (("con_alpha_judges_only", h.alpha_without_human),
+                                      ("con_alpha_with_human", h.alpha_with_human))]
+    if h.precision:
+        rows = [[j, str(p.agree), str(p.disagree), str(p.unsure), "-" if (pr := p.precision).value is None
+                 else f"{pr.value:.0%} [{pr.low:.0%}, {pr.high:.0%}] (n={pr.n})"] for j, p in h.precision.items()]
+        parts.append(TableBlock("", [t(k) for k in ("col_judge", "col_agree", "col_disagree", "col_unsure",
+                                                    "col_precision")], rows, [False] + [True] * 4,
+                                caption=t("con_precision_title", n=h.n_verdicts), targets=RELIABILITY))
+    if h.inter_reviewer:
+        verdicts = (t("con_inter_reviewer_verdicts", alpha=fmt.alpha_words(h.inter_reviewer_verdicts, t))
+                    if h.inter_reviewer_verdicts else "")
+        parts.append(Para(t("con_inter_reviewer", parts=sep.join(f"{k} {fmt.alpha_words(a, t)}"
+                                                                 for k, a in h.inter_reviewer.items())) + verdicts,
+                          targets=RELIABILITY, fold=True))
+    if h.warning:
+        parts.append(Para(f"{t('con_warning')} {h.warning}", "warn", targets=RELIABILITY, fold=True))
+    return parts
 
 
 def header_block(d: ReportData) -> Block:
@@ -326,7 +408,7 @@ def header_block(d: ReportData) -> Block:
     for judge, k in d.not_asked.items():
         parts.append(Para(t.msg("cascade_banner", judge=judge, asked=n - k, n_cases=n, not_asked=k),
                           cls="banner cascade", end=False))
-    return Block("header", r.name, parts=parts, targets=FILES, css_class="")
+    return Block("header", r.name, parts=parts, css_class="")
 
 
 def queue_block(d: ReportData) -> Block:
@@ -335,9 +417,10 @@ def queue_block(d: ReportData) -> Block:
     t, queue, rq = d.t, d.queue, d.review_queue
     intro = t.msg("review_single_intro" if d.single_judge else "review_intro")
     parts: list[Part] = [Para(Msg("{intro} {formula}", {"intro": intro, "formula": t.msg(rq.formula_key)}))]
-    if d.trust.progress:     # report.html: above the queue's explanation; report.md: below it
-        parts.insert(0, Para(d.trust.progress, "banner", id="review-progress", targets=HTML, end=False))
-        parts.append(Para(d.trust.progress, "banner", targets=MD))
+    progress = review_progress(d.results, t)
+    if progress:     # report.html: above the queue's explanation; report.md: below it
+        parts.insert(0, Para(progress, "banner", id="review-progress", targets=HTML, end=False))
+        parts.append(Para(progress, "banner", targets=MD))
     if rq.by_reason:
         parts.append(Para(t.msg("by_reason", reasons=Msg(", ".join(f"{t('reason_' + c)} {n}"
                                                                     for c, n in rq.by_reason.items()))), end=False))
@@ -413,61 +496,81 @@ def details_block(d: ReportData) -> Block | None:
     if not top:
         return None
     title = t.msg("md_top_risk" if d.review_queue.mode == "risk" else "md_top_disputed", n=len(top))
-    return Block("details", title, parts=[Cases("details", d, tuple(top))], targets=MD)
+    return Block("details", title, parts=[Cases("details", d, tuple(top))])
 
 
 def _systems(d: ReportData) -> Block | None:
-    return d.trust.systems
+    lb = d.results.leaderboard
+    return leaderboard_block(lb, d.rubric, d.t) if lb is not None else None
 
 
 def _added(d: ReportData) -> Block | None:
-    return d.trust.added
+    return added_block(d.human, d.rubric, d.t) if d.human is not None else None
 
 
 def _validity(d: ReportData) -> Block | None:
-    return d.trust.validity
+    """Shown once a spot check is drawn or labels exist (it then says what is missing)."""
+    validity = d.reliability.validity
+    if validity is None and d.human is not None:
+        validity = ValidityReport(sample="none")
+    return validity_block(validity, d.rubric, d.judges, d.t) if validity is not None else None
 
 
 def _decision(d: ReportData) -> Block | None:
-    return d.trust.decision
+    return decision_block(d.reliability.decision, d.t) if d.reliability.decision else None
 
 
 def _calibration(d: ReportData) -> Block | None:
-    return d.trust.calibration
+    """Shown when the run folder has a calibration.json with planted errors
+    (:mod:`~consensus_eval.output.report.calibration`)."""
+    if d.calibration is None or not d.calibration.suite_cases:
+        return None
+    validity = d.reliability.validity
+    return calibration_block(d.calibration, d.t, d.rubric, validity.deductions if validity is not None else None,
+                             d.human)
 
 
 def _invariance(d: ReportData) -> Block | None:
-    return d.invariance
+    """Shown when the folder's calibration.json has an invariance probe (``calibrate --suite invariance``)."""
+    return invariance_block(d.calibration, d.t) if d.calibration is not None else None
 
 
 def _kinds(d: ReportData) -> list[Block]:
-    return d.kinds
+    return kinds_blocks(d.results, d.t)
 
 
 @dataclass(frozen=True)
 class Section:
     """One entry of the report's list: ``build`` makes its block or blocks from the report's data (None, or none,
-    when it has nothing to show); ``html_gap``: report.html's source leaves a blank line after it, shown or not."""
+    when it has nothing to show); ``targets``: the formats that show it (report.md, report.html, the console's
+    ``summary`` at the end of ``score`` and the ``reliability`` command); ``html_gap``: report.html's source leaves a
+    blank line after it, shown or not."""
 
     build: Callable[[ReportData], Block | list[Block] | None]
+    targets: frozenset[Target] = FILES
     html_gap: bool = True
 
 
-#: the report's sections, in order: report.md, report.html (its navigation too) and the console render this list,
-#: each format the blocks whose targets name it
+_AND_SUMMARY: frozenset[Target] = FILES | {"summary"}
+_AND_RELIABILITY: frozenset[Target] = FILES | {"reliability"}
+
+#: the report's sections, in order: report.md, report.html (its navigation too) and the console's views render this
+#: list, each the sections that name it
 SECTIONS: tuple[Section, ...] = (
-    Section(queue_block), Section(cases_block), Section(_kinds, html_gap=False), Section(_systems),
-    Section(quality_block), Section(distributions_block), Section(agreement_block), Section(reliability_block),
-    Section(human_block), Section(_added), Section(_validity), Section(_decision), Section(_calibration),
-    Section(_invariance),
-    Section(metrics_block), Section(cost_block), Section(details_block, html_gap=False),
+    Section(queue_block), Section(cases_block), Section(_kinds, html_gap=False), Section(_systems, _AND_SUMMARY),
+    Section(quality_block), Section(distributions_block), Section(agreement_block),
+    Section(reliability_block, _AND_RELIABILITY), Section(human_block, _AND_RELIABILITY),
+    Section(_added, _AND_RELIABILITY), Section(_validity, _AND_RELIABILITY), Section(_decision, _AND_RELIABILITY),
+    Section(_calibration), Section(_invariance), Section(metrics_block), Section(cost_block),
+    Section(details_block, MD, html_gap=False),
 )
 
 
-def report_blocks(d: ReportData) -> list[tuple[Section, list[Block]]]:
-    """Each section of :data:`SECTIONS` with the blocks it shows for ``d``."""
+def report_blocks(d: ReportData, target: Target) -> list[tuple[Section, list[Block]]]:
+    """Each section of :data:`SECTIONS` that ``target`` shows, with its blocks for ``d`` (only those are built)."""
     out = []
     for s in SECTIONS:
-        got = s.build(d)
-        out.append((s, got if isinstance(got, list) else [] if got is None else [got]))
+        if target in s.targets:
+            got = s.build(d)
+            out.append((s, got if isinstance(got, list) else [] if got is None else [got]))
     return out

@@ -9,8 +9,6 @@ render the same blocks, so the three say the same thing in the same words.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from consensus_eval.analysis.agreement import HumanAgreement
 from consensus_eval.analysis.compare import Comparison
 from consensus_eval.analysis.decision import DecisionStudy
@@ -314,36 +312,3 @@ def review_progress(results: Results, t: Messages) -> str | None:
     who = ("、" if t.lang == "zh" else ", ").join(f"{n} {k}" for n, k in by.items())
     return t("review_progress", reviewed=reviewed, n=len(results.consensus), who=who or "-", adjudicated=adjudicated,
              adjudicators=", ".join(adjudicators) or "-", accepted=review.n_accepted)
-
-
-@dataclass
-class TrustBlocks:
-    """The trust sections of one report (None: nothing to show): ``systems`` (leaderboard), ``added``
-    (reviewers' additions and acceptances), ``validity`` (spot check), ``decision`` (G/D-study),
-    ``calibration`` (planted errors found, when the run folder has a calibration.json)."""
-
-    systems: Block | None
-    added: Block | None
-    validity: Block | None
-    decision: Block | None
-    progress: str | None = None
-    calibration: Block | None = None
-
-
-def trust_blocks(results: Results, t: Messages, calibration: Block | None = None) -> TrustBlocks:
-    """The trust sections of ``results`` in the language of ``t`` (``calibration``: its section, built by
-    :func:`~consensus_eval.output.report.calibration.calibration_block`). The validity section is shown once
-    a spot check is drawn or labels exist (it then says what is missing); the others when they have content."""
-    rel = results.reliability
-    lb = results.leaderboard
-    validity = rel.validity
-    if validity is None and rel.human is not None:
-        validity = ValidityReport(sample="none")
-    return TrustBlocks(
-        systems=leaderboard_block(lb, results.rubric, t) if lb is not None else None,
-        added=added_block(rel.human, results.rubric, t) if rel.human is not None else None,
-        validity=validity_block(validity, results.rubric, results.judges, t) if validity is not None else None,
-        decision=decision_block(rel.decision, t) if rel.decision else None,
-        progress=review_progress(results, t),
-        calibration=calibration,
-    )
