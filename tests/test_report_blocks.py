@@ -4,9 +4,12 @@ console show the same block, each what its targets say, with data escaped and th
 from __future__ import annotations
 
 import io
+import re
 
+import pytest
 from rich.console import Console
 
+from consensus_eval import load_run
 from consensus_eval.output.report.blocks import (
     HTML,
     MD,
@@ -20,9 +23,11 @@ from consensus_eval.output.report.blocks import (
     Para,
     TableBlock,
 )
-from consensus_eval.output.report.html import block_html
-from consensus_eval.output.report.markdown import block_markdown, md_of
-from consensus_eval.output.trust_console import print_block
+from consensus_eval.output.report.data import ReportData, build_report_data
+from consensus_eval.output.report.html import block_html, render_html
+from consensus_eval.output.report.markdown import block_markdown, md_of, render_markdown
+from consensus_eval.output.report.sections import report_blocks
+from consensus_eval.output.trust_console import print_block, print_view
 
 
 def _console(b: Block) -> str:
@@ -99,3 +104,45 @@ def test_the_source_layout_of_a_table() -> None:
     assert "<thead>" not in html
     empty = Block("x", "X", tables=[TableBlock("t", ["a"], [])])
     assert "<table" not in str(block_html(empty)) and "|" not in block_markdown(empty)
+
+
+@pytest.fixture(scope="module")
+def two_systems(tmp_path_factory: pytest.TempPathFactory) -> ReportData:
+    from tests.test_audit import build_panel_store
+    from tests.test_trust import _synthetic_panel
+
+    panel, cases = _synthetic_panel(n_sources=8)
+    folder = build_panel_store(tmp_path_factory.mktemp("sys") / "run", panel, cases)
+    return build_report_data(load_run(folder, n_boot=0), folder, "en")
+
+
+def test_each_format_renders_the_sections_the_list_names_for_it(two_systems: ReportData) -> None:
+    d = two_systems
+    shown = {target: [b.id for _, got in report_blocks(d, target) for b in got]
+             for target in ("md", "html", "summary", "reliability")}
+    assert shown["summary"] == ["systems"]
+    assert shown["reliability"] == ["reliability", "decision"]          # no labels: no human, added or validity
+    assert shown["md"][-1] == "details" and "details" not in shown["html"]
+    assert [s for s in shown["md"] if s != "details"] == shown["html"]
+    assert shown["html"][:4] == ["review", "cases", "systems", "quality"]
+    # report.html: its navigation is the list, in the page's order
+    html = render_html(d)
+    nav = re.findall(r'<a href="#([a-z-]+)">', html.split("<nav>")[1].split("</nav>")[0])
+    sections = re.findall(r'<section id="([a-z-]+)"', html)
+    assert nav == sections == shown["html"]
+    md = render_markdown(d)
+    assert [line[3:] for line in md.splitlines() if line.startswith("## ")][2] == "Systems leaderboard"
+
+
+def test_the_console_views_print_their_sections_only(two_systems: ReportData) -> None:
+    out = io.StringIO()
+    print_view(Console(file=out, width=120, color_system=None), two_systems, "summary")
+    summary = out.getvalue()
+    assert summary.startswith("Systems leaderboard\n") and "Krippendorff" not in summary
+    out = io.StringIO()
+    print_view(Console(file=out, width=120, color_system=None), two_systems, "reliability")
+    text = out.getvalue()
+    # the reliability section's console form: its table's title, not the files' heading; then the decision study
+    assert text.lstrip().startswith("Krippendorff's alpha, 3 judges x 16 cases (95% CI)")
+    assert "Reliability (Krippendorff's alpha)" not in text and "How many judges and runs" in text
+    assert "Systems leaderboard" not in text and "What it means" not in text

@@ -91,6 +91,48 @@ def calibration_block(rep: CalibrationReport, t: Messages, rubric: Rubric | None
     deductions marked wrong, deductions the reviewers added that each judge missed)."""
     cols = [j for j in rep.judges if j != PANEL] + [PANEL]
     names = _Names(rubric, t)
+    block = _intro(rep, t)
+    block.tables.append(_judges_table(rep, cols, t))
+    block.tables += _recall_tables(rep, cols, names, t)
+    if real is not None or human is not None:
+        block.tables.append(_real_table(rep, t, real, human))
+        block.notes.append(t("cal_real_note"))
+    block.tables.append(_score_error_table(rep, cols, rubric, t))
+    block.notes.append(t("cal_table_note"))
+    block.notes += _stability_notes(rep, cols, t)
+    if rep.small_types and rep.needed_per_type:
+        block.warnings.append(t("cal_small", need=rep.needed_per_type,
+                                types=", ".join(f"{names.type(k)} {n}" for k, n in rep.small_types.items())))
+    block.notes += recommendation(rep, t, names)
+    if rep.unplantable:
+        block.notes.append(t("cal_unplantable", types=", ".join(names.type(k) for k in rep.unplantable)))
+    return block
+
+
+def _score_error_table(rep: CalibrationReport, cols: list[str], rubric: Rubric | None, t: Messages) -> TableBlock:
+    """Per judge and the panel, each dimension's score error on the suite: MAE / bias."""
+    dims = list(rep.judges[cols[0]].score_error)
+    dim_names = {d.id: d.name for d in rubric.dimensions} if rubric is not None else {}
+    return TableBlock(
+        "calibration-score-error", [t("col_judge"), *(dim_names.get(d, d) for d in dims)],
+        [[_name(c, t), *(f"{e.mae:.2f} / {e.bias:+.2f}" if e.mae is not None and e.bias is not None else "-"
+                         for e in rep.judges[c].score_error.values())] for c in cols],
+        [False] + [True] * len(dims))
+
+
+def _stability_notes(rep: CalibrationReport, cols: list[str], t: Messages) -> list[str]:
+    """For each judge run more than once: its recall per run and how often its runs agree."""
+    out = []
+    for c in cols:
+        jc = rep.judges[c]
+        if len(jc.runs_recall) > 1 and jc.consistent is not None and jc.consistent.value is not None:
+            out.append(t("cal_stability", judge=_name(c, t), runs=", ".join(pct(r) for r in jc.runs_recall),
+                         k=jc.consistent.k, n=jc.consistent.n, share=pct(jc.consistent.value)))
+    return out
+
+
+def _intro(rep: CalibrationReport, t: Messages) -> Block:
+    """The section with what the suite planted, in what units, into which records, and what it measures."""
     block = Block("calibration", t("h_calibration"))
     block.paragraphs.append(t("cal_intro", cases=rep.suite_cases, planted=rep.planted, errors=rep.errors,
                               clean=rep.clean, quorum=rep.quorum))
@@ -103,6 +145,11 @@ def calibration_block(rep: CalibrationReport, t: Messages, rubric: Rubric | None
         for rid, why in rep.not_planted.items():
             block.notes.append(t("cal_not_planted", record=rid, why=why))
     block.warnings.append(t("cal_what_" + rep.source))
+    return block
+
+
+def _judges_table(rep: CalibrationReport, cols: list[str], t: Messages) -> TableBlock:
+    """Per judge and the panel: the three recalls, the unjudged errors, false alarms, precision and cost."""
     rows = []
     for c in cols:
         jc = rep.judges[c]
@@ -111,11 +158,16 @@ def calibration_block(rep: CalibrationReport, t: Messages, rubric: Rubric | None
                      "-" if jc.false_alarms_per_case is None else f"{jc.false_alarms_per_case:.2f}",
                      share_cell(jc.clean_flagged) or "-", share_cell(jc.precision) or "-",
                      "-" if jc.cost_per_found is None else f"${jc.cost_per_found:.4f}"])
-    block.tables.append(TableBlock(
+    return TableBlock(
         "calibration-judges",
         [t("col_judge"), t("cal_col_found"), t("cal_col_type_match"), t("cal_col_weighted"), t("cal_col_unjudged"),
          t("cal_col_false_alarms"), t("cal_col_clean_flagged"), t("cal_col_precision"), t("cal_col_cost")],
-        rows, [False] + [True] * 8))
+        rows, [False] + [True] * 8)
+
+
+def _recall_tables(rep: CalibrationReport, cols: list[str], names: _Names, t: Messages) -> list[TableBlock]:
+    """The recall of each judge and the panel by category and by type, cells shaded by recall."""
+    out = []
     for key, table_id, head, label in (("by_category", "calibration-categories", t("col_category"), names.category),
                                        ("by_type", "calibration-types", t("col_type"), names.type)):
         keys = sorted({k for c in cols for k in getattr(rep.judges[c], key)})
@@ -124,30 +176,8 @@ def calibration_block(rep: CalibrationReport, t: Messages, rubric: Rubric | None
             cells = [getattr(rep.judges[c], key).get(k) for c in cols]
             tb.rows.append([label(k), *(share_cell(r.found) if r is not None else "" for r in cells)])
             tb.shades.append([None, *(_shade(r) for r in cells)])
-        block.tables.append(tb)
-    if real is not None or human is not None:
-        block.tables.append(_real_table(rep, t, real, human))
-        block.notes.append(t("cal_real_note"))
-    dims = list(rep.judges[cols[0]].score_error)
-    dim_names = {d.id: d.name for d in rubric.dimensions} if rubric is not None else {}
-    block.tables.append(TableBlock(
-        "calibration-score-error", [t("col_judge"), *(dim_names.get(d, d) for d in dims)],
-        [[_name(c, t), *(f"{e.mae:.2f} / {e.bias:+.2f}" if e.mae is not None and e.bias is not None else "-"
-                         for e in rep.judges[c].score_error.values())] for c in cols],
-        [False] + [True] * len(dims)))
-    block.notes.append(t("cal_table_note"))
-    for c in cols:
-        jc = rep.judges[c]
-        if len(jc.runs_recall) > 1 and jc.consistent is not None and jc.consistent.value is not None:
-            block.notes.append(t("cal_stability", judge=_name(c, t), runs=", ".join(pct(r) for r in jc.runs_recall),
-                                 k=jc.consistent.k, n=jc.consistent.n, share=pct(jc.consistent.value)))
-    if rep.small_types and rep.needed_per_type:
-        block.warnings.append(t("cal_small", need=rep.needed_per_type,
-                                types=", ".join(f"{names.type(k)} {n}" for k, n in rep.small_types.items())))
-    block.notes += recommendation(rep, t, names)
-    if rep.unplantable:
-        block.notes.append(t("cal_unplantable", types=", ".join(names.type(k) for k in rep.unplantable)))
-    return block
+        out.append(tb)
+    return out
 
 
 def _real_table(rep: CalibrationReport, t: Messages, real: DeductionValidity | None,

@@ -117,30 +117,7 @@ def validity_block(v: ValidityReport, rubric: Rubric, judges: list[str], t: Mess
     block.paragraphs.append(t("validity_weighted") if v.weighted else t("validity_unweighted"))
     if v.n_accepted_only:
         block.notes.append(t("validity_accepted_only", n=v.n_accepted_only))
-    total = v.scores.get("total")
-    if total is not None:
-        rows = []
-        for name in [*judges, PANEL]:
-            sv = total.raters.get(name)
-            if sv is None:
-                continue
-            who = t("panel") if name == PANEL else name
-            need = t("min_n_unreachable") if sv.unreachable else "-" if sv.min_n is None else str(sv.min_n)
-            rows.append([who, str(sv.n), _icc(sv.icc), _icc(total.same_basis.get(name)), fmt.mean1(sv.bias),
-                         fmt.mean1(sv.mae), need])
-            if sv.unreachable and sv.n:
-                block.warnings.append(t("validity_unreachable", rater=who))
-            elif sv.small_sample and sv.n:
-                block.warnings.append(t("validity_small", rater=who, n=sv.n,
-                                        need="-" if sv.min_n is None else sv.min_n))
-        rows.append([t("validity_ceiling"), str(total.ceiling.n) if total.ceiling else "0", "-",
-                     _icc(total.ceiling), "", "", ""])
-        block.tables.append(TableBlock("validity-scores", [t("col_rater"), "n", t("col_icc"), t("col_icc_same_basis"),
-                                                           t("col_bias"), t("col_mae"), t("col_min_n")],
-                                       rows, [False, True, True, True, True, True, True]))
-        block.notes.append(t("validity_icc_note"))
-        if total.ceiling is None:
-            block.notes.append(t("validity_no_ceiling"))
+    _validity_total(block, v, judges, t)
     dims = [d for d in rubric.dimensions if d.id in v.scores]
     if dims:
         rows = [[t("panel") if name == PANEL else name,
@@ -149,6 +126,50 @@ def validity_block(v: ValidityReport, rubric: Rubric, judges: list[str], t: Mess
         rows.append([t("validity_ceiling"), *(_icc(v.scores[d.id].ceiling) for d in dims)])
         block.tables.append(TableBlock("validity-dimensions", [t("col_rater"), *(d.name for d in dims)], rows,
                                        [False] + [True] * len(dims)))
+    _validity_verdicts(block, v, t)
+    _validity_ppi(block, v, t)
+    if v.calibrated:
+        rows = [[t("panel") if name == PANEL else name, str(m.n), fmt.mean1(m.mae_raw), fmt.mean1(m.mae_cv)]
+                for name, m in v.calibrated.items()]
+        block.tables.append(TableBlock("validity-calibrated", [t("col_rater"), "n", t("col_mae_raw"),
+                                                               t("col_mae_cv")], rows, [False, True, True, True]))
+        block.notes.append(t("validity_calibrated_note"))
+    for note in v.notes:
+        block.notes.append(t("validity_note_" + note))
+    return block
+
+
+def _validity_total(block: Block, v: ValidityReport, judges: list[str], t: Messages) -> None:
+    """Each judge and the panel against the clinicians on the total (ICC, on the ceiling's basis too, bias, MAE,
+    the labels it would need), the clinicians' own ceiling, and a warning per rater short of labels."""
+    total = v.scores.get("total")
+    if total is None:
+        return
+    rows = []
+    for name in [*judges, PANEL]:
+        sv = total.raters.get(name)
+        if sv is None:
+            continue
+        who = t("panel") if name == PANEL else name
+        need = t("min_n_unreachable") if sv.unreachable else "-" if sv.min_n is None else str(sv.min_n)
+        rows.append([who, str(sv.n), _icc(sv.icc), _icc(total.same_basis.get(name)), fmt.mean1(sv.bias),
+                     fmt.mean1(sv.mae), need])
+        if sv.unreachable and sv.n:
+            block.warnings.append(t("validity_unreachable", rater=who))
+        elif sv.small_sample and sv.n:
+            block.warnings.append(t("validity_small", rater=who, n=sv.n, need="-" if sv.min_n is None else sv.min_n))
+    rows.append([t("validity_ceiling"), str(total.ceiling.n) if total.ceiling else "0", "-",
+                 _icc(total.ceiling), "", "", ""])
+    block.tables.append(TableBlock("validity-scores", [t("col_rater"), "n", t("col_icc"), t("col_icc_same_basis"),
+                                                       t("col_bias"), t("col_mae"), t("col_min_n")],
+                                   rows, [False, True, True, True, True, True, True]))
+    block.notes.append(t("validity_icc_note"))
+    if total.ceiling is None:
+        block.notes.append(t("validity_no_ceiling"))
+
+
+def _validity_verdicts(block: Block, v: ValidityReport, t: Messages) -> None:
+    """The judges' deduction verdicts and the criteria verdicts against the clinicians' (kappa, macro-F1)."""
     if v.deductions is not None:
         dv = v.deductions
         block.tables.append(_verdict_table("validity-deductions", t("col_judge"), dv.judges, dv.ceiling, t,
@@ -162,6 +183,11 @@ def validity_block(v: ValidityReport, rubric: Rubric, judges: list[str], t: Mess
         block.notes.append(t("validity_criteria_note", n=cv.n_units))
         if cv.ceiling is None:
             block.notes.append(t("validity_criteria_no_ceiling"))
+
+
+def _validity_ppi(block: Block, v: ValidityReport, t: Messages) -> None:
+    """The clinicians' mean total per group, prediction-powered beside clinicians only and the panel only, and the
+    differences between groups."""
     ppi = [p for p in v.ppi if p.key == "total"]
     if ppi:
         def cell(m: MeanEstimate) -> str:
@@ -188,15 +214,6 @@ def validity_block(v: ValidityReport, rubric: Rubric, judges: list[str], t: Mess
         rows = [[f"{x.a} − {x.b}", _est(x.difference.estimate, x.difference.low, x.difference.high)] for x in diffs]
         block.tables.append(TableBlock("validity-ppi-differences", [t("col_pair"), t("col_ppi_diff")], rows,
                                        [False, True]))
-    if v.calibrated:
-        rows = [[t("panel") if name == PANEL else name, str(m.n), fmt.mean1(m.mae_raw), fmt.mean1(m.mae_cv)]
-                for name, m in v.calibrated.items()]
-        block.tables.append(TableBlock("validity-calibrated", [t("col_rater"), "n", t("col_mae_raw"),
-                                                               t("col_mae_cv")], rows, [False, True, True, True]))
-        block.notes.append(t("validity_calibrated_note"))
-    for note in v.notes:
-        block.notes.append(t("validity_note_" + note))
-    return block
 
 
 def decision_block(studies: dict[str, DecisionStudy], t: Messages) -> Block | None:
