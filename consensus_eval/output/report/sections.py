@@ -561,7 +561,7 @@ SECTIONS: tuple[Section, ...] = (
     Section(quality_block), Section(distributions_block), Section(agreement_block),
     Section(reliability_block, _AND_RELIABILITY), Section(human_block, _AND_RELIABILITY),
     Section(_added, _AND_RELIABILITY), Section(_validity, _AND_RELIABILITY), Section(_decision, _AND_RELIABILITY),
-    Section(_calibration), Section(_invariance), Section(metrics_block), Section(cost_block),
+    Section(_calibration), Section(_invariance, html_gap=False), Section(metrics_block), Section(cost_block),
     Section(details_block, MD, html_gap=False),
 )
 
