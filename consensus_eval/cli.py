@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, suppress
 from functools import wraps
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
@@ -323,7 +323,8 @@ def _run_until_done_or_interrupted(run_async: Callable[..., Any], *args: Any) ->
     """``asyncio.run(run_async(*args, stop=...))`` with Ctrl-C and SIGTERM turned into a clean stop.
 
     The first signal sets ``stop``: calls in flight are cancelled, the outputs are rebuilt from what
-    is stored and the run returns (interrupted). A second signal exits at once (130), no traceback.
+    is stored and the run returns (interrupted). A second signal, until the process ends, exits at once (130),
+    no traceback.
     """
     import asyncio
     import os
@@ -335,8 +336,13 @@ def _run_until_done_or_interrupted(run_async: Callable[..., Any], *args: Any) ->
     running: dict[str, Any] = {}
 
     def again(signum: int, frame: object) -> None:
-        sys.stderr.write("\ninterrupted again: exiting now, without rebuilding the outputs\n")
-        sys.stderr.flush()
+        message = "\ninterrupted again: exiting now, without rebuilding the outputs\n"
+        try:
+            sys.stderr.write(message)
+            sys.stderr.flush()
+        except Exception:  # noqa: BLE001 - it came in a write to stderr (a reentrant call): below its buffer
+            with suppress(OSError):
+                os.write(2, message.encode())
         os._exit(EXIT_INTERRUPTED)
 
     def first(signum: int, frame: object) -> None:
@@ -361,8 +367,11 @@ def _run_until_done_or_interrupted(run_async: Callable[..., Any], *args: Any) ->
     try:
         return asyncio.run(main())
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        # once interrupted, a further signal exits at once until the process ends (the summary printed after the
+        # run included): the previous handlers would turn it into a KeyboardInterrupt and exit 1
+        if signal.getsignal(signal.SIGINT) is not again:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
 
 
 @app.command()

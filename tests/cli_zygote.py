@@ -75,7 +75,8 @@ def _std_stream(fd: int, write: bool) -> io.TextIOWrapper:
 
 
 def _child(request: dict[str, Any], fds: list[int]) -> int:
-    """Run the request in this (forked) process, on the standard streams ``fds``; its exit status."""
+    """Run the request in this (forked) process, on the standard streams ``fds``; its exit status (minus a signal's
+    number: it ends by that signal, :func:`_end`)."""
     os.setsid()
     if int(request["memory"]) != UNLIMITED:
         memory = int(request["memory"])
@@ -106,6 +107,9 @@ def _child(request: dict[str, Any], fds: list[int]) -> int:
         else:
             print(e.code, file=sys.stderr)
             code = 1
+    except KeyboardInterrupt:  # the interpreter prints it, then ends by the signal: -2 (130 in a shell)
+        traceback.print_exc()
+        code = -signal.SIGINT
     except BaseException:  # noqa: BLE001 - what the interpreter does with an uncaught exception
         traceback.print_exc()
         code = 1
@@ -119,6 +123,15 @@ def _child(request: dict[str, Any], fds: list[int]) -> int:
                 traceback.print_exc()
             code = 120
     return code
+
+
+def _end(status: int) -> None:
+    """End this process with ``status``: an exit code, or minus the signal it ends by (its default action)."""
+    if status < 0:
+        signal.signal(-status, signal.SIG_DFL)
+        os.kill(os.getpid(), -status)
+        status = 128 - status  # were the signal not to end it: what a shell would say
+    os._exit(status)
 
 
 def _send(sock: socket.socket, message: Mapping[str, Any], fds: Sequence[int] = ()) -> None:
@@ -155,7 +168,7 @@ def _monitor(request: dict[str, Any], fds: list[int]) -> None:
                 sock.close()
                 code = _child(request, fds[1:])
             finally:
-                os._exit(code)
+                _end(code)
         for f in fds[1:]:
             os.close(f)
         _send(sock, {"pid": pid})

@@ -130,6 +130,18 @@ def test_a_forked_command_is_a_popen(tmp_path: Path) -> None:
     assert out.startswith("ÇA VA\n\n1 loop, best of 1: ") and (err, stdin_reader.returncode) == (None, 0), out
 
 
+def test_a_forked_command_ends_on_an_uncaught_ctrl_c_as_the_interpreter_does(tmp_path: Path) -> None:
+    """An uncaught KeyboardInterrupt: the traceback, then the end by SIGINT (-2; 130 in a shell), not exit 1 (the
+    interpreter, run on the same script, is the oracle)."""
+    script = tmp_path / "interrupted.py"
+    script.write_text("raise KeyboardInterrupt\n", encoding="utf-8")
+    ended = Zygote.run([str(script)], module="cProfile", env={**os.environ}, cwd=tmp_path, liveness_s=600)
+    real = subprocess.run([sys.executable, "-m", "cProfile", str(script)], cwd=tmp_path, capture_output=True,
+                          check=False)
+    assert (ended.status, ended.killed) == (real.returncode, False) == (-signal.SIGINT, False), ended
+    assert ended.stderr.rstrip().endswith(b"KeyboardInterrupt") and real.stderr.rstrip().endswith(b"KeyboardInterrupt")
+
+
 def test_a_forked_command_over_its_cpu_limit_is_ended_by_sigxcpu(tmp_path: Path) -> None:
     ended = Zygote.run(list(SPIN[1:]), module=SPIN[0], env={**os.environ}, cwd=ROOT, cpu_s=1,
                        memory=harness.SUBPROCESS_MEMORY, liveness_s=600)

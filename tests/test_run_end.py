@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import csv
 import os
 import selectors
@@ -32,9 +33,9 @@ def _statuses(out: Path) -> dict[str, str]:
         return {r["case_id"]: r["status"] for r in csv.DictReader(f)}
 
 
-def _start_and_wait_for(cmd: list[str], cwd: Path, db: Path, rows: int) -> Forked:
+def _start_and_wait_for(cmd: list[str], cwd: Path, db: Path, rows: int, stdout: int = subprocess.PIPE) -> Forked:
     # a real process (it gets the signals), forked from a warm one: no seconds of imports (tests/cli_zygote.py)
-    proc = Zygote.popen(cmd, env=ENV, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = Zygote.popen(cmd, env=ENV, cwd=cwd, stdout=stdout, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 600  # a liveness bound (every wall-clock bound here is one), not a deadline
     while proc.poll() is None and ok_count(db) < rows and time.monotonic() < deadline:
         time.sleep(0.02)
@@ -43,15 +44,17 @@ def _start_and_wait_for(cmd: list[str], cwd: Path, db: Path, rows: int) -> Forke
 
 
 @contextmanager
-def _score_in_flight(tmp_path: Path, rows: int) -> Iterator[tuple[Forked, list[str], Path, FakeServer]]:
+def _score_in_flight(tmp_path: Path, rows: int,
+                     stdout: int = subprocess.PIPE) -> Iterator[tuple[Forked, list[str], Path, FakeServer]]:
     """`score` of 20 cases in a process of its own against a slow fake server (kept up until the block ends),
-    yielded once ``rows`` judgments are stored: (the process, its command, its output folder, the server)."""
+    yielded once ``rows`` judgments are stored: (the process, its command, its output folder, the server).
+    ``stdout``: the process's (a pipe of ours, or a descriptor)."""
     cases = write_cases(tmp_path / "cases.jsonl", n=20)
     with FakeServer(FakeConfig(seed=3, latency_ms=400.0, max_lifetime_s=600)) as srv:
         cfg = write_panel(tmp_path / "panel.yaml", srv.url, concurrency=2)
         out = tmp_path / "out"
         cmd = ["score", str(cases), "--config", str(cfg), "--out", str(out)]
-        yield _start_and_wait_for(cmd, tmp_path, out / "results.sqlite", rows), cmd, out, srv
+        yield _start_and_wait_for(cmd, tmp_path, out / "results.sqlite", rows, stdout), cmd, out, srv
 
 
 @pytest.mark.slow
@@ -102,16 +105,38 @@ def _stderr_until(proc: Forked, needle: str, timeout: float) -> str:
     return raw.decode()
 
 
+def _full_pipe() -> tuple[int, int, bytes]:
+    """A pipe (read end, write end) whose buffer is full, and what fills it: a write to it waits for a reader."""
+    r, w = os.pipe()
+    os.set_blocking(w, False)
+    filled = bytearray()
+    for size in (65536, 1):
+        with contextlib.suppress(BlockingIOError):
+            while True:
+                filled += b"x" * os.write(w, b"x" * size)
+    os.set_blocking(w, True)  # the flag is the open file's, which the child shares: it waits, it does not fail
+    return r, w, bytes(filled)
+
+
 def test_a_second_ctrl_c_exits_at_once_without_a_traceback(tmp_path: Path) -> None:
-    with _score_in_flight(tmp_path, rows=4) as (proc, _cmd, _out, _srv):
+    # the second signal must come while the command runs: the graceful stop takes well under a second, and a test
+    # slowed by the load could find it ended. So its stdout is a full pipe: its first write (the summary, once the
+    # outputs are rebuilt, after the run) waits for us, and we read it only once the second signal is sent.
+    r, w, filled = _full_pipe()
+    with _score_in_flight(tmp_path, rows=4, stdout=w) as (proc, _cmd, _out, _srv):
+        os.close(w)
         proc.send_signal(signal.SIGINT)
         # the first signal's handler has installed the second one before it says so (consensus_eval/cli.py)
         err = _stderr_until(proc, _ACK, timeout=600)
         proc.send_signal(signal.SIGINT)
-        stdout, rest = proc.communicate(timeout=600)
+        with open(r, "rb") as f:  # to its end, first: were the command to go on, it could (and end)
+            stdout = f.read()
+        _none, rest = proc.communicate(timeout=600)
         stderr = err + rest
-    assert proc.returncode == 130
-    assert "Traceback" not in stdout + stderr and "KeyboardInterrupt" not in stdout + stderr
+    assert stdout.startswith(filled)
+    output = stdout[len(filled):].decode("utf-8", "replace") + stderr
+    assert proc.returncode == 130, output
+    assert "Traceback" not in output and "KeyboardInterrupt" not in output
     assert "interrupted again: exiting now" in stderr
 
 
