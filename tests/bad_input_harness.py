@@ -1,8 +1,8 @@
 """The one harness of the bad-input corpora: an entry, its folder, how it is run and how its result is judged.
 
-Two corpora use it: ``tests/test_bad_input_corpus.py`` (everyday mistakes, issue 12: a table of entries,
+Two corpora use it: ``tests/test_bad_input_corpus.py`` (everyday mistakes: a table of entries,
 some of them API calls or run on a read-only folder) and ``tests/hostile_corpus.py`` (what an attacker or
-a careless user feeds every subcommand, issue 25: families of generated entries, some of them run in a
+a careless user feeds every subcommand: families of generated entries, some of them run in a
 process of their own with a limit of CPU time and of address space).
 
 An :class:`Entry` is a command line (placeholders ``{d}``: the entry's own folder, ``{run}``: a fresh copy
@@ -165,7 +165,7 @@ class Entry:
     stdout: str = "pipe"
     #: seconds of CPU the entry may use (not wall-clock seconds: see the module docstring)
     timeout: float = IN_PROCESS_TIMEOUT
-    #: the hostile corpus only: the numbered item of issue 25 the entry belongs to
+    #: the hostile corpus only: the numbered item (a group of families, counted apart) the entry belongs to
     item: int = 3
 
 

@@ -19,7 +19,7 @@ finds it give or take noise, shifted by the model's bias (``bias``: more deducti
 default a bias in [-1, 1] derived from the model name; a model whose name contains ``strict`` or
 ``lenient`` gets +1.5 or -1.5).
 
-Prompt-sensitive judges (test devices for issue 36, never shipped as judges): a model listed in ``misses``
+Prompt-sensitive judges (test devices, never shipped as judges): a model listed in ``misses``
 leaves the deduction types listed for it out of every reply unless the prompt names the type beyond the
 rubric's own listing (a criteria line, a few-shot example: :func:`named_types`); a model listed in
 ``length_bias`` deducts less the longer the record (:func:`length_shift`). With ``defects_from="conversation"``

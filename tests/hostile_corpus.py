@@ -1,4 +1,4 @@
-"""The hostile-input corpus of issue 25, generated: what an attacker or a careless user feeds every subcommand.
+"""The hostile-input corpus, generated: what an attacker or a careless user feeds every subcommand.
 
 Each entry (:class:`tests.bad_input_harness.Entry`, here called :data:`Hostile`) is a command line
 (placeholders ``{d}``: the entry's own folder, ``{run}``: a fresh copy of a small scored run in ``{d}/run``),
@@ -983,8 +983,8 @@ def variations_family() -> Family:
     return out
 
 
-# ------------------------------------------------------------------- issue 34: nothing destroyed, nothing unbounded
-# items 341-347 are issue 34's items 1-7 (outputs, one writer, damaged stores, limits, secrets, refusals)
+# ------------------------------------------------------- docs/limits.md: nothing destroyed, nothing unbounded
+# items 341-346 are its sections in order (outputs, one writer, damaged stores, limits, secrets, refusals)
 
 
 def _fingerprint(path: Path) -> tuple[str, str, str]:
@@ -1068,7 +1068,7 @@ def no_spot_check(d: Path, out: Outcome) -> None:
 
 
 def outputs_kept_family() -> Family:
-    """Issue 34 item 1: no output replaces a special file (a device, a pipe, a socket, a folder) or an input
+    """docs/limits.md, Outputs: no output replaces a special file (a device, a pipe, a socket, a folder) or an input
     of the command or of its run; checked by file type and checksum before and after."""
     out: Family = []
     trees = {"p.json": json.dumps([TREE]), "g.json": json.dumps([TREE])}
@@ -1166,7 +1166,7 @@ def let_go(d: Path, out: Outcome) -> None:
 
 
 def writers_family() -> Family:
-    """Issue 34 item 2: one writer per run. Every command that writes a run, while another holds it, is refused
+    """docs/limits.md: one writer per run. Every command that writes a run, while another holds it, is refused
     at once naming the holder (exit 6), and the store is byte for byte what it was."""
     out: Family = []
     writers = {
@@ -1227,7 +1227,7 @@ def damage(where: str) -> Callable[[Path], None]:
 
 
 def damaged_family() -> Family:
-    """Issue 34 item 3: a damaged store is never written, nor read as if whole: every command refuses it with the
+    """docs/limits.md: a damaged store is never written, nor read as if whole: every command refuses it with the
     way to recover (a copy, `sqlite3 .recover`), and the store is byte for byte what it was."""
     out: Family = []
     commands = {
@@ -1260,7 +1260,7 @@ PASTED_KEYS = ("sk-proj-Zq81LmNc0aTy62ExWd5uR4pK", "a1b2c3d4e5f6a7b8c9d0e1f2a3b4
 
 
 def secrets34_family() -> Family:
-    """Issue 34 item 5: a key pasted where the NAME of its variable goes is refused without being shown (no 4+
+    """docs/limits.md, Secrets: a key pasted where the NAME of its variable goes is refused without being shown (no 4+
     character end of it in the output), by every command that reads the config."""
     out: Family = []
     for i, key in enumerate(PASTED_KEYS):
@@ -1375,7 +1375,7 @@ def xlsx_with(kind: str) -> Callable[[Path], None]:
 
 
 def limits34_family() -> Family:
-    """Issue 34 item 4: limits on every input and template. Devices and silent pipes as inputs, files over their
+    """docs/limits.md: limits on every input and template. Devices and silent pipes as inputs, files over their
     kind's cap (sparse), hostile workbooks, runaway templates, unbounded bootstrap counts through the API: each
     refused with the file, the line or the cap named; a 10 MB quote grounded (not searched) within bounds."""
     out: Family = []
@@ -1460,7 +1460,7 @@ def _api() -> Any:
 
 
 def refusals34_family() -> Family:
-    """Issue 34 item 6: each traceback and wrong exit 0 the issue lists, a clear refusal (or a documented case)."""
+    """docs/limits.md, last table: each traceback and wrong exit 0 listed, a clear refusal (or a documented case)."""
     long = "x" * 300
     out: Family = [
         Hostile("refuse34-seed-negative", ("audit", "{run}", "--spot-check", "2", "--seed", "-5"),

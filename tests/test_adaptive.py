@@ -1,4 +1,4 @@
-"""Adaptive runs and cascades (issue 16 section 3): the stopping rule on hand-built runs, the plan that
+"""Adaptive runs and cascades (docs/judges.md): the stopping rule on hand-built runs, the plan that
 grows in rounds, resume after an interrupt, the dry run's range, and a cascade's "not asked" judges."""
 
 from __future__ import annotations

@@ -313,8 +313,8 @@ def test_audit_never_calls_a_judge(panel_dir: Path, monkeypatch: pytest.MonkeyPa
 
 
 def test_the_audit_console_in_chinese(tmp_path: Path) -> None:
-    """`audit --lang zh` prints the queue, its legend, the totals and the drill-down in Chinese (issue 22: the
-    audit console was English only); English stays the default."""
+    """`audit --lang zh` prints the queue, its legend, the totals and the drill-down in Chinese (the
+    audit console was once English only); English stays the default."""
     from typer.testing import CliRunner
 
     from consensus_eval.cli import app

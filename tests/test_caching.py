@@ -1,4 +1,4 @@
-"""Prompt caching (issue 16, section 1): what is sent and counted, cache markers, cached tokens read
+"""Prompt caching (README.md, 'Commands'): what is sent and counted, cache markers, cached tokens read
 from each provider's usage and priced at the cache rate, the fake server's prompt cache, the
 shared-prefix shares of the dry run, and the savings in the per-judge usage and the console."""
 

@@ -1,4 +1,4 @@
-"""Planting into the user's own records (`calibrate --bases`, issue 23 part 3): records in other heading
+"""Planting into the user's own records (`calibrate --bases`, docs/calibration.md): records in other heading
 styles and conversations given as turns keep their form; a record where nothing can be planted is named
 with the reason; a file where nothing can be planted is refused."""
 

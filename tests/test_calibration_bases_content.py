@@ -1,4 +1,4 @@
-"""The built-in base records against their conversations (issue 23 part 2): each base lists what its record
+"""The built-in base records against their conversations (docs/calibration.md): each base lists what its record
 states and where the conversation says it (``facts``); every quote is found where it says, and every number
 of the record lies inside a listed fact (no unlisted fact). The bases vary in shape: authors' styles, drug
 formats, informants, diabetes types, sections."""

@@ -1,4 +1,4 @@
-"""The invariance probe (issue 36 part 6: ``calibrate --suite invariance``): the edits keep each record's meaning
+"""The invariance probe (``calibrate --suite invariance``; docs/calibration.md): the edits keep each record's meaning
 (checked on the bundled records, and through the rules judge, whose findings they must not change, or the probe
 says so), the figures (noise, moved, mean change, flags) against an independent count and the field's oracles,
 and the probe end to end: it flags the length-biased fake judge and not its unbiased twin, reports the rules

@@ -1,4 +1,4 @@
-"""Cases from where hospitals keep them (issue 24 part 4): CSV (Excel's BOM, GBK, ';' lists, quoted
+"""Cases from where hospitals keep them (README.md, 'Cases'): CSV (Excel's BOM, GBK, ';' lists, quoted
 multi-line cells) and .xlsx, with the columns named in the config's ``fields``; errors name the file, the
 row and the column."""
 

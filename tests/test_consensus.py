@@ -98,7 +98,7 @@ def test_flags(rubric: Rubric) -> None:
     c1, c2, c3 = build(rubric, records, ["a", "b"], ["c1", "c2", "c3"], ConsensusConfig(flag_spread=10))
     assert c1.flags == ["totals spread 12 > 10"]
     assert "accuracy stars differ by 3" in c2.flags
-    # a claimed-vs-derived mismatch is a fact about the judge, not a flag on the case (issue 13)
+    # a claimed-vs-derived mismatch is a fact about the judge, not a flag on the case
     assert c3.judges["a"]["accuracy"].claim_mismatches == 1 and c3.flags == []
     # a spread of 12 is not more than flag_spread=12: no flag
     [c1_loose, *_] = build(rubric, records, ["a", "b"], ["c1", "c2", "c3"], ConsensusConfig(flag_spread=12))

@@ -1,4 +1,4 @@
-"""Every command in the README and docs/ (docs/design/ too) is executed here, as written (issue 26, part 5).
+"""Every command in the README and docs/ (docs/design/ too) is executed here, as written.
 
 The commands are read out of the docs' fenced blocks (tests/docs_runner.py says what counts), so a command
 added to a doc is run by this module the next time it runs; one that cannot be run here must be listed in

@@ -1,4 +1,4 @@
-"""`export RUN --parquet DIR` (issue 38 part 1): judgments and consensus as Parquet, read back with pyarrow and
+"""`export RUN --parquet DIR` (docs/scale.md): judgments and consensus as Parquet, read back with pyarrow and
 checked value by value against the run's judgments.jsonl and consensus.csv, for each rubric kind."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Few-shot examples from clinicians' corrections (issue 36 part 5): never from the held-out part (by construction,
+"""Few-shot examples from clinicians' corrections (docs/rubrics.md): never from the held-out part (by construction,
 and over many random spot checks and corrections), part of every LLM request's hash (changing them re-asks the
 judges, a resumed run asks nothing again), absent by default (the prompts and hashes of a config without them are
 those of before), and what they are for: the judge that misses a type finds it once an example shows it."""

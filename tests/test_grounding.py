@@ -1,4 +1,4 @@
-"""Grounding (issue 13, section 1): every deduction's evidence located in the case it quotes.
+"""Grounding (docs/judges.md, 'Grounded evidence'): every deduction's evidence located in the case it quotes.
 
 The search (:mod:`consensus_eval.domain.grounding`), sections, grounding in read_run, ``ungrounded: drop``
 and ``reask``, and the fake server's invented quotes coming out ``not_found``.
@@ -485,7 +485,7 @@ def test_invented_quotes_are_in_no_example() -> None:
 
 def test_a_quote_repeated_all_over_a_case_keeps_max_spans_and_counts_the_rest() -> None:
     """A sentence repeated 2,000 times, quoted by every deduction: each grounding keeps MAX_SPANS spans and
-    counts the rest, so a run's outputs grow linearly, not as n x n (issue 25: 289 MB of judgments.jsonl)."""
+    counts the rest, so a run's outputs grow linearly, not as n x n (once 289 MB of judgments.jsonl)."""
     from consensus_eval.domain.grounding import MAX_SPANS
 
     sentence = "患者自述口干多饮。"

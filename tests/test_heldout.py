@@ -1,4 +1,4 @@
-"""compare RUN_A RUN_B --against-clinicians (issue 36 parts 3 and 4): the paired change of each judge's and the
+"""compare RUN_A RUN_B --against-clinicians: the paired change of each judge's and the
 panel's agreement with the same clinicians on the spot check's held-out part, with paired bootstrap intervals over
 the cases, a --fail-if gate and a count of the looks the held-out part has had.
 

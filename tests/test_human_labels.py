@@ -1,4 +1,4 @@
-"""Human labels (issue 13, section 3): the adjudication sheet out and back in whatever Excel did to it,
+"""Human labels (docs/review.md, 'Human review'): the adjudication sheet out and back in whatever Excel did to it,
 kept in the store (schema 3) across every rebuild, and what the labels say about the judges.
 
 The hand-built panel (tests/test_audit.py: 3 judges x 4 cases with known deductions) gives figures
@@ -686,7 +686,7 @@ def test_a_sheet_exported_for_a_reviewer_comes_back_as_theirs(run: Path, tmp_pat
 
 def test_a_semicolon_wide_file_with_decimal_commas_imports_like_the_sheet(run: Path, tmp_path: Path) -> None:
     """Excel in a European locale writes ';' and decimal commas; in GBK on Chinese Windows. The wide file is
-    read by the same reader as the sheet (issue 26: it used to read commas only: "no column named case_id")."""
+    read by the same reader as the sheet (it once read commas only: "no column named case_id")."""
     wide = tmp_path / "wide.csv"
     wide.write_bytes("case_id;accuracy;completeness;standardization\r\n001;30,5;35;24,5\r\n".encode("gbk"))
     _cli("human", "import", wide, "--run", run, "--reviewer", "zhang", "--bootstrap", "0")

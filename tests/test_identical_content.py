@@ -1,4 +1,4 @@
-"""Every case gets its result (issue 32 part 3): cases with the same content (two systems writing the same
+"""Every case gets its result: cases with the same content (two systems writing the same
 record of one conversation) share their requests; each request is made once, and every such case reads its
 judgment back. The request hashes are those of before, so a store written before schema 7 resumes: scored
 again, the case it dropped gets its result without a new call."""

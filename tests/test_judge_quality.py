@@ -1,4 +1,4 @@
-"""Judge quality (issue 13): per judge, the share of deductions not grounded and the claimed-vs-derived
+"""Judge quality: per judge, the share of deductions not grounded and the claimed-vs-derived
 mismatch rate, each with its Wilson interval, on a run built by hand (figures counted by hand)."""
 
 from __future__ import annotations

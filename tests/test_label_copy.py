@@ -1,4 +1,4 @@
-"""Labels follow the cases (issue 36 part 2): `human copy FROM TO` brings the clinicians' labels of one run to another
+"""Labels follow the cases: `human copy FROM TO` brings the clinicians' labels of one run to another
 run of the same cases, event by event, each naming its origin; cases whose content changed are refused by name;
 verdicts go to a deduction of the same type, or are reported as not comparable; the source is never changed."""
 

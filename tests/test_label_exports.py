@@ -1,4 +1,4 @@
-"""Exports that hold everything, and reports that say whose score they show (issue 33, parts 2, 3 and 6):
+"""Exports that hold everything, and reports that say whose score they show (docs/review.md):
 ``audit --export --reviewer NAME`` holds every case that reviewer labelled or was assigned, whatever ``--top``
 is; the blind spot-check sheet carries each case's record and conversation; a blind score revised after the
 reveal is kept beside it (``revised_score``) and never replaces it, whether it comes back from a sheet or the

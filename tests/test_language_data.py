@@ -1,4 +1,4 @@
-"""Language and structure as data (issue 24 part 2): the record's section headings come from the rubric,
+"""Language and structure as data (docs/rubrics.md, 'Headings'): the record's section headings come from the rubric,
 the words people type come from domain/locale, and the core holds no Chinese text of its own."""
 
 from __future__ import annotations

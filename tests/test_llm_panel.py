@@ -164,7 +164,7 @@ def _scripted(steps: list[str | int], seen: list[int]) -> Callable[[httpx.Reques
 
 
 def test_a_reask_after_a_slow_first_ask_is_still_made(rubric: Rubric, api_keys: str) -> None:
-    """The root cause of issue 12's "reply failed validation after 1 attempt(s)": given `timeout`,
+    """The root cause of a "reply failed validation after 1 attempt(s)": given `timeout`,
     instructor also stops re-asking once that many seconds have passed since the call began
     (tenacity's stop_after_delay). A first ask that hung until the hard timeout and was retried has
     used that time up, so its invalid reply was never re-asked. instructor no longer sees `timeout`."""

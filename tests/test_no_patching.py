@@ -65,7 +65,7 @@ OWN_FUNCTION_NAMES = {"__doc__", "__name__", "__qualname__"}
 
 def test_the_package_writes_no_object_internals() -> None:
     """No module of the package writes another library's (or CPython's) internals: no ``object.__setattr__``,
-    no assignment into ``__dict__``, no dunder attribute assigned (issue 26: compact.py wrote pydantic's
+    no assignment into ``__dict__``, no dunder attribute assigned (compact.py once wrote pydantic's
     ``__dict__`` and ``__pydantic_fields_set__``; models are now built with ``model_construct``)."""
     import ast
     from pathlib import Path

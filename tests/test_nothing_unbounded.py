@@ -19,7 +19,7 @@ from tests.bad_input_harness import EXAMPLES, PROMPTS, scored_run_in
 from tests.helpers import cli_command
 
 ROOT = Path(__file__).resolve().parents[1]
-#: what each command may use (issue 34)
+#: what each command may use (docs/limits.md)
 CPU_S, MEMORY = 60.0, 1024**3
 #: a process still running after this long is hung, whatever the load (a liveness bound, not a measure)
 HUNG_S = 900

@@ -327,7 +327,7 @@ def test_a_hidden_rate_per_minute_is_learned_at_the_first_429(seed: int) -> None
     slow start ends at the first 429, the limit is learned from what the provider accepted in its window
     (exactly: 300), and from then on the requests are paced by it. Over the calls' sending time (the slow
     start included) the accepted rate is at least 0.95 of the hidden limit, no minute after the first
-    falls below 0.9 of it (issue 38: 300, 86, 242, 290 through the judge layer), and under 1 % of the
+    falls below 0.9 of it (the rule before, docs/design/pacing.md: 300, 86, 242, 290), and under 1 % of the
     requests are answered 429."""
     pacing = Pacing(concurrency="auto")
     f = figures(hidden_workload(pacing, 300, 1050, seed), 300)

@@ -1,4 +1,4 @@
-"""PPI at the sizes users have (issue 32 part 1): the small-sample interval keeps its coverage at every
+"""PPI at the sizes users have (docs/validity.md): the small-sample interval keeps its coverage at every
 number of clinician labels it is shown for, and so does the clinicians-only interval beside it; at large n
 it is ppi-python's. Simulations are vectorised and seeded (no clock): each size is 2,000 independent
 studies (a standard error of 0.005 on a coverage of 0.95).

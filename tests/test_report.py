@@ -343,7 +343,7 @@ def test_report_lang_option(panel_run: Path) -> None:
     assert res.exit_code == 0, res.output
     assert "## 全部病例" in (panel_run / "report.md").read_text(encoding="utf-8")     # the rubric is Chinese
     res = CliRunner().invoke(app, ["report", str(panel_run), "--lang", "en"])
-    # written beside the rubric's own, which stays (issue 37: --lang en overwrote the Chinese report.html)
+    # written beside the rubric's own, which stays (--lang en once overwrote the Chinese report.html)
     assert res.exit_code == 0 and "## All cases" in (panel_run / "report.en.md").read_text(encoding="utf-8")
     assert '<html lang="en">' in (panel_run / "report.en.html").read_text(encoding="utf-8")
     assert "## 全部病例" in (panel_run / "report.md").read_text(encoding="utf-8")
@@ -491,7 +491,7 @@ def test_flatten_numbers() -> None:
 
 @pytest.mark.parametrize(("value", "ci", "level", "words"), [
     (0.85, (0.81, 0.9), "reliable", "reliable"),
-    # the label follows the interval's lower bound (issue 32): a reliable point on a wide interval is not
+    # the label follows the interval's lower bound: a reliable point on a wide interval is not
     (0.85, (0.7, 0.9), "tentative", "tentative: the interval reaches down to 0.70"),
     (0.85, (0.6, 0.9), "unreliable", "not shown to be reliable: the interval reaches down to 0.60"),
     (0.933, (-0.10, 0.98), "unreliable", "not shown to be reliable: the interval reaches down to -0.10"),
@@ -705,7 +705,7 @@ def test_case_rows_write_what_the_row_template_wrote(tmp_path: Path, real_run: P
 
 
 def test_the_claimed_versus_derived_lines_are_in_the_reports_language(panel_run: Path) -> None:
-    """A zh report.md says a judge's claimed and derived score in Chinese (issue 33: no English word in a zh
+    """A zh report.md says a judge's claimed and derived score in Chinese (no English word in a zh
     report); the English one is as it was. (c3's details, as report.md writes a case that is among its top.)"""
     from consensus_eval.output.report.markdown import _case_details
 

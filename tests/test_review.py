@@ -418,7 +418,7 @@ def test_posts_without_the_csrf_token_or_from_another_origin_are_refused(client:
     assert ok.status_code == 200 and ok.json()["ok"] is True
     bad = client.post("/api/label", json={**act, "value": 99}, headers={"X-CSRF-Token": csrf})
     assert bad.status_code == 400 and "between 0 and 40" in bad.json()["error"]
-    # a body nested 100,000 deep, a lone surrogate, bytes that are not UTF-8: 400, never a 500 (issue 25)
+    # a body nested 100,000 deep, a lone surrogate, bytes that are not UTF-8: 400, never a 500
     for body in (b"[" * 100_000 + b"]" * 100_000, b'{"op": "\\ud800"}', b"\xff\xfe{"):
         hostile = client.post("/api/label", content=body, headers={"X-CSRF-Token": csrf,
                                                                    "Content-Type": "application/json"})
@@ -561,7 +561,7 @@ def test_a_deduction_repeated_in_three_runs_is_one_line_and_three_verdicts(tmp_p
 
 def test_a_real_score_run_waits_for_the_review_app_to_let_go(review: ReviewRun, run_dir: Path,
                                                               tmp_path: Path) -> None:
-    """The review app holds the run while it serves (issue 34: one writer per run). `consensus-eval score` in
+    """The review app holds the run while it serves (docs/limits.md, 'One writer per run'). `consensus-eval score` in
     another process is refused at once, naming the holder, with nothing written (exit 6); with --wait-lock it
     waits while labels are written, and adds the second judge's calls once the app lets go: nothing is lost."""
     import subprocess

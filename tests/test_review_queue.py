@@ -1,4 +1,4 @@
-"""The review queue (issue 13, section 2): a score that neither runs nor dimensions inflate, "needs
+"""The review queue (docs/review.md): a score that neither runs nor dimensions inflate, "needs
 review" with its reasons, claimed-vs-derived mismatches that no longer flag a case, the single-judge
 risk ranking and its title, the drill-down (runs grouped, repeats collapsed, a repeated fixed penalty
 applied once), anchors, and the console at 2,000 cases.

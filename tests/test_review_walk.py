@@ -1,4 +1,4 @@
-"""The team walk of issue 33 replayed in headless Chromium (Debian's /usr/bin/chromium driven by Playwright): two
+"""A team's review (docs/review.md) replayed in headless Chromium (Debian's /usr/bin/chromium driven by Playwright): two
 reviewers labelling the same blind spot-check case at once, double clicks, a blind score revised after the reveal,
 one reviewer's two tabs, the panel's score "accepted" through the JSON API on a blind case, the adjudicator, a
 reviewer removed while their page is open, and a server restart. After each step the stored events (the label

@@ -847,7 +847,7 @@ def test_rules_request_hash_follows_the_case_not_the_prompt_templates(tmp_path: 
 
 
 # --------------------------------------------------------------------------- cost: linear in the case's length
-# (issue 12: clause bounds were found by rescanning the record from its start for each keyword, and other
+# (clause bounds were once found by rescanning the record from its start for each keyword, and other
 # steps redid work per mention: 51 s at 530 KB; bench/rules_bench.py measures the time per KB). Timed tests
 # are not used here (shared, noisy machines): the work of a check is counted instead, as the function calls
 # cProfile sees (Python and built-in) and the characters the regular expressions of the rules walk over

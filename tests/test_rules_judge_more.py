@@ -1,4 +1,4 @@
-"""The rules judge on errors written the way a scribe makes them (issue 23, part 7): an insulin put for
+"""The rules judge on errors written the way a scribe makes them: an insulin put for
 another insulin, a value taken from another point of the conversation, units beyond glucose, a timing
 changed, a duration changed, two events put in the wrong order. Each on cases written here, with the
 clean wording beside it that must stay silent."""

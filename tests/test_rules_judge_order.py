@@ -1,5 +1,5 @@
 """The rules judge's order of events (timeline.py) and durations (quantities.py) against free wording of a
-correct record (issue 23, rules3): a rate is no time of events (一天一包), a relative's disease is not the
+correct record: a rate is no time of events (一天一包), a relative's disease is not the
 patient's event (我妈冠心病), a habit's duration is the habit's (抽了二十年). Each with a real order error that
 is still found."""
 

@@ -1,4 +1,4 @@
-"""The rules judge, second pass (issue 23 part 7): correct records written in free wording draw no deduction
+"""The rules judge, second pass: correct records written in free wording draw no deduction
 (gestational ages, approximate number words, combination drugs, doses never said, a visit that diagnoses,
 timing words in a list of drugs, frequencies, abbreviations), and errors with a clear signature in the
 conversation are found (a denied disease or finding affirmed, an affirmed one denied, the wrong side of

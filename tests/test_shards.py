@@ -1,4 +1,4 @@
-"""Shards and merge (issue 38 part 2): `score --shard K/N` in processes of their own, `merge`, and the merged run
+"""Shards and merge (docs/scale.md): `score --shard K/N` in processes of their own, `merge`, and the merged run
 against one process scoring every case; what merge refuses, and why."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Verdicts that need evidence (issue 32 part 2): the leaderboard's and `compare`'s p values, intervals and
+"""Verdicts that need evidence (docs/validity.md): the leaderboard's and `compare`'s p values, intervals and
 verdicts at the sizes users have. Each test is checked against an independent computation: the exact tests
 by enumerating every sign pattern or relabelling here, the t tests against scipy, the cluster interval
 against statsmodels' cluster-robust OLS."""

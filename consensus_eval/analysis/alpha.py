@@ -214,7 +214,7 @@ def bootstrap_ci(data: np.ndarray, level: Level = "interval", n_boot: int = 1000
                 weights = _weights(seed, n_boot, n_units)
                 do, de = _interval_from(*(weights @ v for v in stats))
                 boot = np.where(de > 0, 1.0 - do / de, np.nan)
-            else:  # too large to hold (issue 34: 100,000 resamples of 25,000 units, 18.6 GiB): the same
+            else:  # too large to hold (100,000 resamples of 25,000 units: 18.6 GiB): the same
                 # resamples, :data:`BOOT_CHUNK` at a time (memory bounded; sums may differ in the last bits)
                 parts = []
                 for block in _picks(seed, n_boot, n_units):

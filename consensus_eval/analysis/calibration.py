@@ -1,4 +1,4 @@
-"""How well each judge, and the panel, finds errors planted in a calibration suite (issue 15, issue 23).
+"""How well each judge, and the panel, finds errors planted in a calibration suite (docs/calibration.md).
 
 **Found.** A planted error (:class:`~consensus_eval.domain.calibration.suite.PlantedError`) is found by a
 judge's run when one of its deductions (a fixed penalty, for a planted penalty) is in the planted error's

@@ -1,6 +1,6 @@
 """The clinicians' corrections of the judges in a run, as plain data
-(:class:`~consensus_eval.domain.fewshot.Correction`): what few-shot examples are made of (issue 36 part 5;
-:func:`few_shot`).
+(:class:`~consensus_eval.domain.fewshot.Correction`): what few-shot examples are made of (:func:`few_shot`;
+docs/rubrics.md, 'Few-shot examples from clinicians' corrections').
 
 From the run's labels:
 

@@ -1,4 +1,4 @@
-"""Did a change bring the judges closer to the clinicians? ``compare RUN_A RUN_B --against-clinicians`` (issue 36).
+"""Did a change bring the judges closer to the clinicians? ``compare RUN_A RUN_B --against-clinicians``.
 
 Two runs of the same cases (a prompt changed, a judge model switched), with the same clinicians' labels (``human
 copy A B``) and the same spot check. Measured on the spot check's **held-out** part only

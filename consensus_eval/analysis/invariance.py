@@ -1,5 +1,6 @@
-"""How much each judge's score moves when a clean record is edited without changing its meaning (issue 36:
-``calibrate --suite invariance``; the cases: :mod:`consensus_eval.domain.calibration.invariance`).
+"""How much each judge's score moves when a clean record is edited without changing its meaning
+(``calibrate --suite invariance``; docs/calibration.md, 'Invariance'; the cases:
+:mod:`consensus_eval.domain.calibration.invariance`).
 
 Planted errors measure a judge's *sensitivity* (does it see what is wrong); this measures its *stability*
 (does it leave alone what is not). Per judge and per edit:

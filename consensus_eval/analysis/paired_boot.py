@@ -1,4 +1,4 @@
-"""A paired bootstrap over cases for the change in agreement with clinicians between two versions (issue 36).
+"""A paired bootstrap over cases for the change in agreement with clinicians between two versions.
 
 Two versions of a judge (a prompt changed, a model switched) scored the same held-out cases, which clinicians
 labelled once. Each figure of agreement (ICC(A,1), MAE, bias of the scores; Cohen's kappa and macro-F1 of the

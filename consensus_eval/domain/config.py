@@ -472,7 +472,7 @@ class EvalConfig(BaseModel):
     #: the columns of a CSV or Excel cases file (:class:`~consensus_eval.domain.cases.CaseFields`;
     #: a JSON Lines file names its fields itself)
     fields: CaseFields = CaseFields()
-    #: few-shot examples from clinicians' corrections on a spot check's tuning part (opt-in; issue 36:
+    #: few-shot examples from clinicians' corrections on a spot check's tuning part (opt-in; docs/rubrics.md,
     #: :mod:`consensus_eval.domain.fewshot`); left out of the stored config when not set
     few_shot: Annotated[FewShot | None, Field(exclude_if=lambda v: v is None)] = None
 

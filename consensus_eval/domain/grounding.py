@@ -40,7 +40,7 @@ finds nothing, the whole quote is tried fuzzily.
 
 **Threshold.** :data:`FUZZY_THRESHOLD` = 85, chosen on real quotes: docs/design/grounding.md.
 
-**Bounded per quote** (issue 34: a 10 MB quote in a judge's reply stalled a rebuild at 1.5 GB). A quote
+**Bounded per quote** (docs/limits.md, 'Quotes': a 10 MB quote in a judge's reply stalled a rebuild at 1.5 GB). A quote
 longer than :data:`MAX_QUOTE_CHARS` is ``not_found`` unsearched (no case quoted is that long); one whose
 normalised form is longer than both texts' is found in neither, exactly or normalised; a fuzzy search is made
 only for a quote of at most :data:`MAX_FUZZY_CHARS` normalised characters, and only in a text it could reach
@@ -131,7 +131,7 @@ class Grounding:
 
 
 #: the most occurrences of one quote a grounding keeps as spans; the rest are counted (``more_spans``), so
-#: a sentence repeated n times, quoted by n deductions, costs n x MAX_SPANS, not n x n (issue 25)
+#: a sentence repeated n times, quoted by n deductions, costs n x MAX_SPANS, not n x n
 MAX_SPANS = 10
 
 

@@ -7,8 +7,8 @@ static part, so case text cannot forge one. Static text first and the case
 last lets providers cache the shared prefix across cases. The rubric text comes from the rubric
 data, so editing the rubric YAML edits the prompt.
 
-**Bounded rendering** (issue 34: two nested ``range(100000)`` loops hung a dry run, ``'x' * 2000000000`` ran out
-of memory). A template (a user's ``prompts_dir`` is untrusted like a case) renders under a budget of work, not of
+**Bounded rendering** (docs/limits.md, 'Templates'; two nested ``range(100000)`` loops would hang a dry run).
+A template (a user's ``prompts_dir`` is untrusted like a case) renders under a budget of work, not of
 wall-clock time: at most :data:`MAX_STEPS` loop iterations (every ``for`` of the template, nested and recursive
 ones together), at most :data:`MAX_MADE_CHARS` characters made by its operators, calls, filters and ``~``
 joins (each result's length counted; a result that would be larger than :data:`MAX_VALUE_CHARS`, such as

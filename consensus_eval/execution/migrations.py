@@ -13,7 +13,7 @@ History: 2 ``calls.error_kind``; 3 ``human_labels``; 4 ``batches``, ``batch_call
 ``evidence``, ``spot_checks``, the team (``reviewers``, ``assignments``); 6 ``human_labels.kind`` ``criterion``;
 7 a plan row per (request, case); 8 the labels as an append-only history (``label_events``, ``label_actions``,
 :mod:`consensus_eval.execution.labels`): every label of ``human_labels`` became its first event, and the table
-went; 9 ``spot_checks.part``: the tuning and held-out parts of a spot check (issue 36; NULL for a sample drawn
+went; 9 ``spot_checks.part``: the tuning and held-out parts of a spot check (NULL for a sample drawn
 before, which the next identical draw splits); 10 ``label_events.copied_from`` and ``copied_seq`` (an event copied
 from another run by ``human copy``: that run and its event), ``heldout_looks`` (each comparison of two versions on
 a spot check's held-out part).

@@ -398,7 +398,7 @@ def test_malformed_prediction_scores_as_empty_in_zero_mode(name: str) -> None:
 def test_zero_mode_counts_invalid_as_a_wrong_tree() -> None:
     result = evaluate([GOLD, flip(GOLD, 1, "C")], [GOLD, GOLD], on_invalid="zero")
     # the invalid tree adds gold counts and its full edit cost (15), and counts in the tree-accuracy and
-    # edit-distance denominators as a wrong tree (issue 12: 1 correct + 1 invalid is 1/2, not 1)
+    # edit-distance denominators as a wrong tree (1 correct + 1 invalid is 1/2, not 1)
     assert result.n_nonempty_predictions == 1 and result.scored_predictions == 2
     assert result.tree_accuracy == Fraction(1, 2)
     assert result.edit_distance_sum == 15 and result.mean_edit_distance == Fraction(15, 2)

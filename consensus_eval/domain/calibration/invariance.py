@@ -1,5 +1,5 @@
-"""The invariance probe's cases (``calibrate --suite invariance``, issue 36): clean records and copies of them
-edited without changing their meaning.
+"""The invariance probe's cases (``calibrate --suite invariance``; docs/calibration.md): clean records and copies of
+them edited without changing their meaning.
 
 A judge that is any good scores a record the same whether its free sections come in another order, its
 punctuation is half-width, an abbreviation is spelled out, a unit is written in words, true but irrelevant
