@@ -160,7 +160,6 @@ def _monitor(request: dict[str, Any], fds: list[int]) -> None:
     status = 1
     try:
         sock = socket.socket(fileno=fds[0])
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the zygote's SIG_IGN would reap the command unseen
         pid = os.fork()
         if pid == 0:
             code = 1
@@ -202,15 +201,26 @@ def serve(fd: int) -> None:
     control = socket.socket(fileno=fd)
     for name in PRELOAD:
         importlib.import_module(name)
-    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the monitors are reaped as they end
     _send(control, {"ready": True})
+    # the monitors are reaped by waitpid (not SIGCHLD ignored, which would drop their CPU time, and so the
+    # commands', from this process's children's, and from the tests' process's once this one is reaped)
+    monitors: set[int] = set()
     while True:
         data, fds, _flags, _addr = socket.recv_fds(control, _MAX_MESSAGE, 4)
+        monitors -= {pid for pid in monitors if os.waitpid(pid, os.WNOHANG)[0]}
         if not data:
+            # those ending (their command has): a moment to be reaped; the others end with their clients, unwaited
+            for _ in range(40):
+                monitors -= {pid for pid in monitors if os.waitpid(pid, os.WNOHANG)[0]}
+                if not monitors:
+                    break
+                time.sleep(0.05)
             return
-        if os.fork() == 0:
+        pid = os.fork()
+        if pid == 0:
             control.close()
             _monitor(json.loads(data), fds)
+        monitors.add(pid)
         for f in fds:
             os.close(f)
 
