@@ -15,7 +15,9 @@
 #   3. one store rebuilt by each side (`rebuild`, from the same results.sqlite: the before side's 300 x 3 run
 #      and tests/big_run.build_big_run(300 cases, 3 judges) written by the before side): every output file,
 #      judgments.jsonl included, byte for byte; results.sqlite (which the opening side may migrate) by its
-#      schema and rows.
+#      schema and rows;
+#   4. the other kinds: `score` of examples/pdqi9 (likert) and examples/criteria (criteria) with their offline
+#      panels (configs/<set>.offline.yaml, simulated judges), compared as in 1.
 # Outputs go to folders of the same name on both sides (.../before/out, .../after/out): the reports name it.
 # Prints one line per file and exits 1 on any difference.
 set -euo pipefail
@@ -114,5 +116,14 @@ for side in before after; do
 done
 compare "$WORK/bb/before/out" "$WORK/bb/after/out" results.sqlite report.md report.html
 
-if [[ $FAILED == 0 ]]; then echo "IDENTICAL: every medical_record output, before and after"; else echo "DIFFERENCES FOUND"; fi
+echo "== 4. examples/pdqi9 (likert) and examples/criteria (criteria), their offline panels"
+for set in pdqi9 criteria; do
+  for side in before after; do
+    cli "$side" score "examples/$set/cases.jsonl" -c "configs/$set.offline.yaml" --out "$WORK/k/$set/$side/out" \
+      >/dev/null 2>&1
+  done
+  compare "$WORK/k/$set/before/out" "$WORK/k/$set/after/out" judgments.jsonl results.sqlite report.md report.html
+done
+
+if [[ $FAILED == 0 ]]; then echo "IDENTICAL: every output, before and after"; else echo "DIFFERENCES FOUND"; fi
 exit $FAILED

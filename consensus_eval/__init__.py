@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from consensus_eval.domain.cases import Case, load_cases
     from consensus_eval.domain.config import EvalConfig, JudgeConfig, LLMJudgeConfig, RulesJudgeConfig, load_config
     from consensus_eval.domain.judgment import CallOutcome, Deduction, Judgment, PenaltyHit
+    from consensus_eval.domain.kinds import Dimension, register_kind
     from consensus_eval.domain.rubric import Rubric, load_rubric
     from consensus_eval.judges import Judge, register_judge
     from consensus_eval.judges.quiet import quiet_libraries
@@ -76,6 +77,7 @@ _EXPORTS = {
                     "consensus_eval.domain.config"),
     **dict.fromkeys(["CallOutcome", "Deduction", "Judgment", "PenaltyHit"], "consensus_eval.domain.judgment"),
     **dict.fromkeys(["Rubric", "load_rubric"], "consensus_eval.domain.rubric"),
+    **dict.fromkeys(["Dimension", "register_kind"], "consensus_eval.domain.kinds"),
     **dict.fromkeys(["Judge", "register_judge"], "consensus_eval.judges"),
     "quiet_libraries": "consensus_eval.judges.quiet",
     **dict.fromkeys(["ConsensusEvalError", "InputError", "JudgeError", "ReviewError", "RunBusy", "StateError",
@@ -85,13 +87,13 @@ _EXPORTS = {
 # Spelled out (not built from _EXPORTS) so that linters and type checkers see the re-exports;
 # tests/test_architecture.py checks that it names exactly the keys of _EXPORTS.
 __all__ = [
-    "Alpha", "CalibrationReport", "CallOutcome", "Case", "ConsensusEvalError", "Deduction", "EvalConfig", "HumanLabel",
-    "InputError", "Judge", "JudgeConfig", "JudgeError", "Judgment", "LLMJudgeConfig", "PenaltyHit", "Prepared",
-    "PreparedCalibration", "Results", "ReviewError", "Rubric", "RulesJudgeConfig", "RunBusy", "StateError",
+    "Alpha", "CalibrationReport", "CallOutcome", "Case", "ConsensusEvalError", "Deduction", "Dimension", "EvalConfig",
+    "HumanLabel", "InputError", "Judge", "JudgeConfig", "JudgeError", "Judgment", "LLMJudgeConfig", "PenaltyHit",
+    "Prepared", "PreparedCalibration", "Results", "ReviewError", "Rubric", "RulesJudgeConfig", "RunBusy", "StateError",
     "UnknownName", "UsageError", "__version__", "calibrate", "calibrate_async", "check_judges_async", "dry_run",
     "evaluate", "evaluate_async", "import_human", "krippendorff_alpha", "load_cases", "load_config", "load_human",
     "load_rubric", "load_run", "merge", "prepare", "prepare_calibration", "quiet_libraries", "rebuild",
-    "register_aggregator", "register_judge", "run", "run_async", "run_lock",
+    "register_aggregator", "register_judge", "register_kind", "run", "run_async", "run_lock",
 ]
 
 

@@ -220,9 +220,9 @@ def prepare_calibration(config: ConfigInput = DEFAULT_CONFIG, suite: str | Path 
     planting = None
     if str(suite) == "invariance":
         return _prepare_invariance(cfg, config, rubric, sample, seed, check_keys, bases)
-    if rubric.kinds != {"deductions"}:
+    if not all(d.calibrates for d in rubric.dimensions):
         # calibration plants errors a judge must deduct: a likert or criteria dimension has nothing to plant
-        other = [f"{d.id} ({d.kind})" for d in rubric.dimensions if d.kind != "deductions"]
+        other = [f"{d.id} ({d.kind})" for d in rubric.dimensions if not d.calibrates]
         raise InputError(f"rubric {rubric.id!r} has no planting operators: calibration measures judges on errors "
                          f"planted for them to deduct, and {', '.join(other)} are not deductions dimensions. Score "
                          f"the cases and check the judges against clinicians' labels instead (`consensus-eval "
@@ -264,7 +264,7 @@ def _prepare_invariance(cfg: EvalConfig, config: ConfigInput, rubric: Rubric, sa
     built-in one, or planted into ``bases``): sensitivity and stability measured in one run. ``sample``: that
     many planted cases and that many clean records. The clean records are judged at least 3 times each."""
     planting = None
-    operators = rubric.id == SUITE_RUBRIC_ID and rubric.kinds == {"deductions"}
+    operators = rubric.id == SUITE_RUBRIC_ID and all(d.calibrates for d in rubric.dimensions)
     if bases is not None:
         records = load_cases(bases, fields=cfg.fields).cases
         planted, planting = user_suite(records, rubric, seed) if operators else ([], None)

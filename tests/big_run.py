@@ -19,6 +19,7 @@ from pathlib import Path
 from consensus_eval.domain.cases import Case
 from consensus_eval.domain.config import EvalConfig
 from consensus_eval.domain.judgment import Deduction, Judgment, PenaltyHit
+from consensus_eval.domain.kinds import Deductions, of_kind
 from consensus_eval.domain.rubric import load_rubric
 from consensus_eval.execution.store import CallRecord, PlannedCall
 from tests.helpers import write_store
@@ -70,15 +71,15 @@ def build_big_run(folder: Path, n_cases: int = 2000, n_judges: int = 4, seed: in
                 "".join(t.text for t in case.conversation)
             deds = []
             for _ in range(rng.choice((0, 0, 1, 1, 2, 3, 4))):
-                cat = rng.choice(dim.categories)
+                cat = rng.choice(of_kind(dim, Deductions).categories)
                 typ = rng.choice(cat.types)
                 r = rng.random()
                 evidence = (_quote(rng, case.record) if r < 0.7 else _quote(rng, conv) if r < 0.875
                             else f"编造的引文{rng.randrange(10_000)}")
                 deds.append(Deduction(category=cat.id, type=typ.id, points=typ.low, evidence=evidence,
                                       reason=f"{typ.name}：与对话不符"))
-            pens = [PenaltyHit(id=pen.id, evidence=_quote(rng, case.record)) for pen in dim.fixed_penalties
-                    if rng.random() < 0.05]
+            pens = [PenaltyHit(id=pen.id, evidence=_quote(rng, case.record))
+                    for pen in of_kind(dim, Deductions).fixed_penalties if rng.random() < 0.05]
             judgment = Judgment(dimension=p.dimension, deductions=deds, fixed_penalties=pens)
             yield CallRecord(status="ok", judgment=judgment, raw=judgment.model_dump_json(),
                              request_hash=p.request_hash, case_id=p.case_id, dimension=p.dimension,

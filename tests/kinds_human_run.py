@@ -19,6 +19,7 @@ from pathlib import Path
 from consensus_eval.domain.cases import Case, Turn
 from consensus_eval.domain.config import EvalConfig
 from consensus_eval.domain.judgment import CriterionVerdict, Judgment
+from consensus_eval.domain.kinds import Likert, of_kind
 from consensus_eval.domain.rubric import Criterion, Rubric, load_rubric
 from consensus_eval.domain.scoring import criteria_of, derive
 from consensus_eval.execution.store import CallRecord, PlannedCall, Store
@@ -62,7 +63,7 @@ def build_kinds_run(folder: Path, kind: str, n_cases: int = 12, n_judges: int = 
     rng = random.Random(seed)
     rubric = kinds_rubric(kind)
     if kind == "criteria" and not per_case:
-        rubric = rubric.model_copy(update={"dimensions": [d for d in rubric.dimensions if d.criteria]})
+        rubric = rubric.model_copy(update={"dimensions": [d for d in rubric.dimensions if d.verdict_items()]})
     judges = [f"judge-{chr(ord('a') + k)}" for k in range(n_judges)]
     config = EvalConfig.model_validate({"judges": [{"name": j, "model": f"openai/{j}"} for j in judges],
                                         "runs": runs})
@@ -73,7 +74,7 @@ def build_kinds_run(folder: Path, kind: str, n_cases: int = 12, n_judges: int = 
     for c in cases:
         for d in rubric.dimensions:
             if d.kind == "likert":
-                truth[c.id, d.id] = rng.randint(*d.level_range)
+                truth[c.id, d.id] = rng.randint(*of_kind(d, Likert).level_range)
             else:
                 truth[c.id, d.id] = {k.id: rng.random() < 0.6 for k in criteria_of(d, c.criteria)}
     # the "true" answers, kept in each case's meta (passed through untouched; no judge reads it) for the tests
@@ -93,12 +94,12 @@ def build_kinds_run(folder: Path, kind: str, n_cases: int = 12, n_judges: int = 
             if quote_conversation and isinstance(case.conversation, list):   # what the patient said
                 quote = case.conversation[1].text
             if dim.kind == "likert":
-                lo, hi = dim.level_range
+                lo, hi = of_kind(dim, Likert).level_range
                 t = truth[case.id, dim.id]
                 assert isinstance(t, int)
                 rating = min(hi, max(lo, t + (rng.choice((-1, 1)) if rng.random() < noise else 0)))
                 judgment = Judgment(dimension=dim.id, rating=rating, evidence=[quote],
-                                    comment=f"{dim.levels[rating]}.")
+                                    comment=f"{dim.anchors[rating]}.")
             else:
                 t2 = truth[case.id, dim.id]
                 assert isinstance(t2, dict)

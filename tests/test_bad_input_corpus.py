@@ -37,6 +37,7 @@ from typer.testing import CliRunner
 
 from consensus_eval.analysis.alpha import Level
 from consensus_eval.cli import app
+from consensus_eval.domain.kinds import Deductions, of_kind
 from consensus_eval.domain.sets import duplicates
 from tests.bad_input_harness import (
     BAD,
@@ -878,9 +879,9 @@ def test_a_repeated_fixed_penalty_is_listed_once_as_charged() -> None:
     from tests.helpers import as_stored
 
     rubric = load_rubric("medical_record")
-    dim = next(d for d in rubric.dimensions if d.fixed_penalties)
-    pen = dim.fixed_penalties[0]
-    cat = dim.categories[0]
+    dim = next(d for d in rubric.dimensions if of_kind(d, Deductions).fixed_penalties)
+    pen = of_kind(dim, Deductions).fixed_penalties[0]
+    cat = of_kind(dim, Deductions).categories[0]
     typ = cat.types[0]
     points = typ.low
     judgment = Judgment(dimension=dim.id, deductions=[Deduction(category=cat.id, type=typ.id, points=points)] * 2,
@@ -894,7 +895,7 @@ def test_a_repeated_fixed_penalty_is_listed_once_as_charged() -> None:
     per_cat: dict[str, float] = {}
     for d in row["deductions"]:
         per_cat[d["category_id"]] = per_cat.get(d["category_id"], 0) + d["points"]
-    caps = {c.id: c.cap for c in dim.categories}
+    caps = {c.id: c.cap for c in of_kind(dim, Deductions).categories}
     rederived = max(0.0, dim.max - sum(min(v, caps[k]) for k, v in per_cat.items())
                     - sum(p["points"] for p in row["fixed_penalties"]))
     assert rederived == row["score"] == dim.max - 2 * points - pen.points

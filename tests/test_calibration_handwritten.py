@@ -19,6 +19,7 @@ from consensus_eval.domain.calibration.handwritten import (
     handwritten_suite,
 )
 from consensus_eval.domain.calibration.suite import PlantedError, SuiteCase, check_expectation, dumps_suite, load_suite
+from consensus_eval.domain.kinds import Deductions
 from consensus_eval.domain.rubric import Rubric, load_rubric
 
 
@@ -76,7 +77,7 @@ def test_every_case_passes_check_expectation_and_spans_are_their_slices(
 def test_points_and_categories_come_from_the_rubric(suite: list[SuiteCase], rubric: Rubric) -> None:
     for c in suite:
         for e in c.expected:
-            dim = rubric.dimension(e.dimension)
+            dim = rubric.dimension(e.dimension, Deductions)
             if e.penalty:
                 assert e.category == e.type and e.points == dim.penalties_by_id[e.type].points
             else:

@@ -21,6 +21,7 @@ from consensus_eval.cli import app
 from consensus_eval.domain.calibration.generator import builtin_suite
 from consensus_eval.domain.calibration.suite import PlantedError, PlantedSpan, SuiteCase
 from consensus_eval.domain.grounding import ground
+from consensus_eval.domain.kinds import Deductions, of_kind
 from consensus_eval.domain.rubric import Rubric, load_rubric
 from consensus_eval.output.report import write_reports
 from consensus_eval.output.report.calibration import calibration_block
@@ -147,7 +148,7 @@ def _scripts(suite: list[SuiteCase], rubric: Rubric) -> tuple[dict[str, dict[str
                 if model == "whole":  # deducts in every category, quoting the whole record, on every case
                     items = [_deduction(PlantedError(dimension=dim.id, category=cat.id, type=cat.types[0].id,
                                                      points=cat.types[0].low, spans=[_whole(sc)]),
-                                        cat.id, sc.case.record) for cat in dim.categories]
+                                        cat.id, sc.case.record) for cat in of_kind(dim, Deductions).categories]
                     per_dim[dim.id] = _reply(items, [])
                     continue
                 for e in (x for x in sc.expected if x.dimension == dim.id):
@@ -163,7 +164,7 @@ def _scripts(suite: list[SuiteCase], rubric: Rubric) -> tuple[dict[str, dict[str
                         pens.append({"id": e.type, "evidence": ABSENT if model == "liar" else quote, "reason": "fake"})
                         continue
                     if model == "random":
-                        cat = rng.choice(dim.categories)
+                        cat = rng.choice(of_kind(dim, Deductions).categories)
                         typ = cat.types[0]
                         lucky += cat.id == e.category
                         items.append({"category": cat.id, "type": typ.id, "points": typ.low, "evidence": quote,
@@ -214,7 +215,7 @@ def test_fake_llm_judges(tmp_path: Path, rubric: Rubric, monkeypatch: pytest.Mon
     assert liar.overall.found.k == 0 and liar.overall.found.high == pytest.approx(wilson(0, n)[1])
     # a judge deducting in every category and quoting the whole record: no recall, every deduction a false alarm
     whole = rep.judges["whole"]
-    n_cats = sum(len(d.categories) for d in rubric.dimensions)
+    n_cats = sum(len(of_kind(d, Deductions).categories) for d in rubric.dimensions)
     # (a quote may be no longer than the line the error is on plus 20 characters: base-03's 现病史, 190 of its
     # 270 characters, is the section an omission left a fact out of, and the whole record still earns nothing)
     assert whole.overall.found.k == 0 and whole.overall.found.n == n

@@ -33,6 +33,7 @@ from consensus_eval.domain.calibration.operators import (
 )
 from consensus_eval.domain.calibration.suite import SuiteCase, dumps_suite, load_suite
 from consensus_eval.domain.cases import Case
+from consensus_eval.domain.kinds import Deductions, of_kind
 from consensus_eval.domain.rubric import Rubric, load_rubric
 from consensus_eval.judges.rules.medical_record import check_case
 from tests.helpers import present
@@ -64,8 +65,8 @@ def test_base_cases_are_clean_by_the_rules_judge(rubric: Rubric) -> None:
 
 
 def test_every_rubric_type_is_planted_or_listed_unplantable(rubric: Rubric) -> None:
-    types = {t.id for d in rubric.dimensions for c in d.categories for t in c.types}
-    penalties = {p.id for d in rubric.dimensions for p in d.fixed_penalties}
+    types = {t.id for d in rubric.dimensions for c in of_kind(d, Deductions).categories for t in c.types}
+    penalties = {p.id for d in rubric.dimensions for p in of_kind(d, Deductions).fixed_penalties}
     assert set(OPERATOR_TYPES) == set(OPERATORS)
     assert plantable_types() | set(UNPLANTABLE) == types | penalties
     assert not plantable_types() & set(UNPLANTABLE)

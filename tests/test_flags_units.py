@@ -16,8 +16,9 @@ from consensus_eval import load_run
 from consensus_eval.cli import app
 from consensus_eval.domain.cases import Case
 from consensus_eval.domain.config import ConsensusConfig, EvalConfig
-from consensus_eval.domain.flags import split_criteria, splits_needed, spread_limit
+from consensus_eval.domain.flags import spread_limit
 from consensus_eval.domain.judgment import CriterionVerdict, Judgment
+from consensus_eval.domain.kinds.criteria import split_criteria, splits_needed
 from consensus_eval.domain.rubric import Rubric, load_rubric
 from consensus_eval.domain.scoring import derive
 from consensus_eval.execution.store import CallRecord

@@ -35,8 +35,8 @@ def test_a_reviewer_rates_a_likert_case_on_the_scale_and_the_levels_read_back(tm
         # the scale of every attribute, each level with its anchor text
         for d in rubric.dimensions:
             scale = page.locator(f"fieldset.scale[data-dim={d.id}]")
-            expect(scale.locator("label.level")).to_have_count(len(d.levels))
-            for lv, anchor in d.levels.items():
+            expect(scale.locator("label.level")).to_have_count(len(d.anchors))
+            for lv, anchor in d.anchors.items():
                 expect(scale.locator("label.level").nth(lv - 1)).to_contain_text(f"{lv} {anchor}")
         picks = {"accurate": 2, "thorough": 5, "organized": 4}
         for dim, lv in picks.items():

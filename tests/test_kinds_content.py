@@ -20,6 +20,7 @@ from consensus_eval.cli import app
 from consensus_eval.domain.cases import Case, load_cases
 from consensus_eval.domain.config import LLMJudgeConfig, load_config
 from consensus_eval.domain.judgment import CriterionVerdict, Deduction, Judgment, PenaltyHit
+from consensus_eval.domain.kinds import Criteria, Deductions, Likert, of_kind
 from consensus_eval.domain.prompts import render, render_case
 from consensus_eval.domain.rubric import Dimension, Rubric, load_rubric
 from consensus_eval.domain.scoring import criteria_of, derive
@@ -89,13 +90,13 @@ def test_the_test_rubrics_are_of_the_shapes_the_issue_names() -> None:
     radiology = load_rubric(KINDS / "radiology.yaml")
     assert len(radiology.dimensions) == 2
     for d in radiology.dimensions:
-        assert d.stars is not None and sum(c.cap for c in d.categories) == d.max
+        assert d.stars is not None and sum(c.cap for c in of_kind(d, Deductions).categories) == d.max
     likert = load_rubric(KINDS / "discharge5.yaml")
-    assert len(likert.dimensions) == 5 and all(d.level_range == (1, 5) for d in likert.dimensions)
+    assert len(likert.dimensions) == 5 and all(of_kind(d, Likert).level_range == (1, 5) for d in likert.dimensions)
     assert likert.max_total == 2 * 5 + 4 * 5                     # `correct` weighs 2
     checklist = load_rubric(KINDS / "checklist.yaml")
     (dim,) = checklist.dimensions
-    assert dim.criteria and any(c.points < 0 for c in dim.criteria)
+    assert of_kind(dim, Criteria).criteria and any(c.points < 0 for c in of_kind(dim, Criteria).criteria)
 
 
 def test_pdqi9_is_the_nine_attributes_of_the_instrument() -> None:
@@ -104,11 +105,11 @@ def test_pdqi9_is_the_nine_attributes_of_the_instrument() -> None:
         "Up-to-date", "Accurate", "Thorough", "Useful", "Organized", "Comprehensible", "Succinct", "Synthesized",
         "Internally consistent"]
     for d in rubric.dimensions:
-        assert d.level_range == (1, 5) and d.stars is None and d.weight == 1
-        assert len(set(d.levels.values())) == 5                  # an anchor of its own for every level
+        assert of_kind(d, Likert).level_range == (1, 5) and d.stars is None and d.weight == 1
+        assert len(set(d.anchors.values())) == 5                  # an anchor of its own for every level
     assert rubric.max_total == 45
     assert rubric.roles == {"doctor": "Clinician", "patient": "Patient", "family": "Family member"}
-    anchors = [a for d in rubric.dimensions for a in d.levels.values()]
+    anchors = [a for d in rubric.dimensions for a in d.anchors.values()]
     assert len(set(anchors)) == len(anchors)                     # written per attribute, not copied across
 
 
@@ -154,10 +155,10 @@ def test_the_pdqi9_prompts_carry_every_attributes_anchors() -> None:
     whole = render_case(rubric, cases[0])[0]["content"]
     for dim in rubric.dimensions:
         system = render(rubric, dim, cases[0])[0]["content"]
-        for level, anchor in dim.levels.items():
+        for level, anchor in dim.anchors.items():
             assert f"{level}: {anchor}" in system, (dim.id, level)
             assert f"{level}: {anchor}" in whole, (dim.id, level)
-        others = [a for d in rubric.dimensions if d.id != dim.id for a in d.levels.values()]
+        others = [a for d in rubric.dimensions if d.id != dim.id for a in d.anchors.values()]
         assert not any(a in system for a in others)              # one attribute a call
         assert '"rating"' in system and '"evidence"' in system
 
@@ -191,7 +192,7 @@ def test_the_pdqi9_notes_headings_are_found_from_the_rubric() -> None:
 def test_the_criteria_cases_points_are_valid_and_their_scores_spread() -> None:
     rubric, cases = SETS["criteria"].load()
     (dim,) = rubric.dimensions
-    assert dim.criteria == []                                    # every case brings its own
+    assert of_kind(dim, Criteria).criteria == []                 # every case brings its own
     scores = []
     for case in cases:
         crit = case.criteria or []
@@ -211,8 +212,9 @@ def test_the_checklist_cases_are_judged_by_the_rubrics_own_criteria() -> None:
     (dim,) = rubric.dimensions
     for case in cases:
         assert case.criteria is None
-        assert [c.id for c in criteria_of(dim, case.criteria)] == [c.id for c in dim.criteria]
-        assert set(case.meta["expected"]) == {c.id for c in dim.criteria}
+        own = [c.id for c in of_kind(dim, Criteria).criteria]
+        assert [c.id for c in criteria_of(dim, case.criteria)] == own
+        assert set(case.meta["expected"]) == {c.id for c in of_kind(dim, Criteria).criteria}
 
 
 def test_the_pdqi9_cases_plant_flaws_by_attribute() -> None:
@@ -386,5 +388,5 @@ def test_the_docs_minimal_likert_template_renders(tmp_path: Path) -> None:
                                     "roles": {"doctor": "Clinician", "patient": "Patient"}})
     case = SETS["pdqi9"].load()[1][0]
     system, user = (m["content"] for m in render(rubric, rubric.dimensions[0], case, tmp_path))
-    assert all(f"{level}: {anchor}" in system for level, anchor in rubric.dimensions[0].levels.items())
+    assert all(f"{level}: {anchor}" in system for level, anchor in rubric.dimensions[0].anchors.items())
     assert '"rating"' in system and case.record in user

@@ -22,12 +22,13 @@ from consensus_eval.analysis.consensus import build
 from consensus_eval.analysis.derived import derive_all
 from consensus_eval.analysis.reliability import level_of
 from consensus_eval.analysis.results import Results
-from consensus_eval.domain import judgment as judgment_mod
+from consensus_eval.domain import replies as judgment_mod
 from consensus_eval.domain.cases import Case
 from consensus_eval.domain.config import ConsensusConfig
-from consensus_eval.domain.flags import majority
-from consensus_eval.domain.judgment import CriterionVerdict, Judgment, case_response_model, response_model
+from consensus_eval.domain.judgment import CriterionVerdict, Judgment
+from consensus_eval.domain.kinds.criteria import majority
 from consensus_eval.domain.prompts import render
+from consensus_eval.domain.replies import case_response_model, response_model
 from consensus_eval.domain.rubric import Criterion, Rubric, load_rubric
 from consensus_eval.execution.results import StoredRun
 from consensus_eval.execution.store import CallRecord, StoredCall

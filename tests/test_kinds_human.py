@@ -23,6 +23,7 @@ from consensus_eval.analysis.agreement import load_human
 from consensus_eval.analysis.audit import REASON_CODES
 from consensus_eval.analysis.human import build_review, criterion_cells, criterion_columns, read_labels
 from consensus_eval.api import load_run, spot_check
+from consensus_eval.domain.kinds import Criteria, Likert, of_kind
 from consensus_eval.execution.store import HumanLabelRecord, Store
 from consensus_eval.output.audit_console import print_audit
 from consensus_eval.output.report import i18n as report_i18n, write_reports
@@ -55,7 +56,7 @@ def test_likert_audit_rows_show_each_judges_level_anchor_and_evidence(likert_run
     n_rows = 0
     for a in res.audit:
         for dim in a.dimensions:
-            assert dim.kind == "likert" and dim.levels == rubric.dimension(dim.dimension).levels
+            assert dim.kind == "likert" and dim.levels == rubric.dimension(dim.dimension).anchors
             means = []
             for v in dim.judges:
                 assert v.deductions == () and v.verdicts == ()
@@ -182,7 +183,7 @@ def test_likert_review_page_is_a_scale_with_anchors_and_a_level_is_the_reviewers
         with c:
             page = c.get("/case/1").text
             for d in rubric.dimensions:
-                for lv, anchor in d.levels.items():
+                for lv, anchor in d.anchors.items():
                     assert f'name="level-{d.id}" data-dim="{d.id}" value="{lv}"' in page
                     assert str(escape(anchor)) in page
             assert 'class="add-form"' not in page and '<details class="added"' not in page
@@ -211,7 +212,7 @@ def test_likert_review_page_is_a_scale_with_anchors_and_a_level_is_the_reviewers
 
 def test_criteria_review_toggles_store_one_label_per_criterion_and_derive_the_score(criteria_copy: Path) -> None:
     rubric = kinds_rubric("criteria")
-    crits = {c.id: c for c in rubric.dimension("safety").criteria}
+    crits = {c.id: c for c in of_kind(rubric.dimension("safety"), Criteria).criteria}
     with closing(ReviewRun.open(criteria_copy)) as r:
         c, csrf = review_client(r, "alice")
         with c:
@@ -364,13 +365,13 @@ def _clinicians(folder: Path, n: int, flip: float, seed: int) -> list[str]:
                 truth = cases[s.case_id].meta["truth"]
                 for d in res.rubric.dimensions:
                     if d.kind == "likert":
-                        lo, hi = d.level_range
+                        lo, hi = of_kind(d, Likert).level_range
                         level = truth[d.id] + (rng.choice((-1, 1)) if rng.random() < flip else 0)
                         store.upsert_human_label(HumanLabelRecord(
                             case_id=s.case_id, dimension=d.id, reviewer=reviewer, kind="score",
                             value=min(hi, max(lo, level))))
                     else:
-                        for c in d.criteria:
+                        for c in of_kind(d, Criteria).criteria:
                             met = truth[d.id][c.id] != (rng.random() < flip)
                             store.upsert_human_label(HumanLabelRecord(
                                 case_id=s.case_id, dimension=d.id, deduction_id=c.id, reviewer=reviewer,
@@ -540,7 +541,7 @@ def test_the_wide_human_file_reads_a_likert_rubric_on_its_scale_and_weights(like
 
 def test_two_reviewers_disagreeing_on_a_criterion_are_adjudicated_criterion_by_criterion(criteria_copy: Path) -> None:
     rubric = kinds_rubric("criteria")
-    crits = {c.id: c for c in rubric.dimension("safety").criteria}
+    crits = {c.id: c for c in of_kind(rubric.dimension("safety"), Criteria).criteria}
     with closing(ReviewRun.open(criteria_copy)) as r:
         case_id = r.case_at(1).case_id
         mine = {"li": {"allergy": True, "meds": True, "followup": False, "invented": False},

@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 
 from consensus_eval.analysis.reliability import level_of
 from consensus_eval.cli import app
+from consensus_eval.domain.kinds import Criteria, of_kind
 from consensus_eval.domain.rubric import load_rubric
 from consensus_eval.execution.store import Store
 from tests.conftest import FAKE_KEY
@@ -104,7 +105,7 @@ def test_a_rubric_written_from_the_docs_scores_audits_is_reviewed_and_reports(tm
         assert {lb.dimension for lb in labels if lb.origin == "accepted"} == set(dims[1:])
     else:
         assert [(lb.kind, lb.value) for lb in own] == [("criterion", "met")]
-        n_criteria = len(rubric.dimensions[0].criteria)
+        n_criteria = len(of_kind(rubric.dimensions[0], Criteria).criteria)
         assert len([lb for lb in labels if lb.origin == "accepted"]) == n_criteria - 1
 
     res = CliRunner().invoke(app, ["reliability", str(run)])

@@ -399,12 +399,12 @@ def test_a_module_missing_inside_litellm_stops_the_judge(tmp_path: Path, api_key
 def test_a_judge_bug_is_local_and_stops_the_judge(rubric: Rubric, api_keys: str, monkeypatch: pytest.MonkeyPatch,
                                                   status_server: StatusServer) -> None:
     """An exception of our own (here: converting a valid reply) is `local` too."""
-    from consensus_eval.domain import judgment
+    from consensus_eval.domain.kinds.deductions import DeductionsReply
 
     def broken(self: object, dimension: Dimension) -> None:
         raise TypeError("to_judgment() is broken")
 
-    monkeypatch.setattr(judgment._ReplyBase, "to_judgment", broken)
+    monkeypatch.setattr(DeductionsReply, "to_judgment", broken)
     judge = _judge(rubric, status_server.url("ok"))
     first, second = _call(rubric, judge, n=2)
     _assert_failed(first, "local", attempts=1)

@@ -28,8 +28,9 @@ from consensus_eval.domain.calibration.suite import SuiteCase
 from consensus_eval.domain.cases import Case
 from consensus_eval.domain.config import EvalConfig, LLMJudgeConfig, load_config
 from consensus_eval.domain.grounding import ground
-from consensus_eval.domain.judgment import CallOutcome, Judgment, case_response_model
+from consensus_eval.domain.judgment import CallOutcome, Judgment
 from consensus_eval.domain.prompts import render, render_case
+from consensus_eval.domain.replies import case_response_model
 from consensus_eval.domain.rubric import Rubric
 from consensus_eval.execution.estimate import PER_CASE, estimate
 from consensus_eval.execution.plan import plan

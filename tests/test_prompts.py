@@ -10,6 +10,7 @@ import yaml
 
 from consensus_eval import InputError
 from consensus_eval.domain.cases import Case, Turn
+from consensus_eval.domain.kinds import Deductions
 from consensus_eval.domain.prompts import MESSAGE_BREAK, fence, render
 from consensus_eval.domain.rubric import Rubric, load_rubric
 from tests.helpers import present
@@ -56,7 +57,7 @@ def _between(text: str, label: str) -> str:
 
 
 def _check_system_has_rubric(system: str, rubric: Rubric, dim_id: str) -> None:
-    dim = rubric.dimension(dim_id)
+    dim = rubric.dimension(dim_id, Deductions)
     assert f"{dim.name}（满分{_n(dim.max)}分）" in system
     for c in dim.categories:
         assert f"{c.name}（category: {c.id}，本类最多扣{_n(c.cap)}分）" in system
@@ -71,7 +72,7 @@ def test_system_message_has_the_dimensions_rubric(dim_id: str) -> None:
     system, _ = _render(dim_id)
     _check_system_has_rubric(system, RUBRIC, dim_id)
     # no category or type of another dimension leaks in
-    for other in RUBRIC.dimensions:
+    for other in RUBRIC.dimensions_of(Deductions):
         if other.id != dim_id:
             for c in other.categories:
                 assert f"category: {c.id}，" not in system
@@ -122,7 +123,7 @@ def test_generic_part_comes_first_and_is_the_same_for_every_dimension() -> None:
         generic, section = _split_dimension(system)
         generics[dim.id] = generic
         assert section.startswith(f"{DIM_HEADING}{dim.name}（满分{_n(dim.max)}分）】")
-        for other in RUBRIC.dimensions:   # no dimension's name, score or ids before the heading
+        for other in RUBRIC.dimensions_of(Deductions):   # no dimension's name, score or ids before the heading
             assert other.name not in generic
             assert f"满分{_n(other.max)}" not in generic
             assert all(c.id not in generic and all(t.id not in generic for t in c.types) for c in other.categories)

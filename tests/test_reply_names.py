@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from consensus_eval.domain.judgment import CASE_MODEL_NAME, case_response_model, response_model
+from consensus_eval.domain.replies import CASE_MODEL_NAME, case_response_model, response_model
 from consensus_eval.domain.rubric import Rubric
 
 KINDS = Path(__file__).parent / "data" / "kinds"

@@ -52,7 +52,7 @@ def test_a_likert_reference_is_a_level_on_the_scale_and_a_half_level_is_refused(
         view = {d.id: d for d in r.adjudication_view(1)}
         assert set(view) == {"accurate", "thorough", "organized"}
         for d in rubric.dimensions:
-            assert view[d.id].kind == "likert" and view[d.id].levels == sorted(d.levels.items())
+            assert view[d.id].kind == "likert" and view[d.id].levels == sorted(d.anchors.items())
         assert view["accurate"].scores == {"li": 2, "wang": 4} and view["accurate"].picked(2) == ["li"]
         assert view["thorough"].picked(3) == ["li", "wang"] and view["accurate"].reference_level is None
         # the model: a half level, a level off the scale, refused; nothing stored
@@ -68,7 +68,7 @@ def test_a_likert_reference_is_a_level_on_the_scale_and_a_half_level_is_refused(
         with c:
             page = c.get("/adjudicate/1").text
             for d in rubric.dimensions:       # a scale per dimension, as on the review page: levels and anchors
-                for lv, anchor in d.levels.items():
+                for lv, anchor in d.anchors.items():
                     assert f'name="score_{d.id}" value="{lv}" required>' in page
                     assert str(escape(anchor)) in page
             assert 'type="number"' not in page and 'step="0.5"' not in page
@@ -166,7 +166,7 @@ def test_an_adjudicator_picks_a_likert_level_in_the_browser(run_dir: Path) -> No
         accurate = page.locator("fieldset.reference-scale[data-dim=accurate]")
         expect(accurate.locator("label.level")).to_have_count(5)
         expect(accurate.locator("label.level", has_text="picked by li")).to_contain_text(rubric.dimension(
-            "accurate").levels[2])
+            "accurate").anchors[2])
         csrf = page.locator("input[name=csrf]").get_attribute("value")
         assert csrf
         if os.environ.get("REVIEW_SCREENSHOTS"):
@@ -177,7 +177,7 @@ def test_an_adjudicator_picks_a_likert_level_in_the_browser(run_dir: Path) -> No
         picks = {"accurate": 3, "thorough": 3, "organized": 5}
         for dim, lv in picks.items():                             # a click on the anchor's text picks the level
             page.locator(f"fieldset.reference-scale[data-dim={dim}] label.level", has_text=rubric.dimension(
-                dim).levels[lv]).locator(".anchor").click()
+                dim).anchors[lv]).locator(".anchor").click()
         page.locator("#save-reference").click()
         expect(page.locator("#team-cases")).to_contain_text("adjudicated by chen")
         stored = {lb.dimension: (lb.kind, lb.value, lb.origin) for lb in stored_labels(run_dir, "chen")}

@@ -1,6 +1,6 @@
 """When two reviewers' own scores send a case to adjudication: on a likert dimension by the panel's flag rule
-(levels ``consensus.flag_level_gap`` or more apart, default 2), on another dimension more than 2 points apart;
-one rule in domain/flags.py."""
+(levels ``consensus.flag_level_gap`` or more apart, default 2), on a deductions dimension more than 2 points apart,
+on a criteria one more than ``flag_spread_share`` of its range: each kind's rule (``Dimension.reviewers_apart``)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,9 @@ from typing import Any
 import pytest
 
 from consensus_eval.domain.config import ConsensusConfig
-from consensus_eval.domain.flags import ADJUDICATE_GAP, disagreement, levels_apart, reviewers_apart
+from consensus_eval.domain.flags import disagreement
+from consensus_eval.domain.kinds.base import ADJUDICATE_GAP, JudgeScoreView
+from consensus_eval.domain.kinds.likert import levels_apart
 from consensus_eval.domain.rubric import load_rubric
 from consensus_eval.execution.store import Store
 from consensus_eval.review.app import messages
@@ -22,17 +24,31 @@ from tests.kinds_human_run import build_kinds_run
 def test_reviewers_are_apart_on_a_likert_dimension_by_the_panels_level_rule() -> None:
     default, wide = ConsensusConfig(), ConsensusConfig(flag_level_gap=3)
     assert default.flag_level_gap == 2 and ADJUDICATE_GAP == 2
-    assert [reviewers_apart("likert", g, default) for g in (0, 1, 2, 3, 4)] == [False, False, True, True, True]
-    assert [reviewers_apart("likert", g, wide) for g in (0, 1, 2, 3, 4)] == [False, False, False, True, True]
-    # other kinds: more than 2 points, whatever flag_level_gap says
+    pdqi9 = load_rubric("pdqi9")
+    likert, deductions = pdqi9.dimensions[0], load_rubric("medical_record").dimensions[0]
+    criteria = load_rubric("criteria").dimensions[0]
+    assert [likert.reviewers_apart(g, default) for g in (0, 1, 2, 3, 4)] == [False, False, True, True, True]
+    assert [likert.reviewers_apart(g, wide) for g in (0, 1, 2, 3, 4)] == [False, False, False, True, True]
+    # deductions: more than 2 points, whatever flag_level_gap says
     for cfg in (default, wide):
-        assert [reviewers_apart("deductions", g, cfg) for g in (0, 2, 2.5, 6)] == [False, False, True, True]
+        assert [deductions.reviewers_apart(g, cfg) for g in (0, 2, 2.5, 6)] == [False, False, True, True]
+    # criteria (a 0-1 score): more than flag_spread_share (0.1) of the range, so two reviewers a criterion apart are
+    assert [criteria.reviewers_apart(g, default) for g in (0, 0.1, 0.11, 0.5)] == [False, False, True, True]
     # the same rule as the panel's level_gap flag, gap for gap
     for cfg in (default, wide):
         for low, high in ((3, 3), (3, 4), (3, 5), (1, 5), (2, 5)):
+            views: list[JudgeScoreView] = [_Mean(low), _Mean(high)]
             flagged = any(f.code == "level_gap"
-                          for f in disagreement(load_rubric("pdqi9"), [], {}, cfg, ratings={"d": [low, high]}))
-            assert flagged == levels_apart(high - low, cfg) == reviewers_apart("likert", high - low, cfg)
+                          for f in disagreement(pdqi9, [], {}, cfg, judges={likert.id: views}))
+            assert flagged == levels_apart(high - low, cfg) == likert.reviewers_apart(high - low, cfg)
+
+
+class _Mean:
+    """A judge's mean rating, as the flags read it."""
+
+    def __init__(self, mean: float) -> None:
+        self.mean: float | None = mean
+        self.criteria: dict[str, bool] = {}
 
 
 @pytest.fixture(scope="module")

@@ -46,7 +46,7 @@ def test_the_queue_says_when_a_case_is_done_in_the_words_of_the_rubric(tmp_path:
 def test_a_rubric_with_criteria_beside_other_kinds_says_both() -> None:
     likert, criteria = kinds_rubric("likert"), kinds_rubric("criteria")
     mixed = likert.model_copy(update={"dimensions": [*likert.dimensions,
-                                                     *[d for d in criteria.dimensions if d.criteria]]})
+                                                     *[d for d in criteria.dimensions if d.verdict_items()]]})
     assert mixed.kinds == {"likert", "criteria"}
 
     def wording(rubric: object) -> str:

@@ -14,8 +14,10 @@ import pytest
 from pydantic import ValidationError
 
 from consensus_eval import InputError
-from consensus_eval.domain.judgment import Deduction, Judgment, PenaltyHit, response_model
-from consensus_eval.domain.rubric import Category, DeductionType, Dimension, Rubric, load_rubric
+from consensus_eval.domain.judgment import Deduction, Judgment, PenaltyHit
+from consensus_eval.domain.kinds import Deductions
+from consensus_eval.domain.replies import response_model
+from consensus_eval.domain.rubric import Category, DeductionType, Rubric, load_rubric
 from consensus_eval.domain.scoring import derive
 from tests.helpers import present
 
@@ -56,7 +58,7 @@ CAPS = {  # DESIGN.md decision 1
 
 @pytest.mark.parametrize("dim", list(CAPS))
 def test_bundled_rubric_caps(dim: str) -> None:
-    d = RUBRIC.dimension(dim)
+    d = RUBRIC.dimension(dim, Deductions)
     assert {c.id: c.cap for c in d.categories} == CAPS[dim]
     # 8+10+8+8+6 = 40; 7+14+7+4+3 = 35; 8+7+5+3+2 = 25
     assert sum(CAPS[dim].values()) == d.max
@@ -72,10 +74,10 @@ def test_bundled_rubric_star_thresholds(dim: str, thresholds: dict[int, float]) 
 
 
 def test_bundled_rubric_fixed_penalty() -> None:
-    acc = RUBRIC.dimension("accuracy")
+    acc = RUBRIC.dimension("accuracy", Deductions)
     assert [(p.id, p.points) for p in acc.fixed_penalties] == [("diabetes_in_past_history", 10)]
-    assert RUBRIC.dimension("completeness").fixed_penalties == []
-    assert RUBRIC.dimension("standardization").fixed_penalties == []
+    assert RUBRIC.dimension("completeness", Deductions).fixed_penalties == []
+    assert RUBRIC.dimension("standardization", Deductions).fixed_penalties == []
 
 
 @pytest.mark.parametrize(("dim", "type_id", "points"), [
@@ -91,17 +93,17 @@ def test_bundled_rubric_fixed_penalty() -> None:
     ("standardization", "unprofessional", (1, 2)),
 ])
 def test_bundled_rubric_type_points(dim: str, type_id: str, points: float | tuple[float, float]) -> None:
-    _, typ = RUBRIC.dimension(dim).find_type(type_id)
+    _, typ = RUBRIC.dimension(dim, Deductions).find_type(type_id)
     assert typ.points == points
     assert typ.is_range == isinstance(points, tuple)
 
 
 def test_range_type_accessors() -> None:
-    _, typ = RUBRIC.dimension("completeness").find_type("ph_important_missing")
+    _, typ = RUBRIC.dimension("completeness", Deductions).find_type("ph_important_missing")
     assert (typ.low, typ.high, typ.points_text()) == (2, 3, "2-3")
     assert typ.accepts(2) and typ.accepts(2.5) and typ.accepts(3)
     assert not typ.accepts(1.9) and not typ.accepts(3.1)
-    _, fixed = RUBRIC.dimension("accuracy").find_type("value_missing")
+    _, fixed = RUBRIC.dimension("accuracy", Deductions).find_type("value_missing")
     assert (fixed.low, fixed.high, fixed.points_text()) == (1.5, 1.5, "1.5")
     assert fixed.accepts(1.5) and not fixed.accepts(2)
 
@@ -306,7 +308,7 @@ def test_seed_worked_example() -> None:
 
 
 def test_claim_mismatch_on_score_only() -> None:
-    acc = RUBRIC.dimension("accuracy")
+    acc = RUBRIC.dimension("accuracy", Deductions)
     # 40 - 2 = 38 (5 stars); the judge claims 36 with 5 stars
     s = derive(acc, _judgment("accuracy", ("timeline", "time_error", 2), claimed_score=36, claimed_stars=5))
     assert s.claim_mismatch is True
@@ -320,12 +322,12 @@ def _biggest_type(cat: Category) -> DeductionType:
     return max(cat.types, key=lambda t: t.high)
 
 
-CATEGORY_PARAMS = [(d.id, c.id) for d in RUBRIC.dimensions for c in d.categories]
+CATEGORY_PARAMS = [(d.id, c.id) for d in RUBRIC.dimensions_of(Deductions) for c in d.categories]
 
 
 @pytest.mark.parametrize(("dim_id", "cat_id"), CATEGORY_PARAMS)
 def test_every_category_cap(dim_id: str, cat_id: str) -> None:
-    dim = RUBRIC.dimension(dim_id)
+    dim = RUBRIC.dimension(dim_id, Deductions)
     cat = dim.categories_by_id[cat_id]
     typ = _biggest_type(cat)
     # enough occurrences of the category's largest type to exceed its cap
@@ -366,7 +368,7 @@ def test_caps_hand_computed(dim_id: str, deductions: list[tuple[str, str, float]
     assert derive(RUBRIC.dimension(dim_id), _judgment(dim_id, *deductions)).score == expected
 
 
-def _all_over_caps(dim: Dimension) -> list[tuple[str, str, float]]:
+def _all_over_caps(dim: Deductions) -> list[tuple[str, str, float]]:
     out = []
     for c in dim.categories:
         t = _biggest_type(c)
@@ -376,7 +378,7 @@ def _all_over_caps(dim: Dimension) -> list[tuple[str, str, float]]:
 
 @pytest.mark.parametrize("dim_id", ["accuracy", "completeness", "standardization"])
 def test_floor_at_zero(dim_id: str) -> None:
-    dim = RUBRIC.dimension(dim_id)
+    dim = RUBRIC.dimension(dim_id, Deductions)
     # every category over its cap: max - sum(caps) = max - max = 0; never negative
     s = derive(dim, _judgment(dim_id, *_all_over_caps(dim)))
     assert s.score == 0 and s.stars == 1
@@ -384,7 +386,7 @@ def test_floor_at_zero(dim_id: str) -> None:
 
 
 def test_fixed_penalty_outside_caps() -> None:
-    acc = RUBRIC.dimension("accuracy")
+    acc = RUBRIC.dimension("accuracy", Deductions)
     pen = ("diabetes_in_past_history",)
     # all five categories over their caps: 40 - 40 = 0 even before the penalty; 0 - 10 floors at 0
     s = derive(acc, _judgment("accuracy", *_all_over_caps(acc), penalties=pen))
@@ -401,7 +403,7 @@ def test_fixed_penalty_outside_caps() -> None:
 
 
 def test_fixed_penalty_counts_once() -> None:
-    acc = RUBRIC.dimension("accuracy")
+    acc = RUBRIC.dimension("accuracy", Deductions)
     # seed: 糖尿病写入既往史 "直接扣10分" is one fixed penalty, not per occurrence: 40 - 10 = 30
     s = derive(acc, _judgment("accuracy", penalties=("diabetes_in_past_history", "diabetes_in_past_history")))
     assert s.score == 30
@@ -426,7 +428,7 @@ def test_stars_at_and_around_thresholds(dim_id: str, star: int, threshold: float
 
 
 def test_stars_examples() -> None:
-    acc = RUBRIC.dimension("accuracy")
+    acc = RUBRIC.dimension("accuracy", Deductions)
     assert acc.stars_for(37.999) == 4
     assert acc.stars_for(37.9999999999) == 5
     assert acc.stars_for(40) == 5
@@ -437,7 +439,7 @@ def test_stars_examples() -> None:
 
 
 def test_derive_fractional_scores_and_stars() -> None:
-    acc = RUBRIC.dimension("accuracy")
+    acc = RUBRIC.dimension("accuracy", Deductions)
     # value_missing 1.5 -> 38.5 -> 5 stars
     s = derive(acc, _judgment("accuracy", ("numbers", "value_missing", 1.5)))
     assert (s.score, s.stars) == (38.5, 5)
@@ -466,7 +468,7 @@ def test_derive_rounds_float_noise_to_the_integer() -> None:
 
 
 def test_deduction_type_from_another_category_raises() -> None:
-    acc = RUBRIC.dimension("accuracy")
+    acc = RUBRIC.dimension("accuracy", Deductions)
     with pytest.raises(ValueError, match="belongs to category 'timeline', not 'numbers'"):
         derive(acc, _judgment("accuracy", ("numbers", "time_error", 2)))
 
@@ -504,7 +506,7 @@ def _reply(dim_id: str, deductions: list[dict[str, Any]], *, score: float = 38, 
 
 
 def test_response_model_valid_reply_fixed_points_from_rubric() -> None:
-    acc = RUBRIC.dimension("accuracy")
+    acc = RUBRIC.dimension("accuracy", Deductions)
     M = response_model(RUBRIC, "accuracy")
     reply = M.model_validate(_reply("accuracy", [
         {"category": "timeline", "type": "time_error"},                 # points omitted -> 2 from the rubric
@@ -539,7 +541,7 @@ def test_response_model_seed_example_end_to_end() -> None:
 
 
 def test_response_model_takes_rubric_points_for_fixed_type_even_if_given() -> None:
-    acc = RUBRIC.dimension("accuracy")
+    acc = RUBRIC.dimension("accuracy", Deductions)
     reply = response_model(RUBRIC, "accuracy").model_validate(
         _reply("accuracy", [{"category": "drugs", "type": "drug_name_error", "points": 3.0}]))
     assert reply.to_judgment(acc).deductions[0].points == 3
@@ -599,7 +601,7 @@ def test_response_model_accepts_max_score() -> None:
 
 
 def test_response_model_json_schema_lists_closed_enums() -> None:
-    for dim in RUBRIC.dimensions:
+    for dim in RUBRIC.dimensions_of(Deductions):
         schema = response_model(RUBRIC, dim.id).model_json_schema()
         ded = next(v for k, v in schema["$defs"].items() if k.endswith("Deduction"))
         assert ded["properties"]["category"]["enum"] == [c.id for c in dim.categories]

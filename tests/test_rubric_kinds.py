@@ -9,6 +9,7 @@ from pydantic import ValidationError
 
 from consensus_eval.domain.cases import Case
 from consensus_eval.domain.judgment import CriterionVerdict, Deduction, Judgment
+from consensus_eval.domain.kinds import Likert
 from consensus_eval.domain.rubric import Criterion, Dimension, Rubric, load_rubric
 from consensus_eval.domain.scoring import criteria_of, derive
 
@@ -30,6 +31,7 @@ def test_a_rubric_written_before_kinds_keeps_its_fingerprint_and_dump() -> None:
 
 def test_likert_max_is_the_top_level_and_the_score_is_the_level_picked() -> None:
     dim = Dimension.model_validate(LIKERT)
+    assert isinstance(dim, Likert)
     assert dim.max == 5 and dim.low == 1 and dim.level_range == (1, 5) and dim.stars is None
     score = derive(dim, Judgment(dimension="accurate", rating=4, evidence=["BP 142/90"]))
     assert score.score == 4.0 and score.stars is None and score.categories == ()

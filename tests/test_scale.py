@@ -27,6 +27,7 @@ from consensus_eval.analysis.reliability import mean_or_none
 from consensus_eval.domain import textio
 from consensus_eval.domain.grounding import CaseGrounder, Grounding
 from consensus_eval.domain.judgment import Deduction, Judgment, PenaltyHit
+from consensus_eval.domain.kinds import Deductions, of_kind
 from consensus_eval.domain.rubric import load_rubric
 from consensus_eval.domain.scoring import DimensionScore, derive
 from consensus_eval.execution import store as store_mod
@@ -84,9 +85,10 @@ def test_derived_scores_have_the_types_and_values_validation_gives() -> None:
     r = random.Random(1)
     for dim in rubric.dimensions:
         for _ in range(200):
-            deds = [Deduction(category=(c := r.choice(dim.categories)).id, type=(t := r.choice(c.types)).id,
+            cats = of_kind(dim, Deductions).categories
+            deds = [Deduction(category=(c := r.choice(cats)).id, type=(t := r.choice(c.types)).id,
                               points=t.low, evidence="x") for _ in range(r.randrange(0, 5))]
-            pens = [PenaltyHit(id=p.id) for p in dim.fixed_penalties if r.random() < 0.3]
+            pens = [PenaltyHit(id=p.id) for p in of_kind(dim, Deductions).fixed_penalties if r.random() < 0.3]
             j = Judgment(dimension=dim.id, deductions=deds, fixed_penalties=pens,
                          claimed_score=r.choice([None, 30.0, 35]), claimed_stars=r.choice([None, 4]))
             s = derive(dim, j)
@@ -252,7 +254,7 @@ def test_category_matrices_are_the_means_of_points_taken(tmp_path: Path) -> None
     cons = of_run(dataclasses.replace(run, records=run.records[:-2]))
     slow = points_taken(run)
     fast = reliability_mod._points_taken(run, cons)
-    cats = [cat.id for d in run.rubric.dimensions for cat in d.categories] + ["no-such-category"]
+    cats = [cat.id for d in run.rubric.dimensions for cat in of_kind(d, Deductions).categories] + ["no-such-category"]
     for cat in cats:
         want = matrix([[mean_or_none(slow.get((c.case_id, j, cat))) for c in cons] for j in run.judges])
         assert np.array_equal(fast(cat), want, equal_nan=True)

@@ -18,6 +18,7 @@ from consensus_eval.domain.cases import Case, load_cases
 from consensus_eval.domain.config import EvalConfig, SimulatedJudgeConfig, load_config
 from consensus_eval.domain.grounding import ground
 from consensus_eval.domain.judgment import Judgment
+from consensus_eval.domain.kinds import Deductions
 from consensus_eval.domain.rubric import Rubric, load_rubric
 from consensus_eval.domain.scoring import criteria_of, derive
 from consensus_eval.judges import build_judge
@@ -130,7 +131,7 @@ def test_personas_differ_as_documented_on_the_medical_records() -> None:
     assert count["over_calls"] > count["strict"]             # over-calls: false alarms on top
     # misses_category never deducts in its one blind category of each dimension, which the others do use
     judge = _judge(rubric, "misses_category", seed=1)
-    for dim in rubric.dimensions:
+    for dim in rubric.dimensions_of(Deductions):
         blind = judge._blind_category(dim)
         assert blind in dim.categories_by_id
         assert not any(d.category == blind for j in made["misses_category"] if j.dimension == dim.id

@@ -27,6 +27,7 @@ from consensus_eval.api import spot_check
 from consensus_eval.cli import app
 from consensus_eval.domain.cases import Case, Turn
 from consensus_eval.domain.judgment import Deduction, Judgment
+from consensus_eval.domain.kinds import Deductions
 from consensus_eval.domain.prompts import render
 from consensus_eval.domain.rubric import Rubric
 from consensus_eval.execution.labels import LabelEvent, insert_events
@@ -400,7 +401,8 @@ def test_the_chinese_report_shows_no_english_word(two_systems: Path) -> None:
                                                     "standardization": 25})
     res = load_run(two_systems, n_boot=50)
     rubric = res.rubric
-    ids = {rubric.id, *(d.id for d in rubric.dimensions), *(c.id for d in rubric.dimensions for c in d.categories),
+    deducting = rubric.dimensions_of(Deductions)
+    ids = {rubric.id, *(d.id for d in rubric.dimensions), *(c.id for d in deducting for c in d.categories),
            *res.judges, "scribe-a", "scribe-b", "li", "wang", *re.findall(r"[A-Za-z][A-Za-z_\-]+", str(two_systems))}
 
     from consensus_eval import api
@@ -408,8 +410,8 @@ def test_the_chinese_report_shows_no_english_word(two_systems: Path) -> None:
 
     # with a calibration beside the run: its section too (type ids are ids)
     rep = api.calibrate(ROOT / "configs" / "default.yaml", out=two_systems.parent / "cal", sample=40, seed=2)
-    ids |= {t.id for d in rubric.dimensions for c in d.categories for t in c.types} | set(rep.unplantable)
-    ids |= {p for d in rubric.dimensions for p in d.penalties_by_id} | set(rep.judges)
+    ids |= {t.id for d in deducting for c in d.categories for t in c.types} | set(rep.unplantable)
+    ids |= {p for d in deducting for p in d.penalties_by_id} | set(rep.judges)
     (two_systems / "calibration.json").write_bytes((two_systems.parent / "cal" / "calibration.json").read_bytes())
     try:
         _, html_path = write_reports(res, two_systems, "zh")

@@ -20,6 +20,7 @@ from consensus_eval._errors import InputError
 from consensus_eval.analysis.alpha import DEFAULT_SEED, Alpha
 from consensus_eval.analysis.consensus import CaseConsensus
 from consensus_eval.analysis.intervals import Proportion
+from consensus_eval.domain.kinds.deductions import deductions_in
 from consensus_eval.domain.rubric import Rubric
 from consensus_eval.domain.textio import csv_records, decimal_point, json_type, jsonl_values, read_text, unguard
 from consensus_eval.execution.results import StoredRun
@@ -126,8 +127,8 @@ def load_human(path: str | Path, rubric: Rubric, encoding: str | None = None, *,
     """
     p = Path(path)
     dims = [d.id for d in rubric.dimensions]
-    names = {c.name: c.id for d in rubric.dimensions for c in d.categories}
-    ids = {c.id for d in rubric.dimensions for c in d.categories}
+    names = {c.name: c.id for d in deductions_in(rubric.dimensions) for c in d.categories}
+    ids = {c.id for d in deductions_in(rubric.dimensions) for c in d.categories}
     wanted = [*dims, "total", "categories"]
     rows: list[tuple[int, dict[str, Any]]] = []
     if p.suffix.lower() == ".jsonl":   # the one JSON Lines reader (textio): UTF-8, the same messages

@@ -106,8 +106,11 @@ from typing import Literal
 
 from consensus_eval.analysis.consensus import CaseConsensus
 from consensus_eval.domain.config import ConsensusConfig, EvalConfig
-from consensus_eval.domain.flags import Flag, majority, split_criteria
+from consensus_eval.domain.flags import Flag
 from consensus_eval.domain.grounding import Grounding
+from consensus_eval.domain.kinds.base import VIEW_DEDUCTIONS, flag_rank, fmt_short, kind_class, registered_kinds
+from consensus_eval.domain.kinds.criteria import majority, split_criteria
+from consensus_eval.domain.kinds.deductions import as_deductions
 from consensus_eval.domain.rubric import Criterion, Dimension, Rubric
 from consensus_eval.domain.scoring import DimensionScore
 from consensus_eval.execution.results import StoredRun
@@ -150,11 +153,23 @@ PENALTY_CATEGORY_NAME = "fixed penalty"
 
 Match = Literal["type", "category", "none", "no_peer"]
 QueueMode = Literal["disagreement", "risk"]
-ReasonCode = Literal["failed", "inconclusive", "incomplete", "spread", "star_gap", "level_gap", "split",
-                     "low_score", "fixed_penalty", "ungrounded"]
-#: every reason code, in the order reasons are listed
-REASON_CODES: tuple[ReasonCode, ...] = ("failed", "inconclusive", "incomplete", "spread", "star_gap", "level_gap",
-                                        "split", "low_score", "fixed_penalty", "ungrounded")
+#: a reason's code: one of :func:`reason_codes`
+ReasonCode = str
+#: the reason codes of the audit's own, in the order reasons are listed: the status ones and the rubric's flags,
+#: then (:func:`reason_codes`) the codes of the kinds' flags (``level_gap``, ``split``...), then the risk ones
+_STATUS_REASONS: tuple[str, ...] = ("failed", "inconclusive", "incomplete", "spread", "star_gap")
+_RISK_REASONS: tuple[str, ...] = ("low_score", "fixed_penalty", "ungrounded")
+
+
+def reason_codes() -> tuple[str, ...]:
+    """Every reason code, in the order reasons are listed: a case's status, the rubric's own flags, the kinds'
+    flags (in the order the kinds registered), a single judge's risk signals."""
+    kinds = tuple(dict.fromkeys(code for k in registered_kinds() for code in k.flag_texts))
+    return (*_STATUS_REASONS, *kinds, *_RISK_REASONS)
+
+
+#: every reason code of the built-in kinds, in order (:func:`reason_codes` adds the codes of kinds plugged in)
+REASON_CODES: tuple[ReasonCode, ...] = reason_codes()
 _STATUS_ORDER = {"failed": 0, "inconclusive": 1, "incomplete": 2, "ok": 3}
 
 
@@ -392,16 +407,20 @@ class DimensionAudit:
     levels: dict[int, str] = field(default_factory=dict)
     level_spread: float | None = None
     criteria: list[CriterionRow] = field(default_factory=list)
+    #: the lowest score the dimension can take (a likert scale's lowest level)
+    low: float = 0.0
+    #: how its judgments are shown (its kind's :attr:`~consensus_eval.domain.kinds.base.Dimension.view`)
+    view: str = VIEW_DEDUCTIONS
 
     @property
     def quiet(self) -> bool:
         """True when every judge answered and none deducted anything (nothing to look at); a likert dimension
         where every judge picked the top level, a criteria dimension where no criterion is split and every
         positive criterion is met and no negative one is."""
-        if self.kind == "likert":
-            top = max(self.levels) if self.levels else None
+        if self.levels:
+            top = max(self.levels)
             return all(v.runs_ok and all(r.rating == top for r in v.ratings) for v in self.judges)
-        if self.kind == "criteria":
+        if self.criteria:
             return all(v.runs_ok for v in self.judges) and all(
                 not row.split and row.met_share == (1.0 if row.points > 0 else 0.0) for row in self.criteria)
         return all(v.runs_ok and not v.deductions for v in self.judges)
@@ -556,7 +575,7 @@ def audit(run: StoredRun, cons: Sequence[CaseConsensus]) -> list[CaseAudit]:
     policy = ungrounded_policy(run.config)
     anchors = case_anchors([c.case_id for c in cons])
     own_criteria = ({c.id: c.criteria for c in run.cases if c.criteria is not None}
-                    if any(d.kind == "criteria" and not d.criteria for d in run.rubric.dimensions) else {})
+                    if any(d.uses_case_criteria for d in run.rubric.dimensions) else {})
     audits = []
     for c in cons:
         a = _audit_case(run.rubric, run.judges, c, by_case.get(c.case_id, []), run.scores, run.config.consensus,
@@ -575,7 +594,7 @@ def _formula_shape(audits: Sequence[CaseAudit]) -> str:
     """Which parts the queue's score has: ``deductions`` (a rubric with deduction dimensions), else ``kinds``
     (likert / criteria: spreads only) or ``kinds_stars`` (and star gaps: some dimension has stars)."""
     dims = audits[0].dimensions if audits else []
-    if not dims or any(dim.kind == "deductions" for dim in dims):
+    if not dims or any(dim.view == VIEW_DEDUCTIONS for dim in dims):
         return "deductions"
     return "kinds_stars" if any(v.stars is not None for dim in dims for v in dim.judges) else "kinds"
 
@@ -806,7 +825,8 @@ def _audit_case(rubric: Rubric, judges: Sequence[str], cons: CaseConsensus, reco
     star_gap_mean = _mean([float(dim.star_gap) for dim in compared])
     singleton_share = len(singles) / len(comparable) if comparable else None
     lost_share = _mean([x for dim in dims if (x := _lost(dim)) is not None])
-    with_penalties = {d.id for d in rubric.dimensions if d.fixed_penalties}
+    with_penalties = {d.dimension for d in dims
+                      if d.view == VIEW_DEDUCTIONS and as_deductions(rubric.dimension(d.dimension)).fixed_penalties}
     penalty_runs = [len({x.run for x in v.deductions if x.kind == "penalty"}) / v.runs_ok
                     for dim in dims if dim.dimension in with_penalties for v in dim.judges if v.runs_ok]
     ungrounded_share = n_ungrounded / n_checked if n_checked else None
@@ -836,7 +856,7 @@ def _lost(dim: DimensionAudit) -> float | None:
     score = dim.panel_score
     if score is None:
         score = _mean([v.score for v in dim.judges if v.score is not None])
-    low = float(min(dim.levels)) if dim.levels else 0.0   # a likert scale's lowest level, else 0
+    low = dim.low   # a likert scale's lowest level, else 0
     if score is None or dim.max <= low:
         return None
     return (dim.max - score) / (dim.max - low)
@@ -864,18 +884,7 @@ def review_reasons(a: CaseAudit, cfg: ConsensusConfig, policy: str = "flag",
     if gaps:
         out.append(_reason(code="star_gap", subjects=gaps, limit=cfg.flag_star_gap, text=(
             f"judges' stars differ by {cfg.flag_star_gap} or more: {', '.join(gaps)}")))
-    gap = cfg.flag_level_gap
-    levels = [f"{dim.name} {_num(dim.level_spread)}" for dim in a.dimensions
-              if dim.level_spread is not None and dim.level_spread >= gap]
-    if levels:
-        out.append(_reason(code="level_gap", subjects=levels, limit=gap, text=(
-            f"judges' ratings differ by {_num(gap)} levels or more: {', '.join(levels)}")))
-    split = [f"{dim.name}: {row.id}" for dim in a.dimensions if ("split", dim.dimension) in by_code
-             for row in dim.criteria if row.split]
-    if split:
-        out.append(_reason(code="split", subjects=split, value=len(split), text=(
-            f"the judges disagree on {len(split)} criterion{'s' if len(split) != 1 else ''}: "
-            f"{', '.join(split)}")))
+    out += _kind_reasons(a, flags)
     if a.n_judges_answered == 1:
         low = [f"{dim.name} {v.stars}★" for dim in a.dimensions for v in dim.judges
                if v.stars is not None and v.stars <= LOW_STARS]
@@ -894,6 +903,25 @@ def review_reasons(a: CaseAudit, cfg: ConsensusConfig, policy: str = "flag",
     return out
 
 
+def _kind_reasons(a: CaseAudit, flags: Sequence[Flag]) -> list[ReviewReason]:
+    """The reasons the kinds' own flags of the case give, one per code, codes in the order the kinds registered
+    (:meth:`~consensus_eval.domain.kinds.base.Dimension.review_reason`)."""
+    dims = {d.dimension: d for d in a.dimensions}
+    by_code: dict[str, list[tuple[str, Flag, list[str]]]] = {}
+    for f in flags:
+        dim = dims.get(f.dimension or "")
+        if f.code not in ("spread", "star_gap") and dim is not None:
+            by_code.setdefault(f.code, []).append((dim.name, f, [row.id for row in dim.criteria if row.split]))
+    out = []
+    for code in sorted(by_code, key=flag_rank):
+        flagged = by_code[code]
+        reason = kind_class(dims[flagged[0][1].dimension or ""].kind).review_reason(flagged)
+        if reason is not None:
+            out.append(_reason(code=code, text=reason.text, subjects=reason.subjects, value=reason.value,
+                               limit=reason.limit))
+    return out
+
+
 def _reason(*, code: ReasonCode, text: str, subjects: list[str] | None = None, value: float | None = None,
             limit: float | None = None) -> ReviewReason:
     """A :class:`ReviewReason` with its figures as floats (a count or a threshold given as an int)."""
@@ -905,8 +933,7 @@ def _opt_float(x: float | None) -> float | None:
     return None if x is None else float(x)
 
 
-def _num(x: float) -> str:
-    return f"{x:.1f}".rstrip("0").rstrip(".")
+_num = fmt_short
 
 
 def _audit_dimension(rubric: Rubric, judges: Sequence[str], cons: CaseConsensus, dim: Dimension,
@@ -921,14 +948,16 @@ def _audit_dimension(rubric: Rubric, judges: Sequence[str], cons: CaseConsensus,
     scores = [v.score for v in views if v.score is not None]
     spread = (max(scores) - min(scores)) if len(scores) >= 2 else None
     ratings = [v.score for v in views if v.ratings and v.score is not None]
+    anchors = dim.anchors
     return DimensionAudit(
         dimension=dim_id, name=dim.name, max=dim.max, panel_score=cons.scores.get(dim_id),
         star_gap=(max(stars) - min(stars)) if len(stars) >= 2 else 0, judges=views,
         spread=spread,
         spread_share=(spread / (dim.max - dim.low)) if spread is not None and dim.max > dim.low else None,
-        kind=dim.kind, levels=dim.levels,
-        level_spread=(max(ratings) - min(ratings)) if dim.kind == "likert" and len(ratings) >= 2 else None,
-        criteria=_criterion_rows(dim, views, case_criteria) if dim.kind == "criteria" else [],
+        kind=dim.kind, levels=dict(anchors),
+        level_spread=(max(ratings) - min(ratings)) if anchors and len(ratings) >= 2 else None,
+        criteria=_criterion_rows(dim, views, case_criteria) if dim.by_criteria else [],
+        low=dim.low, view=dim.view,
     )
 
 
@@ -936,7 +965,7 @@ def _criterion_rows(dim: Dimension, views: Sequence[JudgeView],
                     case_criteria: Sequence[Criterion] | None) -> list[CriterionRow]:
     """The criterion x judge table of a criteria dimension: the case's criteria in their order, split ones
     first; a verdict on an id the criteria do not list is left out (a judgment is validated against them)."""
-    crits = list(dim.criteria or case_criteria or [])
+    crits = dim.judged_criteria(case_criteria)
     rows = []
     for c in crits:
         by_judge = {v.judge: [x.met for x in v.verdicts if x.id == c.id] for v in views if v.runs_ok}
@@ -988,9 +1017,10 @@ def _judge_view(rubric: Rubric, cons: CaseConsensus, judge: str, dim: Dimension,
 def _ratings(dim: Dimension, ok: Sequence[StoredCall], grounding: Mapping[str, Grounding]) -> tuple[RatingItem, ...]:
     """Each successful run's level on a likert dimension, with the level's anchor and where each quote is
     (``grounding`` by quote id, ``{request_hash}#e{i}``); empty for another kind."""
-    if dim.kind != "likert":
+    anchors = dim.anchors
+    if not anchors:
         return ()
-    return tuple(RatingItem(run=r.run, rating=r.judgment.rating, anchor=dim.levels.get(r.judgment.rating, ""),
+    return tuple(RatingItem(run=r.run, rating=r.judgment.rating, anchor=anchors.get(r.judgment.rating, ""),
                        evidence=list(r.judgment.evidence), comment=r.judgment.comment,
                        grounding=[grounding.get(f"{r.request_hash}#e{i}") for i in range(len(r.judgment.evidence))])
             for r in ok if r.judgment is not None and r.judgment.rating is not None)
@@ -1016,13 +1046,14 @@ def deductions_of(rubric: Rubric, rec: StoredCall,
 def _deductions(dim: Dimension, rec: StoredCall, found: Mapping[str, Grounding]) -> list[AuditDeduction]:
     """:func:`deductions_of` with the call's dimension ``dim`` given."""
     judgment = rec.judgment
-    if judgment is None:
+    if judgment is None or not (judgment.deductions or judgment.fixed_penalties):
         return []
+    kinds = as_deductions(dim)
     # from a judgment validated when stored, the rubric and groundings, with the types validation would give
     call, judge, run, dimension = rec.request_hash, rec.judge, rec.run, rec.dimension
     items = []
     for i, d in enumerate(judgment.deductions):
-        cat, typ = dim.find_type(d.type)
+        cat, typ = kinds.find_type(d.type)
         items.append(AuditDeduction(
             call=call, index=i, judge=judge, run=run, dimension=dimension, kind="deduction",
             category_id=cat.id, category=cat.name, type_id=typ.id, type=typ.name,
@@ -1032,7 +1063,7 @@ def _deductions(dim: Dimension, rec: StoredCall, found: Mapping[str, Grounding])
         return items
     copies = penalty_copies(rec)
     for i, p in enumerate(judgment.fixed_penalties):
-        pen = dim.penalties_by_id[p.id]
+        pen = kinds.penalties_by_id[p.id]
         pid = f"{call}#p{i}"
         items.append(AuditDeduction(
             call=call, index=i, judge=judge, run=run, dimension=dimension, kind="penalty",

@@ -35,6 +35,7 @@ from consensus_eval.analysis.audit import PENALTY_CATEGORY, PENALTY_CATEGORY_NAM
 from consensus_eval.analysis.consensus import CaseConsensus
 from consensus_eval.analysis.results import Results
 from consensus_eval.analysis.systems import UNNAMED, Test, difference, source_key
+from consensus_eval.domain.kinds.deductions import as_deductions, deductions_in
 
 #: how many of the cases that moved most a comparison lists
 TOP_MOVES = 10
@@ -177,7 +178,7 @@ def _per_case(r: Results, case_ids: set[str]) -> dict[tuple[str, str], tuple[flo
         if rec.judgment.fixed_penalties:
             key = (rec.case_id, f"{rec.dimension}.{PENALTY_CATEGORY}")
             points[key] = points.get(key, 0.0) + sum(
-                r.rubric.dimension(rec.dimension).penalties_by_id[p].points
+                as_deductions(r.rubric.dimension(rec.dimension)).penalties_by_id[p].points
                 for p in dict.fromkeys(x.id for x in rec.judgment.fixed_penalties))
             counts[key] = counts.get(key, 0.0) + len({x.id for x in rec.judgment.fixed_penalties})
     out = {}
@@ -191,7 +192,8 @@ def _per_case(r: Results, case_ids: set[str]) -> dict[tuple[str, str], tuple[flo
 def _categories(a: Results, b: Results, pairs: Sequence[tuple[str, str]]) -> list[CategoryChange]:
     pa = _per_case(a, {x for x, _ in pairs})
     pb = _per_case(b, {y for _, y in pairs})
-    names = {f"{d.id}.{c.id}": f"{d.name} / {c.name}" for d in a.rubric.dimensions for c in d.categories}
+    names = {f"{d.id}.{c.id}": f"{d.name} / {c.name}" for d in deductions_in(a.rubric.dimensions)
+             for c in d.categories}
     names.update({f"{d.id}.{PENALTY_CATEGORY}": f"{d.name} / {PENALTY_CATEGORY_NAME}" for d in a.rubric.dimensions})
     out = []
     n = len(pairs)

@@ -29,7 +29,8 @@ from consensus_eval.domain.aggregate import aggregate
 from consensus_eval.domain.cases import Case
 from consensus_eval.domain.config import ConsensusConfig
 from consensus_eval.domain.construct import construct
-from consensus_eval.domain.flags import Flag, Majority, disagreement, majority, split_criteria
+from consensus_eval.domain.flags import Flag, disagreement
+from consensus_eval.domain.kinds.criteria import Majority, majority
 from consensus_eval.domain.rubric import Rubric
 from consensus_eval.domain.scoring import DimensionScore
 from consensus_eval.execution.results import StoredRun
@@ -174,8 +175,11 @@ def _case(rubric: Rubric, case_id: str, judges: Sequence[str],
     star_total = (rubric.star_total({d: s for d, s in stars.items() if s is not None})
                   if complete and has_stars else None)
     spread = (max(judge_totals.values()) - min(judge_totals.values())) if len(judge_totals) >= 2 else None
-    verdicts = {d.id: _panel_verdicts(table, judges, d.id) for d in rubric.dimensions if d.kind == "criteria"}
-    flags = _flags(rubric, table, judges, dims, list(judge_totals.values()), config, verdicts)
+    verdicts = {d.id: _panel_verdicts(table, judges, d.id) for d in rubric.dimensions if d.by_criteria}
+    flags = disagreement(
+        rubric, list(judge_totals.values()),
+        {d: [s for j in judges if (s := table[j][d].stars) is not None] for d in dims}, config,
+        judges={d: [table[j][d] for j in judges] for d in dims})
     values: dict[str, object] = dict(
         case_id=case_id, status=status, scores=scores, stars=stars, total=total, star_total=star_total,
         n_judges=len(judge_totals), judges=table, judge_totals=judge_totals, spread=spread,
@@ -192,22 +196,3 @@ def _total_if_complete(rubric: Rubric, dims: Sequence[str], values: Sequence[flo
     if any(v is None for v in values):
         return None
     return rubric.total({d: v for d, v in zip(dims, values, strict=True) if v is not None})
-
-
-def _flags(rubric: Rubric, table: dict[str, dict[str, JudgeScore]], judges: Sequence[str], dims: list[str],
-           totals: Sequence[float], config: ConsensusConfig, verdicts: Mapping[str, Mapping[str, Majority]]
-           ) -> list[Flag]:
-    """Why the panel's verdict on a case is disputed (:func:`~consensus_eval.domain.flags.disagreement`):
-    stars of the dimensions with stars, judges' mean ratings of the likert ones, the criteria the judges
-    disagree on (each judge's own verdict) out of those with a verdict."""
-    likert = [d.id for d in rubric.dimensions if d.kind == "likert"]
-    splits = {}
-    for d in verdicts:
-        by_id: dict[str, list[bool]] = {}
-        for j in judges:
-            for cid, met in table[j][d].criteria.items():
-                by_id.setdefault(cid, []).append(met)
-        splits[d] = (len(split_criteria(by_id)), len(by_id))
-    return disagreement(
-        rubric, totals, {d: [s for j in judges if (s := table[j][d].stars) is not None] for d in dims}, config,
-        ratings={d: [m for j in judges if (m := table[j][d].mean) is not None] for d in likert}, splits=splits)

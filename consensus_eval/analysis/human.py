@@ -45,6 +45,7 @@ from consensus_eval.analysis.alpha import DEFAULT_SEED, Alpha, alpha_with_ci
 from consensus_eval.analysis.audit import PENALTY_CATEGORY, penalty_copies
 from consensus_eval.analysis.consensus import CaseConsensus
 from consensus_eval.analysis.intervals import proportion
+from consensus_eval.domain.kinds.deductions import as_deductions, deductions_in
 from consensus_eval.domain.reviewers import clean_name
 from consensus_eval.domain.rubric import Criterion, Dimension, Rubric
 from consensus_eval.domain.sets import jaccard
@@ -250,7 +251,7 @@ def build_review(labels: Sequence[HumanLabelRecord], rubric: Rubric,
             cr.criteria.setdefault(lb.reviewer, {}).setdefault(lb.dimension, {})[lb.deduction_id] = met
         if lb.comment and lb.kind in ("comment", "verdict", "criterion"):
             cr.comments.append(lb)
-    criteria_dims = [d for d in rubric.dimensions if d.kind == "criteria"]
+    criteria_dims = [d for d in rubric.dimensions if d.by_criteria]
     if criteria_dims:
         _criteria_scores(cases, criteria_dims, labels, case_criteria or {})
     for cr in cases.values():
@@ -282,7 +283,7 @@ def _criteria_scores(cases: Mapping[str, CaseReview], dims: Sequence[Dimension],
               if lb.kind == "criterion" and lb.points is not None}
     for cr in cases.values():
         for dim in dims:
-            crits = list(dim.criteria or case_criteria.get(cr.case_id) or [])
+            crits = dim.judged_criteria(case_criteria.get(cr.case_id))
             for reviewer, given in cr.criteria.items():
                 if dim.id in given and dim.id not in cr.scores.get(reviewer, {}):
                     score = criteria_score(crits, given[dim.id], points, cr.case_id, dim.id)
@@ -537,9 +538,10 @@ def _sheet_labels(p: Path, head: tuple[int, list[str]], rows: list[tuple[int, li
                 top, low = dims[dim_id].max, dims[dim_id].low
                 if not low <= value <= top:
                     raise InputError(f"{where(line, HUMAN_SCORE)}: {score} is outside {low:g}..{top:g} ({dim_id})")
-                if dims[dim_id].kind == "likert" and origin == "own" and value not in dims[dim_id].levels:
+                anchors = dims[dim_id].anchors
+                if anchors and origin == "own" and value not in anchors:
                     raise InputError(f"{where(line, HUMAN_SCORE)}: {score} is not a level of {dim_id}: write one of "
-                                     f"{', '.join(str(k) for k in sorted(dims[dim_id].levels))}")
+                                     f"{', '.join(str(k) for k in sorted(anchors))}")
                 labels.append(HumanLabelRecord(case_id=case_id, dimension=dim_id, reviewer=name, kind="score",
                                                value=value, source=source, origin=origin))
             if comment:
@@ -570,10 +572,10 @@ def _sheet_labels(p: Path, head: tuple[int, list[str]], rows: list[tuple[int, li
 def _criterion_labels(given: Mapping[str, str], dim: Dimension, case_criteria: Sequence[Criterion] | None,
                       case_id: str, reviewer: str, source: str, where: Callable[[str], str]) -> list[HumanLabelRecord]:
     """The ``criterion: <id>`` cells of a criteria dimension's score row: one ``criterion`` label each."""
-    crits = {c.id: c for c in (dim.criteria or case_criteria or [])}
+    crits = {c.id: c for c in dim.judged_criteria(case_criteria)}
     out = []
     for cid, text in given.items():
-        if dim.kind != "criteria":
+        if not dim.by_criteria:
             raise InputError(f"{where(cid)}: {text!r}, but {dim.id} is a {dim.kind} dimension, not a criteria one")
         if cid not in crits:
             raise InputError(f"{where(cid)}: {text!r}, but {cid!r} is not a criterion of {dim.id} for case "
@@ -591,9 +593,9 @@ def _criterion_labels(given: Mapping[str, str], dim: Dimension, case_criteria: S
 def criterion_columns(rubric: Rubric, criteria_of_case: Mapping[str, Sequence[Criterion]] | None = None) -> list[str]:
     """The sheet's criterion columns (:data:`CRITERION_PREFIX` + id): every criterion id of the rubric's criteria
     dimensions and of the cases' own criteria, in order of first appearance (empty without a criteria dimension)."""
-    dims = [d for d in rubric.dimensions if d.kind == "criteria"]
-    ids = [c.id for d in dims for c in d.criteria]
-    if any(not d.criteria for d in dims):
+    dims = [d for d in rubric.dimensions if d.by_criteria]
+    ids = [cid for d in dims for cid in d.verdict_items()]
+    if any(d.uses_case_criteria for d in dims):
         ids += [c.id for crits in (criteria_of_case or {}).values() for c in crits]
     return [CRITERION_PREFIX + cid for cid in dict.fromkeys(ids)]
 
@@ -616,7 +618,10 @@ def _added(cells: list[str], cell: Callable[[list[str], str], str], where: Calla
     dim_id = cell(cells, "dimension")
     if dim_id not in dims:
         raise InputError(f"{where(line, 'dimension')}: {dim_id!r} is not a dimension of the rubric ({', '.join(dims)})")
-    dim = dims[dim_id]
+    try:
+        dim = as_deductions(dims[dim_id])
+    except ValueError as e:
+        raise InputError(f"{where(line, 'dimension')}: {e}; an added row names a deduction the judges missed") from None
     bounds = {t.id: (t.low, t.high) for c in dim.categories for t in c.types}
     bounds.update({pen.id: (pen.points, pen.points) for pen in dim.fixed_penalties})
     names = {t.name: t.id for c in dim.categories for t in c.types} | {pen.name: pen.id for pen in dim.fixed_penalties}
@@ -811,12 +816,14 @@ def _added_deductions(run: StoredRun, review: HumanReview, section: HumanAgreeme
     missed = dict.fromkeys(run.judges, 0)
     for lb in added:
         dim_id, type_id = str(lb.dimension), str(lb.value)
-        dim = run.rubric.dimension(dim_id)
-        pen = dim.penalties_by_id.get(type_id)
+        dim = next(iter(deductions_in([run.rubric.dimension(dim_id)])), None)
+        pen = dim.penalties_by_id.get(type_id) if dim is not None else None
         if pen is not None:
             category, name = PENALTY_CATEGORY, pen.name
         else:
             try:
+                if dim is None:
+                    raise KeyError(type_id)
                 cat, typ = dim.find_type(type_id)
                 category, name = cat.name, typ.name
             except KeyError:
@@ -867,7 +874,7 @@ def _category_jaccard(run: StoredRun, review: HumanReview, cons: Sequence[CaseCo
     if not with_categories:
         return
     taken = points_taken(run)
-    cat_ids = [cat.id for d in run.rubric.dimensions for cat in d.categories]
+    cat_ids = [cat.id for d in deductions_in(run.rubric.dimensions) for cat in d.categories]
 
     def judged(j: str, c: CaseConsensus) -> set[str]:
         return {k for k in cat_ids if any(t > 0 for t in taken.get((c.case_id, j, k), []))}

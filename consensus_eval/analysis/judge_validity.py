@@ -206,7 +206,7 @@ def validity_report(run: StoredRun, cons: Sequence[CaseConsensus], review: Human
     weight_of = ({cid: 1.0 / p for cid, p in prob.items()}
                  if max(prob.values()) - min(prob.values()) > 1e-12 else None)
     criteria = (_criteria(run, cons, review, [s.case_id for s in sample], weight_of)
-                if review is not None and any(d.kind == "criteria" for d in run.rubric.dimensions) else None)
+                if review is not None and any(d.by_criteria for d in run.rubric.dimensions) else None)
     by_id = {c.case_id: c for c in cons}
     strata = list(dict.fromkeys(s.stratum for s in sample))
     labelled = [cid for cid in prob if review is not None and (r := review.case(cid)) is not None and r.human
@@ -332,7 +332,7 @@ def _criteria(run: StoredRun, cons: Sequence[CaseConsensus], review: HumanReview
     """Criterion verdicts of the judges and the panel against the clinicians' on the spot check (module
     docstring); None when no clinician gave a verdict there."""
     wanted = set(case_ids)
-    dims = [d.id for d in run.rubric.dimensions if d.kind == "criteria"]
+    dims = [d.id for d in run.rubric.dimensions if d.by_criteria]
     Unit = tuple[str, str, str]
     reference: dict[Unit, bool] = {}
     pairs: list[tuple[str, bool, bool]] = []

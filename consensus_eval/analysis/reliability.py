@@ -19,6 +19,7 @@ from consensus_eval.analysis.consensus import CaseConsensus
 from consensus_eval.analysis.decision import DecisionStudy, decision_studies
 from consensus_eval.analysis.judge_quality import JudgeQuality, judge_quality
 from consensus_eval.analysis.judge_validity import ValidityReport
+from consensus_eval.domain.kinds.deductions import deductions_in
 from consensus_eval.domain.rubric import Dimension
 from consensus_eval.execution.results import StoredRun
 
@@ -119,7 +120,7 @@ def _reliability_report(run: StoredRun, cons: Sequence[CaseConsensus], n_boot: i
                for d in rubric.dimensions if d.stars is not None},
         categories={
             f"{d.id}.{cat.id}": CategoryAlpha(name=cat.name, **a(taken(cat.id)).model_dump())
-            for d in rubric.dimensions for cat in d.categories
+            for d in deductions_in(rubric.dimensions) for cat in d.categories
         },
         within_judge=within,
         judge_quality=judge_quality(run) if quality is None else quality,
@@ -129,29 +130,17 @@ def _reliability_report(run: StoredRun, cons: Sequence[CaseConsensus], n_boot: i
 
 
 def level_of(dimension: Dimension) -> Level:
-    """The level of measurement of a dimension's agreement (issue 24): interval for a deductions
-    dimension's scores, ordinal for a likert dimension's ratings, nominal for a criteria dimension's
-    met / not met verdicts."""
-    if dimension.kind == "likert":
-        return "ordinal"
-    return "nominal" if dimension.kind == "criteria" else "interval"
+    """The level of measurement of a dimension's agreement: its kind's
+    (:attr:`~consensus_eval.domain.kinds.base.Dimension.alpha_level`; interval for a deductions dimension's
+    scores, ordinal for a likert dimension's ratings, nominal for a criteria dimension's met / not met verdicts)."""
+    return dimension.alpha_level
 
 
 def _rows(run: StoredRun, cons: Sequence[CaseConsensus], dim: Dimension) -> list[list[float | None]]:
-    """One row per judge, the values alpha of ``dim`` is computed on: each case's mean score (a likert
-    dimension's: the mean rating), or, for a criteria dimension, one value per case x criterion (the
-    criteria that apply to the case, in their order: 1 met, 0 not met, None no verdict)."""
-    judges = run.judges
-    if dim.kind != "criteria":
-        return [[c.judges[j][dim.id].mean for c in cons] for j in judges]
-    cases = {c.id: c for c in run.cases}
-    units: list[tuple[CaseConsensus, str]] = []
-    for c in cons:
-        case = cases.get(c.case_id)
-        own = dim.criteria or (case.criteria if case is not None else None) or []
-        units += [(c, k.id) for k in own]
-    return [[(float(v) if (v := c.judges[j][dim.id].criteria.get(cid)) is not None else None) for c, cid in units]
-            for j in judges]
+    """One row per judge, the values alpha of ``dim`` is computed on, as its kind says
+    (:meth:`~consensus_eval.domain.kinds.base.Dimension.agreement_values`: each case's mean score; for a criteria
+    dimension one value per case x criterion)."""
+    return dim.agreement_values(cons, run.judges, {c.id: c.criteria for c in run.cases})
 
 
 def _points_taken(run: StoredRun, cons: Sequence[CaseConsensus]) -> Callable[[str], np.ndarray]:

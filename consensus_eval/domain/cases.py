@@ -29,7 +29,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, field_validator
 
 from consensus_eval._errors import InputError, format_validation_error
-from consensus_eval.domain.rubric import Criterion
+from consensus_eval.domain.criterion import Criterion
 from consensus_eval.domain.sets import duplicates
 from consensus_eval.domain.textio import jsonl_objects
 

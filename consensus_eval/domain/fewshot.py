@@ -26,7 +26,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from consensus_eval.domain.sections import fold_width
+from consensus_eval.domain.textio import fold_width
 
 #: a correction's kind: a deduction the judge should have made, or one it should not have
 CorrectionKind = Literal["missed", "false_alarm"]

@@ -13,12 +13,12 @@ of past history (手术史, 过敏史 ...) do not.
 from __future__ import annotations
 
 import re
-import unicodedata
 from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from consensus_eval.domain.rubric import Headings, Rubric
+from consensus_eval.domain.textio import fold_width as fold_width
 
 
 @dataclass(frozen=True)
@@ -94,23 +94,6 @@ def find_sections(text: str, sections: Sections) -> list[Section]:
     return sections.find(text)
 
 
-def fold_width(text: str) -> str:
-    """Full-width forms to half-width (and the ideographic space to a space), one character for one:
-    each character becomes its NFKC form when that is a single character, else stays as it is."""
-    return text if text.isascii() else text.translate(_WIDTH)
-
-
-class _WidthTable(dict[int, str]):
-    """``str.translate`` table of the one-for-one NFKC fold, filled as characters are met."""
-
-    def __missing__(self, key: int) -> str:
-        c = chr(key)
-        f = unicodedata.normalize("NFKC", c)
-        value = self[key] = f if len(f) == 1 else c
-        return value
-
-
-_WIDTH = _WidthTable()
 
 
 class SectionIndex:

@@ -37,6 +37,7 @@ import re
 import select
 import stat
 import sys
+import unicodedata
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -619,3 +620,22 @@ def escape_controls(text: str) -> str:
     if not _CONTROL.search(text):
         return text
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def fold_width(text: str) -> str:
+    """Full-width forms to half-width (and the ideographic space to a space), one character for one:
+    each character becomes its NFKC form when that is a single character, else stays as it is."""
+    return text if text.isascii() else text.translate(_WIDTH)
+
+
+class _WidthTable(dict[int, str]):
+    """``str.translate`` table of the one-for-one NFKC fold, filled as characters are met."""
+
+    def __missing__(self, key: int) -> str:
+        c = chr(key)
+        f = unicodedata.normalize("NFKC", c)
+        value = self[key] = f if len(f) == 1 else c
+        return value
+
+
+_WIDTH = _WidthTable()

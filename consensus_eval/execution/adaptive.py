@@ -37,11 +37,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from consensus_eval.domain.cases import Case
 from consensus_eval.domain.config import EvalConfig
-from consensus_eval.domain.flags import disagreement, levels_apart
+from consensus_eval.domain.flags import disagreement
 from consensus_eval.domain.rubric import Rubric
 from consensus_eval.domain.scoring import Deriver
 from consensus_eval.execution.execute import Progress, ProgressHook, execute
@@ -111,20 +111,17 @@ def decide(runs: CaseRuns, rubric: Rubric, config: EvalConfig, *, adaptive: bool
 
 
 def _own_disagreement(scores: Sequence[float], rubric: Rubric, dim: str, config: EvalConfig) -> bool:
-    if len(scores) < 2:
-        return False
-    kind = rubric.dimension(dim).kind
-    if kind == "likert":
-        return levels_apart(max(scores) - min(scores), config.consensus)
-    if kind == "criteria":
-        return max(scores) != min(scores)
-    a = config.adaptive
-    if max(scores) - min(scores) > a.run_spread:
-        return True
-    if a.run_star_gap is None:
-        return False
-    stars = [st for s in scores if (st := rubric.dimension(dim).stars_for(s)) is not None]
-    return bool(stars) and max(stars) - min(stars) >= a.run_star_gap
+    """Whether a judge's own runs (two at least) disagree, by the dimension's kind's rule
+    (:meth:`~consensus_eval.domain.kinds.base.Dimension.runs_disagree`)."""
+    return len(scores) >= 2 and rubric.dimension(dim).runs_disagree(scores, config)
+
+
+@dataclass(frozen=True)
+class _Means:
+    """A judge's mean score of a dimension as the kinds' flags read it (no criterion verdicts: runs carry scores)."""
+
+    mean: float | None
+    criteria: Mapping[str, bool] = field(default_factory=dict)
 
 
 def _mean(scores: Sequence[float]) -> float | None:
@@ -134,17 +131,17 @@ def _mean(scores: Sequence[float]) -> float | None:
 def _panel_flags(runs: CaseRuns, rubric: Rubric, config: EvalConfig) -> set[str]:
     """The dimensions on which the panel ``runs`` disagrees, by the consensus' flag rule
     (:func:`~consensus_eval.domain.flags.disagreement`): all of them when the totals are too far apart, else
-    those whose stars (or likert ratings) are. A criteria dimension's split verdicts are not seen here (the
-    runs carry scores only): the consensus flags them."""
+    those whose stars are, or whose kind's own flags the judges' mean scores raise (likert ratings levels apart).
+    A criteria dimension's split verdicts are not seen here (the runs carry scores only): the consensus flags
+    them."""
     dims = [d.id for d in rubric.dimensions]
     means = {j: {d: _mean(by_dim[d].scores) if d in by_dim else None for d in dims} for j, by_dim in runs.items()}
     totals = [rubric.total({d: v for d, v in m.items() if v is not None}) for m in means.values()
               if all(v is not None for v in m.values())]
     stars = {d: [st for m in means.values() if (v := m[d]) is not None
                  and (st := rubric.dimension(d).stars_for(v)) is not None] for d in dims}
-    ratings = {d.id: [v for m in means.values() if (v := m[d.id]) is not None]
-               for d in rubric.dimensions if d.kind == "likert"}
-    flags = disagreement(rubric, totals, stars, config.consensus, ratings=ratings)
+    views = {d: [_Means(v) for m in means.values() if (v := m[d]) is not None] for d in dims}
+    flags = disagreement(rubric, totals, stars, config.consensus, judges=views)
     if any(f.code == "spread" for f in flags):
         return set(dims)
     return {f.dimension for f in flags if f.dimension is not None}

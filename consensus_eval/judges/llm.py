@@ -66,17 +66,9 @@ from consensus_eval._errors import format_validation_error
 from consensus_eval.domain.cases import Case
 from consensus_eval.domain.config import LLMJudgeConfig
 from consensus_eval.domain.grounding import reask_prompt, ungrounded_quotes
-from consensus_eval.domain.judgment import (
-    MAX_CACHED_MODELS,
-    CallOutcome,
-    ErrorKind,
-    Judgment,
-    _CaseReplyBase,
-    _ReplyBase,
-    case_response_model,
-    quotes_of,
-    response_model,
-)
+from consensus_eval.domain.judgment import CallOutcome, ErrorKind, Judgment, quotes_of
+from consensus_eval.domain.kinds.base import Reply
+from consensus_eval.domain.replies import MAX_CACHED_MODELS, CaseReply, case_response_model, response_model
 from consensus_eval.domain.rubric import Dimension, Rubric
 from consensus_eval.judges.pacing import Pacing, PacingReport
 from consensus_eval.judges.per_case import CaseCalls, CaseOutcome
@@ -140,7 +132,7 @@ class LLMJudge:
         self._client = instructor.from_litellm(self._send, mode=MODES[config.mode], async_client=True)
         #: the judge's pacing: in-flight limit, rpm, tpm (made on first use, inside the event loop)
         self._pacing: Pacing | None = None
-        self._models: dict[type[_ReplyBase], type[_ReplyBase]] = {}
+        self._models: dict[type[Reply], type[Reply]] = {}
         #: set by the first failure in :data:`STOPS_THE_JUDGE`: every later call fails with it, unsent
         self.stopped: HTTPFailure | None = None
         #: the wait between attempts (:func:`consensus_eval.judges.retry.retrying`)
@@ -178,7 +170,7 @@ class LLMJudge:
         finally:
             _whole_case.reset(token)
 
-    def _case_outcome(self, reply: _CaseReplyBase) -> CaseOutcome:
+    def _case_outcome(self, reply: CaseReply) -> CaseOutcome:
         """A validated whole-case reply -> the request's ok outcome with every dimension's judgment."""
         outcome = self._outcome(_current.get(), status="ok")
         return CaseOutcome(**outcome.model_dump(),
@@ -238,11 +230,11 @@ class LLMJudge:
             _current.reset(token)
 
     async def _accept(self, case: Case, dimension: Dimension, messages: list[dict[str, str]],
-                      reply: _ReplyBase | _CaseReplyBase,
+                      reply: Reply | CaseReply,
                       run: int, params: dict[str, Any]) -> CallOutcome:
         """A validated reply -> the call's ``ok`` outcome: the judgment, the ungrounded re-ask when the run
         asks for it, the usage of every attempt. One path for a live reply and a batch reply."""
-        if isinstance(reply, _CaseReplyBase):  # call: per_case, the whole case's reply
+        if isinstance(reply, CaseReply):  # call: per_case, the whole case's reply
             return self._case_outcome(reply)
         judgment = reply.to_judgment(dimension)
         if self.config.reask_ungrounded:
@@ -314,7 +306,7 @@ class LLMJudge:
             self.stopped = HTTPFailure(failure.kind, f"not attempted: judge stopped after {failure}")
         return failure
 
-    def _response_model(self, dimension_id: str, case: Case | None = None) -> type[_ReplyBase]:
+    def _response_model(self, dimension_id: str, case: Case | None = None) -> type[Reply]:
         """The dimension's response model (``call: per_case``: the whole case's, whatever the dimension),
         prepared for instructor once per judge (and per set of criterion ids, for a ``criteria`` dimension
         whose criteria come from the ``case``: bounded like the models themselves).
@@ -325,7 +317,7 @@ class LLMJudge:
         plain pydantic model), instructor keeps it (and the cached schema) as is.
         """
         criteria = case.criteria if case is not None else None
-        plain: type[_ReplyBase] = (case_response_model(self.rubric, criteria) if self.per_case is not None
+        plain: type[Reply] = (case_response_model(self.rubric, criteria) if self.per_case is not None
                                    else response_model(self.rubric, dimension_id, criteria))
         model = self._models.get(plain)
         if model is None:

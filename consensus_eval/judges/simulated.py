@@ -1,10 +1,11 @@
 """The ``simulated`` judge: a demo device for trying the tool offline. It never gives a real judgment.
 
 A panel of simulated judges shows a newcomer what a panel gives (alpha with intervals, flagged cases, a review
-queue, a leaderboard) with no key and no network, for a rubric of any kind. Each judge is a seeded *persona*
-that reads the case itself with plain text rules and returns the typed :class:`Judgment` an LLM judge would
-(deductions, a likert level, criterion verdicts, each with quotes of the case); the scores are re-derived from
-it like any judge's. Every output labels such a judge "simulated".
+queue, a leaderboard) with no key and no network, for a rubric of the built-in kinds (a plug-in kind's dimension
+is a failed call: judge it with an LLM). Each judge is a seeded *persona* that reads the case itself with plain
+text rules and returns the typed :class:`Judgment` an LLM judge would (deductions, a likert level, criterion
+verdicts, each with quotes of the case); the scores are re-derived from it like any judge's. Every output labels
+such a judge "simulated".
 
 What every persona reads in a case (:class:`Reading`, the same for all of them):
 
@@ -44,6 +45,8 @@ from consensus_eval._errors import InputError
 from consensus_eval.domain.cases import Case
 from consensus_eval.domain.config import SimulatedJudgeConfig
 from consensus_eval.domain.judgment import CallOutcome, CriterionVerdict, Deduction, Judgment, PenaltyHit
+from consensus_eval.domain.kinds import Criteria, Deductions, Likert
+from consensus_eval.domain.kinds.deductions import deductions_in
 from consensus_eval.domain.rubric import Criterion, DeductionType, Dimension, Rubric
 from consensus_eval.domain.sections import Sections
 
@@ -192,6 +195,10 @@ def _uniform(*parts: object) -> float:
     return int.from_bytes(digest, "big") / 2 ** 64
 
 
+class UnknownKind(ValueError):
+    """A dimension of a kind the simulated judge does not judge: its call fails (``local``)."""
+
+
 class SimulatedJudge:
     """A simulated judge of the panel (module docstring): offline, free, seeded; labelled simulated everywhere."""
 
@@ -224,17 +231,21 @@ class SimulatedJudge:
         self._types: dict[Signal, list[tuple[str, str, str]]] = {}
         for signal, words in SIGNAL_WORDS.items():
             self._types[signal] = [
-                (d.id, c.id, t.id) for d in rubric.dimensions if d.kind == "deductions" for c in d.categories
+                (d.id, c.id, t.id) for d in deductions_in(rubric.dimensions) for c in d.categories
                 for t in c.types if words.search(f"{t.id} {t.name} {c.id} {c.name} {c.scope}".lower())]
         # a kind of finding no type is about goes to any type of the first deductions dimension
-        first = next((d for d in rubric.dimensions if d.kind == "deductions"), None)
+        first = next(iter(deductions_in(rubric.dimensions)), None)
         self._fallback = [(first.id, c.id, t.id) for c in first.categories for t in c.types] if first else []
 
     # ------------------------------------------------------------------ the Judge protocol
 
     async def judge(self, case: Case, dimension: Dimension, messages: list[dict[str, str]],
                     run: int = 0) -> CallOutcome:
-        judgment = self.judgment(case, dimension, run)
+        try:
+            judgment = self.judgment(case, dimension, run)
+        except UnknownKind as e:
+            return CallOutcome(status="failed", error_kind="local", model=f"simulated/{self.config.persona}",
+                               error=str(e))
         return CallOutcome(status="ok", judgment=judgment, raw=None, model=f"simulated/{self.config.persona}",
                            prompt_tokens=0, completion_tokens=0, cost=0.0)
 
@@ -255,13 +266,16 @@ class SimulatedJudge:
         if reading is None:
             reading = self._readings[_key(case)] = read_case(case, self.rubric)
         comment = _WORDS["comment"][self._lang].format(persona=self.config.persona)
-        if dimension.kind == "likert":
+        if isinstance(dimension, Likert):
             rating, quotes = self._rating(reading, dimension, case.id, run)
             return Judgment(dimension=dimension.id, rating=rating, evidence=quotes, comment=comment)
-        if dimension.kind == "criteria":
+        if isinstance(dimension, Criteria):
             criteria = list(dimension.criteria or case.criteria or [])
             return Judgment(dimension=dimension.id, comment=comment,
                             verdicts=[self._verdict(reading, c, case.id, dimension.id, run) for c in criteria])
+        if not isinstance(dimension, Deductions):
+            raise UnknownKind(f"the simulated judge judges deductions, likert and criteria dimensions, not "
+                              f"{dimension.kind} ({dimension.id}): give this rubric an LLM judge")
         deductions, penalties = self._deductions(reading, case, dimension, run)
         return Judgment(dimension=dimension.id, deductions=deductions, fixed_penalties=penalties, comment=comment)
 
@@ -271,12 +285,12 @@ class SimulatedJudge:
         slip = (2 * _uniform(c.seed, c.persona, case_id, dim, run, f.key) - 1) * _NOISE
         return salience + slip >= 0.5
 
-    def _blind_category(self, dimension: Dimension) -> str | None:
+    def _blind_category(self, dimension: Deductions) -> str | None:
         if not self.manner.blind or not dimension.categories:
             return None
         return dimension.categories[int(_uniform(self.config.seed, dimension.id) * len(dimension.categories))].id
 
-    def _findings(self, reading: Reading, case: Case, dimension: Dimension) -> list[Finding]:
+    def _findings(self, reading: Reading, case: Case, dimension: Deductions) -> list[Finding]:
         """The findings of ``reading`` for a deductions dimension, each with its category and type."""
         out: list[Finding] = []
         if self._check is not None:   # the rules' own findings, with their ids
@@ -298,7 +312,7 @@ class SimulatedJudge:
                 out.append(Finding(f.signal, f.quote, f.key, cat, typ))
         return out
 
-    def _deductions(self, reading: Reading, case: Case, dimension: Dimension,
+    def _deductions(self, reading: Reading, case: Case, dimension: Deductions,
                     run: int) -> tuple[list[Deduction], list[PenaltyHit]]:
         blind = self._blind_category(dimension)
         deductions: list[Deduction] = []
@@ -326,7 +340,7 @@ class SimulatedJudge:
     def _reason(self, f: Finding) -> str:
         return self._words[f.signal].format(section=f.key[2:]) + self._words["simulated"]
 
-    def _rating(self, reading: Reading, dimension: Dimension, case_id: str, run: int) -> tuple[int, list[str]]:
+    def _rating(self, reading: Reading, dimension: Likert, case_id: str, run: int) -> tuple[int, list[str]]:
         low, top = dimension.level_range
         text = f"{dimension.id} {dimension.name} {dimension.description}".lower()
         about = {s for s, words in SIGNAL_WORDS.items() if words.search(text)}

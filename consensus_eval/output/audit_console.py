@@ -31,6 +31,7 @@ from consensus_eval.analysis.audit import (
 )
 from consensus_eval.analysis.intervals import Proportion
 from consensus_eval.analysis.judge_quality import JudgeQuality
+from consensus_eval.domain.kinds.base import VIEW_CRITERIA, VIEW_DEDUCTIONS, VIEW_LEVELS
 from consensus_eval.output.files import fmt_num
 from consensus_eval.output.report.i18n import Messages, messages
 
@@ -61,7 +62,7 @@ def print_audit(console: Console, cases: ReviewQueue | Sequence[CaseAudit], top:
     shown = queue.top(top)
     print_queue(console, queue, top, t)
     if quality:
-        console.print(judge_quality_table(quality, t, {dim.kind for a in queue.cases[:1] for dim in a.dimensions}))
+        console.print(judge_quality_table(quality, t, {dim.view for a in queue.cases[:1] for dim in a.dimensions}))
     for a in shown:
         console.print()
         console.rule(Text(f"#{a.rank} {a.case_id}  {t('status_' + a.status)}  {_score_name(queue, t)} "
@@ -77,7 +78,7 @@ def print_audit(console: Console, cases: ReviewQueue | Sequence[CaseAudit], top:
         for dim in shown_dims:
             console.print(dimension_table(dim, t))
         if not shown_dims:
-            deductions_only = all(dim.kind == "deductions" for dim in a.dimensions)
+            deductions_only = all(dim.view == VIEW_DEDUCTIONS for dim in a.dimensions)
             console.print(Text(t("con_no_deduction_any" if deductions_only else "con_quiet_any"), style="dim"))
         _print_singletons(console, a, t)
         _print_mismatches(console, a.mismatch_runs, t)
@@ -161,13 +162,15 @@ def totals_line(queue: ReviewQueue, t: Messages | None = None) -> str:
 
 
 def judge_quality_table(quality: Mapping[str, JudgeQuality], t: Messages | None = None,
-                        kinds: Collection[str] = ("deductions",)) -> Table:
+                        views: Collection[str] = (VIEW_DEDUCTIONS,)) -> Table:
     """Facts about each judge, not about any case: its quotes whose evidence was not found in the
     case, and its runs whose claimed score differs from the score derived from its own judgment, each
     as a share with its 95% Wilson interval (:mod:`consensus_eval.analysis.judge_quality`). The quotes are
-    named by the rubric's ``kinds``: deductions, verdicts (criteria only), else quotes."""
+    named by how the rubric's dimensions show their judgments (their kinds' ``views``): deductions, verdicts
+    (criteria only), else quotes."""
     t = _t(t)
-    what = "deductions" if set(kinds) == {"deductions"} else "verdicts" if set(kinds) == {"criteria"} else "quotes"
+    what = "deductions" if set(views) == {VIEW_DEDUCTIONS} else "verdicts" if set(views) == {VIEW_CRITERIA} \
+        else "quotes"
     tb = Table(title=t("con_quality_title"))
     for i, col in enumerate((t("col_judge"), t("con_q_ok_runs"), t("col_" + what), t("con_q_not_found"),
                              t("col_mismatch"))):
@@ -190,9 +193,9 @@ def dimension_table(dim: DimensionAudit, t: Messages | None = None) -> Table:
     """The judges of one dimension side by side: one column per judge, its drill-down in the cell (a likert
     dimension: each judge's level with its anchor and evidence; a criteria dimension: criterion x judge)."""
     t = _t(t)
-    if dim.kind == "likert":
+    if dim.view == VIEW_LEVELS:
         return _likert_table(dim, t)
-    if dim.kind == "criteria":
+    if dim.view == VIEW_CRITERIA:
         return criteria_table(dim, t)
     tb = Table(title=Text(t("con_dim_title", name=dim.name, dimension=dim.dimension, max=fmt_num(dim.max),
                             panel=_num1(dim.panel_score), gap=dim.star_gap)),

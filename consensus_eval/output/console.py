@@ -13,6 +13,7 @@ from rich.text import Text
 from consensus_eval.analysis.audit import DEFAULT_TOP, review_queue
 from consensus_eval.analysis.results import Results
 from consensus_eval.analysis.usage import JudgeUsage
+from consensus_eval.domain.kinds.base import VIEW_CRITERIA, VIEW_DEDUCTIONS
 from consensus_eval.domain.rubric import Rubric
 from consensus_eval.domain.writable import dumps_json
 from consensus_eval.execution.estimate import ASSUMED_OUTPUT_TOKENS, JudgeEstimate, ShownRequest
@@ -49,11 +50,11 @@ def print_summary(console: Console, res: Results, out: Path, top: int = DEFAULT_
     for d in res.rubric.dimensions:
         vals = [s for c in res.consensus if c.status == "ok" and (s := c.scores[d.id]) is not None]
         # a likert scale's range (1-5), a criteria dimension's share (0-1), a deductions dimension's /max
-        scale = f" ({fmt_num(d.low)}-{fmt_num(d.max)})" if d.kind != "deductions" else f"/{fmt_num(d.max)}"
-        mean = (f"{sum(vals) / len(vals):.2f}" if d.kind == "criteria" else f"{sum(vals) / len(vals):.1f}") if vals \
+        scale = f" ({fmt_num(d.low)}-{fmt_num(d.max)})" if d.view != VIEW_DEDUCTIONS else f"/{fmt_num(d.max)}"
+        mean = (f"{sum(vals) / len(vals):.2f}" if d.view == VIEW_CRITERIA else f"{sum(vals) / len(vals):.1f}") if vals \
             else "-"
         weight = f" x{fmt_num(d.weight)}" if d.weight != 1 else ""
-        means.append(f"{d.name} {mean}{scale}{weight}" if vals or d.kind != "deductions" else f"{d.name} -")
+        means.append(f"{d.name} {mean}{scale}{weight}" if vals or d.view != VIEW_DEDUCTIONS else f"{d.name} -")
     totals = [c.total for c in res.consensus if c.status == "ok" and c.total is not None]
     if totals:
         weighted = any(d.weight != 1 for d in res.rubric.dimensions)

@@ -60,7 +60,8 @@ from consensus_eval.analysis.human import (
 from consensus_eval.analysis.results import Results
 from consensus_eval.domain.cases import Case
 from consensus_eval.domain.grounding import Grounding
-from consensus_eval.domain.rubric import Criterion, Dimension, Rubric
+from consensus_eval.domain.kinds.deductions import as_deductions, deductions_in
+from consensus_eval.domain.rubric import Criterion, Rubric
 from consensus_eval.domain.scoring import DimensionScore
 from consensus_eval.domain.textio import formula_guard
 from consensus_eval.domain.writable import (
@@ -94,9 +95,10 @@ def judgment_row(rubric: Rubric, rec: StoredCall, score: DimensionScore | None,
     j = rec.judgment
     deductions = []
     penalties = []
-    if j is not None:
+    if j is not None and (j.deductions or j.fixed_penalties):
+        items = as_deductions(dim)
         for i, d in enumerate(j.deductions):
-            cat, typ = dim.find_type(d.type)
+            cat, typ = items.find_type(d.type)
             deductions.append({"category": cat.name, "type": typ.name, "points": d.points,
                                "evidence": d.evidence, "reason": d.reason,
                                "category_id": cat.id, "type_id": typ.id, **where(f"{rec.request_hash}#d{i}")})
@@ -107,7 +109,7 @@ def judgment_row(rubric: Rubric, rec: StoredCall, score: DimensionScore | None,
         for i, p in enumerate(j.fixed_penalties):
             if listed.get(p.id, 0) == 0:
                 continue
-            pen = dim.penalties_by_id[p.id]
+            pen = items.penalties_by_id[p.id]
             penalties.append({"name": pen.name, "points": pen.points, "evidence": p.evidence,
                               "reason": p.reason, "id": pen.id, "times_listed": listed.pop(p.id),
                               **where(f"{rec.request_hash}#p{i}")})
@@ -118,7 +120,7 @@ def judgment_row(rubric: Rubric, rec: StoredCall, score: DimensionScore | None,
         "stars": score.stars if score else None,
         "deductions": deductions,
         "fixed_penalties": penalties,
-        **(_kind_fields(dim, rec, score, where) if dim.kind != "deductions" else {}),
+        **dim.export_fields(j, score, rec.request_hash, where),
         "claimed_score": j.claimed_score if j else None,
         "claimed_stars": j.claimed_stars if j else None,
         "claim_mismatch": score.claim_mismatch if score else None,
@@ -131,22 +133,6 @@ def judgment_row(rubric: Rubric, rec: StoredCall, score: DimensionScore | None,
         "cost": rec.cost, "latency_s": round(rec.latency_s, 4) if rec.latency_s is not None else None,
         "request_hash": rec.request_hash,
     }
-
-
-def _kind_fields(dim: Dimension, rec: StoredCall, score: DimensionScore | None,
-                 where: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
-    """A likert or criteria call's own fields of judgments.jsonl (a deductions call has none, so its lines
-    are what they were before kinds): the ``rating`` and its ``evidence`` quotes, or each criterion's
-    ``verdict`` with its points (from the scoring), evidence, reason and grounding."""
-    j = rec.judgment
-    if dim.kind == "likert":
-        return {"rating": j.rating if j else None,
-                "evidence": [{"quote": e, **where(f"{rec.request_hash}#e{i}")} for i, e in enumerate(j.evidence)]
-                if j else []}
-    points = {c.id: c.points for c in score.criteria} if score else {}
-    return {"verdicts": [{"id": v.id, "met": v.met, "points": points.get(v.id), "evidence": v.evidence,
-                          "reason": v.reason, **where(f"{rec.request_hash}#v{i}")}
-                         for i, v in enumerate(j.verdicts)] if j else []}
 
 
 @gc_paused_call
@@ -226,8 +212,8 @@ def consensus_columns(rubric: Rubric) -> list[Column]:
         Column("total", "number", lambda c: c.total),
         *([Column("star_total", "number", lambda c: c.star_total)] if starred else []),
         *(Column(f"{d}_stars", "stars", _stars_of(d)) for d in starred),
-        *(Column(f"{d.id}.{k.id}", "verdict", _verdict_of(d.id, k.id))
-          for d in rubric.dimensions if d.kind == "criteria" for k in d.criteria),
+        *(Column(f"{d.id}.{k}", "verdict", _verdict_of(d.id, k))
+          for d in rubric.dimensions for k in d.verdict_items()),
         Column("n_judges", "count", lambda c: c.n_judges),
         Column("status", "text", lambda c: c.status),
         Column("spread", "number", lambda c: c.spread),
@@ -343,8 +329,8 @@ def export_rows(audits: Iterable[CaseAudit], review: HumanReview | None = None,
         notes = {(lb.dimension, lb.deduction_id): lb.comment for lb in (case.comments if case else [])
                  if lb.reviewer == reviewer}
         for dim in a.dimensions:
-            dim_types = ({t.id: t.name for c in rubric.dimension(dim.dimension).categories for t in c.types}
-                         | {p.id: p.name for p in rubric.dimension(dim.dimension).fixed_penalties}) if rubric else {}
+            dim_types = next((d.type_names for d in deductions_in([rubric.dimension(dim.dimension)])), {}) \
+                if rubric else {}
             base: dict[str, object] = {"rank": a.rank, "case_id": a.case_id, "status": a.status,
                                        "disagreement": _num(a.disagreement), "dimension": dim.dimension,
                                        "dimension_name": dim.name,
@@ -365,7 +351,7 @@ def export_rows(audits: Iterable[CaseAudit], review: HumanReview | None = None,
                         score_row[REVISED_SCORE] = _num(revised[dim.dimension])
                 score_row[HUMAN_COMMENT] = notes.get((dim.dimension, None)) or ""
                 score_row[REVIEWER] = reviewer
-                if rubric is not None and rubric.dimension(dim.dimension).kind == "criteria":
+                if rubric is not None and rubric.dimension(dim.dimension).by_criteria:
                     score_row.update(criterion_cells(review, reviewer, a.case_id, dim.dimension))
             if reviewer is not None:
                 score_row.setdefault(REVIEWER, reviewer)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from consensus_eval.analysis.audit import CaseAudit
+from consensus_eval.domain.kinds.deductions import deductions_in
 from consensus_eval.domain.rubric import Dimension
 from consensus_eval.execution.labels import MAX_ACTION_ID
 from consensus_eval.execution.store import (
@@ -224,8 +225,8 @@ class Actions(ReviewState):
         dim_id = _text(action, "dimension")
         rd = self._dimension(a, dim_id)
         type_id = _text(action, "type")
-        bounds = {t.id: (t.low, t.high) for c in rd.categories for t in c.types}
-        bounds.update({p.id: (p.points, p.points) for p in rd.fixed_penalties})
+        bounds = {t.id: (t.low, t.high) for dd in deductions_in([rd]) for c in dd.categories for t in c.types}
+        bounds.update({p.id: (p.points, p.points) for dd in deductions_in([rd]) for p in dd.fixed_penalties})
         if type_id not in bounds:
             raise ActionError("err_not_type", type=repr(type_id), dim=dim_id)
         lo, hi = bounds[type_id]
@@ -386,9 +387,9 @@ def score_value(value: Any, rd: Dimension, origin: LabelOrigin = "own") -> float
     """A score given for ``rd``: within its range; a likert dimension's own or reference (adjudicated) score is
     one of its levels (only the panel's mean, accepted, may fall between two)."""
     x = _number(value, rd.id)
-    if rd.kind == "likert":
-        lo, hi = rd.level_range
-        if origin != "accepted" and x not in rd.levels:
+    if rd.anchors:
+        lo, hi = min(rd.anchors), max(rd.anchors)
+        if origin != "accepted" and x not in rd.anchors:
             raise ActionError("err_reference_level" if origin == "reference" else "err_level", dim=rd.id, low=lo,
                               high=hi, value=f"{x:g}")
         if not lo <= x <= hi:

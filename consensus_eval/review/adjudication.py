@@ -10,7 +10,6 @@ from typing import Any
 from consensus_eval.analysis.audit import CaseAudit
 from consensus_eval.analysis.human import CaseReview, build_review
 from consensus_eval.domain.config import ConsensusConfig
-from consensus_eval.domain.flags import reviewers_apart
 from consensus_eval.domain.rubric import Dimension
 from consensus_eval.execution.store import (
     VERDICTS,
@@ -170,10 +169,11 @@ def score_gap(review: CaseReview | None, dims: Sequence[str]) -> float | None:
 
 def scores_apart(review: CaseReview | None, dims: Sequence[Dimension], config: ConsensusConfig) -> bool:
     """Whether two reviewers' own scores of some dimension of ``dims`` (those scored as such) send the case to
-    adjudication (:func:`~consensus_eval.domain.flags.reviewers_apart`: levels ``flag_level_gap`` apart on a
-    likert dimension, more than :data:`~consensus_eval.domain.flags.ADJUDICATE_GAP` points on another)."""
+    adjudication, by the dimension's kind's rule (:meth:`~consensus_eval.domain.kinds.base.Dimension.reviewers_apart`:
+    levels ``flag_level_gap`` apart on a likert dimension, more than 2 points on a deductions one, more than
+    ``flag_spread_share`` of its range on another)."""
     gaps = score_gaps(review, [d.id for d in dims])
-    return gaps is not None and any(reviewers_apart(d.kind, gaps[d.id], config) for d in dims)
+    return gaps is not None and any(d.reviewers_apart(gaps[d.id], config) for d in dims)
 
 
 class AdjudicationViews(Actions):
@@ -218,7 +218,7 @@ class AdjudicationViews(Actions):
         return [AdjudicationDim(id=d.dimension, name=d.name, max=d.max, panel=d.panel_score,
                                 scores={n: sc[d.dimension] for n, sc in given.items() if d.dimension in sc},
                                 reference=cr.reference.get(d.dimension) if cr else None, kind=scored[d.dimension].kind,
-                                levels=sorted(scored[d.dimension].levels.items()))
+                                levels=sorted(scored[d.dimension].anchors.items()))
                 for d in a.dimensions if d.dimension in scored]
 
     def adjudication_blind(self, rank: int) -> bool:

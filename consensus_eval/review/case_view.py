@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from consensus_eval.analysis.audit import CaseAudit, DimensionAudit, JudgeView, RatingItem
+from consensus_eval.domain.kinds.deductions import deductions_in
 from consensus_eval.domain.rubric import Criterion, Dimension
 from consensus_eval.domain.sections import Sections
 from consensus_eval.execution.labels import fold, slot_of, versions
@@ -218,9 +219,9 @@ class CaseViews(ReviewState):
     def _dim_view(self, a: CaseAudit, dim: DimensionAudit, rd: Dimension, mine: _Mine, marks: _Marks) -> DimView:
         """One dimension of :meth:`case_view`: the judges' columns, the types a reviewer may add, their labels."""
         types = [TypeChoice(t.id, f"{c.name} / {t.name} (−{t.points_text()})", t.low, t.high)
-                 for c in rd.categories for t in c.types]
+                 for dd in deductions_in([rd]) for c in dd.categories for t in c.types]
         types += [TypeChoice(p.id, f"{p.name} (−{p.points:g})", p.points, p.points, penalty=True)
-                  for p in rd.fixed_penalties]
+                  for dd in deductions_in([rd]) for p in dd.fixed_penalties]
         names = {t.id: t.label for t in types}
         columns = [self._judge_column(jv, mine, marks) for jv in dim.judges]
         crits = [self._criterion_view(dim, c, mine, marks) for c in self.criteria_of(a.case_id, rd)] \
@@ -235,7 +236,7 @@ class CaseViews(ReviewState):
                              type_name=names.get(str(lb.value), str(lb.value)), points=lb.points,
                              comment=lb.comment or "", evidence=lb.evidence or "")
                    for lb in mine.labels if lb.kind == "added_deduction" and lb.dimension == dim.dimension],
-            my_origin=score.origin if score else None, kind=rd.kind, levels=sorted(rd.levels.items()),
+            my_origin=score.origin if score else None, kind=rd.kind, levels=sorted(rd.anchors.items()),
             criteria=crits, version=mine.version("score", dim.dimension),
             comment_version=mine.version("comment", dim.dimension),
             revision=float(score.revision) if score and isinstance(score.revision, (int, float)) else None)

@@ -37,8 +37,8 @@ class CaseProgress:
     reviewer -> done | started | todo), the widest gap between two reviewers' own scores of a dimension
     (``gap``, None below two complete reviews), the judges' deductions one reviewer agreed with and another
     did not (``conflicts``, lines of the drill-down), whether it needs adjudication (two reviewers' scores
-    apart by :func:`~consensus_eval.domain.flags.reviewers_apart`, or a verdict conflict) and who adjudicated
-    it (empty: not yet)."""
+    apart by their dimension's kind's rule, :meth:`~consensus_eval.domain.kinds.base.Dimension.reviewers_apart`, or a
+    verdict conflict) and who adjudicated it (empty: not yet)."""
 
     audit: CaseAudit
     states: dict[str, str]

@@ -60,13 +60,13 @@ class ReviewState:
         dims = [d for d in self.results.rubric.dimensions if d.kind == "criteria"]
         if not dims:
             return {}
-        return {cid: {d.id: frozenset(c.id for c in (d.criteria or case.criteria or [])) for d in dims}
+        return {cid: {d.id: frozenset(c.id for c in d.judged_criteria(case.criteria)) for d in dims}
                 for cid, case in self.cases.items()}
 
     def criteria_of(self, case_id: str, dim: Dimension) -> list[Criterion]:
         """The criteria of a criteria dimension for one case: the rubric's, else the case's own."""
         case = self.cases.get(case_id)
-        return list(dim.criteria or (case.criteria if case else None) or [])
+        return dim.judged_criteria(case.criteria if case else None)
 
     def blind(self, reviewer: str, case_id: str) -> bool:
         """Whether ``case_id`` is blind to ``reviewer``: a spot-check case whose judges were not shown to them yet

@@ -10,6 +10,7 @@ from typing import Literal
 
 from consensus_eval import CallOutcome, Deduction, JudgeConfig, Judgment, register_judge
 from consensus_eval.domain.cases import Case
+from consensus_eval.domain.kinds import Deductions
 from consensus_eval.domain.rubric import Dimension, Rubric
 
 
@@ -33,7 +34,8 @@ class EchoJudge:
                     run: int = 0) -> CallOutcome:
         deductions = []
         t = self.config.penalty_type
-        if t is not None and any(t in c.types_by_id for c in dimension.categories):
+        types = {t.id for c in dimension.categories for t in c.types} if isinstance(dimension, Deductions) else set()
+        if t is not None and t in types and isinstance(dimension, Deductions):
             cat, typ = dimension.find_type(t)
             deductions.append(Deduction(category=cat.id, type=typ.id, points=typ.low, evidence=case.record[:10]))
         return CallOutcome(status="ok", judgment=Judgment(dimension=dimension.id, deductions=deductions,

@@ -30,6 +30,7 @@ from consensus_eval.domain.calibration.operators import OPERATORS, BaseCase, Ope
 from consensus_eval.domain.calibration.operators_heldout import HELDOUT_OPERATORS
 from consensus_eval.domain.calibration.suite import PlantedError, PlantedSpan, SuiteCase
 from consensus_eval.domain.cases import Case, Turn
+from consensus_eval.domain.kinds.deductions import deductions_in
 from consensus_eval.domain.rubric import Rubric, load_rubric
 
 BASE_CASES = Path(__file__).with_name("base_cases.yaml")
@@ -88,7 +89,7 @@ def base_cases() -> tuple[BaseCase, ...]:
 def expectation(rubric: Rubric, type_id: str) -> tuple[str, str, float, bool]:
     """(dimension, category, points, penalty) of a deduction type or fixed penalty id of ``rubric``
     (points: the type's points, the low end of a range)."""
-    for dim in rubric.dimensions:
+    for dim in deductions_in(rubric.dimensions):
         if type_id in dim.penalties_by_id:
             return dim.id, type_id, dim.penalties_by_id[type_id].points, True
         try:

@@ -38,6 +38,7 @@ from consensus_eval.domain.calibration.suite import (
     check_expectation,
 )
 from consensus_eval.domain.cases import Case, Turn
+from consensus_eval.domain.kinds.deductions import deductions_in
 from consensus_eval.domain.rubric import Rubric
 
 #: the hand-written set shipped with the package
@@ -147,7 +148,7 @@ def _planted(raw: Any, rubric: Rubric, record: str, conversation: str, where: st
     if not spans:
         raise InputError(f"{where}: give a quote (record) or a conversation_quote (for an omission)")
     found = []
-    for dim in rubric.dimensions:
+    for dim in deductions_in(rubric.dimensions):
         if type_id in dim.penalties_by_id:
             found.append(PlantedError(operator=OPERATOR, dimension=dim.id, category=type_id, type=type_id,
                                       points=dim.penalties_by_id[type_id].points, penalty=True, spans=spans))

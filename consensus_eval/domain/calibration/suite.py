@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from consensus_eval._errors import InputError, format_validation_error
 from consensus_eval.domain.cases import Case
+from consensus_eval.domain.kinds.deductions import as_deductions
 from consensus_eval.domain.rubric import Rubric
 from consensus_eval.domain.textio import jsonl_objects
 
@@ -106,9 +107,12 @@ def check_expectation(case: Case, expected: list[PlantedError], rubric: Rubric) 
     for i, e in enumerate(expected):
         where = f"expected[{i}]"
         try:
-            dim = rubric.dimension(e.dimension)
+            dim = as_deductions(rubric.dimension(e.dimension))
         except KeyError:
             errors.append(f"{where}.dimension: the rubric {rubric.id!r} has no dimension {e.dimension!r}")
+            continue
+        except ValueError as err:
+            errors.append(f"{where}.dimension: {err}")
             continue
         if e.penalty:
             if e.type not in dim.penalties_by_id:

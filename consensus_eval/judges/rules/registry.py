@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from consensus_eval._errors import InputError
 from consensus_eval.domain.cases import Case
 from consensus_eval.domain.judgment import Judgment
+from consensus_eval.domain.kinds import Deductions
 from consensus_eval.domain.plugins import Registry
 from consensus_eval.domain.rubric import Rubric
 
@@ -45,9 +46,10 @@ class RubricRules:
         """Raise :class:`InputError` unless ``rubric`` has every id these rules emit, naming what it lacks."""
         missing: list[str] = []
         for dim_id, cats in self.emits.items():
-            dim = rubric.dimensions_by_id.get(dim_id)
+            found = rubric.dimensions_by_id.get(dim_id)
+            dim = found if isinstance(found, Deductions) else None
             if dim is None:
-                missing.append(f"dimension {dim_id}")
+                missing.append(f"dimension {dim_id}" + (f" of kind deductions (it is {found.kind})" if found else ""))
                 continue
             for cat_id, types in cats.items():
                 cat = dim.categories_by_id.get(cat_id)
@@ -56,9 +58,9 @@ class RubricRules:
                     continue
                 missing += [f"deduction type {dim_id}.{cat_id}.{t}" for t in types if t not in cat.types_by_id]
         for dim_id, pens in self.penalties.items():
-            dim = rubric.dimensions_by_id.get(dim_id)
-            if dim is not None:
-                missing += [f"fixed penalty {dim_id}.{p}" for p in pens if p not in dim.penalties_by_id]
+            holder = rubric.dimensions_by_id.get(dim_id)
+            if isinstance(holder, Deductions):
+                missing += [f"fixed penalty {dim_id}.{p}" for p in pens if p not in holder.penalties_by_id]
         if missing:
             raise InputError(
                 f"rubric {rubric.id!r} cannot be used with the rules judge, which implements the checks of the "

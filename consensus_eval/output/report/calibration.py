@@ -25,6 +25,7 @@ from consensus_eval.analysis.calibration import (
 from consensus_eval.analysis.intervals import Share
 from consensus_eval.analysis.invariance import EditShift
 from consensus_eval.analysis.judge_validity import DeductionValidity
+from consensus_eval.domain.kinds.deductions import deductions_in
 from consensus_eval.domain.rubric import Rubric
 from consensus_eval.output.report import fmt
 from consensus_eval.output.report.blocks import Block, TableBlock
@@ -58,7 +59,7 @@ class _Names:
     def __init__(self, rubric: Rubric | None, t: Messages) -> None:
         self.categories: dict[str, str] = {}
         self.types: dict[str, str] = {}
-        for dim in rubric.dimensions if rubric is not None else []:
+        for dim in deductions_in(rubric.dimensions) if rubric is not None else []:
             for cat in dim.categories:
                 self.categories[cat.id] = cat.name
                 for typ in cat.types:

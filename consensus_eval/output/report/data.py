@@ -24,6 +24,8 @@ from consensus_eval.analysis.reliability import ReliabilityReport
 from consensus_eval.analysis.results import Results
 from consensus_eval.analysis.usage import JudgeUsage
 from consensus_eval.domain.cases import Case
+from consensus_eval.domain.kinds.base import VIEW_DEDUCTIONS
+from consensus_eval.domain.kinds.deductions import deductions_in
 from consensus_eval.domain.rubric import Dimension, Rubric
 from consensus_eval.output.calibration import CALIBRATION_JSON, load_calibration
 from consensus_eval.output.files import fmt_num
@@ -146,9 +148,9 @@ class ReportData:
         """Every case's drill-down as plain data (rendered by the page's script on open), ranking order;
         made one at a time as they are read (a large run's payloads are never all held at once)."""
         review = self.review
-        types = {t.id: t.name for d in self.rubric.dimensions for c in d.categories for t in c.types}
-        types.update({p.id: f"{self.t('fixed_penalty')}: {p.name}" for d in self.rubric.dimensions
-                      for p in d.fixed_penalties})
+        deducting = deductions_in(self.rubric.dimensions)
+        types = {t.id: t.name for d in deducting for c in d.categories for t in c.types}
+        types.update({p.id: f"{self.t('fixed_penalty')}: {p.name}" for d in deducting for p in d.fixed_penalties})
         for a in self.ranking:
             case = self.cases.get(a.case_id)
             conv = self.rubric.conversation_text(case) if case else ""
@@ -257,7 +259,7 @@ class ReportData:
     @property
     def deductions_only(self) -> bool:
         """Whether every dimension is a deductions one (the report then reads as it always has)."""
-        return all(d.kind == "deductions" for d in self.rubric.dimensions)
+        return all(d.view == VIEW_DEDUCTIONS for d in self.rubric.dimensions)
 
     @property
     def star_dims(self) -> list[Dimension]:

@@ -25,6 +25,8 @@ from typing import Any
 
 from consensus_eval.analysis.audit import PENALTY_CATEGORY, PENALTY_CATEGORY_NAME, CaseAudit, DrillItem
 from consensus_eval.analysis.human import CaseReview
+from consensus_eval.domain.kinds.base import VIEW_DEDUCTIONS, VIEW_LEVELS
+from consensus_eval.domain.kinds.deductions import deductions_in
 from consensus_eval.domain.rubric import Rubric
 
 #: cases per compressed chunk: large enough to compress well, small enough to open a case quickly
@@ -158,9 +160,9 @@ def drill_payload(a: CaseAudit, record: str, conversation: str, judges: Sequence
             views.append(view)
         entry: dict[str, Any] = {"id": dim.dimension, "n": dim.name, "max": dim.max, "p": dim.panel_score,
                                  "g": dim.star_gap, "q": dim.quiet, "v": views}
-        if dim.kind != "deductions":   # a deductions dimension's payload is what it always was
-            entry["kd"] = dim.kind
-            if dim.kind == "likert":
+        if dim.view != VIEW_DEDUCTIONS:   # a deductions dimension's payload is what it always was
+            entry["kd"] = dim.view
+            if dim.view == VIEW_LEVELS:
                 entry["lv"] = [min(dim.levels), max(dim.levels)] if dim.levels else []
             else:
                 entry["cr"] = [[row.id, row.text, row.points, int(row.split),
@@ -238,7 +240,7 @@ def _item(it: DrillItem, review: CaseReview | None) -> dict[str, Any]:
 def category_options(rubric: Rubric) -> list[tuple[str, str]]:
     """The case table's category filter: (category id, label) for every category of the rubric, then
     the fixed penalties; a row lists the indexes of this list (:func:`row_facts`)."""
-    out = [(c.id, f"{d.name} · {c.name}") for d in rubric.dimensions for c in d.categories]
+    out = [(c.id, f"{d.name} · {c.name}") for d in deductions_in(rubric.dimensions) for c in d.categories]
     return [*out, (PENALTY_CATEGORY, PENALTY_CATEGORY_NAME)]
 
 
@@ -246,8 +248,9 @@ def type_names(rubric: Rubric) -> list[tuple[str, str]]:
     """The search's deduction types: (type id, its name) for every type and fixed penalty of the rubric; a
     row lists the indexes of the types its judges deducted (:func:`row_facts`, ``types``), and the page's
     script matches the search text against these names (indexes, not names, per row: the report stays small)."""
-    out = [(t.id, t.name) for d in rubric.dimensions for c in d.categories for t in c.types]
-    return [*out, *((p.id, p.name) for d in rubric.dimensions for p in d.fixed_penalties)]
+    deducting = deductions_in(rubric.dimensions)
+    out = [(t.id, t.name) for d in deducting for c in d.categories for t in c.types]
+    return [*out, *((p.id, p.name) for d in deducting for p in d.fixed_penalties)]
 
 
 def row_facts(a: CaseAudit, judges: Sequence[str], categories: Sequence[str],

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Sequence
 
 from consensus_eval.analysis.audit import CaseAudit, DimensionAudit
 from consensus_eval.analysis.human import CaseReview
+from consensus_eval.domain.kinds.base import VIEW_DEDUCTIONS, VIEW_LEVELS
 from consensus_eval.output.report import fmt
 from consensus_eval.output.report.blocks import Block, Cases, Cell, Group, Heading, Msg, Para, Part, TableBlock, shown
 from consensus_eval.output.report.data import (
@@ -117,7 +118,7 @@ def _case_details(a: CaseAudit, d: ReportData) -> str:
     else:
         for dim in a.dimensions:
             human = review.human.get(dim.dimension) if review else None
-            lines.extend(_dimension_lines(dim, t, human, review) if dim.kind == "deductions" else
+            lines.extend(_dimension_lines(dim, t, human, review) if dim.view == VIEW_DEDUCTIONS else
                          _kind_lines(dim, t, human, review, d.judges))
     if a.mismatch_runs:
         lines.append(f"\n{t('claimed_vs_derived')}:")
@@ -187,14 +188,14 @@ def _kind_lines(dim: DimensionAudit, t: Messages, human: float | None, review: C
     dimension's (criterion by criterion, each judge's verdict, the reviewers' own)."""
     if dim.quiet:
         return [f"\n{md_text(dim.name)}: {t('quiet_kinds')}"]
-    if dim.kind == "likert":
+    if dim.view == VIEW_LEVELS:
         sub = t("md_dim_sub_likert", panel=fmt.num(dim.panel_score), spread=fmt.num(dim.level_spread))
     else:
         sub = t("md_dim_sub_criteria", panel=fmt.num(dim.panel_score), split=len(dim.split_criteria),
                 n=len(dim.criteria))
     sub += md_text(_human_sub(t, human, review, dim))
     lines = [f"\n{md_text(dim.name)} ({sub}):\n"]
-    if dim.kind == "likert":
+    if dim.view == VIEW_LEVELS:
         for v in dim.judges:
             head = f"- {md_text(v.judge)}: {fmt.num(v.score)}" + (f" ({fmt.stars(v.stars)})" if v.stars else "")
             if not v.runs_ok:

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from consensus_eval.domain.judgment import Deduction, Judgment, PenaltyHit
+from consensus_eval.domain.kinds.deductions import as_deductions
 from consensus_eval.domain.rubric import Rubric
 
 
@@ -46,7 +47,7 @@ def judgments(findings: Iterable[Finding], rubric: Rubric, emits: Mapping[str, M
             penalty_hits[penalty_home[f.type]].append(PenaltyHit(id=f.type, evidence=f.evidence, reason=f.reason))
             continue
         dim_id, cat_id = home[f.type]
-        _, typ = rubric.dimension(dim_id).find_type(f.type)
+        _, typ = as_deductions(rubric.dimension(dim_id)).find_type(f.type)
         deductions[dim_id].append(Deduction(category=cat_id, type=f.type, points=typ.low,
                                             evidence=f.evidence, reason=f.reason))
     return {
