@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 
 from consensus_eval.judges.rules.medical_record.lexicon import BRAND_NAMES, DRUGS
-from consensus_eval.judges.rules.medical_record.text import alternation, to_number
+from consensus_eval.judges.rules.medical_record.text import alternation, letter_bounded, to_number
 
 _DRUG_NAMES = {**{g: g for g in DRUGS}, **BRAND_NAMES}
 DRUG_RE = re.compile(alternation(_DRUG_NAMES))
@@ -105,7 +105,7 @@ TIMING_PHRASES: dict[str, frozenset[tuple[str, str]]] = {
     "早晚": _points("早晚", "前后随无") | _points("睡", "无"),
     **dict.fromkeys(("早中晚", "三餐", "每餐", "每顿"), _points("早午晚", "前后随无")),
 }
-TIMING = re.compile(rf"(?<![A-Za-z])(?:{alternation(TIMING_PHRASES)})(?![A-Za-z])")
+TIMING = re.compile("|".join(letter_bounded(w) for w in sorted(TIMING_PHRASES, key=len, reverse=True)))
 
 
 @dataclass(frozen=True)

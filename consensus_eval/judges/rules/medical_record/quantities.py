@@ -26,16 +26,22 @@ from bisect import bisect_right
 from dataclasses import dataclass
 
 from consensus_eval.judges.rules.medical_record.lexicon import GLUCOSE_KINDS, MEASURES
-from consensus_eval.judges.rules.medical_record.text import ARABIC, CLAUSE_END, CN_NUMERAL, Boundaries, to_number
+from consensus_eval.judges.rules.medical_record.text import (
+    ARABIC,
+    CLAUSE_END,
+    CN_NUMERAL,
+    Boundaries,
+    letter_bounded,
+    to_number,
+)
 
 # ============================================================================ measurements
 
 _WEIGHT_CHANGE = re.compile(r"下降|减轻|减少|降|掉|瘦|轻了|少了|增加|增|涨|长|胖")
 _CJK = re.compile(r"[\u4e00-\u9fff]")
 _KW_KIND = {kw: kind for kind, (_, kws) in MEASURES.items() for kw in kws}
-_MEASURE_KW = re.compile("|".join(
-    (rf"(?<![A-Za-z]){re.escape(k)}(?![A-Za-z])" if k.isascii() else re.escape(k))
-    for k in sorted(_KW_KIND, key=len, reverse=True)))
+_MEASURE_KW = re.compile("|".join(letter_bounded(k) if k.isascii() else re.escape(k)
+                                   for k in sorted(_KW_KIND, key=len, reverse=True)))
 _VALUE = re.compile(rf"{ARABIC.pattern}|{CN_NUMERAL.pattern}")
 _CN_FOLLOW_OK = set("点多左右上下个的了吧啊呢毫公斤千厘米mMkK%")
 _FILLER_BAD = re.compile(r"和|与|及|、|分别|或")
