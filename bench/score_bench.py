@@ -14,6 +14,11 @@ and size come last, with the ratio to the first tree.
     .venv/bin/python bench/score_bench.py --cases 100000 --repeats 3
 
 ``--keep DIR`` keeps the last run's output folder there (to compare outputs between trees).
+
+Each run's line also splits it into its phases, wall / CPU seconds: ``prepare`` (reading the cases, building
+the judges, the plan), ``execute`` (every call into the store; CPU of the main process, then of the rules
+judge's worker processes) and ``rebuild`` (every output, from the store), timed in the child around
+``api.prepare`` and ``api._rebuild``.
 """
 
 from __future__ import annotations
@@ -49,20 +54,55 @@ def cases_file(data: Path, n: int) -> Path:
     return path
 
 
+#: the child: ``consensus-eval`` with ``api.prepare`` and ``api._rebuild`` timed (wall, CPU of this process), and
+#: this process's and its children's CPU at the end, printed to its standard error
+CHILD = """
+import atexit, os, sys, time
+from consensus_eval import api
+
+def timed(name, f):
+    def wrapper(*args, **kwargs):
+        wall, cpu = time.perf_counter(), os.times()
+        try:
+            return f(*args, **kwargs)
+        finally:
+            now = os.times()
+            print("PHASE", name, time.perf_counter() - wall, now.user + now.system - cpu.user - cpu.system,
+                  file=sys.stderr)
+    return wrapper
+
+api.prepare, api._rebuild = timed("prepare", api.prepare), timed("rebuild", api._rebuild)
+atexit.register(lambda t=os.times: print("CPU", t().user + t().system, t().children_user + t().children_system,
+                                         file=sys.stderr))
+from consensus_eval.cli import app
+app()
+"""
+
+
+def phases(stderr: str, wall: float) -> str:
+    """``prepare W/C  execute W/C+C  rebuild W/C`` (seconds) from the child's PHASE and CPU lines."""
+    got = {m[1]: (float(m[2]), float(m[3])) for m in re.finditer(r"^PHASE (\S+) (\S+) (\S+)$", stderr, re.M)}
+    main, children = (float(x) for x in re.findall(r"^CPU (\S+) (\S+)$", stderr, re.M)[-1])
+    (pw, pc), (rw, rc) = got["prepare"], got["rebuild"]
+    return (f"prepare {pw:.1f}/{pc:.1f}  execute {wall - pw - rw:.1f}/{main - pc - rc:.1f}+{children:.1f}  "
+            f"rebuild {rw:.1f}/{rc:.1f}")
+
+
 def load() -> str:
     """The 1-minute load average (the machine is shared: figures depend on it)."""
     with open("/proc/loadavg", encoding="ascii") as f:
         return f.read().split()[0]
 
 
-def one_run(tree: Path, cases: Path, keep: Path | None) -> tuple[float, float, float, str, str]:
-    """(wall s, CPU s, peak RSS MB, load before, load after) of one ``score`` in a fresh process and folder."""
+def one_run(tree: Path, cases: Path, keep: Path | None) -> tuple[float, float, float, str, str, str]:
+    """(wall s, CPU s, peak RSS MB, load before, load after, phases) of one ``score`` in a fresh process and
+    folder."""
     with tempfile.TemporaryDirectory(prefix="score-bench-") as tmp:
         out = Path(tmp) / "run"
         env = {**os.environ, "PYTHONPATH": str(tree), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
         before = load()
         proc = subprocess.run(
-            ["/usr/bin/time", "-v", sys.executable, "-c", "from consensus_eval.cli import app; app()", "score",
+            ["/usr/bin/time", "-v", sys.executable, "-c", CHILD, "score",
              str(cases), "--config", str(tree / "configs" / "default.yaml"), "--out", str(out)],
             cwd=tree, env=env, capture_output=True, text=True)
         after = load()
@@ -78,7 +118,8 @@ def one_run(tree: Path, cases: Path, keep: Path | None) -> tuple[float, float, f
     h, m, s = ([0.0] + [float(x) for x in field(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\)").split(":")])[-3:]
     wall = h * 3600 + m * 60 + s
     cpu = float(field(r"User time \(seconds\)")) + float(field(r"System time \(seconds\)"))
-    return wall, cpu, int(field(r"Maximum resident set size \(kbytes\)")) / 1024, before, after
+    rss = int(field(r"Maximum resident set size \(kbytes\)")) / 1024
+    return wall, cpu, rss, before, after, phases(proc.stderr, wall)
 
 
 def main() -> None:
@@ -94,14 +135,14 @@ def main() -> None:
     print(f"{time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}, {os.cpu_count()} CPUs", flush=True)
     for n in args.cases:
         cases = cases_file(args.data, n)
-        runs: dict[Path, list[tuple[float, float, float, str, str]]] = {t: [] for t in trees}
+        runs: dict[Path, list[tuple[float, float, float, str, str, str]]] = {t: [] for t in trees}
         for r in range(args.repeats):
             for tree in trees:
                 res = one_run(tree, cases, args.keep)
                 runs[tree].append(res)
-                wall, cpu, rss, before, after = res
+                wall, cpu, rss, before, after, split = res
                 print(f"{n:7d} cases  {tree!s:28s} run {r + 1}: {wall:7.1f} s  CPU {cpu:7.1f} s  "
-                      f"peak RSS {rss:6.0f} MB  load {before} -> {after}", flush=True)
+                      f"peak RSS {rss:6.0f} MB  load {before} -> {after}  ({split})", flush=True)
         first: float | None = None
         for tree in trees:
             wall = statistics.median(x[0] for x in runs[tree])
