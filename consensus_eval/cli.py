@@ -332,7 +332,7 @@ def _run_until_done_or_interrupted(run_async: Callable[..., Any], *args: Any) ->
 
     # the handlers go in before asyncio.run: it then installs no SIGINT handler of its own (a partial holding the
     # main task), whose check at the end (signal.getsignal) formats that task and so the whole result of the
-    # run, which takes minutes for a large run (issue 25)
+    # run, which takes minutes for a large run
     running: dict[str, Any] = {}
 
     def again(signum: int, frame: object) -> None:

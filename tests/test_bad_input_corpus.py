@@ -1,4 +1,4 @@
-"""The bad-input corpus (issue 12): every everyday mistake ends in a clear message and exit 2, never a traceback.
+"""The bad-input corpus: every everyday mistake ends in a clear message and exit 2, never a traceback.
 
 Each entry of :data:`CORPUS` is a short name, the command line (or an API call), the input files it
 writes (generated from small templates below, or real files from ``tests/data/bad/``: GBK and BOM
@@ -566,7 +566,7 @@ CORPUS: list[Bad] = [
           "{d}/h.csv", "neither UTF-8 nor GB18030", "line 2", "--encoding"),
     human("human-empty-file", "", "{d}/h.csv: no header line"),
     human("human-header-only", HUMAN_HEAD, "{d}/h.csv: no human labels"),
-    # the sheet `audit --export` writes reads back (issue 13): left empty, it holds no label
+    # the sheet `audit --export` writes reads back: left empty, it holds no label
     Bad("human-audit-export-read-back", ("reliability", "{run}", "--human", "{d}/sheet.csv", "--bootstrap", "0"),
         {}, 0, ("no human cell is filled in",), absent=("case_id: missing",),
         setup=lambda d: _export_sheet(d)),
@@ -583,7 +583,7 @@ CORPUS: list[Bad] = [
     rate("ratings-missing-rater-column", "unit,judge,value\nu1,a,3\n", "{d}/r.csv:1: no column named rater",
          "'judge'"),
     rate("ratings-wrong-header", "a,b,c\n1,2,3\n", "{d}/r.csv:1: no column named rater, unit, value"),
-    # `;` or tab as the header uses: the one table reader of every command (issue 35 part 3)
+    # `;` or tab as the header uses: the one table reader of every command
     rate("ratings-ok-semicolons", "unit;rater;value\nu1;a;3\nu1;b;2,5\nu2;a;1\nu2;b;1\n", "alpha", exit=0),
     rate("ratings-empty-file", "", "{d}/r.csv:1: no column named"),
     rate("ratings-header-only", RATINGS_HEAD, "{d}/r.csv: no ratings"),
@@ -778,7 +778,7 @@ CORPUS: list[Bad] = [
     # a case over the rules judge's maximum size (1,000,000 characters): its calls fail, the run goes on
     Bad("cli-failed-calls-exit-3", ("score", "{d}/cases.jsonl", "--out", "{d}/out"),
         {"cases.jsonl": jl(case(id="huge", record="主诉：" + "口渴" * 500_001), case(id="c2"))}, 3, ("huge",)),
-    # within --allow-failures, but the huge case has no verdict: exit 3 all the same (issue 32)
+    # within --allow-failures, but the huge case has no verdict: exit 3 all the same
     Bad("cli-allow-failures-half", ("score", "{d}/cases.jsonl", "--out", "{d}/out", "--allow-failures", "0.5",
                                     "--lang", "en"),
         {"cases.jsonl": jl(case(id="huge", record="主诉：" + "口渴" * 500_001), case(id="c2"))}, 3,

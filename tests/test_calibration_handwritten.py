@@ -1,4 +1,4 @@
-"""The held-out hand-written calibration set (issue 23): its size and spread over the rubric, every
+"""The held-out hand-written calibration set (docs/calibration.md): its size and spread over the rubric, every
 planted span where it says it is, the suite file round trip, and the loader's refusals."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Calibration measured (issue 15): the rules judge on the built-in suite, offline; LLM judges against
+"""Calibration measured (docs/calibration.md): the rules judge on the built-in suite, offline; LLM judges against
 the local fake server (an oracle, a random judge, a judge quoting text the case does not have); the
 `calibrate` command (dry run, outputs)."""
 

@@ -1,4 +1,4 @@
-"""The calibration suite (issue 15): base cases clean by the rubric, operators' output (golden
+"""The calibration suite (docs/calibration.md): base cases clean by the rubric, operators' output (golden
 examples), spans, determinism, the default suite's coverage, and the suite file loader."""
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ def test_every_rubric_type_is_planted_or_listed_unplantable(rubric: Rubric) -> N
     assert set(OPERATOR_TYPES) == set(OPERATORS)
     assert plantable_types() | set(UNPLANTABLE) == types | penalties
     assert not plantable_types() & set(UNPLANTABLE)
-    # 既往史 omissions and the new error shapes are planted (issue 23 part 2)
+    # 既往史 omissions and the new error shapes are planted
     ph = {"ph_hypertension_missing", "ph_hyperlipidemia_missing", "ph_chd_missing", "ph_other_missing"}
     assert ph <= plantable_types()
     assert len(plantable_types()) == 29 and len(types | penalties) == 45

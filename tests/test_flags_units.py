@@ -1,4 +1,4 @@
-"""Flags in the rubric's units (issue 32 part 5): the spread limit is a share of the total's range unless the
+"""Flags in the rubric's units (docs/rubrics.md): the spread limit is a share of the total's range unless the
 config gives points, likert ratings are compared in levels, and a criteria dimension is flagged by the share
 of its criteria the judges disagree on, which three judges can reach. On the bundled criteria and PDQI-9
 rubrics, with the default consensus settings, a case whose judges cover the whole scale is flagged and needs

@@ -1,4 +1,4 @@
-"""The rubrics of each kind as content (issue 24 part 3): the shipped pdqi9 (likert) and criteria (per-case
+"""The rubrics of each kind as content (docs/rubrics.md): the shipped pdqi9 (likert) and criteria (per-case
 criteria) rubrics with their English examples, and the test-only rubrics of tests/data/kinds/ written from the
 README and docs/rubrics.md alone (a radiology deductions rubric, a 5-attribute likert instrument, a criteria set
 given in the rubric). Every rubric loads, every template renders for every case and dimension and shows the

@@ -1,4 +1,4 @@
-"""Rubric kinds through the engine (issue 24): reply models, request hashes, derivation with the case's
+"""Rubric kinds through the engine (docs/rubrics.md): reply models, request hashes, derivation with the case's
 criteria, consensus and flags, reliability at each kind's level, outputs, and `score` end to end with the
 fake-server panel on a likert rubric and a criteria rubric (fixtures in tests/data/kinds_engine/)."""
 

@@ -1,4 +1,4 @@
-"""The human side of rubric kinds (issue 24, parts 1 and 5): audit rows, review labels, sheet columns,
+"""The human side of rubric kinds (docs/review.md): audit rows, review labels, sheet columns,
 validity and report for a likert and a criteria rubric, on runs written straight into a store
 (tests/kinds_human_run.py); medical_record's deductions are covered, unchanged, by their own tests."""
 

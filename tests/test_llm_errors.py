@@ -1,4 +1,4 @@
-"""Failures by their real cause (issue 12): every failed call says what went wrong (``error_kind`` and
+"""Failures by their real cause: every failed call says what went wrong (``error_kind`` and
 a reason that starts with it in words), only what another attempt can cure is retried, and a judge
 that no call can get through (dead endpoint, bad key, unknown model, a module missing here) stops
 after its first such failure instead of retrying every call.
@@ -348,7 +348,7 @@ def test_a_judge_on_a_closed_port_fails_fast_and_the_others_go_on(tmp_path: Path
                                                                   concurrency: int) -> None:
     """A dead endpoint costs one connection attempt per call in flight when it is found dead
     (concurrency 1: exactly one; concurrency 4: at most 4, the calls started together), not
-    ``max_retries`` + 1 per call with backoff (before issue 12: 5 attempts per call, minutes)."""
+    ``max_retries`` + 1 per call with backoff (once 5 attempts per call, minutes)."""
     import litellm
 
     dead_url = f"http://127.0.0.1:{closed_port()}/v1"

@@ -1,4 +1,4 @@
-"""One call per case (``call: per_case``, issue 16 section 6): one request per (case, judge, run), each
+"""One call per case (``call: per_case``, docs/judges.md): one request per (case, judge, run), each
 dimension's record derived from its part of the reply as three separate replies would be, the request's
 tokens and cost split exactly, failures and invalid replies, request hashes, resumption, the dry run, and
 the calibration's comparison of the two modes (Newcombe's paired interval)."""
@@ -301,7 +301,7 @@ def test_config_refuses_combinations(tmp_path: Path) -> None:
         load_config(path)
 
 
-@pytest.mark.skipif("batch" not in LLMJudgeConfig.model_fields, reason="batch: true (issue 16 section 2) not here")
+@pytest.mark.skipif("batch" not in LLMJudgeConfig.model_fields, reason="batch: true not here")
 def test_config_refuses_per_case_with_batch(tmp_path: Path) -> None:
     path = tmp_path / "c.yaml"
     path.write_text("judges:\n  - name: j\n    model: openai/x\n    call: per_case\n    batch: true\n",

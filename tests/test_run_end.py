@@ -246,7 +246,7 @@ def test_a_clean_run_exits_0(tmp_path: Path) -> None:
 
 def test_the_end_of_a_run_never_formats_its_result() -> None:
     """asyncio.run's own SIGINT handler holds the main task, and its check at the end (signal.getsignal)
-    formatted that task, the whole result included: minutes for a large run (issue 25). The CLI's handlers go
+    formatted that task, the whole result included: minutes for a large run. The CLI's handlers go
     in first, so nothing formats the result."""
     from consensus_eval.cli import _run_until_done_or_interrupted
 

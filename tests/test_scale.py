@@ -1,4 +1,4 @@
-"""Rebuilding a large run (issue 16, section 5): each shortcut gives exactly what the slow way gave, and
+"""Rebuilding a large run (docs/scale.md, 'One machine'): each shortcut gives exactly what the slow way gave, and
 the work of a rebuild grows linearly with the number of cases (counted, never timed)."""
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ class Criterion(BaseModel):
     """One criterion of a ``criteria`` dimension (HealthBench's shape): ``points`` > 0 for what a good answer
     does, < 0 for what it must not do (met means the fault is there)."""
 
-    # a number of a rubric is finite: `points: .nan` or `cap: .inf` is refused (issue 34), naming the field
+    # a number of a rubric is finite: `points: .nan` or `cap: .inf` is refused (docs/limits.md), naming the field
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     id: Annotated[str, Field(min_length=1)]

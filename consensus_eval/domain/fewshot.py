@@ -1,4 +1,4 @@
-"""Few-shot examples from clinicians' corrections (issue 36 part 5, opt-in: ``few_shot`` in the config).
+"""Few-shot examples from clinicians' corrections (opt-in: ``few_shot`` in the config; docs/rubrics.md).
 
 A :class:`Correction` is one mistake of a judge on one case that a clinician corrected: a deduction the clinician
 added where the judge made none (``missed``), or a judge's deduction the clinician disagreed with

@@ -16,10 +16,11 @@ format, for every command: :func:`jsonl_values` / :func:`jsonl_objects` (JSON Li
 :func:`csv_records` (CSV/TSV: ``,`` ``;`` or tab, as the header uses), :func:`xlsx_records` (Excel),
 :func:`load_yaml` (YAML); the analysis modules parse the rows they give.
 
-Every input file is read through :func:`read_bytes`, which bounds it (issue 34: ``/dev/zero`` as the cases file
-was read until memory ran out, a named pipe nobody writes to blocked for ever): a regular file, ``-`` (standard
-input) or a pipe (``<(cat file)``) only, never a device or a socket; a file larger than the cap of its kind
-(:data:`MAX_INPUT_BYTES`, named in the message) is refused before it is read, a pipe or standard input once it
+Every input file is read through :func:`read_bytes`, which bounds it (docs/limits.md, 'Limits on what is read';
+``/dev/zero`` as the cases file would be read until memory ran out, a named pipe nobody writes to would block for
+ever): a regular file, ``-`` (standard input) or a pipe (``<(cat file)``) only, never a device or a socket; a
+file larger than the cap of its kind (:data:`MAX_INPUT_BYTES`, named in the message) is refused
+before it is read, a pipe or standard input once it
 has given more; a pipe that gives nothing for :data:`PIPE_WAIT_S` seconds is refused. An Excel workbook is
 checked before it is opened (:func:`xlsx_records`): no part over :data:`MAX_XLSX_PART_BYTES` uncompressed, none
 compressed more than :data:`MAX_XLSX_RATIO` times (a zip bomb), XML entity declarations refused.

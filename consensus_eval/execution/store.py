@@ -235,7 +235,7 @@ class SpotCheckRecord(BaseModel):
     stratum), what inverse-probability weights are made of; ``stratum``: the stratum it was drawn in
     (``all`` without stratification, else e.g. ``system=scribe-a`` or ``band=60-70``); ``position``: its
     place in the draw (0-based); ``seed``: the seed of the draw; ``drawn_at``: when (Unix time); ``part``: the part
-    of the sample the case is in (schema 9, issue 36): ``tuning`` (prompts may be tuned on it, few-shot examples
+    of the sample the case is in (schema 9): ``tuning`` (prompts may be tuned on it, few-shot examples
     drawn from it) or ``heldout`` (what a prompt change is measured on); None for a sample drawn before the split."""
 
     case_id: str
@@ -251,7 +251,7 @@ _SPOT_COLUMNS = list(SpotCheckRecord.model_fields)
 
 
 class HeldoutLook(BaseModel):
-    """One comparison of two versions on a spot check's held-out part (table ``heldout_looks``, schema 10; issue 36):
+    """One comparison of two versions on a spot check's held-out part (table ``heldout_looks``, schema 10):
     ``heldout`` names the held-out part (its seed and cases),
     ``version_a`` / ``version_b`` the two versions compared (what their judges were asked on it), ``run_a`` /
     ``run_b`` the folders compared, ``at`` when. ``look_id`` is made of the held-out part and the two versions, so

@@ -581,7 +581,7 @@ def cached_tokens(usage: Any) -> int:
 
 def token_count(value: Any) -> int:
     """A token count a provider reported, as kept: a whole number of 0 or more. A negative count, a fraction, text
-    or nothing counts 0 (issue 34: a provider's negative counts made negative costs); docs/judges.md."""
+    or nothing counts 0 (a provider's negative counts would make negative costs); docs/judges.md."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
         return 0
     return int(value) if value == int(value) else 0

@@ -1,4 +1,4 @@
-"""A judge kind added from outside the package: one module, one registration (issue 11's example).
+"""A judge kind added from outside the package: one module, one registration (docs/api.md's example).
 
 ``kind: echo`` judges deduct nothing and claim full marks; ``penalty_type`` (optional) makes them
 deduct one occurrence of that deduction type on every dimension that has it.

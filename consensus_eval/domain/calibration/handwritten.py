@@ -1,4 +1,4 @@
-"""A held-out calibration set of errors written by hand (issue 23, "Done when").
+"""A held-out calibration set of errors written by hand (docs/calibration.md).
 
 ``handwritten.yaml`` holds diabetes outpatient conversations and the records written from them, each
 record either clean (a paraphrase that states exactly what the conversation says) or carrying one or

@@ -278,7 +278,7 @@ class Dimension(BaseModel):
     """A scored dimension of a rubric: the fields every kind has, and the kind's rules (module docstring). Validated
     as ``Dimension``, it comes back as its kind's class, which adds the kind's own fields."""
 
-    # a number of a rubric is finite: `points: .nan` or `cap: .inf` is refused (issue 34), naming the field
+    # a number of a rubric is finite: `points: .nan` or `cap: .inf` is refused (docs/limits.md), naming the field
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     id: str

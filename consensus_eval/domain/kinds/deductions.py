@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 
 
 class _Frozen(BaseModel):
-    # a number of a rubric is finite: `points: .nan` or `cap: .inf` is refused (issue 34), naming the field
+    # a number of a rubric is finite: `points: .nan` or `cap: .inf` is refused (docs/limits.md), naming the field
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
