@@ -17,6 +17,7 @@ from consensus_eval.analysis.agreement import HumanAgreement, judge_value, matri
 from consensus_eval.analysis.alpha import DEFAULT_SEED, Alpha, Level, alpha_with_ci, shared_draws
 from consensus_eval.analysis.consensus import CaseConsensus
 from consensus_eval.analysis.decision import DecisionStudy, decision_studies
+from consensus_eval.analysis.error_analysis import ErrorAnalysis
 from consensus_eval.analysis.judge_quality import JudgeQuality, judge_quality
 from consensus_eval.analysis.judge_validity import ValidityReport
 from consensus_eval.domain.kinds.deductions import deductions_in
@@ -72,6 +73,9 @@ class ReliabilityReport(BaseModel):
     #: with Wilson CIs (:mod:`consensus_eval.analysis.judge_quality`)
     judge_quality: dict[str, JudgeQuality] = {}
     validity: ValidityReport | None = None
+    #: what the judges get wrong against the clinicians, item by item (:mod:`consensus_eval.analysis.error_analysis`;
+    #: only with labels)
+    errors: ErrorAnalysis | None = None
     decision: dict[str, DecisionStudy] = {}
     #: the judges that are simulated (``kind: simulated``, a demo device: their agreement is not a real one)
     simulated: list[str] = []
@@ -79,7 +83,7 @@ class ReliabilityReport(BaseModel):
     def to_json(self) -> dict[str, Any]:
         """The report as written to reliability.json (``human`` and ``validity`` only when there are labels
         or a spot check, ``simulated`` only when some judge is)."""
-        skip = {k for k in ("human", "validity", "simulated") if getattr(self, k) in (None, [])}
+        skip = {k for k in ("human", "validity", "errors", "simulated") if getattr(self, k) in (None, [])}
         return self.model_dump(mode="json", exclude=skip, exclude_none=False)
 
     def describes(self, judges: Sequence[str], n_cases: int) -> bool:

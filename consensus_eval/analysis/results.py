@@ -17,6 +17,7 @@ from consensus_eval.analysis.agreement import HumanLabel
 from consensus_eval.analysis.alpha import DEFAULT_SEED
 from consensus_eval.analysis.audit import CaseAudit, audit
 from consensus_eval.analysis.consensus import CaseConsensus
+from consensus_eval.analysis.error_analysis import error_analysis
 from consensus_eval.analysis.human import DEFAULT_REVIEWER, HumanReview, build_review, human_agreement, labels_from_wide
 from consensus_eval.analysis.judge_quality import JudgeQuality, judge_quality
 from consensus_eval.analysis.judge_validity import validity_report
@@ -110,6 +111,8 @@ class Results:
                                                            self.seed) if self.review is not None else None)
                 self._reliability.validity = (validity_report(self.run, self.consensus, self.review, self.spot_checks)
                                               if self.spot_checks else None)
+                self._reliability.errors = (error_analysis(self.run, self.consensus, self.review, self.spot_checks)
+                                            if self.review is not None else None)
             self._human_done = True
             return self._reliability
 

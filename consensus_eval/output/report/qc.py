@@ -1,9 +1,10 @@
-"""The quality-control loop's sections (issue 36): a change's agreement with the clinicians on the held-out part
-(``compare --against-clinicians``), built as :class:`~consensus_eval.output.report.blocks.Block` s in the
-report's language."""
+"""The quality-control loop's sections (issue 36): what the judges get wrong against the clinicians (the error
+analysis) and a change's agreement with the clinicians on the held-out part (``compare --against-clinicians``),
+built as :class:`~consensus_eval.output.report.blocks.Block` s in the report's language."""
 
 from __future__ import annotations
 
+from consensus_eval.analysis.error_analysis import ErrorAnalysis
 from consensus_eval.analysis.heldout import LOOKS_WARN, ClinicianComparison, FigureChange
 from consensus_eval.analysis.paired_boot import MIN_CASES, N_BOOT
 from consensus_eval.domain.rubric import Rubric
@@ -53,3 +54,56 @@ def clinician_comparison_block(c: ClinicianComparison, rubric: Rubric, t: Messag
                                              t("cc_col_bias")], rows, [False, True, True, True, True, True])
     return Block("clinician-compare", t("h_clinician_compare", a=c.a, b=c.b), paras, [table],
                  [t("cc_note", boot=f"{N_BOOT:,}", min=min(MIN_CASES.values()))], warnings)
+
+
+#: items per rater in the error analysis's table, and cases per item in its table of cases (reliability.json
+#: keeps :data:`~consensus_eval.analysis.error_analysis.TOP_CASES` per item and every item)
+SHOWN_ITEMS = 8
+SHOWN_CASES = 2
+
+
+def _avg(x: float | None) -> str:
+    return "-" if x is None else f"{x:+.1f}"
+
+
+def errors_block(e: ErrorAnalysis, rubric: Rubric, t: Messages) -> Block:
+    """What the judges get wrong against the clinicians (:mod:`~consensus_eval.analysis.error_analysis`): per
+    rater its items with misses and false alarms, ranked; the cases behind the first ones, with the quotes and
+    the clinicians' comments; bias and MAE by the clinicians' score band."""
+    block = Block("errors", t("h_errors"), [t("errors_intro_" + e.part, n=e.cases)])
+    item_rows, case_rows = [], []
+    for rater, re_ in e.raters.items():
+        for it in re_.items[:SHOWN_ITEMS]:
+            item_rows.append([rater, fmt.key_label(rubric, it.dimension, t), f"{it.name} ({it.item})"
+                              if it.name != it.item else it.item, str(it.misses), str(it.false_alarms),
+                              f"{it.points:g}"])
+        for it in re_.items[:SHOWN_ITEMS]:
+            for c in it.cases[:SHOWN_CASES]:
+                case_rows.append([rater, it.item, t("errors_kind_" + c.kind), c.case_id, f"{c.points:g}",
+                                  c.evidence or "-", c.reason or "-", c.comment or "-"])
+    if not item_rows:
+        block.paragraphs.append(t("errors_none"))
+    else:
+        block.tables.append(TableBlock("errors-items", [t("errors_col_rater"), t("errors_col_dimension"),
+                                                        t("errors_col_item"), t("errors_col_misses"),
+                                                        t("errors_col_false_alarms"), t("errors_col_points")],
+                                       item_rows, [False, False, False, True, True, True]))
+        block.tables.append(TableBlock("errors-cases", [t("errors_col_rater"), t("errors_col_item"),
+                                                        t("errors_col_kind"), t("errors_col_case"),
+                                                        t("errors_col_points"), t("errors_col_quote"),
+                                                        t("errors_col_reason"), t("errors_col_comment")],
+                                       case_rows, [False, False, False, False, True, False, False, False]))
+    band_rows = []
+    for rater, re_ in e.raters.items():
+        for key, bands in re_.bands.items():
+            if any(b.n for b in bands):
+                band_rows.append([rater, fmt.key_label(rubric, key, t),
+                                  *(f"{_avg(b.bias)} / {'-' if b.mae is None else f'{b.mae:.1f}'} ({b.n})"
+                                    for b in bands)])
+    if band_rows:
+        block.tables.append(TableBlock("errors-bands", [t("errors_col_rater"), t("errors_col_dimension"),
+                                                        t("errors_band_low"), t("errors_band_mid"),
+                                                        t("errors_band_high")],
+                                       band_rows, [False, False, True, True, True]))
+    block.notes.append(t("errors_note", items=SHOWN_ITEMS, cases=SHOWN_CASES))
+    return block

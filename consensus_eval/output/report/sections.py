@@ -42,6 +42,7 @@ from consensus_eval.output.report.charts import summary_stats
 from consensus_eval.output.report.data import MARKDOWN_ALL_CASES, MARKDOWN_TOP, QUEUE_TOP, ReportData, needs_review
 from consensus_eval.output.report.i18n import Messages
 from consensus_eval.output.report.kinds import kinds_blocks
+from consensus_eval.output.report.qc import errors_block
 from consensus_eval.output.report.trust import (
     added_block,
     decision_block,
@@ -516,6 +517,11 @@ def _validity(d: ReportData) -> Block | None:
     return validity_block(validity, d.rubric, d.judges, d.t) if validity is not None else None
 
 
+def _errors(d: ReportData) -> Block | None:
+    errors = d.reliability.errors
+    return errors_block(errors, d.rubric, d.t) if errors is not None else None
+
+
 def _decision(d: ReportData) -> Block | None:
     return decision_block(d.reliability.decision, d.t) if d.reliability.decision else None
 
@@ -560,7 +566,8 @@ SECTIONS: tuple[Section, ...] = (
     Section(queue_block), Section(cases_block), Section(_kinds, html_gap=False), Section(_systems, _AND_SUMMARY),
     Section(quality_block), Section(distributions_block), Section(agreement_block),
     Section(reliability_block, _AND_RELIABILITY), Section(human_block, _AND_RELIABILITY),
-    Section(_added, _AND_RELIABILITY), Section(_validity, _AND_RELIABILITY), Section(_decision, _AND_RELIABILITY),
+    Section(_added, _AND_RELIABILITY), Section(_validity, _AND_RELIABILITY), Section(_errors, _AND_RELIABILITY),
+    Section(_decision, _AND_RELIABILITY),
     Section(_calibration), Section(_invariance, html_gap=False), Section(metrics_block), Section(cost_block),
     Section(details_block, MD, html_gap=False),
 )
