@@ -565,7 +565,7 @@ def add_reviewer(folder: str | Path, name: str, *, role: ReviewerRole = "reviewe
         raise InputError(f"reviewer {name!r}: {e}") from None
     if role not in REVIEWER_ROLES:
         raise InputError(f"--role must be one of {', '.join(REVIEWER_ROLES)}, got {role!r}")
-    with Store.open_existing(folder) as store:
+    with run_lock(folder, create=False, mode="team"), Store.open_existing(folder) as store:   # beside the review app
         if not new_key and any(r.name == name for r in store.reviewers()):
             raise InputError(f"{name} is already a reviewer of {folder}; give --new-key to replace their link "
                              "(the old one stops working)")
@@ -588,7 +588,7 @@ def assign(folder: str | Path, per_case: int = 2, *, queue: bool = False, seed: 
 
     if per_case < 1:
         raise InputError(f"--per-case {per_case}: a case needs at least 1 reviewer")
-    with Store.open_existing(folder) as store:
+    with run_lock(folder, create=False, mode="team"), Store.open_existing(folder) as store:   # beside the review app
         team = [r.name for r in store.reviewers() if r.role == "reviewer"]
         if len(team) < per_case:
             raise InputError(f"{folder}: {per_case} reviewer(s) per case, but the team has {len(team)} reviewer(s) "
@@ -618,8 +618,9 @@ def assigned_cases(folder: str | Path, reviewer: str) -> list[str]:
 
 
 def remove_reviewer(folder: str | Path, name: str) -> None:
-    """Take ``name`` off the team: their link stops working; their labels stay."""
-    with Store.open_existing(folder) as store:
+    """Take ``name`` off the team: their link stops working at once (a review app serving the run refuses their
+    next save); their labels stay."""
+    with run_lock(folder, create=False, mode="team"), Store.open_existing(folder) as store:   # beside the review app
         if not store.remove_reviewer(" ".join(name.split())):
             raise InputError(f"{name!r} is not a reviewer of {folder} (see: consensus-eval reviewers list {folder})")
 

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager, suppress
 from functools import wraps
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 import typer
 from rich.text import Text
@@ -77,15 +77,17 @@ WaitLockOpt = Annotated[bool, typer.Option(
 
 
 @contextmanager
-def _writing(folder: Path, command: str, wait: bool, *, create: bool = False) -> Iterator[None]:
+def _writing(folder: Path, command: str, wait: bool, *, create: bool = False,
+             mode: Literal["exclusive", "review", "team"] = "exclusive") -> Iterator[None]:
     """Hold the run's lock (one writer per run: execution.lock) for the body, as `consensus-eval COMMAND`; with
-    ``wait`` (--wait-lock), wait for another holder, saying so once. ``create``: a new run's folder is made."""
+    ``wait`` (--wait-lock), wait for another holder, saying so once. ``create``: a new run's folder is made.
+    ``mode``: ``review`` for the review server, ``team`` for a team change (both run beside each other)."""
     from consensus_eval import api
 
     def waiting(message: str) -> None:
         err_console.print(message, highlight=False, soft_wrap=True)
 
-    with api.run_lock(folder, f"consensus-eval {command}", wait=wait, on_wait=waiting, create=create):
+    with api.run_lock(folder, f"consensus-eval {command}", wait=wait, on_wait=waiting, create=create, mode=mode):
         yield
 
 
@@ -759,7 +761,9 @@ def review(
         else:
             out_console.print(f"reviewing {run_dir}: open {url}  (Ctrl-C to stop)", highlight=False, soft_wrap=True)
 
-    with _writing(run_dir, "review", wait_lock):  # the server writes labels for as long as it serves
+    # the server writes labels while it serves: team changes (reviewers add / assign / remove) run beside it, data
+    # writers (score, human import, ...) are refused or wait (execution.lock)
+    with _writing(run_dir, "review", wait_lock, mode="review"):
         serve(run_dir, host=host, port=port, reviewer=reviewer, on_ready=ready, lang=lang)
 
 
@@ -791,7 +795,7 @@ def reviewers_add(
     their own name only; the shared token link no longer opens the app."""
     from consensus_eval import api
 
-    with _writing(run_dir, "reviewers add", wait_lock):
+    with _writing(run_dir, "reviewers add", wait_lock, mode="team"):
         rec, key = api.add_reviewer(run_dir, name, role=role, new_key=new_key)  # type: ignore[arg-type]
     shown = f"[{host.strip('[]')}]" if ":" in host else host
     out_console.print(f"{rec.name} ({rec.role}) is on the team of {run_dir}. Their personal link, shown once (send "
@@ -816,7 +820,7 @@ def reviewers_assign(
     first, blinded to the judges on spot-check cases and to each other's labels. Replaces an earlier assignment."""
     from consensus_eval import api
 
-    with _writing(run_dir, "reviewers assign", wait_lock):
+    with _writing(run_dir, "reviewers assign", wait_lock, mode="team"):
         done = api.assign(run_dir, per_case, queue=queue, seed=seed)
     load: dict[str, int] = {}
     for names in done.values():
@@ -847,7 +851,7 @@ def reviewers_remove(name: Annotated[str, typer.Argument(help="The reviewer to t
     """Take a reviewer off RUN's team: their link stops working; their labels stay."""
     from consensus_eval import api
 
-    with _writing(run_dir, "reviewers remove", wait_lock):
+    with _writing(run_dir, "reviewers remove", wait_lock, mode="team"):
         api.remove_reviewer(run_dir, name)
     out_console.print(f"{name} is off the team of {run_dir}: their link no longer opens it (their labels stay)",
                       highlight=False)

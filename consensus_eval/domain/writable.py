@@ -35,14 +35,16 @@ from typing import IO, Any
 
 from consensus_eval._errors import InputError
 
-__all__ = ["LOCK_NAME", "RUN_OUTPUTS", "STDIO", "STORE_NAME", "atomic_writer", "check_output_path", "check_outputs",
-           "dumps_json", "file_kind", "finite", "same_file", "write_error"]
+__all__ = ["LOCK_NAME", "REVIEW_LOCK_NAME", "RUN_OUTPUTS", "STDIO", "STORE_NAME", "atomic_writer", "check_output_path",
+           "check_outputs", "dumps_json", "file_kind", "finite", "same_file", "write_error"]
 
 STORE_NAME = "results.sqlite"  # = execution.store.STORE_NAME (not imported: the metrics commands start light)
 #: the lock a command that writes a run holds while it runs (execution.lock), beside the store
 LOCK_NAME = STORE_NAME + ".lock"
+#: the lock the review server holds while it serves (one server per run), beside the store (execution.lock)
+REVIEW_LOCK_NAME = STORE_NAME + ".review-lock"
 #: what SQLite keeps beside a store while it is open (the store's own journal), and the run's lock
-STORE_COMPANIONS = (*(STORE_NAME + s for s in ("-wal", "-shm", "-journal")), LOCK_NAME)
+STORE_COMPANIONS = (*(STORE_NAME + s for s in ("-wal", "-shm", "-journal")), LOCK_NAME, REVIEW_LOCK_NAME)
 #: the files a run folder's outputs are rebuilt into from its store (``score``, ``report``, ``calibrate``)
 RUN_OUTPUTS = ("judgments.jsonl", "consensus.csv", "consensus.jsonl", "reliability.json", "report.md",
                "report.html", "leaderboard.json", "calibration.json", "suite.jsonl")

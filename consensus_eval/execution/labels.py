@@ -399,15 +399,19 @@ def read_events(db: sqlite3.Connection, *, reviewer: str | None = None,
 
 def append(db: sqlite3.Connection, changes: Sequence[Change], *, source: str, action_id: str | None = None,
            session: str | None = None, expect: Mapping[Slot, int] | None = None, actor: str | None = None,
-           now: float | None = None, force_source: bool = False) -> Written:
+           now: float | None = None, force_source: bool = False, member_key: str | None = None) -> Written:
     """Append the events of ``changes`` (inside the caller's transaction): each label checked against the roles
     (:func:`check_roles`), its phase set (:func:`phase_of`), ``expect`` (slot -> the version the writer saw)
     checked first (:class:`LabelConflict`), ``action_id`` recorded under ``actor`` (default: the changes' reviewer;
     an id of theirs stored already: nothing is written, ``applied`` False). A change that says what its label
     already says is no event (a repeated click). Each event's source is its label's, else ``source``
-    (``force_source``: ``source`` always)."""
+    (``force_source``: ``source`` always). ``member_key``: the hash of the personal key the writer's session was
+    opened with: each actor must still be on the team with that key, in this transaction (:func:`check_member`)."""
     now = time.time() if now is None else now
     actors = {actor} if actor is not None else {c.label.reviewer for c in changes}
+    if member_key is not None:
+        for r in sorted(actors):
+            check_member(db, r, member_key)
     if action_id is not None:
         if not action_id or len(action_id) > MAX_ACTION_ID:
             raise LabelRefused("action_id", f"an action id is 1 to {MAX_ACTION_ID} characters, got {len(action_id)}",
@@ -511,6 +515,16 @@ def check_roles(label: HumanLabelRecord, roles: Mapping[str, str], in_spot: bool
         raise LabelRefused("accepted_blind", f"case {label.case_id} is in the random spot check: it is scored blind, "
                            "and the panel's score cannot be accepted there; give your own score",
                            case=label.case_id)
+
+
+def check_member(db: sqlite3.Connection, reviewer: str, member_key: str) -> None:
+    """Refuse (:class:`LabelRefused` ``access_ended``) a write of ``reviewer``'s session opened with the key whose
+    hash is ``member_key`` when they are no longer on the team with that key (removed, or given a new key while
+    their page was open): sessions end when access ends, whichever process changed the team."""
+    row = db.execute("SELECT 1 FROM reviewers WHERE name = ? AND key_hash = ?", (reviewer, member_key)).fetchone()
+    if row is None:
+        raise LabelRefused("access_ended", f"{reviewer} is no longer on the team of this run with the link this "
+                           "session was opened with (removed, or given a new link): nothing was stored", name=reviewer)
 
 
 def team_roles(db: sqlite3.Connection) -> dict[str, str]:

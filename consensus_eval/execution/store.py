@@ -733,17 +733,18 @@ class Store:
 
     def write_labels(self, changes: Sequence[Change], *, source: str, action_id: str | None = None,
                      session: str | None = None, expect: Mapping[Slot, int] | None = None,
-                     actor: str | None = None) -> Written:
+                     actor: str | None = None, member_key: str | None = None) -> Written:
         """Append the events of one action (labels set or cleared, :class:`~.labels.Change`) in one short
         transaction, committed at once (:func:`~.labels.append`): the team's roles and the blind spot check are
         enforced (:class:`LabelRefused`), ``expect`` (slot -> the version the writer saw) refuses a stale write
         (:class:`LabelConflict`), and a repeated ``action_id`` of ``actor`` (default: the labels' reviewer) writes
         nothing (``applied`` False). ``source``: what wrote it (``review``, a sheet's path, ``api``);
-        ``session``: the review session's tag."""
+        ``session``: the review session's tag; ``member_key``: the hash of the personal key the session was opened
+        with (the writer must still be on the team with it: :func:`~.labels.check_member`)."""
         self._writable()
         with self._transaction(immediate=True):
             return _labels.append(self._db, changes, source=source, action_id=action_id, session=session,
-                                  expect=expect, actor=actor)
+                                  expect=expect, actor=actor, member_key=member_key)
 
     def reveal(self, reviewer: str, case_ids: Iterable[str], *, source: str, session: str | None = None) -> list[str]:
         """Record that the judges of these spot-check cases were shown to ``reviewer`` (their blind scores are

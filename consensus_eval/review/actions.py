@@ -25,7 +25,7 @@ from consensus_eval.execution.store import (
     Written,
 )
 from consensus_eval.review.ledger import Progress
-from consensus_eval.review.refusals import ActionError
+from consensus_eval.review.refusals import AccessEnded, ActionError
 from consensus_eval.review.state import SOURCE, ReviewState
 
 #: the longest comment accepted (characters)
@@ -35,7 +35,8 @@ MAX_COMMENT = 10_000
 class Actions(ReviewState):
     """The reviewer's actions of the page, each stored as one write of label events."""
 
-    def apply(self, reviewer: str, action: Mapping[str, Any], *, session: str | None = None) -> dict[str, Any]:
+    def apply(self, reviewer: str, action: Mapping[str, Any], *, session: str | None = None,
+              member_key: str | None = None) -> dict[str, Any]:
         """Apply one action of the page (``op``: verdict | score | scores | criterion | comment | add | remove) for
         ``reviewer`` and store it at once, as one write of label events (:meth:`Store.write_labels`); returns what
         the page needs back: the case's ``state``, the reviewer's ``progress`` (text, and ``done`` of ``total``), an
@@ -45,15 +46,17 @@ class Actions(ReviewState):
         ``action_id`` (optional): the client's id of the action, so that a repeated request is a no-op. ``version``
         (optional; ``versions``: dimension -> version on ``scores``): the version of the field the page showed; a
         field written since (another tab) refuses the action as an :class:`ActionConflict`. ``session``: the
-        review session's tag, kept with every event. Raises :class:`ActionError` for an action that does not fit
-        the run, or that the store refuses (an adjudicator's own score, the panel's score accepted on a blind case)."""
+        review session's tag, kept with every event; ``member_key``: the hash of a personal link's key (the store
+        refuses the write, :class:`AccessEnded`, when its reviewer has left the team or has a new link). Raises
+        :class:`ActionError` for an action that does not fit the run, or that the store refuses (an adjudicator's own
+        score, the panel's score accepted on a blind case)."""
         op = action.get("op")
         rank = action.get("case")
         if not isinstance(rank, int) or isinstance(rank, bool):
             raise ActionError("err_case_int")
         a = self.case_at(rank)
         action_id = _action_id(action)
-        plan = Plan(reviewer, a.case_id)
+        plan = Plan(reviewer, a.case_id, member_key=member_key)
         reply: dict[str, Any] = {}
         if op == "verdict":
             self._verdict(plan, a, action)
@@ -249,7 +252,7 @@ class Actions(ReviewState):
             ledger = self._ledger(plan.reviewer)   # read before the write (or after another connection's): then kept
             try:
                 written = self.store.write_labels(plan.changes, source=SOURCE, action_id=action_id, session=session,
-                                                  expect=plan.expect, actor=plan.reviewer)
+                                                  expect=plan.expect, actor=plan.reviewer, member_key=plan.member_key)
             except LabelConflict as e:
                 raise ActionConflict(e) from None
             except LabelRefused as e:
@@ -268,6 +271,8 @@ class Plan:
     case_id: str
     changes: list[Change] = field(default_factory=list)
     expect: dict[Slot, int] = field(default_factory=dict)
+    #: the hash of the personal key the writer's session was opened with (None: not a personal link's)
+    member_key: str | None = None
 
     def put(self, label: HumanLabelRecord, version: int | None = None) -> None:
         self.changes.append(Change(label))
@@ -332,6 +337,8 @@ def _refusal(e: LabelRefused) -> ActionError:
         return ActionError("err_reference_not_adjudicator", name=name, case=case)
     if e.code == "accepted_blind":
         return ActionError("err_accepted_blind", case=case)
+    if e.code == "access_ended":
+        return AccessEnded(name)
     return ActionError("err_action_id", max=MAX_ACTION_ID)
 
 

@@ -261,7 +261,7 @@ class AdjudicationViews(Actions):
 
     def adjudicate(self, adjudicator: str, rank: int, scores: Mapping[str, Any],
                    verdicts: Mapping[str, Any] | None = None, criteria: Mapping[str, Any] | None = None, *,
-                   action_id: str | None = None, session: str | None = None) -> None:
+                   action_id: str | None = None, session: str | None = None, member_key: str | None = None) -> None:
         """Store the adjudicator's decisions on the case at ``rank``, as labels of origin ``reference`` kept apart
         from the reviewers' own: a reference score of every dimension (needed when the reviewers' scores are
         apart, :func:`scores_apart`, or there is no verdict conflict; else optional, all or none; a likert
@@ -271,7 +271,9 @@ class AdjudicationViews(Actions):
         reference verdict on every criterion two reviewers disagree on (``criteria``: the conflict's
         :attr:`CriterionConflict.key` -> met / not_met), a ``criterion`` label of origin ``reference`` (a criteria
         dimension takes no reference score: its score is the one the reference verdicts give). Nothing is stored
-        unless all of it is given; it is stored as one write (``action_id``: a form sent twice stores once)."""
+        unless all of it is given; it is stored as one write (``action_id``: a form sent twice stores once;
+        ``member_key``: a personal link's key hash, refused when its adjudicator has left the team or has a new
+        link)."""
         a = self.case_at(rank)
         cr = self._case_review(a)
         conflicts = verdict_lines(a, cr)
@@ -296,7 +298,7 @@ class AdjudicationViews(Actions):
             if v not in VERDICTS:
                 raise ActionError("err_give_reference_verdict", judge=c.judge, type=c.type, dim=c.dimension)
             decided.append((c, v))
-        plan = Plan(adjudicator, a.case_id)
+        plan = Plan(adjudicator, a.case_id, member_key=member_key)
         for dim_id, value in values.items():
             plan.put(HumanLabelRecord(case_id=a.case_id, dimension=dim_id, reviewer=adjudicator, kind="score",
                                       value=value, origin="reference"))

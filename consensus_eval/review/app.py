@@ -60,6 +60,7 @@ from consensus_eval.review.model import (
     catalogue,
     clean_reviewer,
 )
+from consensus_eval.review.refusals import AccessEnded
 
 #: Content-Security-Policy of every response: nothing but this server's own files
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
@@ -394,7 +395,9 @@ async def label(request: Request) -> Response:
     if not isinstance(action, dict):
         return JSONResponse({"error": t("err_not_object")}, 400, headers=SECURITY_HEADERS)
     try:
-        reply = rv.run.apply(s.reviewer, action, session=s.tag)
+        reply = rv.run.apply(s.reviewer, action, session=s.tag, member_key=s.key_hash if s.personal else None)
+    except AccessEnded:   # removed (or a new link) since the check above: the store refused it, nothing stored
+        return JSONResponse({"error": t("err_access_ended"), "ended": True}, 403, headers=SECURITY_HEADERS)
     except ActionConflict as e:   # a stale tab: both values back, for the reviewer to choose
         return JSONResponse({"error": e.text(t), "conflict": {"field": e.field, "version": e.version,
                                                               "stored": e.stored_value()}},
@@ -433,8 +436,11 @@ async def adjudicate_page(request: Request, s: Session) -> Response:
             run.adjudicate(s.reviewer, rank, {k[6:]: v for k, v in form.items() if k.startswith("score_")},
                            {k: v for k, v in form.items() if k.startswith("verdict_")},
                            {k: v for k, v in form.items() if k.startswith("criterion_")},
-                           action_id=form.get("action_id") or None, session=s.tag)
+                           action_id=form.get("action_id") or None, session=s.tag,
+                           member_key=s.key_hash if s.personal else None)
             return RedirectResponse("/team", status_code=303, headers=SECURITY_HEADERS)
+        except AccessEnded:
+            return rv.refused(why="ended")
         except ActionError as e:
             error = e.text(rv.t)
     try:

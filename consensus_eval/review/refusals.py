@@ -38,6 +38,14 @@ class ActionError(ReviewError, ValueError):
         return t(self.key, **self.params)
 
 
+class AccessEnded(ActionError):
+    """A save of a personal link's session whose reviewer was removed from the team or given a new link meanwhile
+    (whichever process changed the team): nothing is stored, and the page says their access ended (403)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__("err_access_ended", name=name)
+
+
 def clean_reviewer(name: str) -> str:
     """A reviewer's name as stored (:func:`consensus_eval.domain.reviewers.clean_name`); an
     :class:`ActionError` says what is wrong with it (``clean_name``'s rules, in its order)."""

@@ -16,6 +16,7 @@ from consensus_eval.api import load_run
 from consensus_eval.domain.cases import Case
 from consensus_eval.domain.rubric import Criterion, Dimension
 from consensus_eval.execution.labels import fold
+from consensus_eval.execution.lock import REVIEW, Hold, acquire, release
 from consensus_eval.execution.store import (
     HumanLabelRecord,
     ReviewerRecord,
@@ -43,6 +44,8 @@ class ReviewState:
     #: to it (``data_version``: a sheet imported, cases assigned while the server runs)
     _ledgers: dict[str, Ledger] = field(default_factory=dict)
     _version: int | None = None
+    #: the run's lock, held for review while the run is open (execution.lock): team changes run beside it
+    hold: Hold | None = None
 
     @cached_property
     def spot(self) -> frozenset[str]:
@@ -112,14 +115,23 @@ class ReviewState:
     def open(cls, folder: str | Path) -> Self:
         """Read the run in ``folder`` (its store must exist) and open its store for the labels."""
         out = Path(folder)
-        results = load_run(out)
-        queue = review_queue(results.audit, len(results.judges))
-        store = Store.open_existing(out)
-        return cls(out, results, queue, store, {c.id: c for c in results.cases})
+        hold = acquire(out, mode=REVIEW, create=False)   # data writers wait; team changes run beside the app
+        try:
+            results = load_run(out)
+            queue = review_queue(results.audit, len(results.judges))
+            store = Store.open_existing(out)
+        except BaseException:
+            if hold is not None:
+                release(hold)
+            raise
+        return cls(out, results, queue, store, {c.id: c for c in results.cases}, hold=hold)
 
     def close(self) -> None:
         with self.lock:
             self.store.close()
+            if self.hold is not None:
+                hold, self.hold = self.hold, None
+                release(hold)
 
     def team(self) -> list[ReviewerRecord]:
         """The run's reviewers (empty: one-token mode), read at each call: a reviewer added while the server
