@@ -23,10 +23,11 @@ Nothing a command rebuilds touches that history: ``score`` (a resume included) r
 ``report`` / ``audit`` / ``reliability`` only read. :meth:`Store.write_labels` appends the events of one action in
 one short transaction (what a click in the web app does), checked against the team's roles, the blind spot check,
 the version the writer saw and its action id; :meth:`Store.replace_human_labels` writes what a re-imported sheet
-changed (a re-import of the same sheet adds nothing). One process writes a run at a time: a store opened to write
-holds the run's lock (:mod:`consensus_eval.execution.lock`), and a store that is there is checked whole
-(``PRAGMA quick_check``, read-only) before anything is written to it (:func:`check_whole`); within the process,
-connections wait for each other (WAL journal, ``busy_timeout``).
+changed (a re-import of the same sheet adds nothing). One process writes a run's data at a time: a store opened to
+write holds the run's lock (:mod:`consensus_eval.execution.lock`; a team change runs beside the review server, each
+write one transaction, and a label write checks its reviewer's membership and key: ``member_key``), and a store
+that is there is checked whole (``PRAGMA quick_check``, read-only) before anything is written to it
+(:func:`check_whole`); connections wait for each other (WAL journal, ``busy_timeout``).
 
 Spot checks and the team (schema 5): the ``spot_checks`` table holds the random sample drawn by
 ``audit --spot-check`` with each case's inclusion probability and its part (tuning or held out, schema 9;
