@@ -11,9 +11,9 @@ are asserted:
 - a stale tab gets a conflict, showing both values, and the reviewer chooses;
 - a removed reviewer's next save is refused, and nothing of theirs is stored after.
 
-The server runs in this process (uvicorn in a thread, over the run's store), so that removing a reviewer while it
-serves is done as the API does it: the run's lock is this process's (a `reviewers remove` from another process
-waits for the server: docs/limits.md, "One writer per run")."""
+The server runs in this process (uvicorn in a thread, over the run's store: it holds the run for review); the
+reviewer is removed while it serves by the real `consensus-eval reviewers remove` in another process, a team change
+that runs beside the server (docs/limits.md, "One writer per run")."""
 
 from __future__ import annotations
 
@@ -31,6 +31,8 @@ from consensus_eval.analysis.human import HumanReview
 from consensus_eval.execution.store import STORE_NAME, LabelEvent, Store
 from consensus_eval.review.app import create_app
 from consensus_eval.review.model import ReviewRun, catalogue
+from tests.conftest import ROOT
+from tests.helpers import cli_run
 from tests.test_review import score_run
 from tests.test_review_browser import CHROMIUM, free_port
 
@@ -273,7 +275,8 @@ def test_the_team_walk(scored: Path, tmp_path: Path, browser: Browser) -> None:
         # ---- 7. a reviewer removed while their page is open: the next save is refused, nothing stored
         zhao = open_as("赵医生")
         zhao.goto(f"{server.base}/case/{queue_case.rank}")
-        api.remove_reviewer(run, "赵医生")
+        removed = cli_run(["reviewers", "remove", "赵医生", "--run", str(run)], cwd=ROOT)   # another process
+        assert removed.returncode == 0, removed.stdout + removed.stderr
         field = zhao.locator("input.score[data-dim=accuracy]")
         field.fill("12")
         field.blur()
