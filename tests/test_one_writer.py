@@ -70,6 +70,8 @@ def labels(run: Path) -> int:
     ("audit", "{run}", "--spot-check", "2"),
     ("audit", "{run}", "--human", "{d}/s.csv"),
     ("report", "{run}", "--human", "{d}/s.csv"),
+    # team changes too: the holder writes data (exclusive); beside the review server they run
+    # (tests/test_team_beside_review.py)
     ("reviewers", "add", "ann", "--run", "{run}"),
     ("reviewers", "remove", "ann", "--run", "{run}"),
     ("reviewers", "assign", "--run", "{run}", "--per-case", "1"),
