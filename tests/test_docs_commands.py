@@ -241,16 +241,20 @@ def run_cli(args: list[str], work: Path, env: dict[str, str]) -> Ran:
 
 
 def fill_sheet(sheet: Path, filled: Path) -> tuple[int, int]:
-    """What a reviewer does with the audit's sheet: a score one below the panel's on every score row, a verdict
+    """What a reviewer does with the audit's sheet: a score one below the panel's on every score row (on a blind
+    spot-check row, which shows no panel score, 1 to 4 below the dimension's maximum, in turn), a verdict
     on every deduction (agree, disagree, unsure in turn); saved by Excel as GBK with CRLF (docs/review.md). Written
     as GB18030, which is GBK's bytes for every character GBK has (a record's "kg/m²" is not one of them).
     Returns (scores, verdicts) written."""
     rows = list(csv.DictReader(io.StringIO(sheet.read_text(encoding="utf-8-sig"))))
     assert rows, f"{sheet} has no rows"
     scores = verdicts = 0
-    for row in rows:
+    for i, row in enumerate(rows):
         if row["row"] == "score" and row["panel_score"]:
             row["human_score"] = str(max(0, round(float(row["panel_score"])) - 1))
+            scores += 1
+        elif row["row"] == "score" and row.get("sample") == "spot_check" and row["max"]:   # blind: no panel score
+            row["human_score"] = str(max(0, round(float(row["max"])) - 1 - i % 4))
             scores += 1
         elif row["row"] == "deduction":
             row["human_verdict"] = ("agree", "disagree", "unsure")[verdicts % 3]
@@ -270,6 +274,40 @@ def _make_sheet(path: Path, ws: Workspace) -> None:
         res = run_cli(["audit", ".", "--top", "3", "--export", "sheet.csv"], path.parent, ws.env)
         assert res.code == 0, res.output
     fill_sheet(exported, path)
+
+
+def _make_verdicts(path: Path, ws: Workspace) -> None:
+    """docs/qc-loop.md's second round: the sheet `verdicts.csv` beside it filled in (:func:`fill_sheet`), plus a
+    deduction the judges missed (`row = added`: a value_error on the first case's accuracy, quoting its record)."""
+    exported = path.parent / "verdicts.csv"
+    fill_sheet(exported, path)
+    text = path.read_bytes().decode("gb18030")
+    rows = list(csv.DictReader(io.StringIO(text)))
+    first = next(r for r in rows if r["row"] == "deduction")
+    record = next(r["record"] for r in rows if r["case_id"] == first["case_id"] and r.get("record"))
+    quote = record.split("\n")[0][:12]
+    rows.append({**dict.fromkeys(rows[0], ""), "row": "added", "case_id": first["case_id"], "dimension": "accuracy",
+                 "type": "value_error", "evidence": quote, "human_comment": "数值与对话不符"})
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\r\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    path.write_bytes(buf.getvalue().encode("gb18030"))
+
+
+def _make_v2(path: Path, ws: Workspace) -> None:
+    """docs/qc-loop.md's prompt v2: the prompts with one line naming value_error, and the offline config using
+    them (`configs/qc-v2.yaml`, `prompts-v2/`)."""
+    work = path.parents[1]
+    shutil.copytree(ROOT / "prompts", work / "prompts-v2")
+    accuracy = work / "prompts-v2" / "medical_record" / "accuracy.j2"
+    marker = "【准确性检查要点】\n"
+    text = accuracy.read_text(encoding="utf-8")
+    assert marker in text
+    accuracy.write_text(text.replace(marker, marker + "- 检验数值与对话不一致时记 value_error，每处一次。\n"),
+                        encoding="utf-8")
+    config = (work / "configs" / "offline.yaml").read_text(encoding="utf-8")
+    path.write_text(config + "prompts_dir: prompts-v2\n", encoding="utf-8")
 
 
 def _make_ratings(path: Path, ws: Workspace) -> None:
@@ -332,6 +370,8 @@ def _make_shard(path: Path, ws: Workspace) -> None:
 MADE: dict[str, Callable[[Path, Workspace], None]] = {
     "sheet.csv": _make_sheet,
     "sheet-filled.csv": _make_sheet,
+    "verdicts-filled.csv": _make_verdicts,
+    "qc-v2.yaml": _make_v2,
     "ratings.csv": _make_ratings,
     "suite.jsonl": _make_suite,
     "mine.jsonl": _make_clean_records,
