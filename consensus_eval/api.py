@@ -87,7 +87,7 @@ from consensus_eval.execution.store import (
     StoredCall,
 )
 from consensus_eval.judges import Judge, build_judge
-from consensus_eval.output.calibration import CALIBRATION_JSON, load_calibration, write_calibration
+from consensus_eval.output.calibration_files import CALIBRATION_JSON, load_calibration, write_calibration
 from consensus_eval.output.files import write_json, write_outputs
 from consensus_eval.output.report import write_reports
 

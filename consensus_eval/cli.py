@@ -153,14 +153,14 @@ def score(
         print_summary,
         print_weights_notice,
     )
-    from consensus_eval.output.progress import progress_hook
+    from consensus_eval.output.progress_bar import progress_hook
     from consensus_eval.output.report.i18n import default_lang, messages
 
     quiet_libraries()
     if lang is not None:
         messages(lang)  # an unknown language is refused before any call
     if calibration is not None:
-        from consensus_eval.output.calibration import load_calibration
+        from consensus_eval.output.calibration_files import load_calibration
 
         load_calibration(calibration)  # a bad file is refused before any call
     if show_prompt is not None and not dry_run:
@@ -268,8 +268,8 @@ def calibrate(
     from consensus_eval import api
     from consensus_eval.judges.quiet import quiet_libraries
     from consensus_eval.output.console import print_estimate, print_run_end
-    from consensus_eval.output.progress import progress_hook
-    from consensus_eval.output.report.calibration import calibration_block, invariance_block
+    from consensus_eval.output.progress_bar import progress_hook
+    from consensus_eval.output.report.calibration_blocks import calibration_block, invariance_block
     from consensus_eval.output.report.i18n import default_lang, messages
     from consensus_eval.output.trust_console import print_block
 

@@ -150,7 +150,7 @@ def test_a_batch_line_is_the_request_the_live_path_sends(rubric: Any) -> None:
     from consensus_eval.domain.cases import Case
     from consensus_eval.domain.config import LLMJudgeConfig
     from consensus_eval.domain.prompts import render
-    from consensus_eval.judges.batch import MAX_BYTES, batch_line, encode, read_lines, split
+    from consensus_eval.judges.batch_api import MAX_BYTES, batch_line, encode, read_lines, split
     from consensus_eval.judges.llm import LLMJudge
 
     case = Case.model_validate(json.loads((ROOT / "examples" / "cases.jsonl").read_text(encoding="utf-8")
@@ -403,7 +403,7 @@ def test_a_batch_the_provider_fails_stores_its_calls_failed_and_the_next_score_r
 
 def test_calls_over_the_provider_limit_go_in_several_batches(tmp_path: Path, key: str,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    import consensus_eval.judges.batch as provider
+    import consensus_eval.judges.batch_api as provider
 
     monkeypatch.setattr(provider, "MAX_REQUESTS", 5)
     cases = write_cases(tmp_path / "cases.jsonl", N_CASES)
@@ -435,7 +435,7 @@ def test_a_batch_cancelled_at_the_provider_gives_its_calls_back(tmp_path: Path, 
 
 def test_find_pages_through_the_providers_list_and_stops_at_older_batches(rubric: Any, key: str) -> None:
     from consensus_eval.domain.config import LLMJudgeConfig
-    from consensus_eval.judges.batch import METADATA_KEY, BatchAPI
+    from consensus_eval.judges.batch_api import METADATA_KEY, BatchAPI
     from consensus_eval.judges.llm import LLMJudge
 
     with FakeServer(FakeConfig(batch_delay_s=None)) as srv:
@@ -531,7 +531,7 @@ def test_the_batch_apis_requests_go_through_the_judges_retry_policy(rubric: Any,
     import respx
 
     from consensus_eval.domain.config import LLMJudgeConfig
-    from consensus_eval.judges.batch import BatchAPI
+    from consensus_eval.judges.batch_api import BatchAPI
     from consensus_eval.judges.llm import LLMJudge
     from consensus_eval.judges.retry import HTTPFailure
 

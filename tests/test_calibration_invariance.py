@@ -31,7 +31,7 @@ from consensus_eval.domain.calibration.invariance import (
 from consensus_eval.domain.cases import Case
 from consensus_eval.domain.rubric import load_rubric
 from consensus_eval.domain.sections import Sections, fold_width
-from consensus_eval.output.calibration import load_calibration
+from consensus_eval.output.calibration_files import load_calibration
 from tests.fake_server import FakeConfig, FakeServer
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -24,7 +24,7 @@ from consensus_eval.domain.grounding import ground
 from consensus_eval.domain.kinds import Deductions, of_kind
 from consensus_eval.domain.rubric import Rubric, load_rubric
 from consensus_eval.output.report import write_reports
-from consensus_eval.output.report.calibration import calibration_block
+from consensus_eval.output.report.calibration_blocks import calibration_block
 from consensus_eval.output.report.i18n import messages
 from consensus_eval.output.trust_console import print_block
 from tests.conftest import write_config

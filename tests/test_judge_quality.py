@@ -14,8 +14,8 @@ from consensus_eval.domain.cases import Case
 from consensus_eval.domain.config import EvalConfig
 from consensus_eval.domain.judgment import Deduction, Judgment, PenaltyHit
 from consensus_eval.domain.rubric import Rubric
-from consensus_eval.execution.results import StoredRun
 from consensus_eval.execution.store import CallRecord, StoredCall
+from consensus_eval.execution.stored_run import StoredRun
 from tests.helpers import as_stored, present
 
 RECORD = "主诉：口渴、多饮3年。\n现病史：空腹血糖7.9mmol/L，口服二甲双胍500mg。\n既往史：高血压5年。"

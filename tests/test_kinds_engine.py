@@ -30,8 +30,8 @@ from consensus_eval.domain.kinds.criteria import majority
 from consensus_eval.domain.prompts import render
 from consensus_eval.domain.replies import case_response_model, response_model
 from consensus_eval.domain.rubric import Criterion, Rubric, load_rubric
-from consensus_eval.execution.results import StoredRun
 from consensus_eval.execution.store import CallRecord, StoredCall
+from consensus_eval.execution.stored_run import StoredRun
 from tests.conftest import FAKE_KEY
 from tests.fake_server import FakeConfig, FakeServer
 from tests.helpers import all_present, all_present_values, as_stored
@@ -531,7 +531,7 @@ def test_a_batch_judge_scores_per_case_criteria_as_the_live_one_does(tmp_path: P
 def _stored_run(rubric: Rubric, cases: list[Case], judgments: dict[tuple[str, str, str], Judgment],
                 judges: list[str]) -> StoredRun:
     from consensus_eval.domain.config import EvalConfig
-    from consensus_eval.execution.results import StoredRun
+    from consensus_eval.execution.stored_run import StoredRun
 
     config = EvalConfig.model_validate({"rubric": rubric.id, "judges": [
         {"name": j, "model": f"openai/{j}"} for j in judges]})

@@ -26,7 +26,7 @@ from consensus_eval.output.report.blocks import (
 from consensus_eval.output.report.data import ReportData, build_report_data
 from consensus_eval.output.report.html import block_html, render_html
 from consensus_eval.output.report.markdown import block_markdown, md_of, render_markdown
-from consensus_eval.output.report.sections import report_blocks
+from consensus_eval.output.report.section_list import report_blocks
 from consensus_eval.output.trust_console import print_block, print_view
 
 

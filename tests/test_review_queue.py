@@ -25,8 +25,8 @@ from consensus_eval.domain.cases import Case, Turn
 from consensus_eval.domain.config import EvalConfig
 from consensus_eval.domain.judgment import Deduction, Judgment, PenaltyHit
 from consensus_eval.domain.rubric import Rubric, load_rubric
-from consensus_eval.execution.results import StoredRun
 from consensus_eval.execution.store import CallRecord
+from consensus_eval.execution.stored_run import StoredRun
 from consensus_eval.output.audit_console import print_audit
 from consensus_eval.output.console import print_summary
 from tests.helpers import as_stored, write_store

@@ -34,8 +34,8 @@ from consensus_eval.judges.rules import (
     check_case,
     medical_record,
     register_rules,
-    registry as rules_registry,
     require_compatible,
+    rubric_rules as rules_registry,
 )
 from consensus_eval.judges.rules.medical_record.drugs import _UsageSearch
 from consensus_eval.judges.rules.medical_record.lexicon import GLUCOSE_KINDS

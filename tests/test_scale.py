@@ -31,8 +31,8 @@ from consensus_eval.domain.kinds import Deductions, of_kind
 from consensus_eval.domain.rubric import load_rubric
 from consensus_eval.domain.scoring import DimensionScore, derive
 from consensus_eval.execution import store as store_mod
-from consensus_eval.execution.results import StoredRun
 from consensus_eval.execution.store import Store
+from consensus_eval.execution.stored_run import StoredRun
 from tests.big_run import big_cases, build_big_run
 from tests.kinds_human_run import build_kinds_run
 

@@ -23,7 +23,7 @@ from consensus_eval.analysis.intervals import Proportion
 from consensus_eval.domain.kinds.deductions import deductions_in
 from consensus_eval.domain.rubric import Rubric
 from consensus_eval.domain.textio import csv_records, decimal_point, json_type, jsonl_values, read_text, unguard
-from consensus_eval.execution.results import StoredRun
+from consensus_eval.execution.stored_run import StoredRun
 
 
 def pearson(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray) -> float | None:

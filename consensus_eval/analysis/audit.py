@@ -1,6 +1,6 @@
 """Where the judges disagree, and which cases a human should review first: the review queue.
 
-Everything here works on a stored run (:class:`~consensus_eval.execution.results.StoredRun`) and its
+Everything here works on a stored run (:class:`~consensus_eval.execution.stored_run.StoredRun`) and its
 consensus; no judge is ever called, and nothing is printed or written (the console, the reports and
 the adjudication sheet render these objects: :class:`ReviewQueue` and the :class:`CaseAudit` of each
 case, with its drill-down :meth:`JudgeView.drill_down`). They are plain read models, slotted dataclasses
@@ -113,8 +113,8 @@ from consensus_eval.domain.kinds.criteria import majority, split_criteria
 from consensus_eval.domain.kinds.deductions import as_deductions
 from consensus_eval.domain.rubric import Criterion, Dimension, Rubric
 from consensus_eval.domain.scoring import DimensionScore
-from consensus_eval.execution.results import StoredRun
 from consensus_eval.execution.store import StoredCall
+from consensus_eval.execution.stored_run import StoredRun
 
 #: weights of the disagreement score's parts (module docstring)
 SPREAD_WEIGHT = 100.0

@@ -33,8 +33,8 @@ from consensus_eval.domain.flags import Flag, disagreement
 from consensus_eval.domain.kinds.criteria import Majority, majority
 from consensus_eval.domain.rubric import Rubric
 from consensus_eval.domain.scoring import DimensionScore
-from consensus_eval.execution.results import StoredRun
 from consensus_eval.execution.store import StoredCall
+from consensus_eval.execution.stored_run import StoredRun
 
 Status = Literal["ok", "inconclusive", "failed", "incomplete"]
 

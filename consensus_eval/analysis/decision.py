@@ -31,7 +31,7 @@ from consensus_eval.analysis.gstudy import (
     g_study_single_run,
 )
 from consensus_eval.analysis.usage import run_usage
-from consensus_eval.execution.results import StoredRun
+from consensus_eval.execution.stored_run import StoredRun
 
 #: the reliability a design must reach by default
 TARGET = 0.8

@@ -4,8 +4,9 @@ deductions (:func:`derive_all`), every quote grounded in its case (:func:`ground
 (:func:`drop_ungrounded`; the stored reply and judgment are untouched).
 
 :func:`read_run` is the only place results are loaded from a store for analysis: the run as stored
-(:func:`~consensus_eval.execution.results.read_stored`) plus these. Grounding (:mod:`consensus_eval.domain.grounding`)
-is keyed by deduction id ``{request_hash}#d{i}`` / ``#p{i}`` (``#e{i}``, ``#v{i}`` for the other kinds).
+(:func:`~consensus_eval.execution.stored_run.read_stored`) plus these. Grounding
+(:mod:`consensus_eval.domain.grounding`) is keyed by deduction id ``{request_hash}#d{i}`` / ``#p{i}`` (``#e{i}``,
+``#v{i}`` for the other kinds).
 """
 
 from __future__ import annotations
@@ -20,13 +21,13 @@ from consensus_eval.domain.judgment import Judgment
 from consensus_eval.domain.rubric import Rubric
 from consensus_eval.domain.scoring import AnyJudgment, Deriver, DimensionScore
 from consensus_eval.domain.sections import Sections
-from consensus_eval.execution.results import StoredRun, read_stored
 from consensus_eval.execution.store import Store, StoredCall
+from consensus_eval.execution.stored_run import StoredRun, read_stored
 
 
 @gc_paused_call
 def read_run(store: Store, *, replies: bool = True) -> StoredRun:
-    """Read a run back from its store (no judge is called; :func:`~consensus_eval.execution.results.read_stored`)
+    """Read a run back from its store (no judge is called; :func:`~consensus_eval.execution.stored_run.read_stored`)
     with every score derived once and every quote grounded once (:func:`derived`).
 
     ``replies=False``: the records without the judges' raw replies (what a rebuild reads)."""
@@ -100,7 +101,7 @@ def without_ungrounded(rec: StoredCall, grounding: dict[str, Grounding]) -> AnyJ
     """The call's judgment without the deductions and fixed penalties whose evidence is not grounded
     (not found, or no quote), or None when every one is grounded (``ungrounded: drop``). Its claimed
     score and stars are None: the judge's claim was about every deduction it gave
-    (:meth:`~consensus_eval.execution.results.StoredRun.score_as_judged` keeps that comparison)."""
+    (:meth:`~consensus_eval.execution.stored_run.StoredRun.score_as_judged` keeps that comparison)."""
     j = rec.judgment
     if j is None:
         return None

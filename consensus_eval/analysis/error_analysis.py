@@ -43,8 +43,8 @@ from consensus_eval.domain.cases import Case
 from consensus_eval.domain.kinds.base import VIEW_CRITERIA, VIEW_DEDUCTIONS, VIEW_LEVELS, View
 from consensus_eval.domain.kinds.deductions import Deductions
 from consensus_eval.domain.rubric import Dimension, Rubric
-from consensus_eval.execution.results import StoredRun
 from consensus_eval.execution.store import SpotCheckRecord, StoredCall
+from consensus_eval.execution.stored_run import StoredRun
 
 ErrorKind = Literal["miss", "false_alarm"]
 #: which cases an analysis covers (module docstring, "Which cases")

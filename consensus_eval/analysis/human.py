@@ -51,8 +51,8 @@ from consensus_eval.domain.rubric import Criterion, Dimension, Rubric
 from consensus_eval.domain.sets import jaccard
 from consensus_eval.domain.textio import csv_records, decimal_point, read_bytes, read_text, unguard
 from consensus_eval.domain.words import normal, spelled, words
-from consensus_eval.execution.results import StoredRun
 from consensus_eval.execution.store import CRITERION_VALUES, VERDICTS, HumanLabelRecord, LabelOrigin, Verdict
+from consensus_eval.execution.stored_run import StoredRun
 
 #: the reviewer a label gets when neither the file nor ``--reviewer`` names one
 DEFAULT_REVIEWER = "human"

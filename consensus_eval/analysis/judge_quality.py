@@ -21,7 +21,7 @@ from pydantic import BaseModel
 from consensus_eval.analysis.derived import evidence_of
 from consensus_eval.analysis.intervals import Proportion, proportion
 from consensus_eval.domain.grounding import GroundingKind
-from consensus_eval.execution.results import StoredRun
+from consensus_eval.execution.stored_run import StoredRun
 
 KINDS: tuple[GroundingKind, ...] = ("exact", "normalised", "fuzzy", "not_found", "empty")
 

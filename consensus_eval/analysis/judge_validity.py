@@ -88,8 +88,8 @@ from consensus_eval.analysis.validity import (
     verdict_validity,
 )
 from consensus_eval.domain.cases import Case
-from consensus_eval.execution.results import StoredRun
 from consensus_eval.execution.store import SpotCheckRecord
+from consensus_eval.execution.stored_run import StoredRun
 
 #: the rater name of the panel's consensus score in the per-judge maps
 PANEL = "panel"

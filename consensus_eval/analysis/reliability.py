@@ -22,7 +22,7 @@ from consensus_eval.analysis.judge_quality import JudgeQuality, judge_quality
 from consensus_eval.analysis.judge_validity import ValidityReport
 from consensus_eval.domain.kinds.deductions import deductions_in
 from consensus_eval.domain.rubric import Dimension
-from consensus_eval.execution.results import StoredRun
+from consensus_eval.execution.stored_run import StoredRun
 
 
 class Bootstrap(BaseModel):

@@ -29,8 +29,8 @@ from consensus_eval.domain.config import EvalConfig
 from consensus_eval.domain.rubric import Criterion, Rubric
 from consensus_eval.domain.scoring import DimensionScore
 from consensus_eval.execution.execute import Progress
-from consensus_eval.execution.results import StoredRun
 from consensus_eval.execution.store import HumanLabelRecord, SpotCheckRecord, StoredCall
+from consensus_eval.execution.stored_run import StoredRun
 
 
 @dataclass

@@ -11,8 +11,8 @@ from collections.abc import Iterable, Mapping
 from pydantic import BaseModel
 
 from consensus_eval.execution.pricing import saving_per_cached_token
-from consensus_eval.execution.results import StoredRun
 from consensus_eval.execution.store import CallRecord, StoredCall
+from consensus_eval.execution.stored_run import StoredRun
 
 
 class JudgeUsage(BaseModel):

@@ -18,7 +18,7 @@ One pass (:func:`run_batches`; ``score`` makes one, ``score --wait`` repeats it 
    ``failed`` (``bad_request``, with the provider's errors) instead; the next ``score`` retries them.
 3. **submit**: the batch judges' calls that are not stored ``ok``, not in a batch still running, and not
    failed during this pass's collection (a failure is retried by the next ``score``, as a live failure
-   is) are written as the provider's JSONL (:mod:`consensus_eval.judges.batch`), cut under the provider's
+   is) are written as the provider's JSONL (:mod:`consensus_eval.judges.batch_api`), cut under the provider's
    limits (50,000 requests, 200 MB). For each batch, in this order: the batch and its calls are stored as
    ``intent`` (key = a hash of its request hashes and how many batches the store has seen), the file is
    uploaded, the batch is created with the key in its ``metadata``, and its id is stored (``submitted``).
@@ -50,7 +50,16 @@ from consensus_eval.domain.rubric import Rubric
 from consensus_eval.execution.execute import Progress, ProgressHook, to_record, too_long
 from consensus_eval.execution.plan import Call, distinct
 from consensus_eval.execution.store import BatchRecord, Store
-from consensus_eval.judges.batch import OVER, BatchAPI, LineResult, batch_line, encode, line_failure, read_lines, split
+from consensus_eval.judges.batch_api import (
+    OVER,
+    BatchAPI,
+    LineResult,
+    batch_line,
+    encode,
+    line_failure,
+    read_lines,
+    split,
+)
 from consensus_eval.judges.llm import LLMJudge
 from consensus_eval.judges.retry import HTTPFailure
 

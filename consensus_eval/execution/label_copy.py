@@ -35,8 +35,8 @@ from typing import Literal
 from consensus_eval._errors import InputError
 from consensus_eval.domain.cases import Case
 from consensus_eval.execution.labels import LabelEvent
-from consensus_eval.execution.results import read_stored
 from consensus_eval.execution.store import Store, StoredCall
+from consensus_eval.execution.stored_run import read_stored
 
 #: the label kinds whose ``deduction_id`` names a judge's deduction (``{request_hash}#d{i}`` / ``#p{i}``)
 _ON_DEDUCTIONS = frozenset({"verdict", "comment"})

@@ -1,6 +1,6 @@
 """The retry policy of a judge's requests to its provider, one loop for every path that sends them: the
 live calls (:meth:`consensus_eval.judges.llm.LLMJudge._send`) and the batch API's requests
-(:class:`consensus_eval.judges.batch.BatchAPI`).
+(:class:`consensus_eval.judges.batch_api.BatchAPI`).
 
 An attempt that fails raises :class:`Failed`: the failure classified (its
 :data:`~consensus_eval.domain.judgment.ErrorKind`, the kind in words, one line of detail) with the

@@ -21,7 +21,7 @@ from consensus_eval.output.report.blocks import (
     Target,
 )
 from consensus_eval.output.report.data import ReportData
-from consensus_eval.output.report.sections import report_blocks
+from consensus_eval.output.report.section_list import report_blocks
 
 
 def print_block(console: Console, b: Block | None, view: Target | None = None) -> None:
@@ -36,7 +36,7 @@ def print_block(console: Console, b: Block | None, view: Target | None = None) -
 
 
 def print_view(console: Console, d: ReportData, view: Target) -> None:
-    """Every section of the report's list (:data:`~consensus_eval.output.report.sections.SECTIONS`) the console's
+    """Every section of the report's list (:data:`~consensus_eval.output.report.section_list.SECTIONS`) the console's
     ``view`` shows (``summary``: the end of ``score``; ``reliability``: the ``reliability`` command), in order."""
     for _, blocks in report_blocks(d, view):
         for b in blocks:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from consensus_eval.judges.rules.judge import RulesJudge
 from consensus_eval.judges.rules.medical_record import EMITS, RULES_VERSION, check_case, require_compatible
-from consensus_eval.judges.rules.registry import RubricRules, register_rules, rules_for
+from consensus_eval.judges.rules.rubric_rules import RubricRules, register_rules, rules_for
 
 __all__ = ["EMITS", "RULES_VERSION", "RubricRules", "RulesJudge", "check_case", "register_rules",
            "require_compatible", "rules_for"]

@@ -12,7 +12,7 @@ from consensus_eval.domain.config import RulesJudgeConfig
 from consensus_eval.domain.judgment import CallOutcome, Judgment
 from consensus_eval.domain.rubric import Dimension, Rubric
 from consensus_eval.judges.rules.pool import POOL_FROM, CasePool, usable_cpus
-from consensus_eval.judges.rules.registry import rules_for
+from consensus_eval.judges.rules.rubric_rules import rules_for
 
 
 class RulesJudge:

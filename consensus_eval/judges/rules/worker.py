@@ -14,7 +14,7 @@ from typing import IO, Any
 
 from consensus_eval.domain.rubric import Rubric
 from consensus_eval.judges.rules.pool import HEADER
-from consensus_eval.judges.rules.registry import rules_for
+from consensus_eval.judges.rules.rubric_rules import rules_for
 
 
 def main() -> None:

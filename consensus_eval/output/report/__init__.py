@@ -37,7 +37,7 @@ def write_reports(results: Results, out_dir: str | Path, lang: str | None = None
     ``report --lang`` in another language than the rubric's writes beside them (``stem`` ``report.en``:
     :func:`report_paths`); writing ``report.*`` also rewrites such reports in the other languages when the folder
     has them, so a rebuild leaves none stale. When the folder has a ``calibration.json``, every report shows its
-    section (:mod:`~consensus_eval.output.report.calibration`).
+    section (:mod:`~consensus_eval.output.report.calibration_blocks`).
     """
     out = Path(out_dir)
     written = lang or default_lang(results.rubric)

@@ -27,7 +27,7 @@ from consensus_eval.domain.cases import Case
 from consensus_eval.domain.kinds.base import VIEW_DEDUCTIONS
 from consensus_eval.domain.kinds.deductions import deductions_in
 from consensus_eval.domain.rubric import Dimension, Rubric
-from consensus_eval.output.calibration import CALIBRATION_JSON, load_calibration
+from consensus_eval.output.calibration_files import CALIBRATION_JSON, load_calibration
 from consensus_eval.output.files import fmt_num
 from consensus_eval.output.report.charts import BoxPlot, Histogram, box_plot, histograms
 from consensus_eval.output.report.drill import drill_payload

@@ -53,7 +53,7 @@ from consensus_eval.output.report.drill import (
     row_facts_of,
     type_names,
 )
-from consensus_eval.output.report.sections import Section, header_block, report_blocks
+from consensus_eval.output.report.section_list import Section, header_block, report_blocks
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 #: catalogue keys the page's script uses (passed to it in the embedded meta JSON)

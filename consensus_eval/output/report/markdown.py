@@ -19,7 +19,7 @@ from consensus_eval.output.report.data import (
     ReportData,
 )
 from consensus_eval.output.report.i18n import Messages
-from consensus_eval.output.report.sections import header_block, report_blocks
+from consensus_eval.output.report.section_list import header_block, report_blocks
 
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]|~])")
 _HTML = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;"})
@@ -43,7 +43,7 @@ def table(header: Sequence[str], rows: Iterable[Sequence[str]], right: Sequence[
 
 def render_markdown(data: ReportData) -> str:
     """The whole report as Markdown: the first screen, then every section of the report's list
-    (:data:`~consensus_eval.output.report.sections.SECTIONS`) report.md shows."""
+    (:data:`~consensus_eval.output.report.section_list.SECTIONS`) report.md shows."""
     blocks = [b for _, got in report_blocks(data, "md") for b in got]
     parts = [block_markdown(header_block(data), 1), *(block_markdown(b) for b in blocks)]
     return "\n\n".join(p for p in parts if p) + "\n"

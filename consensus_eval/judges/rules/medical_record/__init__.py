@@ -225,7 +225,7 @@ from consensus_eval.judges.rules.medical_record.statements import (
 from consensus_eval.judges.rules.medical_record.structure import check_structure
 from consensus_eval.judges.rules.medical_record.timeline import check_durations
 from consensus_eval.judges.rules.medical_record.wording import check_colloquial, check_vague_time
-from consensus_eval.judges.rules.registry import RubricRules, register_rules
+from consensus_eval.judges.rules.rubric_rules import RubricRules, register_rules
 
 __all__ = ["EMITS", "PENALTIES", "RULES", "RULES_VERSION", "check_case", "require_compatible"]
 

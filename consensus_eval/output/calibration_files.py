@@ -2,7 +2,7 @@
 invariance probe's cases (``invariance.jsonl``).
 
 The calibration section of report.md, report.html and the console is a trust block
-(:mod:`consensus_eval.output.report.calibration`): a report of a folder with a calibration.json shows it.
+(:mod:`consensus_eval.output.report.calibration_blocks`): a report of a folder with a calibration.json shows it.
 """
 
 from __future__ import annotations

@@ -5,8 +5,8 @@ format the blocks and parts whose targets name it.
 
 The builders of the run's own sections are here (the first screen, the review queue, the cases, the panel's
 figures, the human reviewers, the metrics, the cost, the cases in full); the trust sections' are in
-:mod:`~consensus_eval.output.report.trust` and :mod:`~consensus_eval.output.report.calibration`, each rubric kind's in
-:mod:`~consensus_eval.output.report.kinds`.
+:mod:`~consensus_eval.output.report.trust` and :mod:`~consensus_eval.output.report.calibration_blocks`, each rubric
+kind's in :mod:`~consensus_eval.output.report.kinds`.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from consensus_eval.output.report.blocks import (
     TableBlock,
     Target,
 )
-from consensus_eval.output.report.calibration import calibration_block, invariance_block
+from consensus_eval.output.report.calibration_blocks import calibration_block, invariance_block
 from consensus_eval.output.report.charts import summary_stats
 from consensus_eval.output.report.data import MARKDOWN_ALL_CASES, MARKDOWN_TOP, QUEUE_TOP, ReportData, needs_review
 from consensus_eval.output.report.i18n import Messages
@@ -528,7 +528,7 @@ def _decision(d: ReportData) -> Block | None:
 
 def _calibration(d: ReportData) -> Block | None:
     """Shown when the run folder has a calibration.json with planted errors
-    (:mod:`~consensus_eval.output.report.calibration`)."""
+    (:mod:`~consensus_eval.output.report.calibration_blocks`)."""
     if d.calibration is None or not d.calibration.suite_cases:
         return None
     validity = d.reliability.validity
