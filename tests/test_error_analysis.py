@@ -1,4 +1,4 @@
-"""Error analysis against clinicians (issue 36 part 1): per judge and for the panel, per deduction type (or likert
+"""Error analysis against clinicians (docs/qc-loop.md): per judge and for the panel, per deduction type (or likert
 rating), the misses and false alarms the clinicians' labels imply, with the quotes, on the spot check's tuning part
 only; in reliability.json, the report (zh and en) and the console.
 

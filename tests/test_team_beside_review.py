@@ -1,4 +1,4 @@
-"""Issue 33 part 4 with issue 34's run lock: the team is changed while the review server runs. `reviewers add /
+"""docs/limits.md, 'One writer per run': the team is changed while the review server runs. `reviewers add /
 assign / remove` (and `add --new-key`) are short transactions beside the server (the lock's ``team`` mode), never
 beside a command that writes data (``exclusive``); the server (``review``) is one per run. A reviewer removed or
 given a new link has their next save refused by the store itself, nothing stored."""

@@ -1,5 +1,5 @@
 """What the judges get wrong against the clinicians, item by item: the error analysis of the quality-control loop
-(issue 36 part 1; ``reliability.json`` ``errors``, the report's error-analysis section, the console).
+(docs/qc-loop.md; ``reliability.json`` ``errors``, the report's error-analysis section, the console).
 
 Per judge and for the panel, per item of each dimension (a deduction type or fixed penalty, a criterion, a likert
 dimension's rating), on the cases the clinicians labelled:

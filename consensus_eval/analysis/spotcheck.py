@@ -17,7 +17,7 @@ estimate the whole run, not the sample. :func:`inclusion` gives every case of th
 the stored design (a case of a stratum nothing was drawn from: 0), which is what decides whether a group's
 cases were equally likely to be drawn, not the probabilities of the cases that happened to be drawn.
 
-**Tuning and held out**. A drawn sample is split with the draw's seed (:func:`split`): half its cases
+**Tuning and held out** (docs/qc-loop.md). A drawn sample is split with the draw's seed (:func:`split`): half its cases
 (:data:`TUNING_SHARE`, shared among the strata in proportion) form the *tuning* part, on which a prompt author
 may look at the judges' mistakes and from which few-shot examples are drawn
 (:mod:`consensus_eval.domain.fewshot`); the others are *held out*, what a changed prompt is measured on. The

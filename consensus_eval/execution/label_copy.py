@@ -1,5 +1,5 @@
 """Labels follow the cases: the clinicians' labels of one run copied into another run of the same cases
-(``consensus-eval human copy FROM TO``).
+(``consensus-eval human copy FROM TO``; docs/qc-loop.md).
 
 A second run of the same cases (a prompt changed, a judge model switched) starts without labels; what the clinicians
 said of the cases still holds, and a comparison of the two versions' agreement with them needs them in both. The

@@ -1,4 +1,4 @@
-"""The quality-control loop's sections (issue 36): what the judges get wrong against the clinicians (the error
+"""The quality-control loop's sections (docs/qc-loop.md): what the judges get wrong against the clinicians (the error
 analysis) and a change's agreement with the clinicians on the held-out part (``compare --against-clinicians``),
 built as :class:`~consensus_eval.output.report.blocks.Block` s in the report's language."""
 
