@@ -214,6 +214,8 @@ def _kind_of(props: dict[str, Any]) -> str | None:
         return "criteria"
     if "deductions" in props:
         return "deductions"
+    if "verdict" in props and "quote" in props:
+        return "passfail"                                 # tests/plugins/passfail_kind.py's reply
     return None
 
 
@@ -270,6 +272,9 @@ def kinds_reply(request: dict[str, Any], rng: random.Random, quality: float, bia
             pos = quality * (len(levels) - 1) - bias + rng.gauss(0, 0.7)
             rating = levels[max(0, min(len(levels) - 1, round(pos)))]
             return {"rating": rating, "evidence": [evidence] if evidence else [], "comment": "fake"}
+        if _kind_of(props) == "passfail":
+            passed = rng.random() < quality - 0.15 * bias
+            return {"verdict": "pass" if passed else "fail", "quote": evidence, "comment": "fake"}
         verdict = _resolve(schema, props["verdicts"]["items"])
         ids = verdict["properties"]["id"]["enum"]
         return {"verdicts": [{"id": i, "met": rng.random() < quality - 0.15 * bias, "evidence": evidence,

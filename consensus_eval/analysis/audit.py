@@ -617,7 +617,7 @@ def review_queue(audits: Sequence[CaseAudit], panel_size: int) -> ReviewQueue:
         mode=mode, title="Highest-risk cases" if mode == "risk" else "Most disputed cases",
         score_name=mode, formula=formulas[0] if mode == "risk" else formulas[1],
         panel_size=panel_size, n_cases=len(audits), n_needs_review=sum(a.needs_review for a in audits),
-        by_status=by_status, by_reason={c: by_reason[c] for c in REASON_CODES if c in by_reason},
+        by_status=by_status, by_reason={c: by_reason[c] for c in reason_codes() if c in by_reason},
         cases=list(audits),
     )
 

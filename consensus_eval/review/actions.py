@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from consensus_eval.analysis.audit import CaseAudit
+from consensus_eval.domain.kinds.base import VIEW_CRITERIA
 from consensus_eval.domain.kinds.deductions import deductions_in
 from consensus_eval.domain.rubric import Dimension
 from consensus_eval.execution.labels import MAX_ACTION_ID
@@ -109,10 +110,10 @@ class Actions(ReviewState):
         panel = {d.dimension: d.panel_score for d in a.dimensions}
         if accepted and a.case_id in self.spot:
             raise ActionError("err_accepted_blind", case=a.case_id)
-        kinds = {d.id: d.kind for d in self.dimensions}
-        judged = self._criteria_judged(reviewer, a) if "criteria" in kinds.values() else {}
+        kinds = {d.id: d.view for d in self.dimensions}
+        judged = self._criteria_judged(reviewer, a) if VIEW_CRITERIA in kinds.values() else {}
         for dim_id in [d.id for d in self.dimensions]:
-            if kinds[dim_id] == "criteria":
+            if kinds[dim_id] == VIEW_CRITERIA:
                 if dim_id not in accepted and judged.get(dim_id):
                     raise ActionError("err_criteria_left", dim=dim_id, left=", ".join(sorted(judged[dim_id])))
                 continue
@@ -124,12 +125,12 @@ class Actions(ReviewState):
             self._dimension(a, str(dim_id))
             score_value(value, self.results.rubric.dimension(str(dim_id)))
         for dim_id in accepted:
-            if kinds.get(dim_id) == "criteria":
+            if kinds.get(dim_id) == VIEW_CRITERIA:
                 self._panel_verdicts(a, dim_id, judged.get(dim_id, set()))   # raises on a tie, before writing
         for dim_id, value in scores.items():
             self._score(plan, a, str(dim_id), value, version=_version(versions, str(dim_id)))
         for dim_id in accepted:
-            if kinds.get(dim_id) == "criteria":
+            if kinds.get(dim_id) == VIEW_CRITERIA:
                 for cid, (met, points) in self._panel_verdicts(a, dim_id, judged.get(dim_id, set())).items():
                     plan.put(HumanLabelRecord(case_id=a.case_id, dimension=dim_id, deduction_id=cid,
                                               reviewer=reviewer, kind="criterion", points=points,
@@ -147,7 +148,7 @@ class Actions(ReviewState):
         have = {(lb.dimension, lb.deduction_id) for lb in self.labels(reviewer)
                 if lb.case_id == a.case_id and lb.kind == "criterion"}
         return {d.id: {c.id for c in self.criteria_of(a.case_id, d) if (d.id, c.id) not in have}
-                for d in self.dimensions if d.kind == "criteria"}
+                for d in self.dimensions if d.view == VIEW_CRITERIA}
 
     def _panel_verdicts(self, a: CaseAudit, dim_id: str, ids: set[str]) -> dict[str, tuple[bool, float]]:
         """The panel's verdict (the judges' majority over their runs) and the points of each criterion in
@@ -167,7 +168,7 @@ class Actions(ReviewState):
         and a comment; stored with the criterion's points."""
         dim_id = _text(action, "dimension")
         rd = self._dimension(a, dim_id)
-        if rd.kind != "criteria":
+        if rd.view != VIEW_CRITERIA:
             raise ActionError("err_not_criteria_dim", dim=repr(dim_id))
         cid = _text(action, "criterion")
         crit = {c.id: c for c in self.criteria_of(a.case_id, rd)}.get(cid)

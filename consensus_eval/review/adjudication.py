@@ -10,6 +10,7 @@ from typing import Any
 from consensus_eval.analysis.audit import CaseAudit
 from consensus_eval.analysis.human import CaseReview, build_review
 from consensus_eval.domain.config import ConsensusConfig
+from consensus_eval.domain.kinds.base import VIEW_CRITERIA, VIEW_LEVELS
 from consensus_eval.domain.rubric import Dimension
 from consensus_eval.execution.store import (
     VERDICTS,
@@ -183,7 +184,7 @@ class AdjudicationViews(Actions):
     def _scored(self) -> list[Dimension]:
         """The dimensions a reviewer scores as such (not criteria dimensions: those are judged criterion by
         criterion, and adjudicated so)."""
-        return [d for d in self.dimensions if d.kind != "criteria"]
+        return [d for d in self.dimensions if d.view != VIEW_CRITERIA]
 
     @property
     def _scored_dims(self) -> list[str]:
@@ -198,10 +199,10 @@ class AdjudicationViews(Actions):
         """Which words say when reviewers' scores are close enough for reference scores to be optional (the
         suffix of the ``adjudicate_scores_optional`` text): ``""`` points, ``"_levels"`` likert levels,
         ``"_mixed"`` both."""
-        kinds = {d.kind for d in self._scored}
-        if "likert" not in kinds:
+        kinds = {d.view for d in self._scored}
+        if VIEW_LEVELS not in kinds:
             return ""
-        return "_levels" if kinds == {"likert"} else "_mixed"
+        return "_levels" if kinds == {VIEW_LEVELS} else "_mixed"
 
     @property
     def level_gap(self) -> float:
@@ -217,7 +218,7 @@ class AdjudicationViews(Actions):
         scored = {d.id: d for d in self._scored}
         return [AdjudicationDim(id=d.dimension, name=d.name, max=d.max, panel=d.panel_score,
                                 scores={n: sc[d.dimension] for n, sc in given.items() if d.dimension in sc},
-                                reference=cr.reference.get(d.dimension) if cr else None, kind=scored[d.dimension].kind,
+                                reference=cr.reference.get(d.dimension) if cr else None, kind=scored[d.dimension].view,
                                 levels=sorted(scored[d.dimension].anchors.items()))
                 for d in a.dimensions if d.dimension in scored]
 
@@ -283,8 +284,8 @@ class AdjudicationViews(Actions):
         if scored and (given or scores_apart(cr, scored, self._consensus) or not (conflicts or crit_conflicts)):
             for d in scored:
                 if d.id not in given:
-                    raise ActionError("err_give_reference_level" if d.kind == "likert" else "err_give_reference_score",
-                                      dim=d.id)
+                    raise ActionError("err_give_reference_level" if d.view == VIEW_LEVELS
+                                      else "err_give_reference_score", dim=d.id)
         values = {d.id: score_value(given[d.id], d, "reference") for d in scored if d.id in given}
         settled: list[tuple[CriterionConflict, bool]] = []
         for cc in crit_conflicts:

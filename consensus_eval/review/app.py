@@ -45,6 +45,7 @@ from starlette.routing import Route
 from consensus_eval._errors import InputError
 from consensus_eval.analysis.audit import REASON_CODES
 from consensus_eval.domain.hosts import LOOPBACK_HOSTS, is_loopback
+from consensus_eval.domain.kinds.base import VIEW_CRITERIA, VIEW_DEDUCTIONS, VIEW_LEVELS
 from consensus_eval.domain.textio import loads_json
 from consensus_eval.output.report.data import review_reasons
 from consensus_eval.output.report.fmt import avg
@@ -92,16 +93,17 @@ def messages(lang: str) -> Messages:
     return catalogue(lang)
 
 
-#: the rubric kinds in the order the adjudication page's intro names what each takes
-KIND_ORDER = ("deductions", "likert", "criteria")
+#: how dimensions are shown (their kinds' views), in the order the adjudication page's intro names what each takes
+KIND_ORDER = (VIEW_DEDUCTIONS, VIEW_LEVELS, VIEW_CRITERIA)
 
 
 def adjudication_intro(t: Messages, kinds: set[str]) -> str:
-    """What the adjudication page asks for, in the words of the rubric's ``kinds``: reference scores and verdicts
-    on deductions, reference levels, reference verdicts on criteria; a rubric mixing kinds names each part."""
+    """What the adjudication page asks for, in the words of how the rubric's dimensions are shown (``kinds``:
+    their kinds' views): reference scores and verdicts on deductions, reference levels, reference verdicts on
+    criteria; a rubric mixing them names each part."""
     if len(kinds) == 1:
         (kind,) = kinds
-        return t("adjudicate_intro" + ("" if kind == "deductions" else "_" + kind))
+        return t("adjudicate_intro" + ("" if kind == VIEW_DEDUCTIONS else "_" + kind))
     return t("adjudicate_intro_mixed", what=t("adjudicate_intro_sep").join(
         t("adjudicate_part_" + k) for k in KIND_ORDER if k in kinds))
 
@@ -113,7 +115,7 @@ def adjudication_entries(dims: list[AdjudicationDim], conflicts: list[VerdictCon
     their levels, scores and verdicts on the page."""
     out = {}
     for d in dims:
-        ref = d.reference_level if d.kind == "likert" else d.reference
+        ref = d.reference_level if d.kind == VIEW_LEVELS else d.reference
         out[f"score_{d.id}"] = "" if ref is None else f"{ref:g}"
     for c in conflicts:
         out[c.key] = c.reference or ""
@@ -457,7 +459,8 @@ async def adjudicate_page(request: Request, s: Session) -> Response:
     return rv.page("adjudicate.html.j2", request, s, status=400 if error else 200, a=run.case_at(rank), dims=dims,
                    blind=blind, action_id=(form or {}).get("action_id") or secrets.token_hex(12),
                    names=names, error=error, conflicts=conflicts, criterion_conflicts=crit_conflicts,
-                   scores_needed=run.scores_needed(rank), intro=adjudication_intro(rv.t, run.results.rubric.kinds),
+                   scores_needed=run.scores_needed(rank),
+                   intro=adjudication_intro(rv.t, {d.view for d in run.results.rubric.dimensions}),
                    entries=adjudication_entries(dims, conflicts, crit_conflicts, form if error else None))
 
 

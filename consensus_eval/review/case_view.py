@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from consensus_eval.analysis.audit import CaseAudit, DimensionAudit, JudgeView, RatingItem
+from consensus_eval.domain.kinds.base import VIEW_CRITERIA
 from consensus_eval.domain.kinds.deductions import deductions_in
 from consensus_eval.domain.rubric import Criterion, Dimension
 from consensus_eval.domain.sections import Sections
@@ -225,7 +226,7 @@ class CaseViews(ReviewState):
         names = {t.id: t.label for t in types}
         columns = [self._judge_column(jv, mine, marks) for jv in dim.judges]
         crits = [self._criterion_view(dim, c, mine, marks) for c in self.criteria_of(a.case_id, rd)] \
-            if dim.kind == "criteria" else []
+            if dim.view == VIEW_CRITERIA else []
         score = mine.get("score", dim.dimension)
         my = score.value if score else None
         return DimView(
@@ -236,7 +237,7 @@ class CaseViews(ReviewState):
                              type_name=names.get(str(lb.value), str(lb.value)), points=lb.points,
                              comment=lb.comment or "", evidence=lb.evidence or "")
                    for lb in mine.labels if lb.kind == "added_deduction" and lb.dimension == dim.dimension],
-            my_origin=score.origin if score else None, kind=rd.kind, levels=sorted(rd.anchors.items()),
+            my_origin=score.origin if score else None, kind=rd.view, levels=sorted(rd.anchors.items()),
             criteria=crits, version=mine.version("score", dim.dimension),
             comment_version=mine.version("comment", dim.dimension),
             revision=float(score.revision) if score and isinstance(score.revision, (int, float)) else None)

@@ -14,6 +14,7 @@ from consensus_eval.analysis.audit import CaseAudit, ReviewQueue, review_queue
 from consensus_eval.analysis.results import Results
 from consensus_eval.api import load_run
 from consensus_eval.domain.cases import Case
+from consensus_eval.domain.kinds.base import VIEW_CRITERIA
 from consensus_eval.domain.rubric import Criterion, Dimension
 from consensus_eval.execution.labels import fold
 from consensus_eval.execution.lock import REVIEW, Hold, acquire, release
@@ -60,7 +61,7 @@ class ReviewState:
     def criteria_needed(self) -> dict[str, dict[str, frozenset[str]]]:
         """case id -> criteria dimension id -> the ids of the criteria a reviewer judges there (empty without a
         criteria dimension)."""
-        dims = [d for d in self.results.rubric.dimensions if d.kind == "criteria"]
+        dims = [d for d in self.results.rubric.dimensions if d.view == VIEW_CRITERIA]
         if not dims:
             return {}
         return {cid: {d.id: frozenset(c.id for c in d.judged_criteria(case.criteria)) for d in dims}
@@ -239,7 +240,7 @@ class ReviewState:
         """Which words say when a case is done (the suffix of the ``done_rule`` / ``progress_title`` texts):
         ``""`` a score for every dimension, ``"_criteria"`` a verdict on every criterion (own or accepted),
         ``"_mixed"`` both, for a rubric with criteria dimensions beside others."""
-        kinds = self.results.rubric.kinds
-        if "criteria" not in kinds:
+        kinds = {d.view for d in self.results.rubric.dimensions}      # how each kind is shown
+        if VIEW_CRITERIA not in kinds:
             return ""
-        return "_criteria" if kinds == {"criteria"} else "_mixed"
+        return "_criteria" if kinds == {VIEW_CRITERIA} else "_mixed"

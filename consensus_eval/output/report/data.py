@@ -326,8 +326,10 @@ def review_reasons(a: CaseAudit, t: Messages, flag_star_gap: int = 0) -> list[st
             out.append(t("why_low_score", dims="、".join(low)))
         elif r.code == "ungrounded":
             out.append(t("why_ungrounded", n=a.ungrounded))
-        else:
-            out.append(t("why_" + r.code))
+        else:       # another reason, a plugged-in kind's too: its subjects, how many, its figure and threshold
+            out.append(t("why_" + r.code, subjects="、".join(r.subjects), n=len(r.subjects),
+                         value="" if r.value is None else fmt_num(r.value),
+                         limit="" if r.limit is None else fmt_num(r.limit)))
     return out
 
 

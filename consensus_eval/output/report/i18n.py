@@ -3,7 +3,9 @@
 ``i18n/<lang>.json`` (shipped in the wheel with the package) maps a message key to its text, with
 ``{name}`` placeholders filled by :meth:`Messages.__call__`. Only the report's own headings and
 labels are translated; the rubric's names (dimensions, categories, types) are shown as the rubric
-writes them. The default language is the rubric's ``language`` when it has one of the catalogue's
+writes them. A rubric kind brings the words its report block, flags and review widget use
+(:attr:`~consensus_eval.domain.kinds.base.Dimension.messages`): a catalogue has them beside its own.
+The default language is the rubric's ``language`` when it has one of the catalogue's
 languages, else Chinese when the rubric's name is written in Chinese, else English.
 """
 
@@ -16,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from consensus_eval._errors import InputError
+from consensus_eval.domain.kinds.base import kind_messages, registered_kinds
 from consensus_eval.domain.rubric import Rubric
 from consensus_eval.output.report.blocks import Msg
 
@@ -26,11 +29,21 @@ _CJK = re.compile(r"[\u4e00-\u9fff]")
 
 
 class Messages:
-    """One language's catalogue: ``t("key", n=3)`` is the text of ``key`` with ``{n}`` filled in."""
+    """One language's catalogue: ``t("key", n=3)`` is the text of ``key`` with ``{n}`` filled in. Its
+    :attr:`texts` are its own and, for keys it does not have, the rubric kinds' (kinds registered later too)."""
 
     def __init__(self, lang: str, texts: dict[str, str]) -> None:
         self.lang = lang
-        self.texts = texts
+        self._own = texts
+        self._texts = texts
+        self._kinds = 0
+
+    @property
+    def texts(self) -> dict[str, str]:
+        """Every key's text: the catalogue's own, then the registered kinds' own keys it does not have."""
+        if len(kinds := registered_kinds()) != self._kinds:
+            self._texts, self._kinds = {**kind_messages(self.lang), **self._own}, len(kinds)
+        return self._texts
 
     def __call__(self, key: str, **values: Any) -> str:
         text = self.texts[key]
