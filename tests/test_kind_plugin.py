@@ -206,3 +206,13 @@ def test_a_reviewer_passes_and_fails_in_chromium_with_the_kind_installed_by_its_
     got = {lb.dimension: (lb.value, lb.origin) for lb in stored_labels(run, "alice") if lb.kind == "score"}
     assert got == {d: (float(lv), "own") for d, lv in picks.items()}
 
+
+def test_docs_kinds_example_is_the_plugins_own_code() -> None:
+    """docs/kinds.md's worked example quotes tests/plugins/passfail_kind.py: each line of its Python block is a line
+    of the module (docstrings left out), so the doc cannot drift from the kind this module runs."""
+    doc = (ROOT / "docs" / "kinds.md").read_text(encoding="utf-8")
+    block = doc.split("## A worked example: pass/fail", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    module = {line.rstrip() for line in (ROOT / "tests" / "plugins" / "passfail_kind.py").read_text(
+        encoding="utf-8").splitlines()}
+    lines = [line for line in block.splitlines() if line.strip()]
+    assert len(lines) > 30 and [line for line in lines if line.rstrip() not in module] == []
