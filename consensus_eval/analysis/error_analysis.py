@@ -22,51 +22,33 @@ worth showing, and the counts with their cases are what a prompt author reads.
 the held-out part stays unseen, for ``compare --against-clinicians``); a spot check drawn before the split: its
 cases; no spot check: every case a clinician labelled (the review queue's, chosen by disagreement: ``part`` says so).
 
-What differs by rubric kind is :data:`ITEM_ERRORS`: one small function per way a kind shows its judgments (the
-dimension's ``view``: itemized deductions, criteria verdicts, a level), as the report's drill-downs do.
+What differs by rubric kind is the kind's own
+:meth:`~consensus_eval.domain.kinds.base.Dimension.item_errors` (:mod:`consensus_eval.domain.kinds.item_errors`):
+``deductions``, ``criteria`` and ``likert`` each find their items' errors; a kind without items gives none, and its
+dimensions get the bias and MAE by band only.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Literal
 
 from pydantic import BaseModel
 
 from consensus_eval.analysis.agreement import judge_value, panel_value
-from consensus_eval.analysis.audit import AuditDeduction, deductions_of
 from consensus_eval.analysis.consensus import CaseConsensus
-from consensus_eval.analysis.human import CaseReview, HumanReview
+from consensus_eval.analysis.human import HumanReview
 from consensus_eval.analysis.judge_validity import PANEL
-from consensus_eval.domain.cases import Case
-from consensus_eval.domain.kinds.base import VIEW_CRITERIA, VIEW_DEDUCTIONS, VIEW_LEVELS, View
-from consensus_eval.domain.kinds.deductions import Deductions
-from consensus_eval.domain.rubric import Dimension, Rubric
+from consensus_eval.domain.kinds.item_errors import ErrorCase, ErrorInput
 from consensus_eval.execution.store import SpotCheckRecord, StoredCall
 from consensus_eval.execution.stored_run import StoredRun
 
-ErrorKind = Literal["miss", "false_alarm"]
 #: which cases an analysis covers (module docstring, "Which cases")
 Part = Literal["tuning", "spot_check", "labelled"]
 Band = Literal["low", "mid", "high"]
 BANDS: tuple[Band, ...] = ("low", "mid", "high")
 #: the cases kept per item (the ones that move the score most)
 TOP_CASES = 5
-
-
-class ErrorCase(BaseModel):
-    """One error on one case: ``points`` how far it moves the score, ``judge`` whose (None: the panel's judges all
-    missed it), ``evidence`` the quote (the clinician's for a deduction they added, else the judge's), ``reason`` the
-    judge's, ``comment`` the clinicians'."""
-
-    case_id: str
-    kind: ErrorKind
-    points: float
-    judge: str | None = None
-    evidence: str = ""
-    reason: str | None = None
-    comment: str | None = None
 
 
 class ItemErrors(BaseModel):
@@ -109,128 +91,6 @@ class ErrorAnalysis(BaseModel):
     part: Part
     cases: int
     raters: dict[str, RaterErrors]
-
-
-@dataclass(frozen=True)
-class CaseData:
-    """What the per-kind functions read of one case on one dimension: the ok calls per judge, the panel's
-    consensus, the clinicians' review, the case itself."""
-
-    case: Case
-    calls: dict[str, list[StoredCall]]
-    consensus: CaseConsensus | None
-    review: CaseReview
-
-
-#: one error found by a kind's function: (rater, item id, item name, error)
-Found = tuple[str, str, str, ErrorCase]
-
-
-def _decided(verdicts: dict[str, str], reference: str | None) -> str | None:
-    """The clinicians' verdict on a deduction: the adjudicator's, else the reviewers' when they all gave the same."""
-    if reference is not None:
-        return reference
-    values = set(verdicts.values())
-    return values.pop() if len(values) == 1 else None
-
-
-def _comments(review: CaseReview, dimension: str, deduction_id: str | None = None) -> str | None:
-    said = [lb.comment for lb in review.comments if lb.comment and lb.dimension in (None, dimension)
-            and (deduction_id is None or lb.deduction_id in (None, deduction_id))]
-    return "; ".join(dict.fromkeys(said)) or None
-
-
-def _deduction_errors(dim: Dimension, data: CaseData, rubric: Rubric) -> list[Found]:
-    """``deductions``: misses from the deductions the clinicians added, false alarms from their verdicts."""
-    found: list[Found] = []
-    given: dict[str, list[AuditDeduction]] = {
-        j: [d for r in calls for d in deductions_of(rubric, r)] for j, calls in data.calls.items()}
-    names = dim.type_names if isinstance(dim, Deductions) else {}
-    for added in data.review.added:
-        if added.dimension != dim.id or added.value is None:
-            continue
-        item = str(added.value)
-        err = ErrorCase(case_id=data.case.id, kind="miss", points=abs(float(added.points or 0.0)),
-                        evidence=added.evidence or "", comment=added.comment)
-        found.append((PANEL, item, names.get(item, item), err))
-        for judge, ds in given.items():
-            if not any(d.type_id == item for d in ds):
-                found.append((judge, item, names.get(item, item), err))
-    seen: set[tuple[str, str]] = set()
-    for judge, ds in given.items():
-        for did in dict.fromkeys(d.id for d in ds if not d.copy_of):   # a verdict is on a deduction id, once
-            d = next(x for x in ds if x.id == did)                      # (a repeated fixed penalty: charged once)
-            if _decided(dict(data.review.verdicts.get(did, {})), data.review.reference_verdicts.get(did)) \
-                    != "disagree":
-                continue
-            err = ErrorCase(case_id=data.case.id, kind="false_alarm", points=abs(d.points), judge=judge,
-                            evidence=d.evidence, reason=d.reason, comment=_comments(data.review, dim.id, did))
-            found.append((judge, d.type_id, d.type, err))
-            if (d.type_id, d.evidence) not in seen:
-                seen.add((d.type_id, d.evidence))
-                found.append((PANEL, d.type_id, d.type, err))
-    return found
-
-
-def _criterion_errors(dim: Dimension, data: CaseData, rubric: Rubric) -> list[Found]:
-    """``criteria``: the clinicians' verdict on each criterion (the adjudicator's, else the reviewers' when they
-    all gave the same) against each judge's (its first run's) and the panel's majority (none on a tie)."""
-    criteria = {c.id: c for c in dim.judged_criteria(data.case.criteria)}
-    mine = {r: v[dim.id] for r, v in data.review.criteria.items() if dim.id in v}
-    found: list[Found] = []
-    for cid, crit in criteria.items():
-        ref = data.review.reference_criteria.get(dim.id, {}).get(cid)
-        given = {r: v[cid] for r, v in mine.items() if cid in v}
-        met = ref if ref is not None else (next(iter(given.values())) if len(set(given.values())) == 1 else None)
-        if met is None:
-            continue
-        fault = met != (crit.points > 0)
-        said: dict[str, tuple[bool, str, str]] = {}
-        for judge, calls in data.calls.items():
-            for r in calls:
-                v = next((v for v in (r.judgment.verdicts if r.judgment else []) if v.id == cid), None)
-                if v is not None:
-                    said[judge] = (v.met, v.evidence, v.reason)
-                    break
-        majority = (data.consensus.criteria.get(dim.id, {}).get(cid) if data.consensus else None)
-        if majority in ("met", "not met"):
-            said[PANEL] = (majority == "met", "", "")
-        for rater, (j_met, evidence, reason) in said.items():
-            j_fault = j_met != (crit.points > 0)
-            if j_fault == fault:
-                continue
-            err = ErrorCase(case_id=data.case.id, kind="miss" if fault else "false_alarm", points=abs(crit.points),
-                            judge=None if rater == PANEL else rater, evidence=evidence, reason=reason or None,
-                            comment=_comments(data.review, dim.id))
-            found.append((rater, cid, crit.text, err))
-    return found
-
-
-def _likert_errors(dim: Dimension, data: CaseData, rubric: Rubric) -> list[Found]:
-    """``likert``: the rating against the clinicians' score: above it a miss (too lenient), below a false alarm."""
-    human = data.review.human.get(dim.id)
-    if human is None or data.consensus is None:
-        return []
-    found: list[Found] = []
-    for rater in [PANEL, *data.calls]:
-        value = _rater_value(data.consensus, rater, dim.id)
-        if value is None or value == human:
-            continue
-        calls = data.calls.get(rater, [])
-        quotes = [q for r in calls if r.judgment for q in r.judgment.evidence]
-        reason = next((r.judgment.comment for r in calls if r.judgment and r.judgment.comment), None)
-        err = ErrorCase(case_id=data.case.id, kind="miss" if value > human else "false_alarm",
-                        points=abs(value - human), judge=None if rater == PANEL else rater,
-                        evidence="; ".join(dict.fromkeys(quotes)), reason=reason,
-                        comment=_comments(data.review, dim.id))
-        found.append((rater, dim.id, dim.name, err))
-    return found
-
-
-#: per way a kind shows its judgments (:attr:`~consensus_eval.domain.kinds.base.Dimension.view`: a plug-in kind
-#: shows its own as one of the three): the errors of the raters on one dimension of one case
-ITEM_ERRORS: dict[View, Callable[[Dimension, CaseData, Rubric], list[Found]]] = {
-    VIEW_DEDUCTIONS: _deduction_errors, VIEW_CRITERIA: _criterion_errors, VIEW_LEVELS: _likert_errors}
 
 
 def _rater_value(c: CaseConsensus, rater: str, key: str) -> float | None:
@@ -279,9 +139,10 @@ def error_analysis(run: StoredRun, consensus: Sequence[CaseConsensus], review: H
         if cid not in cases:
             continue
         for dim in rubric.dimensions:
-            data = CaseData(cases[cid], {j: calls.get((cid, dim.id), {}).get(j, []) for j in run.judges},
-                            cons.get(cid), review.cases[cid])
-            for rater, item, name, err in ITEM_ERRORS[dim.view](dim, data, rubric):
+            data = ErrorInput(cid, cases[cid].criteria,
+                              {j: calls.get((cid, dim.id), {}).get(j, []) for j in run.judges}, cons.get(cid),
+                              review.cases[cid], PANEL)
+            for rater, item, name, err in dim.item_errors(data):
                 it = items[rater].setdefault((dim.id, item), ItemErrors(dimension=dim.id, item=item, name=name))
                 it.misses += err.kind == "miss"
                 it.false_alarms += err.kind == "false_alarm"

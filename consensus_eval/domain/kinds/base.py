@@ -43,6 +43,8 @@ from consensus_eval.domain.stored import StoredJudgment
 if TYPE_CHECKING:
     from typing_extensions import TypeForm
 
+    from consensus_eval.domain.kinds.item_errors import ErrorInput, ItemError
+
 #: a judgment as a judge returns it (validated) or as the store hands it back (a plain read model)
 AnyJudgment = Judgment | StoredJudgment
 
@@ -450,6 +452,12 @@ class Dimension(BaseModel):
         """Whether two reviewers' own scores of this dimension, ``gap`` apart, send the case to adjudication; by
         default: more than ``flag_spread_share`` (0.1) of the dimension's range, the spread flag's share."""
         return gap > config.flag_spread_share * (self.max - self.low) + EPS
+
+    def item_errors(self, data: ErrorInput) -> list[ItemError]:
+        """Each rater's misses and false alarms against the clinicians on this dimension of one case, item by item
+        (:mod:`~consensus_eval.domain.kinds.item_errors`); none by default (the error analysis then gives the
+        dimension's bias and MAE only)."""
+        return []
 
 
 K = TypeVar("K", bound=Dimension)

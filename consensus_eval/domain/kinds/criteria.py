@@ -45,6 +45,7 @@ from consensus_eval.domain.kinds.base import (
     literal_of,
     reply_name,
 )
+from consensus_eval.domain.kinds.item_errors import ErrorCase, ErrorInput, ItemError, comments_on, decided
 from consensus_eval.domain.scores import CriterionResult, DimensionScore
 from consensus_eval.domain.stored import StoredVerdict
 
@@ -205,6 +206,39 @@ class Criteria(Dimension):
         units = [(c, k.id) for c in cons for k in (self.criteria or case_criteria.get(c.case_id) or [])]
         return [[(float(v) if (v := c.judges[j][self.id].criteria.get(cid)) is not None else None)
                  for c, cid in units] for j in judges]
+
+    def item_errors(self, data: ErrorInput) -> list[ItemError]:
+        """The clinicians' verdict on each criterion (the adjudicator's, else the reviewers' when they all gave the
+        same) against each judge's (its first run's) and the panel's majority (none on a tie). A fault is a positive
+        criterion not met or a negative one met: the clinicians' fault the rater did not see is a miss, the rater's
+        the clinicians did not see a false alarm; the points are the criterion's."""
+        mine = {r: v[self.id] for r, v in data.review.criteria.items() if self.id in v}
+        found = []
+        for crit in self.judged_criteria(data.case_criteria):
+            given = {r: v[crit.id] for r, v in mine.items() if crit.id in v}
+            met = decided({r: str(v) for r, v in given.items()},
+                          None if (ref := data.review.reference_criteria.get(self.id, {}).get(crit.id)) is None
+                          else str(ref))
+            if met is None:
+                continue
+            fault = (met == "True") != (crit.points > 0)
+            said: dict[str, tuple[bool, str, str]] = {}
+            for judge, calls in data.calls.items():
+                v = next((v for r in calls for v in (r.judgment.verdicts if r.judgment else []) if v.id == crit.id),
+                         None)
+                if v is not None:
+                    said[judge] = (v.met, v.evidence, v.reason)
+            majority = data.panel.criteria.get(self.id, {}).get(crit.id) if data.panel is not None else None
+            if majority in ("met", "not met"):
+                said[data.panel_name] = (majority == "met", "", "")
+            for rater, (j_met, evidence, reason) in said.items():
+                if (j_met != (crit.points > 0)) == fault:
+                    continue
+                found.append(ItemError(rater, crit.id, crit.text, ErrorCase(
+                    case_id=data.case_id, kind="miss" if fault else "false_alarm", points=abs(crit.points),
+                    judge=None if rater == data.panel_name else rater, evidence=evidence, reason=reason or None,
+                    comment=comments_on(data.review, self.id))))
+        return found
 
     def flags(self, judges: Sequence[JudgeScoreView], config: ConsensusConfig) -> list[Flag]:
         """``split``: the judges disagree on at least :func:`splits_needed` of the criteria with a verdict."""

@@ -36,7 +36,16 @@ from consensus_eval.domain.kinds.base import (
     of_kind,
     reply_name,
 )
+from consensus_eval.domain.kinds.item_errors import (
+    ErrorCallView,
+    ErrorCase,
+    ErrorInput,
+    ItemError,
+    comments_on,
+    decided,
+)
 from consensus_eval.domain.scores import CategoryScore, DimensionScore
+from consensus_eval.domain.stored import StoredDeduction, StoredPenalty
 
 if TYPE_CHECKING:
     from typing_extensions import TypeForm
@@ -159,6 +168,56 @@ class Deductions(Dimension):
             if type_id in c.types_by_id:
                 return c, c.types_by_id[type_id]
         raise UnknownName(type_id)
+
+    def _given(self, calls: Sequence[ErrorCallView]) -> dict[str, tuple[str, float, str, str]]:
+        """A judge's deductions and fixed penalties in its calls: id -> (type id, points, quote, reason); a fixed
+        penalty listed again in a call is charged once and judged once: its first listing only."""
+        out: dict[str, tuple[str, float, str, str]] = {}
+        for r in calls:
+            if r.judgment is None:
+                continue
+            deductions: Sequence[Deduction | StoredDeduction] = r.judgment.deductions
+            penalties: Sequence[PenaltyHit | StoredPenalty] = r.judgment.fixed_penalties
+            for i, d in enumerate(deductions):
+                out[f"{r.request_hash}#d{i}"] = (d.type, float(d.points), d.evidence, d.reason)
+            seen: set[str] = set()
+            for i, p in enumerate(penalties):
+                if p.id not in seen and p.id in self.penalties_by_id:
+                    seen.add(p.id)
+                    out[f"{r.request_hash}#p{i}"] = (p.id, float(self.penalties_by_id[p.id].points), p.evidence,
+                                                      p.reason)
+        return out
+
+    def item_errors(self, data: ErrorInput) -> list[ItemError]:
+        """Per deduction type (or fixed penalty): a miss for each deduction the clinicians added (``row = added``),
+        for the panel and for every judge that gave none of that type on the case; a false alarm for each deduction
+        the clinicians disagreed with (the adjudicator's verdict, else every reviewer's), for its judge, and once
+        per quote for the panel."""
+        names = self.type_names
+        given = {j: self._given(calls) for j, calls in data.calls.items()}
+        found = []
+        for added in data.review.added:
+            if added.dimension != self.id or added.value is None:
+                continue
+            item = str(added.value)
+            miss = ItemError(data.panel_name, item, names.get(item, item), ErrorCase(
+                case_id=data.case_id, kind="miss", points=abs(float(added.points or 0.0)),
+                evidence=added.evidence or "", comment=added.comment))
+            found.append(miss)
+            found += [miss._replace(rater=j) for j, ds in given.items() if all(t != item for t, *_ in ds.values())]
+        quoted: set[tuple[str, str]] = set()
+        for judge, ds in given.items():
+            for did, (item, points, evidence, reason) in ds.items():
+                if decided(data.review.verdicts.get(did, {}), data.review.reference_verdicts.get(did)) != "disagree":
+                    continue
+                alarm = ItemError(judge, item, names.get(item, item), ErrorCase(
+                    case_id=data.case_id, kind="false_alarm", points=abs(points), judge=judge, evidence=evidence,
+                    reason=reason, comment=comments_on(data.review, self.id, did)))
+                found.append(alarm)
+                if (item, evidence) not in quoted:
+                    quoted.add((item, evidence))
+                    found.append(alarm._replace(rater=data.panel_name))
+        return found
 
     def rubric_ids(self) -> Mapping[str, Sequence[str]]:
         return {"category": [c.id for c in self.categories]}

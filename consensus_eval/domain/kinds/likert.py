@@ -36,6 +36,7 @@ from consensus_eval.domain.kinds.base import (
     literal_of,
     reply_name,
 )
+from consensus_eval.domain.kinds.item_errors import ErrorCase, ErrorInput, ItemError, comments_on
 from consensus_eval.domain.scores import DimensionScore
 
 
@@ -127,6 +128,28 @@ class Likert(Dimension):
         """Ratings ``consensus.flag_level_gap`` or more levels apart (points of a deductions scale mean nothing on a
         1-5 one)."""
         return levels_apart(max(scores) - min(scores), config.consensus)
+
+    def item_errors(self, data: ErrorInput) -> list[ItemError]:
+        """The rating against the clinicians' score: above it a miss (too lenient), below it a false alarm; the
+        points are the levels apart, the evidence the judge's quotes, the reason its comment."""
+        human = data.review.human.get(self.id)
+        if human is None or data.panel is None:
+            return []
+        found = []
+        panel = data.panel
+        for rater in [data.panel_name, *data.calls]:
+            value = (panel.scores.get(self.id) if rater == data.panel_name
+                     else panel.judges[rater][self.id].mean if rater in panel.judges else None)
+            if value is None or value != value or value == human:
+                continue
+            calls = data.calls.get(rater, [])
+            quotes = [q for r in calls if r.judgment for q in r.judgment.evidence]
+            reason = next((r.judgment.comment for r in calls if r.judgment and r.judgment.comment), None)
+            found.append(ItemError(rater, self.id, self.name, ErrorCase(
+                case_id=data.case_id, kind="miss" if value > human else "false_alarm", points=abs(value - human),
+                judge=None if rater == data.panel_name else rater, evidence="; ".join(dict.fromkeys(quotes)),
+                reason=reason, comment=comments_on(data.review, self.id))))
+        return found
 
     def flags(self, judges: Sequence[JudgeScoreView], config: ConsensusConfig) -> list[Flag]:
         """``level_gap``: the judges' ratings (each judge's mean) ``flag_level_gap`` or more levels apart."""
