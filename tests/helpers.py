@@ -243,3 +243,12 @@ def review_client(review: ReviewRun, reviewer: str, lang: str = "en") -> tuple[T
     c = TestClient(app, base_url="http://127.0.0.1:8765")
     assert c.get(f"/?token={sessions.token}", follow_redirects=False).status_code == 303
     return c, c.get("/").text.split('name="csrf-token" content="')[1].split('"')[0]
+
+
+def spot_parts(run: Path) -> dict[str, str]:
+    """The run's spot check: case id -> its part (``tuning`` / ``heldout``), read from the store's table."""
+    import sqlite3
+    from contextlib import closing
+
+    with closing(sqlite3.connect(run / "results.sqlite")) as con:
+        return dict(con.execute("SELECT case_id, part FROM spot_checks").fetchall())

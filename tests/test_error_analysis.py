@@ -17,6 +17,7 @@ import pytest
 from typer.testing import CliRunner
 
 from consensus_eval.cli import app
+from tests.helpers import spot_parts
 
 ROOT = Path(__file__).resolve().parents[1]
 SHEET = ["row", "case_id", "dimension", "human_score", "deduction_id", "human_verdict", "human_comment", "type",
@@ -38,14 +39,6 @@ def _deduction_ids(rows: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dic
     return [(j, d, f"{j['request_hash']}#d{i}") for j in rows for i, d in enumerate(j["deductions"])]
 
 
-def _spot_parts(run: Path) -> dict[str, str]:
-    import sqlite3
-    from contextlib import closing
-
-    with closing(sqlite3.connect(run / "results.sqlite")) as con:
-        return dict(con.execute("SELECT case_id, part FROM spot_checks").fetchall())
-
-
 @pytest.fixture(scope="module")
 def labelled(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """The bundled example scored by the offline panel; a spot check of 10 (5 tuning, 5 held out); a clinician
@@ -57,7 +50,7 @@ def labelled(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     _cli("score", str(ROOT / "examples" / "cases.jsonl"), "--config", str(ROOT / "configs" / "offline.yaml"),
          "--out", str(run))
     _cli("audit", str(run), "--spot-check", "10", "--seed", "1")
-    parts = _spot_parts(run)
+    parts = spot_parts(run)
     tuning = sorted(c for c, p in parts.items() if p == "tuning")
     held = sorted(c for c, p in parts.items() if p == "heldout")
     rows = _judgments(run)
@@ -184,7 +177,7 @@ def _spot_labelled(tmp: Path, example: str, config: str, fill: Any) -> tuple[Pat
         w.writeheader()
         w.writerows(sheet)
     _cli("human", "import", str(tmp / "labels.csv"), "--run", str(run), "--reviewer", "dr")
-    parts = _spot_parts(run)
+    parts = spot_parts(run)
     return run, sorted(c for c, p in parts.items() if p == "tuning")
 
 

@@ -32,7 +32,7 @@ from consensus_eval.analysis.validity import icc_a1
 from consensus_eval.cli import app
 from consensus_eval.execution.store import HeldoutLook, Store
 from tests.fake_server import FakeConfig, FakeServer
-from tests.helpers import write_cases
+from tests.helpers import spot_parts, write_cases
 from tests.test_fake_judges import _prompts_naming
 
 N_CASES = 40
@@ -187,6 +187,14 @@ def test_prompt_v2_shows_a_held_out_icc_gain_whose_interval_excludes_0(loop: dic
         assert icc["n"] == 20 and icc["diff"] > 0.1 and icc["low"] > 0, icc
         bias = got["raters"][rater]["scores"]["accuracy"]["bias"]
         assert bias["a"] > 1 and abs(bias["b"]) < 0.5 and bias["high"] < 0      # v1 too lenient: it missed them
+    # the category v2 gained: value_error's (numbers), as many per held-out case as v2 listed (v1 listed none)
+    held = {cid for cid, part in spot_parts(loop["v1"]).items() if part == "heldout"}
+    listed = sum(d["type_id"] == "value_error" for x in (loop["v2"] / "judgments.jsonl").read_text(
+        encoding="utf-8").splitlines() if (j := json.loads(x))["case_id"] in held for d in j["deductions"])
+    gained = {c["key"]: c for c in got["categories"]}
+    assert listed and gained["accuracy.numbers"]["count_a"] == 0
+    assert gained["accuracy.numbers"]["count_diff"] == pytest.approx(listed / 20)
+    assert "accuracy.drugs" not in gained or gained["accuracy.drugs"]["count_diff"] == 0
     text = _cli("compare", str(loop["v1"]), str(loop["v2"]), "--against-clinicians", "--lang", "en")
     assert "agreement with the clinicians, held out" in text and "20 of its 20 cases" in text
     assert "Looks at this held-out part so far: 1" in text

@@ -150,7 +150,7 @@ def _compare(a: Results, b: Results, pairs: Sequence[tuple[str, str]], name_a: s
     moved.sort(key=lambda m: (-abs(m.diff), m.case_a))
     return Comparison(a=name_a, b=name_b, mode=mode, n_pairs=len(pairs), only_a=only_a, only_b=only_b,
                       keys=changes, moved=[m for m in moved if m.diff != 0][:TOP_MOVES],
-                      categories=_categories(a, b, pairs))
+                      categories=category_changes(a, b, pairs))
 
 
 def _v(c: CaseConsensus, key: str) -> float:
@@ -189,7 +189,9 @@ def _per_case(r: Results, case_ids: set[str]) -> dict[tuple[str, str], tuple[flo
     return out
 
 
-def _categories(a: Results, b: Results, pairs: Sequence[tuple[str, str]]) -> list[CategoryChange]:
+def category_changes(a: Results, b: Results, pairs: Sequence[tuple[str, str]]) -> list[CategoryChange]:
+    """Per deduction category, B against A over ``pairs`` (a case of A, its partner in B): what B gained or lost
+    (:class:`CategoryChange`), the largest change of points first."""
     pa = _per_case(a, {x for x, _ in pairs})
     pb = _per_case(b, {y for _, y in pairs})
     names = {f"{d.id}.{c.id}": f"{d.name} / {c.name}" for d in deductions_in(a.rubric.dimensions)

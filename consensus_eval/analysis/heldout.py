@@ -36,7 +36,7 @@ from pydantic import BaseModel
 from consensus_eval._errors import InputError
 from consensus_eval.analysis import compare
 from consensus_eval.analysis.agreement import judge_value, panel_value
-from consensus_eval.analysis.compare import bound_words, condition_parts, holds
+from consensus_eval.analysis.compare import CategoryChange, bound_words, category_changes, condition_parts, holds
 from consensus_eval.analysis.consensus import CaseConsensus
 from consensus_eval.analysis.human import HumanReview, human_value
 from consensus_eval.analysis.judge_validity import PANEL
@@ -98,6 +98,8 @@ class ClinicianComparison(BaseModel):
     only_a: list[str] = []
     only_b: list[str] = []
     notes: list[str] = []
+    #: per deduction category, what B gained or lost against A on the labelled held-out cases (the panel's judges)
+    categories: list[CategoryChange] = []
 
 
 def _digest(parts: object) -> str:
@@ -195,7 +197,8 @@ def compare_with_clinicians(a: Results, b: Results, name_a: str = "A", name_b: s
     return ClinicianComparison(a=name_a, b=name_b, heldout=len(held), labelled=len(labelled), raters=raters,
                                looks=len(seen), warn=len(seen) > LOOKS_WARN, look=None if same else look,
                                only_a=[j for j in a.judges if j not in b.judges],
-                               only_b=[j for j in b.judges if j not in a.judges])
+                               only_b=[j for j in b.judges if j not in a.judges],
+                               categories=category_changes(a, b, [(cid, cid) for cid in labelled]))
 
 
 def look_record(c: ClinicianComparison, run_a: str, run_b: str) -> HeldoutLook | None:

@@ -11,6 +11,7 @@ from consensus_eval.domain.rubric import Rubric
 from consensus_eval.output.report import fmt
 from consensus_eval.output.report.blocks import Block, TableBlock
 from consensus_eval.output.report.i18n import Messages
+from consensus_eval.output.report.trust import categories_table
 
 
 def _change(f: FigureChange, digits: int, t: Messages) -> str:
@@ -52,7 +53,9 @@ def clinician_comparison_block(c: ClinicianComparison, rubric: Rubric, t: Messag
     warnings += c.notes
     table = TableBlock("clinician-compare", [t("cc_col_rater"), "n", "ICC", t("cc_col_icc"), t("cc_col_mae"),
                                              t("cc_col_bias")], rows, [False, True, True, True, True, True])
-    return Block("clinician-compare", t("h_clinician_compare", a=c.a, b=c.b), paras, [table],
+    categories = categories_table(c.categories, c.a, c.b, rubric, t)
+    return Block("clinician-compare", t("h_clinician_compare", a=c.a, b=c.b), paras,
+                 [table, *([categories] if categories is not None else [])],
                  [t("cc_note", boot=f"{N_BOOT:,}", min=min(MIN_CASES.values()))], warnings)
 
 

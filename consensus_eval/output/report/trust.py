@@ -9,8 +9,10 @@ render the same blocks, so the three say the same thing in the same words.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from consensus_eval.analysis.agreement import HumanAgreement
-from consensus_eval.analysis.compare import Comparison
+from consensus_eval.analysis.compare import CategoryChange, Comparison
 from consensus_eval.analysis.decision import DecisionStudy
 from consensus_eval.analysis.judge_validity import PANEL, ValidityReport
 from consensus_eval.analysis.ppi import MIN_LABELS, MeanEstimate
@@ -291,21 +293,30 @@ def comparison_block(c: Comparison, rubric: Rubric, t: Messages) -> Block:
                                  [[m.case_a if m.case_a == m.case_b else f"{m.case_a} / {m.case_b}",
                                    fmt.mean1(m.total_a), fmt.mean1(m.total_b), f"{m.diff:+.1f}"] for m in c.moved],
                                  [False, True, True, True]))
-    changed = [x for x in c.categories if x.points_diff or x.count_diff]
+    categories = categories_table(c.categories, c.a, c.b, rubric, t)
+    if categories is not None:
+        tables.append(categories)
+    return Block("compare", t("h_compare", a=c.a, b=c.b), paras, tables, [t("compare_note")])
+
+
+def categories_table(categories: Sequence[CategoryChange], a: str, b: str, rubric: Rubric,
+                     t: Messages) -> TableBlock | None:
+    """The deduction categories B gained or lost against A (points and deductions per case; None: no change)."""
+    changed = [x for x in categories if x.points_diff or x.count_diff]
     dim_names = {d.id: d.name for d in rubric.dimensions}
 
     def cat_name(key: str, name: str) -> str:
         dim, _, cat = key.partition(".")
         return f"{dim_names.get(dim, dim)} / {t('fixed_penalty')}" if cat == "fixed_penalty" else name
 
-    if changed:
-        tables.append(TableBlock("compare-categories",
-                                 [t("col_category"), t("col_points_a", a=c.a), t("col_points_b", b=c.b),
-                                  t("col_change"), t("col_count_change")],
-                                 [[cat_name(x.key, x.name), f"{x.points_a:.2f}", f"{x.points_b:.2f}",
-                                   f"{x.points_diff:+.2f}", f"{x.count_diff:+.2f}"] for x in changed],
-                                 [False, True, True, True, True]))
-    return Block("compare", t("h_compare", a=c.a, b=c.b), paras, tables, [t("compare_note")])
+    if not changed:
+        return None
+    return TableBlock("compare-categories",
+                      [t("col_category"), t("col_points_a", a=a), t("col_points_b", b=b), t("col_change"),
+                       t("col_count_change")],
+                      [[cat_name(x.key, x.name), f"{x.points_a:.2f}", f"{x.points_b:.2f}", f"{x.points_diff:+.2f}",
+                        f"{x.count_diff:+.2f}"] for x in changed],
+                      [False, True, True, True, True])
 
 
 def review_progress(results: Results, t: Messages) -> str | None:
