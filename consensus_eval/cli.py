@@ -396,6 +396,10 @@ def reliability(
         help="Also fit, per judge and for the panel, an isotonic map of the total to the clinicians' scale on "
              "the random spot check, with its cross-validated error (reported beside the raw scores; "
              "reliability.json validity.calibrated).")] = False,
+    export_errors: Annotated[Path | None, typer.Option(
+        "--export-errors",
+        help="Also write the error analysis against the clinicians (misses and false alarms per judge, the panel "
+             "and item, with the cases, quotes and comments) as a CSV sheet here (- for standard output).")] = None,
 ) -> None:
     """Krippendorff's alpha with bootstrap CIs: of a run's judges (and a human), or of any ratings table;
     for a run also its validity against clinicians on the random spot check and the decision study
@@ -435,6 +439,13 @@ def reliability(
         report.validity = validity_report(results.run, results.consensus, results.review, results.spot_checks,
                                           isotonic=True)
     write_json(run_dir / "reliability.json", report.to_json())
+    if export_errors is not None:
+        from consensus_eval.output.error_sheet import write_error_sheet
+
+        if report.errors is None:
+            raise InputError(f"{run_dir} has no clinician's label: nothing to analyse; score a spot check first "
+                             f"(consensus-eval audit {run_dir} --spot-check N --export SPOT.csv, then human import)")
+        write_error_sheet(report.errors, export_errors)
     if json_out:
         print(dumps_json(report.to_json(), ensure_ascii=False, indent=2))
     else:

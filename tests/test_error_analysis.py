@@ -150,12 +150,30 @@ def test_the_section_in_the_report_both_languages_and_the_console(labelled: dict
     assert "## What the judges get wrong against the clinicians" in (run / "report.en.md").read_text(encoding="utf-8")
 
 
+def test_the_error_sheet_is_the_analysis_row_by_row(labelled: dict[str, Any], tmp_path: Path) -> None:
+    run = labelled["run"]
+    sheet = tmp_path / "errors.csv"
+    _cli("reliability", str(run), "--export-errors", str(sheet))
+    raw = sheet.read_bytes()
+    assert raw.startswith(b"\xef\xbb\xbf")                               # a BOM: Excel shows the Chinese
+    rows = list(csv.DictReader(raw.decode("utf-8-sig").splitlines()))
+    errors = json.loads((run / "reliability.json").read_text(encoding="utf-8"))["errors"]
+    want = [(rater, i["item"], c["case_id"], c["kind"], c["evidence"], c["comment"] or "")
+            for rater, r in errors["raters"].items() for i in r["items"] for c in i["cases"]]
+    assert [(r["rater"], r["item"], r["case_id"], r["error"], r["quote"], r["clinician_comment"]) for r in rows] == want
+    assert {r["part"] for r in rows} == {"tuning"}
+    miss = next(r for r in rows if r["rater"] == "panel" and r["item"] == "value_error")
+    assert (miss["misses"], miss["false_alarms"], miss["points"], miss["quote"]) == ("1", "0", "2", "空腹血糖9.0mmol/L")
+
+
 def test_a_run_without_labels_has_no_error_analysis(tmp_path: Path) -> None:
     run, cases = tmp_path / "run", tmp_path / "cases.jsonl"
     lines = (ROOT / "examples" / "cases.jsonl").read_text(encoding="utf-8").splitlines()[:3]
     cases.write_text("\n".join(lines) + "\n", encoding="utf-8")
     _cli("score", str(cases), "--config", str(ROOT / "configs" / "offline.yaml"), "--out", str(run))
     assert "errors" not in json.loads((run / "reliability.json").read_text(encoding="utf-8"))
+    out = _cli("reliability", str(run), "--export-errors", str(tmp_path / "e.csv"), code=2)
+    assert "no clinician's label" in out and not (tmp_path / "e.csv").exists()
     assert "错误分析" not in (run / "report.md").read_text(encoding="utf-8")
 
 
