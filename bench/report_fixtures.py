@@ -84,7 +84,7 @@ def added_type(run: Path) -> str | None:
 
     rubric = load_run(run, n_boot=0, replies=False).rubric
     for d in rubric.dimensions:
-        for c in d.categories:
+        for c in getattr(d, "categories", ()):  # only a deductions dimension has them (a likert one: none)
             for t in c.types:
                 return t.id
     return None
