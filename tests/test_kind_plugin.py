@@ -1,4 +1,4 @@
-"""A rubric kind plugged in from outside the package runs end to end (issue 35): tests/plugins/passfail_kind.py
+"""A rubric kind plugged in from outside the package runs end to end (docs/kinds.md): tests/plugins/passfail_kind.py
 registers ``kind: passfail`` (pass or fail with a quote; score 1/0; nominal alpha; a flag when judges split; two
 levels on the review page), and with no package file knowing it, `score` with the fake-server panel, `audit`,
 reliability, the report in English and Chinese and the review app work on a rubric of that kind
