@@ -15,7 +15,7 @@ from rich.text import Text
 from consensus_eval._errors import InputError, RunBusy
 from consensus_eval._gc import freeze_when_done
 from consensus_eval.domain.terminal import SafeConsole, guarded
-from consensus_eval.metrics.cli import metrics_app
+from consensus_eval.metrics.commands import metrics_app
 
 app = typer.Typer(
     help="Score cases with a panel of judges and report how far to trust the result.",

@@ -19,7 +19,7 @@ import typer
 from typer.testing import CliRunner, Result
 
 from consensus_eval._errors import InputError
-from consensus_eval.metrics.cli import metrics_app
+from consensus_eval.metrics.commands import metrics_app
 from consensus_eval.metrics.tcm import (
     calculate_clinical_relevance,
     calculate_comprehensive_score,
@@ -676,7 +676,7 @@ def test_cli_import_is_light() -> None:
     # (a shared machine is noisy).
     heavy = {"litellm", "instructor", "openai", "httpx", "numpy", "pydantic", "rapidfuzz", "jinja2"}
     code = (
-        "import sys; import consensus_eval.metrics.cli;"
+        "import sys; import consensus_eval.metrics.commands;"
         f"print(sorted({{m.split('.')[0] for m in sys.modules}} & set({sorted(heavy)!r})))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

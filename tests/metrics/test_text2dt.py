@@ -592,7 +592,7 @@ def test_cli_pairing_is_reported(tmp_path: Path) -> None:
 
 
 def test_metrics_modules_import_nothing_heavy() -> None:
-    code = ("import sys, consensus_eval.metrics.text2dt, consensus_eval.metrics.cli; "
+    code = ("import sys, consensus_eval.metrics.text2dt, consensus_eval.metrics.commands; "
             "heavy = [m for m in ('litellm', 'instructor', 'openai', 'numpy', 'pydantic') if m in sys.modules]; "
             "print(heavy)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()

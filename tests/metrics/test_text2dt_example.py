@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from consensus_eval.metrics.cli import metrics_app
+from consensus_eval.metrics.commands import metrics_app
 from consensus_eval.metrics.text2dt import evaluate, load_trees
 
 ROOT = Path(__file__).resolve().parents[2]
