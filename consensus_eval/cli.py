@@ -590,8 +590,9 @@ def compare(
         "--fail-if",
         help="Exit 5 when a condition on the change (B - A, points) holds, e.g. \"total < -1.0\" or "
              "\"accuracy.high < 0\" (the upper bound of its 95% CI). Repeat or separate with commas. With "
-             "--against-clinicians: [RATER:]METRIC.KEY, e.g. \"icc.total < -0.05\" (METRIC: icc, mae, bias; "
-             "RATER: a judge, default the panel).")] = None,
+             "--against-clinicians: [RATER:]METRIC.KEY, e.g. \"icc.total < -0.05\" (METRIC: icc, mae, bias; or "
+             "kappa, f1 of a judge's deduction items: \"JUDGE:f1.items < 0\"; RATER: a judge, default the "
+             "panel).")] = None,
     against_clinicians: Annotated[bool, typer.Option(
         "--against-clinicians",
         help="Compare the two runs' agreement with the same clinicians' labels (human copy A B) on the spot "

@@ -98,7 +98,10 @@ def test_a_fail_if_condition_names_what_it_does_not_know() -> None:
     c = parse_conditions(["icc.total < -0.05, blind:mae.accuracy.low > 0"], keys, raters)
     assert [(x.rater, x.metric, x.key, x.bound, x.op, x.value) for x in c] == [
         ("panel", "icc", "total", "mean", "<", -0.05), ("blind", "mae", "accuracy", "low", ">", 0.0)]
-    for bad, said in (("icc.overall < 0", "no key 'overall'"), ("nobody:icc.total < 0", "no rater 'nobody'"),
+    assert [(c.metric, c.key) for c in parse_conditions(["blind:f1.items < 0", "kappa.items.low < -0.1"], keys,
+                                                        raters)] == [("f1", "items"), ("kappa", "items")]
+    for bad, said in (("kappa.total < 0", "kappa.items"),
+                      ("icc.overall < 0", "no key 'overall'"), ("nobody:icc.total < 0", "no rater 'nobody'"),
                       ("total < -1", "METRIC.KEY"), ("", "an empty condition")):
         with pytest.raises(InputError, match=said):
             parse_conditions([bad], keys, raters)
@@ -169,9 +172,41 @@ def loop(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
             _cli("score", str(cases_path), "--config", str(config), "--out", str(runs[name]))
     _cli("audit", str(runs["v1"]), "--spot-check", str(N_CASES), "--seed", "3")
     _cli("human", "import", str(sheet), "--run", str(runs["v1"]), "--reviewer", "dr_li", "--bootstrap", "0")
+    _cli("human", "import", str(_verdict_sheet(tmp, runs["v1"], replies)), "--run", str(runs["v1"]), "--reviewer",
+         "dr_li", "--bootstrap", "0")
     for name in ("v1-again", "v2"):
         _cli("human", "copy", str(runs["v1"]), str(runs[name]), "--bootstrap", "0")
     return runs
+
+
+def _verdict_sheet(tmp: Path, run: Path, replies: dict[str, dict[str, dict[str, Any]]]) -> Path:
+    """The clinician's second round on v1: every value_error the judge's script has, added (v1 missed them all);
+    each dose_error of v1 agreed with on the cases of even number, disagreed with on the others."""
+    rows = ["row,case_id,dimension,deduction_id,human_verdict,type,evidence"]
+    for x in (run / "judgments.jsonl").read_text(encoding="utf-8").splitlines():
+        j = json.loads(x)
+        for i, d in enumerate(j["deductions"]):
+            if d["type_id"] == "dose_error":
+                verdict = "agree" if int(j["case_id"].rsplit("-", 1)[1]) % 2 == 0 else "disagree"
+                rows.append(f"deduction,{j['case_id']},accuracy,{j['request_hash']}#d{i},{verdict},,")
+    for key, reply in replies.items():
+        cid = key.split("|", 1)[1]
+        rows += [f"added,{cid},accuracy,,,value_error,{d['evidence']}" for d in reply["accuracy"]["deductions"]
+                 if d["type"] == "value_error"][:1]
+    path = tmp / "verdicts.csv"
+    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    return path
+
+
+def _items(run: Path, held: set[str]) -> dict[tuple[str, str], bool]:
+    """(case, type) -> whether the judge took it, for the held-out cases' accuracy deductions of ``run``."""
+    took: dict[tuple[str, str], bool] = {}
+    for x in (run / "judgments.jsonl").read_text(encoding="utf-8").splitlines():
+        j = json.loads(x)
+        if j["case_id"] in held and j["dimension"] == "accuracy":
+            for d in j["deductions"]:
+                took[(j["case_id"], d["type_id"])] = True
+    return took
 
 
 def _json(*args: str, code: int = 0) -> dict[str, Any]:
@@ -195,6 +230,30 @@ def test_prompt_v2_shows_a_held_out_icc_gain_whose_interval_excludes_0(loop: dic
     assert listed and gained["accuracy.numbers"]["count_a"] == 0
     assert gained["accuracy.numbers"]["count_diff"] == pytest.approx(listed / 20)
     assert "accuracy.drugs" not in gained or gained["accuracy.drugs"]["count_diff"] == 0
+    # kappa and macro-F1 of the judge's deduction items against the clinicians', checked against scikit-learn
+    cases = {json.loads(x)["case_id"]: json.loads(x) for x in (loop["v1"] / "judgments.jsonl").read_text(
+        encoding="utf-8").splitlines() if json.loads(x)["dimension"] == "accuracy"}
+    ref = {}
+    for cid in held:
+        types = {d["type_id"] for d in cases[cid]["deductions"]}
+        if "dose_error" in types:
+            ref[(cid, "dose_error")] = int(cid.rsplit("-", 1)[1]) % 2 == 0
+    took_a, took_b = _items(loop["v1"], held), _items(loop["v2"], held)
+    for cid, t in took_b:
+        if t == "value_error":
+            ref[(cid, t)] = True                       # the clinician added one wherever the script has one
+    keys = sorted(ref)
+    truth = [ref[k] for k in keys]
+    verdicts = got["raters"]["blind"]["verdicts"]
+    for side, took in (("a", took_a), ("b", took_b)):
+        said = [took.get(k, False) for k in keys]
+        assert verdicts["kappa"][side] == pytest.approx(cohen_kappa_score(truth, said))
+        assert verdicts["f1"][side] == pytest.approx(f1_score(truth, said, average="macro"))
+    assert verdicts["f1"]["n"] == len(keys) and verdicts["f1"]["diff"] > 0 and verdicts["kappa"]["diff"] > 0
+    out = _cli("compare", str(loop["v2"]), str(loop["v1"]), "--against-clinicians", "--fail-if", "blind:f1.items < 0",
+               "--lang", "en", code=5)
+    assert "the change of blind's f1 on items" in " ".join(out.split())
+    assert got["raters"]["panel"]["verdicts"] == {}
     text = _cli("compare", str(loop["v1"]), str(loop["v2"]), "--against-clinicians", "--lang", "en")
     assert "agreement with the clinicians, held out" in text and "20 of its 20 cases" in text
     assert "Looks at this held-out part so far: 1" in text

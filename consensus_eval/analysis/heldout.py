@@ -39,13 +39,22 @@ from consensus_eval.analysis.agreement import judge_value, panel_value
 from consensus_eval.analysis.compare import CategoryChange, bound_words, category_changes, condition_parts, holds
 from consensus_eval.analysis.consensus import CaseConsensus
 from consensus_eval.analysis.human import HumanReview, human_value
-from consensus_eval.analysis.judge_validity import PANEL
-from consensus_eval.analysis.paired_boot import N_BOOT, SCORE_FIGURES, Change, multiplicities, score_changes
+from consensus_eval.analysis.judge_validity import PANEL, DeductionItems, deduction_items
+from consensus_eval.analysis.paired_boot import (
+    N_BOOT,
+    SCORE_FIGURES,
+    Change,
+    multiplicities,
+    score_changes,
+    verdict_changes,
+)
 from consensus_eval.analysis.results import Results
 from consensus_eval.execution.store import HeldoutLook, SpotCheckRecord
 
 #: looks at one held-out part past which a comparison warns (docs/qc-loop.md, "Looks")
 LOOKS_WARN = 3
+#: the key of the deduction items' figures (kappa, f1) in ``--fail-if``
+ITEMS = "items"
 #: the seed of the paired bootstrap (the same runs give the same intervals)
 SEED = 36
 
@@ -63,6 +72,11 @@ class RaterChange(BaseModel):
 
     rater: str
     scores: dict[str, dict[str, FigureChange]]
+    #: a judge's yes / no on the deduction items of the labelled held-out cases against the clinicians'
+    #: (:func:`~consensus_eval.analysis.judge_validity.deduction_items`, the clinicians' verdicts as given in A):
+    #: ``kappa`` and ``f1`` (macro), with paired bootstrap intervals over the cases; empty for the panel and
+    #: without items
+    verdicts: dict[str, FigureChange] = {}
 
 
 class Look(BaseModel):
@@ -173,6 +187,8 @@ def compare_with_clinicians(a: Results, b: Results, name_a: str = "A", name_b: s
     cons_a = {c.case_id: c for c in a.consensus}
     cons_b = {c.case_id: c for c in b.consensus}
     judges = [j for j in a.judges if j in b.judges]
+    items_a = deduction_items(a.run, ra, labelled)
+    items_b = deduction_items(b.run, ra, labelled)
     raters: dict[str, RaterChange] = {}
     for rater in [*judges, PANEL]:
         scores: dict[str, dict[str, FigureChange]] = {}
@@ -186,7 +202,9 @@ def compare_with_clinicians(a: Results, b: Results, name_a: str = "A", name_b: s
             got = score_changes(x[:, 0], x[:, 1], x[:, 2], counts) if len(rows) >= 2 else {
                 f: Change(a=None, b=None, diff=None, why="few_cases") for f in SCORE_FIGURES}
             scores[k] = {f: FigureChange(n=len(rows), **c.model_dump()) for f, c in got.items()}
-        raters[rater] = RaterChange(rater=rater, scores=scores)
+        raters[rater] = RaterChange(rater=rater, scores=scores,
+                                    verdicts=_verdicts(items_a, items_b, rater, labelled, n_boot)
+                                    if rater != PANEL else {})
     held_set = set(held)
     look = Look(heldout=heldout_id(a.spot_checks), version_a=version_id(a, held_set),
                 version_b=version_id(b, held_set))
@@ -199,6 +217,22 @@ def compare_with_clinicians(a: Results, b: Results, name_a: str = "A", name_b: s
                                only_a=[j for j in a.judges if j not in b.judges],
                                only_b=[j for j in b.judges if j not in a.judges],
                                categories=category_changes(a, b, [(cid, cid) for cid in labelled]))
+
+
+def _verdicts(items_a: DeductionItems, items_b: DeductionItems, judge: str, cases: Sequence[str],
+              n_boot: int) -> dict[str, FigureChange]:
+    """Kappa and macro-F1 of ``judge``'s yes / no in A and in B on A's deduction items the clinicians decided,
+    and their paired changes over the resamples of ``cases`` (:func:`verdict_changes`)."""
+    index = {cid: i for i, cid in enumerate(cases)}
+    rows = [(ya, yb, ref, index[item[0]]) for item in items_a.items
+            if (ref := items_a.reference(item)) is not None and (ya := items_a.judge_says(judge, item)) is not None
+            and (yb := items_b.judge_says(judge, item)) is not None]
+    if not rows:
+        return {}
+    x = np.array(rows, dtype=float)
+    counts = multiplicities(len(cases), n_boot, SEED) if n_boot else np.empty((0, 0))
+    got = verdict_changes(x[:, 0] > 0, x[:, 1] > 0, x[:, 2] > 0, x[:, 3].astype(int), counts)
+    return {f: FigureChange(n=len(rows), **c.model_dump()) for f, c in got.items()}
 
 
 def look_record(c: ClinicianComparison, run_a: str, run_b: str) -> HeldoutLook | None:
@@ -218,7 +252,7 @@ def _value(c: CaseConsensus | None, rater: str, key: str) -> float | None:
 
 # --------------------------------------------------------------------------- --fail-if
 
-_CONDITION = re.compile(r"^\s*(?:(?P<rater>[\w.-]+):)?(?P<metric>icc|mae|bias)\.(?P<key>[A-Za-z_][\w-]*)"
+_CONDITION = re.compile(r"^\s*(?:(?P<rater>[\w.-]+):)?(?P<metric>icc|mae|bias|kappa|f1)\.(?P<key>[A-Za-z_][\w-]*)"
                         r"(?:\.(?P<bound>mean|low|high))?\s*(?P<op><=|>=|<|>)\s*"
                         r"(?P<value>[+-]?\d+(?:\.\d*)?|[+-]?\.\d+)\s*$")
 
@@ -229,7 +263,7 @@ class Condition(compare.Condition):
     bounds) satisfies ``op value``."""
 
     rater: str
-    metric: Literal["icc", "mae", "bias"]
+    metric: Literal["icc", "mae", "bias", "kappa", "f1"]
 
 
 def parse_conditions(texts: Sequence[str], keys: Sequence[str], raters: Sequence[str]) -> list[Condition]:
@@ -242,10 +276,13 @@ def parse_conditions(texts: Sequence[str], keys: Sequence[str], raters: Sequence
             if m is None:
                 raise InputError(f"--fail-if {part.strip()!r}: with --against-clinicians write [RATER:]METRIC.KEY OP "
                                  "NUMBER, e.g. \"icc.total < -0.05\" or \"mae.accuracy.low > 0\" (METRIC: icc, mae, "
-                                 "bias; KEY: total or a dimension id, optionally .low/.high/.mean; RATER: a judge, "
-                                 "default the panel; OP: < <= > >=)")
+                                 "bias with KEY total or a dimension id, kappa, f1 with KEY items; optionally "
+                                 ".low/.high/.mean; RATER: a judge, default the panel; OP: < <= > >=)")
             g = m.groupdict()
-            if g["key"] not in keys:
+            if g["metric"] in ("kappa", "f1") and g["key"] != ITEMS:
+                raise InputError(f"--fail-if {part.strip()!r}: {g['metric']} is of the deduction items: write "
+                                 f"{g['metric']}.{ITEMS}, e.g. \"{g['metric']}.{ITEMS} < 0\"")
+            if g["metric"] not in ("kappa", "f1") and g["key"] not in keys:
                 raise InputError(f"--fail-if {part.strip()!r}: no key {g['key']!r}; the keys are {', '.join(keys)}")
             rater = g["rater"] or PANEL
             if rater not in raters:
@@ -264,7 +301,12 @@ def failed_conditions(conditions: Sequence[Condition], c: ClinicianComparison) -
         if cond.rater not in c.raters:
             reasons.append(f"{cond.text}: {cond.rater} is not a judge of {c.b}: nothing to check")
             continue
-        fig = c.raters[cond.rater].scores[cond.key][cond.metric]
+        rc = c.raters[cond.rater]
+        fig = rc.verdicts.get(cond.metric) if cond.key == ITEMS else rc.scores[cond.key][cond.metric]
+        if fig is None:
+            reasons.append(f"{cond.text}: no deduction item the clinicians decided on the held-out part for "
+                           f"{cond.rater}: nothing to check")
+            continue
         figure = {"mean": fig.diff, "low": fig.low, "high": fig.high}[cond.bound]
         if figure is None:
             reasons.append(f"{cond.text}: no {cond.bound} to check ({fig.n} held-out cases"

@@ -57,6 +57,7 @@ longer matches the run (``ppi_design_changed``).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Annotated, Literal
 
 import numpy as np
@@ -255,14 +256,44 @@ def _pair(review: HumanReview, case_id: str, key: str) -> tuple[float, float] | 
     return (given[0], given[1]) if len(given) >= 2 else None
 
 
-def _deductions(run: StoredRun, review: HumanReview, case_ids: Sequence[str],
-                weight_of: Mapping[str, float] | None = None) -> DeductionValidity | None:
+#: a deduction item: (case id, dimension id, deduction type or fixed penalty id)
+Item = tuple[str, str, str]
+
+
+@dataclass(frozen=True)
+class DeductionItems:
+    """The deduction items of some cases (module docstring, "Deduction verdicts"): ``items`` in order; ``says``
+    each reviewer's yes / no per item, ``settled`` the adjudicator's; ``runs_of`` the runs each judge made of a
+    case's dimension, ``took`` the runs in which it took an item. :meth:`reference` and :meth:`judge_says` read
+    them."""
+
+    items: list[Item]
+    says: dict[Item, dict[str, bool]]
+    settled: dict[Item, bool]
+    runs_of: dict[tuple[str, str, str], set[int]]
+    took: dict[Item, dict[str, set[int]]]
+
+    def reference(self, item: Item) -> bool | None:
+        """The clinicians' verdict on ``item``: the adjudicator's, else the reviewers' majority (None: a tie)."""
+        return self.settled[item] if item in self.settled else _majority(list(self.says.get(item, {}).values()))
+
+    def judge_says(self, judge: str, item: Item) -> bool | None:
+        """Whether ``judge`` took ``item`` in at least half of its runs of the case's dimension (None: no run)."""
+        asked = self.runs_of.get((item[0], item[1], judge))
+        if not asked:
+            return None
+        return len(self.took.get(item, {}).get(judge, set())) * 2 >= len(asked)
+
+
+def deduction_items(run: StoredRun, review: HumanReview, case_ids: Sequence[str]) -> DeductionItems:
+    """The deduction items of ``case_ids`` and what the judges and the clinicians say of each (module docstring,
+    "Deduction verdicts")."""
     wanted = set(case_ids)
     # (case, dimension, type) -> judge -> [took it in run r?]; and (case, deduction id) -> its item (cases with
     # the same content share their calls, so a deduction id names an item only with its case)
     runs_of: dict[tuple[str, str, str], set[int]] = {}
-    took: dict[tuple[str, str, str], dict[str, set[int]]] = {}
-    item_of: dict[tuple[str, str], tuple[str, str, str]] = {}
+    took: dict[Item, dict[str, set[int]]] = {}
+    item_of: dict[tuple[str, str], Item] = {}
     for r in run.records:
         if r.case_id not in wanted or r.status != "ok" or r.judgment is None:
             continue
@@ -277,8 +308,8 @@ def _deductions(run: StoredRun, review: HumanReview, case_ids: Sequence[str],
             item_of[(r.case_id, f"{r.request_hash}#p{i}")] = key
     # what each reviewer says of each item: True (deserved), False (not), from verdicts and added deductions;
     # an adjudicator's reference verdicts (where reviewers disagreed) apart: they decide the item
-    says: dict[tuple[str, str, str], dict[str, bool]] = {}
-    settled: dict[tuple[str, str, str], bool] = {}
+    says: dict[Item, dict[str, bool]] = {}
+    settled: dict[Item, bool] = {}
     for lb in review.labels:
         if lb.case_id not in wanted:
             continue
@@ -291,7 +322,13 @@ def _deductions(run: StoredRun, review: HumanReview, case_ids: Sequence[str],
                 continue
             mine = says.setdefault(item, {})
             mine[lb.reviewer] = mine.get(lb.reviewer, False) or lb.value == "agree"
-    items = sorted(says.keys() | settled.keys())
+    return DeductionItems(sorted(says.keys() | settled.keys()), says, settled, runs_of, took)
+
+
+def _deductions(run: StoredRun, review: HumanReview, case_ids: Sequence[str],
+                weight_of: Mapping[str, float] | None = None) -> DeductionValidity | None:
+    found = deduction_items(run, review, case_ids)
+    items, says = found.items, found.says
     if not items:
         return None
     judges: dict[str, VerdictValidity] = {}
@@ -302,12 +339,10 @@ def _deductions(run: StoredRun, review: HumanReview, case_ids: Sequence[str],
         took_it: list[tuple[str, float]] = []     # (case, deserved?) for the items the judge took
         deserved: list[tuple[str, float]] = []    # (case, took it?) for the items the clinicians say are deserved
         for item in items:
-            asked = runs_of.get((item[0], item[1], j))
-            ref = settled[item] if item in settled else _majority(list(says.get(item, {}).values()))
-            if not asked or ref is None:
+            yes_or_no, ref = found.judge_says(j, item), found.reference(item)
+            if yes_or_no is None or ref is None:
                 continue
-            made = len(took.get(item, {}).get(j, set()))
-            yes = made * 2 >= len(asked)
+            yes = yes_or_no
             mine_labels.append("yes" if yes else "no")
             reference.append("yes" if ref else "no")
             weights.append(weight_of[item[0]] if weight_of is not None else 1.0)

@@ -53,9 +53,15 @@ def clinician_comparison_block(c: ClinicianComparison, rubric: Rubric, t: Messag
     warnings += c.notes
     table = TableBlock("clinician-compare", [t("cc_col_rater"), "n", "ICC", t("cc_col_icc"), t("cc_col_mae"),
                                              t("cc_col_bias")], rows, [False, True, True, True, True, True])
+    verdict_rows = [[rater, str(rc.verdicts["kappa"].n), _pair(rc.verdicts["kappa"], 2),
+                     _change(rc.verdicts["kappa"], 2, t), _pair(rc.verdicts["f1"], 2), _change(rc.verdicts["f1"], 2, t)]
+                    for rater, rc in c.raters.items() if rc.verdicts]
+    verdicts = TableBlock("clinician-compare-verdicts", [t("cc_col_rater_items"), "n", "kappa", t("cc_col_kappa"),
+                                                         "macro-F1", t("cc_col_f1")],
+                          verdict_rows, [False, True, True, True, True, True]) if verdict_rows else None
     categories = categories_table(c.categories, c.a, c.b, rubric, t)
     return Block("clinician-compare", t("h_clinician_compare", a=c.a, b=c.b), paras,
-                 [table, *([categories] if categories is not None else [])],
+                 [table, *(x for x in (verdicts, categories) if x is not None)],
                  [t("cc_note", boot=f"{N_BOOT:,}", min=min(MIN_CASES.values()))], warnings)
 
 
