@@ -50,7 +50,7 @@ from consensus_eval.domain.calibration.generator import (
     sample as sample_suite,
 )
 from consensus_eval.domain.calibration.handwritten import handwritten_suite
-from consensus_eval.domain.calibration.invariance import (
+from consensus_eval.domain.calibration.invariance_edits import (
     RUNS as INVARIANCE_RUNS,
     InvarianceSuite,
     builtin_records,

@@ -20,7 +20,7 @@ from consensus_eval import api
 from consensus_eval.analysis.invariance import ALPHA, invariance
 from consensus_eval.analysis.systems import holm
 from consensus_eval.cli import app
-from consensus_eval.domain.calibration.invariance import (
+from consensus_eval.domain.calibration.invariance_edits import (
     EDITS,
     LENGTH_EDITS,
     builtin_records,

@@ -1,6 +1,6 @@
 """How much each judge's score moves when a clean record is edited without changing its meaning
 (``calibrate --suite invariance``; docs/calibration.md, 'Invariance'; the cases:
-:mod:`consensus_eval.domain.calibration.invariance`).
+:mod:`consensus_eval.domain.calibration.invariance_edits`).
 
 Planted errors measure a judge's *sensitivity* (does it see what is wrong); this measures its *stability*
 (does it leave alone what is not). Per judge and per edit:
@@ -38,7 +38,7 @@ from pydantic import BaseModel
 from consensus_eval.analysis.intervals import Z95, Share, scipy_stats, share
 from consensus_eval.analysis.results import Results
 from consensus_eval.analysis.systems import holm, paired_test
-from consensus_eval.domain.calibration.invariance import EDITS, InvarianceCase, InvarianceSuite
+from consensus_eval.domain.calibration.invariance_edits import EDITS, InvarianceCase, InvarianceSuite
 
 #: the level of the tests behind ``flagged`` (after Holm's adjustment), and the share of copies a judge's noise
 #: alone moves beyond the threshold

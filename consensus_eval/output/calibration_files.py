@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from consensus_eval._errors import InputError, format_validation_error
 from consensus_eval.analysis.calibration import CalibrationReport
-from consensus_eval.domain.calibration.invariance import InvarianceSuite
+from consensus_eval.domain.calibration.invariance_edits import InvarianceSuite
 from consensus_eval.domain.calibration.suite import SuiteCase, dumps_suite
 from consensus_eval.domain.textio import read_bytes
 from consensus_eval.output.files import atomic_writer, write_json
