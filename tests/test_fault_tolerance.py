@@ -176,8 +176,11 @@ def test_fault_storm_every_call_ends_ok_or_failed_and_nothing_is_lost(tmp_path: 
     assert len(calm_rows) == N_CASES * 3 * 2 and all(r.status == "ok" for r in calm_rows.values())
 
     with FakeServer(FakeConfig(seed=7, **STORM)) as srv:
-        # judge-b gets fewer retries (3 attempts), so some of its calls run out of them
-        cfg = write_panel(tmp_path / "storm.yaml", srv.url, retries=(4, 2))
+        # judge-b gets fewer retries (3 attempts), so some of its calls run out of them. The timeout cuts the hangs
+        # (60 s) only: a reply cut by it would be a timeout to the client and a 200 to the server. A reply takes at
+        # most 0.25 s in the server at load 14, but the client's share grows with the load (with 3 s, this test
+        # failed once in a full run, most likely so). A generous bound, not a deadline; each hang costs it, idle
+        cfg = write_panel(tmp_path / "storm.yaml", srv.url, retries=(4, 2), timeout_s=10.0)
         prep = evaluate.prepare(cases, cfg)
         planned = [c.planned for c in prep.calls]
         start = time.monotonic()
