@@ -59,6 +59,17 @@ def test_no_import_cycle_anywhere_in_the_package() -> None:
     assert _cycles(graph) == []
 
 
+def test_no_two_modules_share_a_name() -> None:
+    """Modules are named for what they hold: two modules of one name in different layers (``results.py`` the run as
+    stored and the typed results, ``batch.py`` the provider's format and a run's batches) meant different things.
+    ``__init__.py`` and ``base.py`` (a package's protocol) may repeat."""
+    by_name: dict[str, list[str]] = {}
+    for f in sorted((ROOT / "consensus_eval").rglob("*.py")):
+        by_name.setdefault(f.name, []).append(str(f.relative_to(ROOT)))
+    shared = {n: fs for n, fs in by_name.items() if len(fs) > 1 and n not in ("__init__.py", "base.py")}
+    assert not shared, f"rename one of each so the name says what it holds: {shared}"
+
+
 def test_the_cycle_finder_finds_a_cycle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pkg = tmp_path / "cyclic_pkg"
     pkg.mkdir()
