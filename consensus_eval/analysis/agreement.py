@@ -9,7 +9,7 @@ encoding named with ``encoding`` (:func:`consensus_eval.domain.textio.read_text`
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -130,37 +130,8 @@ def load_human(path: str | Path, rubric: Rubric, encoding: str | None = None, *,
     names = {c.name: c.id for d in deductions_in(rubric.dimensions) for c in d.categories}
     ids = {c.id for d in deductions_in(rubric.dimensions) for c in d.categories}
     wanted = [*dims, "total", "categories"]
-    rows: list[tuple[int, dict[str, Any]]] = []
-    if p.suffix.lower() == ".jsonl":   # the one JSON Lines reader (textio): UTF-8, the same messages
-        errors: list[str] = []
-        given = raw if raw is not None else text.encode("utf-8") if text is not None else None
-        for _, i, data in jsonl_values(p, errors, what="human labels", encoding=encoding, raw=given):
-            if errors:
-                break
-            if not isinstance(data, dict):
-                raise InputError(f"{p}:{i}: a human label must be a JSON object with case_id and scores, "
-                                 f"got {json_type(data)}")
-            rows.append((i, data))
-        if errors:
-            raise InputError(errors[0])
-        if rows and not any(k in r for _, r in rows for k in wanted):
-            raise InputError(f"{p}: no line has a key named {', '.join(wanted)}; the labels would match "
-                             f"nothing (line {rows[0][0]} has: {', '.join(map(str, rows[0][1])) or 'no key'})")
-    else:
-        text = read_text(p, encoding, what="human labels", raw=raw) if text is None else text
-        records = csv_records(p, text)     # the delimiter the sheet uses (, ; or tab), as the sheet import
-        header = [h.strip() for h in records[0][1]] if records else []
-        if not header:
-            raise InputError(f"{p}: no header line; expected case_id,{','.join(dims)}[,total][,categories]")
-        if "case_id" not in header:
-            raise InputError(f"{p}:1: no column named case_id (the header has: {_shown(header)})")
-        if not any(h in wanted for h in header):
-            raise InputError(f"{p}:1: no column named {', '.join(wanted)}; the labels would match nothing "
-                             f"(the header has: {_shown(header)})")
-        for i, cells in records[1:]:
-            if len(cells) > len(header) and any(x.strip() for x in cells[len(header):]):
-                raise InputError(f"{p}:{i}: more cells than the header has columns ({len(header)})")
-            rows.append((i, {h: unguard(c.strip()) for h, c in zip(header, cells, strict=False)}))
+    rows = (_jsonl_rows(p, wanted, encoding, text, raw) if p.suffix.lower() == ".jsonl"
+            else _csv_rows(p, wanted, dims, encoding, text, raw))
     if not rows:
         raise InputError(f"{p}: no human labels (the file has no data line)")
     out: dict[str, HumanLabel] = {}
@@ -170,42 +141,98 @@ def load_human(path: str | Path, rubric: Rubric, encoding: str | None = None, *,
         if not cid:
             raise InputError(f"{p}:{line}: case_id: missing" if raw_id in (None, "")
                              else f"{p}:{line}: case_id: not a case id: {raw_id!r}")
-        scores = {}
-        for d in [*dims, "total"]:
-            v = r.get(d)
-            if v in (None, "") or (isinstance(v, str) and not v.strip()):
-                continue
-            if isinstance(v, bool):
-                raise InputError(f"{p}:{line}: {d}: not a number: {v!r}")
-            try:
-                scores[d] = float(decimal_point(v) if isinstance(v, str) else v)
-            except (TypeError, ValueError):
-                raise InputError(f"{p}:{line}: {d}: not a number: {v!r}") from None
-            if not math.isfinite(scores[d]):
-                raise InputError(f"{p}:{line}: {d}: not a finite number: {v!r}")
-            if d != "total" and not rubric.dimension(d).low <= scores[d] <= rubric.dimension(d).max:
-                raise InputError(f"{p}:{line}: {d}: {v} is outside {rubric.dimension(d).low:g}.."
-                                 f"{rubric.dimension(d).max:g}")
-        if "total" not in scores and all(d in scores for d in dims):
-            scores["total"] = rubric.total(scores)   # sum of weight x score (a plain sum at weight 1)
-        cats = r.get("categories")
-        categories = None
-        if cats is not None:
-            if isinstance(cats, dict) or (isinstance(cats, list) and any(isinstance(x, (dict, list)) for x in cats)):
-                raise InputError(f"{p}:{line}: categories: expected a list of category ids or names, "
-                                 f"or a ';'-separated string, got {cats!r}")
-            items = cats if isinstance(cats, list) else [c for c in str(cats).split(";")]
-            categories = set()
-            for c in (str(x).strip() for x in items):
-                if not c:
-                    continue
-                if c not in ids and c not in names:
-                    raise InputError(f"{p}:{line}: categories: unknown category {c!r}")
-                categories.add(names.get(c, c))
+        scores = _label_scores(p, line, r, rubric, dims)
+        categories = _label_categories(p, line, r.get("categories"), ids, names)
         if cid in out:
             raise InputError(f"{p}:{line}: case_id: duplicate {cid!r} (first on line {out[cid].line})")
         out[cid] = HumanLabel(case_id=cid, scores=scores, categories=categories, file=str(p), line=line)
     return out
+
+
+def _jsonl_rows(p: Path, wanted: Sequence[str], encoding: str | None, text: str | None,
+                raw: bytes | None) -> list[tuple[int, dict[str, Any]]]:
+    """The JSON Lines file's labels (line, object): the one JSON Lines reader (textio), the same messages."""
+    rows: list[tuple[int, dict[str, Any]]] = []
+    errors: list[str] = []
+    given = raw if raw is not None else text.encode("utf-8") if text is not None else None
+    for _, i, data in jsonl_values(p, errors, what="human labels", encoding=encoding, raw=given):
+        if errors:
+            break
+        if not isinstance(data, dict):
+            raise InputError(f"{p}:{i}: a human label must be a JSON object with case_id and scores, "
+                             f"got {json_type(data)}")
+        rows.append((i, data))
+    if errors:
+        raise InputError(errors[0])
+    if rows and not any(k in r for _, r in rows for k in wanted):
+        raise InputError(f"{p}: no line has a key named {', '.join(wanted)}; the labels would match "
+                         f"nothing (line {rows[0][0]} has: {', '.join(map(str, rows[0][1])) or 'no key'})")
+    return rows
+
+
+def _csv_rows(p: Path, wanted: Sequence[str], dims: Sequence[str], encoding: str | None, text: str | None,
+              raw: bytes | None) -> list[tuple[int, dict[str, Any]]]:
+    """The CSV file's labels (line, header -> cell), in the delimiter the sheet uses (, ; or tab), as the sheet
+    import reads it."""
+    text = read_text(p, encoding, what="human labels", raw=raw) if text is None else text
+    records = csv_records(p, text)
+    header = [h.strip() for h in records[0][1]] if records else []
+    if not header:
+        raise InputError(f"{p}: no header line; expected case_id,{','.join(dims)}[,total][,categories]")
+    if "case_id" not in header:
+        raise InputError(f"{p}:1: no column named case_id (the header has: {_shown(header)})")
+    if not any(h in wanted for h in header):
+        raise InputError(f"{p}:1: no column named {', '.join(wanted)}; the labels would match nothing "
+                         f"(the header has: {_shown(header)})")
+    rows: list[tuple[int, dict[str, Any]]] = []
+    for i, cells in records[1:]:
+        if len(cells) > len(header) and any(x.strip() for x in cells[len(header):]):
+            raise InputError(f"{p}:{i}: more cells than the header has columns ({len(header)})")
+        rows.append((i, {h: unguard(c.strip()) for h, c in zip(header, cells, strict=False)}))
+    return rows
+
+
+def _label_scores(p: Path, line: int, r: Mapping[str, Any], rubric: Rubric, dims: Sequence[str]) -> dict[str, float]:
+    """A label's scores: each dimension's given (a finite number in its range) and the total (given, else the
+    rubric's total when every dimension is given)."""
+    scores = {}
+    for d in [*dims, "total"]:
+        v = r.get(d)
+        if v in (None, "") or (isinstance(v, str) and not v.strip()):
+            continue
+        if isinstance(v, bool):
+            raise InputError(f"{p}:{line}: {d}: not a number: {v!r}")
+        try:
+            scores[d] = float(decimal_point(v) if isinstance(v, str) else v)
+        except (TypeError, ValueError):
+            raise InputError(f"{p}:{line}: {d}: not a number: {v!r}") from None
+        if not math.isfinite(scores[d]):
+            raise InputError(f"{p}:{line}: {d}: not a finite number: {v!r}")
+        if d != "total" and not rubric.dimension(d).low <= scores[d] <= rubric.dimension(d).max:
+            raise InputError(f"{p}:{line}: {d}: {v} is outside {rubric.dimension(d).low:g}.."
+                             f"{rubric.dimension(d).max:g}")
+    if "total" not in scores and all(d in scores for d in dims):
+        scores["total"] = rubric.total(scores)   # sum of weight x score (a plain sum at weight 1)
+    return scores
+
+
+def _label_categories(p: Path, line: int, cats: Any, ids: set[str], names: Mapping[str, str]) -> set[str] | None:
+    """A label's categories (ids; a name stands for its id): a list, or a ``;``-separated string; None: none
+    given."""
+    if cats is None:
+        return None
+    if isinstance(cats, dict) or (isinstance(cats, list) and any(isinstance(x, (dict, list)) for x in cats)):
+        raise InputError(f"{p}:{line}: categories: expected a list of category ids or names, "
+                         f"or a ';'-separated string, got {cats!r}")
+    items = cats if isinstance(cats, list) else [c for c in str(cats).split(";")]
+    categories = set()
+    for c in (str(x).strip() for x in items):
+        if not c:
+            continue
+        if c not in ids and c not in names:
+            raise InputError(f"{p}:{line}: categories: unknown category {c!r}")
+        categories.add(names.get(c, c))
+    return categories
 
 
 def _shown(header: Sequence[str]) -> str:

@@ -213,66 +213,97 @@ def build_review(labels: Sequence[HumanLabelRecord], rubric: Rubric,
         if lb.reviewer not in reviewers and lb.origin != "reference":   # adjudicators: ``adjudicators``
             reviewers.append(lb.reviewer)
         cr = cases.setdefault(lb.case_id, CaseReview(case_id=lb.case_id))
-        if lb.kind == "score" and isinstance(lb.value, (int, float)) and lb.dimension:
-            if lb.origin == "reference":
-                cr.reference[lb.dimension] = float(lb.value)
-                if lb.reviewer not in cr.adjudicators:
-                    cr.adjudicators.append(lb.reviewer)
-                continue
-            if lb.origin == "accepted":
-                n_accepted += 1
-                cr.accepted.setdefault(lb.reviewer, {})[lb.dimension] = float(lb.value)
-                if not include_accepted:
-                    continue
-            cr.scores.setdefault(lb.reviewer, {})[lb.dimension] = float(lb.value)
-            if isinstance(lb.revision, (int, float)) and lb.revision != lb.value:
-                cr.revisions.setdefault(lb.reviewer, {})[lb.dimension] = float(lb.revision)
-        elif lb.kind == "verdict" and lb.deduction_id and lb.value in VERDICTS:
-            if lb.origin == "reference":
-                cr.reference_verdicts[lb.deduction_id] = lb.value
-                if lb.reviewer not in cr.adjudicators:
-                    cr.adjudicators.append(lb.reviewer)
-            else:
-                cr.verdicts.setdefault(lb.deduction_id, {})[lb.reviewer] = lb.value
-        elif lb.kind == "added_deduction":
-            cr.added.append(lb)
-        elif lb.kind == "criterion" and lb.dimension and lb.deduction_id and lb.value in CRITERION_VALUES:
-            met = lb.value == "met"
-            if lb.origin == "reference":
-                cr.reference_criteria.setdefault(lb.dimension, {})[lb.deduction_id] = met
-                if lb.reviewer not in cr.adjudicators:
-                    cr.adjudicators.append(lb.reviewer)
-                continue
-            if lb.origin == "accepted":
-                n_accepted += 1
-                cr.accepted_criteria.setdefault(lb.reviewer, {}).setdefault(lb.dimension, {})[lb.deduction_id] = met
-                if not include_accepted:
-                    continue
-            cr.criteria.setdefault(lb.reviewer, {}).setdefault(lb.dimension, {})[lb.deduction_id] = met
-        if lb.comment and lb.kind in ("comment", "verdict", "criterion"):
+        accepted, counts = _add_label(cr, lb, include_accepted)
+        n_accepted += accepted
+        if counts and lb.comment and lb.kind in ("comment", "verdict", "criterion"):
             cr.comments.append(lb)
     criteria_dims = [d for d in rubric.dimensions if d.by_criteria]
     if criteria_dims:
         _criteria_scores(cases, criteria_dims, labels, case_criteria or {})
     for cr in cases.values():
-        for given in cr.scores.values():
-            if "total" not in given and all(d in given for d in dims):
-                given["total"] = rubric.total(given)   # sum of weight x score (a plain sum at weight 1)
-        keys = {k for given in cr.scores.values() for k in given}
-        cr.human = {k: float(np.mean([g[k] for g in cr.scores.values() if k in g]))
-                    for k in [*dims, "total"] if k in keys}
-        if cr.reference:   # the adjudicator's decision is the reference where given
-            if "total" not in cr.reference and all(d in cr.reference for d in dims):
-                cr.reference["total"] = rubric.total(cr.reference)
-            cr.human.update(cr.reference)
-            if "total" not in cr.reference and all(d in cr.human for d in dims):
-                cr.human["total"] = rubric.total(cr.human)
-        c = panel.get(cr.case_id)
-        if c is not None:
-            cr.panel = {**{d: c.scores.get(d) for d in dims}, "total": c.total}
+        _settle(cr, rubric, dims, panel.get(cr.case_id))
     return HumanReview(labels=list(labels), reviewers=reviewers, cases=cases, n_accepted=n_accepted,
                        accepted_included=include_accepted,
                        n_reference=sum(1 for lb in labels if lb.kind == "score" and lb.origin == "reference"))
+
+
+def _adjudicated_by(cr: CaseReview, reviewer: str) -> None:
+    if reviewer not in cr.adjudicators:
+        cr.adjudicators.append(reviewer)
+
+
+def _add_label(cr: CaseReview, lb: HumanLabelRecord, include_accepted: bool) -> tuple[int, bool]:
+    """One stored label into its case's review (:func:`build_review`): whether it is a score or verdict a
+    reviewer accepted from the panel (1, else 0), and whether its comment is kept (not an adjudicator's criterion
+    verdict's, nor a criterion verdict accepted and left out)."""
+    if lb.kind == "score" and isinstance(lb.value, (int, float)) and lb.dimension:
+        return _add_score(cr, lb, lb.dimension, float(lb.value), include_accepted), True
+    if lb.kind == "verdict" and lb.deduction_id and lb.value in VERDICTS:
+        if lb.origin == "reference":
+            cr.reference_verdicts[lb.deduction_id] = lb.value
+            _adjudicated_by(cr, lb.reviewer)
+        else:
+            cr.verdicts.setdefault(lb.deduction_id, {})[lb.reviewer] = lb.value
+    elif lb.kind == "added_deduction":
+        cr.added.append(lb)
+    elif lb.kind == "criterion" and lb.dimension and lb.deduction_id and lb.value in CRITERION_VALUES:
+        return _add_criterion(cr, lb, lb.dimension, lb.deduction_id, include_accepted)
+    return 0, True
+
+
+def _add_score(cr: CaseReview, lb: HumanLabelRecord, dim: str, value: float, include_accepted: bool) -> int:
+    """A score label: the adjudicator's reference, a score accepted from the panel, or a reviewer's own (with its
+    revision); 1 for an accepted one."""
+    if lb.origin == "reference":
+        cr.reference[dim] = value
+        _adjudicated_by(cr, lb.reviewer)
+        return 0
+    accepted = int(lb.origin == "accepted")
+    if accepted:
+        cr.accepted.setdefault(lb.reviewer, {})[dim] = value
+        if not include_accepted:
+            return 1
+    cr.scores.setdefault(lb.reviewer, {})[dim] = value
+    if isinstance(lb.revision, (int, float)) and lb.revision != lb.value:
+        cr.revisions.setdefault(lb.reviewer, {})[dim] = float(lb.revision)
+    return accepted
+
+
+def _add_criterion(cr: CaseReview, lb: HumanLabelRecord, dim: str, cid: str,
+                   include_accepted: bool) -> tuple[int, bool]:
+    """A verdict on a criterion: the adjudicator's, one accepted from the panel, or a reviewer's own; as
+    :func:`_add_label` returns."""
+    met = lb.value == "met"
+    if lb.origin == "reference":
+        cr.reference_criteria.setdefault(dim, {})[cid] = met
+        _adjudicated_by(cr, lb.reviewer)
+        return 0, False
+    accepted = int(lb.origin == "accepted")
+    if accepted:
+        cr.accepted_criteria.setdefault(lb.reviewer, {}).setdefault(dim, {})[cid] = met
+        if not include_accepted:
+            return 1, False
+    cr.criteria.setdefault(lb.reviewer, {}).setdefault(dim, {})[cid] = met
+    return accepted, True
+
+
+def _settle(cr: CaseReview, rubric: Rubric, dims: Sequence[str], c: CaseConsensus | None) -> None:
+    """A case's clinicians' scores (:attr:`CaseReview.human`: the reviewers' mean, the adjudicator's reference
+    where given), each reviewer's total, and the panel's scores beside them; in place."""
+    for given in cr.scores.values():
+        if "total" not in given and all(d in given for d in dims):
+            given["total"] = rubric.total(given)   # sum of weight x score (a plain sum at weight 1)
+    keys = {k for given in cr.scores.values() for k in given}
+    cr.human = {k: float(np.mean([g[k] for g in cr.scores.values() if k in g]))
+                for k in [*dims, "total"] if k in keys}
+    if cr.reference:   # the adjudicator's decision is the reference where given
+        if "total" not in cr.reference and all(d in cr.reference for d in dims):
+            cr.reference["total"] = rubric.total(cr.reference)
+        cr.human.update(cr.reference)
+        if "total" not in cr.reference and all(d in cr.human for d in dims):
+            cr.human["total"] = rubric.total(cr.human)
+    if c is not None:
+        cr.panel = {**{d: c.scores.get(d) for d in dims}, "total": c.total}
 
 
 def _criteria_scores(cases: Mapping[str, CaseReview], dims: Sequence[Dimension],
@@ -777,7 +808,7 @@ def _precision(run: StoredRun, review: HumanReview, section: HumanAgreement) -> 
     reference: dict[str, str] = {}   # deduction id -> the adjudicator's verdict (the latest written)
     for lb in review.labels:
         if lb.kind == "verdict" and lb.origin == "reference" and lb.deduction_id and lb.value in VERDICTS:
-            reference[copies.get(lb.deduction_id, lb.deduction_id)] = str(lb.value)
+            reference[copies.get(lb.deduction_id, lb.deduction_id)] = lb.value
     given = [(lb.reviewer, lb.deduction_id, str(lb.value)) for lb in review.labels
              if lb.kind == "verdict" and lb.origin != "reference" and lb.deduction_id and lb.value in VERDICTS]
     section.n_added_deductions += sum(lb.kind == "added_deduction" for lb in review.labels)

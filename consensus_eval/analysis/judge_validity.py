@@ -224,19 +224,7 @@ def validity_report(run: StoredRun, cons: Sequence[CaseConsensus], review: Human
     out.weighted = unequal
     keys = [*(d.id for d in run.rubric.dimensions), "total"]
     for k in keys:
-        human = [human_value(review, cid, k) for cid in labelled]
-        raters = {j: score_validity([judge_value(by_id[cid], j, k) for cid in labelled], human, weights)
-                  for j in run.judges}
-        raters[PANEL] = score_validity([panel_value(by_id[cid], k) for cid in labelled], human, weights)
-        ceiling, same_basis = None, {}
-        two = [(cid, p) for cid in labelled if (p := _pair(review, cid, k)) is not None]
-        if len(two) >= 2:
-            ceiling = icc_a1(np.array([p for _, p in two], dtype=float))
-            first, second = [p[0] for _, p in two], [p[1] for _, p in two]
-            scores = {j: [judge_value(by_id[cid], j, k) for cid, _ in two] for j in run.judges}
-            scores[PANEL] = [panel_value(by_id[cid], k) for cid, _ in two]
-            same_basis = {name: against_one_clinician(mine, first, second)[0] for name, mine in scores.items()}
-        out.scores[k] = KeyValidity(raters=raters, ceiling=ceiling, same_basis=same_basis)
+        out.scores[k] = _key_validity(run.judges, by_id, review, labelled, k, weights)
     if len(review.reviewers) < 2:
         out.notes.append("no_second_reviewer")
     out.deductions = _deductions(run, review, labelled, weight_of)
@@ -247,6 +235,25 @@ def validity_report(run: StoredRun, cons: Sequence[CaseConsensus], review: Human
         out.calibrated[PANEL] = isotonic_map([by_id[cid].total for cid in labelled], human)
     _ppi(run.cases, cons, review, sample, out, keys)
     return out
+
+
+def _key_validity(judges: Sequence[str], by_id: Mapping[str, CaseConsensus], review: HumanReview,
+                  labelled: Sequence[str], k: str, weights: np.ndarray | None) -> KeyValidity:
+    """How each judge's and the panel's scores of ``k`` (a dimension, or ``total``) on the ``labelled`` cases
+    agree with the clinicians', and the ceiling two clinicians set (where two scored it)."""
+    human = [human_value(review, cid, k) for cid in labelled]
+    raters = {j: score_validity([judge_value(by_id[cid], j, k) for cid in labelled], human, weights)
+              for j in judges}
+    raters[PANEL] = score_validity([panel_value(by_id[cid], k) for cid in labelled], human, weights)
+    ceiling, same_basis = None, {}
+    two = [(cid, p) for cid in labelled if (p := _pair(review, cid, k)) is not None]
+    if len(two) >= 2:
+        ceiling = icc_a1(np.array([p for _, p in two], dtype=float))
+        first, second = [p[0] for _, p in two], [p[1] for _, p in two]
+        scores = {j: [judge_value(by_id[cid], j, k) for cid, _ in two] for j in judges}
+        scores[PANEL] = [panel_value(by_id[cid], k) for cid, _ in two]
+        same_basis = {name: against_one_clinician(mine, first, second)[0] for name, mine in scores.items()}
+    return KeyValidity(raters=raters, ceiling=ceiling, same_basis=same_basis)
 
 
 def _pair(review: HumanReview, case_id: str, key: str) -> tuple[float, float] | None:

@@ -26,14 +26,14 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from consensus_eval._errors import InputError
 from consensus_eval._gc import gc_paused_call
-from consensus_eval.analysis.audit import CaseAudit
+from consensus_eval.analysis.audit import CaseAudit, DimensionAudit, JudgeView
 from consensus_eval.analysis.consensus import CaseConsensus
 from consensus_eval.analysis.human import (
     CONVERSATION,
@@ -53,6 +53,7 @@ from consensus_eval.analysis.human import (
     SCORE_ORIGIN,
     SHEET_HEAD,
     SHEET_TAIL,
+    CaseReview,
     HumanReview,
     criterion_cells,
     criterion_columns,
@@ -321,70 +322,97 @@ def export_rows(audits: Iterable[CaseAudit], review: HumanReview | None = None,
     spot = set(spot_check)
     for a in audits:
         case = review.case(a.case_id) if review is not None and reviewer is not None else None
-        mine_scores = case.scores.get(reviewer, {}) if case and reviewer else {}
-        revised = case.revisions.get(reviewer, {}) if case and reviewer else {}
+        mine = _Mine.of(case, reviewer)
         texts = _texts(a.case_id, cases, rubric) if a.case_id in spot else None
-        accepted = case.accepted.get(reviewer, {}) if case and reviewer else {}
-        blind = a.case_id in spot and not all(d.dimension in mine_scores for d in a.dimensions)
-        notes = {(lb.dimension, lb.deduction_id): lb.comment for lb in (case.comments if case else [])
-                 if lb.reviewer == reviewer}
+        blind = a.case_id in spot and not all(d.dimension in mine.scores for d in a.dimensions)
         for dim in a.dimensions:
-            dim_types = next((d.type_names for d in deductions_in([rubric.dimension(dim.dimension)])), {}) \
-                if rubric else {}
             base: dict[str, object] = {"rank": a.rank, "case_id": a.case_id, "status": a.status,
                                        "disagreement": _num(a.disagreement), "dimension": dim.dimension,
                                        "dimension_name": dim.name,
                                        "sample": SAMPLE_SPOT if a.case_id in spot else SAMPLE_QUEUE}
             if blind:
                 base.update(status="", disagreement="")
-            score_row = {**base, "row": ROW_SCORE, "max": _num(dim.max),
-                         "panel_score": "" if blind else _num(dim.panel_score)}
-            for jv in dim.judges:
-                score_row[JUDGE_SCORE_PREFIX + jv.judge] = "" if blind else _num(jv.score) if jv.runs_ok else "failed"
-            if case is not None and reviewer is not None:
-                if dim.dimension in accepted and dim.dimension not in mine_scores:
-                    score_row[HUMAN_SCORE], score_row[SCORE_ORIGIN] = _num(accepted[dim.dimension]), "accepted"
-                else:
-                    score_row[HUMAN_SCORE] = _num(mine_scores.get(dim.dimension))
-                    score_row[SCORE_ORIGIN] = "own" if score_row[HUMAN_SCORE] else ""
-                    if dim.dimension in revised:
-                        score_row[REVISED_SCORE] = _num(revised[dim.dimension])
-                score_row[HUMAN_COMMENT] = notes.get((dim.dimension, None)) or ""
-                score_row[REVIEWER] = reviewer
-                if rubric is not None and rubric.dimension(dim.dimension).by_criteria:
-                    score_row.update(criterion_cells(review, reviewer, a.case_id, dim.dimension))
-            if reviewer is not None:
-                score_row.setdefault(REVIEWER, reviewer)
+            score_row = _score_row(base, dim, blind, mine, review, reviewer, rubric, a.case_id)
             if texts is not None:
                 score_row[RECORD], score_row[CONVERSATION] = texts
                 texts = None
             rows.append(score_row)
             for jv in ([] if blind else dim.judges):
-                mismatch = _mismatch_text(a, dim.dimension, jv.judge)
-                for d in jv.deductions:
-                    if d.copy_of is not None:
-                        continue  # a fixed penalty listed again in the same run: one row, one verdict
-                    row: dict[str, object] = {
-                        **base, "row": ROW_DEDUCTION, "judge": d.judge, "run": d.run + 1, "kind": d.kind,
-                        "category": d.category, "type": d.type, "points": _num(d.points),
-                        "evidence": d.evidence, "reason": d.reason, "match": d.match,
-                        "matched_by": ", ".join(d.matched_by), "claim_mismatch": mismatch,
-                        "category_id": d.category_id, "type_id": d.type_id, DEDUCTION_ID: d.id}
-                    if case is not None and reviewer is not None:
-                        verdict = case.verdicts.get(d.id, {}).get(reviewer)
-                        row[HUMAN_VERDICT] = verdict or ""
-                        row[HUMAN_COMMENT] = notes.get((d.dimension, d.id)) or ""
-                        row[REVIEWER] = reviewer
-                    elif reviewer is not None:
-                        row[REVIEWER] = reviewer
-                    rows.append(row)
-            for lb in (case.added if case else []):
-                if lb.reviewer == reviewer and lb.dimension == dim.dimension:
-                    rows.append({**base, "row": ROW_ADDED, "type": _type_name(dim_types, lb.value),
-                                 "type_id": lb.value, "points": _num(lb.points), "evidence": lb.evidence or "",
-                                 HUMAN_COMMENT: lb.comment or "",
-                                 REVIEWER: reviewer, DEDUCTION_ID: lb.deduction_id})
+                rows.extend(_deduction_rows(base, a, dim.dimension, jv, mine, reviewer))
+            if case is not None:
+                dim_types = next((d.type_names for d in deductions_in([rubric.dimension(dim.dimension)])), {}) \
+                    if rubric else {}
+                rows.extend({**base, "row": ROW_ADDED, "type": _type_name(dim_types, lb.value),
+                             "type_id": lb.value, "points": _num(lb.points), "evidence": lb.evidence or "",
+                             HUMAN_COMMENT: lb.comment or "", REVIEWER: reviewer, DEDUCTION_ID: lb.deduction_id}
+                            for lb in case.added if lb.reviewer == reviewer and lb.dimension == dim.dimension)
     return rows
+
+
+@dataclass(frozen=True)
+class _Mine:
+    """What one reviewer stored on one case, as the sheet writes it (all empty: no review, or no reviewer)."""
+
+    case: CaseReview | None = None
+    scores: Mapping[str, float] = field(default_factory=dict)
+    revised: Mapping[str, float] = field(default_factory=dict)
+    accepted: Mapping[str, float] = field(default_factory=dict)
+    notes: Mapping[tuple[str | None, str | None], str | None] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, case: CaseReview | None, reviewer: str | None) -> _Mine:
+        if not case or not reviewer:
+            return cls(case=case)
+        return cls(case=case, scores=case.scores.get(reviewer, {}), revised=case.revisions.get(reviewer, {}),
+                   accepted=case.accepted.get(reviewer, {}),
+                   notes={(lb.dimension, lb.deduction_id): lb.comment for lb in case.comments
+                          if lb.reviewer == reviewer})
+
+
+def _score_row(base: dict[str, object], dim: DimensionAudit, blind: bool, mine: _Mine, review: HumanReview | None,
+               reviewer: str | None, rubric: Rubric | None, case_id: str) -> dict[str, object]:
+    """A dimension's ``score`` row (:func:`export_rows`): the panel's and each judge's score (none when blind),
+    and the reviewer's cells."""
+    row = {**base, "row": ROW_SCORE, "max": _num(dim.max), "panel_score": "" if blind else _num(dim.panel_score)}
+    for jv in dim.judges:
+        row[JUDGE_SCORE_PREFIX + jv.judge] = "" if blind else _num(jv.score) if jv.runs_ok else "failed"
+    d = dim.dimension
+    if mine.case is not None and reviewer is not None:
+        if d in mine.accepted and d not in mine.scores:
+            row[HUMAN_SCORE], row[SCORE_ORIGIN] = _num(mine.accepted[d]), "accepted"
+        else:
+            row[HUMAN_SCORE] = _num(mine.scores.get(d))
+            row[SCORE_ORIGIN] = "own" if row[HUMAN_SCORE] else ""
+            if d in mine.revised:
+                row[REVISED_SCORE] = _num(mine.revised[d])
+        row[HUMAN_COMMENT] = mine.notes.get((d, None)) or ""
+        row[REVIEWER] = reviewer
+        if rubric is not None and rubric.dimension(d).by_criteria:
+            row.update(criterion_cells(review, reviewer, case_id, d))
+    if reviewer is not None:
+        row.setdefault(REVIEWER, reviewer)
+    return row
+
+
+def _deduction_rows(base: dict[str, object], a: CaseAudit, dimension: str, jv: JudgeView, mine: _Mine,
+                    reviewer: str | None) -> Iterator[dict[str, object]]:
+    """One judge's ``deduction`` rows of a dimension (:func:`export_rows`), with the reviewer's cells."""
+    mismatch = _mismatch_text(a, dimension, jv.judge)
+    for d in jv.deductions:
+        if d.copy_of is not None:
+            continue  # a fixed penalty listed again in the same run: one row, one verdict
+        row: dict[str, object] = {
+            **base, "row": ROW_DEDUCTION, "judge": d.judge, "run": d.run + 1, "kind": d.kind,
+            "category": d.category, "type": d.type, "points": _num(d.points),
+            "evidence": d.evidence, "reason": d.reason, "match": d.match,
+            "matched_by": ", ".join(d.matched_by), "claim_mismatch": mismatch,
+            "category_id": d.category_id, "type_id": d.type_id, DEDUCTION_ID: d.id}
+        if mine.case is not None and reviewer is not None:
+            row[HUMAN_VERDICT] = mine.case.verdicts.get(d.id, {}).get(reviewer) or ""
+            row[HUMAN_COMMENT] = mine.notes.get((d.dimension, d.id)) or ""
+        if reviewer is not None:
+            row[REVIEWER] = reviewer
+        yield row
 
 
 def _texts(case_id: str, cases: Mapping[str, Case] | None, rubric: Rubric | None) -> tuple[str, str] | None:
