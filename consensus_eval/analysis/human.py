@@ -482,122 +482,180 @@ def _sheet_labels(p: Path, head: tuple[int, list[str]], rows: list[tuple[int, li
 
     crit_columns = [h for h in header if h.startswith(CRITERION_PREFIX)]
     names = {cell(c, REVIEWER) for _, c in rows} - {""}
-    fallback = reviewer or (next(iter(names)) if len(names) == 1 else None if names else DEFAULT_REVIEWER)
+    fallback = reviewer or _sheet_reviewer(names)
     seen: dict[tuple[str, ...], tuple[int, HumanLabelRecord]] = {}
     added_ids: set[tuple[str, str]] = set()
     out: dict[str, list[HumanLabelRecord]] = {}
     for line, cells in rows:
-        extra = [i for i in range(len(header), len(cells)) if cells[i].strip()]
-        blank_headed = [i for i in range(min(len(header), len(cells))) if not header[i] and cells[i].strip()]
-        if extra or blank_headed:
-            i = (extra or blank_headed)[0]
-            raise InputError(f"{p}:{line}: column {_letter(i)}: a value in a column with no header: {cells[i]!r}")
+        _no_headless_value(p, header, line, cells)
         score, verdict, comment = cell(cells, HUMAN_SCORE), cell(cells, HUMAN_VERDICT), cell(cells, HUMAN_COMMENT)
         score = cell(cells, REVISED_SCORE) or score      # a revision given after the reveal: the row's score now
         crit_cells = {name[len(CRITERION_PREFIX):]: text for name in crit_columns if (text := cell(cells, name))}
-        row_kind = cell(cells, "row").lower()
-        if row_kind not in ("", ROW_SCORE, ROW_DEDUCTION, ROW_ADDED):   # a damaged sheet, even on an empty row
-            raise InputError(f"{where(line, 'row')}: {row_kind!r}; a row is {ROW_SCORE!r}, {ROW_DEDUCTION!r} "
-                             f"or {ROW_ADDED!r}")
-        if not row_kind and cell(cells, DEDUCTION_ID).startswith("added:"):
-            row_kind = ROW_ADDED
+        row_kind = _row_kind(cell(cells, "row"), cell(cells, DEDUCTION_ID), where(line, "row"))
         filled_added = row_kind == ROW_ADDED and bool(cell(cells, "type_id") or cell(cells, "type"))
         if not (score or verdict or comment or filled_added or crit_cells):
             continue  # nothing filled in on this row
         case_id = _case_id(cell(cells, "case_id"), known, case_ids, where(line, "case_id"))
-        name = cell(cells, REVIEWER) or fallback
-        if name is None:
-            raise InputError(f"{where(line, REVIEWER)}: empty, and the sheet names several reviewers "
-                             f"({', '.join(sorted(names))}): fill it in, or give --reviewer")
-        try:
-            name = clean_name(name)  # the rule of every channel: no control character, at most 80 characters
-        except ValueError as e:
-            raise InputError(f"{where(line, REVIEWER)}: {name!r}: {e}") from None
+        name = _reviewer_of(cell(cells, REVIEWER) or fallback, names, where(line, REVIEWER))
         ded_id = cell(cells, DEDUCTION_ID)
         row_kind = row_kind or (ROW_DEDUCTION if ded_id else ROW_SCORE)
         if revealed is not None and (row_kind == ROW_DEDUCTION or cell(cells, "panel_score") or any(
                 cells[i].strip() for h, i in col.items() if h.startswith(JUDGE_SCORE_PREFIX) and i < len(cells))):
-            shown = revealed.setdefault(name, [])
-            if case_id not in shown:
-                shown.append(case_id)
-        labels: list[HumanLabelRecord] = []
+            _reveal(revealed, name, case_id)
+        labels: list[HumanLabelRecord]
         if row_kind == ROW_DEDUCTION:
-            if not ded_id:
-                raise InputError(f"{where(line, DEDUCTION_ID)}: empty on a deduction row; the verdict must "
-                                 "say which deduction it is about (keep the exported deduction_id)")
-            ded_dim = deductions.get(ded_id)
-            if ded_dim is None:
-                raise InputError(f"{where(line, DEDUCTION_ID)}: {ded_id!r} is not a deduction of this run "
-                                 "(the sheet was exported from another run, or the run was scored again "
-                                 "with another judge, prompt or rubric)")
-            owners = cases_of.get(ded_id.split("#", 1)[0], set())
-            if case_id not in owners:
-                raise InputError(f"{where(line, 'case_id')}: {case_id!r}, but the deduction {ded_id!r} is of case "
-                                 f"{' / '.join(map(repr, sorted(owners)))}")
-            if score:
-                raise InputError(f"{where(line, HUMAN_SCORE)}: {score!r} on a deduction row: a deduction takes a "
-                                 f"verdict ({'/'.join(VERDICTS)}) in {HUMAN_VERDICT}; scores go on the score rows")
-            # a fixed penalty listed several times in one run is one judgement: its label is on the first listing
-            ded_id = copies.get(ded_id, ded_id)
-            if verdict:
-                v = parse_verdict(verdict)
-                if v is None:
-                    raise InputError(f"{where(line, HUMAN_VERDICT)}: {verdict!r} is not a verdict; write "
-                                     + ", ".join("/".join(spelled("verdict", v)) for v in VERDICTS))
-                labels.append(HumanLabelRecord(case_id=case_id, dimension=ded_dim, deduction_id=ded_id,
-                                               reviewer=name, kind="verdict", value=v, comment=comment or None,
-                                               source=source))
-            else:
-                labels.append(HumanLabelRecord(case_id=case_id, dimension=ded_dim, deduction_id=ded_id,
-                                               reviewer=name, kind="comment", comment=comment, source=source))
+            labels = _deduction_labels(where, line, case_id, name, ded_id, (score, verdict, comment), deductions,
+                                       cases_of, copies, source)
         elif row_kind == ROW_SCORE:
-            dim_id = cell(cells, "dimension")
-            if dim_id not in dims:
-                raise InputError(f"{where(line, 'dimension')}: {dim_id!r} is not a dimension of the rubric "
-                                 f"({', '.join(dims)})")
-            if verdict:
-                raise InputError(f"{where(line, HUMAN_VERDICT)}: {verdict!r} on a score row: a dimension takes a "
-                                 f"score in {HUMAN_SCORE}; verdicts go on the deduction rows")
-            if score:
-                origin = _origin(cell(cells, SCORE_ORIGIN), where(line, SCORE_ORIGIN))
-                if _origin_word(score) == "accepted":
-                    origin, score = "accepted", cell(cells, "panel_score")
-                    if not score:
-                        raise InputError(f"{where(line, HUMAN_SCORE)}: accepts the panel's score, but the row's "
-                                         "panel_score is empty (no judge answered): write your own score")
-                value = _number(score, where(line, HUMAN_SCORE))
-                top, low = dims[dim_id].max, dims[dim_id].low
-                if not low <= value <= top:
-                    raise InputError(f"{where(line, HUMAN_SCORE)}: {score} is outside {low:g}..{top:g} ({dim_id})")
-                anchors = dims[dim_id].anchors
-                if anchors and origin == "own" and value not in anchors:
-                    raise InputError(f"{where(line, HUMAN_SCORE)}: {score} is not a level of {dim_id}: write one of "
-                                     f"{', '.join(str(k) for k in sorted(anchors))}")
-                labels.append(HumanLabelRecord(case_id=case_id, dimension=dim_id, reviewer=name, kind="score",
-                                               value=value, source=source, origin=origin))
-            if comment:
-                labels.append(HumanLabelRecord(case_id=case_id, dimension=dim_id, reviewer=name, kind="comment",
-                                               comment=comment, source=source))
-            if crit_cells:
-                def crit_where(cid: str, line: int = line) -> str:
-                    return where(line, CRITERION_PREFIX + cid)
-                labels += _criterion_labels(crit_cells, dims[dim_id], criteria_of_case.get(case_id), case_id, name,
-                                            source, crit_where)
+            labels = _score_labels(where, line, case_id, name, cell(cells, "dimension"), dims,
+                                   (score, verdict, comment), crit_cells, criteria_of_case.get(case_id), source,
+                                   cell(cells, SCORE_ORIGIN), cell(cells, "panel_score"))
         elif row_kind == ROW_ADDED:
-            labels.append(_added(cells, cell, where, line, dims, case_id, name, source, added_ids))
+            labels = [_added(cells, cell, where, line, dims, case_id, name, source, added_ids)]
         else:
             raise InputError(f"{where(line, 'row')}: {row_kind!r}; a row is {ROW_SCORE!r}, {ROW_DEDUCTION!r} "
                              f"or {ROW_ADDED!r}")
-        for lb in labels:
-            key = lb.key
-            if key in seen and seen[key][1].model_dump() != lb.model_dump():
-                raise InputError(f"{p}:{line}: the same {lb.kind} of {case_id!r} "
-                                 f"{lb.deduction_id or lb.dimension} by {name!r} is already on line {seen[key][0]}, "
-                                 "with another value")
-            if key not in seen:
-                seen[key] = (line, lb)
-                out.setdefault(name, []).append(lb)
+        _keep_new(labels, seen, out, p, line)
     return out
+
+
+def _sheet_reviewer(names: set[str]) -> str | None:
+    """The reviewer of the rows that name none: the one the sheet names, else the default one when it names none;
+    None when it names several."""
+    return next(iter(names)) if len(names) == 1 else None if names else DEFAULT_REVIEWER
+
+
+def _row_kind(given: str, deduction_id: str, where: str) -> str:
+    """A row's kind, from its ``row`` cell (an added deduction's row known by its id too); "" when neither says."""
+    row_kind = given.lower()
+    if row_kind not in ("", ROW_SCORE, ROW_DEDUCTION, ROW_ADDED):   # a damaged sheet, even on an empty row
+        raise InputError(f"{where}: {row_kind!r}; a row is {ROW_SCORE!r}, {ROW_DEDUCTION!r} or {ROW_ADDED!r}")
+    if not row_kind and deduction_id.startswith("added:"):
+        row_kind = ROW_ADDED
+    return row_kind
+
+
+def _no_headless_value(p: Path, header: Sequence[str], line: int, cells: Sequence[str]) -> None:
+    """An InputError for a value in a column with no header (past the header's end, or under an empty name)."""
+    extra = [i for i in range(len(header), len(cells)) if cells[i].strip()]
+    blank_headed = [i for i in range(min(len(header), len(cells))) if not header[i] and cells[i].strip()]
+    if extra or blank_headed:
+        i = (extra or blank_headed)[0]
+        raise InputError(f"{p}:{line}: column {_letter(i)}: a value in a column with no header: {cells[i]!r}")
+
+
+def _reviewer_of(name: str | None, names: set[str], where: str) -> str:
+    """A row's reviewer (its cell, else the sheet's one reviewer or --reviewer), as every channel cleans it."""
+    if name is None:
+        raise InputError(f"{where}: empty, and the sheet names several reviewers "
+                         f"({', '.join(sorted(names))}): fill it in, or give --reviewer")
+    try:
+        return clean_name(name)  # the rule of every channel: no control character, at most 80 characters
+    except ValueError as e:
+        raise InputError(f"{where}: {name!r}: {e}") from None
+
+
+def _reveal(revealed: dict[str, list[str]], name: str, case_id: str) -> None:
+    shown = revealed.setdefault(name, [])
+    if case_id not in shown:
+        shown.append(case_id)
+
+
+def _keep_new(labels: Sequence[HumanLabelRecord], seen: dict[tuple[str, ...], tuple[int, HumanLabelRecord]],
+              out: dict[str, list[HumanLabelRecord]], p: Path, line: int) -> None:
+    """Each of a row's labels into ``out`` (by reviewer) unless an earlier row gave the same one; an InputError for
+    one an earlier row gave with another value."""
+    for lb in labels:
+        key = lb.key
+        if key in seen and seen[key][1].model_dump() != lb.model_dump():
+            raise InputError(f"{p}:{line}: the same {lb.kind} of {lb.case_id!r} "
+                             f"{lb.deduction_id or lb.dimension} by {lb.reviewer!r} is already on line "
+                             f"{seen[key][0]}, with another value")
+        if key not in seen:
+            seen[key] = (line, lb)
+            out.setdefault(lb.reviewer, []).append(lb)
+
+
+def _deduction_labels(where: Callable[[int, str], str], line: int, case_id: str, name: str, ded_id: str,
+                      filled: tuple[str, str, str], deductions: Mapping[str, str],
+                      cases_of: Mapping[str, set[str]], copies: Mapping[str, str],
+                      source: str) -> list[HumanLabelRecord]:
+    """A deduction row's label (:func:`_sheet_labels`): the reviewer's verdict with its comment, or a comment
+    alone; ``filled``: the row's score, verdict and comment cells."""
+    score, verdict, comment = filled
+    labels: list[HumanLabelRecord] = []
+    if not ded_id:
+        raise InputError(f"{where(line, DEDUCTION_ID)}: empty on a deduction row; the verdict must "
+                         "say which deduction it is about (keep the exported deduction_id)")
+    ded_dim = deductions.get(ded_id)
+    if ded_dim is None:
+        raise InputError(f"{where(line, DEDUCTION_ID)}: {ded_id!r} is not a deduction of this run "
+                         "(the sheet was exported from another run, or the run was scored again "
+                         "with another judge, prompt or rubric)")
+    owners = cases_of.get(ded_id.split("#", 1)[0], set())
+    if case_id not in owners:
+        raise InputError(f"{where(line, 'case_id')}: {case_id!r}, but the deduction {ded_id!r} is of case "
+                         f"{' / '.join(map(repr, sorted(owners)))}")
+    if score:
+        raise InputError(f"{where(line, HUMAN_SCORE)}: {score!r} on a deduction row: a deduction takes a "
+                         f"verdict ({'/'.join(VERDICTS)}) in {HUMAN_VERDICT}; scores go on the score rows")
+    # a fixed penalty listed several times in one run is one judgement: its label is on the first listing
+    ded_id = copies.get(ded_id, ded_id)
+    if verdict:
+        v = parse_verdict(verdict)
+        if v is None:
+            raise InputError(f"{where(line, HUMAN_VERDICT)}: {verdict!r} is not a verdict; write "
+                             + ", ".join("/".join(spelled("verdict", v)) for v in VERDICTS))
+        labels.append(HumanLabelRecord(case_id=case_id, dimension=ded_dim, deduction_id=ded_id,
+                                       reviewer=name, kind="verdict", value=v, comment=comment or None,
+                                       source=source))
+    else:
+        labels.append(HumanLabelRecord(case_id=case_id, dimension=ded_dim, deduction_id=ded_id,
+                                       reviewer=name, kind="comment", comment=comment, source=source))
+    return labels
+
+
+def _score_labels(where: Callable[[int, str], str], line: int, case_id: str, name: str, dim_id: str,
+                  dims: Mapping[str, Dimension], filled: tuple[str, str, str], crit_cells: Mapping[str, str],
+                  case_criteria: Sequence[Criterion] | None, source: str, origin_cell: str,
+                  panel_cell: str) -> list[HumanLabelRecord]:
+    """A score row's labels (:func:`_sheet_labels`): the reviewer's score (own, or the panel's accepted), a
+    comment, and a verdict per criterion of a criteria dimension; ``filled``: the row's score, verdict and
+    comment cells."""
+    score, verdict, comment = filled
+    labels: list[HumanLabelRecord] = []
+    if dim_id not in dims:
+        raise InputError(f"{where(line, 'dimension')}: {dim_id!r} is not a dimension of the rubric "
+                         f"({', '.join(dims)})")
+    if verdict:
+        raise InputError(f"{where(line, HUMAN_VERDICT)}: {verdict!r} on a score row: a dimension takes a "
+                         f"score in {HUMAN_SCORE}; verdicts go on the deduction rows")
+    if score:
+        origin = _origin(origin_cell, where(line, SCORE_ORIGIN))
+        if _origin_word(score) == "accepted":
+            origin, score = "accepted", panel_cell
+            if not score:
+                raise InputError(f"{where(line, HUMAN_SCORE)}: accepts the panel's score, but the row's "
+                                 "panel_score is empty (no judge answered): write your own score")
+        value = _number(score, where(line, HUMAN_SCORE))
+        top, low = dims[dim_id].max, dims[dim_id].low
+        if not low <= value <= top:
+            raise InputError(f"{where(line, HUMAN_SCORE)}: {score} is outside {low:g}..{top:g} ({dim_id})")
+        anchors = dims[dim_id].anchors
+        if anchors and origin == "own" and value not in anchors:
+            raise InputError(f"{where(line, HUMAN_SCORE)}: {score} is not a level of {dim_id}: write one of "
+                             f"{', '.join(str(k) for k in sorted(anchors))}")
+        labels.append(HumanLabelRecord(case_id=case_id, dimension=dim_id, reviewer=name, kind="score",
+                                       value=value, source=source, origin=origin))
+    if comment:
+        labels.append(HumanLabelRecord(case_id=case_id, dimension=dim_id, reviewer=name, kind="comment",
+                                       comment=comment, source=source))
+    if crit_cells:
+        def crit_where(cid: str, line: int = line) -> str:
+            return where(line, CRITERION_PREFIX + cid)
+        labels += _criterion_labels(crit_cells, dims[dim_id], case_criteria, case_id, name,
+                                    source, crit_where)
+    return labels
 
 
 def _criterion_labels(given: Mapping[str, str], dim: Dimension, case_criteria: Sequence[Criterion] | None,
