@@ -1,4 +1,4 @@
-"""Issue 37, "clean text": `--help` of every command, and what the commands print on a non-terminal of 80 columns
+"""Clean text: `--help` of every command, and what the commands print on a non-terminal of 80 columns
 (a CI log, a pipe), read cleanly: no `<bool>` marker, no rich markup shown as text, no word broken across two lines,
 no table cell cut short."""
 

@@ -1,6 +1,6 @@
 """The fake server's prompt-sensitive judges (test equipment; tests/fake_server.py): one that misses a
 deduction type unless the prompt names it or shows an example of it, one biased towards longer records. They
-are test devices: these tests pin down what the issue-36 tests build on, through the real prompts and the real
+are test devices: these tests pin down what the quality-control tests build on, through the real prompts and the real
 LLM judge, so a prompt that names nothing extra is never taken for one that does."""
 
 from __future__ import annotations

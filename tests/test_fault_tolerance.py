@@ -43,7 +43,7 @@ N_CASES = 20
 RETRYABLE_STATUSES = {"429", "500", "503", "hang", "drop"}
 
 
-SERVER_MODEL = {**MODEL_OF, "judge-c": "fake-lenient"}  # and the third judge of the issue-12 storm
+SERVER_MODEL = {**MODEL_OF, "judge-c": "fake-lenient"}  # and the third judge of the fault storm
 
 
 def _key(model: str, case: str, dim: str) -> tuple[str, str, str]:
@@ -250,7 +250,7 @@ ISSUE_12_STORM: dict[str, Any] = dict(
 
 @pytest.mark.slow
 def test_fault_storm_fails_only_calls_that_ran_out_of_budget(tmp_path: Path, warm_litellm: None) -> None:
-    """Issue 12: a panel of 3 LLM judges (max_retries 4, max_reasks 2, timeout 10 s) under 20 % 429,
+    """The fault storm: a panel of 3 LLM judges (max_retries 4, max_reasks 2, timeout 10 s) under 20 % 429,
     10 % 5xx, 5 % hangs and 5 % bad replies. A failed call is one whose retries (5 retryable faults in a
     row on one ask) or re-asks (3 replies that did not validate) ran out, never one that still had
     some: a hang or a 5xx on a re-ask is retried like on a first ask. Before the fix, this run failed 4
@@ -287,7 +287,7 @@ def test_fault_storm_fails_only_calls_that_ran_out_of_budget(tmp_path: Path, war
     ok = [r for r in rows if r.status == "ok"]
     failed = [r for r in rows if r.status == "failed"]
     statuses = collections.Counter(str(e["status"]) for e in log)
-    print(f"\nissue-12 storm: {n} calls, {len(ok)} ok, {len(failed)} failed "
+    print(f"\nfault storm: {n} calls, {len(ok)} ok, {len(failed)} failed "
           f"{[(r.error_kind, r.attempts) for r in failed]}; {len(log)} HTTP requests {dict(statuses)}; {elapsed:.1f} s")
 
     assert n == N_CASES * 3 * 3 and len(ok) + len(failed) == n == len(rows) == progress.done

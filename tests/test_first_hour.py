@@ -1,4 +1,4 @@
-"""Issue 37's "Done when": installed from the wheel, in an empty folder, the bundled examples of all three kinds score
+"""The first hour: installed from the wheel, in an empty folder, the bundled examples of all three kinds score
 offline with a simulated panel; their reports show alpha with intervals, flagged cases and a review queue, and say
 "simulated" on the first screen (Debian's Chromium reads the pages).
 

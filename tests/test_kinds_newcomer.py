@@ -1,4 +1,4 @@
-"""Issue 24's "Done when": a rubric of each kind written from the README and docs alone (tests/data/kinds: an
+"""A newcomer's rubrics: one of each kind written from the README and docs alone (tests/data/kinds: an
 English radiology deductions rubric, a 5-attribute likert instrument, a criteria checklist) goes the whole way a
 user takes it: `score` with a panel of three judges (the fake server on 127.0.0.1), `audit`, a reviewer in the
 review app in Debian's Chromium, `reliability` and `report`, every page in English."""

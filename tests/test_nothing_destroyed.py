@@ -1,4 +1,4 @@
-"""Issue 34: outputs that never replace what they should not (special files, inputs), written through temporary
+"""docs/limits.md: outputs that never replace what they should not (special files, inputs), written through temporary
 files unique per process and writer. (The corpus entries are in tests/hostile_corpus.py, ``kept-*``.)"""
 
 from __future__ import annotations

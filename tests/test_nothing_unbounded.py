@@ -1,4 +1,4 @@
-"""Issue 34, "Done when": a 10 MB quote, a 1,000,000-character record and a template loop each finish or are
+"""docs/limits.md: a 10 MB quote, a 1,000,000-character record and a template loop each finish or are
 refused within 60 s of CPU and 1 GB. Each runs as a process of its own; its CPU time and peak memory are those
 the system accounted to it (os.wait4), not a wall-clock deadline (a generous liveness bound only catches a true
 hang, and says so)."""
@@ -126,7 +126,7 @@ def test_a_bootstrap_too_large_to_hold_is_computed_a_chunk_at_a_time(tmp_path: P
 
 
 def test_a_providers_negative_or_odd_token_counts_count_zero() -> None:
-    """Issue 34: negative token counts from a provider were stored as they came (and made negative costs)."""
+    """Negative token counts from a provider were once stored as they came (and made negative costs)."""
     from types import SimpleNamespace
 
     from consensus_eval.judges.llm import cached_tokens, token_count

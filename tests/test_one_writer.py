@@ -1,4 +1,4 @@
-"""Issue 34: one writer per run. A command that writes a run holds its lock; a second writer is refused at once
+"""docs/limits.md, 'One writer per run'. A command that writes a run holds its lock; a second writer is refused at once
 naming the holder (exit 6, nothing written) or waits with --wait-lock; a damaged store is never written."""
 
 from __future__ import annotations

@@ -345,7 +345,7 @@ def test_a_hidden_rate_per_minute_is_learned_at_the_first_429(seed: int) -> None
 
 def test_through_the_judge_layer_a_hidden_limit_is_met_politely_from_the_first_minute(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """Issue 38's targets through the judge layer itself (LLMJudge.judge: litellm, instructor, the pacing and
+    """The pacing's targets through the judge layer itself (LLMJudge.judge: litellm, instructor, the pacing and
     the retries with the provider's Retry-After; the runner's 256 workers per judge), on simulated time:
     two judges, 240 calls each to completion, against a provider that takes 60 requests per judge in any
     sliding minute (each request reaching it up to 50 ms after it was sent): at most 5 % of the requests

@@ -1,4 +1,4 @@
-"""Issue 37, part 2: a rubric reference says what it loads. A name (``pdqi9``) is always the bundled rubric, whatever
+"""A rubric reference says what it loads. A name (``pdqi9``) is always the bundled rubric, whatever
 the working directory holds; a path (a separator or a ``.yaml`` suffix) is a file; a name that a rubric file in the
 working directory also answers to is refused, naming both."""
 

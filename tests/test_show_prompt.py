@@ -1,4 +1,4 @@
-"""Issue 37, part 3: `score --dry-run --show-prompt CASE[:DIMENSION]` prints what each judge would send, response
+"""`score --dry-run --show-prompt CASE[:DIMENSION]` prints what each judge would send, response
 schema included, and that is exactly what a provider receives for that call (respx captures the bodies)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 37, part 1: the ``simulated`` judge, a demo device for trying the tool offline. Seeded personas read the
+"""The ``simulated`` judge (docs/judges.md), a demo device for trying the tool offline. Seeded personas read the
 case itself and return the typed judgment an LLM would, for every rubric kind; the offline example configs score
 the bundled examples of all three kinds with a panel, and every output labels the judges simulated."""
 

@@ -426,7 +426,7 @@ def test_the_chinese_report_shows_no_english_word(two_systems: Path) -> None:
 
 
 def test_detection_on_real_records_beside_the_planted_errors(two_systems: Path) -> None:
-    """Issue 23 part 6: recall and precision on the run's own records come from the clinicians' verdicts and
+    """Recall and precision on the run's own records come from the clinicians' verdicts and
     additions on the random spot check (cases as units), and the calibration section sets them beside the
     planted-error figures."""
     from consensus_eval import api

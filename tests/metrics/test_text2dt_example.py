@@ -1,4 +1,4 @@
-"""Issue 37, part 4: the Text2DT example shipped in examples/text2dt/ scores to its documented output
+"""The Text2DT example shipped in examples/text2dt/ scores to its documented output
 (examples/text2dt/expected.json, docs/metrics.md), which is the organisers' published result for the task
 description's worked example whose shape it has."""
 
