@@ -43,7 +43,7 @@ N_CASES = 20
 RETRYABLE_STATUSES = {"429", "500", "503", "hang", "drop"}
 
 
-SERVER_MODEL = {**MODEL_OF, "judge-c": "fake-lenient"}  # and the third judge of the fault storm
+SERVER_MODEL = {**MODEL_OF, "judge-c": "fake-lenient"}  # and the third judge of the 3-judge fault storm
 
 
 def _key(model: str, case: str, dim: str) -> tuple[str, str, str]:
@@ -287,7 +287,7 @@ def test_fault_storm_fails_only_calls_that_ran_out_of_budget(tmp_path: Path, war
     ok = [r for r in rows if r.status == "ok"]
     failed = [r for r in rows if r.status == "failed"]
     statuses = collections.Counter(str(e["status"]) for e in log)
-    print(f"\nfault storm: {n} calls, {len(ok)} ok, {len(failed)} failed "
+    print(f"\nfault storm, 3 judges: {n} calls, {len(ok)} ok, {len(failed)} failed "
           f"{[(r.error_kind, r.attempts) for r in failed]}; {len(log)} HTTP requests {dict(statuses)}; {elapsed:.1f} s")
 
     assert n == N_CASES * 3 * 3 and len(ok) + len(failed) == n == len(rows) == progress.done
