@@ -114,6 +114,32 @@ def test_agreement_figures_by_hand() -> None:
     assert pearson([1, 1, 1], [1, 2, 3]) is None
 
 
+def test_spearman_is_scipys_with_ties_and_the_ranks_it_replaced() -> None:
+    from scipy.stats import spearmanr
+
+    def by_hand(x: np.ndarray) -> np.ndarray:   # the average ranks agreement.py computed before scipy's rankdata
+        order = np.argsort(x, kind="mergesort")
+        ranks, sx, i = np.empty(x.size), x[order], 0
+        while i < x.size:
+            j = i
+            while j + 1 < x.size and sx[j + 1] == sx[i]:
+                j += 1
+            ranks[order[i:j + 1]] = (i + j) / 2 + 1
+            i = j + 1
+        return ranks
+
+    rng = np.random.default_rng(7)
+    for n in (3, 5, 30, 200):
+        for _ in range(20):
+            x, y = rng.integers(0, 6, n).astype(float), rng.integers(0, 6, n).astype(float)   # many ties
+            rho = spearman(x, y)
+            if rho is None:
+                assert x.std() == 0 or y.std() == 0
+                continue
+            assert rho == pytest.approx(float(spearmanr(x, y).statistic), abs=1e-12)
+            assert rho == pearson(by_hand(x), by_hand(y))                        # bit for bit: outputs unchanged
+
+
 def test_reliability_cli_reproduces_the_published_example(tmp_path: Path) -> None:
     lines = ["unit,rater,value"]
     for r, row in enumerate(EXAMPLE):

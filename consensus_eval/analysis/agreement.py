@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 from pydantic import BaseModel
+from scipy.stats import rankdata
 
 from consensus_eval._errors import InputError
 from consensus_eval.analysis.alpha import DEFAULT_SEED, Alpha
@@ -34,27 +35,13 @@ def pearson(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray) ->
     return float(np.corrcoef(a, b)[0, 1])
 
 
-def _ranks(x: np.ndarray) -> np.ndarray:
-    """Ranks with ties sharing their average rank (1-based)."""
-    order = np.argsort(x, kind="mergesort")
-    ranks = np.empty(x.size)
-    sorted_x = x[order]
-    i = 0
-    while i < x.size:
-        j = i
-        while j + 1 < x.size and sorted_x[j + 1] == sorted_x[i]:
-            j += 1
-        ranks[order[i:j + 1]] = (i + j) / 2 + 1
-        i = j + 1
-    return ranks
-
-
 def spearman(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray) -> float | None:
-    """Spearman's rho (Pearson on average ranks); None with fewer than 3 pairs or a constant side."""
+    """Spearman's rho (Pearson on average ranks, scipy's ``rankdata``: ties share their average rank, as
+    ``scipy.stats.spearmanr`` ranks them); None with fewer than 3 pairs or a constant side."""
     a, b = np.asarray(x, float), np.asarray(y, float)
     if a.size < 3:
         return None
-    return pearson(_ranks(a), _ranks(b))
+    return pearson(rankdata(a), rankdata(b))
 
 
 class Agreement(BaseModel):
