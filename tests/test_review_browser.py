@@ -167,6 +167,32 @@ def leave_while_saving(page: Page, url: str, dialogs: list[str]) -> None:
         page.goto(url)
 
 
+def settled_goto(page: Page, url: str | None) -> None:
+    """Go to ``url`` (None: reload) and wait until the page has re-sent what an earlier visit left unsaved in
+    this browser. review.js keeps each write in localStorage until its reply comes; one sent as the page went
+    away (keepalive) is never answered to that page, so the next visit sends it again, and may reload itself
+    once one is applied. On a loaded machine that reload can abort the test's own navigation
+    (net::ERR_ABORTED): the navigation is then made again, so the test still ends on ``url``."""
+    from playwright.sync_api import Error as PlaywrightError
+
+    for attempt in range(5):
+        try:
+            page.reload() if url is None else page.goto(url)
+            break
+        except PlaywrightError as e:
+            if "ERR_ABORTED" not in str(e) or attempt == 4:
+                raise
+            page.wait_for_load_state("load")
+    for _ in range(600):   # a count of looks, each after a 100 ms pause: a hang bound, not a deadline
+        try:
+            if page.evaluate("() => !Object.keys(localStorage).some((k) => k.startsWith('ce-unsaved:'))"):
+                break
+        except PlaywrightError:   # the page reloaded itself while it was looked at
+            pass
+        page.wait_for_timeout(100)
+    page.wait_for_load_state("load")
+
+
 def fill_scores(page: Page, scores: dict[str, str]) -> None:
     """Type a score in each dimension's field and leave it (Tab), as a reviewer does: each one saves."""
     for dim, value in scores.items():
@@ -283,8 +309,8 @@ def test_review_in_the_browser(run_dir: Path, tmp_path: Path) -> None:
                     and lb.kind == "comment"] == ["离开前输入"]
 
             # ---- reload: everything is still there, and in the store
-            page.goto(base + "/case/2")
-            page.reload()
+            settled_goto(page, base + "/case/2")
+            settled_goto(page, None)
             ded = page.locator("article.ded").first
             expect(ded.locator("button[data-verdict=disagree]")).to_have_attribute("aria-pressed", "true")
             expect(ded.locator(".ded-comment")).to_have_value("证据不足 <b>not bold</b>")
@@ -295,7 +321,7 @@ def test_review_in_the_browser(run_dir: Path, tmp_path: Path) -> None:
             expect(page.locator("#dim-accuracy .score-note")).to_have_text("yours, saved")
             expect(page.locator("#dim-completeness .score-note")).to_have_text(
                 "the panel's, accepted by you (not counted as your own score)")
-            page.goto(base + "/case/1")
+            settled_goto(page, base + "/case/1")
             expect(page.locator("article.ded").first.locator("button[data-verdict=agree]")).to_have_attribute(
                 "aria-pressed", "true")
             alice = labels(run_dir, "alice")
