@@ -34,8 +34,9 @@ from typing import Literal
 
 from consensus_eval._errors import InputError
 from consensus_eval.domain.cases import Case
+from consensus_eval.domain.rubric import Rubric
 from consensus_eval.execution.labels import LabelEvent
-from consensus_eval.execution.store import Store, StoredCall
+from consensus_eval.execution.store import SpotCheckRecord, Store, StoredCall
 from consensus_eval.execution.stored_run import read_stored
 
 #: the label kinds whose ``deduction_id`` names a judge's deduction (``{request_hash}#d{i}`` / ``#p{i}``)
@@ -120,52 +121,19 @@ def copy_labels(source: Store, target: Store, source_name: str) -> CopyReport:
     ``source_name``: the source run's folder as the copied events name it. Raises :class:`InputError`, storing
     nothing, when the runs are not runs of the same cases and rubric, or their spot checks differ."""
     src, dst = read_stored(source, replies=False), read_stored(target, replies=False)
-    dims_a, dims_b = [d.id for d in src.rubric.dimensions], [d.id for d in dst.rubric.dimensions]
-    if dims_a != dims_b:
-        raise InputError(f"{source_name} and {target.path.parent} use different rubrics ({src.rubric.id}: "
-                         f"{', '.join(dims_a)}; {dst.rubric.id}: {', '.join(dims_b)}): labels of one do not describe "
-                         "the other's scores; copy labels between runs of the same rubric")
+    _check_rubrics(src.rubric, dst.rubric, source_name, target)
     report = CopyReport(source=source_name)
     events = source.label_events()
     mine = {c.id: c for c in dst.cases}
     theirs = {c.id: c for c in src.cases}
     labelled = list(dict.fromkeys(ev.case_id for ev in events))
     report.not_in_target = [c for c in labelled if c not in mine]
-    changed = [c for c in labelled if c in mine and c in theirs and content(mine[c]) != content(theirs[c])]
-    if changed:
-        raise InputError(f"{target.path.parent}: {len(changed)} labelled case(s) of {source_name} have another "
-                         f"content here (conversation, record or criteria): {names(changed)}; their labels describe "
-                         "the other text, so nothing was copied. Score the same cases, or give a changed case a new id")
+    _check_same_content(labelled, mine, theirs, source_name, target)
     sample, have = source.spot_checks(), target.spot_checks()
-    if sample and have and [(r.case_id, r.part) for r in have] != [(r.case_id, r.part) for r in sample]:
-        raise InputError(f"{target.path.parent}: it has a spot check of its own ({len(have)} cases, seed "
-                         f"{have[0].seed}) that is not {source_name}'s ({len(sample)} cases, seed {sample[0].seed}); "
-                         "one run has one sample, so nothing was copied. Copy into a run without a spot check")
-    if sample and any(r.case_id not in mine for r in sample):
-        missing = [r.case_id for r in sample if r.case_id not in mine]
-        raise InputError(f"{target.path.parent}: {len(missing)} case(s) of {source_name}'s spot check are not in this "
-                         f"run: {names(missing)}; nothing was copied. Score the same cases")
-    ours = _Deductions(src.records)
-    there = _Deductions(dst.records)
+    _check_spot_checks(sample, have, mine, source_name, target)
     done = {(ev.copied_from, ev.copied_seq) for ev in target.label_events() if ev.copied_from is not None}
-    out: list[LabelEvent] = []
-    lost: dict[tuple[str, str, str], int] = {}
-    for ev in events:
-        if ev.case_id not in mine:
-            continue
-        origin = (ev.copied_from, ev.copied_seq) if ev.copied_from is not None else (source_name, ev.seq)
-        if origin in done:
-            report.already += 1
-            continue
-        deduction_id = ev.deduction_id
-        if ev.kind in _ON_DEDUCTIONS and deduction_id and _DEDUCTION_ID.match(deduction_id):
-            item = ours.item.get((ev.case_id, deduction_id))
-            deduction_id = ours.carried(item, ev.case_id, ev.dimension or "", there)
-            if deduction_id is None:
-                key = (ev.case_id, ev.dimension or "", item[1] if item else "?")
-                lost[key] = lost.get(key, 0) + 1
-                continue
-        out.append(replace(ev, seq=0, deduction_id=deduction_id, copied_from=origin[0], copied_seq=origin[1]))
+    out, lost, report.already = _carried_events(events, mine, done, source_name, _Deductions(src.records),
+                                                _Deductions(dst.records))
     report.not_comparable = [NotComparable(c, d, t, n) for (c, d, t), n in lost.items()]
     report.copied = len(out)
     report.cases = len({ev.case_id for ev in out})
@@ -178,6 +146,65 @@ def copy_labels(source: Store, target: Store, source_name: str) -> CopyReport:
     looks = source.heldout_looks()
     report.looks = target.add_heldout_looks(looks) if looks else 0
     return report
+
+
+def _check_rubrics(a: Rubric, b: Rubric, source_name: str, target: Store) -> None:
+    """Raise :class:`InputError` unless the two runs' rubrics have the same dimensions."""
+    dims_a, dims_b = [d.id for d in a.dimensions], [d.id for d in b.dimensions]
+    if dims_a != dims_b:
+        raise InputError(f"{source_name} and {target.path.parent} use different rubrics ({a.id}: "
+                         f"{', '.join(dims_a)}; {b.id}: {', '.join(dims_b)}): labels of one do not describe "
+                         "the other's scores; copy labels between runs of the same rubric")
+
+
+def _check_same_content(labelled: list[str], mine: dict[str, Case], theirs: dict[str, Case], source_name: str,
+                        target: Store) -> None:
+    """Raise :class:`InputError` when a labelled case has another content in the target than in the source."""
+    changed = [c for c in labelled if c in mine and c in theirs and content(mine[c]) != content(theirs[c])]
+    if changed:
+        raise InputError(f"{target.path.parent}: {len(changed)} labelled case(s) of {source_name} have another "
+                         f"content here (conversation, record or criteria): {names(changed)}; their labels describe "
+                         "the other text, so nothing was copied. Score the same cases, or give a changed case a new id")
+
+
+def _check_spot_checks(sample: list[SpotCheckRecord], have: list[SpotCheckRecord], mine: dict[str, Case],
+                       source_name: str, target: Store) -> None:
+    """Raise :class:`InputError` when the target has another spot check, or lacks a case of the source's."""
+    if sample and have and [(r.case_id, r.part) for r in have] != [(r.case_id, r.part) for r in sample]:
+        raise InputError(f"{target.path.parent}: it has a spot check of its own ({len(have)} cases, seed "
+                         f"{have[0].seed}) that is not {source_name}'s ({len(sample)} cases, seed {sample[0].seed}); "
+                         "one run has one sample, so nothing was copied. Copy into a run without a spot check")
+    if sample and any(r.case_id not in mine for r in sample):
+        missing = [r.case_id for r in sample if r.case_id not in mine]
+        raise InputError(f"{target.path.parent}: {len(missing)} case(s) of {source_name}'s spot check are not in this "
+                         f"run: {names(missing)}; nothing was copied. Score the same cases")
+
+
+def _carried_events(events: Sequence[LabelEvent], mine: dict[str, Case], done: set[tuple[str, int | None]],
+                    source_name: str, ours: _Deductions, there: _Deductions
+                    ) -> tuple[list[LabelEvent], dict[tuple[str, str, str], int], int]:
+    """The source's events as the target's (verdicts on deductions carried to the target's deductions), the
+    verdicts that found no deduction to go to (per case, dimension and type), and how many were already copied."""
+    out: list[LabelEvent] = []
+    lost: dict[tuple[str, str, str], int] = {}
+    already = 0
+    for ev in events:
+        if ev.case_id not in mine:
+            continue
+        origin = (ev.copied_from, ev.copied_seq) if ev.copied_from is not None else (source_name, ev.seq)
+        if origin in done:
+            already += 1
+            continue
+        deduction_id = ev.deduction_id
+        if ev.kind in _ON_DEDUCTIONS and deduction_id and _DEDUCTION_ID.match(deduction_id):
+            item = ours.item.get((ev.case_id, deduction_id))
+            deduction_id = ours.carried(item, ev.case_id, ev.dimension or "", there)
+            if deduction_id is None:
+                key = (ev.case_id, ev.dimension or "", item[1] if item else "?")
+                lost[key] = lost.get(key, 0) + 1
+                continue
+        out.append(replace(ev, seq=0, deduction_id=deduction_id, copied_from=origin[0], copied_seq=origin[1]))
+    return out, lost, already
 
 
 def folder_name(folder: str | Path) -> str:
