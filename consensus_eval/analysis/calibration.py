@@ -359,49 +359,17 @@ def calibrate(suite: Sequence[SuiteCase], results: Results, ground: Grounder,
     """
     rubric = results.rubric
     by_id = {sc.case.id: _Case(sc, rubric, ground) for sc in suite}
-    # (case, judge, run) -> dimension -> judgment; (case, judge, run, dim) -> re-derived score
-    got: dict[tuple[str, str, int], dict[str, AnyJudgment]] = defaultdict(dict)
-    scores: dict[tuple[str, str, int, str], float] = {}
-    runs_of: dict[str, set[int]] = defaultdict(set)
-    costs: dict[str, list[float | None]] = defaultdict(list)
-    for r in results.records:
-        if r.case_id not in by_id:
-            continue
-        runs_of[r.judge].add(r.run)
-        if r.run == 0:
-            costs[r.judge].append(r.cost)
-        if r.status == "ok" and r.judgment is not None:
-            got[(r.case_id, r.judge, r.run)][r.dimension] = r.judgment
-            scores[(r.case_id, r.judge, r.run, r.dimension)] = results.scores[r.request_hash].score
+    got, scores, runs_of, costs = _collect(results, by_id)
     quorum = results.config.consensus.min_judges
     judges = list(results.judges)
     found: dict[tuple[str, int], Found] = {}
     report_judges: dict[str, JudgeCalibration] = {}
     for judge in judges:
         for run in sorted(runs_of[judge]) or [0]:
-            f: Found = {}
-            for cid, c in by_id.items():
-                js = got.get((cid, judge, run), {})
-                for i, e in enumerate(c.sc.expected):
-                    j = js.get(e.dimension)
-                    if j is None:
-                        f[(cid, i)] = None
-                        continue
-                    hits = [c.hit(item, i) for item in _items([j])]
-                    f[(cid, i)] = (any(h[0] for h in hits), any(h[1] for h in hits))
-            found[(judge, run)] = f
+            found[(judge, run)] = _found(by_id, got, judge, run)
         report_judges[judge] = _judge_figures(judge, by_id, got, scores, found, sorted(runs_of[judge]) or [0], rubric,
                                               _cost(costs.get(judge, [])))
-    # the panel: found when at least `quorum` judges (first run) find it
-    panel_found: Found = {}
-    for cid, c in by_id.items():
-        for i in range(len(c.sc.expected)):
-            votes = [found[(j, 0)].get((cid, i)) for j in judges if (j, 0) in found]
-            judged = [v for v in votes if v is not None]
-            if len(judged) < quorum:
-                panel_found[(cid, i)] = None  # too few judges answered: the panel has no verdict (inconclusive)
-                continue
-            panel_found[(cid, i)] = (sum(v[0] for v in judged) >= quorum, sum(v[1] for v in judged) >= quorum)
+    panel_found = _panel_found(by_id, found, judges, quorum)
     costs_all = [x for j in judges for x in costs.get(j, [])]
     report_judges[PANEL] = _panel_figures(by_id, results, got, judges, panel_found, rubric, _cost(costs_all))
     best, excluded = choose_best({j: report_judges[j] for j in judges})
@@ -409,10 +377,7 @@ def calibrate(suite: Sequence[SuiteCase], results: Results, ground: Grounder,
     bv = report_judges[best].overall.found.value if best is not None else None
     gain = pv - (bv or 0.0) if best is not None and pv is not None else None
     planted = [c for c in by_id.values() if not c.sc.clean]
-    edits_by_type: dict[str, set[tuple[object, ...]]] = defaultdict(set)
-    for c in planted:
-        for e, key in zip(c.sc.expected, c.edits, strict=True):
-            edits_by_type[e.type].add(key)
+    edits_by_type = _edits_by_type(planted)
     needed = needed_to_separate()
     rep = CalibrationReport(
         suite_cases=len(suite), planted=len(planted), clean=len(by_id) - len(planted),
@@ -426,6 +391,67 @@ def calibrate(suite: Sequence[SuiteCase], results: Results, ground: Grounder,
         small_types={t: len(v) for t, v in sorted(edits_by_type.items()) if len(v) < needed}, source=source)
     rep.recommendation = recommend(rep)
     return rep
+
+
+def _collect(results: Results, by_id: dict[str, _Case]
+             ) -> tuple[dict[tuple[str, str, int], dict[str, AnyJudgment]], dict[tuple[str, str, int, str], float],
+                        dict[str, set[int]], dict[str, list[float | None]]]:
+    """The suite cases' records of ``results``: (case, judge, run) -> dimension -> judgment; (case, judge, run,
+    dim) -> re-derived score; each judge's runs; each judge's costs (first run)."""
+    got: dict[tuple[str, str, int], dict[str, AnyJudgment]] = defaultdict(dict)
+    scores: dict[tuple[str, str, int, str], float] = {}
+    runs_of: dict[str, set[int]] = defaultdict(set)
+    costs: dict[str, list[float | None]] = defaultdict(list)
+    for r in results.records:
+        if r.case_id not in by_id:
+            continue
+        runs_of[r.judge].add(r.run)
+        if r.run == 0:
+            costs[r.judge].append(r.cost)
+        if r.status == "ok" and r.judgment is not None:
+            got[(r.case_id, r.judge, r.run)][r.dimension] = r.judgment
+            scores[(r.case_id, r.judge, r.run, r.dimension)] = results.scores[r.request_hash].score
+    return got, scores, runs_of, costs
+
+
+def _found(by_id: dict[str, _Case], got: dict[tuple[str, str, int], dict[str, AnyJudgment]], judge: str,
+           run: int) -> Found:
+    """Which planted errors ``judge``'s run ``run`` found (and with the type matched)."""
+    f: Found = {}
+    for cid, c in by_id.items():
+        js = got.get((cid, judge, run), {})
+        for i, e in enumerate(c.sc.expected):
+            j = js.get(e.dimension)
+            if j is None:
+                f[(cid, i)] = None
+                continue
+            hits = [c.hit(item, i) for item in _items([j])]
+            f[(cid, i)] = (any(h[0] for h in hits), any(h[1] for h in hits))
+    return f
+
+
+def _panel_found(by_id: dict[str, _Case], found: dict[tuple[str, int], Found], judges: list[str],
+                 quorum: int) -> Found:
+    """The panel: found when at least ``quorum`` judges (first run) find it."""
+    panel_found: Found = {}
+    for cid, c in by_id.items():
+        for i in range(len(c.sc.expected)):
+            votes = [found[(j, 0)].get((cid, i)) for j in judges if (j, 0) in found]
+            judged = [v for v in votes if v is not None]
+            if len(judged) < quorum:
+                panel_found[(cid, i)] = None  # too few judges answered: the panel has no verdict (inconclusive)
+                continue
+            panel_found[(cid, i)] = (sum(v[0] for v in judged) >= quorum, sum(v[1] for v in judged) >= quorum)
+    return panel_found
+
+
+def _edits_by_type(planted: list[_Case]) -> dict[str, set[tuple[object, ...]]]:
+    """The distinct edits of each error type planted in ``planted``."""
+    edits_by_type: dict[str, set[tuple[object, ...]]] = defaultdict(set)
+    for c in planted:
+        for e, key in zip(c.sc.expected, c.edits, strict=True):
+            edits_by_type[e.type].add(key)
+    return edits_by_type
 
 
 def _cost(costs: Sequence[float | None]) -> float | None:
