@@ -64,49 +64,67 @@ def check_numbers(doc: Doc) -> Iterator[Finding]:
     pool = _Candidates(conv, used)
     said_by = _ConvValues(doc, conv)
     rec_anchors = Anchors(doc.rec)
+    for r in rec:
+        yield from _record_value(doc, r, conv_numbers, conv_values, said_by, pool, rec_anchors)
+    yield from _missing_values(doc, rec, conv, used, rec_numbers)
+
+
+def _record_value(doc: Doc, r: Measure, conv_numbers: Numbers, conv_values: _Values, said_by: _ConvValues,
+                  pool: _Candidates, rec_anchors: Anchors) -> Iterator[Finding]:
+    """The unit and value errors of the record's value ``r`` against the conversation."""
 
     def said(v: float) -> bool:
         return conv_numbers.has_close(v, 0.051)
 
-    for r in rec:
-        span = ("record", r.start, r.end)
-        unit_said = said_by.unit_said(r)
-        if unit_said is not None:
-            yield Finding("unit_error", doc.rq(r.start, r.end),
-                          f"对话中{r.label}为{r.num}{unit_said}，病历记为{r.num}{r.unit}", span)
-        elif r.unit_bad:
-            yield Finding("unit_error", doc.rq(r.start, r.end), f"{r.label}{r.num}的单位错误", span)
-        if r.threshold:
-            continue
-        if (r.unit_bad or unit_said is not None) and said(to_number(r.num) or -1.0):
-            continue  # the conversation's number with a wrong unit: one error, not also a value error
-        values = r.value if isinstance(r.value, tuple) else (r.value,)
-        # said somewhere: for a kind the conversation gives values of, said as one of them
-        if conv_values.has_same(r) or said_by.holds(r) or (all(said(v) for v in values) and (
-                not said_by.pinned(r.kind) or said_by.accepts(r))):
-            # the value is the conversation's, but of another time point than the record says
-            when = rec_anchors.at(r.end, doc.rec_sentences.start(r.start))
-            now = said_by.other_time(r, when)
-            if now is None:
-                continue
-            if when is not None and when.startswith("date:"):
-                y, _, mo = when[5:].partition("-")
-                date = f"{y}年" + (f"{mo}月" if mo != "0" else "")
-                reason = f"对话中{date}{now.label}为{now.num}，病历记为{r.num}（{r.num}为对话中其他时间的值）"
-            else:
-                where, other = ("本次", "此前") if when == PRESENT else ("此前", "本次")
-                reason = f"对话中{where}{now.label}为{now.num}，病历记为{r.num}（{r.num}为对话中{other}的值）"
-            yield Finding("value_error", doc.rq(r.start, r.end), reason, span)
-            continue
-        best = pool.take(r)
-        if best is not None:
-            reason = f"对话中{best.label}为{best.num}，病历记为{r.num}"
-            elsewhere = said_by.measure_with(r.value)
-            if elsewhere is not None and elsewhere.kind != r.kind:
-                reason += f"（{r.num}为对话中{elsewhere.label}的值）"
-        else:
-            reason = f"对话中未提及{r.label}{r.num}"
-        yield Finding("value_error", doc.rq(r.start, r.end), reason, span)
+    span = ("record", r.start, r.end)
+    unit_said = said_by.unit_said(r)
+    if unit_said is not None:
+        yield Finding("unit_error", doc.rq(r.start, r.end),
+                      f"对话中{r.label}为{r.num}{unit_said}，病历记为{r.num}{r.unit}", span)
+    elif r.unit_bad:
+        yield Finding("unit_error", doc.rq(r.start, r.end), f"{r.label}{r.num}的单位错误", span)
+    if r.threshold:
+        return
+    if (r.unit_bad or unit_said is not None) and said(to_number(r.num) or -1.0):
+        return  # the conversation's number with a wrong unit: one error, not also a value error
+    values = r.value if isinstance(r.value, tuple) else (r.value,)
+    # said somewhere: for a kind the conversation gives values of, said as one of them
+    if conv_values.has_same(r) or said_by.holds(r) or (all(said(v) for v in values) and (
+            not said_by.pinned(r.kind) or said_by.accepts(r))):
+        yield from _other_time(doc, r, said_by, rec_anchors, span)
+        return
+    best = pool.take(r)
+    if best is not None:
+        reason = f"对话中{best.label}为{best.num}，病历记为{r.num}"
+        elsewhere = said_by.measure_with(r.value)
+        if elsewhere is not None and elsewhere.kind != r.kind:
+            reason += f"（{r.num}为对话中{elsewhere.label}的值）"
+    else:
+        reason = f"对话中未提及{r.label}{r.num}"
+    yield Finding("value_error", doc.rq(r.start, r.end), reason, span)
+
+
+def _other_time(doc: Doc, r: Measure, said_by: _ConvValues, rec_anchors: Anchors,
+                span: tuple[str, int, int]) -> Iterator[Finding]:
+    """A value error when the record's value ``r`` is the conversation's, but of another time point than the
+    record says."""
+    when = rec_anchors.at(r.end, doc.rec_sentences.start(r.start))
+    now = said_by.other_time(r, when)
+    if now is None:
+        return
+    if when is not None and when.startswith("date:"):
+        y, _, mo = when[5:].partition("-")
+        date = f"{y}年" + (f"{mo}月" if mo != "0" else "")
+        reason = f"对话中{date}{now.label}为{now.num}，病历记为{r.num}（{r.num}为对话中其他时间的值）"
+    else:
+        where, other = ("本次", "此前") if when == PRESENT else ("此前", "本次")
+        reason = f"对话中{where}{now.label}为{now.num}，病历记为{r.num}（{r.num}为对话中{other}的值）"
+    yield Finding("value_error", doc.rq(r.start, r.end), reason, span)
+
+
+def _missing_values(doc: Doc, rec: list[Measure], conv: list[Measure], used: set[int],
+                    rec_numbers: Numbers) -> Iterator[Finding]:
+    """The conversation's values of a kind the record gives no value of, and whose number it does not hold."""
     rec_kinds = {r.kind for r in rec}
     reported: set[tuple[str, float | tuple[float, float]]] = set()
     for i, c in enumerate(conv):
