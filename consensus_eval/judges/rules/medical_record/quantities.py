@@ -417,55 +417,70 @@ def durations(text: str, lo: int = 0, hi: int | None = None) -> list[Duration]:
         k = bisect_right(ga_starts, m.start()) - 1
         if k >= 0 and m.start() < ga_ends[k]:
             continue
-        num, mid, unit, post = m.group("num"), m.group("mid"), m.group("unit"), m.group("post")
-        if re.fullmatch(r"\d{4}", num) or (unit in ("月", "日") and "个" not in mid
-                                            and _after_year_or_month(text, lo, m.start())):
-            continue  # calendar dates: 2019年, 2019年3月, 3月5日
-        if unit == "日" and m.start() > 0 and text[m.start() - 1] in "每今昨次":
-            continue
-        if unit in ("日", "天", "周") and _FREQUENCY_AFTER.match(text, m.end()):
-            continue  # 1日3次: a frequency
-        if m.start() > lo and text[m.start() - 1] == "每":
-            continue  # 每3个月, 每周: a period of something repeated, no time
-        if post == "半" and num in ("一", "1") and _RATE_AFTER.match(text, m.end() - 1):
-            continue  # 一天半包: half a pack a day, not a day and a half ago
-        rate = _RATE_AFTER.match(text, m.end())
-        if rate and (num in ("一", "1") or rate.group("n") in ("一", "1", "半")) \
-                and not _SPAN_BEFORE.search(text, max(lo, m.start() - 2), m.start()):
-            continue  # 一天吃一次, 一天打一针, 一日三餐, 三天打一次, 3个月查一次: a frequency, not one day ago
-        if unit == "月" and "个" not in mid and not post and _MONTH_DAY_AFTER.match(text, m.end()):
+        if not _is_duration(text, lo, m):
             continue
         base, factor = {"年": ("m", 12), "月": ("m", 1), "周": ("d", 7), "星期": ("d", 7), "天": ("d", 1),
-                        "日": ("d", 1)}[unit]
-        value = to_number(num) if num not in ("数", "几", "多") else None
-        if value is None and len(num) > 1 and num.endswith("多"):  # 十多年, 二十多天: 多 read with the number
-            value, mid = to_number(num[:-1]), "多" + mid
-        half = 0.5 if "半" in mid or post == "半" else 0.0
-        window: tuple[float, float] | None = None
-        start = m.start()
-        if value is None:
-            got = numeral_range(num)  # 七八年, 十四五天, 两三个月
-            if got is not None:
-                window = (got[0] * factor, (got[1] + half) * factor)
-        else:
-            value += half
-            before = _RANGE_BEFORE.search(text, max(lo, start - 12), start)  # 5-6年, 三到四年
-            low = to_number(before.group("lo")) if before else None
-            if before and low is not None and low < value:
-                window, value, start = (low * factor, value * factor), None, before.start()
-            elif "来" in mid:  # 十来年: about ten years, a year either way
-                window = ((value - 1) * factor, (value + 1) * factor)
-            elif _APPROX.search(mid + post):  # 3年多, 10余年: up to the next unit (ten units for a round ten)
-                step = 10 if value >= 10 and value % 10 == 0 else 1
-                window = (value * factor, (value + step) * factor)
-            else:
-                window = (value * factor, value * factor)
+                        "日": ("d", 1)}[m.group("unit")]
+        value, window, start = _value_window(text, lo, m, factor)
         out.append(Duration(base, None if value is None else value * factor, start, m.end(), text[start:m.end()],
                             window))
     for word, (base, value) in _RELATIVE_DAYS.items():
         for m in re.finditer(word, text[lo:hi]):
             out.append(Duration(base, value, lo + m.start(), lo + m.end(), word, (value, value)))
     return sorted(out, key=lambda d: d.start)
+
+
+def _is_duration(text: str, lo: int, m: re.Match[str]) -> bool:
+    """Whether the :data:`DURATION` match ``m`` is a duration: not a calendar date, a frequency, a period of
+    something repeated or a rate."""
+    num, mid, unit, post = m.group("num"), m.group("mid"), m.group("unit"), m.group("post")
+    if re.fullmatch(r"\d{4}", num) or (unit in ("月", "日") and "个" not in mid
+                                        and _after_year_or_month(text, lo, m.start())):
+        return False  # calendar dates: 2019年, 2019年3月, 3月5日
+    if unit == "日" and m.start() > 0 and text[m.start() - 1] in "每今昨次":
+        return False
+    if unit in ("日", "天", "周") and _FREQUENCY_AFTER.match(text, m.end()):
+        return False  # 1日3次: a frequency
+    if m.start() > lo and text[m.start() - 1] == "每":
+        return False  # 每3个月, 每周: a period of something repeated, no time
+    if post == "半" and num in ("一", "1") and _RATE_AFTER.match(text, m.end() - 1):
+        return False  # 一天半包: half a pack a day, not a day and a half ago
+    rate = _RATE_AFTER.match(text, m.end())
+    if rate and (num in ("一", "1") or rate.group("n") in ("一", "1", "半")) \
+            and not _SPAN_BEFORE.search(text, max(lo, m.start() - 2), m.start()):
+        return False  # 一天吃一次, 一天打一针, 一日三餐, 三天打一次, 3个月查一次: a frequency, not one day ago
+    return not (unit == "月" and "个" not in mid and not post and _MONTH_DAY_AFTER.match(text, m.end()))
+
+
+def _value_window(text: str, lo: int, m: re.Match[str], factor: int
+                  ) -> tuple[float | None, tuple[float, float] | None, int]:
+    """The duration ``m``'s value in its unit (None when only a window is known), its window in the base unit
+    (``factor`` base units a unit), and where it starts (a range's low end written before it)."""
+    num, mid, post = m.group("num"), m.group("mid"), m.group("post")
+    value = to_number(num) if num not in ("数", "几", "多") else None
+    if value is None and len(num) > 1 and num.endswith("多"):  # 十多年, 二十多天: 多 read with the number
+        value, mid = to_number(num[:-1]), "多" + mid
+    half = 0.5 if "半" in mid or post == "半" else 0.0
+    window: tuple[float, float] | None = None
+    start = m.start()
+    if value is None:
+        got = numeral_range(num)  # 七八年, 十四五天, 两三个月
+        if got is not None:
+            window = (got[0] * factor, (got[1] + half) * factor)
+    else:
+        value += half
+        before = _RANGE_BEFORE.search(text, max(lo, start - 12), start)  # 5-6年, 三到四年
+        low = to_number(before.group("lo")) if before else None
+        if before and low is not None and low < value:
+            window, value, start = (low * factor, value * factor), None, before.start()
+        elif "来" in mid:  # 十来年: about ten years, a year either way
+            window = ((value - 1) * factor, (value + 1) * factor)
+        elif _APPROX.search(mid + post):  # 3年多, 10余年: up to the next unit (ten units for a round ten)
+            step = 10 if value >= 10 and value % 10 == 0 else 1
+            window = (value * factor, (value + step) * factor)
+        else:
+            window = (value * factor, value * factor)
+    return value, window, start
 
 
 _APPROX = re.compile(r"[多余来+]")
