@@ -910,13 +910,13 @@ def _added_deductions(run: StoredRun, review: HumanReview, section: HumanAgreeme
         if pen is not None:
             category, name = PENALTY_CATEGORY, pen.name
         else:
-            try:
-                if dim is None:
-                    raise KeyError(type_id)
-                cat, typ = dim.find_type(type_id)
-                category, name = cat.name, typ.name
-            except KeyError:
-                category, name = "", type_id   # a type of another version of the rubric
+            category, name = "", type_id   # a type of another version of the rubric, unless the rubric has it
+            if dim is not None:
+                try:
+                    cat, typ = dim.find_type(type_id)
+                    category, name = cat.name, typ.name
+                except KeyError:
+                    pass
         by = [j for j in run.judges if j in answered.get((lb.case_id, dim_id), set())
               and type_id not in made.get((lb.case_id, dim_id, j), set())]
         for j in by:

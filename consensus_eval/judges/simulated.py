@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from consensus_eval._errors import InputError
+from consensus_eval._errors import InputError, JudgeError
 from consensus_eval.domain.cases import Case
 from consensus_eval.domain.config import SimulatedJudgeConfig
 from consensus_eval.domain.judgment import CallOutcome, CriterionVerdict, Deduction, Judgment, PenaltyHit
@@ -195,7 +195,7 @@ def _uniform(*parts: object) -> float:
     return int.from_bytes(digest, "big") / 2 ** 64
 
 
-class UnknownKind(ValueError):
+class UnknownKind(JudgeError, ValueError):
     """A dimension of a kind the simulated judge does not judge: its call fails (``local``)."""
 
 
