@@ -142,7 +142,9 @@ def test_the_team_changes_beside_a_running_review_server_and_ended_access_stores
         with Store.open_existing(run, read_only=True) as store:
             assert len(store.calls()) == calls and {r.name for r in store.reviewers()} == {"dr_bob", "dr_carol"}
         assert events(run) == 3
-    assert proc.returncode == 130   # stopped with Ctrl-C
+    # stopped with Ctrl-C: 130 when the signal ends the command, 0 when uvicorn's own handler caught it first and
+    # shut the server down cleanly (seen once in a full run at load ~10; test_review_browser accepts both too)
+    assert proc.returncode in (0, 130), proc.returncode
     assert not (run / LOCK_NAME).exists() and not (run / REVIEW_LOCK_NAME).exists()   # a run at rest has no lock
 
 
