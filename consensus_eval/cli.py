@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager, suppress
 from functools import wraps
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 import typer
 from rich.text import Text
@@ -16,6 +16,9 @@ from consensus_eval._errors import InputError, RunBusy
 from consensus_eval._gc import freeze_when_done
 from consensus_eval.domain.terminal import SafeConsole, guarded
 from consensus_eval.metrics.commands import metrics_app
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 app = typer.Typer(
     help="Score cases with a panel of judges and report how far to trust the result.",
@@ -608,7 +611,6 @@ def compare(
     clinicians, on labels no prompt was tuned on."""
     from consensus_eval import api
     from consensus_eval.analysis.compare import compare_runs, compare_systems, failed_conditions, parse_conditions
-    from consensus_eval.domain.writable import dumps_json
     from consensus_eval.output.report.i18n import default_lang, messages
     from consensus_eval.output.report.trust import comparison_block
     from consensus_eval.output.trust_console import print_block
@@ -636,23 +638,15 @@ def compare(
         b = api.load_run(run_b, n_boot=0, replies=False)
         comparison = compare_runs(a, b, str(run_a), str(run_b))
     reasons = failed_conditions(conditions, comparison)
-    if json_out:
-        print(dumps_json({**comparison.model_dump(mode="json"), "failed": reasons}, ensure_ascii=False, indent=2))
-    else:
+    if not json_out:
         print_block(out_console, comparison_block(comparison, a.rubric, messages(lang or default_lang(a.rubric))))
-    for reason in reasons:
-        err_console.print(Text.assemble(("fail-if:", "bold red"), " ", reason), highlight=False, soft_wrap=True)
-    if reasons:
-        raise typer.Exit(EXIT_CONDITION)
-    if conditions:
-        out_console.print(f"fail-if: no condition holds ({'; '.join(c.text for c in conditions)})", highlight=False)
+    _end_comparison(comparison, reasons, [c.text for c in conditions], json_out)
 
 
 def _compare_with_clinicians(run_a: Path, run_b: Path, fail_if: list[str], lang: str | None, json_out: bool) -> None:
     from consensus_eval import api
     from consensus_eval.analysis import heldout
     from consensus_eval.analysis.judge_validity import PANEL
-    from consensus_eval.domain.writable import dumps_json
     from consensus_eval.output.report.i18n import default_lang, messages
     from consensus_eval.output.report.qc import clinician_comparison_block
     from consensus_eval.output.trust_console import print_block
@@ -662,16 +656,24 @@ def _compare_with_clinicians(run_a: Path, run_b: Path, fail_if: list[str], lang:
     conditions = heldout.parse_conditions(fail_if, [*(d.id for d in rubric.dimensions), "total"], [*a.judges, PANEL])
     comparison = api.compare_against_clinicians(run_a, run_b, results_a=a)
     reasons = heldout.failed_conditions(conditions, comparison)
+    if not json_out:
+        print_block(out_console, clinician_comparison_block(comparison, rubric, messages(lang or default_lang(rubric))))
+    _end_comparison(comparison, reasons, [c.text for c in conditions], json_out)
+
+
+def _end_comparison(comparison: BaseModel, reasons: list[str], conditions: list[str], json_out: bool) -> None:
+    """A comparison's end, for both kinds of `compare`: its JSON (with the failed conditions) when asked for, then
+    each failed --fail-if condition on stderr and exit 5, or the line that none holds."""
+    from consensus_eval.domain.writable import dumps_json
+
     if json_out:
         print(dumps_json({**comparison.model_dump(mode="json"), "failed": reasons}, ensure_ascii=False, indent=2))
-    else:
-        print_block(out_console, clinician_comparison_block(comparison, rubric, messages(lang or default_lang(rubric))))
     for reason in reasons:
         err_console.print(Text.assemble(("fail-if:", "bold red"), " ", reason), highlight=False, soft_wrap=True)
     if reasons:
         raise typer.Exit(EXIT_CONDITION)
     if conditions:
-        out_console.print(f"fail-if: no condition holds ({'; '.join(c.text for c in conditions)})", highlight=False)
+        out_console.print(f"fail-if: no condition holds ({'; '.join(conditions)})", highlight=False)
 
 
 @app.command()
