@@ -12,7 +12,7 @@ import sqlite3
 import subprocess
 import sys
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
@@ -79,6 +79,33 @@ judges:
     output_cost_per_token: {PRICE_OUT}
 """, encoding="utf-8")
     return path
+
+
+#: a process that holds a run's lock as NAME in MODE (``run_lock``) until its standard input closes
+_LOCK_HOLDER = ("import sys; from consensus_eval.execution.lock import run_lock\n"
+                "with run_lock(sys.argv[1], sys.argv[2], mode=sys.argv[3]):\n"
+                "    print('held', flush=True)\n"
+                "    sys.stdin.read()\n")
+
+
+@contextlib.contextmanager
+def lock_held_elsewhere(run: Path, name: str, mode: str = "exclusive") -> Iterator[subprocess.Popen[str]]:
+    """Another process holding ``run``'s lock for the block, as the command ``name`` in ``mode`` (exclusive, review,
+    team): the process, which lets go when its standard input is closed (at the block's end at the latest).
+
+    Args:
+        run: the run folder.
+        name: the command the lock's holder is named as in messages (e.g. ``test holder``).
+        mode: the lock's mode (:data:`consensus_eval.execution.lock.Mode`).
+    """
+    proc = subprocess.Popen([sys.executable, "-c", _LOCK_HOLDER, str(run), name, mode], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[1])
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == "held\n"
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.communicate("")
 
 
 def cli_command() -> list[str]:

@@ -9,7 +9,6 @@ import shutil
 import signal
 import sqlite3
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -24,17 +23,10 @@ from consensus_eval.execution.store import STORE_NAME, Store
 from tests.bad_input_harness import EXAMPLES, scored_run_in
 from tests.cli_zygote import Zygote
 from tests.fake_server import FakeConfig, FakeServer
-from tests.helpers import cli_run
+from tests.helpers import cli_run, lock_held_elsewhere
 
 ROOT = Path(__file__).resolve().parents[1]
 SHEET = "case_id,accuracy,completeness,standardization\ncase-01,30,30,20\n"
-#: a process that holds a run's lock as `test holder` until its standard input closes
-HOLDER = ("import sys; from consensus_eval.execution.lock import run_lock\n"
-          "with run_lock(sys.argv[1], 'test holder'):\n"
-          "    print('held', flush=True)\n"
-          "    sys.stdin.read()\n")
-
-
 @pytest.fixture(scope="module")
 def scored(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return scored_run_in(tmp_path_factory.mktemp("one-writer"))
@@ -49,12 +41,8 @@ def run(scored: Path, tmp_path: Path) -> Path:
 @pytest.fixture
 def held(run: Path) -> Iterator[subprocess.Popen[str]]:
     """Another process holding the run's lock (`test holder`) for the test's duration."""
-    proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(run)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            text=True, cwd=ROOT)
-    assert proc.stdout is not None and proc.stdout.readline() == "held\n"
-    yield proc
-    if proc.poll() is None:
-        proc.communicate("")
+    with lock_held_elsewhere(run, "test holder") as proc:
+        yield proc
 
 
 def labels(run: Path) -> int:

@@ -25,16 +25,9 @@ from consensus_eval.execution.labels import Change, LabelRefused
 from consensus_eval.execution.lock import LOCK_NAME, REVIEW_LOCK_NAME, TEAM_CHANGE, Mode, RunBusy, acquire, release
 from consensus_eval.execution.store import STORE_NAME, HumanLabelRecord, Store, key_hash
 from tests.bad_input_harness import EXAMPLES, scored_run_in
-from tests.helpers import cli_run
+from tests.helpers import cli_run, lock_held_elsewhere
 
 ROOT = Path(__file__).resolve().parents[1]
-#: a process that holds a run's lock in the mode it is given, as `test MODE`, until its standard input closes
-HOLDER = ("import sys; from consensus_eval.execution.lock import run_lock\n"
-          "with run_lock(sys.argv[1], 'test ' + sys.argv[2], mode=sys.argv[2]):\n"
-          "    print('held', flush=True)\n"
-          "    sys.stdin.read()\n")
-
-
 @pytest.fixture(scope="module")
 def scored(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return scored_run_in(tmp_path_factory.mktemp("team-beside-review"))
@@ -178,10 +171,7 @@ def test_the_store_refuses_a_save_of_a_session_whose_access_ended(run: Path) -> 
 def test_which_modes_hold_a_run_together(run: Path, held: Mode, wanted: Mode, ok: bool) -> None:
     """The modes are locks the system enforces between processes: data is written by one command alone; the
     review server (one per run) and team changes share the run."""
-    proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(run), held], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True, cwd=ROOT)
-    assert proc.stdout is not None and proc.stdout.readline() == "held\n"
-    try:
+    with lock_held_elsewhere(run, f"test {held}", held) as proc:
         if ok:
             hold = acquire(run, "test", mode=wanted)
             assert hold is not None and hold.mode == wanted
@@ -191,8 +181,6 @@ def test_which_modes_hold_a_run_together(run: Path, held: Mode, wanted: Mode, ok
                 acquire(run, "test", mode=wanted)
             who = TEAM_CHANGE if held == "team" else f"`test {held}` (pid {proc.pid}"
             assert f"being written by {who}" in str(e.value)
-    finally:
-        proc.communicate("")
     assert proc.returncode == 0
     assert not (run / LOCK_NAME).exists() and not (run / REVIEW_LOCK_NAME).exists()
 
