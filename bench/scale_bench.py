@@ -17,10 +17,11 @@ first tree is printed.
 ``--gc-on``: the same rebuilds with the cyclic collector never paused (``gc.disable`` and ``gc.freeze`` made
 no-ops): what the pause of :mod:`consensus_eval._gc` saves.
 
-``--stages``: instead, one fresh process per size doing the same rebuild stage by stage (read, consensus,
-judgments.jsonl, consensus.csv/jsonl, reliability, audit, report.md, report.html), printing after each
-its seconds, the process's RSS and its peak RSS so far (``/proc/self/status``): where the memory is held
-and where it peaks.
+``--stages``: instead, one fresh process per size doing the same rebuild stage by stage (read the store, ground
+and derive, consensus, judgments.jsonl, consensus.csv/jsonl, reliability, audit, report.md, report.html),
+printing after each its seconds, its CPU seconds (the process's, the report's compressing thread included: the
+steadier figure on a shared machine), the process's RSS and its peak RSS so far (``/proc/self/status``): where
+the time goes, where the memory is held and where it peaks.
 
     .venv/bin/python bench/scale_bench.py --cases 5000 20000 --stages
 """
@@ -61,37 +62,49 @@ from pathlib import Path
 from consensus_eval._gc import gc_paused
 from consensus_eval.analysis.results import analyze
 try:
-    from consensus_eval.analysis.derived import read_run   # since issue 26: execution reads, analysis derives
+    from consensus_eval.analysis.derived import derived, read_run   # since issue 26: execution reads, analysis derives
+    from consensus_eval.execution.stored_run import read_stored
 except ImportError:
     from consensus_eval.execution.results import read_run
+    derived = read_stored = None
 from consensus_eval.execution.store import Store
 from consensus_eval.output import files
 from consensus_eval.output.report import data as report_data, html, markdown
 
+def now():
+    return time.perf_counter(), time.process_time()
+
 def mark(name, t):
     status = dict(line.split(":", 1) for line in open("/proc/self/status"))
     mb = lambda k: int(status[k].split()[0]) // 1024
-    print(f"  {{name:34s}} {{time.perf_counter() - t:6.1f}} s  RSS {{mb('VmRSS'):6,d}} MB  peak {{mb('VmHWM'):6,d}} MB",
-          flush=True)
+    wall, cpu = now()
+    print(f"  {{name:34s}} {{wall - t[0]:6.1f}} s  CPU {{cpu - t[1]:6.1f}} s  RSS {{mb('VmRSS'):6,d}} MB  "
+          f"peak {{mb('VmHWM'):6,d}} MB", flush=True)
 
 out = Path({folder!r})
-start = time.perf_counter()
+start = now()
 with gc_paused(), Store.open_existing(out) as store:
-    t = time.perf_counter()
+    t = now()
     lean = {{"replies": False}} if "replies" in inspect.signature(read_run).parameters else {{}}
-    res = analyze(read_run(store, **lean), labels=store.human_labels(), n_boot={boot})
-    mark("read, derive, ground, consensus", t)
-    t = time.perf_counter()
+    if read_stored is not None and lean:
+        run = read_stored(store, **lean)
+        mark("read the store", t)
+        t = now(); run = derived(run); mark("ground quotes, derive scores", t)
+        t = now(); res = analyze(run, labels=store.human_labels(), n_boot={boot}); mark("consensus", t)
+    else:
+        res = analyze(read_run(store, **lean), labels=store.human_labels(), n_boot={boot})
+        mark("read, derive, ground, consensus", t)
+    t = now()
     files.write_judgments(out / "judgments.jsonl", res.rubric, res.records, res.scores, res.run.grounding,
                           drop=res.config.ungrounded == "drop")
     mark("judgments.jsonl", t)
-    t = time.perf_counter(); files.write_consensus(out, res.rubric, res.consensus); mark("consensus.csv/jsonl", t)
-    t = time.perf_counter(); files.write_json(out / "reliability.json", res.reliability.to_json())
+    t = now(); files.write_consensus(out, res.rubric, res.consensus); mark("consensus.csv/jsonl", t)
+    t = now(); files.write_json(out / "reliability.json", res.reliability.to_json())
     mark("reliability (bootstrap), .json", t)
-    t = time.perf_counter(); res.audit; mark("audit", t)
-    t = time.perf_counter(); data = report_data.build_report_data(res, out)
+    t = now(); res.audit; mark("audit", t)
+    t = now(); data = report_data.build_report_data(res, out)
     files.write_text(out / "report.md", markdown.render_markdown(data)); mark("report data, report.md", t)
-    t = time.perf_counter()
+    t = now()
     pieces = html.html_pieces(data) if hasattr(html, "html_pieces") else [html.render_html(data)]
     with files.atomic_writer(out / "report.html") as f:
         f.writelines(pieces)
