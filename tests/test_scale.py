@@ -8,7 +8,7 @@ import gc
 import json
 import random
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -223,6 +223,38 @@ def test_figures_sharing_their_resamples_get_the_intervals_they_got_alone() -> N
         shared = [bootstrap_ci(t, level, 50, seed=4) for t in tables for level in ("interval", "ordinal")]
         assert alpha_mod._draws                       # drawn once, kept for the next figure
     assert shared == alone and alpha_mod._draws is None
+
+
+@pytest.mark.parametrize("count_max", [255, 1])
+def test_chunked_figures_sharing_their_counts_get_the_intervals_they_got_alone(
+        monkeypatch: pytest.MonkeyPatch, count_max: int) -> None:
+    # 50 resamples x 80 units: too large to hold as floats here (32,000 bytes), small enough as bytes (4,000)
+    monkeypatch.setattr(alpha_mod, "MAX_WEIGHTS_BYTES", 50 * 80)
+    monkeypatch.setattr(alpha_mod, "_COUNT_MAX", count_max)   # 1: a unit drawn twice, nothing kept
+    rng = np.random.default_rng(11)
+    tables = [rng.integers(0, 6, (3, 80)).astype(float), rng.normal(size=(3, 80)), rng.normal(size=(4, 80))]
+    tables[1][0, ::5] = np.nan
+    alone = [bootstrap_ci(t, "interval", 50, seed=4) for t in tables]
+    drawn = 0
+    picks = alpha_mod._picks
+
+    def counted(*a: Any) -> Iterator[np.ndarray]:
+        nonlocal drawn
+        drawn += 1
+        return picks(*a)
+
+    monkeypatch.setattr(alpha_mod, "_picks", counted)
+    with alpha_mod.shared_draws():
+        shared = [bootstrap_ci(t, "interval", 50, seed=4) for t in tables]
+        assert drawn == (1 if count_max == 255 else 3)     # drawn once, then read from the counts kept
+        kept = alpha_mod._counts_kept
+        assert kept is not None and alpha_mod._draws == {}    # the chunked path: no float matrix held
+        if count_max == 255:
+            (counts,) = kept.values()
+            assert counts.dtype == np.uint8 and np.array_equal(counts, alpha_mod._weights(4, 50, 80))
+        else:
+            assert kept == {}
+    assert shared == alone and None not in alone and alpha_mod._counts_kept is None
 
 
 @pytest.mark.parametrize(("n_boot", "n_units"), [(1000, 20_000), (65, 7), (3, 1), (130, 70_000), (200, 301)])
