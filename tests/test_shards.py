@@ -9,7 +9,6 @@ import os
 import re
 import sqlite3
 import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,7 @@ from consensus_eval.execution.store import STORE_NAME, HumanLabelRecord, Store
 from tests.big_run import big_cases
 from tests.cli_zygote import Zygote
 from tests.fake_server import FakeConfig, FakeServer
-from tests.helpers import write_cases
+from tests.helpers import lock_held_elsewhere, write_cases
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "configs" / "default.yaml"
@@ -287,16 +286,9 @@ def test_the_shard_record_says_where_each_round_starts(tmp_path: Path) -> None:
 def test_merge_waits_for_no_shard_being_written(shards: list[Path], tmp_path: Path) -> None:
     """A shard another process is writing (it holds the run's lock) is not read half-written: merge is refused,
     naming the writer (exit 6), and nothing is written."""
-    from tests.test_one_writer import HOLDER
-
-    proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(shards[1])], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True, cwd=ROOT)
-    try:
-        assert proc.stdout is not None and proc.stdout.readline() == "held\n"
+    with lock_held_elsewhere(shards[1], "test holder") as proc:
         res = CliRunner().invoke(app, ["merge", *map(str, shards), "--out", str(tmp_path / "m")])
         assert res.exit_code == 6, res.output
         assert f"being written by `test holder` (pid {proc.pid}" in " ".join(res.output.split())
         assert not (tmp_path / "m" / STORE_NAME).exists()
-    finally:
-        proc.communicate("")
     assert CliRunner().invoke(app, ["merge", *map(str, shards), "--out", str(tmp_path / "m")]).exit_code == 0
