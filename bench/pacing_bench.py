@@ -38,8 +38,12 @@ Parts (``--part``, repeatable; default ``windows deepseek hiddensim judgesim``):
   sending time (first arrival to last accepted arrival) and over their wall time (to the last reply) as
   shares of the hidden limit, accepted per minute of the run; per client: CPU seconds and peak RSS of
   its process (``os.wait4``), its wall time against the bound (calls / limit + the mean latency), and
-  consensus-eval's learned rate (its run summary). ``--repeat N`` alternates the clients N times;
-  ``--tree DIR`` adds consensus-eval as in another copy of the repository (``git archive REF``) beside.
+  consensus-eval's learned rate (its run summary), the learned window's guard it used (quantiles) and,
+  with one judge, how late its requests reached the server (``send_lag_s``: the k-th arrival against
+  the k-th send, wall clock; ``guard_needed``: how much later than its send the request a limit's worth
+  of places earlier reached it than each one did). ``--repeat N`` alternates the clients N times;
+  ``--tree DIR`` adds consensus-eval as in another copy of the repository (``git archive REF``) beside;
+  ``--keep-logs DIR`` keeps each run's server log and sends.
 
     .venv/bin/python bench/pacing_bench.py                                        # the simulated parts
     .venv/bin/python bench/pacing_bench.py --part judgesim --seeds 3
@@ -474,6 +478,7 @@ def client_ours(url: str, judges: int, calls: int, out: Path) -> dict[str, Any]:
     c1, t1 = _cpu(), time.monotonic()
     prep = api.prepare(_cases(calls // 3 + 1)[: -(-calls // 3)], _provider_config(url, judges))
     landed = [c1, t1]
+    sends, guards = _watch_sends()
 
     def hook(p: Any) -> None:
         landed[0], landed[1] = _cpu(), time.monotonic()
@@ -486,7 +491,48 @@ def client_ours(url: str, judges: int, calls: int, out: Path) -> dict[str, Any]:
             "rebuild_wall_s": t2 - landed[1],
             "failed": res.progress.failed if res.progress is not None else None,
             "learned_rpm": {n: r.learned_rpm for n, r in pacing.items()},
-            "summary": {n: r.explain() for n, r in pacing.items()}}
+            "summary": {n: r.explain() for n, r in pacing.items()},
+            "sends": sends, "guard_s": _quantiles(guards)}
+
+
+def _watch_sends() -> tuple[list[float], list[float]]:
+    """Records each attempt's send (wall clock, as the server's log; when :meth:`Pacing.acquire` returns)
+    and the learned window's guard then (:meth:`AutoLimit.guard_s`, once a limit is learned)."""
+    from consensus_eval.judges import pacing as pacing_module
+
+    sends: list[float] = []
+    guards: list[float] = []
+    acquire = pacing_module.Pacing.acquire
+
+    async def watched(self: Any, tokens: float = 0.0) -> Any:
+        ticket = await acquire(self, tokens)
+        sends.append(time.time())
+        if self.auto is not None and self.auto.allowed is not None:
+            guards.append(self.auto.guard_s(ticket.sent_at))
+        return ticket
+
+    pacing_module.Pacing.acquire = watched  # type: ignore[method-assign]
+    return sends, guards
+
+
+def _quantiles(xs: list[float]) -> dict[str, float] | None:
+    if not xs:
+        return None
+    q = sorted(xs)
+    return {"min": round(q[0], 3), "p50": round(q[len(q) // 2], 3), "p99": round(q[int(len(q) * 0.99)], 3),
+            "max": round(q[-1], 3)}
+
+
+def _send_lag(sends: list[float], arrivals: list[float], hidden_rpm: float) -> dict[str, Any] | None:
+    """How late requests reached the server: the k-th arrival against the k-th send (both sorted: the
+    server's window counts arrivals as the client's counts sends), and the guard that window needed: how
+    much later than its send the oldest request of a full window arrived than the newest (quantiles)."""
+    if len(sends) != len(arrivals) or not sends:
+        return None
+    lag = [a - s for a, s in zip(sorted(arrivals), sorted(sends), strict=True)]
+    n = int(hidden_rpm)
+    needed = _quantiles([lag[k - n] - lag[k] for k in range(n, len(lag))])
+    return {**(_quantiles(lag) or {}), "guard_needed": needed}
 
 
 def _prompts(url: str, judges: int, calls: int, path: Path) -> int:
@@ -517,7 +563,7 @@ def _run_client(args: list[str], env: dict[str, str]) -> tuple[dict[str, Any], f
 
 
 def part_provider(hidden_rpm: float, judges: int, calls: int, repeat: int,
-                  inspect_python: str | None, trees: list[Path]) -> list[dict[str, Any]]:
+                  inspect_python: str | None, trees: list[Path], keep_logs: Path | None = None) -> list[dict[str, Any]]:
     from tests.fake_server import FakeConfig, spawn
 
     clients = ["consensus-eval"] + [f"consensus-eval@{t.name}" for t in trees] + (["inspect"] if inspect_python else [])
@@ -549,6 +595,13 @@ def part_provider(hidden_rpm: float, judges: int, calls: int, repeat: int,
             finally:
                 proc.terminate()
                 proc.wait(10)
+            sends = said.pop("sends", None)
+            if keep_logs is not None:  # the raw figures, to look into one run
+                keep_logs.mkdir(parents=True, exist_ok=True)
+                (keep_logs / f"{client.replace('/', '_')}-{hidden_rpm:g}-{r + 1}.json").write_text(
+                    json.dumps({"server_log": log, "sends": sends}), encoding="utf-8")
+            if sends is not None and judges == 1:  # one model: its sends against its arrivals
+                said["send_lag_s"] = _send_lag(sends, [e["t"] for e in log], hidden_rpm)
             row = {"repeat": r + 1, "client": client, "hidden_rpm": hidden_rpm, "judges": judges, "calls": calls,
                    "cpu_s": round(cpu, 1), "peak_rss_mb": round(rss), "load": [round(load0, 2),
                                                                               round(os.getloadavg()[0], 2)],
@@ -619,6 +672,7 @@ def main() -> None:
     p.add_argument("--sim-requests", type=int, default=18_000, help="hiddensim: requests to completion")
     p.add_argument("--workload", action="append", choices=sorted(WORKLOADS), help="judgesim: workloads")
     p.add_argument("--json", type=Path)
+    p.add_argument("--keep-logs", type=Path, help="provider: write each run's server log and sends to this folder")
     p.add_argument("--client", choices=["ours"], help=argparse.SUPPRESS)  # provider's client process
     p.add_argument("--url", help=argparse.SUPPRESS)
     p.add_argument("--out", type=Path, help=argparse.SUPPRESS)
@@ -651,7 +705,7 @@ def main() -> None:
             results[part] = part_scaled(args.scale, args.calls or 1800)
         else:
             results[part] = part_provider(args.hidden_rpm, args.judges, args.calls or 240, args.repeat,
-                                          args.inspect_python, args.tree or [])
+                                          args.inspect_python, args.tree or [], args.keep_logs)
     if args.json:
         args.json.write_text(json.dumps(results, indent=1, default=str), encoding="utf-8")
 

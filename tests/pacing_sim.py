@@ -80,12 +80,15 @@ class _Pacing(Protocol):  # consensus_eval.judges.pacing.Pacing, or an older ver
 
 def hidden_workload(pacing: _Pacing, hidden_rpm: float, requests: int, seed: int,
                     run: Callable[[Callable[[], Awaitable[list[tuple[float, int, float]]]]],
-                                  list[tuple[float, int, float]]] = virtual) -> list[tuple[float, int, float]]:
+                                  list[tuple[float, int, float]]] = virtual,
+                    send_cost_s: float = 0.0) -> list[tuple[float, int, float]]:
     """``requests`` requests through ``pacing``, sent by 256 workers to completion against a simulated
     provider that accepts at most ``hidden_rpm`` requests in any sliding 60 s window (429 after 5 ms
     above it; the worker then waits until the window frees, as a Retry-After says, and sends the request
     again), latency lognormal median 8 s capped at 30 s (``run``: how the coroutine is run,
-    :func:`virtual` by default): ``(arrival, status, reply end)`` of every request sent."""
+    :func:`virtual` by default): ``(arrival, status, reply end)`` of every request sent. With
+    ``send_cost_s`` the client writes its requests one at a time, each taking that long (a busy client:
+    a bunch of requests released at once reaches the provider spread out, the last ones late)."""
 
     async def main() -> list[tuple[float, int, float]]:
         loop = asyncio.get_running_loop()
@@ -93,13 +96,17 @@ def hidden_workload(pacing: _Pacing, hidden_rpm: float, requests: int, seed: int
         window: collections.deque[float] = collections.deque()
         log: list[tuple[float, int, float]] = []
         left = requests
+        written = -math.inf  # when the client's writer is free (send_cost_s)
 
         async def worker() -> None:
-            nonlocal left
+            nonlocal left, written
             while left > 0:
                 left -= 1
                 while True:
                     ticket = await pacing.acquire(0)
+                    if send_cost_s:
+                        written = max(loop.time(), written) + send_cost_s
+                        await asyncio.sleep(written - loop.time())
                     now = loop.time()
                     while window and now - window[0] >= 60.0:
                         window.popleft()

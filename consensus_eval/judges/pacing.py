@@ -87,8 +87,11 @@ LATENCY_WINDOW = 50
 RATE_WINDOW_S = 60.0
 #: a send stays in the learned window's count this much longer than the window: the provider counts a
 #: request when it arrives, a little after it was sent, and a send that left the client's count before
-#: the provider's would be refused. At least this; more when 429s come back later (:meth:`AutoLimit.guard_s`)
+#: the provider's would be refused. At least this for the slow start's sends (sent in a bunch: a busy
+#: client writes the last of them late), at least :data:`PACED_GUARD_S` for those the learned limit spread
+#: out; more when 429s come back later (:meth:`AutoLimit.guard_s`)
 SEND_GUARD_S = 1.0
+PACED_GUARD_S = 0.25
 #: the most the guard grows to, how many of the last 429s' round trips set it, and for how long one counts
 MAX_GUARD_S = 10.0
 GUARD_SAMPLES = 16
@@ -304,18 +307,25 @@ class AutoLimit:
         self.test_at: float | None = None
         #: (when, round trip) of the last 429s (answered at once: how late a request reaches the provider)
         self.refusal_trips: deque[tuple[float, float]] = deque(maxlen=GUARD_SAMPLES)
+        #: when the first 429 ended the slow start (what was sent before went in its bunch)
+        self.paced_from: float | None = None
         self._last_429 = -math.inf
         #: 429s in a row that found the learned limit where it was (a request or 2 %): each doubles the
         #: quiet windows before the limit grows again (:data:`SETTLED_MAX`)
         self._settled = 0
 
     def guard_s(self, now: float) -> float:
-        """How much longer than the window a send stays in its count: :data:`SEND_GUARD_S`, or the longest
-        round trip of the last 429s (of the last :data:`GUARD_MEMORY_S`) when longer: a provider answers a
-        429 at once, so its round trip bounds how late a request reached it (the client's own delays, on a
-        loaded machine); at most :data:`MAX_GUARD_S`."""
+        """How much longer than the window a send stays in its count: :data:`SEND_GUARD_S` while the slow
+        start's sends are the oldest in it (they went in a bunch, and a busy client writes a bunch's last
+        requests late), :data:`PACED_GUARD_S` once they have left (the learned limit's sends go spread
+        out), or the longest round trip of the last 429s (of the last :data:`GUARD_MEMORY_S`) when longer:
+        a provider answers a 429 at once, so its round trip bounds how late a request reached it (the
+        client's own delays, on a loaded machine); at most :data:`MAX_GUARD_S`."""
+        floor = SEND_GUARD_S
+        if self.paced_from is not None and now - RATE_WINDOW_S - SEND_GUARD_S >= self.paced_from:
+            floor = PACED_GUARD_S
         recent = (trip for at, trip in self.refusal_trips if now - at <= GUARD_MEMORY_S)
-        return min(MAX_GUARD_S, max(SEND_GUARD_S, max(recent, default=0.0)))
+        return min(MAX_GUARD_S, max(floor, max(recent, default=0.0)))
 
     @property
     def learned_rpm(self) -> float | None:
@@ -395,6 +405,8 @@ class AutoLimit:
                 same = not first and abs(accepted - (self.allowed or 0.0)) <= max(1.0, 0.02 * (self.allowed or 0.0))
                 self._settled = self._settled + 1 if same else 0
                 self.allowed = max(1.0, float(accepted))
+                if first:
+                    self.paced_from = now
                 if first and age_s is not None and age_s < RATE_WINDOW_S - self.mean_latency():
                     self.test_at = now + self.mean_latency()
             self._last_429 = now
@@ -691,9 +703,10 @@ class Pacing:
             self._mark(now)
             if self.sends is not None and self.sends.first is not None:
                 self.sends.reject(ticket.sent_at)
-                if self.auto.allowed is not None and ticket.sent_at >= self.auto.last_cut:
+                if self.auto.allowed is not None and ticket.sent_at >= self.auto.last_cut and not ticket.probe:
                     # a request the learned limit let through (not the slow start's last ones, read late
-                    # on a loaded machine): its round trip says how late requests reach the provider
+                    # on a loaded machine, nor the probe, sent past the count on purpose): its round trip
+                    # says how late requests reach the provider
                     self.auto.refusal_trips.append((now, now - ticket.sent_at))
                 self.auto.on_rate_limited(ticket.sent_at, now,
                                           self.sends.accepted_before(ticket.sent_at, RATE_WINDOW_S),
