@@ -176,9 +176,11 @@ def _monitor(request: dict[str, Any], fds: list[int]) -> None:
             if ended:
                 break
             if select.select([sock], [], [], 0.05)[0] and not sock.recv(_MAX_MESSAGE, socket.MSG_PEEK):
-                # the client has gone (killed): so does its command
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(pid, signal.SIGKILL)
+                # the client has gone (killed): so does its command, and the processes it started (its group; the
+                # command itself too, by its pid: it may not have made its group yet, on a loaded machine)
+                for kill in (os.killpg, os.kill):
+                    with contextlib.suppress(ProcessLookupError):
+                        kill(pid, signal.SIGKILL)
                 os.wait4(pid, 0)
                 return
         with contextlib.suppress(OSError):
@@ -486,8 +488,9 @@ class Zygote:
             out, err = forked.communicate(timeout=liveness_s)
         except subprocess.TimeoutExpired:
             killed = True
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(forked.pid, signal.SIGKILL)
+            for kill in (os.killpg, os.kill):   # its group; itself by pid too, if it has not made its group yet
+                with contextlib.suppress(ProcessLookupError):
+                    kill(forked.pid, signal.SIGKILL)
             out, err = forked.communicate()
         assert forked.returncode is not None and forked.cpu_s is not None
         return Ended(forked.returncode, forked.cpu_s, killed, out or b"", err or b"")
