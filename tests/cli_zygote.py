@@ -154,6 +154,14 @@ def _receive(sock: socket.socket, timeout: float | None) -> dict[str, Any] | Non
     return message
 
 
+def _kill(pid: int) -> None:
+    """SIGKILL a forked command and the processes it started: its group, and the command itself by its pid (forked
+    a moment before, on a loaded machine, it may not have made its group yet: :func:`_child`'s ``setsid``)."""
+    for kill in (os.killpg, os.kill):
+        with contextlib.suppress(ProcessLookupError):
+            kill(pid, signal.SIGKILL)
+
+
 def _monitor(request: dict[str, Any], fds: list[int]) -> None:
     """In a process forked from the zygote for one command: fork the command, say its pid on the command's socket
     (``fds[0]``), wait for it and say how it ended; kill it if the client goes first. Never returns."""
@@ -176,11 +184,7 @@ def _monitor(request: dict[str, Any], fds: list[int]) -> None:
             if ended:
                 break
             if select.select([sock], [], [], 0.05)[0] and not sock.recv(_MAX_MESSAGE, socket.MSG_PEEK):
-                # the client has gone (killed): so does its command, and the processes it started (its group; the
-                # command itself too, by its pid: it may not have made its group yet, on a loaded machine)
-                for kill in (os.killpg, os.kill):
-                    with contextlib.suppress(ProcessLookupError):
-                        kill(pid, signal.SIGKILL)
+                _kill(pid)  # the client has gone (killed): so does its command
                 os.wait4(pid, 0)
                 return
         with contextlib.suppress(OSError):
@@ -488,9 +492,7 @@ class Zygote:
             out, err = forked.communicate(timeout=liveness_s)
         except subprocess.TimeoutExpired:
             killed = True
-            for kill in (os.killpg, os.kill):   # its group; itself by pid too, if it has not made its group yet
-                with contextlib.suppress(ProcessLookupError):
-                    kill(forked.pid, signal.SIGKILL)
+            _kill(forked.pid)
             out, err = forked.communicate()
         assert forked.returncode is not None and forked.cpu_s is not None
         return Ended(forked.returncode, forked.cpu_s, killed, out or b"", err or b"")

@@ -27,6 +27,8 @@ from tests.helpers import cli_run, lock_held_elsewhere
 
 ROOT = Path(__file__).resolve().parents[1]
 SHEET = "case_id,accuracy,completeness,standardization\ncase-01,30,30,20\n"
+
+
 @pytest.fixture(scope="module")
 def scored(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return scored_run_in(tmp_path_factory.mktemp("one-writer"))
