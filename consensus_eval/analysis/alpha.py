@@ -212,7 +212,7 @@ def bootstrap_ci(data: np.ndarray, level: Level = "interval", n_boot: int = 1000
             stats = _interval_stats(arr)
             if n_boot * n_units * 8 <= MAX_WEIGHTS_BYTES:
                 weights = _weights(seed, n_boot, n_units)
-                do, de = _interval_from(*(weights @ v for v in stats))
+                do, de = _interval_from(*(_product((seed, n_boot, n_units), weights, v) for v in stats))
                 boot = np.where(de > 0, 1.0 - do / de, np.nan)
             else:  # too large to hold (100,000 resamples of 25,000 units: 18.6 GiB): the same
                 # resamples, :data:`BOOT_CHUNK` at a time (memory bounded; sums may differ in the last bits)
@@ -237,6 +237,9 @@ def bootstrap_ci(data: np.ndarray, level: Level = "interval", n_boot: int = 1000
 _draws: dict[tuple[int, int, int], np.ndarray] | None = None
 #: the same for the chunked bootstrap: the counts drawn last, one byte a cell (:func:`_chunk_weights`)
 _counts_kept: dict[tuple[int, int, int], np.ndarray] | None = None
+#: inside :func:`shared_draws`, the products of the weights drawn last (:data:`_draws`) with the unit statistics
+#: already multiplied, by (seed, resamples, units) and the statistic's bytes (:func:`_product`); None outside
+_products: dict[tuple[tuple[int, int, int], bytes], np.ndarray] | None = None
 #: the most times a unit may be drawn in a resample for the counts to be kept in a byte
 _COUNT_MAX = int(np.iinfo(np.uint8).max)
 
@@ -249,15 +252,32 @@ def shared_draws() -> Iterator[None]:
     of the cost when a report has twenty figures over the same cases (a bootstrap too large for that keeps
     the counts in bytes instead: :func:`_chunk_weights`). Only the last weights are kept, and nothing after the
     block."""
-    global _draws, _counts_kept
+    global _draws, _counts_kept, _products
     outer = _draws is None
     if outer:
-        _draws, _counts_kept = {}, {}
+        _draws, _counts_kept, _products = {}, {}, {}
     try:
         yield
     finally:
         if outer:
-            _draws = _counts_kept = None
+            _draws = _counts_kept = _products = None
+
+
+def _product(key: tuple[int, int, int], weights: np.ndarray, stat: np.ndarray) -> np.ndarray:
+    """``weights @ stat`` (the resamples' sums of a unit statistic), the weights being those of ``key`` (seed,
+    resamples, units). Inside :func:`shared_draws` a product is taken once per statistic of the same bytes and
+    reused: the figures of a report over the same cases mostly share their units' numbers of ratings (every judge
+    rates every case), and the same weights times the same vector is the same BLAS product, so the same bits
+    (a quarter of the interval bootstrap's products at 20,000 cases x 4 judges)."""
+    if _products is None:
+        return np.asarray(weights @ stat)
+    at = (key, stat.tobytes())
+    out = _products.get(at)
+    if out is None:
+        if _products and next(iter(_products))[0] != key:   # other weights: what was kept is about them
+            _products.clear()
+        out = _products[at] = np.asarray(weights @ stat)
+    return out
 
 
 def _picks(seed: int, n_boot: int, n_units: int) -> Iterator[np.ndarray]:
@@ -375,9 +395,9 @@ def _ordinal_boot(picks: Iterable[np.ndarray], values: np.ndarray, counts: np.nd
     n_units = pairs.shape[0]
     # units with the same pair counts and m have the same disagreement in every resample: computed once per
     # such pattern (a few dozen for stars), then looked up per unit drawn
-    patterns, pattern_of = np.unique(np.column_stack([pairs, m]), axis=0, return_inverse=True)
-    pattern_of = pattern_of.reshape(-1)
+    patterns, pattern_of = _distinct_rows(np.column_stack([pairs, m]))
     pattern_pairs, pattern_m = patterns[:, :-1], patterns[:, -1]
+    n_patterns = len(patterns)
     out: list[float] = []
     for chunk in picks:
         drawn = _counts(chunk, n_units)               # resamples x units, how many times each unit was drawn
@@ -397,12 +417,25 @@ def _ordinal_boot(picks: Iterable[np.ndarray], values: np.ndarray, counts: np.nd
             deltas[b] = ((cum_full[:, None] - cum_full[None, :]) ** 2).ravel()
         # resamples x patterns, exact (any order of the sums), each divided by its m - 1 before it is drawn
         per_pattern = (deltas @ pattern_pairs.T) / (pattern_m - 1)
-        observed = np.take_along_axis(per_pattern, pattern_of[chunk], axis=1).sum(axis=1)
+        # each drawn unit's value, row by row (np.take_along_axis's values, by flat index: faster)
+        at = pattern_of[chunk] + (np.arange(len(chunk)) * n_patterns)[:, None]
+        observed = per_pattern.ravel()[at].sum(axis=1)
         n = drawn @ m                                 # the ratings drawn: integers, exact
         for b, de in enumerate(expected):
             if de is not None and de > 0:
                 out.append(float(1.0 - observed[b] * (n[b] - 1) / de))
     return out
+
+
+def _distinct_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct rows of a 2-D float array (in the order of their bytes) and, for each row, the index of its
+    own among them: ``np.unique(rows, axis=0, return_inverse=True)`` up to the order of the distinct rows, by
+    sorting each row's bytes as one value instead of field by field (16x faster for 20,000 rows of 26). Rows
+    are equal when their bytes are (the callers' floats are whole numbers: no -0.0, no NaN)."""
+    rows = np.ascontiguousarray(rows)
+    keys = rows.view(np.dtype((np.void, rows.dtype.itemsize * rows.shape[1]))).reshape(-1)
+    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    return rows[first], inverse.reshape(-1)
 
 
 def alpha_with_ci(data: np.ndarray, level: Level = "interval", n_boot: int = 1000, seed: int = DEFAULT_SEED) -> Alpha:

@@ -16,10 +16,10 @@ case is the judges that were asked.
 
 from __future__ import annotations
 
-import statistics
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from math import fsum
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
@@ -104,7 +104,8 @@ def build(
     for r in records:
         by_key[(r.case_id, r.judge, r.dimension)].append(r)
     gaps = missing or {}
-    return [_case(rubric, cid, judges, by_key, derived, config, gaps.get(cid, 0)) for cid in case_ids]
+    panel = _Panel(rubric, judges, config)
+    return [_case(panel, cid, by_key, derived, gaps.get(cid, 0)) for cid in case_ids]
 
 
 def of_run(run: StoredRun) -> list[CaseConsensus]:
@@ -113,18 +114,50 @@ def of_run(run: StoredRun) -> list[CaseConsensus]:
                  run.missing, run.cases)
 
 
-def _judge_score(judge: str, dim: str, recs: list[StoredCall], derived: dict[str, DimensionScore],
-                 rubric: Rubric) -> JudgeScore:
+@dataclass(slots=True, frozen=True)
+class _Panel:
+    """What the consensus of every case of a build reads of the rubric, found once per build (a rebuild makes
+    one consensus per case): the dimension ids in order, each one's stars function, the criteria dimensions."""
+
+    rubric: Rubric
+    judges: Sequence[str]
+    config: ConsensusConfig
+    dims: list[str] = field(init=False)
+    stars_for: dict[str, Callable[[float], int | None]] = field(init=False)
+    has_stars: bool = field(init=False)
+    by_criteria: list[str] = field(init=False)
+
+    def __post_init__(self) -> None:
+        dimensions = self.rubric.dimensions
+        object.__setattr__(self, "dims", [d.id for d in dimensions])
+        object.__setattr__(self, "stars_for", {d.id: d.stars_for for d in dimensions})
+        # no stars at all (a rubric whose dimensions have none): no star total either, never a made-up 0
+        object.__setattr__(self, "has_stars", any(d.stars is not None for d in dimensions))
+        object.__setattr__(self, "by_criteria", [d.id for d in dimensions if d.by_criteria])
+
+
+def _judge_score(judge: str, dim: str, recs: list[StoredCall] | None, derived: dict[str, DimensionScore],
+                 stars_for: Callable[[float], int | None]) -> JudgeScore:
+    if not recs:        # not asked (a cascade's stage-2 judge on a case stage 1 settled)
+        return JudgeScore(judge, dim, [], 0, None, None, None, 0, False, _NO_VERDICTS)
+    if len(recs) == 1:  # one run (most runs): the same values as below, without the lists and the loop
+        if (one := derived.get(recs[0].request_hash)) is None:
+            return JudgeScore(judge, dim, [], 1, None, None, None, 0, True, _NO_VERDICTS)
+        s = one.score
+        mean = fsum((s,)) / 1
+        return JudgeScore(judge, dim, [s], 0, mean, s - s, stars_for(mean), 0 + one.claim_mismatch, True,
+                          _judge_verdicts((one,)) if one.criteria else _NO_VERDICTS)
     ok = [d for r in recs if (d := derived.get(r.request_hash)) is not None]
+    if not ok:
+        return JudgeScore(judge, dim, [], len(recs), None, None, None, 0, True, _NO_VERDICTS)
     runs = [d.score for d in ok]
-    mean = statistics.fmean(runs) if runs else None
+    mean = fsum(runs) / len(runs)       # statistics.fmean's sum and division, without its checks
     mismatches, verdicts = 0, False     # one pass over the runs (a rebuild makes one JudgeScore per call)
     for d in ok:
         mismatches += d.claim_mismatch
         verdicts = verdicts or bool(d.criteria)
-    return JudgeScore(judge, dim, runs, len(recs) - len(ok), mean, (max(runs) - min(runs)) if runs else None,
-                      rubric.dimension(dim).stars_for(mean) if mean is not None else None, mismatches, bool(recs),
-                      _judge_verdicts(ok) if verdicts else _NO_VERDICTS)
+    return JudgeScore(judge, dim, runs, len(recs) - len(ok), mean, max(runs) - min(runs), stars_for(mean),
+                      mismatches, True, _judge_verdicts(ok) if verdicts else _NO_VERDICTS)
 
 
 #: the one empty verdicts mapping every judge score of another kind shares (never changed once built)
@@ -152,34 +185,31 @@ def _panel_verdicts(table: dict[str, dict[str, JudgeScore]], judges: Sequence[st
     return {cid: m for cid, v in by_id.items() if (m := majority(v)) is not None}
 
 
-def _case(rubric: Rubric, case_id: str, judges: Sequence[str],
-          by_key: dict[tuple[str, str, str], list[StoredCall]], derived: dict[str, DimensionScore],
-          config: ConsensusConfig, missing: int = 0) -> CaseConsensus:
-    dims = [d.id for d in rubric.dimensions]
-    table = {j: {d: _judge_score(j, d, by_key.get((case_id, j, d), []), derived, rubric) for d in dims}
+def _case(panel: _Panel, case_id: str, by_key: dict[tuple[str, str, str], list[StoredCall]],
+          derived: dict[str, DimensionScore], missing: int = 0) -> CaseConsensus:
+    rubric, judges, dims, config, stars_for = panel.rubric, panel.judges, panel.dims, panel.config, panel.stars_for
+    table = {j: {d: _judge_score(j, d, by_key.get((case_id, j, d)), derived, stars_for[d]) for d in dims}
              for j in judges}
+    by_dim = {d: [table[j][d] for j in judges] for d in dims}
     scores: dict[str, float | None] = {}
     for d in dims:
-        vals = [m for j in judges if (m := table[j][d].mean) is not None]
+        vals = [m for js in by_dim[d] if (m := js.mean) is not None]
         scores[d] = aggregate(vals, config.aggregate, config.trim) if len(vals) >= config.min_judges else None
     judge_totals = {j: t for j in judges if (t := _total_if_complete(rubric, dims, [table[j][d].mean for d in dims]))
                     is not None}
-    any_answer = any(table[j][d].runs for j in judges for d in dims)
+    any_answer = any(js.runs for d in dims for js in by_dim[d])
     complete = all(s is not None for s in scores.values())
     status: Status = ("incomplete" if missing else "ok" if complete else
                       "inconclusive" if any_answer else "failed")
-    stars = {d: (rubric.dimension(d).stars_for(s) if s is not None else None) for d, s in scores.items()}
+    stars = {d: (stars_for[d](s) if s is not None else None) for d, s in scores.items()}
     total = _total_if_complete(rubric, dims, list(scores.values()))
-    # no stars at all (a rubric whose dimensions have none): no star total either, never a made-up 0
-    has_stars = any(d.stars is not None for d in rubric.dimensions)
     star_total = (rubric.star_total({d: s for d, s in stars.items() if s is not None})
-                  if complete and has_stars else None)
+                  if complete and panel.has_stars else None)
     spread = (max(judge_totals.values()) - min(judge_totals.values())) if len(judge_totals) >= 2 else None
-    verdicts = {d.id: _panel_verdicts(table, judges, d.id) for d in rubric.dimensions if d.by_criteria}
+    verdicts = {d: _panel_verdicts(table, judges, d) for d in panel.by_criteria}
     flags = disagreement(
         rubric, list(judge_totals.values()),
-        {d: [s for j in judges if (s := table[j][d].stars) is not None] for d in dims}, config,
-        judges={d: [table[j][d] for j in judges] for d in dims})
+        {d: [s for js in by_dim[d] if (s := js.stars) is not None] for d in dims}, config, judges=by_dim)
     values: dict[str, object] = dict(
         case_id=case_id, status=status, scores=scores, stars=stars, total=total, star_total=star_total,
         n_judges=len(judge_totals), judges=table, judge_totals=judge_totals, spread=spread,
@@ -193,6 +223,6 @@ def _case(rubric: Rubric, case_id: str, judges: Sequence[str],
 def _total_if_complete(rubric: Rubric, dims: Sequence[str], values: Sequence[float | None]) -> float | None:
     """The rubric's total (sum of weight x score, :meth:`Rubric.total`) of the scores ``values`` of
     ``dims``, or None if any of them is None."""
-    if any(v is None for v in values):
+    if None in values:
         return None
     return rubric.total({d: v for d, v in zip(dims, values, strict=True) if v is not None})

@@ -111,8 +111,9 @@ def _reliability_report(run: StoredRun, cons: Sequence[CaseConsensus], n_boot: i
 
     taken = _points_taken(run, cons)
     within: dict[str, dict[str, Alpha]] = {}
+    most_runs = _most_runs(cons, judges, dims)
     for j in judges:
-        n_runs = max((len(c.judges[j][d].runs) for c in cons for d in dims), default=0)
+        n_runs = most_runs[j]
         if n_runs >= 2:
             within[j] = {d: a([[(c.judges[j][d].runs[i] if i < len(c.judges[j][d].runs) else None) for c in cons]
                                for i in range(n_runs)]) for d in dims}
@@ -131,6 +132,19 @@ def _reliability_report(run: StoredRun, cons: Sequence[CaseConsensus], n_boot: i
         decision=decision_studies(run, cons),
         simulated=run.config.simulated_judges,
     )
+
+
+def _most_runs(cons: Sequence[CaseConsensus], judges: Sequence[str], dims: Sequence[str]) -> dict[str, int]:
+    """Per judge, the most runs it has of any case and dimension (0 without cases), in one pass over the cases."""
+    most = dict.fromkeys(judges, 0)
+    for c in cons:
+        table = c.judges
+        for j in judges:
+            row = table[j]
+            n = max([len(row[d].runs) for d in dims], default=0)
+            if n > most[j]:
+                most[j] = n
+    return most
 
 
 def level_of(dimension: Dimension) -> Level:
@@ -181,8 +195,8 @@ def _points_taken(run: StoredRun, cons: Sequence[CaseConsensus]) -> Callable[[st
     def taken(category: str) -> np.ndarray:
         row = cells.get(category)
         out = np.full((len(judges), n_cases), np.nan)
-        if row is not None:
-            out.reshape(-1)[:] = [np.nan if v is None else mean_or_none(v if isinstance(v, list) else [v])
+        if row is not None:     # a single run's points as mean_or_none([v]) gives them: (0.0 + v) / 1 is 0.0 + v
+            out.reshape(-1)[:] = [np.nan if v is None else mean_or_none(v) if isinstance(v, list) else 0.0 + v
                                   for v in row]
         return out
 

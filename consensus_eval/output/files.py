@@ -28,6 +28,7 @@ import csv
 import json
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from pathlib import Path
 from typing import Any, Literal
 
@@ -61,8 +62,8 @@ from consensus_eval.analysis.human import (
 from consensus_eval.analysis.results import Results
 from consensus_eval.domain.cases import Case
 from consensus_eval.domain.grounding import Grounding
-from consensus_eval.domain.kinds.deductions import as_deductions, deductions_in
-from consensus_eval.domain.rubric import Criterion, Rubric
+from consensus_eval.domain.kinds.deductions import Category, DeductionType, as_deductions, deductions_in
+from consensus_eval.domain.rubric import Criterion, Dimension, Rubric
 from consensus_eval.domain.scoring import DimensionScore
 from consensus_eval.domain.textio import formula_guard
 from consensus_eval.domain.writable import (
@@ -82,58 +83,87 @@ def judgment_row(rubric: Rubric, rec: StoredCall, score: DimensionScore | None,
     ``kind``, ``score``, ``spans`` with ``source``, ``start``, ``end``, ``section``; None when not
     computed). With ``drop`` (``ungrounded: drop``), those not grounded say ``"dropped": true`` and
     ``score`` is derived without them."""
-    dim = rubric.dimension(rec.dimension)
-    found = grounding or {}
+    return _JudgmentRows(rubric, grounding, drop).row(rec, score)
 
-    def where(did: str) -> dict[str, Any]:
-        g = found.get(did)
+
+class _JudgmentRows:
+    """:func:`judgment_row` for the calls of one run: what every line looks up (a dimension, a deduction
+    type's category) found once per rubric instead of once per line (judgments.jsonl has a line per call)."""
+
+    def __init__(self, rubric: Rubric, grounding: Mapping[str, Grounding] | None, drop: bool) -> None:
+        self.rubric = rubric
+        self.found = grounding or {}
+        self.drop = drop
+        self.dims: dict[str, Dimension] = {}
+        self.types: dict[tuple[str, str], tuple[Category, DeductionType]] = {}
+
+    def where(self, did: str) -> dict[str, Any]:
+        """The grounding fields of quote ``did``: ``grounding`` (None when not computed), and ``dropped``
+        when ``drop`` leaves it out of the score."""
+        g = self.found.get(did)
+        if g is None:
+            return {"grounding": None}
         # more_spans only when a quote occurs over MAX_SPANS times (judgments.jsonl as before otherwise)
-        out: dict[str, Any] = {"grounding": g.to_dict(more_spans=bool(g.more_spans)) if g is not None else None}
-        if drop and g is not None and not g.grounded:
+        out: dict[str, Any] = {"grounding": g.to_dict(more_spans=bool(g.more_spans))}
+        if self.drop and not g.grounded:
             out["dropped"] = True
         return out
 
-    j = rec.judgment
-    deductions = []
-    penalties = []
-    if j is not None and (j.deductions or j.fixed_penalties):
-        items = as_deductions(dim)
-        for i, d in enumerate(j.deductions):
-            cat, typ = items.find_type(d.type)
-            deductions.append({"category": cat.name, "type": typ.name, "points": d.points,
-                               "evidence": d.evidence, "reason": d.reason,
-                               "category_id": cat.id, "type_id": typ.id, **where(f"{rec.request_hash}#d{i}")})
-        # what was charged: each fixed penalty once (the first time the judge gave it), as derive() does
-        listed: dict[str, int] = {}
-        for p in j.fixed_penalties:
-            listed[p.id] = listed.get(p.id, 0) + 1
-        for i, p in enumerate(j.fixed_penalties):
-            if listed.get(p.id, 0) == 0:
-                continue
-            pen = items.penalties_by_id[p.id]
-            penalties.append({"name": pen.name, "points": pen.points, "evidence": p.evidence,
-                              "reason": p.reason, "id": pen.id, "times_listed": listed.pop(p.id),
-                              **where(f"{rec.request_hash}#p{i}")})
-    return {
-        "case_id": rec.case_id, "dimension": rec.dimension, "judge": rec.judge, "run": rec.run,
-        "status": rec.status,
-        "score": score.score if score else None,
-        "stars": score.stars if score else None,
-        "deductions": deductions,
-        "fixed_penalties": penalties,
-        **dim.export_fields(j, score, rec.request_hash, where),
-        "claimed_score": j.claimed_score if j else None,
-        "claimed_stars": j.claimed_stars if j else None,
-        "claim_mismatch": score.claim_mismatch if score else None,
-        "comment": j.comment if j else None,
-        "error": rec.error,
-        "error_kind": rec.error_kind,
-        "model": rec.model,
-        "attempts": rec.attempts,
-        "prompt_tokens": rec.prompt_tokens, "completion_tokens": rec.completion_tokens,
-        "cost": rec.cost, "latency_s": round(rec.latency_s, 4) if rec.latency_s is not None else None,
-        "request_hash": rec.request_hash,
-    }
+    def row(self, rec: StoredCall, score: DimensionScore | None) -> dict[str, Any]:
+        """The line of call ``rec`` (:func:`judgment_row`)."""
+        dim = self.dims.get(rec.dimension)
+        if dim is None:
+            dim = self.dims[rec.dimension] = self.rubric.dimension(rec.dimension)
+        j = rec.judgment
+        deductions = []
+        penalties = []
+        if j is not None and (j.deductions or j.fixed_penalties):
+            items = as_deductions(dim)
+            found, drop, types, h = self.found, self.drop, self.types, rec.request_hash
+            for i, d in enumerate(j.deductions):
+                cat_typ = types.get((dim.id, d.type))
+                if cat_typ is None:
+                    cat_typ = types[(dim.id, d.type)] = items.find_type(d.type)
+                cat, typ = cat_typ
+                g = found.get(f"{h}#d{i}")
+                # more_spans only when a quote occurs over MAX_SPANS times (judgments.jsonl as before otherwise)
+                item = {"category": cat.name, "type": typ.name, "points": d.points, "evidence": d.evidence,
+                        "reason": d.reason, "category_id": cat.id, "type_id": typ.id,
+                        "grounding": g.to_dict(more_spans=bool(g.more_spans)) if g is not None else None}
+                if drop and g is not None and not g.grounded:
+                    item["dropped"] = True
+                deductions.append(item)
+            # what was charged: each fixed penalty once (the first time the judge gave it), as derive() does
+            listed: dict[str, int] = {}
+            for p in j.fixed_penalties:
+                listed[p.id] = listed.get(p.id, 0) + 1
+            for i, p in enumerate(j.fixed_penalties):
+                if listed.get(p.id, 0) == 0:
+                    continue
+                pen = items.penalties_by_id[p.id]
+                penalties.append({"name": pen.name, "points": pen.points, "evidence": p.evidence,
+                                  "reason": p.reason, "id": pen.id, "times_listed": listed.pop(p.id),
+                                  **self.where(f"{h}#p{i}")})
+        return {
+            "case_id": rec.case_id, "dimension": rec.dimension, "judge": rec.judge, "run": rec.run,
+            "status": rec.status,
+            "score": score.score if score else None,
+            "stars": score.stars if score else None,
+            "deductions": deductions,
+            "fixed_penalties": penalties,
+            **dim.export_fields(j, score, rec.request_hash, self.where),
+            "claimed_score": j.claimed_score if j else None,
+            "claimed_stars": j.claimed_stars if j else None,
+            "claim_mismatch": score.claim_mismatch if score else None,
+            "comment": j.comment if j else None,
+            "error": rec.error,
+            "error_kind": rec.error_kind,
+            "model": rec.model,
+            "attempts": rec.attempts,
+            "prompt_tokens": rec.prompt_tokens, "completion_tokens": rec.completion_tokens,
+            "cost": rec.cost, "latency_s": round(rec.latency_s, 4) if rec.latency_s is not None else None,
+            "request_hash": rec.request_hash,
+        }
 
 
 @gc_paused_call
@@ -154,11 +184,12 @@ def write_outputs(results: Results, out: Path) -> None:
 def write_judgments(path: Path, rubric: Rubric, records: Sequence[StoredCall],
                     derived: dict[str, DimensionScore], grounding: Mapping[str, Grounding] | None = None, *,
                     drop: bool = False) -> None:
-    encode = _JSONL.encode
+    encode = _encode_line
+    row_of = _JudgmentRows(rubric, grounding, drop).row
     with atomic_writer(path) as f:
         lines: list[str] = []
         for rec in records:
-            row = judgment_row(rubric, rec, derived.get(rec.request_hash), grounding, drop=drop)
+            row = row_of(rec, derived.get(rec.request_hash))
             try:
                 lines.append(encode(row))
             except ValueError:      # a float that is not finite: written as null, as dumps_json does
@@ -173,6 +204,23 @@ def write_judgments(path: Path, rubric: Rubric, records: Sequence[StoredCall],
 #: what ``dumps_json(row, ensure_ascii=False)`` writes when every float is finite (json.dumps builds this
 #: encoder on every call), made once for every line of judgments.jsonl
 _JSONL = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
+
+
+def _c_line_encoder() -> Callable[[Any], str]:
+    """``_JSONL.encode`` without what it redoes on every call (a closure and a C encoder built per line, 17%
+    of judgments.jsonl's encoding): json's C encoder made once, with the same separators, string escaping and
+    float checks, and no check for circular references (a line is a tree of fresh dicts and lists, never
+    circular; the check's marks would also outlive a line that raised). ``_JSONL.encode`` where the C
+    accelerator is missing."""
+    if c_make_encoder is None:
+        return _JSONL.encode
+    enc = c_make_encoder(None, _JSONL.default, encode_basestring, None, _JSONL.key_separator,
+                         _JSONL.item_separator, _JSONL.sort_keys, _JSONL.skipkeys, _JSONL.allow_nan)
+    return lambda row: "".join(enc(row, 0))
+
+
+#: one line of judgments.jsonl as text, for a row whose floats are all finite (ValueError otherwise)
+_encode_line = _c_line_encoder()
 #: judgments.jsonl's lines written to the file together
 _LINES_AT_ONCE = 1000
 
