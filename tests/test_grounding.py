@@ -269,9 +269,10 @@ def test_ground_all_folds_each_case_once_and_searches_each_distinct_quote_once(r
     made, searched = [], []
     real_init, real_ground = CaseGrounder.__init__, CaseGrounder._ground
 
-    def init(self: CaseGrounder, record: str, conversation: str, sections: Sections | None = None) -> None:
+    def init(self: CaseGrounder, record: str, conversation: str, sections: Sections | None = None,
+             folded: tuple[str, str] | None = None) -> None:
         made.append(record)
-        real_init(self, record, conversation, sections)
+        real_init(self, record, conversation, sections, folded)
 
     def search(self: CaseGrounder, evidence: str) -> Grounding:
         searched.append(evidence)
@@ -494,3 +495,40 @@ def test_a_quote_repeated_all_over_a_case_keeps_max_spans_and_counts_the_rest() 
     assert [s.start for s in g.spans] == [i * len(sentence) for i in range(MAX_SPANS)]
     few = ground(sentence, sentence * 3, "")
     assert len(few.spans) == 3 and few.more_spans == 0
+
+
+def test_texts_folded_together_are_folded_as_one_by_one() -> None:
+    """normalise_all (a rebuild's texts folded on arrays of code points) gives normalise's strings, and the map back
+    from normalised to original positions is the one str.translate's fold gives, on texts mixing every kind of fold:
+    dropped (blanks, quote marks), one for one (full width, punctuation), one for several (``…`` -> ``...``, ``℃``,
+    ``㎎``), characters outside the basic plane and a lone surrogate (folded one by one instead)."""
+    rng = random.Random(7)
+    pieces = list("患者男性，45岁。主诉：头痛3天……体温38.5℃，血压152/90mmHg；（无）“引号”ＡＢ１ \n\t\u3000～-—㎎½ﷺ")
+    pieces += ["\U0001F600", "\ud800", "abc"]
+    for _ in range(300):
+        texts = ["".join(rng.choice(pieces) for _ in range(rng.choice([0, 1, 7, 300])))
+                 for _ in range(rng.randrange(6))]
+        assert grounding_module.normalise_all(texts) == [normalise(t) for t in texts]
+        for text, folded in zip(texts, grounding_module.normalise_all(texts), strict=True):
+            sizes = [len(normalise(c)) for c in text]
+            origin = [i for i, k in enumerate(sizes) if k for _ in range(k)]   # the original of each folded character
+            got = grounding_module.Normalised(text, folded)
+            for a in range(len(folded)):
+                b = rng.randrange(a + 1, len(folded) + 1)
+                assert got.span(a, b) == (origin[a], origin[b - 1] + 1)
+
+
+def test_headings_are_found_at_line_starts_as_a_scan_finds_them(rubric: Rubric) -> None:
+    """Sections tries its line pattern at each line start only: the matches of a scan of the whole text."""
+    sections = Sections.of(rubric)
+    assert sections._line is not None
+    rng = random.Random(11)
+    pieces = ["主诉", "现病史", "既往史", "体格检查", "诊断", ":", "：", "\n", "\n\n", " ", "\t", "【", "】", "**",
+              "1.", "(2)", "。", "#", "## ", "头痛", "[", "]", "\r\n", "一、"]
+    found = 0
+    for _ in range(3000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randrange(30)))
+        scan = [(m.start(), m.end(), m.group("name")) for m in sections._line.finditer(text)]
+        assert [(m.start(), m.end(), m.group("name")) for m in sections._at_line_starts(text)] == scan
+        found += len(scan)
+    assert found > 500

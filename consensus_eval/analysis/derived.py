@@ -16,7 +16,7 @@ from dataclasses import replace
 
 from consensus_eval._gc import gc_paused_call
 from consensus_eval.domain.cases import Case
-from consensus_eval.domain.grounding import CaseGrounder, Grounding
+from consensus_eval.domain.grounding import CaseGrounder, Grounding, normalise_all
 from consensus_eval.domain.judgment import Judgment
 from consensus_eval.domain.rubric import Rubric
 from consensus_eval.domain.scoring import AnyJudgment, Deriver, DimensionScore
@@ -78,7 +78,9 @@ def ground_all(rubric: Rubric, cases: Sequence[Case], records: Iterable[StoredCa
 
     One :class:`~consensus_eval.domain.grounding.CaseGrounder` per case (its texts folded once, each
     distinct quote searched once), dropped when the case is done: time and memory are linear in the
-    number of cases. The conversation is searched as the prompt renders it (``rubric.roles``).
+    number of cases. The texts of :data:`_FOLDED_TOGETHER` cases at a time are folded in one pass
+    (:func:`~consensus_eval.domain.grounding.normalise_all`). The conversation is searched as the prompt
+    renders it (``rubric.roles``).
     """
     by_case: dict[str, list[StoredCall]] = {}
     for r in records:
@@ -86,15 +88,30 @@ def ground_all(rubric: Rubric, cases: Sequence[Case], records: Iterable[StoredCa
             by_case.setdefault(r.case_id, []).append(r)
     out: dict[str, Grounding] = {}
     sections = Sections.of(rubric)
-    for case in cases:
-        recs = by_case.get(case.id)
-        if not recs:
-            continue
-        grounder = CaseGrounder(case.record, rubric.conversation_text(case), sections)
-        for r in recs:
-            for did, evidence in evidence_of(r):
-                out[did] = grounder.ground(evidence)   # built with shared fields sets (domain/grounding.py)
+    with_calls = [case for case in cases if by_case.get(case.id)]
+    for start in range(0, len(with_calls), _FOLDED_TOGETHER):
+        batch = with_calls[start:start + _FOLDED_TOGETHER]
+        texts = [text for case in batch for text in (case.record, rubric.conversation_text(case))]
+        folded = normalise_all(texts)
+        for k, case in enumerate(batch):
+            ground = CaseGrounder(texts[2 * k], texts[2 * k + 1], sections, (folded[2 * k], folded[2 * k + 1])).ground
+            for r in by_case[case.id]:
+                j = r.judgment
+                assert j is not None   # by_case holds the ok calls with a judgment
+                if j.evidence or j.verdicts:   # the other kinds' quotes: in evidence_of's order
+                    for did, evidence in evidence_of(r):
+                        out[did] = ground(evidence)
+                    continue
+                h = r.request_hash   # deductions then fixed penalties, as evidence_of gives them
+                for i, d in enumerate(j.deductions):
+                    out[f"{h}#d{i}"] = ground(d.evidence)
+                for i, p in enumerate(j.fixed_penalties):
+                    out[f"{h}#p{i}"] = ground(p.evidence)
     return out
+
+
+#: cases whose texts :func:`ground_all` folds in one pass (:func:`~consensus_eval.domain.grounding.normalise_all`)
+_FOLDED_TOGETHER = 256
 
 
 def without_ungrounded(rec: StoredCall, grounding: dict[str, Grounding]) -> AnyJudgment | None:

@@ -52,11 +52,14 @@ case and a bounded number of bounded alignments, however long it is.
 from __future__ import annotations
 
 import re
+import threading
 import unicodedata
 from array import array
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import numpy as np
 from jinja2 import FileSystemLoader, StrictUndefined
 from jinja2.sandbox import SandboxedEnvironment
 from rapidfuzz import fuzz
@@ -182,27 +185,91 @@ _TABLE = _FoldTable()
 class Normalised:
     """A text folded by :func:`normalise`, with the map back: normalised character ``i`` came from
     original characters ``[origin[i], origin_end[i])`` (the map is built on first use: an exact match
-    never needs it)."""
+    never needs it). ``folded``: ``normalise(original)`` when already made (:func:`normalise_all`)."""
 
     __slots__ = ("_origin", "original", "text")
 
-    def __init__(self, original: str) -> None:
+    def __init__(self, original: str, folded: str | None = None) -> None:
         self.original = original
-        self.text = original.translate(_TABLE)
-        self._origin: array[int] | None = None
+        self.text = original.translate(_TABLE) if folded is None else folded
+        self._origin: Any = None   # an array of original positions, by normalised position
 
-    def _map(self) -> array[int]:
+    def _map(self) -> Any:
         if self._origin is None:
-            table = _TABLE
-            sizes = [len(table[ord(c)]) for c in self.original]  # what each original character became
-            self._origin = array("l", [i for i, k in enumerate(sizes) if k for _ in range(k)])
+            sizes = _fold_sizes(self.original)   # what each original character became (its length)
+            if sizes is not None:
+                self._origin = np.repeat(np.arange(len(sizes)), sizes)
+            else:
+                table = _TABLE
+                lengths = [len(table[ord(c)]) for c in self.original]
+                self._origin = array("l", [i for i, k in enumerate(lengths) if k for _ in range(k)])
         return self._origin
 
     def span(self, a: int, b: int) -> tuple[int, int]:
         """The original ``[start, end)`` of normalised ``[a, b)`` (``b > a``): from the original
         character that gave normalised ``a`` to the one that gave normalised ``b - 1``, inclusive."""
         origin = self._map()
-        return origin[a], origin[b - 1] + 1
+        return int(origin[a]), int(origin[b - 1]) + 1
+
+
+#: per code point of the basic plane, the length of what :func:`_fold` makes of it (-1 while not yet looked up), and
+#: where its characters start in ``_FOLD_CODES[0]`` (the characters of every fold looked up, end to end)
+_FOLD_SIZE = np.full(0x10000, -1, dtype=np.int8)
+_FOLD_START = np.zeros(0x10000, dtype=np.int64)
+_FOLD_CODES: list[Any] = [np.zeros(0, dtype=np.uint32)]
+_FOLD_LOCK = threading.Lock()
+
+
+def _codes(text: str) -> Any:
+    """``text``'s code points as an array, None when one is outside the basic plane or a lone surrogate."""
+    try:
+        codes = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
+    except UnicodeEncodeError:
+        return None
+    return codes if not len(codes) or codes.max() < 0x10000 else None
+
+
+def _fold_sizes(text: str) -> Any:
+    """What :func:`_fold` makes of each character of ``text``: its length, as an array (None: see :func:`_codes`)."""
+    codes = _codes(text)
+    return None if codes is None else _sizes_of(codes)
+
+
+def _sizes_of(codes: Any) -> Any:
+    sizes = _FOLD_SIZE[codes]
+    if (sizes < 0).any():
+        with _FOLD_LOCK:   # each character looked up once: its characters appended, then its size (what is tested)
+            new = [int(c) for c in np.unique(codes[_FOLD_SIZE[codes] < 0])]
+            folds = [_TABLE[c] for c in new]
+            flat = _FOLD_CODES[0]
+            _FOLD_START[new] = len(flat) + np.cumsum([0, *map(len, folds)])[:-1]
+            _FOLD_CODES[0] = np.concatenate([flat, np.array([ord(x) for f in folds for x in f], dtype=np.uint32)])
+            _FOLD_SIZE[new] = [len(f) for f in folds]
+        sizes = _FOLD_SIZE[codes]
+    return sizes
+
+
+def normalise_all(texts: Sequence[str]) -> list[str]:
+    """``[normalise(t) for t in texts]``, the same strings, folded together on arrays of code points: a rebuild folds
+    every case's record and conversation (the 40,000 texts, 18 million characters, of 20,000 cases: 0.86 s of CPU
+    one ``str.translate`` each, 0.30 s so). Texts with a character outside the basic plane are translated."""
+    joined = "".join(texts)
+    codes = _codes(joined)
+    if codes is None or not len(codes):
+        return [t.translate(_TABLE) for t in texts]
+    sizes = _sizes_of(codes)
+    flat = _FOLD_CODES[0]
+    if sizes.max() <= 1:
+        out = flat[_FOLD_START[codes[sizes.astype(bool)]]]
+    else:
+        lengths = sizes.astype(np.int64)
+        ends = np.cumsum(lengths)
+        within = np.arange(int(ends[-1])) - np.repeat(ends - lengths, lengths)
+        out = flat[np.repeat(_FOLD_START[codes], lengths) + within]
+    folded = out.tobytes().decode("utf-32-le")
+    # where each text's fold starts and ends in ``folded``
+    bounds = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])[np.cumsum([0, *map(len, texts)])].tolist()
+    return [folded[bounds[i]:bounds[i + 1]] for i in range(len(texts))]
 
 
 def normalise(text: str) -> str:
@@ -242,23 +309,41 @@ def _numbers_kept(quote: str, window: str) -> bool:
 
 
 class _Text:
-    """One searched text (record or conversation), folded once."""
+    """One searched text (record or conversation), folded on first use (a case whose quotes are all found as
+    written is never folded)."""
 
-    __slots__ = ("norm", "original", "sections", "source")
+    __slots__ = ("_norm", "original", "sections", "source")
 
-    def __init__(self, source: Source, original: str, sections: SectionIndex | None) -> None:
+    def __init__(self, source: Source, original: str, sections: SectionIndex | None, folded: str | None) -> None:
         self.source: Source = source
         self.original = original
-        self.norm = Normalised(original)
+        self._norm = None if folded is None else Normalised(original, folded)
         self.sections = sections
+
+    @property
+    def norm(self) -> Normalised:
+        if self._norm is None:
+            self._norm = Normalised(self.original)
+        return self._norm
 
     def span(self, start: int, end: int) -> Span:
         return Span(self.source, start, end, self.sections.at(start) if self.sections is not None else None)
 
+    def spans(self, found: list[int], size: int) -> list[Span]:
+        """The spans ``[i, i + size)`` of the occurrences ``found`` (the first :data:`MAX_SPANS`)."""
+        source, sections = self.source, self.sections
+        if sections is None:
+            return [Span(source, i, i + size, None) for i in found[:MAX_SPANS]]
+        at = sections.at
+        return [Span(source, i, i + size, at(i)) for i in found[:MAX_SPANS]]
+
 
 def _occurrences(hay: str, needle: str) -> list[int]:
-    out = []
     i = hay.find(needle)
+    if i < 0:
+        return []
+    out = [i]
+    i = hay.find(needle, i + 1)
     while i >= 0:
         out.append(i)
         i = hay.find(needle, i + 1)
@@ -271,12 +356,16 @@ class CaseGrounder:
 
     ``conversation`` is the conversation as the prompt renders it (module docstring). ``sections``: the
     rubric's headings (:meth:`Sections.of <consensus_eval.domain.sections.Sections.of>`), so that each span
-    says the record section it is in; without it spans carry no section.
+    says the record section it is in; without it spans carry no section. ``folded``: the record and the
+    conversation already folded (:func:`normalise_all` of both), else each is folded when first needed.
     """
 
-    def __init__(self, record: str, conversation: str, sections: Sections | None = None) -> None:
+    def __init__(self, record: str, conversation: str, sections: Sections | None = None,
+                 folded: tuple[str, str] | None = None) -> None:
         index = SectionIndex(record, sections) if sections is not None else None
-        self._texts = (_Text("record", record, index), _Text("conversation", conversation, None))
+        record_folded, conversation_folded = (None, None) if folded is None else folded
+        self._texts = (_Text("record", record, index, record_folded),
+                       _Text("conversation", conversation, None, conversation_folded))
         self._memo: dict[str, Grounding] = {}
 
     def ground(self, evidence: str) -> Grounding:
@@ -311,13 +400,21 @@ class CaseGrounder:
         return self._direct(quote, nq) or self._fuzzy(nq) or _made("not_found")
 
     def _direct(self, quote: str, nq: str) -> Grounding | None:
-        """Exact occurrences, else normalised ones, in both texts (None if neither finds any)."""
+        """Exact occurrences, else normalised ones, in both texts (None if neither finds any). A quote found as
+        written is found without folding the texts (its normalised form is in their folds too: characters are
+        folded one by one, so it is never longer than both)."""
+        record, conversation = self._texts
+        in_record = _occurrences(record.original, quote)
+        in_conversation = _occurrences(conversation.original, quote)
+        if len(in_record) == 1 and not in_conversation:   # most quotes: once, in the record
+            return Grounding("exact", 100.0, (record.span(in_record[0], in_record[0] + len(quote)),), 0)
+        if in_record or in_conversation:
+            spans = record.spans(in_record, len(quote))
+            if len(spans) < MAX_SPANS:
+                spans += conversation.spans(in_conversation[:MAX_SPANS - len(spans)], len(quote))
+            return _made("exact", 100.0, spans, max(0, len(in_record) + len(in_conversation) - MAX_SPANS))
         if all(len(nq) > len(t.norm.text) for t in self._texts):
             return None   # longer than both texts even normalised: in neither, as written or normalised
-        found = [(t, i) for t in self._texts for i in _occurrences(t.original, quote)]
-        if found:
-            return _made("exact", 100.0, [t.span(i, i + len(quote)) for t, i in found[:MAX_SPANS]],
-                         max(0, len(found) - MAX_SPANS))
         found = [(t, i) for t in self._texts for i in _occurrences(t.norm.text, nq)]
         if found:
             return _made("normalised", 100.0, [t.span(*t.norm.span(i, i + len(nq))) for t, i in found[:MAX_SPANS]],

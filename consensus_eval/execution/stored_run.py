@@ -15,9 +15,9 @@ from pydantic import ValidationError
 
 from consensus_eval._errors import InputError, format_validation_error
 from consensus_eval._gc import gc_paused_call
-from consensus_eval.domain.cases import Case
+from consensus_eval.domain.cases import Case, Turn
 from consensus_eval.domain.config import EvalConfig
-from consensus_eval.domain.construct import shared_copy
+from consensus_eval.domain.construct import all_fields, shared_copy
 from consensus_eval.domain.grounding import Grounding
 from consensus_eval.domain.rubric import Rubric
 from consensus_eval.domain.scoring import DimensionScore
@@ -79,8 +79,12 @@ def _compact_case(case: Case) -> Case:
     """``case`` and its turns as objects sharing their classes' fields sets, the roles interned
     (:mod:`consensus_eval.domain.construct`; the same values)."""
     if isinstance(case.conversation, list):
+        # a validated turn names both its fields (both required): built as shared_copy would build it, without
+        # its generic steps (0.65 -> 0.34 s per 100,000 turns)
+        fields, construct_turn, intern = all_fields(Turn), Turn.model_construct, sys.intern
         return shared_copy(case, defaults_given=_CASE_OPTIONAL,
-                           conversation=[shared_copy(t, role=sys.intern(t.role)) for t in case.conversation])
+                           conversation=[construct_turn(fields, role=intern(t.role), text=t.text)
+                                         for t in case.conversation])
     return shared_copy(case, defaults_given=_CASE_OPTIONAL)
 
 
