@@ -225,6 +225,29 @@ def test_figures_sharing_their_resamples_get_the_intervals_they_got_alone() -> N
     assert shared == alone and alpha_mod._draws is None
 
 
+def test_figures_with_the_same_numbers_of_ratings_share_that_product() -> None:
+    rng = np.random.default_rng(12)
+    tables = [rng.normal(size=(3, 90)) for _ in range(3)]
+    for t in tables:
+        t[1, ::7] = np.nan          # the same units rated twice, not three times, in every table
+    alone = [bootstrap_ci(t, "interval", 40, seed=2) for t in tables]
+    with alpha_mod.shared_draws():
+        shared = [bootstrap_ci(t, "interval", 40, seed=2) for t in tables]
+        products = alpha_mod._products
+        assert products is not None and len(products) == 1 + 3 * 3    # the counts' product once, not three times
+    assert shared == alone and None not in alone and alpha_mod._products is None
+
+
+@pytest.mark.parametrize("trial", range(6))
+def test_distinct_rows_are_numpy_uniques_rows(trial: int) -> None:
+    rng = np.random.default_rng(trial)
+    rows = rng.integers(0, 3, (int(rng.integers(1, 400)), int(rng.integers(1, 6)))).astype(float)
+    distinct, inverse = alpha_mod._distinct_rows(rows)
+    expected = np.unique(rows, axis=0)
+    assert len(distinct) == len(expected) and {r.tobytes() for r in distinct} == {r.tobytes() for r in expected}
+    assert np.array_equal(distinct[inverse], rows)
+
+
 @pytest.mark.parametrize("count_max", [255, 1])
 def test_chunked_figures_sharing_their_counts_get_the_intervals_they_got_alone(
         monkeypatch: pytest.MonkeyPatch, count_max: int) -> None:

@@ -223,7 +223,9 @@ def bootstrap_ci(data: np.ndarray, level: Level = "interval", n_boot: int = 1000
                 boot = np.concatenate(parts)
         values = list(boot[~np.isnan(boot)])
     elif level == "ordinal" and (tables := _unit_pairs(arr)) is not None:
-        values = _ordinal_boot(_picks(seed, n_boot, n_units), *tables)
+        # the weights of these resamples, when an interval figure over the same units drew them already
+        drawn = _draws.get((seed, n_boot, n_units)) if _draws is not None else None
+        values = _ordinal_boot(_picks(seed, n_boot, n_units), *tables, drawn=drawn)
     else:
         values = [a for block in _picks(seed, n_boot, n_units) for p in block
                   if (a := krippendorff_alpha(arr[:, p], level).value) is not None]
@@ -381,7 +383,7 @@ def _unit_pairs(arr: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np
 
 
 def _ordinal_boot(picks: Iterable[np.ndarray], values: np.ndarray, counts: np.ndarray,
-                  pairs: np.ndarray, m: np.ndarray) -> list[float]:
+                  pairs: np.ndarray, m: np.ndarray, *, drawn: np.ndarray | None = None) -> list[float]:
     """Ordinal alpha of each resample (rows of the chunks ``picks``: :func:`_picks`), the undefined ones left
     out: what :func:`krippendorff_alpha` gives for the resampled table, to the last bit, without building it.
 
@@ -390,6 +392,9 @@ def _ordinal_boot(picks: Iterable[np.ndarray], values: np.ndarray, counts: np.nd
     observed disagreement is its pair counts times those distances (exact: small integers times
     multiples of 1/4), divided by ``m - 1`` and summed over the resample's units in the order drawn,
     and the expected disagreement is summed over the present values, as :func:`_by_value` does.
+
+    ``drawn``: these resamples' :func:`_weights`, when at hand: each chunk's counts are then their rows as
+    integers (the same numbers, a quarter of the cost of counting the chunk again).
     """
     n_values = values.size
     n_units = pairs.shape[0]
@@ -399,9 +404,12 @@ def _ordinal_boot(picks: Iterable[np.ndarray], values: np.ndarray, counts: np.nd
     pattern_pairs, pattern_m = patterns[:, :-1], patterns[:, -1]
     n_patterns = len(patterns)
     out: list[float] = []
+    start = 0
     for chunk in picks:
-        drawn = _counts(chunk, n_units)               # resamples x units, how many times each unit was drawn
-        n_by_value = drawn @ counts                   # integers: exact
+        # resamples x units, how many times each unit was drawn
+        times = _counts(chunk, n_units) if drawn is None else drawn[start:start + len(chunk)].astype(np.int64)
+        start += len(chunk)
+        n_by_value = times @ counts                   # integers: exact
         deltas = np.zeros((len(chunk), n_values * n_values))
         expected: list[float | None] = []
         for b, n_c in enumerate(n_by_value):
@@ -420,7 +428,7 @@ def _ordinal_boot(picks: Iterable[np.ndarray], values: np.ndarray, counts: np.nd
         # each drawn unit's value, row by row (np.take_along_axis's values, by flat index: faster)
         at = pattern_of[chunk] + (np.arange(len(chunk)) * n_patterns)[:, None]
         observed = per_pattern.ravel()[at].sum(axis=1)
-        n = drawn @ m                                 # the ratings drawn: integers, exact
+        n = times @ m                                 # the ratings drawn: integers, exact
         for b, de in enumerate(expected):
             if de is not None and de > 0:
                 out.append(float(1.0 - observed[b] * (n[b] - 1) / de))

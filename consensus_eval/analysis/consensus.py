@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from math import fsum
 from typing import Annotated, Literal
 
@@ -123,6 +124,7 @@ class _Panel:
     judges: Sequence[str]
     config: ConsensusConfig
     dims: list[str] = field(init=False)
+    weights: list[float] = field(init=False)
     stars_for: dict[str, Callable[[float], int | None]] = field(init=False)
     has_stars: bool = field(init=False)
     by_criteria: list[str] = field(init=False)
@@ -130,10 +132,20 @@ class _Panel:
     def __post_init__(self) -> None:
         dimensions = self.rubric.dimensions
         object.__setattr__(self, "dims", [d.id for d in dimensions])
-        object.__setattr__(self, "stars_for", {d.id: d.stars_for for d in dimensions})
+        object.__setattr__(self, "weights", [d.weight for d in dimensions])
+        # each dimension's stars of a score, remembered: asked once per judge, case and dimension, of a few
+        # hundred distinct scores
+        object.__setattr__(self, "stars_for", {d.id: cache(d.stars_for) for d in dimensions})
         # no stars at all (a rubric whose dimensions have none): no star total either, never a made-up 0
         object.__setattr__(self, "has_stars", any(d.stars is not None for d in dimensions))
         object.__setattr__(self, "by_criteria", [d.id for d in dimensions if d.by_criteria])
+
+    def total(self, values: Sequence[float | None]) -> float | None:
+        """The rubric's total of ``values`` (one per dimension, in rubric order), or None if any is None: the
+        sum :meth:`Rubric.total` makes (weight x score in rubric order, from 0), without a dict per total."""
+        if None in values:
+            return None
+        return sum([v * w for v, w in zip(values, self.weights, strict=True) if v is not None])
 
 
 def _judge_score(judge: str, dim: str, recs: list[StoredCall] | None, derived: dict[str, DimensionScore],
@@ -195,14 +207,13 @@ def _case(panel: _Panel, case_id: str, by_key: dict[tuple[str, str, str], list[S
     for d in dims:
         vals = [m for js in by_dim[d] if (m := js.mean) is not None]
         scores[d] = aggregate(vals, config.aggregate, config.trim) if len(vals) >= config.min_judges else None
-    judge_totals = {j: t for j in judges if (t := _total_if_complete(rubric, dims, [table[j][d].mean for d in dims]))
-                    is not None}
+    judge_totals = {j: t for j in judges if (t := panel.total([table[j][d].mean for d in dims])) is not None}
     any_answer = any(js.runs for d in dims for js in by_dim[d])
     complete = all(s is not None for s in scores.values())
     status: Status = ("incomplete" if missing else "ok" if complete else
                       "inconclusive" if any_answer else "failed")
     stars = {d: (stars_for[d](s) if s is not None else None) for d, s in scores.items()}
-    total = _total_if_complete(rubric, dims, list(scores.values()))
+    total = panel.total(list(scores.values()))
     star_total = (rubric.star_total({d: s for d, s in stars.items() if s is not None})
                   if complete and panel.has_stars else None)
     spread = (max(judge_totals.values()) - min(judge_totals.values())) if len(judge_totals) >= 2 else None
@@ -218,11 +229,3 @@ def _case(panel: _Panel, case_id: str, by_key: dict[tuple[str, str, str], list[S
         criteria=verdicts if any(verdicts.values()) else {},
     )
     return construct(CaseConsensus, **values)
-
-
-def _total_if_complete(rubric: Rubric, dims: Sequence[str], values: Sequence[float | None]) -> float | None:
-    """The rubric's total (sum of weight x score, :meth:`Rubric.total`) of the scores ``values`` of
-    ``dims``, or None if any of them is None."""
-    if None in values:
-        return None
-    return rubric.total({d: v for d, v in zip(dims, values, strict=True) if v is not None})

@@ -7,7 +7,7 @@ The statistic itself is :mod:`consensus_eval.analysis.alpha`; agreement with hum
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -21,7 +21,7 @@ from consensus_eval.analysis.error_analysis import ErrorAnalysis
 from consensus_eval.analysis.judge_quality import JudgeQuality, judge_quality
 from consensus_eval.analysis.judge_validity import ValidityReport
 from consensus_eval.domain.kinds.deductions import deductions_in
-from consensus_eval.domain.rubric import Dimension
+from consensus_eval.domain.rubric import Criterion, Dimension
 from consensus_eval.execution.stored_run import StoredRun
 
 
@@ -110,6 +110,7 @@ def _reliability_report(run: StoredRun, cons: Sequence[CaseConsensus], n_boot: i
         return alpha_with_ci(rows if isinstance(rows, np.ndarray) else matrix(rows), level, n_boot, seed)
 
     taken = _points_taken(run, cons)
+    case_criteria = {c.id: c.criteria for c in run.cases}   # once for every dimension (:func:`_rows`)
     within: dict[str, dict[str, Alpha]] = {}
     most_runs = _most_runs(cons, judges, dims)
     for j in judges:
@@ -119,7 +120,7 @@ def _reliability_report(run: StoredRun, cons: Sequence[CaseConsensus], n_boot: i
                                for i in range(n_runs)]) for d in dims}
     return ReliabilityReport(
         judges=judges, n_cases=len(cons), bootstrap=Bootstrap(resamples=n_boot, seed=seed),
-        across_judges={**{d.id: a(_rows(run, cons, d), level_of(d)) for d in rubric.dimensions},
+        across_judges={**{d.id: a(_rows(run, cons, d, case_criteria), level_of(d)) for d in rubric.dimensions},
                        "total": a([[judge_value(c, j, "total") for c in cons] for j in judges])},
         stars={d.id: a([[c.judges[j][d.id].stars for c in cons] for j in judges], "ordinal")
                for d in rubric.dimensions if d.stars is not None},
@@ -154,11 +155,12 @@ def level_of(dimension: Dimension) -> Level:
     return dimension.alpha_level
 
 
-def _rows(run: StoredRun, cons: Sequence[CaseConsensus], dim: Dimension) -> list[list[float | None]]:
+def _rows(run: StoredRun, cons: Sequence[CaseConsensus], dim: Dimension,
+          case_criteria: Mapping[str, Sequence[Criterion] | None]) -> list[list[float | None]]:
     """One row per judge, the values alpha of ``dim`` is computed on, as its kind says
     (:meth:`~consensus_eval.domain.kinds.base.Dimension.agreement_values`: each case's mean score; for a criteria
-    dimension one value per case x criterion)."""
-    return dim.agreement_values(cons, run.judges, {c.id: c.criteria for c in run.cases})
+    dimension one value per case x criterion, by ``case_criteria``: each case's own criteria, by case id)."""
+    return dim.agreement_values(cons, run.judges, case_criteria)
 
 
 def _points_taken(run: StoredRun, cons: Sequence[CaseConsensus]) -> Callable[[str], np.ndarray]:
