@@ -98,13 +98,13 @@ from __future__ import annotations
 
 import hashlib
 import re
-import statistics
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+from math import fsum
 from typing import Literal
 
-from consensus_eval.analysis.consensus import CaseConsensus
+from consensus_eval.analysis.consensus import CaseConsensus, JudgeScore
 from consensus_eval.domain.config import ConsensusConfig, EvalConfig
 from consensus_eval.domain.flags import Flag
 from consensus_eval.domain.grounding import Grounding
@@ -113,6 +113,7 @@ from consensus_eval.domain.kinds.criteria import majority, split_criteria
 from consensus_eval.domain.kinds.deductions import as_deductions
 from consensus_eval.domain.rubric import Criterion, Dimension, Rubric
 from consensus_eval.domain.scoring import DimensionScore
+from consensus_eval.domain.stored import StoredJudgment
 from consensus_eval.execution.store import StoredCall
 from consensus_eval.execution.stored_run import StoredRun
 
@@ -569,6 +570,7 @@ class ReviewQueue:
 
 def audit(run: StoredRun, cons: Sequence[CaseConsensus]) -> list[CaseAudit]:
     """Every case of a run, audited and ranked (module docstring: scores, review, ranking, matching)."""
+    derived = run.scores
     by_case: dict[str, list[StoredCall]] = {}
     for r in run.records:
         by_case.setdefault(r.case_id, []).append(r)
@@ -576,13 +578,35 @@ def audit(run: StoredRun, cons: Sequence[CaseConsensus]) -> list[CaseAudit]:
     anchors = case_anchors([c.case_id for c in cons])
     own_criteria = ({c.id: c.criteria for c in run.cases if c.criteria is not None}
                     if any(d.uses_case_criteria for d in run.rubric.dimensions) else {})
+    dims = [_dim_facts(d, penalties=d.view == VIEW_DEDUCTIONS and bool(as_deductions(d).fixed_penalties))
+            for d in run.rubric.dimensions] if cons else []
+    found = run.grounding or {}
+    config = run.config.consensus
     audits = []
     for c in cons:
-        a = _audit_case(run.rubric, run.judges, c, by_case.get(c.case_id, []), run.scores, run.config.consensus,
-                        policy, grounding=run.grounding, case_criteria=own_criteria.get(c.case_id))
-        a.anchor = anchors[c.case_id]
+        cid = c.case_id
+        a = _audit_case(run.rubric, dims, run.judges, c, by_case.get(cid, []), derived, config, policy, found,
+                        own_criteria.get(cid))
+        a.anchor = anchors[cid]
         audits.append(a)
     return rank(audits, queue_mode(len(run.judges)))
+
+
+@dataclass(slots=True, frozen=True)
+class _Dim:
+    """A rubric dimension's facts the audit reads for every case, looked up once per run (:func:`audit`)."""
+
+    dim: Dimension
+    anchors: Mapping[int, str]
+    low: float
+    #: a ``deductions`` dimension whose rubric has fixed penalties (its judges' penalty share counts)
+    penalties: bool
+    #: deduction type id -> (category id, category name, type id, type name), filled as the types are met
+    types: dict[str, tuple[str, str, str, str]]
+
+
+def _dim_facts(dim: Dimension, penalties: bool = False) -> _Dim:
+    return _Dim(dim=dim, anchors=dim.anchors, low=dim.low, penalties=penalties, types={})
 
 
 def queue_mode(panel_size: int) -> QueueMode:
@@ -787,48 +811,54 @@ def _group_label(runs: tuple[int, ...], n_runs: int) -> str:
 
 
 def _mean(values: Sequence[float]) -> float | None:
-    return statistics.fmean(values) if values else None
+    return fsum(values) / len(values) if values else None   # statistics.fmean's sum and division
 
 
-def _audit_case(rubric: Rubric, judges: Sequence[str], cons: CaseConsensus, records: list[StoredCall],
-                derived: dict[str, DimensionScore], config: ConsensusConfig | None = None,
-                policy: str = "flag", *, grounding: Mapping[str, Grounding] | None = None,
-                case_criteria: Sequence[Criterion] | None = None) -> CaseAudit:
+def _audit_case(rubric: Rubric, facts: Sequence[_Dim], judges: Sequence[str], cons: CaseConsensus,
+                records: list[StoredCall], derived: Mapping[str, DimensionScore], config: ConsensusConfig,
+                policy: str, found: Mapping[str, Grounding], case_criteria: Sequence[Criterion] | None) -> CaseAudit:
     calls: dict[tuple[str, str], list[StoredCall]] = {}   # (dimension, judge) -> its calls, in stored order
+    mismatches: list[Mismatch] = []
     for r in records:
-        calls.setdefault((r.dimension, r.judge), []).append(r)
-    dims = [_audit_dimension(rubric, judges, cons, d, calls, derived, grounding=grounding,
-                             case_criteria=case_criteria)
-            for d in rubric.dimensions]
-    mismatches = _mismatches(rubric, records, derived)
+        key = (r.dimension, r.judge)
+        same = calls.get(key)
+        if same is None:
+            calls[key] = [r]
+        else:
+            same.append(r)
+        s = derived.get(r.request_hash)
+        if s is not None and s.claim_mismatch:
+            mismatches.append(Mismatch(judge=r.judge, run=r.run, dimension=r.dimension,
+                                       dimension_name=rubric.dimension(r.dimension).name,
+                                       claimed_score=s.claimed_score, claimed_stars=s.claimed_stars,
+                                       derived_score=s.score, derived_stars=s.stars))
+    dims = [_audit_dimension(f, judges, cons, calls, derived, found, case_criteria) for f in facts]
     views = [v for dim in dims for v in dim.judges]
-    every = [x for v in views for x in v.deductions]
     singles: set[tuple[str, str, str]] = set()
     comparable: set[tuple[str, str, str]] = set()
     n_checked = 0   # deductions whose evidence was looked for in the case ...
     ungrounded: set[tuple[str, str, str, str, str]] = set()   # ... and those not found, each listing once
     n_ungrounded = 0
-    for ded in every:
-        if ded.match != "no_peer":
-            key = (ded.judge, ded.dimension, ded.type_id)
-            comparable.add(key)
-            if ded.match == "none":   # ded.singleton
-                singles.add(key)
-        g = ded.grounding
-        if g is not None:
-            n_checked += 1
-            if not g.grounded:      # ded.ungrounded
-                n_ungrounded += 1
-                ungrounded.add((ded.judge, ded.dimension, ded.kind, ded.type_id, ded.evidence))
+    for v in views:
+        for ded in v.deductions:
+            if ded.match != "no_peer":
+                made = (ded.judge, ded.dimension, ded.type_id)
+                comparable.add(made)
+                if ded.match == "none":   # ded.singleton
+                    singles.add(made)
+            g = ded.grounding
+            if g is not None:
+                n_checked += 1
+                if not g.grounded:      # ded.ungrounded
+                    n_ungrounded += 1
+                    ungrounded.add((ded.judge, ded.dimension, ded.kind, ded.type_id, ded.evidence))
     compared = [dim for dim in dims if dim.spread is not None]
     spread_share = _mean([dim.spread_share for dim in compared if dim.spread_share is not None])
     star_gap_mean = _mean([float(dim.star_gap) for dim in compared])
     singleton_share = len(singles) / len(comparable) if comparable else None
     lost_share = _mean([x for dim in dims if (x := _lost(dim)) is not None])
-    with_penalties = {d.dimension for d in dims
-                      if d.view == VIEW_DEDUCTIONS and as_deductions(rubric.dimension(d.dimension)).fixed_penalties}
     penalty_runs = [len({x.run for x in v.deductions if x.kind == "penalty"}) / v.runs_ok
-                    for dim in dims if dim.dimension in with_penalties for v in dim.judges if v.runs_ok]
+                    for f, dim in zip(facts, dims, strict=True) if f.penalties for v in dim.judges if v.runs_ok]
     ungrounded_share = n_ungrounded / n_checked if n_checked else None
     answering = {v.judge for v in views if v.runs_ok}
     answered = [j for j in judges if j in answering]
@@ -845,7 +875,7 @@ def _audit_case(rubric: Rubric, judges: Sequence[str], cons: CaseConsensus, reco
         dimensions=dims, mismatch_runs=mismatches,
     )
     a.risk = risk_score(a.lost_share, a.penalty_share, a.ungrounded_share)
-    a.reasons = review_reasons(a, config if config is not None else ConsensusConfig(), policy, cons.flag_codes)
+    a.reasons = review_reasons(a, config, policy, cons.flag_codes)
     a.needs_review = bool(a.reasons)
     return a
 
@@ -936,28 +966,28 @@ def _opt_float(x: float | None) -> float | None:
 _num = fmt_short
 
 
-def _audit_dimension(rubric: Rubric, judges: Sequence[str], cons: CaseConsensus, dim: Dimension,
-                     calls: Mapping[tuple[str, str], list[StoredCall]], derived: dict[str, DimensionScore], *,
-                     grounding: Mapping[str, Grounding] | None = None,
-                     case_criteria: Sequence[Criterion] | None = None) -> DimensionAudit:
+def _audit_dimension(f: _Dim, judges: Sequence[str], cons: CaseConsensus,
+                     calls: Mapping[tuple[str, str], list[StoredCall]], derived: Mapping[str, DimensionScore],
+                     found: Mapping[str, Grounding], case_criteria: Sequence[Criterion] | None) -> DimensionAudit:
+    dim = f.dim
     dim_id = dim.id
-    views = [_judge_view(rubric, cons, j, dim, calls.get((dim_id, j), []), derived, grounding=grounding)
-             for j in judges]
+    by_judge = cons.judges
+    views = [_judge_view(f, j, by_judge.get(j), calls.get((dim_id, j)), derived, found) for j in judges]
     _match_deductions(views)
     stars = [v.stars for v in views if v.stars is not None]
     scores = [v.score for v in views if v.score is not None]
     spread = (max(scores) - min(scores)) if len(scores) >= 2 else None
     ratings = [v.score for v in views if v.ratings and v.score is not None]
-    anchors = dim.anchors
+    anchors = f.anchors
     return DimensionAudit(
         dimension=dim_id, name=dim.name, max=dim.max, panel_score=cons.scores.get(dim_id),
         star_gap=(max(stars) - min(stars)) if len(stars) >= 2 else 0, judges=views,
         spread=spread,
-        spread_share=(spread / (dim.max - dim.low)) if spread is not None and dim.max > dim.low else None,
+        spread_share=(spread / (dim.max - f.low)) if spread is not None and dim.max > f.low else None,
         kind=dim.kind, levels=dict(anchors),
         level_spread=(max(ratings) - min(ratings)) if anchors and len(ratings) >= 2 else None,
         criteria=_criterion_rows(dim, views, case_criteria) if dim.by_criteria else [],
-        low=dim.low, view=dim.view,
+        low=f.low, view=dim.view,
     )
 
 
@@ -979,9 +1009,16 @@ def _criterion_rows(dim: Dimension, views: Sequence[JudgeView],
     return sorted(rows, key=lambda r: not r.split)
 
 
-def _judge_view(rubric: Rubric, cons: CaseConsensus, judge: str, dim: Dimension, recs: list[StoredCall],
-                derived: dict[str, DimensionScore], *,
-                grounding: Mapping[str, Grounding] | None = None) -> JudgeView:
+def _judge_view(f: _Dim, judge: str, scores: Mapping[str, JudgeScore] | None, recs: list[StoredCall] | None,
+                derived: Mapping[str, DimensionScore], found: Mapping[str, Grounding]) -> JudgeView:
+    """``judge`` on dimension ``f`` of one case: ``scores`` its consensus scores on the case (by dimension),
+    ``recs`` its calls on the dimension, in stored order (None: none)."""
+    score = scores.get(f.dim.id) if scores else None
+    if not recs:
+        return JudgeView(judge=judge, score=score.mean if score else None, stars=score.stars if score else None,
+                         runs_ok=0, runs_failed=0, deductions=(), errors=(), comments=(), runs=(), n_runs=0)
+    if len(recs) == 1 and recs[0].request_hash in derived and not f.anchors:
+        return _one_call_view(f, judge, score, recs[0], found)
     ok: list[StoredCall] = []
     errors: list[str] = []
     n_runs = len(recs)
@@ -993,15 +1030,20 @@ def _judge_view(rubric: Rubric, cons: CaseConsensus, judge: str, dim: Dimension,
         if r.run >= n_runs:
             n_runs = r.run + 1
     if len(ok) > 1:
-        ok.sort(key=lambda r: r.run)   # stable: calls of the same run keep their stored order
-    found = grounding or {}
+        ok.sort(key=_run_of)   # stable: calls of the same run keep their stored order
     deductions: list[AuditDeduction] = []
     comments: list[str] = []
+    verdicts: list[VerdictItem] = []
     for r in ok:
-        deductions += _deductions(dim, r, found)
-        if r.judgment and r.judgment.comment:
-            comments.append(r.judgment.comment)
-    score = cons.judges.get(judge, {}).get(dim.id)
+        j = r.judgment
+        if j is None:
+            continue
+        if j.deductions or j.fixed_penalties:
+            deductions += _deductions(f, r, found)
+        if j.comment:
+            comments.append(j.comment)
+        if j.verdicts:
+            verdicts += _verdicts(r, j, found)
     # tuples (an empty one is shared), the run numbers shared between views: a large run holds ~10 views per case
     return JudgeView(
         judge=judge,
@@ -1010,28 +1052,49 @@ def _judge_view(rubric: Rubric, cons: CaseConsensus, judge: str, dim: Dimension,
         runs_ok=len(ok), runs_failed=len(errors),
         deductions=tuple(deductions), errors=tuple(errors), comments=tuple(comments),
         runs=_shared_runs(tuple(r.run for r in ok)), n_runs=n_runs,
-        ratings=_ratings(dim, ok, found), verdicts=_verdicts(ok, found),
+        ratings=_ratings(f.anchors, ok, found) if f.anchors else (), verdicts=tuple(verdicts),
     )
 
 
-def _ratings(dim: Dimension, ok: Sequence[StoredCall], grounding: Mapping[str, Grounding]) -> tuple[RatingItem, ...]:
-    """Each successful run's level on a likert dimension, with the level's anchor and where each quote is
-    (``grounding`` by quote id, ``{request_hash}#e{i}``); empty for another kind."""
-    anchors = dim.anchors
-    if not anchors:
-        return ()
+def _one_call_view(f: _Dim, judge: str, score: JudgeScore | None, r: StoredCall,
+                   found: Mapping[str, Grounding]) -> JudgeView:
+    """:func:`_judge_view` of a judge with one successful call on the dimension (not a likert one): most views."""
+    j = r.judgment
+    deductions: tuple[AuditDeduction, ...] = ()
+    comments: tuple[str, ...] = ()
+    verdicts: tuple[VerdictItem, ...] = ()
+    if j is not None:
+        if j.deductions or j.fixed_penalties:
+            deductions = tuple(_deductions(f, r, found))
+        if j.comment:
+            comments = (j.comment,)
+        if j.verdicts:
+            verdicts = tuple(_verdicts(r, j, found))
+    run = r.run
+    return JudgeView(judge=judge, score=score.mean if score else None, stars=score.stars if score else None,
+                     runs_ok=1, runs_failed=0, deductions=deductions, errors=(), comments=comments,
+                     runs=_shared_runs((run,)), n_runs=run + 1 if run >= 1 else 1, verdicts=verdicts)
+
+
+def _verdicts(r: StoredCall, j: StoredJudgment, found: Mapping[str, Grounding]) -> list[VerdictItem]:
+    """The verdicts of call ``r`` (its judgment ``j``) on a criteria dimension's criteria, with where each one's
+    evidence is (``{request_hash}#v{i}``)."""
+    return [VerdictItem(run=r.run, id=v.id, met=v.met, evidence=v.evidence, reason=v.reason,
+                        grounding=found.get(f"{r.request_hash}#v{i}")) for i, v in enumerate(j.verdicts)]
+
+
+def _run_of(r: StoredCall) -> int:
+    return r.run
+
+
+def _ratings(anchors: Mapping[int, str], ok: Sequence[StoredCall],
+             grounding: Mapping[str, Grounding]) -> tuple[RatingItem, ...]:
+    """Each successful run's level on a likert dimension (``anchors``: its levels' texts), with the level's anchor
+    and where each quote is (``grounding`` by quote id, ``{request_hash}#e{i}``)."""
     return tuple(RatingItem(run=r.run, rating=r.judgment.rating, anchor=anchors.get(r.judgment.rating, ""),
                        evidence=list(r.judgment.evidence), comment=r.judgment.comment,
                        grounding=[grounding.get(f"{r.request_hash}#e{i}") for i in range(len(r.judgment.evidence))])
             for r in ok if r.judgment is not None and r.judgment.rating is not None)
-
-
-def _verdicts(ok: Sequence[StoredCall], grounding: Mapping[str, Grounding]) -> tuple[VerdictItem, ...]:
-    """Each successful run's verdicts on a criteria dimension's criteria, with where each one's evidence is
-    (``{request_hash}#v{i}``); empty for another kind."""
-    return tuple(VerdictItem(run=r.run, id=v.id, met=v.met, evidence=v.evidence, reason=v.reason,
-                             grounding=grounding.get(f"{r.request_hash}#v{i}"))
-                 for r in ok if r.judgment is not None for i, v in enumerate(r.judgment.verdicts))
 
 
 def deductions_of(rubric: Rubric, rec: StoredCall,
@@ -1040,27 +1103,31 @@ def deductions_of(rubric: Rubric, rec: StoredCall,
     from ``grounding`` (:attr:`StoredRun.grounding`, by deduction id), where each one's evidence is."""
     if rec.judgment is None:
         return []
-    return _deductions(rubric.dimension(rec.dimension), rec, grounding or {})
+    return _deductions(_dim_facts(rubric.dimension(rec.dimension)), rec, grounding or {})
 
 
-def _deductions(dim: Dimension, rec: StoredCall, found: Mapping[str, Grounding]) -> list[AuditDeduction]:
-    """:func:`deductions_of` with the call's dimension ``dim`` given."""
+def _deductions(f: _Dim, rec: StoredCall, found: Mapping[str, Grounding]) -> list[AuditDeduction]:
+    """:func:`deductions_of` with the facts of the call's dimension given (its types looked up once)."""
     judgment = rec.judgment
     if judgment is None or not (judgment.deductions or judgment.fixed_penalties):
         return []
-    kinds = as_deductions(dim)
     # from a judgment validated when stored, the rubric and groundings, with the types validation would give
     call, judge, run, dimension = rec.request_hash, rec.judge, rec.run, rec.dimension
+    types = f.types
     items = []
     for i, d in enumerate(judgment.deductions):
-        cat, typ = kinds.find_type(d.type)
+        t = types.get(d.type)
+        if t is None:
+            cat, typ = as_deductions(f.dim).find_type(d.type)
+            t = types[d.type] = (cat.id, cat.name, typ.id, typ.name)
         items.append(AuditDeduction(
             call=call, index=i, judge=judge, run=run, dimension=dimension, kind="deduction",
-            category_id=cat.id, category=cat.name, type_id=typ.id, type=typ.name,
+            category_id=t[0], category=t[1], type_id=t[2], type=t[3],
             points=float(d.points), evidence=d.evidence, reason=d.reason, match="no_peer", matched_by=(),
             grounding=found.get(f"{call}#d{i}") if found else None, copy_of=None))
     if not judgment.fixed_penalties:
         return items
+    kinds = as_deductions(f.dim)
     copies = penalty_copies(rec)
     for i, p in enumerate(judgment.fixed_penalties):
         pen = kinds.penalties_by_id[p.id]
@@ -1090,36 +1157,49 @@ def penalty_copies(rec: StoredCall) -> dict[str, str]:
 
 
 def _match_deductions(views: list[JudgeView]) -> None:
-    """Set ``match`` and ``matched_by`` of every deduction against the other judges' (in place)."""
+    """Set ``match`` and ``matched_by`` of every deduction against the other judges' (in place; the deductions of
+    fresh views, made ``no_peer``: a judge without peers keeps that)."""
     answered = [v for v in views if v.runs_ok]
-    types = {v.judge: {d.type_id for d in v.deductions} for v in answered}
-    cats = {v.judge: {d.category_id for d in v.deductions} for v in answered}
+    if len(answered) < 2:   # nobody to compare with
+        return
+    # each deduction type's and category's judges, in panel order (a judge once: its deductions are together)
+    type_judges: dict[str, list[str]] = {}
+    cat_judges: dict[str, list[str]] = {}
+    for v in answered:
+        me = v.judge
+        for d in v.deductions:
+            js = type_judges.get(d.type_id)
+            if js is None:
+                type_judges[d.type_id] = [me]
+            elif js[-1] != me:
+                js.append(me)
+            js = cat_judges.get(d.category_id)
+            if js is None:
+                cat_judges[d.category_id] = [me]
+            elif js[-1] != me:
+                js.append(me)
+    names = [v.judge for v in answered]
     for v in answered:
         if not v.deductions:
             continue
-        peers = [p.judge for p in answered if p.judge != v.judge]
-        if not peers:
-            for d in v.deductions:
-                d.match, d.matched_by = "no_peer", ()
+        me = v.judge
+        if names.count(me) == len(names):   # no other judge answered
             continue
         found: dict[tuple[str, str], tuple[Match, tuple[str, ...]]] = {}   # (type, category) -> its match
         for d in v.deductions:
             key = (d.type_id, d.category_id)
             res = found.get(key)
-            if res is None:
-                res = found[key] = _match(d, peers, types, cats)
+            if res is None:   # the other judges with its type, else those with its category, else none
+                same = [p for p in type_judges[key[0]] if p != me]
+                if same:
+                    res = found[key] = ("type", _shared_names(tuple(same)))
+                else:
+                    same = [p for p in cat_judges[key[1]] if p != me]
+                    res = found[key] = ("category", _shared_names(tuple(same))) if same else _UNMATCHED
             d.match, d.matched_by = res
 
 
-def _match(d: AuditDeduction, peers: Sequence[str], types: Mapping[str, set[str]],
-           cats: Mapping[str, set[str]]) -> tuple[Match, tuple[str, ...]]:
-    """How ``d`` is matched by ``peers`` (``types``/``cats``: each judge's deduction types / categories on the
-    dimension): the peers with its type, else those with its category, else none."""
-    same_type = [p for p in peers if d.type_id in types[p]]
-    if same_type:
-        return "type", _shared_names(tuple(same_type))
-    same_cat = [p for p in peers if d.category_id in cats[p]]
-    return ("category", _shared_names(tuple(same_cat))) if same_cat else ("none", ())
+_UNMATCHED: tuple[Match, tuple[str, ...]] = ("none", ())
 
 
 @lru_cache(maxsize=1024)
@@ -1132,15 +1212,3 @@ def _shared_names(names: tuple[str, ...]) -> tuple[str, ...]:
 def _shared_runs(runs: tuple[int, ...]) -> tuple[int, ...]:
     """``runs``, or the equal tuple returned before: one object for every view with the same run numbers."""
     return runs
-
-
-def _mismatches(rubric: Rubric, records: list[StoredCall], derived: dict[str, DimensionScore]) -> list[Mismatch]:
-    out = []
-    for r in records:
-        s = derived.get(r.request_hash)
-        if s is not None and s.claim_mismatch:
-            out.append(Mismatch(judge=r.judge, run=r.run, dimension=r.dimension,
-                                dimension_name=rubric.dimension(r.dimension).name,
-                                claimed_score=s.claimed_score, claimed_stars=s.claimed_stars,
-                                derived_score=s.score, derived_stars=s.stars))
-    return out

@@ -165,7 +165,18 @@ class ReportData:
 
     def flag_texts(self, case_id: str) -> list[str]:
         """Why the case's panel verdict is disputed, in the report's language
-        (:class:`~consensus_eval.analysis.consensus.Flag`)."""
+        (:class:`~consensus_eval.analysis.consensus.Flag`); made once per case (the case table and the drill-down
+        both show them): the list returned is shared, not to be changed."""
+        texts = self._flag_texts.get(case_id)
+        if texts is None:
+            texts = self._flag_texts[case_id] = self._make_flag_texts(case_id)
+        return texts
+
+    @cached_property
+    def _flag_texts(self) -> dict[str, list[str]]:
+        return {}
+
+    def _make_flag_texts(self, case_id: str) -> list[str]:
         c = self.consensus_by_id.get(case_id)
         names = self.dimension_names
         out = []

@@ -23,7 +23,14 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from consensus_eval.analysis.audit import PENALTY_CATEGORY, PENALTY_CATEGORY_NAME, CaseAudit, DrillItem
+from consensus_eval.analysis.audit import (
+    PENALTY_CATEGORY,
+    PENALTY_CATEGORY_NAME,
+    AuditDeduction,
+    CaseAudit,
+    DrillItem,
+    JudgeView,
+)
 from consensus_eval.analysis.human import CaseReview
 from consensus_eval.domain.kinds.base import VIEW_DEDUCTIONS, VIEW_LEVELS
 from consensus_eval.domain.kinds.deductions import deductions_in
@@ -139,7 +146,7 @@ def drill_payload(a: CaseAudit, record: str, conversation: str, judges: Sequence
     for dim in a.dimensions:
         views = []
         for v in dim.judges:
-            groups = [{"r": g.runs, "n": g.n_runs, "d": [_item(it, review) for it in g.items]} for g in v.drill_down()]
+            groups = _groups(v, review)
             # the page reads an absent key as empty: only ``j`` and ``s`` are always written
             view: dict[str, Any] = {"j": jidx.get(v.judge, -1), "s": v.score}
             if v.stars:
@@ -195,9 +202,37 @@ def drill_payload(a: CaseAudit, record: str, conversation: str, judges: Sequence
     return out
 
 
+def _groups(v: JudgeView, review: CaseReview | None) -> list[dict[str, Any]]:
+    """A judge view's drill-down groups (:meth:`~consensus_eval.analysis.audit.JudgeView.drill_down`) as
+    :func:`drill_payload` writes them; the lines of a view whose deductions were all made in one run and list no
+    fixed penalty twice (most views) are made straight from its deductions, one line each."""
+    deductions = v.deductions
+    if not deductions:
+        return []
+    run = deductions[0].run
+    penalties: set[str] = set()
+    for d in deductions:
+        if d.run != run:
+            break
+        if d.kind == "penalty":
+            if d.type_id in penalties:
+                break
+            penalties.add(d.type_id)
+    else:   # what drill_down's one group of one-line items would give
+        return [{"r": [run], "n": max(v.n_runs, v.runs_ok + v.runs_failed),
+                 "d": [_line(d, 1, False, (d,), review) for d in deductions]}]
+    return [{"r": g.runs, "n": g.n_runs, "d": [_item(it, review) for it in g.items]} for g in v.drill_down()]
+
+
 def _item(it: DrillItem, review: CaseReview | None) -> dict[str, Any]:
     """One drill-down line's keys (:func:`drill_payload`); an empty value is left out, except the points."""
-    d = it.deduction
+    return _line(it.deduction, it.times_listed, it.applied_once, it.occurrences, review)
+
+
+def _line(d: AuditDeduction, times_listed: int, applied_once: bool, occurrences: Sequence[AuditDeduction],
+          review: CaseReview | None) -> dict[str, Any]:
+    """:func:`_item` of the line of ``d`` (its first occurrence), listed at most ``times_listed`` times in a run,
+    charged once though listed more (``applied_once``), made of ``occurrences``."""
     did = d.id
     item: dict[str, Any] = {"id": did} if did else {}
     if d.category:
@@ -215,9 +250,9 @@ def _item(it: DrillItem, review: CaseReview | None) -> dict[str, Any]:
         item["mb"] = d.matched_by
     if d.kind == "penalty":
         item["pen"] = True
-    if it.times_listed > 1:
-        item["x"] = it.times_listed
-    if it.applied_once:
+    if times_listed > 1:
+        item["x"] = times_listed
+    if applied_once:
         item["once"] = True
     g = d.grounding
     if g is not None:
@@ -226,12 +261,13 @@ def _item(it: DrillItem, review: CaseReview | None) -> dict[str, Any]:
             item["gs"] = round(g.score, 1)
         item["sp"] = [[0 if s.source == "record" else 1, s.start, s.end, s.section] for s in g.spans]
     if review is not None:
+        ids = [o.id for o in occurrences]
         verdicts: dict[str, str] = {}
-        for oid in it.ids:
+        for oid in ids:
             verdicts.update(review.verdicts.get(oid, {}))
         if verdicts:
             item["hv"] = verdicts
-        ref = next((review.reference_verdicts[oid] for oid in it.ids if oid in review.reference_verdicts), None)
+        ref = next((review.reference_verdicts[oid] for oid in ids if oid in review.reference_verdicts), None)
         if ref is not None:
             item["rv"] = ref
     return item
@@ -275,25 +311,25 @@ def row_facts_of(judges: Sequence[str], categories: Sequence[str],
 
     def facts(a: CaseAudit) -> dict[str, str]:
         standing: set[int] = {jidx[m.judge] for m in a.mismatch_runs if m.judge in jidx}
-        cats: set[int] = set()
-        found: set[int] = set()
+        type_ids: set[str] = set()
+        category_ids: set[str] = set()
         for dim in a.dimensions:
             for v in dim.judges:
                 if v.runs_failed and v.judge in jidx:
                     standing.add(jidx[v.judge])
-                for d in v.deductions:
-                    i = tidx.get(d.type_id)
-                    if i is not None:
-                        found.add(i)
-                    i = cidx.get(d.category_id)
-                    if i is not None:
-                        cats.add(i)
-                    g = d.grounding
+                deductions = v.deductions
+                if not deductions:
+                    continue
+                type_ids.update([d.type_id for d in deductions])
+                category_ids.update([d.category_id for d in deductions])
+                for d in deductions:
                     # d.singleton (no other judge in its category), or a quote not found in the case
-                    if d.match == "none" or (g is not None and g.kind == "not_found"):
+                    if d.match == "none" or ((g := d.grounding) is not None and g.kind == "not_found"):
                         i = jidx.get(d.judge)
                         if i is not None:
                             standing.add(i)
+        found = {tidx[t] for t in type_ids if t in tidx}
+        cats = {cidx[c] for c in category_ids if c in cidx}
         return {"judges": " ".join(map(str, sorted(standing))), "cats": " ".join(map(str, sorted(cats))),
                 "types": " ".join(map(str, sorted(found)))}
 

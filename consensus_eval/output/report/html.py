@@ -140,6 +140,8 @@ def case_rows(data: ReportData, facts: Callable[[CaseAudit], dict[str, str]]) ->
     star_total = data.has_star_total
     mode = data.review_queue.mode
     status_text: dict[str, str] = {}
+    # escaped as autoescape would: figures (digits, ".", "-", "–"), the filters' indexes (digits and spaces), star
+    # classes and anchors (ASCII letters, digits, "_", "-") have nothing to escape and are written as they are
     for a in data.ranking:
         c = data.consensus_by_id[a.case_id]
         f = facts(a)
@@ -150,7 +152,7 @@ def case_rows(data: ReportData, facts: Callable[[CaseAudit], dict[str, str]]) ->
         if c.status not in status_text:
             status_text[c.status] = escape(t("status_" + c.status))
         row = [f'<tr id="{anchor}" data-id="{escape(a.case_id)}" data-s="{status}" '
-               f'data-k="{escape(min(stars) if stars else 6)}"']
+               f'data-k="{min(stars) if stars else 6:d}"']
         if f["judges"]:
             row.append(f' data-j="{escape(f["judges"])}"')
         if f["cats"]:
@@ -159,20 +161,20 @@ def case_rows(data: ReportData, facts: Callable[[CaseAudit], dict[str, str]]) ->
             row.append(f' data-t="{escape(f["types"])}"')
         if rv or c.flags:
             row.append(f' class="{"review" if rv else ""}{" flag" if c.flags else ""}"')
-        row.append(f'><td class="n">{escape(a.rank)}</td><td><a class="case" href="#{anchor}">{escape(a.case_id)}</a>'
+        row.append(f'><td class="n">{a.rank:d}</td><td><a class="case" href="#{anchor}">{escape(a.case_id)}</a>'
                    f'</td><td><span class="status {status}">{status_text[c.status]}</span></td>')
         for dim_id, plain in dims:
             if plain:
-                row.append(f'<td class="n">{escape(fmt.avg(c.scores[dim_id]))}</td>')
+                row.append(f'<td class="n">{fmt.avg(c.scores[dim_id])}</td>')
             else:
                 k = c.stars[dim_id]
-                row.append(f'<td class="n {escape(star_class(k))}">{escape(fmt.avg(c.scores[dim_id]))} '
-                           f'<i>{escape(k if k else "–")}★</i></td>')
-        row.append(f'<td class="n"><b>{escape(fmt.avg(c.total))}</b></td>')
+                row.append(f'<td class="n {star_class(k)}">{fmt.avg(c.scores[dim_id])} '
+                           f'<i>{k if k else "–"}★</i></td>')
+        row.append(f'<td class="n"><b>{fmt.avg(c.total)}</b></td>')
         if star_total:
-            row.append(f'<td class="n">{escape(fmt.num(c.star_total))}</td>')
-        row.append(f'<td class="n">{escape(fmt.num(c.spread))}</td>'
-                   f'<td class="n">{escape(fmt.mean1(a.score(mode)))}</td>'
+            row.append(f'<td class="n">{fmt.num(c.star_total)}</td>')
+        row.append(f'<td class="n">{fmt.num(c.spread)}</td>'
+                   f'<td class="n">{fmt.mean1(a.score(mode))}</td>'
                    f'<td class="flags">{escape("; ".join(data.flag_texts(c.case_id)))}</td></tr>\n')
         yield Markup("".join(row))
 
