@@ -18,6 +18,9 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
+from consensus_eval._errors import UsageError
+from consensus_eval.domain.construct import slots_maker
+from consensus_eval.domain.grounding import Grounding, Span
 from consensus_eval.domain.judgment import CallOutcome, CriterionVerdict, Deduction, Judgment, PenaltyHit
 from consensus_eval.domain.stored import (
     StoredDeduction,
@@ -144,3 +147,34 @@ def test_any_call_reads_back_as_the_record_written(tmp_path: Path) -> None:
         got = back[r.request_hash].to_record()   # the store stamps when a call landed: finished_at is its own
         assert got.model_dump_json(exclude={"finished_at"}) == r.model_dump_json(exclude={"finished_at"})
         assert got.finished_at > 0
+
+
+def test_a_read_model_made_slot_by_slot_is_the_one_its_init_makes() -> None:
+    """slots_maker (what the store, the stored judgments and grounding make their read models with) makes the object
+    the dataclass's own __init__ makes from the same values: equal, the same repr and hash, still frozen; a class it
+    cannot make that way (not slotted, or with a __post_init__) is refused."""
+    rng = random.Random(3)
+    for read in [*(r for _, r in PAIRS), Span, Grounding]:
+        make: Any = slots_maker(read)
+        for _ in range(20):
+            values = [rng.choice([None, 0, -0.0, 2.5, "", "口渴", (), ("a",)]) for _ in dataclasses.fields(read)]
+            made, inited = make(*values), read(*values)
+            assert made == inited and repr(made) == repr(inited) and hash(made) == hash(inited)
+            assert type(made) is read
+            with pytest.raises(dataclasses.FrozenInstanceError):
+                made.__setattr__(dataclasses.fields(read)[0].name, "changed")
+
+    @dataclasses.dataclass(frozen=True)
+    class NoSlots:
+        x: int
+
+    @dataclasses.dataclass(slots=True, frozen=True)
+    class PostInit:
+        x: int
+
+        def __post_init__(self) -> None:
+            pass
+
+    for cls in (NoSlots, PostInit, int):
+        with pytest.raises(UsageError):
+            slots_maker(cls)

@@ -64,6 +64,7 @@ from jinja2 import FileSystemLoader, StrictUndefined
 from jinja2.sandbox import SandboxedEnvironment
 from rapidfuzz import fuzz
 
+from consensus_eval.domain.construct import slots_maker
 from consensus_eval.domain.prompts import prompts_root
 from consensus_eval.domain.sections import SectionIndex, Sections
 
@@ -138,10 +139,14 @@ class Grounding:
 MAX_SPANS = 10
 
 
+#: spans and groundings made from their fields' values, slot by slot (a rebuild makes one of each for most quotes)
+_span, _grounding = slots_maker(Span), slots_maker(Grounding)
+
+
 def _made(kind: GroundingKind, score: float | None = None, spans: list[Span] | None = None,
           more: int = 0) -> Grounding:
     """A :class:`Grounding` from the search's own values (a float score, a tuple of spans)."""
-    return Grounding(kind, None if score is None else float(score), () if spans is None else tuple(spans), more)
+    return _grounding(kind, None if score is None else float(score), () if spans is None else tuple(spans), more)
 
 
 _RANK: dict[str, int] = {"exact": 0, "normalised": 1, "fuzzy": 2, "not_found": 3, "empty": 4}
@@ -327,15 +332,15 @@ class _Text:
         return self._norm
 
     def span(self, start: int, end: int) -> Span:
-        return Span(self.source, start, end, self.sections.at(start) if self.sections is not None else None)
+        return _span(self.source, start, end, self.sections.at(start) if self.sections is not None else None)
 
     def spans(self, found: list[int], size: int) -> list[Span]:
         """The spans ``[i, i + size)`` of the occurrences ``found`` (the first :data:`MAX_SPANS`)."""
         source, sections = self.source, self.sections
         if sections is None:
-            return [Span(source, i, i + size, None) for i in found[:MAX_SPANS]]
+            return [_span(source, i, i + size, None) for i in found[:MAX_SPANS]]
         at = sections.at
-        return [Span(source, i, i + size, at(i)) for i in found[:MAX_SPANS]]
+        return [_span(source, i, i + size, at(i)) for i in found[:MAX_SPANS]]
 
 
 def _occurrences(hay: str, needle: str) -> list[int]:
@@ -407,7 +412,7 @@ class CaseGrounder:
         in_record = _occurrences(record.original, quote)
         in_conversation = _occurrences(conversation.original, quote)
         if len(in_record) == 1 and not in_conversation:   # most quotes: once, in the record
-            return Grounding("exact", 100.0, (record.span(in_record[0], in_record[0] + len(quote)),), 0)
+            return _grounding("exact", 100.0, (record.span(in_record[0], in_record[0] + len(quote)),), 0)
         if in_record or in_conversation:
             spans = record.spans(in_record, len(quote))
             if len(spans) < MAX_SPANS:

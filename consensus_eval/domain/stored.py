@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from consensus_eval._errors import UsageError
+from consensus_eval.domain.construct import slots_maker
 from consensus_eval.domain.judgment import Judgment
 
 
@@ -92,6 +93,9 @@ class StoredJudgment:
         return Judgment.model_validate(self.to_dict())
 
 
+#: the read models made from their fields' values, slot by slot (:func:`~consensus_eval.domain.construct.slots_maker`)
+_judgment, _deduction = slots_maker(StoredJudgment), slots_maker(StoredDeduction)
+_penalty, _verdict = slots_maker(StoredPenalty), slots_maker(StoredVerdict)
 _JUDGMENT_KEYS = frozenset(("dimension", "deductions", "fixed_penalties", "claimed_score", "claimed_stars", "comment",
                             "rating", "evidence", "verdicts"))
 _intern = sys.intern
@@ -107,17 +111,17 @@ def stored_judgment(d: dict[str, Any]) -> StoredJudgment:
     if not _JUDGMENT_KEYS.issuperset(d):
         raise UsageError(f"unknown judgment fields: {sorted(set(d) - _JUDGMENT_KEYS)}")
     rating = d.get("rating")
-    return StoredJudgment(
+    return _judgment(
         _intern(d["dimension"]),
-        tuple(StoredDeduction(_intern(x["category"]), _intern(x["type"]), float(x["points"]), x.get("evidence", ""),
-                              x.get("reason", "")) for x in d.get("deductions", ())),
-        tuple(StoredPenalty(_intern(x["id"]), x.get("evidence", ""), x.get("reason", ""))
-              for x in d.get("fixed_penalties", ())),
+        tuple([_deduction(_intern(x["category"]), _intern(x["type"]), float(x["points"]), x.get("evidence", ""),
+                          x.get("reason", "")) for x in d.get("deductions", ())]),
+        tuple([_penalty(_intern(x["id"]), x.get("evidence", ""), x.get("reason", ""))
+               for x in d.get("fixed_penalties", ())]),
         _opt_float(d.get("claimed_score")), d.get("claimed_stars"), d.get("comment", ""),
         None if rating is None else int(rating),
         tuple(d.get("evidence", ())),
-        tuple(StoredVerdict(_intern(x["id"]), bool(x["met"]), x.get("evidence", ""), x.get("reason", ""))
-              for x in d.get("verdicts", ())))
+        tuple([_verdict(_intern(x["id"]), bool(x["met"]), x.get("evidence", ""), x.get("reason", ""))
+               for x in d.get("verdicts", ())]))
 
 
 def from_judgment(j: Judgment) -> StoredJudgment:

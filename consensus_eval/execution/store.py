@@ -67,6 +67,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import from_json
 
 from consensus_eval._errors import InputError, StateError, UsageError
+from consensus_eval.domain.construct import slots_maker
 from consensus_eval.domain.judgment import CallOutcome, ErrorKind
 from consensus_eval.domain.stored import StoredJudgment, stored_judgment
 from consensus_eval.domain.textio import RefusedJSON, loads_json
@@ -178,6 +179,8 @@ class StoredCall:
         return CallRecord.model_validate(values)
 
 
+#: a :class:`StoredCall` made from its fields' values, slot by slot (what :meth:`Store.calls` makes of every row)
+_make_call = slots_maker(StoredCall)
 #: a call's status as read, one string object each
 _STATUS: dict[str, Literal["ok", "failed"]] = {"ok": "ok", "failed": "failed"}
 #: the calls table's columns in :class:`StoredCall`'s field order (what :meth:`Store.calls` selects)
@@ -628,7 +631,7 @@ class Store:
         except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as e:  # deep nesting: RecursionError
             raise InputError(f"{self.path}: damaged store: the call {rh!r} does not read back "
                              f"(its judgment: {type(e).__name__}: {e})") from None
-        return StoredCall(rh, intern(case_id), intern(dim), intern(judge), run, _STATUS[status], j, raw, error,
+        return _make_call(rh, intern(case_id), intern(dim), intern(judge), run, _STATUS[status], j, raw, error,
                           None if error_kind is None else cast("ErrorKind", intern(error_kind)),
                           None if model is None else intern(model), *rest)
 
