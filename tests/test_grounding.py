@@ -517,18 +517,3 @@ def test_texts_folded_together_are_folded_as_one_by_one() -> None:
                 b = rng.randrange(a + 1, len(folded) + 1)
                 assert got.span(a, b) == (origin[a], origin[b - 1] + 1)
 
-
-def test_headings_are_found_at_line_starts_as_a_scan_finds_them(rubric: Rubric) -> None:
-    """Sections tries its line pattern at each line start only: the matches of a scan of the whole text."""
-    sections = Sections.of(rubric)
-    assert sections._line is not None
-    rng = random.Random(11)
-    pieces = ["主诉", "现病史", "既往史", "体格检查", "诊断", ":", "：", "\n", "\n\n", " ", "\t", "【", "】", "**",
-              "1.", "(2)", "。", "#", "## ", "头痛", "[", "]", "\r\n", "一、"]
-    found = 0
-    for _ in range(3000):
-        text = "".join(rng.choice(pieces) for _ in range(rng.randrange(30)))
-        scan = [(m.start(), m.end(), m.group("name")) for m in sections._line.finditer(text)]
-        assert [(m.start(), m.end(), m.group("name")) for m in sections._at_line_starts(text)] == scan
-        found += len(scan)
-    assert found > 500

@@ -67,30 +67,11 @@ class Sections:
             found = _COMPILED[key] = Sections(rubric.sections, rubric.headings)
         return found
 
-    def _at_line_starts(self, text: str) -> list[re.Match[str]]:
-        """``list(self._line.finditer(text))``, the same matches, tried at each line start only (the pattern begins
-        with ``^``: a scan tries every position; a record has a few lines and hundreds of characters)."""
-        line = self._line
-        assert line is not None
-        out = []
-        pos = 0
-        while True:
-            m = line.match(text, pos)
-            if m is not None:
-                out.append(m)
-                # the next line start at or after the match's end (the scan goes on from there)
-                nl = text.find("\n", max(m.end() - 1, pos))
-            else:
-                nl = text.find("\n", pos)
-            if nl < 0:
-                return out
-            pos = nl + 1
-
     def find(self, text: str) -> list[Section]:
         """Every heading of ``text`` (width-folded, module docstring) with its body, in text order."""
         if self._line is None:
             return []
-        hits = sorted([*self._at_line_starts(text), *(self._inline.finditer(text) if self._inline else ())],
+        hits = sorted([*self._line.finditer(text), *(self._inline.finditer(text) if self._inline else ())],
                       key=lambda m: m.start())
         kept: list[re.Match[str]] = []
         for m in hits:
