@@ -100,7 +100,7 @@ def test_the_calls_of_the_plan_come_in_plan_order_and_the_unstored_ones_are_list
 
 
 def test_a_stored_judgment_is_parsed_to_what_json_loads_gives() -> None:
-    """Store._to_record parses a judgment with pydantic-core's parser: the same values as json.loads (every float
+    """Store._to_records parses a judgment with pydantic-core's parser: the same values as json.loads (every float
     bit for bit, -0.0 and big ints included), and what it refuses goes to json.loads (its value or its error)."""
     import math
     import struct

@@ -50,7 +50,6 @@ an sqlite3 traceback.
 from __future__ import annotations
 
 import json
-import operator
 import os
 import sqlite3
 import sys
@@ -185,8 +184,6 @@ _make_call = slots_maker(StoredCall)
 _STATUS: dict[str, Literal["ok", "failed"]] = {"ok": "ok", "failed": "failed"}
 #: the calls table's columns in :class:`StoredCall`'s field order (what :meth:`Store.calls` selects)
 _READ_COLUMNS = [f for f in StoredCall.__dataclass_fields__]
-#: the plan position of a (position, call) pair
-_first = operator.itemgetter(0)
 
 
 def _loads_judgment(text: str) -> Any:
@@ -609,31 +606,40 @@ class Store:
         select = self._select if replies else ["NULL" if c == "raw" else c for c in self._select]
         cols = ", ".join(c if c == "NULL" else f"c.{c}" for c in select)
         if not planned_only:
-            sql = f"SELECT {cols} FROM calls c ORDER BY c.finished_at"
+            sql = f"SELECT 0, {cols} FROM calls c ORDER BY c.finished_at"
             with self._reading():   # row by row: the raw rows of a large run never sit in memory all at once
-                return [self._to_record(r) for r in self._db.execute(sql)]
+                return self._to_records(self._db.execute(sql), [])
         # sorted here by plan position rather than by SQLite (a temporary B-tree of every row, judgments
         # included: twice the time of the scan at 240,000 calls); positions are distinct
         cols = cols.replace("c.case_id", "p.case_id", 1)
         sql = f"SELECT p.position, {cols} FROM calls c JOIN plan p USING (request_hash)"
+        positions: list[int] = []
         with self._reading():
-            placed = [(r[0], self._to_record(r[1:])) for r in self._db.execute(sql)]
-        placed.sort(key=_first)
-        return [rec for _, rec in placed]
+            records = self._to_records(self._db.execute(sql), positions)
+        return [records[i] for i in sorted(range(len(records)), key=positions.__getitem__)]
 
-    def _to_record(self, row: tuple[Any, ...]) -> StoredCall:
-        # the row of SELECT {_READ_COLUMNS}: request_hash, case_id, dimension, judge, run, status, judgment, raw,
-        # error, error_kind, model, ...
-        rh, case_id, dim, judge, run, status, judgment, raw, error, error_kind, model, *rest = row
-        intern = sys.intern
-        try:
-            j = stored_judgment(_loads_judgment(judgment)) if judgment else None
-        except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as e:  # deep nesting: RecursionError
-            raise InputError(f"{self.path}: damaged store: the call {rh!r} does not read back "
-                             f"(its judgment: {type(e).__name__}: {e})") from None
-        return _make_call(rh, intern(case_id), intern(dim), intern(judge), run, _STATUS[status], j, raw, error,
-                          None if error_kind is None else cast("ErrorKind", intern(error_kind)),
-                          None if model is None else intern(model), *rest)
+    def _to_records(self, rows: Iterable[tuple[Any, ...]], positions: list[int] | None) -> list[StoredCall]:
+        """The calls of the rows of ``SELECT position, {_READ_COLUMNS}``, each row's position appended to
+        ``positions`` (None: not kept). One loop over the rows, each unpacked into names (2.7 -> 2.5 s of CPU for
+        the 240,000 calls of a 20,000 x 4 store, against a method call and a slice per row)."""
+        intern, status_of, make = sys.intern, _STATUS.__getitem__, _make_call
+        loads, parse = _loads_judgment, stored_judgment
+        records: list[StoredCall] = []
+        append, place = records.append, (positions.append if positions is not None else None)
+        for (position, rh, case_id, dim, judge, run, status, judgment, raw, error, error_kind, model, prompt_tokens,
+             cached_tokens, completion_tokens, reasoning_tokens, cost, attempts, latency_s, finished_at) in rows:
+            try:
+                j = parse(loads(judgment)) if judgment else None
+            except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as e:  # deep nesting: Recursion
+                raise InputError(f"{self.path}: damaged store: the call {rh!r} does not read back "
+                                 f"(its judgment: {type(e).__name__}: {e})") from None
+            kind = None if error_kind is None else cast("ErrorKind", intern(error_kind))
+            append(make(rh, intern(case_id), intern(dim), intern(judge), run, status_of(status), j, raw, error, kind,
+                        None if model is None else intern(model), prompt_tokens, cached_tokens, completion_tokens,
+                        reasoning_tokens, cost, attempts, latency_s, finished_at))
+            if place is not None:
+                place(position)
+        return records
 
     # ------------------------------------------------------------------ provider batches
 
