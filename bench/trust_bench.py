@@ -72,11 +72,11 @@ def prepare(store: Path, n: int, judges: int) -> None:
 
     build_big_run(store, n, judges)
     db = sqlite3.connect(store / "results.sqlite")
-    cases = json.loads(db.execute("SELECT value FROM meta WHERE key = 'cases'").fetchone()[0])
-    for i, c in enumerate(cases):
-        c["system"] = "scribe-a" if i % 2 == 0 else "scribe-b"
-        c["source"] = f"conv-{i // 2}"
-    db.execute("UPDATE meta SET value = ? WHERE key = 'cases'", (json.dumps(cases, ensure_ascii=False),))
+    for position, body in db.execute("SELECT position, body FROM cases").fetchall():
+        c = json.loads(body)
+        c["system"] = "scribe-a" if position % 2 == 0 else "scribe-b"
+        c["source"] = f"conv-{position // 2}"
+        db.execute("UPDATE cases SET body = ? WHERE position = ?", (json.dumps(c, ensure_ascii=False), position))
     db.commit()
     db.close()
     sample = [r.case_id for r in spot_check(store, 300, seed=1, stratify="system").sample]

@@ -691,7 +691,7 @@ async def _run(prep: Prepared, out: Path, on_progress: ProgressHook | None, n_bo
         store.set_meta("inputs", [list(i) for i in prep.inputs])
         store.set_meta("rubric", prep.rubric.model_dump(mode="json"))
         store.set_meta("config", prep.config.to_json())
-        store.set_meta("cases", [c.model_dump(mode="json") for c in prep.cases])
+        store.set_cases(c.model_dump(mode="json") for c in prep.cases)
         store.set_meta("invalid_lines", prep.invalid_lines)
         if prep.shard is not None or store.get_meta(SHARD_META) is not None:  # a shard's record, or none
             store.set_meta(SHARD_META, None if prep.shard is None else prep.shard.model_dump())

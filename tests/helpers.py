@@ -163,7 +163,7 @@ def write_store(folder: Path, rubric: Rubric, config: EvalConfig, cases: Iterabl
     with Store(folder / "results.sqlite") as store:
         store.set_meta("rubric", rubric.model_dump(mode="json"))
         store.set_meta("config", config.to_json())
-        store.set_meta("cases", [c.model_dump(mode="json") for c in cases])
+        store.set_cases(c.model_dump(mode="json") for c in cases)
         store.set_plan(planned)
         for r in records:
             store.record(r)

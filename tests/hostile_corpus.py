@@ -192,6 +192,12 @@ def meta_value(key: str, value: str) -> Callable[[Path], None]:
     return setup
 
 
+def case_body(value: str) -> Callable[[Path], None]:
+    def setup(d: Path) -> None:
+        sql(d, "UPDATE cases SET body = ? WHERE position = 0", params=(value,))
+    return setup
+
+
 def judgment_value(value: str) -> Callable[[Path], None]:
     def setup(d: Path) -> None:
         sql(d, "UPDATE calls SET judgment = ? WHERE status = 'ok'", params=(value,))
@@ -584,8 +590,8 @@ def json_depth_family() -> Family:
                         expect=("{d}/k.json", "nested")),
                 Hostile(f"depth-store-meta-config-{tag}", ("report", "{run}"), setup=meta_value("config", v),
                         expect=("{run}/results.sqlite", "config")),
-                Hostile(f"depth-store-meta-cases-{tag}", ("audit", "{run}"), setup=meta_value("cases", v),
-                        expect=("{run}/results.sqlite", "cases")),
+                Hostile(f"depth-store-case-{tag}", ("audit", "{run}"), setup=case_body(v),
+                        expect=("{run}/results.sqlite", "cases", "row 1")),
                 Hostile(f"depth-store-judgment-{tag}", ("audit", "{run}"),
                         setup=judgment_value('{"dimension": "accuracy", "deductions": ' + v + "}"),
                         expect=("{run}/results.sqlite", "damaged")),

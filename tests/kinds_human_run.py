@@ -85,7 +85,7 @@ def build_kinds_run(folder: Path, kind: str, n_cases: int = 12, n_judges: int = 
     with Store(folder / "results.sqlite") as store:
         store.set_meta("rubric", rubric.model_dump(mode="json"))
         store.set_meta("config", config.model_dump(mode="json"))
-        store.set_meta("cases", [c.model_dump(mode="json") for c in cases])
+        store.set_cases(c.model_dump(mode="json") for c in cases)
         store.set_plan(planned)
         for p in planned:
             case = by_id[p.case_id]

@@ -971,4 +971,4 @@ def test_a_version_1_store_is_read_read_only_without_upgrading_it(tmp_path: Path
     assert rows and all(r.error_kind is None for r in rows)
     assert (run / "results.sqlite").read_bytes() == before
     with Store.open_existing(run) as store:  # opened for writing, it is upgraded in place
-        assert store.get_meta("schema_version") == 10 and store.calls()
+        assert store.get_meta("schema_version") == 11 and store.calls()

@@ -124,7 +124,7 @@ def test_a_store_of_schema_3_is_read_as_is_and_upgraded_in_place(tmp_path: Path)
         assert store.batches() == [] and store.batched_hashes() == set() and store.batch_calls("x") == []
     assert db.read_bytes() == before
     with Store.open_existing(tmp_path) as store:
-        assert store.get_meta("schema_version") == SCHEMA_VERSION == 10
+        assert store.get_meta("schema_version") == SCHEMA_VERSION == 11
         store.add_batch_intent("k", "gpt", ["h"])
         assert store.batched_hashes() == {"h"}
 

@@ -457,7 +457,7 @@ def test_fake_server_panel_invented_quotes_come_out_not_found(tmp_path: Path, ru
         with Store(tmp_path / "results.sqlite") as store:   # what `score` stores (no report needed here)
             store.set_meta("rubric", prep.rubric.model_dump(mode="json"))
             store.set_meta("config", prep.config.to_json())
-            store.set_meta("cases", [c.model_dump(mode="json") for c in prep.cases])
+            store.set_cases(c.model_dump(mode="json") for c in prep.cases)
             store.set_plan(c.planned for c in prep.calls)
             asyncio.run(execute(prep.calls, prep.judges, prep.rubric, store, None))
             run = read_run(store)

@@ -61,7 +61,7 @@ def test_a_reviewer_rates_a_likert_case_on_the_scale_and_the_levels_read_back(tm
         expect(page.locator("#dim-accurate input.level:checked")).to_have_count(0)
     got = {(lb.case_id, lb.dimension): (lb.value, lb.origin) for lb in stored_labels(folder, "alice")}
     with Store.open_existing(folder, read_only=True) as store:
-        cases = [c["id"] for c in store.get_meta("cases")]
+        cases = [c["id"] for c in store.cases()]
     from consensus_eval.api import load_run
 
     queue = load_run(folder, replies=False).audit

@@ -161,7 +161,7 @@ def test_a_shard_with_no_case_merges_like_the_others(tmp_path: Path) -> None:
     for k in range(n):
         api.run(api.prepare(cases, CONFIG, shard=Shard(k, n)), tmp_path / f"s{k}", n_boot=100)
     with Store.open_existing(tmp_path / f"s{empty[0]}", read_only=True) as s:
-        assert s.plan_size() == 0 and s.get_meta("cases") == []
+        assert s.plan_size() == 0 and s.cases() == []
     api.run(api.prepare(cases, CONFIG), tmp_path / "one" / "run", n_boot=100)
     api.merge([tmp_path / f"s{k}" for k in range(n)], tmp_path / "merged" / "run", n_boot=100)
     _same_as_one_process(tmp_path / "merged" / "run", tmp_path / "one" / "run")
@@ -191,7 +191,7 @@ def test_the_shards_label_history_goes_to_the_merged_run(shards: list[Path], tmp
     labelled = []
     for k, run in enumerate(shards[:2]):
         with Store.open_existing(run) as s:
-            case = s.get_meta("cases")[0]["id"]
+            case = s.cases()[0]["id"]
             for value in (30, 28 + k):
                 s.upsert_human_label(HumanLabelRecord(case_id=case, dimension="accuracy", reviewer="chen",
                                                       kind="score", value=value, source="review app"))

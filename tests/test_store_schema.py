@@ -23,6 +23,8 @@ DDL = ROOT / "tests" / "data" / "stores"
 #: the labels of the fixtures that have a human_labels table (schema 3 on): (kind, dimension, value, origin)
 LABELS = [("score", "accuracy", 30.0, "own"), ("verdict", "accuracy", "agree", "own"),
           ("comment", None, None, "own")]
+#: the cases of every fixture (one ``meta.cases`` value before schema 11)
+CASES = [{"id": "001", "record": "主诉：头痛三天。"}, {"id": "002", "record": "主诉：咳嗽。", "system": "a"}]
 
 
 def _ddl(version: int) -> str:
@@ -50,7 +52,7 @@ def _fixture(path: Path, version: int) -> Path:
     con.execute(f"INSERT INTO calls ({', '.join(row)}) VALUES ({', '.join('?' for _ in row)})", list(row.values()))
     con.execute("INSERT INTO plan VALUES ('h1', '001', 'accuracy', 'rules', 0, 0)")
     con.executemany("INSERT INTO meta VALUES (?, ?)", [("schema_version", str(version)), ("config", "{}"),
-                                                       ("rubric", "{}")])
+                                                       ("rubric", "{}"), ("cases", json.dumps(CASES))])
     tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     if "human_labels" in tables:
         for i, (kind, dim, value, _) in enumerate(LABELS):
@@ -113,9 +115,13 @@ def test_each_step_takes_a_store_of_its_version_to_the_next(tmp_path: Path, vers
     # gets the columns of schema 6 at once, and the team's tables, made lazily before 6, may come earlier)
     assert set(want) <= set(got) and all(set(want[t]) <= set(got[t]) for t in want), (got, want)
     assert set(got) - set(want) <= {"reviewers", "assignments"}
+    moved = version + 1 == 11       # meta.cases became the cases table's rows
     for table, n in before.items():
         if table in got:
-            assert con.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0] == n, table
+            assert con.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0] == n - (moved and table == "meta"), table
+    if moved:
+        assert [json.loads(b) for b, in con.execute("SELECT body FROM cases ORDER BY position")] == CASES
+        assert con.execute("SELECT case_id FROM cases ORDER BY position").fetchall() == [("001",), ("002",)]
     if version + 1 == 8:          # the labels: each became its first event; the table went
         assert "human_labels" not in got
         assert con.execute("SELECT COUNT(*) FROM label_events").fetchone()[0] == before["human_labels"]
@@ -132,9 +138,11 @@ def test_an_older_store_is_read_as_current_read_only_and_upgraded_in_place_writa
         got = [(lb.kind, lb.dimension, lb.value, lb.origin) for lb in store.human_labels()]
         assert [c.request_hash for c in store.calls()] == ["h1"]
         assert store.get_meta("schema_version") == SCHEMA_VERSION
+        assert store.cases() == CASES and store.get_meta("cases") is None
     assert db.read_bytes() == before
     assert got[:len(labels)] == labels
     with Store(db) as store:
+        assert store.cases() == CASES and store.get_meta("cases") is None
         assert [(lb.kind, lb.dimension, lb.value, lb.origin) for lb in store.human_labels()][:len(labels)] == labels
         assert [(ev.op, ev.at) for ev in store.label_events()][:len(labels)] == [
             ("set", 10.0 + i) for i in range(len(labels))]
@@ -154,9 +162,9 @@ def test_a_new_store_is_created_at_the_current_version_and_its_history_is_append
     with Store(db) as store:
         store.upsert_human_label(HumanLabelRecord(case_id="c1", dimension="safety", reviewer="li", kind="score",
                                                   value=3, source="review"))
-        assert store.get_meta("schema_version") == SCHEMA_VERSION == 10
+        assert store.get_meta("schema_version") == SCHEMA_VERSION == 11
     con = sqlite3.connect(db)
-    assert con.execute("PRAGMA user_version").fetchone()[0] == 10
+    assert con.execute("PRAGMA user_version").fetchone()[0] == 11
     assert _shape(con) == _expected_shape(SCHEMA_VERSION)
     for sql in ("UPDATE label_events SET value = 4", "DELETE FROM label_events"):
         with pytest.raises(sqlite3.DatabaseError, match="append-only"):
@@ -169,15 +177,15 @@ def test_a_store_of_a_newer_version_is_refused_naming_the_file(tmp_path: Path, r
     db = tmp_path / "results.sqlite"
     Store(db).close()
     con = sqlite3.connect(db)
-    con.execute("PRAGMA user_version = 11")
+    con.execute("PRAGMA user_version = 12")
     con.commit()
     con.close()
     before = db.read_bytes()
     with pytest.raises(InputError) as e:
         Store(db, read_only=read_only)
     msg = str(e.value)
-    assert msg.startswith(f"{db}: ") and "schema version 11" in msg and "newer consensus-eval" in msg
-    assert "reads schema versions 1 to 10" in msg
+    assert msg.startswith(f"{db}: ") and "schema version 12" in msg and "newer consensus-eval" in msg
+    assert "reads schema versions 1 to 11" in msg
     if read_only:
         assert db.read_bytes() == before
 
@@ -195,7 +203,7 @@ def test_a_store_whose_version_is_not_a_number_is_refused(tmp_path: Path) -> Non
 def test_the_steps_are_numbered_one_per_version() -> None:
     assert len(STEPS) == SCHEMA_VERSION and STEPS[0] is None and all(STEPS[1:])
     assert [s.__name__ for s in STEPS[1:] if s] == [f"_to_{n}" for n in range(2, SCHEMA_VERSION + 1)]
-    assert migrations.SCHEMA.count("CREATE TABLE") == 11
+    assert migrations.SCHEMA.count("CREATE TABLE") == 12
 
 
 def test_a_spot_check_drawn_before_the_split_is_split_by_the_same_draw(tmp_path: Path) -> None:
@@ -220,3 +228,49 @@ def test_a_spot_check_drawn_before_the_split_is_split_by_the_same_draw(tmp_path:
     with Store(out / "results.sqlite", read_only=True) as store:
         assert [r.part for r in store.spot_checks()] == [r.part for r in drawn]
     assert split(drawn, 4) == drawn  # a function of the sample and the seed
+
+
+@pytest.mark.parametrize("read_only", [True, False])
+@pytest.mark.parametrize("value", ['[{"id": "001"', '{"id": "001"}', '[{"record": "no id"}]'])
+def test_a_damaged_cases_value_of_an_older_store_is_refused_and_nothing_is_written(tmp_path: Path, read_only: bool,
+                                                                                  value: str) -> None:
+    """Schema 11 moves ``meta.cases`` into the cases table; a value that is not a list of cases with an id stops
+    the step: the store, named, is left as it was."""
+    db = _fixture(tmp_path / "results.sqlite", 10)
+    con = sqlite3.connect(db)
+    con.execute("UPDATE meta SET value = ? WHERE key = 'cases'", (value,))
+    con.commit()
+    con.close()
+    before, rows = db.read_bytes(), _rows(db)
+    with pytest.raises(InputError) as e:
+        Store(db, read_only=read_only)
+    msg = str(e.value)
+    assert msg.startswith(f"{db}: damaged store: meta 'cases' is not ") and "move it away" in msg
+    assert _rows(db) == rows        # the step rolled back (a writable opening may switch the journal's mode)
+    if read_only:
+        assert db.read_bytes() == before
+
+
+def _rows(db: Path) -> list[str]:
+    con = sqlite3.connect(db)
+    try:
+        return list(con.iterdump())
+    finally:
+        con.close()
+
+
+def test_a_run_s_cases_are_rows_so_no_value_grows_with_the_run(tmp_path: Path) -> None:
+    """SQLite refuses a value above its length limit (1 GB by default: about 370,000 records of 2.7 KB as one
+    JSON list). With the limit lowered to 10,000 bytes, 40 cases of 1,000 characters (~3 KB each in UTF-8) are
+    stored and read back in order; as one meta value, the way schema 10 kept them, they are refused."""
+    cases = [{"id": f"c{i:03d}", "record": "主诉" * 500} for i in range(40)]
+    with Store(tmp_path / "results.sqlite") as store:
+        store._db.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, 10_000)
+        store.set_cases(cases)
+        assert store.cases() == cases
+        with pytest.raises(sqlite3.DataError, match="too big"):
+            store._db.execute("INSERT INTO meta VALUES ('old_cases', ?)", (json.dumps(cases, ensure_ascii=False),))
+        store.set_cases(cases[:3])  # replaced, not added to
+        assert store.cases() == cases[:3]
+        with pytest.raises(Exception, match="set_cases"):
+            store.set_meta("cases", cases)

@@ -16,7 +16,8 @@ History: 2 ``calls.error_kind``; 3 ``human_labels``; 4 ``batches``, ``batch_call
 went; 9 ``spot_checks.part``: the tuning and held-out parts of a spot check (NULL for a sample drawn
 before, which the next identical draw splits); 10 ``label_events.copied_from`` and ``copied_seq`` (an event copied
 from another run by ``human copy``: that run and its event), ``heldout_looks`` (each comparison of two versions on
-a spot check's held-out part).
+a spot check's held-out part); 11 ``cases``: the run's cases one row a case (before, one ``meta.cases`` value,
+which SQLite refuses above 1 GB: about 370,000 records of 2.7 KB).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from collections.abc import Callable
 from consensus_eval._errors import InputError
 from consensus_eval.execution import labels
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 
 #: every table of a store at :data:`SCHEMA_VERSION` (tables of schema 1 to 6 as they were, less ``human_labels``)
 SCHEMA = """
@@ -64,6 +65,11 @@ CREATE TABLE IF NOT EXISTS plan (
     PRIMARY KEY (request_hash, case_id)
 );
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS cases (
+    position INTEGER PRIMARY KEY,
+    case_id  TEXT NOT NULL,
+    body     TEXT NOT NULL
+);
 """ + """
 CREATE TABLE IF NOT EXISTS batches (
     key             TEXT PRIMARY KEY,
@@ -250,9 +256,28 @@ def _to_10(db: sqlite3.Connection) -> None:
                     SCHEMA.index("CREATE TABLE IF NOT EXISTS label_events")])
 
 
+def _to_11(db: sqlite3.Connection) -> None:
+    """cases: the run's cases one row a case, in their order, moved out of ``meta.cases`` (one JSON list) as they
+    were stored; a ``meta.cases`` that is not a list of objects with a text ``id`` is a damaged store."""
+    _run(db, SCHEMA[SCHEMA.index("CREATE TABLE IF NOT EXISTS cases"):
+                    SCHEMA.index("CREATE TABLE IF NOT EXISTS batches")])
+    row = db.execute("SELECT value FROM meta WHERE key = 'cases'").fetchone()
+    if row is None:
+        return
+    try:
+        cases = json.loads(row[0])
+    except (TypeError, ValueError, RecursionError) as e:
+        raise InputError(f"meta 'cases' is not JSON ({type(e).__name__})") from None
+    if not isinstance(cases, list) or not all(isinstance(c, dict) and isinstance(c.get("id"), str) for c in cases):
+        raise InputError("meta 'cases' is not a list of cases with an id")
+    db.executemany("INSERT INTO cases (position, case_id, body) VALUES (?, ?, ?)",
+                   ((i, c["id"], json.dumps(c, ensure_ascii=False)) for i, c in enumerate(cases)))
+    db.execute("DELETE FROM meta WHERE key = 'cases'")
+
+
 #: ``STEPS[n]`` migrates a store of version ``n`` to ``n + 1`` (``STEPS[0]`` unused: there is no version 0)
 STEPS: list[Callable[[sqlite3.Connection], None] | None] = [None, _to_2, _to_3, _to_4, _to_5, _to_6, _to_7, _to_8,
-                                                            _to_9, _to_10]
+                                                            _to_9, _to_10, _to_11]
 assert len(STEPS) == SCHEMA_VERSION
 
 

@@ -142,7 +142,7 @@ def merge_stores(runs: Sequence[Path], out: Path) -> MergeReport:
         events: list[tuple[tuple[float, int, int], LabelEvent]] = []
         for run, store, shard in zip(runs, stores, shards, strict=True):
             _check_done(run, store, shard)
-            stored_cases = store.get_meta("cases", [])
+            stored_cases = store.cases()
             position = _positions(run, shard, stored_cases)
             for i, case in zip(shard.positions, stored_cases, strict=True):
                 cases[i] = case
@@ -161,7 +161,7 @@ def merge_stores(runs: Sequence[Path], out: Path) -> MergeReport:
                 first = stores[0]
                 merged.set_meta("rubric", first.get_meta("rubric"))
                 merged.set_meta("config", first.get_meta("config"))
-                merged.set_meta("cases", cases)
+                merged.set_cases(cases)
                 merged.set_meta("invalid_lines", first.get_meta("invalid_lines", []))
                 merged.set_meta("inputs", first.get_meta("inputs", []))
                 merged.set_plan(call for _, call in planned)

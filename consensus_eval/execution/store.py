@@ -456,10 +456,13 @@ class Store:
             check_version(found, self.path)
             if found == SCHEMA_VERSION:
                 return
-            if self.read_only:
-                self._db = in_memory_upgraded(self._db, found)
-            else:
-                upgrade(self._db, found)
+            try:
+                if self.read_only:
+                    self._db = in_memory_upgraded(self._db, found)
+                else:
+                    upgrade(self._db, found)
+            except InputError as e:     # a step that found the store damaged (nothing was written)
+                raise InputError(f"{self.path}: damaged store: {e}; move it away and score again") from None
         except sqlite3.Error as e:
             raise self._open_error(e) from None
 
@@ -510,6 +513,8 @@ class Store:
 
     def set_meta(self, key: str, value: Any) -> None:
         self._writable()
+        if key == "cases":
+            raise UsageError("a run's cases are stored one row a case: Store.set_cases, not set_meta('cases')")
         self._db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
                          (key, json.dumps(value, ensure_ascii=False)))
 
@@ -524,6 +529,39 @@ class Store:
             raise InputError(f"{self.path}: damaged store: meta {key!r}: {e.msg}") from None
         except (TypeError, ValueError):
             raise InputError(f"{self.path}: damaged store: meta {key!r} is not JSON") from None
+
+    # ------------------------------------------------------------------ cases
+
+    def set_cases(self, cases: Iterable[Mapping[str, Any]]) -> None:
+        """Replace the run's cases, one row a case in their order.
+
+        A run's cases are never one value: SQLite refuses a value above 1 GB, about 370,000 records of 2.7 KB.
+
+        Args:
+            cases: each case's JSON dump (``Case.model_dump(mode="json")``), with its ``id``.
+        """
+        self._writable()
+        with self._transaction():
+            self._db.execute("DELETE FROM cases")
+            self._db.executemany("INSERT INTO cases (position, case_id, body) VALUES (?, ?, ?)",
+                                 ((i, c["id"], json.dumps(c, ensure_ascii=False)) for i, c in enumerate(cases)))
+
+    def cases(self) -> list[Any]:
+        """The run's cases as :meth:`set_cases` stored them (each one's JSON dump), in their order; a row that
+        does not read back is an :class:`InputError` naming the case and its row."""
+        out: list[Any] = []
+        with self._reading():   # row by row: the raw texts of a large run never sit in memory all at once
+            for position, case_id, body in self._db.execute(
+                    "SELECT position, case_id, body FROM cases ORDER BY position"):
+                try:
+                    out.append(loads_json(body))
+                except RefusedJSON as e:
+                    raise InputError(f"{self.path}: damaged store: cases: case {case_id!r} (row {position + 1}): "
+                                     f"{e.msg}") from None
+                except (TypeError, ValueError):
+                    raise InputError(f"{self.path}: damaged store: cases: case {case_id!r} (row {position + 1}) "
+                                     "is not JSON") from None
+        return out
 
     # ------------------------------------------------------------------ plan
 

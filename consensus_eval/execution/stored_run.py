@@ -102,7 +102,7 @@ def read_stored(store: Store, *, replies: bool = True) -> StoredRun:
     try:
         rubric = Rubric.model_validate(store.get_meta("rubric"))
         config = EvalConfig.model_validate(store.get_meta("config"))
-        cases = [_compact_case(Case.model_validate(c)) for c in store.get_meta("cases", [])]
+        cases = [_compact_case(Case.model_validate(c)) for c in store.cases()]
     except ValidationError as e:
         raise InputError(f"{store.path}: the run recorded in this store is not valid for this version of "
                          f"consensus-eval (rerun `score` into a new folder):\n{format_validation_error(e)}") from None
