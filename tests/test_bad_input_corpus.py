@@ -39,6 +39,7 @@ from consensus_eval.analysis.alpha import Level
 from consensus_eval.cli import app
 from consensus_eval.domain.kinds import Deductions, of_kind
 from consensus_eval.domain.sets import duplicates
+from consensus_eval.execution.migrations import SCHEMA_VERSION
 from tests.bad_input_harness import (
     BAD,
     CASE,
@@ -643,7 +644,7 @@ CORPUS: list[Bad] = [
     store_cmd("truncated", truncate_store, "{d}/run/results.sqlite", "damaged"),
     store_cmd("empty-file", empty_store, "{d}/run/results.sqlite: an empty file, not a consensus-eval store"),
     store_cmd("newer-schema", newer_schema, "schema version 99", "written by a newer consensus-eval",
-              "reads schema versions 1 to 10"),
+              f"reads schema versions 1 to {SCHEMA_VERSION}"),
     store_cmd("newer-schema", newer_schema, "written by a newer consensus-eval", command="audit"),
     store_cmd("newer-schema", newer_schema, "written by a newer consensus-eval", command="reliability"),
     Bad("score-into-newer-schema", ("score", "{d}/cases.jsonl", "--out", "{run}"), {"cases.jsonl": jl(CASE)}, 2,
@@ -971,4 +972,4 @@ def test_a_version_1_store_is_read_read_only_without_upgrading_it(tmp_path: Path
     assert rows and all(r.error_kind is None for r in rows)
     assert (run / "results.sqlite").read_bytes() == before
     with Store.open_existing(run) as store:  # opened for writing, it is upgraded in place
-        assert store.get_meta("schema_version") == 11 and store.calls()
+        assert store.get_meta("schema_version") == SCHEMA_VERSION and store.calls()
