@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import krippendorff
 import numpy as np
@@ -100,6 +101,33 @@ def test_vectorised_interval_bootstrap_equals_the_loop() -> None:
     picks = np.random.default_rng(seed).integers(0, 30, (n_boot, 30))
     loop = [present(krippendorff_alpha(data[:, p]).value) for p in picks]
     assert (lo, hi) == pytest.approx(tuple(np.quantile(loop, [0.025, 0.975])), abs=1e-12)
+
+
+def test_the_interval_bootstrap_s_products_run_on_one_blas_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """OpenBLAS splits a large product's rows between its threads, and the split changes the sums' last bits: on
+    one thread the intervals are the same bits on every machine. The products of 700 units x 1,000 resamples
+    (700,000 cells, over the ~460,800 where OpenBLAS threads one) see one BLAS thread, and the count is given back
+    after."""
+    from threadpoolctl import threadpool_info
+
+    from consensus_eval.analysis import alpha
+
+    def blas_threads() -> set[int]:
+        return {int(lib["num_threads"]) for lib in threadpool_info() if lib["user_api"] == "blas"}
+
+    seen: list[set[int]] = []
+    real = alpha._interval_from
+
+    def spy(*args: Any) -> Any:
+        seen.append(blas_threads())
+        return real(*args)
+
+    monkeypatch.setattr(alpha, "_interval_from", spy)
+    before = blas_threads()
+    rng = np.random.default_rng(8)
+    data = rng.normal(0, 1, (3, 700)) + rng.normal(0, 2, 700)
+    assert bootstrap_ci(data, "interval", 1000, seed=4) is not None
+    assert seen == [{1}] and blas_threads() == before
 
 
 def test_agreement_figures_by_hand() -> None:
