@@ -374,6 +374,7 @@ def test_two_connections_write_at_the_same_time(run: Path) -> None:
                                                               comment=f"c{i}", source="review"))
         except Exception as e:  # noqa: BLE001 - reported below, in the test's thread
             errors.append(e)
+            start.abort()       # the other thread, at the barrier or coming to it, stops too (BrokenBarrierError)
 
     def scorer() -> None:
         try:
@@ -387,6 +388,7 @@ def test_two_connections_write_at_the_same_time(run: Path) -> None:
                             case_id="002", dimension="accuracy", reviewer="wang", kind="score", value=float(i))])
         except Exception as e:  # noqa: BLE001 - reported below, in the test's thread
             errors.append(e)
+            start.abort()       # the other thread, at the barrier or coming to it, stops too (BrokenBarrierError)
 
     threads = [threading.Thread(target=reviewer), threading.Thread(target=scorer)]
     for t in threads:

@@ -86,6 +86,15 @@ class Hold:
 
 _held: dict[str, Hold] = {}
 _guard = threading.Lock()
+#: per run folder, taken while a thread of this process takes or lets go of its lock files: without it a thread
+#: could find the file locked by another thread of this process that has not yet recorded its hold (or has just
+#: dropped it), and refuse the run as busy "elsewhere"
+_gates: dict[str, threading.Lock] = {}
+
+
+def _gate(key: str) -> threading.Lock:
+    with _guard:
+        return _gates.setdefault(key, threading.Lock())
 
 
 def _key(folder: Path) -> str:
@@ -290,6 +299,17 @@ def acquire(folder: str | Path, command: str = API, *, wait: bool = False,
     the holder's name, before waiting)."""
     path = Path(folder)
     key = _key(path)
+    with _guard:
+        hold = _held.get(key)
+        if hold is not None:
+            return _enter(hold, path, mode)
+    with _gate(key):
+        return _acquire(path, key, command, wait, on_wait, create, mode)
+
+
+def _acquire(path: Path, key: str, command: str, wait: bool, on_wait: Callable[[str], None] | None, create: bool,
+             mode: Mode | None) -> Hold | None:
+    """:func:`acquire`, holding the folder's gate (no other thread of this process takes or lets go of it)."""
     while True:
         with _guard:
             hold = _held.get(key)
@@ -319,13 +339,15 @@ def acquire(folder: str | Path, command: str = API, *, wait: bool = False,
 
 def release(hold: Hold) -> None:
     """Leave ``hold``; the last to leave lets the lock go (and removes its file when no other process has it)."""
-    with _guard:
-        hold.count -= 1
-        if hold.count > 0:
-            return
-        _held.pop(_key(hold.folder), None)
-    _let_go(hold.fd, hold.path, hold.mode != EXCLUSIVE)
-    _let_go(hold.review_fd, hold.folder / REVIEW_LOCK_NAME, False)
+    key = _key(hold.folder)
+    with _gate(key):
+        with _guard:
+            hold.count -= 1
+            if hold.count > 0:
+                return
+            _held.pop(key, None)
+        _let_go(hold.fd, hold.path, hold.mode != EXCLUSIVE)
+        _let_go(hold.review_fd, hold.folder / REVIEW_LOCK_NAME, False)
 
 
 @contextmanager
