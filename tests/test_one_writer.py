@@ -128,6 +128,71 @@ def test_the_lock_is_re_entrant_in_a_process_and_shared_by_its_threads(tmp_path:
     assert first.count == 0 and not (tmp_path / LOCK_NAME).exists()
 
 
+def test_a_thread_that_finds_the_lock_just_taken_by_another_thread_of_the_process_shares_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The window between one thread locking the run's file and recording its hold: a second thread of the same
+    process arriving then shares the hold once it is recorded, instead of being refused as if another process had
+    the run (what CI met in test_two_connections_write_at_the_same_time). The first thread is held in that window
+    by an event until the second has either finished (refused: the fault) or is blocked behind the first: no
+    timing."""
+    from consensus_eval.execution import lock
+
+    in_window, leave_window, second_stuck_or_done = threading.Event(), threading.Event(), threading.Event()
+    take, gate = lock._take_mode, lock._gate
+
+    def take_then_pause(*args: object, **kwargs: object) -> tuple[int, int]:
+        fds = take(*args, **kwargs)  # type: ignore[arg-type]
+        if threading.current_thread().name == "first":
+            in_window.set()
+            leave_window.wait()
+        return fds
+
+    class Watched:
+        """The folder's gate, telling when the second thread has to wait for it."""
+
+        def __init__(self, real: threading.Lock) -> None:
+            self.real = real
+
+        def __enter__(self) -> None:
+            if not self.real.acquire(blocking=False):
+                if threading.current_thread().name == "second":
+                    second_stuck_or_done.set()
+                self.real.acquire()
+
+        def __exit__(self, *exc: object) -> None:
+            self.real.release()
+
+    monkeypatch.setattr(lock, "_take_mode", take_then_pause)
+    monkeypatch.setattr(lock, "_gate", lambda key: Watched(gate(key)))
+    got: dict[str, object] = {}
+
+    def take_it(name: str) -> None:
+        try:
+            got[name] = acquire(tmp_path, name)
+        except Exception as e:  # noqa: BLE001 - asserted below
+            got[name] = e
+        finally:
+            if name == "second":
+                second_stuck_or_done.set()
+
+    first = threading.Thread(target=take_it, args=("first",), name="first")
+    second = threading.Thread(target=take_it, args=("second",), name="second")
+    try:
+        first.start()
+        in_window.wait()
+        second.start()
+        second_stuck_or_done.wait()
+    finally:
+        leave_window.set()
+        first.join()
+        second.join()
+    hold = got["first"]
+    assert isinstance(hold, lock.Hold) and got["second"] is hold and hold.count == 2
+    release(hold)
+    release(hold)
+    assert not (tmp_path / LOCK_NAME).exists()
+
+
 def test_no_lock_is_taken_for_a_folder_that_is_not_there(tmp_path: Path) -> None:
     with run_lock(tmp_path / "nope", create=False) as hold:
         assert hold is None
