@@ -105,7 +105,7 @@ def build(
     for r in records:
         by_key[(r.case_id, r.judge, r.dimension)].append(r)
     gaps = missing or {}
-    panel = _Panel(rubric, judges, config)
+    panel = _Panel.of(rubric, judges, config)
     return [_case(panel, cid, by_key, derived, gaps.get(cid, 0)) for cid in case_ids]
 
 
@@ -123,22 +123,22 @@ class _Panel:
     rubric: Rubric
     judges: Sequence[str]
     config: ConsensusConfig
-    dims: list[str] = field(init=False)
-    weights: list[float] = field(init=False)
-    stars_for: dict[str, Callable[[float], int | None]] = field(init=False)
-    has_stars: bool = field(init=False)
-    by_criteria: list[str] = field(init=False)
+    dims: list[str]
+    weights: list[float]
+    stars_for: dict[str, Callable[[float], int | None]]
+    has_stars: bool
+    by_criteria: list[str]
 
-    def __post_init__(self) -> None:
-        dimensions = self.rubric.dimensions
-        object.__setattr__(self, "dims", [d.id for d in dimensions])
-        object.__setattr__(self, "weights", [d.weight for d in dimensions])
+    @classmethod
+    def of(cls, rubric: Rubric, judges: Sequence[str], config: ConsensusConfig) -> _Panel:
+        dimensions = rubric.dimensions
         # each dimension's stars of a score, remembered: asked once per judge, case and dimension, of a few
-        # hundred distinct scores
-        object.__setattr__(self, "stars_for", {d.id: cache(d.stars_for) for d in dimensions})
-        # no stars at all (a rubric whose dimensions have none): no star total either, never a made-up 0
-        object.__setattr__(self, "has_stars", any(d.stars is not None for d in dimensions))
-        object.__setattr__(self, "by_criteria", [d.id for d in dimensions if d.by_criteria])
+        # hundred distinct scores; no stars at all (a rubric whose dimensions have none): no star total either,
+        # never a made-up 0
+        return cls(rubric, judges, config, dims=[d.id for d in dimensions], weights=[d.weight for d in dimensions],
+                   stars_for={d.id: cache(d.stars_for) for d in dimensions},
+                   has_stars=any(d.stars is not None for d in dimensions),
+                   by_criteria=[d.id for d in dimensions if d.by_criteria])
 
     def total(self, values: Sequence[float | None]) -> float | None:
         """The rubric's total of ``values`` (one per dimension, in rubric order), or None if any is None: the
