@@ -156,10 +156,6 @@ def _prepare(folder: Path, create: bool) -> bool:
     return True
 
 
-#: what :func:`_take` returns when another thread of this process took the lock meanwhile (its hold is shared)
-_OURS = -2
-
-
 def _held_elsewhere(folder: Path, name: str) -> bool:
     """Whether another process holds the lock file ``name`` of ``folder`` (tried shared, let go at once)."""
     import fcntl
@@ -198,7 +194,8 @@ def _blocker(folder: Path, name: str, fd: int, shared: bool) -> str:
 def _take(folder: Path, name: str, command: str, mode: Mode, shared: bool, wait: bool,
           on_wait: Callable[[str], None] | None) -> int:
     """The file descriptor of the lock file ``name`` of ``folder``, locked (``shared`` or exclusively) and, when
-    exclusively, naming this process (:data:`_OURS` when another thread of this process holds the folder)."""
+    exclusively, naming this process. Called holding the folder's gate (:func:`_gate`) with no hold of this process
+    on it: a lock file found taken is another process's."""
     import fcntl
 
     path = folder / name
@@ -213,10 +210,6 @@ def _take(folder: Path, name: str, command: str, mode: Mode, shared: bool, wait:
             try:
                 fcntl.flock(fd, op | fcntl.LOCK_NB)
             except BlockingIOError:
-                with _guard:
-                    if _key(folder) in _held:
-                        os.close(fd)
-                        return _OURS
                 who = _blocker(folder, name, fd, shared)
                 if not wait:
                     raise _busy(folder, who) from None
@@ -269,15 +262,11 @@ def _take_mode(folder: Path, command: str, mode: Mode, wait: bool,
     if mode != REVIEW:
         return _take(folder, LOCK_NAME, command, mode, mode == TEAM, wait, on_wait), -1
     review_fd = _take(folder, REVIEW_LOCK_NAME, command, mode, False, wait, on_wait)
-    if review_fd == _OURS:
-        return _OURS, -1
     try:
         fd = _take(folder, LOCK_NAME, command, mode, True, wait, on_wait)
     except BaseException:
         _let_go(review_fd, folder / REVIEW_LOCK_NAME, False)
         raise
-    if fd == _OURS:
-        _let_go(review_fd, folder / REVIEW_LOCK_NAME, False)
     return fd, review_fd
 
 
@@ -309,32 +298,24 @@ def acquire(folder: str | Path, command: str = API, *, wait: bool = False,
 
 def _acquire(path: Path, key: str, command: str, wait: bool, on_wait: Callable[[str], None] | None, create: bool,
              mode: Mode | None) -> Hold | None:
-    """:func:`acquire`, holding the folder's gate (no other thread of this process takes or lets go of it)."""
-    while True:
-        with _guard:
-            hold = _held.get(key)
-            if hold is not None:
-                return _enter(hold, path, mode)
-        if not _prepare(path, create):
-            return None
-        want = mode or EXCLUSIVE
-        try:
-            import fcntl  # noqa: F401 - POSIX only
-        except ImportError:  # pragma: no cover - Windows: no lock (module docstring)
-            fd, review_fd = -1, -1
-        else:
-            fd, review_fd = _take_mode(path, command, want, wait, on_wait)
-        with _guard:
-            hold = _held.get(key)
-            if hold is not None:  # another thread of this process took it meanwhile: share its hold
-                for own in (fd, review_fd):
-                    if own >= 0:
-                        os.close(own)
-                return _enter(hold, path, mode)
-            if fd != _OURS:
-                hold = _held[key] = Hold(path, fd, path / LOCK_NAME, mode=want, review_fd=review_fd)
-                return hold
-        # another thread of this process had it, and let it go before this one could share it: try again
+    """:func:`acquire`, holding the folder's gate: no other thread of this process takes or lets go of it
+    meanwhile, so a hold not found here is not made by another thread while this one takes the files."""
+    with _guard:
+        hold = _held.get(key)
+        if hold is not None:   # taken by another thread between acquire's first look and the gate
+            return _enter(hold, path, mode)
+    if not _prepare(path, create):
+        return None
+    want = mode or EXCLUSIVE
+    try:
+        import fcntl  # noqa: F401 - POSIX only
+    except ImportError:  # pragma: no cover - Windows: no lock (module docstring)
+        fd, review_fd = -1, -1
+    else:
+        fd, review_fd = _take_mode(path, command, want, wait, on_wait)
+    with _guard:
+        hold = _held[key] = Hold(path, fd, path / LOCK_NAME, mode=want, review_fd=review_fd)
+    return hold
 
 
 def release(hold: Hold) -> None:
