@@ -19,6 +19,7 @@ import pytest
 from pydantic import BaseModel
 
 from consensus_eval._errors import UsageError
+from consensus_eval.analysis.audit import JudgeView
 from consensus_eval.domain.construct import slots_maker
 from consensus_eval.domain.grounding import Grounding, Span
 from consensus_eval.domain.judgment import CallOutcome, CriterionVerdict, Deduction, Judgment, PenaltyHit
@@ -150,15 +151,16 @@ def test_any_call_reads_back_as_the_record_written(tmp_path: Path) -> None:
 
 
 def test_a_read_model_made_slot_by_slot_is_the_one_its_init_makes() -> None:
-    """slots_maker (what the store, the stored judgments and grounding make their read models with) makes the object
-    the dataclass's own __init__ makes from the same values: equal, the same repr and hash, still frozen; a class it
-    cannot make that way (not slotted, or with a __post_init__) is refused."""
+    """slots_maker (what the store, the stored judgments, grounding and the audit's judge views are made with) makes
+    the object the dataclass's own __init__ makes from the same values: equal, the same repr and hash, still frozen; a
+    class it cannot make that way (not slotted, or with a __post_init__) is refused."""
     rng = random.Random(3)
-    for read in [*(r for _, r in PAIRS), Span, Grounding]:
+    for read in [*(r for _, r in PAIRS), Span, Grounding, JudgeView]:
         make: Any = slots_maker(read)
+        names = [f.name for f in dataclasses.fields(read)]
         for _ in range(20):
-            values = [rng.choice([None, 0, -0.0, 2.5, "", "口渴", (), ("a",)]) for _ in dataclasses.fields(read)]
-            made, inited = make(*values), read(*values)
+            values = [rng.choice([None, 0, -0.0, 2.5, "", "口渴", (), ("a",)]) for _ in names]
+            made, inited = make(*values), read(**dict(zip(names, values, strict=True)))
             assert made == inited and repr(made) == repr(inited) and hash(made) == hash(inited)
             assert type(made) is read
             with pytest.raises(dataclasses.FrozenInstanceError):

@@ -106,6 +106,7 @@ from typing import Literal
 
 from consensus_eval.analysis.consensus import CaseConsensus, JudgeScore
 from consensus_eval.domain.config import ConsensusConfig, EvalConfig
+from consensus_eval.domain.construct import slots_maker
 from consensus_eval.domain.flags import Flag
 from consensus_eval.domain.grounding import Grounding
 from consensus_eval.domain.kinds.base import VIEW_DEDUCTIONS, flag_rank, fmt_short, kind_class, registered_kinds
@@ -379,6 +380,11 @@ class JudgeView:
         """The deductions grouped by the runs they were made in, repeats collapsed (module docstring):
         the group of every run first, then single runs in order, then the other combinations."""
         return drill_down(self.deductions, self.runs, max(self.n_runs, self.runs_ok + self.runs_failed))
+
+
+#: a view made from its fields' values in order, slot by slot (:func:`~consensus_eval.domain.construct.slots_maker`:
+#: x2.6 against the frozen ``__init__``; a rebuild makes one per judge, dimension and case)
+_view = slots_maker(JudgeView)
 
 
 @dataclass(slots=True, frozen=True, kw_only=True)
@@ -1015,8 +1021,9 @@ def _judge_view(f: _Dim, judge: str, scores: Mapping[str, JudgeScore] | None, re
     ``recs`` its calls on the dimension, in stored order (None: none)."""
     score = scores.get(f.dim.id) if scores else None
     if not recs:
-        return JudgeView(judge=judge, score=score.mean if score else None, stars=score.stars if score else None,
-                         runs_ok=0, runs_failed=0, deductions=(), errors=(), comments=(), runs=(), n_runs=0)
+        # judge, score, stars, runs_ok, runs_failed, deductions, errors, comments, runs, n_runs, ratings, verdicts
+        return _view(judge, score.mean if score else None, score.stars if score else None, 0, 0, (), (), (), (), 0,
+                     (), ())
     if len(recs) == 1 and recs[0].request_hash in derived and not f.anchors:
         return _one_call_view(f, judge, score, recs[0], found)
     ok: list[StoredCall] = []
@@ -1045,14 +1052,14 @@ def _judge_view(f: _Dim, judge: str, scores: Mapping[str, JudgeScore] | None, re
         if j.verdicts:
             verdicts += _verdicts(r, j, found)
     # tuples (an empty one is shared), the run numbers shared between views: a large run holds ~10 views per case
-    return JudgeView(
-        judge=judge,
-        score=score.mean if score else None,
-        stars=score.stars if score else None,
-        runs_ok=len(ok), runs_failed=len(errors),
-        deductions=tuple(deductions), errors=tuple(errors), comments=tuple(comments),
-        runs=_shared_runs(tuple(r.run for r in ok)), n_runs=n_runs,
-        ratings=_ratings(f.anchors, ok, found) if f.anchors else (), verdicts=tuple(verdicts),
+    return _view(
+        judge,
+        score.mean if score else None,
+        score.stars if score else None,
+        len(ok), len(errors),
+        tuple(deductions), tuple(errors), tuple(comments),
+        _shared_runs(tuple(r.run for r in ok)), n_runs,
+        _ratings(f.anchors, ok, found) if f.anchors else (), tuple(verdicts),
     )
 
 
@@ -1071,9 +1078,8 @@ def _one_call_view(f: _Dim, judge: str, score: JudgeScore | None, r: StoredCall,
         if j.verdicts:
             verdicts = tuple(_verdicts(r, j, found))
     run = r.run
-    return JudgeView(judge=judge, score=score.mean if score else None, stars=score.stars if score else None,
-                     runs_ok=1, runs_failed=0, deductions=deductions, errors=(), comments=comments,
-                     runs=_shared_runs((run,)), n_runs=run + 1 if run >= 1 else 1, verdicts=verdicts)
+    return _view(judge, score.mean if score else None, score.stars if score else None, 1, 0, deductions, (), comments,
+                 _shared_runs((run,)), run + 1 if run >= 1 else 1, (), verdicts)
 
 
 def _verdicts(r: StoredCall, j: StoredJudgment, found: Mapping[str, Grounding]) -> list[VerdictItem]:
