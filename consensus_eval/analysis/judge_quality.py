@@ -48,18 +48,34 @@ def judge_quality(run: StoredRun) -> dict[str, JudgeQuality]:
     ok_runs = dict.fromkeys(run.judges, 0)
     claimed = dict.fromkeys(run.judges, 0)
     mismatched = dict.fromkeys(run.judges, 0)
+    found = run.grounding.get
+    judged, derived = run.judged_scores.get, run.scores.get
     for r in run.records:
-        score = run.score_as_judged(r.request_hash)
+        score = judged(r.request_hash) or derived(r.request_hash)    # run.score_as_judged, inlined
         if score is None or r.judge not in kinds:
             continue
         ok_runs[r.judge] += 1
         if score.claimed_score is not None or score.claimed_stars is not None:
             claimed[r.judge] += 1
             mismatched[r.judge] += score.claim_mismatch
-        for did, _ in evidence_of(r):
-            g = run.grounding.get(did)
+        made = r.judgment
+        if r.status != "ok" or made is None:
+            continue
+        k = kinds[r.judge]
+        if made.evidence or made.verdicts:    # the other kinds' quotes, by evidence_of's ids
+            for did, _ in evidence_of(r):
+                g = found(did)
+                if g is not None:
+                    k[g.kind] += 1
+            continue
+        h = r.request_hash     # deductions then fixed penalties: evidence_of's ids, without its generator
+        ids = [f"{h}#d{i}" for i in range(len(made.deductions))]
+        if made.fixed_penalties:
+            ids += [f"{h}#p{i}" for i in range(len(made.fixed_penalties))]
+        for did in ids:
+            g = found(did)
             if g is not None:
-                kinds[r.judge][g.kind] += 1
+                k[g.kind] += 1
     out = {}
     for j in run.judges:
         k = kinds[j]
@@ -69,3 +85,4 @@ def judge_quality(run: StoredRun) -> dict[str, JudgeQuality]:
             ungrounded=proportion(k["not_found"] + k["empty"], n),
             claimed_runs=claimed[j], claim_mismatch=proportion(mismatched[j], claimed[j]))
     return out
+
