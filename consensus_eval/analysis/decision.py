@@ -59,11 +59,30 @@ def decision_studies(run: StoredRun, cons: Sequence[CaseConsensus], target: floa
     if len(judges) < 2:
         return {}
     dims = [d.id for d in run.rubric.dimensions]
+    # one pass over the cases: how many runs each has for every judge (the fewest on a dimension), and the runs of
+    # each dimension, (case, judge) after (case, judge): None where the case has no such judge
     counts: Counter[int] = Counter()
+    runs: list[list[list[float] | None]] = [[] for _ in dims]
     for c in cons:
-        per = [min((len(c.judges[j][d].runs) for d in dims), default=0) for j in judges if j in c.judges]
-        if len(per) == len(judges):
-            counts[min(per)] += 1
+        fewest: int | None = None
+        complete = True
+        for j in judges:
+            js = c.judges.get(j)
+            if js is None:
+                complete = False
+                for by_dim in runs:
+                    by_dim.append(None)
+                continue
+            least = 0
+            for k, d in enumerate(dims):
+                r = js[d].runs
+                runs[k].append(r)
+                if k == 0 or len(r) < least:
+                    least = len(r)
+            if fewest is None or least < fewest:
+                fewest = least
+        if complete and fewest is not None:
+            counts[fewest] += 1
     counts.pop(0, None)
     if not counts:
         return {}
@@ -74,15 +93,11 @@ def decision_studies(run: StoredRun, cons: Sequence[CaseConsensus], target: floa
     cost_per_call = cost / calls if calls and cost > 0 else None
     # one pass: scores[dimension] is (cases, judges, n_runs), NaN where a judge has fewer runs on the case
     scores = {d: np.full((len(cons), len(judges), n_runs), np.nan) for d in dims}
-    for i, c in enumerate(cons):
-        for jj, j in enumerate(judges):
-            js = c.judges.get(j)
-            if js is None:
-                continue
-            for d in dims:
-                r = js[d].runs if d in js else ()
-                if len(r) >= n_runs:
-                    scores[d][i, jj] = r[:n_runs]
+    for d, by_dim in zip(dims, runs, strict=True):    # the cells with n_runs runs or more, set at once
+        full = [(i, r) for i, r in enumerate(by_dim) if r is not None and len(r) >= n_runs]
+        if full:
+            values = np.array([x for _, r in full for x in r[:n_runs]], dtype=float)
+            scores[d].reshape(-1, n_runs)[[i for i, _ in full]] = values.reshape(-1, n_runs)
     scores["total"] = sum((scores[d] for d in dims), np.zeros((len(cons), len(judges), n_runs)))
     out: dict[str, DecisionStudy] = {}
     for key in [*dims, "total"]:
