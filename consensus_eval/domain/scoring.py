@@ -11,9 +11,9 @@ By the dimension's kind (each kind's :meth:`~consensus_eval.domain.kinds.base.Di
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import replace
 
 from consensus_eval.domain.cases import Case
+from consensus_eval.domain.construct import slots_maker
 from consensus_eval.domain.criterion import Criterion
 from consensus_eval.domain.kinds.base import AnyJudgment as AnyJudgment, Dimension
 from consensus_eval.domain.kinds.criteria import criteria_of as criteria_of
@@ -59,9 +59,11 @@ class Deriver:
 
     def __call__(self, dimension: str, judgment: AnyJudgment, case_id: str | None = None) -> DimensionScore:
         """``derive(rubric.dimension(dimension), judgment, case criteria)``, or the same score derived before."""
+        deductions, penalties = judgment.deductions, judgment.fixed_penalties   # (lists, not generators: per call)
         key: tuple[object, ...] = (
-            dimension, tuple((d.category, d.type, _exact(d.points)) for d in judgment.deductions),
-            tuple(p.id for p in judgment.fixed_penalties), _exact(judgment.claimed_score), judgment.claimed_stars)
+            dimension, tuple([(d.category, d.type, float(d.points).hex()) for d in deductions]) if deductions else (),
+            tuple([p.id for p in penalties]) if penalties else (), _exact(judgment.claimed_score),
+            judgment.claimed_stars)
         criteria: list[Criterion] | None = None
         if judgment.rating is not None or judgment.verdicts:
             if judgment.verdicts and case_id is not None:
@@ -73,11 +75,17 @@ class Deriver:
             hit = derive(self.rubric.dimension(dimension), judgment, criteria)
             if hit.categories:
                 share = self._categories.setdefault
-                hit = replace(hit, categories=tuple(
-                    share((c.id, c.name, _exact(c.cap), _exact(c.deducted), _exact(c.taken), c.n), c)
-                    for c in hit.categories))
+                shared = tuple([share((c.id, c.name, _exact(c.cap), _exact(c.deducted), _exact(c.taken), c.n), c)
+                                for c in hit.categories])
+                if any(c is not mine for c, mine in zip(shared, hit.categories, strict=True)):
+                    hit = _score(hit.dimension, hit.max, hit.score, hit.stars, shared, hit.penalties,
+                                 hit.claimed_score, hit.claimed_stars, hit.criteria)   # replace(categories=shared)
             self._scores[key] = hit
         return hit
+
+
+#: a score made from its fields' values in order, slot by slot (:func:`~consensus_eval.domain.construct.slots_maker`)
+_score = slots_maker(DimensionScore)
 
 
 def _exact(x: float | None) -> object:

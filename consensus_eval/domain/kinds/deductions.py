@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 
 from consensus_eval._errors import UnknownName, UsageError
 from consensus_eval.domain.config import ConsensusConfig, EvalConfig
+from consensus_eval.domain.construct import slots_maker
 from consensus_eval.domain.criterion import Criterion
 from consensus_eval.domain.judgment import Deduction, Judgment, PenaltyHit
 from consensus_eval.domain.kinds.base import (
@@ -292,9 +293,9 @@ class Deductions(Dimension):
                 raise UsageError(f"{d.points} points is outside {typ.points_text()} for type {typ.id!r}")
             per_cat[cat.id].append(d.points)
         # floats for sums of no deduction too (the types the fields declare)
-        cats = tuple(CategoryScore(c.id, c.name, float(c.cap), float(sum(per_cat[c.id])),
-                                   float(min(sum(per_cat[c.id]), c.cap)), len(per_cat[c.id]))
-                     for c in self.categories)
+        cats = tuple([_category(c.id, c.name, float(c.cap), float(sum(per_cat[c.id])),
+                                float(min(sum(per_cat[c.id]), c.cap)), len(per_cat[c.id]))
+                      for c in self.categories])
         unknown = [p.id for p in judgment.fixed_penalties if p.id not in self.penalties_by_id]
         if unknown:
             raise UsageError(f"dimension {self.id!r} has no fixed penalty {unknown[0]!r}")
@@ -322,6 +323,11 @@ class Deductions(Dimension):
     def reviewers_apart(self, gap: float, config: ConsensusConfig) -> bool:
         """More than :data:`~consensus_eval.domain.kinds.base.ADJUDICATE_GAP` points apart."""
         return gap > ADJUDICATE_GAP
+
+
+#: a category line made from its fields' values in order, slot by slot
+#: (:func:`~consensus_eval.domain.construct.slots_maker`: a large run derives one per category of each distinct score)
+_category = slots_maker(CategoryScore)
 
 
 class DeductionsReply(Reply):
