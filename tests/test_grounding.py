@@ -247,6 +247,25 @@ def test_section_finder_reads_folded_text_one_for_one() -> None:
     assert [s.name for s in find_sections(folded, SECTIONS)] == ["主诉", "现病史"]
 
 
+def test_fold_width_of_a_long_text_is_the_one_for_one_nfkc_fold() -> None:
+    """A record (long enough to be folded as an array of code points) folds as each character's NFKC form when that
+    is one character: checked against unicodedata character by character, at the lengths around the switch, with
+    characters outside the basic plane and a lone surrogate (folded by the table) too."""
+    import unicodedata
+
+    def oracle(text: str) -> str:
+        return "".join(f if len(f := unicodedata.normalize("NFKC", c)) == 1 else c for c in text)
+
+    rng = random.Random(5)
+    pool = [*"主诉：（）１２３ＡＢＣ　ﬁ㎏①ｶﾞ，。a\n", *map(chr, range(0xFF00, 0xFFEF)),
+            *map(chr, range(0x20, 0x3400, 13))]
+    for n in (1, 127, 128, 129, 400, 2000):
+        for extra in ("", "\U0001d400", "\ud800"):
+            text = "".join(rng.choice(pool) for _ in range(n)) + extra
+            assert fold_width(text) == (oracle(text) if extra != "\ud800" else oracle(text[:-1]) + extra)
+    assert fold_width("a" * 300) == "a" * 300
+
+
 def test_the_rules_judge_imports_the_section_finder_from_the_domain() -> None:
     from consensus_eval.judges.rules.medical_record import document
 
