@@ -105,10 +105,16 @@ with gc_paused(), Store.open_existing(out) as store:
     t = now(); data = report_data.build_report_data(res, out)
     files.write_text(out / "report.md", markdown.render_markdown(data)); mark("report data, report.md", t)
     t = now()
-    pieces = html.html_pieces(data) if hasattr(html, "html_pieces") else [html.render_html(data)]
-    with files.atomic_writer(out / "report.html") as f:
-        f.writelines(pieces)
+    if hasattr(html, "write_html"):   # since issue 38: paged beyond html.PAGE cases, the page files written too
+        html.write_html(data, out / "report.html")
+    else:
+        pieces = html.html_pieces(data) if hasattr(html, "html_pieces") else [html.render_html(data)]
+        with files.atomic_writer(out / "report.html") as f:
+            f.writelines(pieces)
     mark("report.html", t)
+    sizes = [p.stat().st_size for p in [out / "report.html", *sorted(out.glob("report-cases/*.html"))]]
+    print(f"  report.html {{sizes[0] / 1e6:.2f}} MB; page files {{len(sizes) - 1}}, {{sum(sizes[1:]) / 1e6:.2f}} MB",
+          flush=True)
 mark("whole rebuild", start)
 """
 

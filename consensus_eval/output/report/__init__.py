@@ -11,9 +11,9 @@ from pathlib import Path
 from consensus_eval._gc import gc_paused_call
 from consensus_eval.analysis.results import Results
 from consensus_eval.domain.textio import escape_controls
-from consensus_eval.output.files import atomic_writer, write_text
+from consensus_eval.output.files import write_text
 from consensus_eval.output.report.data import build_report_data
-from consensus_eval.output.report.html import html_pieces
+from consensus_eval.output.report.html import PAGE, write_html
 from consensus_eval.output.report.i18n import LANGS, default_lang
 from consensus_eval.output.report.markdown import render_markdown
 
@@ -30,14 +30,16 @@ def report_paths(out_dir: str | Path, lang: str, default: str) -> tuple[Path, Pa
 
 @gc_paused_call
 def write_reports(results: Results, out_dir: str | Path, lang: str | None = None, *,
-                  stem: str = "report") -> tuple[Path, Path]:
+                  stem: str = "report", page: int = PAGE) -> tuple[Path, Path]:
     """Write ``out_dir/<stem>.md`` and ``out_dir/<stem>.html`` (``report.md``, ``report.html``); return their paths.
 
     ``lang``: ``zh`` or ``en`` for the reports' headings and labels; by default the rubric's language.
     ``report --lang`` in another language than the rubric's writes beside them (``stem`` ``report.en``:
     :func:`report_paths`); writing ``report.*`` also rewrites such reports in the other languages when the folder
     has them, so a rebuild leaves none stale. When the folder has a ``calibration.json``, every report shows its
-    section (:mod:`~consensus_eval.output.report.calibration_blocks`).
+    section (:mod:`~consensus_eval.output.report.calibration_blocks`). Beyond ``page`` cases, report.html shows the
+    first ``page`` rows of its case table and the others go to page files beside it
+    (:func:`~consensus_eval.output.report.html.write_html`).
     """
     out = Path(out_dir)
     written = lang or default_lang(results.rubric)
@@ -50,6 +52,5 @@ def write_reports(results: Results, out_dir: str | Path, lang: str | None = None
         # a quote, a name or a label holding a control character (ESC...) is written escaped: report.md is read in
         # terminals
         write_text(md_path, escape_controls(render_markdown(data)))
-        with atomic_writer(html_path) as f:   # piece by piece: a large report is never one string
-            f.writelines(html_pieces(data))
+        write_html(data, html_path, page=page)
     return out / f"{stem}.md", out / f"{stem}.html"

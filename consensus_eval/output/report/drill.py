@@ -110,6 +110,12 @@ def unpack(chunk: str) -> list[dict[str, Any]]:
     return data
 
 
+def pack_json(value: Any) -> str:
+    """``value`` as one chunk of its own: its compact JSON gzip-compressed and base64-encoded, as :func:`packed`
+    makes a chunk of payloads (a paged report.html's list of the other pages' anchors)."""
+    return _compress(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
+
+
 def drill_payload(a: CaseAudit, record: str, conversation: str, judges: Sequence[str], anchor_id: str,
                   review: CaseReview | None = None, type_names: Mapping[str, str] | None = None,
                   flags: Sequence[str] | None = None) -> dict[str, Any]:

@@ -148,8 +148,23 @@
       r.remove();
     });
   }
+  /* pages { */
+  /* a paged report: a case of another page (a link here, or to report.html#case-<id> from outside) is opened
+     on its page file, looked up in the list of the other pages' anchors (one more chunk, inflated on demand) */
+  function toPage(id) {
+    if (typeof DecompressionStream === "undefined") { return; }
+    chunk(meta.pages.chunk).then(function (later) {
+      for (var k = 0; k < later.length; k += 1) {
+        if (later[k].indexOf(id) >= 0) { location.replace(meta.pages.files[k].split("#")[0] + "#" + id); return; }
+      }
+    });
+  }
+  /* } pages */
   function openCase(id, scroll) {
     var row = document.getElementById(id);
+    /* pages { */
+    if (!row && meta.pages) { toPage(id); return; }
+    /* } pages */
     if (!row || row.tagName !== "TR") { return; }
     if (row.hidden) { document.getElementById("f-reset").click(); }
     closeDrill();
