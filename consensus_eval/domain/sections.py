@@ -56,7 +56,11 @@ class Sections:
             rf"(?:\*\*|【|\[)?[ \t]*(?P<name>{names})[ \t]*(?:\*\*|】|\])?"
             r"(?:[ \t]*:[ \t]*(?:\*\*)?|(?<=】)|(?<=\])|(?=[ \t]|$))",
             re.M) if names else None
-        self._inline = re.compile(rf"(?<=[{ends}])[ \t]*【?(?P<name>{names})】?[ \t]*:") if names and ends else None
+        # the heading is group "h", after a sentence end; the end is matched rather than looked behind for (the regex
+        # then skips from one to the next: x5), the same headings unless ":" ends a sentence (a heading's own colon
+        # may then be the end before the next one)
+        after = rf"(?<=[{ends}])" if ":" in headings.sentence_ends else rf"[{ends}]"
+        self._inline = re.compile(rf"{after}(?P<h>[ \t]*【?(?P<name>{names})】?[ \t]*:)") if names and ends else None
 
     @staticmethod
     def of(rubric: Rubric) -> Sections:
@@ -71,19 +75,26 @@ class Sections:
         """Every heading of ``text`` (width-folded, module docstring) with its body, in text order."""
         if self._line is None:
             return []
-        hits = sorted([*self._line.finditer(text), *(self._inline.finditer(text) if self._inline else ())],
-                      key=lambda m: m.start())
-        kept: list[re.Match[str]] = []
-        for m in hits:
-            if not kept or m.start() >= kept[-1].end():
-                kept.append(m)
+        # (start, end, name) of each heading: at a line start, then after a sentence end, in text order (stable)
+        hits = [(m.start(), m.end(), m.group("name")) for m in self._line.finditer(text)]
+        if self._inline is not None:
+            inline = [(m.start("h"), m.end(), m.group("name")) for m in self._inline.finditer(text)]
+            if inline:
+                hits = sorted([*hits, *inline], key=_start)
+        kept: list[tuple[int, int, str]] = []
+        for hit in hits:
+            if not kept or hit[0] >= kept[-1][1]:
+                kept.append(hit)
         out = []
-        for i, m in enumerate(kept):
-            end = kept[i + 1].start() if i + 1 < len(kept) else len(text)
-            name = m.group("name")
+        for i, (start, body_start, name) in enumerate(kept):
+            end = kept[i + 1][0] if i + 1 < len(kept) else len(text)
             canon = self.aliases.get(name)
-            out.append(Section(canon or name, canon is not None, m.start(), m.end(), end))
+            out.append(Section(canon or name, canon is not None, start, body_start, end))
         return out
+
+
+def _start(hit: tuple[int, int, str]) -> int:
+    return hit[0]
 
 
 _COMPILED: dict[tuple[tuple[str, ...], str], Sections] = {}
