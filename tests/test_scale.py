@@ -71,6 +71,22 @@ def test_many_distinct_values_fall_back_to_resampling_tables(monkeypatch: pytest
     assert bootstrap_ci(data, "ordinal", 60, seed=1) == _slow_ordinal_ci(data, 60, 1)
 
 
+def test_a_stars_figure_of_many_units_keeps_the_fast_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the pairs are counted per pattern of value counts (at most 126 for 4 ratings of 5 values), not per unit: per
+    # unit, a stars figure of more than ~160,000 cases went the slow way (MAX_PAIR_CELLS lowered here to the same
+    # effect at 400 units)
+    rng = np.random.default_rng(7)
+    data = rng.integers(1, 6, (4, 400)).astype(float)
+    data[rng.random((4, 400)) < 0.1] = np.nan
+    monkeypatch.setattr(alpha_mod, "MAX_PAIR_CELLS", 400 * 5 * 5 - 1)
+    tables = alpha_mod._unit_pairs(data)
+    assert tables is not None and len(tables.pattern_pairs) < 126
+    assert bootstrap_ci(data, "ordinal", 80, seed=3) == _slow_ordinal_ci(data, 80, 3)
+    monkeypatch.setattr(alpha_mod, "MAX_COUNT_CELLS", 400 * 5 - 1)   # the counts' own bound: the slow way
+    assert alpha_mod._unit_pairs(data) is None
+    assert bootstrap_ci(data, "ordinal", 80, seed=3) == _slow_ordinal_ci(data, 80, 3)
+
+
 def test_category_means_equal_numpy_to_the_bit() -> None:
     r = random.Random(0)
     for _ in range(20_000):

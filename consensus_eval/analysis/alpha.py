@@ -27,7 +27,7 @@ import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import Literal, TypeVar
+from typing import Literal, NamedTuple, TypeVar
 
 import numpy as np
 from pydantic import BaseModel
@@ -226,7 +226,7 @@ def bootstrap_ci(data: np.ndarray, level: Level = "interval", n_boot: int = 1000
     elif level == "ordinal" and (tables := _unit_pairs(arr)) is not None:
         # the weights of these resamples, when an interval figure over the same units drew them already
         drawn = _draws.get((seed, n_boot, n_units)) if _draws is not None else None
-        values = _ordinal_boot(_picks(seed, n_boot, n_units), *tables, drawn=drawn)
+        values = _ordinal_boot(_picks(seed, n_boot, n_units), tables, drawn=drawn)
     else:
         values = [a for block in _picks(seed, n_boot, n_units) for p in block
                   if (a := krippendorff_alpha(arr[:, p], level).value) is not None]
@@ -372,33 +372,62 @@ def _chunk_weights(seed: int, n_boot: int, n_units: int) -> Iterator[np.ndarray]
 #: the largest resamples x units weight matrix :func:`bootstrap_ci` holds whole (bytes; 160 MB at 20,000 units x
 #: 1,000 resamples); a larger bootstrap is computed :data:`BOOT_CHUNK` resamples at a time
 MAX_WEIGHTS_BYTES = 512 * 1024**2
-#: the most units x V x V cells :func:`_unit_pairs` builds (V distinct values; 8 bytes each)
+#: the most patterns x V x V cells :func:`_unit_pairs` builds (V distinct values, a pattern a distinct row of value
+#: counts; 8 bytes each)
 MAX_PAIR_CELLS = 4_000_000
+#: the most units x V cells of value counts :func:`_unit_pairs` builds (8 bytes each: 256 MB; 1,000,000 units of
+#: up to 32 distinct values)
+MAX_COUNT_CELLS = 32_000_000
 #: resamples computed at once in :func:`_ordinal_boot` (bounds its resamples x units blocks)
 BOOT_CHUNK = 32
 
 
-def _unit_pairs(arr: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
-    """For units rated twice or more (``arr``'s columns): the distinct values (V), each unit's count
-    of each value (units x V), its ordered pairs of ratings ``(c, k)`` counted (units x V*V) and its
-    number of ratings ``m``. None when the pairs would exceed :data:`MAX_PAIR_CELLS` cells (many
-    distinct values: the caller resamples the slow way)."""
+class _UnitPairs(NamedTuple):
+    """The ordinal bootstrap's tables (:func:`_unit_pairs`)."""
+
+    #: the distinct values (V), ascending
+    values: np.ndarray
+    #: each unit's count of each value (units x V, integers)
+    counts: np.ndarray
+    #: each unit's number of ratings (integers)
+    m: np.ndarray
+    #: each pattern's ordered pairs of ratings ``(c, k)`` counted (patterns x V*V, floats)
+    pattern_pairs: np.ndarray
+    #: each pattern's number of ratings (floats)
+    pattern_m: np.ndarray
+    #: each unit's pattern (an index into the two above)
+    pattern_of: np.ndarray
+
+
+def _unit_pairs(arr: np.ndarray) -> _UnitPairs | None:
+    """For units rated twice or more (``arr``'s columns): the distinct values, each unit's count of each value
+    and number of ratings, and per pattern (a distinct row of value counts: a few dozen for stars, whatever the
+    number of units) its ordered pairs of ratings counted. None when the counts would exceed
+    :data:`MAX_COUNT_CELLS` cells or the patterns' pairs :data:`MAX_PAIR_CELLS` (many distinct values: the
+    caller resamples the slow way).
+
+    The pairs are counted per pattern, not per unit: per unit they were units x V*V cells, which sent a stars
+    figure of more than about 160,000 cases (5 values) the slow way, one alpha per resampled table (about two
+    minutes a figure at 170,000 cases, 1,000 resamples)."""
     present = ~np.isnan(arr)
     values = np.unique(arr[present])
     n_values, n_units = values.size, arr.shape[1]
-    if n_units * n_values * n_values > MAX_PAIR_CELLS:
+    if n_units * n_values > MAX_COUNT_CELLS:
         return None
     counts = np.zeros((n_units, n_values), dtype=np.int64)
     for row, ok in zip(arr, present, strict=True):
         np.add.at(counts, (np.flatnonzero(ok), np.searchsorted(values, row[ok])), 1)
-    pairs = counts[:, :, None] * counts[:, None, :]
+    patterns, pattern_of = _distinct_rows(counts)
+    if len(patterns) * n_values * n_values > MAX_PAIR_CELLS:
+        return None
+    pairs = patterns[:, :, None] * patterns[:, None, :]
     idx = np.arange(n_values)
-    pairs[:, idx, idx] -= counts
-    return values, counts, pairs.reshape(n_units, n_values * n_values).astype(float), counts.sum(axis=1)
+    pairs[:, idx, idx] -= patterns
+    return _UnitPairs(values, counts, counts.sum(axis=1), pairs.reshape(len(patterns), n_values * n_values)
+                      .astype(float), patterns.sum(axis=1).astype(float), pattern_of)
 
 
-def _ordinal_boot(picks: Iterable[np.ndarray], values: np.ndarray, counts: np.ndarray,
-                  pairs: np.ndarray, m: np.ndarray, *, drawn: np.ndarray | None = None) -> list[float]:
+def _ordinal_boot(picks: Iterable[np.ndarray], tables: _UnitPairs, *, drawn: np.ndarray | None = None) -> list[float]:
     """Ordinal alpha of each resample (rows of the chunks ``picks``: :func:`_picks`), the undefined ones left
     out: what :func:`krippendorff_alpha` gives for the resampled table, to the last bit, without building it.
 
@@ -411,13 +440,13 @@ def _ordinal_boot(picks: Iterable[np.ndarray], values: np.ndarray, counts: np.nd
     ``drawn``: these resamples' :func:`_weights`, when at hand: each chunk's counts are then their rows as
     integers (the same numbers, a quarter of the cost of counting the chunk again).
     """
-    n_values = values.size
-    n_units = pairs.shape[0]
-    # units with the same pair counts and m have the same disagreement in every resample: computed once per
-    # such pattern (a few dozen for stars), then looked up per unit drawn
-    patterns, pattern_of = _distinct_rows(np.column_stack([pairs, m]))
-    pattern_pairs, pattern_m = patterns[:, :-1], patterns[:, -1]
-    n_patterns = len(patterns)
+    counts, m, pattern_pairs, pattern_m, pattern_of = (tables.counts, tables.m, tables.pattern_pairs,
+                                                       tables.pattern_m, tables.pattern_of)
+    n_values = tables.values.size
+    n_units = counts.shape[0]
+    # units with the same value counts have the same disagreement in every resample: computed once per such
+    # pattern (a few dozen for stars), then looked up per unit drawn
+    n_patterns = len(pattern_pairs)
     out: list[float] = []
     start = 0
     for chunk in picks:
@@ -451,10 +480,10 @@ def _ordinal_boot(picks: Iterable[np.ndarray], values: np.ndarray, counts: np.nd
 
 
 def _distinct_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The distinct rows of a 2-D float array (in the order of their bytes) and, for each row, the index of its
-    own among them: ``np.unique(rows, axis=0, return_inverse=True)`` up to the order of the distinct rows, by
-    sorting each row's bytes as one value instead of field by field (16x faster for 20,000 rows of 26). Rows
-    are equal when their bytes are (the callers' floats are whole numbers: no -0.0, no NaN)."""
+    """The distinct rows of a 2-D array (in the order of their bytes) and, for each row, the index of its own
+    among them: ``np.unique(rows, axis=0, return_inverse=True)`` up to the order of the distinct rows, by sorting
+    each row's bytes as one value instead of field by field (16x faster for 20,000 rows of 26). Rows are equal
+    when their bytes are (the callers' rows are integers, or floats that are whole numbers: no -0.0, no NaN)."""
     rows = np.ascontiguousarray(rows)
     keys = rows.view(np.dtype((np.void, rows.dtype.itemsize * rows.shape[1]))).reshape(-1)
     _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
