@@ -19,7 +19,7 @@ from pydantic import TypeAdapter
 from consensus_eval import _gc, api
 from consensus_eval.analysis import alpha as alpha_mod, reliability as reliability_mod
 from consensus_eval.analysis.agreement import matrix, points_taken
-from consensus_eval.analysis.alpha import bootstrap_ci, krippendorff_alpha
+from consensus_eval.analysis.alpha import JointBootstrap, Level, alpha_with_ci, bootstrap_ci, krippendorff_alpha
 from consensus_eval.analysis.audit import CaseAudit, RunGroup, audit, deductions_of, review_queue
 from consensus_eval.analysis.consensus import of_run
 from consensus_eval.analysis.derived import read_run
@@ -264,36 +264,33 @@ def test_distinct_rows_are_numpy_uniques_rows(trial: int) -> None:
     assert np.array_equal(distinct[inverse], rows)
 
 
-@pytest.mark.parametrize("count_max", [255, 1])
-def test_chunked_figures_sharing_their_counts_get_the_intervals_they_got_alone(
-        monkeypatch: pytest.MonkeyPatch, count_max: int) -> None:
-    # 50 resamples x 80 units: too large to hold as floats here (32,000 bytes), small enough as bytes (4,000)
+def test_chunked_figures_in_one_pass_get_the_intervals_they_got_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    # 50 resamples x 80 units: too large to hold as floats here (32,000 bytes): the chunked bootstrap
     monkeypatch.setattr(alpha_mod, "MAX_WEIGHTS_BYTES", 50 * 80)
-    monkeypatch.setattr(alpha_mod, "_COUNT_MAX", count_max)   # 1: a unit drawn twice, nothing kept
     rng = np.random.default_rng(11)
-    tables = [rng.integers(0, 6, (3, 80)).astype(float), rng.normal(size=(3, 80)), rng.normal(size=(4, 80))]
-    tables[1][0, ::5] = np.nan
-    alone = [bootstrap_ci(t, "interval", 50, seed=4) for t in tables]
-    drawn = 0
+    tables = [rng.integers(0, 6, (3, 80)).astype(float), rng.normal(size=(3, 80)), rng.normal(size=(4, 80)),
+              rng.normal(size=(3, 90)), rng.integers(1, 6, (3, 80)).astype(float), np.ones((3, 80))]
+    levels: list[Level] = ["interval", "interval", "interval", "interval", "ordinal", "interval"]
+    tables[1][0, ::5] = np.nan     # other numbers of ratings: other statistics, the same resamples
+    alone = [alpha_with_ci(t, level, 50, seed=4) for t, level in zip(tables, levels, strict=True)]
+    drawn: list[int] = []
     picks = alpha_mod._picks
 
-    def counted(*a: Any) -> Iterator[np.ndarray]:
-        nonlocal drawn
-        drawn += 1
-        return picks(*a)
+    def counted(seed: int, n_boot: int, n_units: int) -> Iterator[np.ndarray]:
+        drawn.append(n_units)
+        return picks(seed, n_boot, n_units)
 
     monkeypatch.setattr(alpha_mod, "_picks", counted)
     with alpha_mod.shared_draws():
-        shared = [bootstrap_ci(t, "interval", 50, seed=4) for t in tables]
-        assert drawn == (1 if count_max == 255 else 3)     # drawn once, then read from the counts kept
-        kept = alpha_mod._counts_kept
-        assert kept is not None and alpha_mod._draws == {}    # the chunked path: no float matrix held
-        if count_max == 255:
-            (counts,) = kept.values()
-            assert counts.dtype == np.uint8 and np.array_equal(counts, alpha_mod._weights(4, 50, 80))
-        else:
-            assert kept == {}
-    assert shared == alone and None not in alone and alpha_mod._counts_kept is None
+        joint = JointBootstrap(50, seed=4)
+        together = [joint.alpha(t, level) for t, level in zip(tables, levels, strict=True)]
+        assert drawn == [80]                 # the ordinal figure's own draw; the interval ones wait
+        assert [a.ci is None for a in together] == [True, True, True, True, False, True]
+        joint.finish()
+    # one pass per number of units (80: three figures; 90: one), each figure's interval as it got alone
+    assert sorted(drawn) == [80, 80, 90] and alpha_mod._draws is None
+    assert [a.model_dump() for a in together] == [a.model_dump() for a in alone]
+    assert all(a.ci is not None for a in alone[:5]) and alone[5].value is None
 
 
 @pytest.mark.parametrize(("n_boot", "n_units"), [(1000, 20_000), (65, 7), (3, 1), (130, 70_000), (200, 301)])

@@ -14,7 +14,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from consensus_eval.analysis.agreement import HumanAgreement, judge_value, matrix
-from consensus_eval.analysis.alpha import DEFAULT_SEED, Alpha, Level, alpha_with_ci, shared_draws
+from consensus_eval.analysis.alpha import DEFAULT_SEED, Alpha, JointBootstrap, Level, shared_draws
 from consensus_eval.analysis.consensus import CaseConsensus
 from consensus_eval.analysis.decision import DecisionStudy, decision_studies
 from consensus_eval.analysis.error_analysis import ErrorAnalysis
@@ -106,8 +106,10 @@ def _reliability_report(run: StoredRun, cons: Sequence[CaseConsensus], n_boot: i
     rubric, judges = run.rubric, run.judges
     dims = [d.id for d in rubric.dimensions]
 
+    joint = JointBootstrap(n_boot, seed)   # above ~67,000 cases, one pass over the resamples for every figure
+
     def a(rows: Sequence[Sequence[float | None]] | np.ndarray, level: Level = "interval") -> Alpha:
-        return alpha_with_ci(rows if isinstance(rows, np.ndarray) else matrix(rows), level, n_boot, seed)
+        return joint.alpha(rows if isinstance(rows, np.ndarray) else matrix(rows), level)
 
     taken = _points_taken(run, cons)
     case_criteria = {c.id: c.criteria for c in run.cases}   # once for every dimension (:func:`_rows`)
@@ -118,16 +120,17 @@ def _reliability_report(run: StoredRun, cons: Sequence[CaseConsensus], n_boot: i
         if n_runs >= 2:
             within[j] = {d: a([[(c.judges[j][d].runs[i] if i < len(c.judges[j][d].runs) else None) for c in cons]
                                for i in range(n_runs)]) for d in dims}
+    across = {**{d.id: a(_rows(run, cons, d, case_criteria), level_of(d)) for d in rubric.dimensions},
+              "total": a([[judge_value(c, j, "total") for c in cons] for j in judges])}
+    stars = {d.id: a([[c.judges[j][d.id].stars for c in cons] for j in judges], "ordinal")
+             for d in rubric.dimensions if d.stars is not None}
+    categories = {f"{d.id}.{cat.id}": (cat.name, a(taken(cat.id)))
+                  for d in deductions_in(rubric.dimensions) for cat in d.categories}
+    joint.finish()   # every interval set before a figure is read
     return ReliabilityReport(
         judges=judges, n_cases=len(cons), bootstrap=Bootstrap(resamples=n_boot, seed=seed),
-        across_judges={**{d.id: a(_rows(run, cons, d, case_criteria), level_of(d)) for d in rubric.dimensions},
-                       "total": a([[judge_value(c, j, "total") for c in cons] for j in judges])},
-        stars={d.id: a([[c.judges[j][d.id].stars for c in cons] for j in judges], "ordinal")
-               for d in rubric.dimensions if d.stars is not None},
-        categories={
-            f"{d.id}.{cat.id}": CategoryAlpha(name=cat.name, **a(taken(cat.id)).model_dump())
-            for d in deductions_in(rubric.dimensions) for cat in d.categories
-        },
+        across_judges=across, stars=stars,
+        categories={k: CategoryAlpha(name=name, **alpha.model_dump()) for k, (name, alpha) in categories.items()},
         within_judge=within,
         judge_quality=judge_quality(run) if quality is None else quality,
         decision=decision_studies(run, cons),
