@@ -215,7 +215,7 @@ def bootstrap_ci(data: np.ndarray, level: Level = "interval", n_boot: int = 1000
                 boot = np.where(de > 0, 1.0 - do / de, np.nan)
             else:  # too large to hold (100,000 resamples of 25,000 units: 18.6 GiB): the same
                 # resamples, :data:`BOOT_CHUNK` at a time (memory bounded; sums may differ in the last bits)
-                boot = _chunked_interval_boot(seed, n_boot, n_units, [stats])[0]
+                boot = _joint_pass(seed, n_boot, n_units, [stats], [])[0][0]
         values = list(boot[~np.isnan(boot)])
     elif level == "ordinal" and (tables := _unit_pairs(arr)) is not None:
         # the weights of these resamples, when an interval figure over the same units drew them already
@@ -243,17 +243,17 @@ def _percentile(values: Sequence[float] | np.ndarray, n_boot: int, confidence: f
     return float(lo), float(hi)
 
 
-def _chunked_interval_boot(seed: int, n_boot: int, n_units: int,
-                           figures: Sequence[tuple[np.ndarray, ...]]) -> list[np.ndarray]:
-    """Interval alpha of every resample (NaN: undefined) for each of ``figures`` (their :func:`_interval_stats`,
-    over ``n_units`` units each), the resamples' weights taken :data:`BOOT_CHUNK` at a time
-    (:func:`_chunk_weights`): each chunk drawn and counted once for all the figures, and each distinct statistic
-    multiplied by it once. Each figure's values are the ones a pass of its own gives (the same chunks times the same
-    vectors, one BLAS thread: the same products)."""
+def _joint_pass(seed: int, n_boot: int, n_units: int, intervals: Sequence[tuple[np.ndarray, ...]],
+                ordinals: Sequence[_UnitPairs]) -> tuple[list[np.ndarray], list[list[float]]]:
+    """One pass over the resamples of ``n_units`` units (:func:`_picks`, :data:`BOOT_CHUNK` at a time), each chunk
+    drawn and counted once for every figure: interval alpha of every resample (NaN: undefined) for each of
+    ``intervals`` (their :func:`_interval_stats`; each distinct statistic multiplied by the chunk's weights once),
+    and the defined ordinal alphas for each of ``ordinals`` (their :func:`_unit_pairs`). Each figure's values are
+    the ones a pass of its own gives (the same chunks, the same products on one BLAS thread)."""
     distinct: dict[bytes, int] = {}
     vectors: list[np.ndarray] = []
     refs: list[list[int]] = []
-    for stats in figures:
+    for stats in intervals:
         row = []
         for v in stats:
             k = distinct.setdefault(v.tobytes(), len(vectors))
@@ -262,21 +262,27 @@ def _chunked_interval_boot(seed: int, n_boot: int, n_units: int,
             row.append(k)
         refs.append(row)
     distinct.clear()
-    parts: list[list[np.ndarray]] = [[] for _ in figures]
-    for w in _chunk_weights(seed, n_boot, n_units):
-        products = [w @ v for v in vectors]
-        for row, out in zip(refs, parts, strict=True):
-            do, de = _interval_from(*(products[k] for k in row))
-            out.append(np.where(de > 0, 1.0 - do / de, np.nan))
-    return [np.concatenate(p) if p else np.empty(0) for p in parts]
+    parts: list[list[np.ndarray]] = [[] for _ in intervals]
+    ordinal_values: list[list[float]] = [[] for _ in ordinals]
+    for block in _picks(seed, n_boot, n_units):
+        times = _counts(block, n_units)
+        if vectors:
+            w = times.astype(float)
+            products = [w @ v for v in vectors]
+            for row, out in zip(refs, parts, strict=True):
+                do, de = _interval_from(*(products[k] for k in row))
+                out.append(np.where(de > 0, 1.0 - do / de, np.nan))
+        for tables, values in zip(ordinals, ordinal_values, strict=True):
+            _ordinal_chunk(block, times, tables, values)
+    return [np.concatenate(p) if p else np.empty(0) for p in parts], ordinal_values
 
 
 class JointBootstrap:
     """:func:`alpha_with_ci` for many figures, the same values to the bit, with the bootstraps too large to hold
-    their resamples' weights whole (interval figures, resamples x units above :data:`MAX_WEIGHTS_BYTES`: about
-    67,000 cases at 1,000 resamples) made in one pass per number of units: each chunk of resamples drawn and
-    counted once for all of them instead of once per figure (at 1,000,000 cases, about 16 s of drawing and
-    counting a figure).
+    their resamples' weights whole (resamples x units above :data:`MAX_WEIGHTS_BYTES`: about 67,000 cases at 1,000
+    resamples; interval figures, and ordinal ones with :func:`_unit_pairs`) made in one pass per number of units:
+    each chunk of resamples drawn and counted once for all of them instead of once per figure (at 1,000,000
+    cases, about 13-16 s of drawing and counting a figure).
 
     :meth:`alpha` gives each figure's :class:`Alpha` at once; the interval of a figure in a joint pass is set on
     it by :meth:`finish`, which must run before the figures are read.
@@ -288,7 +294,8 @@ class JointBootstrap:
 
     def __init__(self, n_boot: int = 1000, seed: int = DEFAULT_SEED) -> None:
         self.n_boot, self.seed = n_boot, seed
-        self._pending: dict[int, list[tuple[Alpha, tuple[np.ndarray, ...]]]] = {}
+        self._intervals: dict[int, list[tuple[Alpha, tuple[np.ndarray, ...]]]] = {}
+        self._ordinals: dict[int, list[tuple[Alpha, _UnitPairs]]] = {}
 
     def alpha(self, data: np.ndarray, level: Level = "interval") -> Alpha:
         """Alpha of ``data`` (raters x units) at ``level``, with its interval now, or at :meth:`finish` when its
@@ -301,22 +308,31 @@ class JointBootstrap:
         a = krippendorff_alpha(data, level)
         if a.value is None or self.n_boot <= 0:
             return a
-        arr = _rated(data) if level == "interval" else None
-        if arr is None or self.n_boot * arr.shape[1] * 8 <= MAX_WEIGHTS_BYTES:
-            a.ci = bootstrap_ci(data, level, self.n_boot, self.seed)
-            return a
-        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-            self._pending.setdefault(arr.shape[1], []).append((a, _interval_stats(arr)))
+        arr = _rated(data) if level in ("interval", "ordinal") else None
+        if arr is not None and self.n_boot * arr.shape[1] * 8 > MAX_WEIGHTS_BYTES:
+            if level == "interval":
+                with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+                    self._intervals.setdefault(arr.shape[1], []).append((a, _interval_stats(arr)))
+                return a
+            if (tables := _unit_pairs(arr)) is not None:
+                self._ordinals.setdefault(arr.shape[1], []).append((a, tables))
+                return a
+        a.ci = bootstrap_ci(data, level, self.n_boot, self.seed)
         return a
 
     def finish(self) -> None:
         """Set the interval of every figure waiting for a joint pass (one pass per number of units)."""
-        for n_units, figures in self._pending.items():
+        for n_units in sorted({*self._intervals, *self._ordinals}):
+            intervals, ordinals = self._intervals.get(n_units, []), self._ordinals.get(n_units, [])
             with np.errstate(invalid="ignore", divide="ignore", over="ignore"), _one_blas_thread():
-                boots = _chunked_interval_boot(self.seed, self.n_boot, n_units, [stats for _, stats in figures])
-            for (a, _), boot in zip(figures, boots, strict=True):
+                boots, values = _joint_pass(self.seed, self.n_boot, n_units, [stats for _, stats in intervals],
+                                            [tables for _, tables in ordinals])
+            for (a, _), boot in zip(intervals, boots, strict=True):
                 a.ci = _percentile(boot[~np.isnan(boot)], self.n_boot, 0.95)
-        self._pending.clear()
+            for (a, _), got in zip(ordinals, values, strict=True):
+                a.ci = _percentile(got, self.n_boot, 0.95)
+        self._intervals.clear()
+        self._ordinals.clear()
 
 
 def _one_blas_thread() -> AbstractContextManager[object]:
@@ -421,15 +437,6 @@ def _weights(seed: int, n_boot: int, n_units: int) -> np.ndarray:
     return out
 
 
-def _chunk_weights(seed: int, n_boot: int, n_units: int) -> Iterator[np.ndarray]:
-    """The weights of the resamples (:func:`_picks`) :data:`BOOT_CHUNK` at a time, as floats: the chunked
-    :func:`bootstrap_ci`'s and :class:`JointBootstrap`'s (a resamples x units matrix too large to hold as floats).
-    Drawn and counted again at each call (about 16 s at 1,000,000 units x 1,000 resamples): the figures of a
-    report share one call (:class:`JointBootstrap`)."""
-    for block in _picks(seed, n_boot, n_units):
-        yield _counts(block, n_units).astype(float)
-
-
 #: the largest resamples x units weight matrix :func:`bootstrap_ci` holds whole (bytes; 160 MB at 20,000 units x
 #: 1,000 resamples); a larger bootstrap is computed :data:`BOOT_CHUNK` resamples at a time
 MAX_WEIGHTS_BYTES = 512 * 1024**2
@@ -456,7 +463,7 @@ class _UnitPairs(NamedTuple):
     pattern_pairs: np.ndarray
     #: each pattern's number of ratings (floats)
     pattern_m: np.ndarray
-    #: each unit's pattern (an index into the two above)
+    #: each unit's pattern (an index into the two above; one byte when there are at most 256 patterns)
     pattern_of: np.ndarray
 
 
@@ -485,7 +492,8 @@ def _unit_pairs(arr: np.ndarray) -> _UnitPairs | None:
     idx = np.arange(n_values)
     pairs[:, idx, idx] -= patterns
     return _UnitPairs(values, counts, counts.sum(axis=1), pairs.reshape(len(patterns), n_values * n_values)
-                      .astype(float), patterns.sum(axis=1).astype(float), pattern_of)
+                      .astype(float), patterns.sum(axis=1).astype(float),
+                      pattern_of.astype(np.uint8 if len(patterns) <= 256 else np.intp))
 
 
 def _ordinal_boot(picks: Iterable[np.ndarray], tables: _UnitPairs, *, drawn: np.ndarray | None = None) -> list[float]:
@@ -501,43 +509,49 @@ def _ordinal_boot(picks: Iterable[np.ndarray], tables: _UnitPairs, *, drawn: np.
     ``drawn``: these resamples' :func:`_weights`, when at hand: each chunk's counts are then their rows as
     integers (the same numbers, a quarter of the cost of counting the chunk again).
     """
-    counts, m, pattern_pairs, pattern_m, pattern_of = (tables.counts, tables.m, tables.pattern_pairs,
-                                                       tables.pattern_m, tables.pattern_of)
-    n_values = tables.values.size
-    n_units = counts.shape[0]
-    # units with the same value counts have the same disagreement in every resample: computed once per such
-    # pattern (a few dozen for stars), then looked up per unit drawn
-    n_patterns = len(pattern_pairs)
+    n_units = tables.counts.shape[0]
     out: list[float] = []
     start = 0
     for chunk in picks:
         # resamples x units, how many times each unit was drawn
         times = _counts(chunk, n_units) if drawn is None else drawn[start:start + len(chunk)].astype(np.int64)
         start += len(chunk)
-        n_by_value = times @ counts                   # integers: exact
-        deltas = np.zeros((len(chunk), n_values * n_values))
-        expected: list[float | None] = []
-        for b, n_c in enumerate(n_by_value):
-            keep = n_c > 0
-            if keep.sum() < 2:       # no variation: alpha undefined
-                expected.append(None)
-                continue
-            c = n_c[keep]
-            cum_full = np.zeros(n_values)
-            cum_full[keep] = np.cumsum(c) - c / 2.0
-            block = (cum_full[keep][:, None] - cum_full[keep][None, :]) ** 2
-            expected.append(float((c[:, None] * c[None, :] * block).sum()))
-            deltas[b] = ((cum_full[:, None] - cum_full[None, :]) ** 2).ravel()
-        # resamples x patterns, exact (any order of the sums), each divided by its m - 1 before it is drawn
-        per_pattern = (deltas @ pattern_pairs.T) / (pattern_m - 1)
-        # each drawn unit's value, row by row (np.take_along_axis's values, by flat index: faster)
-        at = pattern_of[chunk] + (np.arange(len(chunk)) * n_patterns)[:, None]
-        observed = per_pattern.ravel()[at].sum(axis=1)
-        n = times @ m                                 # the ratings drawn: integers, exact
-        for b, de in enumerate(expected):
-            if de is not None and de > 0:
-                out.append(float(1.0 - observed[b] * (n[b] - 1) / de))
+        _ordinal_chunk(chunk, times, tables, out)
     return out
+
+
+def _ordinal_chunk(chunk: np.ndarray, times: np.ndarray, tables: _UnitPairs, out: list[float]) -> None:
+    """:func:`_ordinal_boot`'s step: the defined ordinal alphas of the resamples of ``chunk`` (rows of unit
+    indices; ``times``: how many times each drew each unit) appended to ``out``."""
+    counts, m, pattern_pairs, pattern_m, pattern_of = (tables.counts, tables.m, tables.pattern_pairs,
+                                                       tables.pattern_m, tables.pattern_of)
+    n_values = tables.values.size
+    # units with the same value counts have the same disagreement in every resample: computed once per such
+    # pattern (a few dozen for stars), then looked up per unit drawn
+    n_by_value = times @ counts                   # integers: exact
+    deltas = np.zeros((len(chunk), n_values * n_values))
+    expected: list[float | None] = []
+    for b, n_c in enumerate(n_by_value):
+        keep = n_c > 0
+        if keep.sum() < 2:       # no variation: alpha undefined
+            expected.append(None)
+            continue
+        c = n_c[keep]
+        cum_full = np.zeros(n_values)
+        cum_full[keep] = np.cumsum(c) - c / 2.0
+        block = (cum_full[keep][:, None] - cum_full[keep][None, :]) ** 2
+        expected.append(float((c[:, None] * c[None, :] * block).sum()))
+        deltas[b] = ((cum_full[:, None] - cum_full[None, :]) ** 2).ravel()
+    # resamples x patterns, exact (any order of the sums), each divided by its m - 1 before it is drawn
+    per_pattern = (deltas @ pattern_pairs.T) / (pattern_m - 1)
+    # each drawn unit's value, summed resample by resample in the order drawn (as ``.sum(axis=1)`` sums a
+    # row): one resample's lookups stay in the caches (1.8 -> 0.14 s a chunk at 1,000,000 units)
+    observed = np.array([values[row].sum() for values, row in zip(per_pattern, pattern_of[chunk], strict=True)]
+                        ) if len(chunk) else np.zeros(0)
+    n = times @ m                                 # the ratings drawn: integers, exact
+    for b, de in enumerate(expected):
+        if de is not None and de > 0:
+            out.append(float(1.0 - observed[b] * (n[b] - 1) / de))
 
 
 def _distinct_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
