@@ -63,6 +63,12 @@ def _csp_allows_its_script(text: str) -> bool:
     return policy is not None and len(scripts) == 1 and policy.group(1) == digest
 
 
+def test_a_run_of_two_pages_names_the_one_other_page(run4: Path, tmp_path: Path) -> None:
+    write_reports(load_run(run4, replies=False), tmp_path, "en", page=PAGE)
+    assert ("Cases 1–3 of 4 are shown here, with their drill-downs; the others are on page 2: "
+            '<a href="report-cases/0002.html">2</a>') in (tmp_path / "report.html").read_text(encoding="utf-8")
+
+
 def test_a_run_of_more_than_a_page_is_split_into_page_files(run7: Path, tmp_path: Path) -> None:
     res = load_run(run7, replies=False)
     write_reports(res, tmp_path, "en", page=PAGE)

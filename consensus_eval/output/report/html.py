@@ -281,7 +281,8 @@ def _pages_line(data: ReportData, pages: Pages) -> str:
     """report.html's line above a paged case table: the cases shown here, and a link to every other page."""
     t = data.t
     links = " ".join(f'<a href="{escape(pages.href(k, here=1))}">{k:d}</a>' for k in range(2, pages.count + 1))
-    text = t("pages_note", last=pages.size, n=pages.n, pages=f"2–{pages.count}" if pages.count > 2 else "2")
+    text = (t("pages_note", last=pages.size, n=pages.n, pages=f"2–{pages.count}") if pages.count > 2
+            else t("pages_note_one", last=pages.size, n=pages.n))
     return f'<p class="warn" id="case-pages">{_h(text)} {links}</p>\n'
 
 
