@@ -67,7 +67,7 @@ from consensus_eval.domain.reviewers import clean_name
 from consensus_eval.domain.rubric import Rubric, load_rubric
 from consensus_eval.domain.sets import duplicates
 from consensus_eval.domain.textio import SURROGATE_MESSAGE, surrogate_field
-from consensus_eval.domain.writable import check_outputs
+from consensus_eval.domain.writable import RUN_OUTPUTS, check_outputs
 from consensus_eval.execution.adaptive import execute_rounds, grow
 from consensus_eval.execution.estimate import JudgeEstimate, ShownRequest, estimate, shown_requests
 from consensus_eval.execution.execute import Progress, ProgressHook, execute
@@ -90,6 +90,7 @@ from consensus_eval.judges import Judge, build_judge
 from consensus_eval.output.calibration_files import CALIBRATION_JSON, load_calibration, write_calibration
 from consensus_eval.output.files import write_json, write_outputs
 from consensus_eval.output.report import write_reports
+from consensus_eval.output.report.html import existing_pages
 
 T = TypeVar("T")
 
@@ -685,8 +686,9 @@ def rebuild(folder: str | Path, *, n_boot: int = 1000, lang: str | None = None) 
 async def _run(prep: Prepared, out: Path, on_progress: ProgressHook | None, n_boot: int,
                stop: asyncio.Event | None = None, lang: str | None = None, wait: bool = False) -> Results:
     _resamples(n_boot)
-    # an output that cannot be written, or that is one of the run's inputs, is refused before any call
-    check_outputs(out, inputs=prep.inputs)
+    # an output that cannot be written, or that is one of the run's inputs, is refused before any call (report.html's
+    # page files too: whether the run has pages is known when they are written, what is in their place is known now)
+    check_outputs(out, (*RUN_OUTPUTS, *existing_pages(out)), inputs=prep.inputs)
     with Store(out / STORE_NAME) as store:
         store.set_meta("inputs", [list(i) for i in prep.inputs])
         store.set_meta("rubric", prep.rubric.model_dump(mode="json"))

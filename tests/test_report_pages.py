@@ -21,6 +21,7 @@ from consensus_eval.domain.cases import Case, Turn
 from consensus_eval.output.report import write_reports
 from consensus_eval.output.report.data import build_report_data
 from consensus_eval.output.report.html import render_html
+from tests.conftest import ROOT
 from tests.test_audit import RECORD, build_panel_store
 
 if TYPE_CHECKING:
@@ -61,6 +62,25 @@ def _csp_allows_its_script(text: str) -> bool:
     scripts = re.findall(r"<script>(.*?)</script>", text, re.DOTALL)
     digest = "sha256-" + base64.b64encode(hashlib.sha256(scripts[0].encode("utf-8")).digest()).decode("ascii")
     return policy is not None and len(scripts) == 1 and policy.group(1) == digest
+
+
+@pytest.mark.parametrize("what", ["the cases file", "a folder"])
+def test_a_run_refuses_a_page_path_holding_an_input_or_a_folder_before_any_call(tmp_path: Path, what: str) -> None:
+    # whether the run will have pages is known when they are written; what is in their place is known before a call
+    from consensus_eval import api
+
+    out = tmp_path / "run"
+    page = out / "report-cases" / "0002.html"
+    page.parent.mkdir(parents=True)
+    cases = page if what == "the cases file" else tmp_path / "cases.jsonl"
+    cases.write_text((ROOT / "examples" / "cases.jsonl").read_text(encoding="utf-8"), encoding="utf-8")
+    if what == "a folder":
+        page.mkdir()
+    before = sorted(p.name for p in out.rglob("*"))
+    with pytest.raises(InputError, match=r"report-cases/0002\.html: is (the cases file|a folder)"):
+        api.run(api.prepare(cases, ROOT / "configs" / "default.yaml"), out, n_boot=0)
+    assert sorted(p.name for p in out.rglob("*")) == before   # no store, nothing written
+    assert what == "a folder" or page.read_bytes() == (ROOT / "examples" / "cases.jsonl").read_bytes()
 
 
 def test_a_run_of_two_pages_names_the_one_other_page(run4: Path, tmp_path: Path) -> None:

@@ -182,6 +182,20 @@ def write_html(data: ReportData, path: Path, *, page: int = PAGE) -> list[Path]:
     return targets
 
 
+def existing_pages(out: str | Path) -> list[str]:
+    """What is already at a page file's path in the run folder ``out`` (``report-cases/0002.html`` ..., every
+    report's page folder), relative to ``out``: the paths a run checks with its other outputs before it calls
+    anything (:func:`~consensus_eval.domain.writable.check_outputs`: not a folder or a device, not an input)."""
+    found = []
+    for folder in sorted(Path(out).glob("report*-cases")):
+        try:
+            entries = sorted(e.name for e in os.scandir(folder))
+        except OSError:   # not a folder (refused when pages are written), or unreadable
+            continue
+        found += [f"{folder.name}/{name}" for name in entries if _PAGE_FILE.fullmatch(name)]
+    return found
+
+
 def _remove_stale(folder: Path, keep: set[str]) -> None:
     """Remove the page files in ``folder`` an earlier build wrote that are not in ``keep``."""
     try:
