@@ -36,7 +36,7 @@ from typing import Any
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, Template
 from markupsafe import Markup, escape
 
-from consensus_eval._errors import InputError
+from consensus_eval._errors import InputError, UsageError
 from consensus_eval.analysis.audit import CaseAudit
 from consensus_eval.domain.writable import atomic_writer, check_output_path, write_error
 from consensus_eval.output.report import fmt
@@ -156,7 +156,7 @@ def write_html(data: ReportData, path: Path, *, page: int = PAGE) -> list[Path]:
         page: the most cases a page shows (:data:`PAGE`; a small one in tests).
     """
     if page < 1:
-        raise ValueError(f"page: {page}; a page shows at least one case")
+        raise UsageError(f"page: {page}; a page of report.html shows at least one case")
     pages = Pages(path.name, page, len(data.ranking))
     folder = path.parent / pages.folder
     targets = [folder / page_name(k) for k in range(2, pages.count + 1)]
