@@ -401,7 +401,7 @@ def test_score_runs_the_shipped_examples_with_the_fake_server_panel(tmp_path: Pa
 
 
 def test_every_quote_is_grounded_except_an_empty_one_of_a_criterion_not_met() -> None:
-    from consensus_eval.analysis.derived import evidence_of
+    from consensus_eval.analysis.derived import evidence_ids, evidence_of
     from consensus_eval.domain.judgment import quotes_of
 
     j = Judgment(dimension="items", verdicts=[CriterionVerdict(id="a", met=True, evidence="rash"),
@@ -412,6 +412,10 @@ def test_every_quote_is_grounded_except_an_empty_one_of_a_criterion_not_met() ->
     lik = Judgment(dimension="accurate", rating=3, evidence=["q1", "q2"])
     assert quotes_of(lik) == ["q1", "q2"]
     assert [d for d, _ in evidence_of(_rec("c1", "x", "accurate", lik))] == ["c1|x|accurate|0#e0", "c1|x|accurate|0#e1"]
+    # the ids alone, as judge_quality counts them: the same, in the same order
+    for made in (j, lik):
+        rec = _rec("c1", "x", made.dimension, made)
+        assert evidence_ids(rec) == [d for d, _ in evidence_of(rec)]
 
 
 @pytest.mark.parametrize("name", ["radiology", "discharge5", "checklist"])

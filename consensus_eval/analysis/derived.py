@@ -73,6 +73,24 @@ def evidence_of(rec: StoredCall) -> Iterator[tuple[str, str]]:
             yield f"{rec.request_hash}#v{i}", v.evidence
 
 
+def evidence_ids(rec: StoredCall) -> list[str]:
+    """The deduction ids of :func:`evidence_of`, in its order, as one list made without a generator and without the
+    evidence: what a count by id needs (:func:`~consensus_eval.analysis.judge_quality.judge_quality`, once per call
+    of a run)."""
+    j = rec.judgment
+    if rec.status != "ok" or j is None:
+        return []
+    h = rec.request_hash
+    ids = [f"{h}#d{i}" for i in range(len(j.deductions))]
+    if j.fixed_penalties:
+        ids += [f"{h}#p{i}" for i in range(len(j.fixed_penalties))]
+    if j.evidence:
+        ids += [f"{h}#e{i}" for i in range(len(j.evidence))]
+    if j.verdicts:
+        ids += [f"{h}#v{i}" for i, v in enumerate(j.verdicts) if v.evidence or v.met]
+    return ids
+
+
 def ground_all(rubric: Rubric, cases: Sequence[Case], records: Iterable[StoredCall]) -> dict[str, Grounding]:
     """The grounding of every deduction and fixed penalty of the ok records, by deduction id.
 

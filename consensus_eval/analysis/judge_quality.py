@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from consensus_eval.analysis.derived import evidence_of
+from consensus_eval.analysis.derived import evidence_ids
 from consensus_eval.analysis.intervals import Proportion, proportion
 from consensus_eval.domain.grounding import GroundingKind
 from consensus_eval.execution.stored_run import StoredRun
@@ -58,21 +58,8 @@ def judge_quality(run: StoredRun) -> dict[str, JudgeQuality]:
         if score.claimed_score is not None or score.claimed_stars is not None:
             claimed[r.judge] += 1
             mismatched[r.judge] += score.claim_mismatch
-        made = r.judgment
-        if r.status != "ok" or made is None:
-            continue
         k = kinds[r.judge]
-        if made.evidence or made.verdicts:    # the other kinds' quotes, by evidence_of's ids
-            for did, _ in evidence_of(r):
-                g = found(did)
-                if g is not None:
-                    k[g.kind] += 1
-            continue
-        h = r.request_hash     # deductions then fixed penalties: evidence_of's ids, without its generator
-        ids = [f"{h}#d{i}" for i in range(len(made.deductions))]
-        if made.fixed_penalties:
-            ids += [f"{h}#p{i}" for i in range(len(made.fixed_penalties))]
-        for did in ids:
+        for did in evidence_ids(r):
             g = found(did)
             if g is not None:
                 k[g.kind] += 1
