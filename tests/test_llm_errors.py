@@ -128,7 +128,9 @@ def _assert_failed(out: CallOutcome, kind: str, attempts: int) -> None:
 def test_an_http_status_is_classified_by_what_the_server_sent(rubric: Rubric, api_keys: str,
                                                               status_server: StatusServer, status: int | str, kind: str,
                                                               model: str) -> None:
-    judge = _judge(rubric, status_server.url(status), model=model, max_retries=2)
+    # a fixed concurrency: classifying is what this tests, not the pacer (``auto`` learns a limit from the 429s and
+    # waits out its window before each retry: 30 s a test)
+    judge = _judge(rubric, status_server.url(status), model=model, max_retries=2, concurrency=1)
     before = status_server.requests[str(status)]
     [out] = _call(rubric, judge)
     retried = kind in RETRYABLE
