@@ -11,6 +11,8 @@
   store opened read-only). They are also a ``ValueError``, a ``KeyError`` and a ``RuntimeError``, as the plain
   errors raised before were.
 
+- :class:`WorkerLost`: a worker process of a rebuild ended without its result (killed, out of memory).
+
 Inside pydantic validators the plain ``ValueError`` stays (pydantic turns it into a ``ValidationError``, which
 the loaders turn into an :class:`InputError` naming the field).
 """
@@ -49,6 +51,11 @@ class UnknownName(ConsensusEvalError, KeyError):
 
 class StateError(ConsensusEvalError, RuntimeError):
     """A call at a time it cannot be made (a store opened read-only written to, a running event loop)."""
+
+
+class WorkerLost(ConsensusEvalError, RuntimeError):
+    """A worker process of a rebuild ended without its result (killed, out of memory; :mod:`consensus_eval._parallel`):
+    nothing it was writing replaced a file, and the message says how to rebuild in one process."""
 
 
 class RunBusy(InputError):

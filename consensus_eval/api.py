@@ -28,6 +28,7 @@ from pydantic import ValidationError
 
 from consensus_eval._errors import ConsensusEvalError, InputError, StateError, format_validation_error
 from consensus_eval._gc import gc_paused_call
+from consensus_eval._parallel import beside
 from consensus_eval._resources import resolve
 from consensus_eval.analysis.agreement import HumanLabel
 from consensus_eval.analysis.alpha import DEFAULT_SEED
@@ -88,7 +89,7 @@ from consensus_eval.execution.store import (
 )
 from consensus_eval.judges import Judge, build_judge
 from consensus_eval.output.calibration_files import CALIBRATION_JSON, load_calibration, write_calibration
-from consensus_eval.output.files import write_json, write_outputs
+from consensus_eval.output.files import write_analysis, write_json, write_tables
 from consensus_eval.output.report import write_reports
 from consensus_eval.output.report.html import existing_pages
 
@@ -742,8 +743,13 @@ def _rebuild(store: Store, out: Path, n_boot: int, lang: str | None = None) -> R
     # without the raw replies: nothing after the judge layer reads them (load_run keeps them)
     results = analyze(read_run(store, replies=False), labels=store.human_labels(), n_boot=n_boot,
                       spot_checks=store.spot_checks())
-    write_outputs(results, out)
-    write_reports(results, out, lang)
+    # judgments.jsonl and consensus.csv/jsonl in a second process, while this one (and a third) run the bootstraps
+    # and the audit and this one writes the reports (consensus_eval._parallel: one after the other where that cannot
+    # serve)
+    with beside(lambda: write_tables(results, out)):
+        results.analyse()
+        write_analysis(results, out)
+        write_reports(results, out, lang)
     return results
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from consensus_eval._gc import gc_paused, gc_paused_call
+from consensus_eval._parallel import beside
 from consensus_eval.analysis import consensus
 from consensus_eval.analysis.agreement import HumanLabel
 from consensus_eval.analysis.alpha import DEFAULT_SEED
@@ -142,6 +143,19 @@ class Results:
     def audit(self) -> list[CaseAudit]:
         """Every case, ranked by disagreement (:mod:`consensus_eval.analysis.audit`)."""
         return audit(self.run, self.consensus)
+
+    @gc_paused_call
+    def analyse(self) -> None:
+        """Compute :attr:`reliability` and :attr:`audit` now, the reliability report's bootstraps in a second process
+        while this one ranks the audit (:mod:`consensus_eval._parallel`; one after the other where that cannot
+        serve): what a rebuild does before it writes."""
+        if self._reliability is not None and self._human_done:
+            _ = self.audit
+            return
+        _ = self.judge_quality   # both need it: computed once, here
+        with beside(lambda: self.reliability) as report:
+            _ = self.audit
+        self._reliability, self._human_done = report.result(), True
 
 
 @gc_paused_call

@@ -167,12 +167,19 @@ class _JudgmentRows:
 
 
 @gc_paused_call
-def write_outputs(results: Results, out: Path) -> None:
-    """judgments.jsonl, consensus.csv/jsonl and reliability.json of a run's results, into ``out``, and
-    leaderboard.json when the cases name two systems or more (a stale one is removed otherwise)."""
+def write_tables(results: Results, out: Path) -> None:
+    """judgments.jsonl and consensus.csv/jsonl: what is written row by row from the derived scores and the
+    consensus, nothing from the bootstraps (a rebuild writes them in a process of their own while it analyses:
+    :mod:`consensus_eval._parallel`)."""
     write_judgments(out / "judgments.jsonl", results.rubric, results.records, results.scores,
                     results.run.grounding, drop=results.config.ungrounded == "drop")
     write_consensus(out, results.rubric, results.consensus)
+
+
+@gc_paused_call
+def write_analysis(results: Results, out: Path) -> None:
+    """reliability.json, and leaderboard.json when the cases name two systems or more (a stale one is removed
+    otherwise)."""
     write_json(out / "reliability.json", results.reliability.to_json())
     board = results.leaderboard
     if board is not None:

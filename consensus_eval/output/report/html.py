@@ -37,6 +37,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined, Template
 from markupsafe import Markup, escape
 
 from consensus_eval._errors import InputError, UsageError
+from consensus_eval._parallel import beside
 from consensus_eval.analysis.audit import CaseAudit
 from consensus_eval.domain.writable import atomic_writer, check_output_path, write_error
 from consensus_eval.output.report import fmt
@@ -146,7 +147,8 @@ def write_html(data: ReportData, path: Path, *, page: int = PAGE) -> list[Path]:
 
     Every page file's path is checked before anything is written: one that is a folder, a device or a pipe is
     refused (:class:`~consensus_eval._errors.InputError`), as is a page folder that is a file. The page files
-    are written one at a time (memory bounded by a page, not the run), then report.html; last, the page files an
+    are written one at a time (memory bounded by a page, not the run), every other one in a second process
+    (:mod:`consensus_eval._parallel`), then report.html; last, the page files an
     earlier build wrote that this one does not (a rebuild of fewer cases) are removed: only regular files of a
     page's name that bear a page's mark (:data:`_PAGE_MARK`), never a folder or a file of another name.
 
@@ -173,13 +175,24 @@ def write_html(data: ReportData, path: Path, *, page: int = PAGE) -> list[Path]:
             raise not_folder from None
         except OSError as e:
             raise write_error(folder, e) from None
-    for k, target in enumerate(targets, start=2):
-        with atomic_writer(target) as f:
-            f.writelines(page_pieces(data, pages, k))
+    numbered = list(enumerate(targets, start=2))
+    if len(numbered) > 1:
+        # every other page in a second process, the half with page 2 (this one writes report.html after its half)
+        with beside(lambda: _write_pages(data, pages, numbered[::2])):
+            _write_pages(data, pages, numbered[1::2])
+    else:
+        _write_pages(data, pages, numbered)
     with atomic_writer(path) as f:   # piece by piece: a large report is never one string
         f.writelines(html_pieces(data, page=page, main=path.name))
     _remove_stale(folder, {t.name for t in targets})
     return targets
+
+
+def _write_pages(data: ReportData, pages: Pages, numbered: list[tuple[int, Path]]) -> None:
+    """Page files ``(k, path)``, one at a time."""
+    for k, target in numbered:
+        with atomic_writer(target) as f:
+            f.writelines(page_pieces(data, pages, k))
 
 
 def existing_pages(out: str | Path) -> list[str]:
