@@ -240,3 +240,21 @@ def test_a_rebuild_in_several_processes_writes_what_one_process_writes(tmp_path:
         written[processes] = _outputs(out)
     assert "report.en-cases/0003.html" in written["1"]
     assert written["several"] == written["1"], [k for k in written["1"] if written["1"][k] != written["several"].get(k)]
+
+
+def test_one_process_when_memory_would_not_hold_a_copy(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_parallel, "_room_for_a_copy", lambda: False)
+    assert not can_fork()
+    with beside(os.getpid) as pending:
+        assert pending.result() == os.getpid()
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").is_file(), reason="reads /proc")
+def test_the_room_for_a_copy_is_read_from_the_system() -> None:
+    held = _parallel._kib("/proc/self/status", "VmRSS:")
+    free = _parallel._kib("/proc/meminfo", "MemAvailable:")
+    assert held is not None and free is not None and held > 0
+    # the room is at most the system's available memory (a container's limit may cut it further)
+    assert not _parallel._room_for_a_copy() or free >= 2 * held * 0.9
+    assert _parallel._kib("/proc/self/status", "NoSuchKey:") is None
+    assert _parallel._kib("/nonexistent", "VmRSS:") is None
