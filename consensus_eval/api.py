@@ -747,7 +747,7 @@ def _rebuild(store: Store, out: Path, n_boot: int, lang: str | None = None) -> R
     # and the audit and this one writes the reports (consensus_eval._parallel: one after the other where that cannot
     # serve)
     with beside(lambda: write_tables(results, out)):
-        results.analyse()
+        results.compute_all()
         write_analysis(results, out)
         write_reports(results, out, lang)
     return results

@@ -145,7 +145,7 @@ class Results:
         return audit(self.run, self.consensus)
 
     @gc_paused_call
-    def analyse(self) -> None:
+    def compute_all(self) -> None:
         """Compute :attr:`reliability` and :attr:`audit` now, the reliability report's bootstraps in a second process
         while this one ranks the audit (:mod:`consensus_eval._parallel`; one after the other where that cannot
         serve): what a rebuild does before it writes."""
