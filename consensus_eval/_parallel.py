@@ -6,7 +6,8 @@ the quotes' grounding) use both cores of a machine (why and figures: bench/READM
 goes on meanwhile, and gets the result (or the child's error, raised again) when it asks for it. The child shares
 the parent's memory copy-on-write, so what it reads costs nothing to hand over; only its result is copied.
 
-It runs the function in the process itself, at once, when forking cannot serve:
+It runs the function in the process itself, at once, for a run of fewer than :data:`MIN_CASES` cases, and when
+forking cannot serve:
 
 - there is no ``os.fork`` (Windows), or the process may run on one core only;
 - another thread is running (a child forked beside a thread may inherit a lock the thread holds; the review
@@ -43,6 +44,10 @@ R = TypeVar("R")
 
 #: the environment variable that, set to 1, keeps every stage in the one process (module docstring)
 PROCESSES_ENV = "CONSENSUS_EVAL_PROCESSES"
+#: the fewest cases of a run whose stages :func:`beside` forks for: a fork costs the parent a fault for each page it
+#: writes after (about a second of CPU in all for a test process of 1.6 GB that forks three times a rebuild), and a
+#: rebuild of fewer cases takes a few seconds in one process (bench/README.md, "Two processes, session 6")
+MIN_CASES = 2000
 
 
 def can_fork() -> bool:
@@ -136,9 +141,9 @@ class Pending(Generic[R]):
 
 
 @contextmanager
-def beside(work: Callable[[], R]) -> Iterator[Pending[R]]:
+def beside(work: Callable[[], R], *, cases: int) -> Iterator[Pending[R]]:
     """Run ``work`` in a forked child while the block runs, or in place first when forking cannot serve (module
-    docstring).
+    docstring) or does not pay (a run of fewer than :data:`MIN_CASES` cases).
 
     Leaving the block normally waits for the child and raises its error, if it had one and ``result()`` was not
     asked for; leaving it by an error waits for the child, then raises the block's error; leaving it by Ctrl-C (or
@@ -146,11 +151,12 @@ def beside(work: Callable[[], R]) -> Iterator[Pending[R]]:
 
     Args:
         work: what the child does; it reads what the parent has (copy-on-write) and returns a picklable result.
+        cases: the cases of the run ``work`` is about: below :data:`MIN_CASES`, it runs in place.
 
     Yields:
         The :class:`Pending` result.
     """
-    if not can_fork():
+    if cases < MIN_CASES or not can_fork():
         yield Pending(None, None, work())
         return
     read_fd, write_fd = os.pipe()

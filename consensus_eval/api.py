@@ -746,7 +746,7 @@ def _rebuild(store: Store, out: Path, n_boot: int, lang: str | None = None) -> R
     # judgments.jsonl and consensus.csv/jsonl in a second process, while this one (and a third) run the bootstraps
     # and the audit and this one writes the reports (consensus_eval._parallel: one after the other where that cannot
     # serve)
-    with beside(lambda: write_tables(results, out)):
+    with beside(lambda: write_tables(results, out), cases=len(results.cases)):
         results.compute_all()
         write_analysis(results, out)
         write_reports(results, out, lang)

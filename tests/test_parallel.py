@@ -17,16 +17,18 @@ import pytest
 
 from consensus_eval import _parallel
 from consensus_eval._errors import InputError, WorkerLost
-from consensus_eval._parallel import PROCESSES_ENV, beside, can_fork
+from consensus_eval._parallel import MIN_CASES, PROCESSES_ENV, beside, can_fork
 from consensus_eval.domain.writable import atomic_writer
 
+#: a run large enough for a second process
+BIG = MIN_CASES
 forks = pytest.mark.skipif(not can_fork(), reason="this machine cannot fork a second process (one core, no fork)")
 
 
 @forks
 def test_the_result_comes_back_from_another_process() -> None:
     parent = os.getpid()
-    with beside(lambda: (os.getpid(), [x * x for x in range(1000)])) as pending:
+    with beside(lambda: (os.getpid(), [x * x for x in range(1000)]), cases=BIG) as pending:
         mine = sum(range(1000))
         pid, squares = pending.result()
     assert pid != parent and squares == [x * x for x in range(1000)] and mine == 499500
@@ -38,7 +40,7 @@ def test_the_childs_error_is_raised_in_the_parent_as_it_was() -> None:
     def fails() -> None:
         raise InputError("cases.jsonl line 3: field 'id': missing")
 
-    with pytest.raises(InputError, match=r"cases\.jsonl line 3: field 'id': missing"), beside(fails):
+    with pytest.raises(InputError, match=r"cases\.jsonl line 3: field 'id': missing"), beside(fails, cases=BIG):
         pass   # not asked for: leaving the block raises it
 
 
@@ -52,7 +54,7 @@ def test_an_error_pickle_cannot_carry_arrives_as_text() -> None:
     def fails() -> None:
         raise _Unpicklable(1, 2)
 
-    with pytest.raises(WorkerLost, match=r"failed: _Unpicklable: 1/2"), beside(fails) as pending:
+    with pytest.raises(WorkerLost, match=r"failed: _Unpicklable: 1/2"), beside(fails, cases=BIG) as pending:
         pending.result()
 
 
@@ -62,7 +64,7 @@ def test_a_child_killed_is_a_worker_lost_naming_the_signal() -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
     with pytest.raises(WorkerLost, match=r"without its result \(killed by SIGKILL, perhaps out of memory\).*"
-                                         rf"{PROCESSES_ENV}=1"), beside(dies) as pending:
+                                         rf"{PROCESSES_ENV}=1"), beside(dies, cases=BIG) as pending:
         pending.result()
 
 
@@ -81,7 +83,7 @@ def test_a_block_that_raises_stops_the_child_which_removes_its_half_written_file
                 time.sleep(0.01)
 
     child = -1
-    with pytest.raises(KeyboardInterrupt), beside(writes_for_long) as pending:
+    with pytest.raises(KeyboardInterrupt), beside(writes_for_long, cases=BIG) as pending:
         child = pending._pid or -1
         for _ in range(6000):
             if started.exists():
@@ -98,7 +100,7 @@ def test_a_block_that_raises_stops_the_child_which_removes_its_half_written_file
 def test_one_process_when_asked(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(PROCESSES_ENV, "1")
     assert not can_fork()
-    with beside(os.getpid) as pending:
+    with beside(os.getpid, cases=BIG) as pending:
         assert pending.result() == os.getpid()
 
 
@@ -109,7 +111,7 @@ def test_one_process_beside_another_thread() -> None:
     thread.start()
     try:
         assert not can_fork()
-        with beside(os.getpid) as pending:
+        with beside(os.getpid, cases=BIG) as pending:
             assert pending.result() == os.getpid()
     finally:
         stop.set()
@@ -124,7 +126,7 @@ def test_in_place_the_error_is_raised_at_once(monkeypatch: pytest.MonkeyPatch) -
     def fails() -> None:
         raise InputError("bad")
 
-    with pytest.raises(InputError, match="bad"), beside(fails):
+    with pytest.raises(InputError, match="bad"), beside(fails, cases=BIG):
         ran.append("block")
     assert ran == []
 
@@ -141,7 +143,7 @@ def test_a_block_error_keeps_what_the_child_wrote_and_is_the_error_raised(tmp_pa
         with atomic_writer(target) as f:
             f.write("the new build\n")
 
-    with pytest.raises(InputError, match="report-cases: is not a folder"), beside(writes):
+    with pytest.raises(InputError, match="report-cases: is not a folder"), beside(writes, cases=BIG):
         raise InputError("report-cases: is not a folder")
     assert target.read_text(encoding="utf-8") == "the new build\n"
 
@@ -149,7 +151,7 @@ def test_a_block_error_keeps_what_the_child_wrote_and_is_the_error_raised(tmp_pa
 _KILLED_PARENT = """
 import os, signal, sys, time
 from pathlib import Path
-from consensus_eval._parallel import beside
+from consensus_eval._parallel import MIN_CASES, beside
 from consensus_eval.domain.writable import atomic_writer
 
 folder = Path(sys.argv[1])
@@ -162,7 +164,7 @@ def writes_for_long():
         for _ in range(6000):
             time.sleep(0.01)
 
-with beside(writes_for_long):
+with beside(writes_for_long, cases=MIN_CASES):
     for _ in range(6000):
         if (folder / "child").exists():
             break
@@ -214,6 +216,7 @@ def test_a_rebuild_in_several_processes_writes_what_one_process_writes(tmp_path:
     from tests.test_audit import build_panel_store
     from tests.test_report_pages import _cases
 
+    monkeypatch.setattr(_parallel, "MIN_CASES", 0)   # 7 cases: forked as a large run is
     written = {}
     real_fork = os.fork
     forked: list[int] = []
@@ -245,7 +248,7 @@ def test_a_rebuild_in_several_processes_writes_what_one_process_writes(tmp_path:
 def test_one_process_when_memory_would_not_hold_a_copy(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_parallel, "_room_for_a_copy", lambda: False)
     assert not can_fork()
-    with beside(os.getpid) as pending:
+    with beside(os.getpid, cases=BIG) as pending:
         assert pending.result() == os.getpid()
 
 
@@ -258,3 +261,11 @@ def test_the_room_for_a_copy_is_read_from_the_system() -> None:
     assert not _parallel._room_for_a_copy() or free >= 2 * held * 0.9
     assert _parallel._kib("/proc/self/status", "NoSuchKey:") is None
     assert _parallel._kib("/nonexistent", "VmRSS:") is None
+
+
+@forks
+def test_a_small_run_stays_in_one_process() -> None:
+    with beside(os.getpid, cases=MIN_CASES - 1) as pending:
+        assert pending.result() == os.getpid()
+    with beside(os.getpid, cases=MIN_CASES) as pending:
+        assert pending.result() != os.getpid()

@@ -153,7 +153,7 @@ class Results:
             _ = self.audit
             return
         _ = self.judge_quality   # both need it: computed once, here
-        with beside(lambda: self.reliability) as report:
+        with beside(lambda: self.reliability, cases=len(self.cases)) as report:
             _ = self.audit
         self._reliability, self._human_done = report.result(), True
 

@@ -178,7 +178,7 @@ def write_html(data: ReportData, path: Path, *, page: int = PAGE) -> list[Path]:
     numbered = list(enumerate(targets, start=2))
     if len(numbered) > 1:
         # every other page in a second process, the half with page 2 (this one writes report.html after its half)
-        with beside(lambda: _write_pages(data, pages, numbered[::2])):
+        with beside(lambda: _write_pages(data, pages, numbered[::2]), cases=pages.n):
             _write_pages(data, pages, numbered[1::2])
     else:
         _write_pages(data, pages, numbered)
