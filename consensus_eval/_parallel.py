@@ -1,6 +1,7 @@
 """Work done beside the main process, in a forked child, while the main process goes on: the rebuild's stages that
-need nothing from each other (judgments.jsonl while the bootstraps run, half of report.html's page files, half of
-the quotes' grounding) use both cores of a machine (why and figures: bench/README.md, "Two processes").
+need nothing from each other (judgments.jsonl while the bootstraps run, the bootstraps while the audit is ranked,
+half of report.html's page files) use both cores of a machine (why and figures: bench/README.md, "Two processes,
+session 6").
 
 :func:`beside` forks a child that runs a function and sends its result back (pickled, through a pipe); the block
 goes on meanwhile, and gets the result (or the child's error, raised again) when it asks for it. The child shares
@@ -54,11 +55,16 @@ def can_fork() -> bool:
     """Whether :func:`beside` forks a child now (module docstring), rather than running its function in place."""
     if not hasattr(os, "fork") or os.environ.get(PROCESSES_ENV, "").strip() == "1":
         return False
+    return usable_cpus() >= 2 and threading.active_count() == 1 and _room_for_a_copy()
+
+
+def usable_cpus() -> int:
+    """The cores this process may run on (its CPU affinity where the system says it, else the CPU count): what
+    :func:`can_fork` and the rules judge's worker pool count on."""
     try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:   # not Linux: what the machine has
-        cores = os.cpu_count() or 1
-    return cores >= 2 and threading.active_count() == 1 and _room_for_a_copy()
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
 
 
 def _room_for_a_copy() -> bool:

@@ -7,11 +7,12 @@ import asyncio
 from collections.abc import Sequence
 
 from consensus_eval._errors import InputError
+from consensus_eval._parallel import usable_cpus
 from consensus_eval.domain.cases import Case
 from consensus_eval.domain.config import RulesJudgeConfig
 from consensus_eval.domain.judgment import CallOutcome, Judgment
 from consensus_eval.domain.rubric import Dimension, Rubric
-from consensus_eval.judges.rules.pool import POOL_FROM, CasePool, usable_cpus
+from consensus_eval.judges.rules.pool import POOL_FROM, CasePool
 from consensus_eval.judges.rules.rubric_rules import rules_for
 
 

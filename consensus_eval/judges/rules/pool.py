@@ -44,14 +44,6 @@ AHEAD = 4
 HEADER = struct.Struct(">Q")
 
 
-def usable_cpus() -> int:
-    """The cores this process may run on (its CPU affinity where the system says it, else the CPU count)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
-
-
 class WorkerGone(JudgeError, RuntimeError):
     """A worker process ended before it sent back the judgments of the cases it had."""
 
