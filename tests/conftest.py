@@ -16,6 +16,11 @@ if TYPE_CHECKING:
     from consensus_eval.domain.rubric import Rubric
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+# The CLI's consoles take COLUMNS and LINES as fixed sizes when they are made (rich), at the CLI's import: a
+# shell's, or the 80 x 24 an xdist worker inherits, would then outrank the COLUMNS a test gives one command. The
+# tests see what a pipe sees (80 columns) unless they say otherwise.
+for _size in ("COLUMNS", "LINES"):
+    os.environ.pop(_size, None)
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples" / "cases.jsonl"

@@ -102,7 +102,7 @@ DEFAULT_PORT = "8765"
 #: Documented commands not executed here, with the reason.
 NOT_RUN: dict[str, str] = {
     "python3 -m venv .venv": "creates the virtualenv these tests already run in",
-    ".venv/bin/python -m pytest -q": "the whole test suite, this module included",
+    ".venv/bin/python -m pytest -q -n 2": "the whole test suite, this module included",
     **dict.fromkeys(("consensus-eval reliability DIR --export-errors ERRORS.csv",
                      'consensus-eval compare DIR_A DIR_B --against-clinicians [--fail-if "icc.total < -0.05"]'),
                     "needs clinicians' labels on a spot check: docs/qc-loop.md's walk runs both on such a run"),
