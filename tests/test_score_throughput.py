@@ -302,7 +302,8 @@ def test_ctrl_c_stops_a_run_in_worker_processes_and_ends_them(tmp_path: Path) ->
     try:
         # until its workers run and some calls are stored (a bound on a hang, not a deadline on work)
         for _ in range(3000):
-            workers = workers or _workers_of(proc.pid)
+            if len(workers) < 2:   # looked up again until both run: the second may start after the first is seen
+                workers = _workers_of(proc.pid)
             if len(workers) >= 2 and ok_count(out / "results.sqlite") >= 60:
                 break
             assert proc.poll() is None, proc.communicate()
