@@ -231,6 +231,7 @@ def test_the_team_walk(scored: Path, tmp_path: Path, browser: Browser) -> None:
         expect(box).to_be_visible()
         expect(box).to_contain_text("第二个标签页")
         expect(box).to_contain_text("第一个标签页")
+        wang.wait_for_timeout(1500)   # past the typing pause's send (700 ms): the blur's send replaced it
         assert case_comment(run, "王医生", case_id) == "第二个标签页"
         box.locator("button.keep-mine").click()
         wait_events(run, lambda e: e.kind == "comment" and e.dimension is None and e.reviewer == "王医生", 2)

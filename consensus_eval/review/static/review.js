@@ -192,7 +192,12 @@
   function debounced(fn, ms) {
     let t = null;
     const run = () => { clearTimeout(t); waiting.delete(run); fn(); };
-    return () => { clearTimeout(t); waiting.set(run, fn); t = setTimeout(run, ms); };
+    const later = () => { clearTimeout(t); waiting.set(run, fn); t = setTimeout(run, ms); };
+    // a change (the field left) sends at once instead of the pause's send, never beside it: the pause's send,
+    // later, would name the version a conflict's answer gave this field and store over the other tab's value
+    // before the reviewer chose
+    later.now = (k) => { clearTimeout(t); waiting.delete(run); fn(k); };
+    return later;
   }
   window.addEventListener("pagehide", () => {
     waiting.forEach((fn, run) => { waiting.delete(run); fn(true); });
@@ -293,7 +298,7 @@
     const input = ded.querySelector(".ded-comment");
     const later = debounced((k) => save(dedState(ded, pressedVerdict(ded)), k, [ded]), 700);
     input.addEventListener("input", later);
-    input.addEventListener("change", () => save(dedState(ded, pressedVerdict(ded)), false, [ded]));
+    input.addEventListener("change", () => later.now(false));
   });
 
   function scoreNote(input) {
@@ -359,7 +364,7 @@
     const ev = row.querySelector(".crit-evidence");
     const later = debounced((k) => { if (pressedMet(row) !== null) save(critState(row, pressedMet(row)), k, [row]); }, 700);
     ev.addEventListener("input", later);
-    ev.addEventListener("change", () => { if (pressedMet(row) !== null) save(critState(row, pressedMet(row)), false, [row]); });
+    ev.addEventListener("change", () => later.now(false));
   });
 
   // "Confirm scores": a score the reviewer entered is theirs; a field still showing the panel's score,
@@ -410,15 +415,17 @@
   document.querySelectorAll("input.dim-comment").forEach((input) => {
     const send = (k) => save({op: "comment", case: caseRank, dimension: input.dataset.dim, comment: input.value,
                               version: version(input)}, k, [input]);
-    input.addEventListener("input", debounced(send, 700));
-    input.addEventListener("change", () => send());
+    const later = debounced(send, 700);
+    input.addEventListener("input", later);
+    input.addEventListener("change", () => later.now());
   });
   const caseComment = document.getElementById("case-comment");
   if (caseComment) {
     const send = (k) => save({op: "comment", case: caseRank, dimension: null, comment: caseComment.value,
                               version: version(caseComment)}, k, [caseComment]);
-    caseComment.addEventListener("input", debounced(send, 700));
-    caseComment.addEventListener("change", () => send());
+    const later = debounced(send, 700);
+    caseComment.addEventListener("input", later);
+    caseComment.addEventListener("change", () => later.now());
   }
 
   function addedItem(list, id, typeName, points, evidence, comment) {
