@@ -191,12 +191,12 @@
   const waiting = new Map();
   function debounced(fn, ms) {
     let t = null;
-    const run = () => { clearTimeout(t); waiting.delete(run); fn(); };
+    const run = (k) => { clearTimeout(t); waiting.delete(run); fn(k); };
     const later = () => { clearTimeout(t); waiting.set(run, fn); t = setTimeout(run, ms); };
     // a change (the field left) sends at once instead of the pause's send, never beside it: the pause's send,
     // later, would name the version a conflict's answer gave this field and store over the other tab's value
     // before the reviewer chose
-    later.now = (k) => { clearTimeout(t); waiting.delete(run); fn(k); };
+    later.now = run;
     return later;
   }
   window.addEventListener("pagehide", () => {
