@@ -1447,13 +1447,16 @@ def ten_mb_quote(d: Path) -> None:
                                    encoding="utf-8")
     con = sqlite3.connect(store_path(d))
     try:
-        row = con.execute("SELECT rowid, judgment FROM calls WHERE status = 'ok' AND judgment LIKE '%evidence%'"
-                          ).fetchone()
-        judgment = json.loads(row[1])
-        judgment["deductions"][0]["evidence"] = "空腹血糖…" * 2_000_000
-        judgment["deductions"][-1]["evidence"] = "口渴多饮" * 2_500_000
+        # the first stored reply with two deductions or more (the calls finish, and are stored, in any order; a
+        # reply may quote evidence only in its fixed penalties)
+        rowid, judgment = next((rowid, j) for rowid, j in (
+            (rowid, json.loads(text)) for rowid, text in
+            con.execute("SELECT rowid, judgment FROM calls WHERE status = 'ok' ORDER BY rowid"))
+            if len(j["deductions"]) >= 2)
+        judgment["deductions"][0]["evidence"] = "空腹血糖…" * 2_000_000          # 10 MB of quoted parts
+        judgment["deductions"][-1]["evidence"] = "口渴多饮" * 2_500_000          # 10 MB of one text
         con.execute("UPDATE calls SET judgment = ? WHERE rowid = ?",
-                    (json.dumps(judgment, ensure_ascii=False), row[0]))
+                    (json.dumps(judgment, ensure_ascii=False), rowid))
         con.commit()
     finally:
         con.close()

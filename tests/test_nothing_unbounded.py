@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +16,7 @@ import pytest
 
 from tests.bad_input_harness import EXAMPLES, PROMPTS, scored_run_in
 from tests.helpers import cli_command
+from tests.hostile_corpus import ten_mb_quote
 
 ROOT = Path(__file__).resolve().parents[1]
 #: what each command may use (docs/limits.md)
@@ -67,15 +67,8 @@ def scored(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_a_10_mb_quote_in_a_judges_reply_is_grounded_within_bounds(scored: Path, tmp_path: Path) -> None:
     run = tmp_path / "run"
     shutil.copytree(scored, run)
-    con = sqlite3.connect(run / "results.sqlite")
-    row = con.execute("SELECT rowid, judgment FROM calls WHERE status = 'ok' AND judgment LIKE '%evidence%'").fetchone()
-    judgment = json.loads(row[1])
-    judgment["deductions"][0]["evidence"] = "空腹血糖…" * 2_000_000          # 10 MB of quoted parts
-    judgment["deductions"][-1]["evidence"] = "口渴多饮" * 2_500_000          # 10 MB of one text
-    con.execute("UPDATE calls SET judgment = ? WHERE rowid = ?", (json.dumps(judgment, ensure_ascii=False), row[0]))
-    con.commit()
-    con.close()
-    code, out, cpu, peak = run_measured("score", str(scored.parent / "cases.jsonl"), "--out", str(run))
+    ten_mb_quote(tmp_path)   # the same reply the hostile corpus's entry edits
+    code, out, cpu, peak = run_measured("score", str(tmp_path / "cases.jsonl"), "--out", str(run))
     assert code == 0, out   # nothing called (all stored), every output rebuilt, the quotes grounded
     assert cpu < CPU_S and peak < MEMORY, (cpu, peak)
     found = [json.loads(line) for line in (run / "judgments.jsonl").read_text(encoding="utf-8").splitlines()]
