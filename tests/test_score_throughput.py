@@ -225,6 +225,28 @@ print(json.dumps([code, before, litellm.suppress_debug_info, litellm.telemetry])
     assert json.loads(res.stdout.strip().splitlines()[-1]) == [0, False, True, False]
 
 
+def test_a_command_that_computes_no_interval_does_not_import_scipy_stats() -> None:
+    """``scipy.stats`` takes about 1.3 s of CPU to import on the 2-core machine (40% of a dry run's start):
+    imported where an interval or a rank is computed (``intervals.scipy_stats``), not at the CLI's start."""
+    code = f"""
+import json, sys
+from consensus_eval.cli import app
+code = None
+try:
+    app(["score", {str(ROOT / "examples" / "cases.jsonl")!r}, "--dry-run"])
+except SystemExit as e:
+    code = e.code
+before = "scipy.stats" in sys.modules
+from consensus_eval.analysis.agreement import spearman
+print(json.dumps([code, before, spearman([1, 2, 2, 3], [1, 3, 2, 4]), "scipy.stats" in sys.modules]))
+"""
+    res = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    code_, before, rho, after = json.loads(res.stdout.strip().splitlines()[-1])
+    assert (code_, before, after) == (0, False, True)   # imported on first use, and only then
+    assert rho == pytest.approx(0.9486832980505138)      # scipy's value with ties
+
+
 @pytest.mark.parametrize("config", ["configs/panel.example.yaml", "configs/per_case.example.yaml",
                                     "configs/default.yaml"])
 def test_the_plans_request_hashes_are_the_documented_ones(config: str) -> None:

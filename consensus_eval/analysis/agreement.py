@@ -15,12 +15,11 @@ from typing import Any
 
 import numpy as np
 from pydantic import BaseModel
-from scipy.stats import rankdata
 
 from consensus_eval._errors import InputError
 from consensus_eval.analysis.alpha import DEFAULT_SEED, Alpha
 from consensus_eval.analysis.consensus import CaseConsensus
-from consensus_eval.analysis.intervals import Proportion
+from consensus_eval.analysis.intervals import Proportion, scipy_stats
 from consensus_eval.domain.kinds.deductions import deductions_in
 from consensus_eval.domain.rubric import Rubric
 from consensus_eval.domain.textio import csv_records, decimal_point, json_type, jsonl_values, read_text, unguard
@@ -41,7 +40,8 @@ def spearman(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray) -
     a, b = np.asarray(x, float), np.asarray(y, float)
     if a.size < 3:
         return None
-    return pearson(rankdata(a), rankdata(b))
+    stats = scipy_stats()
+    return pearson(stats.rankdata(a), stats.rankdata(b))
 
 
 class Agreement(BaseModel):
