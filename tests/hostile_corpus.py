@@ -1441,18 +1441,23 @@ def limits34_family() -> Family:
     return out
 
 
+def _reply_with_two_deductions(con: sqlite3.Connection, where: Path) -> tuple[int, dict[str, Any]]:
+    """The first stored reply with two deductions or more, by rowid, and its judgment (the calls finish, and are
+    stored, in any order; a reply may quote evidence only in its fixed penalties)."""
+    for rowid, text in con.execute("SELECT rowid, judgment FROM calls WHERE status = 'ok' ORDER BY rowid"):
+        judgment: dict[str, Any] = json.loads(text)
+        if len(judgment["deductions"]) >= 2:
+            return rowid, judgment
+    raise AssertionError(f"{where}: no stored reply with two deductions or more to quote 10 MB in")
+
+
 def ten_mb_quote(d: Path) -> None:
     """The run's cases beside it, and one stored judgment of it quoting 10 MB (twice: in parts, and whole)."""
     (d / "cases.jsonl").write_text("".join(EXAMPLES.read_text(encoding="utf-8").splitlines(keepends=True)[:4]),
                                    encoding="utf-8")
     con = sqlite3.connect(store_path(d))
     try:
-        # the first stored reply with two deductions or more (the calls finish, and are stored, in any order; a
-        # reply may quote evidence only in its fixed penalties)
-        rowid, judgment = next((rowid, j) for rowid, j in (
-            (rowid, json.loads(text)) for rowid, text in
-            con.execute("SELECT rowid, judgment FROM calls WHERE status = 'ok' ORDER BY rowid"))
-            if len(j["deductions"]) >= 2)
+        rowid, judgment = _reply_with_two_deductions(con, store_path(d))
         judgment["deductions"][0]["evidence"] = "空腹血糖…" * 2_000_000          # 10 MB of quoted parts
         judgment["deductions"][-1]["evidence"] = "口渴多饮" * 2_500_000          # 10 MB of one text
         con.execute("UPDATE calls SET judgment = ? WHERE rowid = ?",

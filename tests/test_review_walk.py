@@ -219,7 +219,15 @@ def test_the_team_walk(scored: Path, tmp_path: Path, browser: Browser) -> None:
         scores, _, _ = validity_inputs(run, case_id)
         assert scores["王医生"]["accuracy"] == 30                              # blind, unchanged
 
-        # ---- 4. one reviewer's two tabs: the stale one gets a conflict, shows both, and the reviewer chooses
+        # ---- 4. one reviewer's two tabs: the stale one gets a conflict, shows both, and the reviewer chooses.
+        # The first tab's timers run on a paused clock, so the typing pause's send (700 ms) fires exactly when the
+        # test says, however loaded the machine: the blur's send replaced it, so nothing more is sent.
+        wang.clock.install(time=1_800_000_000)
+        wang.reload()
+        expect(wang.locator("#case-comment")).to_be_visible()
+        wang.clock.pause_at(1_800_000_060)
+        sent: list[str] = []
+        wang.on("request", lambda r: sent.append(r.post_data or "") if r.url.endswith("/api/label") else None)
         second = wang.context.new_page()
         second.goto(f"{server.base}/case/{rank}")
         second.locator("#case-comment").fill("第二个标签页")
@@ -231,10 +239,14 @@ def test_the_team_walk(scored: Path, tmp_path: Path, browser: Browser) -> None:
         expect(box).to_be_visible()
         expect(box).to_contain_text("第二个标签页")
         expect(box).to_contain_text("第一个标签页")
-        wang.wait_for_timeout(1500)   # past the typing pause's send (700 ms): the blur's send replaced it
-        assert case_comment(run, "王医生", case_id) == "第二个标签页"
+        assert len(sent) == 1                            # the blur's send, answered with the conflict
+        wang.clock.run_for(1500)                         # past the typing pause: its send, if any, goes now
         box.locator("button.keep-mine").click()
+        expect(box).to_be_hidden()
         wait_events(run, lambda e: e.kind == "comment" and e.dimension is None and e.reviewer == "王医生", 2)
+        assert len(sent) == 2, sent                      # the blur's and "keep mine": the pause sent nothing
+        assert len([e for e in events(run) if e.kind == "comment" and e.dimension is None
+                    and e.reviewer == "王医生"]) == 2     # the other tab's, then "keep mine": nothing stored between
         assert case_comment(run, "王医生", case_id) == "第一个标签页"
 
         # ---- 5. the panel's score cannot be accepted on a blind case, through the JSON API either
