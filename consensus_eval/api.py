@@ -91,7 +91,7 @@ from consensus_eval.judges import Judge, build_judge
 from consensus_eval.output.calibration_files import CALIBRATION_JSON, load_calibration, write_calibration
 from consensus_eval.output.files import write_analysis, write_json, write_tables
 from consensus_eval.output.report import write_reports
-from consensus_eval.output.report.html import existing_pages
+from consensus_eval.output.report.html import check_page_folder, existing_pages
 
 T = TypeVar("T")
 
@@ -688,8 +688,10 @@ async def _run(prep: Prepared, out: Path, on_progress: ProgressHook | None, n_bo
                stop: asyncio.Event | None = None, lang: str | None = None, wait: bool = False) -> Results:
     _resamples(n_boot)
     # an output that cannot be written, or that is one of the run's inputs, is refused before any call (report.html's
-    # page files too: whether the run has pages is known when they are written, what is in their place is known now)
+    # page files too: whether the run has pages is known when they are written, what is in their place is known now;
+    # so is their folder, which only a run of more cases than a page holds needs)
     check_outputs(out, (*RUN_OUTPUTS, *existing_pages(out)), inputs=prep.inputs)
+    check_page_folder(out, len(prep.cases))
     with Store(out / STORE_NAME) as store:
         store.set_meta("inputs", [list(i) for i in prep.inputs])
         store.set_meta("rubric", prep.rubric.model_dump(mode="json"))

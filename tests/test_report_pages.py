@@ -83,6 +83,28 @@ def test_a_run_refuses_a_page_path_holding_an_input_or_a_folder_before_any_call(
     assert what == "a folder" or page.read_bytes() == (ROOT / "examples" / "cases.jsonl").read_bytes()
 
 
+def test_a_run_refuses_a_page_folder_that_is_a_file_before_any_call(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    # before, such a run scored every case and was refused only when report.html's pages were written
+    from consensus_eval import api
+    from consensus_eval.output.report import html
+
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "report-cases").write_text("mine", encoding="utf-8")
+    prep = api.prepare(ROOT / "examples" / "cases.jsonl", ROOT / "configs" / "offline.yaml")
+    monkeypatch.setattr(html, "PAGE", len(prep.cases) - 1)         # the run's report would have a second page
+    with pytest.raises(InputError, match=r"report-cases: is not a folder.*move it away \(nothing was called\)"):
+        api.run(prep, out, n_boot=0)
+    assert sorted(p.name for p in out.iterdir()) == ["report-cases"]   # no store, nothing written
+    assert (out / "report-cases").read_text(encoding="utf-8") == "mine"
+
+    monkeypatch.setattr(html, "PAGE", len(prep.cases))             # one page: the file is not in the way
+    html.check_page_folder(out, len(prep.cases))
+    with pytest.raises(InputError, match="report-cases: is not a folder"):
+        html.check_page_folder(out, len(prep.cases) + 1)
+
+
 def test_a_run_of_two_pages_names_the_one_other_page(run4: Path, tmp_path: Path) -> None:
     write_reports(load_run(run4, replies=False), tmp_path, "en", page=PAGE)
     assert ("Cases 1–3 of 4 are shown here, with their drill-downs; the others are on page 2: "

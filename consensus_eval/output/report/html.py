@@ -163,8 +163,7 @@ def write_html(data: ReportData, path: Path, *, page: int = PAGE) -> list[Path]:
     folder = path.parent / pages.folder
     targets = [folder / page_name(k) for k in range(2, pages.count + 1)]
     if targets:
-        not_folder = InputError(f"{folder}: is not a folder; report.html's pages of cases go there: move it away "
-                                "(nothing was written)")
+        not_folder = _not_a_folder(folder, "nothing was written")
         if os.path.lexists(folder) and not folder.is_dir():
             raise not_folder
         for target in targets:
@@ -186,6 +185,32 @@ def write_html(data: ReportData, path: Path, *, page: int = PAGE) -> list[Path]:
         f.writelines(html_pieces(data, page=page, main=path.name))
     _remove_stale(folder, {t.name for t in targets})
     return targets
+
+
+def _not_a_folder(folder: Path, what_happened: str) -> InputError:
+    return InputError(f"{folder}: is not a folder; report.html's pages of cases go there: move it away "
+                      f"({what_happened})")
+
+
+def check_page_folder(out: str | Path, cases: int, *, main: str = "report.html", page: int | None = None) -> None:
+    """Before a run of ``cases`` cases calls anything: if its report will have page files (more than ``page``
+    cases, :data:`PAGE` by default), their folder beside ``main`` in ``out`` is a folder or is not there yet.
+    What is at each page file's path is checked by :func:`existing_pages`; this checks the folder itself, which
+    :func:`write_html` would refuse only once every case was scored.
+
+    Args:
+        out: the run's folder.
+        cases: the most cases the run's report can rank (the cases the run was given).
+        main: report.html's file name.
+        page: the most cases a page shows (:data:`PAGE`; a small one in tests).
+
+    Raises:
+        InputError: the page folder's path holds a file, a device or a pipe (nothing was called).
+    """
+    pages = Pages(main, PAGE if page is None else page, cases)
+    folder = Path(out) / pages.folder
+    if pages.count > 1 and os.path.lexists(folder) and not folder.is_dir():
+        raise _not_a_folder(folder, "nothing was called")
 
 
 def _write_pages(data: ReportData, pages: Pages, numbered: list[tuple[int, Path]]) -> None:
