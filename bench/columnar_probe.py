@@ -48,10 +48,14 @@ SHAPE = json.dumps({"deductions": [{"category": "VARCHAR", "type": "VARCHAR", "p
                                     "evidence": "VARCHAR"}],
                     "fixed_penalties": [{"id": "VARCHAR", "evidence": "VARCHAR"}]})
 
-EXPLODE = f"""
-WITH parsed AS (
-    SELECT case_id, judge, dimension, run, from_json(judgment, '{SHAPE}') AS j FROM batch
-), deds AS (
+#: each batch's judgments parsed once (the queries below read ``parsed``)
+PARSE = f"""
+CREATE OR REPLACE TEMP TABLE parsed AS
+SELECT request_hash, case_id, judge, dimension, run, from_json(judgment, '{SHAPE}') AS j FROM batch
+"""
+
+EXPLODE = """
+WITH deds AS (
     SELECT case_id, judge, dimension, run, unnest(j.deductions, recursive := true) FROM parsed
 )
 SELECT d.case_id, d.judge, d.dimension, d.run, d.category, count(*) AS n, sum(d.points) AS points,
@@ -65,10 +69,8 @@ GROUP BY ALL
 #: each call's score as a deductions dimension derives it (``Deductions.derive``): every category takes off
 #: min(sum of its deductions, cap), each fixed penalty named is taken off once, floored at 0; stars by the
 #: dimension's thresholds (``stars_for``, EPS 1e-9). The rubric comes in as three tables (``rubric_tables``).
-DERIVE = f"""
-WITH parsed AS (
-    SELECT request_hash, dimension, from_json(judgment, '{SHAPE}') AS j FROM batch
-), per_cat AS (
+DERIVE = """
+WITH per_cat AS (
     SELECT request_hash, dimension, d.category, sum(d.points) AS s
     FROM (SELECT request_hash, dimension, unnest(j.deductions) AS d FROM parsed) GROUP BY ALL
 ), taken AS (
@@ -88,8 +90,8 @@ SELECT request_hash, score,
 FROM scored
 """
 
-PENALTIES = f"""
-SELECT count(*) FROM (SELECT unnest(from_json(judgment, '{SHAPE}').fixed_penalties) FROM batch)
+PENALTIES = """
+SELECT count(*) FROM (SELECT unnest(j.fixed_penalties) FROM parsed)
 """
 
 
@@ -204,6 +206,7 @@ def probe(store: Path, batch: int, reader: str = "sqlite3",
         t = time.perf_counter()
         db.register("batch", table)
         db.register("texts", texts)
+        db.execute(PARSE)
         parts.append(db.sql(EXPLODE).to_arrow_table())
         penalties += db.sql(PENALTIES).fetchall()[0][0]
         scored = db.sql(DERIVE).to_arrow_table()
