@@ -14,17 +14,21 @@ streams the ok calls out of SQLite in plan order (the plan's rows, each call fou
   first, and looks further for a quote not found, so its counts differ: the cost is what is measured);
 - derives each call's score and stars from its deductions, as ``Deductions.derive`` does (per-category caps, each
   fixed penalty once, floored at 0, the stars' thresholds), the rubric read from the store as three small tables.
-  Under ``ungrounded: drop`` the ungrounded deductions would have to be left out first: not done here.
+  Under ``ungrounded: drop`` the ungrounded deductions would have to be left out first: not done here;
+- with ``--ground``, grounds every quote with the package's own grounding as ``ground_all`` does (the cases'
+  texts folded 256 at a time, one ``CaseGrounder`` a case), batch by batch, the quotes listed by DuckDB: Python,
+  what judgments.jsonl's bytes need (each quote's kind, spans and sections).
 
 It prints each part's seconds, the rows made, and the process's peak RSS, and checks the totals (deductions,
 penalties, points, quotes found as written) against the same made in Python with ``json.loads`` and ``str.find``
 over the same rows, and every call's score and stars against the package's own derivation (read the store, ground,
-derive: what a rebuild does first). ``--no-check`` leaves both out: they hold every case's texts and every call.
+derive: what a rebuild does first), and with ``--ground`` the groundings' kinds against ``ground_all``'s.
+``--no-check`` leaves the checks out: they hold every case's texts and every call.
 
 Needs DuckDB, and for ``--reader adbc`` ADBC's SQLite driver, neither a dependency of consensus-eval, and pyarrow
 (the ``parquet`` extra): ``.venv/bin/pip install duckdb adbc-driver-sqlite pyarrow``.
 
-    .venv/bin/python bench/columnar_probe.py --cases 20000 --stores /tmp/s9-stores
+    .venv/bin/python bench/columnar_probe.py --cases 20000 --stores /tmp/s9-stores --reader adbc --ground
 """
 
 from __future__ import annotations
@@ -90,6 +94,14 @@ SELECT request_hash, score,
 FROM scored
 """
 
+#: each case's quotes (deductions', then fixed penalties'), for the package's grounding (``--ground``)
+QUOTES = """
+SELECT case_id, list(e) AS quotes FROM (
+    SELECT case_id, unnest(j.deductions).evidence AS e FROM parsed
+    UNION ALL SELECT case_id, unnest(j.fixed_penalties).evidence AS e FROM parsed
+) GROUP BY case_id
+"""
+
 PENALTIES = """
 SELECT count(*) FROM (SELECT unnest(j.fixed_penalties) FROM parsed)
 """
@@ -138,6 +150,42 @@ def _texts(body: str) -> tuple[str, str]:
     return case["record"], conv if isinstance(conv, str) else "".join(t["text"] for t in conv)
 
 
+class Grounder:
+    """The package's own grounding (:func:`consensus_eval.analysis.derived.ground_all`'s steps) of each case's quotes,
+    case by case as the batches come: the cases' texts folded 256 at a time, one ``CaseGrounder`` a case. Counts
+    the groundings by kind and the seconds spent."""
+
+    def __init__(self, store: Path) -> None:
+        from consensus_eval.domain.rubric import Rubric
+        from consensus_eval.domain.sections import Sections
+
+        con = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
+        self.rubric = Rubric.model_validate(json.loads(con.execute("SELECT value FROM meta WHERE key = 'rubric'")
+                                                       .fetchone()[0]))
+        self.sections = Sections.of(self.rubric)
+        self.kinds: dict[str, int] = {}
+        self.seconds = 0.0
+
+    def ground(self, quotes: dict[str, list[str]], bodies: dict[str, str]) -> None:
+        from consensus_eval.domain.cases import Case
+        from consensus_eval.domain.grounding import CaseGrounder, normalise_all
+
+        t = time.perf_counter()
+        ids = list(quotes)
+        for start in range(0, len(ids), 256):
+            batch = ids[start:start + 256]
+            cases = [Case.model_validate_json(bodies[c]) for c in batch]
+            texts = [text for case in cases for text in (case.record, self.rubric.conversation_text(case))]
+            folded = normalise_all(texts)
+            for k, case_id in enumerate(batch):
+                ground = CaseGrounder(texts[2 * k], texts[2 * k + 1], self.sections,
+                                      (folded[2 * k], folded[2 * k + 1])).ground
+                for q in quotes[case_id]:
+                    kind = ground(q).kind
+                    self.kinds[kind] = self.kinds.get(kind, 0) + 1
+        self.seconds += time.perf_counter() - t
+
+
 #: the ok calls in plan order (the plan's rows, each call found by its request hash)
 CALLS = ("SELECT c.request_hash, c.case_id, c.judge, c.dimension, c.run, c.judgment FROM plan p "
          "JOIN calls c USING (request_hash) "
@@ -168,7 +216,7 @@ def _batches(store: Path, con: sqlite3.Connection, batch: int, reader: str) -> I
 
 
 def probe(store: Path, batch: int, reader: str = "sqlite3",
-          scores: dict[str, tuple[float, int]] | None = None) -> dict[str, float]:
+          scores: dict[str, tuple[float, int]] | None = None, grounder: Grounder | None = None) -> dict[str, float]:
     """Stream the ok calls in plan order, ``batch`` at a time, each batch with its cases' texts only."""
     import duckdb
     import pyarrow as pa
@@ -181,7 +229,7 @@ def probe(store: Path, batch: int, reader: str = "sqlite3",
     score_sum = 0.0
     start = rss_mb()
     cases = con.cursor().execute("SELECT case_id, body FROM cases ORDER BY position")
-    held: dict[str, tuple[str, str]] = {}     # the cases' texts read ahead of the calls, until their calls are done
+    held: dict[str, tuple[str, str, str]] = {}   # the cases' texts and bodies, read ahead until their calls are done
     read = texts_s = explode = 0.0
     parts = []
     penalties = calls = 0
@@ -192,12 +240,13 @@ def probe(store: Path, batch: int, reader: str = "sqlite3",
         needed = dict.fromkeys(table.column("case_id").to_pylist())
         last = next(reversed(needed))
         for case_id, body in cases if last not in held else ():   # the plan is case-major, in the cases' order
-            held[case_id] = _texts(body)
+            held[case_id] = (*_texts(body), body)
             if case_id == last:
                 break
         texts = pa.table({"case_id": pa.array(list(needed), pa.string()),
                           "record": pa.array([held[c][0] for c in needed], pa.string()),
                           "conversation": pa.array([held[c][1] for c in needed], pa.string())})
+        bodies = {c: held[c][2] for c in needed} if grounder is not None else {}
         for c in needed:                        # the batch's last case may have calls in the next batch
             if c != last:
                 del held[c]
@@ -216,6 +265,12 @@ def probe(store: Path, batch: int, reader: str = "sqlite3",
                               zip(scored.column("score").to_pylist(), scored.column("stars").to_pylist(),
                                   strict=True), strict=True))
         del scored
+        quotes = dict(db.sql(QUOTES).fetchall()) if grounder is not None else {}
+        explode += time.perf_counter() - t
+        if grounder is not None:
+            grounder.ground(quotes, bodies)
+        del quotes, bodies
+        t = time.perf_counter()
         db.unregister("batch")
         db.unregister("texts")
         explode += time.perf_counter() - t
@@ -253,9 +308,9 @@ def python_totals(store: Path) -> tuple[int, int, float, int, int, float]:
     return n, p, points, in_record, in_conv, time.perf_counter() - t
 
 
-def python_scores(store: Path) -> tuple[dict[str, tuple[float, int | None]], float]:
+def python_scores(store: Path) -> tuple[dict[str, tuple[float, int | None]], dict[str, int], float]:
     """Every ok call's score and stars as the rebuild derives them (read the store, ground, derive: the package's
-    own path), by request hash, and the seconds it took."""
+    own path), by request hash; the groundings by kind; and the seconds it took."""
     import shutil
     import tempfile
 
@@ -269,7 +324,10 @@ def python_scores(store: Path) -> tuple[dict[str, tuple[float, int | None]], flo
         with Store.open_existing(Path(tmp)) as st:
             run = derived(read_stored(st, replies=False))
         secs = time.perf_counter() - t
-    return {h: (s.score, s.stars) for h, s in run.scores.items()}, secs
+    kinds: dict[str, int] = {}
+    for g in run.grounding.values():
+        kinds[g.kind] = kinds.get(g.kind, 0) + 1
+    return {h: (s.score, s.stars) for h, s in run.scores.items()}, kinds, secs
 
 
 def main() -> None:
@@ -281,6 +339,8 @@ def main() -> None:
                     help="how the calls leave SQLite: sqlite3's rows, or ADBC's Arrow batches (pip install "
                          "adbc-driver-sqlite)")
     ap.add_argument("--stores", type=Path, default=Path("/tmp/scale-bench"))
+    ap.add_argument("--ground", action="store_true",
+                    help="also ground every quote with the package's own grounding, batch by batch (Python)")
     ap.add_argument("--no-check", action="store_true", help="skip the Python sums (their strings take memory)")
     args = ap.parse_args()
     for n in args.cases:
@@ -288,7 +348,8 @@ def main() -> None:
         if not (folder / "results.sqlite").is_file():
             build_big_run(folder, n, args.judges)
         duck_scores: dict[str, tuple[float, int]] | None = None if args.no_check else {}
-        got = probe(folder / "results.sqlite", args.batch, args.reader, duck_scores)
+        grounder = Grounder(folder / "results.sqlite") if args.ground else None
+        got = probe(folder / "results.sqlite", args.batch, args.reader, duck_scores, grounder)
         print(f"{n:8d} cases x {args.judges}: {got['calls']:,} ok calls; cases' texts {got['cases']:.2f} s; "
               f"read ({args.reader} -> Arrow) {got['read']:.2f} s; parse, unnest, sum, look up, derive (DuckDB) "
               f"{got['explode']:.2f} s; {got['rows']:,} rows of (case, judge, dimension, run, category); "
@@ -298,6 +359,9 @@ def main() -> None:
               f"{got['points']:.1f}; quotes found as written: {got['in_record']:,} in the record, "
               f"{got['in_conversation']:,} only in the conversation; scores derived in DuckDB, summed "
               f"{got['score_sum']:.1f}", flush=True)
+        if grounder is not None:
+            print(f"          the package's grounding of every quote, batch by batch: {grounder.seconds:.2f} s; "
+                  f"{dict(sorted(grounder.kinds.items()))}; peak RSS {peak_mb():,} MB", flush=True)
         if not args.no_check:
             ded, pen, points, in_record, in_conv, secs = python_totals(folder / "results.sqlite")
             same = ((ded, pen, in_record, in_conv) == (got["deductions"], got["penalties"], got["in_record"],
@@ -309,7 +373,7 @@ def main() -> None:
             if not same:
                 raise SystemExit(1)
             assert duck_scores is not None
-            mine, secs = python_scores(folder / "results.sqlite")
+            mine, kinds, secs = python_scores(folder / "results.sqlite")
             differ = [h for h in mine if mine[h] != duck_scores.get(h)]
             first = f"; first different: {differ[0]} {mine[differ[0]]} {duck_scores.get(differ[0])}" if differ else ""
             print(f"          scores and stars, DuckDB against the package's derivation (read, ground, derive: "
@@ -317,6 +381,11 @@ def main() -> None:
                   f"{len(duck_scores) - len(mine):,} more in DuckDB", flush=True)
             if differ or len(duck_scores) != len(mine):
                 raise SystemExit(1)
+            if grounder is not None:
+                print(f"          groundings by kind, the package's ground_all: {dict(sorted(kinds.items()))}: "
+                      f"{'SAME' if kinds == grounder.kinds else 'DIFFERENT'}", flush=True)
+                if kinds != grounder.kinds:
+                    raise SystemExit(1)
     print(time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()))
 
 
