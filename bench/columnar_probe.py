@@ -117,16 +117,26 @@ def rss_mb() -> int:
     return peak_mb("VmRSS")
 
 
+def stored_rubric(store: Path) -> Any:
+    """The rubric the store was scored with (its meta)."""
+    from consensus_eval.domain.rubric import Rubric
+
+    con = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
+    try:
+        return Rubric.model_validate(json.loads(con.execute("SELECT value FROM meta WHERE key = 'rubric'")
+                                                .fetchone()[0]))
+    finally:
+        con.close()
+
+
 def rubric_tables(db: Any, store: Path) -> None:
     """The store's rubric (every dimension a ``deductions`` one) as DuckDB tables: cats (dimension, category, cap),
     pens (dimension, id, points), dims (dimension, max, s5..s2)."""
     import pyarrow as pa
 
     from consensus_eval.domain.kinds import Deductions, of_kind
-    from consensus_eval.domain.rubric import Rubric
 
-    con = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
-    rubric = Rubric.model_validate(json.loads(con.execute("SELECT value FROM meta WHERE key = 'rubric'").fetchone()[0]))
+    rubric = stored_rubric(store)
     cats, pens, dims = [], [], []
     for dim in rubric.dimensions:
         kind = of_kind(dim, Deductions)
@@ -156,12 +166,9 @@ class Grounder:
     the groundings by kind and the seconds spent."""
 
     def __init__(self, store: Path) -> None:
-        from consensus_eval.domain.rubric import Rubric
         from consensus_eval.domain.sections import Sections
 
-        con = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
-        self.rubric = Rubric.model_validate(json.loads(con.execute("SELECT value FROM meta WHERE key = 'rubric'")
-                                                       .fetchone()[0]))
+        self.rubric = stored_rubric(store)
         self.sections = Sections.of(self.rubric)
         self.kinds: dict[str, int] = {}
         self.seconds = 0.0
