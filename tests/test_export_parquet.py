@@ -4,7 +4,9 @@ checked value by value against the run's judgments.jsonl and consensus.csv, for 
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
+import sqlite3
 import sys
 from pathlib import Path
 from typing import Any
@@ -13,10 +15,15 @@ import pytest
 from typer.testing import CliRunner
 
 from consensus_eval import InputError, api
+from consensus_eval.analysis import derived
 from consensus_eval.cli import app
+from consensus_eval.execution.store import STORE_NAME, PlannedCall, PlanOrderError, Store
+from consensus_eval.execution.stored_run import read_stored, read_stored_by_cases
+from tests.big_run import build_big_run
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
+from consensus_eval.output.parquet import write_parquet  # noqa: E402  (needs pyarrow only when called)
 
 ROOT = Path(__file__).resolve().parents[1]
 #: a run of each rubric kind, offline: deductions (the rules judge and three simulated judges), likert (PDQI-9),
@@ -124,3 +131,94 @@ def test_without_pyarrow_export_says_which_extra_to_install(run: Path, tmp_path:
     with pytest.raises(InputError, match=r"pip install 'consensus-eval\[parquet\]'"):
         api.export_parquet(run, tmp_path / "pq")
     assert not (tmp_path / "pq").exists()
+
+
+# ------------------------------------------------------------------ a few cases at a time (api.PARQUET_CASES)
+
+
+def _digests(folder: Path) -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.glob("*.parquet"))}
+
+
+def _whole(run: Path, dest: Path) -> dict[str, str]:
+    """The files written from the whole run read at once (what export did before it read cases in parts)."""
+    write_parquet(api.load_run(run, replies=False), dest)
+    return _digests(dest)
+
+
+def test_export_a_few_cases_at_a_time_writes_the_same_bytes(run: Path, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """3 cases a part (the deductions run's 16 cases: 6 parts, the last of 1): every call's row once, in plan order,
+    and every case's consensus row once, the same files as the whole run gives."""
+    parts: list[int] = []
+    real = derived.read_run_by_cases
+
+    def counted(store: Store, per_batch: int = 2000, **kw: Any) -> Any:
+        for part in real(store, per_batch, **kw):
+            parts.append(len(part.cases))
+            yield part
+
+    monkeypatch.setattr(api, "PARQUET_CASES", 3)
+    monkeypatch.setattr(api, "read_run_by_cases", counted)
+    api.export_parquet(run, tmp_path / "parts")
+    n = len(api.load_run(run).cases)
+    assert n > 6 and parts == [3] * (n // 3) + ([n % 3] if n % 3 else [])
+    assert _digests(tmp_path / "parts") == _whole(run, tmp_path / "whole")
+
+
+def test_parts_are_the_stored_run_cut_by_cases(tmp_path: Path) -> None:
+    """read_stored_by_cases: each case once, in order, with its calls in plan order (failed ones too) and its
+    missing calls; together exactly read_stored's records. No part holds more than per_batch cases."""
+    folder = tmp_path / "run"
+    build_big_run(folder, n_cases=23, n_judges=2)
+    with Store.open_existing(folder) as store:
+        plan = store.plan()
+        # two calls never stored (an interrupted run): their cases are counted missing in their part
+        store.set_plan([*plan, PlannedCall("x|1", "big-00004", "accuracy", "judge-a", 1),
+                        PlannedCall("x|2", "big-00020", "accuracy", "judge-a", 1)])
+        whole = read_stored(store, replies=False)
+        parts = list(read_stored_by_cases(store, 5, replies=False))
+    assert [len(p.cases) for p in parts] == [5, 5, 5, 5, 3]
+    assert [c.id for p in parts for c in p.cases] == [c.id for c in whole.cases]
+    assert [r.request_hash for p in parts for r in p.records] == [r.request_hash for r in whole.records]
+    for p in parts:
+        assert {r.case_id for r in p.records} <= {c.id for c in p.cases}
+        assert p.planned == whole.planned
+    assert {k: v for p in parts for k, v in p.missing.items()} == whole.missing == {"big-00004": 1, "big-00020": 1}
+
+
+def test_a_plan_whose_case_comes_back_is_read_whole(tmp_path: Path) -> None:
+    """A case's calls split in the plan (one call of the first case moved to the end): the reader in parts
+    stops with PlanOrderError, and export writes what the whole run gives, nothing half written."""
+    folder = tmp_path / "run"
+    build_big_run(folder, n_cases=9, n_judges=2)
+    with Store.open_existing(folder) as store:
+        plan = store.plan()
+        store.set_plan([*plan[1:], plan[0]])
+        with pytest.raises(PlanOrderError, match="big-00000"):
+            list(read_stored_by_cases(store, 2))
+    api.export_parquet(folder, tmp_path / "parts")
+    assert _digests(tmp_path / "parts") == _whole(folder, tmp_path / "whole")
+    assert not list((tmp_path / "parts").glob(".*tmp"))
+
+
+def test_a_plan_that_grows_is_refused_before_any_part(tmp_path: Path) -> None:
+    folder = tmp_path / "run"
+    build_big_run(folder, n_cases=3, n_judges=2)
+    with Store.open_existing(folder) as store:
+        config = {**store.get_meta("config"), "runs": "adaptive"}
+        store.set_meta("config", config)
+        parts = read_stored_by_cases(store, 1)
+        with pytest.raises(PlanOrderError, match="grows"):
+            next(parts)
+
+
+def test_plan_rows_out_of_plan_order_are_refused(tmp_path: Path) -> None:
+    """Store.calls_in_plan_order walks the plan's rows as written; rows whose positions are not increasing (not
+    written by set_plan) are a PlanOrderError, not calls given out of order."""
+    folder = tmp_path / "run"
+    build_big_run(folder, n_cases=2, n_judges=2)
+    with sqlite3.connect(folder / STORE_NAME) as db:
+        db.execute("UPDATE plan SET position = 100 - position WHERE position < 2")
+    with Store.open_existing(folder) as store, pytest.raises(PlanOrderError, match="not in plan order"):
+        list(store.calls_in_plan_order(chunk=1))

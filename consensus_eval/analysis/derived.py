@@ -22,7 +22,7 @@ from consensus_eval.domain.rubric import Rubric
 from consensus_eval.domain.scoring import AnyJudgment, Deriver, DimensionScore
 from consensus_eval.domain.sections import Sections
 from consensus_eval.execution.store import Store, StoredCall
-from consensus_eval.execution.stored_run import StoredRun, read_stored
+from consensus_eval.execution.stored_run import StoredRun, read_stored, read_stored_by_cases
 
 
 @gc_paused_call
@@ -32,6 +32,16 @@ def read_run(store: Store, *, replies: bool = True) -> StoredRun:
 
     ``replies=False``: the records without the judges' raw replies (what a rebuild reads)."""
     return derived(read_stored(store, replies=replies))
+
+
+def read_run_by_cases(store: Store, per_batch: int = 2000, *, replies: bool = True) -> Iterator[StoredRun]:
+    """:func:`read_run`, ``per_batch`` cases at a time
+    (:func:`~consensus_eval.execution.stored_run.read_stored_by_cases`, whose
+    :class:`~consensus_eval.execution.store.PlanOrderError` it passes on): each run it yields is derived and
+    grounded as :func:`read_run` derives and grounds the whole run, since a call's score and groundings depend on
+    its case alone."""
+    for part in read_stored_by_cases(store, per_batch, replies=replies):
+        yield derived(part)
 
 
 @gc_paused_call

@@ -331,6 +331,13 @@ class BatchRecord(BaseModel):
 _BATCH_COLUMNS = list(BatchRecord.model_fields)
 
 
+class PlanOrderError(StateError):
+    """The plan's calls cannot be read a few cases at a time (:meth:`Store.calls_in_plan_order`,
+    :func:`~consensus_eval.execution.stored_run.read_stored_by_cases`): its rows are not in plan order, or a case's
+    calls are not consecutive in it (a plan that grew by rounds). The reader that raises it has yielded part of
+    the run; its caller reads the whole run instead."""
+
+
 class Store:
     """SQLite store of calls, plan and run context for one output folder."""
 
@@ -549,19 +556,22 @@ class Store:
     def cases(self) -> list[Any]:
         """The run's cases as :meth:`set_cases` stored them (each one's JSON dump), in their order; a row that
         does not read back is an :class:`InputError` naming the case and its row."""
-        out: list[Any] = []
+        return list(self.iter_cases())
+
+    def iter_cases(self) -> Iterator[Any]:
+        """:meth:`cases`, one at a time: what a reader that holds a few cases at a time reads
+        (:meth:`calls_in_plan_order`)."""
         with self._reading():   # row by row: the raw texts of a large run never sit in memory all at once
             for position, case_id, body in self._db.execute(
                     "SELECT position, case_id, body FROM cases ORDER BY position"):
                 try:
-                    out.append(loads_json(body))
+                    yield loads_json(body)
                 except RefusedJSON as e:
                     raise InputError(f"{self.path}: damaged store: cases: case {case_id!r} (row {position + 1}): "
                                      f"{e.msg}") from None
                 except (TypeError, ValueError):
                     raise InputError(f"{self.path}: damaged store: cases: case {case_id!r} (row {position + 1}) "
                                      "is not JSON") from None
-        return out
 
     # ------------------------------------------------------------------ plan
 
@@ -655,6 +665,31 @@ class Store:
         with self._reading():
             records = self._to_records(self._db.execute(sql), positions)
         return [records[i] for i in sorted(range(len(records)), key=positions.__getitem__)]
+
+    def calls_in_plan_order(self, *, replies: bool = True, chunk: int = 4096) -> Iterator[list[StoredCall]]:
+        """The stored calls of the plan (those :meth:`calls` returns, the same read models), streamed in plan order
+        ``chunk`` at a time: what a reader that never holds the whole run reads
+        (:func:`~consensus_eval.execution.stored_run.read_stored_by_cases`).
+
+        The plan's rows are walked in the order they were written, which is plan order (:meth:`set_plan` writes
+        them by position), each call found by its key: nothing is sorted. A plan whose rows are not in that
+        order is a :class:`PlanOrderError` (read it with :meth:`calls`)."""
+        select = self._select if replies else ["NULL" if c == "raw" else c for c in self._select]
+        cols = ", ".join(c if c == "NULL" else f"c.{c}" for c in select).replace("c.case_id", "p.case_id", 1)
+        # CROSS JOIN: SQLite keeps the plan as the outer loop, so its rowid order needs no sort
+        sql = (f"SELECT p.position, {cols} FROM plan p CROSS JOIN calls c ON c.request_hash = p.request_hash "
+               "ORDER BY p.rowid")
+        last = -1
+        with self._reading():
+            cursor = self._db.execute(sql)
+            while rows := cursor.fetchmany(chunk):
+                positions: list[int] = []
+                records = self._to_records(rows, positions)
+                for position in positions:
+                    if position <= last:
+                        raise PlanOrderError(f"{self.path}: the plan's rows are not in plan order")
+                    last = position
+                yield records
 
     def _to_records(self, rows: Iterable[tuple[Any, ...]], positions: list[int] | None) -> list[StoredCall]:
         """The calls of the rows of ``SELECT position, {_READ_COLUMNS}``, each row's position appended to

@@ -9,7 +9,10 @@ are plain read models (:class:`StoredCall`).
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -21,7 +24,7 @@ from consensus_eval.domain.construct import all_fields, shared_copy
 from consensus_eval.domain.grounding import Grounding
 from consensus_eval.domain.rubric import Rubric
 from consensus_eval.domain.scoring import DimensionScore
-from consensus_eval.execution.store import Store, StoredCall
+from consensus_eval.execution.store import PlanOrderError, Store, StoredCall
 
 
 @dataclass(frozen=True)
@@ -99,19 +102,86 @@ def read_stored(store: Store, *, replies: bool = True) -> StoredRun:
     A run context this version no longer accepts (written by an older consensus-eval whose checks
     were looser) is an :class:`InputError` saying so, not a traceback.
     """
-    try:
+    with _valid(store):
         rubric = Rubric.model_validate(store.get_meta("rubric"))
         config = EvalConfig.model_validate(store.get_meta("config"))
         cases = [_compact_case(Case.model_validate(c)) for c in store.cases()]
-    except ValidationError as e:
-        raise InputError(f"{store.path}: the run recorded in this store is not valid for this version of "
-                         f"consensus-eval (rerun `score` into a new folder):\n{format_validation_error(e)}") from None
     records = store.calls(replies=replies)
+    missing, in_batches = _missing(store)
+    return StoredRun(rubric=rubric, config=config, cases=cases, invalid_lines=store.get_meta("invalid_lines", []),
+                     records=records, scores={}, planned=store.plan_size(), missing=missing, in_batches=in_batches)
+
+
+def read_stored_by_cases(store: Store, per_batch: int = 2000, *, replies: bool = True) -> Iterator[StoredRun]:
+    """:func:`read_stored`, ``per_batch`` cases at a time: each run it yields holds the run's context (rubric,
+    config, ``planned``, ``invalid_lines``), the next ``per_batch`` cases in the run's order and their calls
+    in plan order, with their ``missing`` counts (at least one run, with no case for a run without any). What a
+    reader whose memory must not grow with the run reads (``export --parquet``): each case's calls are read once,
+    streamed out of the store (:meth:`~consensus_eval.execution.store.Store.calls_in_plan_order`).
+
+    Only a plan that gives each case's calls one after the other can be read so: a plan that grows by rounds
+    (adaptive runs, a cascade) is refused before anything is yielded, and any other plan whose case comes back
+    after the next one's calls is refused when that call is met, after the runs before it were yielded; either
+    way with :class:`~consensus_eval.execution.store.PlanOrderError`, whose caller reads the whole run
+    (:func:`read_stored`)."""
+    if per_batch < 1:
+        raise ValueError(f"per_batch must be at least 1, not {per_batch}")
+    with _valid(store):
+        rubric = Rubric.model_validate(store.get_meta("rubric"))
+        config = EvalConfig.model_validate(store.get_meta("config"))
+    if config.grows:
+        raise PlanOrderError(f"{store.path}: a plan that grows by rounds gives a case's calls in each round")
+    context = {"rubric": rubric, "config": config, "invalid_lines": store.get_meta("invalid_lines", []),
+               "planned": store.plan_size()}
+    missing, in_batches = _missing(store)
+    calls = (r for chunk in store.calls_in_plan_order(replies=replies) for r in chunk)
+    nxt = next(calls, None)
+    batch: list[Case] = []
+    records: list[StoredCall] = []
+    done: set[str] = set()   # the cases whose calls have all been read
+    for body in store.iter_cases():
+        with _valid(store):
+            case = _compact_case(Case.model_validate(body))
+        while nxt is not None and nxt.case_id == case.id:
+            records.append(nxt)
+            nxt = next(calls, None)
+        done.add(case.id)
+        batch.append(case)
+        if len(batch) == per_batch:
+            yield _part(context, batch, records, missing, in_batches)
+            batch, records = [], []
+        if nxt is not None and nxt.case_id in done:
+            raise PlanOrderError(f"{store.path}: the calls of case {nxt.case_id!r} are not together in the plan")
+    if nxt is not None:   # a call of a case that is not among the run's cases, or that came back after it
+        raise PlanOrderError(f"{store.path}: the plan's calls of case {nxt.case_id!r} are not in the cases' order")
+    if batch or not done:
+        yield _part(context, batch, records, missing, in_batches)
+
+
+def _part(context: dict[str, Any], cases: list[Case], records: list[StoredCall], missing: dict[str, int],
+          in_batches: int) -> StoredRun:
+    """One run of :func:`read_stored_by_cases`: ``cases`` and their ``records``; ``in_batches`` is the whole
+    run's (a count of the run, not of its cases)."""
+    gaps = {c.id: missing[c.id] for c in cases if c.id in missing}
+    return StoredRun(cases=cases, records=records, scores={}, missing=gaps, in_batches=in_batches, **context)
+
+
+def _missing(store: Store) -> tuple[dict[str, int], int]:
+    """Per case, the planned calls with nothing stored; and how many of those are in a provider batch."""
     missing: dict[str, int] = {}
     batched = store.batched_hashes()
     in_batches = 0
     for request_hash, case_id in store.unstored_plan():
         missing[case_id] = missing.get(case_id, 0) + 1
         in_batches += request_hash in batched
-    return StoredRun(rubric=rubric, config=config, cases=cases, invalid_lines=store.get_meta("invalid_lines", []),
-                     records=records, scores={}, planned=store.plan_size(), missing=missing, in_batches=in_batches)
+    return missing, in_batches
+
+
+@contextmanager
+def _valid(store: Store) -> Iterator[None]:
+    """A run context this version no longer accepts is an :class:`InputError` saying so."""
+    try:
+        yield
+    except ValidationError as e:
+        raise InputError(f"{store.path}: the run recorded in this store is not valid for this version of "
+                         f"consensus-eval (rerun `score` into a new folder):\n{format_validation_error(e)}") from None

@@ -21,13 +21,17 @@ each file atomically (a name unique to the process, then a rename).
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Sequence
+from itertools import chain
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from consensus_eval._errors import InputError
+from consensus_eval.analysis.consensus import CaseConsensus
 from consensus_eval.analysis.results import Results
 from consensus_eval.domain.rubric import Rubric
 from consensus_eval.domain.writable import check_output_path, write_error
+from consensus_eval.execution.stored_run import StoredRun
 from consensus_eval.output.files import consensus_columns, judgment_row
 
 if TYPE_CHECKING:
@@ -102,6 +106,16 @@ def _judgment(row: dict[str, Any]) -> dict[str, Any]:
 def write_parquet(results: Results, folder: str | Path) -> list[Path]:
     """judgments.parquet and consensus.parquet of ``results`` into ``folder`` (made if missing); returns their
     paths. Raises :class:`InputError` when pyarrow is missing or a file cannot be written."""
+    return write_parquet_parts([(results.run, results.consensus)], folder)
+
+
+def write_parquet_parts(parts: Iterable[tuple[StoredRun, Sequence[CaseConsensus]]], folder: str | Path) -> list[Path]:
+    """:func:`write_parquet` of a run given in parts, each a derived run of some of its cases and their consensus
+    (:func:`~consensus_eval.analysis.derived.read_run_by_cases`), in the run's order: what ``export --parquet``
+    writes without holding the run. Each part's rows are written before the next part is read; the files are
+    the same as :func:`write_parquet` writes for the whole run (judgments in batches of :data:`BATCH_ROWS` rows,
+    consensus in one table). At least one part (the run's context). An error the parts raise leaves no file
+    written, and the folder's earlier files as they were."""
     pa = _pyarrow()
     import pyarrow.parquet as pq
 
@@ -114,25 +128,33 @@ def write_parquet(results: Results, folder: str | Path) -> list[Path]:
     except OSError as e:
         raise write_error(out / PARQUET_FILES[0], e) from None
     schema = judgment_schema(pa)
-    grounding = results.run.grounding
-    drop = results.config.ungrounded == "drop"
+    parts = iter(parts)
+    first = next(parts)
+    rubric = first[0].rubric
+    columns = consensus_columns(rubric)
+    case_schema = consensus_schema(pa, rubric)
+    per_case: list[Any] = []   # consensus.parquet's rows, written once every part is read
 
     def judgments() -> Any:
         rows: list[dict[str, Any]] = []
-        for rec in results.records:
-            rows.append(_judgment(judgment_row(results.rubric, rec, results.scores.get(rec.request_hash),
-                                               grounding, drop=drop)))
-            if len(rows) == BATCH_ROWS:
-                yield pa.RecordBatch.from_pylist(rows, schema=schema)
-                rows = []
-        if rows or not results.records:
+        written = 0
+        for run, consensus in chain([first], parts):
+            grounding, drop, scores = run.grounding, run.config.ungrounded == "drop", run.scores
+            for rec in run.records:
+                rows.append(_judgment(judgment_row(rubric, rec, scores.get(rec.request_hash), grounding, drop=drop)))
+                if len(rows) == BATCH_ROWS:
+                    yield pa.RecordBatch.from_pylist(rows, schema=schema)
+                    written += len(rows)
+                    rows = []
+            per_case.append(pa.RecordBatch.from_pylist([{c.name: c.value(case) for c in columns}
+                                                        for case in consensus], schema=case_schema))
+        if rows or not written:
             yield pa.RecordBatch.from_pylist(rows, schema=schema)
 
     paths = [check_output_path(out / name, name) for name in PARQUET_FILES]
     _atomic(paths[0], lambda tmp: _write_batches(pq, tmp, schema, judgments()))
-    columns = consensus_columns(results.rubric)
-    table = pa.Table.from_pylist([{c.name: c.value(case) for c in columns} for case in results.consensus],
-                                 schema=consensus_schema(pa, results.rubric))
+    # one chunk, as one table of every case's row is written
+    table = pa.Table.from_batches(per_case, schema=case_schema).combine_chunks()
     _atomic(paths[1], lambda tmp: pq.write_table(table, tmp, compression="zstd"))
     return paths
 
