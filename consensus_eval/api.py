@@ -18,9 +18,10 @@ Nothing here prints, and importing it changes no global state.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine, Iterable, Mapping, Sequence
-from contextlib import ExitStack, suppress
+from collections.abc import Coroutine, Iterable, Iterator, Mapping, Sequence
+from contextlib import ExitStack, nullcontext, suppress
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
@@ -28,12 +29,12 @@ from pydantic import ValidationError
 
 from consensus_eval._errors import ConsensusEvalError, InputError, StateError, format_validation_error
 from consensus_eval._gc import gc_paused_call
-from consensus_eval._parallel import beside
+from consensus_eval._parallel import MIN_CASES, beside, can_fork, usable_cpus
 from consensus_eval._resources import resolve
 from consensus_eval.analysis.agreement import HumanLabel
 from consensus_eval.analysis.alpha import DEFAULT_SEED
 from consensus_eval.analysis.calibration import CalibrationReport, CalibrationSource, calibrate as measure
-from consensus_eval.analysis.consensus import of_run as consensus_of_run
+from consensus_eval.analysis.consensus import CaseConsensus, of_run as consensus_of_run
 from consensus_eval.analysis.corrections import few_shot
 from consensus_eval.analysis.derived import read_run, read_run_by_cases
 from consensus_eval.analysis.heldout import ClinicianComparison, compare_with_clinicians, look_record
@@ -88,6 +89,7 @@ from consensus_eval.execution.store import (
     Store,
     StoredCall,
 )
+from consensus_eval.execution.stored_run import Span, StoredRun, spans
 from consensus_eval.judges import Judge, build_judge
 from consensus_eval.output.calibration_files import CALIBRATION_JSON, load_calibration, write_calibration
 from consensus_eval.output.files import write_analysis, write_json, write_tables
@@ -676,12 +678,25 @@ def export_parquet(folder: str | Path, dest: str | Path) -> list[Path]:
     from consensus_eval.output.parquet import write_parquet, write_parquet_parts
 
     with Store.open_existing(Path(folder), read_only=True) as store:
-        try:   # a few cases at a time (PARQUET_CASES): its memory does not grow with the run
-            return write_parquet_parts(((part, consensus_of_run(part)) for part in
-                                        read_run_by_cases(store, PARQUET_CASES, replies=False)), dest)
+        cases = store.case_count()
+        # a few cases at a time (PARQUET_CASES): its memory does not grow with the run; the cases cut in as many
+        # spans as the processes that read them (output.parquet.write_parquet_parts)
+        ways = usable_cpus() if cases >= MIN_CASES and can_fork() else 1
+        try:
+            return write_parquet_parts([partial(_parts, store, span, first=k == 0)
+                                        for k, span in enumerate(spans(store, ways, PARQUET_CASES))], dest,
+                                       cases=cases)
         except PlanOrderError:
             pass   # a plan that grew by rounds gives a case's calls in each round: read as a whole, below
     return write_parquet(load_run(folder, replies=False), dest)
+
+
+def _parts(store: Store, span: Span, *, first: bool) -> Iterator[tuple[StoredRun, list[CaseConsensus]]]:
+    """The derived parts of ``span`` with their consensus, read from ``store`` (``first``: in this process) or from a
+    connection of their own (in a forked process: :meth:`Store.another_reader`)."""
+    with nullcontext(store) if first else store.another_reader() as reader:
+        for part in read_run_by_cases(reader, PARQUET_CASES, replies=False, span=span):
+            yield part, consensus_of_run(part)
 
 
 def rebuild(folder: str | Path, *, n_boot: int = 1000, lang: str | None = None) -> Results:

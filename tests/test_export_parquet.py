@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
+import math
 import sqlite3
 import sys
 from pathlib import Path
@@ -14,11 +15,12 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from consensus_eval import InputError, api
+from consensus_eval import InputError, _parallel, api
+from consensus_eval._parallel import can_fork
 from consensus_eval.analysis import derived
 from consensus_eval.cli import app
 from consensus_eval.execution.store import STORE_NAME, PlannedCall, PlanOrderError, Store
-from consensus_eval.execution.stored_run import read_stored, read_stored_by_cases
+from consensus_eval.execution.stored_run import Span, read_stored, read_stored_by_cases, spans
 from tests.big_run import build_big_run
 
 pa = pytest.importorskip("pyarrow")
@@ -140,16 +142,16 @@ def _digests(folder: Path) -> dict[str, str]:
     return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.glob("*.parquet"))}
 
 
-def _whole(run: Path, dest: Path) -> dict[str, str]:
-    """The files written from the whole run read at once (what export did before it read cases in parts)."""
-    write_parquet(api.load_run(run, replies=False), dest)
-    return _digests(dest)
+def _same_as_whole(run: Path, written: Path, whole: Path) -> None:
+    """``written`` holds the two files, and only them, with the bytes written from the whole run read at once into
+    ``whole`` (what export did before it read cases in parts): no temporary file left."""
+    write_parquet(api.load_run(run, replies=False), whole)
+    assert _digests(written) == _digests(whole)
+    assert sorted(p.name for p in written.iterdir()) == ["consensus.parquet", "judgments.parquet"]
 
 
-def test_export_a_few_cases_at_a_time_writes_the_same_bytes(run: Path, tmp_path: Path,
-                                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    """3 cases a part (the deductions run's 16 cases: 6 parts, the last of 1): every call's row once, in plan order,
-    and every case's consensus row once, the same files as the whole run gives."""
+def _count_parts(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The number of cases of each part export reads in this process, as it reads them."""
     parts: list[int] = []
     real = derived.read_run_by_cases
 
@@ -158,12 +160,29 @@ def test_export_a_few_cases_at_a_time_writes_the_same_bytes(run: Path, tmp_path:
             parts.append(len(part.cases))
             yield part
 
-    monkeypatch.setattr(api, "PARQUET_CASES", 3)
     monkeypatch.setattr(api, "read_run_by_cases", counted)
+    return parts
+
+
+def _forked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Export's spans read in two processes whatever the run's size (skipped where this machine cannot fork)."""
+    if not can_fork():
+        pytest.skip("this machine cannot fork a second process (one core, no fork)")
+    monkeypatch.setattr(api, "MIN_CASES", 1)
+    monkeypatch.setattr(_parallel, "MIN_CASES", 1)
+    monkeypatch.setattr(api, "usable_cpus", lambda: 2)
+
+
+def test_export_a_few_cases_at_a_time_writes_the_same_bytes(run: Path, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """3 cases a part (the deductions run's 16 cases: 6 parts, the last of 1): every call's row once, in plan order,
+    and every case's consensus row once, the same files as the whole run gives."""
+    parts = _count_parts(monkeypatch)
+    monkeypatch.setattr(api, "PARQUET_CASES", 3)
     api.export_parquet(run, tmp_path / "parts")
     n = len(api.load_run(run).cases)
     assert n > 6 and parts == [3] * (n // 3) + ([n % 3] if n % 3 else [])
-    assert _digests(tmp_path / "parts") == _whole(run, tmp_path / "whole")
+    _same_as_whole(run, tmp_path / "parts", tmp_path / "whole")
 
 
 def test_parts_are_the_stored_run_cut_by_cases(tmp_path: Path) -> None:
@@ -187,9 +206,15 @@ def test_parts_are_the_stored_run_cut_by_cases(tmp_path: Path) -> None:
     assert {k: v for p in parts for k, v in p.missing.items()} == whole.missing == {"big-00004": 1, "big-00020": 1}
 
 
-def test_a_plan_whose_case_comes_back_is_read_whole(tmp_path: Path) -> None:
+@pytest.mark.parametrize("processes", [1, 2])
+def test_a_plan_whose_case_comes_back_is_read_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                    processes: int) -> None:
     """A case's calls split in the plan (one call of the first case moved to the end): the reader in parts
-    stops with PlanOrderError, and export writes what the whole run gives, nothing half written."""
+    stops with PlanOrderError, and export writes what the whole run gives, nothing half written. In two processes
+    the second span meets the call: its error comes back from the forked process."""
+    if processes == 2:
+        _forked(monkeypatch)
+    monkeypatch.setattr(api, "PARQUET_CASES", 2)
     folder = tmp_path / "run"
     build_big_run(folder, n_cases=9, n_judges=2)
     with Store.open_existing(folder) as store:
@@ -197,9 +222,9 @@ def test_a_plan_whose_case_comes_back_is_read_whole(tmp_path: Path) -> None:
         store.set_plan([*plan[1:], plan[0]])
         with pytest.raises(PlanOrderError, match="big-00000"):
             list(read_stored_by_cases(store, 2))
+        assert len(spans(store, processes, 2)) == processes
     api.export_parquet(folder, tmp_path / "parts")
-    assert _digests(tmp_path / "parts") == _whole(folder, tmp_path / "whole")
-    assert not list((tmp_path / "parts").glob(".*tmp"))
+    _same_as_whole(folder, tmp_path / "parts", tmp_path / "whole")
 
 
 def test_a_plan_that_grows_is_refused_before_any_part(tmp_path: Path) -> None:
@@ -222,3 +247,33 @@ def test_plan_rows_out_of_plan_order_are_refused(tmp_path: Path) -> None:
         db.execute("UPDATE plan SET position = 100 - position WHERE position < 2")
     with Store.open_existing(folder) as store, pytest.raises(PlanOrderError, match="not in plan order"):
         list(store.calls_in_plan_order(chunk=1))
+
+
+def test_export_in_two_processes_writes_the_same_bytes(run: Path, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cases cut in two spans (a whole number of 3-case parts each), the second read by a forked process whose
+    judgments come back through a temporary Arrow file: the files are those of the whole run, no temporary file is
+    left, and this process read only the first span's parts."""
+    parts = _count_parts(monkeypatch)
+    _forked(monkeypatch)
+    monkeypatch.setattr(api, "PARQUET_CASES", 3)
+    api.export_parquet(run, tmp_path / "two")
+    n = len(api.load_run(run).cases)
+    first = math.ceil(math.ceil(n / 2) / 3) * 3   # half the cases, rounded up to whole parts
+    assert parts == [3] * (first // 3)
+    _same_as_whole(run, tmp_path / "two", tmp_path / "whole")
+
+
+def test_spans_cut_at_whole_parts_and_cover_the_plan(tmp_path: Path) -> None:
+    folder = tmp_path / "run"
+    build_big_run(folder, n_cases=10, n_judges=2)
+    with Store.open_existing(folder) as store:
+        assert spans(store, 1, 2) == [Span()]
+        cut = spans(store, 3, 2)   # 10 cases in 3: 4 a span (2 parts of 2), the last 2
+        assert [s.cases for s in cut] == [(0, 4), (4, 8), (8, None)]
+        # 6 calls a case (2 judges x 3 dimensions), the plan's rowids from 1
+        assert [s.rows for s in cut] == [(0, 25), (25, 49), (49, None)]
+        whole = [r.request_hash for r in store.calls(replies=False)]
+        read = [r.request_hash for s in cut for p in read_stored_by_cases(store, 2, span=s) for r in p.records]
+        assert read == whole
+        assert spans(store, 20, 1)[-1].cases == (9, None)   # never more spans than cases

@@ -22,7 +22,7 @@ from consensus_eval.domain.rubric import Rubric
 from consensus_eval.domain.scoring import AnyJudgment, Deriver, DimensionScore
 from consensus_eval.domain.sections import Sections
 from consensus_eval.execution.store import Store, StoredCall
-from consensus_eval.execution.stored_run import StoredRun, read_stored, read_stored_by_cases
+from consensus_eval.execution.stored_run import Span, StoredRun, read_stored, read_stored_by_cases
 
 
 @gc_paused_call
@@ -34,13 +34,14 @@ def read_run(store: Store, *, replies: bool = True) -> StoredRun:
     return derived(read_stored(store, replies=replies))
 
 
-def read_run_by_cases(store: Store, per_batch: int = 2000, *, replies: bool = True) -> Iterator[StoredRun]:
+def read_run_by_cases(store: Store, per_batch: int = 2000, *, replies: bool = True,
+                      span: Span | None = None) -> Iterator[StoredRun]:
     """:func:`read_run`, ``per_batch`` cases at a time
     (:func:`~consensus_eval.execution.stored_run.read_stored_by_cases`, whose
     :class:`~consensus_eval.execution.store.PlanOrderError` it passes on): each run it yields is derived and
     grounded as :func:`read_run` derives and grounds the whole run, since a call's score and groundings depend on
-    its case alone."""
-    for part in read_stored_by_cases(store, per_batch, replies=replies):
+    its case alone. ``span``: only those cases (:func:`~consensus_eval.execution.stored_run.spans`)."""
+    for part in read_stored_by_cases(store, per_batch, replies=replies, span=span):
         yield derived(part)
 
 

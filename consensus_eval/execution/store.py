@@ -331,6 +331,10 @@ class BatchRecord(BaseModel):
 _BATCH_COLUMNS = list(BatchRecord.model_fields)
 
 
+#: past every rowid and position (SQLite's integers are at most 2**63 - 1)
+_NO_END = 2**63 - 1
+
+
 class PlanOrderError(StateError):
     """The plan's calls cannot be read a few cases at a time (:meth:`Store.calls_in_plan_order`,
     :func:`~consensus_eval.execution.stored_run.read_stored_by_cases`): its rows are not in plan order, or a case's
@@ -341,7 +345,7 @@ class PlanOrderError(StateError):
 class Store:
     """SQLite store of calls, plan and run context for one output folder."""
 
-    def __init__(self, path: str | Path, *, read_only: bool = False) -> None:
+    def __init__(self, path: str | Path, *, read_only: bool = False, _checked: bool = False) -> None:
         self.path = Path(path)
         self.read_only = read_only
         #: one write transaction at a time on this connection (a web app may share one Store across threads)
@@ -351,7 +355,7 @@ class Store:
         #: opened to write: this process's hold on the run's lock (execution.lock), let go on close
         self._hold: Hold | None = None
         if read_only:
-            self._db = self._connect_read_only()
+            self._db = self._connect_read_only(checked=_checked)
         else:
             self._folder_ready()
             hold = self._hold = acquire(self.path.parent)  # one writer per run: a second is refused, naming this
@@ -413,12 +417,18 @@ class Store:
             raise self._open_error(e) from None
         return db
 
-    def _connect_read_only(self) -> sqlite3.Connection:
+    def another_reader(self) -> Store:
+        """Another read-only connection to this store, not checked again (it was when this one was opened: 9 s for
+        1.7 GB): what a forked process reads with, since a connection is never shared across a fork."""
+        return Store(self.path, read_only=True, _checked=True)
+
+    def _connect_read_only(self, *, checked: bool = False) -> sqlite3.Connection:
         uri = f"file:{quote(str(self.path.absolute()))}?mode=ro"
         try:
             db = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
             db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
-            _quick_check(db, self.path)   # a damaged store is refused, not read as if it were whole
+            if not checked:
+                _quick_check(db, self.path)   # a damaged store is refused, not read as if it were whole
             return db
         except sqlite3.OperationalError as e:
             # A WAL store in a folder that cannot be written: SQLite cannot create the -shm file a WAL
@@ -558,12 +568,14 @@ class Store:
         does not read back is an :class:`InputError` naming the case and its row."""
         return list(self.iter_cases())
 
-    def iter_cases(self) -> Iterator[Any]:
+    def iter_cases(self, start: int = 0, stop: int | None = None) -> Iterator[Any]:
         """:meth:`cases`, one at a time: what a reader that holds a few cases at a time reads
-        (:meth:`calls_in_plan_order`)."""
+        (:meth:`calls_in_plan_order`); from the ``start``-th case (0: the first) to before the ``stop``-th (None:
+        to the last)."""
         with self._reading():   # row by row: the raw texts of a large run never sit in memory all at once
             for position, case_id, body in self._db.execute(
-                    "SELECT position, case_id, body FROM cases ORDER BY position"):
+                    "SELECT position, case_id, body FROM cases WHERE position >= ? AND position < ? ORDER BY position",
+                    (start, _NO_END if stop is None else stop)):
                 try:
                     yield loads_json(body)
                 except RefusedJSON as e:
@@ -666,10 +678,12 @@ class Store:
             records = self._to_records(self._db.execute(sql), positions)
         return [records[i] for i in sorted(range(len(records)), key=positions.__getitem__)]
 
-    def calls_in_plan_order(self, *, replies: bool = True, chunk: int = 4096) -> Iterator[list[StoredCall]]:
+    def calls_in_plan_order(self, *, replies: bool = True, chunk: int = 4096,
+                            rows: tuple[int, int | None] = (0, None)) -> Iterator[list[StoredCall]]:
         """The stored calls of the plan (those :meth:`calls` returns, the same read models), streamed in plan order
         ``chunk`` at a time: what a reader that never holds the whole run reads
-        (:func:`~consensus_eval.execution.stored_run.read_stored_by_cases`).
+        (:func:`~consensus_eval.execution.stored_run.read_stored_by_cases`). ``rows``: only the plan's rows from
+        the first (a row of :meth:`plan_row_of`) to before the second (None: to the end).
 
         The plan's rows are walked in the order they were written, which is plan order (:meth:`set_plan` writes
         them by position), each call found by its key: nothing is sorted. A plan whose rows are not in that
@@ -678,18 +692,32 @@ class Store:
         cols = ", ".join(c if c == "NULL" else f"c.{c}" for c in select).replace("c.case_id", "p.case_id", 1)
         # CROSS JOIN: SQLite keeps the plan as the outer loop, so its rowid order needs no sort
         sql = (f"SELECT p.position, {cols} FROM plan p CROSS JOIN calls c ON c.request_hash = p.request_hash "
-               "ORDER BY p.rowid")
+               "WHERE p.rowid >= ? AND p.rowid < ? ORDER BY p.rowid")
         last = -1
         with self._reading():
-            cursor = self._db.execute(sql)
-            while rows := cursor.fetchmany(chunk):
+            cursor = self._db.execute(sql, (rows[0], _NO_END if rows[1] is None else rows[1]))
+            while fetched := cursor.fetchmany(chunk):
                 positions: list[int] = []
-                records = self._to_records(rows, positions)
+                records = self._to_records(fetched, positions)
                 for position in positions:
                     if position <= last:
                         raise PlanOrderError(f"{self.path}: the plan's rows are not in plan order")
                     last = position
                 yield records
+
+    def plan_row_of(self, position: int) -> int | None:
+        """The first of the plan's rows (its rowid, as :meth:`calls_in_plan_order` walks them) that is a call of
+        the ``position``-th case (0: the first); None when the plan has none of its calls. One pass over the plan:
+        where a reader of the cases from that one on starts (:func:`~consensus_eval.execution.stored_run.spans`)."""
+        with self._reading():
+            row = self._db.execute("SELECT min(rowid) FROM plan WHERE case_id = "
+                                   "(SELECT case_id FROM cases WHERE position = ?)", (position,)).fetchone()
+        return None if row is None or row[0] is None else int(row[0])
+
+    def case_count(self) -> int:
+        """How many cases the run has."""
+        with self._reading():
+            return int(self._db.execute("SELECT COUNT(*) FROM cases").fetchone()[0])
 
     def _to_records(self, rows: Iterable[tuple[Any, ...]], positions: list[int] | None) -> list[StoredCall]:
         """The calls of the rows of ``SELECT position, {_READ_COLUMNS}``, each row's position appended to

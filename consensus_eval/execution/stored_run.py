@@ -112,7 +112,8 @@ def read_stored(store: Store, *, replies: bool = True) -> StoredRun:
                      records=records, scores={}, planned=store.plan_size(), missing=missing, in_batches=in_batches)
 
 
-def read_stored_by_cases(store: Store, per_batch: int = 2000, *, replies: bool = True) -> Iterator[StoredRun]:
+def read_stored_by_cases(store: Store, per_batch: int = 2000, *, replies: bool = True,
+                         span: Span | None = None) -> Iterator[StoredRun]:
     """:func:`read_stored`, ``per_batch`` cases at a time: each run it yields holds the run's context (rubric,
     config, ``planned``, ``invalid_lines``), the next ``per_batch`` cases in the run's order and their calls
     in plan order, with their ``missing`` counts (at least one run, with no case for a run without any). What a
@@ -123,7 +124,9 @@ def read_stored_by_cases(store: Store, per_batch: int = 2000, *, replies: bool =
     (adaptive runs, a cascade) is refused before anything is yielded, and any other plan whose case comes back
     after the next one's calls is refused when that call is met, after the runs before it were yielded; either
     way with :class:`~consensus_eval.execution.store.PlanOrderError`, whose caller reads the whole run
-    (:func:`read_stored`)."""
+    (:func:`read_stored`).
+
+    ``span``: only some consecutive cases (one of :func:`spans`), read as if they were the whole run."""
     if per_batch < 1:
         raise ValueError(f"per_batch must be at least 1, not {per_batch}")
     with _valid(store):
@@ -134,12 +137,13 @@ def read_stored_by_cases(store: Store, per_batch: int = 2000, *, replies: bool =
     context = {"rubric": rubric, "config": config, "invalid_lines": store.get_meta("invalid_lines", []),
                "planned": store.plan_size()}
     missing, in_batches = _missing(store)
-    calls = (r for chunk in store.calls_in_plan_order(replies=replies) for r in chunk)
+    span = span or Span()
+    calls = (r for chunk in store.calls_in_plan_order(replies=replies, rows=span.rows) for r in chunk)
     nxt = next(calls, None)
     batch: list[Case] = []
     records: list[StoredCall] = []
     done: set[str] = set()   # the cases whose calls have all been read
-    for body in store.iter_cases():
+    for body in store.iter_cases(*span.cases):
         with _valid(store):
             case = _compact_case(Case.model_validate(body))
         while nxt is not None and nxt.case_id == case.id:
@@ -156,6 +160,35 @@ def read_stored_by_cases(store: Store, per_batch: int = 2000, *, replies: bool =
         raise PlanOrderError(f"{store.path}: the plan's calls of case {nxt.case_id!r} are not in the cases' order")
     if batch or not done:
         yield _part(context, batch, records, missing, in_batches)
+
+
+@dataclass(frozen=True)
+class Span:
+    """Consecutive cases of a run, from the ``cases[0]``-th to before the ``cases[1]``-th (None: the last), and the
+    plan's rows of their calls (:meth:`~consensus_eval.execution.store.Store.calls_in_plan_order`'s ``rows``);
+    the default is the whole run."""
+
+    cases: tuple[int, int | None] = (0, None)
+    rows: tuple[int, int | None] = (0, None)
+
+
+def spans(store: Store, ways: int, per_batch: int = 1) -> list[Span]:
+    """The run cut into at most ``ways`` spans of about as many cases, each a multiple of ``per_batch`` cases but
+    the last: what :func:`read_stored_by_cases` reads in ``ways`` processes. One span (the whole run) when
+    ``ways`` is 1, when the run has too few cases, or when a cut falls on a case with no planned call. Each cut
+    is one pass over the plan (:meth:`~consensus_eval.execution.store.Store.plan_row_of`)."""
+    n = store.case_count()
+    size = -(-n // max(ways, 1))
+    size = -(-size // per_batch) * per_batch   # a whole number of parts: the same parts as in one process
+    cuts = list(range(size, n, size))
+    found = [store.plan_row_of(c) for c in cuts]
+    rows = [r for r in found if r is not None]
+    if not cuts or len(rows) < len(cuts):
+        return [Span()]
+    at = list(zip(cuts, rows, strict=True))
+    starts: list[tuple[int, int]] = [(0, 0), *at]
+    ends: list[tuple[int | None, int | None]] = [*at, (None, None)]
+    return [Span(cases=(c0, c1), rows=(r0, r1)) for (c0, r0), (c1, r1) in zip(starts, ends, strict=True)]
 
 
 def _part(context: dict[str, Any], cases: list[Case], records: list[StoredCall], missing: dict[str, int],

@@ -21,12 +21,14 @@ each file atomically (a name unique to the process, then a rename).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
-from itertools import chain
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import ExitStack
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from consensus_eval._errors import InputError
+from consensus_eval._parallel import beside
 from consensus_eval.analysis.consensus import CaseConsensus
 from consensus_eval.analysis.results import Results
 from consensus_eval.domain.rubric import Rubric
@@ -106,17 +108,28 @@ def _judgment(row: dict[str, Any]) -> dict[str, Any]:
 def write_parquet(results: Results, folder: str | Path) -> list[Path]:
     """judgments.parquet and consensus.parquet of ``results`` into ``folder`` (made if missing); returns their
     paths. Raises :class:`InputError` when pyarrow is missing or a file cannot be written."""
-    return write_parquet_parts([(results.run, results.consensus)], folder)
+    return write_parquet_parts([lambda: [(results.run, results.consensus)]], folder)
 
 
-def write_parquet_parts(parts: Iterable[tuple[StoredRun, Sequence[CaseConsensus]]], folder: str | Path) -> list[Path]:
-    """:func:`write_parquet` of a run given in parts, each a derived run of some of its cases and their consensus
-    (:func:`~consensus_eval.analysis.derived.read_run_by_cases`), in the run's order: what ``export --parquet``
-    writes without holding the run. Each part's rows are written before the next part is read; the files are
-    the same as :func:`write_parquet` writes for the whole run (judgments in batches of :data:`BATCH_ROWS` rows,
-    consensus in one table). At least one part (the run's context). An error the parts raise leaves no file
-    written, and the folder's earlier files as they were."""
+#: a part of a run: a derived run of some of its cases, and their consensus
+Part = tuple[StoredRun, Sequence[CaseConsensus]]
+
+
+def write_parquet_parts(spans: Sequence[Callable[[], Iterable[Part]]], folder: str | Path, *,
+                        cases: int = 0) -> list[Path]:
+    """:func:`write_parquet` of a run given in parts (:func:`~consensus_eval.analysis.derived.read_run_by_cases`):
+    what ``export --parquet`` writes without holding the run. ``spans``: functions each giving the parts of
+    consecutive cases, in the run's order (one function: the whole run); ``cases``: how many the run has.
+
+    The first span's parts are read here, each part's rows written before the next part is read. Every other span
+    is read at the same time in a process of its own (:func:`consensus_eval._parallel.beside`, which reads it
+    here first where forking cannot serve or the run has too few cases), its judgments written to a temporary
+    Arrow file beside the output and its consensus rows sent back; they are copied in after the first span's.
+    The files are the same as one process writes for the whole run: judgments in batches of :data:`BATCH_ROWS`
+    rows, consensus in one table. An error any span raises leaves no file written, and the folder's earlier files
+    as they were."""
     pa = _pyarrow()
+    import pyarrow.ipc
     import pyarrow.parquet as pq
 
     out = Path(folder)
@@ -128,35 +141,70 @@ def write_parquet_parts(parts: Iterable[tuple[StoredRun, Sequence[CaseConsensus]
     except OSError as e:
         raise write_error(out / PARQUET_FILES[0], e) from None
     schema = judgment_schema(pa)
-    parts = iter(parts)
-    first = next(parts)
-    rubric = first[0].rubric
-    columns = consensus_columns(rubric)
-    case_schema = consensus_schema(pa, rubric)
-    per_case: list[Any] = []   # consensus.parquet's rows, written once every part is read
-
-    def judgments() -> Any:
-        rows: list[dict[str, Any]] = []
-        written = 0
-        for run, consensus in chain([first], parts):
-            grounding, drop, scores = run.grounding, run.config.ungrounded == "drop", run.scores
-            for rec in run.records:
-                rows.append(_judgment(judgment_row(rubric, rec, scores.get(rec.request_hash), grounding, drop=drop)))
-                if len(rows) == BATCH_ROWS:
-                    yield pa.RecordBatch.from_pylist(rows, schema=schema)
-                    written += len(rows)
-                    rows = []
-            per_case.append(pa.RecordBatch.from_pylist([{c.name: c.value(case) for c in columns}
-                                                        for case in consensus], schema=case_schema))
-        if rows or not written:
-            yield pa.RecordBatch.from_pylist(rows, schema=schema)
-
     paths = [check_output_path(out / name, name) for name in PARQUET_FILES]
-    _atomic(paths[0], lambda tmp: _write_batches(pq, tmp, schema, judgments()))
+    spilled = [out / f".judgments.{os.getpid()}.{k}.arrow" for k in range(1, len(spans))]
+    per_case: list[Any] = []   # consensus.parquet's rows, written once every span is read
+
+    def spill(span: Callable[[], Iterable[Part]], path: Path) -> list[Any]:   # a span of its own: in a child
+        theirs: list[Any] = []
+        with pa.OSFile(str(path), "wb") as f, pyarrow.ipc.new_stream(f, schema) as w:
+            for batch in _batches(pa, span(), schema, theirs):
+                w.write_batch(batch)
+        return theirs
+
+    try:
+        with ExitStack() as others:
+            pending = [others.enter_context(beside(partial(spill, span, path), cases=cases))
+                       for span, path in zip(spans[1:], spilled, strict=True)]
+
+            def judgments() -> Iterator[Any]:
+                yield from _batches(pa, spans[0](), schema, per_case)
+                for theirs, path in zip(pending, spilled, strict=True):
+                    per_case.extend(theirs.result())
+                    with pa.OSFile(str(path), "rb") as f:
+                        yield from pyarrow.ipc.open_stream(f)
+
+            _atomic(paths[0], lambda tmp: _write_batches(pq, tmp, schema, _rebatched(pa, judgments(), schema)))
+    finally:
+        for path in spilled:
+            path.unlink(missing_ok=True)
     # one chunk, as one table of every case's row is written
-    table = pa.Table.from_batches(per_case, schema=case_schema).combine_chunks()
+    table = pa.Table.from_batches(per_case).combine_chunks()
     _atomic(paths[1], lambda tmp: pq.write_table(table, tmp, compression="zstd"))
     return paths
+
+
+def _batches(pa: Any, parts: Iterable[Part], schema: pa.Schema, per_case: list[Any]) -> Iterator[Any]:
+    """One batch of judgments.parquet's rows per part (its calls in plan order); the part's consensus rows are
+    appended to ``per_case`` as one batch."""
+    for run, consensus in parts:
+        grounding, drop, scores, rubric = run.grounding, run.config.ungrounded == "drop", run.scores, run.rubric
+        yield pa.RecordBatch.from_pylist([_judgment(judgment_row(rubric, rec, scores.get(rec.request_hash), grounding,
+                                                                 drop=drop)) for rec in run.records], schema=schema)
+        columns = consensus_columns(rubric)
+        per_case.append(pa.RecordBatch.from_pylist([{c.name: c.value(case) for c in columns} for case in consensus],
+                                                   schema=consensus_schema(pa, rubric)))
+
+
+def _rebatched(pa: Any, batches: Iterable[Any], schema: pa.Schema) -> Iterator[Any]:
+    """``batches``' rows as batches of :data:`BATCH_ROWS` rows, the last one shorter (one empty batch when there is
+    no row): the row groups judgments.parquet has whatever the parts' sizes."""
+    pending: list[Any] = []
+    held = written = 0
+    for batch in batches:
+        if batch.num_rows:
+            pending.append(batch)
+            held += batch.num_rows
+        while held >= BATCH_ROWS:
+            table = pa.Table.from_batches(pending, schema=schema)
+            yield table.slice(0, BATCH_ROWS).combine_chunks().to_batches()[0]
+            pending = table.slice(BATCH_ROWS).to_batches()
+            held -= BATCH_ROWS
+            written += BATCH_ROWS
+    if held:
+        yield pa.Table.from_batches(pending, schema=schema).combine_chunks().to_batches()[0]
+    elif not written:
+        yield pa.RecordBatch.from_pylist([], schema=schema)
 
 
 def _write_batches(pq: Any, path: Path, schema: pa.Schema, batches: Any) -> None:
