@@ -7,8 +7,11 @@ import csv
 import hashlib
 import json
 import math
+import signal
 import sqlite3
+import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -277,3 +280,73 @@ def test_spans_cut_at_whole_parts_and_cover_the_plan(tmp_path: Path) -> None:
         read = [r.request_hash for s in cut for p in read_stored_by_cases(store, 2, span=s) for r in p.records]
         assert read == whole
         assert spans(store, 20, 1)[-1].cases == (9, None)   # never more spans than cases
+
+
+#: an export in two processes (3-case parts) each of which stops after its first part until it is interrupted:
+#: ``started.<pid>`` says it got there
+_INTERRUPTED = """
+import sys, time
+from pathlib import Path
+sys.path.insert(0, {root!r})
+from consensus_eval import _parallel, api
+from consensus_eval.analysis import derived
+
+folder = Path({folder!r})
+real = derived.read_run_by_cases
+
+def stalls(store, per_batch=2000, **kw):
+    import os
+    for k, part in enumerate(real(store, per_batch, **kw)):
+        yield part
+        if k == 0:
+            (folder / f"started.{{os.getpid()}}").touch()
+            for _ in range(6000):   # 60 s at most: interrupted long before
+                time.sleep(0.01)
+
+api.MIN_CASES = _parallel.MIN_CASES = 1
+api.PARQUET_CASES = 3
+api.usable_cpus = lambda: 2
+api.read_run_by_cases = stalls
+api.export_parquet(folder / "run", folder / "parquet")
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["SIGINT", "SIGKILL"])
+def test_an_export_in_two_processes_stopped_leaves_nothing_behind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                   sig: int) -> None:
+    """SIGINT (Ctrl-C) while both processes are at work (each past its first part): the export ends by the signal,
+    the forked process is stopped and gone, and the folder holds neither parquet file nor any temporary file (the
+    child's Arrow file, the half-written parquet). SIGKILL: the forked process stops too (the system's
+    parent-death signal) and removes its Arrow file; only the killed process's half-written parquet is left, under
+    a hidden temporary name, as any file being written by a process killed so."""
+    _forked(monkeypatch)   # skipped where this machine cannot fork
+    build_big_run(tmp_path / "run", n_cases=12, n_judges=2)
+    (tmp_path / "parquet").mkdir()
+    proc = subprocess.Popen([sys.executable, "-c", _INTERRUPTED.format(root=str(ROOT), folder=str(tmp_path))],
+                            stderr=subprocess.PIPE, text=True)
+    started: list[Path] = []
+    for _ in range(6000):   # both processes past their first part (60 s at most)
+        started = list(tmp_path.glob("started.*"))
+        if len(started) == 2 or proc.poll() is not None:
+            break
+        time.sleep(0.01)
+    assert len(started) == 2, proc.stderr.read() if proc.stderr else ""
+    assert len(list((tmp_path / "parquet").iterdir())) == 2   # the child's Arrow file, the parquet being written
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == -sig, err
+    child = next(pid for pid in (int(p.name.split(".")[1]) for p in started) if pid != proc.pid)
+    for _ in range(6000):   # a child's exit follows its parent's (60 s at most)
+        if _state(child) in ("gone", "Z"):
+            break
+        time.sleep(0.01)
+    assert _state(child) in ("gone", "Z")
+    left = [p.name for p in (tmp_path / "parquet").iterdir()]
+    assert left == ([] if sig == signal.SIGINT else [f".judgments.parquet.{proc.pid}.tmp"])
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "gone"

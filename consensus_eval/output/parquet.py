@@ -147,9 +147,13 @@ def write_parquet_parts(spans: Sequence[Callable[[], Iterable[Part]]], folder: s
 
     def spill(span: Callable[[], Iterable[Part]], path: Path) -> list[Any]:   # a span of its own: in a child
         theirs: list[Any] = []
-        with pa.OSFile(str(path), "wb") as f, pyarrow.ipc.new_stream(f, schema) as w:
-            for batch in _batches(pa, span(), schema, theirs):
-                w.write_batch(batch)
+        try:
+            with pa.OSFile(str(path), "wb") as f, pyarrow.ipc.new_stream(f, schema) as w:
+                for batch in _batches(pa, span(), schema, theirs):
+                    w.write_batch(batch)
+        except BaseException:   # stopped (its parent's Ctrl-C, or killed: SIGTERM) or failed: nothing left behind
+            path.unlink(missing_ok=True)
+            raise
         return theirs
 
     try:
