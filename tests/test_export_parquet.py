@@ -28,7 +28,8 @@ from tests.big_run import build_big_run
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
-from consensus_eval.output.parquet import write_parquet  # noqa: E402  (needs pyarrow only when called)
+from consensus_eval.output import parquet  # noqa: E402  (needs pyarrow only when called)
+from consensus_eval.output.parquet import write_parquet  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 #: a run of each rubric kind, offline: deductions (the rules judge and three simulated judges), likert (PDQI-9),
@@ -350,3 +351,24 @@ def _state(pid: int) -> str:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except OSError:
         return "gone"
+
+
+def test_the_rows_of_a_whole_run_are_made_a_batch_at_a_time(run: Path, tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """write_parquet of a whole run (the fallback of a plan that grew) turns BATCH_ROWS calls at a time into Arrow,
+    never every call's row at once (6.3 GB at 100,000 x 4); patched to 7 rows, the same rows in the file."""
+    sizes: list[int] = []
+    real = parquet._judgment_batch
+
+    def counted(pa_: Any, schema: Any, rows: list[dict[str, Any]]) -> Any:
+        sizes.append(len(rows))
+        return real(pa_, schema, rows)
+
+    monkeypatch.setattr(parquet, "BATCH_ROWS", 7)
+    monkeypatch.setattr(parquet, "_judgment_batch", counted)
+    results = api.load_run(run, replies=False)
+    write_parquet(results, tmp_path / "pq")
+    assert max(sizes) == 7 and sum(sizes) == len(results.records)
+    table = pq.read_table(tmp_path / "pq" / "judgments.parquet")
+    assert table.column("request_hash").to_pylist() == [r.request_hash for r in results.records]
+    assert pq.ParquetFile(tmp_path / "pq" / "judgments.parquet").metadata.row_group(0).num_rows == 7

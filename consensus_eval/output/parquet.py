@@ -179,15 +179,24 @@ def write_parquet_parts(spans: Sequence[Callable[[], Iterable[Part]]], folder: s
 
 
 def _batches(pa: Any, parts: Iterable[Part], schema: pa.Schema, per_case: list[Any]) -> Iterator[Any]:
-    """One batch of judgments.parquet's rows per part (its calls in plan order); the part's consensus rows are
+    """judgments.parquet's rows of each part (its calls in plan order), :data:`BATCH_ROWS` calls a batch at most (the
+    rows of a batch are dicts until it is made: a whole run's would take gigabytes); the part's consensus rows are
     appended to ``per_case`` as one batch."""
     for run, consensus in parts:
         grounding, drop, scores, rubric = run.grounding, run.config.ungrounded == "drop", run.scores, run.rubric
-        yield pa.RecordBatch.from_pylist([_judgment(judgment_row(rubric, rec, scores.get(rec.request_hash), grounding,
-                                                                 drop=drop)) for rec in run.records], schema=schema)
+        records = run.records
+        for start in range(0, len(records), BATCH_ROWS):
+            yield _judgment_batch(pa, schema, [_judgment(judgment_row(rubric, rec, scores.get(rec.request_hash),
+                                                                      grounding, drop=drop))
+                                               for rec in records[start:start + BATCH_ROWS]])
         columns = consensus_columns(rubric)
         per_case.append(pa.RecordBatch.from_pylist([{c.name: c.value(case) for c in columns} for case in consensus],
                                                    schema=consensus_schema(pa, rubric)))
+
+
+def _judgment_batch(pa: Any, schema: pa.Schema, rows: list[dict[str, Any]]) -> Any:
+    """judgments.parquet's ``rows`` as one Arrow batch."""
+    return pa.RecordBatch.from_pylist(rows, schema=schema)
 
 
 def _rebatched(pa: Any, batches: Iterable[Any], schema: pa.Schema) -> Iterator[Any]:
