@@ -12,9 +12,9 @@ Builds (once per size, in ``--stores``) a run of N cases x J judges written stra
   about 40 GB).
 
 Each run reports its wall time, its CPU time (user + system of the process and of the processes it forked and
-waited for), the peak RSS of the largest process, and the peak of the RSS of every process of its tree summed
-(sampled every 0.2 s from ``/proc``); the SHA-256 of the two files, which must be the same every way. Medians per
-way, and the ratio to ``whole``, at the end.
+waited for), the peak RSS of its largest process (``wait4``'s), and the peak of the RSS of every process of its
+tree summed (sampled every 0.2 s from ``/proc``); the SHA-256 of the two files, which must be the same every way.
+Medians per way, and the ratio to ``whole``, at the end.
 
     .venv/bin/python bench/export_bench.py --cases 100000 --stores /tmp/export-stores --repeats 3
     .venv/bin/python bench/export_bench.py --cases 1000000 --stores /tmp/export-stores --repeats 1 --no-whole
@@ -26,7 +26,6 @@ import argparse
 import hashlib
 import json
 import os
-import resource
 import shutil
 import statistics
 import subprocess
@@ -84,21 +83,22 @@ def one_run(folder: Path, way: str) -> dict[str, object]:
     else:
         env.pop("CONSENSUS_EVAL_PROCESSES", None)
     code = CHILD.format(root=str(ROOT), whole=way == "whole", folder=str(folder), dest=str(dest))
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-c", code], env=env)
     peak_tree = 0
-    while proc.poll() is None:
+    while True:   # reaped here, with the rusage of this process alone (and of the processes it waited for)
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            break
         peak_tree = max(peak_tree, _tree_rss(proc.pid))
         time.sleep(0.2)
     wall = time.perf_counter() - t
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if proc.returncode:
-        raise SystemExit(f"export {way} of {folder} failed (exit {proc.returncode})")
+    if os.waitstatus_to_exitcode(status):
+        raise SystemExit(f"export {way} of {folder} failed (exit {os.waitstatus_to_exitcode(status)})")
     digests = {p.name: hashlib.sha256(p.read_bytes()).hexdigest()[:16] for p in sorted(dest.glob("*.parquet"))}
     shutil.rmtree(dest)
-    return {"way": way, "wall": wall, "cpu": (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime),
-            "peak_mb": after.ru_maxrss / 1024, "tree_mb": peak_tree / 1024, "digests": digests}
+    return {"way": way, "wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "peak_mb": usage.ru_maxrss / 1024,
+            "tree_mb": peak_tree / 1024, "digests": digests}
 
 
 def main() -> None:
