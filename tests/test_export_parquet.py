@@ -372,3 +372,22 @@ def test_the_rows_of_a_whole_run_are_made_a_batch_at_a_time(run: Path, tmp_path:
     table = pq.read_table(tmp_path / "pq" / "judgments.parquet")
     assert table.column("request_hash").to_pylist() == [r.request_hash for r in results.records]
     assert pq.ParquetFile(tmp_path / "pq" / "judgments.parquet").metadata.row_group(0).num_rows == 7
+
+
+def test_a_plan_in_another_order_than_the_cases_is_one_span_and_read_whole(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cases' calls in the plan last case first: the cuts' first calls are not in the cases' order, so spans
+    gives the whole run as one span, whose reader refuses it (the first case's calls come back last); export falls
+    back to the whole run and writes its bytes."""
+    monkeypatch.setattr(api, "PARQUET_CASES", 2)
+    folder = tmp_path / "run"
+    build_big_run(folder, n_cases=9, n_judges=2)
+    with Store.open_existing(folder) as store:
+        plan = store.plan()
+        by_case = [plan[k:k + 6] for k in range(0, len(plan), 6)]   # 2 judges x 3 dimensions a case
+        store.set_plan([c for calls in reversed(by_case) for c in calls])
+        assert spans(store, 3, 2) == [Span()]
+        with pytest.raises(PlanOrderError):
+            list(read_stored_by_cases(store, 2))
+    api.export_parquet(folder, tmp_path / "parts")
+    _same_as_whole(folder, tmp_path / "parts", tmp_path / "whole")

@@ -175,7 +175,8 @@ class Span:
 def spans(store: Store, ways: int, per_batch: int = 1) -> list[Span]:
     """The run cut into at most ``ways`` spans of about as many cases, each a multiple of ``per_batch`` cases but
     the last: what :func:`read_stored_by_cases` reads in ``ways`` processes. One span (the whole run) when
-    ``ways`` is 1, when the run has too few cases, or when a cut falls on a case with no planned call. Each cut
+    ``ways`` is 1, when the run has too few cases, when a cut falls on a case with no planned call, or when the cuts'
+    first calls are not in the cases' order (a plan in another order: its one span is refused as it is read). Each cut
     is one pass over the plan (:meth:`~consensus_eval.execution.store.Store.plan_row_of`)."""
     n = store.case_count()
     size = -(-n // max(ways, 1))
@@ -183,8 +184,8 @@ def spans(store: Store, ways: int, per_batch: int = 1) -> list[Span]:
     cuts = list(range(size, n, size))
     found = [store.plan_row_of(c) for c in cuts]
     rows = [r for r in found if r is not None]
-    if not cuts or len(rows) < len(cuts):
-        return [Span()]
+    if not cuts or len(rows) < len(cuts) or rows != sorted(set(rows)):
+        return [Span()]   # the cases' calls not in the cases' order: read as one span, which says so
     at = list(zip(cuts, rows, strict=True))
     starts: list[tuple[int, int]] = [(0, 0), *at]
     ends: list[tuple[int | None, int | None]] = [*at, (None, None)]
