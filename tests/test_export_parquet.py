@@ -190,7 +190,7 @@ def test_export_a_few_cases_at_a_time_writes_the_same_bytes(run: Path, tmp_path:
 
 
 def test_parts_are_the_stored_run_cut_by_cases(tmp_path: Path) -> None:
-    """read_stored_by_cases: each case once, in order, with its calls in plan order (failed ones too) and its
+    """read_stored_by_cases: each case once, in order, with its calls in plan order and its
     missing calls; together exactly read_stored's records. No part holds more than per_batch cases."""
     folder = tmp_path / "run"
     build_big_run(folder, n_cases=23, n_judges=2)
