@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from consensus_eval._errors import InputError, format_validation_error
+from consensus_eval._errors import InputError, UsageError, format_validation_error
 from consensus_eval._gc import gc_paused_call
 from consensus_eval.domain.cases import Case, Turn
 from consensus_eval.domain.config import EvalConfig
@@ -128,7 +128,7 @@ def read_stored_by_cases(store: Store, per_batch: int = 2000, *, replies: bool =
 
     ``span``: only some consecutive cases (one of :func:`spans`), read as if they were the whole run."""
     if per_batch < 1:
-        raise ValueError(f"per_batch must be at least 1, not {per_batch}")
+        raise UsageError(f"per_batch must be at least 1, not {per_batch}")
     with _valid(store):
         rubric = Rubric.model_validate(store.get_meta("rubric"))
         config = EvalConfig.model_validate(store.get_meta("config"))
