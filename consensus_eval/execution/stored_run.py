@@ -102,14 +102,12 @@ def read_stored(store: Store, *, replies: bool = True) -> StoredRun:
     A run context this version no longer accepts (written by an older consensus-eval whose checks
     were looser) is an :class:`InputError` saying so, not a traceback.
     """
+    context = _context(store)
     with _valid(store):
-        rubric = Rubric.model_validate(store.get_meta("rubric"))
-        config = EvalConfig.model_validate(store.get_meta("config"))
         cases = [_compact_case(Case.model_validate(c)) for c in store.cases()]
     records = store.calls(replies=replies)
     missing, in_batches = _missing(store)
-    return StoredRun(rubric=rubric, config=config, cases=cases, invalid_lines=store.get_meta("invalid_lines", []),
-                     records=records, scores={}, planned=store.plan_size(), missing=missing, in_batches=in_batches)
+    return StoredRun(cases=cases, records=records, scores={}, missing=missing, in_batches=in_batches, **context)
 
 
 def read_stored_by_cases(store: Store, per_batch: int = 2000, *, replies: bool = True,
@@ -129,13 +127,9 @@ def read_stored_by_cases(store: Store, per_batch: int = 2000, *, replies: bool =
     ``span``: only some consecutive cases (one of :func:`spans`), read as if they were the whole run."""
     if per_batch < 1:
         raise UsageError(f"per_batch must be at least 1, not {per_batch}")
-    with _valid(store):
-        rubric = Rubric.model_validate(store.get_meta("rubric"))
-        config = EvalConfig.model_validate(store.get_meta("config"))
-    if config.grows:
+    context = _context(store)
+    if context["config"].grows:
         raise PlanOrderError(f"{store.path}: a plan that grows by rounds gives a case's calls in each round")
-    context = {"rubric": rubric, "config": config, "invalid_lines": store.get_meta("invalid_lines", []),
-               "planned": store.plan_size()}
     missing, in_batches = _missing(store)
     span = span or Span()
     calls = (r for chunk in store.calls_in_plan_order(replies=replies, rows=span.rows) for r in chunk)
@@ -198,6 +192,15 @@ def _part(context: dict[str, Any], cases: list[Case], records: list[StoredCall],
     run's (a count of the run, not of its cases)."""
     gaps = {c.id: missing[c.id] for c in cases if c.id in missing}
     return StoredRun(cases=cases, records=records, scores={}, missing=gaps, in_batches=in_batches, **context)
+
+
+def _context(store: Store) -> dict[str, Any]:
+    """What every read of a run holds whatever its cases: rubric, config, ``invalid_lines``, ``planned``."""
+    with _valid(store):
+        rubric = Rubric.model_validate(store.get_meta("rubric"))
+        config = EvalConfig.model_validate(store.get_meta("config"))
+    return {"rubric": rubric, "config": config, "invalid_lines": store.get_meta("invalid_lines", []),
+            "planned": store.plan_size()}
 
 
 def _missing(store: Store) -> tuple[dict[str, int], int]:
