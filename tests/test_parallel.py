@@ -19,6 +19,7 @@ from consensus_eval import _parallel
 from consensus_eval._errors import InputError, WorkerLost
 from consensus_eval._parallel import MIN_CASES, PROCESSES_ENV, beside, can_fork
 from consensus_eval.domain.writable import atomic_writer
+from consensus_eval.execution.store import CHECKED_NAME
 
 #: a run large enough for a second process
 BIG = MIN_CASES
@@ -201,9 +202,11 @@ def _state(pid: int) -> str:
 
 
 def _outputs(folder: Path) -> dict[str, bytes]:
-    """Every output file's bytes, the minute the reports were written masked."""
+    """Every output file's bytes, the minute the reports were written masked (not the store, nor the record of its file
+    found whole: CHECKED_NAME)."""
     return {str(p.relative_to(folder)): re.sub(rb"\d{4}-\d\d-\d\d \d\d:\d\d UTC", b"<minute>", p.read_bytes())
-            for p in sorted(folder.rglob("*")) if p.is_file() and not p.name.startswith("results.sqlite")}
+            for p in sorted(folder.rglob("*"))
+            if p.is_file() and not p.name.startswith(("results.sqlite", CHECKED_NAME))}
 
 
 @forks

@@ -27,7 +27,12 @@ changed (a re-import of the same sheet adds nothing). One process writes a run's
 write holds the run's lock (:mod:`consensus_eval.execution.lock`; a team change runs beside the review server, each
 write one transaction, and a label write checks its reviewer's membership and key: ``member_key``), and a store
 that is there is checked whole (``PRAGMA quick_check``, read-only) before anything is written to it
-(:func:`check_whole`); connections wait for each other (WAL journal, ``busy_timeout``).
+(:func:`check_whole`), as it is before it is read; connections wait for each other (WAL journal, ``busy_timeout``).
+A check reads every page (9 s for 1.7 GB, minutes for 17.5 GB), so it is made once per state of the file: a store
+found whole, or closed by the writer that checked it, has the file's identity recorded beside it (:data:`CHECKED_NAME`:
+device, inode, size, modification and change times, the header's change counter and page count), and an open that
+finds the same identity, with no journal beside the store, does not read it all again. Anything that writes the file
+from outside (a copy, an edit, a restore) changes its change time, so the next open checks it whole.
 
 Spot checks and the team (schema 5): the ``spot_checks`` table holds the random sample drawn by
 ``audit --spot-check`` with each case's inclusion probability and its part (tuning or held out, schema 9;
@@ -130,6 +135,8 @@ __all__ = [
 BUSY_TIMEOUT_S = 30.0
 #: the store's file name inside an output folder
 STORE_NAME = "results.sqlite"
+#: beside the store: the identity of the file when it was last known whole (module docstring, :func:`check_whole`)
+CHECKED_NAME = f".{STORE_NAME}.checked"
 
 
 class CallRecord(CallOutcome):
@@ -427,8 +434,10 @@ class Store:
         try:
             db = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
             db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
-            if not checked:
+            if not checked and not _known_whole(self.path):
+                seen = _identity(self.path)
                 _quick_check(db, self.path)   # a damaged store is refused, not read as if it were whole
+                _record_whole(self.path, seen)
             return db
         except sqlite3.OperationalError as e:
             # A WAL store in a folder that cannot be written: SQLite cannot create the -shm file a WAL
@@ -518,6 +527,8 @@ class Store:
         self._db.close()
         if self._hold is not None:
             hold, self._hold = self._hold, None
+            if hold.store_checked:   # whole when this process began to write it, and written since by SQLite alone
+                _record_whole(self.path)
             release(hold)
 
     def __enter__(self) -> Store:
@@ -1047,19 +1058,73 @@ def check_whole(path: Path) -> None:
                 return
     except OSError:
         return
+    if _known_whole(path):
+        return
     uri = f"file:{quote(str(path.absolute()))}?mode=ro"
     try:
         db = sqlite3.connect(uri, uri=True, isolation_level=None)
     except sqlite3.Error:
         return
     try:
+        seen = _identity(path)
         _quick_check(db, path)
+        _record_whole(path, seen)
     except sqlite3.OperationalError:
         return   # cannot be read without writing (a WAL store in a folder it cannot make -shm in): opened as before
     except sqlite3.DatabaseError as e:
         raise _damaged(path, str(e)) from None
     finally:
         db.close()
+
+
+def _identity(path: Path) -> list[object] | None:
+    """The store file ``path`` as :data:`CHECKED_NAME` records it (module docstring); None when it has a journal
+    beside it (its content is then the file and the journal: not what the identity covers) or cannot be read."""
+    if any(path.with_name(path.name + end).exists() for end in ("-wal", "-journal")):
+        return None
+    try:
+        with open(path, "rb") as f:
+            st = os.fstat(f.fileno())
+            header = f.read(32)
+    except OSError:
+        return None
+    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, header[24:32].hex()]
+
+
+def _marker(path: Path) -> Path:
+    """Where the identity of the store ``path`` is recorded (:data:`CHECKED_NAME` for a run's store)."""
+    return path.with_name(f".{path.name}.checked")
+
+
+def _known_whole(path: Path) -> bool:
+    """Whether the store ``path`` is as it was when last known whole (:func:`_record_whole`)."""
+    found = _identity(path)
+    if found is None:
+        return False
+    try:
+        return bool(json.loads(_marker(path).read_bytes()) == found)
+    except (OSError, ValueError):
+        return False
+
+
+def _record_whole(path: Path, checked: list[object] | None = None) -> None:
+    """Record the store ``path`` as whole as it now is, so that the next open does not read all of it again: after a
+    check (``checked``: its identity when the check began; nothing is recorded if the file changed during the check)
+    or when the writer that found it whole closes it. Nothing is recorded where the folder cannot be written (each
+    open checks the store there) or while a journal is beside it."""
+    found = _identity(path)
+    marker = _marker(path)
+    if found is None or (checked is not None and found != checked):
+        with suppress(OSError):
+            marker.unlink()
+        return
+    tmp = marker.with_name(f"{marker.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(json.dumps(found), encoding="ascii")
+        os.replace(tmp, marker)
+    except OSError:
+        with suppress(OSError):
+            tmp.unlink()
 
 
 def _quick_check(db: sqlite3.Connection, path: Path) -> None:
