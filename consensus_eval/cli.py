@@ -45,7 +45,12 @@ def friendly_errors(fn: F) -> F:
         # out of the garbage collector's reach (consensus_eval._gc; the Python API never does this)
         freeze_when_done()
         try:
-            return guarded(fn)(*args, **kwargs)  # any console encoding; a stdout that fails is exit 1, one line
+            with _terminate_as_interrupt():
+                return guarded(fn)(*args, **kwargs)  # any console encoding; a stdout that fails is exit 1, one line
+        except KeyboardInterrupt:   # Ctrl-C or SIGTERM: what was being written is removed, what was there kept
+            err_console.print("interrupted: the file being written was removed; every output is as it was or whole "
+                              "(rerun the command)", highlight=False, soft_wrap=True)
+            raise typer.Exit(EXIT_INTERRUPTED) from None
         except RunBusy as e:  # another command writes the run: nothing was written (README, "Exit codes")
             err_console.print(Text.assemble(("error:", "bold red"), " ", str(e)), highlight=False, soft_wrap=True)
             raise typer.Exit(EXIT_BUSY) from None
@@ -58,6 +63,29 @@ def friendly_errors(fn: F) -> F:
             raise typer.Exit(2) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+@contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    """SIGTERM (what a scheduler, a container or ``kill`` sends) raised as Ctrl-C's ``KeyboardInterrupt`` for the body,
+    so a command stopped so cleans up as Ctrl-C makes it: the temporary file of an output being written is
+    removed, a forked stage is stopped, the run's lock let go. Left as it is where a handler is set already (the
+    caller's, or a command's own: ``score`` stops its calls and rebuilds) or off the main thread."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) != signal.SIG_DFL:
+        yield
+        return
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 DEFAULT_CONFIG = "configs/default.yaml"  # = config.DEFAULT_CONFIG; not imported, to keep start-up light

@@ -308,22 +308,29 @@ api.MIN_CASES = _parallel.MIN_CASES = 1
 api.PARQUET_CASES = 3
 api.usable_cpus = lambda: 2
 api.read_run_by_cases = stalls
-api.export_parquet(folder / "run", folder / "parquet")
+if {cli!r}:   # the command a user runs, as a scheduler or a container stops it
+    from consensus_eval.cli import app
+    app(["export", str(folder / "run"), "--parquet", str(folder / "parquet")], prog_name="consensus-eval")
+else:
+    api.export_parquet(folder / "run", folder / "parquet")
 """
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["SIGINT", "SIGKILL"])
+@pytest.mark.parametrize(("sig", "cli"), [(signal.SIGINT, False), (signal.SIGKILL, False), (signal.SIGTERM, True),
+                                          (signal.SIGINT, True)],
+                         ids=["SIGINT", "SIGKILL", "cli-SIGTERM", "cli-SIGINT"])
 def test_an_export_in_two_processes_stopped_leaves_nothing_behind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                                   sig: int) -> None:
+                                                                   sig: int, cli: bool) -> None:
     """SIGINT (Ctrl-C) while both processes are at work (each past its first part): the export ends by the signal,
     the forked process is stopped and gone, and the folder holds neither parquet file nor any temporary file (the
     child's Arrow file, the half-written parquet). SIGKILL: the forked process stops too (the system's
     parent-death signal) and removes its Arrow file; only the killed process's half-written parquet is left, under
-    a hidden temporary name, as any file being written by a process killed so."""
+    a hidden temporary name, as any file being written by a process killed so. The command (``cli``) stopped by
+    SIGTERM, as a scheduler or a container stops it, or by Ctrl-C: exit 130, saying so, nothing left."""
     _forked(monkeypatch)   # skipped where this machine cannot fork
     build_big_run(tmp_path / "run", n_cases=12, n_judges=2)
     (tmp_path / "parquet").mkdir()
-    proc = subprocess.Popen([sys.executable, "-c", _INTERRUPTED.format(root=str(ROOT), folder=str(tmp_path))],
+    proc = subprocess.Popen([sys.executable, "-c", _INTERRUPTED.format(root=str(ROOT), folder=str(tmp_path), cli=cli)],
                             stderr=subprocess.PIPE, text=True)
     started: list[Path] = []
     for _ in range(6000):   # both processes past their first part (60 s at most)
@@ -335,7 +342,11 @@ def test_an_export_in_two_processes_stopped_leaves_nothing_behind(tmp_path: Path
     assert len(list((tmp_path / "parquet").iterdir())) == 2   # the child's Arrow file, the parquet being written
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=120)
-    assert proc.returncode == -sig, err
+    if cli:
+        assert proc.returncode == 130, err
+        assert "interrupted" in err and "Traceback" not in err, err
+    else:
+        assert proc.returncode == -sig, err
     child = next(pid for pid in (int(p.name.split(".")[1]) for p in started) if pid != proc.pid)
     for _ in range(6000):   # a child's exit follows its parent's (60 s at most)
         if _state(child) in ("gone", "Z"):
@@ -343,7 +354,7 @@ def test_an_export_in_two_processes_stopped_leaves_nothing_behind(tmp_path: Path
         time.sleep(0.01)
     assert _state(child) in ("gone", "Z")
     left = [p.name for p in (tmp_path / "parquet").iterdir()]
-    assert left == ([] if sig == signal.SIGINT else [f".judgments.parquet.{proc.pid}.tmp"])
+    assert left == ([f".judgments.parquet.{proc.pid}.tmp"] if sig == signal.SIGKILL else [])
 
 
 def _state(pid: int) -> str:
