@@ -11,13 +11,20 @@ Builds (once per size, in ``--stores``) a run of N cases x J judges written stra
   :func:`consensus_eval.output.parquet.write_parquet`; skipped with ``--no-whole`` (at 1,000,000 x 4 it needs
   about 40 GB).
 
+``--command reliability``: instead, the reliability report alone (what ``reliability RUN --json`` writes), each way:
+
+- ``parts``: :func:`consensus_eval.api.reliability` (a run without labels: read 2,000 cases at a time, the
+  figures' columns kept);
+- ``whole``: the run read at once (:func:`consensus_eval.api.load_run`), then its ``reliability``.
+
 Each run reports its wall time, its CPU time (user + system of the process and of the processes it forked and
 waited for), the peak RSS of its largest process (``wait4``'s), and the peak of the RSS of every process of its
 tree summed (sampled every 0.2 s from ``/proc``); the SHA-256 of the two files, which must be the same every way.
-Medians per way, and the ratio to ``whole``, at the end.
+Medians per way, and the ratio to ``whole``, at the end (the digest: of the files, or of reliability.json's bytes).
 
     .venv/bin/python bench/export_bench.py --cases 100000 --stores /tmp/export-stores --repeats 3
     .venv/bin/python bench/export_bench.py --cases 1000000 --stores /tmp/export-stores --repeats 1 --no-whole
+    .venv/bin/python bench/export_bench.py --command reliability --cases 100000 --stores /tmp/export-stores
 """
 
 from __future__ import annotations
@@ -51,6 +58,18 @@ else:
 """
 
 
+RELIABILITY = """
+import sys
+from pathlib import Path
+sys.path.insert(0, {root!r})
+from consensus_eval import api
+from consensus_eval.domain.writable import dumps_json
+report = api.load_run({folder!r}, replies=False, reuse_saved=False).reliability if {whole!r} else \
+    api.reliability({folder!r})
+Path({dest!r}, "reliability.json").write_text(dumps_json(report.to_json(), ensure_ascii=False, indent=2))
+"""
+
+
 def _tree_rss(pid: int) -> int:
     """The RSS (kB) of ``pid`` and of every process whose parent is in the tree, summed."""
     children: dict[int, list[int]] = {}
@@ -74,15 +93,16 @@ def _tree_rss(pid: int) -> int:
     return total
 
 
-def one_run(folder: Path, way: str) -> dict[str, object]:
-    """One export of ``folder``'s store ``way`` in a fresh process: its figures and the files' digests."""
+def one_run(folder: Path, way: str, command: str = "export") -> dict[str, object]:
+    """One ``command`` of ``folder``'s store ``way`` in a fresh process: its figures and the files' digests."""
     dest = Path(tempfile.mkdtemp(prefix="export-bench-"))
     env = dict(os.environ)
     if way == "one":
         env["CONSENSUS_EVAL_PROCESSES"] = "1"
     else:
         env.pop("CONSENSUS_EVAL_PROCESSES", None)
-    code = CHILD.format(root=str(ROOT), whole=way == "whole", folder=str(folder), dest=str(dest))
+    code = (CHILD if command == "export" else RELIABILITY).format(root=str(ROOT), whole=way == "whole",
+                                                                  folder=str(folder), dest=str(dest))
     t = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-c", code], env=env)
     peak_tree = 0
@@ -95,7 +115,8 @@ def one_run(folder: Path, way: str) -> dict[str, object]:
     wall = time.perf_counter() - t
     if os.waitstatus_to_exitcode(status):
         raise SystemExit(f"export {way} of {folder} failed (exit {os.waitstatus_to_exitcode(status)})")
-    digests = {p.name: hashlib.sha256(p.read_bytes()).hexdigest()[:16] for p in sorted(dest.glob("*.parquet"))}
+    digests = {p.name: hashlib.sha256(p.read_bytes()).hexdigest()[:16]
+               for p in sorted([*dest.glob("*.parquet"), *dest.glob("*.json")])}
     shutil.rmtree(dest)
     return {"way": way, "wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "peak_mb": usage.ru_maxrss / 1024,
             "tree_mb": peak_tree / 1024, "digests": digests}
@@ -108,8 +129,9 @@ def main() -> None:
     ap.add_argument("--stores", type=Path, default=Path(tempfile.gettempdir()) / "export-bench-stores")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--no-whole", action="store_true", help="leave out the whole-run read (too large for memory)")
+    ap.add_argument("--command", choices=("export", "reliability"), default="export")
     args = ap.parse_args()
-    ways = ["parts", "one"] + ([] if args.no_whole else ["whole"])
+    ways = ["parts"] + (["one"] if args.command == "export" else []) + ([] if args.no_whole else ["whole"])
     for n in args.cases:
         folder = args.stores / f"{n}x{args.judges}"
         if not (folder / "results.sqlite").is_file():
@@ -121,7 +143,7 @@ def main() -> None:
         for r in range(args.repeats):
             for way in ways:
                 load = os.getloadavg()[0]
-                res = one_run(folder, way)
+                res = one_run(folder, way, args.command)
                 res["load"] = load
                 runs.append(res)
                 print(json.dumps({"cases": n, "round": r + 1, **res}), flush=True)

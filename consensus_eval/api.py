@@ -41,7 +41,7 @@ from consensus_eval.analysis.heldout import ClinicianComparison, compare_with_cl
 from consensus_eval.analysis.human import label_counts, read_labels
 from consensus_eval.analysis.invariance import invariance
 from consensus_eval.analysis.paired_boot import N_BOOT as N_PAIRED_BOOT
-from consensus_eval.analysis.reliability import ReliabilityReport
+from consensus_eval.analysis.reliability import ReliabilityColumns, ReliabilityReport
 from consensus_eval.analysis.results import Results, analyze
 from consensus_eval.analysis.spotcheck import Stratify, draw, split
 from consensus_eval.domain.calibration.bases import Planting, user_suite
@@ -689,6 +689,35 @@ def export_parquet(folder: str | Path, dest: str | Path) -> list[Path]:
         except PlanOrderError:
             pass   # a plan that grew by rounds gives a case's calls in each round: read as a whole, below
     return write_parquet(load_run(folder, replies=False), dest)
+
+
+@gc_paused_call   # the parts make no reference cycle (export_parquet)
+def reliability(folder: str | Path, *, n_boot: int = 1000, seed: int = DEFAULT_SEED) -> ReliabilityReport:
+    """The reliability report of ``folder``'s run (what ``reliability.json`` holds: :attr:`Results.reliability`).
+
+    A run with no human label and no spot check is read :data:`PARQUET_CASES` cases at a time, each part's
+    figures' columns kept and its calls dropped (:class:`~consensus_eval.analysis.reliability.ReliabilityColumns`):
+    the same report to the last bit, in memory that does not grow with the run's calls. Otherwise, or when its plan
+    grew by rounds, the whole run is read (:func:`load_run`): the human sections read the labelled cases' calls.
+
+    Args:
+        folder: The run's output folder.
+        n_boot: Bootstrap resamples for each interval (0: none).
+        seed: The bootstrap's seed.
+    """
+    _resamples(n_boot)
+    with Store.open_existing(Path(folder), read_only=True) as store:
+        if not store.human_labels() and not store.spot_checks():
+            columns: ReliabilityColumns | None = None
+            try:
+                for part in read_run_by_cases(store, PARQUET_CASES, replies=False):
+                    columns = columns or ReliabilityColumns(part)
+                    columns.add(part, consensus_of_run(part))
+            except PlanOrderError:
+                columns = None   # a plan that grew by rounds gives a case's calls in each round: read whole, below
+            if columns is not None:
+                return columns.report(n_boot, seed)
+    return load_run(folder, n_boot=n_boot, seed=seed, reuse_saved=False, replies=False).reliability
 
 
 def _parts(store: Store, span: Span, *, first: bool) -> Iterator[tuple[StoredRun, list[CaseConsensus]]]:

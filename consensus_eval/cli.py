@@ -459,6 +459,12 @@ def reliability(
 
     if human is not None:
         _import_human(run_dir, human, reviewer, encoding, bootstrap, wait_lock=wait_lock)
+    if json_out and not calibrated and export_errors is None:
+        # the figures alone: a part of the run at a time where it has no labels (api.reliability), at any size
+        lean = api.reliability(run_dir, n_boot=bootstrap, seed=seed)
+        write_json(run_dir / "reliability.json", lean.to_json())
+        print(dumps_json(lean.to_json(), ensure_ascii=False, indent=2))
+        return
     results = api.load_run(run_dir, n_boot=bootstrap, seed=seed, reuse_saved=False, replies=False)
     report = results.reliability
     if calibrated:

@@ -66,6 +66,18 @@ def cli_global_state() -> Iterator[None]:
     sys.argv[:] = argv
 
 
+@pytest.fixture(scope="module", params=["deductions", "likert", "criteria"])
+def kind_run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An offline run of each rubric kind (``tests.helpers.OFFLINE_RUNS``), scored once per module (50 resamples)."""
+    from consensus_eval import api
+    from tests.helpers import OFFLINE_RUNS
+
+    cases, config = OFFLINE_RUNS[request.param]
+    out = tmp_path_factory.mktemp(request.param) / "run"
+    api.evaluate(ROOT / cases, ROOT / config, out=out, n_boot=50)
+    return out
+
+
 @pytest.fixture
 def api_keys(monkeypatch: pytest.MonkeyPatch) -> str:
     for var in ("JUDGE_A_KEY", "JUDGE_B_KEY", "DEEPSEEK_API_KEY"):

@@ -37,6 +37,15 @@ PRICE_IN, PRICE_OUT = 1e-6, 2e-6
 MODEL_OF = {"judge-a": "fake-a", "judge-b": "fake-strict"}
 
 
+#: an offline run of each rubric kind: (cases, config) from the repository's root: deductions (the rules judge and three
+#: simulated judges; the important cases get 3 runs), likert (PDQI-9), criteria
+OFFLINE_RUNS = {
+    "deductions": ("examples/cases.jsonl", "configs/offline.yaml"),
+    "likert": ("examples/pdqi9/cases.jsonl", "configs/pdqi9.offline.yaml"),
+    "criteria": ("examples/criteria/cases.jsonl", "configs/criteria.offline.yaml"),
+}
+
+
 def write_cases(path: Path, n: int = 20) -> Path:
     """``n`` cases cycled from the examples, each with its own id (``ft-000``...); none important (one run each)."""
     examples = [json.loads(x) for x in EXAMPLES.read_text(encoding="utf-8").splitlines() if x.strip()]

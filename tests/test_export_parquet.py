@@ -32,22 +32,13 @@ from consensus_eval.output import parquet  # noqa: E402  (needs pyarrow only whe
 from consensus_eval.output.parquet import write_parquet  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-#: a run of each rubric kind, offline: deductions (the rules judge and three simulated judges), likert (PDQI-9),
-#: criteria
-RUNS = {
-    "deductions": ("examples/cases.jsonl", "configs/offline.yaml"),
-    "likert": ("examples/pdqi9/cases.jsonl", "configs/pdqi9.offline.yaml"),
-    "criteria": ("examples/criteria/cases.jsonl", "configs/criteria.offline.yaml"),
-}
 NESTED = ("deductions", "fixed_penalties", "verdicts", "evidence")
 
 
-@pytest.fixture(scope="module", params=list(RUNS))
-def run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    cases, config = RUNS[request.param]
-    out = tmp_path_factory.mktemp(request.param) / "run"
-    api.evaluate(ROOT / cases, ROOT / config, out=out, n_boot=50)
-    return out
+@pytest.fixture
+def run(kind_run: Path) -> Path:
+    """A run of each rubric kind, offline (conftest's ``kind_run``)."""
+    return kind_run
 
 
 def _item(item: dict[str, Any]) -> dict[str, Any]:

@@ -30,7 +30,7 @@ from consensus_eval.analysis.gstudy import (
     g_study,
     g_study_single_run,
 )
-from consensus_eval.analysis.usage import run_usage
+from consensus_eval.analysis.usage import UsageSums
 from consensus_eval.execution.stored_run import StoredRun
 
 #: the reliability a design must reach by default
@@ -55,60 +55,110 @@ class DecisionStudy(BaseModel):
 def decision_studies(run: StoredRun, cons: Sequence[CaseConsensus], target: float = TARGET) -> dict[str, DecisionStudy]:
     """Per key (dimension ids and ``total``), the decision study (empty with fewer than 2 judges or 2
     complete cases)."""
-    judges = run.judges
-    if len(judges) < 2:
-        return {}
-    dims = [d.id for d in run.rubric.dimensions]
-    # one pass over the cases: how many runs each has for every judge (the fewest on a dimension), and the runs of
-    # each dimension, (case, judge) after (case, judge): None where the case has no such judge
-    counts: Counter[int] = Counter()
-    runs: list[list[list[float] | None]] = [[] for _ in dims]
-    for c in cons:
-        fewest: int | None = None
-        complete = True
-        for j in judges:
-            js = c.judges.get(j)
-            if js is None:
-                complete = False
-                for by_dim in runs:
-                    by_dim.append(None)
+    columns = DecisionColumns(run.judges, [d.id for d in run.rubric.dimensions])
+    columns.add(run, cons)
+    return columns.studies(target)
+
+
+class DecisionColumns:
+    """What :func:`decision_studies` is computed on, added a part of a run at a time (its cases in the run's order,
+    with their calls): per part and dimension the runs of each (case, judge), how many runs the cases have, and
+    the calls' cost (summed in the run's order: :class:`~consensus_eval.analysis.usage.UsageSums`)."""
+
+    def __init__(self, judges: Sequence[str], dims: Sequence[str]) -> None:
+        self.judges, self.dims = list(judges), list(dims)
+        #: per number of runs, the complete cases whose fewest runs of a judge on a dimension it is
+        self.counts: Counter[int] = Counter()
+        #: per part, per dimension: (cases, judges, the part's most runs), NaN where a (case, judge) has fewer
+        self.blocks: list[list[np.ndarray]] = []
+        self.usage = UsageSums()
+
+    def add(self, run: StoredRun, cons: Sequence[CaseConsensus]) -> None:
+        """Add a part of the run: ``run`` (its cases and calls) and ``cons``, its cases' consensus in order.
+
+        Args:
+            run: The stored run, or a part of it.
+            cons: The consensus of each of its cases, in the run's order.
+        """
+        self.usage.add(run.records)
+        if len(self.judges) < 2:
+            return
+        judges, dims = self.judges, self.dims
+        # one pass over the cases: how many runs each has for every judge (the fewest on a dimension), and the runs
+        # of each dimension, (case, judge) after (case, judge): None where the case has no such judge
+        counts = self.counts
+        runs: list[list[list[float] | None]] = [[] for _ in dims]
+        for c in cons:
+            fewest: int | None = None
+            complete = True
+            for j in judges:
+                js = c.judges.get(j)
+                if js is None:
+                    complete = False
+                    for by_dim in runs:
+                        by_dim.append(None)
+                    continue
+                least = 0
+                for k, d in enumerate(dims):
+                    r = js[d].runs
+                    runs[k].append(r)
+                    if k == 0 or len(r) < least:
+                        least = len(r)
+                if fewest is None or least < fewest:
+                    fewest = least
+            if complete and fewest is not None:
+                counts[fewest] += 1
+        most = max((len(r) for by_dim in runs for r in by_dim if r is not None), default=0)
+        block = []
+        for by_dim in runs:     # the cells of each number of runs set at once
+            x = np.full((len(by_dim), most), np.nan)
+            lengths: dict[int, list[int]] = {}
+            for i, cell in enumerate(by_dim):
+                if cell:
+                    lengths.setdefault(len(cell), []).append(i)
+            for n, at in lengths.items():
+                x[at, :n] = np.array([v for i in at for v in by_dim[i] or ()], dtype=float).reshape(-1, n)
+            block.append(x.reshape(len(cons), len(judges), most))
+        self.blocks.append(block)
+
+    def studies(self, target: float = TARGET) -> dict[str, DecisionStudy]:
+        """Per key (dimension ids and ``total``), the decision study of what was added (:func:`decision_studies`).
+
+        Args:
+            target: The reliability the cheapest design must reach.
+        """
+        judges, dims = self.judges, self.dims
+        counts = Counter(self.counts)
+        counts.pop(0, None)
+        if len(judges) < 2 or not counts:
+            return {}
+        n_runs = max(counts, key=lambda r: (counts[r], -r))
+        usage = self.usage.usage()
+        calls = sum(u.ok + u.failed for u in usage.values())
+        cost = sum(u.cost for u in usage.values())
+        cost_per_call = cost / calls if calls and cost > 0 else None
+        # scores[dimension] is (cases, judges, n_runs): the first n_runs runs of the cells that have them, NaN in
+        # every run of a cell with fewer
+        scores = {}
+        for k, d in enumerate(dims):
+            parts = [b[k][:, :, :n_runs] for b in self.blocks]
+            x = np.concatenate([p if p.shape[2] == n_runs else
+                                np.concatenate([p, np.full((*p.shape[:2], n_runs - p.shape[2]), np.nan)], axis=2)
+                                for p in parts], axis=0)
+            x[np.isnan(x).any(axis=2)] = np.nan
+            scores[d] = x
+        n_cases = len(next(iter(scores.values())))
+        scores["total"] = sum((scores[d] for d in dims), np.zeros((n_cases, len(judges), n_runs)))
+        out: dict[str, DecisionStudy] = {}
+        for key in [*dims, "total"]:
+            x = scores[key]
+            complete = ~np.isnan(x).any(axis=(1, 2))
+            x = x[complete]
+            if len(x) < 2:
                 continue
-            least = 0
-            for k, d in enumerate(dims):
-                r = js[d].runs
-                runs[k].append(r)
-                if k == 0 or len(r) < least:
-                    least = len(r)
-            if fewest is None or least < fewest:
-                fewest = least
-        if complete and fewest is not None:
-            counts[fewest] += 1
-    counts.pop(0, None)
-    if not counts:
-        return {}
-    n_runs = max(counts, key=lambda r: (counts[r], -r))
-    usage = run_usage(run)
-    calls = sum(u.ok + u.failed for u in usage.values())
-    cost = sum(u.cost for u in usage.values())
-    cost_per_call = cost / calls if calls and cost > 0 else None
-    # one pass: scores[dimension] is (cases, judges, n_runs), NaN where a judge has fewer runs on the case
-    scores = {d: np.full((len(cons), len(judges), n_runs), np.nan) for d in dims}
-    for d, by_dim in zip(dims, runs, strict=True):    # the cells with n_runs runs or more, set at once
-        full = [(i, r) for i, r in enumerate(by_dim) if r is not None and len(r) >= n_runs]
-        if full:
-            values = np.array([x for _, r in full for x in r[:n_runs]], dtype=float)
-            scores[d].reshape(-1, n_runs)[[i for i, _ in full]] = values.reshape(-1, n_runs)
-    scores["total"] = sum((scores[d] for d in dims), np.zeros((len(cons), len(judges), n_runs)))
-    out: dict[str, DecisionStudy] = {}
-    for key in [*dims, "total"]:
-        x = scores[key]
-        complete = ~np.isnan(x).any(axis=(1, 2))
-        x = x[complete]
-        if len(x) < 2:
-            continue
-        vc = g_study(x) if n_runs >= 2 else g_study_single_run(x[:, :, 0])
-        designs = d_study(vc)
-        out[key] = DecisionStudy(key=key, components=vc, designs=designs,
-                                 cheapest=cheapest_design(designs, target, cost_per_call, "phi"), target=target,
-                                 n_cases=len(x), dropped=int((~complete).sum()), cost_per_call=cost_per_call)
-    return out
+            vc = g_study(x) if n_runs >= 2 else g_study_single_run(x[:, :, 0])
+            designs = d_study(vc)
+            out[key] = DecisionStudy(key=key, components=vc, designs=designs,
+                                     cheapest=cheapest_design(designs, target, cost_per_call, "phi"), target=target,
+                                     n_cases=len(x), dropped=int((~complete).sum()), cost_per_call=cost_per_call)
+        return out

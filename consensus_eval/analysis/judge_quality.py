@@ -16,6 +16,8 @@ For each judge of the panel, over every successful run of the run:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from pydantic import BaseModel
 
 from consensus_eval.analysis.derived import evidence_ids
@@ -44,32 +46,52 @@ class JudgeQuality(BaseModel):
 def judge_quality(run: StoredRun) -> dict[str, JudgeQuality]:
     """Per judge (panel order): deductions by grounding kind, the share ungrounded and the
     claimed-vs-derived mismatch rate, each share with its 95% Wilson interval."""
-    kinds: dict[str, dict[str, int]] = {j: dict.fromkeys(KINDS, 0) for j in run.judges}
-    ok_runs = dict.fromkeys(run.judges, 0)
-    claimed = dict.fromkeys(run.judges, 0)
-    mismatched = dict.fromkeys(run.judges, 0)
-    found = run.grounding.get
-    judged, derived = run.judged_scores.get, run.scores.get
-    for r in run.records:
-        score = judged(r.request_hash) or derived(r.request_hash)    # run.score_as_judged, inlined
-        if score is None or r.judge not in kinds:
-            continue
-        ok_runs[r.judge] += 1
-        if score.claimed_score is not None or score.claimed_stars is not None:
-            claimed[r.judge] += 1
-            mismatched[r.judge] += score.claim_mismatch
-        k = kinds[r.judge]
-        for did in evidence_ids(r):
-            g = found(did)
-            if g is not None:
-                k[g.kind] += 1
-    out = {}
-    for j in run.judges:
-        k = kinds[j]
-        n = sum(k.values())
-        out[j] = JudgeQuality(
-            judge=j, ok_runs=ok_runs[j], deductions=n, by_kind=k,
-            ungrounded=proportion(k["not_found"] + k["empty"], n),
-            claimed_runs=claimed[j], claim_mismatch=proportion(mismatched[j], claimed[j]))
-    return out
+    counts = QualityCounts(run.judges)
+    counts.add(run)
+    return counts.quality()
 
+
+class QualityCounts:
+    """What :func:`judge_quality` counts, added a part of a run at a time (counts: in any order, the same figures)."""
+
+    def __init__(self, judges: Sequence[str]) -> None:
+        self.judges = list(judges)
+        self.kinds: dict[str, dict[str, int]] = {j: dict.fromkeys(KINDS, 0) for j in judges}
+        self.ok_runs = dict.fromkeys(judges, 0)
+        self.claimed = dict.fromkeys(judges, 0)
+        self.mismatched = dict.fromkeys(judges, 0)
+
+    def add(self, run: StoredRun) -> None:
+        """Count the ok runs of ``run`` (a run, or a part of one: some of its cases with their calls).
+
+        Args:
+            run: The stored run, derived and grounded.
+        """
+        kinds, ok_runs, claimed, mismatched = self.kinds, self.ok_runs, self.claimed, self.mismatched
+        found = run.grounding.get
+        judged, derived = run.judged_scores.get, run.scores.get
+        for r in run.records:
+            score = judged(r.request_hash) or derived(r.request_hash)    # run.score_as_judged, inlined
+            if score is None or r.judge not in kinds:
+                continue
+            ok_runs[r.judge] += 1
+            if score.claimed_score is not None or score.claimed_stars is not None:
+                claimed[r.judge] += 1
+                mismatched[r.judge] += score.claim_mismatch
+            k = kinds[r.judge]
+            for did in evidence_ids(r):
+                g = found(did)
+                if g is not None:
+                    k[g.kind] += 1
+
+    def quality(self) -> dict[str, JudgeQuality]:
+        """Per judge (panel order), the figures of what was counted (:func:`judge_quality`)."""
+        out = {}
+        for j in self.judges:
+            k = self.kinds[j]
+            n = sum(k.values())
+            out[j] = JudgeQuality(
+                judge=j, ok_runs=self.ok_runs[j], deductions=n, by_kind=k,
+                ungrounded=proportion(k["not_found"] + k["empty"], n),
+                claimed_runs=self.claimed[j], claim_mismatch=proportion(self.mismatched[j], self.claimed[j]))
+        return out

@@ -16,9 +16,9 @@ from pydantic import BaseModel
 from consensus_eval.analysis.agreement import HumanAgreement, judge_value, matrix
 from consensus_eval.analysis.alpha import DEFAULT_SEED, Alpha, JointBootstrap, Level, shared_draws
 from consensus_eval.analysis.consensus import CaseConsensus
-from consensus_eval.analysis.decision import DecisionStudy, decision_studies
+from consensus_eval.analysis.decision import DecisionColumns, DecisionStudy
 from consensus_eval.analysis.error_analysis import ErrorAnalysis
-from consensus_eval.analysis.judge_quality import JudgeQuality, judge_quality
+from consensus_eval.analysis.judge_quality import JudgeQuality, QualityCounts
 from consensus_eval.analysis.judge_validity import ValidityReport
 from consensus_eval.domain.kinds.deductions import deductions_in
 from consensus_eval.domain.rubric import Criterion, Dimension
@@ -97,45 +97,123 @@ def reliability_report(run: StoredRun, cons: Sequence[CaseConsensus], n_boot: in
     """Alpha across judges, of stars, per category and within judges, each with its bootstrap CI
     (the figures over the same cases share their resamples: :func:`shared_draws`). ``quality``: the run's
     :func:`~consensus_eval.analysis.judge_quality.judge_quality`, when the caller has it already."""
-    with shared_draws():
-        return _reliability_report(run, cons, n_boot, seed, quality)
+    columns = ReliabilityColumns(run)
+    columns.add(run, cons, quality=quality is None)
+    return columns.report(n_boot, seed, quality=quality)
 
 
-def _reliability_report(run: StoredRun, cons: Sequence[CaseConsensus], n_boot: int,
-                        seed: int, quality: dict[str, JudgeQuality] | None) -> ReliabilityReport:
-    rubric, judges = run.rubric, run.judges
-    dims = [d.id for d in rubric.dimensions]
+class ReliabilityColumns:
+    """What a reliability report is computed on, added a part of a run at a time (some of its cases, in the run's
+    order, with their calls and consensus: :func:`~consensus_eval.analysis.derived.read_run_by_cases`), so that a
+    run of any size is analysed holding only its figures' columns, not its calls. Per figure, one judges x units
+    block per part (a unit: a case, or a case x criterion), joined in the run's order: the same matrices, so the same
+    figures to the last bit, as the whole run read at once. Judge quality and the decision studies are counted the
+    same way (:class:`QualityCounts`, :class:`DecisionColumns`).
 
-    joint = JointBootstrap(n_boot, seed)   # above ~67,000 cases, one pass over the resamples for every figure
+    Args:
+        run: The run (or any part of it): its rubric, judges and config.
+    """
 
-    def a(rows: Sequence[Sequence[float | None]] | np.ndarray, level: Level = "interval") -> Alpha:
-        return joint.alpha(rows if isinstance(rows, np.ndarray) else matrix(rows), level)
+    def __init__(self, run: StoredRun) -> None:
+        self.rubric, self.judges = run.rubric, list(run.judges)
+        self.simulated = run.config.simulated_judges
+        dims = self.rubric.dimensions
+        self.n_cases = 0
+        self.across: dict[str, list[np.ndarray]] = {**{d.id: [] for d in dims}, "total": []}
+        self.stars: dict[str, list[np.ndarray]] = {d.id: [] for d in dims if d.stars is not None}
+        self.categories: dict[str, tuple[str, str, list[np.ndarray]]] = {
+            f"{d.id}.{cat.id}": (cat.id, cat.name, []) for d in deductions_in(dims) for cat in d.categories}
+        #: per judge and dimension, a (the part's most runs) x cases block per part
+        self.within: dict[str, dict[str, list[np.ndarray]]] = {j: {d.id: [] for d in dims} for j in self.judges}
+        self.most_runs = dict.fromkeys(self.judges, 0)
+        self.quality = QualityCounts(self.judges)
+        self.decision = DecisionColumns(self.judges, [d.id for d in dims])
 
-    taken = _points_taken(run, cons)
-    case_criteria = {c.id: c.criteria for c in run.cases}   # once for every dimension (:func:`_rows`)
-    within: dict[str, dict[str, Alpha]] = {}
-    most_runs = _most_runs(cons, judges, dims)
-    for j in judges:
-        n_runs = most_runs[j]
-        if n_runs >= 2:
-            within[j] = {d: a([[(c.judges[j][d].runs[i] if i < len(c.judges[j][d].runs) else None) for c in cons]
-                               for i in range(n_runs)]) for d in dims}
-    across = {**{d.id: a(_rows(run, cons, d, case_criteria), level_of(d)) for d in rubric.dimensions},
-              "total": a([[judge_value(c, j, "total") for c in cons] for j in judges])}
-    stars = {d.id: a([[c.judges[j][d.id].stars for c in cons] for j in judges], "ordinal")
-             for d in rubric.dimensions if d.stars is not None}
-    categories = {f"{d.id}.{cat.id}": (cat.name, a(taken(cat.id)))
-                  for d in deductions_in(rubric.dimensions) for cat in d.categories}
-    joint.finish()   # every interval set before a figure is read
-    return ReliabilityReport(
-        judges=judges, n_cases=len(cons), bootstrap=Bootstrap(resamples=n_boot, seed=seed),
-        across_judges=across, stars=stars,
-        categories={k: CategoryAlpha(name=name, **alpha.model_dump()) for k, (name, alpha) in categories.items()},
-        within_judge=within,
-        judge_quality=judge_quality(run) if quality is None else quality,
-        decision=decision_studies(run, cons),
-        simulated=run.config.simulated_judges,
-    )
+    def add(self, run: StoredRun, cons: Sequence[CaseConsensus], *, quality: bool = True) -> None:
+        """Add a part of the run: ``run`` (its cases and calls, derived and grounded) and ``cons``, its cases'
+        consensus in order. Parts are added in the run's order.
+
+        Args:
+            run: The stored run, or a part of it.
+            cons: The consensus of each of its cases, in the run's order.
+            quality: Count judge quality too (not needed when the report is given it).
+        """
+        judges, dims = self.judges, self.rubric.dimensions
+        most = _most_runs(cons, judges, [d.id for d in dims])
+        for j in judges:
+            self.most_runs[j] = max(self.most_runs[j], most[j])
+            for d in dims:
+                self.within[j][d.id].append(
+                    matrix([[(c.judges[j][d.id].runs[i] if i < len(c.judges[j][d.id].runs) else None) for c in cons]
+                            for i in range(most[j])]) if most[j] else np.empty((0, len(cons))))
+        case_criteria = {c.id: c.criteria for c in run.cases}   # once for every dimension (:func:`_rows`)
+        for d in dims:
+            self.across[d.id].append(matrix(_rows(run, cons, d, case_criteria)))
+        self.across["total"].append(matrix([[judge_value(c, j, "total") for c in cons] for j in judges]))
+        for dim_id, blocks in self.stars.items():
+            blocks.append(matrix([[c.judges[j][dim_id].stars for c in cons] for j in judges]))
+        taken = _points_taken(run, cons)
+        for category, _, blocks in self.categories.values():
+            blocks.append(taken(category))
+        if quality:
+            self.quality.add(run)
+        self.decision.add(run, cons)
+        self.n_cases += len(cons)
+
+    def report(self, n_boot: int, seed: int = DEFAULT_SEED, *,
+               quality: dict[str, JudgeQuality] | None = None) -> ReliabilityReport:
+        """The report of every part added (the figures over the same cases share their resamples:
+        :func:`shared_draws`).
+
+        Args:
+            n_boot: Bootstrap resamples of the cases for each interval (0: none).
+            seed: The bootstrap's seed.
+            quality: The run's judge quality, when the caller has it (else what :meth:`add` counted).
+        """
+        with shared_draws():
+            return self._report(n_boot, seed, quality)
+
+    def _report(self, n_boot: int, seed: int, quality: dict[str, JudgeQuality] | None) -> ReliabilityReport:
+        rubric, judges = self.rubric, self.judges
+        dims = [d.id for d in rubric.dimensions]
+        joint = JointBootstrap(n_boot, seed)   # above ~67,000 cases, one pass over the resamples for every figure
+
+        def a(blocks: list[np.ndarray], level: Level = "interval", rows: int = len(judges)) -> Alpha:
+            return joint.alpha(_joined(blocks, rows), level)
+
+        within: dict[str, dict[str, Alpha]] = {}
+        for j in judges:
+            n_runs = self.most_runs[j]
+            if n_runs >= 2:   # each part's block has its own most runs: the rows below it are all missing
+                within[j] = {d: a([_padded(b, n_runs) for b in self.within[j][d]], rows=n_runs) for d in dims}
+        across = {**{d.id: a(self.across[d.id], level_of(d)) for d in rubric.dimensions},
+                  "total": a(self.across["total"])}
+        stars = {d: a(blocks, "ordinal") for d, blocks in self.stars.items()}
+        categories = {k: (name, a(blocks)) for k, (_, name, blocks) in self.categories.items()}
+        joint.finish()   # every interval set before a figure is read
+        return ReliabilityReport(
+            judges=judges, n_cases=self.n_cases, bootstrap=Bootstrap(resamples=n_boot, seed=seed),
+            across_judges=across, stars=stars,
+            categories={k: CategoryAlpha(name=name, **alpha.model_dump()) for k, (name, alpha) in categories.items()},
+            within_judge=within,
+            judge_quality=self.quality.quality() if quality is None else quality,
+            decision=self.decision.studies(),
+            simulated=self.simulated,
+        )
+
+
+def _joined(blocks: list[np.ndarray], rows: int) -> np.ndarray:
+    """The parts' blocks of one figure side by side (its units in the run's order)."""
+    if len(blocks) == 1:
+        return blocks[0]
+    return np.concatenate(blocks, axis=1) if blocks else np.empty((rows, 0))
+
+
+def _padded(block: np.ndarray, rows: int) -> np.ndarray:
+    """``block`` with missing rows (NaN) below it up to ``rows``."""
+    if len(block) == rows:
+        return block
+    return np.concatenate([block, np.full((rows - len(block), block.shape[1]), np.nan)])
 
 
 def _most_runs(cons: Sequence[CaseConsensus], judges: Sequence[str], dims: Sequence[str]) -> dict[str, int]:

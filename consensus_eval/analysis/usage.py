@@ -43,29 +43,55 @@ def usage_by_judge(records: Iterable[StoredCall | CallRecord],
     """Per judge (in the order judges first appear): calls ok / failed, attempts, tokens and cost, summed
     over every stored call in order; the cache hit rate, and the money saved from each judge's USD saved per
     cached token (by judge name)."""
-    # running sums per judge: ok, failed, attempts, prompt, cached, completion, reasoning tokens, cost
-    sums: dict[str, list[int | float]] = {}
-    for r in records:
-        t = sums.get(r.judge)
-        if t is None:
-            t = sums[r.judge] = [0, 0, 0, 0, 0, 0, 0, 0.0]
-        t[0 if r.status == "ok" else 1] += 1
-        t[2] += r.attempts
-        t[3] += r.prompt_tokens or 0
-        t[4] += r.cached_tokens or 0
-        t[5] += r.completion_tokens or 0
-        t[6] += r.reasoning_tokens or 0
-        t[7] += r.cost or 0.0
-    rates = saving_per_cached_token or {}
-    out: dict[str, JudgeUsage] = {}
-    for name, (ok, failed, attempts, prompt, cached, completion, reasoning, cost) in sums.items():
-        rate = rates.get(name)
-        # sums of checked values: built without validation, as the running totals were
-        out[name] = JudgeUsage.model_construct(
-            ok=ok, failed=failed, attempts=attempts, prompt_tokens=prompt, cached_tokens=cached,
-            completion_tokens=completion, reasoning_tokens=reasoning, cost=cost,
-            cache_hit_rate=cached / prompt if prompt else None, saved=None if rate is None else cached * rate)
-    return out
+    sums = UsageSums()
+    sums.add(records)
+    return sums.usage(saving_per_cached_token)
+
+
+class UsageSums:
+    """The running sums of :func:`usage_by_judge`, added to a batch of records at a time: batches added in the run's
+    order give the same sums, so the same floats, as one pass over the run."""
+
+    def __init__(self) -> None:
+        #: per judge, in the order judges first appear: ok, failed, attempts, prompt, cached, completion, reasoning
+        #: tokens, cost
+        self.sums: dict[str, list[int | float]] = {}
+
+    def add(self, records: Iterable[StoredCall | CallRecord]) -> None:
+        """Add ``records`` (the next calls of the run, in its order) to the sums.
+
+        Args:
+            records: The calls, ok and failed.
+        """
+        sums = self.sums
+        for r in records:
+            t = sums.get(r.judge)
+            if t is None:
+                t = sums[r.judge] = [0, 0, 0, 0, 0, 0, 0, 0.0]
+            t[0 if r.status == "ok" else 1] += 1
+            t[2] += r.attempts
+            t[3] += r.prompt_tokens or 0
+            t[4] += r.cached_tokens or 0
+            t[5] += r.completion_tokens or 0
+            t[6] += r.reasoning_tokens or 0
+            t[7] += r.cost or 0.0
+
+    def usage(self, saving_per_cached_token: Mapping[str, float | None] | None = None) -> dict[str, JudgeUsage]:
+        """Per judge, what the calls added so far used (:func:`usage_by_judge`).
+
+        Args:
+            saving_per_cached_token: Each judge's USD saved per cached token, by judge name.
+        """
+        rates = saving_per_cached_token or {}
+        out: dict[str, JudgeUsage] = {}
+        for name, (ok, failed, attempts, prompt, cached, completion, reasoning, cost) in self.sums.items():
+            rate = rates.get(name)
+            # sums of checked values: built without validation, as the running totals were
+            out[name] = JudgeUsage.model_construct(
+                ok=ok, failed=failed, attempts=attempts, prompt_tokens=prompt, cached_tokens=cached,
+                completion_tokens=completion, reasoning_tokens=reasoning, cost=cost,
+                cache_hit_rate=cached / prompt if prompt else None, saved=None if rate is None else cached * rate)
+        return out
 
 
 def run_usage(run: StoredRun) -> dict[str, JudgeUsage]:
