@@ -708,16 +708,34 @@ def reliability(folder: str | Path, *, n_boot: int = 1000, seed: int = DEFAULT_S
     _resamples(n_boot)
     with Store.open_existing(Path(folder), read_only=True) as store:
         if not store.human_labels() and not store.spot_checks():
-            columns: ReliabilityColumns | None = None
+            cases = store.case_count()
+            # the cases cut in as many spans as the processes that read them, as export_parquet cuts them: the later
+            # spans' columns come back and are joined after the first's
+            ways = usable_cpus() if cases >= MIN_CASES and can_fork() else 1
+            cut = spans(store, ways, PARQUET_CASES)
             try:
-                for part in read_run_by_cases(store, PARQUET_CASES, replies=False):
-                    columns = columns or ReliabilityColumns(part)
-                    columns.add(part, consensus_of_run(part))
+                with ExitStack() as others:
+                    later = [others.enter_context(beside(partial(_columns, store, span, first=False), cases=cases))
+                             for span in cut[1:]]
+                    columns = _columns(store, cut[0], first=True)
+                    for theirs in later:
+                        if (got := theirs.result()) is not None and columns is not None:
+                            columns.merge(got)
             except PlanOrderError:
                 columns = None   # a plan that grew by rounds gives a case's calls in each round: read whole, below
             if columns is not None:
                 return columns.report(n_boot, seed)
     return load_run(folder, n_boot=n_boot, seed=seed, reuse_saved=False, replies=False).reliability
+
+
+def _columns(store: Store, span: Span, *, first: bool) -> ReliabilityColumns | None:
+    """The reliability columns of the cases of ``span`` (None: it has none), read as :func:`_parts` reads them
+    (``first``: in this process)."""
+    columns: ReliabilityColumns | None = None
+    for part, cons in _parts(store, span, first=first):
+        columns = columns or ReliabilityColumns(part, apart=not first)
+        columns.add(part, cons)
+    return columns
 
 
 def _parts(store: Store, span: Span, *, first: bool) -> Iterator[tuple[StoredRun, list[CaseConsensus]]]:

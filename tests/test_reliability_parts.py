@@ -5,6 +5,7 @@ is analysed with) is the report of the whole run, to the last bit: for each rubr
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,14 +13,17 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from consensus_eval import api
+from consensus_eval import StateError, _parallel, api
+from consensus_eval._parallel import can_fork
+from consensus_eval.analysis.alpha import DEFAULT_SEED
 from consensus_eval.analysis.consensus import of_run as consensus_of_run
 from consensus_eval.analysis.decision import DecisionColumns, decision_studies
 from consensus_eval.analysis.derived import read_run, read_run_by_cases
 from consensus_eval.analysis.judge_quality import QualityCounts, judge_quality
 from consensus_eval.analysis.reliability import ReliabilityColumns, reliability_report
+from consensus_eval.analysis.usage import UsageSums
 from consensus_eval.cli import app
-from consensus_eval.execution.store import Store
+from consensus_eval.execution.store import Store, StoredCall
 from consensus_eval.execution.stored_run import StoredRun
 from tests.big_run import build_big_run
 
@@ -44,10 +48,10 @@ def _by_parts(folder: Path, per_part: int, n_boot: int) -> tuple[dict[str, objec
     return columns.report(n_boot, 7).to_json(), parts
 
 
-def _whole(folder: Path, n_boot: int) -> dict[str, object]:
+def _whole(folder: Path, n_boot: int, seed: int = 7) -> dict[str, object]:
     with Store.open_existing(folder, read_only=True) as store:
         whole = read_run(store, replies=False)
-    return reliability_report(whole, consensus_of_run(whole), n_boot, 7).to_json()
+    return reliability_report(whole, consensus_of_run(whole), n_boot, seed).to_json()
 
 
 @pytest.mark.parametrize("per_part", [1, 3])
@@ -123,3 +127,47 @@ def test_reliability_of_a_run_with_a_spot_check_reads_it_whole(run: Path, tmp_pa
     assert parts == []   # the validity section reads the sampled cases' calls: the run read whole
     assert report.validity is not None
     assert report.to_json() == api.load_run(folder, n_boot=0, reuse_saved=False).reliability.to_json()
+
+
+def test_reliability_in_two_processes_is_the_report_of_one(run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cases in two spans, the second read by a forked process whose columns come back: the same report."""
+    if not can_fork():
+        pytest.skip("this machine cannot fork a second process (one core, no fork)")
+    monkeypatch.setattr(api, "MIN_CASES", 1)
+    monkeypatch.setattr(_parallel, "MIN_CASES", 1)
+    monkeypatch.setattr(api, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(api, "PARQUET_CASES", 2)
+    real_fork, forked = os.fork, []
+
+    def counting_fork() -> int:
+        pid = real_fork()
+        if pid:
+            forked.append(pid)
+        return pid
+
+    monkeypatch.setattr(os, "fork", counting_fork)
+    two = api.reliability(run, n_boot=100).to_json()
+    monkeypatch.setattr(os, "fork", real_fork)
+    assert len(forked) == 1
+    assert json.dumps(two, sort_keys=True) == json.dumps(_whole(run, 100, seed=DEFAULT_SEED), sort_keys=True)
+
+
+def _call(judge: str, cost: float) -> StoredCall:
+    return StoredCall(request_hash=f"{judge}{cost}", case_id="c", dimension="d", judge=judge, run=0, status="ok",
+                      cost=cost)
+
+
+def test_usage_summed_apart_continues_to_the_same_float() -> None:
+    costs = [1e16, 1.0, 1.0, -1e16, 0.1, 0.2, 0.3, 1e-9]
+    calls = [_call("a" if k % 3 else "b", c) for k, c in enumerate(costs)]
+    one = UsageSums()
+    one.add(calls)
+    first, later = UsageSums(), UsageSums(keep_costs=True)
+    first.add(calls[:3])
+    later.add(calls[3:])
+    naive = {j: first.sums[j][7] + later.sums[j][7] for j in first.sums}
+    first.merge(later)
+    assert first.sums == one.sums
+    assert naive != {j: t[7] for j, t in one.sums.items()}   # adding the halves' sums would not give the same float
+    with pytest.raises(StateError):
+        first.merge(UsageSums())

@@ -65,13 +65,14 @@ class DecisionColumns:
     with their calls): per part and dimension the runs of each (case, judge), how many runs the cases have, and
     the calls' cost (summed in the run's order: :class:`~consensus_eval.analysis.usage.UsageSums`)."""
 
-    def __init__(self, judges: Sequence[str], dims: Sequence[str]) -> None:
+    def __init__(self, judges: Sequence[str], dims: Sequence[str], *, apart: bool = False) -> None:
         self.judges, self.dims = list(judges), list(dims)
         #: per number of runs, the complete cases whose fewest runs of a judge on a dimension it is
         self.counts: Counter[int] = Counter()
         #: per part, per dimension: (cases, judges, the part's most runs), NaN where a (case, judge) has fewer
         self.blocks: list[list[np.ndarray]] = []
-        self.usage = UsageSums()
+        #: ``apart``: these are parts read apart (another process), to be merged into the earlier parts' (:meth:`merge`)
+        self.usage = UsageSums(keep_costs=apart)
 
     def add(self, run: StoredRun, cons: Sequence[CaseConsensus]) -> None:
         """Add a part of the run: ``run`` (its cases and calls) and ``cons``, its cases' consensus in order.
@@ -120,6 +121,16 @@ class DecisionColumns:
                 x[at, :n] = np.array([v for i in at for v in by_dim[i] or ()], dtype=float).reshape(-1, n)
             block.append(x.reshape(len(cons), len(judges), most))
         self.blocks.append(block)
+
+    def merge(self, later: DecisionColumns) -> None:
+        """Add the parts ``later`` gathered (the cases after these, read apart with ``apart``).
+
+        Args:
+            later: Columns of the same judges and dimensions.
+        """
+        self.counts.update(later.counts)
+        self.blocks.extend(later.blocks)
+        self.usage.merge(later.usage)
 
     def studies(self, target: float = TARGET) -> dict[str, DecisionStudy]:
         """Per key (dimension ids and ``total``), the decision study of what was added (:func:`decision_studies`).

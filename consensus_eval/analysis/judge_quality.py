@@ -84,6 +84,19 @@ class QualityCounts:
                 if g is not None:
                     k[g.kind] += 1
 
+    def merge(self, other: QualityCounts) -> None:
+        """Add what ``other`` counted (another part of the run).
+
+        Args:
+            other: Counts of the same judges.
+        """
+        for j in self.judges:
+            for kind, n in other.kinds[j].items():
+                self.kinds[j][kind] += n
+            self.ok_runs[j] += other.ok_runs[j]
+            self.claimed[j] += other.claimed[j]
+            self.mismatched[j] += other.mismatched[j]
+
     def quality(self) -> dict[str, JudgeQuality]:
         """Per judge (panel order), the figures of what was counted (:func:`judge_quality`)."""
         out = {}

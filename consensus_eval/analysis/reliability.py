@@ -112,9 +112,11 @@ class ReliabilityColumns:
 
     Args:
         run: The run (or any part of it): its rubric, judges and config.
+        apart: These columns gather parts that come after others, read apart (another process): they are merged
+            into the earlier parts' columns (:meth:`merge`).
     """
 
-    def __init__(self, run: StoredRun) -> None:
+    def __init__(self, run: StoredRun, *, apart: bool = False) -> None:
         self.rubric, self.judges = run.rubric, list(run.judges)
         self.simulated = run.config.simulated_judges
         dims = self.rubric.dimensions
@@ -127,7 +129,7 @@ class ReliabilityColumns:
         self.within: dict[str, dict[str, list[np.ndarray]]] = {j: {d.id: [] for d in dims} for j in self.judges}
         self.most_runs = dict.fromkeys(self.judges, 0)
         self.quality = QualityCounts(self.judges)
-        self.decision = DecisionColumns(self.judges, [d.id for d in dims])
+        self.decision = DecisionColumns(self.judges, [d.id for d in dims], apart=apart)
 
     def add(self, run: StoredRun, cons: Sequence[CaseConsensus], *, quality: bool = True) -> None:
         """Add a part of the run: ``run`` (its cases and calls, derived and grounded) and ``cons``, its cases'
@@ -159,6 +161,25 @@ class ReliabilityColumns:
             self.quality.add(run)
         self.decision.add(run, cons)
         self.n_cases += len(cons)
+
+    def merge(self, later: ReliabilityColumns) -> None:
+        """Add the parts ``later`` gathered: the cases that come after these in the run, read apart (``apart``).
+
+        Args:
+            later: Columns of the same run's later cases.
+        """
+        self.n_cases += later.n_cases
+        for mine, theirs in ((self.across, later.across), (self.stars, later.stars)):
+            for key, blocks in mine.items():
+                blocks.extend(theirs[key])
+        for key, (_, _, blocks) in self.categories.items():
+            blocks.extend(later.categories[key][2])
+        for j in self.judges:
+            self.most_runs[j] = max(self.most_runs[j], later.most_runs[j])
+            for d, blocks in self.within[j].items():
+                blocks.extend(later.within[j][d])
+        self.quality.merge(later.quality)
+        self.decision.merge(later.decision)
 
     def report(self, n_boot: int, seed: int = DEFAULT_SEED, *,
                quality: dict[str, JudgeQuality] | None = None) -> ReliabilityReport:

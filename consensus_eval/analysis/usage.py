@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping
 
 from pydantic import BaseModel
 
+from consensus_eval._errors import StateError
 from consensus_eval.execution.pricing import saving_per_cached_token
 from consensus_eval.execution.store import CallRecord, StoredCall
 from consensus_eval.execution.stored_run import StoredRun
@@ -52,10 +53,13 @@ class UsageSums:
     """The running sums of :func:`usage_by_judge`, added to a batch of records at a time: batches added in the run's
     order give the same sums, so the same floats, as one pass over the run."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, keep_costs: bool = False) -> None:
         #: per judge, in the order judges first appear: ok, failed, attempts, prompt, cached, completion, reasoning
         #: tokens, cost
         self.sums: dict[str, list[int | float]] = {}
+        #: ``keep_costs``: per judge, each call's cost in order, so that sums made elsewhere (another process's part
+        #: of the run) continue these to the same float (:meth:`merge`)
+        self.costs: dict[str, list[float]] | None = {} if keep_costs else None
 
     def add(self, records: Iterable[StoredCall | CallRecord]) -> None:
         """Add ``records`` (the next calls of the run, in its order) to the sums.
@@ -63,7 +67,7 @@ class UsageSums:
         Args:
             records: The calls, ok and failed.
         """
-        sums = self.sums
+        sums, costs = self.sums, self.costs
         for r in records:
             t = sums.get(r.judge)
             if t is None:
@@ -75,6 +79,28 @@ class UsageSums:
             t[5] += r.completion_tokens or 0
             t[6] += r.reasoning_tokens or 0
             t[7] += r.cost or 0.0
+            if costs is not None:
+                costs.setdefault(r.judge, []).append(r.cost or 0.0)
+
+    def merge(self, later: UsageSums) -> None:
+        """Add the sums of ``later`` (the calls that come after these in the run, summed apart with ``keep_costs``):
+        counts added, costs added call by call, as one pass over both would have added them.
+
+        Args:
+            later: The sums of the next calls of the run.
+        """
+        if later.costs is None:
+            raise StateError("UsageSums.merge: the later sums must keep their calls' costs (keep_costs=True)")
+        for name, theirs in later.sums.items():
+            t = self.sums.setdefault(name, [0, 0, 0, 0, 0, 0, 0, 0.0])
+            for k in range(7):
+                t[k] += theirs[k]
+            cost = t[7]
+            for c in later.costs.get(name, ()):
+                cost += c
+            t[7] = cost
+            if self.costs is not None:
+                self.costs.setdefault(name, []).extend(later.costs.get(name, ()))
 
     def usage(self, saving_per_cached_token: Mapping[str, float | None] | None = None) -> dict[str, JudgeUsage]:
         """Per judge, what the calls added so far used (:func:`usage_by_judge`).
