@@ -130,8 +130,10 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--no-whole", action="store_true", help="leave out the whole-run read (too large for memory)")
     ap.add_argument("--command", choices=("export", "reliability"), default="export")
+    ap.add_argument("--ways", nargs="+", choices=("parts", "one", "whole"), help="only these ways")
     args = ap.parse_args()
     ways = ["parts"] + (["one"] if args.command == "export" else []) + ([] if args.no_whole else ["whole"])
+    ways = [w for w in ways if w in (args.ways or ways)]
     for n in args.cases:
         folder = args.stores / f"{n}x{args.judges}"
         if not (folder / "results.sqlite").is_file():
