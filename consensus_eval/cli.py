@@ -48,8 +48,8 @@ def friendly_errors(fn: F) -> F:
             with _terminate_as_interrupt():
                 return guarded(fn)(*args, **kwargs)  # any console encoding; a stdout that fails is exit 1, one line
         except KeyboardInterrupt:   # Ctrl-C or SIGTERM: what was being written is removed, what was there kept
-            err_console.print("interrupted: the file being written was removed; every output is as it was or whole "
-                              "(rerun the command)", highlight=False, soft_wrap=True)
+            err_console.print("interrupted: stopped; a file being written was removed, and every output is whole, "
+                              "new or as it was", highlight=False, soft_wrap=True)
             raise typer.Exit(EXIT_INTERRUPTED) from None
         except RunBusy as e:  # another command writes the run: nothing was written (README, "Exit codes")
             err_console.print(Text.assemble(("error:", "bold red"), " ", str(e)), highlight=False, soft_wrap=True)
