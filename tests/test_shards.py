@@ -57,6 +57,8 @@ def _same_as_one_process(merged: Path, one: Path) -> None:
     a, b = _store_rows(merged / STORE_NAME), _store_rows(one / STORE_NAME)
     assert a["plan"] == b["plan"] and a["calls"] == b["calls"]
     assert a["meta"] == b["meta"]
+    # nothing else beside them: the merge's store written under a temporary name left nothing (no record of it)
+    assert sorted(p.name for p in merged.iterdir()) == sorted(p.name for p in one.iterdir())
 
 
 # --------------------------------------------------------------------------- shards

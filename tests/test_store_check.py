@@ -147,3 +147,11 @@ def test_a_store_written_from_outside_during_its_check_is_not_recorded_whole(run
     _read(run)
     _read(run)
     assert len(seen) == 2   # checked again, then recorded
+
+
+def test_a_store_of_another_name_leaves_no_record(tmp_path: Path) -> None:
+    """A merge writes its store under a temporary name, then renames it: no record is left under that name."""
+    part = tmp_path / f".{STORE_NAME}.merging-1"
+    with Store(part) as store:
+        store.set_meta("config", {})
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.endswith(".checked")) == []

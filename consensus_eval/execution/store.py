@@ -1091,18 +1091,21 @@ def _identity(path: Path) -> list[object] | None:
     return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, header[24:32].hex()]
 
 
-def _marker(path: Path) -> Path:
-    """Where the identity of the store ``path`` is recorded (:data:`CHECKED_NAME` for a run's store)."""
-    return path.with_name(f".{path.name}.checked")
+def _marker(path: Path) -> Path | None:
+    """Where the identity of the store ``path`` is recorded: :data:`CHECKED_NAME` beside a run's store; None for
+    another file (a merge's store being written under a temporary name, renamed once whole: no record is left behind
+    under the temporary name)."""
+    return path.with_name(CHECKED_NAME) if path.name == STORE_NAME else None
 
 
 def _known_whole(path: Path) -> bool:
     """Whether the store ``path`` is as it was when last known whole (:func:`_record_whole`)."""
-    found = _identity(path)
-    if found is None:
+    marker = _marker(path)
+    found = _identity(path) if marker is not None else None
+    if marker is None or found is None:
         return False
     try:
-        return bool(json.loads(_marker(path).read_bytes()) == found)
+        return bool(json.loads(marker.read_bytes()) == found)
     except (OSError, ValueError):
         return False
 
@@ -1112,8 +1115,10 @@ def _record_whole(path: Path, checked: list[object] | None = None) -> None:
     check (``checked``: its identity when the check began; nothing is recorded if the file changed during the check)
     or when the writer that found it whole closes it. Nothing is recorded where the folder cannot be written (each
     open checks the store there) or while a journal is beside it."""
-    found = _identity(path)
     marker = _marker(path)
+    if marker is None:
+        return
+    found = _identity(path)
     if found is None or (checked is not None and found != checked):
         with suppress(OSError):
             marker.unlink()
