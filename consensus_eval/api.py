@@ -678,14 +678,12 @@ def export_parquet(folder: str | Path, dest: str | Path) -> list[Path]:
     from consensus_eval.output.parquet import write_parquet, write_parquet_parts
 
     with Store.open_existing(Path(folder), read_only=True) as store:
-        cases = store.case_count()
-        # a few cases at a time (PARQUET_CASES): its memory does not grow with the run; the cases cut in as many
-        # spans as the processes that read them (output.parquet.write_parquet_parts)
-        ways = usable_cpus() if cases >= MIN_CASES and can_fork() else 1
+        # a few cases at a time (PARQUET_CASES): its memory does not grow with the run; the spans read side by side
+        # (output.parquet.write_parquet_parts)
+        cases, cut = _spans(store)
         try:
-            return write_parquet_parts([partial(_parts, store, span, first=k == 0)
-                                        for k, span in enumerate(spans(store, ways, PARQUET_CASES))], dest,
-                                       cases=cases)
+            return write_parquet_parts([partial(_parts, store, span, first=k == 0) for k, span in enumerate(cut)],
+                                       dest, cases=cases)
         except PlanOrderError:
             pass   # a plan that grew by rounds gives a case's calls in each round: read as a whole, below
     return write_parquet(load_run(folder, replies=False), dest)
@@ -708,11 +706,7 @@ def reliability(folder: str | Path, *, n_boot: int = 1000, seed: int = DEFAULT_S
     _resamples(n_boot)
     with Store.open_existing(Path(folder), read_only=True) as store:
         if not store.human_labels() and not store.spot_checks():
-            cases = store.case_count()
-            # the cases cut in as many spans as the processes that read them, as export_parquet cuts them: the later
-            # spans' columns come back and are joined after the first's
-            ways = usable_cpus() if cases >= MIN_CASES and can_fork() else 1
-            cut = spans(store, ways, PARQUET_CASES)
+            cases, cut = _spans(store)   # the later spans' columns come back and are joined after the first's
             try:
                 with ExitStack() as others:
                     later = [others.enter_context(beside(partial(_columns, store, span, first=False), cases=cases))
@@ -726,6 +720,15 @@ def reliability(folder: str | Path, *, n_boot: int = 1000, seed: int = DEFAULT_S
             if columns is not None:
                 return columns.report(n_boot, seed)
     return load_run(folder, n_boot=n_boot, seed=seed, reuse_saved=False, replies=False).reliability
+
+
+def _spans(store: Store) -> tuple[int, list[Span]]:
+    """The run's number of cases, and its cases cut in as many spans as the processes that read them side by side
+    (one a usable core, where forking serves and the run has :data:`MIN_CASES` cases), each a multiple of
+    :data:`PARQUET_CASES` cases but the last: how :func:`export_parquet` and :func:`reliability` read a run."""
+    cases = store.case_count()
+    ways = usable_cpus() if cases >= MIN_CASES and can_fork() else 1
+    return cases, spans(store, ways, PARQUET_CASES)
 
 
 def _columns(store: Store, span: Span, *, first: bool) -> ReliabilityColumns | None:
