@@ -434,10 +434,8 @@ class Store:
         try:
             db = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
             db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
-            if not checked and not _known_whole(self.path):
-                seen = _identity(self.path)
-                _quick_check(db, self.path)   # a damaged store is refused, not read as if it were whole
-                _record_whole(self.path, seen)
+            if not checked:
+                _check_once(db, self.path)   # a damaged store is refused, not read as if it were whole
             return db
         except sqlite3.OperationalError as e:
             # A WAL store in a folder that cannot be written: SQLite cannot create the -shm file a WAL
@@ -1058,17 +1056,13 @@ def check_whole(path: Path) -> None:
                 return
     except OSError:
         return
-    if _known_whole(path):
-        return
     uri = f"file:{quote(str(path.absolute()))}?mode=ro"
     try:
         db = sqlite3.connect(uri, uri=True, isolation_level=None)
     except sqlite3.Error:
         return
     try:
-        seen = _identity(path)
-        _quick_check(db, path)
-        _record_whole(path, seen)
+        _check_once(db, path)
     except sqlite3.OperationalError:
         return   # cannot be read without writing (a WAL store in a folder it cannot make -shm in): opened as before
     except sqlite3.DatabaseError as e:
@@ -1098,16 +1092,17 @@ def _marker(path: Path) -> Path | None:
     return path.with_name(CHECKED_NAME) if path.name == STORE_NAME else None
 
 
-def _known_whole(path: Path) -> bool:
-    """Whether the store ``path`` is as it was when last known whole (:func:`_record_whole`)."""
+def _check_once(db: sqlite3.Connection, path: Path) -> None:
+    """:func:`_quick_check` of ``db`` (the store ``path``) unless the file is as it was when last known whole
+    (:func:`_record_whole`); recorded whole after a check it passes."""
+    seen = _identity(path)
     marker = _marker(path)
-    found = _identity(path) if marker is not None else None
-    if marker is None or found is None:
-        return False
-    try:
-        return bool(json.loads(marker.read_bytes()) == found)
-    except (OSError, ValueError):
-        return False
+    if seen is not None and marker is not None:
+        with suppress(OSError, ValueError):
+            if json.loads(marker.read_bytes()) == seen:
+                return
+    _quick_check(db, path)
+    _record_whole(path, seen)
 
 
 def _record_whole(path: Path, checked: list[object] | None = None) -> None:
