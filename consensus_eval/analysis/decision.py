@@ -81,9 +81,9 @@ class DecisionColumns:
             run: The stored run, or a part of it.
             cons: The consensus of each of its cases, in the run's order.
         """
-        self.usage.add(run.records)
         if len(self.judges) < 2:
-            return
+            return   # no decision study with one judge: nothing to count
+        self.usage.add(run.records)
         judges, dims = self.judges, self.dims
         # one pass over the cases: how many runs each has for every judge (the fewest on a dimension), and the runs
         # of each dimension, (case, judge) after (case, judge): None where the case has no such judge
